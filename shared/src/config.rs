@@ -1,0 +1,232 @@
+//! Configuration, read from environment variables in one place.
+//!
+//! Every variable, its default and its meaning is listed in the README's configuration table;
+//! keep the two in step. A malformed value is an error that names the variable, raised at cold
+//! start so a bad deploy fails at once rather than on the first task.
+
+use std::time::Duration;
+
+/// A configuration variable that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable}: {problem} (got {value:?})")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub value: String,
+    pub problem: String,
+}
+
+/// Which built-in handler runs tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandlerKind {
+    /// Log each task at INFO and succeed (the default, and the demo's).
+    Log,
+    /// Succeed without doing anything (benchmarks).
+    Noop,
+}
+
+/// The bridge's settings. Build it with [`Config::from_env`], or [`Config::default`] in tests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `ZOOKEEPER_CONNECTION_STRING`: hosts, optionally with a chroot (`h1:2181,h2:2181/app`).
+    pub zookeeper: String,
+    /// `EVENT_BRIDGE_ROOT`: the queue's root znode.
+    pub root: String,
+    /// `LEASE_TIMEOUT_MS`: how long a lease lives without an extension before it may be reaped.
+    pub lease_timeout: Duration,
+    /// `MAX_ATTEMPTS`: claims of one task before it goes to the dead letters.
+    pub max_attempts: u32,
+    /// `MAX_TASKS_PER_RUN`: tasks a scheduled run claims.
+    pub max_tasks_per_run: u32,
+    /// `DRAIN_MAX_TASKS`: tasks a drain claims when the request names no cap.
+    pub drain_max_tasks: u32,
+    /// `DRAIN_CONCURRENCY`: tasks a drain keeps in flight at once.
+    pub drain_concurrency: usize,
+    /// `BACKOFF_BASE_MS`: the delay after the first retryable failure; doubles each attempt.
+    pub backoff_base: Duration,
+    /// `BACKOFF_MAX_MS`: the longest backoff.
+    pub backoff_max: Duration,
+    /// `TIME_BUDGET_MS`: how long a run may take when the platform gives no deadline.
+    pub time_budget: Duration,
+    /// `DEADLINE_MARGIN_MS`: stop claiming this long before the deadline.
+    pub deadline_margin: Duration,
+    /// `ZOOKEEPER_CONNECT_TIMEOUT_MS`: give up connecting after this long.
+    pub connect_timeout: Duration,
+    /// `ZOOKEEPER_SESSION_TIMEOUT_MS`: the session timeout asked of the server.
+    pub session_timeout: Duration,
+    /// `CRON_SECRET`: when set, HTTP triggers must send `Authorization: Bearer <secret>`.
+    pub cron_secret: Option<String>,
+    /// `EVENT_BRIDGE_HANDLER`: `log` or `noop`.
+    pub handler: HandlerKind,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            zookeeper: "127.0.0.1:2181".into(),
+            root: "/event-bridge".into(),
+            lease_timeout: Duration::from_secs(300),
+            max_attempts: 5,
+            max_tasks_per_run: 1,
+            drain_max_tasks: 10_000,
+            drain_concurrency: 64,
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+            time_budget: Duration::from_secs(50),
+            deadline_margin: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(5),
+            session_timeout: Duration::from_secs(10),
+            cron_secret: None,
+            handler: HandlerKind::Log,
+        }
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup`; an empty value counts as unset.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let d = Config::default();
+        let config = Config {
+            zookeeper: get("ZOOKEEPER_CONNECTION_STRING").unwrap_or(d.zookeeper),
+            root: root(get("EVENT_BRIDGE_ROOT"))?.unwrap_or(d.root),
+            lease_timeout: millis(&get, "LEASE_TIMEOUT_MS", 1_000)?.unwrap_or(d.lease_timeout),
+            max_attempts: number(&get, "MAX_ATTEMPTS", 1)?.unwrap_or(d.max_attempts),
+            max_tasks_per_run: number(&get, "MAX_TASKS_PER_RUN", 1)?.unwrap_or(d.max_tasks_per_run),
+            drain_max_tasks: number(&get, "DRAIN_MAX_TASKS", 1)?.unwrap_or(d.drain_max_tasks),
+            drain_concurrency: number(&get, "DRAIN_CONCURRENCY", 1)?
+                .map(|n: u32| n as usize)
+                .unwrap_or(d.drain_concurrency),
+            backoff_base: millis(&get, "BACKOFF_BASE_MS", 0)?.unwrap_or(d.backoff_base),
+            backoff_max: millis(&get, "BACKOFF_MAX_MS", 0)?.unwrap_or(d.backoff_max),
+            time_budget: millis(&get, "TIME_BUDGET_MS", 1_000)?.unwrap_or(d.time_budget),
+            deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0)?.unwrap_or(d.deadline_margin),
+            connect_timeout: millis(&get, "ZOOKEEPER_CONNECT_TIMEOUT_MS", 100)?
+                .unwrap_or(d.connect_timeout),
+            session_timeout: millis(&get, "ZOOKEEPER_SESSION_TIMEOUT_MS", 1_000)?
+                .unwrap_or(d.session_timeout),
+            cron_secret: get("CRON_SECRET"),
+            handler: handler(get("EVENT_BRIDGE_HANDLER"))?.unwrap_or(d.handler),
+        };
+        Ok(config)
+    }
+}
+
+fn invalid(variable: &'static str, value: &str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        variable,
+        value: value.to_string(),
+        problem: problem.into(),
+    }
+}
+
+fn number<T>(
+    get: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    min: T,
+) -> Result<Option<T>, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let Some(raw) = get(variable) else {
+        return Ok(None);
+    };
+    match raw.trim().parse::<T>() {
+        Ok(n) if n >= min => Ok(Some(n)),
+        Ok(_) => Err(invalid(variable, &raw, format!("must be at least {min}"))),
+        Err(_) => Err(invalid(variable, &raw, "must be a whole number")),
+    }
+}
+
+fn millis(
+    get: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    min: u64,
+) -> Result<Option<Duration>, ConfigError> {
+    Ok(number(get, variable, min)?.map(Duration::from_millis))
+}
+
+fn root(raw: Option<String>) -> Result<Option<String>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let trimmed = raw.trim_end_matches('/');
+    let ok = trimmed.starts_with('/')
+        && trimmed.split('/').skip(1).all(|p| !p.is_empty() && p != "." && p != "..");
+    if ok {
+        Ok(Some(trimmed.to_string()))
+    } else {
+        let problem = "must be an absolute znode path such as /event-bridge";
+        Err(invalid("EVENT_BRIDGE_ROOT", &raw, problem))
+    }
+}
+
+fn handler(raw: Option<String>) -> Result<Option<HandlerKind>, ConfigError> {
+    match raw.as_deref().map(str::trim) {
+        None => Ok(None),
+        Some("log") => Ok(Some(HandlerKind::Log)),
+        Some("noop") => Ok(Some(HandlerKind::Noop)),
+        Some(other) => Err(invalid("EVENT_BRIDGE_HANDLER", other, "must be log or noop")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_when_nothing_is_set() {
+        assert_eq!(parse(&[]).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn reads_every_documented_variable() {
+        let c = parse(&[
+            ("ZOOKEEPER_CONNECTION_STRING", "zk1:2181,zk2:2181/app"),
+            ("EVENT_BRIDGE_ROOT", "/q/orders/"),
+            ("LEASE_TIMEOUT_MS", "60000"),
+            ("MAX_ATTEMPTS", "3"),
+            ("MAX_TASKS_PER_RUN", "4"),
+            ("CRON_SECRET", "s3cret"),
+            ("EVENT_BRIDGE_HANDLER", "noop"),
+        ])
+        .unwrap();
+        assert_eq!(c.zookeeper, "zk1:2181,zk2:2181/app");
+        assert_eq!(c.root, "/q/orders");
+        assert_eq!(c.lease_timeout, Duration::from_secs(60));
+        assert_eq!((c.max_attempts, c.max_tasks_per_run), (3, 4));
+        assert_eq!(c.cron_secret.as_deref(), Some("s3cret"));
+        assert_eq!(c.handler, HandlerKind::Noop);
+    }
+
+    #[test]
+    fn a_bad_value_names_its_variable() {
+        for (var, value) in [
+            ("LEASE_TIMEOUT_MS", "5m"),
+            ("LEASE_TIMEOUT_MS", "10"),
+            ("MAX_ATTEMPTS", "0"),
+            ("MAX_ATTEMPTS", "-1"),
+            ("EVENT_BRIDGE_ROOT", "event-bridge"),
+            ("EVENT_BRIDGE_ROOT", "/a//b"),
+            ("EVENT_BRIDGE_HANDLER", "http"),
+        ] {
+            let err = parse(&[(var, value)]).unwrap_err();
+            assert_eq!(err.variable, var);
+            assert!(err.to_string().starts_with(var), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_empty_value_counts_as_unset() {
+        assert_eq!(parse(&[("CRON_SECRET", " ")]).unwrap().cron_secret, None);
+    }
+}

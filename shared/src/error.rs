@@ -1,0 +1,64 @@
+//! The library's one error type.
+
+use zookeeper_client as zk;
+
+use crate::config::ConfigError;
+
+/// Everything that can go wrong in the library.
+///
+/// Races are not errors: losing a claim, or finding a lease already reaped, are outcomes
+/// ([`crate::queue::ClaimOutcome`], [`crate::queue::Settled`]). What remains here is what an
+/// operator must look at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A configuration variable is missing or malformed; the message names it.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    /// No ZooKeeper session could be established in time.
+    #[error("cannot reach ZooKeeper at {address} within {timeout_ms} ms: {reason}")]
+    Unreachable {
+        address: String,
+        timeout_ms: u64,
+        reason: String,
+    },
+
+    /// A ZooKeeper request failed for a reason the caller cannot treat as a race.
+    #[error("zookeeper {op} {path}: {source}")]
+    Zk {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: zk::Error,
+    },
+
+    /// A ZooKeeper request did not answer before the invocation's time ran out.
+    #[error("zookeeper {op} {path}: no answer within {timeout_ms} ms")]
+    Timeout {
+        op: &'static str,
+        path: String,
+        timeout_ms: u64,
+    },
+
+    /// A task is too large for a znode.
+    #[error("task is {size} bytes, over the {limit}-byte znode limit")]
+    TooLarge { size: usize, limit: usize },
+
+    /// Input that should have been JSON was not.
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Wraps a ZooKeeper error with the operation and path it came from.
+    pub(crate) fn zk(op: &'static str, path: impl Into<String>, source: impl Into<zk::Error>) -> Self {
+        Error::Zk {
+            op,
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,59 @@
+//! What runs a task.
+//!
+//! Rust users who build their own function binary on this crate implement [`Handler`]; the
+//! functions we ship use a [`Builtin`] chosen by `EVENT_BRIDGE_HANDLER`.
+
+use std::future::Future;
+
+use crate::config::HandlerKind;
+use crate::task::Task;
+
+/// Why a handler did not finish a task.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HandlerError {
+    /// Worth another try later (a timeout, a 503): the task is released with a backoff.
+    #[error("retryable: {0}")]
+    Retryable(String),
+    /// Will never succeed (a 400, a missing record): the task goes to the dead letters now.
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+/// Runs one claimed task. The lease is extended while the returned future runs.
+pub trait Handler: Send + Sync {
+    fn handle(&self, task: &Task) -> impl Future<Output = Result<(), HandlerError>> + Send;
+}
+
+/// A handler made of a closure over an owned [`Task`], for tests and small programs.
+pub struct FnHandler<F>(pub F);
+
+impl<F, Fut> Handler for FnHandler<F>
+where
+    F: Fn(Task) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<(), HandlerError>> + Send,
+{
+    fn handle(&self, task: &Task) -> impl Future<Output = Result<(), HandlerError>> + Send {
+        (self.0)(task.clone())
+    }
+}
+
+/// The handlers the shipped functions can run.
+#[derive(Clone, Copy, Debug)]
+pub struct Builtin(pub HandlerKind);
+
+impl Handler for Builtin {
+    async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
+        if self.0 == HandlerKind::Log {
+            tracing::info!(
+                task = %task.name,
+                id = %task.envelope.id,
+                event_type = %task.envelope.event_type,
+                attempt = task.attempt(),
+                fencing_token = task.fencing_token,
+                payload = %task.envelope.payload,
+                "task received"
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,95 @@
+//! Lease rules as pure functions: what a lease holds, when it has expired, how long a retry
+//! waits. Times are ZooKeeper times (znode `mtime`s and [`crate::clock::ZkTime`]), so expiry
+//! never depends on a consumer's and a reaper's clocks agreeing.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The data of a lease znode. The field names are the 000 design's, so its consumers can read
+/// our leases and judge their age the same way; `timestamp` is refreshed by every extension.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseData {
+    /// Who holds the lease.
+    pub consumer_id: String,
+    /// When the lease was taken or last extended, ms since the epoch, holder's clock.
+    pub timestamp: i64,
+    /// The task's fencing token for this claim (absent in leases of other consumers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<i64>,
+}
+
+impl LeaseData {
+    pub fn new(consumer_id: &str, fencing_token: i64) -> Self {
+        LeaseData {
+            consumer_id: consumer_id.to_string(),
+            timestamp: chrono::Utc::now().timestamp_millis(),
+            fencing_token: Some(fencing_token),
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("lease data serializes")
+    }
+}
+
+/// A lease last written at `mtime` has expired at `now` (both ZooKeeper ms).
+pub fn expired(mtime: i64, now: i64, timeout: Duration) -> bool {
+    now.saturating_sub(mtime) > timeout.as_millis() as i64
+}
+
+/// How often a holder extends its lease: a third of the timeout, so two extensions can fail
+/// before the lease runs out.
+pub fn extend_interval(timeout: Duration) -> Duration {
+    timeout / 3
+}
+
+/// The wait before claim number `attempt + 1`, after `attempt` failed: `base`, doubling with
+/// each attempt, at most `max`.
+pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
+    let doublings = attempt.saturating_sub(1).min(32);
+    base.saturating_mul(1u32 << doublings.min(31)).min(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN5: Duration = Duration::from_secs(300);
+
+    #[test]
+    fn expiry_is_strictly_after_the_timeout() {
+        for (mtime, now, want) in [
+            (1_000, 1_000, false),
+            (1_000, 301_000, false),
+            (1_000, 301_001, true),
+            (1_000, 0, false), // a clock read before the write never expires it
+        ] {
+            assert_eq!(expired(mtime, now, MIN5), want, "mtime {mtime} now {now}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let base = Duration::from_secs(1);
+        let got: Vec<u64> = (1..=6).map(|a| backoff(a, base, Duration::from_secs(10)).as_secs()).collect();
+        assert_eq!(got, [1, 2, 4, 8, 10, 10]);
+        assert_eq!(backoff(200, base, MIN5), MIN5);
+        assert_eq!(backoff(0, base, MIN5), base);
+    }
+
+    #[test]
+    fn lease_data_uses_the_000_field_names() {
+        let json = serde_json::to_value(LeaseData::new("c1", 3)).unwrap();
+        assert!(json["consumerId"].is_string() && json["timestamp"].is_i64());
+        let theirs: LeaseData =
+            serde_json::from_str(r#"{"consumerId":"vercel-func-ab12","timestamp":1}"#).unwrap();
+        assert_eq!(theirs.fencing_token, None);
+    }
+
+    #[test]
+    fn extensions_come_three_times_per_timeout() {
+        assert_eq!(extend_interval(Duration::from_millis(900)), Duration::from_millis(300));
+    }
+}

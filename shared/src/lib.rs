@@ -1,0 +1,65 @@
+//! event-bridge: a task queue on ZooKeeper for serverless consumers.
+//!
+//! # The model
+//!
+//! Producers write each task as a persistent sequential znode under `ROOT/tasks`. A consumer
+//! claims a task by creating `ROOT/leases/<task name>`; ZooKeeper lets only one create win.
+//! The holder runs the task and then deletes task and lease in one multi-op. A holder that
+//! dies leaves its lease behind; the reaper deletes leases whose time is up, and the task
+//! becomes claimable again.
+//!
+//! ```text
+//!            claim                      complete
+//! pending ──────────▶ leased ──────────────────────▶ (gone)
+//!    ▲                  │  │ retryable failure
+//!    └──────────────────┘  │ (with backoff)
+//!    ▲   lease reaped      │
+//!    └─────────────────────┤ permanent failure, poison body, attempts used up
+//!                          ▼
+//!                     ROOT/dead
+//! ```
+//!
+//! Every claim raises the task znode's version; that version is the claim's fencing token,
+//! and every later write of the holder checks it, so a consumer whose lease passed on can
+//! change nothing ([`queue`] explains). Lease expiry and retry backoff are judged by
+//! ZooKeeper's clock ([`clock`]), never by comparing two machines' clocks.
+//!
+//! # Modules
+//!
+//! - [`config`]: every setting, from environment variables, in one place.
+//! - [`layout`]: the znode paths, compatible with the 000 design.
+//! - [`task`]: the task envelope and how a body is read (envelope, plain JSON, poison).
+//! - [`lease`]: lease data and the pure rules: expiry, extension interval, backoff.
+//! - [`clock`]: ZooKeeper's time, read from an `mtime`.
+//! - [`zk`]: connecting, failing fast with the address.
+//! - [`queue`]: publish, claim, extend, complete, release and bury on ZooKeeper.
+//! - [`handler`]: the [`Handler`] trait and the built-in handlers.
+//! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
+//! - [`reap`]: `reap_leases`' run.
+//! - [`stats`]: depth, leases, dead letters, the oldest task's age.
+//! - [`trigger`]: what a Lambda event or HTTP request asks for.
+//! - [`telemetry`]: JSON logs by Lambda's conventions.
+//! - [`error`]: the one error type.
+
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod handler;
+pub mod layout;
+pub mod lease;
+pub mod process;
+pub mod queue;
+pub mod reap;
+pub mod stats;
+pub mod task;
+pub mod telemetry;
+pub mod trigger;
+pub mod zk;
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use handler::{Builtin, Handler, HandlerError};
+pub use process::{ProcessReport, RunOptions};
+pub use queue::Queue;
+pub use reap::ReapReport;
+pub use task::{Envelope, Task};

@@ -1,0 +1,276 @@
+//! `process_events`' work: claim tasks oldest first, run them, settle them.
+//!
+//! A run takes a snapshot of the unleased tasks (two list requests), then walks it with up to
+//! `concurrency` tasks in flight, each one read, claimed, run and settled: three requests per
+//! task. When the snapshot is used up it takes another, until a pass claims nothing, the cap
+//! is reached, or the deadline is near.
+//!
+//! Consumers that start together would all try the oldest task first. A consumer that loses a
+//! claim skips a random distance ahead, so after the first collision they spread over the head
+//! of the queue instead of trailing each other one task apart. A single consumer never loses,
+//! so it claims strictly oldest first.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::clock::ZkTime;
+use crate::handler::{Handler, HandlerError};
+use crate::lease;
+use crate::queue::{ClaimOutcome, Lease, Queue, Settled};
+use crate::{Error, Result};
+
+/// What a run may do.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Claim at most this many tasks.
+    pub max_tasks: u32,
+    /// Tasks in flight at once.
+    pub concurrency: usize,
+    /// When the invocation must have returned.
+    pub deadline: Instant,
+    /// Stop claiming this long before the deadline; unfinished handlers are stopped and their
+    /// tasks released half of it before.
+    pub margin: Duration,
+}
+
+/// What a run did: the function's response and its one summary log event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProcessReport {
+    pub consumer_id: String,
+    pub claimed: u32,
+    pub completed: u32,
+    pub retried: u32,
+    pub dead_lettered: u32,
+    /// Claims lost to another consumer.
+    pub lease_conflicts: u32,
+    /// Tasks whose lease passed on while we held them; our writes were refused.
+    pub leases_lost: u32,
+    /// Tasks skipped because their retry backoff has not ended.
+    pub in_backoff: u32,
+    /// Tasks released unfinished because the deadline was near.
+    pub released_at_deadline: u32,
+    /// Tasks pending after the run, leased ones included.
+    pub remaining_depth: usize,
+    pub duration_ms: u64,
+}
+
+/// How one task ended, for the report.
+#[derive(Debug)]
+enum Outcome {
+    Completed,
+    Retried,
+    DeadLettered,
+    Conflict,
+    LeaseLost,
+    Backoff,
+    Gone,
+    Deadline,
+}
+
+/// Runs up to `options.max_tasks` tasks with `handler`.
+pub async fn run<H: Handler>(queue: &Queue, handler: &H, options: &RunOptions) -> Result<ProcessReport> {
+    let started = Instant::now();
+    let mut report = ProcessReport {
+        consumer_id: queue.consumer_id().to_string(),
+        ..Default::default()
+    };
+    let now = queue.server_time().await?;
+    loop {
+        let snapshot = queue.snapshot().await?;
+        if snapshot.candidates.is_empty() {
+            break;
+        }
+        let claimed_before = report.claimed;
+        pass(queue, handler, options, snapshot.candidates, &now, &mut report).await?;
+        if report.claimed == claimed_before || !may_claim(&report, options) {
+            break;
+        }
+    }
+    report.remaining_depth = queue.count(&queue.layout().tasks()).await?;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    tracing::info!(
+        consumer = %report.consumer_id,
+        claimed = report.claimed,
+        completed = report.completed,
+        retried = report.retried,
+        dead_lettered = report.dead_lettered,
+        lease_conflicts = report.lease_conflicts,
+        leases_lost = report.leases_lost,
+        in_backoff = report.in_backoff,
+        released_at_deadline = report.released_at_deadline,
+        remaining_depth = report.remaining_depth,
+        duration_ms = report.duration_ms,
+        "process_events finished"
+    );
+    Ok(report)
+}
+
+fn may_claim(report: &ProcessReport, options: &RunOptions) -> bool {
+    report.claimed < options.max_tasks && Instant::now() + options.margin < options.deadline
+}
+
+/// One walk over a snapshot.
+async fn pass<H: Handler>(
+    queue: &Queue,
+    handler: &H,
+    options: &RunOptions,
+    candidates: Vec<String>,
+    now: &ZkTime,
+    report: &mut ProcessReport,
+) -> Result<()> {
+    let mut cursor = Cursor::new(candidates, options.concurrency);
+    let mut in_flight = FuturesUnordered::new();
+    let mut first_error: Option<Error> = None;
+    loop {
+        while first_error.is_none()
+            && in_flight.len() < options.concurrency
+            && report.claimed + (in_flight.len() as u32) < options.max_tasks
+            && Instant::now() + options.margin < options.deadline
+        {
+            let Some(name) = cursor.next() else { break };
+            in_flight.push(process_one(queue, handler, name, now, options));
+        }
+        let Some(done) = in_flight.next().await else { break };
+        match done {
+            Ok((outcome, claimed)) => {
+                report.claimed += claimed as u32;
+                if matches!(outcome, Outcome::Conflict) {
+                    cursor.lost_race();
+                }
+                count(report, outcome);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn count(report: &mut ProcessReport, outcome: Outcome) {
+    let field = match outcome {
+        Outcome::Completed => &mut report.completed,
+        Outcome::Retried => &mut report.retried,
+        Outcome::DeadLettered => &mut report.dead_lettered,
+        Outcome::Conflict => &mut report.lease_conflicts,
+        Outcome::LeaseLost => &mut report.leases_lost,
+        Outcome::Backoff => &mut report.in_backoff,
+        Outcome::Deadline => &mut report.released_at_deadline,
+        Outcome::Gone => return,
+    };
+    *field += 1;
+}
+
+/// Claims, runs and settles one task; the bool says whether it was claimed.
+async fn process_one<H: Handler>(
+    queue: &Queue,
+    handler: &H,
+    name: String,
+    now: &ZkTime,
+    options: &RunOptions,
+) -> Result<(Outcome, bool)> {
+    let lease = match queue.claim(&name, now).await? {
+        ClaimOutcome::Claimed(lease) => lease,
+        ClaimOutcome::Taken => return Ok((Outcome::Conflict, false)),
+        ClaimOutcome::Gone => return Ok((Outcome::Gone, false)),
+        ClaimOutcome::Backoff { .. } => return Ok((Outcome::Backoff, false)),
+        ClaimOutcome::Buried { .. } => return Ok((Outcome::DeadLettered, false)),
+    };
+    tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),
+        fencing_token = lease.task.fencing_token, "task claimed");
+    let stop_at = options.deadline - options.margin / 2;
+    Ok((run_claimed(queue, handler, lease, now, stop_at).await?, true))
+}
+
+/// Runs a claimed task's handler, extending the lease meanwhile, and settles the task.
+async fn run_claimed<H: Handler>(
+    queue: &Queue,
+    handler: &H,
+    mut lease: Lease,
+    now: &ZkTime,
+    stop_at: Instant,
+) -> Result<Outcome> {
+    let every = lease::extend_interval(queue.lease_timeout());
+    let mut extend = tokio::time::interval_at(Instant::now() + every, every);
+    let task = lease.task.clone();
+    let work = handler.handle(&task);
+    tokio::pin!(work);
+    let result = loop {
+        tokio::select! {
+            result = &mut work => break Some(result),
+            _ = extend.tick() => {
+                if queue.extend(&mut lease).await? == Settled::LeaseLost {
+                    tracing::warn!(task = %task.name, fencing_token = task.fencing_token, "lease lost while running");
+                    return Ok(Outcome::LeaseLost);
+                }
+            }
+            _ = tokio::time::sleep_until(stop_at) => break None,
+        }
+    };
+    settle(queue, lease, result, now).await
+}
+
+async fn settle(
+    queue: &Queue,
+    lease: Lease,
+    result: Option<Result<(), HandlerError>>,
+    now: &ZkTime,
+) -> Result<Outcome> {
+    let (name, attempt) = (lease.task.name.clone(), lease.task.attempt());
+    let (settled, outcome) = match result {
+        Some(Ok(())) => (queue.complete(lease).await?, Outcome::Completed),
+        None => {
+            let why = Some("released unfinished at the invocation's deadline".to_string());
+            (queue.release(lease, why, Duration::ZERO, now, false).await?, Outcome::Deadline)
+        }
+        Some(Err(HandlerError::Permanent(e))) => {
+            (queue.bury(lease, "permanent failure", Some(e)).await?, Outcome::DeadLettered)
+        }
+        Some(Err(HandlerError::Retryable(e))) if attempt >= queue.max_attempts() => {
+            let reason = format!("gave up after {attempt} attempts");
+            (queue.bury(lease, &reason, Some(e)).await?, Outcome::DeadLettered)
+        }
+        Some(Err(HandlerError::Retryable(e))) => {
+            let delay = queue.backoff(attempt);
+            tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
+            (queue.release(lease, Some(e), delay, now, true).await?, Outcome::Retried)
+        }
+    };
+    Ok(match settled {
+        Settled::Done => outcome,
+        Settled::LeaseLost => {
+            tracing::warn!(task = %name, attempt, "lease lost before settling; nothing changed");
+            Outcome::LeaseLost
+        }
+    })
+}
+
+/// Walks a snapshot; after a lost race jumps a random distance ahead.
+struct Cursor {
+    names: std::vec::IntoIter<String>,
+    jump: usize,
+}
+
+impl Cursor {
+    fn new(names: Vec<String>, concurrency: usize) -> Self {
+        Cursor {
+            names: names.into_iter(),
+            jump: concurrency.max(1) * 2,
+        }
+    }
+
+    fn next(&mut self) -> Option<String> {
+        self.names.next()
+    }
+
+    fn lost_race(&mut self) {
+        let skip = fastrand::usize(0..=self.jump);
+        if skip > 0 {
+            self.names.nth(skip - 1);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The task format: what a producer writes into a task znode.
+//!
+//! Our producers write an [`Envelope`]. Any other producer may write any JSON (the 000 design's
+//! Ruby producer writes the event hash as it is): such a body is a *plain* task, and its whole
+//! JSON becomes the payload. A body that is not UTF-8 JSON, or claims to be an envelope and is
+//! not one, is *poison*: it goes to the dead letters on its first claim, with the reason.
+
+use chrono::{DateTime, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The value of an envelope's `format` field, which tells it from a plain body.
+pub const FORMAT: &str = "event-bridge/1";
+
+/// ZooKeeper refuses a request over `jute.maxbuffer` (1 MiB by default); leave room for the
+/// envelope growing on a claim (attempts, last error).
+pub const MAX_BODY_BYTES: usize = 1_000_000;
+
+/// A task body as our producers write it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Stable across retries and redrives; producers may set it to their own event id.
+    pub id: String,
+    /// What happened, such as `user.signup`; routes will key on it.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When the event happened, by the producer's clock.
+    pub time: DateTime<Utc>,
+    /// The event's data, any JSON.
+    pub payload: Value,
+    /// Reserved for ordered groups: tasks of one group will run one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Reserved for sinks that deduplicate; defaults to the id there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Claims so far. Consumers raise it when they claim; producers leave it out.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The error of the last failed attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Not claimable before this ZooKeeper time (ms since the epoch, by the server's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<i64>,
+    /// Fields a newer producer added, kept as they are.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Envelope {
+    /// A fresh envelope with a random id, stamped now.
+    pub fn new(event_type: impl Into<String>, payload: Value) -> Self {
+        Envelope {
+            format: FORMAT.to_string(),
+            id: uuid::Uuid::new_v4().to_string(),
+            event_type: event_type.into(),
+            time: Utc::now(),
+            payload,
+            group: None,
+            idempotency_key: None,
+            attempts: 0,
+            last_error: None,
+            retry_at: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Wraps a plain body: its JSON is the payload, the task name its id, its `type` (or
+    /// `event`) string field its type, and the znode's creation time its time.
+    pub fn from_plain(task_name: &str, body: Value, created_ms: i64) -> Self {
+        let event_type = ["type", "event"]
+            .iter()
+            .find_map(|k| body.get(k).and_then(Value::as_str))
+            .unwrap_or("event")
+            .to_string();
+        let time = Utc.timestamp_millis_opt(created_ms).single().unwrap_or_else(Utc::now);
+        Envelope {
+            id: task_name.to_string(),
+            time,
+            ..Envelope::new(event_type, body)
+        }
+    }
+
+    /// Serializes the envelope, refusing one too large for a znode.
+    pub fn to_bytes(&self) -> crate::Result<Vec<u8>> {
+        let bytes = serde_json::to_vec(self)?;
+        check_size(&bytes)?;
+        Ok(bytes)
+    }
+}
+
+/// Refuses a body that ZooKeeper would refuse.
+pub fn check_size(bytes: &[u8]) -> crate::Result<()> {
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(crate::Error::TooLarge {
+            size: bytes.len(),
+            limit: MAX_BODY_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// A task body, read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    Envelope(Envelope),
+    /// Any other JSON, written by a producer that does not know the envelope.
+    Plain(Value),
+    /// Not a task we can run; the reason says why.
+    Poison(String),
+}
+
+/// Reads a task body.
+pub fn parse(bytes: &[u8]) -> Body {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => return Body::Poison(format!("body is not UTF-8: {e}")),
+    };
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => return Body::Poison(format!("body is not JSON: {e}")),
+    };
+    if value.get("format").and_then(Value::as_str) != Some(FORMAT) {
+        return Body::Plain(value);
+    }
+    match serde_json::from_value(value) {
+        Ok(envelope) => Body::Envelope(envelope),
+        Err(e) => Body::Poison(format!("malformed {FORMAT} envelope: {e}")),
+    }
+}
+
+/// A claimed task, as a handler sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Task {
+    /// The task znode's name, such as `task-0000000042`.
+    pub name: String,
+    pub envelope: Envelope,
+    /// Grows with every claim of this task. Downstream systems that remember the highest token
+    /// they saw for a task id can reject a write from a consumer whose lease has passed on.
+    pub fencing_token: i64,
+}
+
+impl Task {
+    /// This claim's number: 1 on the first claim.
+    pub fn attempt(&self) -> u32 {
+        self.envelope.attempts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_envelope_round_trips() {
+        let mut e = Envelope::new("user.signup", json!({"user_id": 7}));
+        e.extra.insert("trace".into(), json!("abc"));
+        assert_eq!(parse(&e.to_bytes().unwrap()), Body::Envelope(e));
+    }
+
+    #[test]
+    fn other_json_is_a_plain_body() {
+        let body = br#"{"user_id":123,"action":"export_report"}"#;
+        assert_eq!(
+            parse(body),
+            Body::Plain(json!({"user_id": 123, "action": "export_report"}))
+        );
+    }
+
+    #[test]
+    fn a_plain_body_is_wrapped_with_its_type_and_creation_time() {
+        let e = Envelope::from_plain("task-0000000003", json!({"event": "x.y"}), 1_700_000_000_000);
+        assert_eq!((e.id.as_str(), e.event_type.as_str()), ("task-0000000003", "x.y"));
+        assert_eq!(e.time.timestamp_millis(), 1_700_000_000_000);
+        assert_eq!(e.payload, json!({"event": "x.y"}));
+        let untyped = Envelope::from_plain("task-0000000004", json!([1, 2]), 0);
+        assert_eq!(untyped.event_type, "event");
+    }
+
+    #[test]
+    fn poison_says_why() {
+        let cases: [(&[u8], &str); 4] = [
+            (b"\xff\xfe", "not UTF-8"),
+            (b"{not json", "not JSON"),
+            (b"", "not JSON"),
+            (br#"{"format":"event-bridge/1","id":1}"#, "malformed"),
+        ];
+        for (bytes, why) in cases {
+            match parse(bytes) {
+                Body::Poison(reason) => assert!(reason.contains(why), "{reason}"),
+                other => panic!("{bytes:?} parsed as {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn oversize_bodies_are_refused() {
+        let e = Envelope::new("big", json!("x".repeat(MAX_BODY_BYTES)));
+        assert!(matches!(e.to_bytes(), Err(crate::Error::TooLarge { .. })));
+    }
+}
