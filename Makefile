@@ -1,0 +1,47 @@
+# event-bridge — the two commands a newcomer needs are `make demo` and `make test`.
+# Everything they need (Debian's zookeeper, cargo-lambda, cfn-lint) is installed on demand.
+
+SHELL := /bin/bash
+ZK_PORT ?= 2181
+export ZK_TEST_ADDRESS ?= 127.0.0.1:$(ZK_PORT)
+export ZOOKEEPER_CONNECTION_STRING ?= 127.0.0.1:$(ZK_PORT)
+# The SDKs must never reach for real AWS from here.
+export AWS_EC2_METADATA_DISABLED := true
+CARGO ?= cargo
+PIP ?= python3 -m pip
+
+.PHONY: demo test check unit integration bench zk-up zk-down tools lambda-build clean
+
+## zk-up: start a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) (installs Debian's package if missing)
+zk-up:
+	@ZK_PORT=$(ZK_PORT) scripts/zk.sh up
+
+## zk-down: stop the ZooKeeper zk-up started
+zk-down:
+	@ZK_PORT=$(ZK_PORT) scripts/zk.sh down
+
+## tools: the Python-packaged tools the tests use (cargo-lambda, cfn-lint)
+tools:
+	@command -v cargo-lambda >/dev/null && command -v cfn-lint >/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check 'cargo-lambda>=1.8' 'cfn-lint>=1'
+
+## demo: publish sample tasks, drain them with process_events' work, print the report and stats
+demo: zk-up
+	@scripts/demo.sh
+
+## test: every test (unit, integration on a real ZooKeeper), then fmt and clippy
+test: zk-up tools
+	$(CARGO) test --workspace --all-targets
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## bench: queue throughput on one ZooKeeper, as ratios to the raw create rate of the same run
+bench: zk-up
+	$(CARGO) bench -p event-bridge-tests --bench queue
+
+## lambda-build: release builds of both functions for Lambda (arm64, cargo-lambda)
+lambda-build: tools
+	cargo lambda build --release --arm64 -p process_events -p reap_leases
+
+clean: zk-down
+	rm -rf .zk

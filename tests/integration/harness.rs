@@ -1,0 +1,133 @@
+//! The test harness: a fresh chroot per test, consumers on their own sessions, helpers to
+//! publish and to read the tree.
+
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use event_bridge::clock::ZkTime;
+use event_bridge::{Config, Envelope, Handler, ProcessReport, Queue, RunOptions, process};
+use serde_json::json;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+/// The ZooKeeper the tests use.
+pub fn zk_address() -> String {
+    std::env::var("ZK_TEST_ADDRESS").unwrap_or_else(|_| "127.0.0.1:2181".into())
+}
+
+/// One test's own corner of ZooKeeper.
+pub struct TestQueue {
+    /// Connection string with the chroot, for anything that connects by itself.
+    pub config: Config,
+    /// A queue on the test's first session.
+    pub queue: Queue,
+    /// A raw client inside the chroot, for looking at and writing the tree directly.
+    pub raw: zk::Client,
+}
+
+impl TestQueue {
+    /// A fresh chroot with the default layout created.
+    pub async fn new() -> Self {
+        Self::with(|_| {}).await
+    }
+
+    /// As [`TestQueue::new`], with config changes (lease timeout, attempts, …).
+    pub async fn with(change: impl FnOnce(&mut Config)) -> Self {
+        let chroot = format!("/eb-tests/{}", uuid_like());
+        let root = zk::Client::connect(&zk_address()).await.expect("test ZooKeeper is up (make zk-up)");
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        root.mkdir(&chroot, &options).await.expect("create chroot");
+        let mut config = Config {
+            zookeeper: format!("{}{chroot}", zk_address()),
+            ..Config::default()
+        };
+        change(&mut config);
+        let queue = consumer(&config, "test").await;
+        queue.ensure_paths().await.expect("base paths");
+        let raw = queue.client().clone();
+        TestQueue { config, queue, raw }
+    }
+
+    /// Another consumer on a session of its own.
+    pub async fn consumer(&self, name: &str) -> Queue {
+        consumer(&self.config, name).await
+    }
+
+    /// Publishes `n` envelopes of type `test` with payload `{"n": i}`.
+    pub async fn publish(&self, n: usize) -> Vec<String> {
+        let envelopes: Vec<_> = (0..n).map(|i| Envelope::new("test", json!({ "n": i }))).collect();
+        self.queue.publish_many(&envelopes).await.expect("publish")
+    }
+
+    /// Children of `ROOT/<dir>`, sorted.
+    pub async fn children(&self, dir: &str) -> Vec<String> {
+        let path = format!("{}/{dir}", self.config.root);
+        let mut names = self.raw.list_children(&path).await.expect("list");
+        names.sort();
+        names
+    }
+
+    /// The JSON in `ROOT/<path>`.
+    pub async fn read_json(&self, path: &str) -> serde_json::Value {
+        let full = format!("{}/{path}", self.config.root);
+        let (data, _) = self.raw.get_data(&full).await.expect("get");
+        serde_json::from_slice(&data).expect("json")
+    }
+
+    /// ZooKeeper's time now.
+    pub async fn now(&self) -> ZkTime {
+        self.queue.server_time().await.expect("clock")
+    }
+}
+
+/// A queue for `config` on a new session.
+pub async fn consumer(config: &Config, name: &str) -> Queue {
+    let client = event_bridge::zk::connect(config).await.expect("connect");
+    Queue::new(client, config, Queue::new_consumer_id(name))
+}
+
+/// Run options with no deadline to speak of.
+pub fn options(max_tasks: u32, concurrency: usize) -> RunOptions {
+    RunOptions {
+        max_tasks,
+        concurrency,
+        deadline: Instant::now() + Duration::from_secs(120),
+        margin: Duration::from_secs(1),
+    }
+}
+
+/// Runs `process_events`' work once.
+pub async fn run<H: Handler>(queue: &Queue, handler: &H, max_tasks: u32) -> ProcessReport {
+    process::run(queue, handler, &options(max_tasks, 16)).await.expect("run")
+}
+
+/// A handler that records every task it sees and succeeds.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub seen: Arc<Mutex<Vec<event_bridge::Task>>>,
+}
+
+impl Recorder {
+    pub fn names(&self) -> Vec<String> {
+        self.seen.lock().unwrap().iter().map(|t| t.name.clone()).collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+impl Handler for Recorder {
+    async fn handle(&self, task: &event_bridge::Task) -> Result<(), event_bridge::HandlerError> {
+        self.seen.lock().unwrap().push(task.clone());
+        Ok(())
+    }
+}
+
+/// A name no other test run uses.
+pub fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("t{nanos:x}{:04x}", fastrand::u16(..))
+}
