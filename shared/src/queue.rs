@@ -43,8 +43,9 @@ pub struct Queue {
     backoff_max: Duration,
 }
 
-/// A claimed task and what its holder needs to settle it.
-#[derive(Debug)]
+/// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
+/// second write finds the versions moved on and reports [`Settled::LeaseLost`].
+#[derive(Clone, Debug)]
 pub struct Lease {
     pub task: Task,
     task_version: i32,
