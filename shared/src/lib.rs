@@ -37,12 +37,14 @@
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
+//! - [`dead`]: reading the dead letters.
 //! - [`trigger`]: what a Lambda event or HTTP request asks for.
 //! - [`telemetry`]: JSON logs by Lambda's conventions.
 //! - [`error`]: the one error type.
 
 pub mod clock;
 pub mod config;
+pub mod dead;
 pub mod error;
 pub mod handler;
 pub mod layout;

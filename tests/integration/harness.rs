@@ -131,3 +131,23 @@ pub fn uuid_like() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("t{nanos:x}{:04x}", fastrand::u16(..))
 }
+
+/// The path of binary `bin` of workspace package `package`, built (debug) on first use.
+/// Cargo only hands integration tests the binaries of their own package, so build by name.
+pub fn binary(package: &str, bin: &str) -> std::path::PathBuf {
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), Into::into);
+    let mut built = BUILT.lock().unwrap();
+    if !built.iter().any(|b| b == bin) {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "-q", "-p", package, "--bin", bin])
+            .current_dir(&workspace)
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build -p {package} --bin {bin} failed");
+        built.push(bin.to_string());
+    }
+    target.join("debug").join(bin)
+}
