@@ -154,7 +154,10 @@ fn root(raw: Option<String>) -> Result<Option<String>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
     let trimmed = raw.trim_end_matches('/');
     let ok = trimmed.starts_with('/')
-        && trimmed.split('/').skip(1).all(|p| !p.is_empty() && p != "." && p != "..");
+        && trimmed
+            .split('/')
+            .skip(1)
+            .all(|p| !p.is_empty() && p != "." && p != "..");
     if ok {
         Ok(Some(trimmed.to_string()))
     } else {
@@ -168,7 +171,11 @@ fn handler(raw: Option<String>) -> Result<Option<HandlerKind>, ConfigError> {
         None => Ok(None),
         Some("log") => Ok(Some(HandlerKind::Log)),
         Some("noop") => Ok(Some(HandlerKind::Noop)),
-        Some(other) => Err(invalid("EVENT_BRIDGE_HANDLER", other, "must be log or noop")),
+        Some(other) => Err(invalid(
+            "EVENT_BRIDGE_HANDLER",
+            other,
+            "must be log or noop",
+        )),
     }
 }
 
@@ -178,8 +185,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn parse(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> =
-            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::from_lookup(|k| map.get(k).cloned())
     }
 

@@ -52,7 +52,11 @@ pub enum Error {
 
 impl Error {
     /// Wraps a ZooKeeper error with the operation and path it came from.
-    pub(crate) fn zk(op: &'static str, path: impl Into<String>, source: impl Into<zk::Error>) -> Self {
+    pub(crate) fn zk(
+        op: &'static str,
+        path: impl Into<String>,
+        source: impl Into<zk::Error>,
+    ) -> Self {
         Error::Zk {
             op,
             path: path.into(),

@@ -29,7 +29,11 @@ impl Layout {
     }
 
     pub fn root(&self) -> &str {
-        if self.root.is_empty() { "/" } else { &self.root }
+        if self.root.is_empty() {
+            "/"
+        } else {
+            &self.root
+        }
     }
 
     pub fn tasks(&self) -> String {
@@ -106,8 +110,14 @@ mod tests {
     #[test]
     fn paths_follow_the_000_layout() {
         let l = Layout::new("/event-bridge");
-        assert_eq!(l.task("task-0000000001"), "/event-bridge/tasks/task-0000000001");
-        assert_eq!(l.lease("task-0000000001"), "/event-bridge/leases/task-0000000001");
+        assert_eq!(
+            l.task("task-0000000001"),
+            "/event-bridge/tasks/task-0000000001"
+        );
+        assert_eq!(
+            l.lease("task-0000000001"),
+            "/event-bridge/leases/task-0000000001"
+        );
         assert_eq!(l.task_prefix(), "/event-bridge/tasks/task-");
     }
 
@@ -116,7 +126,14 @@ mod tests {
         let l = Layout::new("/a/b/");
         assert_eq!(
             l.base_paths(),
-            ["/a", "/a/b", "/a/b/tasks", "/a/b/leases", "/a/b/dead", "/a/b/clock"]
+            [
+                "/a",
+                "/a/b",
+                "/a/b/tasks",
+                "/a/b/leases",
+                "/a/b/dead",
+                "/a/b/clock"
+            ]
         );
     }
 

@@ -73,7 +73,9 @@ mod tests {
     #[test]
     fn backoff_doubles_up_to_the_cap() {
         let base = Duration::from_secs(1);
-        let got: Vec<u64> = (1..=6).map(|a| backoff(a, base, Duration::from_secs(10)).as_secs()).collect();
+        let got: Vec<u64> = (1..=6)
+            .map(|a| backoff(a, base, Duration::from_secs(10)).as_secs())
+            .collect();
         assert_eq!(got, [1, 2, 4, 8, 10, 10]);
         assert_eq!(backoff(200, base, MIN5), MIN5);
         assert_eq!(backoff(0, base, MIN5), base);
@@ -90,6 +92,9 @@ mod tests {
 
     #[test]
     fn extensions_come_three_times_per_timeout() {
-        assert_eq!(extend_interval(Duration::from_millis(900)), Duration::from_millis(300));
+        assert_eq!(
+            extend_interval(Duration::from_millis(900)),
+            Duration::from_millis(300)
+        );
     }
 }

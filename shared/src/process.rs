@@ -72,7 +72,11 @@ enum Outcome {
 }
 
 /// Runs up to `options.max_tasks` tasks with `handler`.
-pub async fn run<H: Handler>(queue: &Queue, handler: &H, options: &RunOptions) -> Result<ProcessReport> {
+pub async fn run<H: Handler>(
+    queue: &Queue,
+    handler: &H,
+    options: &RunOptions,
+) -> Result<ProcessReport> {
     let started = Instant::now();
     let mut report = ProcessReport {
         consumer_id: queue.consumer_id().to_string(),
@@ -85,7 +89,15 @@ pub async fn run<H: Handler>(queue: &Queue, handler: &H, options: &RunOptions) -
             break;
         }
         let claimed_before = report.claimed;
-        pass(queue, handler, options, snapshot.candidates, &now, &mut report).await?;
+        pass(
+            queue,
+            handler,
+            options,
+            snapshot.candidates,
+            &now,
+            &mut report,
+        )
+        .await?;
         if report.claimed == claimed_before || !may_claim(&report, options) {
             break;
         }
@@ -134,7 +146,9 @@ async fn pass<H: Handler>(
             let Some(name) = cursor.next() else { break };
             in_flight.push(process_one(queue, handler, name, now, options));
         }
-        let Some(done) = in_flight.next().await else { break };
+        let Some(done) = in_flight.next().await else {
+            break;
+        };
         match done {
             Ok((outcome, claimed)) => {
                 report.claimed += claimed as u32;
@@ -183,7 +197,10 @@ async fn process_one<H: Handler>(
     tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),
         fencing_token = lease.task.fencing_token, "task claimed");
     let stop_at = options.deadline - options.margin / 2;
-    Ok((run_claimed(queue, handler, lease, now, stop_at).await?, true))
+    Ok((
+        run_claimed(queue, handler, lease, now, stop_at).await?,
+        true,
+    ))
 }
 
 /// Runs a claimed task's handler, extending the lease meanwhile, and settles the task.
@@ -225,19 +242,31 @@ async fn settle(
         Some(Ok(())) => (queue.complete(lease).await?, Outcome::Completed),
         None => {
             let why = Some("released unfinished at the invocation's deadline".to_string());
-            (queue.release(lease, why, Duration::ZERO, now, false).await?, Outcome::Deadline)
+            (
+                queue
+                    .release(lease, why, Duration::ZERO, now, false)
+                    .await?,
+                Outcome::Deadline,
+            )
         }
-        Some(Err(HandlerError::Permanent(e))) => {
-            (queue.bury(lease, "permanent failure", Some(e)).await?, Outcome::DeadLettered)
-        }
+        Some(Err(HandlerError::Permanent(e))) => (
+            queue.bury(lease, "permanent failure", Some(e)).await?,
+            Outcome::DeadLettered,
+        ),
         Some(Err(HandlerError::Retryable(e))) if attempt >= queue.max_attempts() => {
             let reason = format!("gave up after {attempt} attempts");
-            (queue.bury(lease, &reason, Some(e)).await?, Outcome::DeadLettered)
+            (
+                queue.bury(lease, &reason, Some(e)).await?,
+                Outcome::DeadLettered,
+            )
         }
         Some(Err(HandlerError::Retryable(e))) => {
             let delay = queue.backoff(attempt);
             tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
-            (queue.release(lease, Some(e), delay, now, true).await?, Outcome::Retried)
+            (
+                queue.release(lease, Some(e), delay, now, true).await?,
+                Outcome::Retried,
+            )
         }
     };
     Ok(match settled {

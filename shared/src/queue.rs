@@ -24,7 +24,8 @@ use crate::task::{self, Body, Envelope, Task};
 use crate::zk::failed_at;
 use crate::{Config, Error, Result};
 
-const PERSISTENT: zk::CreateOptions<'static> = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+const PERSISTENT: zk::CreateOptions<'static> =
+    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
 const SEQUENTIAL: zk::CreateOptions<'static> =
     zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
 
@@ -52,8 +53,9 @@ pub struct Lease {
     lease_version: i32,
 }
 
-/// What a claim came to.
+/// What a claim came to. (It lives for one `match`; boxing the lease would buy nothing.)
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum ClaimOutcome {
     /// The task is ours until we settle it or the lease expires.
     Claimed(Lease),
@@ -172,7 +174,10 @@ impl Queue {
 
     /// Publishes many envelopes pipelined, keeping their order; returns the task names.
     pub async fn publish_many(&self, envelopes: &[Envelope]) -> Result<Vec<String>> {
-        let bodies = envelopes.iter().map(Envelope::to_bytes).collect::<Result<Vec<_>>>()?;
+        let bodies = envelopes
+            .iter()
+            .map(Envelope::to_bytes)
+            .collect::<Result<Vec<_>>>()?;
         let prefix = self.layout.task_prefix();
         let mut names = Vec::with_capacity(bodies.len());
         for window in bodies.chunks(PUBLISH_WINDOW) {
@@ -194,7 +199,9 @@ impl Queue {
         let (leases_path, tasks_path) = (self.layout.leases(), self.layout.tasks());
         let leases = self.client.list_children(&leases_path);
         let tasks = self.client.list_children(&tasks_path);
-        let leases = leases.await.map_err(|e| Error::zk("list", &leases_path, e))?;
+        let leases = leases
+            .await
+            .map_err(|e| Error::zk("list", &leases_path, e))?;
         let tasks = tasks.await.map_err(|e| Error::zk("list", &tasks_path, e))?;
         Ok((leases, tasks))
     }
@@ -204,7 +211,10 @@ impl Queue {
         let (leases, tasks) = self.list().await?;
         let depth = tasks.len();
         let leased: std::collections::HashSet<&str> = leases.iter().map(String::as_str).collect();
-        let free = tasks.into_iter().filter(|t| !leased.contains(t.as_str())).collect();
+        let free = tasks
+            .into_iter()
+            .filter(|t| !leased.contains(t.as_str()))
+            .collect();
         Ok(Snapshot {
             candidates: oldest_first(free),
             depth,
@@ -231,7 +241,11 @@ impl Queue {
         let mut envelope = match task::parse(&body) {
             Body::Envelope(envelope) => envelope,
             Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
-            Body::Poison(reason) => return self.bury_unclaimed(name, &body, stat.version, 0, reason, None).await,
+            Body::Poison(reason) => {
+                return self
+                    .bury_unclaimed(name, &body, stat.version, 0, reason, None)
+                    .await;
+            }
         };
         if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
             return Ok(ClaimOutcome::Backoff { until_ms });
@@ -249,24 +263,43 @@ impl Queue {
     }
 
     /// The claim's multi-op: lease created and bumped to version 1, task rewritten.
-    async fn take(&self, name: &str, envelope: Envelope, read_version: i32) -> Result<ClaimOutcome> {
+    async fn take(
+        &self,
+        name: &str,
+        envelope: Envelope,
+        read_version: i32,
+    ) -> Result<ClaimOutcome> {
         let token = read_version as i64 + 1;
         let lease_data = LeaseData::new(&self.consumer_id, token).to_bytes();
         let (task_path, lease_path) = (self.layout.task(name), self.layout.lease(name));
         let body = envelope.to_bytes()?;
         let mut multi = self.client.new_multi_writer();
-        multi.add_create(&lease_path, &lease_data, &PERSISTENT).map_err(|e| Error::zk("claim", &lease_path, e))?;
-        multi.add_set_data(&lease_path, &lease_data, Some(0)).map_err(|e| Error::zk("claim", &lease_path, e))?;
-        multi.add_set_data(&task_path, &body, Some(read_version)).map_err(|e| Error::zk("claim", &task_path, e))?;
+        multi
+            .add_create(&lease_path, &lease_data, &PERSISTENT)
+            .map_err(|e| Error::zk("claim", &lease_path, e))?;
+        multi
+            .add_set_data(&lease_path, &lease_data, Some(0))
+            .map_err(|e| Error::zk("claim", &lease_path, e))?;
+        multi
+            .add_set_data(&task_path, &body, Some(read_version))
+            .map_err(|e| Error::zk("claim", &task_path, e))?;
         let results = match multi.commit().await {
             Ok(results) => results,
             Err(e) => return claim_failure(&e, &lease_path),
         };
         let (lease_version, task_version) = match results.as_slice() {
-            [_, zk::MultiWriteResult::SetData { stat: l }, zk::MultiWriteResult::SetData { stat: t }] => (l.version, t.version),
+            [
+                _,
+                zk::MultiWriteResult::SetData { stat: l },
+                zk::MultiWriteResult::SetData { stat: t },
+            ] => (l.version, t.version),
             other => {
                 let msg = format!("claim returned {other:?}");
-                return Err(Error::zk("claim", lease_path, zk::Error::UnexpectedError(msg)));
+                return Err(Error::zk(
+                    "claim",
+                    lease_path,
+                    zk::Error::UnexpectedError(msg),
+                ));
             }
         };
         let task = Task {
@@ -306,7 +339,9 @@ impl Queue {
                 tracing::warn!(task = %name, consumer = %self.consumer_id, attempts, %reason, "task dead-lettered");
                 Ok(ClaimOutcome::Buried { reason })
             }
-            Err((0, zk::Error::NodeExists)) | Err((2, zk::Error::BadVersion)) => Ok(ClaimOutcome::Taken),
+            Err((0, zk::Error::NodeExists)) | Err((2, zk::Error::BadVersion)) => {
+                Ok(ClaimOutcome::Taken)
+            }
             Err((2, zk::Error::NoNode)) => Ok(ClaimOutcome::Gone),
             Err((i, e)) => Err(Error::zk("bury", ops[i].path(), e)),
         }
@@ -319,8 +354,12 @@ impl Queue {
         let data = LeaseData::new(&self.consumer_id, lease.task.fencing_token).to_bytes();
         let mut multi = self.client.new_multi_writer();
         let task_path = self.layout.task(name);
-        multi.add_check_version(&task_path, lease.task_version).map_err(|e| Error::zk("extend", &task_path, e))?;
-        multi.add_set_data(&lease_path, &data, Some(lease.lease_version)).map_err(|e| Error::zk("extend", &lease_path, e))?;
+        multi
+            .add_check_version(&task_path, lease.task_version)
+            .map_err(|e| Error::zk("extend", &task_path, e))?;
+        multi
+            .add_set_data(&lease_path, &data, Some(lease.lease_version))
+            .map_err(|e| Error::zk("extend", &lease_path, e))?;
         match multi.commit().await {
             Ok(results) => {
                 if let Some(zk::MultiWriteResult::SetData { stat }) = results.last() {
@@ -354,7 +393,11 @@ impl Queue {
         now: &ZkTime,
         count_attempt: bool,
     ) -> Result<Settled> {
-        let Lease { task, task_version, lease_version } = lease;
+        let Lease {
+            task,
+            task_version,
+            lease_version,
+        } = lease;
         let mut envelope = task.envelope;
         if !count_attempt {
             envelope.attempts = envelope.attempts.saturating_sub(1);
@@ -376,7 +419,12 @@ impl Queue {
 
     /// Moves a held task to the dead letters with `reason`, atomically with removing task and
     /// lease, if the lease is still ours.
-    pub async fn bury(&self, lease: Lease, reason: &str, last_error: Option<String>) -> Result<Settled> {
+    pub async fn bury(
+        &self,
+        lease: Lease,
+        reason: &str,
+        last_error: Option<String>,
+    ) -> Result<Settled> {
         let task = &lease.task;
         let body = task.envelope.to_bytes()?;
         let record = self.dead_record(&task.name, &body, reason, task.attempt(), last_error);
@@ -393,7 +441,14 @@ impl Queue {
     }
 
     /// A dead-letter record: why, how often, the last error, and the body as it was.
-    fn dead_record(&self, name: &str, body: &[u8], reason: &str, attempts: u32, last_error: Option<String>) -> Vec<u8> {
+    fn dead_record(
+        &self,
+        name: &str,
+        body: &[u8],
+        reason: &str,
+        attempts: u32,
+        last_error: Option<String>,
+    ) -> Vec<u8> {
         let mut record = json!({
             "task": name,
             "reason": reason,
@@ -409,7 +464,9 @@ impl Queue {
             },
             Err(_) => {
                 use base64::Engine as _;
-                record["body_base64"] = base64::engine::general_purpose::STANDARD.encode(body).into();
+                record["body_base64"] = base64::engine::general_purpose::STANDARD
+                    .encode(body)
+                    .into();
             }
         }
         serde_json::to_vec(&record).expect("dead-letter record serializes")
@@ -435,7 +492,9 @@ impl Queue {
             let added = match *op {
                 Op::Create(path, data) => multi.add_create(path, data, &PERSISTENT),
                 Op::Set(path, data, version) => multi.add_set_data(path, data, Some(version)),
-                Op::Delete(path, version) => multi.add_delete(path, (version >= 0).then_some(version)),
+                Op::Delete(path, version) => {
+                    multi.add_delete(path, (version >= 0).then_some(version))
+                }
             };
             added.map_err(|e| Error::zk(what, op.path(), e))?;
         }
@@ -466,7 +525,9 @@ impl Op<'_> {
 
 fn claim_failure(err: &zk::MultiWriteError, lease_path: &str) -> Result<ClaimOutcome> {
     match failed_at(err) {
-        Some((0, zk::Error::NodeExists)) | Some((2, zk::Error::BadVersion)) => Ok(ClaimOutcome::Taken),
+        Some((0, zk::Error::NodeExists)) | Some((2, zk::Error::BadVersion)) => {
+            Ok(ClaimOutcome::Taken)
+        }
         Some((2, zk::Error::NoNode)) => Ok(ClaimOutcome::Gone),
         _ => Err(Error::zk("claim", lease_path, err.clone())),
     }

@@ -41,9 +41,14 @@ pub async fn reap(queue: &Queue) -> Result<ReapReport> {
     let (leases, tasks) = queue.list().await?;
     let tasks: HashSet<String> = tasks.into_iter().collect();
     let mut report = ReapReport::default();
-    let reads: Vec<_> = leases.iter().map(|name| read_pair(queue, name, tasks.contains(name))).collect();
+    let reads: Vec<_> = leases
+        .iter()
+        .map(|name| read_pair(queue, name, tasks.contains(name)))
+        .collect();
     for (name, read) in leases.iter().zip(futures::future::join_all(reads).await) {
-        let Some((lease_stat, task)) = read? else { continue };
+        let Some((lease_stat, task)) = read? else {
+            continue;
+        };
         let lease_path = queue.layout().lease(name);
         match task {
             None => {
@@ -55,7 +60,16 @@ pub async fn reap(queue: &Queue) -> Result<ReapReport> {
             Some(_) if !lease::expired(lease_stat.mtime, now.now_ms(), queue.lease_timeout()) => {}
             Some((body, task_stat)) => {
                 let age_ms = now.now_ms() - lease_stat.mtime;
-                if free(queue, name, lease_stat.version, &body, task_stat.version, age_ms).await? {
+                if free(
+                    queue,
+                    name,
+                    lease_stat.version,
+                    &body,
+                    task_stat.version,
+                    age_ms,
+                )
+                .await?
+                {
                     report.reaped += 1;
                     tracing::warn!(task = %name, lease_age_ms = age_ms, "expired lease reaped");
                 } else {
@@ -111,12 +125,21 @@ async fn delete_lease(queue: &Queue, path: &str, version: i32) -> Result<bool> {
 
 /// Deletes an expired lease at the version read; an envelope task also gets a last error
 /// saying what happened, in the same multi-op.
-async fn free(queue: &Queue, name: &str, lease_version: i32, body: &[u8], task_version: i32, age_ms: i64) -> Result<bool> {
+async fn free(
+    queue: &Queue,
+    name: &str,
+    lease_version: i32,
+    body: &[u8],
+    task_version: i32,
+    age_ms: i64,
+) -> Result<bool> {
     let lease_path = queue.layout().lease(name);
     let Body::Envelope(mut envelope) = task::parse(body) else {
         return delete_lease(queue, &lease_path, lease_version).await;
     };
-    envelope.last_error = Some(format!("lease expired after {age_ms} ms without an extension"));
+    envelope.last_error = Some(format!(
+        "lease expired after {age_ms} ms without an extension"
+    ));
     let body = envelope.to_bytes()?;
     let ops = [
         Op::Delete(&lease_path, lease_version),

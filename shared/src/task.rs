@@ -76,7 +76,10 @@ impl Envelope {
             .find_map(|k| body.get(k).and_then(Value::as_str))
             .unwrap_or("event")
             .to_string();
-        let time = Utc.timestamp_millis_opt(created_ms).single().unwrap_or_else(Utc::now);
+        let time = Utc
+            .timestamp_millis_opt(created_ms)
+            .single()
+            .unwrap_or_else(Utc::now);
         Envelope {
             id: task_name.to_string(),
             time,
@@ -173,8 +176,15 @@ mod tests {
 
     #[test]
     fn a_plain_body_is_wrapped_with_its_type_and_creation_time() {
-        let e = Envelope::from_plain("task-0000000003", json!({"event": "x.y"}), 1_700_000_000_000);
-        assert_eq!((e.id.as_str(), e.event_type.as_str()), ("task-0000000003", "x.y"));
+        let e = Envelope::from_plain(
+            "task-0000000003",
+            json!({"event": "x.y"}),
+            1_700_000_000_000,
+        );
+        assert_eq!(
+            (e.id.as_str(), e.event_type.as_str()),
+            ("task-0000000003", "x.y")
+        );
         assert_eq!(e.time.timestamp_millis(), 1_700_000_000_000);
         assert_eq!(e.payload, json!({"event": "x.y"}));
         let untyped = Envelope::from_plain("task-0000000004", json!([1, 2]), 0);

@@ -42,7 +42,10 @@ pub enum Reply {
 /// schedule, `{"mode":"scheduled"}` or an empty event runs one scheduled batch.
 pub fn from_lambda_event(event: &Value) -> Result<(Trigger, Reply), String> {
     if event.pointer("/requestContext/http").is_some() {
-        let query = event.get("rawQueryString").and_then(Value::as_str).unwrap_or("");
+        let query = event
+            .get("rawQueryString")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         // The Function URL exists for manual draining: every request to it drains.
         let max_tasks = match from_query(query)? {
             Trigger::Drain { max_tasks } => max_tasks,
@@ -60,7 +63,9 @@ pub fn from_lambda_event(event: &Value) -> Result<(Trigger, Reply), String> {
     match event.get("mode").and_then(Value::as_str) {
         Some("drain") => Ok((Trigger::Drain { max_tasks }, Reply::Json)),
         Some("scheduled") | None => Ok((Trigger::Scheduled, Reply::Json)),
-        Some(other) => Err(format!("unknown mode {other:?}: expected \"drain\" or \"scheduled\"")),
+        Some(other) => Err(format!(
+            "unknown mode {other:?}: expected \"drain\" or \"scheduled\""
+        )),
     }
 }
 
@@ -84,13 +89,19 @@ pub fn from_query(query: &str) -> Result<Trigger, String> {
             _ => {}
         }
     }
-    Ok(if drain { Trigger::Drain { max_tasks } } else { Trigger::Scheduled })
+    Ok(if drain {
+        Trigger::Drain { max_tasks }
+    } else {
+        Trigger::Scheduled
+    })
 }
 
 fn cap(parsed: Option<u64>, raw: &str) -> Result<u32, String> {
     match parsed {
         Some(n) if (1..=u32::MAX as u64).contains(&n) => Ok(n as u32),
-        _ => Err(format!("max_tasks must be a positive whole number, got {raw}")),
+        _ => Err(format!(
+            "max_tasks must be a positive whole number, got {raw}"
+        )),
     }
 }
 
@@ -124,10 +135,24 @@ mod tests {
     #[test]
     fn lambda_events_map_to_triggers() {
         let cases = [
-            (json!({"source": "aws.events", "detail-type": "Scheduled Event"}), Trigger::Scheduled, Reply::Json),
+            (
+                json!({"source": "aws.events", "detail-type": "Scheduled Event"}),
+                Trigger::Scheduled,
+                Reply::Json,
+            ),
             (json!({}), Trigger::Scheduled, Reply::Json),
-            (json!({"mode": "drain"}), Trigger::Drain { max_tasks: None }, Reply::Json),
-            (json!({"mode": "drain", "max_tasks": 500}), Trigger::Drain { max_tasks: Some(500) }, Reply::Json),
+            (
+                json!({"mode": "drain"}),
+                Trigger::Drain { max_tasks: None },
+                Reply::Json,
+            ),
+            (
+                json!({"mode": "drain", "max_tasks": 500}),
+                Trigger::Drain {
+                    max_tasks: Some(500),
+                },
+                Reply::Json,
+            ),
             (
                 json!({"rawQueryString": "", "requestContext": {"http": {"method": "POST"}}}),
                 Trigger::Drain { max_tasks: None },
@@ -146,17 +171,31 @@ mod tests {
 
     #[test]
     fn bad_lambda_events_say_why() {
-        assert!(from_lambda_event(&json!({"mode": "flush"})).unwrap_err().contains("unknown mode"));
-        assert!(from_lambda_event(&json!({"mode": "drain", "max_tasks": 0})).unwrap_err().contains("max_tasks"));
+        assert!(
+            from_lambda_event(&json!({"mode": "flush"}))
+                .unwrap_err()
+                .contains("unknown mode")
+        );
+        assert!(
+            from_lambda_event(&json!({"mode": "drain", "max_tasks": 0}))
+                .unwrap_err()
+                .contains("max_tasks")
+        );
         assert!(from_lambda_event(&json!({"mode": "drain", "max_tasks": "x"})).is_err());
     }
 
     #[test]
     fn queries_map_to_triggers() {
         assert_eq!(from_query(""), Ok(Trigger::Scheduled));
-        assert_eq!(from_query("drain=1"), Ok(Trigger::Drain { max_tasks: None }));
+        assert_eq!(
+            from_query("drain=1"),
+            Ok(Trigger::Drain { max_tasks: None })
+        );
         assert_eq!(from_query("drain=0"), Ok(Trigger::Scheduled));
-        assert_eq!(from_query("drain&max_tasks=3"), Ok(Trigger::Drain { max_tasks: Some(3) }));
+        assert_eq!(
+            from_query("drain&max_tasks=3"),
+            Ok(Trigger::Drain { max_tasks: Some(3) })
+        );
         assert!(from_query("drain=1&max_tasks=-2").is_err());
     }
 
@@ -164,7 +203,10 @@ mod tests {
     fn implausible_deadlines_fall_back_to_the_budget() {
         let budget = Duration::from_secs(50);
         let now = 1_800_000_000_000;
-        assert_eq!(time_left(now + 30_000, now, budget), Duration::from_secs(30));
+        assert_eq!(
+            time_left(now + 30_000, now, budget),
+            Duration::from_secs(30)
+        );
         assert_eq!(time_left(600_000, now, budget), budget); // cargo lambda watch
         assert_eq!(time_left(0, now, budget), budget);
         assert_eq!(time_left(now + 3_600_000, now, budget), budget);

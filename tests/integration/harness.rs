@@ -36,7 +36,9 @@ impl TestQueue {
     /// As [`TestQueue::new`], with config changes (lease timeout, attempts, …).
     pub async fn with(change: impl FnOnce(&mut Config)) -> Self {
         let chroot = format!("/eb-tests/{}", uuid_like());
-        let root = zk::Client::connect(&zk_address()).await.expect("test ZooKeeper is up (make zk-up)");
+        let root = zk::Client::connect(&zk_address())
+            .await
+            .expect("test ZooKeeper is up (make zk-up)");
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         root.mkdir(&chroot, &options).await.expect("create chroot");
         let mut config = Config {
@@ -57,7 +59,9 @@ impl TestQueue {
 
     /// Publishes `n` envelopes of type `test` with payload `{"n": i}`.
     pub async fn publish(&self, n: usize) -> Vec<String> {
-        let envelopes: Vec<_> = (0..n).map(|i| Envelope::new("test", json!({ "n": i }))).collect();
+        let envelopes: Vec<_> = (0..n)
+            .map(|i| Envelope::new("test", json!({ "n": i })))
+            .collect();
         self.queue.publish_many(&envelopes).await.expect("publish")
     }
 
@@ -100,7 +104,9 @@ pub fn options(max_tasks: u32, concurrency: usize) -> RunOptions {
 
 /// Runs `process_events`' work once.
 pub async fn run<H: Handler>(queue: &Queue, handler: &H, max_tasks: u32) -> ProcessReport {
-    process::run(queue, handler, &options(max_tasks, 16)).await.expect("run")
+    process::run(queue, handler, &options(max_tasks, 16))
+        .await
+        .expect("run")
 }
 
 /// A handler that records every task it sees and succeeds.
@@ -111,7 +117,12 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn names(&self) -> Vec<String> {
-        self.seen.lock().unwrap().iter().map(|t| t.name.clone()).collect()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
     }
 
     pub fn count(&self) -> usize {
@@ -128,7 +139,10 @@ impl Handler for Recorder {
 
 /// A name no other test run uses.
 pub fn uuid_like() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!("t{nanos:x}{:04x}", fastrand::u16(..))
 }
 
@@ -136,8 +150,12 @@ pub fn uuid_like() -> String {
 /// Cargo only hands integration tests the binaries of their own package, so build by name.
 pub fn binary(package: &str, bin: &str) -> std::path::PathBuf {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), Into::into);
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), Into::into);
     let mut built = BUILT.lock().unwrap();
     if !built.iter().any(|b| b == bin) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -146,7 +164,10 @@ pub fn binary(package: &str, bin: &str) -> std::path::PathBuf {
             .current_dir(&workspace)
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "cargo build -p {package} --bin {bin} failed");
+        assert!(
+            status.success(),
+            "cargo build -p {package} --bin {bin} failed"
+        );
         built.push(bin.to_string());
     }
     target.join("debug").join(bin)

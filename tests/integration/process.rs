@@ -26,15 +26,21 @@ async fn consumers_never_share_a_task(consumers: usize, tasks: usize) {
                 let consumer = format!("c{c}");
                 async move {
                     tokio::time::sleep(Duration::from_millis(fastrand::u64(0..3))).await;
-                    runs.lock().unwrap().entry(task.name).or_default().push(consumer);
+                    runs.lock()
+                        .unwrap()
+                        .entry(task.name)
+                        .or_default()
+                        .push(consumer);
                     Ok(())
                 }
             });
-            process::run(&queue, &handler, &options(tasks as u32, 4)).await.expect("run")
+            process::run(&queue, &handler, &options(tasks as u32, 4))
+                .await
+                .expect("run")
         }));
     }
     let reports: Vec<ProcessReport> = futures::future::try_join_all(joins).await.unwrap();
-    let runs = runs.lock().unwrap();
+    let runs = std::mem::take(&mut *runs.lock().unwrap());
     assert_eq!(runs.len(), tasks, "every task ran");
     let twice: Vec<_> = runs.iter().filter(|(_, by)| by.len() > 1).collect();
     assert!(twice.is_empty(), "tasks run more than once: {twice:?}");
@@ -73,14 +79,23 @@ async fn retryable_failures_back_off_then_go_to_the_dead_letters() {
     .await;
     let name = t.publish(1).await.remove(0);
     let calls = Arc::new(Mutex::new(0));
-    let handler = failing(HandlerError::Retryable("upstream 503".into()), calls.clone());
+    let handler = failing(
+        HandlerError::Retryable("upstream 503".into()),
+        calls.clone(),
+    );
 
     let first = run(&t.queue, &handler, 1).await;
     assert_eq!((first.claimed, first.retried), (1, 1));
     let task = t.read_json(&format!("tasks/{name}")).await;
-    assert_eq!((task["attempts"].clone(), task["last_error"].clone()), (json!(1), json!("upstream 503")));
+    assert_eq!(
+        (task["attempts"].clone(), task["last_error"].clone()),
+        (json!(1), json!("upstream 503"))
+    );
     let retry_at = task["retry_at"].as_i64().expect("retry_at set");
-    assert!(retry_at > t.now().await.now_ms() - 300, "backoff runs from the release");
+    assert!(
+        retry_at > t.now().await.now_ms() - 300,
+        "backoff runs from the release"
+    );
 
     // Within the backoff the task is skipped, not claimed.
     let early = run(&t.queue, &handler, 1).await;
@@ -97,7 +112,11 @@ async fn retryable_failures_back_off_then_go_to_the_dead_letters() {
         }
     }
     assert_eq!(dead, 1);
-    assert_eq!(*calls.lock().unwrap(), 3, "MAX_ATTEMPTS=3 runs the handler three times");
+    assert_eq!(
+        *calls.lock().unwrap(),
+        3,
+        "MAX_ATTEMPTS=3 runs the handler three times"
+    );
     let record = t.read_json(&format!("dead/{name}")).await;
     assert_eq!(record["reason"], "gave up after 3 attempts");
     assert_eq!(record["attempts"], 3);
@@ -111,9 +130,15 @@ async fn a_permanent_failure_goes_to_the_dead_letters_at_once() {
     let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
     let calls = Arc::new(Mutex::new(0));
-    let handler = failing(HandlerError::Permanent("HTTP 400: no such user".into()), calls.clone());
+    let handler = failing(
+        HandlerError::Permanent("HTTP 400: no such user".into()),
+        calls.clone(),
+    );
     let report = run(&t.queue, &handler, 5).await;
-    assert_eq!((report.claimed, report.dead_lettered, report.retried), (1, 1, 0));
+    assert_eq!(
+        (report.claimed, report.dead_lettered, report.retried),
+        (1, 1, 0)
+    );
     let record = t.read_json(&format!("dead/{name}")).await;
     assert_eq!(record["reason"], "permanent failure");
     assert_eq!(record["last_error"], "HTTP 400: no such user");
@@ -131,11 +156,17 @@ async fn poison_bodies_go_to_the_dead_letters_on_their_first_claim() {
     assert_eq!((report.dead_lettered, report.completed), (2, 1));
     assert_eq!(recorder.names(), [good]);
     let utf8 = t.read_json(&format!("dead/{bad_utf8}")).await;
-    assert!(utf8["reason"].as_str().unwrap().contains("not UTF-8"), "{utf8}");
+    assert!(
+        utf8["reason"].as_str().unwrap().contains("not UTF-8"),
+        "{utf8}"
+    );
     assert_eq!(utf8["body_base64"], "//57fQ==");
     assert_eq!(utf8["attempts"], 0);
     let json = t.read_json(&format!("dead/{bad_json}")).await;
-    assert!(json["reason"].as_str().unwrap().contains("not JSON"), "{json}");
+    assert!(
+        json["reason"].as_str().unwrap().contains("not JSON"),
+        "{json}"
+    );
     assert_eq!(json["body_text"], "{\"user_id\": 1,");
     assert!(t.children("tasks").await.is_empty() && t.children("leases").await.is_empty());
 }
@@ -156,14 +187,33 @@ async fn a_drain_stops_before_the_deadline_and_releases_unfinished_claims() {
         margin: Duration::from_secs(2),
     };
     let report = process::run(&t.queue, &slow, &options).await.unwrap();
-    assert!(Instant::now() < deadline, "the run returned before its deadline");
-    assert_eq!((report.claimed, report.released_at_deadline, report.completed), (2, 2, 0));
-    assert!(t.children("leases").await.is_empty(), "no claim is left behind");
+    assert!(
+        Instant::now() < deadline,
+        "the run returned before its deadline"
+    );
+    assert_eq!(
+        (
+            report.claimed,
+            report.released_at_deadline,
+            report.completed
+        ),
+        (2, 2, 0)
+    );
+    assert!(
+        t.children("leases").await.is_empty(),
+        "no claim is left behind"
+    );
     assert_eq!(t.children("tasks").await.len(), 5);
     for name in t.children("tasks").await {
         let task = t.read_json(&format!("tasks/{name}")).await;
-        assert_eq!(task["attempts"], 0, "a run out of time does not count against the task");
-        assert!(task.get("retry_at").is_none(), "and it is claimable again at once");
+        assert_eq!(
+            task["attempts"], 0,
+            "a run out of time does not count against the task"
+        );
+        assert!(
+            task.get("retry_at").is_none(),
+            "and it is claimable again at once"
+        );
     }
     // Released tasks run on the next invocation.
     let recorder = Recorder::default();

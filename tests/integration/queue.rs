@@ -25,7 +25,10 @@ async fn publish_then_drain_completes_every_task_and_leaves_nothing_behind() {
     let names = t.publish(20).await;
     let recorder = Recorder::default();
     let report = run(&t.queue, &recorder, 100).await;
-    assert_eq!((report.claimed, report.completed, report.remaining_depth), (20, 20, 0));
+    assert_eq!(
+        (report.claimed, report.completed, report.remaining_depth),
+        (20, 20, 0)
+    );
     let mut seen = recorder.names();
     seen.sort();
     assert_eq!(seen, names);
@@ -39,7 +42,10 @@ async fn a_lost_claim_is_an_outcome_not_an_error() {
     let name = t.publish(1).await.remove(0);
     let other = t.consumer("other").await;
     let lease = claimed(claim(&t.queue, &name, &t).await);
-    assert!(matches!(claim(&other, &name, &t).await, ClaimOutcome::Taken));
+    assert!(matches!(
+        claim(&other, &name, &t).await,
+        ClaimOutcome::Taken
+    ));
     assert_eq!(t.queue.complete(lease).await.unwrap(), Settled::Done);
     assert!(matches!(claim(&other, &name, &t).await, ClaimOutcome::Gone));
 }
@@ -54,22 +60,37 @@ async fn runs_claim_the_oldest_task_first() {
         let report = run(&t.queue, &recorder, 1).await;
         assert_eq!(report.claimed, 1);
     }
-    assert_eq!(recorder.names(), first, "one-task runs must take tasks in sequence order");
+    assert_eq!(
+        recorder.names(),
+        first,
+        "one-task runs must take tasks in sequence order"
+    );
 }
 
 #[tokio::test]
 async fn a_task_body_is_the_payload_when_another_producer_wrote_plain_json() {
     let t = TestQueue::new().await;
-    let options = zookeeper_client::CreateMode::PersistentSequential.with_acls(zookeeper_client::Acls::anyone_all());
+    let options = zookeeper_client::CreateMode::PersistentSequential
+        .with_acls(zookeeper_client::Acls::anyone_all());
     let body = br#"{"user_id":123,"action":"export_report"}"#;
-    let (_, seq) = t.raw.create("/event-bridge/tasks/task-", body, &options).await.unwrap();
+    let (_, seq) = t
+        .raw
+        .create("/event-bridge/tasks/task-", body, &options)
+        .await
+        .unwrap();
     let recorder = Recorder::default();
     let report = run(&t.queue, &recorder, 10).await;
     assert_eq!(report.completed, 1);
     let task = recorder.seen.lock().unwrap().remove(0);
     assert_eq!(task.name, format!("task-{seq}"));
-    assert_eq!(task.envelope.payload, json!({"user_id": 123, "action": "export_report"}));
-    assert_eq!((task.envelope.id.as_str(), task.envelope.event_type.as_str()), (task.name.as_str(), "event"));
+    assert_eq!(
+        task.envelope.payload,
+        json!({"user_id": 123, "action": "export_report"})
+    );
+    assert_eq!(
+        (task.envelope.id.as_str(), task.envelope.event_type.as_str()),
+        (task.name.as_str(), "event")
+    );
     assert_eq!(task.attempt(), 1);
 }
 
@@ -86,21 +107,46 @@ async fn fencing_refuses_a_stale_holder_after_its_lease_was_reaped_and_the_task_
     let reaped = event_bridge::reap::reap(&t.queue).await.unwrap();
     assert_eq!(reaped.reaped, 1);
     let fresh = claimed(claim(&b, &name, &t).await);
-    assert!(fresh.task.fencing_token > token_a, "tokens grow with every claim");
+    assert!(
+        fresh.task.fencing_token > token_a,
+        "tokens grow with every claim"
+    );
 
     // B's lease has the same path as A's had, and the same version: only the task's version
     // tells them apart.
-    let (lease_before, lease_stat) = t.raw.get_data(&format!("/event-bridge/leases/{name}")).await.unwrap();
-    let (task_before, task_stat) = t.raw.get_data(&format!("/event-bridge/tasks/{name}")).await.unwrap();
-    assert_eq!(lease_stat.version, 1, "A's lease was at version 1 too: it never extended");
+    let (lease_before, lease_stat) = t
+        .raw
+        .get_data(&format!("/event-bridge/leases/{name}"))
+        .await
+        .unwrap();
+    let (task_before, task_stat) = t
+        .raw
+        .get_data(&format!("/event-bridge/tasks/{name}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lease_stat.version, 1,
+        "A's lease was at version 1 too: it never extended"
+    );
     let now = t.now().await;
     assert_eq!(a.extend(&mut stale).await.unwrap(), Settled::LeaseLost);
     assert_eq!(a.complete(stale.clone()).await.unwrap(), Settled::LeaseLost);
     let release = a.release(stale.clone(), Some("x".into()), Duration::ZERO, &now, true);
     assert_eq!(release.await.unwrap(), Settled::LeaseLost);
-    assert_eq!(a.bury(stale, "stale", None).await.unwrap(), Settled::LeaseLost);
-    let (lease_after, lease_stat_after) = t.raw.get_data(&format!("/event-bridge/leases/{name}")).await.unwrap();
-    let (task_after, task_stat_after) = t.raw.get_data(&format!("/event-bridge/tasks/{name}")).await.unwrap();
+    assert_eq!(
+        a.bury(stale, "stale", None).await.unwrap(),
+        Settled::LeaseLost
+    );
+    let (lease_after, lease_stat_after) = t
+        .raw
+        .get_data(&format!("/event-bridge/leases/{name}"))
+        .await
+        .unwrap();
+    let (task_after, task_stat_after) = t
+        .raw
+        .get_data(&format!("/event-bridge/tasks/{name}"))
+        .await
+        .unwrap();
     assert_eq!((lease_before, lease_stat), (lease_after, lease_stat_after));
     assert_eq!((task_before, task_stat), (task_after, task_stat_after));
 
@@ -111,7 +157,11 @@ async fn fencing_refuses_a_stale_holder_after_its_lease_was_reaped_and_the_task_
 #[tokio::test]
 async fn the_claim_itself_counts_the_attempt_and_marks_the_lease_for_000_consumers() {
     let t = TestQueue::new().await;
-    let name = t.queue.publish(&Envelope::new("x", json!(1))).await.unwrap();
+    let name = t
+        .queue
+        .publish(&Envelope::new("x", json!(1)))
+        .await
+        .unwrap();
     let lease = claimed(claim(&t.queue, &name, &t).await);
     assert_eq!(lease.task.attempt(), 1);
     assert_eq!(t.read_json(&format!("tasks/{name}")).await["attempts"], 1);
@@ -125,9 +175,17 @@ async fn the_claim_itself_counts_the_attempt_and_marks_the_lease_for_000_consume
 async fn a_lease_held_by_a_000_consumer_is_respected() {
     let t = TestQueue::new().await;
     let names = t.publish(2).await;
-    let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let options =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     let theirs = br#"{"consumerId":"vercel-func-abc","timestamp":1}"#;
-    t.raw.create(&format!("/event-bridge/leases/{}", names[0]), theirs, &options).await.unwrap();
+    t.raw
+        .create(
+            &format!("/event-bridge/leases/{}", names[0]),
+            theirs,
+            &options,
+        )
+        .await
+        .unwrap();
     let recorder = Recorder::default();
     let report = run(&t.queue, &recorder, 10).await;
     assert_eq!(recorder.names(), [names[1].clone()]);

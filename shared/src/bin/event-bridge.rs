@@ -11,8 +11,14 @@ use event_bridge::{Builtin, Config, Envelope, Queue, RunOptions, process, reap, 
 use serde_json::{Value, json};
 
 #[derive(Parser)]
-#[command(name = "event-bridge", version, about = "A task queue on ZooKeeper for serverless consumers")]
-#[command(after_help = "Configuration comes from environment variables: ZOOKEEPER_CONNECTION_STRING, EVENT_BRIDGE_ROOT, LEASE_TIMEOUT_MS, MAX_ATTEMPTS, … (see the README).")]
+#[command(
+    name = "event-bridge",
+    version,
+    about = "A task queue on ZooKeeper for serverless consumers"
+)]
+#[command(
+    after_help = "Configuration comes from environment variables: ZOOKEEPER_CONNECTION_STRING, EVENT_BRIDGE_ROOT, LEASE_TIMEOUT_MS, MAX_ATTEMPTS, … (see the README)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -80,11 +86,22 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
     let queue = Queue::new(client, &config, Queue::new_consumer_id("cli"));
     queue.ensure_paths().await?;
     match command {
-        Command::Publish { raw: true, payload: Some(body), .. } => {
+        Command::Publish {
+            raw: true,
+            payload: Some(body),
+            ..
+        } => {
             let name = queue.publish_raw(body.as_bytes()).await?;
             println!("{}", json!({ "task": name }));
         }
-        Command::Publish { event_type, payload, input, idempotency_key, group, .. } => {
+        Command::Publish {
+            event_type,
+            payload,
+            input,
+            idempotency_key,
+            group,
+            ..
+        } => {
             let envelopes = match input {
                 Some(path) => read_lines(&path, &event_type)?,
                 None => {
@@ -105,7 +122,11 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Command::Process { drain, max_tasks } => {
-            let trigger = if drain { Trigger::Drain { max_tasks } } else { Trigger::Scheduled };
+            let trigger = if drain {
+                Trigger::Drain { max_tasks }
+            } else {
+                Trigger::Scheduled
+            };
             let cap = match (drain, max_tasks) {
                 (false, Some(n)) => n,
                 _ => trigger.max_tasks(&config),
@@ -134,7 +155,9 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&stats)?);
             } else {
-                let age = stats.oldest_task_age_ms.map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0));
+                let age = stats
+                    .oldest_task_age_ms
+                    .map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0));
                 println!("root         {}", config.root);
                 println!("pending      {}", stats.depth);
                 println!("leased       {}", stats.leased);
@@ -160,7 +183,8 @@ fn read_lines(path: &str, default_type: &str) -> Result<Vec<Envelope>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(&line).map_err(|e| format!("{path}:{}: not JSON: {e}", i + 1))?;
+        let value: Value =
+            serde_json::from_str(&line).map_err(|e| format!("{path}:{}: not JSON: {e}", i + 1))?;
         envelopes.push(envelope_from_line(value, default_type));
     }
     Ok(envelopes)
@@ -181,4 +205,3 @@ fn envelope_from_line(mut value: Value, default_type: &str) -> Envelope {
     envelope.idempotency_key = text("idempotency_key");
     envelope
 }
-
