@@ -9,7 +9,7 @@ use crate::harness::{Recorder, TestQueue, run};
 
 #[tokio::test]
 async fn a_task_whose_consumer_crashed_is_reaped_claimed_again_and_completed_once() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(500)).await;
+    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(2_000)).await;
     let name = t.publish(1).await.remove(0);
     let crashed = t.consumer("crashed").await;
     let ClaimOutcome::Claimed(lease) = crashed.claim(&name, &t.now().await).await.unwrap() else {
@@ -31,7 +31,7 @@ async fn a_task_whose_consumer_crashed_is_reaped_claimed_again_and_completed_onc
         "a leased task is not claimed"
     );
 
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
     let reaped = event_bridge::reap::reap(&t.queue).await.unwrap();
     assert_eq!(
         (reaped.reaped, reaped.stats.leased, reaped.stats.depth),
@@ -75,7 +75,7 @@ async fn a_lease_whose_task_is_gone_is_removed_as_an_orphan() {
 
 #[tokio::test]
 async fn a_000_consumer_lease_expires_by_zookeeper_time_like_ours() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(400)).await;
+    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(2_000)).await;
     let name = t.publish(1).await.remove(0);
     let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     // Its timestamp claims the far future: only the znode's mtime is trusted.
@@ -85,13 +85,13 @@ async fn a_000_consumer_lease_expires_by_zookeeper_time_like_ours() {
         .await
         .unwrap();
     assert_eq!(event_bridge::reap::reap(&t.queue).await.unwrap().reaped, 0);
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
     let report = event_bridge::reap::reap(&t.queue).await.unwrap();
     assert_eq!(
         (report.reaped, report.stats.depth, report.stats.dead),
         (1, 1, 0)
     );
-    assert!(report.stats.oldest_task_age_ms.unwrap() >= 600);
+    assert!(report.stats.oldest_task_age_ms.unwrap() >= 2_200);
 }
 
 #[tokio::test]
