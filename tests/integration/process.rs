@@ -92,9 +92,15 @@ async fn retryable_failures_back_off_then_go_to_the_dead_letters() {
         (json!(1), json!("upstream 503"))
     );
     let retry_at = task["retry_at"].as_i64().expect("retry_at set");
-    let (_, stat) = t.raw.get_data(&format!("/event-bridge/tasks/{name}")).await.unwrap();
+    let (_, stat) = t
+        .raw
+        .get_data(&format!("/event-bridge/tasks/{name}"))
+        .await
+        .unwrap();
     let wait = retry_at - stat.mtime;
-    assert!((500..=1_500).contains(&wait), "backoff of about BACKOFF_BASE_MS from the release, got {wait} ms");
+    assert!(
+        (500..=1_500).contains(&wait),
+        "backoff of about BACKOFF_BASE_MS from the release, got {wait} ms"
     );
 
     // Within the backoff the task is skipped, not claimed.
