@@ -15,6 +15,27 @@ pub struct ConfigError {
     pub problem: String,
 }
 
+/// A value that must never reach a log line or an error message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
 /// Which built-in handler runs tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HandlerKind {
@@ -55,6 +76,9 @@ pub struct Config {
     pub session_timeout: Duration,
     /// `CRON_SECRET`: when set, HTTP triggers must send `Authorization: Bearer <secret>`.
     pub cron_secret: Option<String>,
+    /// `ZOOKEEPER_AUTH`: `user:password` for ZooKeeper digest authentication. When set, the
+    /// nodes the bridge creates are readable and writable by that user only.
+    pub zookeeper_auth: Option<Secret>,
     /// `EVENT_BRIDGE_HANDLER`: `log` or `noop`.
     pub handler: HandlerKind,
 }
@@ -76,6 +100,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(5),
             session_timeout: Duration::from_secs(10),
             cron_secret: None,
+            zookeeper_auth: None,
             handler: HandlerKind::Log,
         }
     }
@@ -110,6 +135,7 @@ impl Config {
             session_timeout: millis(&get, "ZOOKEEPER_SESSION_TIMEOUT_MS", 1_000)?
                 .unwrap_or(d.session_timeout),
             cron_secret: get("CRON_SECRET"),
+            zookeeper_auth: digest(get("ZOOKEEPER_AUTH"))?,
             handler: handler(get("EVENT_BRIDGE_HANDLER"))?.unwrap_or(d.handler),
         };
         Ok(config)
@@ -163,6 +189,15 @@ fn root(raw: Option<String>) -> Result<Option<String>, ConfigError> {
     } else {
         let problem = "must be an absolute znode path such as /event-bridge";
         Err(invalid("EVENT_BRIDGE_ROOT", &raw, problem))
+    }
+}
+
+fn digest(raw: Option<String>) -> Result<Option<Secret>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    match raw.split_once(':') {
+        Some((user, password)) if !user.is_empty() && !password.is_empty() => Ok(Some(Secret(raw))),
+        // The value is a credential: never echo it.
+        _ => Err(invalid("ZOOKEEPER_AUTH", "<hidden>", "must be user:password")),
     }
 }
 
@@ -232,6 +267,17 @@ mod tests {
             assert_eq!(err.variable, var);
             assert!(err.to_string().starts_with(var), "{err}");
         }
+    }
+
+    #[test]
+    fn credentials_never_show_in_debug_output_or_errors() {
+        let c = parse(&[("ZOOKEEPER_AUTH", "bridge:hunter2")]).unwrap();
+        assert_eq!(c.zookeeper_auth.as_ref().map(Secret::expose), Some("bridge:hunter2"));
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        let err = parse(&[("ZOOKEEPER_AUTH", "hunter2")]).unwrap_err();
+        assert_eq!(err.variable, "ZOOKEEPER_AUTH");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub struct Queue {
     max_attempts: u32,
     backoff_base: Duration,
     backoff_max: Duration,
+    acls: zk::Acls<'static>,
 }
 
 /// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
@@ -99,7 +100,16 @@ impl Queue {
             max_attempts: config.max_attempts,
             backoff_base: config.backoff_base,
             backoff_max: config.backoff_max,
+            acls: crate::zk::acls(config),
         }
+    }
+
+    fn persistent(&self) -> zk::CreateOptions<'static> {
+        zk::CreateMode::Persistent.with_acls(self.acls.clone())
+    }
+
+    fn sequential(&self) -> zk::CreateOptions<'static> {
+        zk::CreateMode::PersistentSequential.with_acls(self.acls.clone())
     }
 
     /// A consumer id for this process: `<prefix>-<random>`.
@@ -133,7 +143,7 @@ impl Queue {
         let paths = self.layout.base_paths();
         let creates: Vec<_> = paths
             .iter()
-            .map(|p| self.client.create(p, b"", &PERSISTENT))
+            .map(|p| self.client.create(p, b"", &self.persistent()))
             .collect();
         for (path, created) in paths.iter().zip(futures::future::join_all(creates).await) {
             match created {
@@ -166,7 +176,7 @@ impl Queue {
         let prefix = self.layout.task_prefix();
         let (_, seq) = self
             .client
-            .create(&prefix, body, &SEQUENTIAL)
+            .create(&prefix, body, &self.sequential())
             .await
             .map_err(|e| Error::zk("create", &prefix, e))?;
         Ok(format!("{}{seq}", crate::layout::TASK_PREFIX))
@@ -183,7 +193,7 @@ impl Queue {
         for window in bodies.chunks(PUBLISH_WINDOW) {
             let creates: Vec<_> = window
                 .iter()
-                .map(|b| self.client.create(&prefix, b, &SEQUENTIAL))
+                .map(|b| self.client.create(&prefix, b, &self.sequential()))
                 .collect();
             for created in futures::future::join_all(creates).await {
                 let (_, seq) = created.map_err(|e| Error::zk("create", &prefix, e))?;
@@ -275,7 +285,7 @@ impl Queue {
         let body = envelope.to_bytes()?;
         let mut multi = self.client.new_multi_writer();
         multi
-            .add_create(&lease_path, &lease_data, &PERSISTENT)
+            .add_create(&lease_path, &lease_data, &self.persistent())
             .map_err(|e| Error::zk("claim", &lease_path, e))?;
         multi
             .add_set_data(&lease_path, &lease_data, Some(0))
@@ -490,7 +500,7 @@ impl Queue {
         let mut multi = self.client.new_multi_writer();
         for op in ops {
             let added = match *op {
-                Op::Create(path, data) => multi.add_create(path, data, &PERSISTENT),
+                Op::Create(path, data) => multi.add_create(path, data, &self.persistent()),
                 Op::Set(path, data, version) => multi.add_set_data(path, data, Some(version)),
                 Op::Delete(path, version) => {
                     multi.add_delete(path, (version >= 0).then_some(version))

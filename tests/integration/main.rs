@@ -10,3 +10,4 @@ mod functions;
 mod process;
 mod queue;
 mod reap;
+mod security;
