@@ -37,8 +37,10 @@
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
-//! - [`dead`]: reading the dead letters.
+//! - [`dead`]: the dead letters: list, show, redrive, purge.
+//! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.
 //! - [`trigger`]: what a Lambda event or HTTP request asks for.
+//! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
 //! - [`telemetry`]: JSON logs by Lambda's conventions.
 //! - [`error`]: the one error type.
 
@@ -47,6 +49,7 @@ pub mod config;
 pub mod dead;
 pub mod error;
 pub mod handler;
+pub mod inspect;
 pub mod layout;
 pub mod lease;
 pub mod process;
@@ -56,6 +59,7 @@ pub mod stats;
 pub mod task;
 pub mod telemetry;
 pub mod trigger;
+pub mod worker;
 pub mod zk;
 
 pub use config::Config;

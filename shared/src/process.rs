@@ -15,6 +15,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde::Serialize;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::clock::ZkTime;
@@ -77,6 +78,17 @@ pub async fn run<H: Handler>(
     handler: &H,
     options: &RunOptions,
 ) -> Result<ProcessReport> {
+    run_until(queue, handler, options, &watch::channel(false).1).await
+}
+
+/// As [`run`], and stops early when `stop` turns true: no more claims, and tasks in flight
+/// get `options.margin` to finish before they are released.
+pub async fn run_until<H: Handler>(
+    queue: &Queue,
+    handler: &H,
+    options: &RunOptions,
+    stop: &watch::Receiver<bool>,
+) -> Result<ProcessReport> {
     let started = Instant::now();
     let mut report = ProcessReport {
         consumer_id: queue.consumer_id().to_string(),
@@ -89,16 +101,9 @@ pub async fn run<H: Handler>(
             break;
         }
         let claimed_before = report.claimed;
-        pass(
-            queue,
-            handler,
-            options,
-            snapshot.candidates,
-            &now,
-            &mut report,
-        )
-        .await?;
-        if report.claimed == claimed_before || !may_claim(&report, options) {
+        let candidates = snapshot.candidates;
+        pass(queue, handler, options, candidates, &now, stop, &mut report).await?;
+        if report.claimed == claimed_before || !may_claim(&report, options) || *stop.borrow() {
             break;
         }
     }
@@ -132,6 +137,7 @@ async fn pass<H: Handler>(
     options: &RunOptions,
     candidates: Vec<String>,
     now: &ZkTime,
+    stop: &watch::Receiver<bool>,
     report: &mut ProcessReport,
 ) -> Result<()> {
     let mut cursor = Cursor::new(candidates, options.concurrency);
@@ -139,12 +145,13 @@ async fn pass<H: Handler>(
     let mut first_error: Option<Error> = None;
     loop {
         while first_error.is_none()
+            && !*stop.borrow()
             && in_flight.len() < options.concurrency
             && report.claimed + (in_flight.len() as u32) < options.max_tasks
             && Instant::now() + options.margin < options.deadline
         {
             let Some(name) = cursor.next() else { break };
-            in_flight.push(process_one(queue, handler, name, now, options));
+            in_flight.push(process_one(queue, handler, name, now, options, stop));
         }
         let Some(done) = in_flight.next().await else {
             break;
@@ -186,6 +193,7 @@ async fn process_one<H: Handler>(
     name: String,
     now: &ZkTime,
     options: &RunOptions,
+    stop: &watch::Receiver<bool>,
 ) -> Result<(Outcome, bool)> {
     let lease = match queue.claim(&name, now).await? {
         ClaimOutcome::Claimed(lease) => lease,
@@ -196,11 +204,21 @@ async fn process_one<H: Handler>(
     };
     tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),
         fencing_token = lease.task.fencing_token, "task claimed");
-    let stop_at = options.deadline - options.margin / 2;
-    Ok((
-        run_claimed(queue, handler, lease, now, stop_at).await?,
-        true,
-    ))
+    let limits = Limits {
+        stop_at: options.deadline - options.margin / 2,
+        grace: options.margin,
+        stop: stop.clone(),
+    };
+    Ok((run_claimed(queue, handler, lease, now, limits).await?, true))
+}
+
+/// When a running handler must give up its task.
+struct Limits {
+    /// The deadline, less half the margin for releasing.
+    stop_at: Instant,
+    /// After a stop signal, how long the handler may still take.
+    grace: Duration,
+    stop: watch::Receiver<bool>,
 }
 
 /// Runs a claimed task's handler, extending the lease meanwhile, and settles the task.
@@ -209,8 +227,9 @@ async fn run_claimed<H: Handler>(
     handler: &H,
     mut lease: Lease,
     now: &ZkTime,
-    stop_at: Instant,
+    limits: Limits,
 ) -> Result<Outcome> {
+    let Limits { stop_at, grace, stop } = limits;
     let every = lease::extend_interval(queue.lease_timeout());
     let mut extend = tokio::time::interval_at(Instant::now() + every, every);
     let task = lease.task.clone();
@@ -226,6 +245,10 @@ async fn run_claimed<H: Handler>(
                 }
             }
             _ = tokio::time::sleep_until(stop_at) => break None,
+            _ = stopped(stop.clone()) => {
+                let until = stop_at.min(Instant::now() + grace);
+                break tokio::time::timeout_at(until, &mut work).await.ok();
+            }
         }
     };
     settle(queue, lease, result, now).await
@@ -276,6 +299,15 @@ async fn settle(
             Outcome::LeaseLost
         }
     })
+}
+
+/// Resolves once `stop` is true; never, if its sender is gone while it is false.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Walks a snapshot; after a lost race jumps a random distance ahead.

@@ -24,11 +24,6 @@ use crate::task::{self, Body, Envelope, Task};
 use crate::zk::failed_at;
 use crate::{Config, Error, Result};
 
-const PERSISTENT: zk::CreateOptions<'static> =
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-const SEQUENTIAL: zk::CreateOptions<'static> =
-    zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
-
 /// How many creates a bulk publish keeps in flight.
 const PUBLISH_WINDOW: usize = 1_000;
 
@@ -345,7 +340,7 @@ impl Queue {
             Op::Delete(&lease_path, -1),
         ];
         match self.commit("bury", &ops).await? {
-            Ok(()) => {
+            Ok(_) => {
                 tracing::warn!(task = %name, consumer = %self.consumer_id, attempts, %reason, "task dead-lettered");
                 Ok(ClaimOutcome::Buried { reason })
             }
@@ -485,7 +480,7 @@ impl Queue {
     /// Commits a holder's multi-op: a version or existence failure means the lease is lost.
     async fn settle(&self, what: &'static str, ops: &[Op<'_>]) -> Result<Settled> {
         match self.commit(what, ops).await? {
-            Ok(()) => Ok(Settled::Done),
+            Ok(_) => Ok(Settled::Done),
             Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(Settled::LeaseLost),
             Err((i, e)) => Err(Error::zk(what, ops[i].path(), e)),
         }
@@ -496,11 +491,12 @@ impl Queue {
         &self,
         what: &'static str,
         ops: &[Op<'_>],
-    ) -> Result<std::result::Result<(), (usize, zk::Error)>> {
+    ) -> Result<std::result::Result<Vec<zk::MultiWriteResult>, (usize, zk::Error)>> {
         let mut multi = self.client.new_multi_writer();
         for op in ops {
             let added = match *op {
                 Op::Create(path, data) => multi.add_create(path, data, &self.persistent()),
+                Op::CreateSequential(path, data) => multi.add_create(path, data, &self.sequential()),
                 Op::Set(path, data, version) => multi.add_set_data(path, data, Some(version)),
                 Op::Delete(path, version) => {
                     multi.add_delete(path, (version >= 0).then_some(version))
@@ -509,7 +505,7 @@ impl Queue {
             added.map_err(|e| Error::zk(what, op.path(), e))?;
         }
         match multi.commit().await {
-            Ok(_) => Ok(Ok(())),
+            Ok(results) => Ok(Ok(results)),
             Err(e) => match failed_at(&e) {
                 Some((index, source)) => Ok(Err((index, source.clone()))),
                 None => Err(Error::zk(what, ops[0].path(), e)),
@@ -521,14 +517,15 @@ impl Queue {
 /// One write of a multi-op. A version of -1 means any version.
 pub(crate) enum Op<'a> {
     Create(&'a str, &'a [u8]),
+    CreateSequential(&'a str, &'a [u8]),
     Set(&'a str, &'a [u8], i32),
     Delete(&'a str, i32),
 }
 
 impl Op<'_> {
-    fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         match *self {
-            Op::Create(p, _) | Op::Set(p, _, _) | Op::Delete(p, _) => p,
+            Op::Create(p, _) | Op::CreateSequential(p, _) | Op::Set(p, _, _) | Op::Delete(p, _) => p,
         }
     }
 }

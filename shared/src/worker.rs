@@ -1,0 +1,156 @@
+//! A long-running consumer, for teams that have a server: `event-bridge worker`.
+//!
+//! It arms a ZooKeeper watch on `tasks/` and then drains; when the watch fires (a task was
+//! published, or one finished) it re-arms and drains again, so a new task is picked up within
+//! milliseconds without polling. A slow timer (`WORKER_IDLE_CHECK`) also wakes it, for tasks
+//! whose retry backoff has ended (that changes no child list). It reaps expired leases every
+//! half lease timeout. When its session expires it opens a new one and carries on; on the
+//! stop signal it claims nothing more, lets tasks in flight finish within the deadline margin
+//! and releases the rest.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::handler::Handler;
+use crate::process::{self, RunOptions};
+use crate::queue::Queue;
+use crate::{Config, Result};
+
+/// How often an idle worker looks for tasks whose backoff ended.
+pub const WORKER_IDLE_CHECK: Duration = Duration::from_secs(5);
+
+/// What a worker did over its life.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerReport {
+    pub consumer_id: String,
+    pub drains: u64,
+    pub completed: u64,
+    pub retried: u64,
+    pub dead_lettered: u64,
+    pub reaped: u64,
+    /// Sessions opened: one, plus one per expiry survived.
+    pub sessions: u64,
+}
+
+/// A long-running consumer.
+pub struct Worker<H> {
+    config: Config,
+    handler: H,
+    concurrency: usize,
+    consumer_id: String,
+    session: watch::Sender<Option<zk::SessionInfo>>,
+}
+
+impl<H: Handler> Worker<H> {
+    pub fn new(config: Config, handler: H, concurrency: usize) -> Self {
+        Worker {
+            config,
+            handler,
+            concurrency: concurrency.max(1),
+            consumer_id: Queue::new_consumer_id("worker"),
+            session: watch::channel(None).0,
+        }
+    }
+
+    /// The worker's current ZooKeeper session, as it changes.
+    pub fn sessions(&self) -> watch::Receiver<Option<zk::SessionInfo>> {
+        self.session.subscribe()
+    }
+
+    /// Runs until `stop` turns true.
+    pub async fn run(&self, stop: watch::Receiver<bool>) -> Result<WorkerReport> {
+        let mut report = WorkerReport {
+            consumer_id: self.consumer_id.clone(),
+            ..Default::default()
+        };
+        let mut queue = self.open(&mut report).await?;
+        let mut last_reap = Instant::now();
+        while !*stop.borrow() {
+            match self.cycle(&queue, &stop, &mut report, &mut last_reap).await {
+                Ok(()) => {}
+                Err(e) if queue.client().state().is_terminated() => {
+                    tracing::warn!(consumer = %self.consumer_id, error = %e, "session lost; opening a new one");
+                    queue = self.reopen(&mut report, &stop).await?;
+                }
+                Err(e) => {
+                    tracing::warn!(consumer = %self.consumer_id, error = %e, "worker cycle failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+        tracing::info!(consumer = %self.consumer_id, drains = report.drains, completed = report.completed,
+            retried = report.retried, dead_lettered = report.dead_lettered, reaped = report.reaped,
+            sessions = report.sessions, "worker stopped");
+        Ok(report)
+    }
+
+    /// Arm the watch, drain, reap when due, then wait for the watch, the timer or the stop.
+    async fn cycle(
+        &self,
+        queue: &Queue,
+        stop: &watch::Receiver<bool>,
+        report: &mut WorkerReport,
+        last_reap: &mut Instant,
+    ) -> Result<()> {
+        let tasks = queue.layout().tasks();
+        let (_, watcher) = queue
+            .client()
+            .list_and_watch_children(&tasks)
+            .await
+            .map_err(|e| crate::Error::zk("watch", &tasks, e))?;
+        let options = RunOptions {
+            max_tasks: u32::MAX,
+            concurrency: self.concurrency,
+            deadline: Instant::now() + Duration::from_secs(24 * 3600),
+            margin: self.config.deadline_margin,
+        };
+        let run = process::run_until(queue, &self.handler, &options, stop).await?;
+        report.drains += 1;
+        report.completed += run.completed as u64;
+        report.retried += run.retried as u64;
+        report.dead_lettered += run.dead_lettered as u64;
+        if last_reap.elapsed() >= self.config.lease_timeout / 2 {
+            report.reaped += crate::reap::reap(queue).await?.reaped as u64;
+            *last_reap = Instant::now();
+        }
+        let mut stop = stop.clone();
+        tokio::select! {
+            event = watcher.changed() => {
+                if event.session_state.is_terminated() {
+                    return Err(crate::Error::zk("watch", &tasks, zk::Error::SessionExpired));
+                }
+            }
+            _ = stop.wait_for(|s| *s) => {}
+            _ = tokio::time::sleep(WORKER_IDLE_CHECK) => {}
+        }
+        Ok(())
+    }
+
+    async fn open(&self, report: &mut WorkerReport) -> Result<Queue> {
+        let client = crate::zk::connect(&self.config).await?;
+        self.session.send_replace(Some(client.session().clone()));
+        report.sessions += 1;
+        let queue = Queue::new(client, &self.config, self.consumer_id.clone());
+        queue.ensure_paths().await?;
+        tracing::info!(consumer = %self.consumer_id, session = %queue.client().session_id(), "worker session open");
+        Ok(queue)
+    }
+
+    /// Opens a new session, retrying every second until it works or the worker is stopped.
+    async fn reopen(&self, report: &mut WorkerReport, stop: &watch::Receiver<bool>) -> Result<Queue> {
+        loop {
+            match self.open(report).await {
+                Ok(queue) => return Ok(queue),
+                Err(e) if *stop.borrow() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(consumer = %self.consumer_id, error = %e, "cannot open a session yet");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+}

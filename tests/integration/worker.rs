@@ -1,0 +1,100 @@
+//! The long-running worker: watches, session expiry, graceful shutdown.
+
+use std::time::Duration;
+
+use event_bridge::handler::FnHandler;
+use event_bridge::worker::Worker;
+use event_bridge::{Config, Handler, Task};
+use tokio::sync::watch;
+use zookeeper_client as zk;
+
+use crate::harness::{Recorder, TestQueue};
+
+/// Starts a worker on the test's chroot; returns its stop switch and its join handle.
+fn start<H: Handler + 'static>(
+    worker: Worker<H>,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<event_bridge::worker::WorkerReport>) {
+    let (stop, stopped) = watch::channel(false);
+    let join = tokio::spawn(async move { worker.run(stopped).await.expect("worker") });
+    (stop, join)
+}
+
+/// Waits (up to 30 s, a hang guard, not a speed claim) until `check` holds.
+async fn eventually<F: AsyncFnMut() -> bool>(mut check: F, what: &str) {
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("gave up waiting: {what}");
+}
+
+fn config(t: &TestQueue) -> Config {
+    Config { deadline_margin: Duration::from_millis(500), ..t.config.clone() }
+}
+
+#[tokio::test]
+async fn the_worker_picks_up_tasks_published_after_it_started() {
+    let t = TestQueue::new().await;
+    let recorder = Recorder::default();
+    let (stop, join) = start(Worker::new(config(&t), recorder.clone(), 4));
+    let names = t.publish(3).await;
+    eventually(async || recorder.count() == 3, "three tasks processed").await;
+    let more = t.publish(2).await;
+    eventually(async || recorder.count() == 5, "two more processed").await;
+    stop.send(true).unwrap();
+    let report = join.await.unwrap();
+    assert_eq!((report.completed, report.sessions), (5, 1));
+    let mut seen = recorder.names();
+    seen.sort();
+    assert_eq!(seen, [names, more].concat());
+}
+
+#[tokio::test]
+async fn the_worker_recovers_when_its_session_is_killed() {
+    let t = TestQueue::new().await;
+    let recorder = Recorder::default();
+    let worker = Worker::new(config(&t), recorder.clone(), 2);
+    let mut sessions = worker.sessions();
+    let (stop, join) = start(worker);
+    let first = sessions.wait_for(Option::is_some).await.unwrap().clone().unwrap();
+    t.publish(1).await;
+    eventually(async || recorder.count() == 1, "first task processed").await;
+
+    // Take the session over from another client, then close it: the server ends it, and the
+    // worker's client finds its session expired.
+    let hijacker = zk::Client::connector().with_session(first.clone()).connect(&t.config.zookeeper).await.unwrap();
+    drop(hijacker);
+    let second = sessions
+        .wait_for(|s| s.as_ref().is_some_and(|s| s.id() != first.id()))
+        .await
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert_ne!(second.id(), first.id());
+
+    t.publish(1).await;
+    eventually(async || recorder.count() == 2, "a task published after the expiry is processed").await;
+    stop.send(true).unwrap();
+    assert_eq!(join.await.unwrap().sessions, 2);
+}
+
+#[tokio::test]
+async fn a_stopped_worker_releases_what_it_could_not_finish() {
+    let t = TestQueue::new().await;
+    let slow = FnHandler(|_task: Task| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(())
+    });
+    let (stop, join) = start(Worker::new(config(&t), slow, 2));
+    t.publish(2).await;
+    eventually(async || t.children("leases").await.len() == 2, "both tasks claimed").await;
+    stop.send(true).unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(30), join).await.expect("stopped").unwrap();
+    assert_eq!(report.completed, 0);
+    assert!(t.children("leases").await.is_empty(), "in-flight claims released");
+    for name in t.children("tasks").await {
+        assert_eq!(t.read_json(&format!("tasks/{name}")).await["attempts"], 0);
+    }
+}
