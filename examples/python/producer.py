@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Publish event-bridge tasks from Python, with kazoo.
+
+A task is a persistent sequential znode ``ROOT/tasks/task-NNNNNNNNNN`` holding an
+``event-bridge/1`` envelope (docs/ARCHITECTURE.md, "The task envelope")::
+
+    from kazoo.client import KazooClient
+    from producer import publish
+
+    zk = KazooClient(hosts="127.0.0.1:2181")   # "host:port[,host:port…][/chroot]"
+    zk.start()
+    name = publish(zk, "user.signup", {"user_id": 42}, idempotency_key="signup-42")
+    zk.stop()
+
+From the shell (one JSON line per task created: ``{"task": "task-…", "id": "…"}``)::
+
+    pip install -r requirements.txt
+    python producer.py --type user.signup --payload '{"user_id": 42}' [--count N]
+
+``--zookeeper`` and ``--root`` default to ZOOKEEPER_CONNECTION_STRING and EVENT_BRIDGE_ROOT,
+then to 127.0.0.1:2181 and /event-bridge, as for the functions. When ZOOKEEPER_AUTH
+(``user:password``) is set, the CLI authenticates with it (digest) and creates the tasks
+readable by that user only, as the functions do with the same variable; from code, pass
+``auth_data=[("digest", "user:password")]`` to ``KazooClient`` and ``acl=CREATOR_ALL_ACL``.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import uuid
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.security import CREATOR_ALL_ACL
+
+FORMAT = "event-bridge/1"
+# ZooKeeper refuses requests over jute.maxbuffer (1 MiB by default); consumers need some room
+# to add their bookkeeping to the envelope, so stay under the limit our own producers use.
+MAX_BODY_BYTES = 1_000_000
+# Written by consumers only; a producer must never set them.
+CONSUMER_FIELDS = ("attempts", "last_error", "retry_at")
+
+
+def envelope(event_type, payload, **fields):
+    """An ``event-bridge/1`` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
+
+    ``fields`` adds optional fields (``group``, ``idempotency_key``, or your own) and may give
+    ``id`` (your event's id, kept across retries) or ``time``.
+    """
+    for name in CONSUMER_FIELDS:
+        if name in fields:
+            raise ValueError(f"{name!r} is written by consumers, not producers")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    body = {
+        "format": FORMAT,
+        "id": str(uuid.uuid4()),
+        "type": event_type,
+        "time": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "payload": payload,
+    }
+    body.update(fields)
+    return body
+
+
+def ensure_paths(zk, root="/event-bridge", acl=None):
+    """Creates ROOT, ROOT/tasks and ROOT/leases when missing (a concurrent create is fine)."""
+    root = root.rstrip("/")
+    for path in (root + "/tasks", root + "/leases"):
+        zk.ensure_path(path, acl=acl)
+
+
+def publish(zk, event_type, payload, root="/event-bridge", acl=None, **fields):
+    """Publishes one task; returns its name (``task-0000000042``).
+
+    ``zk`` is a started ``KazooClient`` (a chroot in its hosts string is honoured);
+    ``payload`` any JSON-serialisable value; ``acl`` the task's ACL (kazoo's default, open to
+    anyone, when None; ``CREATOR_ALL_ACL`` on an authenticated session); ``fields`` as for
+    :func:`envelope`. Raises ``ValueError`` for a body ZooKeeper would refuse, kazoo's errors
+    otherwise.
+    """
+    body = json.dumps(envelope(event_type, payload, **fields), separators=(",", ":"))
+    data = body.encode("utf-8")
+    if len(data) > MAX_BODY_BYTES:
+        raise ValueError(
+            f"task body is {len(data)} bytes, over {MAX_BODY_BYTES}: "
+            "put large data in object storage and a reference in the payload"
+        )
+    prefix = root.rstrip("/") + "/tasks/task-"
+    try:
+        path = zk.create(prefix, data, acl=acl, sequence=True)
+    except NoNodeError:
+        # First task under this root: create the base paths, then try again.
+        ensure_paths(zk, root, acl)
+        path = zk.create(prefix, data, acl=acl, sequence=True)
+    return path.rsplit("/", 1)[1]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Publish event-bridge tasks.")
+    parser.add_argument(
+        "--zookeeper",
+        default=os.environ.get("ZOOKEEPER_CONNECTION_STRING", "127.0.0.1:2181"),
+        help="host:port[,host:port…][/chroot] (env ZOOKEEPER_CONNECTION_STRING)",
+    )
+    parser.add_argument(
+        "--root",
+        default=os.environ.get("EVENT_BRIDGE_ROOT", "/event-bridge"),
+        help="root znode of the queue (env EVENT_BRIDGE_ROOT)",
+    )
+    parser.add_argument("--type", required=True, help="event type, e.g. user.signup")
+    parser.add_argument("--payload", default="{}", help="the payload, as JSON")
+    parser.add_argument("--count", type=int, default=1, help="tasks to publish (each its own id)")
+    parser.add_argument("--group", help="optional group field")
+    parser.add_argument("--idempotency-key", help="optional idempotency_key field")
+    args = parser.parse_args(argv)
+
+    try:
+        payload = json.loads(args.payload)
+    except ValueError as e:
+        parser.error(f"--payload is not JSON: {e}")
+    if args.count < 1:
+        parser.error("--count must be at least 1")
+    fields = {}
+    if args.group is not None:
+        fields["group"] = args.group
+    if args.idempotency_key is not None:
+        fields["idempotency_key"] = args.idempotency_key
+
+    auth = os.environ.get("ZOOKEEPER_AUTH")
+    zk = KazooClient(
+        hosts=args.zookeeper,
+        timeout=10.0,
+        auth_data=[("digest", auth)] if auth else None,
+    )
+    acl = CREATOR_ALL_ACL if auth else None
+    try:
+        zk.start(timeout=10)
+    except Exception as e:  # kazoo raises its own timeout type
+        print(f"producer.py: cannot connect to ZooKeeper at {args.zookeeper}: {e}", file=sys.stderr)
+        return 1
+    try:
+        for _ in range(args.count):
+            event_id = str(uuid.uuid4())
+            name = publish(zk, args.type, payload, root=args.root, acl=acl, id=event_id, **fields)
+            print(json.dumps({"task": name, "id": event_id}), flush=True)
+    except (KazooException, ValueError) as e:
+        reason = type(e).__name__ + (f": {e}" if str(e) else "")
+        print(f"producer.py: publishing under {args.root} failed: {reason}", file=sys.stderr)
+        return 1
+    finally:
+        zk.stop()
+        zk.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
