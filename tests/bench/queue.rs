@@ -1,1 +1,294 @@
-fn main(){}
+//! Queue throughput on one ZooKeeper, as ratios to what that ZooKeeper can do at all.
+//!
+//! Absolute rates say more about the machine than about the code, so every size is measured
+//! against the *raw create rate* of the same server in the same run: persistent sequential
+//! creates of a typical task body from one pipelined session, which is what a producer costs
+//! and an upper bound for any single-session write path. Per size (each in a chroot of its
+//! own, removed afterwards) it measures:
+//!
+//! - raw creates/s: one session, windows of [`WINDOW`] creates in flight, under `/raw`;
+//! - publish/s: [`Queue::publish_many`] of the same number of envelopes;
+//! - drain/s: one [`process::run`] with the no-op handler over all of them, on a fresh session;
+//! - drain/raw: a drained task costs a read and two writes (claim multi, complete multi), so
+//!   0.5 is the ceiling and 0.4 the target;
+//! - requests/task: the server's `zk_packets_received` (four-letter word `mntr`) across the
+//!   drain, minus the reading's own packet, divided by the tasks completed. Target: ≤ 3, flat
+//!   across sizes. It is the raw figure: it includes the run's fixed requests (clock write,
+//!   snapshots, final stat) and any pings, but the drain session is the only one open and
+//!   pings only when idle, so pings are near zero. Other clients on the same server would
+//!   count too: the bench warns when it sees any.
+//!
+//! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
+//! (the drain concurrency default). No tracing subscriber is installed, so logging costs nothing.
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use event_bridge::config::HandlerKind;
+use event_bridge::{Builtin, Config, Envelope, ProcessReport, Queue, RunOptions, process};
+use serde_json::json;
+use zookeeper_client as zk;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Creates or deletes kept in flight at once, as `publish_many` does.
+const WINDOW: usize = 1_000;
+const BENCH_ROOT: &str = "/eb-bench";
+const PERSISTENT: zk::CreateOptions<'static> =
+    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+const SEQUENTIAL: zk::CreateOptions<'static> =
+    zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
+
+/// One size's figures.
+struct Row {
+    size: usize,
+    raw: Duration,
+    publish: Duration,
+    drain: Duration,
+    requests: u64,
+    report: ProcessReport,
+}
+
+impl Row {
+    fn rate(&self, took: Duration) -> f64 {
+        self.size as f64 / took.as_secs_f64()
+    }
+
+    fn requests_per_task(&self) -> f64 {
+        self.requests as f64 / self.report.completed.max(1) as f64
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let addr = std::env::var("ZK_TEST_ADDRESS").unwrap_or_else(|_| "127.0.0.1:2181".into());
+    let sizes: Vec<usize> = env_list("BENCH_SIZES", "2000,50000")?;
+    let concurrency = env_list("BENCH_CONCURRENCY", "")?
+        .first()
+        .copied()
+        .unwrap_or(Config::default().drain_concurrency);
+
+    let version = four_letter(&addr, "srvr")?
+        .lines()
+        .next()
+        .unwrap_or("?")
+        .to_string();
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("?");
+    let body_len = envelope(0).to_bytes()?.len();
+    println!(
+        "queue bench: nproc {nproc} (load {load}); {version}; drain concurrency {concurrency}; \
+         body {body_len} B"
+    );
+
+    let mut rows = Vec::new();
+    for &size in &sizes {
+        rows.push(bench_size(&addr, size, concurrency).await?);
+    }
+
+    println!();
+    println!(
+        "{:>7}  {:>13}  {:>9}  {:>8}  {:>9}  {:>13}",
+        "size", "raw creates/s", "publish/s", "drain/s", "drain/raw", "requests/task"
+    );
+    for row in &rows {
+        let (raw, drain) = (row.rate(row.raw), row.rate(row.drain));
+        println!(
+            "{:>7}  {:>13.0}  {:>9.0}  {:>8.0}  {:>9.2}  {:>13.2}",
+            row.size,
+            raw,
+            row.rate(row.publish),
+            drain,
+            drain / raw,
+            row.requests_per_task()
+        );
+    }
+    println!("targets: drain/raw >= 0.40 (0.50 is the ceiling), requests/task <= 3");
+    if let Some(row) = rows.iter().find(|r| r.report.completed as usize != r.size) {
+        eprintln!(
+            "\n!!! BROKEN BENCH: the drain of {} tasks completed {}: {:?}",
+            row.size, row.report.completed, row.report
+        );
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Measures one size in a chroot of its own, and removes it.
+async fn bench_size(addr: &str, size: usize, concurrency: usize) -> Result<Row> {
+    let chroot = format!("{BENCH_ROOT}/{:016x}", fastrand::u64(..));
+    let admin = zk::Client::connect(addr).await?;
+    admin.mkdir(&chroot, &PERSISTENT).await?;
+    let config = Config {
+        zookeeper: format!("{addr}{chroot}"),
+        root: "/queue".into(),
+        ..Config::default()
+    };
+
+    let client = event_bridge::zk::connect(&config).await?;
+    let producer = Queue::new(client.clone(), &config, "bench-producer");
+    producer.ensure_paths().await?;
+    client.create("/raw", b"", &PERSISTENT).await?;
+    let body = envelope(0).to_bytes()?;
+    let started = Instant::now();
+    for start in (0..size).step_by(WINDOW) {
+        let window = start..size.min(start + WINDOW);
+        let creates: Vec<_> = window
+            .map(|_| client.create("/raw/n-", &body, &SEQUENTIAL))
+            .collect();
+        for created in futures::future::join_all(creates).await {
+            created?;
+        }
+    }
+    let raw = started.elapsed();
+    let started = Instant::now();
+    delete_tree(&client, "/raw").await?;
+    let raw_delete = started.elapsed();
+
+    let envelopes: Vec<Envelope> = (0..size).map(envelope).collect();
+    let started = Instant::now();
+    producer.publish_many(&envelopes).await?;
+    let publish = started.elapsed();
+    drop(producer);
+    close(client).await;
+    close(admin).await;
+
+    // Only the drain's session is open between the two readings.
+    let client = event_bridge::zk::connect(&config).await?;
+    let consumer = Queue::new(client.clone(), &config, Queue::new_consumer_id("bench"));
+    let options = RunOptions {
+        max_tasks: size as u32,
+        concurrency,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(3_600),
+        margin: config.deadline_margin,
+    };
+    let before = Mntr::read(addr)?;
+    let started = Instant::now();
+    let report = process::run(&consumer, &Builtin(HandlerKind::Noop), &options).await?;
+    let drain = started.elapsed();
+    let after = Mntr::read(addr)?;
+    drop(consumer);
+    close(client).await;
+    // The second reading's own packet is in its count.
+    let requests = after.packets_received - before.packets_received - 1;
+    let others = before.connections.max(after.connections).saturating_sub(2);
+
+    let admin = zk::Client::connect(addr).await?;
+    let started = Instant::now();
+    delete_tree(&admin, &chroot).await?;
+    let cleanup = started.elapsed();
+    let _ = admin.delete(BENCH_ROOT, None).await; // fails while another run's chroot is there
+    close(admin).await;
+
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "size {size}: raw creates {:.0} ms (deleted in {:.0} ms), publish {:.0} ms, drain {:.0} ms \
+         ({requests} requests; claimed {}, completed {}, conflicts {}), cleanup {:.0} ms",
+        ms(raw),
+        ms(raw_delete),
+        ms(publish),
+        ms(drain),
+        report.claimed,
+        report.completed,
+        report.lease_conflicts,
+        ms(cleanup)
+    );
+    if others > 0 {
+        println!(
+            "  warning: {others} other connection(s) to ZooKeeper during the drain: requests/task overstated"
+        );
+    }
+    Ok(Row {
+        size,
+        raw,
+        publish,
+        drain,
+        requests,
+        report,
+    })
+}
+
+/// A typical small task: about 150 bytes of envelope.
+fn envelope(i: usize) -> Envelope {
+    Envelope::new("bench", json!({ "user": i }))
+}
+
+/// A comma-separated list of numbers from the environment, or `default`.
+fn env_list(name: &str, default: &str) -> Result<Vec<usize>> {
+    let raw = std::env::var(name).unwrap_or_else(|_| default.into());
+    let numbers = raw.split(',').map(str::trim).filter(|s| !s.is_empty());
+    numbers
+        .map(|n| n.parse().map_err(|e| format!("{name}={raw:?}: {e}").into()))
+        .collect()
+}
+
+/// Deletes `path` and everything under it: children first, pipelined. One session's
+/// requests are handled in order, so deleting deepest levels first is enough.
+async fn delete_tree(client: &zk::Client, path: &str) -> Result<()> {
+    let mut levels = vec![vec![path.to_string()]];
+    while let Some(parents) = levels.last().filter(|l| !l.is_empty()) {
+        let lists: Vec<_> = parents.iter().map(|p| client.list_children(p)).collect();
+        let mut children = Vec::new();
+        for (parent, listed) in parents.iter().zip(futures::future::join_all(lists).await) {
+            let base = parent.trim_end_matches('/');
+            children.extend(listed?.into_iter().map(|c| format!("{base}/{c}")));
+        }
+        levels.push(children);
+    }
+    let nodes: Vec<String> = levels.into_iter().rev().flatten().collect();
+    for window in nodes.chunks(WINDOW) {
+        let deletes: Vec<_> = window.iter().map(|p| client.delete(p, None)).collect();
+        for deleted in futures::future::join_all(deletes).await {
+            deleted?;
+        }
+    }
+    Ok(())
+}
+
+/// Closes a session and waits until the server has seen the close.
+async fn close(client: zk::Client) {
+    let mut state = client.state_watcher();
+    drop(client);
+    let closed = async {
+        while !state.state().is_terminated() {
+            state.changed().await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), closed).await;
+}
+
+/// The server's counters, from the four-letter word `mntr`.
+struct Mntr {
+    packets_received: u64,
+    connections: u64,
+}
+
+impl Mntr {
+    fn read(addr: &str) -> Result<Self> {
+        let text = four_letter(addr, "mntr")?;
+        let field = |name: &str| -> Result<u64> {
+            let value = text
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix('\t'));
+            Ok(value
+                .ok_or_else(|| format!("mntr has no {name}"))?
+                .trim()
+                .parse()?)
+        };
+        Ok(Mntr {
+            packets_received: field("zk_packets_received")?,
+            connections: field("zk_num_alive_connections")?,
+        })
+    }
+}
+
+/// Sends a four-letter word on a connection of its own and returns the answer.
+fn four_letter(addr: &str, word: &str) -> Result<String> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(word.as_bytes())?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
+}
