@@ -1,1 +1,652 @@
-//! (tests added in this module)
+//! The two functions as their platforms run them: the Lambda handlers called directly, the
+//! Lambda binary under `cargo lambda watch`, the Vercel binaries as local HTTP servers, and the
+//! session they keep across invocations.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use event_bridge::Config;
+use lambda_runtime::{Context, LambdaEvent};
+use process_events::platform::{self, Session};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+use tokio::sync::OnceCell;
+use tokio::time::timeout;
+use zookeeper_client as zk;
+
+use crate::harness::TestQueue;
+
+// ---- Lambda handlers, called directly ----
+
+#[tokio::test]
+async fn scheduled_event_claims_max_tasks_per_run() {
+    let tq = TestQueue::with(|c| c.max_tasks_per_run = 1).await;
+    tq.publish(3).await;
+    let session = Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session");
+
+    let event = LambdaEvent::new(event_file("schedule.json"), Context::default());
+    let report = process_events::lambda::handle(&session, event)
+        .await
+        .expect("scheduled run");
+
+    assert_eq!(
+        (report["claimed"].as_u64(), report["completed"].as_u64()),
+        (Some(1), Some(1)),
+        "{report}"
+    );
+    assert_eq!(report["remaining_depth"], 2, "{report}");
+    assert_eq!(tq.children("tasks").await.len(), 2);
+}
+
+#[tokio::test]
+async fn function_url_event_drains_and_answers_in_http_shape() {
+    let tq = TestQueue::new().await;
+    tq.publish(3).await;
+    let session = Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session");
+
+    let event = LambdaEvent::new(event_file("function-url.json"), Context::default());
+    let response = process_events::lambda::handle(&session, event)
+        .await
+        .expect("drain");
+
+    assert_eq!(response["statusCode"], 200, "{response}");
+    assert_eq!(
+        response["headers"]["content-type"], "application/json",
+        "{response}"
+    );
+    let body = response["body"]
+        .as_str()
+        .expect("the body is a JSON string");
+    let report: Value = serde_json::from_str(body).expect("body is JSON");
+    assert_eq!(report["completed"], 3, "{report}");
+    assert!(tq.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_event_is_a_bad_event_error_and_claims_nothing() {
+    let tq = TestQueue::new().await;
+    tq.publish(1).await;
+    let session = Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session");
+
+    let event = LambdaEvent::new(json!({ "mode": "flush" }), Context::default());
+    let err = process_events::lambda::handle(&session, event)
+        .await
+        .unwrap_err();
+
+    assert_eq!(err.error_type, "BadEvent");
+    assert!(err.error_message.contains("flush"), "{}", err.error_message);
+    assert_eq!(tq.children("tasks").await.len(), 1);
+}
+
+#[tokio::test]
+async fn reap_handler_removes_an_orphan_lease_and_reports() {
+    let tq = TestQueue::new().await;
+    let orphan = orphan_lease(&tq).await;
+    let session = Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session");
+
+    let event = LambdaEvent::new(event_file("schedule.json"), Context::default());
+    let report = reap_leases::lambda::handle(&session, event)
+        .await
+        .expect("reap");
+
+    assert_eq!(report["orphans_removed"], 1, "{report}");
+    assert_eq!(
+        (report["depth"].as_u64(), report["leased"].as_u64()),
+        (Some(0), Some(0)),
+        "{report}"
+    );
+    assert!(!tq.children("leases").await.contains(&orphan));
+}
+
+// ---- The session across invocations ----
+
+#[tokio::test]
+async fn an_expired_session_is_replaced_before_the_next_run() {
+    let tq = TestQueue::new().await;
+    let session = Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session");
+    let old = session.queue().client().clone();
+    expire(&old, &tq.config.zookeeper).await;
+    tq.publish(2).await;
+
+    let event = LambdaEvent::new(event_file("drain.json"), Context::default());
+    let report = process_events::lambda::handle(&session, event)
+        .await
+        .expect("run on a new session");
+
+    assert_eq!(report["completed"], 2, "{report}");
+    assert_ne!(session.queue().client().session_id(), old.session_id());
+    assert!(tq.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_session_error_reconnects_once_and_runs_again() {
+    let tq = TestQueue::new().await;
+    let session = Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session");
+    let first = session.queue().client().session_id();
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+
+    let ran_on = session
+        .run(|queue| {
+            let attempt = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                match attempt {
+                    0 => Err(zk_error(zk::Error::SessionExpired)),
+                    _ => Ok(queue.client().session_id()),
+                }
+            }
+        })
+        .await
+        .expect("second attempt");
+
+    assert_eq!(attempts.into_inner(), 2);
+    assert_ne!(ran_on, first);
+    assert_eq!(session.queue().client().session_id(), ran_on);
+}
+
+#[tokio::test]
+async fn other_errors_are_not_retried() {
+    let tq = TestQueue::new().await;
+    let session = Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session");
+    let first = session.queue().client().session_id();
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+
+    let result: Result<(), _> = session
+        .run(|_| {
+            attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Err(zk_error(zk::Error::NoAuth)) }
+        })
+        .await;
+
+    assert_eq!(platform::error_type(&result.unwrap_err()), "ZooKeeperError");
+    assert_eq!(attempts.into_inner(), 1);
+    assert_eq!(session.queue().client().session_id(), first);
+}
+
+#[tokio::test]
+async fn cold_start_names_an_unreachable_address() {
+    let address = format!("127.0.0.1:{}", free_port());
+    let config = Config {
+        zookeeper: address.clone(),
+        connect_timeout: Duration::from_secs(2),
+        ..Config::default()
+    };
+
+    let err = Session::open(config, "test")
+        .await
+        .err()
+        .expect("no ZooKeeper there");
+
+    assert_eq!(
+        platform::diagnostic(&err).error_type,
+        "ZooKeeperUnreachable"
+    );
+    assert!(err.to_string().contains(&address), "{err}");
+}
+
+// ---- The binaries ----
+
+#[tokio::test]
+async fn lambda_binary_fails_at_cold_start_naming_the_variable() {
+    let bin = binary("process_events").await;
+    let output = Command::new(bin)
+        .env("MAX_ATTEMPTS", "0")
+        .env_remove("AWS_LAMBDA_RUNTIME_API")
+        .output()
+        .await
+        .expect("run process_events");
+
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("ConfigError") && stderr.contains("MAX_ATTEMPTS"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn cargo_lambda_invoke_drains_through_the_lambda_binary() {
+    let tq = TestQueue::new().await;
+    tq.publish(3).await;
+    let port = free_port();
+    let mut watch = Watch::start(&tq.config, port);
+    wait_for_port(port, &mut watch).await;
+
+    let invoke = Command::new("cargo")
+        .args([
+            "lambda",
+            "invoke",
+            "--invoke-address",
+            "127.0.0.1",
+            "--invoke-port",
+        ])
+        .arg(port.to_string())
+        .args(["--data-file", "events/drain.json", "process_events"])
+        .current_dir(workspace_root())
+        .kill_on_drop(true)
+        .output();
+    // The first invoke builds the function: generous, only so a hang cannot last forever.
+    let output = timeout(Duration::from_secs(900), invoke).await;
+    let log = watch.stop();
+    assert_eq!(
+        watch.left_running,
+        Vec::<u32>::new(),
+        "processes left running after watch stopped"
+    );
+    let output = output.unwrap_or_else(|_| panic!("cargo lambda invoke hung; watch log:\n{log}"));
+    let output = output.expect("cargo lambda is installed (make tools)");
+
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "invoke failed: {}\n{stdout}\nwatch log:\n{log}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["completed"], 3, "{report}");
+    assert!(tq.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn vercel_process_events_needs_the_cron_secret_and_drains() {
+    let tq = TestQueue::new().await;
+    tq.publish(4).await;
+    let server = VercelServer::start("process_events_vercel", &tq.config, "s3cret").await;
+    let path = "/api/process_events_vercel?drain=1";
+
+    let (status, body) = server.get(path, None).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"], "Unauthorized");
+    let (status, _) = server.get(path, Some("Bearer wrong")).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        tq.children("tasks").await.len(),
+        4,
+        "a refused request changed nothing"
+    );
+
+    let (status, report) = server.get(path, Some("Bearer s3cret")).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["completed"], 4, "{report}");
+    assert!(tq.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn vercel_reap_leases_answers_with_the_reap_report() {
+    let tq = TestQueue::new().await;
+    let orphan = orphan_lease(&tq).await;
+    let server = VercelServer::start("reap_leases_vercel", &tq.config, "s3cret").await;
+    let path = "/api/reap_leases_vercel";
+
+    let (status, _) = server.get(path, None).await;
+    assert_eq!(status, 401);
+    assert!(
+        tq.children("leases").await.contains(&orphan),
+        "a refused request changed nothing"
+    );
+
+    let (status, report) = server.get(path, Some("Bearer s3cret")).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["orphans_removed"], 1, "{report}");
+    assert_eq!(report["leased"], 0, "{report}");
+    assert!(tq.children("leases").await.is_empty());
+}
+
+// ---- Helpers ----
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn event_file(name: &str) -> Value {
+    let path = workspace_root().join("events").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn zk_error(source: zk::Error) -> event_bridge::Error {
+    event_bridge::Error::Zk {
+        op: "get",
+        path: "/test".into(),
+        source,
+    }
+}
+
+/// A lease whose task does not exist, as a consumer that died between two deletes leaves.
+async fn orphan_lease(tq: &TestQueue) -> String {
+    let name = "task-0000000042".to_string();
+    let path = format!("{}/leases/{name}", tq.config.root);
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    tq.raw
+        .create(&path, b"{}", &options)
+        .await
+        .expect("create orphan lease");
+    name
+}
+
+/// Ends `client`'s session from the outside, as the server does to a sandbox frozen too long,
+/// and waits until the client knows.
+async fn expire(client: &zk::Client, address: &str) {
+    let mut state = client.state_watcher();
+    let thief = zk::Client::connector()
+        .with_session(client.session().clone())
+        .connect(address)
+        .await
+        .expect("take over the session");
+    drop(thief); // closes the session
+    let ended = async { while !state.changed().await.is_terminated() {} };
+    timeout(Duration::from_secs(60), ended)
+        .await
+        .expect("client learns its session ended");
+}
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// Paths of the workspace's binaries, built once per test run with the cargo running the tests.
+async fn binary(name: &str) -> PathBuf {
+    static BINARIES: OnceCell<HashMap<String, PathBuf>> = OnceCell::const_new();
+    let binaries = BINARIES.get_or_init(build_function_binaries).await;
+    binaries
+        .get(name)
+        .unwrap_or_else(|| panic!("no binary {name} in {binaries:?}"))
+        .clone()
+}
+
+async fn build_function_binaries() -> HashMap<String, PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "process_events",
+            "-p",
+            "reap_leases",
+            "--bins",
+        ])
+        .args(["--message-format", "json-render-diagnostics"])
+        .current_dir(workspace_root())
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .expect("run cargo build");
+    assert!(
+        output.status.success(),
+        "cargo build of the function binaries failed"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter_map(|m| {
+            let exe = m["executable"].as_str()?;
+            Some((
+                m["target"]["name"].as_str()?.to_string(),
+                PathBuf::from(exe),
+            ))
+        })
+        .collect()
+}
+
+/// A function binary run as Vercel runs it: an HTTP server on `127.0.0.1:$VERCEL_DEV_PORT`.
+/// Killed when dropped.
+struct VercelServer {
+    port: u16,
+    _child: Child,
+    log: PathBuf,
+}
+
+impl VercelServer {
+    async fn start(bin: &str, config: &Config, cron_secret: &str) -> Self {
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!("{bin}-{port}.log"));
+        let stderr = std::fs::File::create(&log).expect("server log");
+        let mut child = Command::new(binary(bin).await)
+            .env("VERCEL_DEV_PORT", port.to_string())
+            .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
+            .env("EVENT_BRIDGE_ROOT", &config.root)
+            .env("CRON_SECRET", cron_secret)
+            .env_remove("VERCEL_IPC_PATH")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the Vercel binary");
+        // vercel_runtime prints this line once it listens (when no Vercel IPC socket is set).
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let ready = async {
+            while let Some(line) = lines.next_line().await.expect("read stdout") {
+                if line.starts_with("Dev server listening") {
+                    return true;
+                }
+            }
+            false
+        };
+        let ready = timeout(Duration::from_secs(60), ready)
+            .await
+            .expect("server starts");
+        assert!(
+            ready,
+            "{bin} exited before listening:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        VercelServer {
+            port,
+            _child: child,
+            log,
+        }
+    }
+
+    /// `GET path` with an optional `Authorization` header: the status and the JSON body.
+    async fn get(&self, path: &str, authorization: Option<&str>) -> (u16, Value) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("connect");
+        let auth = authorization
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("{response}"));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{head}"));
+        let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}"));
+        (status, body)
+    }
+}
+
+impl Drop for VercelServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// `cargo lambda watch` in a process group of its own, with the test's ZooKeeper chroot in its
+/// environment (the functions it starts inherit it). [`Watch::stop`] ends it and everything it
+/// started; dropping it without stopping does the same.
+struct Watch {
+    child: std::process::Child,
+    log: PathBuf,
+    stopped: bool,
+    /// What [`Watch::stop`] could not end (should stay empty).
+    left_running: Vec<u32>,
+}
+
+impl Watch {
+    fn start(config: &Config, port: u16) -> Self {
+        use std::os::unix::process::CommandExt;
+        let log = std::env::temp_dir().join(format!("cargo-lambda-watch-{port}.log"));
+        let file = std::fs::File::create(&log).expect("watch log");
+        let child = std::process::Command::new("cargo")
+            .args([
+                "lambda",
+                "watch",
+                "--invoke-address",
+                "127.0.0.1",
+                "--invoke-port",
+            ])
+            .arg(port.to_string())
+            .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
+            .env("EVENT_BRIDGE_ROOT", &config.root)
+            .env_remove("CARGO_MANIFEST_DIR")
+            .current_dir(workspace_root())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .process_group(0)
+            .spawn()
+            .expect("cargo lambda is installed (make tools)");
+        Watch {
+            child,
+            log,
+            stopped: false,
+            left_running: Vec::new(),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM to the group (cargo-lambda stops its functions), then SIGKILL to anything it
+    /// started that is still there. Returns the log.
+    fn stop(&mut self) -> String {
+        if self.stopped {
+            return self.log();
+        }
+        self.stopped = true;
+        let pid = self.child.id();
+        let started = descendants(pid);
+        signal("TERM", &format!("-{pid}"));
+        let exited = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            matches!(self.child.try_wait(), Ok(Some(_)))
+        });
+        if !exited {
+            signal("KILL", &format!("-{pid}"));
+            let _ = self.child.wait();
+        }
+        for pid in started.iter().filter(|p| alive(**p)) {
+            signal("KILL", &pid.to_string());
+        }
+        let gone = (0..50).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            started.iter().all(|p| !alive(*p))
+        });
+        if !gone {
+            self.left_running = started.into_iter().filter(|p| alive(*p)).collect();
+        }
+        let log = self.log();
+        let _ = std::fs::remove_file(&self.log);
+        log
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Waits until `cargo lambda watch` accepts connections, or fails with its log if it exits.
+async fn wait_for_port(port: u16, watch: &mut Watch) {
+    let listening = async {
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return;
+            }
+            if let Ok(Some(status)) = watch.child.try_wait() {
+                panic!("cargo lambda watch exited ({status}):\n{}", watch.log());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    timeout(Duration::from_secs(120), listening)
+        .await
+        .expect("cargo lambda watch listens");
+}
+
+fn signal(name: &str, target: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([&format!("-{name}"), "--", target])
+        .status();
+}
+
+/// Processes started by `pid`, directly or not (read from /proc).
+fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // The fields after the parenthesised command: state, then the parent's pid.
+            let parent = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((child, parent))
+        })
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Whether `pid` is running (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}

@@ -1,0 +1,14 @@
+//! `process_events` on Vercel, served at `/api/process_events_vercel`. Vercel's Rust builder
+//! builds the binary named after this file; the handler is `process_events::vercel`.
+
+use std::sync::Arc;
+
+use process_events::{platform, vercel};
+use vercel_runtime::service_fn;
+
+#[tokio::main]
+async fn main() -> Result<(), vercel_runtime::Error> {
+    event_bridge::telemetry::init();
+    let session = Arc::new(platform::cold_start("vercel").await?);
+    vercel_runtime::run(service_fn(move |req| vercel::handle(session.clone(), req))).await
+}
