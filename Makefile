@@ -20,10 +20,15 @@ zk-up:
 zk-down:
 	@ZK_PORT=$(ZK_PORT) scripts/zk.sh down
 
-## tools: the Python-packaged tools the tests use (cargo-lambda, cfn-lint)
+## tools: what the tests use besides Rust: cargo-lambda and cfn-lint (PyPI), kazoo for the
+## Python producer, node-zookeeper-client for the Node producer and the 000-design consumer
 tools:
 	@command -v cargo-lambda >/dev/null && command -v cfn-lint >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'cargo-lambda>=1.8' 'cfn-lint>=1'
+	@python3 -c 'import kazoo' 2>/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check -r examples/python/requirements.txt
+	@[ -f examples/node/node_modules/node-zookeeper-client/package.json ] || \
+	  npm ci --prefix examples/node --no-audit --no-fund --loglevel=error
 
 ## demo: publish sample tasks, drain them with process_events' work, print the report and stats
 demo: zk-up
@@ -31,6 +36,7 @@ demo: zk-up
 
 ## test: every test (unit, integration on a real ZooKeeper), then fmt and clippy
 test: zk-up tools
+	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

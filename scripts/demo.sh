@@ -27,4 +27,4 @@ echo "== after the drain"
 $eb stats
 echo
 echo "== the dead letter ($EVENT_BRIDGE_ROOT/dead)"
-$eb dead-list
+$eb dead list

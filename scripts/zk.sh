@@ -41,6 +41,8 @@ maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=*
 extendedTypesEnabled=true
+autopurge.purgeInterval=1
+autopurge.snapRetainCount=3
 CFG
   local cp="$jar"
   [ -f /usr/share/java/slf4j-simple.jar ] && cp="$cp:/usr/share/java/slf4j-simple.jar"

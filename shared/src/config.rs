@@ -197,7 +197,11 @@ fn digest(raw: Option<String>) -> Result<Option<Secret>, ConfigError> {
     match raw.split_once(':') {
         Some((user, password)) if !user.is_empty() && !password.is_empty() => Ok(Some(Secret(raw))),
         // The value is a credential: never echo it.
-        _ => Err(invalid("ZOOKEEPER_AUTH", "<hidden>", "must be user:password")),
+        _ => Err(invalid(
+            "ZOOKEEPER_AUTH",
+            "<hidden>",
+            "must be user:password",
+        )),
     }
 }
 
@@ -272,7 +276,10 @@ mod tests {
     #[test]
     fn credentials_never_show_in_debug_output_or_errors() {
         let c = parse(&[("ZOOKEEPER_AUTH", "bridge:hunter2")]).unwrap();
-        assert_eq!(c.zookeeper_auth.as_ref().map(Secret::expose), Some("bridge:hunter2"));
+        assert_eq!(
+            c.zookeeper_auth.as_ref().map(Secret::expose),
+            Some("bridge:hunter2")
+        );
         let debug = format!("{c:?}");
         assert!(!debug.contains("hunter2"), "{debug}");
         let err = parse(&[("ZOOKEEPER_AUTH", "hunter2")]).unwrap_err();

@@ -25,7 +25,11 @@ pub async fn list(queue: &Queue) -> Result<Vec<(String, Value)>> {
 /// The names under `dead/`, oldest task first.
 pub async fn names(queue: &Queue) -> Result<Vec<String>> {
     let dead = queue.layout().dead();
-    let names = queue.client().list_children(&dead).await.map_err(|e| Error::zk("list", &dead, e))?;
+    let names = queue
+        .client()
+        .list_children(&dead)
+        .await
+        .map_err(|e| Error::zk("list", &dead, e))?;
     Ok(oldest_first(names))
 }
 
@@ -60,7 +64,9 @@ pub struct Redriven {
 pub async fn redrive(queue: &Queue, names: &[String]) -> Result<Vec<Redriven>> {
     let mut done = Vec::new();
     for name in names {
-        let Some((record, version)) = read(queue, name).await? else { continue };
+        let Some((record, version)) = read(queue, name).await? else {
+            continue;
+        };
         let body = original_body(&record)?;
         let ops = [
             Op::CreateSequential(&queue.layout().task_prefix(), &body),
@@ -70,11 +76,20 @@ pub async fn redrive(queue: &Queue, names: &[String]) -> Result<Vec<Redriven>> {
             Ok(results) => {
                 let path = match results.first() {
                     Some(zk::MultiWriteResult::Create { path, .. }) => path.clone(),
-                    other => return Err(Error::zk("redrive", name, zk::Error::UnexpectedError(format!("{other:?}")))),
+                    other => {
+                        return Err(Error::zk(
+                            "redrive",
+                            name,
+                            zk::Error::UnexpectedError(format!("{other:?}")),
+                        ));
+                    }
                 };
                 let task = path.rsplit('/').next().unwrap_or(&path).to_string();
                 debug_assert!(task.starts_with(TASK_PREFIX));
-                done.push(Redriven { dead: name.clone(), task });
+                done.push(Redriven {
+                    dead: name.clone(),
+                    task,
+                });
             }
             Err((_, zk::Error::NoNode | zk::Error::BadVersion)) => {}
             Err((i, e)) => return Err(Error::zk("redrive", ops[i].path(), e)),
@@ -107,7 +122,9 @@ fn original_body(record: &Value) -> Result<Vec<u8>> {
             return Ok(bytes);
         }
     }
-    Err(Error::Json(serde::de::Error::custom("dead-letter record holds no body")))
+    Err(Error::Json(serde::de::Error::custom(
+        "dead-letter record holds no body",
+    )))
 }
 
 /// Deletes dead letters; returns how many were deleted.

@@ -63,7 +63,10 @@ pub async fn pending(queue: &Queue, now: &ZkTime, limit: Option<usize>) -> Resul
     let leased: HashSet<String> = leases.into_iter().collect();
     let mut names = oldest_first(tasks);
     names.truncate(limit.unwrap_or(usize::MAX));
-    let reads: Vec<_> = names.iter().map(|n| read_task(queue, n, leased.contains(n), now)).collect();
+    let reads: Vec<_> = names
+        .iter()
+        .map(|n| read_task(queue, n, leased.contains(n), now))
+        .collect();
     let mut infos = Vec::with_capacity(names.len());
     for read in futures::future::join_all(reads).await {
         infos.extend(read?);
@@ -78,25 +81,41 @@ pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
             return Ok(classify(info));
         }
         return match crate::dead::show(queue, key).await? {
-            Some(record) => Ok(Status::Dead { name: key.into(), record }),
+            Some(record) => Ok(Status::Dead {
+                name: key.into(),
+                record,
+            }),
             None => Ok(Status::NotFound),
         };
     }
-    if let Some(info) = pending(queue, now, None).await?.into_iter().find(|t| t.id.as_deref() == Some(key)) {
+    if let Some(info) = pending(queue, now, None)
+        .await?
+        .into_iter()
+        .find(|t| t.id.as_deref() == Some(key))
+    {
         return Ok(classify(info));
     }
     let dead = crate::dead::list(queue).await?;
-    Ok(match dead.into_iter().find(|(_, r)| r.pointer("/body/id").and_then(Value::as_str) == Some(key)) {
-        Some((name, record)) => Status::Dead { name, record },
-        None => Status::NotFound,
-    })
+    Ok(
+        match dead
+            .into_iter()
+            .find(|(_, r)| r.pointer("/body/id").and_then(Value::as_str) == Some(key))
+        {
+            Some((name, record)) => Status::Dead { name, record },
+            None => Status::NotFound,
+        },
+    )
 }
 
 fn classify(info: TaskInfo) -> Status {
     if info.lease.is_some() {
-        Status::Leased { task: Box::new(info) }
+        Status::Leased {
+            task: Box::new(info),
+        }
     } else {
-        Status::Pending { task: Box::new(info) }
+        Status::Pending {
+            task: Box::new(info),
+        }
     }
 }
 
@@ -112,7 +131,10 @@ pub struct DetailedStats {
 /// Reads every pending task to count them by type and backoff.
 pub async fn detailed_stats(queue: &Queue, now: &ZkTime) -> Result<DetailedStats> {
     let stats = stats::collect(queue, now).await?;
-    let mut detailed = DetailedStats { stats, ..Default::default() };
+    let mut detailed = DetailedStats {
+        stats,
+        ..Default::default()
+    };
     for task in pending(queue, now, None).await? {
         detailed.in_backoff += task.backoff_left_ms.is_some() as usize;
         let event_type = task.event_type.unwrap_or_else(|| "(poison)".into());
@@ -122,7 +144,12 @@ pub async fn detailed_stats(queue: &Queue, now: &ZkTime) -> Result<DetailedStats
 }
 
 /// Reads a task and, when `leased` may be true, its lease; `None` if the task is gone.
-async fn read_task(queue: &Queue, name: &str, leased: bool, now: &ZkTime) -> Result<Option<TaskInfo>> {
+async fn read_task(
+    queue: &Queue,
+    name: &str,
+    leased: bool,
+    now: &ZkTime,
+) -> Result<Option<TaskInfo>> {
     let task_path = queue.layout().task(name);
     let lease_path = queue.layout().lease(name);
     let task_read = queue.client().get_data(&task_path);
@@ -152,7 +179,11 @@ async fn read_task(queue: &Queue, name: &str, leased: bool, now: &ZkTime) -> Res
         event_type: envelope.as_ref().map(|e| e.event_type.clone()),
         attempts: envelope.as_ref().map_or(0, |e| e.attempts),
         age_ms: now_ms - stat.ctime,
-        backoff_left_ms: envelope.as_ref().and_then(|e| e.retry_at).map(|at| at - now_ms).filter(|l| *l > 0),
+        backoff_left_ms: envelope
+            .as_ref()
+            .and_then(|e| e.retry_at)
+            .map(|at| at - now_ms)
+            .filter(|l| *l > 0),
         last_error: envelope.as_ref().and_then(|e| e.last_error.clone()),
         lease,
         poison,

@@ -12,6 +12,8 @@
 
 use std::time::Duration;
 
+use std::collections::HashSet;
+
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde::Serialize;
@@ -67,7 +69,7 @@ enum Outcome {
     DeadLettered,
     Conflict,
     LeaseLost,
-    Backoff,
+    Backoff(String),
     Gone,
     Deadline,
 }
@@ -94,15 +96,27 @@ pub async fn run_until<H: Handler>(
         consumer_id: queue.consumer_id().to_string(),
         ..Default::default()
     };
-    let now = queue.server_time().await?;
+    let run = Run {
+        queue,
+        handler,
+        options,
+        now: queue.server_time().await?,
+        stop,
+    };
+    // Tasks found in backoff are not read again in this run.
+    let mut waiting = HashSet::new();
     loop {
         let snapshot = queue.snapshot().await?;
-        if snapshot.candidates.is_empty() {
+        let candidates: Vec<String> = snapshot
+            .candidates
+            .into_iter()
+            .filter(|c| !waiting.contains(c))
+            .collect();
+        if candidates.is_empty() {
             break;
         }
         let claimed_before = report.claimed;
-        let candidates = snapshot.candidates;
-        pass(queue, handler, options, candidates, &now, stop, &mut report).await?;
+        run.pass(candidates, &mut report, &mut waiting).await?;
         if report.claimed == claimed_before || !may_claim(&report, options) || *stop.borrow() {
             break;
         }
@@ -130,48 +144,86 @@ fn may_claim(report: &ProcessReport, options: &RunOptions) -> bool {
     report.claimed < options.max_tasks && Instant::now() + options.margin < options.deadline
 }
 
-/// One walk over a snapshot.
-async fn pass<H: Handler>(
-    queue: &Queue,
-    handler: &H,
-    options: &RunOptions,
-    candidates: Vec<String>,
-    now: &ZkTime,
-    stop: &watch::Receiver<bool>,
-    report: &mut ProcessReport,
-) -> Result<()> {
-    let mut cursor = Cursor::new(candidates, options.concurrency);
-    let mut in_flight = FuturesUnordered::new();
-    let mut first_error: Option<Error> = None;
-    loop {
-        while first_error.is_none()
-            && !*stop.borrow()
-            && in_flight.len() < options.concurrency
-            && report.claimed + (in_flight.len() as u32) < options.max_tasks
-            && Instant::now() + options.margin < options.deadline
-        {
-            let Some(name) = cursor.next() else { break };
-            in_flight.push(process_one(queue, handler, name, now, options, stop));
-        }
-        let Some(done) = in_flight.next().await else {
-            break;
-        };
-        match done {
-            Ok((outcome, claimed)) => {
-                report.claimed += claimed as u32;
-                if matches!(outcome, Outcome::Conflict) {
-                    cursor.lost_race();
-                }
-                count(report, outcome);
-            }
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    first_error.map_or(Ok(()), Err)
+/// One run's fixed parts.
+struct Run<'a, H> {
+    queue: &'a Queue,
+    handler: &'a H,
+    options: &'a RunOptions,
+    now: ZkTime,
+    stop: &'a watch::Receiver<bool>,
 }
 
+impl<H: Handler> Run<'_, H> {
+    /// May another task be started, with `in_flight` running?
+    fn may_start(&self, report: &ProcessReport, in_flight: usize) -> bool {
+        let options = self.options;
+        !*self.stop.borrow()
+            && in_flight < options.concurrency
+            && report.claimed + (in_flight as u32) < options.max_tasks
+            && Instant::now() + options.margin < options.deadline
+    }
+
+    /// One walk over a snapshot.
+    async fn pass(
+        &self,
+        candidates: Vec<String>,
+        report: &mut ProcessReport,
+        waiting: &mut HashSet<String>,
+    ) -> Result<()> {
+        let mut cursor = Cursor::new(candidates, self.options.concurrency);
+        let mut in_flight = FuturesUnordered::new();
+        let mut first_error: Option<Error> = None;
+        loop {
+            while first_error.is_none() && self.may_start(report, in_flight.len()) {
+                let Some(name) = cursor.next() else { break };
+                in_flight.push(self.process_one(name));
+            }
+            let Some(done) = in_flight.next().await else {
+                break;
+            };
+            match done {
+                Ok((outcome, claimed)) => {
+                    report.claimed += claimed as u32;
+                    match &outcome {
+                        Outcome::Conflict => cursor.lost_race(),
+                        Outcome::Backoff(name) => {
+                            waiting.insert(name.clone());
+                        }
+                        _ => {}
+                    }
+                    count(report, outcome);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Claims, runs and settles one task; the bool says whether it was claimed.
+    async fn process_one(&self, name: String) -> Result<(Outcome, bool)> {
+        let (queue, options) = (self.queue, self.options);
+        let lease = match queue.claim(&name, &self.now).await? {
+            ClaimOutcome::Claimed(lease) => lease,
+            ClaimOutcome::Taken => return Ok((Outcome::Conflict, false)),
+            ClaimOutcome::Gone => return Ok((Outcome::Gone, false)),
+            ClaimOutcome::Backoff { .. } => return Ok((Outcome::Backoff(name), false)),
+            ClaimOutcome::Buried { .. } => return Ok((Outcome::DeadLettered, false)),
+        };
+        tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),
+            fencing_token = lease.task.fencing_token, "task claimed");
+        let limits = Limits {
+            stop_at: options.deadline - options.margin / 2,
+            grace: options.margin,
+            stop: self.stop.clone(),
+        };
+        Ok((
+            run_claimed(queue, self.handler, lease, &self.now, limits).await?,
+            true,
+        ))
+    }
+}
 fn count(report: &mut ProcessReport, outcome: Outcome) {
     let field = match outcome {
         Outcome::Completed => &mut report.completed,
@@ -179,37 +231,11 @@ fn count(report: &mut ProcessReport, outcome: Outcome) {
         Outcome::DeadLettered => &mut report.dead_lettered,
         Outcome::Conflict => &mut report.lease_conflicts,
         Outcome::LeaseLost => &mut report.leases_lost,
-        Outcome::Backoff => &mut report.in_backoff,
+        Outcome::Backoff(_) => &mut report.in_backoff,
         Outcome::Deadline => &mut report.released_at_deadline,
         Outcome::Gone => return,
     };
     *field += 1;
-}
-
-/// Claims, runs and settles one task; the bool says whether it was claimed.
-async fn process_one<H: Handler>(
-    queue: &Queue,
-    handler: &H,
-    name: String,
-    now: &ZkTime,
-    options: &RunOptions,
-    stop: &watch::Receiver<bool>,
-) -> Result<(Outcome, bool)> {
-    let lease = match queue.claim(&name, now).await? {
-        ClaimOutcome::Claimed(lease) => lease,
-        ClaimOutcome::Taken => return Ok((Outcome::Conflict, false)),
-        ClaimOutcome::Gone => return Ok((Outcome::Gone, false)),
-        ClaimOutcome::Backoff { .. } => return Ok((Outcome::Backoff, false)),
-        ClaimOutcome::Buried { .. } => return Ok((Outcome::DeadLettered, false)),
-    };
-    tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),
-        fencing_token = lease.task.fencing_token, "task claimed");
-    let limits = Limits {
-        stop_at: options.deadline - options.margin / 2,
-        grace: options.margin,
-        stop: stop.clone(),
-    };
-    Ok((run_claimed(queue, handler, lease, now, limits).await?, true))
 }
 
 /// When a running handler must give up its task.
@@ -229,7 +255,11 @@ async fn run_claimed<H: Handler>(
     now: &ZkTime,
     limits: Limits,
 ) -> Result<Outcome> {
-    let Limits { stop_at, grace, stop } = limits;
+    let Limits {
+        stop_at,
+        grace,
+        stop,
+    } = limits;
     let every = lease::extend_interval(queue.lease_timeout());
     let mut extend = tokio::time::interval_at(Instant::now() + every, every);
     let task = lease.task.clone();

@@ -100,11 +100,11 @@ impl Queue {
     }
 
     fn persistent(&self) -> zk::CreateOptions<'static> {
-        zk::CreateMode::Persistent.with_acls(self.acls.clone())
+        zk::CreateMode::Persistent.with_acls(self.acls)
     }
 
     fn sequential(&self) -> zk::CreateOptions<'static> {
-        zk::CreateMode::PersistentSequential.with_acls(self.acls.clone())
+        zk::CreateMode::PersistentSequential.with_acls(self.acls)
     }
 
     /// A consumer id for this process: `<prefix>-<random>`.
@@ -496,7 +496,9 @@ impl Queue {
         for op in ops {
             let added = match *op {
                 Op::Create(path, data) => multi.add_create(path, data, &self.persistent()),
-                Op::CreateSequential(path, data) => multi.add_create(path, data, &self.sequential()),
+                Op::CreateSequential(path, data) => {
+                    multi.add_create(path, data, &self.sequential())
+                }
                 Op::Set(path, data, version) => multi.add_set_data(path, data, Some(version)),
                 Op::Delete(path, version) => {
                     multi.add_delete(path, (version >= 0).then_some(version))
@@ -525,7 +527,9 @@ pub(crate) enum Op<'a> {
 impl Op<'_> {
     pub(crate) fn path(&self) -> &str {
         match *self {
-            Op::Create(p, _) | Op::CreateSequential(p, _) | Op::Set(p, _, _) | Op::Delete(p, _) => p,
+            Op::Create(p, _) | Op::CreateSequential(p, _) | Op::Set(p, _, _) | Op::Delete(p, _) => {
+                p
+            }
         }
     }
 }

@@ -141,7 +141,11 @@ impl<H: Handler> Worker<H> {
     }
 
     /// Opens a new session, retrying every second until it works or the worker is stopped.
-    async fn reopen(&self, report: &mut WorkerReport, stop: &watch::Receiver<bool>) -> Result<Queue> {
+    async fn reopen(
+        &self,
+        report: &mut WorkerReport,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<Queue> {
         loop {
             match self.open(report).await {
                 Ok(queue) => return Ok(queue),

@@ -67,7 +67,9 @@ impl TestQueue {
 
     /// Children of `ROOT/<dir>`, sorted.
     pub async fn children(&self, dir: &str) -> Vec<String> {
-        let path = format!("{}/{dir}", self.config.root);
+        let path = format!("{}/{dir}", self.config.root)
+            .trim_end_matches('/')
+            .to_string();
         let mut names = self.raw.list_children(&path).await.expect("list");
         names.sort();
         names
@@ -171,4 +173,48 @@ pub fn binary(package: &str, bin: &str) -> std::path::PathBuf {
         built.push(bin.to_string());
     }
     target.join("debug").join(bin)
+}
+
+/// A TCP proxy in front of the test ZooKeeper that a test can cut: while cut, it closes every
+/// connection and refuses new ones, as a network partition would.
+pub struct Proxy {
+    pub address: String,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    pub async fn start() -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if flag.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let flag = flag.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(zk_address()).await
+                    else {
+                        return;
+                    };
+                    let copy = tokio::io::copy_bidirectional(&mut inbound, &mut outbound);
+                    let watch_cut = async {
+                        while !flag.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    };
+                    tokio::select! { _ = copy => {}, _ = watch_cut => {} }
+                });
+            }
+        });
+        Proxy { address, cut }
+    }
+
+    /// Cuts or restores the link.
+    pub fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+    }
 }

@@ -11,3 +11,4 @@ mod process;
 mod queue;
 mod reap;
 mod security;
+mod worker;

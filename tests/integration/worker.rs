@@ -6,14 +6,16 @@ use event_bridge::handler::FnHandler;
 use event_bridge::worker::Worker;
 use event_bridge::{Config, Handler, Task};
 use tokio::sync::watch;
-use zookeeper_client as zk;
 
-use crate::harness::{Recorder, TestQueue};
+use crate::harness::{Proxy, Recorder, TestQueue};
 
 /// Starts a worker on the test's chroot; returns its stop switch and its join handle.
 fn start<H: Handler + 'static>(
     worker: Worker<H>,
-) -> (watch::Sender<bool>, tokio::task::JoinHandle<event_bridge::worker::WorkerReport>) {
+) -> (
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<event_bridge::worker::WorkerReport>,
+) {
     let (stop, stopped) = watch::channel(false);
     let join = tokio::spawn(async move { worker.run(stopped).await.expect("worker") });
     (stop, join)
@@ -30,8 +32,18 @@ async fn eventually<F: AsyncFnMut() -> bool>(mut check: F, what: &str) {
     panic!("gave up waiting: {what}");
 }
 
+/// Awaits `f` for at most 30 s (a hang guard, not a speed claim).
+async fn within<F: std::future::IntoFuture>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .expect("gave up waiting after 30 s")
+}
+
 fn config(t: &TestQueue) -> Config {
-    Config { deadline_margin: Duration::from_millis(500), ..t.config.clone() }
+    Config {
+        deadline_margin: Duration::from_millis(500),
+        ..t.config.clone()
+    }
 }
 
 #[tokio::test]
@@ -44,7 +56,7 @@ async fn the_worker_picks_up_tasks_published_after_it_started() {
     let more = t.publish(2).await;
     eventually(async || recorder.count() == 5, "two more processed").await;
     stop.send(true).unwrap();
-    let report = join.await.unwrap();
+    let report = within(join).await.unwrap();
     assert_eq!((report.completed, report.sessions), (5, 1));
     let mut seen = recorder.names();
     seen.sort();
@@ -52,32 +64,44 @@ async fn the_worker_picks_up_tasks_published_after_it_started() {
 }
 
 #[tokio::test]
-async fn the_worker_recovers_when_its_session_is_killed() {
+async fn the_worker_recovers_when_its_session_expires() {
     let t = TestQueue::new().await;
+    let proxy = Proxy::start().await;
+    let chroot = t.config.zookeeper.split_once('/').map(|(_, c)| c).unwrap();
+    let through_proxy = Config {
+        zookeeper: format!("{}/{chroot}", proxy.address),
+        // The shortest session the server grants (two ticks).
+        session_timeout: Duration::from_millis(4_000),
+        connect_timeout: Duration::from_millis(1_000),
+        ..config(&t)
+    };
     let recorder = Recorder::default();
-    let worker = Worker::new(config(&t), recorder.clone(), 2);
+    let worker = Worker::new(through_proxy, recorder.clone(), 2);
     let mut sessions = worker.sessions();
     let (stop, join) = start(worker);
-    let first = sessions.wait_for(Option::is_some).await.unwrap().clone().unwrap();
-    t.publish(1).await;
-    eventually(async || recorder.count() == 1, "first task processed").await;
-
-    // Take the session over from another client, then close it: the server ends it, and the
-    // worker's client finds its session expired.
-    let hijacker = zk::Client::connector().with_session(first.clone()).connect(&t.config.zookeeper).await.unwrap();
-    drop(hijacker);
-    let second = sessions
-        .wait_for(|s| s.as_ref().is_some_and(|s| s.id() != first.id()))
+    let first = within(sessions.wait_for(Option::is_some))
         .await
         .unwrap()
         .clone()
         .unwrap();
-    assert_ne!(second.id(), first.id());
+    t.publish(1).await;
+    eventually(async || recorder.count() == 1, "first task processed").await;
+
+    // A partition longer than the session timeout: the server expires the session.
+    proxy.set_cut(true);
+    tokio::time::sleep(Duration::from_millis(7_000)).await;
+    proxy.set_cut(false);
+    let renewed = sessions.wait_for(|s| s.as_ref().is_some_and(|s| s.id() != first.id()));
+    within(renewed).await.unwrap();
 
     t.publish(1).await;
-    eventually(async || recorder.count() == 2, "a task published after the expiry is processed").await;
+    eventually(
+        async || recorder.count() == 2,
+        "a task published after the expiry is processed",
+    )
+    .await;
     stop.send(true).unwrap();
-    assert_eq!(join.await.unwrap().sessions, 2);
+    assert_eq!(within(join).await.unwrap().sessions, 2);
 }
 
 #[tokio::test]
@@ -89,11 +113,18 @@ async fn a_stopped_worker_releases_what_it_could_not_finish() {
     });
     let (stop, join) = start(Worker::new(config(&t), slow, 2));
     t.publish(2).await;
-    eventually(async || t.children("leases").await.len() == 2, "both tasks claimed").await;
+    eventually(
+        async || t.children("leases").await.len() == 2,
+        "both tasks claimed",
+    )
+    .await;
     stop.send(true).unwrap();
-    let report = tokio::time::timeout(Duration::from_secs(30), join).await.expect("stopped").unwrap();
+    let report = within(join).await.unwrap();
     assert_eq!(report.completed, 0);
-    assert!(t.children("leases").await.is_empty(), "in-flight claims released");
+    assert!(
+        t.children("leases").await.is_empty(),
+        "in-flight claims released"
+    );
     for name in t.children("tasks").await {
         assert_eq!(t.read_json(&format!("tasks/{name}")).await["attempts"], 0);
     }
