@@ -12,13 +12,16 @@
 
 use std::time::Duration;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 
-use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::handler::{Handler, HandlerError};
@@ -153,17 +156,69 @@ struct Run<'a, H> {
     stop: &'a watch::Receiver<bool>,
 }
 
+/// Tasks read in one request, at most.
+const READ_BATCH: usize = 32;
+/// Tasks completed in one multi-op, at most.
+const COMPLETE_BATCH: usize = 32;
+
+type Read = Option<(Vec<u8>, zk::Stat)>;
+
+/// What the jobs of a pass report back.
+enum Event {
+    /// A batch of tasks read ahead of their claims.
+    Read(Result<Vec<(String, Read)>>),
+    /// A task's claim and run ended.
+    Ran(Result<Ran>),
+    /// A batch of completions was committed.
+    Completed(usize, Result<Vec<(String, Settled)>>),
+}
+
+/// How a task's claim and run ended.
+enum Ran {
+    /// Settled already (or never claimed); the bool says whether it was claimed.
+    Settled(Outcome, bool),
+    /// The handler succeeded; the task waits to be completed with others.
+    Succeeded(Box<Lease>),
+}
+
+/// How a handler's run ended.
+enum HandlerEnd {
+    Finished(Result<(), HandlerError>),
+    /// Stopped at the deadline or on the stop signal.
+    Interrupted,
+    LeaseLost,
+}
+
+type Job<'a> = Pin<Box<dyn Future<Output = Event> + Send + 'a>>;
+
+/// Counts of a pass's tasks between start and settlement.
+#[derive(Default)]
+struct InFlight {
+    /// Started: being read, claimed or run.
+    running: usize,
+    /// Handler done, completion not yet committed.
+    completing: usize,
+    /// A read-ahead request is out.
+    reading: bool,
+}
+
 impl<H: Handler> Run<'_, H> {
-    /// May another task be started, with `in_flight` running?
-    fn may_start(&self, report: &ProcessReport, in_flight: usize) -> bool {
+    /// How many more tasks may start now.
+    fn room(&self, report: &ProcessReport, flight: &InFlight) -> usize {
         let options = self.options;
-        !*self.stop.borrow()
-            && in_flight < options.concurrency
-            && report.claimed + (in_flight as u32) < options.max_tasks
-            && Instant::now() + options.margin < options.deadline
+        if *self.stop.borrow() || Instant::now() + options.margin >= options.deadline {
+            return 0;
+        }
+        let by_concurrency = options
+            .concurrency
+            .saturating_sub(flight.running + flight.completing);
+        let by_budget =
+            (options.max_tasks as usize).saturating_sub(report.claimed as usize + flight.running);
+        by_concurrency.min(by_budget)
     }
 
-    /// One walk over a snapshot.
+    /// One walk over a snapshot: tasks are read in batches, claimed and run one by one (up
+    /// to the concurrency), and those that succeeded together are completed together.
     async fn pass(
         &self,
         candidates: Vec<String>,
@@ -171,59 +226,177 @@ impl<H: Handler> Run<'_, H> {
         waiting: &mut HashSet<String>,
     ) -> Result<()> {
         let mut cursor = Cursor::new(candidates, self.options.concurrency);
-        let mut in_flight = FuturesUnordered::new();
+        let mut ready: VecDeque<(String, Read)> = VecDeque::new();
+        let mut jobs: FuturesUnordered<Job<'_>> = FuturesUnordered::new();
+        let mut flight = InFlight::default();
         let mut first_error: Option<Error> = None;
         loop {
-            while first_error.is_none() && self.may_start(report, in_flight.len()) {
-                let Some(name) = cursor.next() else { break };
-                in_flight.push(self.process_one(name));
+            while first_error.is_none() {
+                let room = self.room(report, &flight);
+                if room == 0 {
+                    break;
+                }
+                if let Some((name, read)) = ready.pop_front() {
+                    flight.running += 1;
+                    jobs.push(Box::pin(async move {
+                        Event::Ran(self.run_task(name, read).await)
+                    }));
+                } else if !flight.reading {
+                    let batch = cursor.take(room.min(READ_BATCH));
+                    if batch.is_empty() {
+                        break;
+                    }
+                    flight.reading = true;
+                    jobs.push(Box::pin(async move {
+                        let reads = self.queue.read_tasks(&batch).await;
+                        Event::Read(reads.map(|reads| batch.into_iter().zip(reads).collect()))
+                    }));
+                    break;
+                } else {
+                    break;
+                }
             }
-            let Some(done) = in_flight.next().await else {
+            let Some(event) = jobs.next().await else {
                 break;
             };
-            match done {
-                Ok((outcome, claimed)) => {
-                    report.claimed += claimed as u32;
-                    match &outcome {
-                        Outcome::Conflict => cursor.lost_race(),
-                        Outcome::Backoff(name) => {
-                            waiting.insert(name.clone());
-                        }
-                        _ => {}
+            let mut succeeded = Vec::new();
+            let mut events = vec![event];
+            while let Some(Some(more)) = jobs.next().now_or_never() {
+                events.push(more);
+            }
+            for event in events {
+                let error = match event {
+                    Event::Read(reads) => {
+                        flight.reading = false;
+                        reads.map(|reads| ready.extend(reads)).err()
                     }
-                    count(report, outcome);
-                }
-                Err(e) => {
+                    Event::Ran(ran) => {
+                        flight.running -= 1;
+                        match ran {
+                            Ok(Ran::Succeeded(lease)) => {
+                                report.claimed += 1;
+                                flight.completing += 1;
+                                succeeded.push(*lease);
+                                None
+                            }
+                            Ok(Ran::Settled(outcome, claimed)) => {
+                                report.claimed += claimed as u32;
+                                match &outcome {
+                                    Outcome::Conflict => cursor.lost_race(),
+                                    Outcome::Backoff(name) => {
+                                        waiting.insert(name.clone());
+                                    }
+                                    _ => {}
+                                }
+                                count(report, outcome);
+                                None
+                            }
+                            Err(e) => Some(e),
+                        }
+                    }
+                    Event::Completed(n, settled) => {
+                        flight.completing -= n;
+                        settled
+                            .map(|settled| count_completions(report, settled))
+                            .err()
+                    }
+                };
+                if let Some(e) = error {
                     first_error.get_or_insert(e);
                 }
+            }
+            while !succeeded.is_empty() {
+                let batch: Vec<Lease> = succeeded
+                    .drain(..succeeded.len().min(COMPLETE_BATCH))
+                    .collect();
+                let n = batch.len();
+                jobs.push(Box::pin(async move {
+                    Event::Completed(n, self.queue.complete_many(batch).await)
+                }));
             }
         }
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Claims, runs and settles one task; the bool says whether it was claimed.
-    async fn process_one(&self, name: String) -> Result<(Outcome, bool)> {
-        let (queue, options) = (self.queue, self.options);
-        let lease = match queue.claim(&name, &self.now).await? {
+    /// Claims a task that was read, runs it, and settles it unless it succeeded.
+    async fn run_task(&self, name: String, read: Read) -> Result<Ran> {
+        let queue = self.queue;
+        let Some((body, stat)) = read else {
+            return Ok(Ran::Settled(Outcome::Gone, false));
+        };
+        let mut lease = match queue.claim_read(&name, &body, &stat, &self.now).await? {
             ClaimOutcome::Claimed(lease) => lease,
-            ClaimOutcome::Taken => return Ok((Outcome::Conflict, false)),
-            ClaimOutcome::Gone => return Ok((Outcome::Gone, false)),
-            ClaimOutcome::Backoff { .. } => return Ok((Outcome::Backoff(name), false)),
-            ClaimOutcome::Buried { .. } => return Ok((Outcome::DeadLettered, false)),
+            ClaimOutcome::Taken => return Ok(Ran::Settled(Outcome::Conflict, false)),
+            ClaimOutcome::Gone => return Ok(Ran::Settled(Outcome::Gone, false)),
+            ClaimOutcome::Backoff { .. } => return Ok(Ran::Settled(Outcome::Backoff(name), false)),
+            ClaimOutcome::Buried { .. } => return Ok(Ran::Settled(Outcome::DeadLettered, false)),
         };
         tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),
             fencing_token = lease.task.fencing_token, "task claimed");
-        let limits = Limits {
-            stop_at: options.deadline - options.margin / 2,
-            grace: options.margin,
-            stop: self.stop.clone(),
+        let outcome = match self.run_handler(&mut lease).await? {
+            HandlerEnd::Finished(Ok(())) => return Ok(Ran::Succeeded(Box::new(lease))),
+            HandlerEnd::Finished(Err(e)) => settle_failure(queue, lease, e, &self.now).await?,
+            HandlerEnd::Interrupted => {
+                let why = Some("released unfinished: the run had to stop".to_string());
+                let released = queue
+                    .release(lease, why, Duration::ZERO, &self.now, false)
+                    .await?;
+                if released == Settled::Done {
+                    Outcome::Deadline
+                } else {
+                    Outcome::LeaseLost
+                }
+            }
+            HandlerEnd::LeaseLost => Outcome::LeaseLost,
         };
-        Ok((
-            run_claimed(queue, self.handler, lease, &self.now, limits).await?,
-            true,
-        ))
+        Ok(Ran::Settled(outcome, true))
+    }
+
+    /// Runs the handler, extending the lease every third of its timeout, until it finishes,
+    /// the deadline nears, or the stop signal's grace runs out.
+    async fn run_handler(&self, lease: &mut Lease) -> Result<HandlerEnd> {
+        let queue = self.queue;
+        let stop_at = self.options.deadline - self.options.margin / 2;
+        let every = lease::extend_interval(queue.lease_timeout());
+        let mut extend = tokio::time::interval_at(Instant::now() + every, every);
+        let task = lease.task.clone();
+        let work = self.handler.handle(&task);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                result = &mut work => return Ok(HandlerEnd::Finished(result)),
+                _ = extend.tick() => {
+                    if queue.extend(lease).await? == Settled::LeaseLost {
+                        tracing::warn!(task = %task.name, fencing_token = task.fencing_token, "lease lost while running");
+                        return Ok(HandlerEnd::LeaseLost);
+                    }
+                }
+                _ = tokio::time::sleep_until(stop_at) => return Ok(HandlerEnd::Interrupted),
+                _ = stopped(self.stop.clone()) => {
+                    let until = stop_at.min(Instant::now() + self.options.margin);
+                    return Ok(match tokio::time::timeout_at(until, &mut work).await {
+                        Ok(result) => HandlerEnd::Finished(result),
+                        Err(_) => HandlerEnd::Interrupted,
+                    });
+                }
+            }
+        }
     }
 }
+
+fn count_completions(report: &mut ProcessReport, settled: Vec<(String, Settled)>) {
+    for (_, settled) in settled {
+        count(
+            report,
+            if settled == Settled::Done {
+                Outcome::Completed
+            } else {
+                Outcome::LeaseLost
+            },
+        );
+    }
+}
+
 fn count(report: &mut ProcessReport, outcome: Outcome) {
     let field = match outcome {
         Outcome::Completed => &mut report.completed,
@@ -238,82 +411,27 @@ fn count(report: &mut ProcessReport, outcome: Outcome) {
     *field += 1;
 }
 
-/// When a running handler must give up its task.
-struct Limits {
-    /// The deadline, less half the margin for releasing.
-    stop_at: Instant,
-    /// After a stop signal, how long the handler may still take.
-    grace: Duration,
-    stop: watch::Receiver<bool>,
-}
-
-/// Runs a claimed task's handler, extending the lease meanwhile, and settles the task.
-async fn run_claimed<H: Handler>(
-    queue: &Queue,
-    handler: &H,
-    mut lease: Lease,
-    now: &ZkTime,
-    limits: Limits,
-) -> Result<Outcome> {
-    let Limits {
-        stop_at,
-        grace,
-        stop,
-    } = limits;
-    let every = lease::extend_interval(queue.lease_timeout());
-    let mut extend = tokio::time::interval_at(Instant::now() + every, every);
-    let task = lease.task.clone();
-    let work = handler.handle(&task);
-    tokio::pin!(work);
-    let result = loop {
-        tokio::select! {
-            result = &mut work => break Some(result),
-            _ = extend.tick() => {
-                if queue.extend(&mut lease).await? == Settled::LeaseLost {
-                    tracing::warn!(task = %task.name, fencing_token = task.fencing_token, "lease lost while running");
-                    return Ok(Outcome::LeaseLost);
-                }
-            }
-            _ = tokio::time::sleep_until(stop_at) => break None,
-            _ = stopped(stop.clone()) => {
-                let until = stop_at.min(Instant::now() + grace);
-                break tokio::time::timeout_at(until, &mut work).await.ok();
-            }
-        }
-    };
-    settle(queue, lease, result, now).await
-}
-
-async fn settle(
+/// Settles a task whose handler failed: retry with backoff, or bury.
+async fn settle_failure(
     queue: &Queue,
     lease: Lease,
-    result: Option<Result<(), HandlerError>>,
+    error: HandlerError,
     now: &ZkTime,
 ) -> Result<Outcome> {
     let (name, attempt) = (lease.task.name.clone(), lease.task.attempt());
-    let (settled, outcome) = match result {
-        Some(Ok(())) => (queue.complete(lease).await?, Outcome::Completed),
-        None => {
-            let why = Some("released unfinished at the invocation's deadline".to_string());
-            (
-                queue
-                    .release(lease, why, Duration::ZERO, now, false)
-                    .await?,
-                Outcome::Deadline,
-            )
-        }
-        Some(Err(HandlerError::Permanent(e))) => (
+    let (settled, outcome) = match error {
+        HandlerError::Permanent(e) => (
             queue.bury(lease, "permanent failure", Some(e)).await?,
             Outcome::DeadLettered,
         ),
-        Some(Err(HandlerError::Retryable(e))) if attempt >= queue.max_attempts() => {
+        HandlerError::Retryable(e) if attempt >= queue.max_attempts() => {
             let reason = format!("gave up after {attempt} attempts");
             (
                 queue.bury(lease, &reason, Some(e)).await?,
                 Outcome::DeadLettered,
             )
         }
-        Some(Err(HandlerError::Retryable(e))) => {
+        HandlerError::Retryable(e) => {
             let delay = queue.backoff(attempt);
             tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
             (
@@ -322,13 +440,11 @@ async fn settle(
             )
         }
     };
-    Ok(match settled {
-        Settled::Done => outcome,
-        Settled::LeaseLost => {
-            tracing::warn!(task = %name, attempt, "lease lost before settling; nothing changed");
-            Outcome::LeaseLost
-        }
-    })
+    if settled == Settled::LeaseLost {
+        tracing::warn!(task = %name, attempt, "lease lost before settling; nothing changed");
+        return Ok(Outcome::LeaseLost);
+    }
+    Ok(outcome)
 }
 
 /// Resolves once `stop` is true; never, if its sender is gone while it is false.
@@ -354,8 +470,8 @@ impl Cursor {
         }
     }
 
-    fn next(&mut self) -> Option<String> {
-        self.names.next()
+    fn take(&mut self, n: usize) -> Vec<String> {
+        self.names.by_ref().take(n).collect()
     }
 
     fn lost_race(&mut self) {

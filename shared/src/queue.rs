@@ -238,17 +238,66 @@ impl Queue {
     /// Tries to claim task `name`. Losing the race is [`ClaimOutcome::Taken`], not an error.
     pub async fn claim(&self, name: &str, now: &ZkTime) -> Result<ClaimOutcome> {
         let path = self.layout.task(name);
-        let (body, stat) = match self.client.get_data(&path).await {
-            Ok(read) => read,
-            Err(zk::Error::NoNode) => return Ok(ClaimOutcome::Gone),
-            Err(e) => return Err(Error::zk("get", path, e)),
-        };
-        let mut envelope = match task::parse(&body) {
+        match self.client.get_data(&path).await {
+            Ok((body, stat)) => self.claim_read(name, &body, &stat, now).await,
+            Err(zk::Error::NoNode) => Ok(ClaimOutcome::Gone),
+            Err(e) => Err(Error::zk("get", path, e)),
+        }
+    }
+
+    /// Reads tasks in one request (a multi-read); `None` for a task that is gone.
+    pub async fn read_tasks(&self, names: &[String]) -> Result<Vec<Option<(Vec<u8>, zk::Stat)>>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut reader = self.client.new_multi_reader();
+        for name in names {
+            let path = self.layout.task(name);
+            reader
+                .add_get_data(&path)
+                .map_err(|e| Error::zk("get", path, e))?;
+        }
+        let results = reader
+            .commit()
+            .await
+            .map_err(|e| Error::zk("get", self.layout.tasks(), e))?;
+        names
+            .iter()
+            .zip(results)
+            .map(|(name, result)| match result {
+                zk::MultiReadResult::Data { data, stat } => Ok(Some((data, stat))),
+                zk::MultiReadResult::Error {
+                    err: zk::Error::NoNode,
+                } => Ok(None),
+                zk::MultiReadResult::Error { err } => {
+                    Err(Error::zk("get", self.layout.task(name), err))
+                }
+                other => {
+                    let msg = format!("multi-read returned {other:?}");
+                    Err(Error::zk(
+                        "get",
+                        self.layout.task(name),
+                        zk::Error::UnexpectedError(msg),
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    /// Claims task `name` whose body and stat were just read.
+    pub async fn claim_read(
+        &self,
+        name: &str,
+        body: &[u8],
+        stat: &zk::Stat,
+        now: &ZkTime,
+    ) -> Result<ClaimOutcome> {
+        let mut envelope = match task::parse(body) {
             Body::Envelope(envelope) => envelope,
             Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
             Body::Poison(reason) => {
                 return self
-                    .bury_unclaimed(name, &body, stat.version, 0, reason, None)
+                    .bury_unclaimed(name, body, stat.version, 0, reason, None)
                     .await;
             }
         };
@@ -259,7 +308,7 @@ impl Queue {
             let reason = format!("gave up after {} attempts", envelope.attempts);
             let last = envelope.last_error.clone();
             return self
-                .bury_unclaimed(name, &body, stat.version, envelope.attempts, reason, last)
+                .bury_unclaimed(name, body, stat.version, envelope.attempts, reason, last)
                 .await;
         }
         envelope.attempts += 1;
@@ -379,12 +428,46 @@ impl Queue {
 
     /// Deletes task and lease together, if the lease is still ours.
     pub async fn complete(&self, lease: Lease) -> Result<Settled> {
-        let name = &lease.task.name;
-        let ops = [
-            Op::Delete(&self.layout.task(name), lease.task_version),
-            Op::Delete(&self.layout.lease(name), lease.lease_version),
-        ];
-        self.settle("complete", &ops).await
+        let mut settled = self.complete_many(vec![lease]).await?;
+        Ok(settled.pop().map_or(Settled::LeaseLost, |(_, s)| s))
+    }
+
+    /// Completes several held tasks in one multi-op, each delete checked as in
+    /// [`Queue::complete`]. If one lease was lost, the multi-op changes nothing and names it;
+    /// that task is reported lost and the rest are committed again without it.
+    pub async fn complete_many(&self, mut leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
+        let mut settled = Vec::with_capacity(leases.len());
+        while !leases.is_empty() {
+            let paths: Vec<(String, String)> = leases
+                .iter()
+                .map(|l| {
+                    (
+                        self.layout.task(&l.task.name),
+                        self.layout.lease(&l.task.name),
+                    )
+                })
+                .collect();
+            let ops: Vec<Op> = leases
+                .iter()
+                .zip(&paths)
+                .flat_map(|(l, (task, lease))| {
+                    [
+                        Op::Delete(task, l.task_version),
+                        Op::Delete(lease, l.lease_version),
+                    ]
+                })
+                .collect();
+            match self.commit("complete", &ops).await? {
+                Ok(_) => settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done))),
+                Err((i, zk::Error::BadVersion | zk::Error::NoNode)) => {
+                    let lost = leases.remove(i / 2);
+                    tracing::warn!(task = %lost.task.name, fencing_token = lost.task.fencing_token, "lease lost before completing; nothing changed");
+                    settled.push((lost.task.name, Settled::LeaseLost));
+                }
+                Err((i, e)) => return Err(Error::zk("complete", ops[i].path(), e)),
+            }
+        }
+        Ok(settled)
     }
 
     /// Gives a held task back: `error` becomes its last error, and it is not claimable again
