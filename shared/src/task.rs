@@ -208,6 +208,42 @@ mod tests {
     }
 
     #[test]
+    fn the_published_json_schema_matches_the_envelope() {
+        let schema: Value =
+            serde_json::from_str(include_str!("../../docs/envelope.schema.json")).unwrap();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(required, ["format", "id", "type", "time", "payload"]);
+        let mut full = Envelope::new("a.b", json!({}));
+        full.group = Some("g".into());
+        full.idempotency_key = Some("k".into());
+        full.last_error = Some("e".into());
+        full.retry_at = Some(1);
+        let written = serde_json::to_value(&full).unwrap();
+        for key in written.as_object().unwrap().keys() {
+            assert!(
+                schema["properties"].get(key).is_some(),
+                "{key} is not in the schema"
+            );
+        }
+        for key in required {
+            let mut missing = written.clone();
+            missing.as_object_mut().unwrap().remove(key);
+            let parsed = parse(&serde_json::to_vec(&missing).unwrap());
+            let expect_poison = key != "format"; // without `format` it is a plain body
+            assert_eq!(
+                matches!(parsed, Body::Poison(_)),
+                expect_poison,
+                "without {key}: {parsed:?}"
+            );
+        }
+    }
+
+    #[test]
     fn oversize_bodies_are_refused() {
         let e = Envelope::new("big", json!("x".repeat(MAX_BODY_BYTES)));
         assert!(matches!(e.to_bytes(), Err(crate::Error::TooLarge { .. })));

@@ -25,7 +25,9 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use event_bridge::config::HandlerKind;
-use event_bridge::{Builtin, Config, Envelope, ProcessReport, Queue, RunOptions, process};
+use event_bridge::handler::FnHandler;
+use event_bridge::worker::Worker;
+use event_bridge::{Builtin, Config, Envelope, ProcessReport, Queue, RunOptions, Task, process};
 use serde_json::json;
 use zookeeper_client as zk;
 
@@ -112,6 +114,17 @@ async fn main() -> Result<()> {
         );
     }
     println!("targets: drain/raw >= 0.40 (0.50 is the ceiling), requests/task <= 3");
+
+    let samples = if smoke { 20 } else { 500 };
+    let latency = worker_latency(&addr, samples).await?;
+    println!(
+        "worker: publish -> handler latency over {} tasks published one at a time: \
+         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target p50 < 10 ms)",
+        latency.len(),
+        percentile(&latency, 0.50),
+        percentile(&latency, 0.99),
+        percentile(&latency, 1.0)
+    );
     if let Some(row) = rows.iter().find(|r| r.report.completed as usize != r.size) {
         eprintln!(
             "\n!!! BROKEN BENCH: the drain of {} tasks completed {}: {:?}",
@@ -120,6 +133,55 @@ async fn main() -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// Starts a worker, publishes `samples` tasks one at a time (each after the previous one
+/// ran), and returns each task's time from before its create to its handler, in ms, sorted.
+async fn worker_latency(addr: &str, samples: usize) -> Result<Vec<f64>> {
+    let chroot = format!("{BENCH_ROOT}/{:016x}", fastrand::u64(..));
+    let admin = zk::Client::connect(addr).await?;
+    admin.mkdir(&chroot, &PERSISTENT).await?;
+    let config = Config {
+        zookeeper: format!("{addr}{chroot}"),
+        root: "/queue".into(),
+        ..Config::default()
+    };
+    let (seen, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
+    let handler = FnHandler(move |_task: Task| {
+        let _ = seen.send(Instant::now());
+        async { Ok(()) }
+    });
+    let worker = Worker::new(config.clone(), handler, 4);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(async move { worker.run(stopped).await });
+    let producer = Queue::new(
+        event_bridge::zk::connect(&config).await?,
+        &config,
+        "bench-producer",
+    );
+    producer.ensure_paths().await?;
+    tokio::time::sleep(Duration::from_millis(300)).await; // let the worker arm its watch
+    let mut latency = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let sent = Instant::now();
+        producer.publish(&envelope(i)).await?;
+        let ran = tokio::time::timeout(Duration::from_secs(10), arrivals.recv())
+            .await
+            .map_err(|_| "the worker did not run a task within 10 s")?
+            .ok_or("worker gone")?;
+        latency.push(ran.duration_since(sent).as_secs_f64() * 1000.0);
+    }
+    stop.send(true)?;
+    running.await??;
+    close(producer.client().clone()).await;
+    delete_tree(&admin, &chroot).await?;
+    latency.sort_by(f64::total_cmp);
+    Ok(latency)
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
 }
 
 /// Measures one size in a chroot of its own, and removes it.

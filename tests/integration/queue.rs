@@ -191,3 +191,37 @@ async fn a_lease_held_by_a_000_consumer_is_respected() {
     assert_eq!(recorder.names(), [names[1].clone()]);
     assert_eq!(report.remaining_depth, 1);
 }
+
+#[tokio::test]
+async fn a_batch_completion_with_one_stale_lease_completes_the_others_and_fences_that_one() {
+    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(1_000)).await;
+    let names = t.publish(3).await;
+    let mut held = Vec::new();
+    for name in &names {
+        held.push(claimed(claim(&t.queue, name, &t).await));
+    }
+    // The middle lease expires and another consumer takes the task over.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let other = t.consumer("other").await;
+    let mut keep = held[0].clone();
+    let mut keep_last = held[2].clone();
+    assert_eq!(t.queue.extend(&mut keep).await.unwrap(), Settled::Done);
+    assert_eq!(t.queue.extend(&mut keep_last).await.unwrap(), Settled::Done);
+    assert_eq!(event_bridge::reap::reap(&t.queue).await.unwrap().reaped, 1);
+    let taken_over = claimed(claim(&other, &names[1], &t).await);
+
+    let settled = t
+        .queue
+        .complete_many(vec![keep, held[1].clone(), keep_last])
+        .await
+        .unwrap();
+    let lost: Vec<_> = settled
+        .iter()
+        .filter(|(_, s)| *s == Settled::LeaseLost)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(lost, [&names[1]]);
+    assert_eq!(t.children("tasks").await, [names[1].clone()]);
+    assert_eq!(t.children("leases").await, [names[1].clone()]);
+    assert_eq!(other.complete(taken_over).await.unwrap(), Settled::Done);
+}
