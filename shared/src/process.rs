@@ -242,7 +242,11 @@ impl<H: Handler> Run<'_, H> {
                         Event::Ran(self.run_task(name, read).await)
                     }));
                 } else if !flight.reading {
-                    let batch = cursor.take(room.min(READ_BATCH));
+                    // Read a whole batch ahead, not just what fits now: slots free up one by
+                    // one, and one read per free slot would cost a request per task.
+                    let budget = (self.options.max_tasks as usize)
+                        .saturating_sub(report.claimed as usize + flight.running);
+                    let batch = cursor.take(budget.min(READ_BATCH).max(room.min(1)));
                     if batch.is_empty() {
                         break;
                     }
