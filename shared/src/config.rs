@@ -75,7 +75,7 @@ pub struct Config {
     /// `ZOOKEEPER_SESSION_TIMEOUT_MS`: the session timeout asked of the server.
     pub session_timeout: Duration,
     /// `CRON_SECRET`: when set, HTTP triggers must send `Authorization: Bearer <secret>`.
-    pub cron_secret: Option<String>,
+    pub cron_secret: Option<Secret>,
     /// `ZOOKEEPER_AUTH`: `user:password` for ZooKeeper digest authentication. When set, the
     /// nodes the bridge creates are readable and writable by that user only.
     pub zookeeper_auth: Option<Secret>,
@@ -134,7 +134,7 @@ impl Config {
                 .unwrap_or(d.connect_timeout),
             session_timeout: millis(&get, "ZOOKEEPER_SESSION_TIMEOUT_MS", 1_000)?
                 .unwrap_or(d.session_timeout),
-            cron_secret: get("CRON_SECRET"),
+            cron_secret: get("CRON_SECRET").map(Secret),
             zookeeper_auth: digest(get("ZOOKEEPER_AUTH"))?,
             handler: handler(get("EVENT_BRIDGE_HANDLER"))?.unwrap_or(d.handler),
         };
@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(c.root, "/q/orders");
         assert_eq!(c.lease_timeout, Duration::from_secs(60));
         assert_eq!((c.max_attempts, c.max_tasks_per_run), (3, 4));
-        assert_eq!(c.cron_secret.as_deref(), Some("s3cret"));
+        assert_eq!(c.cron_secret.as_ref().map(Secret::expose), Some("s3cret"));
         assert_eq!(c.handler, HandlerKind::Noop);
     }
 
@@ -275,13 +275,20 @@ mod tests {
 
     #[test]
     fn credentials_never_show_in_debug_output_or_errors() {
-        let c = parse(&[("ZOOKEEPER_AUTH", "bridge:hunter2")]).unwrap();
+        let c = parse(&[
+            ("ZOOKEEPER_AUTH", "bridge:hunter2"),
+            ("CRON_SECRET", "s3cret"),
+        ])
+        .unwrap();
         assert_eq!(
             c.zookeeper_auth.as_ref().map(Secret::expose),
             Some("bridge:hunter2")
         );
         let debug = format!("{c:?}");
-        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(
+            !debug.contains("hunter2") && !debug.contains("s3cret"),
+            "{debug}"
+        );
         let err = parse(&[("ZOOKEEPER_AUTH", "hunter2")]).unwrap_err();
         assert_eq!(err.variable, "ZOOKEEPER_AUTH");
         assert!(!err.to_string().contains("hunter2"), "{err}");

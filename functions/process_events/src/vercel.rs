@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use event_bridge::config::Secret;
 use event_bridge::trigger;
 use vercel_runtime::{Request, Response};
 
@@ -24,7 +25,10 @@ pub async fn handle(
 
 /// The reply to a request with this query string and `Authorization` header.
 pub async fn respond(session: &Session, query: &str, authorization: Option<&str>) -> HttpReply {
-    if !trigger::authorized(authorization, session.config().cron_secret.as_deref()) {
+    if !trigger::authorized(
+        authorization,
+        session.config().cron_secret.as_ref().map(Secret::expose),
+    ) {
         return HttpReply::unauthorized();
     }
     let trigger = match trigger::from_query(query) {

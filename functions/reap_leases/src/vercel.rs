@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use event_bridge::config::Secret;
 use event_bridge::trigger;
 use vercel_runtime::{Request, Response};
 
@@ -22,7 +23,10 @@ pub async fn handle(
 
 /// The reply to a request with this `Authorization` header.
 pub async fn respond(session: &Session, authorization: Option<&str>) -> HttpReply {
-    if !trigger::authorized(authorization, session.config().cron_secret.as_deref()) {
+    if !trigger::authorized(
+        authorization,
+        session.config().cron_secret.as_ref().map(Secret::expose),
+    ) {
         return HttpReply::unauthorized();
     }
     match crate::run(session).await {
