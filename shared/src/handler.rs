@@ -4,6 +4,7 @@
 //! functions we ship use a [`Builtin`] chosen by `EVENT_BRIDGE_HANDLER`.
 
 use std::future::Future;
+use std::time::Duration;
 
 use crate::config::HandlerKind;
 use crate::task::Task;
@@ -14,6 +15,10 @@ pub enum HandlerError {
     /// Worth another try later (a timeout, a 503): the task is released with a backoff.
     #[error("retryable: {0}")]
     Retryable(String),
+    /// Worth another try, and the other side said when (HTTP `Retry-After`): the task is
+    /// released for the longer of `after` and the backoff, at most `BACKOFF_MAX_MS`.
+    #[error("retryable after {after:?}: {error}")]
+    RetryAfter { error: String, after: Duration },
     /// Will never succeed (a 400, a missing record): the task goes to the dead letters now.
     #[error("permanent: {0}")]
     Permanent(String),

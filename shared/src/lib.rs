@@ -55,6 +55,7 @@ pub mod lease;
 pub mod process;
 pub mod queue;
 pub mod reap;
+pub mod sink;
 pub mod stats;
 pub mod task;
 pub mod telemetry;

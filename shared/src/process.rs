@@ -416,39 +416,33 @@ fn count(report: &mut ProcessReport, outcome: Outcome) {
 }
 
 /// Settles a task whose handler failed: retry with backoff, or bury.
-async fn settle_failure(
-    queue: &Queue,
-    lease: Lease,
-    error: HandlerError,
-    now: &ZkTime,
-) -> Result<Outcome> {
+async fn settle_failure(queue: &Queue, lease: Lease, error: HandlerError, now: &ZkTime) -> Result<Outcome> {
     let (name, attempt) = (lease.task.name.clone(), lease.task.attempt());
-    let (settled, outcome) = match error {
-        HandlerError::Permanent(e) => (
-            queue.bury(lease, "permanent failure", Some(e)).await?,
-            Outcome::DeadLettered,
-        ),
-        HandlerError::Retryable(e) if attempt >= queue.max_attempts() => {
-            let reason = format!("gave up after {attempt} attempts");
-            (
-                queue.bury(lease, &reason, Some(e)).await?,
-                Outcome::DeadLettered,
-            )
+    let (e, at_least) = match error {
+        HandlerError::Permanent(e) => {
+            let settled = queue.bury(lease, "permanent failure", Some(e)).await?;
+            return Ok(lost_or(settled, Outcome::DeadLettered, &name));
         }
-        HandlerError::Retryable(e) => {
-            let delay = queue.backoff(attempt);
-            tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
-            (
-                queue.release(lease, Some(e), delay, now, true).await?,
-                Outcome::Retried,
-            )
-        }
+        HandlerError::Retryable(e) => (e, Duration::ZERO),
+        HandlerError::RetryAfter { error, after } => (error, after),
     };
-    if settled == Settled::LeaseLost {
-        tracing::warn!(task = %name, attempt, "lease lost before settling; nothing changed");
-        return Ok(Outcome::LeaseLost);
+    if attempt >= queue.max_attempts() {
+        let reason = format!("gave up after {attempt} attempts");
+        let settled = queue.bury(lease, &reason, Some(e)).await?;
+        return Ok(lost_or(settled, Outcome::DeadLettered, &name));
     }
-    Ok(outcome)
+    let delay = queue.backoff(attempt).max(at_least).min(queue.backoff_max());
+    tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
+    let settled = queue.release(lease, Some(e), delay, now, true).await?;
+    Ok(lost_or(settled, Outcome::Retried, &name))
+}
+
+fn lost_or(settled: Settled, outcome: Outcome, name: &str) -> Outcome {
+    if settled == Settled::LeaseLost {
+        tracing::warn!(task = %name, "lease lost before settling; nothing changed");
+        return Outcome::LeaseLost;
+    }
+    outcome
 }
 
 /// Resolves once `stop` is true; never, if its sender is gone while it is false.

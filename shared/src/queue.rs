@@ -500,6 +500,11 @@ impl Queue {
         self.settle("release", &ops).await
     }
 
+    /// The longest backoff.
+    pub fn backoff_max(&self) -> Duration {
+        self.backoff_max
+    }
+
     /// The backoff before the next claim of a task that failed on `attempt`.
     pub fn backoff(&self, attempt: u32) -> Duration {
         lease::backoff(attempt, self.backoff_base, self.backoff_max)

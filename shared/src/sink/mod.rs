@@ -1,0 +1,1 @@
+//! Where tasks go: built-in sinks and the routing from event type to sink.
