@@ -17,6 +17,14 @@ use serde_json::{Value, json};
 
 type Failure = Box<dyn std::error::Error>;
 
+/// `println!` that returns the write error instead of panicking, so `event-bridge … | head`
+/// ends quietly when the reader goes away.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    };
+}
+
 #[derive(Parser)]
 #[command(
     name = "event-bridge",
@@ -155,6 +163,11 @@ async fn main() {
     }
 }
 
+fn broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
 async fn run(command: Command) -> Result<i32, Failure> {
     let config = Config::from_env()?;
     let client = event_bridge::zk::connect(&config).await?;
@@ -177,7 +190,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
             if json {
                 print_json(&tasks)?;
             } else {
-                print_table(&tasks);
+                print_table(&tasks)?;
             }
         }
         Command::Peek { count } => {
@@ -189,7 +202,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
             if json {
                 print_json(&status)?;
             } else {
-                println!("{}", describe(&status));
+                out!("{}", describe(&status));
             }
             if status == Status::NotFound {
                 eprintln!("event-bridge: no task {task} under {}", config.root);
@@ -202,7 +215,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
             if json {
                 print_json(&stats)?;
             } else {
-                print_stats(&config, &stats);
+                print_stats(&config, &stats)?;
             }
         }
         Command::Process { drain, max_tasks } => {
@@ -243,7 +256,7 @@ async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure> {
     if args.raw {
         let body = args.payload.unwrap_or_default();
         let name = queue.publish_raw(body.as_bytes()).await?;
-        println!("{}", json!({ "task": name }));
+        out!("{}", json!({ "task": name }));
         return Ok(());
     }
     let mut envelopes = match &args.input {
@@ -306,9 +319,10 @@ async fn dead_command(queue: &Queue, command: DeadCommand) -> Result<(), Failure
             } else {
                 for (name, r) in records {
                     let last = r["last_error"].as_str().unwrap_or("-");
-                    println!(
+                    out!(
                         "{name}  attempts={}  reason={}  last_error={last}",
-                        r["attempts"], r["reason"]
+                        r["attempts"],
+                        r["reason"]
                     );
                 }
             }
@@ -371,14 +385,19 @@ async fn shutdown_signal() {
 }
 
 fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    out!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
-fn print_table(tasks: &[TaskInfo]) {
-    println!(
+fn print_table(tasks: &[TaskInfo]) -> Result<(), Failure> {
+    out!(
         "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}",
-        "TASK", "AGE", "ATTEMPTS", "TYPE", "HOLDER", "EXPIRES IN"
+        "TASK",
+        "AGE",
+        "ATTEMPTS",
+        "TYPE",
+        "HOLDER",
+        "EXPIRES IN"
     );
     for t in tasks {
         let (holder, expires) = match &t.lease {
@@ -390,7 +409,7 @@ fn print_table(tasks: &[TaskInfo]) {
             None => ("-".into(), "-".into()),
         };
         let kind = t.event_type.clone().unwrap_or_else(|| "(poison)".into());
-        println!(
+        out!(
             "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}",
             t.name,
             seconds(t.age_ms),
@@ -400,19 +419,21 @@ fn print_table(tasks: &[TaskInfo]) {
             expires
         );
     }
+    Ok(())
 }
 
-fn print_stats(config: &Config, s: &inspect::DetailedStats) {
+fn print_stats(config: &Config, s: &inspect::DetailedStats) -> Result<(), Failure> {
     let age = s.stats.oldest_task_age_ms.map_or("-".into(), seconds);
-    println!("root         {}", config.root);
-    println!("pending      {}", s.stats.depth);
-    println!("leased       {}", s.stats.leased);
-    println!("in backoff   {}", s.in_backoff);
-    println!("dead         {}", s.stats.dead);
-    println!("oldest task  {age}");
+    out!("root         {}", config.root);
+    out!("pending      {}", s.stats.depth);
+    out!("leased       {}", s.stats.leased);
+    out!("in backoff   {}", s.in_backoff);
+    out!("dead         {}", s.stats.dead);
+    out!("oldest task  {age}");
     for (event_type, n) in &s.by_type {
-        println!("  {event_type:<24} {n}");
+        out!("  {event_type:<24} {n}");
     }
+    Ok(())
 }
 
 fn describe(status: &Status) -> String {
