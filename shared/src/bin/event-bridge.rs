@@ -156,6 +156,7 @@ async fn main() {
     event_bridge::telemetry::init_cli();
     match run(cli.command).await {
         Ok(code) => std::process::exit(code),
+        Err(e) if broken_pipe(e.as_ref()) => std::process::exit(0),
         Err(e) => {
             eprintln!("event-bridge: {e}");
             std::process::exit(1);
