@@ -47,7 +47,7 @@ bench: zk-up
 
 ## lambda-build: release builds of both functions for Lambda (arm64, cargo-lambda)
 lambda-build: tools
-	cargo lambda build --release --arm64 -p process_events -p reap_leases
+	cargo lambda build --release --arm64 --bin process_events --bin reap_leases
 
 clean: zk-down
 	rm -rf .zk
