@@ -416,7 +416,12 @@ fn count(report: &mut ProcessReport, outcome: Outcome) {
 }
 
 /// Settles a task whose handler failed: retry with backoff, or bury.
-async fn settle_failure(queue: &Queue, lease: Lease, error: HandlerError, now: &ZkTime) -> Result<Outcome> {
+async fn settle_failure(
+    queue: &Queue,
+    lease: Lease,
+    error: HandlerError,
+    now: &ZkTime,
+) -> Result<Outcome> {
     let (name, attempt) = (lease.task.name.clone(), lease.task.attempt());
     let (e, at_least) = match error {
         HandlerError::Permanent(e) => {
@@ -431,7 +436,10 @@ async fn settle_failure(queue: &Queue, lease: Lease, error: HandlerError, now: &
         let settled = queue.bury(lease, &reason, Some(e)).await?;
         return Ok(lost_or(settled, Outcome::DeadLettered, &name));
     }
-    let delay = queue.backoff(attempt).max(at_least).min(queue.backoff_max());
+    let delay = queue
+        .backoff(attempt)
+        .max(at_least)
+        .min(queue.backoff_max());
     tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
     let settled = queue.release(lease, Some(e), delay, now, true).await?;
     Ok(lost_or(settled, Outcome::Retried, &name))
