@@ -11,4 +11,5 @@ mod process;
 mod queue;
 mod reap;
 mod security;
+mod sink_http;
 mod worker;

@@ -1,0 +1,509 @@
+//! The HTTP webhook sink: POSTs each task's envelope to a URL.
+//!
+//! # What is sent
+//!
+//! One `POST` to the configured URL per attempt, with the task's [`Envelope`](crate::task::Envelope) as the JSON body,
+//! exactly as [`serde_json::to_vec`] writes it (so it carries `attempts`, and `last_error` on a
+//! retry: the body of two attempts may differ, their `Idempotency-Key` never does).
+//!
+//! | Header | Value |
+//! |---|---|
+//! | `Content-Type` | `application/json` |
+//! | `Idempotency-Key` | the envelope's `idempotency_key`, or its `id` when it has none; the same on every attempt and after a redrive |
+//! | `X-Event-Bridge-Task` | the task znode's name, such as `task-0000000042` |
+//! | `X-Event-Bridge-Fencing-Token` | the claim's fencing token: grows with every claim of the task |
+//! | `X-Event-Bridge-Attempt` | this claim's number, 1 on the first |
+//! | `X-Event-Bridge-Timestamp` | when this attempt was sent: whole seconds since the Unix epoch, by the sender's clock |
+//! | `X-Event-Bridge-Signature` | only with a secret: `sha256=` and the signature below, in lowercase hex |
+//!
+//! A receiver that stores side effects keyed by `Idempotency-Key` and refuses a fencing token
+//! lower than the highest it saw for that key is safe against both retries and a consumer
+//! whose lease has passed on.
+//!
+//! # The signature
+//!
+//! ```text
+//! signed    = timestamp + "." + body        (bytes: the header's decimal digits, a dot, the raw body)
+//! signature = hex(HMAC-SHA256(key = secret as UTF-8 bytes, message = signed))
+//! header    = "sha256=" + signature
+//! ```
+//!
+//! To verify, in any language:
+//!
+//! 1. Read the raw request body as bytes, before any JSON parsing (re-serializing changes it).
+//! 2. Take `X-Event-Bridge-Timestamp`; refuse the request when it is more than a few minutes
+//!    away from your clock (5 minutes is usual): that refuses replays of an old request.
+//! 3. Compute HMAC-SHA256 over `timestamp + "." + body` with the shared secret and compare its
+//!    hex with the part of `X-Event-Bridge-Signature` after `sha256=`, in constant time.
+//!
+//! In Python:
+//!
+//! ```text
+//! expected = hmac.new(secret.encode(), f"{ts}.".encode() + raw_body, hashlib.sha256).hexdigest()
+//! ok = hmac.compare_digest("sha256=" + expected, signature_header) and abs(time.time() - int(ts)) < 300
+//! ```
+//!
+//! The secret itself is never sent, logged, nor shown by `Debug`.
+//!
+//! # How a response is read
+//!
+//! | Response | Result |
+//! |---|---|
+//! | 2xx | delivered: the task completes |
+//! | 408, 429, 5xx | [`HandlerError::RetryAfter`] when it has a `Retry-After` (delta-seconds or an HTTP-date), else [`HandlerError::Retryable`] |
+//! | timeout, connection refused or reset, any other transport failure | [`HandlerError::Retryable`] |
+//! | 3xx | [`HandlerError::Permanent`]: redirects are not followed (a redirected POST may become a GET, and the signed request would go to a host nobody configured); point the sink at the final URL |
+//! | any other status (other 4xx) | [`HandlerError::Permanent`]: the task goes to the dead letters |
+//!
+//! Error messages name the status and the URL without its credentials, query or fragment, and
+//! quote at most 200 bytes of the response body: `HTTP 503 from https://host/path: busy`.
+//! A whole attempt, connecting and reading the response included, is bounded by the spec's
+//! timeout.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, KeyInit, Mac};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::{StatusCode, Url};
+use sha2::Sha256;
+
+use crate::config::Secret;
+use crate::handler::HandlerError;
+use crate::task::Task;
+
+/// The names of the headers the sink sends, lowercase (HTTP ignores the case of names).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub const TASK: &str = "x-event-bridge-task";
+pub const FENCING_TOKEN: &str = "x-event-bridge-fencing-token";
+pub const ATTEMPT: &str = "x-event-bridge-attempt";
+pub const TIMESTAMP: &str = "x-event-bridge-timestamp";
+pub const SIGNATURE: &str = "x-event-bridge-signature";
+
+/// The most of a response body an error message quotes.
+const BODY_EXCERPT_BYTES: usize = 200;
+
+/// The most of a successful response's body read, so the connection can be reused.
+const DRAIN_BYTES: usize = 64 * 1024;
+
+/// Where and how to deliver.
+#[derive(Clone, Debug)]
+pub struct HttpSpec {
+    /// An `http` or `https` URL; its query is sent, never quoted in errors.
+    pub url: String,
+    /// Signs every request when set (see the module docs).
+    pub secret: Option<Secret>,
+    /// Bounds one attempt: connecting, sending and reading the response.
+    pub timeout: Duration,
+}
+
+/// A webhook endpoint, with one HTTP client so that deliveries reuse connections.
+pub struct HttpSink {
+    client: reqwest::Client,
+    url: Url,
+    /// The URL as error messages show it: no credentials, query or fragment.
+    shown: String,
+    secret: Option<Secret>,
+    timeout: Duration,
+}
+
+impl HttpSink {
+    /// Validates the spec (URL must parse and be http/https; the error names the problem).
+    pub fn new(spec: HttpSpec) -> Result<Self, String> {
+        let url =
+            Url::parse(spec.url.trim()).map_err(|e| format!("webhook URL does not parse: {e}"))?;
+        let shown = shown(&url);
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "webhook URL {shown} must be http or https, not {}",
+                url.scheme()
+            ));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(format!("webhook URL {shown} has no host"));
+        }
+        if spec.timeout.is_zero() {
+            return Err(format!(
+                "webhook timeout for {shown} must be more than zero"
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(spec.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("event-bridge/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build an HTTP client for {shown}: {e}"))?;
+        Ok(HttpSink {
+            client,
+            url,
+            shown,
+            secret: spec.secret,
+            timeout: spec.timeout,
+        })
+    }
+
+    /// POSTs the task's envelope as JSON.
+    pub async fn deliver(&self, task: &Task) -> Result<(), HandlerError> {
+        let body = serde_json::to_vec(&task.envelope)
+            .map_err(|e| HandlerError::Permanent(format!("envelope is not serializable: {e}")))?;
+        let headers = self.headers(task, unix_seconds(SystemTime::now()), &body)?;
+        let sent = self
+            .client
+            .post(self.url.clone())
+            .headers(headers)
+            .body(body)
+            .send()
+            .await;
+        let response = sent.map_err(|e| self.transport_error(e))?;
+        let status = response.status();
+        tracing::debug!(task = %task.name, url = %self.shown, status = status.as_u16(), "webhook answered");
+        self.settle(response).await
+    }
+
+    /// Every header of one attempt, the signature over `body` included.
+    fn headers(&self, task: &Task, timestamp: u64, body: &[u8]) -> Result<HeaderMap, HandlerError> {
+        let key = task
+            .envelope
+            .idempotency_key
+            .as_deref()
+            .unwrap_or(&task.envelope.id);
+        let value = |what: &str, v: &str| {
+            HeaderValue::from_str(v).map_err(|_| {
+                HandlerError::Permanent(format!("{what} {v:?} cannot be sent as an HTTP header"))
+            })
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let mut put = |name: &'static str, v: HeaderValue| {
+            headers.insert(HeaderName::from_static(name), v);
+        };
+        put(IDEMPOTENCY_KEY, value("idempotency key", key)?);
+        put(TASK, value("task name", &task.name)?);
+        put(FENCING_TOKEN, HeaderValue::from(task.fencing_token));
+        put(ATTEMPT, HeaderValue::from(task.attempt()));
+        put(TIMESTAMP, HeaderValue::from(timestamp));
+        if let Some(secret) = &self.secret {
+            let mut signed = HeaderValue::from_str(&signature(secret, timestamp, body))
+                .expect("hex is a valid header value");
+            signed.set_sensitive(true);
+            put(SIGNATURE, signed);
+        }
+        Ok(headers)
+    }
+
+    /// Reads a response into the task's result.
+    async fn settle(&self, response: reqwest::Response) -> Result<(), HandlerError> {
+        let status = response.status();
+        if status.is_success() {
+            read_up_to(response, DRAIN_BYTES).await;
+            return Ok(());
+        }
+        let after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| retry_after(v, SystemTime::now()));
+        let excerpt = excerpt(&read_up_to(response, BODY_EXCERPT_BYTES + 1).await);
+        let mut error = format!("HTTP {} from {}", status.as_u16(), self.shown);
+        if !excerpt.is_empty() {
+            error = format!("{error}: {excerpt}");
+        }
+        Err(match (is_retryable(status), after) {
+            (true, Some(after)) => HandlerError::RetryAfter { error, after },
+            (true, None) => HandlerError::Retryable(error),
+            (false, _) => HandlerError::Permanent(error),
+        })
+    }
+
+    /// A request that got no response: worth another try, unless it could not even be built.
+    fn transport_error(&self, e: reqwest::Error) -> HandlerError {
+        let url = &self.shown;
+        let e = e.without_url();
+        if e.is_builder() {
+            return HandlerError::Permanent(format!(
+                "cannot build a request to {url}: {}",
+                cause(&e)
+            ));
+        }
+        HandlerError::Retryable(if e.is_timeout() {
+            format!("timed out after {:?} posting to {url}", self.timeout)
+        } else if e.is_connect() {
+            format!("cannot connect to {url}: {}", cause(&e))
+        } else {
+            format!("request to {url} failed: {}", cause(&e))
+        })
+    }
+}
+
+/// Shows the URL as messages do and whether requests are signed: no secret, no query.
+impl std::fmt::Debug for HttpSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSink")
+            .field("url", &self.shown)
+            .field("signed", &self.secret.is_some())
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// `sha256=` and the lowercase hex HMAC-SHA256 of `"{timestamp}.{body}"` keyed with the secret:
+/// the value of `X-Event-Bridge-Signature`.
+pub fn signature(secret: &Secret, timestamp: u64, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose().as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// 408 Request Timeout, 429 Too Many Requests and 5xx may succeed later; no other status will.
+fn is_retryable(status: StatusCode) -> bool {
+    status == StatusCode::REQUEST_TIMEOUT
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || status.is_server_error()
+}
+
+/// How long a `Retry-After` value asks to wait, from `now`: delta-seconds or an HTTP-date (a
+/// date in the past means now). `None` for anything else.
+fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return value.parse().ok().map(Duration::from_secs);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Whole seconds since the Unix epoch.
+fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// `url` without credentials, query or fragment, for messages.
+fn shown(url: &Url) -> String {
+    let mut shown = url.clone();
+    // Both fail only for URLs that cannot have credentials, which then have none to hide.
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+/// The start of a response body, at most `limit` bytes of it; a failed read ends it early.
+async fn read_up_to(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    while bytes.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    bytes
+}
+
+/// At most [`BODY_EXCERPT_BYTES`] of a body as one line of text, `…` when cut.
+fn excerpt(body: &[u8]) -> String {
+    let cut = &body[..body.len().min(BODY_EXCERPT_BYTES)];
+    let text = match std::str::from_utf8(cut) {
+        Ok(text) => text.into(),
+        // Cut in the middle of a character: drop its first bytes.
+        Err(e) if e.error_len().is_none() => String::from_utf8_lossy(&cut[..e.valid_up_to()]),
+        Err(_) => String::from_utf8_lossy(cut),
+    };
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if body.len() > BODY_EXCERPT_BYTES {
+        format!("{line}…")
+    } else {
+        line
+    }
+}
+
+/// The innermost error of a chain: "Connection refused (os error 111)" rather than "error
+/// sending request".
+fn cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = e;
+    while let Some(source) = inner.source() {
+        inner = source;
+    }
+    inner.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::Envelope;
+    use serde_json::json;
+
+    fn sink(url: &str, secret: Option<&str>) -> Result<HttpSink, String> {
+        HttpSink::new(HttpSpec {
+            url: url.into(),
+            secret: secret.map(Secret::new),
+            timeout: Duration::from_secs(5),
+        })
+    }
+
+    fn task(idempotency_key: Option<&str>) -> Task {
+        let mut envelope = Envelope::new("user.signup", json!({"user_id": 42}));
+        envelope.idempotency_key = idempotency_key.map(Into::into);
+        envelope.attempts = 2;
+        Task {
+            name: "task-0000000042".into(),
+            envelope,
+            fencing_token: 7,
+        }
+    }
+
+    #[test]
+    fn the_signature_matches_an_independent_computation() {
+        // python3 -c 'import hmac,hashlib; print(hmac.new(b"whsec_test",
+        //   b"1700000000.{\"id\":\"evt-1\",\"payload\":{\"n\":1}}", hashlib.sha256).hexdigest())'
+        let body = br#"{"id":"evt-1","payload":{"n":1}}"#;
+        assert_eq!(
+            signature(&Secret::new("whsec_test"), 1_700_000_000, body),
+            "sha256=8d774e2f43f40134d3f5184b646cd46cb8b32db98aef36e5e9201559a5a4f53b"
+        );
+    }
+
+    #[test]
+    fn every_header_is_set_and_the_signature_covers_timestamp_and_body() {
+        let sink = sink("https://example.com/hook", Some("s3cret")).unwrap();
+        let task = task(Some("order-7"));
+        let body = serde_json::to_vec(&task.envelope).unwrap();
+        let headers = sink.headers(&task, 1_700_000_000, &body).unwrap();
+        let get = |name: &str| headers.get(name).unwrap().to_str().unwrap().to_string();
+        assert_eq!(get("content-type"), "application/json");
+        assert_eq!(get("Idempotency-Key"), "order-7");
+        assert_eq!(get("X-Event-Bridge-Task"), "task-0000000042");
+        assert_eq!(get("X-Event-Bridge-Fencing-Token"), "7");
+        assert_eq!(get("X-Event-Bridge-Attempt"), "2");
+        assert_eq!(get("X-Event-Bridge-Timestamp"), "1700000000");
+        let expected = signature(&Secret::new("s3cret"), 1_700_000_000, &body);
+        assert_eq!(get("X-Event-Bridge-Signature"), expected);
+        assert!(headers.get(SIGNATURE).unwrap().is_sensitive());
+        assert!(
+            headers
+                .values()
+                .all(|v| !v.as_bytes().windows(6).any(|w| w == b"s3cret"))
+        );
+    }
+
+    #[test]
+    fn the_idempotency_key_defaults_to_the_id_and_unsigned_sinks_send_no_signature() {
+        let sink = sink("http://example.com/hook", None).unwrap();
+        let task = task(None);
+        let headers = sink.headers(&task, 1, b"{}").unwrap();
+        assert_eq!(headers[IDEMPOTENCY_KEY], task.envelope.id.as_str());
+        assert!(headers.get(SIGNATURE).is_none());
+    }
+
+    #[test]
+    fn an_idempotency_key_that_cannot_be_a_header_is_permanent() {
+        let sink = sink("http://example.com/hook", None).unwrap();
+        let err = sink.headers(&task(Some("a\nb")), 1, b"{}").unwrap_err();
+        assert!(
+            matches!(&err, HandlerError::Permanent(e) if e.contains("idempotency key")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        // Wed, 21 Oct 2015 07:28:00 GMT is 1445412480 (calendar.timegm in Python).
+        let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 90);
+        let cases: [(&str, Option<u64>); 12] = [
+            ("120", Some(120)),
+            (" 2 ", Some(2)),
+            ("0", Some(0)),
+            ("Wed, 21 Oct 2015 07:28:00 GMT", Some(90)),
+            ("Wednesday, 21-Oct-15 07:28:00 GMT", Some(90)),
+            ("Wed Oct 21 07:28:00 2015", Some(90)),
+            ("Tue, 20 Oct 2015 07:28:00 GMT", Some(0)),
+            ("99999999999999999999999", None),
+            ("-1", None),
+            ("1.5", None),
+            ("", None),
+            ("soon", None),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(
+                retry_after(value, now),
+                expected.map(Duration::from_secs),
+                "Retry-After: {value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn statuses_are_classified() {
+        for (code, retryable) in [
+            (408, true),
+            (429, true),
+            (500, true),
+            (502, true),
+            (503, true),
+            (599, true),
+            (301, false),
+            (302, false),
+            (400, false),
+            (401, false),
+            (404, false),
+            (409, false),
+            (422, false),
+        ] {
+            let status = StatusCode::from_u16(code).unwrap();
+            assert_eq!(is_retryable(status), retryable, "{code}");
+        }
+    }
+
+    #[test]
+    fn a_bad_spec_names_its_problem() {
+        for (url, problem) in [
+            ("not a url", "does not parse"),
+            ("/hooks/a", "does not parse"),
+            ("ftp://example.com/x", "must be http or https, not ftp"),
+            ("mailto:ops@example.com", "must be http or https"),
+            ("http://", "does not parse"),
+        ] {
+            let err = sink(url, None).unwrap_err();
+            assert!(err.contains(problem), "{url}: {err}");
+        }
+        let err = HttpSink::new(HttpSpec {
+            url: "https://example.com/".into(),
+            secret: None,
+            timeout: Duration::ZERO,
+        })
+        .unwrap_err();
+        assert!(err.contains("timeout"), "{err}");
+        assert!(sink(" https://example.com/hook?x=1 ", None).is_ok());
+    }
+
+    #[test]
+    fn urls_in_messages_lose_credentials_query_and_fragment() {
+        let url = Url::parse("https://user:pw@example.com:8443/p/a?token=abc#frag").unwrap();
+        assert_eq!(shown(&url), "https://example.com:8443/p/a");
+        let err = sink("ftp://user:pw@example.com/x?token=abc", None).unwrap_err();
+        assert!(!err.contains("pw") && !err.contains("abc"), "{err}");
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_output() {
+        let sink = sink("https://u:pw@example.com/hook?token=t0k", Some("hunter2")).unwrap();
+        let debug = format!("{sink:?}");
+        assert!(debug.contains("https://example.com/hook"), "{debug}");
+        for secret in ["hunter2", "pw", "t0k"] {
+            assert!(!debug.contains(secret), "{secret} in {debug}");
+        }
+    }
+
+    #[test]
+    fn excerpts_are_one_short_line() {
+        assert_eq!(excerpt(b"  no such\n\tuser  "), "no such user");
+        assert_eq!(excerpt(b""), "");
+        let long = "é".repeat(150); // 300 bytes; byte 200 falls between two characters
+        let cut = excerpt(long.as_bytes());
+        assert_eq!(cut, format!("{}…", "é".repeat(100)));
+        let odd = format!("x{}", "é".repeat(150)); // byte 200 falls inside a character
+        assert_eq!(excerpt(odd.as_bytes()), format!("x{}…", "é".repeat(99)));
+    }
+}
