@@ -12,4 +12,5 @@ mod queue;
 mod reap;
 mod security;
 mod sink_http;
+mod sink_sqs;
 mod worker;
