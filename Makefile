@@ -10,7 +10,7 @@ export AWS_EC2_METADATA_DISABLED := true
 CARGO ?= cargo
 PIP ?= python3 -m pip
 
-.PHONY: demo test check unit integration bench zk-up zk-down tools lambda-build clean
+.PHONY: demo test check unit integration bench zk-up zk-down moto-up moto-down tools lambda-build clean
 
 ## zk-up: start a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) (installs Debian's package if missing)
 zk-up:
@@ -20,6 +20,14 @@ zk-up:
 zk-down:
 	@ZK_PORT=$(ZK_PORT) scripts/zk.sh down
 
+## moto-up: start moto's SQS stand-in on 127.0.0.1:5000 for the sink tests (pip-installs moto)
+moto-up:
+	@scripts/moto.sh up
+
+## moto-down: stop it
+moto-down:
+	@scripts/moto.sh down
+
 ## tools: what the tests use besides Rust: cargo-lambda and cfn-lint (PyPI), kazoo for the
 ## Python producer, node-zookeeper-client for the Node producer and the 000-design consumer
 tools:
@@ -27,6 +35,8 @@ tools:
 	  $(PIP) install -q --disable-pip-version-check 'cargo-lambda>=1.8' 'cfn-lint>=1'
 	@python3 -c 'import kazoo' 2>/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check -r examples/python/requirements.txt
+	@command -v moto_server >/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check 'moto[server,sqs]'
 	@[ -f examples/node/node_modules/node-zookeeper-client/package.json ] || \
 	  npm ci --prefix examples/node --no-audit --no-fund --loglevel=error
 
@@ -35,7 +45,7 @@ demo: zk-up
 	@scripts/demo.sh
 
 ## test: every test (unit, integration on a real ZooKeeper), then fmt and clippy
-test: zk-up tools
+test: zk-up moto-up tools
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) fmt --all -- --check
@@ -49,5 +59,5 @@ bench: zk-up
 lambda-build: tools
 	cargo lambda build --release --arm64 --bin process_events --bin reap_leases
 
-clean: zk-down
-	rm -rf .zk
+clean: zk-down moto-down
+	rm -rf .zk .moto

@@ -79,6 +79,11 @@ pub struct Config {
     /// `ZOOKEEPER_AUTH`: `user:password` for ZooKeeper digest authentication. When set, the
     /// nodes the bridge creates are readable and writable by that user only.
     pub zookeeper_auth: Option<Secret>,
+    /// `ROUTES` (JSON) or `ROUTES_FILE` (path to JSON): event types to sinks. When set, the
+    /// functions deliver through it instead of `EVENT_BRIDGE_HANDLER`.
+    pub routes: Option<crate::sink::route::RouteTable>,
+    /// `DEAD_LETTER_QUEUE_URL`: an SQS queue that also receives every dead letter.
+    pub dead_letter_queue_url: Option<String>,
     /// `EVENT_BRIDGE_HANDLER`: `log` or `noop`.
     pub handler: HandlerKind,
 }
@@ -101,6 +106,8 @@ impl Default for Config {
             session_timeout: Duration::from_secs(10),
             cron_secret: None,
             zookeeper_auth: None,
+            routes: None,
+            dead_letter_queue_url: None,
             handler: HandlerKind::Log,
         }
     }
@@ -136,6 +143,8 @@ impl Config {
                 .unwrap_or(d.session_timeout),
             cron_secret: get("CRON_SECRET").map(Secret),
             zookeeper_auth: digest(get("ZOOKEEPER_AUTH"))?,
+            routes: routes(get("ROUTES"), get("ROUTES_FILE"), &get)?,
+            dead_letter_queue_url: get("DEAD_LETTER_QUEUE_URL"),
             handler: handler(get("EVENT_BRIDGE_HANDLER"))?.unwrap_or(d.handler),
         };
         Ok(config)
@@ -190,6 +199,37 @@ fn root(raw: Option<String>) -> Result<Option<String>, ConfigError> {
         let problem = "must be an absolute znode path such as /event-bridge";
         Err(invalid("EVENT_BRIDGE_ROOT", &raw, problem))
     }
+}
+
+fn routes(
+    inline: Option<String>,
+    file: Option<String>,
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::sink::route::RouteTable>, ConfigError> {
+    let (variable, value, text) = match (inline, file) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(path)) => {
+            return Err(invalid(
+                "ROUTES_FILE",
+                &path,
+                "set ROUTES or ROUTES_FILE, not both",
+            ));
+        }
+        (Some(text), None) => ("ROUTES", "<inline JSON>".to_string(), text),
+        (None, Some(path)) => match std::fs::read_to_string(&path) {
+            Ok(text) => ("ROUTES_FILE", path, text),
+            Err(e) => {
+                return Err(invalid(
+                    "ROUTES_FILE",
+                    &path,
+                    format!("cannot read it: {e}"),
+                ));
+            }
+        },
+    };
+    crate::sink::route::parse(&text, get)
+        .map(Some)
+        .map_err(|problem| invalid(variable, &value, problem))
 }
 
 fn digest(raw: Option<String>) -> Result<Option<Secret>, ConfigError> {
@@ -292,6 +332,19 @@ mod tests {
         let err = parse(&[("ZOOKEEPER_AUTH", "hunter2")]).unwrap_err();
         assert_eq!(err.variable, "ZOOKEEPER_AUTH");
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn routes_come_inline_or_from_a_file_and_errors_name_the_variable() {
+        let inline = r#"{"routes": {"a": {"sink": "log"}}}"#;
+        let c = parse(&[("ROUTES", inline)]).unwrap();
+        assert!(c.routes.unwrap().routes.contains_key("a"));
+        let err = parse(&[("ROUTES", r#"{"routes": {"a": {"sink": "kafka"}}}"#)]).unwrap_err();
+        assert_eq!(err.variable, "ROUTES");
+        assert!(err.to_string().contains(r#"route "a""#), "{err}");
+        let missing = parse(&[("ROUTES_FILE", "/nonexistent/routes.json")]).unwrap_err();
+        assert_eq!(missing.variable, "ROUTES_FILE");
+        assert!(parse(&[("ROUTES", inline), ("ROUTES_FILE", "/x")]).is_err());
     }
 
     #[test]

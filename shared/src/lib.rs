@@ -36,6 +36,7 @@
 //! - [`handler`]: the [`Handler`] trait and the built-in handlers.
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
+//! - [`sink`]: where tasks go: routes from event type to an HTTP webhook or an SQS queue.
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
 //! - [`dead`]: the dead letters: list, show, redrive, purge.
 //! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.

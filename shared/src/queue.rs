@@ -38,6 +38,8 @@ pub struct Queue {
     backoff_base: Duration,
     backoff_max: Duration,
     acls: zk::Acls<'static>,
+    /// Where dead letters also go, if anywhere.
+    dead_letter_queue: Option<std::sync::Arc<crate::sink::sqs::DeadLetterQueue>>,
 }
 
 /// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
@@ -96,6 +98,7 @@ impl Queue {
             backoff_base: config.backoff_base,
             backoff_max: config.backoff_max,
             acls: crate::zk::acls(config),
+            dead_letter_queue: None,
         }
     }
 
@@ -379,7 +382,8 @@ impl Queue {
         reason: String,
         last_error: Option<String>,
     ) -> Result<ClaimOutcome> {
-        let record = self.dead_record(name, body, &reason, attempts, last_error);
+        let record_json = self.dead_record(name, body, &reason, attempts, last_error);
+        let record = serde_json::to_vec(&record_json)?;
         let lease_data = LeaseData::new(&self.consumer_id, version as i64 + 1).to_bytes();
         let lease_path = self.layout.lease(name);
         let ops = [
@@ -391,6 +395,7 @@ impl Queue {
         match self.commit("bury", &ops).await? {
             Ok(_) => {
                 tracing::warn!(task = %name, consumer = %self.consumer_id, attempts, %reason, "task dead-lettered");
+                self.forward_dead(name, &record_json).await;
                 Ok(ClaimOutcome::Buried { reason })
             }
             Err((0, zk::Error::NodeExists)) | Err((2, zk::Error::BadVersion)) => {
@@ -520,7 +525,8 @@ impl Queue {
     ) -> Result<Settled> {
         let task = &lease.task;
         let body = task.envelope.to_bytes()?;
-        let record = self.dead_record(&task.name, &body, reason, task.attempt(), last_error);
+        let record_json = self.dead_record(&task.name, &body, reason, task.attempt(), last_error);
+        let record = serde_json::to_vec(&record_json)?;
         let ops = [
             Op::Create(&self.layout.dead_letter(&task.name), &record),
             Op::Delete(&self.layout.task(&task.name), lease.task_version),
@@ -529,6 +535,7 @@ impl Queue {
         let settled = self.settle("bury", &ops).await?;
         if settled == Settled::Done {
             tracing::warn!(task = %task.name, consumer = %self.consumer_id, attempt = task.attempt(), reason, "task dead-lettered");
+            self.forward_dead(&task.name, &record_json).await;
         }
         Ok(settled)
     }
@@ -541,7 +548,7 @@ impl Queue {
         reason: &str,
         attempts: u32,
         last_error: Option<String>,
-    ) -> Vec<u8> {
+    ) -> serde_json::Value {
         let mut record = json!({
             "task": name,
             "reason": reason,
@@ -562,7 +569,25 @@ impl Queue {
                     .into();
             }
         }
-        serde_json::to_vec(&record).expect("dead-letter record serializes")
+        record
+    }
+
+    /// Also sends a dead letter to the SQS dead-letter queue, when there is one. The record
+    /// stays under `ROOT/dead` either way, so a failed send loses nothing: it is logged.
+    async fn forward_dead(&self, name: &str, record: &serde_json::Value) {
+        let Some(dlq) = &self.dead_letter_queue else {
+            return;
+        };
+        if let Err(e) = dlq.send(name, record).await {
+            tracing::warn!(task = %name, queue = dlq.queue_url(), error = %e,
+                "dead letter not sent to the SQS dead-letter queue; it stays in ZooKeeper");
+        }
+    }
+
+    /// Sends every dead letter to `dlq` too (`DEAD_LETTER_QUEUE_URL`).
+    pub fn with_dead_letter_queue(mut self, dlq: crate::sink::sqs::DeadLetterQueue) -> Self {
+        self.dead_letter_queue = Some(std::sync::Arc::new(dlq));
+        self
     }
 
     /// Commits a holder's multi-op: a version or existence failure means the lease is lost.

@@ -134,7 +134,14 @@ impl<H: Handler> Worker<H> {
         let client = crate::zk::connect(&self.config).await?;
         self.session.send_replace(Some(client.session().clone()));
         report.sessions += 1;
-        let queue = Queue::new(client, &self.config, self.consumer_id.clone());
+        let mut queue = Queue::new(client, &self.config, self.consumer_id.clone());
+        if let Some(url) = &self.config.dead_letter_queue_url {
+            let dlq = crate::sink::sqs::DeadLetterQueue::new(
+                crate::sink::sqs::client().await,
+                url.clone(),
+            );
+            queue = queue.with_dead_letter_queue(dlq);
+        }
         queue.ensure_paths().await?;
         tracing::info!(consumer = %self.consumer_id, session = %queue.client().session_id(), "worker session open");
         Ok(queue)

@@ -10,6 +10,7 @@ mod functions;
 mod process;
 mod queue;
 mod reap;
+mod routing;
 mod security;
 mod sink_http;
 mod sink_sqs;

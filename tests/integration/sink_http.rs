@@ -20,7 +20,7 @@ use crate::harness::{TestQueue, run};
 const SECRET: &str = "whsec_integration";
 
 /// What the receiver answers to one request.
-struct Reply {
+pub(crate) struct Reply {
     status: u16,
     headers: Vec<(&'static str, String)>,
     body: String,
@@ -29,7 +29,7 @@ struct Reply {
 }
 
 impl Reply {
-    fn status(status: u16) -> Self {
+    pub(crate) fn status(status: u16) -> Self {
         Reply {
             status,
             headers: Vec::new(),
@@ -38,12 +38,12 @@ impl Reply {
         }
     }
 
-    fn header(mut self, name: &'static str, value: &str) -> Self {
+    pub(crate) fn header(mut self, name: &'static str, value: &str) -> Self {
         self.headers.push((name, value.to_string()));
         self
     }
 
-    fn body(mut self, body: &str) -> Self {
+    pub(crate) fn body(mut self, body: &str) -> Self {
         self.body = body.to_string();
         self
     }
@@ -56,23 +56,23 @@ impl Reply {
 
 /// A request as the receiver read it.
 #[derive(Clone, Debug)]
-struct Request {
+pub(crate) struct Request {
     method: String,
-    target: String,
+    pub(crate) target: String,
     /// Names lowercased.
     headers: HashMap<String, String>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Request {
-    fn header(&self, name: &str) -> &str {
+    pub(crate) fn header(&self, name: &str) -> &str {
         self.headers
             .get(&name.to_ascii_lowercase())
             .map_or("", String::as_str)
     }
 
     /// Checks `X-Event-Bridge-Signature` as a receiver in another language would.
-    fn signed_with(&self, secret: &str) -> bool {
+    pub(crate) fn signed_with(&self, secret: &str) -> bool {
         let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
         mac.update(self.header("X-Event-Bridge-Timestamp").as_bytes());
         mac.update(b".");
@@ -84,7 +84,7 @@ impl Request {
 
 /// The scripted HTTP/1.1 server. Replies go out in order, then 200s; connections are kept
 /// alive as long as the client keeps them.
-struct Receiver {
+pub(crate) struct Receiver {
     address: String,
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<Request>>>,
@@ -92,7 +92,7 @@ struct Receiver {
 }
 
 impl Receiver {
-    async fn start(replies: impl IntoIterator<Item = Reply>) -> Self {
+    pub(crate) async fn start(replies: impl IntoIterator<Item = Reply>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let replies = Arc::new(Mutex::new(replies.into_iter().collect()));
@@ -111,11 +111,11 @@ impl Receiver {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.address)
     }
 
-    fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
 

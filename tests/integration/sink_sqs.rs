@@ -462,3 +462,46 @@ async fn a_dead_letter_queue_that_does_not_exist_returns_an_error_naming_it() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_task_buried_by_a_run_also_reaches_the_dead_letter_queue() {
+    let client = moto().await;
+    let dlq_url = create_queue(&client, false, &[]).await;
+    let t = TestQueue::new().await;
+    let queue = t
+        .queue
+        .clone()
+        .with_dead_letter_queue(sqs::DeadLetterQueue::new(client.clone(), dlq_url.clone()));
+    let poison = queue.publish_raw(b"not json").await.unwrap();
+    let report = crate::harness::run(&queue, &crate::harness::Recorder::default(), 5).await;
+    assert_eq!(report.dead_lettered, 1);
+    let record = t.read_json(&format!("dead/{poison}")).await;
+    let received = drain(&client, &dlq_url).await;
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        body(&received[0]),
+        record,
+        "the message is the ZooKeeper record"
+    );
+    assert!(attribute(&received[0], "Reason").is_some_and(|(_, v)| v.contains("not JSON")));
+}
+
+#[tokio::test]
+async fn when_the_dead_letter_queue_fails_the_dead_letter_stays_in_zookeeper() {
+    let client = moto().await;
+    let t = TestQueue::new().await;
+    let queue = t
+        .queue
+        .clone()
+        .with_dead_letter_queue(sqs::DeadLetterQueue::new(client, missing_queue(false)));
+    let poison = queue.publish_raw(b"\xff").await.unwrap();
+    let report = crate::harness::run(&queue, &crate::harness::Recorder::default(), 5).await;
+    assert_eq!(report.dead_lettered, 1, "the run goes on");
+    assert_eq!(t.children("dead").await, std::slice::from_ref(&poison));
+    assert!(
+        t.read_json(&format!("dead/{poison}")).await["reason"]
+            .as_str()
+            .unwrap()
+            .contains("UTF-8")
+    );
+}

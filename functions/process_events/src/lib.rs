@@ -19,13 +19,13 @@ pub mod vercel;
 use std::time::Duration;
 
 use event_bridge::trigger::Trigger;
-use event_bridge::{Builtin, Error, ProcessReport, RunOptions, process};
+use event_bridge::{Error, ProcessReport, RunOptions, process};
 use tokio::time::Instant;
 
 use crate::platform::Session;
 
-/// Runs what `trigger` asks for, finishing within `time_left`, with the handler
-/// `EVENT_BRIDGE_HANDLER` names. A session found over is replaced ([`Session::run`]).
+/// Runs what `trigger` asks for, finishing within `time_left`, delivering through `ROUTES` when
+/// set, else with the handler `EVENT_BRIDGE_HANDLER` names. A session found over is replaced ([`Session::run`]).
 pub async fn run(
     session: &Session,
     trigger: Trigger,
@@ -38,8 +38,7 @@ pub async fn run(
         deadline: Instant::now() + time_left,
         margin: config.deadline_margin,
     };
-    let handler = Builtin(config.handler);
-    let (options, handler) = (&options, &handler);
+    let (options, handler) = (&options, session.delivery());
     session
         .run(|queue| async move { process::run(&queue, handler, options).await })
         .await

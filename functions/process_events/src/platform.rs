@@ -19,6 +19,8 @@
 use std::future::Future;
 use std::sync::Mutex;
 
+use event_bridge::sink::router::Delivery;
+use event_bridge::sink::sqs::{self, DeadLetterQueue};
 use event_bridge::{Config, Error, Queue};
 use lambda_runtime::Diagnostic;
 use serde::Serialize;
@@ -33,6 +35,10 @@ pub struct Session {
     /// The queue on the current session; swapped whole on reconnect. Vercel serves requests
     /// concurrently, hence the lock (held only to clone or swap, never across an await).
     queue: Mutex<Queue>,
+    /// Where dead letters also go (`DEAD_LETTER_QUEUE_URL`), kept across reconnects.
+    dead_letter_queue: Option<DeadLetterQueue>,
+    /// What runs tasks: the routes' sinks, built once at cold start, or the built-in handler.
+    delivery: Delivery,
 }
 
 impl Session {
@@ -40,12 +46,19 @@ impl Session {
     /// queue's base paths. `platform` prefixes the consumer id (`lambda-…`, `vercel-…`).
     pub async fn open(config: Config, platform: &str) -> Result<Self, Error> {
         let consumer_id = Queue::new_consumer_id(platform);
-        let queue = connect(&config, &consumer_id).await?;
+        let dead_letter_queue = match &config.dead_letter_queue_url {
+            Some(url) => Some(DeadLetterQueue::new(sqs::client().await, url.clone())),
+            None => None,
+        };
+        let queue = connect(&config, &consumer_id, &dead_letter_queue).await?;
         queue.ensure_paths().await?;
+        let delivery = Delivery::from_config(&config).await?;
         Ok(Session {
             config,
             consumer_id,
             queue: Mutex::new(queue),
+            dead_letter_queue,
+            delivery,
         })
     }
 
@@ -56,6 +69,11 @@ impl Session {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The handler tasks run with.
+    pub fn delivery(&self) -> &Delivery {
+        &self.delivery
     }
 
     /// The queue on the current session.
@@ -91,7 +109,7 @@ impl Session {
     /// Replaces `stale` with a queue on a new session, unless a concurrent request already did.
     async fn reconnect(&self, stale: &Queue, reason: &str) -> Result<Queue, Error> {
         tracing::warn!(consumer = %self.consumer_id, reason, "zookeeper session over; reconnecting");
-        let fresh = connect(&self.config, &self.consumer_id).await?;
+        let fresh = connect(&self.config, &self.consumer_id, &self.dead_letter_queue).await?;
         let mut current = self.queue.lock().expect("session lock");
         if current.client().session_id() == stale.client().session_id() {
             *current = fresh;
@@ -100,9 +118,17 @@ impl Session {
     }
 }
 
-async fn connect(config: &Config, consumer_id: &str) -> Result<Queue, Error> {
+async fn connect(
+    config: &Config,
+    consumer_id: &str,
+    dead_letter_queue: &Option<DeadLetterQueue>,
+) -> Result<Queue, Error> {
     let client = event_bridge::zk::connect(config).await?;
-    Ok(Queue::new(client, config, consumer_id))
+    let queue = Queue::new(client, config, consumer_id);
+    Ok(match dead_letter_queue {
+        Some(dlq) => queue.with_dead_letter_queue(dlq.clone()),
+        None => queue,
+    })
 }
 
 /// Whether `err` means the session (not the request) is gone, so a new session may succeed.

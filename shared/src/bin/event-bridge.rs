@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use event_bridge::inspect::{self, Status, TaskInfo};
+use event_bridge::sink::router::Delivery;
 use event_bridge::trigger::Trigger;
 use event_bridge::worker::Worker;
-use event_bridge::{Builtin, Config, Envelope, Queue, RunOptions, dead, process, reap};
+use event_bridge::{Config, Envelope, Queue, RunOptions, dead, process, reap};
 use serde_json::{Value, json};
 
 type Failure = Box<dyn std::error::Error>;
@@ -172,7 +173,14 @@ fn broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
 async fn run(command: Command) -> Result<i32, Failure> {
     let config = Config::from_env()?;
     let client = event_bridge::zk::connect(&config).await?;
-    let queue = Queue::new(client, &config, Queue::new_consumer_id("cli"));
+    let mut queue = Queue::new(client, &config, Queue::new_consumer_id("cli"));
+    if let Some(url) = &config.dead_letter_queue_url {
+        let dlq = event_bridge::sink::sqs::DeadLetterQueue::new(
+            event_bridge::sink::sqs::client().await,
+            url.clone(),
+        );
+        queue = queue.with_dead_letter_queue(dlq);
+    }
     queue.ensure_paths().await?;
     match command {
         Command::Init => {
@@ -236,12 +244,17 @@ async fn run(command: Command) -> Result<i32, Failure> {
                 deadline: tokio::time::Instant::now() + config.time_budget,
                 margin: config.deadline_margin,
             };
-            print_json(&process::run(&queue, &Builtin(config.handler), &options).await?)?;
+            let delivery = Delivery::from_config(&config).await?;
+            print_json(&process::run(&queue, &delivery, &options).await?)?;
         }
         Command::Reap => print_json(&reap::reap(&queue).await?)?,
         Command::Worker { concurrency } => {
             drop(queue);
-            let worker = Worker::new(config.clone(), Builtin(config.handler), concurrency);
+            let worker = Worker::new(
+                config.clone(),
+                Delivery::from_config(&config).await?,
+                concurrency,
+            );
             let (stop, stopped) = tokio::sync::watch::channel(false);
             tokio::spawn(async move {
                 shutdown_signal().await;

@@ -1,0 +1,236 @@
+//! The route table: which sink each event type goes to, read from `ROUTES` (JSON inline) or
+//! `ROUTES_FILE` (a JSON file) and validated at cold start.
+//!
+//! ```json
+//! {
+//!   "routes": {
+//!     "user.signup":  {"sink": "http", "url": "https://hooks.example.com/signup",
+//!                      "secret_env": "SIGNUP_HOOK_SECRET", "timeout_ms": 5000},
+//!     "invoice.paid": {"sink": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/1/invoices.fifo",
+//!                      "group": "billing"}
+//!   },
+//!   "default": {"sink": "log"},
+//!   "no_route": "dead_letter"
+//! }
+//! ```
+//!
+//! An event type with no route goes to `default`; with no default either, `no_route` decides:
+//! `dead_letter` (the default: the task is buried with reason "no route for …") or `skip`
+//! (completed without delivery). Secrets are never written in the table: `secret_env` names
+//! the environment variable that holds one.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::config::Secret;
+
+/// A validated route table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouteTable {
+    pub routes: BTreeMap<String, SinkSpec>,
+    pub default: Option<SinkSpec>,
+    pub no_route: NoRoute,
+}
+
+/// Where one route delivers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SinkSpec {
+    /// Log the task and succeed.
+    Log,
+    /// POST the envelope to `url`, signed with `secret` when there is one.
+    Http {
+        url: String,
+        secret: Option<Secret>,
+        timeout: Duration,
+    },
+    /// Send the payload to an SQS queue; `group` is the FIFO group when the task has none.
+    Sqs {
+        queue_url: String,
+        group: Option<String>,
+    },
+}
+
+/// What happens to a task whose event type has no route and there is no default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoRoute {
+    #[default]
+    DeadLetter,
+    Skip,
+}
+
+/// The default HTTP timeout.
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTable {
+    #[serde(default)]
+    routes: BTreeMap<String, Value>,
+    default: Option<Value>,
+    #[serde(default)]
+    no_route: NoRoute,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "sink", rename_all = "lowercase", deny_unknown_fields)]
+enum RawSink {
+    Log,
+    Http {
+        url: String,
+        secret_env: Option<String>,
+        timeout_ms: Option<u64>,
+    },
+    Sqs {
+        queue_url: String,
+        group: Option<String>,
+    },
+}
+
+/// Parses and validates a route table; `lookup` reads the variables that `secret_env` names.
+/// Every error names the route it is about.
+pub fn parse(text: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<RouteTable, String> {
+    let raw: RawTable =
+        serde_json::from_str(text).map_err(|e| format!("not a route table: {e}"))?;
+    let mut routes = BTreeMap::new();
+    for (event_type, spec) in raw.routes {
+        let sink = sink(spec, lookup).map_err(|e| format!("route {event_type:?}: {e}"))?;
+        routes.insert(event_type, sink);
+    }
+    let default = match raw.default {
+        Some(spec) => Some(sink(spec, lookup).map_err(|e| format!("default route: {e}"))?),
+        None => None,
+    };
+    Ok(RouteTable {
+        routes,
+        default,
+        no_route: raw.no_route,
+    })
+}
+
+fn sink(spec: Value, lookup: &impl Fn(&str) -> Option<String>) -> Result<SinkSpec, String> {
+    let raw: RawSink = serde_json::from_value(spec).map_err(|e| e.to_string())?;
+    Ok(match raw {
+        RawSink::Log => SinkSpec::Log,
+        RawSink::Http {
+            url,
+            secret_env,
+            timeout_ms,
+        } => {
+            http_url(&url)?;
+            let secret = match secret_env {
+                Some(var) => Some(Secret::new(
+                    lookup(&var).ok_or(format!("secret_env {var} is not set"))?,
+                )),
+                None => None,
+            };
+            let timeout = timeout_ms.map_or(HTTP_TIMEOUT, Duration::from_millis);
+            SinkSpec::Http {
+                url,
+                secret,
+                timeout,
+            }
+        }
+        RawSink::Sqs { queue_url, group } => {
+            http_url(&queue_url)?;
+            SinkSpec::Sqs { queue_url, group }
+        }
+    })
+}
+
+fn http_url(raw: &str) -> Result<(), String> {
+    match url::Url::parse(raw) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(()),
+        Ok(_) => Err(format!("{raw:?} is not an http(s) URL")),
+        Err(e) => Err(format!("{raw:?} is not a URL: {e}")),
+    }
+}
+
+impl RouteTable {
+    /// The sink for `event_type`: its route, else the default.
+    pub fn sink_for(&self, event_type: &str) -> Option<&SinkSpec> {
+        self.routes.get(event_type).or(self.default.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        (name == "HOOK_SECRET").then(|| "s3cret".to_string())
+    }
+
+    #[test]
+    fn a_full_table_parses() {
+        let table = parse(
+            r#"{"routes": {
+                  "a": {"sink": "http", "url": "https://h.example/x", "secret_env": "HOOK_SECRET", "timeout_ms": 500},
+                  "b": {"sink": "sqs", "queue_url": "http://127.0.0.1:5000/1/q.fifo", "group": "g"}},
+                "default": {"sink": "log"}, "no_route": "skip"}"#,
+            &env,
+        )
+        .unwrap();
+        assert_eq!(
+            table.sink_for("a"),
+            Some(&SinkSpec::Http {
+                url: "https://h.example/x".into(),
+                secret: Some(Secret::new("s3cret")),
+                timeout: Duration::from_millis(500)
+            })
+        );
+        assert!(
+            matches!(table.sink_for("b"), Some(SinkSpec::Sqs { group: Some(g), .. }) if g == "g")
+        );
+        assert_eq!(table.sink_for("other"), Some(&SinkSpec::Log));
+        assert_eq!(table.no_route, NoRoute::Skip);
+    }
+
+    #[test]
+    fn without_a_default_an_unrouted_type_has_no_sink_and_dead_letters() {
+        let table = parse(r#"{"routes": {"a": {"sink": "log"}}}"#, &env).unwrap();
+        assert_eq!(table.sink_for("b"), None);
+        assert_eq!(table.no_route, NoRoute::DeadLetter);
+    }
+
+    #[test]
+    fn errors_name_the_route() {
+        for (text, want) in [
+            (
+                r#"{"routes": {"a.b": {"sink": "kafka"}}}"#,
+                r#"route "a.b": unknown variant `kafka`"#,
+            ),
+            (
+                r#"{"routes": {"a.b": {"sink": "http", "url": "ftp://x/y"}}}"#,
+                r#"route "a.b": "ftp://x/y" is not an http(s) URL"#,
+            ),
+            (
+                r#"{"routes": {"a.b": {"sink": "http", "url": "not a url"}}}"#,
+                r#"route "a.b": "not a url" is not a URL"#,
+            ),
+            (
+                r#"{"routes": {"a.b": {"sink": "http", "url": "https://x", "secret_env": "NOPE"}}}"#,
+                "secret_env NOPE is not set",
+            ),
+            (
+                r#"{"routes": {"a.b": {"sink": "sqs"}}}"#,
+                r#"route "a.b": missing field `queue_url`"#,
+            ),
+            (
+                r#"{"default": {"sink": "http"}}"#,
+                "default route: missing field `url`",
+            ),
+            (
+                r#"{"routes": {}, "no_route": "ignore"}"#,
+                "not a route table",
+            ),
+            (r#"{"rutes": {}}"#, "not a route table"),
+        ] {
+            let err = parse(text, &env).unwrap_err();
+            assert!(err.starts_with(want) || err.contains(want), "{text}: {err}");
+        }
+    }
+}
