@@ -8,6 +8,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::harness::workspace_root;
+
 #[test]
 fn cfn_lint_passes_on_the_sam_template() {
     let output = Command::new("cfn-lint")
@@ -108,13 +110,6 @@ fn every_vercel_cron_reaches_a_vercel_binary() {
             "vercel.json functions: {key} does not exist"
         );
     }
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
 }
 
 /// The manifest `cargo locate-project` finds from `dir`, as text.

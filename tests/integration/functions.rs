@@ -3,7 +3,7 @@
 //! session they keep across invocations.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use tokio::sync::OnceCell;
 use tokio::time::timeout;
 use zookeeper_client as zk;
 
-use crate::harness::TestQueue;
+use crate::harness::{TestQueue, workspace_root};
 
 // ---- Lambda handlers, called directly ----
 
@@ -311,13 +311,6 @@ async fn vercel_reap_leases_answers_with_the_reap_report() {
 }
 
 // ---- Helpers ----
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
 
 fn event_file(name: &str) -> Value {
     let path = workspace_root().join("events").join(name);

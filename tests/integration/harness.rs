@@ -148,14 +148,19 @@ pub fn uuid_like() -> String {
     format!("t{nanos:x}{:04x}", fastrand::u16(..))
 }
 
+/// The workspace's root directory.
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
 /// The path of binary `bin` of workspace package `package`, built (debug) on first use.
 /// Cargo only hands integration tests the binaries of their own package, so build by name.
 pub fn binary(package: &str, bin: &str) -> std::path::PathBuf {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let workspace = workspace_root();
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), Into::into);
     let mut built = BUILT.lock().unwrap();
