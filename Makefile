@@ -52,7 +52,7 @@ test: zk-up moto-up tools
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## bench: queue throughput on one ZooKeeper, as ratios to the raw create rate of the same run
-bench: zk-up
+bench: zk-up moto-up
 	$(CARGO) bench -p event-bridge-tests --bench queue
 
 ## lambda-build: release builds of both functions for Lambda (arm64, cargo-lambda)
