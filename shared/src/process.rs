@@ -1,20 +1,21 @@
 //! `process_events`' work: claim tasks oldest first, run them, settle them.
 //!
 //! A run takes a snapshot of the unleased tasks (two list requests), then walks it with up to
-//! `concurrency` tasks in flight, each one read, claimed, run and settled: three requests per
-//! task. When the snapshot is used up it takes another, until a pass claims nothing, the cap
-//! is reached, or the deadline is near.
+//! `concurrency` tasks in flight. Tasks are read 32 to a request ahead of their claims; each is
+//! claimed (one multi-op), run, and settled; tasks whose handlers succeed together are
+//! completed together in one multi-op. When the snapshot is used up the run takes another,
+//! until a pass claims nothing, the cap is reached, or the deadline is near. A scheduled run of
+//! one task makes three requests for it: read, claim, complete.
 //!
 //! Consumers that start together would all try the oldest task first. A consumer that loses a
 //! claim skips a random distance ahead, so after the first collision they spread over the head
 //! of the queue instead of trailing each other one task apart. A single consumer never loses,
 //! so it claims strictly oldest first.
 
-use std::time::Duration;
-
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
