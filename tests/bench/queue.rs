@@ -18,14 +18,25 @@
 //!   pings only when idle, so pings are near zero. Other clients on the same server would
 //!   count too: the bench warns when it sees any.
 //!
+//! For the smallest size only, it also drains the same number of tasks through the SQS sink into
+//! a fresh standard queue on moto's server (`MOTO_TEST_ENDPOINT`, default
+//! `http://127.0.0.1:5000`; `make moto-up` starts it, and the bench stops at once, saying so,
+//! when nothing answers there): once with batching (the route default) and once without, each
+//! on a fresh session and queue, and prints each drain rate as a ratio to that size's no-op
+//! drain rate, with the requests the sink made. moto is a single Python process, so these
+//! ratios say how much the sink's request pattern costs against a slow local server, not what
+//! real SQS would do; batched/unbatched is the comparison that carries.
+//!
 //! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
-//! (the drain concurrency default). No tracing subscriber is installed, so logging costs nothing.
+//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`. No tracing subscriber is installed, so
+//! logging costs nothing.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use event_bridge::config::HandlerKind;
 use event_bridge::handler::FnHandler;
+use event_bridge::sink::sqs::{self, SqsSink, SqsSpec, SqsStats};
 use event_bridge::worker::Worker;
 use event_bridge::{Builtin, Config, Envelope, ProcessReport, Queue, RunOptions, Task, process};
 use serde_json::json;
@@ -77,6 +88,17 @@ async fn main() -> Result<()> {
         .copied()
         .unwrap_or(Config::default().drain_concurrency);
 
+    let moto =
+        std::env::var("MOTO_TEST_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:5000".into());
+    let moto_address = moto.trim_start_matches("http://").trim_end_matches('/');
+    if let Err(e) = std::net::TcpStream::connect(moto_address) {
+        eprintln!(
+            "queue bench: moto is not reachable at {moto} ({e}); the SQS sink rows need it: \
+             run `make moto-up` (scripts/moto.sh up) or set MOTO_TEST_ENDPOINT"
+        );
+        std::process::exit(2);
+    }
+
     let version = four_letter(&addr, "srvr")?
         .lines()
         .next()
@@ -94,6 +116,14 @@ async fn main() -> Result<()> {
     let mut rows = Vec::new();
     for &size in &sizes {
         rows.push(bench_size(&addr, size, concurrency).await?);
+    }
+    let smallest = rows
+        .iter()
+        .min_by_key(|r| r.size)
+        .ok_or("BENCH_SIZES is empty")?;
+    let mut sqs_rows = Vec::new();
+    for batch in [true, false] {
+        sqs_rows.push(bench_sqs(&addr, smallest.size, concurrency, &moto, batch).await?);
     }
 
     println!();
@@ -115,6 +145,45 @@ async fn main() -> Result<()> {
     }
     println!("targets: drain/raw >= 0.40 (0.50 is the ceiling), requests/task <= 3");
 
+    let noop = smallest.rate(smallest.drain);
+    println!();
+    println!(
+        "sqs sink on moto ({moto}), {} tasks, drain concurrency {concurrency}:",
+        smallest.size
+    );
+    println!(
+        "{:<14}  {:>8}  {:>10}  {:>16}  {:>11}  {:>8}",
+        "handler", "drain/s", "/ no-op", "SendMessageBatch", "msgs/batch", "SendMessage"
+    );
+    println!(
+        "{:<14}  {:>8.0}  {:>10.2}  {:>16}  {:>11}  {:>8}",
+        "no-op", noop, 1.0, "-", "-", "-"
+    );
+    for row in &sqs_rows {
+        let rate = row.size as f64 / row.drain.as_secs_f64();
+        let per_batch = if row.stats.batches == 0 {
+            "-".to_string()
+        } else {
+            format!(
+                "{:.1}",
+                row.stats.batched_messages as f64 / row.stats.batches as f64
+            )
+        };
+        println!(
+            "{:<14}  {:>8.0}  {:>10.2}  {:>16}  {:>11}  {:>8}",
+            if row.batch {
+                "sqs batched"
+            } else {
+                "sqs unbatched"
+            },
+            rate,
+            rate / noop,
+            row.stats.batches,
+            per_batch,
+            row.stats.single_sends
+        );
+    }
+
     let samples = if smoke { 20 } else { 500 };
     let latency = worker_latency(&addr, samples).await?;
     println!(
@@ -125,6 +194,16 @@ async fn main() -> Result<()> {
         percentile(&latency, 0.99),
         percentile(&latency, 1.0)
     );
+    if let Some(row) = sqs_rows
+        .iter()
+        .find(|r| r.report.completed as usize != r.size)
+    {
+        eprintln!(
+            "\n!!! BROKEN BENCH: the SQS drain (batch {}) of {} tasks completed {}: {:?}",
+            row.batch, row.size, row.report.completed, row.report
+        );
+        std::process::exit(1);
+    }
     if let Some(row) = rows.iter().find(|r| r.report.completed as usize != r.size) {
         eprintln!(
             "\n!!! BROKEN BENCH: the drain of {} tasks completed {}: {:?}",
@@ -274,6 +353,102 @@ async fn bench_size(addr: &str, size: usize, concurrency: usize) -> Result<Row> 
         publish,
         drain,
         requests,
+        report,
+    })
+}
+
+/// One drain through the SQS sink.
+struct SqsRow {
+    size: usize,
+    batch: bool,
+    drain: Duration,
+    stats: SqsStats,
+    report: ProcessReport,
+}
+
+/// Publishes `size` tasks in a chroot of its own and drains them through an SQS sink into a
+/// fresh standard queue on moto; removes the chroot and the queue.
+async fn bench_sqs(
+    addr: &str,
+    size: usize,
+    concurrency: usize,
+    endpoint: &str,
+    batch: bool,
+) -> Result<SqsRow> {
+    let chroot = format!("{BENCH_ROOT}/{:016x}", fastrand::u64(..));
+    let admin = zk::Client::connect(addr).await?;
+    admin.mkdir(&chroot, &PERSISTENT).await?;
+    let config = Config {
+        zookeeper: format!("{addr}{chroot}"),
+        root: "/queue".into(),
+        ..Config::default()
+    };
+    let client = event_bridge::zk::connect(&config).await?;
+    let producer = Queue::new(client.clone(), &config, "bench-producer");
+    producer.ensure_paths().await?;
+    let envelopes: Vec<Envelope> = (0..size).map(envelope).collect();
+    producer.publish_many(&envelopes).await?;
+    drop(producer);
+    close(client).await;
+
+    let sqs_client = sqs::local_client(endpoint).await;
+    let queue_url = sqs_client
+        .create_queue()
+        .queue_name(format!("eb-bench-{:016x}", fastrand::u64(..)))
+        .send()
+        .await
+        .map_err(|e| format!("create a queue on moto at {endpoint}: {e:?}"))?
+        .queue_url()
+        .ok_or("moto returned no queue URL")?
+        .to_string();
+    let sink = SqsSink::new(
+        sqs_client.clone(),
+        SqsSpec {
+            queue_url: queue_url.clone(),
+            default_group: None,
+            batch,
+        },
+    );
+    let handler = {
+        let sink = sink.clone();
+        FnHandler(move |task: Task| {
+            let sink = sink.clone();
+            async move { sink.deliver(&task).await }
+        })
+    };
+
+    let client = event_bridge::zk::connect(&config).await?;
+    let consumer = Queue::new(client.clone(), &config, Queue::new_consumer_id("bench"));
+    let options = RunOptions {
+        max_tasks: size as u32,
+        concurrency,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(3_600),
+        margin: config.deadline_margin,
+    };
+    let started = Instant::now();
+    let report = process::run(&consumer, &handler, &options).await?;
+    let drain = started.elapsed();
+    drop(consumer);
+    close(client).await;
+    let stats = sink.stats();
+    println!(
+        "sqs (batch {batch}) {size}: drain {:.0} ms (claimed {}, completed {}, retried {}, dead {}); {stats:?}",
+        drain.as_secs_f64() * 1e3,
+        report.claimed,
+        report.completed,
+        report.retried,
+        report.dead_lettered
+    );
+
+    let _ = sqs_client.delete_queue().queue_url(&queue_url).send().await;
+    delete_tree(&admin, &chroot).await?;
+    let _ = admin.delete(BENCH_ROOT, None).await;
+    close(admin).await;
+    Ok(SqsRow {
+        size,
+        batch,
+        drain,
+        stats,
         report,
     })
 }

@@ -2,6 +2,10 @@
 //! starts with `scripts/moto.sh up` (address in `MOTO_TEST_ENDPOINT`, default
 //! `http://127.0.0.1:5000`). Every test makes queues of its own.
 //!
+//! Every test of the single-message behaviour runs twice: with batching off and on (the
+//! default of an `sqs` route), where a lone message still goes out with `SendMessage` after the
+//! batcher's linger. The batching tests after them send many at once.
+//!
 //! The clients come from `sqs::local_client`: fixed fake credentials and region, the endpoint
 //! given explicitly, so nothing here reads AWS settings from the environment or reaches for the
 //! instance metadata address.
@@ -146,6 +150,12 @@ fn claimed(envelope: Envelope) -> Task {
 
 #[tokio::test]
 async fn a_standard_queue_receives_each_payload_with_its_attributes() {
+    for batch in [false, true] {
+        a_standard_queue_receives_each_payload_with_its_attributes_with(batch).await;
+    }
+}
+
+async fn a_standard_queue_receives_each_payload_with_its_attributes_with(batch: bool) {
     let client = moto().await;
     let url = create_queue(&client, false, &[]).await;
     let t = TestQueue::new().await;
@@ -170,9 +180,11 @@ async fn a_standard_queue_receives_each_payload_with_its_attributes() {
         SqsSpec {
             queue_url: url.clone(),
             default_group: None,
+            batch,
         },
     );
     assert!(!sink.is_fifo());
+    assert_eq!(sink.is_batched(), batch);
     let report = run(&t.queue, &Deliver(sink), 10).await;
     assert_eq!(
         (report.completed, report.dead_lettered, report.retried),
@@ -207,6 +219,14 @@ async fn a_standard_queue_receives_each_payload_with_its_attributes() {
 
 #[tokio::test]
 async fn a_fifo_queue_gets_the_group_and_a_deduplication_id_stable_across_attempts() {
+    for batch in [false, true] {
+        a_fifo_queue_gets_the_group_and_a_deduplication_id_stable_across_attempts_with(batch).await;
+    }
+}
+
+async fn a_fifo_queue_gets_the_group_and_a_deduplication_id_stable_across_attempts_with(
+    batch: bool,
+) {
     let client = moto().await;
     let url = create_queue(&client, true, &[]).await;
     let t = TestQueue::new().await;
@@ -229,6 +249,7 @@ async fn a_fifo_queue_gets_the_group_and_a_deduplication_id_stable_across_attemp
     let spec = SqsSpec {
         queue_url: url.clone(),
         default_group: Some("fallback".into()),
+        batch,
     };
     let sink = SqsSink::new(client.clone(), spec);
     assert!(sink.is_fifo());
@@ -276,6 +297,7 @@ async fn a_fifo_queue_gets_the_group_and_a_deduplication_id_stable_across_attemp
         SqsSpec {
             queue_url: url.clone(),
             default_group: None,
+            batch,
         },
     );
     let task = claimed(Envelope::new("order.closed", json!({"order": 10})));
@@ -299,6 +321,15 @@ async fn a_fifo_queue_gets_the_group_and_a_deduplication_id_stable_across_attemp
 
 #[tokio::test]
 async fn a_missing_queue_is_a_permanent_failure_and_the_task_goes_to_the_dead_letters() {
+    for batch in [false, true] {
+        a_missing_queue_is_a_permanent_failure_and_the_task_goes_to_the_dead_letters_with(batch)
+            .await;
+    }
+}
+
+async fn a_missing_queue_is_a_permanent_failure_and_the_task_goes_to_the_dead_letters_with(
+    batch: bool,
+) {
     let client = moto().await;
     let url = missing_queue(false);
     let queue_name = url.rsplit('/').next().unwrap().to_string();
@@ -310,6 +341,7 @@ async fn a_missing_queue_is_a_permanent_failure_and_the_task_goes_to_the_dead_le
         SqsSpec {
             queue_url: url,
             default_group: None,
+            batch,
         },
     );
     let report = run(&t.queue, &Deliver(sink), 1).await;
@@ -334,6 +366,7 @@ async fn a_missing_queue_is_a_permanent_failure_and_the_task_goes_to_the_dead_le
         SqsSpec {
             queue_url: missing_queue(true),
             default_group: None,
+            batch,
         },
     );
     match fifo
@@ -347,6 +380,12 @@ async fn a_missing_queue_is_a_permanent_failure_and_the_task_goes_to_the_dead_le
 
 #[tokio::test]
 async fn a_message_the_queue_refuses_is_a_permanent_failure() {
+    for batch in [false, true] {
+        a_message_the_queue_refuses_is_a_permanent_failure_with(batch).await;
+    }
+}
+
+async fn a_message_the_queue_refuses_is_a_permanent_failure_with(batch: bool) {
     let client = moto().await;
     let url = create_queue(
         &client,
@@ -359,6 +398,7 @@ async fn a_message_the_queue_refuses_is_a_permanent_failure() {
         SqsSpec {
             queue_url: url.clone(),
             default_group: None,
+            batch,
         },
     );
     let small = claimed(Envelope::new("a.b", json!({"x": "y"})));
@@ -377,6 +417,12 @@ async fn a_message_the_queue_refuses_is_a_permanent_failure() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_a_retryable_failure() {
+    for batch in [false, true] {
+        an_unreachable_endpoint_is_a_retryable_failure_with(batch).await;
+    }
+}
+
+async fn an_unreachable_endpoint_is_a_retryable_failure_with(batch: bool) {
     // Nothing listens on port 1 of loopback: every connection is refused at once.
     let client = sqs::local_client("http://127.0.0.1:1").await;
     let url = "http://127.0.0.1:1/123456789012/nowhere".to_string();
@@ -385,6 +431,7 @@ async fn an_unreachable_endpoint_is_a_retryable_failure() {
         SqsSpec {
             queue_url: url,
             default_group: None,
+            batch,
         },
     );
     match sink
@@ -504,4 +551,240 @@ async fn when_the_dead_letter_queue_fails_the_dead_letter_stays_in_zookeeper() {
             .unwrap()
             .contains("UTF-8")
     );
+}
+
+/// A batching sink for `queue_url`.
+fn batched(client: &Client, queue_url: &str, default_group: Option<&str>) -> SqsSink {
+    let sink = SqsSink::new(
+        client.clone(),
+        SqsSpec {
+            queue_url: queue_url.to_string(),
+            default_group: default_group.map(str::to_string),
+            batch: true,
+        },
+    );
+    assert!(sink.is_batched());
+    sink
+}
+
+#[tokio::test]
+async fn a_batched_drain_delivers_every_task_once_to_a_standard_and_a_fifo_queue() {
+    const TASKS: usize = 25;
+    let client = moto().await;
+    for fifo in [false, true] {
+        let url = create_queue(&client, fifo, &[]).await;
+        let t = TestQueue::new().await;
+        let envelopes: Vec<Envelope> = (0..TASKS)
+            .map(|i| {
+                let mut e = Envelope::new("order.paid", json!({"order": i, "note": "ü"}));
+                // Three groups, one set of tasks without: those take the spec's group.
+                e.group = (i % 4 != 3).then(|| format!("tenant-{}", i % 4));
+                e.idempotency_key = (i % 2 == 0).then(|| format!("order-{i}"));
+                e
+            })
+            .collect();
+        t.queue.publish_many(&envelopes).await.expect("publish");
+        let sink = batched(&client, &url, Some("fallback"));
+        let report = run(&t.queue, &Deliver(sink.clone()), TASKS as u32).await;
+        assert_eq!(
+            (report.completed, report.retried, report.dead_lettered),
+            (TASKS as u32, 0, 0),
+            "fifo {fifo}: {report:?}"
+        );
+        assert!(t.children("tasks").await.is_empty() && t.children("dead").await.is_empty());
+
+        // The batching happened: fewer requests than tasks, and every message in exactly one.
+        let stats = sink.stats();
+        assert!(stats.batches >= 1, "fifo {fifo}: {stats:?}");
+        assert_eq!(
+            stats.batched_messages + stats.single_sends,
+            TASKS as u64,
+            "fifo {fifo}: {stats:?}"
+        );
+        assert!(
+            stats.batches + stats.single_sends < TASKS as u64,
+            "fifo {fifo}: {stats:?}"
+        );
+
+        let messages = drain(&client, &url).await;
+        assert_eq!(messages.len(), TASKS, "fifo {fifo}: each task once");
+        let by_id: HashMap<String, &Message> = messages
+            .iter()
+            .map(|m| (attribute(m, "TaskId").expect("TaskId").1, m))
+            .collect();
+        assert_eq!(by_id.len(), TASKS, "fifo {fifo}: no task twice");
+        for e in &envelopes {
+            let m = by_id[&e.id];
+            assert_eq!(body(m), e.payload);
+            assert_eq!(attribute(m, "EventName"), string("order.paid"));
+            assert_eq!(attribute(m, "Source"), string("event-bridge"));
+            assert_eq!(attribute(m, "Attempt"), number(1));
+            let group = system(m, MessageSystemAttributeName::MessageGroupId);
+            let dedup = system(m, MessageSystemAttributeName::MessageDeduplicationId);
+            if fifo {
+                let want_group = e.group.clone().unwrap_or_else(|| "fallback".into());
+                let want_dedup = e.idempotency_key.clone().unwrap_or_else(|| e.id.clone());
+                assert_eq!(
+                    (group, dedup),
+                    (Some(want_group), Some(want_dedup)),
+                    "{}",
+                    e.id
+                );
+            } else {
+                assert_eq!((group, dedup), (None, None));
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn in_a_batch_only_the_message_the_queue_refuses_goes_to_the_dead_letters() {
+    let client = moto().await;
+    let url = create_queue(
+        &client,
+        false,
+        &[(QueueAttributeName::MaximumMessageSize, "1024")],
+    )
+    .await;
+
+    // Ten deliveries at once make one batch; moto refuses it as a whole for the big message,
+    // and the sink sends the ten again one by one so that each gets its own verdict.
+    let sink = batched(&client, &url, None);
+    let tasks: Vec<Task> = (0..10)
+        .map(|i| {
+            let x = if i == 4 {
+                "y".repeat(2_000)
+            } else {
+                "y".into()
+            };
+            claimed(Envelope::new("a.b", json!({"i": i, "x": x})))
+        })
+        .collect();
+    let results = futures::future::join_all(tasks.iter().map(|t| sink.deliver(t))).await;
+    for (i, result) in results.iter().enumerate() {
+        match (i, result) {
+            (4, Err(HandlerError::Permanent(e))) => assert!(e.contains("message refused"), "{e}"),
+            (4, other) => panic!("the big message: expected a permanent failure, got {other:?}"),
+            (_, Ok(())) => {}
+            (_, other) => panic!("message {i}: expected delivery, got {other:?}"),
+        }
+    }
+    let stats = sink.stats();
+    assert_eq!(
+        (stats.batches, stats.batched_messages),
+        (1, 10),
+        "{stats:?}"
+    );
+    assert_eq!(
+        stats.single_sends, 10,
+        "the refused batch was resent singly"
+    );
+    assert_eq!(drain(&client, &url).await.len(), 9, "the nine small ones");
+
+    // The same through a drain: the big task is buried, the others complete.
+    let t = TestQueue::new().await;
+    let envelopes: Vec<Envelope> = (0..12)
+        .map(|i| {
+            let x = if i == 7 {
+                "y".repeat(2_000)
+            } else {
+                "y".into()
+            };
+            Envelope::new("a.b", json!({"i": i, "x": x}))
+        })
+        .collect();
+    let names = t.queue.publish_many(&envelopes).await.expect("publish");
+    let sink = batched(&client, &url, None);
+    let report = run(&t.queue, &Deliver(sink.clone()), 12).await;
+    assert_eq!(
+        (report.completed, report.dead_lettered, report.retried),
+        (11, 1, 0),
+        "{report:?}"
+    );
+    assert_eq!(t.children("dead").await, [names[7].as_str()]);
+    let record = t.read_json(&format!("dead/{}", names[7])).await;
+    assert_eq!(record["reason"], "permanent failure");
+    assert!(
+        record["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("message refused")),
+        "{record}"
+    );
+    assert!(t.children("tasks").await.is_empty());
+    assert_eq!(drain(&client, &url).await.len(), 11);
+}
+
+#[tokio::test]
+async fn with_batching_a_missing_queue_sends_every_task_to_the_dead_letters() {
+    let client = moto().await;
+    for fifo in [false, true] {
+        let url = missing_queue(fifo);
+        let queue_name = url.rsplit('/').next().unwrap().to_string();
+
+        // Directly: one batch, and every entry gets the request's verdict.
+        let sink = batched(&client, &url, None);
+        let tasks: Vec<Task> = (0..5)
+            .map(|i| claimed(Envelope::new("a.b", json!({ "i": i }))))
+            .collect();
+        let results = futures::future::join_all(tasks.iter().map(|t| sink.deliver(t))).await;
+        for result in &results {
+            match result {
+                Err(HandlerError::Permanent(e)) => {
+                    assert!(
+                        e.contains(&queue_name) && e.contains("does not exist"),
+                        "{e}"
+                    )
+                }
+                other => panic!("expected a permanent failure, got {other:?}"),
+            }
+        }
+        assert_eq!(
+            sink.stats(),
+            sqs::SqsStats {
+                batches: 1,
+                batched_messages: 5,
+                single_sends: 0
+            }
+        );
+
+        // Through a drain.
+        let t = TestQueue::new().await;
+        let names = t.publish(12).await;
+        let report = run(&t.queue, &Deliver(batched(&client, &url, None)), 12).await;
+        assert_eq!(
+            (report.dead_lettered, report.completed, report.retried),
+            (12, 0, 0),
+            "fifo {fifo}: {report:?}"
+        );
+        assert_eq!(t.children("dead").await, names);
+        assert!(t.children("tasks").await.is_empty());
+        let record = t.read_json(&format!("dead/{}", names[0])).await;
+        assert!(
+            record["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("does not exist")),
+            "{record}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_batcher_ends_when_the_sink_is_dropped() {
+    let client = moto().await;
+    let url = create_queue(&client, false, &[]).await;
+    let sink = batched(&client, &url, None);
+    let ended = sink.batcher_ended();
+    let task = claimed(Envelope::new("a.b", json!({})));
+    sink.deliver(&task).await.expect("deliver");
+    let clone = sink.clone();
+    drop(sink);
+    clone
+        .deliver(&task)
+        .await
+        .expect("a clone keeps the batcher");
+    drop(clone);
+    tokio::time::timeout(std::time::Duration::from_secs(5), ended)
+        .await
+        .expect("the batcher ends once its sink and clones are dropped");
+    assert_eq!(drain(&client, &url).await.len(), 2);
 }

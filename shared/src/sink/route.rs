@@ -7,7 +7,9 @@
 //!     "user.signup":  {"sink": "http", "url": "https://hooks.example.com/signup",
 //!                      "secret_env": "SIGNUP_HOOK_SECRET", "timeout_ms": 5000},
 //!     "invoice.paid": {"sink": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/1/invoices.fifo",
-//!                      "group": "billing"}
+//!                      "group": "billing"},
+//!     "audit.trail":  {"sink": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/1/audit",
+//!                      "batch": false}
 //!   },
 //!   "default": {"sink": "log"},
 //!   "no_route": "dead_letter"
@@ -16,7 +18,12 @@
 //!
 //! An event type with no route goes to `default`; with no default either, `no_route` decides:
 //! `dead_letter` (the default: the task is buried with reason "no route for …") or `skip`
-//! (completed without delivery). Secrets are never written in the table: `secret_env` names
+//! (completed without delivery).
+//!
+//! An `sqs` route takes `queue_url`, `group` (the FIFO group of tasks without one) and `batch`
+//! (default `true`): concurrent deliveries to the queue share `SendMessageBatch` requests of
+//! up to 10 messages, each task still getting its own result (see `sink::sqs`, "Batching");
+//! `false` sends one `SendMessage` per task. Secrets are never written in the table: `secret_env` names
 //! the environment variable that holds one.
 
 use std::collections::BTreeMap;
@@ -46,10 +53,12 @@ pub enum SinkSpec {
         secret: Option<Secret>,
         timeout: Duration,
     },
-    /// Send the payload to an SQS queue; `group` is the FIFO group when the task has none.
+    /// Send the payload to an SQS queue; `group` is the FIFO group when the task has none;
+    /// `batch` lets concurrent deliveries share `SendMessageBatch` requests.
     Sqs {
         queue_url: String,
         group: Option<String>,
+        batch: bool,
     },
 }
 
@@ -87,6 +96,7 @@ enum RawSink {
     Sqs {
         queue_url: String,
         group: Option<String>,
+        batch: Option<bool>,
     },
 }
 
@@ -134,9 +144,17 @@ fn sink(spec: Value, lookup: &impl Fn(&str) -> Option<String>) -> Result<SinkSpe
                 timeout,
             }
         }
-        RawSink::Sqs { queue_url, group } => {
+        RawSink::Sqs {
+            queue_url,
+            group,
+            batch,
+        } => {
             http_url(&queue_url)?;
-            SinkSpec::Sqs { queue_url, group }
+            SinkSpec::Sqs {
+                queue_url,
+                group,
+                batch: batch.unwrap_or(true),
+            }
         }
     })
 }
@@ -183,10 +201,45 @@ mod tests {
             })
         );
         assert!(
-            matches!(table.sink_for("b"), Some(SinkSpec::Sqs { group: Some(g), .. }) if g == "g")
+            matches!(table.sink_for("b"), Some(SinkSpec::Sqs { group: Some(g), batch: true, .. }) if g == "g"),
+            "batching is on by default"
         );
         assert_eq!(table.sink_for("other"), Some(&SinkSpec::Log));
         assert_eq!(table.no_route, NoRoute::Skip);
+    }
+
+    #[test]
+    fn an_sqs_route_can_turn_batching_off() {
+        let table = parse(
+            r#"{"routes": {
+                  "on": {"sink": "sqs", "queue_url": "http://127.0.0.1:5000/1/q", "batch": true},
+                  "off": {"sink": "sqs", "queue_url": "http://127.0.0.1:5000/1/q", "batch": false}}}"#,
+            &env,
+        )
+        .unwrap();
+        assert!(matches!(
+            table.sink_for("on"),
+            Some(SinkSpec::Sqs { batch: true, .. })
+        ));
+        assert!(matches!(
+            table.sink_for("off"),
+            Some(SinkSpec::Sqs { batch: false, .. })
+        ));
+        let err = parse(
+            r#"{"routes": {"a": {"sink": "sqs", "queue_url": "http://h/1/q", "batch": "yes"}}}"#,
+            &env,
+        )
+        .unwrap_err();
+        assert!(err.starts_with(r#"route "a": invalid type"#), "{err}");
+        let err = parse(
+            r#"{"routes": {"a": {"sink": "http", "url": "http://h/x", "batch": true}}}"#,
+            &env,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("unknown field `batch`"),
+            "only sqs routes batch: {err}"
+        );
     }
 
     #[test]

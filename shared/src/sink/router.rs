@@ -36,7 +36,8 @@ pub struct Router {
 
 impl Router {
     /// Builds every sink of `table` (one SQS client for all SQS routes, from the standard AWS
-    /// environment). An error names the route.
+    /// environment; a batching SQS route spawns its batcher on the current runtime, which ends
+    /// when the router is dropped). An error names the route.
     pub async fn new(table: &RouteTable) -> Result<Self, Error> {
         let uses_sqs = table
             .routes
@@ -63,11 +64,16 @@ impl Router {
                     };
                     Sink::Http(HttpSink::new(spec).map_err(|e| bad_route(name, e))?)
                 }
-                SinkSpec::Sqs { queue_url, group } => {
+                SinkSpec::Sqs {
+                    queue_url,
+                    group,
+                    batch,
+                } => {
                     let client = sqs_client.clone().expect("an SQS client for SQS routes");
                     let spec = SqsSpec {
                         queue_url: queue_url.clone(),
                         default_group: group.clone(),
+                        batch: *batch,
                     };
                     Sink::Sqs(SqsSink::new(client, spec))
                 }
