@@ -348,6 +348,34 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_table_lists_every_variable_read_here() {
+        let readme = include_str!("../../README.md");
+        let source = include_str!("config.rs");
+        // Every upper-case string literal of four or more characters names a variable.
+        let quotes: Vec<usize> = source.match_indices('"').map(|(i, _)| i).collect();
+        let mut variables: Vec<&str> = quotes
+            .windows(2)
+            .map(|w| &source[w[0] + 1..w[1]])
+            .filter(|s| s.len() > 3 && s.as_bytes()[0].is_ascii_uppercase())
+            .filter(|s| {
+                s.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+            })
+            .collect();
+        variables.sort_unstable();
+        variables.dedup();
+        let mut checked = 0;
+        for variable in variables {
+            assert!(
+                readme.contains(&format!("| `{variable}` |")),
+                "{variable} is missing from the README table"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 19, "only {checked} variables found");
+    }
+
+    #[test]
     fn an_empty_value_counts_as_unset() {
         assert_eq!(parse(&[("CRON_SECRET", " ")]).unwrap().cron_secret, None);
     }
