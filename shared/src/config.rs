@@ -147,6 +147,14 @@ impl Config {
             dead_letter_queue_url: get("DEAD_LETTER_QUEUE_URL"),
             handler: handler(get("EVENT_BRIDGE_HANDLER"))?.unwrap_or(d.handler),
         };
+        if config.deadline_margin >= config.time_budget {
+            let value = config.deadline_margin.as_millis().to_string();
+            let problem = format!(
+                "must be less than TIME_BUDGET_MS ({} ms), or no run would ever claim",
+                config.time_budget.as_millis()
+            );
+            return Err(invalid("DEADLINE_MARGIN_MS", &value, problem));
+        }
         Ok(config)
     }
 }
@@ -306,6 +314,7 @@ mod tests {
             ("EVENT_BRIDGE_ROOT", "event-bridge"),
             ("EVENT_BRIDGE_ROOT", "/a//b"),
             ("EVENT_BRIDGE_HANDLER", "http"),
+            ("DEADLINE_MARGIN_MS", "60000"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.variable, var);

@@ -51,6 +51,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the request may succeed if sent again on the same session: the connection
+    /// dropped or did not answer. (An expired session is not transient: it needs a new one.)
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Zk {
+                source: zk::Error::ConnectionLoss | zk::Error::Custom(_),
+                ..
+            } | Error::Timeout { .. }
+        )
+    }
+
     /// Wraps a ZooKeeper error with the operation and path it came from.
     pub(crate) fn zk(
         op: &'static str,

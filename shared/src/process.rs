@@ -316,7 +316,8 @@ impl<H: Handler> Run<'_, H> {
                     .collect();
                 let n = batch.len();
                 jobs.push(Box::pin(async move {
-                    Event::Completed(n, self.queue.complete_many(batch).await)
+                    let complete = || self.queue.complete_many(batch.clone());
+                    Event::Completed(n, retry_transient(complete).await)
                 }));
             }
         }
@@ -343,9 +344,9 @@ impl<H: Handler> Run<'_, H> {
             HandlerEnd::Finished(Err(e)) => settle_failure(queue, lease, e, &self.now).await?,
             HandlerEnd::Interrupted => {
                 let why = Some("released unfinished: the run had to stop".to_string());
-                let released = queue
-                    .release(lease, why, Duration::ZERO, &self.now, false)
-                    .await?;
+                let release =
+                    || queue.release(lease.clone(), why.clone(), Duration::ZERO, &self.now, false);
+                let released = retry_transient(release).await?;
                 if released == Settled::Done {
                     Outcome::Deadline
                 } else {
@@ -370,12 +371,16 @@ impl<H: Handler> Run<'_, H> {
         loop {
             tokio::select! {
                 result = &mut work => return Ok(HandlerEnd::Finished(result)),
-                _ = extend.tick() => {
-                    if queue.extend(lease).await? == Settled::LeaseLost {
+                _ = extend.tick() => match queue.extend(lease).await {
+                    Ok(Settled::Done) => {}
+                    Ok(Settled::LeaseLost) => {
                         tracing::warn!(task = %task.name, fencing_token = task.fencing_token, "lease lost while running");
                         return Ok(HandlerEnd::LeaseLost);
                     }
-                }
+                    // A dropped connection or a slow answer: the lease has two more thirds of its
+                    // timeout; let the handler go on and try again at the next tick.
+                    Err(e) => tracing::warn!(task = %task.name, error = %e, "lease extension failed; retrying at the next tick"),
+                },
                 _ = tokio::time::sleep_until(stop_at) => return Ok(HandlerEnd::Interrupted),
                 _ = stopped(self.stop.clone()) => {
                     let until = stop_at.min(Instant::now() + self.options.margin);
@@ -426,7 +431,9 @@ async fn settle_failure(
     let (name, attempt) = (lease.task.name.clone(), lease.task.attempt());
     let (e, at_least) = match error {
         HandlerError::Permanent(e) => {
-            let settled = queue.bury(lease, "permanent failure", Some(e)).await?;
+            let settled =
+                retry_transient(|| queue.bury(lease.clone(), "permanent failure", Some(e.clone())))
+                    .await?;
             return Ok(lost_or(settled, Outcome::DeadLettered, &name));
         }
         HandlerError::Retryable(e) => (e, Duration::ZERO),
@@ -434,7 +441,8 @@ async fn settle_failure(
     };
     if attempt >= queue.max_attempts() {
         let reason = format!("gave up after {attempt} attempts");
-        let settled = queue.bury(lease, &reason, Some(e)).await?;
+        let settled =
+            retry_transient(|| queue.bury(lease.clone(), &reason, Some(e.clone()))).await?;
         return Ok(lost_or(settled, Outcome::DeadLettered, &name));
     }
     let delay = queue
@@ -442,8 +450,27 @@ async fn settle_failure(
         .max(at_least)
         .min(queue.backoff_max());
     tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
-    let settled = queue.release(lease, Some(e), delay, now, true).await?;
+    let settled =
+        retry_transient(|| queue.release(lease.clone(), Some(e.clone()), delay, now, true)).await?;
     Ok(lost_or(settled, Outcome::Retried, &name))
+}
+
+/// Sends a settling write once more after a transient failure (a dropped connection). Fencing
+/// makes the repeat safe; giving up would leave the lease held until it expires and the task
+/// run again.
+async fn retry_transient<T, F, Fut>(mut write: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    match write().await {
+        Err(e) if e.is_transient() => {
+            tracing::warn!(error = %e, "settling failed on a dropped connection; trying once more");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            write().await
+        }
+        result => result,
+    }
 }
 
 fn lost_or(settled: Settled, outcome: Outcome, name: &str) -> Outcome {
@@ -481,8 +508,9 @@ impl Cursor {
         self.names.by_ref().take(n).collect()
     }
 
+    /// Never skips the last name: a short snapshot is not given up on after one lost race.
     fn lost_race(&mut self) {
-        let skip = fastrand::usize(0..=self.jump);
+        let skip = fastrand::usize(0..=self.jump.min(self.names.len().saturating_sub(1)));
         if skip > 0 {
             self.names.nth(skip - 1);
         }

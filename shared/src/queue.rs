@@ -24,6 +24,22 @@ use crate::task::{self, Body, Envelope, Task};
 use crate::zk::failed_at;
 use crate::{Config, Error, Result};
 
+/// Bodies larger than this are not copied whole into a dead-letter record (base64 would take
+/// a binary one past ZooKeeper's 1 MiB packet limit); the record keeps a digest and the head.
+const DEAD_BODY_LIMIT: usize = 256 * 1024;
+const DEAD_BODY_HEAD: usize = 4 * 1024;
+
+/// Errors stored in a task or a dead letter are cut to this many characters.
+const ERROR_CHARS: usize = 2_000;
+
+/// An error message cut to [`ERROR_CHARS`].
+fn short(error: String) -> String {
+    match error.char_indices().nth(ERROR_CHARS) {
+        Some((cut, _)) => format!("{}…", &error[..cut]),
+        None => error,
+    }
+}
+
 /// How many creates a bulk publish keeps in flight.
 const PUBLISH_WINDOW: usize = 1_000;
 
@@ -316,7 +332,26 @@ impl Queue {
         }
         envelope.attempts += 1;
         envelope.retry_at = None;
-        self.take(name, envelope, stat.version).await
+        match envelope.to_bytes() {
+            Ok(rewritten) => self.take(name, envelope, &rewritten, stat.version).await,
+            // A body near ZooKeeper's limit (a plain body grows when wrapped) cannot be
+            // rewritten, so it can never be claimed: it is poison.
+            Err(Error::TooLarge { size, limit }) => {
+                let reason = format!(
+                    "task too large to claim: {size} bytes with its envelope, over {limit}"
+                );
+                self.bury_unclaimed(
+                    name,
+                    body,
+                    stat.version,
+                    envelope.attempts - 1,
+                    reason,
+                    None,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The claim's multi-op: lease created and bumped to version 1, task rewritten.
@@ -324,12 +359,12 @@ impl Queue {
         &self,
         name: &str,
         envelope: Envelope,
+        body: &[u8],
         read_version: i32,
     ) -> Result<ClaimOutcome> {
         let token = read_version as i64 + 1;
         let lease_data = LeaseData::new(&self.consumer_id, token).to_bytes();
         let (task_path, lease_path) = (self.layout.task(name), self.layout.lease(name));
-        let body = envelope.to_bytes()?;
         let mut multi = self.client.new_multi_writer();
         multi
             .add_create(&lease_path, &lease_data, &self.persistent())
@@ -338,7 +373,7 @@ impl Queue {
             .add_set_data(&lease_path, &lease_data, Some(0))
             .map_err(|e| Error::zk("claim", &lease_path, e))?;
         multi
-            .add_set_data(&task_path, &body, Some(read_version))
+            .add_set_data(&task_path, body, Some(read_version))
             .map_err(|e| Error::zk("claim", &task_path, e))?;
         let results = match multi.commit().await {
             Ok(results) => results,
@@ -408,27 +443,58 @@ impl Queue {
 
     /// Refreshes a held lease (its `mtime` and `timestamp`), if it is still ours.
     pub async fn extend(&self, lease: &mut Lease) -> Result<Settled> {
+        match self.try_extend(lease).await? {
+            // The lease's version moved: an earlier extension whose reply was lost may have
+            // landed. If the lease still carries our id and token, it is ours: catch up, retry.
+            Err(1) if self.still_ours(lease).await? => match self.try_extend(lease).await? {
+                Ok(()) => Ok(Settled::Done),
+                Err(_) => Ok(Settled::LeaseLost),
+            },
+            Ok(()) => Ok(Settled::Done),
+            Err(_) => Ok(Settled::LeaseLost),
+        }
+    }
+
+    /// One extension; a fencing failure comes back as the index of the operation that failed
+    /// (0: the task moved on, 1: the lease's version differs).
+    async fn try_extend(&self, lease: &mut Lease) -> Result<std::result::Result<(), usize>> {
         let name = &lease.task.name;
-        let lease_path = self.layout.lease(name);
+        let (task_path, lease_path) = (self.layout.task(name), self.layout.lease(name));
         let data = LeaseData::new(&self.consumer_id, lease.task.fencing_token).to_bytes();
-        let mut multi = self.client.new_multi_writer();
-        let task_path = self.layout.task(name);
-        multi
-            .add_check_version(&task_path, lease.task_version)
-            .map_err(|e| Error::zk("extend", &task_path, e))?;
-        multi
-            .add_set_data(&lease_path, &data, Some(lease.lease_version))
-            .map_err(|e| Error::zk("extend", &lease_path, e))?;
-        match multi.commit().await {
+        let ops = [
+            Op::Check(&task_path, lease.task_version),
+            Op::Set(&lease_path, &data, lease.lease_version),
+        ];
+        match self.commit("extend", &ops).await? {
             Ok(results) => {
                 if let Some(zk::MultiWriteResult::SetData { stat }) = results.last() {
                     lease.lease_version = stat.version;
                 }
                 tracing::debug!(task = %name, fencing_token = lease.task.fencing_token, "lease extended");
-                Ok(Settled::Done)
+                Ok(Ok(()))
             }
-            Err(e) => fenced(&e, "extend", &lease_path),
+            Err((i, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(Err(i)),
+            Err((i, e)) => Err(Error::zk("extend", ops[i].path(), e)),
         }
+    }
+
+    /// Whether the lease znode still holds our consumer id and this claim's fencing token; if
+    /// so, `lease` takes its current version.
+    async fn still_ours(&self, lease: &mut Lease) -> Result<bool> {
+        let path = self.layout.lease(&lease.task.name);
+        let (data, stat) = match self.client.get_data(&path).await {
+            Ok(read) => read,
+            Err(zk::Error::NoNode) => return Ok(false),
+            Err(e) => return Err(Error::zk("get", path, e)),
+        };
+        let ours = serde_json::from_slice::<LeaseData>(&data).is_ok_and(|held| {
+            held.consumer_id == self.consumer_id
+                && held.fencing_token == Some(lease.task.fencing_token)
+        });
+        if ours {
+            lease.lease_version = stat.version;
+        }
+        Ok(ours)
     }
 
     /// Deletes task and lease together, if the lease is still ours.
@@ -495,9 +561,23 @@ impl Queue {
         if !count_attempt {
             envelope.attempts = envelope.attempts.saturating_sub(1);
         }
-        envelope.last_error = error.or(envelope.last_error);
+        envelope.last_error = error.map(short).or(envelope.last_error);
         envelope.retry_at = (!delay.is_zero()).then(|| now.now_ms() + delay.as_millis() as i64);
-        let body = envelope.to_bytes()?;
+        let body = match envelope.to_bytes() {
+            Ok(body) => body,
+            // The error made the body too large to write back: it cannot be retried.
+            Err(Error::TooLarge { .. }) => {
+                let lease = Lease {
+                    task: Task { envelope, ..task },
+                    task_version,
+                    lease_version,
+                };
+                return self
+                    .bury(lease, "task too large to release for a retry", None)
+                    .await;
+            }
+            Err(e) => return Err(e),
+        };
         let ops = [
             Op::Set(&self.layout.task(&task.name), &body, task_version),
             Op::Delete(&self.layout.lease(&task.name), lease_version),
@@ -524,7 +604,8 @@ impl Queue {
         last_error: Option<String>,
     ) -> Result<Settled> {
         let task = &lease.task;
-        let body = task.envelope.to_bytes()?;
+        // The record keeps a capped copy of the body, so no size check here.
+        let body = serde_json::to_vec(&task.envelope)?;
         let record_json = self.dead_record(&task.name, &body, reason, task.attempt(), last_error);
         let record = serde_json::to_vec(&record_json)?;
         let ops = [
@@ -553,10 +634,20 @@ impl Queue {
             "task": name,
             "reason": reason,
             "attempts": attempts,
-            "last_error": last_error,
+            "last_error": last_error.map(short),
             "dead_at": chrono::Utc::now(),
             "consumer_id": self.consumer_id,
         });
+        if body.len() > DEAD_BODY_LIMIT {
+            // Keep the record well under ZooKeeper's packet limit: a digest and the head.
+            use sha2::Digest as _;
+            record["body_omitted"] = json!({
+                "bytes": body.len(),
+                "sha256": hex::encode(sha2::Sha256::digest(body)),
+                "head": String::from_utf8_lossy(&body[..DEAD_BODY_HEAD]),
+            });
+            return record;
+        }
         match std::str::from_utf8(body) {
             Ok(text) => match serde_json::from_str::<serde_json::Value>(text) {
                 Ok(value) => record["body"] = value,
@@ -616,6 +707,7 @@ impl Queue {
                 Op::Delete(path, version) => {
                     multi.add_delete(path, (version >= 0).then_some(version))
                 }
+                Op::Check(path, version) => multi.add_check_version(path, version),
             };
             added.map_err(|e| Error::zk(what, op.path(), e))?;
         }
@@ -635,14 +727,17 @@ pub(crate) enum Op<'a> {
     CreateSequential(&'a str, &'a [u8]),
     Set(&'a str, &'a [u8], i32),
     Delete(&'a str, i32),
+    Check(&'a str, i32),
 }
 
 impl Op<'_> {
     pub(crate) fn path(&self) -> &str {
         match *self {
-            Op::Create(p, _) | Op::CreateSequential(p, _) | Op::Set(p, _, _) | Op::Delete(p, _) => {
-                p
-            }
+            Op::Create(p, _)
+            | Op::CreateSequential(p, _)
+            | Op::Set(p, _, _)
+            | Op::Delete(p, _)
+            | Op::Check(p, _) => p,
         }
     }
 }
@@ -654,12 +749,5 @@ fn claim_failure(err: &zk::MultiWriteError, lease_path: &str) -> Result<ClaimOut
         }
         Some((2, zk::Error::NoNode)) => Ok(ClaimOutcome::Gone),
         _ => Err(Error::zk("claim", lease_path, err.clone())),
-    }
-}
-
-fn fenced(err: &zk::MultiWriteError, what: &'static str, path: &str) -> Result<Settled> {
-    match failed_at(err) {
-        Some((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(Settled::LeaseLost),
-        _ => Err(Error::zk(what, path, err.clone())),
     }
 }

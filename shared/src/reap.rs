@@ -96,11 +96,13 @@ pub async fn reap(queue: &Queue) -> Result<ReapReport> {
 
 type Read = Option<(zk::Stat, Option<(Vec<u8>, zk::Stat)>)>;
 
-/// The lease's stat, and the task's body and stat when the task was listed.
+/// The lease's stat, and the task's body and stat when the task was listed. The task is read
+/// first: a lease re-created after that read (a new claim) then shows a fresh `mtime` and is
+/// not taken for the expired one, even at the same version.
 async fn read_pair(queue: &Queue, name: &str, task_listed: bool) -> Result<Read> {
     let lease_path = queue.layout().lease(name);
-    let lease = queue.client().check_stat(&lease_path);
     let task = task_listed.then(|| queue.client().get_data(&queue.layout().task(name)));
+    let lease = queue.client().check_stat(&lease_path);
     let Some(lease_stat) = lease.await.map_err(|e| Error::zk("stat", &lease_path, e))? else {
         return Ok(None);
     };
@@ -140,10 +142,17 @@ async fn free(
     envelope.last_error = Some(format!(
         "lease expired after {age_ms} ms without an extension"
     ));
-    let body = envelope.to_bytes()?;
+    let Ok(body) = envelope.to_bytes() else {
+        // Too large to annotate: free it without the note.
+        return delete_lease(queue, &lease_path, lease_version).await;
+    };
     let ops = [
         Op::Delete(&lease_path, lease_version),
         Op::Set(&queue.layout().task(name), &body, task_version),
     ];
-    Ok(queue.commit("reap", &ops).await?.is_ok())
+    match queue.commit("reap", &ops).await? {
+        Ok(_) => Ok(true),
+        Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(false),
+        Err((i, e)) => Err(Error::zk("reap", ops[i].path(), e)),
+    }
 }

@@ -643,3 +643,24 @@ fn alive(pid: u32) -> bool {
         })
         .unwrap_or(false)
 }
+
+#[tokio::test]
+async fn a_function_url_request_with_a_bad_query_gets_a_400_reply() {
+    let tq = TestQueue::new().await;
+    tq.publish(1).await;
+    let session = Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session");
+    let mut payload = event_file("function-url.json");
+    payload["rawQueryString"] = json!("drain=1&max_tasks=0");
+    let event = LambdaEvent::new(payload, Context::default());
+    let response = process_events::lambda::handle(&session, event)
+        .await
+        .expect("an HTTP reply");
+    assert_eq!(response["statusCode"], 400, "{response}");
+    assert!(
+        response["body"].as_str().unwrap().contains("max_tasks"),
+        "{response}"
+    );
+    assert_eq!(tq.children("tasks").await.len(), 1, "nothing claimed");
+}

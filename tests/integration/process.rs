@@ -247,3 +247,43 @@ async fn a_handler_that_outlives_the_lease_timeout_keeps_its_lease_by_extending_
     assert_eq!(reaped, 0, "an extended lease is never reaped");
     assert_eq!((report.completed, report.leases_lost), (1, 0));
 }
+
+#[tokio::test]
+async fn a_task_too_large_to_rewrite_is_dead_lettered_and_does_not_block_the_queue() {
+    let t = TestQueue::new().await;
+    // A plain body just under the limit: ZooKeeper takes it, but wrapped in an envelope on
+    // claim it would be over.
+    let filler = "x".repeat(999_900);
+    let big = t
+        .queue
+        .publish_raw(format!(r#"{{"blob":"{filler}"}}"#).as_bytes())
+        .await
+        .unwrap();
+    // A binary body whose base64 copy would not fit in a record.
+    let binary = t.queue.publish_raw(&vec![0xff; 850_001]).await.unwrap();
+    let small = t.publish(1).await.remove(0);
+
+    let recorder = Recorder::default();
+    let report = run(&t.queue, &recorder, 1).await;
+    assert_eq!(
+        (report.dead_lettered, report.completed),
+        (2, 1),
+        "{report:?}"
+    );
+    assert_eq!(recorder.names(), [small]);
+    let record = t.read_json(&format!("dead/{big}")).await;
+    assert!(
+        record["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("task too large to claim"),
+        "{}",
+        record["reason"]
+    );
+    assert_eq!(record["body_omitted"]["bytes"], 999_911);
+    assert_eq!(record["body_omitted"]["sha256"].as_str().unwrap().len(), 64);
+    let record = t.read_json(&format!("dead/{binary}")).await;
+    assert!(record["reason"].as_str().unwrap().contains("not UTF-8"));
+    assert_eq!(record["body_omitted"]["bytes"], 850_001);
+    assert!(t.children("tasks").await.is_empty() && t.children("leases").await.is_empty());
+}

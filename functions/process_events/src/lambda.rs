@@ -14,14 +14,26 @@ use crate::platform::{self, HttpReply, Session};
 /// # Notable errors
 /// - `BadEvent` when the event asks for something unknown (`{"mode":"flush"}`, `max_tasks=0`);
 /// - `ZooKeeperUnreachable` / `ZooKeeperError` when ZooKeeper fails us (after one reconnect).
+///
+/// A Function URL request gets its errors as HTTP replies instead (400 for a bad query, 503
+/// when ZooKeeper fails), as Vercel requests do, rather than the URL's bare 502.
 pub async fn handle(session: &Session, event: LambdaEvent<Value>) -> Result<Value, Diagnostic> {
-    let (trigger, reply) =
-        trigger::from_lambda_event(&event.payload).map_err(platform::bad_event)?;
+    let is_http = event.payload.pointer("/requestContext/http").is_some();
+    let (trigger, reply) = match trigger::from_lambda_event(&event.payload) {
+        Ok(read) => read,
+        Err(problem) if is_http => return Ok(HttpReply::bad_request(&problem).into_lambda()),
+        Err(problem) => return Err(platform::bad_event(problem)),
+    };
     let budget = session.config().time_budget;
     let time_left = trigger::time_left(event.context.deadline, now_ms(), budget);
-    let report = crate::run(session, trigger, time_left)
-        .await
-        .map_err(|e| platform::diagnostic(&e))?;
+    let report = match crate::run(session, trigger, time_left).await {
+        Ok(report) => report,
+        Err(e) if reply == Reply::Http => {
+            tracing::error!(error = %e, "process_events failed");
+            return Ok(HttpReply::failed(&e).into_lambda());
+        }
+        Err(e) => return Err(platform::diagnostic(&e)),
+    };
     Ok(match reply {
         Reply::Json => serde_json::to_value(&report).expect("reports are plain data"),
         Reply::Http => HttpReply::ok(&report).into_lambda(),

@@ -76,7 +76,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Claim and run tasks once, as `process_events` does, with the built-in handler.
+    /// Claim and run tasks once, as `process_events` does (through ROUTES when set).
     Process {
         /// Drain: run until the queue is empty or --max-tasks is reached.
         #[arg(long)]
@@ -527,12 +527,16 @@ fn parse_delay(raw: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("{raw:?} is not a delay such as 30s or 5m"))?;
     let ms = match unit {
-        "ms" => n,
-        "" | "s" => n * 1_000,
-        "m" => n * 60_000,
-        "h" => n * 3_600_000,
+        "ms" => Some(n),
+        "" | "s" => n.checked_mul(1_000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
         _ => return Err(format!("{raw:?}: unit must be ms, s, m or h")),
     };
+    const YEAR_MS: u64 = 365 * 24 * 3_600_000;
+    let ms = ms
+        .filter(|ms| *ms <= YEAR_MS)
+        .ok_or_else(|| format!("{raw:?}: a delay is at most a year"))?;
     Ok(Duration::from_millis(ms))
 }
 
@@ -549,6 +553,7 @@ mod tests {
         assert_eq!(parse_delay("2h"), Ok(Duration::from_secs(7200)));
         assert!(parse_delay("5d").is_err());
         assert!(parse_delay("m").is_err());
+        assert!(parse_delay("99999999999999999h").is_err());
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! ```
 //!
 //! An event type with no route goes to `default`; with no default either, `no_route` decides:
-//! `dead_letter` (the default: the task is buried with reason "no route for …") or `skip`
+//! `dead_letter` (the default: the task is buried as a permanent failure, last error "no route
+//! for event type …") or `skip`
 //! (completed without delivery).
 //!
 //! An `sqs` route takes `queue_url`, `group` (the FIFO group of tasks without one) and `batch`
