@@ -280,7 +280,7 @@ fn unix_seconds(time: SystemTime) -> u64 {
 }
 
 /// `url` without credentials, query or fragment, for messages.
-fn shown(url: &Url) -> String {
+pub fn shown(url: &Url) -> String {
     let mut shown = url.clone();
     // Both fail only for URLs that cannot have credentials, which then have none to hide.
     let _ = shown.set_username("");

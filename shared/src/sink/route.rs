@@ -43,8 +43,8 @@ pub struct RouteTable {
     pub no_route: NoRoute,
 }
 
-/// Where one route delivers.
-#[derive(Clone, Debug, PartialEq)]
+/// Where one route delivers. Its `Debug` output hides credentials and queries in URLs.
+#[derive(Clone, PartialEq)]
 pub enum SinkSpec {
     /// Log the task and succeed.
     Log,
@@ -163,8 +163,51 @@ fn sink(spec: Value, lookup: &impl Fn(&str) -> Option<String>) -> Result<SinkSpe
 fn http_url(raw: &str) -> Result<(), String> {
     match url::Url::parse(raw) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(()),
-        Ok(_) => Err(format!("{raw:?} is not an http(s) URL")),
-        Err(e) => Err(format!("{raw:?} is not a URL: {e}")),
+        Ok(url) => Err(format!(
+            "{:?} is not an http(s) URL",
+            crate::sink::http::shown(&url)
+        )),
+        // Unparsable: it may still hold a secret, so only its length is shown.
+        Err(e) => Err(format!(
+            "a {}-character value is not a URL: {e}",
+            raw.chars().count()
+        )),
+    }
+}
+
+/// A URL for logs and `Debug`: no credentials, no query.
+fn redacted(raw: &str) -> String {
+    url::Url::parse(raw).map_or_else(
+        |_| "<unparsable URL>".into(),
+        |u| crate::sink::http::shown(&u),
+    )
+}
+
+impl std::fmt::Debug for SinkSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SinkSpec::Log => f.write_str("Log"),
+            SinkSpec::Http {
+                url,
+                secret,
+                timeout,
+            } => f
+                .debug_struct("Http")
+                .field("url", &redacted(url))
+                .field("secret", secret)
+                .field("timeout", timeout)
+                .finish(),
+            SinkSpec::Sqs {
+                queue_url,
+                group,
+                batch,
+            } => f
+                .debug_struct("Sqs")
+                .field("queue_url", &redacted(queue_url))
+                .field("group", group)
+                .field("batch", batch)
+                .finish(),
+        }
     }
 }
 
@@ -251,6 +294,20 @@ mod tests {
     }
 
     #[test]
+    fn urls_lose_credentials_in_errors_and_debug_output() {
+        let table =
+            r#"{"routes": {"a": {"sink": "http", "url": "https://u:pw@h.example/x?token=t0k"}}}"#;
+        let debug = format!("{:?}", parse(table, &env).unwrap());
+        assert!(!debug.contains("pw") && !debug.contains("t0k"), "{debug}");
+        let err = parse(
+            r#"{"routes": {"a": {"sink": "http", "url": "ftp://u:pw@h/x?token=t0k"}}}"#,
+            &env,
+        )
+        .unwrap_err();
+        assert!(!err.contains("pw") && !err.contains("t0k"), "{err}");
+    }
+
+    #[test]
     fn errors_name_the_route() {
         for (text, want) in [
             (
@@ -263,7 +320,7 @@ mod tests {
             ),
             (
                 r#"{"routes": {"a.b": {"sink": "http", "url": "not a url"}}}"#,
-                r#"route "a.b": "not a url" is not a URL"#,
+                r#"route "a.b": a 9-character value is not a URL"#,
             ),
             (
                 r#"{"routes": {"a.b": {"sink": "http", "url": "https://x", "secret_env": "NOPE"}}}"#,
