@@ -217,14 +217,7 @@ async fn main() -> Result<()> {
 /// Starts a worker, publishes `samples` tasks one at a time (each after the previous one
 /// ran), and returns each task's time from before its create to its handler, in ms, sorted.
 async fn worker_latency(addr: &str, samples: usize) -> Result<Vec<f64>> {
-    let chroot = format!("{BENCH_ROOT}/{:016x}", fastrand::u64(..));
-    let admin = zk::Client::connect(addr).await?;
-    admin.mkdir(&chroot, &PERSISTENT).await?;
-    let config = Config {
-        zookeeper: format!("{addr}{chroot}"),
-        root: "/queue".into(),
-        ..Config::default()
-    };
+    let (admin, chroot, config) = fresh_chroot(addr).await?;
     let (seen, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
     let handler = FnHandler(move |_task: Task| {
         let _ = seen.send(Instant::now());
@@ -263,8 +256,9 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
-/// Measures one size in a chroot of its own, and removes it.
-async fn bench_size(addr: &str, size: usize, concurrency: usize) -> Result<Row> {
+/// A chroot of its own under `BENCH_ROOT`: an admin client outside it, its path, and a config
+/// whose connection string points into it.
+async fn fresh_chroot(addr: &str) -> Result<(zk::Client, String, Config)> {
     let chroot = format!("{BENCH_ROOT}/{:016x}", fastrand::u64(..));
     let admin = zk::Client::connect(addr).await?;
     admin.mkdir(&chroot, &PERSISTENT).await?;
@@ -273,6 +267,12 @@ async fn bench_size(addr: &str, size: usize, concurrency: usize) -> Result<Row> 
         root: "/queue".into(),
         ..Config::default()
     };
+    Ok((admin, chroot, config))
+}
+
+/// Measures one size in a chroot of its own, and removes it.
+async fn bench_size(addr: &str, size: usize, concurrency: usize) -> Result<Row> {
+    let (admin, chroot, config) = fresh_chroot(addr).await?;
 
     let client = event_bridge::zk::connect(&config).await?;
     let producer = Queue::new(client.clone(), &config, "bench-producer");
@@ -375,14 +375,7 @@ async fn bench_sqs(
     endpoint: &str,
     batch: bool,
 ) -> Result<SqsRow> {
-    let chroot = format!("{BENCH_ROOT}/{:016x}", fastrand::u64(..));
-    let admin = zk::Client::connect(addr).await?;
-    admin.mkdir(&chroot, &PERSISTENT).await?;
-    let config = Config {
-        zookeeper: format!("{addr}{chroot}"),
-        root: "/queue".into(),
-        ..Config::default()
-    };
+    let (admin, chroot, config) = fresh_chroot(addr).await?;
     let client = event_bridge::zk::connect(&config).await?;
     let producer = Queue::new(client.clone(), &config, "bench-producer");
     producer.ensure_paths().await?;
