@@ -20,7 +20,7 @@ use std::time::Duration;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -95,6 +95,20 @@ pub async fn run_until<H: Handler>(
     options: &RunOptions,
     stop: &watch::Receiver<bool>,
 ) -> Result<ProcessReport> {
+    run_refilling(queue, handler, options, stop, None).await
+}
+
+/// As [`run_until`]; and when `refill` is given, a pass that has run out of candidates while
+/// tasks are still in flight waits for `refill` to be notified (the worker notifies it on every
+/// change under `tasks/`) and takes a new snapshot, so a task published meanwhile need not wait
+/// for the slowest task in flight.
+pub async fn run_refilling<H: Handler>(
+    queue: &Queue,
+    handler: &H,
+    options: &RunOptions,
+    stop: &watch::Receiver<bool>,
+    refill: Option<&Notify>,
+) -> Result<ProcessReport> {
     let started = Instant::now();
     let mut report = ProcessReport {
         consumer_id: queue.consumer_id().to_string(),
@@ -106,6 +120,7 @@ pub async fn run_until<H: Handler>(
         options,
         now: queue.server_time().await?,
         stop,
+        refill,
     };
     // Tasks found in backoff are not read again in this run.
     let mut waiting = HashSet::new();
@@ -155,6 +170,8 @@ struct Run<'a, H> {
     options: &'a RunOptions,
     now: ZkTime,
     stop: &'a watch::Receiver<bool>,
+    /// When set, a pass short of candidates waits on it for a new snapshot.
+    refill: Option<&'a Notify>,
 }
 
 /// Tasks read in one request, at most.
@@ -168,6 +185,8 @@ type Read = Option<(Vec<u8>, zk::Stat)>;
 enum Event {
     /// A batch of tasks read ahead of their claims.
     Read(Result<Vec<(String, Read)>>),
+    /// A new snapshot's candidates, taken after a refill notification.
+    Refilled(Result<Vec<String>>),
     /// A task's claim and run ended.
     Ran(Result<Ran>),
     /// A batch of completions was committed.
@@ -201,6 +220,8 @@ struct InFlight {
     completing: usize,
     /// A read-ahead request is out.
     reading: bool,
+    /// A refill job waits for a notification.
+    refilling: bool,
 }
 
 impl<H: Handler> Run<'_, H> {
@@ -231,6 +252,8 @@ impl<H: Handler> Run<'_, H> {
         let mut jobs: FuturesUnordered<Job<'_>> = FuturesUnordered::new();
         let mut flight = InFlight::default();
         let mut first_error: Option<Error> = None;
+        // Names taken from the cursor in this pass: a refill does not hand them out again.
+        let mut seen: HashSet<String> = HashSet::new();
         loop {
             while first_error.is_none() {
                 let room = self.room(report, &flight);
@@ -249,8 +272,16 @@ impl<H: Handler> Run<'_, H> {
                         .saturating_sub(report.claimed as usize + flight.running);
                     let batch = cursor.take(budget.min(READ_BATCH).max(room.min(1)));
                     if batch.is_empty() {
+                        if let Some(notify) = self.refill.filter(|_| !flight.refilling) {
+                            flight.refilling = true;
+                            jobs.push(Box::pin(async move {
+                                notify.notified().await;
+                                Event::Refilled(self.queue.snapshot().await.map(|s| s.candidates))
+                            }));
+                        }
                         break;
                     }
+                    seen.extend(batch.iter().cloned());
                     flight.reading = true;
                     jobs.push(Box::pin(async move {
                         let reads = self.queue.read_tasks(&batch).await;
@@ -260,6 +291,10 @@ impl<H: Handler> Run<'_, H> {
                 } else {
                     break;
                 }
+            }
+            // Only a refill job left: nothing is in flight, the pass is over.
+            if jobs.len() == flight.refilling as usize {
+                break;
             }
             let Some(event) = jobs.next().await else {
                 break;
@@ -274,6 +309,17 @@ impl<H: Handler> Run<'_, H> {
                     Event::Read(reads) => {
                         flight.reading = false;
                         reads.map(|reads| ready.extend(reads)).err()
+                    }
+                    Event::Refilled(candidates) => {
+                        flight.refilling = false;
+                        candidates
+                            .map(|names| {
+                                let fresh = names
+                                    .into_iter()
+                                    .filter(|n| !seen.contains(n) && !waiting.contains(n));
+                                cursor.extend(fresh);
+                            })
+                            .err()
                     }
                     Event::Ran(ran) => {
                         flight.running -= 1;
@@ -506,6 +552,12 @@ impl Cursor {
 
     fn take(&mut self, n: usize) -> Vec<String> {
         self.names.by_ref().take(n).collect()
+    }
+
+    /// Appends names after the ones left.
+    fn extend(&mut self, more: impl Iterator<Item = String>) {
+        let names: Vec<String> = self.names.by_ref().chain(more).collect();
+        self.names = names.into_iter();
     }
 
     /// Never skips the last name: a short snapshot is not given up on after one lost race.

@@ -2,16 +2,19 @@
 //!
 //! It arms a ZooKeeper watch on `tasks/` and then drains; when the watch fires (a task was
 //! published, or one finished) it re-arms and drains again, so a new task is picked up within
-//! milliseconds without polling. A slow timer (`WORKER_IDLE_CHECK`) also wakes it, for tasks
+//! milliseconds without polling. A persistent watch on `tasks/` also lets a drain that still
+//! has slow tasks in flight take new ones into its free slots
+//! ([`process::run_refilling`]). A slow timer (`WORKER_IDLE_CHECK`) also wakes it, for tasks
 //! whose retry backoff has ended (that changes no child list). It reaps expired leases every
 //! half lease timeout. When its session expires it opens a new one and carries on; on the
 //! stop signal it claims nothing more, lets tasks in flight finish within the deadline margin
 //! and releases the rest.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -67,14 +70,17 @@ impl<H: Handler> Worker<H> {
             consumer_id: self.consumer_id.clone(),
             ..Default::default()
         };
-        let mut queue = self.open(&mut report).await?;
+        let (mut queue, mut refill) = self.open(&mut report).await?;
         let mut last_reap = Instant::now();
         while !*stop.borrow() {
-            match self.cycle(&queue, &stop, &mut report, &mut last_reap).await {
+            match self
+                .cycle(&queue, &refill, &stop, &mut report, &mut last_reap)
+                .await
+            {
                 Ok(()) => {}
                 Err(e) if queue.client().state().is_terminated() => {
                     tracing::warn!(consumer = %self.consumer_id, error = %e, "session lost; opening a new one");
-                    queue = self.reopen(&mut report, &stop).await?;
+                    (queue, refill) = self.reopen(&mut report, &stop).await?;
                 }
                 Err(e) => {
                     tracing::warn!(consumer = %self.consumer_id, error = %e, "worker cycle failed; retrying");
@@ -92,6 +98,7 @@ impl<H: Handler> Worker<H> {
     async fn cycle(
         &self,
         queue: &Queue,
+        refill: &Notify,
         stop: &watch::Receiver<bool>,
         report: &mut WorkerReport,
         last_reap: &mut Instant,
@@ -108,7 +115,8 @@ impl<H: Handler> Worker<H> {
             deadline: Instant::now() + Duration::from_secs(24 * 3600),
             margin: self.config.deadline_margin,
         };
-        let run = process::run_until(queue, &self.handler, &options, stop).await?;
+        let run =
+            process::run_refilling(queue, &self.handler, &options, stop, Some(refill)).await?;
         report.drains += 1;
         report.completed += run.completed as u64;
         report.retried += run.retried as u64;
@@ -130,7 +138,9 @@ impl<H: Handler> Worker<H> {
         Ok(())
     }
 
-    async fn open(&self, report: &mut WorkerReport) -> Result<Queue> {
+    /// A session, its queue, and a notification raised on every change under `tasks/` (from a
+    /// persistent watch), which lets a drain with free slots pick up new tasks at once.
+    async fn open(&self, report: &mut WorkerReport) -> Result<(Queue, Arc<Notify>)> {
         let client = crate::zk::connect(&self.config).await?;
         self.session.send_replace(Some(client.session().clone()));
         report.sessions += 1;
@@ -144,7 +154,20 @@ impl<H: Handler> Worker<H> {
         }
         queue.ensure_paths().await?;
         tracing::info!(consumer = %self.consumer_id, session = %queue.client().session_id(), "worker session open");
-        Ok(queue)
+        let tasks = queue.layout().tasks();
+        let mut watcher = queue
+            .client()
+            .watch(&tasks, zk::AddWatchMode::Persistent)
+            .await
+            .map_err(|e| crate::Error::zk("watch", &tasks, e))?;
+        let refill = Arc::new(Notify::new());
+        let notify = refill.clone();
+        tokio::spawn(async move {
+            while !watcher.changed().await.session_state.is_terminated() {
+                notify.notify_one();
+            }
+        });
+        Ok((queue, refill))
     }
 
     /// Opens a new session, retrying every second until it works or the worker is stopped.
@@ -152,7 +175,7 @@ impl<H: Handler> Worker<H> {
         &self,
         report: &mut WorkerReport,
         stop: &watch::Receiver<bool>,
-    ) -> Result<Queue> {
+    ) -> Result<(Queue, Arc<Notify>)> {
         loop {
             match self.open(report).await {
                 Ok(queue) => return Ok(queue),

@@ -129,3 +129,44 @@ async fn a_stopped_worker_releases_what_it_could_not_finish() {
         assert_eq!(t.read_json(&format!("tasks/{name}")).await["attempts"], 0);
     }
 }
+
+#[tokio::test]
+async fn a_task_published_while_a_slow_one_runs_does_not_wait_for_it() {
+    let t = TestQueue::new().await;
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let done = Recorder::default();
+    let (gate, seen) = (release.clone(), done.clone());
+    let handler = FnHandler(move |task: Task| {
+        let (gate, seen) = (gate.clone(), seen.clone());
+        async move {
+            if task.envelope.payload["slow"] == true {
+                gate.notified().await;
+            }
+            seen.handle(&task).await
+        }
+    });
+    let (stop, join) = start(Worker::new(config(&t), handler, 4));
+    let slow = t
+        .queue
+        .publish(&event_bridge::Envelope::new(
+            "t",
+            serde_json::json!({"slow": true}),
+        ))
+        .await
+        .unwrap();
+    eventually(
+        async || t.children("leases").await == [slow.clone()],
+        "the slow task is running",
+    )
+    .await;
+    let fast = t.publish(1).await.remove(0);
+    eventually(
+        async || done.names() == [fast.clone()],
+        "the fast task ran while the slow one still runs",
+    )
+    .await;
+    release.notify_one();
+    eventually(async || done.count() == 2, "the slow task finished").await;
+    stop.send(true).unwrap();
+    assert_eq!(within(join).await.unwrap().completed, 2);
+}
