@@ -29,6 +29,10 @@ use crate::{Config, Error, Result};
 const DEAD_BODY_LIMIT: usize = 256 * 1024;
 const DEAD_BODY_HEAD: usize = 4 * 1024;
 
+/// How long a copy to the SQS dead-letter queue may take before it is given up (logged; the
+/// record stays in ZooKeeper).
+const DEAD_LETTER_SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Errors stored in a task or a dead letter are cut to this many characters.
 const ERROR_CHARS: usize = 2_000;
 
@@ -669,10 +673,15 @@ impl Queue {
         let Some(dlq) = &self.dead_letter_queue else {
             return;
         };
-        if let Err(e) = dlq.send(name, record).await {
-            tracing::warn!(task = %name, queue = dlq.queue_url(), error = %e,
-                "dead letter not sent to the SQS dead-letter queue; it stays in ZooKeeper");
-        }
+        // Bounded, so an unreachable SQS cannot eat an invocation's deadline.
+        let sent = tokio::time::timeout(DEAD_LETTER_SEND_TIMEOUT, dlq.send(name, record)).await;
+        let error = match sent {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e,
+            Err(_) => format!("no answer within {DEAD_LETTER_SEND_TIMEOUT:?}"),
+        };
+        tracing::warn!(task = %name, queue = dlq.queue_url(), %error,
+            "dead letter not sent to the SQS dead-letter queue; it stays in ZooKeeper");
     }
 
     /// Sends every dead letter to `dlq` too (`DEAD_LETTER_QUEUE_URL`).

@@ -62,6 +62,9 @@ pub fn from_lambda_event(event: &Value) -> Result<(Trigger, Reply), String> {
     };
     match event.get("mode").and_then(Value::as_str) {
         Some("drain") => Ok((Trigger::Drain { max_tasks }, Reply::Json)),
+        _ if max_tasks.is_some() => {
+            Err("max_tasks applies to a drain: send {\"mode\": \"drain\", \"max_tasks\": N}".into())
+        }
         Some("scheduled") | None => Ok((Trigger::Scheduled, Reply::Json)),
         Some(other) => Err(format!(
             "unknown mode {other:?}: expected \"drain\" or \"scheduled\""
@@ -182,6 +185,8 @@ mod tests {
                 .contains("max_tasks")
         );
         assert!(from_lambda_event(&json!({"mode": "drain", "max_tasks": "x"})).is_err());
+        let unclear = from_lambda_event(&json!({"max_tasks": 500})).unwrap_err();
+        assert!(unclear.contains("mode"), "{unclear}");
     }
 
     #[test]
