@@ -71,6 +71,17 @@ impl Session {
         &self.config
     }
 
+    /// Whether an HTTP request's `Authorization` header satisfies `CRON_SECRET` (any request
+    /// does when it is unset).
+    pub fn authorized(&self, authorization: Option<&str>) -> bool {
+        let secret = self
+            .config
+            .cron_secret
+            .as_ref()
+            .map(event_bridge::config::Secret::expose);
+        event_bridge::trigger::authorized(authorization, secret)
+    }
+
     /// The handler tasks run with.
     pub fn delivery(&self) -> &Delivery {
         &self.delivery
@@ -246,6 +257,13 @@ impl HttpReply {
             .body(self.body.to_string())?;
         Ok(response)
     }
+}
+
+/// A Vercel request's `Authorization` header, if it is readable text.
+pub fn authorization(req: &vercel_runtime::Request) -> Option<&str> {
+    req.headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
 }
 
 #[cfg(test)]

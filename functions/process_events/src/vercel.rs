@@ -4,31 +4,24 @@
 
 use std::sync::Arc;
 
-use event_bridge::config::Secret;
 use event_bridge::trigger;
 use vercel_runtime::{Request, Response};
 
-use crate::platform::{HttpReply, Session};
+use crate::platform::{self, HttpReply, Session};
 
 /// Handles one request.
 pub async fn handle(
     session: Arc<Session>,
     req: Request,
 ) -> Result<Response<String>, vercel_runtime::Error> {
-    let authorization = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok());
+    let authorization = platform::authorization(&req);
     let query = req.uri().query().unwrap_or("");
     respond(&session, query, authorization).await.into_vercel()
 }
 
 /// The reply to a request with this query string and `Authorization` header.
 pub async fn respond(session: &Session, query: &str, authorization: Option<&str>) -> HttpReply {
-    if !trigger::authorized(
-        authorization,
-        session.config().cron_secret.as_ref().map(Secret::expose),
-    ) {
+    if !session.authorized(authorization) {
         return HttpReply::unauthorized();
     }
     let trigger = match trigger::from_query(query) {
