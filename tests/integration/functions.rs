@@ -26,9 +26,7 @@ use crate::harness::{TestQueue, workspace_root};
 async fn scheduled_event_claims_max_tasks_per_run() {
     let tq = TestQueue::with(|c| c.max_tasks_per_run = 1).await;
     tq.publish(3).await;
-    let session = Session::open(tq.config.clone(), "test")
-        .await
-        .expect("session");
+    let session = open_session(&tq).await;
 
     let event = LambdaEvent::new(event_file("schedule.json"), Context::default());
     let report = process_events::lambda::handle(&session, event)
@@ -48,9 +46,7 @@ async fn scheduled_event_claims_max_tasks_per_run() {
 async fn function_url_event_drains_and_answers_in_http_shape() {
     let tq = TestQueue::new().await;
     tq.publish(3).await;
-    let session = Session::open(tq.config.clone(), "test")
-        .await
-        .expect("session");
+    let session = open_session(&tq).await;
 
     let event = LambdaEvent::new(event_file("function-url.json"), Context::default());
     let response = process_events::lambda::handle(&session, event)
@@ -74,9 +70,7 @@ async fn function_url_event_drains_and_answers_in_http_shape() {
 async fn a_bad_event_is_a_bad_event_error_and_claims_nothing() {
     let tq = TestQueue::new().await;
     tq.publish(1).await;
-    let session = Session::open(tq.config.clone(), "test")
-        .await
-        .expect("session");
+    let session = open_session(&tq).await;
 
     let event = LambdaEvent::new(json!({ "mode": "flush" }), Context::default());
     let err = process_events::lambda::handle(&session, event)
@@ -92,9 +86,7 @@ async fn a_bad_event_is_a_bad_event_error_and_claims_nothing() {
 async fn reap_handler_removes_an_orphan_lease_and_reports() {
     let tq = TestQueue::new().await;
     let orphan = orphan_lease(&tq).await;
-    let session = Session::open(tq.config.clone(), "test")
-        .await
-        .expect("session");
+    let session = open_session(&tq).await;
 
     let event = LambdaEvent::new(event_file("schedule.json"), Context::default());
     let report = reap_leases::lambda::handle(&session, event)
@@ -115,9 +107,7 @@ async fn reap_handler_removes_an_orphan_lease_and_reports() {
 #[tokio::test]
 async fn an_expired_session_is_replaced_before_the_next_run() {
     let tq = TestQueue::new().await;
-    let session = Session::open(tq.config.clone(), "test")
-        .await
-        .expect("session");
+    let session = open_session(&tq).await;
     let old = session.queue().client().clone();
     expire(&old, &tq.config.zookeeper).await;
     tq.publish(2).await;
@@ -135,9 +125,7 @@ async fn an_expired_session_is_replaced_before_the_next_run() {
 #[tokio::test]
 async fn a_session_error_reconnects_once_and_runs_again() {
     let tq = TestQueue::new().await;
-    let session = Session::open(tq.config.clone(), "test")
-        .await
-        .expect("session");
+    let session = open_session(&tq).await;
     let first = session.queue().client().session_id();
     let attempts = std::sync::atomic::AtomicU32::new(0);
 
@@ -162,9 +150,7 @@ async fn a_session_error_reconnects_once_and_runs_again() {
 #[tokio::test]
 async fn other_errors_are_not_retried() {
     let tq = TestQueue::new().await;
-    let session = Session::open(tq.config.clone(), "test")
-        .await
-        .expect("session");
+    let session = open_session(&tq).await;
     let first = session.queue().client().session_id();
     let attempts = std::sync::atomic::AtomicU32::new(0);
 
@@ -311,6 +297,13 @@ async fn vercel_reap_leases_answers_with_the_reap_report() {
 }
 
 // ---- Helpers ----
+
+/// A function session on the test's chroot, as a cold start would open it.
+async fn open_session(tq: &TestQueue) -> Session {
+    Session::open(tq.config.clone(), "test")
+        .await
+        .expect("session")
+}
 
 fn event_file(name: &str) -> Value {
     let path = workspace_root().join("events").join(name);
@@ -648,9 +641,7 @@ fn alive(pid: u32) -> bool {
 async fn a_function_url_request_with_a_bad_query_gets_a_400_reply() {
     let tq = TestQueue::new().await;
     tq.publish(1).await;
-    let session = Session::open(tq.config.clone(), "test")
-        .await
-        .expect("session");
+    let session = open_session(&tq).await;
     let mut payload = event_file("function-url.json");
     payload["rawQueryString"] = json!("drain=1&max_tasks=0");
     let event = LambdaEvent::new(payload, Context::default());
