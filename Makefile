@@ -10,7 +10,7 @@ export AWS_EC2_METADATA_DISABLED := true
 CARGO ?= cargo
 PIP ?= python3 -m pip
 
-.PHONY: demo test check unit integration bench zk-up zk-down moto-up moto-down tools lambda-build clean
+.PHONY: demo test test-queue test-functions test-sinks test-interop test-deploy bench zk-up zk-down moto-up moto-down tools lambda-build clean
 
 ## zk-up: start a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) (installs Debian's package if missing)
 zk-up:
@@ -44,16 +44,24 @@ tools:
 demo: zk-up
 	@scripts/demo.sh
 
-## test: every test (unit, integration on a real ZooKeeper), then fmt and clippy
+## test: every test (unit, then each topic's target on a real ZooKeeper), then fmt and clippy
 test: zk-up moto-up tools
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+## test-TOPIC: one test target alone (queue, functions, sinks, interop, deploy), with what it needs
+test-queue test-functions: zk-up
+test-sinks: zk-up moto-up
+test-interop test-deploy: zk-up tools
+test-queue test-functions test-sinks test-interop test-deploy:
+	$(CARGO) build --workspace --bins
+	$(CARGO) test -p event-bridge-tests --test $(@:test-%=%)
+
 ## bench: queue throughput on one ZooKeeper, as ratios to the raw create rate of the same run
 bench: zk-up moto-up
-	$(CARGO) bench -p event-bridge-tests --bench queue
+	$(CARGO) bench -p event-bridge-tests --bench bench
 
 ## lambda-build: release builds of both functions for Lambda (arm64, cargo-lambda)
 lambda-build: tools

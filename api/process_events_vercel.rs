@@ -3,12 +3,11 @@
 
 use std::sync::Arc;
 
-use process_events::{platform, vercel};
+use process_events::{App, vercel};
 use vercel_runtime::service_fn;
 
 #[tokio::main]
 async fn main() -> Result<(), vercel_runtime::Error> {
-    event_bridge::telemetry::init();
-    let session = Arc::new(platform::cold_start("vercel").await?);
-    vercel_runtime::run(service_fn(move |req| vercel::handle(session.clone(), req))).await
+    let app = Arc::new(platform::cold_start(|config| App::open(config, "vercel")).await?);
+    vercel_runtime::run(service_fn(move |req| vercel::handle(app.clone(), req))).await
 }

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use reap_leases::{platform, vercel};
+use reap_leases::vercel;
 use vercel_runtime::service_fn;
 
 #[tokio::main]
 async fn main() -> Result<(), vercel_runtime::Error> {
-    event_bridge::telemetry::init();
-    let session = Arc::new(platform::cold_start("vercel").await?);
+    let session =
+        Arc::new(platform::cold_start(|config| reap_leases::open(config, "vercel")).await?);
     vercel_runtime::run(service_fn(move |req| vercel::handle(session.clone(), req))).await
 }

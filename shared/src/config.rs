@@ -6,6 +6,9 @@
 
 use std::time::Duration;
 
+use crate::handler::HandlerKind;
+use crate::secret::Secret;
+
 /// A configuration variable that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{variable}: {problem} (got {value:?})")]
@@ -15,34 +18,26 @@ pub struct ConfigError {
     pub problem: String,
 }
 
-/// A value that must never reach a log line or an error message.
+/// A route table as configured, not yet parsed: where it came from and its text.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The secret itself, for the one place that needs it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
+pub struct RouteSource {
+    /// `ROUTES` or `ROUTES_FILE`: what an error about the table names.
+    pub variable: &'static str,
+    /// `<inline JSON>`, or the file's path.
+    pub origin: String,
+    /// The JSON.
+    pub text: String,
 }
 
-impl std::fmt::Debug for Secret {
+/// The text may hold URLs with credentials in their queries: only its origin and size show.
+impl std::fmt::Debug for RouteSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(***)")
+        f.debug_struct("RouteSource")
+            .field("variable", &self.variable)
+            .field("origin", &self.origin)
+            .field("bytes", &self.text.len())
+            .finish()
     }
-}
-
-/// Which built-in handler runs tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HandlerKind {
-    /// Log each task at INFO and succeed (the default, and the demo's).
-    Log,
-    /// Succeed without doing anything (benchmarks).
-    Noop,
 }
 
 /// The bridge's settings. Build it with [`Config::from_env`], or [`Config::default`] in tests.
@@ -79,9 +74,10 @@ pub struct Config {
     /// `ZOOKEEPER_AUTH`: `user:password` for ZooKeeper digest authentication. When set, the
     /// nodes the bridge creates are readable and writable by that user only.
     pub zookeeper_auth: Option<Secret>,
-    /// `ROUTES` (JSON) or `ROUTES_FILE` (path to JSON): event types to sinks. When set, the
-    /// functions deliver through it instead of `EVENT_BRIDGE_HANDLER`.
-    pub routes: Option<crate::sink::route::RouteTable>,
+    /// `ROUTES` (JSON) or `ROUTES_FILE` (path to JSON): event types to sinks, as configured.
+    /// The sinks module parses and checks it where sinks are built (`process_events`, the CLI,
+    /// the worker); when set they deliver through it instead of `EVENT_BRIDGE_HANDLER`.
+    pub routes: Option<RouteSource>,
     /// `DEAD_LETTER_QUEUE_URL`: an SQS queue that also receives every dead letter.
     pub dead_letter_queue_url: Option<String>,
     /// `EVENT_BRIDGE_HANDLER`: `log` or `noop`.
@@ -141,9 +137,9 @@ impl Config {
                 .unwrap_or(d.connect_timeout),
             session_timeout: millis(&get, "ZOOKEEPER_SESSION_TIMEOUT_MS", 1_000)?
                 .unwrap_or(d.session_timeout),
-            cron_secret: get("CRON_SECRET").map(Secret),
+            cron_secret: get("CRON_SECRET").map(Secret::new),
             zookeeper_auth: digest(get("ZOOKEEPER_AUTH"))?,
-            routes: routes(get("ROUTES"), get("ROUTES_FILE"), &get)?,
+            routes: routes(get("ROUTES"), get("ROUTES_FILE"))?,
             dead_letter_queue_url: get("DEAD_LETTER_QUEUE_URL"),
             handler: handler(get("EVENT_BRIDGE_HANDLER"))?.unwrap_or(d.handler),
         };
@@ -212,38 +208,40 @@ fn root(raw: Option<String>) -> Result<Option<String>, ConfigError> {
 fn routes(
     inline: Option<String>,
     file: Option<String>,
-    get: &impl Fn(&str) -> Option<String>,
-) -> Result<Option<crate::sink::route::RouteTable>, ConfigError> {
-    let (variable, value, text) = match (inline, file) {
-        (None, None) => return Ok(None),
-        (Some(_), Some(path)) => {
-            return Err(invalid(
+) -> Result<Option<RouteSource>, ConfigError> {
+    match (inline, file) {
+        (None, None) => Ok(None),
+        (Some(_), Some(path)) => Err(invalid(
+            "ROUTES_FILE",
+            &path,
+            "set ROUTES or ROUTES_FILE, not both",
+        )),
+        (Some(text), None) => Ok(Some(RouteSource {
+            variable: "ROUTES",
+            origin: "<inline JSON>".into(),
+            text,
+        })),
+        (None, Some(path)) => match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(RouteSource {
+                variable: "ROUTES_FILE",
+                origin: path,
+                text,
+            })),
+            Err(e) => Err(invalid(
                 "ROUTES_FILE",
                 &path,
-                "set ROUTES or ROUTES_FILE, not both",
-            ));
-        }
-        (Some(text), None) => ("ROUTES", "<inline JSON>".to_string(), text),
-        (None, Some(path)) => match std::fs::read_to_string(&path) {
-            Ok(text) => ("ROUTES_FILE", path, text),
-            Err(e) => {
-                return Err(invalid(
-                    "ROUTES_FILE",
-                    &path,
-                    format!("cannot read it: {e}"),
-                ));
-            }
+                format!("cannot read it: {e}"),
+            )),
         },
-    };
-    crate::sink::route::parse(&text, get)
-        .map(Some)
-        .map_err(|problem| invalid(variable, &value, problem))
+    }
 }
 
 fn digest(raw: Option<String>) -> Result<Option<Secret>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
     match raw.split_once(':') {
-        Some((user, password)) if !user.is_empty() && !password.is_empty() => Ok(Some(Secret(raw))),
+        Some((user, password)) if !user.is_empty() && !password.is_empty() => {
+            Ok(Some(Secret::new(raw)))
+        }
         // The value is a credential: never echo it.
         _ => Err(invalid(
             "ZOOKEEPER_AUTH",
@@ -254,16 +252,10 @@ fn digest(raw: Option<String>) -> Result<Option<Secret>, ConfigError> {
 }
 
 fn handler(raw: Option<String>) -> Result<Option<HandlerKind>, ConfigError> {
-    match raw.as_deref().map(str::trim) {
-        None => Ok(None),
-        Some("log") => Ok(Some(HandlerKind::Log)),
-        Some("noop") => Ok(Some(HandlerKind::Noop)),
-        Some(other) => Err(invalid(
-            "EVENT_BRIDGE_HANDLER",
-            other,
-            "must be log or noop",
-        )),
-    }
+    let Some(raw) = raw else { return Ok(None) };
+    HandlerKind::parse(raw.trim())
+        .map(Some)
+        .ok_or_else(|| invalid("EVENT_BRIDGE_HANDLER", raw.trim(), "must be log or noop"))
 }
 
 #[cfg(test)]
@@ -344,13 +336,11 @@ mod tests {
     }
 
     #[test]
-    fn routes_come_inline_or_from_a_file_and_errors_name_the_variable() {
-        let inline = r#"{"routes": {"a": {"sink": "log"}}}"#;
+    fn routes_come_inline_or_from_a_file_and_are_parsed_where_sinks_are_built() {
+        let inline = r#"{"routes": {"a": {"sink": "kafka"}}}"#;
         let c = parse(&[("ROUTES", inline)]).unwrap();
-        assert!(c.routes.unwrap().routes.contains_key("a"));
-        let err = parse(&[("ROUTES", r#"{"routes": {"a": {"sink": "kafka"}}}"#)]).unwrap_err();
-        assert_eq!(err.variable, "ROUTES");
-        assert!(err.to_string().contains(r#"route "a""#), "{err}");
+        let source = c.routes.unwrap();
+        assert_eq!((source.variable, source.text.as_str()), ("ROUTES", inline));
         let missing = parse(&[("ROUTES_FILE", "/nonexistent/routes.json")]).unwrap_err();
         assert_eq!(missing.variable, "ROUTES_FILE");
         assert!(parse(&[("ROUTES", inline), ("ROUTES_FILE", "/x")]).is_err());

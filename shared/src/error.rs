@@ -8,7 +8,8 @@ use crate::config::ConfigError;
 ///
 /// Races are not errors: losing a claim, or finding a lease already reaped, are outcomes
 /// ([`crate::queue::ClaimOutcome`], [`crate::queue::Settled`]). What remains here is what an
-/// operator must look at.
+/// operator must look at. Whether a failed request is worth repeating, on this session or a
+/// new one, is decided in one place: [`crate::session::recovery`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -48,21 +49,13 @@ pub enum Error {
     /// Input that should have been JSON was not.
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
+
+    /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
+    #[error("dead letter {name} cannot be redriven: {problem}")]
+    NotRedrivable { name: String, problem: String },
 }
 
 impl Error {
-    /// Whether the request may succeed if sent again on the same session: the connection
-    /// dropped or did not answer. (An expired session is not transient: it needs a new one.)
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Error::Zk {
-                source: zk::Error::ConnectionLoss | zk::Error::Custom(_),
-                ..
-            } | Error::Timeout { .. }
-        )
-    }
-
     /// Wraps a ZooKeeper error with the operation and path it came from.
     pub(crate) fn zk(
         op: &'static str,

@@ -9,12 +9,12 @@ use serde_json::Value;
 use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
+use crate::error::{Error, Result};
 use crate::layout::{self, oldest_first};
 use crate::lease::LeaseData;
 use crate::queue::Queue;
 use crate::stats::{self, Stats};
 use crate::task::{self, Body, Envelope};
-use crate::{Error, Result};
 
 /// A pending task as `list` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -24,26 +24,32 @@
 //! change nothing ([`queue`] explains). Lease expiry and retry backoff are judged by
 //! ZooKeeper's clock ([`clock`]), never by comparing two machines' clocks.
 //!
-//! # Modules
+//! # Layout
+//!
+//! The queue core (no cargo feature needed):
 //!
 //! - [`config`]: every setting, from environment variables, in one place.
 //! - [`layout`]: the znode paths, compatible with the 000 design.
 //! - [`task`]: the task envelope and how a body is read (envelope, plain JSON, poison).
 //! - [`lease`]: lease data and the pure rules: expiry, extension interval, backoff.
 //! - [`clock`]: ZooKeeper's time, read from an `mtime`.
-//! - [`zk`]: connecting, failing fast with the address.
+//! - [`session`]: a queue on a live session, connecting and the one retry policy.
 //! - [`queue`]: publish, claim, extend, complete, release and bury on ZooKeeper.
 //! - [`handler`]: the [`Handler`] trait and the built-in handlers.
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
-//! - [`sink`]: where tasks go: routes from event type to an HTTP webhook or an SQS queue.
+//! - [`dead`]: the dead letters (list, show, redrive, purge) and the [`dead::DeadLetterSink`].
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
-//! - [`dead`]: the dead letters: list, show, redrive, purge.
 //! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.
-//! - [`trigger`]: what a Lambda event or HTTP request asks for.
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
-//! - [`telemetry`]: JSON logs by Lambda's conventions.
-//! - [`error`]: the one error type.
+//! - [`secret`], [`error`]: leaves: a value that is never shown, and the one error type.
+//!
+//! Behind cargo features:
+//!
+//! - `sink` (with `http` and/or `sqs`): where tasks go: routes from event type to an HTTP
+//!   webhook or an SQS queue, and the SQS dead-letter queue.
+//! - `telemetry`: JSON logs by Lambda's conventions.
+//! - `cli` (default): the `event-bridge` command, with every sink.
 
 pub mod clock;
 pub mod config;
@@ -56,13 +62,16 @@ pub mod lease;
 pub mod process;
 pub mod queue;
 pub mod reap;
-pub mod sink;
+pub mod secret;
+pub mod session;
 pub mod stats;
 pub mod task;
-pub mod telemetry;
-pub mod trigger;
 pub mod worker;
-pub mod zk;
+
+#[cfg(any(feature = "http", feature = "sqs"))]
+pub mod sink;
+#[cfg(feature = "telemetry")]
+pub mod telemetry;
 
 pub use config::Config;
 pub use error::{Error, Result};
@@ -70,4 +79,6 @@ pub use handler::{Builtin, Handler, HandlerError};
 pub use process::{ProcessReport, RunOptions};
 pub use queue::Queue;
 pub use reap::ReapReport;
+pub use secret::Secret;
+pub use session::Session;
 pub use task::{Envelope, Task};

@@ -14,11 +14,11 @@ use std::collections::HashSet;
 use serde::Serialize;
 use zookeeper_client as zk;
 
+use crate::error::{Error, Result};
 use crate::lease;
 use crate::queue::{Op, Queue};
 use crate::stats::{self, Stats};
 use crate::task::{self, Body};
-use crate::{Error, Result};
 
 /// What a reaper run did and saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -3,9 +3,9 @@
 use serde::Serialize;
 
 use crate::clock::ZkTime;
+use crate::error::{Error, Result};
 use crate::layout::oldest_first;
 use crate::queue::Queue;
-use crate::{Error, Result};
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

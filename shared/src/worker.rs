@@ -18,10 +18,13 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use crate::config::Config;
+use crate::error::Result;
 use crate::handler::Handler;
 use crate::process::{self, RunOptions};
+use crate::queue::DeadLetterSink;
 use crate::queue::Queue;
-use crate::{Config, Result};
+use crate::session::{Recovery, Session, recovery};
 
 /// How often an idle worker looks for tasks whose backoff ended.
 pub const WORKER_IDLE_CHECK: Duration = Duration::from_secs(5);
@@ -44,7 +47,7 @@ pub struct Worker<H> {
     config: Config,
     handler: H,
     concurrency: usize,
-    consumer_id: String,
+    dead_letters: Option<Arc<dyn DeadLetterSink>>,
     session: watch::Sender<Option<zk::SessionInfo>>,
 }
 
@@ -54,9 +57,15 @@ impl<H: Handler> Worker<H> {
             config,
             handler,
             concurrency: concurrency.max(1),
-            consumer_id: Queue::new_consumer_id("worker"),
+            dead_letters: None,
             session: watch::channel(None).0,
         }
+    }
+
+    /// Sends every dead letter to `sink` too.
+    pub fn with_dead_letters(mut self, sink: Arc<dyn DeadLetterSink>) -> Self {
+        self.dead_letters = Some(sink);
+        self
     }
 
     /// The worker's current ZooKeeper session, as it changes.
@@ -65,30 +74,39 @@ impl<H: Handler> Worker<H> {
     }
 
     /// Runs until `stop` turns true.
+    ///
+    /// # Notable errors
+    /// - [`crate::Error::Unreachable`] when the first session cannot be opened.
     pub async fn run(&self, stop: watch::Receiver<bool>) -> Result<WorkerReport> {
+        let session =
+            Session::open(self.config.clone(), "worker", self.dead_letters.clone()).await?;
         let mut report = WorkerReport {
-            consumer_id: self.consumer_id.clone(),
+            consumer_id: session.consumer_id().to_string(),
             ..Default::default()
         };
-        let (mut queue, mut refill) = self.open(&mut report).await?;
+        let (mut queue, mut refill) = self.watch(&session, &mut report).await?;
         let mut last_reap = Instant::now();
         while !*stop.borrow() {
-            match self
+            let Err(e) = self
                 .cycle(&queue, &refill, &stop, &mut report, &mut last_reap)
                 .await
-            {
-                Ok(()) => {}
-                Err(e) if queue.client().state().is_terminated() => {
-                    tracing::warn!(consumer = %self.consumer_id, error = %e, "session lost; opening a new one");
-                    (queue, refill) = self.reopen(&mut report, &stop).await?;
+            else {
+                continue;
+            };
+            match recovery(&e, queue.session_over()) {
+                Recovery::NewSession => {
+                    tracing::warn!(consumer = %report.consumer_id, error = %e, "session lost; opening a new one");
+                    (queue, refill) = self.reopen(&session, &queue, &mut report, &stop).await?;
                 }
-                Err(e) => {
-                    tracing::warn!(consumer = %self.consumer_id, error = %e, "worker cycle failed; retrying");
+                // A long-running consumer keeps going after any other failure too, after a
+                // pause, so one bad moment does not stop it for good.
+                Recovery::SameSession | Recovery::GiveUp => {
+                    tracing::warn!(consumer = %report.consumer_id, error = %e, "worker cycle failed; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
         }
-        tracing::info!(consumer = %self.consumer_id, drains = report.drains, completed = report.completed,
+        tracing::info!(consumer = %report.consumer_id, drains = report.drains, completed = report.completed,
             retried = report.retried, dead_lettered = report.dead_lettered, reaped = report.reaped,
             sessions = report.sessions, "worker stopped");
         Ok(report)
@@ -138,22 +156,17 @@ impl<H: Handler> Worker<H> {
         Ok(())
     }
 
-    /// A session, its queue, and a notification raised on every change under `tasks/` (from a
-    /// persistent watch), which lets a drain with free slots pick up new tasks at once.
-    async fn open(&self, report: &mut WorkerReport) -> Result<(Queue, Arc<Notify>)> {
-        let client = crate::zk::connect(&self.config).await?;
-        self.session.send_replace(Some(client.session().clone()));
+    /// The session's queue, and a notification raised on every change under `tasks/` (from
+    /// a persistent watch), which lets a drain with free slots pick up new tasks at once.
+    async fn watch(
+        &self,
+        session: &Session,
+        report: &mut WorkerReport,
+    ) -> Result<(Queue, Arc<Notify>)> {
+        let queue = session.queue();
+        self.session.send_replace(Some(queue.session().clone()));
         report.sessions += 1;
-        let mut queue = Queue::new(client, &self.config, self.consumer_id.clone());
-        if let Some(url) = &self.config.dead_letter_queue_url {
-            let dlq = crate::sink::sqs::DeadLetterQueue::new(
-                crate::sink::sqs::client().await,
-                url.clone(),
-            );
-            queue = queue.with_dead_letter_queue(dlq);
-        }
-        queue.ensure_paths().await?;
-        tracing::info!(consumer = %self.consumer_id, session = %queue.client().session_id(), "worker session open");
+        tracing::info!(consumer = %report.consumer_id, session = %queue.session_id(), "worker session open");
         let tasks = queue.layout().tasks();
         let mut watcher = queue
             .client()
@@ -173,15 +186,21 @@ impl<H: Handler> Worker<H> {
     /// Opens a new session, retrying every second until it works or the worker is stopped.
     async fn reopen(
         &self,
+        session: &Session,
+        stale: &Queue,
         report: &mut WorkerReport,
         stop: &watch::Receiver<bool>,
     ) -> Result<(Queue, Arc<Notify>)> {
         loop {
-            match self.open(report).await {
-                Ok(queue) => return Ok(queue),
+            let opened = match session.renew(stale, "the worker's session is over").await {
+                Ok(_) => self.watch(session, report).await,
+                Err(e) => Err(e),
+            };
+            match opened {
+                Ok(opened) => return Ok(opened),
                 Err(e) if *stop.borrow() => return Err(e),
                 Err(e) => {
-                    tracing::warn!(consumer = %self.consumer_id, error = %e, "cannot open a session yet");
+                    tracing::warn!(consumer = %report.consumer_id, error = %e, "cannot open a session yet");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }

@@ -4,42 +4,56 @@
 //!
 //! # Layout
 //!
+//! - [`App`]: what a warm instance keeps: the session, and the sinks tasks are delivered to.
 //! - [`run`]: one run for a [`Trigger`] within the time left; the report is the reply.
-//! - [`lambda`]: the Lambda handler (EventBridge schedule, manual `{"mode":"drain"}`, Function
-//!   URL). The binary is `src/main.rs`.
-//! - [`vercel`]: the Vercel handler (cron with `CRON_SECRET`, `?drain=1`). The binary is
-//!   `api/process_events_vercel.rs`, where Vercel's builder looks for it.
-//! - [`platform`]: what both functions share: the ZooKeeper session kept across invocations,
-//!   error labels, HTTP replies. `reap_leases` uses it too.
+//! - `lambda` (feature `lambda`): the Lambda handler (EventBridge schedule, manual
+//!   `{"mode":"drain"}`, Function URL). The binary is `src/main.rs`.
+//! - `vercel` (feature `vercel`): the Vercel handler (cron with `CRON_SECRET`, `?drain=1`).
+//!   The binary is `api/process_events_vercel.rs`, where Vercel's builder looks for it.
 
+#[cfg(feature = "lambda")]
 pub mod lambda;
-pub mod platform;
+#[cfg(feature = "vercel")]
 pub mod vercel;
 
 use std::time::Duration;
 
-use event_bridge::trigger::Trigger;
-use event_bridge::{Error, ProcessReport, RunOptions, process};
+use event_bridge::sink::{Delivery, dead_letter_sink};
+use event_bridge::{Config, Error, ProcessReport, RunOptions, Session, process};
+use platform::trigger::Trigger;
 use tokio::time::Instant;
 
-use crate::platform::Session;
+/// A warm instance's state: the ZooKeeper session and the sinks, built once at cold start.
+pub struct App {
+    pub session: Session,
+    /// What runs tasks: the routes' sinks, or the built-in handler.
+    pub delivery: Delivery,
+}
 
-/// Runs what `trigger` asks for, finishing within `time_left`, delivering through `ROUTES` when
-/// set, else with the handler `EVENT_BRIDGE_HANDLER` names. A session found over is replaced ([`Session::run`]).
-pub async fn run(
-    session: &Session,
-    trigger: Trigger,
-    time_left: Duration,
-) -> Result<ProcessReport, Error> {
-    let config = session.config();
+impl App {
+    /// Connects (failing fast, naming the address), creates the base paths and builds the
+    /// sinks (a bad route stops it, naming `ROUTES` and the route). `platform` starts the
+    /// consumer id (`lambda-…`, `vercel-…`).
+    pub async fn open(config: Config, platform: &str) -> Result<Self, Error> {
+        let delivery = Delivery::from_config(&config).await?;
+        let dead_letters = dead_letter_sink(&config).await?;
+        let session = Session::open(config, platform, dead_letters).await?;
+        Ok(App { session, delivery })
+    }
+}
+
+/// Runs what `trigger` asks for, finishing within `time_left`. A session found over is
+/// replaced ([`Session::run`]).
+pub async fn run(app: &App, trigger: Trigger, time_left: Duration) -> Result<ProcessReport, Error> {
+    let config = app.session.config();
     let options = RunOptions {
         max_tasks: trigger.max_tasks(config),
         concurrency: trigger.concurrency(config),
         deadline: Instant::now() + time_left,
         margin: config.deadline_margin,
     };
-    let (options, handler) = (&options, session.delivery());
-    session
+    let (options, handler) = (&options, &app.delivery);
+    app.session
         .run(|queue| async move { process::run(&queue, handler, options).await })
         .await
 }

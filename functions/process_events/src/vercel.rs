@@ -4,31 +4,32 @@
 
 use std::sync::Arc;
 
-use event_bridge::trigger;
+use platform::{HttpReply, authorized, trigger};
 use vercel_runtime::{Request, Response};
 
-use crate::platform::{self, HttpReply, Session};
+use crate::App;
 
 /// Handles one request.
 pub async fn handle(
-    session: Arc<Session>,
+    app: Arc<App>,
     req: Request,
 ) -> Result<Response<String>, vercel_runtime::Error> {
-    let authorization = platform::authorization(&req);
+    let authorization = platform::vercel::authorization(&req);
     let query = req.uri().query().unwrap_or("");
-    respond(&session, query, authorization).await.into_vercel()
+    platform::vercel::response(respond(&app, query, authorization).await)
 }
 
 /// The reply to a request with this query string and `Authorization` header.
-pub async fn respond(session: &Session, query: &str, authorization: Option<&str>) -> HttpReply {
-    if !session.authorized(authorization) {
+pub async fn respond(app: &App, query: &str, authorization: Option<&str>) -> HttpReply {
+    let config = app.session.config();
+    if !authorized(config, authorization) {
         return HttpReply::unauthorized();
     }
     let trigger = match trigger::from_query(query) {
         Ok(trigger) => trigger,
         Err(problem) => return HttpReply::bad_request(&problem),
     };
-    match crate::run(session, trigger, session.config().time_budget).await {
+    match crate::run(app, trigger, config.time_budget).await {
         Ok(report) => HttpReply::ok(&report),
         Err(e) => HttpReply::failed(&e),
     }

@@ -1,17 +1,16 @@
 //! The Lambda handler: every event (the schedule's, or `{}` by hand) runs the reaper once.
 
+use event_bridge::Session;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::Value;
-
-use crate::platform::{self, Session};
 
 /// Handles one invocation; the event's content is not read.
 ///
 /// # Notable errors
-/// - `ZooKeeperUnreachable` / `ZooKeeperError` when ZooKeeper fails us (after one reconnect).
+/// - `ZooKeeperUnreachable` / `ZooKeeperError` when ZooKeeper fails us (after one more try).
 pub async fn handle(session: &Session, _event: LambdaEvent<Value>) -> Result<Value, Diagnostic> {
     let report = crate::run(session)
         .await
-        .map_err(|e| platform::diagnostic(&e))?;
+        .map_err(|e| platform::lambda::diagnostic(&e))?;
     Ok(serde_json::to_value(&report).expect("reports are plain data"))
 }

@@ -1,11 +1,10 @@
 //! `reap_leases` on AWS Lambda: connect at cold start, then one reaper run per invocation.
 
 use lambda_runtime::service_fn;
-use reap_leases::{lambda, platform};
+use reap_leases::lambda;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    event_bridge::telemetry::init();
-    let session = platform::cold_start("lambda").await?;
+    let session = platform::cold_start(|config| reap_leases::open(config, "lambda")).await?;
     lambda_runtime::run(service_fn(|event| lambda::handle(&session, event))).await
 }

@@ -3,22 +3,22 @@
 
 use std::sync::Arc;
 
+use event_bridge::Session;
+use platform::{HttpReply, authorized};
 use vercel_runtime::{Request, Response};
-
-use crate::platform::{self, HttpReply, Session};
 
 /// Handles one request.
 pub async fn handle(
     session: Arc<Session>,
     req: Request,
 ) -> Result<Response<String>, vercel_runtime::Error> {
-    let authorization = platform::authorization(&req);
-    respond(&session, authorization).await.into_vercel()
+    let authorization = platform::vercel::authorization(&req);
+    platform::vercel::response(respond(&session, authorization).await)
 }
 
 /// The reply to a request with this `Authorization` header.
 pub async fn respond(session: &Session, authorization: Option<&str>) -> HttpReply {
-    if !session.authorized(authorization) {
+    if !authorized(session.config(), authorization) {
         return HttpReply::unauthorized();
     }
     match crate::run(session).await {

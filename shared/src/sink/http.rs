@@ -47,13 +47,12 @@
 //!
 //! # How a response is read
 //!
-//! | Response | Result |
-//! |---|---|
-//! | 2xx | delivered: the task completes |
-//! | 408, 429, 5xx | [`HandlerError::RetryAfter`] when it has a `Retry-After` (delta-seconds or an HTTP-date), else [`HandlerError::Retryable`] |
-//! | timeout, connection refused or reset, any other transport failure | [`HandlerError::Retryable`] |
-//! | 3xx | [`HandlerError::Permanent`]: redirects are not followed (a redirected POST may become a GET, and the signed request would go to a host nobody configured); point the sink at the final URL |
-//! | any other status (other 4xx) | [`HandlerError::Permanent`]: the task goes to the dead letters |
+//! 2xx delivers; 408, 429 and 5xx, and any request that got no response (a timeout, a refused
+//! or reset connection), are worth another try, no sooner than a `Retry-After` says
+//! ([`SinkError::RetryAfter`]); 3xx and every other status are permanent. Redirects are not
+//! followed: a redirected POST may become a GET, and the signed request would go to a host
+//! nobody configured; point the sink at the final URL. The status table is the test
+//! `statuses_are_classified` below, beside `is_retryable`.
 //!
 //! Error messages name the status and the URL without its credentials, query or fragment, and
 //! quote at most 200 bytes of the response body: `HTTP 503 from https://host/path: busy`.
@@ -67,8 +66,9 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AF
 use reqwest::{StatusCode, Url};
 use sha2::Sha256;
 
-use crate::config::Secret;
-use crate::handler::HandlerError;
+use super::error::{InvalidSpec, SinkError};
+use super::redact::shown;
+use crate::secret::Secret;
 use crate::task::Task;
 
 /// The names of the headers the sink sends, lowercase (HTTP ignores the case of names).
@@ -108,7 +108,11 @@ pub struct HttpSink {
 
 impl HttpSink {
     /// Validates the spec (URL must parse and be http/https; the error names the problem).
-    pub fn new(spec: HttpSpec) -> Result<Self, String> {
+    pub fn new(spec: HttpSpec) -> Result<Self, InvalidSpec> {
+        Self::build(spec).map_err(InvalidSpec)
+    }
+
+    fn build(spec: HttpSpec) -> Result<Self, String> {
         let url =
             Url::parse(spec.url.trim()).map_err(|e| format!("webhook URL does not parse: {e}"))?;
         let shown = shown(&url);
@@ -142,9 +146,9 @@ impl HttpSink {
     }
 
     /// POSTs the task's envelope as JSON.
-    pub async fn deliver(&self, task: &Task) -> Result<(), HandlerError> {
+    pub async fn deliver(&self, task: &Task) -> Result<(), SinkError> {
         let body = serde_json::to_vec(&task.envelope)
-            .map_err(|e| HandlerError::Permanent(format!("envelope is not serializable: {e}")))?;
+            .map_err(|e| SinkError::Permanent(format!("envelope is not serializable: {e}")))?;
         let headers = self.headers(task, unix_seconds(SystemTime::now()), &body)?;
         let sent = self
             .client
@@ -160,7 +164,7 @@ impl HttpSink {
     }
 
     /// Every header of one attempt, the signature over `body` included.
-    fn headers(&self, task: &Task, timestamp: u64, body: &[u8]) -> Result<HeaderMap, HandlerError> {
+    fn headers(&self, task: &Task, timestamp: u64, body: &[u8]) -> Result<HeaderMap, SinkError> {
         let key = task
             .envelope
             .idempotency_key
@@ -168,7 +172,7 @@ impl HttpSink {
             .unwrap_or(&task.envelope.id);
         let value = |what: &str, v: &str| {
             HeaderValue::from_str(v).map_err(|_| {
-                HandlerError::Permanent(format!("{what} {v:?} cannot be sent as an HTTP header"))
+                SinkError::Permanent(format!("{what} {v:?} cannot be sent as an HTTP header"))
             })
         };
         let mut headers = HeaderMap::new();
@@ -191,7 +195,7 @@ impl HttpSink {
     }
 
     /// Reads a response into the task's result.
-    async fn settle(&self, response: reqwest::Response) -> Result<(), HandlerError> {
+    async fn settle(&self, response: reqwest::Response) -> Result<(), SinkError> {
         let status = response.status();
         if status.is_success() {
             read_up_to(response, DRAIN_BYTES).await;
@@ -208,23 +212,20 @@ impl HttpSink {
             error = format!("{error}: {excerpt}");
         }
         Err(match (is_retryable(status), after) {
-            (true, Some(after)) => HandlerError::RetryAfter { error, after },
-            (true, None) => HandlerError::Retryable(error),
-            (false, _) => HandlerError::Permanent(error),
+            (true, Some(after)) => SinkError::RetryAfter { error, after },
+            (true, None) => SinkError::Retryable(error),
+            (false, _) => SinkError::Permanent(error),
         })
     }
 
     /// A request that got no response: worth another try, unless it could not even be built.
-    fn transport_error(&self, e: reqwest::Error) -> HandlerError {
+    fn transport_error(&self, e: reqwest::Error) -> SinkError {
         let url = &self.shown;
         let e = e.without_url();
         if e.is_builder() {
-            return HandlerError::Permanent(format!(
-                "cannot build a request to {url}: {}",
-                cause(&e)
-            ));
+            return SinkError::Permanent(format!("cannot build a request to {url}: {}", cause(&e)));
         }
-        HandlerError::Retryable(if e.is_timeout() {
+        SinkError::Retryable(if e.is_timeout() {
             format!("timed out after {:?} posting to {url}", self.timeout)
         } else if e.is_connect() {
             format!("cannot connect to {url}: {}", cause(&e))
@@ -279,17 +280,6 @@ fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// `url` without credentials, query or fragment, for messages.
-pub fn shown(url: &Url) -> String {
-    let mut shown = url.clone();
-    // Both fail only for URLs that cannot have credentials, which then have none to hide.
-    let _ = shown.set_username("");
-    let _ = shown.set_password(None);
-    shown.set_query(None);
-    shown.set_fragment(None);
-    shown.to_string()
-}
-
 /// The start of a response body, at most `limit` bytes of it; a failed read ends it early.
 async fn read_up_to(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
     let mut bytes = Vec::new();
@@ -341,6 +331,7 @@ mod tests {
             secret: secret.map(Secret::new),
             timeout: Duration::from_secs(5),
         })
+        .map_err(|e| e.0)
     }
 
     fn task(idempotency_key: Option<&str>) -> Task {
@@ -402,7 +393,7 @@ mod tests {
         let sink = sink("http://example.com/hook", None).unwrap();
         let err = sink.headers(&task(Some("a\nb")), 1, b"{}").unwrap_err();
         assert!(
-            matches!(&err, HandlerError::Permanent(e) if e.contains("idempotency key")),
+            matches!(&err, SinkError::Permanent(e) if e.contains("idempotency key")),
             "{err:?}"
         );
     }
@@ -473,7 +464,8 @@ mod tests {
             secret: None,
             timeout: Duration::ZERO,
         })
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(err.contains("timeout"), "{err}");
         assert!(sink(" https://example.com/hook?x=1 ", None).is_ok());
     }

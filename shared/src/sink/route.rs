@@ -33,7 +33,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::Secret;
+use super::error::InvalidSpec;
+use super::redact::{redacted, shown};
+use crate::config::{ConfigError, RouteSource};
+use crate::secret::Secret;
 
 /// A validated route table.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,9 +104,29 @@ enum RawSink {
     },
 }
 
+/// Parses the configured table (`ROUTES` or `ROUTES_FILE`); an error names that variable, the
+/// table's origin and the route.
+pub fn from_source(
+    source: &RouteSource,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<RouteTable, ConfigError> {
+    parse(&source.text, lookup).map_err(|InvalidSpec(problem)| ConfigError {
+        variable: source.variable,
+        value: source.origin.clone(),
+        problem,
+    })
+}
+
 /// Parses and validates a route table; `lookup` reads the variables that `secret_env` names.
 /// Every error names the route it is about.
-pub fn parse(text: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<RouteTable, String> {
+pub fn parse(
+    text: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<RouteTable, InvalidSpec> {
+    parse_table(text, lookup).map_err(InvalidSpec)
+}
+
+fn parse_table(text: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<RouteTable, String> {
     let raw: RawTable =
         serde_json::from_str(text).map_err(|e| format!("not a route table: {e}"))?;
     let mut routes = BTreeMap::new();
@@ -163,24 +186,13 @@ fn sink(spec: Value, lookup: &impl Fn(&str) -> Option<String>) -> Result<SinkSpe
 fn http_url(raw: &str) -> Result<(), String> {
     match url::Url::parse(raw) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(()),
-        Ok(url) => Err(format!(
-            "{:?} is not an http(s) URL",
-            crate::sink::http::shown(&url)
-        )),
+        Ok(url) => Err(format!("{:?} is not an http(s) URL", shown(&url))),
         // Unparsable: it may still hold a secret, so only its length is shown.
         Err(e) => Err(format!(
             "a {}-character value is not a URL: {e}",
             raw.chars().count()
         )),
     }
-}
-
-/// A URL for logs and `Debug`: no credentials, no query.
-fn redacted(raw: &str) -> String {
-    url::Url::parse(raw).map_or_else(
-        |_| "<unparsable URL>".into(),
-        |u| crate::sink::http::shown(&u),
-    )
 }
 
 impl std::fmt::Debug for SinkSpec {
@@ -273,13 +285,15 @@ mod tests {
             r#"{"routes": {"a": {"sink": "sqs", "queue_url": "http://h/1/q", "batch": "yes"}}}"#,
             &env,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(err.starts_with(r#"route "a": invalid type"#), "{err}");
         let err = parse(
             r#"{"routes": {"a": {"sink": "http", "url": "http://h/x", "batch": true}}}"#,
             &env,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(
             err.contains("unknown field `batch`"),
             "only sqs routes batch: {err}"
@@ -303,7 +317,8 @@ mod tests {
             r#"{"routes": {"a": {"sink": "http", "url": "ftp://u:pw@h/x?token=t0k"}}}"#,
             &env,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(!err.contains("pw") && !err.contains("t0k"), "{err}");
     }
 
@@ -340,7 +355,7 @@ mod tests {
             ),
             (r#"{"rutes": {}}"#, "not a route table"),
         ] {
-            let err = parse(text, &env).unwrap_err();
+            let err = parse(text, &env).unwrap_err().0;
             assert!(err.starts_with(want) || err.contains(want), "{text}: {err}");
         }
     }

@@ -1,28 +1,33 @@
-//! Delivery by route: the handler the functions run when `ROUTES` is set.
+//! Delivery by route: the handler the functions, the CLI and the worker run when `ROUTES` is
+//! set, and the built-in handler when it is not.
 
 use std::collections::HashMap;
 
-use crate::config::{ConfigError, HandlerKind};
-use crate::handler::{Builtin, Handler, HandlerError};
-use crate::sink::http::{HttpSink, HttpSpec};
-use crate::sink::route::{NoRoute, RouteTable, SinkSpec};
-use crate::sink::sqs::{self, SqsSink, SqsSpec};
+use super::error::SinkError;
+use super::route::{self, NoRoute, RouteTable, SinkSpec};
+use crate::config::Config;
+use crate::config::ConfigError;
+use crate::error::Error;
+use crate::handler::{Builtin, Handler, HandlerError, HandlerKind};
 use crate::task::Task;
-use crate::{Config, Error};
 
 /// One built sink.
 pub enum Sink {
     Log,
-    Http(HttpSink),
-    Sqs(SqsSink),
+    #[cfg(feature = "http")]
+    Http(super::http::HttpSink),
+    #[cfg(feature = "sqs")]
+    Sqs(super::sqs::SqsSink),
 }
 
 impl Sink {
     pub async fn deliver(&self, task: &Task) -> Result<(), HandlerError> {
         match self {
             Sink::Log => Builtin(HandlerKind::Log).handle(task).await,
-            Sink::Http(sink) => sink.deliver(task).await,
-            Sink::Sqs(sink) => sink.deliver(task).await,
+            #[cfg(feature = "http")]
+            Sink::Http(sink) => sink.deliver(task).await.map_err(Into::into),
+            #[cfg(feature = "sqs")]
+            Sink::Sqs(sink) => sink.deliver(task).await.map_err(Into::into),
         }
     }
 }
@@ -39,55 +44,22 @@ impl Router {
     /// environment; a batching SQS route spawns its batcher on the current runtime, which ends
     /// when the router is dropped). An error names the route.
     pub async fn new(table: &RouteTable) -> Result<Self, Error> {
-        let uses_sqs = table
-            .routes
-            .values()
-            .chain(&table.default)
-            .any(|s| matches!(s, SinkSpec::Sqs { .. }));
-        let sqs_client = if uses_sqs {
-            Some(sqs::client().await)
-        } else {
-            None
-        };
-        let build = |name: &str, spec: &SinkSpec| -> Result<Sink, Error> {
-            Ok(match spec {
-                SinkSpec::Log => Sink::Log,
-                SinkSpec::Http {
-                    url,
-                    secret,
-                    timeout,
-                } => {
-                    let spec = HttpSpec {
-                        url: url.clone(),
-                        secret: secret.clone(),
-                        timeout: *timeout,
-                    };
-                    Sink::Http(HttpSink::new(spec).map_err(|e| bad_route(name, e))?)
-                }
-                SinkSpec::Sqs {
-                    queue_url,
-                    group,
-                    batch,
-                } => {
-                    let client = sqs_client.clone().expect("an SQS client for SQS routes");
-                    let spec = SqsSpec {
-                        queue_url: queue_url.clone(),
-                        default_group: group.clone(),
-                        batch: *batch,
-                    };
-                    Sink::Sqs(SqsSink::new(client, spec))
-                }
-            })
-        };
+        let mut builder = Builder::default();
         let mut routes = HashMap::new();
         for (event_type, spec) in &table.routes {
+            let sink = builder.build(spec).await;
             routes.insert(
                 event_type.clone(),
-                build(&format!("route {event_type:?}"), spec)?,
+                sink.map_err(|p| bad_route(&format!("route {event_type:?}"), p))?,
             );
         }
         let default = match &table.default {
-            Some(spec) => Some(build("default route", spec)?),
+            Some(spec) => Some(
+                builder
+                    .build(spec)
+                    .await
+                    .map_err(|p| bad_route("default route", p))?,
+            ),
             None => None,
         };
         Ok(Router {
@@ -95,6 +67,74 @@ impl Router {
             default,
             no_route: table.no_route,
         })
+    }
+}
+
+/// Builds sinks, sharing what they can share (one SQS client).
+#[derive(Default)]
+struct Builder {
+    #[cfg(feature = "sqs")]
+    sqs_client: Option<aws_sdk_sqs::Client>,
+}
+
+impl Builder {
+    async fn build(&mut self, spec: &SinkSpec) -> Result<Sink, String> {
+        match spec {
+            SinkSpec::Log => Ok(Sink::Log),
+            SinkSpec::Http { .. } => self.http(spec),
+            SinkSpec::Sqs { .. } => self.sqs(spec).await,
+        }
+    }
+
+    #[cfg(feature = "http")]
+    fn http(&self, spec: &SinkSpec) -> Result<Sink, String> {
+        let SinkSpec::Http {
+            url,
+            secret,
+            timeout,
+        } = spec
+        else {
+            unreachable!("an http spec");
+        };
+        let spec = super::http::HttpSpec {
+            url: url.clone(),
+            secret: secret.clone(),
+            timeout: *timeout,
+        };
+        let sink = super::http::HttpSink::new(spec).map_err(|e| e.0)?;
+        Ok(Sink::Http(sink))
+    }
+
+    #[cfg(not(feature = "http"))]
+    fn http(&self, _spec: &SinkSpec) -> Result<Sink, String> {
+        Err("the http sink is not built in (cargo feature `http`)".into())
+    }
+
+    #[cfg(feature = "sqs")]
+    async fn sqs(&mut self, spec: &SinkSpec) -> Result<Sink, String> {
+        let SinkSpec::Sqs {
+            queue_url,
+            group,
+            batch,
+        } = spec
+        else {
+            unreachable!("an sqs spec");
+        };
+        if self.sqs_client.is_none() {
+            self.sqs_client = Some(super::sqs::client().await);
+        }
+        let client = self.sqs_client.clone().expect("just set");
+        let spec = super::sqs::SqsSpec {
+            queue_url: queue_url.clone(),
+            default_group: group.clone(),
+            batch: *batch,
+        };
+        Ok(Sink::Sqs(super::sqs::SqsSink::new(client, spec)))
+    }
+
+    #[cfg(not(feature = "sqs"))]
+    async fn sqs(&mut self, _spec: &SinkSpec) -> Result<Sink, String> {
+        Err("the sqs sink is not built in (cargo feature `sqs`)".into())
     }
 }
 
@@ -115,9 +155,9 @@ impl Handler for Router {
                 tracing::info!(task = %task.name, %event_type, "no route: skipped");
                 Ok(())
             }
-            None => Err(HandlerError::Permanent(format!(
-                "no route for event type {event_type:?}"
-            ))),
+            None => {
+                Err(SinkError::Permanent(format!("no route for event type {event_type:?}")).into())
+            }
         }
     }
 }
@@ -130,11 +170,17 @@ pub enum Delivery {
 }
 
 impl Delivery {
+    /// Parses `config`'s route table (reading the variables its `secret_env`s name from the
+    /// process environment) and builds its sinks; the built-in handler without one.
+    ///
+    /// # Notable errors
+    /// - [`Error::Config`] naming `ROUTES` or `ROUTES_FILE` and the route.
     pub async fn from_config(config: &Config) -> Result<Self, Error> {
-        Ok(match &config.routes {
-            Some(table) => Delivery::Routed(Box::new(Router::new(table).await?)),
-            None => Delivery::Builtin(Builtin(config.handler)),
-        })
+        let Some(source) = &config.routes else {
+            return Ok(Delivery::Builtin(Builtin(config.handler)));
+        };
+        let table = route::from_source(source, &|name| std::env::var(name).ok())?;
+        Ok(Delivery::Routed(Box::new(Router::new(&table).await?)))
     }
 }
 

@@ -1,0 +1,55 @@
+//! What both functions share at the platform edge, so that each stays a few lines of wiring:
+//!
+//! - [`trigger`]: what an invocation asks for, read from a Lambda event or an HTTP query; the
+//!   time it may take; the `CRON_SECRET` check. Pure functions.
+//! - [`reply`]: the labels errors are reported under, and JSON replies for HTTP.
+//! - [`cold_start`]: opening a function's state from the environment, logging why not.
+//! - `lambda` (feature `lambda`): Lambda's error type, and Function URL replies.
+//! - `vercel` (feature `vercel`): reading a Vercel request, and writing its response.
+//!
+//! A Lambda binary builds this crate with `lambda` only and a Vercel binary with `vercel` only
+//! (`required-features` on each binary), so neither links the other platform's runtime.
+
+pub mod reply;
+pub mod trigger;
+
+#[cfg(feature = "lambda")]
+pub mod lambda;
+#[cfg(feature = "vercel")]
+pub mod vercel;
+
+use std::future::Future;
+
+use event_bridge::{Config, Error};
+
+pub use reply::{HttpReply, error_type};
+
+/// A function's cold start: reads the configuration from the environment and hands it to
+/// `open`; logs a failure (naming the variable or the address) and returns it as text for
+/// `main` to exit with.
+pub async fn cold_start<T, F, Fut>(open: F) -> Result<T, Box<dyn std::error::Error + Send + Sync>>
+where
+    F: FnOnce(Config) -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    event_bridge::telemetry::init();
+    let opened = match Config::from_env() {
+        Ok(config) => open(config).await,
+        Err(e) => Err(e.into()),
+    };
+    opened.map_err(|e| {
+        tracing::error!(error_type = error_type(&e), error = %e, "cold start failed");
+        // As text, so `main`'s exit message reads like the log line.
+        format!("{}: {e}", error_type(&e)).into()
+    })
+}
+
+/// Whether an HTTP request's `Authorization` header satisfies `config`'s `CRON_SECRET` (any
+/// request does when it is unset).
+pub fn authorized(config: &Config, authorization: Option<&str>) -> bool {
+    let secret = config
+        .cron_secret
+        .as_ref()
+        .map(event_bridge::Secret::expose);
+    trigger::authorized(authorization, secret)
+}

@@ -1,0 +1,106 @@
+//! The labels errors are reported under (Lambda's `errorType`, `error` in HTTP replies), and
+//! JSON replies for HTTP requests (Vercel, Lambda Function URLs).
+
+use event_bridge::Error;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The label an error is reported under: Lambda's `errorType`, and `error` in HTTP replies.
+pub fn error_type(err: &Error) -> &'static str {
+    match err {
+        Error::Config(_) => "ConfigError",
+        Error::Unreachable { .. } => "ZooKeeperUnreachable",
+        Error::Zk { .. } => "ZooKeeperError",
+        Error::Timeout { .. } => "ZooKeeperTimeout",
+        Error::TooLarge { .. } => "TaskTooLarge",
+        Error::Json(_) => "JsonError",
+        _ => "EventBridgeError",
+    }
+}
+
+/// An HTTP reply with a JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpReply {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl HttpReply {
+    /// 200 with a report.
+    pub fn ok(report: &impl Serialize) -> Self {
+        let body = serde_json::to_value(report).expect("reports are plain data");
+        HttpReply { status: 200, body }
+    }
+
+    /// 401: the request lacks `Authorization: Bearer $CRON_SECRET`.
+    pub fn unauthorized() -> Self {
+        let message = "send Authorization: Bearer <CRON_SECRET>";
+        HttpReply::error(401, "Unauthorized", message)
+    }
+
+    /// 400: the query string does not say what to do.
+    pub fn bad_request(problem: &str) -> Self {
+        HttpReply::error(400, "BadRequest", problem)
+    }
+
+    /// 503 when ZooKeeper failed us (worth retrying), 500 otherwise.
+    pub fn failed(err: &Error) -> Self {
+        let status = match err {
+            Error::Unreachable { .. } | Error::Zk { .. } | Error::Timeout { .. } => 503,
+            _ => 500,
+        };
+        HttpReply::error(status, error_type(err), &err.to_string())
+    }
+
+    fn error(status: u16, label: &str, message: &str) -> Self {
+        let body = json!({ "error": label, "message": message });
+        HttpReply { status, body }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use event_bridge::config::ConfigError;
+    use zookeeper_client as zk;
+
+    fn zk_error(source: zk::Error) -> Error {
+        Error::Zk {
+            op: "get",
+            path: "/event-bridge/tasks".into(),
+            source,
+        }
+    }
+
+    #[test]
+    fn errors_get_stable_labels() {
+        let config = Error::Config(ConfigError {
+            variable: "MAX_ATTEMPTS",
+            value: "0".into(),
+            problem: "must be at least 1".into(),
+        });
+        let unreachable = Error::Unreachable {
+            address: "10.0.0.1:2181".into(),
+            timeout_ms: 5000,
+            reason: "timed out".into(),
+        };
+        assert_eq!(error_type(&config), "ConfigError");
+        assert_eq!(error_type(&unreachable), "ZooKeeperUnreachable");
+        assert_eq!(error_type(&zk_error(zk::Error::NoAuth)), "ZooKeeperError");
+    }
+
+    #[test]
+    fn http_replies_carry_status_and_json() {
+        assert_eq!(HttpReply::unauthorized().status, 401);
+        assert_eq!(HttpReply::unauthorized().body["error"], "Unauthorized");
+        assert_eq!(HttpReply::bad_request("max_tasks").status, 400);
+        assert_eq!(
+            HttpReply::failed(&zk_error(zk::Error::SessionExpired)).status,
+            503
+        );
+        assert_eq!(
+            HttpReply::failed(&Error::TooLarge { size: 2, limit: 1 }).status,
+            500
+        );
+    }
+}

@@ -1,0 +1,199 @@
+//! `event-bridge`: publish tasks, look into the queue, repair it, and run the functions' work
+//! (or a long-running worker) from a terminal.
+//!
+//! Settings come from the same environment variables as the functions (see the README).
+//! Output a script would read is JSON on stdout (`--json` where there is also a text form).
+//! Exit codes: 0 done, 1 failed (one line on stderr), 2 bad usage, 3 `status` found nothing.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use event_bridge::sink::dead_letter_sink;
+use event_bridge::{Config, Session, reap};
+
+/// `println!` that returns the write error instead of panicking, so `event-bridge … | head`
+/// ends quietly when the reader goes away.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    };
+}
+
+mod dead;
+mod lines;
+mod look;
+mod publish;
+mod runs;
+mod show;
+
+use show::print_json;
+
+type Failure = Box<dyn std::error::Error>;
+
+#[derive(Parser)]
+#[command(
+    name = "event-bridge",
+    version,
+    about = "A task queue on ZooKeeper for serverless consumers"
+)]
+#[command(
+    after_help = "Settings come from environment variables: ZOOKEEPER_CONNECTION_STRING, EVENT_BRIDGE_ROOT, \
+                  ZOOKEEPER_AUTH, LEASE_TIMEOUT_MS, MAX_ATTEMPTS, … (see the README's configuration table)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the base paths (with creator-only ACLs when ZOOKEEPER_AUTH is set).
+    Init,
+    /// Publish one task from arguments, or many from JSON lines (a file, or `-` for stdin).
+    Publish(Publish),
+    /// Pending tasks, oldest first, with age, attempts, lease holder and expiry.
+    List {
+        /// Show at most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The oldest pending tasks with their whole envelopes (JSON).
+    Peek {
+        /// How many.
+        #[arg(default_value_t = 1)]
+        count: usize,
+    },
+    /// Where a task is: pending, leased, dead, or not found (exit 3).
+    Status {
+        /// A task name (task-0000000042) or an envelope id.
+        task: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect and repair the dead letters.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Depth, leased, in backoff, dead, age of the oldest task, counts per event type.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Claim and run tasks once, as `process_events` does (through ROUTES when set).
+    Process {
+        /// Drain: run until the queue is empty or --max-tasks is reached.
+        #[arg(long)]
+        drain: bool,
+        /// Cap on tasks claimed (default: MAX_TASKS_PER_RUN, or DRAIN_MAX_TASKS with --drain).
+        #[arg(long)]
+        max_tasks: Option<u32>,
+    },
+    /// Free expired and orphaned leases, as `reap_leases` does.
+    Reap,
+    /// Run until SIGTERM or SIGINT, processing tasks as they are published (ZooKeeper watches).
+    Worker {
+        /// Tasks in flight at once.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+    },
+}
+
+#[derive(Args)]
+pub(crate) struct Publish {
+    /// Event type of the task(s).
+    #[arg(long = "type", default_value = "event")]
+    pub(crate) event_type: String,
+    /// Payload JSON of a single task.
+    #[arg(long, conflicts_with = "input")]
+    pub(crate) payload: Option<String>,
+    /// JSON lines to publish: each line is a payload, or an object with `payload` (and
+    /// optionally `type`, `id`, `group`, `idempotency_key`). `-` reads stdin.
+    #[arg(long, short = 'f', value_name = "FILE")]
+    pub(crate) input: Option<String>,
+    /// Idempotency key of a single task.
+    #[arg(long)]
+    pub(crate) idempotency_key: Option<String>,
+    /// Group of the task(s) (stored; ordering by group is not implemented yet).
+    #[arg(long)]
+    pub(crate) group: Option<String>,
+    /// Not claimable before this delay has passed, e.g. 30s, 5m, 1500ms.
+    #[arg(long, value_parser = lines::parse_delay)]
+    pub(crate) delay: Option<Duration>,
+    /// Write --payload as the task body verbatim, without an envelope, as a producer that
+    /// knows nothing of event-bridge would (it need not even be JSON).
+    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key"])]
+    pub(crate) raw: bool,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum DeadCommand {
+    /// Every dead letter: name, reason, attempts, last error.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One dead letter's whole record (JSON).
+    Show { name: String },
+    /// Send dead letters back to the queue: attempts reset, id kept.
+    Redrive {
+        /// Every dead letter.
+        #[arg(long, conflicts_with = "names")]
+        all: bool,
+        names: Vec<String>,
+        /// Do not ask for confirmation.
+        #[arg(long, short)]
+        yes: bool,
+    },
+    /// Delete dead letters for good.
+    Purge {
+        #[arg(long, conflicts_with = "names")]
+        all: bool,
+        names: Vec<String>,
+        #[arg(long, short)]
+        yes: bool,
+    },
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    event_bridge::telemetry::init_cli();
+    match run(cli.command).await {
+        Ok(code) => std::process::exit(code),
+        Err(e) if broken_pipe(e.as_ref()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("event-bridge: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+async fn run(command: Command) -> Result<i32, Failure> {
+    let config = Config::from_env()?;
+    if let Command::Worker { concurrency } = command {
+        return runs::worker(&config, concurrency).await;
+    }
+    let session = Session::open(config.clone(), "cli", dead_letter_sink(&config).await?).await?;
+    let queue = session.queue();
+    match command {
+        Command::Init => look::init(&config, &queue)?,
+        Command::Publish(args) => publish::publish(&queue, args).await?,
+        Command::List { limit, json } => look::list(&queue, limit, json).await?,
+        Command::Peek { count } => look::peek(&queue, count).await?,
+        Command::Status { task, json } => return look::status(&config, &queue, &task, json).await,
+        Command::Dead(command) => dead::dead_command(&queue, command).await?,
+        Command::Stats { json } => look::stats(&config, &queue, json).await?,
+        Command::Process { drain, max_tasks } => {
+            runs::process(&config, &queue, drain, max_tasks).await?
+        }
+        Command::Reap => print_json(&reap::reap(&queue).await?)?,
+        Command::Worker { .. } => unreachable!("handled above"),
+    }
+    Ok(0)
+}

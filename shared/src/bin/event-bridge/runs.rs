@@ -1,0 +1,55 @@
+//! Running the functions' work here: `process` and the long-running `worker`.
+
+use event_bridge::sink::{Delivery, dead_letter_sink};
+use event_bridge::worker::Worker;
+use event_bridge::{Config, Queue, RunOptions, process};
+
+use crate::Failure;
+use crate::show::print_json;
+
+/// One `process_events` run: a scheduled batch, or a drain with `drain`.
+pub(crate) async fn process(
+    config: &Config,
+    queue: &Queue,
+    drain: bool,
+    max_tasks: Option<u32>,
+) -> Result<(), Failure> {
+    let cap = max_tasks.unwrap_or(if drain {
+        config.drain_max_tasks
+    } else {
+        config.max_tasks_per_run
+    });
+    let options = RunOptions {
+        max_tasks: cap,
+        concurrency: (cap as usize).clamp(1, config.drain_concurrency),
+        deadline: tokio::time::Instant::now() + config.time_budget,
+        margin: config.deadline_margin,
+    };
+    let delivery = Delivery::from_config(config).await?;
+    print_json(&process::run(queue, &delivery, &options).await?)
+}
+
+/// Runs a worker until SIGTERM or SIGINT; prints its report.
+pub(crate) async fn worker(config: &Config, concurrency: usize) -> Result<i32, Failure> {
+    let delivery = Delivery::from_config(config).await?;
+    let mut worker = Worker::new(config.clone(), delivery, concurrency);
+    if let Some(sink) = dead_letter_sink(config).await? {
+        worker = worker.with_dead_letters(sink);
+    }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    print_json(&worker.run(stopped).await?)?;
+    Ok(0)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,92 @@
+//! What the commands print: JSON, the task table, the stats, a status line.
+
+use std::io::Write;
+
+use event_bridge::Config;
+use event_bridge::inspect::{DetailedStats, Status, TaskInfo};
+
+use crate::Failure;
+
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
+    out!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+pub(crate) fn print_table(tasks: &[TaskInfo]) -> Result<(), Failure> {
+    out!(
+        "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}",
+        "TASK",
+        "AGE",
+        "ATTEMPTS",
+        "TYPE",
+        "HOLDER",
+        "EXPIRES IN"
+    );
+    for t in tasks {
+        let (holder, expires) = match &t.lease {
+            Some(l) => (
+                l.consumer_id.clone().unwrap_or("?".into()),
+                seconds(l.expires_in_ms),
+            ),
+            None if t.backoff_left_ms.is_some() => ("(backoff)".into(), "-".into()),
+            None => ("-".into(), "-".into()),
+        };
+        let kind = t.event_type.clone().unwrap_or_else(|| "(poison)".into());
+        out!(
+            "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}",
+            t.name,
+            seconds(t.age_ms),
+            t.attempts,
+            kind,
+            holder,
+            expires
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Failure> {
+    let age = s.stats.oldest_task_age_ms.map_or("-".into(), seconds);
+    out!("root         {}", config.root);
+    out!("pending      {}", s.stats.depth);
+    out!("leased       {}", s.stats.leased);
+    out!("in backoff   {}", s.in_backoff);
+    out!("dead         {}", s.stats.dead);
+    out!("oldest task  {age}");
+    for (event_type, n) in &s.by_type {
+        out!("  {event_type:<24} {n}");
+    }
+    Ok(())
+}
+
+pub(crate) fn describe(status: &Status) -> String {
+    match status {
+        Status::Pending { task } => match task.backoff_left_ms {
+            Some(left) => format!(
+                "{}: pending, in backoff for {}, {} attempts",
+                task.name,
+                seconds(left),
+                task.attempts
+            ),
+            None => format!("{}: pending, {} attempts", task.name, task.attempts),
+        },
+        Status::Leased { task } => {
+            let lease = task.lease.as_ref().expect("leased");
+            let holder = lease.consumer_id.as_deref().unwrap_or("?");
+            format!(
+                "{}: leased by {holder}, expires in {}",
+                task.name,
+                seconds(lease.expires_in_ms)
+            )
+        }
+        Status::Dead { name, record } => format!(
+            "{name}: dead ({})",
+            record["reason"].as_str().unwrap_or("?")
+        ),
+        Status::NotFound => "not found".into(),
+    }
+}
+
+fn seconds(ms: i64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}

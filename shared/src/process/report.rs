@@ -1,0 +1,84 @@
+//! What a run did: the function's reply and its one summary log event.
+
+use serde::Serialize;
+
+use crate::queue::Settled;
+
+/// What a run did: the function's response and its one summary log event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProcessReport {
+    pub consumer_id: String,
+    pub claimed: u32,
+    pub completed: u32,
+    pub retried: u32,
+    pub dead_lettered: u32,
+    /// Claims lost to another consumer.
+    pub lease_conflicts: u32,
+    /// Tasks whose lease passed on while we held them; our writes were refused.
+    pub leases_lost: u32,
+    /// Tasks skipped because their retry backoff has not ended.
+    pub in_backoff: u32,
+    /// Tasks released unfinished because the deadline was near.
+    pub released_at_deadline: u32,
+    /// Tasks pending after the run, leased ones included.
+    pub remaining_depth: usize,
+    pub duration_ms: u64,
+}
+
+/// How one task ended, for the report.
+#[derive(Debug)]
+pub(super) enum Outcome {
+    Completed,
+    Retried,
+    DeadLettered,
+    Conflict,
+    LeaseLost,
+    Backoff(String),
+    Gone,
+    Deadline,
+}
+
+impl ProcessReport {
+    /// Counts one task's outcome.
+    pub(super) fn count(&mut self, outcome: &Outcome) {
+        let field = match outcome {
+            Outcome::Completed => &mut self.completed,
+            Outcome::Retried => &mut self.retried,
+            Outcome::DeadLettered => &mut self.dead_lettered,
+            Outcome::Conflict => &mut self.lease_conflicts,
+            Outcome::LeaseLost => &mut self.leases_lost,
+            Outcome::Backoff(_) => &mut self.in_backoff,
+            Outcome::Deadline => &mut self.released_at_deadline,
+            Outcome::Gone => return,
+        };
+        *field += 1;
+    }
+
+    /// Counts a batch of completions.
+    pub(super) fn count_completions(&mut self, settled: Vec<(String, Settled)>) {
+        for (_, settled) in settled {
+            self.count(&match settled {
+                Settled::Done => Outcome::Completed,
+                Settled::LeaseLost => Outcome::LeaseLost,
+            });
+        }
+    }
+
+    /// The run's one summary event.
+    pub(super) fn log(&self) {
+        tracing::info!(
+            consumer = %self.consumer_id,
+            claimed = self.claimed,
+            completed = self.completed,
+            retried = self.retried,
+            dead_lettered = self.dead_lettered,
+            lease_conflicts = self.lease_conflicts,
+            leases_lost = self.leases_lost,
+            in_backoff = self.in_backoff,
+            released_at_deadline = self.released_at_deadline,
+            remaining_depth = self.remaining_depth,
+            duration_ms = self.duration_ms,
+            "process_events finished"
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! What the holder of a lease does next: extend it, complete the task, release it for a
+//! retry, or bury it. Each write checks the task's and the lease's versions (see the module
+//! documentation of [`crate::queue`]).
+
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::claim::Lease;
+use super::ops::Op;
+use super::record::short;
+use crate::clock::ZkTime;
+use crate::error::{Error, Result};
+use crate::lease::LeaseData;
+use crate::task::Task;
+
+/// Whether a holder's write took effect.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Settled {
+    Done,
+    /// The lease is no longer ours (expired and reaped, perhaps claimed again): nothing changed.
+    LeaseLost,
+}
+
+impl Queue {
+    /// Refreshes a held lease (its `mtime` and `timestamp`), if it is still ours.
+    pub async fn extend(&self, lease: &mut Lease) -> Result<Settled> {
+        match self.try_extend(lease).await? {
+            // The lease's version moved: an earlier extension whose reply was lost may have
+            // landed. If the lease still carries our id and token, it is ours: catch up, retry.
+            Err(1) if self.still_ours(lease).await? => match self.try_extend(lease).await? {
+                Ok(()) => Ok(Settled::Done),
+                Err(_) => Ok(Settled::LeaseLost),
+            },
+            Ok(()) => Ok(Settled::Done),
+            Err(_) => Ok(Settled::LeaseLost),
+        }
+    }
+
+    /// One extension; a fencing failure comes back as the index of the operation that failed
+    /// (0: the task moved on, 1: the lease's version differs).
+    async fn try_extend(&self, lease: &mut Lease) -> Result<std::result::Result<(), usize>> {
+        let name = &lease.task.name;
+        let (task_path, lease_path) = (self.layout().task(name), self.layout().lease(name));
+        let data = LeaseData::new(self.consumer_id(), lease.task.fencing_token).to_bytes();
+        let ops = [
+            Op::Check(&task_path, lease.task_version),
+            Op::Set(&lease_path, &data, lease.lease_version),
+        ];
+        match self.commit("extend", &ops).await? {
+            Ok(results) => {
+                if let Some(zk::MultiWriteResult::SetData { stat }) = results.last() {
+                    lease.lease_version = stat.version;
+                }
+                tracing::debug!(task = %name, fencing_token = lease.task.fencing_token, "lease extended");
+                Ok(Ok(()))
+            }
+            Err((i, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(Err(i)),
+            Err((i, e)) => Err(Error::zk("extend", ops[i].path(), e)),
+        }
+    }
+
+    /// Whether the lease znode still holds our consumer id and this claim's fencing token; if
+    /// so, `lease` takes its current version.
+    async fn still_ours(&self, lease: &mut Lease) -> Result<bool> {
+        let path = self.layout().lease(&lease.task.name);
+        let (data, stat) = match self.client().get_data(&path).await {
+            Ok(read) => read,
+            Err(zk::Error::NoNode) => return Ok(false),
+            Err(e) => return Err(Error::zk("get", path, e)),
+        };
+        let ours = serde_json::from_slice::<LeaseData>(&data).is_ok_and(|held| {
+            held.consumer_id == self.consumer_id()
+                && held.fencing_token == Some(lease.task.fencing_token)
+        });
+        if ours {
+            lease.lease_version = stat.version;
+        }
+        Ok(ours)
+    }
+
+    /// Deletes task and lease together, if the lease is still ours.
+    pub async fn complete(&self, lease: Lease) -> Result<Settled> {
+        let mut settled = self.complete_many(vec![lease]).await?;
+        Ok(settled.pop().map_or(Settled::LeaseLost, |(_, s)| s))
+    }
+
+    /// Completes several held tasks in one multi-op, each delete checked as in
+    /// [`Queue::complete`]. If one lease was lost, the multi-op changes nothing and names it;
+    /// that task is reported lost and the rest are committed again without it.
+    pub async fn complete_many(&self, mut leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
+        let mut settled = Vec::with_capacity(leases.len());
+        while !leases.is_empty() {
+            let paths: Vec<(String, String)> = leases
+                .iter()
+                .map(|l| {
+                    let name = &l.task.name;
+                    (self.layout().task(name), self.layout().lease(name))
+                })
+                .collect();
+            let ops: Vec<Op> = leases
+                .iter()
+                .zip(&paths)
+                .flat_map(|(l, (task, lease))| {
+                    [
+                        Op::Delete(task, l.task_version),
+                        Op::Delete(lease, l.lease_version),
+                    ]
+                })
+                .collect();
+            match self.commit("complete", &ops).await? {
+                Ok(_) => settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done))),
+                Err((i, zk::Error::BadVersion | zk::Error::NoNode)) => {
+                    let lost = leases.remove(i / 2);
+                    tracing::warn!(task = %lost.task.name, fencing_token = lost.task.fencing_token, "lease lost before completing; nothing changed");
+                    settled.push((lost.task.name, Settled::LeaseLost));
+                }
+                Err((i, e)) => return Err(Error::zk("complete", ops[i].path(), e)),
+            }
+        }
+        Ok(settled)
+    }
+
+    /// Gives a held task back: `error` becomes its last error, and it is not claimable again
+    /// for `delay`. With `count_attempt` false the claim is not counted (the run ran out of
+    /// time before the handler finished, which says nothing about the task).
+    pub async fn release(
+        &self,
+        lease: Lease,
+        error: Option<String>,
+        delay: Duration,
+        now: &ZkTime,
+        count_attempt: bool,
+    ) -> Result<Settled> {
+        let Lease {
+            task,
+            task_version,
+            lease_version,
+        } = lease;
+        let mut envelope = task.envelope;
+        if !count_attempt {
+            envelope.attempts = envelope.attempts.saturating_sub(1);
+        }
+        envelope.last_error = error.map(short).or(envelope.last_error);
+        envelope.retry_at = (!delay.is_zero()).then(|| now.now_ms() + delay.as_millis() as i64);
+        let body = match envelope.to_bytes() {
+            Ok(body) => body,
+            // The error made the body too large to write back: it cannot be retried.
+            Err(Error::TooLarge { .. }) => {
+                let lease = Lease {
+                    task: Task { envelope, ..task },
+                    task_version,
+                    lease_version,
+                };
+                return self
+                    .bury(lease, "task too large to release for a retry", None)
+                    .await;
+            }
+            Err(e) => return Err(e),
+        };
+        let ops = [
+            Op::Set(&self.layout().task(&task.name), &body, task_version),
+            Op::Delete(&self.layout().lease(&task.name), lease_version),
+        ];
+        self.settle("release", &ops).await
+    }
+
+    /// Moves a held task to the dead letters with `reason`, atomically with removing task and
+    /// lease, if the lease is still ours.
+    pub async fn bury(
+        &self,
+        lease: Lease,
+        reason: &str,
+        last_error: Option<String>,
+    ) -> Result<Settled> {
+        let task = &lease.task;
+        // The record keeps a capped copy of the body, so no size check here.
+        let body = serde_json::to_vec(&task.envelope)?;
+        let record_json = self.dead_record(&task.name, &body, reason, task.attempt(), last_error);
+        let record = serde_json::to_vec(&record_json)?;
+        let ops = [
+            Op::Create(&self.layout().dead_letter(&task.name), &record),
+            Op::Delete(&self.layout().task(&task.name), lease.task_version),
+            Op::Delete(&self.layout().lease(&task.name), lease.lease_version),
+        ];
+        let settled = self.settle("bury", &ops).await?;
+        if settled == Settled::Done {
+            tracing::warn!(task = %task.name, consumer = %self.consumer_id(), attempt = task.attempt(), reason, "task dead-lettered");
+            self.forward_dead(&task.name, &record_json).await;
+        }
+        Ok(settled)
+    }
+
+    /// Commits a holder's multi-op: a version or existence failure means the lease is lost.
+    async fn settle(&self, what: &'static str, ops: &[Op<'_>]) -> Result<Settled> {
+        match self.commit(what, ops).await? {
+            Ok(_) => Ok(Settled::Done),
+            Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(Settled::LeaseLost),
+            Err((i, e)) => Err(Error::zk(what, ops[i].path(), e)),
+        }
+    }
+}

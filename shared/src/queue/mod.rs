@@ -1,0 +1,204 @@
+//! The queue's operations on ZooKeeper: publish, claim, extend, complete, release, bury.
+//!
+//! - [`publish`](Queue::publish): sequential creates under `tasks/`, pipelined in bulk.
+//! - `snapshot`: the pending tasks, and batched reads of them.
+//! - `claim`: taking a task ([`ClaimOutcome`]), and burying one nobody can claim.
+//! - `holder`: what the holder of a [`Lease`] does next ([`Settled`]).
+//! - `record`: dead-letter records, and their copy to a [`DeadLetterSink`] (`forward`).
+//! - `ops`: the multi-op every write above is made of.
+//!
+//! # Fencing
+//!
+//! A claim is one multi-op: create the lease, write it once more (so our leases are never at
+//! version 0, which is where a lease of a 000-design consumer stays), and rewrite the task
+//! with its attempt count raised, checked against the version just read. The task's new
+//! version is the claim's *fencing token*: every claim raises it, and nothing lowers it.
+//!
+//! Every later write of the holder (extend, complete, release, bury) checks both the task's
+//! version and the lease's version. If the lease expired, was reaped and another consumer
+//! claimed the task, the lease znode has the same path, perhaps even the same version, but the
+//! task's version has moved on, so the stale holder's write fails and changes nothing.
+
+mod claim;
+mod forward;
+mod holder;
+mod ops;
+mod publish;
+mod record;
+mod snapshot;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+pub use claim::{ClaimOutcome, Lease};
+pub use forward::{DeadLetterSink, SendError};
+pub use holder::Settled;
+pub(crate) use ops::Op;
+pub use snapshot::{Snapshot, TaskRead};
+
+use crate::clock::ZkTime;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::lease;
+
+/// One queue on one ZooKeeper session.
+#[derive(Clone)]
+pub struct Queue {
+    client: zk::Client,
+    layout: Layout,
+    consumer_id: String,
+    lease_timeout: Duration,
+    max_attempts: u32,
+    backoff_base: Duration,
+    backoff_max: Duration,
+    acls: zk::Acls<'static>,
+    /// Where dead letters also go, if anywhere.
+    dead_letters: Option<Arc<dyn DeadLetterSink>>,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("root", &self.layout.root())
+            .field("consumer_id", &self.consumer_id)
+            .field("session", &self.client.session_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Queue {
+    /// A queue over `client` with `config`'s root and lease settings.
+    pub fn new(client: zk::Client, config: &Config, consumer_id: impl Into<String>) -> Self {
+        Queue {
+            client,
+            layout: Layout::new(&config.root),
+            consumer_id: consumer_id.into(),
+            lease_timeout: config.lease_timeout,
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff_base,
+            backoff_max: config.backoff_max,
+            acls: acls(config),
+            dead_letters: None,
+        }
+    }
+
+    /// Sends every dead letter to `sink` too, after it is committed under `dead/`.
+    pub fn with_dead_letters(mut self, sink: Arc<dyn DeadLetterSink>) -> Self {
+        self.dead_letters = Some(sink);
+        self
+    }
+
+    /// A consumer id for this process: `<prefix>-<random>`.
+    pub fn new_consumer_id(prefix: &str) -> String {
+        let suffix: String = (0..8).map(|_| fastrand::alphanumeric()).collect();
+        format!("{prefix}-{}", suffix.to_lowercase())
+    }
+
+    /// The raw client: only the crate's own modules write through it, so that every write of
+    /// a holder goes through the fenced operations.
+    pub(crate) fn client(&self) -> &zk::Client {
+        &self.client
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn consumer_id(&self) -> &str {
+        &self.consumer_id
+    }
+
+    pub fn lease_timeout(&self) -> Duration {
+        self.lease_timeout
+    }
+
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The longest backoff.
+    pub fn backoff_max(&self) -> Duration {
+        self.backoff_max
+    }
+
+    /// The backoff before the next claim of a task that failed on `attempt`.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        lease::backoff(attempt, self.backoff_base, self.backoff_max)
+    }
+
+    /// The ZooKeeper session this queue works on.
+    pub fn session_id(&self) -> zk::SessionId {
+        self.client.session_id()
+    }
+
+    /// The session's id and password, as ZooKeeper knows them.
+    pub fn session(&self) -> &zk::SessionInfo {
+        self.client.session()
+    }
+
+    /// Whether the client knows its session has ended (expired, closed, refused).
+    pub fn session_over(&self) -> bool {
+        self.client.state().is_terminated()
+    }
+
+    /// Follows the session's state.
+    pub fn state_watcher(&self) -> zk::StateWatcher {
+        self.client.state_watcher()
+    }
+
+    fn persistent(&self) -> zk::CreateOptions<'static> {
+        zk::CreateMode::Persistent.with_acls(self.acls)
+    }
+
+    fn sequential(&self) -> zk::CreateOptions<'static> {
+        zk::CreateMode::PersistentSequential.with_acls(self.acls)
+    }
+
+    /// Creates the root, `tasks`, `leases`, `dead` and `clock` when missing.
+    pub async fn ensure_paths(&self) -> Result<()> {
+        let paths = self.layout.base_paths();
+        let creates: Vec<_> = paths
+            .iter()
+            .map(|p| self.client.create(p, b"", &self.persistent()))
+            .collect();
+        for (path, created) in paths.iter().zip(futures::future::join_all(creates).await) {
+            match created {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(Error::zk("create", path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads ZooKeeper's time by touching the `clock` znode.
+    pub async fn server_time(&self) -> Result<ZkTime> {
+        let path = self.layout.clock();
+        let stat = self
+            .client
+            .set_data(&path, b"", None)
+            .await
+            .map_err(|e| Error::zk("set", path, e))?;
+        Ok(ZkTime::from_mtime(stat.mtime))
+    }
+
+    /// Number of children of `path`, from its stat.
+    pub async fn count(&self, path: &str) -> Result<usize> {
+        match self.client.check_stat(path).await {
+            Ok(stat) => Ok(stat.map_or(0, |s| s.num_children as usize)),
+            Err(e) => Err(Error::zk("stat", path, e)),
+        }
+    }
+}
+
+/// The ACLs for the nodes the bridge creates: the authenticated user's only when
+/// `ZOOKEEPER_AUTH` is set, open otherwise.
+fn acls(config: &Config) -> zk::Acls<'static> {
+    if config.zookeeper_auth.is_some() {
+        zk::Acls::creator_all()
+    } else {
+        zk::Acls::anyone_all()
+    }
+}

@@ -1,0 +1,65 @@
+//! Reading a task body: an envelope, a plain body, or poison with the reason.
+
+use serde_json::Value;
+
+use super::envelope::{Envelope, FORMAT};
+
+/// A task body, read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    Envelope(Envelope),
+    /// Any other JSON, written by a producer that does not know the envelope.
+    Plain(Value),
+    /// Not a task we can run; the reason says why.
+    Poison(String),
+}
+
+/// Reads a task body.
+pub fn parse(bytes: &[u8]) -> Body {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => return Body::Poison(format!("body is not UTF-8: {e}")),
+    };
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => return Body::Poison(format!("body is not JSON: {e}")),
+    };
+    if value.get("format").and_then(Value::as_str) != Some(FORMAT) {
+        return Body::Plain(value);
+    }
+    match serde_json::from_value(value) {
+        Ok(envelope) => Body::Envelope(envelope),
+        Err(e) => Body::Poison(format!("malformed {FORMAT} envelope: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn other_json_is_a_plain_body() {
+        let body = br#"{"user_id":123,"action":"export_report"}"#;
+        assert_eq!(
+            parse(body),
+            Body::Plain(json!({"user_id": 123, "action": "export_report"}))
+        );
+    }
+
+    #[test]
+    fn poison_says_why() {
+        let cases: [(&[u8], &str); 4] = [
+            (b"\xff\xfe", "not UTF-8"),
+            (b"{not json", "not JSON"),
+            (b"", "not JSON"),
+            (br#"{"format":"event-bridge/1","id":1}"#, "malformed"),
+        ];
+        for (bytes, why) in cases {
+            match parse(bytes) {
+                Body::Poison(reason) => assert!(reason.contains(why), "{reason}"),
+                other => panic!("{bytes:?} parsed as {other:?}"),
+            }
+        }
+    }
+}

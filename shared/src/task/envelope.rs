@@ -1,0 +1,167 @@
+//! The task envelope: what our producers write into a task znode, and how a plain body from
+//! another producer is wrapped into one.
+
+use chrono::{DateTime, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::size::check_size;
+
+/// The value of an envelope's `format` field, which tells it from a plain body.
+pub const FORMAT: &str = "event-bridge/1";
+
+/// A task body as our producers write it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Stable across retries and redrives; producers may set it to their own event id.
+    pub id: String,
+    /// What happened, such as `user.signup`; routes will key on it.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When the event happened, by the producer's clock.
+    pub time: DateTime<Utc>,
+    /// The event's data, any JSON.
+    pub payload: Value,
+    /// Reserved for ordered groups: tasks of one group will run one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Reserved for sinks that deduplicate; defaults to the id there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Claims so far. Consumers raise it when they claim; producers leave it out.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The error of the last failed attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Not claimable before this ZooKeeper time (ms since the epoch, by the server's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<i64>,
+    /// Fields a newer producer added, kept as they are.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Envelope {
+    /// A fresh envelope with a random id, stamped now.
+    pub fn new(event_type: impl Into<String>, payload: Value) -> Self {
+        Envelope {
+            format: FORMAT.to_string(),
+            id: uuid::Uuid::new_v4().to_string(),
+            event_type: event_type.into(),
+            time: Utc::now(),
+            payload,
+            group: None,
+            idempotency_key: None,
+            attempts: 0,
+            last_error: None,
+            retry_at: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Wraps a plain body: its JSON is the payload, the task name its id, its `type` (or
+    /// `event`) string field its type, and the znode's creation time its time.
+    pub fn from_plain(task_name: &str, body: Value, created_ms: i64) -> Self {
+        let event_type = ["type", "event"]
+            .iter()
+            .find_map(|k| body.get(k).and_then(Value::as_str))
+            .unwrap_or("event")
+            .to_string();
+        let time = Utc
+            .timestamp_millis_opt(created_ms)
+            .single()
+            .unwrap_or_else(Utc::now);
+        Envelope {
+            id: task_name.to_string(),
+            time,
+            ..Envelope::new(event_type, body)
+        }
+    }
+
+    /// Serializes the envelope, refusing one too large for a znode.
+    pub fn to_bytes(&self) -> crate::error::Result<Vec<u8>> {
+        let bytes = serde_json::to_vec(self)?;
+        check_size(&bytes)?;
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::body::{Body, parse};
+    use crate::task::size::MAX_BODY_BYTES;
+    use serde_json::json;
+
+    #[test]
+    fn an_envelope_round_trips() {
+        let mut e = Envelope::new("user.signup", json!({"user_id": 7}));
+        e.extra.insert("trace".into(), json!("abc"));
+        assert_eq!(parse(&e.to_bytes().unwrap()), Body::Envelope(e));
+    }
+
+    #[test]
+    fn a_plain_body_is_wrapped_with_its_type_and_creation_time() {
+        let e = Envelope::from_plain(
+            "task-0000000003",
+            json!({"event": "x.y"}),
+            1_700_000_000_000,
+        );
+        assert_eq!(
+            (e.id.as_str(), e.event_type.as_str()),
+            ("task-0000000003", "x.y")
+        );
+        assert_eq!(e.time.timestamp_millis(), 1_700_000_000_000);
+        assert_eq!(e.payload, json!({"event": "x.y"}));
+        let untyped = Envelope::from_plain("task-0000000004", json!([1, 2]), 0);
+        assert_eq!(untyped.event_type, "event");
+    }
+
+    #[test]
+    fn the_published_json_schema_matches_the_envelope() {
+        let schema: Value =
+            serde_json::from_str(include_str!("../../../docs/envelope.schema.json")).unwrap();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(required, ["format", "id", "type", "time", "payload"]);
+        let mut full = Envelope::new("a.b", json!({}));
+        full.group = Some("g".into());
+        full.idempotency_key = Some("k".into());
+        full.last_error = Some("e".into());
+        full.retry_at = Some(1);
+        let written = serde_json::to_value(&full).unwrap();
+        for key in written.as_object().unwrap().keys() {
+            assert!(
+                schema["properties"].get(key).is_some(),
+                "{key} is not in the schema"
+            );
+        }
+        for key in required {
+            let mut missing = written.clone();
+            missing.as_object_mut().unwrap().remove(key);
+            let parsed = parse(&serde_json::to_vec(&missing).unwrap());
+            let expect_poison = key != "format"; // without `format` it is a plain body
+            assert_eq!(
+                matches!(parsed, Body::Poison(_)),
+                expect_poison,
+                "without {key}: {parsed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn oversize_bodies_are_refused() {
+        let e = Envelope::new("big", json!("x".repeat(MAX_BODY_BYTES)));
+        assert!(matches!(
+            e.to_bytes(),
+            Err(crate::error::Error::TooLarge { .. })
+        ));
+    }
+}

@@ -1,0 +1,32 @@
+//! The task format: what a producer writes into a task znode.
+//!
+//! Our producers write an [`Envelope`]. Any other producer may write any JSON (the 000 design's
+//! Ruby producer writes the event hash as it is): such a body is a *plain* task, and its whole
+//! JSON becomes the payload. A body that is not UTF-8 JSON, or claims to be an envelope and is
+//! not one, is *poison*: it goes to the dead letters on its first claim, with the reason.
+
+mod body;
+mod envelope;
+mod size;
+
+pub use body::{Body, parse};
+pub use envelope::{Envelope, FORMAT};
+pub use size::{MAX_BODY_BYTES, check_size};
+
+/// A claimed task, as a handler sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Task {
+    /// The task znode's name, such as `task-0000000042`.
+    pub name: String,
+    pub envelope: Envelope,
+    /// Grows with every claim of this task. Downstream systems that remember the highest token
+    /// they saw for a task id can reject a write from a consumer whose lease has passed on.
+    pub fencing_token: i64,
+}
+
+impl Task {
+    /// This claim's number: 1 on the first claim.
+    pub fn attempt(&self) -> u32 {
+        self.envelope.attempts
+    }
+}

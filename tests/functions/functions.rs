@@ -1,0 +1,419 @@
+//! The two functions as their platforms run them: the Lambda handlers called directly, the
+//! Lambda binary under `cargo lambda watch`, the Vercel binaries as local HTTP servers, and the
+//! session they keep across invocations.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use event_bridge::Config;
+use event_bridge::Session;
+use lambda_runtime::{Context, LambdaEvent};
+use process_events::App;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+use tokio::time::timeout;
+use zookeeper_client as zk;
+
+use harness::{Proxy, TestQueue, binary, workspace_root};
+
+// ---- Lambda handlers, called directly ----
+
+#[tokio::test]
+async fn scheduled_event_claims_max_tasks_per_run() {
+    let tq = TestQueue::with(|c| c.max_tasks_per_run = 1).await;
+    tq.publish(3).await;
+    let app = open_app(&tq).await;
+
+    let event = LambdaEvent::new(event_file("schedule.json"), Context::default());
+    let report = process_events::lambda::handle(&app, event)
+        .await
+        .expect("scheduled run");
+
+    assert_eq!(
+        (report["claimed"].as_u64(), report["completed"].as_u64()),
+        (Some(1), Some(1)),
+        "{report}"
+    );
+    assert_eq!(report["remaining_depth"], 2, "{report}");
+    assert_eq!(tq.children("tasks").await.len(), 2);
+}
+
+#[tokio::test]
+async fn function_url_event_drains_and_answers_in_http_shape() {
+    let tq = TestQueue::new().await;
+    tq.publish(3).await;
+    let app = open_app(&tq).await;
+
+    let event = LambdaEvent::new(event_file("function-url.json"), Context::default());
+    let response = process_events::lambda::handle(&app, event)
+        .await
+        .expect("drain");
+
+    assert_eq!(response["statusCode"], 200, "{response}");
+    assert_eq!(
+        response["headers"]["content-type"], "application/json",
+        "{response}"
+    );
+    let body = response["body"]
+        .as_str()
+        .expect("the body is a JSON string");
+    let report: Value = serde_json::from_str(body).expect("body is JSON");
+    assert_eq!(report["completed"], 3, "{report}");
+    assert!(tq.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_event_is_a_bad_event_error_and_claims_nothing() {
+    let tq = TestQueue::new().await;
+    tq.publish(1).await;
+    let app = open_app(&tq).await;
+
+    let event = LambdaEvent::new(json!({ "mode": "flush" }), Context::default());
+    let err = process_events::lambda::handle(&app, event)
+        .await
+        .unwrap_err();
+
+    assert_eq!(err.error_type, "BadEvent");
+    assert!(err.error_message.contains("flush"), "{}", err.error_message);
+    assert_eq!(tq.children("tasks").await.len(), 1);
+}
+
+#[tokio::test]
+async fn reap_handler_removes_an_orphan_lease_and_reports() {
+    let tq = TestQueue::new().await;
+    let orphan = orphan_lease(&tq).await;
+    let session = open_session(&tq).await;
+
+    let event = LambdaEvent::new(event_file("schedule.json"), Context::default());
+    let report = reap_leases::lambda::handle(&session, event)
+        .await
+        .expect("reap");
+
+    assert_eq!(report["orphans_removed"], 1, "{report}");
+    assert_eq!(
+        (report["depth"].as_u64(), report["leased"].as_u64()),
+        (Some(0), Some(0)),
+        "{report}"
+    );
+    assert!(!tq.children("leases").await.contains(&orphan));
+}
+
+// ---- The session across invocations ----
+
+#[tokio::test]
+async fn an_expired_session_is_replaced_before_the_next_run() {
+    let tq = TestQueue::new().await;
+    // As a sandbox frozen for longer than its session timeout: no link while the session ends.
+    let proxy = Proxy::start().await;
+    let chroot = tq.config.zookeeper.split_once('/').map(|(_, c)| c).unwrap();
+    let config = Config {
+        zookeeper: format!("{}/{chroot}", proxy.address),
+        // The shortest session the server grants (two ticks).
+        session_timeout: Duration::from_millis(4_000),
+        connect_timeout: Duration::from_millis(1_000),
+        ..tq.config.clone()
+    };
+    let app = App::open(config, "test").await.expect("app");
+    let old = app.session.queue();
+    proxy.set_cut(true);
+    expired(&old).await;
+    proxy.set_cut(false);
+    tq.publish(2).await;
+
+    let event = LambdaEvent::new(event_file("drain.json"), Context::default());
+    let report = process_events::lambda::handle(&app, event)
+        .await
+        .expect("run on a new session");
+
+    assert_eq!(report["completed"], 2, "{report}");
+    assert_ne!(app.session.queue().session_id(), old.session_id());
+    assert!(tq.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_session_error_reconnects_once_and_runs_again() {
+    let tq = TestQueue::new().await;
+    let session = open_session(&tq).await;
+    let first = session.queue().session_id();
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+
+    let ran_on = session
+        .run(|queue| {
+            let attempt = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                match attempt {
+                    0 => Err(zk_error(zk::Error::SessionExpired)),
+                    _ => Ok(queue.session_id()),
+                }
+            }
+        })
+        .await
+        .expect("second attempt");
+
+    assert_eq!(attempts.into_inner(), 2);
+    assert_ne!(ran_on, first);
+    assert_eq!(session.queue().session_id(), ran_on);
+}
+
+#[tokio::test]
+async fn other_errors_are_not_retried() {
+    let tq = TestQueue::new().await;
+    let session = open_session(&tq).await;
+    let first = session.queue().session_id();
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+
+    let result: Result<(), _> = session
+        .run(|_| {
+            attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Err(zk_error(zk::Error::NoAuth)) }
+        })
+        .await;
+
+    assert_eq!(platform::error_type(&result.unwrap_err()), "ZooKeeperError");
+    assert_eq!(attempts.into_inner(), 1);
+    assert_eq!(session.queue().session_id(), first);
+}
+
+#[tokio::test]
+async fn cold_start_names_an_unreachable_address() {
+    let address = format!("127.0.0.1:{}", free_port());
+    let config = Config {
+        zookeeper: address.clone(),
+        connect_timeout: Duration::from_secs(2),
+        ..Config::default()
+    };
+
+    let err = App::open(config, "test")
+        .await
+        .err()
+        .expect("no ZooKeeper there");
+
+    assert_eq!(
+        platform::lambda::diagnostic(&err).error_type,
+        "ZooKeeperUnreachable"
+    );
+    assert!(err.to_string().contains(&address), "{err}");
+}
+
+// ---- The binaries ----
+
+#[tokio::test]
+async fn lambda_binary_fails_at_cold_start_naming_the_variable() {
+    let bin = binary("process_events");
+    let output = Command::new(bin)
+        .env("MAX_ATTEMPTS", "0")
+        .env_remove("AWS_LAMBDA_RUNTIME_API")
+        .output()
+        .await
+        .expect("run process_events");
+
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("ConfigError") && stderr.contains("MAX_ATTEMPTS"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn vercel_process_events_needs_the_cron_secret_and_drains() {
+    let tq = TestQueue::new().await;
+    tq.publish(4).await;
+    let server = VercelServer::start("process_events_vercel", &tq.config, "s3cret").await;
+    let path = "/api/process_events_vercel?drain=1";
+
+    let (status, body) = server.get(path, None).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"], "Unauthorized");
+    let (status, _) = server.get(path, Some("Bearer wrong")).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        tq.children("tasks").await.len(),
+        4,
+        "a refused request changed nothing"
+    );
+
+    let (status, report) = server.get(path, Some("Bearer s3cret")).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["completed"], 4, "{report}");
+    assert!(tq.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn vercel_reap_leases_answers_with_the_reap_report() {
+    let tq = TestQueue::new().await;
+    let orphan = orphan_lease(&tq).await;
+    let server = VercelServer::start("reap_leases_vercel", &tq.config, "s3cret").await;
+    let path = "/api/reap_leases_vercel";
+
+    let (status, _) = server.get(path, None).await;
+    assert_eq!(status, 401);
+    assert!(
+        tq.children("leases").await.contains(&orphan),
+        "a refused request changed nothing"
+    );
+
+    let (status, report) = server.get(path, Some("Bearer s3cret")).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["orphans_removed"], 1, "{report}");
+    assert_eq!(report["leased"], 0, "{report}");
+    assert!(tq.children("leases").await.is_empty());
+}
+
+// ---- Helpers ----
+
+/// `process_events`' state on the test's chroot, as a cold start would open it.
+async fn open_app(tq: &TestQueue) -> App {
+    App::open(tq.config.clone(), "test").await.expect("app")
+}
+
+/// The reaper's session on the test's chroot, as a cold start would open it.
+async fn open_session(tq: &TestQueue) -> Session {
+    reap_leases::open(tq.config.clone(), "test")
+        .await
+        .expect("session")
+}
+
+fn event_file(name: &str) -> Value {
+    let path = workspace_root().join("events").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn zk_error(source: zk::Error) -> event_bridge::Error {
+    event_bridge::Error::Zk {
+        op: "get",
+        path: "/test".into(),
+        source,
+    }
+}
+
+/// A lease whose task does not exist, as a consumer that died between two deletes leaves.
+async fn orphan_lease(tq: &TestQueue) -> String {
+    let name = "task-0000000042".to_string();
+    let path = format!("{}/leases/{name}", tq.config.root);
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    tq.raw
+        .create(&path, b"{}", &options)
+        .await
+        .expect("create orphan lease");
+    name
+}
+
+/// Waits until `queue`'s client knows its session has ended.
+async fn expired(queue: &event_bridge::Queue) {
+    let mut state = queue.state_watcher();
+    let ended = async { while !state.changed().await.is_terminated() {} };
+    timeout(Duration::from_secs(60), ended)
+        .await
+        .expect("client learns its session ended");
+}
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// A function binary run as Vercel runs it: an HTTP server on `127.0.0.1:$VERCEL_DEV_PORT`.
+/// Killed when dropped.
+struct VercelServer {
+    port: u16,
+    _child: Child,
+    log: PathBuf,
+}
+
+impl VercelServer {
+    async fn start(bin: &str, config: &Config, cron_secret: &str) -> Self {
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!("{bin}-{port}.log"));
+        let stderr = std::fs::File::create(&log).expect("server log");
+        let mut child = Command::new(binary(bin))
+            .env("VERCEL_DEV_PORT", port.to_string())
+            .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
+            .env("EVENT_BRIDGE_ROOT", &config.root)
+            .env("CRON_SECRET", cron_secret)
+            .env_remove("VERCEL_IPC_PATH")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the Vercel binary");
+        // vercel_runtime prints this line once it listens (when no Vercel IPC socket is set).
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let ready = async {
+            while let Some(line) = lines.next_line().await.expect("read stdout") {
+                if line.starts_with("Dev server listening") {
+                    return true;
+                }
+            }
+            false
+        };
+        let ready = timeout(Duration::from_secs(60), ready)
+            .await
+            .expect("server starts");
+        assert!(
+            ready,
+            "{bin} exited before listening:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        VercelServer {
+            port,
+            _child: child,
+            log,
+        }
+    }
+
+    /// `GET path` with an optional `Authorization` header: the status and the JSON body.
+    async fn get(&self, path: &str, authorization: Option<&str>) -> (u16, Value) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("connect");
+        let auth = authorization
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("{response}"));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{head}"));
+        let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}"));
+        (status, body)
+    }
+}
+
+impl Drop for VercelServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+#[tokio::test]
+async fn a_function_url_request_with_a_bad_query_gets_a_400_reply() {
+    let tq = TestQueue::new().await;
+    tq.publish(1).await;
+    let app = open_app(&tq).await;
+    let mut payload = event_file("function-url.json");
+    payload["rawQueryString"] = json!("drain=1&max_tasks=0");
+    let event = LambdaEvent::new(payload, Context::default());
+    let response = process_events::lambda::handle(&app, event)
+        .await
+        .expect("an HTTP reply");
+    assert_eq!(response["statusCode"], 400, "{response}");
+    assert!(
+        response["body"].as_str().unwrap().contains("max_tasks"),
+        "{response}"
+    );
+    assert_eq!(tq.children("tasks").await.len(), 1, "nothing claimed");
+}

@@ -1,0 +1,6 @@
+//! The two functions as their platforms run them: the Lambda handlers called directly, the
+//! session they keep across invocations, and the binaries as processes (a Lambda cold start,
+//! the Vercel builds as local HTTP servers).
+//! Needs: ZooKeeper (`make zk-up`), the binaries (`cargo build --workspace --bins`).
+
+mod functions;

@@ -1,0 +1,516 @@
+//! Interop with clients in other languages: the Python and Node example producers
+//! (`examples/`) feed our consumers, and a consumer written to the 000 design
+//! (`tests/interop/consumer-000.js`) shares one queue with ours.
+//!
+//! These tests need `python3` with kazoo and `node` with `examples/node`'s dependencies, which
+//! `make tools` installs. A missing one fails the test and says what to install.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use event_bridge::Secret;
+use event_bridge::{ProcessReport, Queue, process, reap};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use harness::{Recorder, TestQueue, options};
+
+/// The workspace's root: the example scripts are addressed from there.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The Python interpreter: `$PYTHON` (a virtualenv's, say), else `python3`.
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// Fails the test unless Python can import kazoo.
+fn require_python() {
+    let python = python();
+    let probe = Command::new(&python)
+        .args(["-c", "import kazoo"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| {
+            panic!("cannot run `{python}` ({e}): Python 3 is needed for the interop tests")
+        });
+    assert!(
+        probe.success(),
+        "`{python}` cannot import kazoo: run `{python} -m pip install -r \
+         examples/python/requirements.txt` (make tools does)"
+    );
+}
+
+/// Fails the test unless Node runs and `examples/node`'s dependencies are installed.
+fn require_node() {
+    let probe = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| {
+            panic!("cannot run `node` ({e}): Node.js is needed for the interop tests")
+        });
+    assert!(probe.success(), "`node --version` failed");
+    let module = workspace().join("examples/node/node_modules/node-zookeeper-client/package.json");
+    assert!(
+        module.exists(),
+        "{} is missing: run `npm ci --prefix examples/node` (make tools does)",
+        module.display()
+    );
+}
+
+/// `program script`, run from the workspace, with none of the settings a producer would read
+/// from the environment: each test passes what it means.
+fn script(program: &str, script: &str) -> Command {
+    let mut command = Command::new(program);
+    command
+        .arg(script)
+        .current_dir(workspace())
+        .env_remove("ZOOKEEPER_CONNECTION_STRING")
+        .env_remove("EVENT_BRIDGE_ROOT")
+        .env_remove("ZOOKEEPER_AUTH");
+    command
+}
+
+fn python_producer() -> Command {
+    script(&python(), "examples/python/producer.py")
+}
+
+fn node_producer() -> Command {
+    script("node", "examples/node/producer.js")
+}
+
+/// Runs a producer's command line and returns the `(task, id)` of each JSON line it printed.
+fn run_producer(command: &mut Command) -> Vec<(String, String)> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("producer output is UTF-8")
+        .lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("producer line {line:?} is not JSON: {e}"));
+            let field = |k: &str| {
+                v[k].as_str()
+                    .unwrap_or_else(|| panic!("producer line {line:?} has no {k}"))
+                    .to_string()
+            };
+            (field("task"), field("id"))
+        })
+        .collect()
+}
+
+/// The arguments every producer takes, pointed at the test's chroot.
+fn producer_args(t: &TestQueue, event_type: &str, payload: &Value, count: usize) -> Vec<String> {
+    [
+        "--zookeeper",
+        &t.config.zookeeper,
+        "--root",
+        &t.config.root,
+        "--type",
+        event_type,
+        "--payload",
+        &payload.to_string(),
+        "--count",
+        &count.to_string(),
+        "--group",
+        "interop",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Drains the queue with our library and checks that every published task ran once, with the
+/// envelope the producer meant to write.
+async fn drain_and_check(
+    t: &TestQueue,
+    published: &[(String, String)],
+    event_type: &str,
+    payload: &Value,
+) {
+    let recorder = Recorder::default();
+    let report = process::run(&t.queue, &recorder, &options(100, 8))
+        .await
+        .expect("run");
+    assert_eq!(
+        (
+            report.completed as usize,
+            report.dead_lettered,
+            report.remaining_depth
+        ),
+        (published.len(), 0, 0),
+        "{report:?}"
+    );
+    let mut ran = recorder.names();
+    ran.sort();
+    let mut want: Vec<String> = published.iter().map(|(task, _)| task.clone()).collect();
+    want.sort();
+    assert_eq!(ran, want, "every published task ran exactly once");
+
+    let ids: HashMap<&str, &str> = published
+        .iter()
+        .map(|(task, id)| (task.as_str(), id.as_str()))
+        .collect();
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for task in recorder.seen.lock().unwrap().iter() {
+        let e = &task.envelope;
+        assert_eq!(e.format, "event-bridge/1", "{}", task.name);
+        assert_eq!(e.event_type, event_type, "{}", task.name);
+        assert_eq!(&e.payload, payload, "{}", task.name);
+        assert_eq!(Some(e.id.as_str()), ids.get(task.name.as_str()).copied());
+        assert_eq!(e.group.as_deref(), Some("interop"));
+        assert_eq!(e.attempts, 1, "{}: first claim", task.name);
+        assert!(e.extra.is_empty(), "no stray fields: {:?}", e.extra);
+        let age_ms = now_ms - e.time.timestamp_millis();
+        assert!(
+            (-60_000..60_000).contains(&age_ms),
+            "{}: time {} is not now",
+            task.name,
+            e.time
+        );
+    }
+    assert!(t.children("tasks").await.is_empty());
+    assert!(t.children("leases").await.is_empty());
+}
+
+/// A payload that exercises JSON beyond ASCII strings and integers.
+fn sample_payload(lang: &str) -> Value {
+    json!({"lang": lang, "user_id": 42, "ratio": 2.5, "tags": ["a", null, true], "name": "Zoë ✓"})
+}
+
+#[tokio::test]
+async fn python_producer_tasks_are_processed_by_our_functions() {
+    require_python();
+    let t = TestQueue::new().await;
+    let payload = sample_payload("python");
+    let published =
+        run_producer(python_producer().args(producer_args(&t, "interop.python", &payload, 25)));
+    assert_eq!(published.len(), 25);
+    drain_and_check(&t, &published, "interop.python", &payload).await;
+}
+
+#[tokio::test]
+async fn node_producer_tasks_are_processed_by_our_functions() {
+    require_node();
+    let t = TestQueue::new().await;
+    let payload = sample_payload("node");
+    let published =
+        run_producer(node_producer().args(producer_args(&t, "interop.node", &payload, 25)));
+    assert_eq!(published.len(), 25);
+    drain_and_check(&t, &published, "interop.node", &payload).await;
+}
+
+#[tokio::test]
+async fn producers_take_their_defaults_from_the_environment() {
+    require_python();
+    require_node();
+    let t = TestQueue::new().await;
+    let env = |c: &mut Command| {
+        c.env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+            .env("EVENT_BRIDGE_ROOT", &t.config.root)
+            .args(["--type", "env.default", "--payload", "{}"]);
+    };
+    let (mut py, mut node) = (python_producer(), node_producer());
+    env(&mut py);
+    env(&mut node);
+    let mut names: Vec<String> = [run_producer(&mut py), run_producer(&mut node)]
+        .concat()
+        .into_iter()
+        .map(|(task, _)| task)
+        .collect();
+    names.sort();
+    assert_eq!(names, t.children("tasks").await);
+}
+
+#[tokio::test]
+async fn with_zookeeper_auth_producers_write_tasks_only_that_user_can_read() {
+    require_python();
+    require_node();
+    const AUTH: &str = "bridge:s3cret";
+    let t = TestQueue::with(|c| c.zookeeper_auth = Some(Secret::new(AUTH))).await;
+    let payload = json!({"secret": true});
+
+    // Without the credentials the base paths refuse them.
+    for mut anonymous in [python_producer(), node_producer()] {
+        let output = anonymous
+            .args(producer_args(&t, "auth.test", &payload, 1))
+            .output()
+            .expect("spawn producer");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.to_lowercase().replace('_', "").contains("noauth"),
+            "{anonymous:?} should fail with NoAuth without credentials; stderr: {stderr}"
+        );
+    }
+    let mut published = Vec::new();
+    for mut producer in [python_producer(), node_producer()] {
+        producer
+            .env("ZOOKEEPER_AUTH", AUTH)
+            .args(producer_args(&t, "auth.test", &payload, 2));
+        published.extend(run_producer(&mut producer));
+    }
+    let anonymous = zk::Client::connect(&t.config.zookeeper).await.unwrap();
+    for (task, _) in &published {
+        let path = format!("{}/tasks/{task}", t.config.root);
+        assert_eq!(
+            anonymous.get_data(&path).await.unwrap_err(),
+            zk::Error::NoAuth,
+            "{task} is readable by anyone"
+        );
+    }
+    drain_and_check(&t, &published, "auth.test", &payload).await;
+}
+
+/// A running `tests/interop/consumer-000.js`, its stdout read as it comes.
+struct Consumer000 {
+    id: String,
+    child: Child,
+    ready: Arc<Mutex<bool>>,
+    processed: Arc<Mutex<Vec<String>>>,
+    stdout: Option<std::thread::JoinHandle<()>>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Consumer000 {
+    fn start(t: &TestQueue, id: &str, idle_ms: u64) -> Self {
+        let lease_timeout_ms = t.config.lease_timeout.as_millis().to_string();
+        let mut child = script("node", "tests/interop/consumer-000.js")
+            .args(["--zookeeper", &t.config.zookeeper, "--root", &t.config.root])
+            .args(["--lease-timeout-ms", &lease_timeout_ms, "--consumer-id", id])
+            .args(["--duration-ms", "90000", "--idle-ms", &idle_ms.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn node tests/interop/consumer-000.js");
+        let ready = Arc::new(Mutex::new(false));
+        let processed: Arc<Mutex<Vec<String>>> = Arc::default();
+        let stdout = child.stdout.take().unwrap();
+        let (r, p, who) = (ready.clone(), Arc::clone(&processed), id.to_string());
+        let stdout = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let line = line.expect("read consumer-000 stdout");
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("{who}: line {line:?} is not JSON: {e}"));
+                if v.get("ready").is_some() {
+                    *r.lock().unwrap() = true;
+                } else if let Some(task) = v["processed"].as_str() {
+                    assert_eq!(v["by"], who.as_str());
+                    p.lock().unwrap().push(task.to_string());
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            stderr.read_to_string(&mut text).ok();
+            text
+        });
+        Consumer000 {
+            id: id.to_string(),
+            child,
+            ready,
+            processed,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+        }
+    }
+
+    async fn wait_ready(&mut self) {
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while !*self.ready.lock().unwrap() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let stderr = self.stderr.take().unwrap().join().unwrap();
+                panic!("{} exited before connecting ({status}): {stderr}", self.id);
+            }
+            assert!(Instant::now() < give_up, "{} did not connect", self.id);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the process to stop by itself; returns the tasks it processed.
+    async fn finish(mut self) -> Vec<String> {
+        let give_up = Instant::now() + Duration::from_secs(120);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > give_up {
+                self.child.kill().ok();
+                panic!("{} did not stop", self.id);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        self.stdout.take().unwrap().join().expect("stdout reader");
+        let stderr = self.stderr.take().unwrap().join().unwrap();
+        assert!(status.success(), "{} failed ({status}): {stderr}", self.id);
+        eprintln!("{}: {}", self.id, stderr.trim());
+        std::mem::take(&mut *self.processed.lock().unwrap())
+    }
+}
+
+impl Drop for Consumer000 {
+    fn drop(&mut self) {
+        // Only when a test fails half way: do not leave a consumer polling.
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
+    }
+}
+
+/// Our consumer, as a drain trigger would run it, again and again until the queue is empty.
+async fn our_consumer(queue: Queue, recorder: Recorder) -> Vec<ProcessReport> {
+    let give_up = Instant::now() + Duration::from_secs(120);
+    let mut reports = Vec::new();
+    loop {
+        let report = process::run(&queue, &recorder, &options(10_000, 8))
+            .await
+            .expect("our run");
+        let done = report.remaining_depth == 0;
+        reports.push(report);
+        if done {
+            return reports;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "{}: the queue did not empty: {reports:?}",
+            queue.consumer_id()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_000_consumer_and_ours_share_a_queue() {
+    require_node();
+    const TASKS: usize = 300;
+    let t = TestQueue::new().await;
+    assert_eq!(
+        t.config.lease_timeout,
+        Duration::from_secs(300),
+        "both sides use our default lease timeout, so no reaper frees a live lease"
+    );
+    let published = t.publish(TASKS).await;
+
+    // The 000 consumers start first: Node starts slower than a tokio task, and one of them
+    // listing everything per task is far slower than ours, so on a loaded machine ours could
+    // drain the queue before they took a task. Ours join once they have taken one; the other
+    // tasks are contested by all.
+    let mut theirs: Vec<Consumer000> = (0..2)
+        .map(|i| Consumer000::start(&t, &format!("node000-{i}"), 1_500))
+        .collect();
+    for c in &mut theirs {
+        c.wait_ready().await;
+    }
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while theirs
+        .iter()
+        .all(|c| c.processed.lock().unwrap().is_empty())
+    {
+        assert!(
+            Instant::now() < give_up,
+            "the 000 consumers processed nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let ours: Vec<(Queue, Recorder)> = vec![
+        (t.consumer("ours-a").await, Recorder::default()),
+        (t.consumer("ours-b").await, Recorder::default()),
+    ];
+    let runs =
+        futures::future::join_all(ours.iter().map(|(q, r)| our_consumer(q.clone(), r.clone())));
+    let reaper = t.consumer("reaper").await;
+    let reaping = async {
+        let mut reports = Vec::new();
+        for _ in 0..5 {
+            reports.push(reap::reap(&reaper).await.expect("reap"));
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        reports
+    };
+    let (runs, reaps) = tokio::join!(runs, reaping);
+    let mut node_processed = Vec::new();
+    for c in theirs {
+        let id = c.id.clone();
+        let done = c.finish().await;
+        eprintln!("{id} processed {}", done.len());
+        node_processed.push(done);
+    }
+
+    for ((queue, recorder), reports) in ours.iter().zip(&runs) {
+        eprintln!(
+            "{} processed {} in {} runs, lost {} claims to others",
+            queue.consumer_id(),
+            recorder.count(),
+            reports.len(),
+            reports.iter().map(|r| r.lease_conflicts).sum::<u32>()
+        );
+        for r in reports {
+            assert_eq!(
+                (r.leases_lost, r.retried, r.dead_lettered),
+                (0, 0, 0),
+                "{r:?}"
+            );
+        }
+    }
+    let orphans: u32 = reaps.iter().map(|r| r.orphans_removed).sum();
+    eprintln!(
+        "our reaper: {} runs, {orphans} orphan leases of 000 consumers removed",
+        reaps.len()
+    );
+    for r in &reaps {
+        assert_eq!(r.reaped, 0, "no lease is 5 minutes old: {r:?}");
+    }
+
+    let ours_count: usize = ours.iter().map(|(_, r)| r.count()).sum();
+    let theirs_count: usize = node_processed.iter().map(Vec::len).sum();
+    eprintln!("processed: ours {ours_count}, 000 consumers {theirs_count}, of {TASKS}");
+    let mut runs_of: HashMap<String, usize> = HashMap::new();
+    let all = ours
+        .iter()
+        .flat_map(|(_, r)| r.names())
+        .chain(node_processed.into_iter().flatten());
+    for name in all {
+        *runs_of.entry(name).or_default() += 1;
+    }
+    let twice: Vec<_> = runs_of.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "tasks processed more than once: {twice:?}"
+    );
+    let ran: BTreeSet<&String> = runs_of.keys().collect();
+    let want: BTreeSet<&String> = published.iter().collect();
+    assert_eq!(ran, want, "every published task processed");
+    assert!(
+        ours_count > 0 && theirs_count > 0,
+        "both sides took part: ours {ours_count}, 000 consumers {theirs_count}"
+    );
+    assert!(t.children("tasks").await.is_empty(), "tasks/ ends empty");
+    assert_eq!(
+        t.children("leases").await,
+        Vec::<String>::new(),
+        "leases/ ends empty"
+    );
+}

@@ -1,0 +1,334 @@
+//! The `event-bridge` command, run as a user would. The tests wait on the command with
+//! blocking calls, so they run on two threads: the ZooKeeper session's pings go on meanwhile.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use harness::{TestQueue, binary};
+
+/// Runs `event-bridge args…` against the test's chroot, with `stdin` piped in.
+fn eb(t: &TestQueue, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(binary("event-bridge"))
+        .args(args)
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn event-bridge");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn ok_json(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("stdout is JSON")
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_process_and_stats_from_the_command_line() {
+    let t = TestQueue::new().await;
+    let one = json_lines(&eb(
+        &t,
+        &[
+            "publish",
+            "--type",
+            "user.signup",
+            "--payload",
+            r#"{"id":1}"#,
+        ],
+        "",
+    ));
+    assert_eq!(one.len(), 1);
+    let lines =
+        "{\"n\":1}\n\n{\"type\":\"x.y\",\"payload\":{\"n\":2},\"idempotency_key\":\"k2\"}\n";
+    let many = json_lines(&eb(&t, &["publish", "-f", "-"], lines));
+    assert_eq!(many.len(), 2);
+    let second = t
+        .read_json(&format!("tasks/{}", many[1]["task"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        (second["type"].as_str(), second["idempotency_key"].as_str()),
+        (Some("x.y"), Some("k2"))
+    );
+
+    let stats = ok_json(&eb(&t, &["stats", "--json"], ""));
+    assert_eq!(stats["depth"], 3);
+    assert_eq!(
+        stats["by_type"],
+        serde_json::json!({"event": 1, "user.signup": 1, "x.y": 1})
+    );
+    let scheduled = ok_json(&eb(&t, &["process"], ""));
+    assert_eq!(
+        scheduled["completed"], 1,
+        "a scheduled run takes MAX_TASKS_PER_RUN=1"
+    );
+    let drained = ok_json(&eb(&t, &["process", "--drain"], ""));
+    assert_eq!(
+        (
+            drained["completed"].as_u64(),
+            drained["remaining_depth"].as_u64()
+        ),
+        (Some(2), Some(0))
+    );
+    let reaped = ok_json(&eb(&t, &["reap"], ""));
+    assert_eq!(
+        (reaped["reaped"].as_u64(), reaped["depth"].as_u64()),
+        (Some(0), Some(0))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_body_that_is_not_json_ends_in_the_dead_letters_with_its_reason() {
+    let t = TestQueue::new().await;
+    json_lines(&eb(&t, &["publish", "--raw", "--payload", "a=1&b=2"], ""));
+    assert_eq!(
+        ok_json(&eb(&t, &["process", "--drain"], ""))["dead_lettered"],
+        1
+    );
+    let dead = ok_json(&eb(&t, &["dead", "list", "--json"], ""));
+    assert_eq!(dead.as_array().unwrap().len(), 1);
+    assert_eq!(dead[0]["record"]["body_text"], "a=1&b=2");
+    assert!(
+        dead[0]["record"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_one_line_on_stderr_with_a_failing_exit_code() {
+    let t = TestQueue::new().await;
+    let bad_line = eb(&t, &["publish", "-f", "-"], "{\"ok\":1}\nnot json\n");
+    assert_eq!(bad_line.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&bad_line.stderr);
+    assert!(stderr.contains("-:2: not JSON"), "{stderr}");
+    assert!(
+        t.children("tasks").await.is_empty(),
+        "nothing is published from a bad file"
+    );
+
+    let mut cmd = Command::new(binary("event-bridge"));
+    let bad_var = cmd
+        .arg("stats")
+        .env("LEASE_TIMEOUT_MS", "5min")
+        .output()
+        .unwrap();
+    assert_eq!(bad_var.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad_var.stderr).contains("LEASE_TIMEOUT_MS"));
+
+    let mut cmd = Command::new(binary("event-bridge"));
+    let down = cmd
+        .arg("stats")
+        .env("ZOOKEEPER_CONNECTION_STRING", "127.0.0.1:9")
+        .env("ZOOKEEPER_CONNECT_TIMEOUT_MS", "1000")
+        .output()
+        .unwrap();
+    assert_eq!(down.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&down.stderr).contains("cannot reach ZooKeeper at 127.0.0.1:9")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_creates_the_base_paths() {
+    let t = TestQueue::new().await;
+    let init = ok_json(&eb(&t, &["init"], ""));
+    assert_eq!(init["acl"], "open");
+    assert_eq!(t.children("").await, ["clock", "dead", "leases", "tasks"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_and_peek_show_pending_tasks_oldest_first_with_their_leases() {
+    let t = TestQueue::new().await;
+    let names = t.publish(3).await;
+    let now = t.now().await;
+    let event_bridge::queue::ClaimOutcome::Claimed(_held) =
+        t.queue.claim(&names[1], &now).await.unwrap()
+    else {
+        panic!("claim")
+    };
+    let list = ok_json(&eb(&t, &["list", "--json"], ""));
+    let listed: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, names.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(list[1]["lease"]["consumer_id"], t.queue.consumer_id());
+    assert!(list[1]["lease"]["expires_in_ms"].as_i64().unwrap() > 0);
+    assert_eq!(
+        (list[0]["lease"].clone(), list[1]["attempts"].clone()),
+        (Value::Null, 1.into())
+    );
+    let text = eb(&t, &["list"], "");
+    assert!(String::from_utf8_lossy(&text.stdout).contains(t.queue.consumer_id()));
+
+    let peek = ok_json(&eb(&t, &["peek", "2"], ""));
+    assert_eq!(peek.as_array().unwrap().len(), 2);
+    assert_eq!(peek[0]["envelope"]["payload"], serde_json::json!({"n": 0}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_tells_pending_leased_delayed_dead_and_not_found_apart() {
+    let t = TestQueue::new().await;
+    let names = t.publish(2).await;
+    let now = t.now().await;
+    let event_bridge::queue::ClaimOutcome::Claimed(held) =
+        t.queue.claim(&names[1], &now).await.unwrap()
+    else {
+        panic!("claim")
+    };
+    let state = |out: Output| ok_json(&out)["state"].as_str().unwrap().to_string();
+    assert_eq!(
+        state(eb(&t, &["status", &names[0], "--json"], "")),
+        "pending"
+    );
+    assert_eq!(
+        state(eb(&t, &["status", &names[1], "--json"], "")),
+        "leased"
+    );
+    t.queue
+        .bury(held, "permanent failure", Some("boom".into()))
+        .await
+        .unwrap();
+    let dead = ok_json(&eb(&t, &["status", &names[1], "--json"], ""));
+    assert_eq!(
+        (
+            dead["state"].as_str(),
+            dead["record"]["last_error"].as_str()
+        ),
+        (Some("dead"), Some("boom"))
+    );
+
+    let delayed = json_lines(&eb(
+        &t,
+        &["publish", "--delay", "1h", "--payload", "{}"],
+        "",
+    ));
+    let id = delayed[0]["id"].as_str().unwrap();
+    let by_id = ok_json(&eb(&t, &["status", id, "--json"], ""));
+    assert_eq!(by_id["state"], "pending");
+    assert!(
+        by_id["task"]["backoff_left_ms"].as_i64().unwrap() > 3_000_000,
+        "{by_id}"
+    );
+    let run = ok_json(&eb(&t, &["process", "--drain"], ""));
+    assert_eq!(
+        (run["completed"].as_u64(), run["in_backoff"].as_u64()),
+        (Some(1), Some(1)),
+        "{run}"
+    );
+
+    let missing = eb(&t, &["status", "task-0000009999"], "");
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no task task-0000009999"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redriven_dead_letter_runs_again_with_its_id_and_fresh_attempts() {
+    let t = TestQueue::with(|c| c.max_attempts = 1).await;
+    let name = t.publish(1).await.remove(0);
+    let now = t.now().await;
+    let event_bridge::queue::ClaimOutcome::Claimed(held) =
+        t.queue.claim(&name, &now).await.unwrap()
+    else {
+        panic!("claim")
+    };
+    let id = held.task.envelope.id.clone();
+    t.queue
+        .bury(held, "gave up after 1 attempts", Some("503".into()))
+        .await
+        .unwrap();
+
+    let shown = ok_json(&eb(&t, &["dead", "show", &name], ""));
+    assert_eq!(shown["body"]["id"].as_str(), Some(id.as_str()));
+    let refused = eb(&t, &["dead", "redrive", "--all"], "");
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "no --yes and no terminal: refuse"
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("without --yes"));
+    assert_eq!(t.children("dead").await, std::slice::from_ref(&name));
+
+    let redriven = ok_json(&eb(&t, &["dead", "redrive", "--yes", &name], ""));
+    let new_name = redriven["redriven"][0]["task"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(t.children("dead").await.is_empty());
+    let task = t.read_json(&format!("tasks/{new_name}")).await;
+    assert_eq!(
+        (task["id"].as_str(), task["attempts"].as_u64()),
+        (Some(id.as_str()), Some(0))
+    );
+    let run = ok_json(&eb(&t, &["process", "--drain"], ""));
+    assert_eq!(run["completed"], 1, "the redriven task completes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_deletes_dead_letters_for_good() {
+    let t = TestQueue::new().await;
+    for body in ["x", "y"] {
+        json_lines(&eb(&t, &["publish", "--raw", "--payload", body], ""));
+    }
+    assert_eq!(
+        ok_json(&eb(&t, &["process", "--drain"], ""))["dead_lettered"],
+        2
+    );
+    let dead = t.children("dead").await;
+    assert_eq!(
+        ok_json(&eb(&t, &["dead", "purge", "--yes", &dead[0]], ""))["purged"],
+        1
+    );
+    assert_eq!(
+        ok_json(&eb(&t, &["dead", "purge", "--yes", "--all"], ""))["purged"],
+        1
+    );
+    assert!(t.children("dead").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_verb_has_help_and_none_shows_credentials() {
+    let t = TestQueue::new().await;
+    for verb in [
+        "init", "publish", "list", "peek", "status", "dead", "stats", "process", "reap", "worker",
+    ] {
+        let mut cmd = Command::new(binary("event-bridge"));
+        let out = cmd
+            .args([verb, "--help"])
+            .env("ZOOKEEPER_AUTH", "bridge:hunter2")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{verb} --help");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2"));
+    }
+    let _ = t;
+}

@@ -1,0 +1,10 @@
+//! The queue on a real ZooKeeper (the one `make test` starts): claims, runs, reaping, the
+//! worker, the `event-bridge` command and ACLs. Every test works in a chroot of its own.
+//! Needs: ZooKeeper (`make zk-up`), the binaries (`cargo build --workspace --bins`).
+
+mod cli;
+mod process;
+mod queue;
+mod reap;
+mod security;
+mod worker;

@@ -1,0 +1,227 @@
+//! Claim, settle and fence on a real ZooKeeper.
+
+use std::time::Duration;
+
+use event_bridge::queue::{ClaimOutcome, Lease, Settled};
+use event_bridge::{Envelope, Queue};
+use serde_json::json;
+
+use harness::{Recorder, TestQueue, run};
+
+async fn claim(queue: &Queue, name: &str, t: &TestQueue) -> ClaimOutcome {
+    queue.claim(name, &t.now().await).await.expect("claim")
+}
+
+fn claimed(outcome: ClaimOutcome) -> Lease {
+    match outcome {
+        ClaimOutcome::Claimed(lease) => lease,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn publish_then_drain_completes_every_task_and_leaves_nothing_behind() {
+    let t = TestQueue::new().await;
+    let names = t.publish(20).await;
+    let recorder = Recorder::default();
+    let report = run(&t.queue, &recorder, 100).await;
+    assert_eq!(
+        (report.claimed, report.completed, report.remaining_depth),
+        (20, 20, 0)
+    );
+    let mut seen = recorder.names();
+    seen.sort();
+    assert_eq!(seen, names);
+    assert!(t.children("tasks").await.is_empty());
+    assert!(t.children("leases").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_lost_claim_is_an_outcome_not_an_error() {
+    let t = TestQueue::new().await;
+    let name = t.publish(1).await.remove(0);
+    let other = t.consumer("other").await;
+    let lease = claimed(claim(&t.queue, &name, &t).await);
+    assert!(matches!(
+        claim(&other, &name, &t).await,
+        ClaimOutcome::Taken
+    ));
+    assert_eq!(t.queue.complete(lease).await.unwrap(), Settled::Done);
+    assert!(matches!(claim(&other, &name, &t).await, ClaimOutcome::Gone));
+}
+
+#[tokio::test]
+async fn runs_claim_the_oldest_task_first() {
+    let t = TestQueue::new().await;
+    // ZooKeeper lists children in no particular order; runs must sort by sequence number.
+    let first = t.publish(12).await;
+    let recorder = Recorder::default();
+    for _ in 0..12 {
+        let report = run(&t.queue, &recorder, 1).await;
+        assert_eq!(report.claimed, 1);
+    }
+    assert_eq!(
+        recorder.names(),
+        first,
+        "one-task runs must take tasks in sequence order"
+    );
+}
+
+#[tokio::test]
+async fn a_task_body_is_the_payload_when_another_producer_wrote_plain_json() {
+    let t = TestQueue::new().await;
+    let options = zookeeper_client::CreateMode::PersistentSequential
+        .with_acls(zookeeper_client::Acls::anyone_all());
+    let body = br#"{"user_id":123,"action":"export_report"}"#;
+    let (_, seq) = t
+        .raw
+        .create("/event-bridge/tasks/task-", body, &options)
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    let report = run(&t.queue, &recorder, 10).await;
+    assert_eq!(report.completed, 1);
+    let task = recorder.seen.lock().unwrap().remove(0);
+    assert_eq!(task.name, format!("task-{seq}"));
+    assert_eq!(
+        task.envelope.payload,
+        json!({"user_id": 123, "action": "export_report"})
+    );
+    assert_eq!(
+        (task.envelope.id.as_str(), task.envelope.event_type.as_str()),
+        (task.name.as_str(), "event")
+    );
+    assert_eq!(task.attempt(), 1);
+}
+
+#[tokio::test]
+async fn fencing_refuses_a_stale_holder_after_its_lease_was_reaped_and_the_task_claimed_again() {
+    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(300)).await;
+    let name = t.publish(1).await.remove(0);
+    let a = t.consumer("a").await;
+    let b = t.consumer("b").await;
+    let mut stale = claimed(claim(&a, &name, &t).await);
+    let token_a = stale.task.fencing_token;
+
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let reaped = event_bridge::reap::reap(&t.queue).await.unwrap();
+    assert_eq!(reaped.reaped, 1);
+    let fresh = claimed(claim(&b, &name, &t).await);
+    assert!(
+        fresh.task.fencing_token > token_a,
+        "tokens grow with every claim"
+    );
+
+    // B's lease has the same path as A's had, and the same version: only the task's version
+    // tells them apart.
+    let (lease_before, lease_stat) = t
+        .raw
+        .get_data(&format!("/event-bridge/leases/{name}"))
+        .await
+        .unwrap();
+    let (task_before, task_stat) = t
+        .raw
+        .get_data(&format!("/event-bridge/tasks/{name}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lease_stat.version, 1,
+        "A's lease was at version 1 too: it never extended"
+    );
+    let now = t.now().await;
+    assert_eq!(a.extend(&mut stale).await.unwrap(), Settled::LeaseLost);
+    assert_eq!(a.complete(stale.clone()).await.unwrap(), Settled::LeaseLost);
+    let release = a.release(stale.clone(), Some("x".into()), Duration::ZERO, &now, true);
+    assert_eq!(release.await.unwrap(), Settled::LeaseLost);
+    assert_eq!(
+        a.bury(stale, "stale", None).await.unwrap(),
+        Settled::LeaseLost
+    );
+    let (lease_after, lease_stat_after) = t
+        .raw
+        .get_data(&format!("/event-bridge/leases/{name}"))
+        .await
+        .unwrap();
+    let (task_after, task_stat_after) = t
+        .raw
+        .get_data(&format!("/event-bridge/tasks/{name}"))
+        .await
+        .unwrap();
+    assert_eq!((lease_before, lease_stat), (lease_after, lease_stat_after));
+    assert_eq!((task_before, task_stat), (task_after, task_stat_after));
+
+    assert_eq!(b.complete(fresh).await.unwrap(), Settled::Done);
+    assert!(t.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn the_claim_itself_counts_the_attempt_and_marks_the_lease_for_000_consumers() {
+    let t = TestQueue::new().await;
+    let name = t
+        .queue
+        .publish(&Envelope::new("x", json!(1)))
+        .await
+        .unwrap();
+    let lease = claimed(claim(&t.queue, &name, &t).await);
+    assert_eq!(lease.task.attempt(), 1);
+    assert_eq!(t.read_json(&format!("tasks/{name}")).await["attempts"], 1);
+    let data = t.read_json(&format!("leases/{name}")).await;
+    assert_eq!(data["consumerId"], t.queue.consumer_id());
+    assert!(data["timestamp"].as_i64().unwrap() > 1_600_000_000_000);
+    assert_eq!(data["fencingToken"], lease.task.fencing_token);
+}
+
+#[tokio::test]
+async fn a_lease_held_by_a_000_consumer_is_respected() {
+    let t = TestQueue::new().await;
+    let names = t.publish(2).await;
+    let options =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let theirs = br#"{"consumerId":"vercel-func-abc","timestamp":1}"#;
+    t.raw
+        .create(
+            &format!("/event-bridge/leases/{}", names[0]),
+            theirs,
+            &options,
+        )
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    let report = run(&t.queue, &recorder, 10).await;
+    assert_eq!(recorder.names(), [names[1].clone()]);
+    assert_eq!(report.remaining_depth, 1);
+}
+
+#[tokio::test]
+async fn a_batch_completion_with_one_stale_lease_completes_the_others_and_fences_that_one() {
+    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(1_000)).await;
+    let names = t.publish(3).await;
+    let mut held = Vec::new();
+    for name in &names {
+        held.push(claimed(claim(&t.queue, name, &t).await));
+    }
+    // The middle lease expires and another consumer takes the task over.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let other = t.consumer("other").await;
+    let mut keep = held[0].clone();
+    let mut keep_last = held[2].clone();
+    assert_eq!(t.queue.extend(&mut keep).await.unwrap(), Settled::Done);
+    assert_eq!(t.queue.extend(&mut keep_last).await.unwrap(), Settled::Done);
+    assert_eq!(event_bridge::reap::reap(&t.queue).await.unwrap().reaped, 1);
+    let taken_over = claimed(claim(&other, &names[1], &t).await);
+
+    let settled = t
+        .queue
+        .complete_many(vec![keep, held[1].clone(), keep_last])
+        .await
+        .unwrap();
+    let lost: Vec<_> = settled
+        .iter()
+        .filter(|(_, s)| *s == Settled::LeaseLost)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(lost, [&names[1]]);
+    assert_eq!(t.children("tasks").await, [names[1].clone()]);
+    assert_eq!(t.children("leases").await, [names[1].clone()]);
+    assert_eq!(other.complete(taken_over).await.unwrap(), Settled::Done);
+}

@@ -1,0 +1,53 @@
+//! ZooKeeper digest authentication and the ACLs the bridge puts on its nodes.
+
+use event_bridge::Secret;
+use event_bridge::queue::ClaimOutcome;
+use zookeeper_client as zk;
+
+use harness::{Recorder, TestQueue, consumer, run};
+
+#[tokio::test]
+async fn without_the_credentials_a_client_can_neither_read_payloads_nor_claim_tasks() {
+    let t = TestQueue::with(|c| c.zookeeper_auth = Some(Secret::new("bridge:s3cret"))).await;
+    let name = t.publish(1).await.remove(0);
+    let task = format!("/event-bridge/tasks/{name}");
+
+    let anonymous = zk::Client::connect(&t.config.zookeeper).await.unwrap();
+    assert_eq!(
+        anonymous.get_data(&task).await.unwrap_err(),
+        zk::Error::NoAuth
+    );
+    assert_eq!(
+        anonymous
+            .list_children("/event-bridge/tasks")
+            .await
+            .unwrap_err(),
+        zk::Error::NoAuth
+    );
+
+    let mut wrong = t.config.clone();
+    wrong.zookeeper_auth = Some(Secret::new("bridge:guess"));
+    let intruder = consumer(&wrong, "intruder").await;
+    let now = t.now().await;
+    assert!(matches!(
+        intruder.claim(&name, &now).await,
+        Err(event_bridge::Error::Zk { .. })
+    ));
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let lease = format!("/event-bridge/leases/{name}");
+    let intruder_raw = event_bridge::session::connect(&wrong)
+        .await
+        .expect("connect");
+    let forged = intruder_raw.create(&lease, b"{}", &options).await;
+    assert_eq!(forged.unwrap_err(), zk::Error::NoAuth);
+
+    let recorder = Recorder::default();
+    assert_eq!(
+        run(&t.queue, &recorder, 5).await.completed,
+        1,
+        "the rightful consumer still runs it"
+    );
+    let ClaimOutcome::Gone = t.queue.claim(&name, &now).await.unwrap() else {
+        panic!("task done")
+    };
+}

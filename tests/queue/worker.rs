@@ -1,0 +1,172 @@
+//! The long-running worker: watches, session expiry, graceful shutdown.
+
+use std::time::Duration;
+
+use event_bridge::handler::FnHandler;
+use event_bridge::worker::Worker;
+use event_bridge::{Config, Handler, Task};
+use tokio::sync::watch;
+
+use harness::{Proxy, Recorder, TestQueue};
+
+/// Starts a worker on the test's chroot; returns its stop switch and its join handle.
+fn start<H: Handler + 'static>(
+    worker: Worker<H>,
+) -> (
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<event_bridge::worker::WorkerReport>,
+) {
+    let (stop, stopped) = watch::channel(false);
+    let join = tokio::spawn(async move { worker.run(stopped).await.expect("worker") });
+    (stop, join)
+}
+
+/// Waits (up to 30 s, a hang guard, not a speed claim) until `check` holds.
+async fn eventually<F: AsyncFnMut() -> bool>(mut check: F, what: &str) {
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("gave up waiting: {what}");
+}
+
+/// Awaits `f` for at most 30 s (a hang guard, not a speed claim).
+async fn within<F: std::future::IntoFuture>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .expect("gave up waiting after 30 s")
+}
+
+fn config(t: &TestQueue) -> Config {
+    Config {
+        deadline_margin: Duration::from_millis(500),
+        ..t.config.clone()
+    }
+}
+
+#[tokio::test]
+async fn the_worker_picks_up_tasks_published_after_it_started() {
+    let t = TestQueue::new().await;
+    let recorder = Recorder::default();
+    let (stop, join) = start(Worker::new(config(&t), recorder.clone(), 4));
+    let names = t.publish(3).await;
+    eventually(async || recorder.count() == 3, "three tasks processed").await;
+    let more = t.publish(2).await;
+    eventually(async || recorder.count() == 5, "two more processed").await;
+    stop.send(true).unwrap();
+    let report = within(join).await.unwrap();
+    assert_eq!((report.completed, report.sessions), (5, 1));
+    let mut seen = recorder.names();
+    seen.sort();
+    assert_eq!(seen, [names, more].concat());
+}
+
+#[tokio::test]
+async fn the_worker_recovers_when_its_session_expires() {
+    let t = TestQueue::new().await;
+    let proxy = Proxy::start().await;
+    let chroot = t.config.zookeeper.split_once('/').map(|(_, c)| c).unwrap();
+    let through_proxy = Config {
+        zookeeper: format!("{}/{chroot}", proxy.address),
+        // The shortest session the server grants (two ticks).
+        session_timeout: Duration::from_millis(4_000),
+        connect_timeout: Duration::from_millis(1_000),
+        ..config(&t)
+    };
+    let recorder = Recorder::default();
+    let worker = Worker::new(through_proxy, recorder.clone(), 2);
+    let mut sessions = worker.sessions();
+    let (stop, join) = start(worker);
+    let first = within(sessions.wait_for(Option::is_some))
+        .await
+        .unwrap()
+        .clone()
+        .unwrap();
+    t.publish(1).await;
+    eventually(async || recorder.count() == 1, "first task processed").await;
+
+    // A partition longer than the session timeout: the server expires the session.
+    proxy.set_cut(true);
+    tokio::time::sleep(Duration::from_millis(7_000)).await;
+    proxy.set_cut(false);
+    let renewed = sessions.wait_for(|s| s.as_ref().is_some_and(|s| s.id() != first.id()));
+    within(renewed).await.unwrap();
+
+    t.publish(1).await;
+    eventually(
+        async || recorder.count() == 2,
+        "a task published after the expiry is processed",
+    )
+    .await;
+    stop.send(true).unwrap();
+    assert_eq!(within(join).await.unwrap().sessions, 2);
+}
+
+#[tokio::test]
+async fn a_stopped_worker_releases_what_it_could_not_finish() {
+    let t = TestQueue::new().await;
+    let slow = FnHandler(|_task: Task| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(())
+    });
+    let (stop, join) = start(Worker::new(config(&t), slow, 2));
+    t.publish(2).await;
+    eventually(
+        async || t.children("leases").await.len() == 2,
+        "both tasks claimed",
+    )
+    .await;
+    stop.send(true).unwrap();
+    let report = within(join).await.unwrap();
+    assert_eq!(report.completed, 0);
+    assert!(
+        t.children("leases").await.is_empty(),
+        "in-flight claims released"
+    );
+    for name in t.children("tasks").await {
+        assert_eq!(t.read_json(&format!("tasks/{name}")).await["attempts"], 0);
+    }
+}
+
+#[tokio::test]
+async fn a_task_published_while_a_slow_one_runs_does_not_wait_for_it() {
+    let t = TestQueue::new().await;
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let done = Recorder::default();
+    let (gate, seen) = (release.clone(), done.clone());
+    let handler = FnHandler(move |task: Task| {
+        let (gate, seen) = (gate.clone(), seen.clone());
+        async move {
+            if task.envelope.payload["slow"] == true {
+                gate.notified().await;
+            }
+            seen.handle(&task).await
+        }
+    });
+    let (stop, join) = start(Worker::new(config(&t), handler, 4));
+    let slow = t
+        .queue
+        .publish(&event_bridge::Envelope::new(
+            "t",
+            serde_json::json!({"slow": true}),
+        ))
+        .await
+        .unwrap();
+    eventually(
+        async || t.children("leases").await == [slow.clone()],
+        "the slow task is running",
+    )
+    .await;
+    let fast = t.publish(1).await.remove(0);
+    eventually(
+        async || done.names() == [fast.clone()],
+        "the fast task ran while the slow one still runs",
+    )
+    .await;
+    release.notify_one();
+    eventually(async || done.count() == 2, "the slow task finished").await;
+    stop.send(true).unwrap();
+    assert_eq!(within(join).await.unwrap().completed, 2);
+}

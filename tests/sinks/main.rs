@@ -1,0 +1,7 @@
+//! The sinks on real tasks: webhooks to an HTTP receiver on loopback, SQS on moto's server,
+//! and routing between them.
+//! Needs: ZooKeeper (`make zk-up`), moto (`make moto-up`), the binaries.
+
+mod routing;
+mod sink_http;
+mod sink_sqs;

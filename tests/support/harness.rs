@@ -1,0 +1,238 @@
+//! The test harness every test target shares: a fresh chroot per test, consumers on their own
+//! sessions, helpers to publish and to read the tree, the binaries Cargo built, and a TCP proxy
+//! that can cut the link to ZooKeeper.
+//!
+//! Each test target needs the ZooKeeper `make test` starts (`make zk-up`, address in
+//! `ZK_TEST_ADDRESS`, default 127.0.0.1:2181); the failure message says so when it is missing.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use event_bridge::clock::ZkTime;
+use event_bridge::{Config, Envelope, Handler, ProcessReport, Queue, RunOptions, process};
+use serde_json::json;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+/// The ZooKeeper the tests use.
+pub fn zk_address() -> String {
+    std::env::var("ZK_TEST_ADDRESS").unwrap_or_else(|_| "127.0.0.1:2181".into())
+}
+
+/// One test's own corner of ZooKeeper.
+pub struct TestQueue {
+    /// Connection string with the chroot, for anything that connects by itself.
+    pub config: Config,
+    /// A queue on the test's first session.
+    pub queue: Queue,
+    /// A raw client inside the chroot, for looking at and writing the tree directly.
+    pub raw: zk::Client,
+}
+
+impl TestQueue {
+    /// A fresh chroot with the default layout created.
+    pub async fn new() -> Self {
+        Self::with(|_| {}).await
+    }
+
+    /// As [`TestQueue::new`], with config changes (lease timeout, attempts, …).
+    pub async fn with(change: impl FnOnce(&mut Config)) -> Self {
+        let chroot = format!("/eb-tests/{}", uuid_like());
+        let root = raw_client(&zk_address()).await;
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        root.mkdir(&chroot, &options).await.expect("create chroot");
+        let mut config = Config {
+            zookeeper: format!("{}{chroot}", zk_address()),
+            ..Config::default()
+        };
+        change(&mut config);
+        let queue = consumer(&config, "test").await;
+        queue.ensure_paths().await.expect("base paths");
+        // On a session of its own, with the test's credentials when it sets any.
+        let raw = event_bridge::session::connect(&config)
+            .await
+            .expect("raw client");
+        TestQueue { config, queue, raw }
+    }
+
+    /// Another consumer on a session of its own.
+    pub async fn consumer(&self, name: &str) -> Queue {
+        consumer(&self.config, name).await
+    }
+
+    /// Publishes `n` envelopes of type `test` with payload `{"n": i}`.
+    pub async fn publish(&self, n: usize) -> Vec<String> {
+        let envelopes: Vec<_> = (0..n)
+            .map(|i| Envelope::new("test", json!({ "n": i })))
+            .collect();
+        self.queue.publish_many(&envelopes).await.expect("publish")
+    }
+
+    /// Children of `ROOT/<dir>`, sorted.
+    pub async fn children(&self, dir: &str) -> Vec<String> {
+        let path = format!("{}/{dir}", self.config.root)
+            .trim_end_matches('/')
+            .to_string();
+        let mut names = self.raw.list_children(&path).await.expect("list");
+        names.sort();
+        names
+    }
+
+    /// The JSON in `ROOT/<path>`.
+    pub async fn read_json(&self, path: &str) -> serde_json::Value {
+        let full = format!("{}/{path}", self.config.root);
+        let (data, _) = self.raw.get_data(&full).await.expect("get");
+        serde_json::from_slice(&data).expect("json")
+    }
+
+    /// ZooKeeper's time now.
+    pub async fn now(&self) -> ZkTime {
+        self.queue.server_time().await.expect("clock")
+    }
+}
+
+/// A queue for `config` on a new session.
+pub async fn consumer(config: &Config, name: &str) -> Queue {
+    let client = event_bridge::session::connect(config)
+        .await
+        .expect("connect");
+    Queue::new(client, config, Queue::new_consumer_id(name))
+}
+
+/// Run options with no deadline to speak of.
+pub fn options(max_tasks: u32, concurrency: usize) -> RunOptions {
+    RunOptions {
+        max_tasks,
+        concurrency,
+        deadline: Instant::now() + Duration::from_secs(120),
+        margin: Duration::from_secs(1),
+    }
+}
+
+/// Runs `process_events`' work once.
+pub async fn run<H: Handler>(queue: &Queue, handler: &H, max_tasks: u32) -> ProcessReport {
+    process::run(queue, handler, &options(max_tasks, 16))
+        .await
+        .expect("run")
+}
+
+/// A handler that records every task it sees and succeeds.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub seen: Arc<Mutex<Vec<event_bridge::Task>>>,
+}
+
+impl Recorder {
+    pub fn names(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+impl Handler for Recorder {
+    async fn handle(&self, task: &event_bridge::Task) -> Result<(), event_bridge::HandlerError> {
+        self.seen.lock().unwrap().push(task.clone());
+        Ok(())
+    }
+}
+
+/// A name no other test run uses.
+pub fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("t{nanos:x}{:04x}", fastrand::u16(..))
+}
+
+/// The workspace's root directory.
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// A client of ZooKeeper at `address` (a chroot included), for writing and reading the tree
+/// directly. Fails saying what to start when ZooKeeper does not answer.
+pub async fn raw_client(address: &str) -> zk::Client {
+    match zk::Client::connect(address).await {
+        Ok(client) => client,
+        Err(e) => panic!(
+            "these tests need a ZooKeeper at {address} ({e}): run `make zk-up` (make test does), \
+             or point ZK_TEST_ADDRESS at one"
+        ),
+    }
+}
+
+/// The path of workspace binary `bin`, as `cargo build --workspace --bins` left it beside the
+/// test executables (`target/<profile>/`). Tests never build it themselves: a missing binary
+/// fails the test saying how to build it.
+pub fn binary(bin: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/<bin>
+    let dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target directory");
+    let path = dir.join(bin);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the binaries first with `cargo build --workspace --bins` \
+         (make test does)",
+        path.display()
+    );
+    path
+}
+
+/// A TCP proxy in front of the test ZooKeeper that a test can cut: while cut, it closes every
+/// connection and refuses new ones, as a network partition would.
+pub struct Proxy {
+    pub address: String,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    pub async fn start() -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if flag.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let flag = flag.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(zk_address()).await
+                    else {
+                        return;
+                    };
+                    let copy = tokio::io::copy_bidirectional(&mut inbound, &mut outbound);
+                    let watch_cut = async {
+                        while !flag.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    };
+                    tokio::select! { _ = copy => {}, _ = watch_cut => {} }
+                });
+            }
+        });
+        Proxy { address, cut }
+    }
+
+    /// Cuts or restores the link.
+    pub fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+    }
+}
