@@ -24,6 +24,7 @@ impl ZkTime {
 
     /// ZooKeeper's time now, ms since the epoch.
     pub fn now_ms(&self) -> i64 {
-        self.server_ms + self.read_at.elapsed().as_millis() as i64
+        self.server_ms
+            .saturating_add(crate::lease::millis(self.read_at.elapsed()))
     }
 }

@@ -122,20 +122,23 @@ impl Config {
         let config = Config {
             zookeeper: get("ZOOKEEPER_CONNECTION_STRING").unwrap_or(d.zookeeper),
             root: root(get("EVENT_BRIDGE_ROOT"))?.unwrap_or(d.root),
-            lease_timeout: millis(&get, "LEASE_TIMEOUT_MS", 1_000)?.unwrap_or(d.lease_timeout),
+            lease_timeout: millis(&get, "LEASE_TIMEOUT_MS", MIN_LEASE_TIMEOUT_MS, DAY_MS)?
+                .unwrap_or(d.lease_timeout),
             max_attempts: number(&get, "MAX_ATTEMPTS", 1)?.unwrap_or(d.max_attempts),
             max_tasks_per_run: number(&get, "MAX_TASKS_PER_RUN", 1)?.unwrap_or(d.max_tasks_per_run),
             drain_max_tasks: number(&get, "DRAIN_MAX_TASKS", 1)?.unwrap_or(d.drain_max_tasks),
             drain_concurrency: number(&get, "DRAIN_CONCURRENCY", 1)?
                 .map(|n: u32| n as usize)
                 .unwrap_or(d.drain_concurrency),
-            backoff_base: millis(&get, "BACKOFF_BASE_MS", 0)?.unwrap_or(d.backoff_base),
-            backoff_max: millis(&get, "BACKOFF_MAX_MS", 0)?.unwrap_or(d.backoff_max),
-            time_budget: millis(&get, "TIME_BUDGET_MS", 1_000)?.unwrap_or(d.time_budget),
-            deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0)?.unwrap_or(d.deadline_margin),
-            connect_timeout: millis(&get, "ZOOKEEPER_CONNECT_TIMEOUT_MS", 100)?
+            backoff_base: millis(&get, "BACKOFF_BASE_MS", 0, 7 * DAY_MS)?
+                .unwrap_or(d.backoff_base),
+            backoff_max: millis(&get, "BACKOFF_MAX_MS", 0, 7 * DAY_MS)?.unwrap_or(d.backoff_max),
+            time_budget: millis(&get, "TIME_BUDGET_MS", 1_000, DAY_MS)?.unwrap_or(d.time_budget),
+            deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0, DAY_MS)?
+                .unwrap_or(d.deadline_margin),
+            connect_timeout: millis(&get, "ZOOKEEPER_CONNECT_TIMEOUT_MS", 100, 600_000)?
                 .unwrap_or(d.connect_timeout),
-            session_timeout: millis(&get, "ZOOKEEPER_SESSION_TIMEOUT_MS", 1_000)?
+            session_timeout: millis(&get, "ZOOKEEPER_SESSION_TIMEOUT_MS", 1_000, 600_000)?
                 .unwrap_or(d.session_timeout),
             cron_secret: get("CRON_SECRET").map(Secret::new),
             zookeeper_auth: digest(get("ZOOKEEPER_AUTH"))?,
@@ -181,13 +184,40 @@ where
     }
 }
 
+/// A duration in milliseconds, from `min` to `max`: every duration is checked at start, so no
+/// arithmetic on it can overflow later (lease expiry compares `i64` milliseconds).
 fn millis(
     get: &impl Fn(&str) -> Option<String>,
     variable: &'static str,
     min: u64,
+    max: u64,
 ) -> Result<Option<Duration>, ConfigError> {
-    Ok(number(get, variable, min)?.map(Duration::from_millis))
+    let Some(ms) = number(get, variable, min)? else {
+        return Ok(None);
+    };
+    if ms > max {
+        let problem = format!("must be at most {max} ({})", human(max));
+        return Err(invalid(variable, &ms.to_string(), problem));
+    }
+    Ok(Some(Duration::from_millis(ms)))
 }
+
+/// `ms` in the largest whole unit, for messages.
+fn human(ms: u64) -> String {
+    match ms {
+        ms if ms % DAY_MS == 0 => format!("{} days", ms / DAY_MS),
+        ms if ms % 60_000 == 0 => format!("{} minutes", ms / 60_000),
+        ms => format!("{ms} ms"),
+    }
+}
+
+const DAY_MS: u64 = 24 * 3_600_000;
+
+/// The shortest lease: long enough that ZooKeeper servers' clock skew, which a leader change
+/// brings into lease expiry (ARCHITECTURE, "Time"), cannot free a lease its holder still
+/// extends. Extensions come every third of it; the holder gives its handler up a fifth of it
+/// before expiry.
+pub const MIN_LEASE_TIMEOUT_MS: u64 = 10_000;
 
 fn root(raw: Option<String>) -> Result<Option<String>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
@@ -301,6 +331,7 @@ mod tests {
         for (var, value) in [
             ("LEASE_TIMEOUT_MS", "5m"),
             ("LEASE_TIMEOUT_MS", "10"),
+            ("LEASE_TIMEOUT_MS", "9999"),
             ("MAX_ATTEMPTS", "0"),
             ("MAX_ATTEMPTS", "-1"),
             ("EVENT_BRIDGE_ROOT", "event-bridge"),
@@ -312,6 +343,29 @@ mod tests {
             assert_eq!(err.variable, var);
             assert!(err.to_string().starts_with(var), "{err}");
         }
+    }
+
+    #[test]
+    fn durations_out_of_range_name_their_variable() {
+        for (var, value, problem) in [
+            // Past i64 milliseconds: would wrap in expiry arithmetic and free live leases.
+            ("LEASE_TIMEOUT_MS", "9300000000000000000", "at most"),
+            ("LEASE_TIMEOUT_MS", "18446744073709551615", "at most"),
+            // Too short to survive a leader change with its clock skew (see ARCHITECTURE).
+            ("LEASE_TIMEOUT_MS", "5000", "at least 10000"),
+            ("BACKOFF_MAX_MS", "9300000000000000000", "at most"),
+            ("BACKOFF_BASE_MS", "9300000000000000000", "at most"),
+            ("TIME_BUDGET_MS", "9300000000000000000", "at most"),
+            ("DEADLINE_MARGIN_MS", "9300000000000000000", "at most"),
+            ("ZOOKEEPER_CONNECT_TIMEOUT_MS", "9300000000000000000", "at most"),
+            ("ZOOKEEPER_SESSION_TIMEOUT_MS", "9300000000000000000", "at most"),
+        ] {
+            let err = parse(&[(var, value)]).unwrap_err();
+            assert_eq!(err.variable, var, "{err}");
+            assert!(err.problem.contains(problem), "{var}={value}: {err}");
+        }
+        assert!(parse(&[("LEASE_TIMEOUT_MS", "10000")]).is_ok());
+        assert!(parse(&[("LEASE_TIMEOUT_MS", "86400000")]).is_ok());
     }
 
     #[test]

@@ -36,7 +36,12 @@ impl LeaseData {
 
 /// A lease last written at `mtime` has expired at `now` (both ZooKeeper ms).
 pub fn expired(mtime: i64, now: i64, timeout: Duration) -> bool {
-    now.saturating_sub(mtime) > timeout.as_millis() as i64
+    now.saturating_sub(mtime) > millis(timeout)
+}
+
+/// `duration` in milliseconds, saturating at `i64::MAX` instead of wrapping.
+pub fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// How often a holder extends its lease: a third of the timeout, so two extensions can fail
@@ -68,6 +73,13 @@ mod tests {
         ] {
             assert_eq!(expired(mtime, now, MIN5), want, "mtime {mtime} now {now}");
         }
+    }
+
+    #[test]
+    fn a_timeout_beyond_i64_milliseconds_never_wraps_into_expiry() {
+        let huge = Duration::from_millis(9_300_000_000_000_000_000);
+        assert!(!expired(1_000, 1_800_000_000_000, huge));
+        assert!(!expired(1_000, i64::MAX, Duration::MAX));
     }
 
     #[test]
