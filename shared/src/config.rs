@@ -130,8 +130,7 @@ impl Config {
             drain_concurrency: number(&get, "DRAIN_CONCURRENCY", 1)?
                 .map(|n: u32| n as usize)
                 .unwrap_or(d.drain_concurrency),
-            backoff_base: millis(&get, "BACKOFF_BASE_MS", 0, 7 * DAY_MS)?
-                .unwrap_or(d.backoff_base),
+            backoff_base: millis(&get, "BACKOFF_BASE_MS", 0, 7 * DAY_MS)?.unwrap_or(d.backoff_base),
             backoff_max: millis(&get, "BACKOFF_MAX_MS", 0, 7 * DAY_MS)?.unwrap_or(d.backoff_max),
             time_budget: millis(&get, "TIME_BUDGET_MS", 1_000, DAY_MS)?.unwrap_or(d.time_budget),
             deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0, DAY_MS)?
@@ -357,8 +356,16 @@ mod tests {
             ("BACKOFF_BASE_MS", "9300000000000000000", "at most"),
             ("TIME_BUDGET_MS", "9300000000000000000", "at most"),
             ("DEADLINE_MARGIN_MS", "9300000000000000000", "at most"),
-            ("ZOOKEEPER_CONNECT_TIMEOUT_MS", "9300000000000000000", "at most"),
-            ("ZOOKEEPER_SESSION_TIMEOUT_MS", "9300000000000000000", "at most"),
+            (
+                "ZOOKEEPER_CONNECT_TIMEOUT_MS",
+                "9300000000000000000",
+                "at most",
+            ),
+            (
+                "ZOOKEEPER_SESSION_TIMEOUT_MS",
+                "9300000000000000000",
+                "at most",
+            ),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.variable, var, "{err}");

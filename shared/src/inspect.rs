@@ -196,6 +196,7 @@ fn lease_info(data: &[u8], mtime: i64, queue: &Queue, now: &ZkTime) -> LeaseInfo
     LeaseInfo {
         consumer_id: parsed.as_ref().map(|l| l.consumer_id.clone()),
         fencing_token: parsed.and_then(|l| l.fencing_token),
-        expires_in_ms: mtime.saturating_add(crate::lease::millis(queue.lease_timeout())) - now.now_ms(),
+        expires_in_ms: mtime.saturating_add(crate::lease::millis(queue.lease_timeout()))
+            - now.now_ms(),
     }
 }

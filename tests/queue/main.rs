@@ -3,6 +3,7 @@
 //! Needs: ZooKeeper (`make zk-up`), the binaries (`cargo build --workspace --bins`).
 
 mod cli;
+mod connect;
 mod process;
 mod queue;
 mod reap;

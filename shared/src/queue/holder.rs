@@ -143,7 +143,8 @@ impl Queue {
             envelope.attempts = envelope.attempts.saturating_sub(1);
         }
         envelope.last_error = error.map(short).or(envelope.last_error);
-        envelope.retry_at = (!delay.is_zero()).then(|| now.now_ms().saturating_add(crate::lease::millis(delay)));
+        envelope.retry_at =
+            (!delay.is_zero()).then(|| now.now_ms().saturating_add(crate::lease::millis(delay)));
         let body = match envelope.to_bytes() {
             Ok(body) => body,
             // The error made the body too large to write back: it cannot be retried.

@@ -1,12 +1,49 @@
-//! Connecting to ZooKeeper, failing fast with the address when it cannot be reached.
+//! Connecting to ZooKeeper: retrying while servers refuse (an ensemble electing a leader does),
+//! failing within the connect timeout naming the address, and naming a missing chroot.
 
+use std::time::Duration;
+
+use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::error::{Error, Result};
 
-/// Opens a session, or fails within `config.connect_timeout` naming the address.
+/// How long to wait between two tries while servers refuse.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Opens a session, trying again while servers refuse until `config.connect_timeout` has
+/// passed; checks that the connection string's chroot exists.
+///
+/// # Notable errors
+/// - [`Error::Unreachable`] naming the address when no session opened in time;
+/// - [`Error::Config`] naming `ZOOKEEPER_CONNECTION_STRING` when its chroot does not exist, or
+///   when ZooKeeper refused the credentials of `ZOOKEEPER_AUTH`.
 pub async fn connect(config: &Config) -> Result<zk::Client> {
+    let deadline = Instant::now() + config.connect_timeout;
+    let unreachable = |reason: String| Error::Unreachable {
+        address: config.zookeeper.clone(),
+        timeout_ms: config.connect_timeout.as_millis() as u64,
+        reason,
+    };
+    let mut reason = "timed out".to_string();
+    loop {
+        match tokio::time::timeout_at(deadline, connector(config).connect(&config.zookeeper)).await
+        {
+            Ok(Ok(client)) => return checked(client, config).await,
+            Ok(Err(zk::Error::AuthFailed)) => return Err(refused_credentials(config)),
+            Ok(Err(e)) => reason = e.to_string(),
+            Err(_) => return Err(unreachable(reason)),
+        }
+        if Instant::now() + RETRY_PAUSE >= deadline {
+            return Err(unreachable(reason));
+        }
+        tracing::debug!(address = %config.zookeeper, %reason, "zookeeper refused; trying again");
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+fn connector(config: &Config) -> zk::Connector {
     let mut connector = zk::Client::connector()
         .with_session_timeout(config.session_timeout)
         .with_connection_timeout(config.connect_timeout)
@@ -14,15 +51,58 @@ pub async fn connect(config: &Config) -> Result<zk::Client> {
     if let Some(auth) = &config.zookeeper_auth {
         connector = connector.with_auth("digest", auth.expose().as_bytes());
     }
-    let connecting = connector.connect(&config.zookeeper);
-    let unreachable = |reason: String| Error::Unreachable {
-        address: config.zookeeper.clone(),
-        timeout_ms: config.connect_timeout.as_millis() as u64,
-        reason,
+    connector
+}
+
+/// `client`, once its chroot (if the connection string names one) is known to exist.
+async fn checked(client: zk::Client, config: &Config) -> Result<zk::Client> {
+    let Some(chroot) = chroot(&config.zookeeper) else {
+        return Ok(client);
     };
-    match tokio::time::timeout(config.connect_timeout, connecting).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(unreachable(e.to_string())),
-        Err(_) => Err(unreachable("timed out".into())),
+    match client.check_stat("/").await {
+        Ok(Some(_)) => Ok(client),
+        Ok(None) | Err(zk::Error::NoNode) => Err(Error::Config(ConfigError {
+            variable: "ZOOKEEPER_CONNECTION_STRING",
+            value: config.zookeeper.clone(),
+            problem: format!(
+                "its chroot {chroot} does not exist on ZooKeeper: create it, or leave it out"
+            ),
+        })),
+        Err(e) => Err(Error::zk("stat", chroot, e)),
+    }
+}
+
+fn refused_credentials(config: &Config) -> Error {
+    Error::Config(ConfigError {
+        variable: "ZOOKEEPER_AUTH",
+        value: "<hidden>".into(),
+        problem: format!(
+            "ZooKeeper at {} refused these credentials",
+            config.zookeeper
+        ),
+    })
+}
+
+/// The chroot of a connection string (`h1:2181,h2:2181/app` → `/app`), if it names one.
+fn chroot(connection: &str) -> Option<&str> {
+    let at = connection.find('/')?;
+    let chroot = connection[at..].trim_end_matches('/');
+    (!chroot.is_empty()).then_some(chroot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chroot_is_what_follows_the_hosts() {
+        for (connection, want) in [
+            ("zk1:2181,zk2:2181/app", Some("/app")),
+            ("127.0.0.1:2181/a/b/", Some("/a/b")),
+            ("127.0.0.1:2181/", None),
+            ("127.0.0.1:2181", None),
+        ] {
+            assert_eq!(chroot(connection), want, "{connection}");
+        }
     }
 }
