@@ -84,13 +84,28 @@ impl Layout {
 }
 
 /// The sequence number of a task name (`task-0000000042` → 42), or `None` for a name that
-/// no sequential create made. Sorting by this, not by `getChildren` order, gives the oldest.
+/// no sequential create made. ZooKeeper prints the parent's counter as a signed 32-bit
+/// `%010d`, so after 2^31 − 1 creates the suffix turns negative (`task--2147483648`); read as
+/// unsigned it keeps counting up, to 2^32 − 1. Sorting by this, not by `getChildren` order,
+/// gives the oldest.
 pub fn sequence(name: &str) -> Option<i64> {
     let digits = name.strip_prefix(TASK_PREFIX)?;
-    if digits.len() < 10 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let (negative, magnitude) = match digits.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, digits),
+    };
+    // `%010d` pads to ten characters, the sign included.
+    let width = if negative { 9..=10 } else { 10..=10 };
+    if !width.contains(&magnitude.len()) || !magnitude.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    let signed: i32 = digits.parse().ok()?;
+    Some(signed as u32 as i64)
+}
+
+/// The name ZooKeeper gives the task of sequence number `n` (the inverse of [`sequence`]).
+pub fn task_name(n: i64) -> String {
+    format!("{TASK_PREFIX}{:010}", n as u32 as i32)
 }
 
 /// Task names sorted oldest first; names that are not sequential tasks are dropped.
@@ -101,6 +116,24 @@ pub fn oldest_first(names: Vec<String>) -> Vec<String> {
         .collect();
     tasks.sort_unstable();
     tasks.into_iter().map(|(_, n)| n).collect()
+}
+
+/// Separates a dead letter's task name from the suffix it gets when that name was taken
+/// (`dead/task-0000000007~0000000003`).
+pub const DEAD_NAME_SUFFIX: char = '~';
+
+/// Dead-letter names sorted by their task's sequence number, then by suffix; other names are
+/// dropped.
+pub fn dead_oldest_first(names: Vec<String>) -> Vec<String> {
+    let mut dead: Vec<((i64, String), String)> = names
+        .into_iter()
+        .filter_map(|n| {
+            let (task, suffix) = n.split_once(DEAD_NAME_SUFFIX).unwrap_or((&n, ""));
+            Some(((sequence(task)?, suffix.to_string()), n))
+        })
+        .collect();
+    dead.sort_unstable();
+    dead.into_iter().map(|(_, n)| n).collect()
 }
 
 #[cfg(test)]
@@ -140,10 +173,49 @@ mod tests {
     #[test]
     fn sequence_parses_only_sequential_names() {
         assert_eq!(sequence("task-0000000042"), Some(42));
-        assert_eq!(sequence("task-2147483648"), Some(2_147_483_648));
+        assert_eq!(sequence("task-2147483647"), Some(2_147_483_647));
+        assert_eq!(sequence("task--2147483648"), Some(2_147_483_648));
+        assert_eq!(sequence("task--000000001"), Some(4_294_967_295));
+        // Not names ZooKeeper makes: past i32, or padded wrongly.
+        assert_eq!(sequence("task-2147483648"), None);
+        assert_eq!(sequence("task--00000001"), None);
         assert_eq!(sequence("task-12"), None);
         assert_eq!(sequence("lock-0000000001"), None);
         assert_eq!(sequence("task-00000000x1"), None);
+    }
+
+    #[test]
+    fn task_names_round_trip_through_their_numbers() {
+        for n in [
+            0,
+            42,
+            2_147_483_647,
+            2_147_483_648,
+            2_147_483_649,
+            4_294_967_295,
+        ] {
+            assert_eq!(sequence(&task_name(n)), Some(n), "{n}: {}", task_name(n));
+        }
+        assert_eq!(task_name(2_147_483_648), "task--2147483648");
+        assert_eq!(task_name(4_294_967_291), "task--000000005");
+    }
+
+    #[test]
+    fn dead_letters_sort_by_task_then_suffix() {
+        let names = vec![
+            "task-0000000010".to_string(),
+            "task-0000000002~0000000001".to_string(),
+            "task-0000000002".to_string(),
+            "junk".to_string(),
+        ];
+        assert_eq!(
+            dead_oldest_first(names),
+            [
+                "task-0000000002",
+                "task-0000000002~0000000001",
+                "task-0000000010"
+            ]
+        );
     }
 
     #[test]
@@ -152,11 +224,17 @@ mod tests {
             "task-0000000010".to_string(),
             "junk".to_string(),
             "task-0000000002".to_string(),
+            "task--2147483648".to_string(),
             "task-2147483647".to_string(),
         ];
         assert_eq!(
             oldest_first(names),
-            ["task-0000000002", "task-0000000010", "task-2147483647"]
+            [
+                "task-0000000002",
+                "task-0000000010",
+                "task-2147483647",
+                "task--2147483648"
+            ]
         );
     }
 }

@@ -225,3 +225,62 @@ async fn a_batch_completion_with_one_stale_lease_completes_the_others_and_fences
     assert_eq!(t.children("leases").await, [names[1].clone()]);
     assert_eq!(other.complete(taken_over).await.unwrap(), Settled::Done);
 }
+
+/// Past 2^31 − 1 creates under `tasks/`, ZooKeeper prints sequence numbers negative
+/// (`task--2147483648`); they still come after `task-2147483647`. Created here by name, as
+/// ZooKeeper would name them.
+#[tokio::test]
+async fn sequence_numbers_past_2_31_are_claimed_in_order() {
+    let t = TestQueue::new().await;
+    let names = [
+        "task-2147483646",
+        "task-2147483647",
+        "task--2147483648",
+        "task--2147483647",
+        "task--000000001",
+    ];
+    let options =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    // Created out of order: the queue sorts them.
+    for name in names.iter().rev() {
+        let body = Envelope::new("wrap", json!({})).to_bytes().unwrap();
+        let path = format!("{}/tasks/{name}", t.config.root);
+        t.raw.create(&path, &body, &options).await.unwrap();
+    }
+    let recorder = Recorder::default();
+    for _ in 0..names.len() {
+        assert_eq!(run(&t.queue, &recorder, 1).await.claimed, 1);
+    }
+    assert_eq!(recorder.names(), names);
+    assert!(t.children("tasks").await.is_empty());
+}
+
+/// A dead letter whose name is taken (by a record of an earlier queue under the same root, or
+/// after sequence numbers wrapped) gets another name instead of failing every run.
+#[tokio::test]
+async fn a_dead_letter_name_collision_picks_another_name() {
+    let t = TestQueue::new().await;
+    let name = t.publish(1).await.remove(0);
+    let options =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let taken = format!("{}/dead/{name}", t.config.root);
+    t.raw
+        .create(&taken, b"{\"older\":true}", &options)
+        .await
+        .unwrap();
+    let handler = event_bridge::handler::FnHandler(|_task: event_bridge::Task| async {
+        Err(event_bridge::HandlerError::Permanent("no such user".into()))
+    });
+    let report = run(&t.queue, &handler, 1).await;
+    assert_eq!(report.dead_lettered, 1, "{report:?}");
+    let dead = t.children("dead").await;
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    let other = dead.iter().find(|d| **d != name).expect("another name");
+    assert!(other.starts_with(&format!("{name}~")), "{other}");
+    let record = t.read_json(&format!("dead/{other}")).await;
+    assert_eq!(record["reason"], "permanent failure");
+    assert_eq!(record["task"], name.as_str());
+    assert_eq!(t.read_json(&format!("dead/{name}")).await["older"], true);
+    let listed = event_bridge::dead::list(&t.queue).await.unwrap();
+    assert_eq!(listed.len(), 2, "both are listed");
+}

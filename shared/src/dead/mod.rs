@@ -11,7 +11,7 @@ use serde_json::Value;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::layout::oldest_first;
+use crate::layout::dead_oldest_first;
 use crate::queue::Queue;
 
 /// Every dead-letter record, oldest task first, with its name.
@@ -35,7 +35,7 @@ pub async fn names(queue: &Queue) -> Result<Vec<String>> {
         .list_children(&dead)
         .await
         .map_err(|e| Error::zk("list", &dead, e))?;
-    Ok(oldest_first(names))
+    Ok(dead_oldest_first(names))
 }
 
 /// One record, if it exists.

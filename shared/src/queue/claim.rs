@@ -157,13 +157,14 @@ impl Queue {
         let record = serde_json::to_vec(&record_json)?;
         let lease_data = LeaseData::new(self.consumer_id(), version as i64 + 1).to_bytes();
         let lease_path = self.layout().lease(name);
+        let (dead, task_path) = (self.layout().dead_letter(name), self.layout().task(name));
         let ops = [
             Op::Create(&lease_path, &lease_data),
-            Op::Create(&self.layout().dead_letter(name), &record),
-            Op::Delete(&self.layout().task(name), version),
+            Op::Create(&dead, &record),
+            Op::Delete(&task_path, version),
             Op::Delete(&lease_path, -1),
         ];
-        match self.commit("bury", &ops).await? {
+        match self.commit_bury(&ops, 1).await? {
             Ok(_) => {
                 tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, %reason, "task dead-lettered");
                 self.forward_dead(name, &record_json).await;

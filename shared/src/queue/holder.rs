@@ -8,7 +8,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
-use super::ops::Op;
+use super::ops::{Committed, Op};
 use super::record::short;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
@@ -180,12 +180,18 @@ impl Queue {
         let body = serde_json::to_vec(&task.envelope)?;
         let record_json = self.dead_record(&task.name, &body, reason, task.attempt(), last_error);
         let record = serde_json::to_vec(&record_json)?;
+        let (dead, task_path) = (
+            self.layout().dead_letter(&task.name),
+            self.layout().task(&task.name),
+        );
+        let lease_path = self.layout().lease(&task.name);
         let ops = [
-            Op::Create(&self.layout().dead_letter(&task.name), &record),
-            Op::Delete(&self.layout().task(&task.name), lease.task_version),
-            Op::Delete(&self.layout().lease(&task.name), lease.lease_version),
+            Op::Create(&dead, &record),
+            Op::Delete(&task_path, lease.task_version),
+            Op::Delete(&lease_path, lease.lease_version),
         ];
-        let settled = self.settle("bury", &ops).await?;
+        let committed = self.commit_bury(&ops, 0).await?;
+        let settled = settled("bury", &ops, committed)?;
         if settled == Settled::Done {
             tracing::warn!(task = %task.name, consumer = %self.consumer_id(), attempt = task.attempt(), reason, "task dead-lettered");
             self.forward_dead(&task.name, &record_json).await;
@@ -195,10 +201,17 @@ impl Queue {
 
     /// Commits a holder's multi-op: a version or existence failure means the lease is lost.
     async fn settle(&self, what: &'static str, ops: &[Op<'_>]) -> Result<Settled> {
-        match self.commit(what, ops).await? {
-            Ok(_) => Ok(Settled::Done),
-            Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(Settled::LeaseLost),
-            Err((i, e)) => Err(Error::zk(what, ops[i].path(), e)),
-        }
+        let committed = self.commit(what, ops).await?;
+        settled(what, ops, committed)
+    }
+}
+
+/// What a holder's committed multi-op came to: a version or existence failure means the lease
+/// is lost.
+fn settled(what: &'static str, ops: &[Op<'_>], committed: Committed) -> Result<Settled> {
+    match committed {
+        Ok(_) => Ok(Settled::Done),
+        Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(Settled::LeaseLost),
+        Err((i, e)) => Err(Error::zk(what, ops[i].path(), e)),
     }
 }

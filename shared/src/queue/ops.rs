@@ -15,7 +15,18 @@ pub(crate) enum Op<'a> {
     Check(&'a str, i32),
 }
 
-impl Op<'_> {
+impl<'a> Op<'a> {
+    /// The same operation, borrowing what this one borrows.
+    pub(crate) fn clone_ref(&self) -> Op<'a> {
+        match *self {
+            Op::Create(p, d) => Op::Create(p, d),
+            Op::CreateSequential(p, d) => Op::CreateSequential(p, d),
+            Op::Set(p, d, v) => Op::Set(p, d, v),
+            Op::Delete(p, v) => Op::Delete(p, v),
+            Op::Check(p, v) => Op::Check(p, v),
+        }
+    }
+
     pub(crate) fn path(&self) -> &str {
         match *self {
             Op::Create(p, _)

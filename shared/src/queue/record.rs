@@ -6,6 +6,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::Queue;
+use super::ops::{Committed, Op};
+use crate::error::Result;
+use crate::layout::DEAD_NAME_SUFFIX;
 
 /// Bodies larger than this are not copied whole into a dead-letter record (base64 would take
 /// a binary one past ZooKeeper's 1 MiB packet limit); the record keeps a digest and the head.
@@ -28,6 +31,31 @@ pub(crate) fn short(error: String) -> String {
 }
 
 impl Queue {
+    /// Commits a bury's `ops`, whose operation `dead_at` creates `dead/T`; when that name is
+    /// taken (a record of an earlier queue under the same root, or sequence numbers wrapped),
+    /// commits them again with a name of the record's own: `dead/T~` and a sequence number.
+    pub(crate) async fn commit_bury(
+        &self,
+        ops: &[Op<'_>],
+        dead_at: usize,
+    ) -> Result<Committed> {
+        let committed = self.commit("bury", ops).await?;
+        let Err((index, zookeeper_client::Error::NodeExists)) = committed else {
+            return Ok(committed);
+        };
+        if index != dead_at {
+            return Ok(committed);
+        }
+        let Op::Create(path, record) = ops[dead_at] else {
+            return Ok(committed);
+        };
+        let other = format!("{path}{DEAD_NAME_SUFFIX}");
+        tracing::warn!(dead_letter = %path, "dead-letter name taken; the record gets a name of its own");
+        let mut retry: Vec<Op> = ops.iter().map(Op::clone_ref).collect();
+        retry[dead_at] = Op::CreateSequential(&other, record);
+        self.commit("bury", &retry).await
+    }
+
     /// A dead-letter record: why, how often, the last error, and the body as it was.
     pub(crate) fn dead_record(
         &self,
