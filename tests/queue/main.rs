@@ -4,6 +4,7 @@
 
 mod cli;
 mod connect;
+mod dead;
 mod process;
 mod queue;
 mod reap;

@@ -5,7 +5,7 @@
 mod redrive;
 
 pub use crate::queue::{DeadLetterSink, SendError};
-pub use redrive::{Redriven, redrive};
+pub use redrive::{RedriveReport, Redriven, Skipped, redrive};
 
 use serde_json::Value;
 use zookeeper_client as zk;
@@ -13,6 +13,7 @@ use zookeeper_client as zk;
 use crate::error::{Error, Result};
 use crate::layout::dead_oldest_first;
 use crate::queue::Queue;
+use crate::task::json;
 
 /// Every dead-letter record, oldest task first, with its name.
 pub async fn list(queue: &Queue) -> Result<Vec<(String, Value)>> {
@@ -47,8 +48,8 @@ pub(crate) async fn read(queue: &Queue, name: &str) -> Result<Option<(Value, i32
     let path = queue.layout().dead_letter(name);
     match queue.client().get_data(&path).await {
         Ok((data, stat)) => {
-            let record = serde_json::from_slice(&data)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&data).into()));
+            let text = String::from_utf8_lossy(&data);
+            let record = json::parse(&text).unwrap_or_else(|_| Value::String(text.into()));
             Ok(Some((record, stat.version)))
         }
         Err(zk::Error::NoNode) => Ok(None),

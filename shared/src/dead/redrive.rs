@@ -17,43 +17,83 @@ pub struct Redriven {
     pub task: String,
 }
 
+/// A dead letter a redrive left where it is, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    pub dead: String,
+    pub reason: String,
+}
+
+/// What a redrive did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RedriveReport {
+    pub redriven: Vec<Redriven>,
+    pub skipped: Vec<Skipped>,
+}
+
 /// Sends dead letters back to the queue as new tasks, attempts reset and ids kept; each in one
-/// multi-op with the removal of its record. Names that are not dead letters are skipped.
-pub async fn redrive(queue: &Queue, names: &[String]) -> Result<Vec<Redriven>> {
-    let mut done = Vec::new();
+/// multi-op with the removal of its record. Names that are not dead letters are passed over; a
+/// record that cannot be sent back (it kept no body) is skipped with the reason, and the rest
+/// are redriven.
+///
+/// # Notable errors
+/// - [`Error::Zk`] when ZooKeeper fails; what was redriven before stays redriven.
+pub async fn redrive(queue: &Queue, names: &[String]) -> Result<RedriveReport> {
+    let mut report = RedriveReport::default();
     for name in names {
-        let Some((record, version)) = read(queue, name).await? else {
-            continue;
-        };
-        let body = original_body(name, &record)?;
-        let ops = [
-            Op::CreateSequential(&queue.layout().task_prefix(), &body),
-            Op::Delete(&queue.layout().dead_letter(name), version),
-        ];
-        match queue.commit("redrive", &ops).await? {
-            Ok(results) => {
-                let path = match results.first() {
-                    Some(zk::MultiWriteResult::Create { path, .. }) => path.clone(),
-                    other => {
-                        return Err(Error::zk(
-                            "redrive",
-                            name,
-                            zk::Error::UnexpectedError(format!("{other:?}")),
-                        ));
-                    }
-                };
-                let task = path.rsplit('/').next().unwrap_or(&path).to_string();
-                debug_assert!(task.starts_with(TASK_PREFIX));
-                done.push(Redriven {
-                    dead: name.clone(),
-                    task,
-                });
+        match redrive_one(queue, name).await? {
+            Some(Ok(done)) => report.redriven.push(done),
+            Some(Err(skipped)) => {
+                tracing::warn!(dead_letter = %skipped.dead, reason = %skipped.reason, "not redriven");
+                report.skipped.push(skipped);
             }
-            Err((_, zk::Error::NoNode | zk::Error::BadVersion)) => {}
-            Err((i, e)) => return Err(Error::zk("redrive", ops[i].path(), e)),
+            None => {}
         }
     }
-    Ok(done)
+    Ok(report)
+}
+
+/// Redrives one dead letter; `None` when there is no such record (any more).
+async fn redrive_one(queue: &Queue, name: &str) -> Result<Option<Result<Redriven, Skipped>>> {
+    let Some((record, version)) = read(queue, name).await? else {
+        return Ok(None);
+    };
+    let body = match original_body(name, &record) {
+        Ok(body) => body,
+        Err(e) => {
+            let reason = match e {
+                Error::NotRedrivable { problem, .. } => problem,
+                other => other.to_string(),
+            };
+            let dead = name.to_string();
+            return Ok(Some(Err(Skipped { dead, reason })));
+        }
+    };
+    let ops = [
+        Op::CreateSequential(&queue.layout().task_prefix(), &body),
+        Op::Delete(&queue.layout().dead_letter(name), version),
+    ];
+    match queue.commit("redrive", &ops).await? {
+        Ok(results) => {
+            let path = match results.first() {
+                Some(zk::MultiWriteResult::Create { path, .. }) => path.clone(),
+                other => {
+                    return Err(Error::zk(
+                        "redrive",
+                        name,
+                        zk::Error::UnexpectedError(format!("{other:?}")),
+                    ));
+                }
+            };
+            let task = path.rsplit('/').next().unwrap_or(&path).to_string();
+            debug_assert!(task.starts_with(TASK_PREFIX));
+            let dead = name.to_string();
+            Ok(Some(Ok(Redriven { dead, task })))
+        }
+        // Redriven or purged meanwhile by someone else.
+        Err((_, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(None),
+        Err((i, e)) => Err(Error::zk("redrive", ops[i].path(), e)),
+    }
 }
 
 /// The body to queue again: an envelope with its attempts, error and backoff cleared, or the
@@ -80,8 +120,15 @@ fn original_body(name: &str, record: &Value) -> Result<Vec<u8>> {
             return Ok(bytes);
         }
     }
+    let problem = match record.pointer("/body_omitted/bytes") {
+        Some(bytes) => format!(
+            "its record holds no body: the task's body ({bytes} bytes) was too large to keep \
+             (the record has its SHA-256 and first 4 KiB)"
+        ),
+        None => "its record holds no body".into(),
+    };
     Err(Error::NotRedrivable {
         name: name.to_string(),
-        problem: "its record holds no body".into(),
+        problem,
     })
 }

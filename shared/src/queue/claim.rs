@@ -8,7 +8,7 @@ use super::ops::Op;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::lease::LeaseData;
-use crate::task::{self, Body, Envelope, Task};
+use crate::task::{self, Body, Envelope, Task, json};
 
 /// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
 /// second write finds the versions moved on and reports [`super::Settled::LeaseLost`].
@@ -56,6 +56,17 @@ impl Queue {
     ) -> Result<ClaimOutcome> {
         let mut envelope = match task::parse(body) {
             Body::Envelope(envelope) => envelope,
+            // Its envelope nests it one level deeper: past the limit it could not be read back.
+            Body::Plain(_) if json::depth(body) >= json::MAX_DEPTH => {
+                let reason = format!(
+                    "body is nested {} levels deep: in its envelope it would pass the limit of {}",
+                    json::depth(body),
+                    json::MAX_DEPTH
+                );
+                return self
+                    .bury_unclaimed(name, body, stat.version, 0, reason, None)
+                    .await;
+            }
             Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
             Body::Poison(reason) => {
                 return self
@@ -153,8 +164,7 @@ impl Queue {
         reason: String,
         last_error: Option<String>,
     ) -> Result<ClaimOutcome> {
-        let record_json = self.dead_record(name, body, &reason, attempts, last_error);
-        let record = serde_json::to_vec(&record_json)?;
+        let (record_json, record) = self.dead_record(name, body, &reason, attempts, last_error);
         let lease_data = LeaseData::new(self.consumer_id(), version as i64 + 1).to_bytes();
         let lease_path = self.layout().lease(name);
         let (dead, task_path) = (self.layout().dead_letter(name), self.layout().task(name));

@@ -178,8 +178,8 @@ impl Queue {
         let task = &lease.task;
         // The record keeps a capped copy of the body, so no size check here.
         let body = serde_json::to_vec(&task.envelope)?;
-        let record_json = self.dead_record(&task.name, &body, reason, task.attempt(), last_error);
-        let record = serde_json::to_vec(&record_json)?;
+        let (record_json, record) =
+            self.dead_record(&task.name, &body, reason, task.attempt(), last_error);
         let (dead, task_path) = (
             self.layout().dead_letter(&task.name),
             self.layout().task(&task.name),

@@ -9,11 +9,14 @@ use super::Queue;
 use super::ops::{Committed, Op};
 use crate::error::Result;
 use crate::layout::DEAD_NAME_SUFFIX;
+use crate::task::json;
 
-/// Bodies larger than this are not copied whole into a dead-letter record (base64 would take
-/// a binary one past ZooKeeper's 1 MiB packet limit); the record keeps a digest and the head.
-const DEAD_BODY_LIMIT: usize = 256 * 1024;
-const DEAD_BODY_HEAD: usize = 4 * 1024;
+/// The largest dead-letter record: with the other operations of its multi-op it stays under
+/// ZooKeeper's 1 MiB packet limit (`jute.maxbuffer`). A body that would take a record past it
+/// (a binary body grows by a third in base64) is replaced by its size, digest and head.
+const RECORD_LIMIT: usize = 1_040_000;
+/// How much of an omitted body a record keeps.
+const OMITTED_HEAD: usize = 4 * 1024;
 
 /// How long a copy to the dead-letter sink may take before it is given up (logged; the record
 /// stays in ZooKeeper).
@@ -34,11 +37,7 @@ impl Queue {
     /// Commits a bury's `ops`, whose operation `dead_at` creates `dead/T`; when that name is
     /// taken (a record of an earlier queue under the same root, or sequence numbers wrapped),
     /// commits them again with a name of the record's own: `dead/T~` and a sequence number.
-    pub(crate) async fn commit_bury(
-        &self,
-        ops: &[Op<'_>],
-        dead_at: usize,
-    ) -> Result<Committed> {
+    pub(crate) async fn commit_bury(&self, ops: &[Op<'_>], dead_at: usize) -> Result<Committed> {
         let committed = self.commit("bury", ops).await?;
         let Err((index, zookeeper_client::Error::NodeExists)) = committed else {
             return Ok(committed);
@@ -56,7 +55,9 @@ impl Queue {
         self.commit("bury", &retry).await
     }
 
-    /// A dead-letter record: why, how often, the last error, and the body as it was.
+    /// A dead-letter record, and its bytes: why, how often, the last error, and the body as it
+    /// was: whole as long as the record stays under [`RECORD_LIMIT`], else its size, SHA-256
+    /// and first 4 KiB.
     pub(crate) fn dead_record(
         &self,
         name: &str,
@@ -64,7 +65,7 @@ impl Queue {
         reason: &str,
         attempts: u32,
         last_error: Option<String>,
-    ) -> serde_json::Value {
+    ) -> (serde_json::Value, Vec<u8>) {
         let mut record = json!({
             "task": name,
             "reason": reason,
@@ -73,29 +74,23 @@ impl Queue {
             "dead_at": chrono::Utc::now(),
             "consumer_id": self.consumer_id(),
         });
-        if body.len() > DEAD_BODY_LIMIT {
-            // Keep the record well under ZooKeeper's packet limit: a digest and the head.
-            use sha2::Digest as _;
-            record["body_omitted"] = json!({
-                "bytes": body.len(),
-                "sha256": hex::encode(sha2::Sha256::digest(body)),
-                "head": String::from_utf8_lossy(&body[..DEAD_BODY_HEAD]),
-            });
-            return record;
+        with_body(&mut record, body);
+        let bytes = serde_json::to_vec(&record).expect("records are plain data");
+        if bytes.len() <= RECORD_LIMIT {
+            return (record, bytes);
         }
-        match std::str::from_utf8(body) {
-            Ok(text) => match serde_json::from_str::<serde_json::Value>(text) {
-                Ok(value) => record["body"] = value,
-                Err(_) => record["body_text"] = text.into(),
-            },
-            Err(_) => {
-                use base64::Engine as _;
-                record["body_base64"] = base64::engine::general_purpose::STANDARD
-                    .encode(body)
-                    .into();
-            }
+        // Keep the record under ZooKeeper's packet limit: a digest and the head.
+        for key in ["body", "body_text", "body_base64"] {
+            record.as_object_mut().expect("an object").remove(key);
         }
-        record
+        use sha2::Digest as _;
+        record["body_omitted"] = json!({
+            "bytes": body.len(),
+            "sha256": hex::encode(sha2::Sha256::digest(body)),
+            "head": String::from_utf8_lossy(&body[..body.len().min(OMITTED_HEAD)]),
+        });
+        let bytes = serde_json::to_vec(&record).expect("records are plain data");
+        (record, bytes)
     }
 
     /// Also sends a committed dead letter to the dead-letter sink, when there is one. The
@@ -113,5 +108,22 @@ impl Queue {
         };
         tracing::warn!(task = %name, destination = %sink.destination(), %error,
             "dead letter not copied to the dead-letter sink; it stays in ZooKeeper");
+    }
+}
+
+/// Puts the body into `record`: as JSON when it is JSON that a record can nest one level deeper
+/// and still read back, as text when it is other UTF-8, as base64 otherwise.
+fn with_body(record: &mut serde_json::Value, body: &[u8]) {
+    let Ok(text) = std::str::from_utf8(body) else {
+        use base64::Engine as _;
+        record["body_base64"] = base64::engine::general_purpose::STANDARD
+            .encode(body)
+            .into();
+        return;
+    };
+    let nestable = json::depth(body) < json::MAX_DEPTH;
+    match json::parse(text) {
+        Ok(value) if nestable => record["body"] = value,
+        _ => record["body_text"] = text.into(),
     }
 }

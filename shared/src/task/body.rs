@@ -20,7 +20,7 @@ pub fn parse(bytes: &[u8]) -> Body {
         Ok(text) => text,
         Err(e) => return Body::Poison(format!("body is not UTF-8: {e}")),
     };
-    let value: Value = match serde_json::from_str(text) {
+    let value: Value = match super::json::parse(text) {
         Ok(value) => value,
         Err(e) => return Body::Poison(format!("body is not JSON: {e}")),
     };

@@ -7,6 +7,7 @@
 
 mod body;
 mod envelope;
+pub mod json;
 mod size;
 
 pub use body::{Body, parse};

@@ -36,8 +36,14 @@ pub(crate) async fn dead_command(queue: &Queue, command: DeadCommand) -> Result<
         DeadCommand::Redrive { all, names, yes } => {
             let names = chosen(queue, all, names).await?;
             confirm(&format!("redrive {} dead letter(s)", names.len()), yes)?;
-            let done = dead::redrive(queue, &names).await?;
-            print_json(&json!({ "redriven": done }))?;
+            let report = dead::redrive(queue, &names).await?;
+            for skipped in &report.skipped {
+                eprintln!(
+                    "event-bridge: {} not redriven: {}",
+                    skipped.dead, skipped.reason
+                );
+            }
+            print_json(&report)?;
         }
         DeadCommand::Purge { all, names, yes } => {
             let names = chosen(queue, all, names).await?;
