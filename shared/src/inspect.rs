@@ -33,6 +33,9 @@ pub struct TaskInfo {
     pub lease: Option<LeaseInfo>,
     /// Why it will go to the dead letters when claimed, for a body that cannot run.
     pub poison: Option<String>,
+    /// Set when our credentials may not read it (its creator shut others out).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unreadable: bool,
     /// The envelope (or plain body wrapped as one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub envelope: Option<Envelope>,
@@ -126,6 +129,8 @@ pub struct DetailedStats {
     pub stats: Stats,
     pub in_backoff: usize,
     pub by_type: BTreeMap<String, usize>,
+    /// Pending tasks we may not read (their ACL shuts us out).
+    pub unreadable: usize,
 }
 
 /// Reads every pending task to count them by type and backoff.
@@ -136,6 +141,10 @@ pub async fn detailed_stats(queue: &Queue, now: &ZkTime) -> Result<DetailedStats
         ..Default::default()
     };
     for task in pending(queue, now, None).await? {
+        if task.unreadable {
+            detailed.unreadable += 1;
+            continue;
+        }
         detailed.in_backoff += task.backoff_left_ms.is_some() as usize;
         let event_type = task.event_type.unwrap_or_else(|| "(poison)".into());
         *detailed.by_type.entry(event_type).or_default() += 1;
@@ -157,6 +166,7 @@ async fn read_task(
     let (body, stat) = match task_read.await {
         Ok(read) => read,
         Err(zk::Error::NoNode) => return Ok(None),
+        Err(zk::Error::NoAuth) => return unreadable(queue, name, now).await,
         Err(e) => return Err(Error::zk("get", task_path, e)),
     };
     let lease = match lease_read {
@@ -187,7 +197,31 @@ async fn read_task(
         last_error: envelope.as_ref().and_then(|e| e.last_error.clone()),
         lease,
         poison,
+        unreadable: false,
         envelope,
+    }))
+}
+
+/// A task we may not read: only what its stat says (a stat needs no permission).
+async fn unreadable(queue: &Queue, name: &str, now: &ZkTime) -> Result<Option<TaskInfo>> {
+    let path = queue.layout().task(name);
+    let stat = match queue.client().check_stat(&path).await {
+        Ok(Some(stat)) => stat,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(Error::zk("stat", path, e)),
+    };
+    Ok(Some(TaskInfo {
+        name: name.to_string(),
+        id: None,
+        event_type: None,
+        attempts: 0,
+        age_ms: now.now_ms() - stat.ctime,
+        backoff_left_ms: None,
+        last_error: None,
+        lease: None,
+        poison: None,
+        unreadable: true,
+        envelope: None,
     }))
 }
 

@@ -1,24 +1,30 @@
 //! `reap_leases`' work: free leases whose holder is gone, so their tasks run again.
 //!
 //! A lease has expired when ZooKeeper's time is past its `mtime` plus the lease timeout; an
-//! extension rewrites the lease and so moves its `mtime`. The reaper deletes an expired lease
-//! only at the version it read, so an extension that lands first wins. A lease whose task is
-//! gone (a consumer died between two separate deletes, as 000-design consumers do them) is an
-//! orphan and is deleted too.
+//! extension rewrites the lease and so moves its `mtime`. The reaper reads each lease together
+//! with its task (one multi-read: a consistent pair), and deletes an expired lease only at the
+//! versions it read, the task's included: an extension that lands first wins, and a new claim
+//! of the task (whose fresh lease may have the same version as the expired one) makes the
+//! task's version move on, so a stale read frees nothing. A lease whose task is gone (a
+//! consumer died between two separate deletes, as 000-design consumers do them) is an orphan
+//! and is deleted too. A task we may not read (its ACL shuts us out) is left to a reaper that
+//! may.
 //!
 //! The claim already counted the attempt, so a task whose consumer keeps dying reaches
 //! `MAX_ATTEMPTS` and goes to the dead letters on its next claim.
 
-use std::collections::HashSet;
-
 use serde::Serialize;
 use zookeeper_client as zk;
 
+use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::lease;
 use crate::queue::{Op, Queue};
 use crate::stats::{self, Stats};
 use crate::task::{self, Body};
+
+/// Leases read in one request (each with its task).
+const READ_BATCH: usize = 16;
 
 /// What a reaper run did and saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -27,132 +33,246 @@ pub struct ReapReport {
     pub reaped: u32,
     /// Leases of vanished tasks deleted.
     pub orphans_removed: u32,
-    /// Expired leases left alone because their holder extended or settled them meanwhile.
+    /// Expired leases left alone because their holder extended or settled them meanwhile, or
+    /// the task was claimed again.
     pub raced: u32,
+    /// Leases whose task we may not read: left to a reaper with the right credentials.
+    pub unreadable: u32,
     #[serde(flatten)]
     pub stats: Stats,
     pub duration_ms: u64,
+}
+
+/// What the reaper read of one lease and its task, at one moment.
+#[derive(Clone, Debug)]
+pub enum LeaseRead {
+    /// The lease has expired: the versions it and its task had, and the task's body.
+    Expired(ExpiredLease),
+    /// The lease's task is gone.
+    Orphan { name: String, lease_version: i32 },
+    /// The lease's task exists but we may not read it.
+    Unreadable { name: String },
+    /// Alive, or gone since it was listed.
+    Live,
+}
+
+/// An expired lease as the reaper read it.
+#[derive(Clone, Debug)]
+pub struct ExpiredLease {
+    pub name: String,
+    pub lease_version: i32,
+    pub task_version: i32,
+    pub body: Vec<u8>,
+    /// Time since the lease was last written, by ZooKeeper's clock.
+    pub age_ms: i64,
 }
 
 /// Frees expired and orphaned leases, then reports the queue's state.
 pub async fn reap(queue: &Queue) -> Result<ReapReport> {
     let started = std::time::Instant::now();
     let now = queue.server_time().await?;
-    let (leases, tasks) = queue.list().await?;
-    let tasks: HashSet<String> = tasks.into_iter().collect();
     let mut report = ReapReport::default();
-    let reads: Vec<_> = leases
-        .iter()
-        .map(|name| read_pair(queue, name, tasks.contains(name)))
-        .collect();
-    for (name, read) in leases.iter().zip(futures::future::join_all(reads).await) {
-        let Some((lease_stat, task)) = read? else {
-            continue;
-        };
-        let lease_path = queue.layout().lease(name);
-        match task {
-            None => {
-                if delete_lease(queue, &lease_path, lease_stat.version).await? {
-                    report.orphans_removed += 1;
-                    tracing::info!(task = %name, "orphan lease removed");
-                }
-            }
-            Some(_) if !lease::expired(lease_stat.mtime, now.now_ms(), queue.lease_timeout()) => {}
-            Some((body, task_stat)) => {
-                let age_ms = now.now_ms() - lease_stat.mtime;
-                if free(
-                    queue,
-                    name,
-                    lease_stat.version,
-                    &body,
-                    task_stat.version,
-                    age_ms,
-                )
-                .await?
-                {
+    for read in read_leases(queue, &now).await? {
+        match read {
+            LeaseRead::Expired(expired) => {
+                if free(queue, &expired).await? {
                     report.reaped += 1;
-                    tracing::warn!(task = %name, lease_age_ms = age_ms, "expired lease reaped");
+                    tracing::warn!(task = %expired.name, lease_age_ms = expired.age_ms, "expired lease reaped");
                 } else {
                     report.raced += 1;
                 }
             }
+            LeaseRead::Orphan {
+                name,
+                lease_version,
+            } => {
+                if delete_orphan(queue, &name, lease_version).await? {
+                    report.orphans_removed += 1;
+                    tracing::info!(task = %name, "orphan lease removed");
+                }
+            }
+            LeaseRead::Unreadable { name } => {
+                report.unreadable += 1;
+                tracing::warn!(task = %name, "lease of a task we may not read: left alone");
+            }
+            LeaseRead::Live => {}
         }
     }
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;
-    tracing::info!(
-        reaped = report.reaped,
-        orphans_removed = report.orphans_removed,
-        raced = report.raced,
-        depth = report.stats.depth,
-        leased = report.stats.leased,
-        dead = report.stats.dead,
-        oldest_task_age_ms = report.stats.oldest_task_age_ms,
-        duration_ms = report.duration_ms,
-        "reap_leases finished"
-    );
+    report.log();
     Ok(report)
 }
 
-type Read = Option<(zk::Stat, Option<(Vec<u8>, zk::Stat)>)>;
-
-/// The lease's stat, and the task's body and stat when the task was listed. The task is read
-/// first: a lease re-created after that read (a new claim) then shows a fresh `mtime` and is
-/// not taken for the expired one, even at the same version.
-async fn read_pair(queue: &Queue, name: &str, task_listed: bool) -> Result<Read> {
-    let lease_path = queue.layout().lease(name);
-    let task = task_listed.then(|| queue.client().get_data(&queue.layout().task(name)));
-    let lease = queue.client().check_stat(&lease_path);
-    let Some(lease_stat) = lease.await.map_err(|e| Error::zk("stat", &lease_path, e))? else {
-        return Ok(None);
-    };
-    let task = match task {
-        None => None,
-        Some(read) => match read.await {
-            Ok(read) => Some(read),
-            Err(zk::Error::NoNode) => None,
-            Err(e) => return Err(Error::zk("get", queue.layout().task(name), e)),
-        },
-    };
-    Ok(Some((lease_stat, task)))
+impl ReapReport {
+    /// The run's one summary event.
+    fn log(&self) {
+        tracing::info!(
+            reaped = self.reaped,
+            orphans_removed = self.orphans_removed,
+            raced = self.raced,
+            unreadable = self.unreadable,
+            depth = self.stats.depth,
+            leased = self.stats.leased,
+            dead = self.stats.dead,
+            oldest_task_age_ms = self.stats.oldest_task_age_ms,
+            duration_ms = self.duration_ms,
+            "reap_leases finished"
+        );
+    }
 }
 
-async fn delete_lease(queue: &Queue, path: &str, version: i32) -> Result<bool> {
-    match queue.client().delete(path, Some(version)).await {
+/// The expired leases, as [`read_leases`] reads them.
+pub async fn expired_leases(queue: &Queue, now: &ZkTime) -> Result<Vec<ExpiredLease>> {
+    let reads = read_leases(queue, now).await?;
+    Ok(reads
+        .into_iter()
+        .filter_map(|read| match read {
+            LeaseRead::Expired(expired) => Some(expired),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Lists `leases/` (as many as tasks in flight, not as many as queued) and reads each lease
+/// with its task, [`READ_BATCH`] pairs to a request.
+pub async fn read_leases(queue: &Queue, now: &ZkTime) -> Result<Vec<LeaseRead>> {
+    let path = queue.layout().leases();
+    let names = queue
+        .client()
+        .list_children(&path)
+        .await
+        .map_err(|e| Error::zk("list", &path, e))?;
+    let mut reads = Vec::with_capacity(names.len());
+    for batch in names.chunks(READ_BATCH) {
+        reads.extend(read_batch(queue, batch, now).await?);
+    }
+    Ok(reads)
+}
+
+/// Reads each lease of `names` with its task in one multi-read: the task first, so that both
+/// are seen at one moment.
+async fn read_batch(queue: &Queue, names: &[String], now: &ZkTime) -> Result<Vec<LeaseRead>> {
+    let mut reader = queue.client().new_multi_reader();
+    for name in names {
+        for path in [queue.layout().task(name), queue.layout().lease(name)] {
+            reader
+                .add_get_data(&path)
+                .map_err(|e| Error::zk("get", path, e))?;
+        }
+    }
+    let results = reader
+        .commit()
+        .await
+        .map_err(|e| Error::zk("get", queue.layout().leases(), e))?;
+    let mut results = results.into_iter();
+    let mut reads = Vec::with_capacity(names.len());
+    for name in names {
+        let (task, lease) = (results.next(), results.next());
+        reads.push(classify(queue, name, task, lease, now)?);
+    }
+    Ok(reads)
+}
+
+/// What one pair of reads says about a lease.
+fn classify(
+    queue: &Queue,
+    name: &str,
+    task: Option<zk::MultiReadResult>,
+    lease: Option<zk::MultiReadResult>,
+    now: &ZkTime,
+) -> Result<LeaseRead> {
+    use zk::MultiReadResult::{Data, Error as Failed};
+    let lease_stat = match lease {
+        Some(Data { stat, .. }) => stat,
+        Some(Failed {
+            err: zk::Error::NoNode,
+        }) => return Ok(LeaseRead::Live),
+        other => return Err(unexpected(queue.layout().lease(name), other)),
+    };
+    let name = name.to_string();
+    let (body, task_stat) = match task {
+        Some(Data { data, stat }) => (data, stat),
+        Some(Failed {
+            err: zk::Error::NoNode,
+        }) => {
+            let lease_version = lease_stat.version;
+            return Ok(LeaseRead::Orphan {
+                name,
+                lease_version,
+            });
+        }
+        Some(Failed {
+            err: zk::Error::NoAuth,
+        }) => return Ok(LeaseRead::Unreadable { name }),
+        other => return Err(unexpected(queue.layout().task(&name), other)),
+    };
+    if !lease::expired(lease_stat.mtime, now.now_ms(), queue.lease_timeout()) {
+        return Ok(LeaseRead::Live);
+    }
+    Ok(LeaseRead::Expired(ExpiredLease {
+        name,
+        lease_version: lease_stat.version,
+        task_version: task_stat.version,
+        body,
+        age_ms: now.now_ms() - lease_stat.mtime,
+    }))
+}
+
+fn unexpected(path: String, result: Option<zk::MultiReadResult>) -> Error {
+    match result {
+        Some(zk::MultiReadResult::Error { err }) => Error::zk("get", path, err),
+        other => {
+            let msg = format!("multi-read returned {other:?}");
+            Error::zk("get", path, zk::Error::UnexpectedError(msg))
+        }
+    }
+}
+
+/// Deletes an orphan lease at the version read (its task is gone: nobody can claim it again).
+async fn delete_orphan(queue: &Queue, name: &str, version: i32) -> Result<bool> {
+    let path = queue.layout().lease(name);
+    match queue.client().delete(&path, Some(version)).await {
         Ok(()) => Ok(true),
         Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(false),
         Err(e) => Err(Error::zk("delete", path, e)),
     }
 }
 
-/// Deletes an expired lease at the version read; an envelope task also gets a last error
-/// saying what happened, in the same multi-op.
-async fn free(
-    queue: &Queue,
-    name: &str,
-    lease_version: i32,
-    body: &[u8],
-    task_version: i32,
-    age_ms: i64,
-) -> Result<bool> {
-    let lease_path = queue.layout().lease(name);
-    let Body::Envelope(mut envelope) = task::parse(body) else {
-        return delete_lease(queue, &lease_path, lease_version).await;
+/// Frees an expired lease, if lease and task are still at the versions read; an envelope task
+/// also gets a last error saying what happened, in the same multi-op. `false` when something
+/// moved on meanwhile (an extension, a settle, another reaper, a new claim).
+pub async fn free(queue: &Queue, expired: &ExpiredLease) -> Result<bool> {
+    let name = &expired.name;
+    let (lease_path, task_path) = (queue.layout().lease(name), queue.layout().task(name));
+    let note = annotated(&expired.body, expired.age_ms);
+    let ops = match &note {
+        Some(body) => vec![
+            Op::Delete(&lease_path, expired.lease_version),
+            Op::Set(&task_path, body, expired.task_version),
+        ],
+        // A plain or oversize body is not rewritten, but its version is still checked: a new
+        // claim's lease may have the version of the expired one; the task's has moved on.
+        None => vec![
+            Op::Delete(&lease_path, expired.lease_version),
+            Op::Check(&task_path, expired.task_version),
+        ],
     };
-    envelope.last_error = Some(format!(
-        "lease expired after {age_ms} ms without an extension"
-    ));
-    let Ok(body) = envelope.to_bytes() else {
-        // Too large to annotate: free it without the note.
-        return delete_lease(queue, &lease_path, lease_version).await;
-    };
-    let ops = [
-        Op::Delete(&lease_path, lease_version),
-        Op::Set(&queue.layout().task(name), &body, task_version),
-    ];
     match queue.commit("reap", &ops).await? {
         Ok(_) => Ok(true),
         Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(false),
         Err((i, e)) => Err(Error::zk("reap", ops[i].path(), e)),
     }
+}
+
+/// An envelope's body with a last error saying the lease expired; `None` for a plain body, or
+/// one too large to annotate.
+fn annotated(body: &[u8], age_ms: i64) -> Option<Vec<u8>> {
+    let Body::Envelope(mut envelope) = task::parse(body) else {
+        return None;
+    };
+    envelope.last_error = Some(format!(
+        "lease expired after {age_ms} ms without an extension"
+    ));
+    envelope.to_bytes().ok()
 }

@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use event_bridge::queue::{ClaimOutcome, Settled};
+use event_bridge::{Envelope, reap};
+use serde_json::json;
 use zookeeper_client as zk;
 
 use harness::{Recorder, TestQueue, run};
@@ -114,4 +116,47 @@ async fn an_unreachable_zookeeper_fails_fast_naming_the_address() {
         "{err:?}"
     );
     assert!(err.to_string().contains("127.0.0.1:9"), "{err}");
+}
+
+/// The reaper reads an expired lease, and before it deletes it, another reaper frees it and a
+/// new consumer claims the task: its fresh lease has the same path and, like every fresh lease
+/// of ours, the same version. For a task too large to take the reaper's note (so it is not
+/// rewritten on reaping), only the task's version tells the two leases apart: every lease
+/// delete must check it.
+#[tokio::test]
+async fn a_reaper_with_a_stale_read_never_frees_the_next_holders_lease() {
+    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(300)).await;
+    // An envelope just under the size limit: the reaper's "lease expired" note would take it
+    // over, so the reaper frees its lease without rewriting it.
+    let mut envelope = Envelope::new("big", json!(""));
+    let room = event_bridge::task::MAX_BODY_BYTES - envelope.to_bytes().unwrap().len();
+    envelope.payload = json!("x".repeat(room - 20));
+    let name = t.queue.publish(&envelope).await.unwrap();
+    let a = t.consumer("a").await;
+    let claimed = a.claim(&name, &t.now().await).await.unwrap();
+    assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+
+    let slow_reaper = t.consumer("slow-reaper").await;
+    let seen = reap::expired_leases(&slow_reaper, &t.now().await)
+        .await
+        .unwrap();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+
+    assert_eq!(reap::reap(&t.queue).await.unwrap().reaped, 1);
+    let b = t.consumer("b").await;
+    let lease_b = match b.claim(&name, &t.now().await).await.unwrap() {
+        ClaimOutcome::Claimed(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    let path = format!("{}/leases/{name}", t.config.root);
+    let (_, fresh) = t.raw.get_data(&path).await.unwrap();
+
+    assert!(
+        !reap::free(&slow_reaper, &seen[0]).await.unwrap(),
+        "the stale read frees nothing"
+    );
+    let (_, after) = t.raw.get_data(&path).await.unwrap();
+    assert_eq!(fresh, after, "B's lease is untouched");
+    assert_eq!(b.complete(lease_b).await.unwrap(), Settled::Done);
 }

@@ -51,3 +51,44 @@ async fn without_the_credentials_a_client_can_neither_read_payloads_nor_claim_ta
         panic!("task done")
     };
 }
+
+/// A task another producer created readable only by itself (its credentials differ from ours)
+/// is skipped and counted by every run, and never blocks the tasks behind it: drains, the
+/// reaper and `stats` go on.
+#[tokio::test]
+async fn a_task_we_may_not_read_is_skipped_and_counted_and_blocks_nothing() {
+    let t = TestQueue::new().await;
+    let before = t.publish(1).await;
+    let stranger = zk::Client::connector()
+        .with_auth("digest", b"stranger:pw")
+        .connect(&t.config.zookeeper)
+        .await
+        .unwrap();
+    let private = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::creator_all());
+    let body = event_bridge::Envelope::new("secret", serde_json::json!({}))
+        .to_bytes()
+        .unwrap();
+    let (_, seq) = stranger
+        .create("/event-bridge/tasks/task-", &body, &private)
+        .await
+        .unwrap();
+    let hidden = format!("task-{seq}");
+    let after = t.publish(40).await;
+
+    let recorder = Recorder::default();
+    let report = run(&t.queue, &recorder, 100).await;
+    assert_eq!(report.completed, 41, "{report:?}");
+    assert_eq!(report.unreadable, 1, "{report:?}");
+    let mut seen = recorder.names();
+    seen.sort();
+    assert_eq!(seen, [before, after].concat());
+    assert_eq!(t.children("tasks").await, [hidden]);
+
+    let stats = event_bridge::inspect::detailed_stats(&t.queue, &t.now().await)
+        .await
+        .expect("stats go on");
+    assert_eq!((stats.stats.depth, stats.unreadable), (1, 1), "{stats:?}");
+    event_bridge::reap::reap(&t.queue)
+        .await
+        .expect("the reaper goes on");
+}

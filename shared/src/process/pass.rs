@@ -62,7 +62,7 @@ struct InFlight {
 pub(super) struct Pass<'r, 'a, H> {
     run: &'r Run<'a, H>,
     report: &'r mut ProcessReport,
-    /// Tasks found in backoff: not read again in this run.
+    /// Tasks found in backoff or unreadable: not read again in this run.
     waiting: &'r mut HashSet<String>,
     cursor: Cursor,
     /// Tasks read, waiting for a free slot.
@@ -242,7 +242,8 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 self.report.claimed += claimed as u32;
                 match &outcome {
                     Outcome::Conflict => self.cursor.lost_race(),
-                    Outcome::Backoff(name) => {
+                    // Not read again in this run: it is counted once.
+                    Outcome::Backoff(name) | Outcome::Unreadable(name) => {
                         self.waiting.insert(name.clone());
                     }
                     _ => {}

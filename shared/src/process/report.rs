@@ -20,6 +20,9 @@ pub struct ProcessReport {
     pub in_backoff: u32,
     /// Tasks released unfinished because the deadline was near.
     pub released_at_deadline: u32,
+    /// Tasks skipped because we may not read them (their ACL shuts us out); each counted once
+    /// per run.
+    pub unreadable: u32,
     /// Tasks pending after the run, leased ones included.
     pub remaining_depth: usize,
     pub duration_ms: u64,
@@ -34,6 +37,8 @@ pub(super) enum Outcome {
     Conflict,
     LeaseLost,
     Backoff(String),
+    /// Not readable by us; the task's name.
+    Unreadable(String),
     Gone,
     Deadline,
 }
@@ -49,6 +54,7 @@ impl ProcessReport {
             Outcome::LeaseLost => &mut self.leases_lost,
             Outcome::Backoff(_) => &mut self.in_backoff,
             Outcome::Deadline => &mut self.released_at_deadline,
+            Outcome::Unreadable(_) => &mut self.unreadable,
             Outcome::Gone => return,
         };
         *field += 1;
@@ -76,6 +82,7 @@ impl ProcessReport {
             leases_lost = self.leases_lost,
             in_backoff = self.in_backoff,
             released_at_deadline = self.released_at_deadline,
+            unreadable = self.unreadable,
             remaining_depth = self.remaining_depth,
             duration_ms = self.duration_ms,
             "process_events finished"

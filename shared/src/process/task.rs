@@ -33,8 +33,13 @@ impl<H: Handler> Run<'_, H> {
     /// Claims a task that was read, runs it, and settles it unless it succeeded.
     pub(super) async fn run_task(&self, name: String, read: TaskRead) -> Result<Ran> {
         let queue = self.queue;
-        let Some((body, stat)) = read else {
-            return Ok(Ran::Settled(Outcome::Gone, false));
+        let (body, stat) = match read {
+            TaskRead::Found { body, stat } => (body, stat),
+            TaskRead::Gone => return Ok(Ran::Settled(Outcome::Gone, false)),
+            TaskRead::Unreadable(why) => {
+                tracing::warn!(task = %name, reason = %why, "task unreadable: skipped for this run");
+                return Ok(Ran::Settled(Outcome::Unreadable(name), false));
+            }
         };
         let mut lease = match queue.claim_read(&name, &body, &stat, &self.now).await? {
             ClaimOutcome::Claimed(lease) => lease,

@@ -19,8 +19,18 @@ pub struct Snapshot {
     pub leased: usize,
 }
 
-/// A task's body and stat, or `None` when it is gone.
-pub type TaskRead = Option<(Vec<u8>, zk::Stat)>;
+/// What reading a task found.
+#[derive(Clone, Debug)]
+pub enum TaskRead {
+    Found {
+        body: Vec<u8>,
+        stat: zk::Stat,
+    },
+    /// Completed or removed since it was listed.
+    Gone,
+    /// Its ACL shuts us out (another producer's credentials): the reason, for the log.
+    Unreadable(String),
+}
 
 impl Queue {
     /// Lists leases, then tasks, in one round trip. Leases first: a lease only exists for a
@@ -52,7 +62,8 @@ impl Queue {
         })
     }
 
-    /// Reads tasks in one request (a multi-read); `None` for a task that is gone.
+    /// Reads tasks in one request (a multi-read). A task that is gone, or that we may not read,
+    /// is a value: it never fails the others.
     pub async fn read_tasks(&self, names: &[String]) -> Result<Vec<TaskRead>> {
         if names.is_empty() {
             return Ok(Vec::new());
@@ -72,10 +83,15 @@ impl Queue {
             .iter()
             .zip(results)
             .map(|(name, result)| match result {
-                zk::MultiReadResult::Data { data, stat } => Ok(Some((data, stat))),
+                zk::MultiReadResult::Data { data, stat } => {
+                    Ok(TaskRead::Found { body: data, stat })
+                }
                 zk::MultiReadResult::Error {
                     err: zk::Error::NoNode,
-                } => Ok(None),
+                } => Ok(TaskRead::Gone),
+                zk::MultiReadResult::Error {
+                    err: zk::Error::NoAuth,
+                } => Ok(TaskRead::Unreadable("not authorized to read it".into())),
                 zk::MultiReadResult::Error { err } => {
                     Err(Error::zk("get", self.layout().task(name), err))
                 }

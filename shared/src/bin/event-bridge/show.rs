@@ -31,7 +31,11 @@ pub(crate) fn print_table(tasks: &[TaskInfo]) -> Result<(), Failure> {
             None if t.backoff_left_ms.is_some() => ("(backoff)".into(), "-".into()),
             None => ("-".into(), "-".into()),
         };
-        let kind = t.event_type.clone().unwrap_or_else(|| "(poison)".into());
+        let kind = match &t.event_type {
+            Some(kind) => kind.clone(),
+            None if t.unreadable => "(unreadable)".into(),
+            None => "(poison)".into(),
+        };
         out!(
             "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}",
             t.name,
@@ -52,6 +56,12 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
     out!("leased       {}", s.stats.leased);
     out!("in backoff   {}", s.in_backoff);
     out!("dead         {}", s.stats.dead);
+    if s.unreadable > 0 {
+        out!(
+            "unreadable   {} (their ACL shuts these credentials out)",
+            s.unreadable
+        );
+    }
     out!("oldest task  {age}");
     for (event_type, n) in &s.by_type {
         out!("  {event_type:<24} {n}");
