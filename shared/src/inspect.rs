@@ -45,7 +45,8 @@ pub struct TaskInfo {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LeaseInfo {
     pub consumer_id: Option<String>,
-    pub fencing_token: Option<i64>,
+    /// The claim's fencing token: the lease znode's `czxid`.
+    pub fencing_token: i64,
     /// Time until the reaper may free it (negative: overdue), by ZooKeeper's clock.
     pub expires_in_ms: i64,
 }
@@ -172,7 +173,7 @@ async fn read_task(
     let lease = match lease_read {
         None => None,
         Some(read) => match read.await {
-            Ok((data, lease_stat)) => Some(lease_info(&data, lease_stat.mtime, queue, now)),
+            Ok((data, lease_stat)) => Some(lease_info(&data, &lease_stat, queue, now)),
             Err(zk::Error::NoNode) => None,
             Err(e) => return Err(Error::zk("get", lease_path, e)),
         },
@@ -225,12 +226,14 @@ async fn unreadable(queue: &Queue, name: &str, now: &ZkTime) -> Result<Option<Ta
     }))
 }
 
-fn lease_info(data: &[u8], mtime: i64, queue: &Queue, now: &ZkTime) -> LeaseInfo {
+fn lease_info(data: &[u8], stat: &zk::Stat, queue: &Queue, now: &ZkTime) -> LeaseInfo {
     let parsed: Option<LeaseData> = serde_json::from_slice(data).ok();
     LeaseInfo {
-        consumer_id: parsed.as_ref().map(|l| l.consumer_id.clone()),
-        fencing_token: parsed.and_then(|l| l.fencing_token),
-        expires_in_ms: mtime.saturating_add(crate::lease::millis(queue.lease_timeout()))
+        consumer_id: parsed.map(|l| l.consumer_id),
+        fencing_token: stat.czxid,
+        expires_in_ms: stat
+            .mtime
+            .saturating_add(crate::lease::millis(queue.lease_timeout()))
             - now.now_ms(),
     }
 }

@@ -15,17 +15,15 @@ pub struct LeaseData {
     pub consumer_id: String,
     /// When the lease was taken or last extended, ms since the epoch, holder's clock.
     pub timestamp: i64,
-    /// The task's fencing token for this claim (absent in leases of other consumers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fencing_token: Option<i64>,
 }
 
 impl LeaseData {
-    pub fn new(consumer_id: &str, fencing_token: i64) -> Self {
+    /// The claim's fencing token is not here: it is the lease znode's `czxid` (the zxid of the
+    /// claim that created it), which no later write can change.
+    pub fn new(consumer_id: &str) -> Self {
         LeaseData {
             consumer_id: consumer_id.to_string(),
             timestamp: chrono::Utc::now().timestamp_millis(),
-            fencing_token: Some(fencing_token),
         }
     }
 
@@ -95,11 +93,15 @@ mod tests {
 
     #[test]
     fn lease_data_uses_the_000_field_names() {
-        let json = serde_json::to_value(LeaseData::new("c1", 3)).unwrap();
+        let json = serde_json::to_value(LeaseData::new("c1")).unwrap();
         assert!(json["consumerId"].is_string() && json["timestamp"].is_i64());
         let theirs: LeaseData =
             serde_json::from_str(r#"{"consumerId":"vercel-func-ab12","timestamp":1}"#).unwrap();
-        assert_eq!(theirs.fencing_token, None);
+        assert_eq!(theirs.consumer_id, "vercel-func-ab12");
+        // Leases written by earlier versions carried a token: still read.
+        let older: LeaseData =
+            serde_json::from_str(r#"{"consumerId":"c","timestamp":1,"fencingToken":3}"#).unwrap();
+        assert_eq!(older.consumer_id, "c");
     }
 
     #[test]

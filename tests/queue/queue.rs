@@ -168,7 +168,12 @@ async fn the_claim_itself_counts_the_attempt_and_marks_the_lease_for_000_consume
     let data = t.read_json(&format!("leases/{name}")).await;
     assert_eq!(data["consumerId"], t.queue.consumer_id());
     assert!(data["timestamp"].as_i64().unwrap() > 1_600_000_000_000);
-    assert_eq!(data["fencingToken"], lease.task.fencing_token);
+    let path = format!("{}/leases/{name}", t.config.root);
+    let (_, stat) = t.raw.get_data(&path).await.unwrap();
+    assert_eq!(
+        stat.czxid, lease.task.fencing_token,
+        "the token is the claim's zxid: the lease znode's czxid"
+    );
 }
 
 #[tokio::test]
@@ -283,4 +288,35 @@ async fn a_dead_letter_name_collision_picks_another_name() {
     assert_eq!(t.read_json(&format!("dead/{name}")).await["older"], true);
     let listed = event_bridge::dead::list(&t.queue).await.unwrap();
     assert_eq!(listed.len(), 2, "both are listed");
+}
+
+/// A receiver refuses a token lower than the highest it saw for a task id. A redriven task
+/// keeps its id, so its claims must carry tokens higher than any before the redrive.
+#[tokio::test]
+async fn fencing_tokens_keep_growing_across_a_redrive() {
+    let t = TestQueue::new().await;
+    let name = t.publish(1).await.remove(0);
+    let mut tokens = Vec::new();
+    let lease = claimed(claim(&t.queue, &name, &t).await);
+    tokens.push(lease.task.fencing_token);
+    let id = lease.task.envelope.id.clone();
+    assert_eq!(
+        t.queue
+            .bury(lease, "permanent failure", None)
+            .await
+            .unwrap(),
+        Settled::Done
+    );
+    let redriven = event_bridge::dead::redrive(&t.queue, &[name])
+        .await
+        .unwrap();
+    let again = redriven.redriven[0].task.clone();
+    let lease = claimed(claim(&t.queue, &again, &t).await);
+    assert_eq!(lease.task.envelope.id, id, "the same task id");
+    tokens.push(lease.task.fencing_token);
+    assert_eq!(t.queue.complete(lease).await.unwrap(), Settled::Done);
+    assert!(
+        tokens[1] > tokens[0],
+        "tokens grow across the redrive: {tokens:?}"
+    );
 }

@@ -110,8 +110,7 @@ impl Queue {
         body: &[u8],
         read_version: i32,
     ) -> Result<ClaimOutcome> {
-        let token = read_version as i64 + 1;
-        let lease_data = LeaseData::new(self.consumer_id(), token).to_bytes();
+        let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
         let (task_path, lease_path) = (self.layout().task(name), self.layout().lease(name));
         let ops = [
             Op::Create(&lease_path, &lease_data),
@@ -126,12 +125,13 @@ impl Queue {
             Err((2, zk::Error::NoNode)) => return Ok(ClaimOutcome::Gone),
             Err((i, e)) => return Err(Error::zk("claim", ops[i].path(), e)),
         };
-        let (lease_version, task_version) = match results.as_slice() {
+        // The lease's `czxid` is the claim's zxid: the fencing token.
+        let (lease_version, task_version, token) = match results.as_slice() {
             [
                 _,
                 zk::MultiWriteResult::SetData { stat: l },
                 zk::MultiWriteResult::SetData { stat: t },
-            ] => (l.version, t.version),
+            ] => (l.version, t.version, l.czxid),
             other => {
                 let msg = format!("claim returned {other:?}");
                 return Err(Error::zk(
@@ -144,7 +144,7 @@ impl Queue {
         let task = Task {
             name: name.to_string(),
             envelope,
-            fencing_token: task_version as i64,
+            fencing_token: token,
         };
         Ok(ClaimOutcome::Claimed(Lease {
             task,
@@ -165,7 +165,7 @@ impl Queue {
         last_error: Option<String>,
     ) -> Result<ClaimOutcome> {
         let (record_json, record) = self.dead_record(name, body, &reason, attempts, last_error);
-        let lease_data = LeaseData::new(self.consumer_id(), version as i64 + 1).to_bytes();
+        let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
         let lease_path = self.layout().lease(name);
         let (dead, task_path) = (self.layout().dead_letter(name), self.layout().task(name));
         let ops = [

@@ -43,7 +43,7 @@ impl Queue {
     async fn try_extend(&self, lease: &mut Lease) -> Result<std::result::Result<(), usize>> {
         let name = &lease.task.name;
         let (task_path, lease_path) = (self.layout().task(name), self.layout().lease(name));
-        let data = LeaseData::new(self.consumer_id(), lease.task.fencing_token).to_bytes();
+        let data = LeaseData::new(self.consumer_id()).to_bytes();
         let ops = [
             Op::Check(&task_path, lease.task_version),
             Op::Set(&lease_path, &data, lease.lease_version),
@@ -61,8 +61,8 @@ impl Queue {
         }
     }
 
-    /// Whether the lease znode still holds our consumer id and this claim's fencing token; if
-    /// so, `lease` takes its current version.
+    /// Whether the lease znode is still the one this claim created (its `czxid` is the claim's
+    /// fencing token) and holds our consumer id; if so, `lease` takes its current version.
     async fn still_ours(&self, lease: &mut Lease) -> Result<bool> {
         let path = self.layout().lease(&lease.task.name);
         let (data, stat) = match self.client().get_data(&path).await {
@@ -70,10 +70,9 @@ impl Queue {
             Err(zk::Error::NoNode) => return Ok(false),
             Err(e) => return Err(Error::zk("get", path, e)),
         };
-        let ours = serde_json::from_slice::<LeaseData>(&data).is_ok_and(|held| {
-            held.consumer_id == self.consumer_id()
-                && held.fencing_token == Some(lease.task.fencing_token)
-        });
+        let ours = stat.czxid == lease.task.fencing_token
+            && serde_json::from_slice::<LeaseData>(&data)
+                .is_ok_and(|held| held.consumer_id == self.consumer_id());
         if ours {
             lease.lease_version = stat.version;
         }

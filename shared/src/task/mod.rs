@@ -20,8 +20,10 @@ pub struct Task {
     /// The task znode's name, such as `task-0000000042`.
     pub name: String,
     pub envelope: Envelope,
-    /// Grows with every claim of this task. Downstream systems that remember the highest token
-    /// they saw for a task id can reject a write from a consumer whose lease has passed on.
+    /// The zxid of the claim (the lease znode's `czxid`): it grows with every claim of this
+    /// task, across the whole ensemble and across redrives. Downstream systems that remember
+    /// the highest token they saw for a task id can reject a write from a consumer whose lease
+    /// has passed on.
     pub fencing_token: i64,
 }
 
