@@ -51,6 +51,9 @@ pub struct Config {
     pub lease_timeout: Duration,
     /// `MAX_ATTEMPTS`: claims of one task before it goes to the dead letters.
     pub max_attempts: u32,
+    /// `MAX_INTERRUPTIONS`: times a task may be released unfinished at a run's deadline
+    /// before it goes to the dead letters.
+    pub max_interruptions: u32,
     /// `MAX_TASKS_PER_RUN`: tasks a scheduled run claims.
     pub max_tasks_per_run: u32,
     /// `DRAIN_MAX_TASKS`: tasks a drain claims when the request names no cap.
@@ -91,6 +94,7 @@ impl Default for Config {
             root: "/event-bridge".into(),
             lease_timeout: Duration::from_secs(300),
             max_attempts: 5,
+            max_interruptions: 3,
             max_tasks_per_run: 1,
             drain_max_tasks: 10_000,
             drain_concurrency: 64,
@@ -125,6 +129,7 @@ impl Config {
             lease_timeout: millis(&get, "LEASE_TIMEOUT_MS", MIN_LEASE_TIMEOUT_MS, DAY_MS)?
                 .unwrap_or(d.lease_timeout),
             max_attempts: number(&get, "MAX_ATTEMPTS", 1)?.unwrap_or(d.max_attempts),
+            max_interruptions: number(&get, "MAX_INTERRUPTIONS", 1)?.unwrap_or(d.max_interruptions),
             max_tasks_per_run: number(&get, "MAX_TASKS_PER_RUN", 1)?.unwrap_or(d.max_tasks_per_run),
             drain_max_tasks: number(&get, "DRAIN_MAX_TASKS", 1)?.unwrap_or(d.drain_max_tasks),
             drain_concurrency: number(&get, "DRAIN_CONCURRENCY", 1)?

@@ -48,6 +48,13 @@ pub fn extend_interval(timeout: Duration) -> Duration {
     timeout / 3
 }
 
+/// How long after an extension was sent its holder may still act on the lease: four fifths
+/// of the timeout. The fifth left over covers the skew between the clocks of two ZooKeeper
+/// leaders (an `mtime` is the leader's clock) and the time an answer takes.
+pub fn vouch_window(timeout: Duration) -> Duration {
+    timeout - timeout / 5
+}
+
 /// The wait before claim number `attempt + 1`, after `attempt` failed: `base`, doubling with
 /// each attempt, at most `max`.
 pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
@@ -102,6 +109,17 @@ mod tests {
         let older: LeaseData =
             serde_json::from_str(r#"{"consumerId":"c","timestamp":1,"fencingToken":3}"#).unwrap();
         assert_eq!(older.consumer_id, "c");
+    }
+
+    #[test]
+    fn a_holder_vouches_for_its_lease_for_four_fifths_of_the_timeout() {
+        assert_eq!(
+            vouch_window(Duration::from_secs(10)),
+            Duration::from_secs(8)
+        );
+        // Two extensions can fail before a holder gives its handler up.
+        let timeout = Duration::from_secs(300);
+        assert!(extend_interval(timeout) * 2 < vouch_window(timeout));
     }
 
     #[test]

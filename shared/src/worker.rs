@@ -87,8 +87,19 @@ impl<H: Handler> Worker<H> {
         let (mut queue, mut refill) = self.watch(&session, &mut report).await?;
         let mut last_reap = Instant::now();
         while !*stop.borrow() {
+            // A run may have opened a new session for what it held: watch on that one.
+            if session.queue().session_id() != queue.session_id() {
+                (queue, refill) = self.reopen(&session, &queue, &mut report, &stop).await?;
+            }
             let Err(e) = self
-                .cycle(&queue, &refill, &stop, &mut report, &mut last_reap)
+                .cycle(
+                    &session,
+                    &queue,
+                    &refill,
+                    &stop,
+                    &mut report,
+                    &mut last_reap,
+                )
                 .await
             else {
                 continue;
@@ -115,6 +126,7 @@ impl<H: Handler> Worker<H> {
     /// Arm the watch, drain, reap when due, then wait for the watch, the timer or the stop.
     async fn cycle(
         &self,
+        session: &Session,
         queue: &Queue,
         refill: &Notify,
         stop: &watch::Receiver<bool>,
@@ -134,7 +146,7 @@ impl<H: Handler> Worker<H> {
             margin: self.config.deadline_margin,
         };
         let run =
-            process::run_refilling(queue, &self.handler, &options, stop, Some(refill)).await?;
+            process::run_refilling(session, &self.handler, &options, stop, Some(refill)).await?;
         report.drains += 1;
         report.completed += run.completed as u64;
         report.retried += run.retried as u64;

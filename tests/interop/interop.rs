@@ -156,7 +156,7 @@ async fn drain_and_check(
             report.dead_lettered,
             report.remaining_depth
         ),
-        (published.len(), 0, 0),
+        (published.len(), 0, Some(0)),
         "{report:?}"
     );
     let mut ran = recorder.names();
@@ -388,7 +388,7 @@ async fn our_consumer(queue: Queue, recorder: Recorder) -> Vec<ProcessReport> {
         let report = process::run(&queue, &recorder, &options(10_000, 8))
             .await
             .expect("our run");
-        let done = report.remaining_depth == 0;
+        let done = report.remaining_depth == Some(0);
         reports.push(report);
         if done {
             return reports;

@@ -5,6 +5,7 @@
 mod cli;
 mod connect;
 mod dead;
+mod holding;
 mod process;
 mod queue;
 mod reap;

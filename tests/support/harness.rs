@@ -194,11 +194,25 @@ pub fn binary(bin: &str) -> std::path::PathBuf {
     path
 }
 
-/// A TCP proxy in front of the test ZooKeeper that a test can cut: while cut, it closes every
-/// connection and refuses new ones, as a network partition would.
+/// A TCP proxy in front of the test ZooKeeper that a test can disturb, as networks do:
+///
+/// - [`Proxy::set_cut`]: closes every connection and refuses new ones (a partition);
+/// - [`Proxy::set_stalled`]: holds the server's replies back until released (a slow link:
+///   requests still reach the server and are applied);
+/// - [`Proxy::lose_next_reply`]: the next reply the server sends is never delivered: the
+///   connection drops instead (the request was applied, its answer lost).
 pub struct Proxy {
     pub address: String,
-    cut: Arc<std::sync::atomic::AtomicBool>,
+    state: Arc<ProxyState>,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    cut: std::sync::atomic::AtomicBool,
+    stalled: std::sync::atomic::AtomicBool,
+    lose_next: std::sync::atomic::AtomicBool,
+    /// Replies whose connection was dropped instead.
+    lost: std::sync::atomic::AtomicUsize,
 }
 
 impl Proxy {
@@ -206,34 +220,86 @@ impl Proxy {
         use std::sync::atomic::Ordering;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
-        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = cut.clone();
+        let state = Arc::new(ProxyState::default());
+        let shared = state.clone();
         tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                if flag.load(Ordering::SeqCst) {
+            while let Ok((inbound, _)) = listener.accept().await {
+                if shared.cut.load(Ordering::SeqCst) {
                     continue;
                 }
-                let flag = flag.clone();
-                tokio::spawn(async move {
-                    let Ok(mut outbound) = tokio::net::TcpStream::connect(zk_address()).await
-                    else {
-                        return;
-                    };
-                    let copy = tokio::io::copy_bidirectional(&mut inbound, &mut outbound);
-                    let watch_cut = async {
-                        while !flag.load(Ordering::SeqCst) {
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                    };
-                    tokio::select! { _ = copy => {}, _ = watch_cut => {} }
-                });
+                tokio::spawn(relay(inbound, shared.clone()));
             }
         });
-        Proxy { address, cut }
+        Proxy { address, state }
     }
 
     /// Cuts or restores the link.
     pub fn set_cut(&self, cut: bool) {
-        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+        self.state
+            .cut
+            .store(cut, std::sync::atomic::Ordering::SeqCst);
     }
+
+    /// Holds the server's replies back (true) or lets them through, held ones first (false).
+    pub fn set_stalled(&self, stalled: bool) {
+        self.state
+            .stalled
+            .store(stalled, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Drops the connection instead of delivering the server's next reply.
+    pub fn lose_next_reply(&self) {
+        self.state
+            .lose_next
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many replies were lost so far.
+    pub fn replies_lost(&self) -> usize {
+        self.state.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Relays one connection both ways until either side closes, the link is cut, or a reply is
+/// to be lost.
+async fn relay(inbound: tokio::net::TcpStream, state: Arc<ProxyState>) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(outbound) = tokio::net::TcpStream::connect(zk_address()).await else {
+        return;
+    };
+    let (mut client_read, mut client_write) = inbound.into_split();
+    let (mut server_read, mut server_write) = outbound.into_split();
+    let requests = async {
+        let mut buf = vec![0; 64 * 1024];
+        while let Ok(n) = client_read.read(&mut buf).await {
+            if n == 0 || server_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let replies = async {
+        let mut buf = vec![0; 64 * 1024];
+        while let Ok(n) = server_read.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            if state.lose_next.swap(false, Ordering::SeqCst) {
+                state.lost.fetch_add(1, Ordering::SeqCst);
+                break;
+            }
+            while state.stalled.load(Ordering::SeqCst) && !state.cut.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let cut = async {
+        while !state.cut.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! { _ = requests => {}, _ = replies => {}, _ = cut => {} }
 }

@@ -52,8 +52,10 @@ pub async fn run(app: &App, trigger: Trigger, time_left: Duration) -> Result<Pro
         deadline: Instant::now() + time_left,
         margin: config.deadline_margin,
     };
-    let (options, handler) = (&options, &app.delivery);
-    app.session
-        .run(|queue| async move { process::run(&queue, handler, options).await })
+    let (options, handler, session) = (&options, &app.delivery, &app.session);
+    // A session found over before the run is replaced, and a run that fails on a session
+    // fault runs once more; within a run, held tasks go on on a new session by themselves.
+    session
+        .run(|_| async move { process::run_on(session, handler, options).await })
         .await
 }

@@ -13,9 +13,11 @@
 //! so it claims strictly oldest first.
 
 mod cursor;
+mod hold;
 mod pass;
 mod report;
 mod settle;
+mod source;
 mod task;
 
 use std::collections::HashSet;
@@ -30,7 +32,9 @@ use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::Handler;
 use crate::queue::Queue;
+use crate::session::Session;
 use pass::Pass;
+use source::Source;
 
 /// What a run may do.
 #[derive(Clone, Debug)]
@@ -46,54 +50,70 @@ pub struct RunOptions {
     pub margin: Duration,
 }
 
-/// Runs up to `options.max_tasks` tasks with `handler`.
+/// Runs up to `options.max_tasks` tasks with `handler` on `queue`. When its session ends
+/// mid-run, what it holds is left to the reaper; [`run_on`] goes on on a new session instead.
 pub async fn run<H: Handler>(
     queue: &Queue,
     handler: &H,
     options: &RunOptions,
 ) -> Result<ProcessReport> {
-    run_until(queue, handler, options, &watch::channel(false).1).await
+    let stop = watch::channel(false).1;
+    run_with(Source::Fixed(queue), handler, options, &stop, None).await
 }
 
-/// As [`run`], and stops early when `stop` turns true: no more claims, and tasks in flight
-/// get `options.margin` to finish before they are released.
-pub async fn run_until<H: Handler>(
-    queue: &Queue,
+/// As [`run`], on `session`'s queue: when the session ends mid-run, extensions and settling
+/// writes go on on a new one (fencing makes that safe), so a task whose handler succeeded is
+/// completed rather than left to wait out its lease and run again.
+pub async fn run_on<H: Handler>(
+    session: &Session,
+    handler: &H,
+    options: &RunOptions,
+) -> Result<ProcessReport> {
+    let stop = watch::channel(false).1;
+    run_with(Source::Live(session), handler, options, &stop, None).await
+}
+
+/// As [`run_on`], and stops early when `stop` turns true: no more claims, and tasks in flight
+/// get `options.margin` to finish before they are released. When `refill` is given, a pass
+/// that has run out of candidates while tasks are still in flight waits for `refill` to be
+/// notified (the worker notifies it on every change under `tasks/`) and takes a new snapshot,
+/// so a task published meanwhile need not wait for the slowest task in flight.
+pub async fn run_refilling<H: Handler>(
+    session: &Session,
     handler: &H,
     options: &RunOptions,
     stop: &watch::Receiver<bool>,
+    refill: Option<&Notify>,
 ) -> Result<ProcessReport> {
-    run_refilling(queue, handler, options, stop, None).await
+    run_with(Source::Live(session), handler, options, stop, refill).await
 }
 
-/// As [`run_until`]; and when `refill` is given, a pass that has run out of candidates while
-/// tasks are still in flight waits for `refill` to be notified (the worker notifies it on every
-/// change under `tasks/`) and takes a new snapshot, so a task published meanwhile need not wait
-/// for the slowest task in flight.
-pub async fn run_refilling<H: Handler>(
-    queue: &Queue,
+async fn run_with<H: Handler>(
+    source: Source<'_>,
     handler: &H,
     options: &RunOptions,
     stop: &watch::Receiver<bool>,
     refill: Option<&Notify>,
 ) -> Result<ProcessReport> {
     let started = Instant::now();
+    let queue = source.queue();
     let mut report = ProcessReport {
         consumer_id: queue.consumer_id().to_string(),
         ..Default::default()
     };
     let run = Run {
-        queue,
+        source,
         handler,
         options,
         now: queue.server_time().await?,
         stop,
         refill,
+        settle_by: options.deadline - options.margin / 4,
     };
     // Tasks found in backoff are not read again in this run.
     let mut waiting = HashSet::new();
     loop {
-        let snapshot = queue.snapshot().await?;
+        let snapshot = run.queue().snapshot().await?;
         let candidates: Vec<String> = snapshot
             .candidates
             .into_iter()
@@ -110,7 +130,7 @@ pub async fn run_refilling<H: Handler>(
             break;
         }
     }
-    report.remaining_depth = queue.count(&queue.layout().tasks()).await?;
+    report.remaining_depth = run.remaining_depth().await;
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();
     Ok(report)
@@ -122,13 +142,38 @@ fn may_claim(report: &ProcessReport, options: &RunOptions) -> bool {
 
 /// One run's fixed parts.
 struct Run<'a, H> {
-    queue: &'a Queue,
+    source: Source<'a>,
     handler: &'a H,
     options: &'a RunOptions,
     now: ZkTime,
     stop: &'a watch::Receiver<bool>,
     /// When set, a pass short of candidates waits on it for a new snapshot.
     refill: Option<&'a Notify>,
+    /// Settling writes give up at this instant, so the run returns by its deadline.
+    settle_by: Instant,
+}
+
+impl<H> Run<'_, H> {
+    /// The queue to send the next request on.
+    fn queue(&self) -> Queue {
+        self.source.queue()
+    }
+
+    /// Tasks pending now, leased ones included; `None` when ZooKeeper does not answer before
+    /// the settling deadline.
+    async fn remaining_depth(&self) -> Option<usize> {
+        let queue = self.queue();
+        let tasks = queue.layout().tasks();
+        let count = queue.count(&tasks);
+        match tokio::time::timeout_at(self.settle_by, count).await {
+            Ok(Ok(depth)) => Some(depth),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "remaining depth unknown");
+                None
+            }
+            Err(_) => None,
+        }
+    }
 }
 
 /// Resolves once `stop` is true; never, if its sender is gone while it is false.

@@ -20,11 +20,11 @@ use tokio::time::Instant;
 use super::Run;
 use super::cursor::Cursor;
 use super::report::{Outcome, ProcessReport};
-use super::settle::resend_once;
+use super::settle::Sent;
 use super::task::Ran;
 use crate::error::{Error, Result};
 use crate::handler::Handler;
-use crate::queue::{Lease, Settled, TaskRead};
+use crate::queue::{Lease, Queue, Settled, TaskRead};
 
 /// Tasks read in one request, at most.
 const READ_BATCH: usize = 32;
@@ -39,8 +39,8 @@ enum Event {
     Refilled(Result<Vec<String>>),
     /// A task's claim and run ended.
     Ran(Result<Ran>),
-    /// A batch of completions was committed.
-    Completed(usize, Result<Vec<(String, Settled)>>),
+    /// A batch of completions was sent: their leases, and what came of them.
+    Completed(Vec<String>, Result<Sent<Vec<(String, Settled)>>>),
 }
 
 type Job<'a> = Pin<Box<dyn Future<Output = Event> + Send + 'a>>;
@@ -161,7 +161,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             self.seen.extend(batch.iter().cloned());
             self.flight.reading = true;
             self.jobs.push(Box::pin(async move {
-                let reads = run.queue.read_tasks(&batch).await;
+                let reads = run.queue().read_tasks(&batch).await;
                 Event::Read(reads.map(|reads| batch.into_iter().zip(reads).collect()))
             }));
             return;
@@ -178,7 +178,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         self.flight.refilling = true;
         self.jobs.push(Box::pin(async move {
             notify.notified().await;
-            Event::Refilled(run.queue.snapshot().await.map(|s| s.candidates))
+            Event::Refilled(run.queue().snapshot().await.map(|s| s.candidates))
         }));
     }
 
@@ -209,9 +209,9 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                     self.flight.running -= 1;
                     ran.map(|ran| self.ran(ran, &mut succeeded)).err()
                 }
-                Event::Completed(n, settled) => {
-                    self.flight.completing -= n;
-                    settled.map(|s| self.report.count_completions(s)).err()
+                Event::Completed(names, sent) => {
+                    self.flight.completing -= names.len();
+                    sent.map(|sent| self.completed(names, sent)).err()
                 }
             };
             if let Some(e) = error {
@@ -253,18 +253,34 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
     }
 
+    /// Accounts for a batch of completions.
+    fn completed(&mut self, names: Vec<String>, sent: Sent<Vec<(String, Settled)>>) {
+        match sent {
+            Sent::Answered(settled, resent) => self.report.count_completions(settled, resent),
+            Sent::Unsettled => {
+                for name in names {
+                    tracing::warn!(task = %name, "not completed before the deadline: left to the reaper");
+                    self.report.count(&Outcome::Unsettled);
+                }
+            }
+        }
+    }
+
     /// Step 4: completes the tasks that succeeded together, up to [`COMPLETE_BATCH`] to a
     /// multi-op.
     fn complete(&mut self, mut succeeded: Vec<Lease>) {
-        let queue = self.run.queue;
+        let run = self.run;
         while !succeeded.is_empty() {
             let batch: Vec<Lease> = succeeded
                 .drain(..succeeded.len().min(COMPLETE_BATCH))
                 .collect();
-            let n = batch.len();
+            let names = batch.iter().map(|l| l.task.name.clone()).collect();
             self.jobs.push(Box::pin(async move {
-                let complete = || queue.complete_many(batch.clone());
-                Event::Completed(n, resend_once(queue, complete).await)
+                let complete = |queue: Queue| {
+                    let batch = batch.clone();
+                    async move { queue.complete_many(batch).await }
+                };
+                Event::Completed(names, run.settle(complete).await)
             }));
         }
     }

@@ -20,11 +20,18 @@ pub struct ProcessReport {
     pub in_backoff: u32,
     /// Tasks released unfinished because the deadline was near.
     pub released_at_deadline: u32,
+    /// Handlers cancelled because their lease could no longer be vouched for (no extension
+    /// got through for most of the lease timeout); nothing of theirs was committed.
+    pub abandoned: u32,
+    /// Tasks whose settling write could not finish before the deadline (ZooKeeper out of
+    /// reach); their leases expire and the reaper frees them.
+    pub unsettled: u32,
     /// Tasks skipped because we may not read them (their ACL shuts us out); each counted once
     /// per run.
     pub unreadable: u32,
-    /// Tasks pending after the run, leased ones included.
-    pub remaining_depth: usize,
+    /// Tasks pending after the run, leased ones included (`null` when ZooKeeper did not
+    /// answer in time).
+    pub remaining_depth: Option<usize>,
     pub duration_ms: u64,
 }
 
@@ -37,6 +44,10 @@ pub(super) enum Outcome {
     Conflict,
     LeaseLost,
     Backoff(String),
+    /// The handler was cancelled: its lease could no longer be vouched for.
+    Abandoned,
+    /// The settling write got no answer before the deadline.
+    Unsettled,
     /// Not readable by us; the task's name.
     Unreadable(String),
     Gone,
@@ -55,18 +66,18 @@ impl ProcessReport {
             Outcome::Backoff(_) => &mut self.in_backoff,
             Outcome::Deadline => &mut self.released_at_deadline,
             Outcome::Unreadable(_) => &mut self.unreadable,
+            Outcome::Abandoned => &mut self.abandoned,
+            Outcome::Unsettled => &mut self.unsettled,
             Outcome::Gone => return,
         };
         *field += 1;
     }
 
-    /// Counts a batch of completions.
-    pub(super) fn count_completions(&mut self, settled: Vec<(String, Settled)>) {
-        for (_, settled) in settled {
-            self.count(&match settled {
-                Settled::Done => Outcome::Completed,
-                Settled::LeaseLost => Outcome::LeaseLost,
-            });
+    /// Counts a batch of completions; `resent` when the batch took more than one try.
+    pub(super) fn count_completions(&mut self, settled: Vec<(String, Settled)>, resent: bool) {
+        for (name, settled) in settled {
+            let outcome = super::settle::settled_as(settled, resent, Outcome::Completed, &name);
+            self.count(&outcome);
         }
     }
 
@@ -82,6 +93,8 @@ impl ProcessReport {
             leases_lost = self.leases_lost,
             in_backoff = self.in_backoff,
             released_at_deadline = self.released_at_deadline,
+            abandoned = self.abandoned,
+            unsettled = self.unsettled,
             unreadable = self.unreadable,
             remaining_depth = self.remaining_depth,
             duration_ms = self.duration_ms,

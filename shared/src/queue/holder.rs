@@ -1,6 +1,14 @@
 //! What the holder of a lease does next: extend it, complete the task, release it for a
 //! retry, or bury it. Each write checks the task's and the lease's versions (see the module
 //! documentation of [`crate::queue`]).
+//!
+//! # Notable behaviour
+//!
+//! An extension can reach ZooKeeper and its reply be lost: the lease's version has moved on
+//! and the holder does not know it. Every write of a holder therefore reads the lease again
+//! when only the lease's version is off; if the lease is still the one its claim created (its
+//! `czxid` is the claim's fencing token) and holds our consumer id, the write is sent again at
+//! the lease's version.
 
 use std::time::Duration;
 
@@ -8,7 +16,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
-use super::ops::{Committed, Op};
+use super::ops::Op;
 use super::record::short;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
@@ -16,11 +24,16 @@ use crate::lease::LeaseData;
 use crate::task::Task;
 
 /// Whether a holder's write took effect.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Settled {
     Done,
     /// The lease is no longer ours (expired and reaped, perhaps claimed again): nothing changed.
     LeaseLost,
+    /// Nothing changed, because what the write would have done is done: the task is gone (or,
+    /// for a release, already released). Sent after an earlier try of the same write whose
+    /// reply was lost, this is that try having landed; otherwise another holder settled the
+    /// task after our lease passed on.
+    Gone,
 }
 
 impl Queue {
@@ -86,10 +99,12 @@ impl Queue {
     }
 
     /// Completes several held tasks in one multi-op, each delete checked as in
-    /// [`Queue::complete`]. If one lease was lost, the multi-op changes nothing and names it;
-    /// that task is reported lost and the rest are committed again without it.
+    /// [`Queue::complete`]. If one write fails, the multi-op changes nothing and names it: that
+    /// lease is read again when only its version is off (and kept when it is still ours), else
+    /// its task is reported lost or gone, and the rest are committed again without it.
     pub async fn complete_many(&self, mut leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
         let mut settled = Vec::with_capacity(leases.len());
+        let mut reread = std::collections::HashSet::new();
         while !leases.is_empty() {
             let paths: Vec<(String, String)> = leases
                 .iter()
@@ -108,15 +123,31 @@ impl Queue {
                     ]
                 })
                 .collect();
-            match self.commit("complete", &ops).await? {
-                Ok(_) => settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done))),
-                Err((i, zk::Error::BadVersion | zk::Error::NoNode)) => {
-                    let lost = leases.remove(i / 2);
-                    tracing::warn!(task = %lost.task.name, fencing_token = lost.task.fencing_token, "lease lost before completing; nothing changed");
-                    settled.push((lost.task.name, Settled::LeaseLost));
+            let (index, error) = match self.commit("complete", &ops).await? {
+                Ok(_) => {
+                    settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
+                    break;
                 }
+                Err((i, e @ (zk::Error::BadVersion | zk::Error::NoNode))) => (i, e),
                 Err((i, e)) => return Err(Error::zk("complete", ops[i].path(), e)),
+            };
+            let lease = &mut leases[index / 2];
+            let on_lease = index % 2 == 1;
+            if on_lease
+                && error == zk::Error::BadVersion
+                && reread.insert(lease.task.name.clone())
+                && self.still_ours(lease).await?
+            {
+                continue;
             }
+            let outcome = if !on_lease && error == zk::Error::NoNode {
+                Settled::Gone
+            } else {
+                Settled::LeaseLost
+            };
+            let lost = leases.remove(index / 2);
+            tracing::warn!(task = %lost.task.name, fencing_token = lost.task.fencing_token, ?outcome, "not completed; nothing changed");
+            settled.push((lost.task.name, outcome));
         }
         Ok(settled)
     }
@@ -159,11 +190,53 @@ impl Queue {
             }
             Err(e) => return Err(e),
         };
-        let ops = [
-            Op::Set(&self.layout().task(&task.name), &body, task_version),
-            Op::Delete(&self.layout().lease(&task.name), lease_version),
-        ];
-        self.settle("release", &ops).await
+        let mut lease = Lease {
+            task: Task { envelope, ..task },
+            task_version,
+            lease_version,
+        };
+        let (task_path, lease_path) = (
+            self.layout().task(&lease.task.name),
+            self.layout().lease(&lease.task.name),
+        );
+        for first in [true, false] {
+            let ops = [
+                Op::Set(&task_path, &body, lease.task_version),
+                Op::Delete(&lease_path, lease.lease_version),
+            ];
+            match self.commit("release", &ops).await? {
+                Ok(_) => return Ok(Settled::Done),
+                Err((1, zk::Error::BadVersion)) if first && self.still_ours(&mut lease).await? => {}
+                Err((0, zk::Error::NoNode)) => return Ok(Settled::Gone),
+                Err((0, zk::Error::BadVersion)) if self.released(&lease).await? => {
+                    return Ok(Settled::Gone);
+                }
+                Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => {
+                    return Ok(Settled::LeaseLost);
+                }
+                Err((i, e)) => return Err(Error::zk("release", ops[i].path(), e)),
+            }
+        }
+        Ok(Settled::LeaseLost)
+    }
+
+    /// Whether `lease`'s task looks released by its holder already: the lease is gone and the
+    /// task one write past the version the holder knew (a claim since would have left a lease).
+    async fn released(&self, lease: &Lease) -> Result<bool> {
+        let (task_path, lease_path) = (
+            self.layout().task(&lease.task.name),
+            self.layout().lease(&lease.task.name),
+        );
+        let lease_stat = self.client().check_stat(&lease_path);
+        let task_stat = self.client().check_stat(&task_path);
+        let lease_stat = lease_stat
+            .await
+            .map_err(|e| Error::zk("stat", &lease_path, e))?;
+        let task_stat = task_stat
+            .await
+            .map_err(|e| Error::zk("stat", &task_path, e))?;
+        Ok(lease_stat.is_none()
+            && task_stat.is_some_and(|stat| stat.version == lease.task_version + 1))
     }
 
     /// Moves a held task to the dead letters with `reason`, atomically with removing task and
@@ -184,33 +257,30 @@ impl Queue {
             self.layout().task(&task.name),
         );
         let lease_path = self.layout().lease(&task.name);
-        let ops = [
-            Op::Create(&dead, &record),
-            Op::Delete(&task_path, lease.task_version),
-            Op::Delete(&lease_path, lease.lease_version),
-        ];
-        let committed = self.commit_bury(&ops, 0).await?;
-        let settled = settled("bury", &ops, committed)?;
+        let mut lease = lease.clone();
+        let mut settled = Settled::LeaseLost;
+        for first in [true, false] {
+            let ops = [
+                Op::Create(&dead, &record),
+                Op::Delete(&task_path, lease.task_version),
+                Op::Delete(&lease_path, lease.lease_version),
+            ];
+            settled = match self.commit_bury(&ops, 0).await? {
+                Ok(_) => Settled::Done,
+                Err((2, zk::Error::BadVersion)) if first && self.still_ours(&mut lease).await? => {
+                    continue;
+                }
+                Err((1, zk::Error::NoNode)) => Settled::Gone,
+                Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Settled::LeaseLost,
+                Err((i, e)) => return Err(Error::zk("bury", ops[i].path(), e)),
+            };
+            break;
+        }
+        let task = &lease.task;
         if settled == Settled::Done {
             tracing::warn!(task = %task.name, consumer = %self.consumer_id(), attempt = task.attempt(), reason, "task dead-lettered");
             self.forward_dead(&task.name, &record_json).await;
         }
         Ok(settled)
-    }
-
-    /// Commits a holder's multi-op: a version or existence failure means the lease is lost.
-    async fn settle(&self, what: &'static str, ops: &[Op<'_>]) -> Result<Settled> {
-        let committed = self.commit(what, ops).await?;
-        settled(what, ops, committed)
-    }
-}
-
-/// What a holder's committed multi-op came to: a version or existence failure means the lease
-/// is lost.
-fn settled(what: &'static str, ops: &[Op<'_>], committed: Committed) -> Result<Settled> {
-    match committed {
-        Ok(_) => Ok(Settled::Done),
-        Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(Settled::LeaseLost),
-        Err((i, e)) => Err(Error::zk(what, ops[i].path(), e)),
     }
 }

@@ -52,6 +52,7 @@ pub struct Queue {
     consumer_id: String,
     lease_timeout: Duration,
     max_attempts: u32,
+    max_interruptions: u32,
     backoff_base: Duration,
     backoff_max: Duration,
     acls: zk::Acls<'static>,
@@ -78,6 +79,7 @@ impl Queue {
             consumer_id: consumer_id.into(),
             lease_timeout: config.lease_timeout,
             max_attempts: config.max_attempts,
+            max_interruptions: config.max_interruptions,
             backoff_base: config.backoff_base,
             backoff_max: config.backoff_max,
             acls: acls(config),
@@ -117,6 +119,11 @@ impl Queue {
 
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
+    }
+
+    /// Times a task may be stopped unfinished at a run's deadline.
+    pub fn max_interruptions(&self) -> u32 {
+        self.max_interruptions
     }
 
     /// The longest backoff.

@@ -36,12 +36,19 @@ pub struct Envelope {
     /// The error of the last failed attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Times a run's deadline stopped it unfinished. Consumers raise it; producers leave it out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interruptions: u32,
     /// Not claimable before this ZooKeeper time (ms since the epoch, by the server's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<i64>,
     /// Fields a newer producer added, kept as they are.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Envelope {
@@ -56,6 +63,7 @@ impl Envelope {
             group: None,
             idempotency_key: None,
             attempts: 0,
+            interruptions: 0,
             last_error: None,
             retry_at: None,
             extra: Map::new(),
@@ -136,6 +144,7 @@ mod tests {
         full.idempotency_key = Some("k".into());
         full.last_error = Some("e".into());
         full.retry_at = Some(1);
+        full.interruptions = 2;
         let written = serde_json::to_value(&full).unwrap();
         for key in written.as_object().unwrap().keys() {
             assert!(

@@ -1,0 +1,134 @@
+//! Holding a task while its handler runs: the lease is extended beside the handler, never in
+//! front of it, and the handler is cancelled once its lease can no longer be vouched for.
+//!
+//! # Extensions
+//!
+//! An extender runs next to the handler (both are polled by one `select!`, so a slow answer
+//! from ZooKeeper never holds the handler up). It extends a third of the lease timeout after
+//! the last extension was *sent*, so missed ticks never come in a burst; after a failure it
+//! tries again after a twelfth. A session that ends is replaced (when the run has a
+//! [`Session`](crate::Session)) and the extension sent on the new one: leases are persistent
+//! znodes, so they outlive sessions.
+//!
+//! # Vouching
+//!
+//! The holder can vouch for its lease until [`lease::vouch_window`] (four fifths of the
+//! timeout) after the last extension that got through was sent: the server stamped it no
+//! earlier, so no reaper can free the lease before then, even with a leader's clock a fifth of
+//! the timeout off. When that time comes without an extension getting through, the handler is
+//! dropped (cancelled) and nothing of it is committed: the task is left to the reaper, and its
+//! next holder's fencing token is higher than any request this one sent.
+
+use std::sync::Mutex;
+
+use tokio::time::Instant;
+
+use super::{Run, stopped};
+use crate::error::Result;
+use crate::handler::{Handler, HandlerError};
+use crate::lease;
+use crate::queue::{Lease, Settled};
+use crate::session::{Recovery, recovery};
+
+/// How a handler's run ended.
+pub(super) enum HandlerEnd {
+    Finished(Result<(), HandlerError>),
+    /// Stopped unfinished: at the deadline (`deadline`), or when the stop signal's grace ran
+    /// out.
+    Interrupted {
+        deadline: bool,
+    },
+    /// The lease passed on while the handler ran.
+    LeaseLost,
+    /// No extension got through in time: the handler was cancelled.
+    Unvouched,
+}
+
+impl<H: Handler> Run<'_, H> {
+    /// Runs the handler of `lease` (claimed at `claimed_at`) with the extender beside it, until
+    /// it finishes, the lease passes on or can no longer be vouched for, the deadline nears, or
+    /// the stop signal's grace runs out. `lease` takes the versions of the last extension.
+    pub(super) async fn run_handler(
+        &self,
+        lease: &mut Lease,
+        claimed_at: Instant,
+    ) -> Result<HandlerEnd> {
+        let held = Mutex::new(lease.clone());
+        let task = lease.task.clone();
+        let end = {
+            let work = self.handler.handle(&task);
+            let extender = self.keep_extended(&held, claimed_at);
+            tokio::pin!(work, extender);
+            let stop_at = self.options.deadline - self.options.margin / 2;
+            let mut grace: Option<Instant> = None;
+            loop {
+                let until = grace.map_or(stop_at, |g| g.min(stop_at));
+                tokio::select! {
+                    result = &mut work => break HandlerEnd::Finished(result),
+                    end = &mut extender => break end,
+                    _ = tokio::time::sleep_until(until) => {
+                        break HandlerEnd::Interrupted { deadline: until == stop_at };
+                    }
+                    _ = stopped(self.stop.clone()), if grace.is_none() => {
+                        grace = Some(Instant::now() + self.options.margin);
+                    }
+                }
+            }
+        };
+        *lease = held.into_inner().expect("lease lock");
+        Ok(end)
+    }
+
+    /// Extends the lease in `held` until it passes on or can no longer be vouched for; see the
+    /// module documentation. Never returns while the lease is ours and vouched for.
+    async fn keep_extended(&self, held: &Mutex<Lease>, claimed_at: Instant) -> HandlerEnd {
+        let timeout = self.queue().lease_timeout();
+        let (every, window) = (
+            lease::extend_interval(timeout),
+            lease::vouch_window(timeout),
+        );
+        let mut vouched_until = claimed_at + window;
+        let mut next = claimed_at + every;
+        let mut queue = self.queue();
+        loop {
+            tokio::time::sleep_until(next.min(vouched_until)).await;
+            if Instant::now() >= vouched_until {
+                return self.unvouched(held);
+            }
+            let sent = Instant::now();
+            let mut lease = held.lock().expect("lease lock").clone();
+            let extended = tokio::time::timeout_at(vouched_until, queue.extend(&mut lease)).await;
+            let error = match extended {
+                Err(_) => return self.unvouched(held),
+                Ok(Ok(Settled::Done)) => {
+                    *held.lock().expect("lease lock") = lease;
+                    vouched_until = sent + window;
+                    next = sent + every;
+                    continue;
+                }
+                Ok(Ok(Settled::LeaseLost | Settled::Gone)) => {
+                    tracing::warn!(task = %lease.task.name, fencing_token = lease.task.fencing_token, "lease lost while running");
+                    return HandlerEnd::LeaseLost;
+                }
+                Ok(Err(error)) => error,
+            };
+            tracing::warn!(task = %lease.task.name, %error, "lease extension failed; trying again");
+            next = Instant::now() + every / 4;
+            if recovery(&error, queue.session_over()) == Recovery::NewSession {
+                let renewed = self.source.renew(&queue, error);
+                match tokio::time::timeout_at(vouched_until, renewed).await {
+                    Ok(Ok(fresh)) => (queue, next) = (fresh, Instant::now()),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "no new session yet"),
+                    Err(_) => return self.unvouched(held),
+                }
+            }
+        }
+    }
+
+    fn unvouched(&self, held: &Mutex<Lease>) -> HandlerEnd {
+        let lease = held.lock().expect("lease lock");
+        tracing::warn!(task = %lease.task.name, fencing_token = lease.task.fencing_token,
+            "no extension got through: the lease can no longer be vouched for; handler cancelled");
+        HandlerEnd::Unvouched
+    }
+}

@@ -1,0 +1,355 @@
+//! Holding a task under faults: replies lost, ZooKeeper slow or gone, sessions expiring,
+//! deadlines. Each test disturbs the link through a proxy as a network would.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use event_bridge::handler::FnHandler;
+use event_bridge::queue::{ClaimOutcome, Lease, Settled};
+use event_bridge::{Config, HandlerError, ProcessReport, RunOptions, Session, Task, process};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use harness::{Proxy, TestQueue};
+
+/// A config for `t`'s chroot through `proxy`.
+fn through(t: &TestQueue, proxy: &Proxy, change: impl FnOnce(&mut Config)) -> Config {
+    let chroot = t.config.zookeeper.split_once('/').map(|(_, c)| c).unwrap();
+    let mut config = Config {
+        zookeeper: format!("{}/{chroot}", proxy.address),
+        connect_timeout: Duration::from_millis(1_000),
+        ..t.config.clone()
+    };
+    change(&mut config);
+    config
+}
+
+fn claimed(outcome: ClaimOutcome) -> Lease {
+    match outcome {
+        ClaimOutcome::Claimed(lease) => lease,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+fn options(deadline: Duration, margin: Duration) -> RunOptions {
+    RunOptions {
+        max_tasks: 1,
+        concurrency: 1,
+        deadline: Instant::now() + deadline,
+        margin,
+    }
+}
+
+/// Awaits `f` for at most 60 s (a hang guard, not a speed claim).
+async fn within<F: std::future::IntoFuture>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .expect("gave up waiting after 60 s")
+}
+
+/// An extension whose reply was lost leaves the holder with an old lease version; completing,
+/// releasing and burying must still take effect (the lease is re-read and recognised).
+#[tokio::test]
+async fn settling_after_an_extension_whose_reply_was_lost_still_takes_effect() {
+    let t = TestQueue::new().await;
+    let names = t.publish(3).await;
+    let now = t.now().await;
+    let mut held = Vec::new();
+    for name in &names {
+        let lease = claimed(t.queue.claim(name, &now).await.unwrap());
+        // The extension that landed, as seen by a copy: the holder's own copy stays behind.
+        let mut landed = lease.clone();
+        assert_eq!(t.queue.extend(&mut landed).await.unwrap(), Settled::Done);
+        held.push(lease);
+    }
+    let mut held = held.into_iter();
+    let complete = t.queue.complete(held.next().unwrap()).await.unwrap();
+    let release = t
+        .queue
+        .release(held.next().unwrap(), None, Duration::ZERO, &now, true)
+        .await
+        .unwrap();
+    let bury = t
+        .queue
+        .bury(held.next().unwrap(), "permanent failure", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (complete, release, bury),
+        (Settled::Done, Settled::Done, Settled::Done)
+    );
+    assert_eq!(t.children("tasks").await, [names[1].clone()]);
+    assert!(t.children("leases").await.is_empty());
+    assert_eq!(t.children("dead").await, [names[2].clone()]);
+}
+
+/// A completion reaches ZooKeeper and is applied, but its reply is lost with the connection.
+/// Sent again, it finds the task gone: that is the first try having landed, and the run must
+/// say completed, not "lease lost; nothing changed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_whose_reply_was_lost_is_reported_completed() {
+    let t = TestQueue::new().await;
+    let proxy = Arc::new(Proxy::start().await);
+    // Few pings on the link, so the reply lost is the completion's.
+    let config = through(&t, &proxy, |c| c.session_timeout = Duration::from_secs(30));
+    let session = Session::open(config, "test", None).await.unwrap();
+    t.publish(1).await;
+    let arm = proxy.clone();
+    let handler = FnHandler(move |_task: Task| {
+        arm.lose_next_reply();
+        async { Ok(()) }
+    });
+    let report = process::run_on(
+        &session,
+        &handler,
+        &options(Duration::from_secs(30), Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(proxy.replies_lost(), 1, "a reply was lost");
+    assert_eq!((report.completed, report.leases_lost), (1, 0), "{report:?}");
+    assert!(t.children("tasks").await.is_empty());
+}
+
+/// While an extension waits for ZooKeeper's answer, the handler goes on: its result is seen
+/// when it comes, not when the extension's answer does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handler_runs_on_while_an_extension_waits_for_its_answer() {
+    let t = TestQueue::new().await;
+    let proxy = Proxy::start().await;
+    let config = through(&t, &proxy, |c| {
+        c.lease_timeout = Duration::from_millis(3_000)
+    });
+    let session = Session::open(config, "test", None).await.unwrap();
+    t.publish(1).await;
+    let (started, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let finished: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let handler = {
+        let (started, go, finished) = (started.clone(), go.clone(), finished.clone());
+        FnHandler(move |_task: Task| {
+            let (started, go, finished) = (started.clone(), go.clone(), finished.clone());
+            async move {
+                started.notify_one();
+                go.notified().await;
+                *finished.lock().unwrap() = Some(Instant::now());
+                Ok(())
+            }
+        })
+    };
+    let run = async {
+        process::run_on(
+            &session,
+            &handler,
+            &options(Duration::from_secs(30), Duration::from_secs(1)),
+        )
+        .await
+    };
+    let drive = async {
+        started.notified().await;
+        let claimed_at = Instant::now();
+        // Replies held from before the first extension (a third of the lease in) ...
+        tokio::time::sleep_until(claimed_at + Duration::from_millis(500)).await;
+        proxy.set_stalled(true);
+        // ... and the handler finishes while that extension waits for its answer.
+        tokio::time::sleep_until(claimed_at + Duration::from_millis(1_500)).await;
+        go.notify_one();
+        tokio::time::sleep_until(claimed_at + Duration::from_millis(2_000)).await;
+        let released = Instant::now();
+        proxy.set_stalled(false);
+        released
+    };
+    let (report, released) = within(async { tokio::join!(run, drive) }).await;
+    let report = report.unwrap();
+    let finished = finished.lock().unwrap().expect("the handler finished");
+    assert!(
+        finished < released,
+        "the handler was held up by the extension"
+    );
+    assert_eq!(report.completed, 1, "{report:?}");
+}
+
+/// Records when it is dropped.
+struct DropFlag(Arc<Mutex<Option<Instant>>>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = Some(Instant::now());
+    }
+}
+
+/// ZooKeeper is out of reach: the holder cannot extend its lease. Before the lease could be
+/// reaped, the handler is cancelled and its result never committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_whose_lease_cannot_be_vouched_for_is_cancelled() {
+    let t = TestQueue::new().await;
+    let proxy = Proxy::start().await;
+    let lease_timeout = Duration::from_millis(6_000);
+    let config = through(&t, &proxy, |c| c.lease_timeout = lease_timeout);
+    let session = Session::open(config, "test", None).await.unwrap();
+    let name = t.publish(1).await.remove(0);
+    let started = Arc::new(Notify::new());
+    let dropped: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let handler = {
+        let (started, dropped) = (started.clone(), dropped.clone());
+        FnHandler(move |_task: Task| {
+            let (started, flag) = (started.clone(), DropFlag(dropped.clone()));
+            async move {
+                let _flag = flag;
+                started.notify_one();
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+                Ok(())
+            }
+        })
+    };
+    let run = async {
+        process::run_on(
+            &session,
+            &handler,
+            &options(Duration::from_secs(60), Duration::from_secs(1)),
+        )
+        .await
+    };
+    let drive = async {
+        started.notified().await;
+        let claimed_at = Instant::now();
+        proxy.set_cut(true);
+        while dropped.lock().unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        proxy.set_cut(false);
+        claimed_at
+    };
+    let (report, claimed_at) = within(async { tokio::join!(run, drive) }).await;
+    let report: ProcessReport = report.unwrap();
+    let cancelled = dropped.lock().unwrap().unwrap();
+    assert!(
+        cancelled < claimed_at + lease_timeout,
+        "cancelled {:?} after the claim, past the lease timeout",
+        cancelled - claimed_at
+    );
+    assert_eq!((report.abandoned, report.completed), (1, 0), "{report:?}");
+    assert_eq!(t.children("tasks").await, [name], "nothing was committed");
+}
+
+/// A handler succeeds while the session is gone (expired during a partition): its task is
+/// completed on a new session, not left to wait out its lease and run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_handler_succeeded_as_the_session_expired_completes_on_a_new_session() {
+    let t = TestQueue::new().await;
+    let proxy = Proxy::start().await;
+    let config = through(&t, &proxy, |c| {
+        // The shortest session the server grants (two ticks); a lease that outlives it.
+        c.session_timeout = Duration::from_millis(4_000);
+        c.lease_timeout = Duration::from_secs(60);
+    });
+    let session = Session::open(config, "test", None).await.unwrap();
+    t.publish(1).await;
+    let (started, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let handler = {
+        let (started, go) = (started.clone(), go.clone());
+        FnHandler(move |_task: Task| {
+            let (started, go) = (started.clone(), go.clone());
+            async move {
+                started.notify_one();
+                go.notified().await;
+                Ok(())
+            }
+        })
+    };
+    let old = session.queue();
+    let run = async {
+        process::run_on(
+            &session,
+            &handler,
+            &options(Duration::from_secs(60), Duration::from_secs(1)),
+        )
+        .await
+    };
+    let drive = async {
+        started.notified().await;
+        proxy.set_cut(true);
+        let mut state = old.state_watcher();
+        while !state.changed().await.is_terminated() {}
+        go.notify_one();
+        proxy.set_cut(false);
+    };
+    let (report, ()) = within(async { tokio::join!(run, drive) }).await;
+    let report = report.unwrap();
+    assert_eq!((report.completed, report.leases_lost), (1, 0), "{report:?}");
+    assert_ne!(
+        session.queue().session_id(),
+        old.session_id(),
+        "a new session"
+    );
+    assert!(t.children("tasks").await.is_empty());
+    assert!(t.children("leases").await.is_empty());
+}
+
+/// After the handler, ZooKeeper cannot be reached: the run still returns by its deadline,
+/// saying what it could not settle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settling_never_outlasts_the_deadline() {
+    let t = TestQueue::new().await;
+    let proxy = Arc::new(Proxy::start().await);
+    let config = through(&t, &proxy, |_| {});
+    let session = Session::open(config, "test", None).await.unwrap();
+    t.publish(1).await;
+    let cut = proxy.clone();
+    let handler = FnHandler(move |_task: Task| {
+        cut.set_cut(true);
+        // The proxy closes its connections within its next look at the switch.
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok(())
+        }
+    });
+    let options = options(Duration::from_secs(4), Duration::from_secs(2));
+    let deadline = options.deadline;
+    let report = within(process::run_on(&session, &handler, &options)).await;
+    let returned = Instant::now();
+    proxy.set_cut(false);
+    assert!(
+        returned <= deadline,
+        "returned {:?} past the deadline",
+        returned - deadline
+    );
+    let report = report.expect("a report, not an error");
+    assert_eq!((report.completed, report.unsettled), (0, 1), "{report:?}");
+}
+
+/// A task that never finishes within a run's time is released at each deadline; after
+/// `MAX_INTERRUPTIONS` of those it goes to the dead letters instead of taking every run's
+/// budget forever.
+#[tokio::test]
+async fn a_task_that_never_finishes_in_time_is_buried_after_its_interruptions() {
+    let t = TestQueue::new().await;
+    let name = t.publish(1).await.remove(0);
+    let endless = FnHandler(|_task: Task| async {
+        tokio::time::sleep(Duration::from_secs(3_600)).await;
+        Ok::<(), HandlerError>(())
+    });
+    let max = t.config.max_interruptions;
+    for run in 1..=max {
+        let report = process::run(
+            &t.queue,
+            &endless,
+            &options(Duration::from_millis(1_500), Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+        if run < max {
+            assert_eq!(report.released_at_deadline, 1, "run {run}: {report:?}");
+        } else {
+            assert_eq!(report.dead_lettered, 1, "run {run}: {report:?}");
+        }
+    }
+    let record = t.read_json(&format!("dead/{name}")).await;
+    assert!(
+        record["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish"),
+        "{record}"
+    );
+    assert!(t.children("tasks").await.is_empty());
+}
