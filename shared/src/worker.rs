@@ -1,14 +1,15 @@
 //! A long-running consumer, for teams that have a server: `event-bridge worker`.
 //!
-//! It arms a ZooKeeper watch on `tasks/` and then drains; when the watch fires (a task was
-//! published, or one finished) it re-arms and drains again, so a new task is picked up within
-//! milliseconds without polling. A persistent watch on `tasks/` also lets a drain that still
-//! has slow tasks in flight take new ones into its free slots
-//! ([`process::run_refilling`]). A slow timer (`WORKER_IDLE_CHECK`) also wakes it, for tasks
-//! whose retry backoff has ended (that changes no child list). It reaps expired leases every
-//! half lease timeout. When its session expires it opens a new one and carries on; on the
-//! stop signal it claims nothing more, lets tasks in flight finish within the deadline margin
-//! and releases the rest.
+//! It keeps one persistent watch on `tasks/` (one mechanism only: on ZooKeeper 3.8 a one-shot
+//! watch on the same path by the same client would drop the persistent one, ZOOKEEPER-4466).
+//! Every change under `tasks/` raises a notification that a change meanwhile leaves as a
+//! permit, so none is missed: between drains it wakes the worker for the next drain, and during
+//! a drain that still has slow tasks in flight it lets the drain take new tasks into its free
+//! slots ([`process::run_refilling`]). A new task is picked up within milliseconds without
+//! polling. A slow timer (`WORKER_IDLE_CHECK`) also wakes it, for tasks whose retry backoff has
+//! ended (that changes no child list). It reaps expired leases every half lease timeout. When
+//! its session expires it opens a new one and carries on; on the stop signal it claims nothing
+//! more, lets tasks in flight finish within the deadline margin and releases the rest.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +48,8 @@ pub struct Worker<H> {
     config: Config,
     handler: H,
     concurrency: usize,
+    /// How long an idle worker waits before it looks again without a watch firing.
+    idle_check: Duration,
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
     session: watch::Sender<Option<zk::SessionInfo>>,
 }
@@ -57,9 +60,16 @@ impl<H: Handler> Worker<H> {
             config,
             handler,
             concurrency: concurrency.max(1),
+            idle_check: WORKER_IDLE_CHECK,
             dead_letters: None,
             session: watch::channel(None).0,
         }
+    }
+
+    /// Looks for work every `every` even when no watch fires (default [`WORKER_IDLE_CHECK`]).
+    pub fn with_idle_check(mut self, every: Duration) -> Self {
+        self.idle_check = every;
+        self
     }
 
     /// Sends every dead letter to `sink` too.
@@ -133,12 +143,6 @@ impl<H: Handler> Worker<H> {
         report: &mut WorkerReport,
         last_reap: &mut Instant,
     ) -> Result<()> {
-        let tasks = queue.layout().tasks();
-        let (_, watcher) = queue
-            .client()
-            .list_and_watch_children(&tasks)
-            .await
-            .map_err(|e| crate::Error::zk("watch", &tasks, e))?;
         let options = RunOptions {
             max_tasks: u32::MAX,
             concurrency: self.concurrency,
@@ -155,15 +159,17 @@ impl<H: Handler> Worker<H> {
             report.reaped += crate::reap::reap(queue).await?.reaped as u64;
             *last_reap = Instant::now();
         }
+        // One watch mechanism only: the persistent watch's notifications (a change meanwhile
+        // left a permit, so none is missed), the idle timer, or the stop.
         let mut stop = stop.clone();
         tokio::select! {
-            event = watcher.changed() => {
-                if event.session_state.is_terminated() {
-                    return Err(crate::Error::zk("watch", &tasks, zk::Error::SessionExpired));
-                }
-            }
+            _ = refill.notified() => {}
             _ = stop.wait_for(|s| *s) => {}
-            _ = tokio::time::sleep(WORKER_IDLE_CHECK) => {}
+            _ = tokio::time::sleep(self.idle_check) => {}
+        }
+        if queue.session_over() {
+            let tasks = queue.layout().tasks();
+            return Err(crate::Error::zk("watch", tasks, zk::Error::SessionExpired));
         }
         Ok(())
     }
@@ -191,6 +197,8 @@ impl<H: Handler> Worker<H> {
             while !watcher.changed().await.session_state.is_terminated() {
                 notify.notify_one();
             }
+            // The session ended: wake the worker so it opens a new one.
+            notify.notify_one();
         });
         Ok((queue, refill))
     }
