@@ -70,6 +70,9 @@ pub mod worker;
 
 #[cfg(any(feature = "http", feature = "sqs"))]
 pub mod sink;
+
+#[cfg(test)]
+mod proptests;
 #[cfg(feature = "telemetry")]
 pub mod telemetry;
 

@@ -4,6 +4,9 @@
 
 mod redrive;
 
+#[cfg(test)]
+pub(crate) use redrive::original_body;
+
 pub use crate::queue::{DeadLetterSink, SendError};
 pub use redrive::{RedriveReport, Redriven, Skipped, redrive};
 

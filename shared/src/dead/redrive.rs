@@ -98,7 +98,7 @@ async fn redrive_one(queue: &Queue, name: &str) -> Result<Option<Result<Redriven
 
 /// The body to queue again: an envelope with its attempts, error and backoff cleared, or the
 /// original bytes of any other body.
-fn original_body(name: &str, record: &Value) -> Result<Vec<u8>> {
+pub(crate) fn original_body(name: &str, record: &Value) -> Result<Vec<u8>> {
     if let Some(body) = record.get("body") {
         let bytes = serde_json::to_vec(body)?;
         return Ok(match task::parse(&bytes) {

@@ -63,9 +63,12 @@ impl<H: Handler> Run<'_, H> {
             let mut grace: Option<Instant> = None;
             loop {
                 let until = grace.map_or(stop_at, |g| g.min(stop_at));
+                // The extender first: after a pause (a frozen process), a lease that can no longer
+                // be vouched for ends the handler before it takes another step.
                 tokio::select! {
-                    result = &mut work => break HandlerEnd::Finished(result),
+                    biased;
                     end = &mut extender => break end,
+                    result = &mut work => break HandlerEnd::Finished(result),
                     _ = tokio::time::sleep_until(until) => {
                         break HandlerEnd::Interrupted { deadline: until == stop_at };
                     }

@@ -24,7 +24,7 @@ mod forward;
 mod holder;
 mod ops;
 mod publish;
-mod record;
+pub(crate) mod record;
 mod snapshot;
 
 use std::sync::Arc;

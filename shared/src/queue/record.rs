@@ -14,7 +14,7 @@ use crate::task::json;
 /// The largest dead-letter record: with the other operations of its multi-op it stays under
 /// ZooKeeper's 1 MiB packet limit (`jute.maxbuffer`). A body that would take a record past it
 /// (a binary body grows by a third in base64) is replaced by its size, digest and head.
-const RECORD_LIMIT: usize = 1_040_000;
+pub(crate) const RECORD_LIMIT: usize = 1_040_000;
 /// How much of an omitted body a record keeps.
 const OMITTED_HEAD: usize = 4 * 1024;
 
@@ -55,9 +55,7 @@ impl Queue {
         self.commit("bury", &retry).await
     }
 
-    /// A dead-letter record, and its bytes: why, how often, the last error, and the body as it
-    /// was: whole as long as the record stays under [`RECORD_LIMIT`], else its size, SHA-256
-    /// and first 4 KiB.
+    /// A dead-letter record written by this consumer now; see [`build_record`].
     pub(crate) fn dead_record(
         &self,
         name: &str,
@@ -66,7 +64,7 @@ impl Queue {
         attempts: u32,
         last_error: Option<String>,
     ) -> (serde_json::Value, Vec<u8>) {
-        let mut record = json!({
+        let about = json!({
             "task": name,
             "reason": reason,
             "attempts": attempts,
@@ -74,23 +72,7 @@ impl Queue {
             "dead_at": chrono::Utc::now(),
             "consumer_id": self.consumer_id(),
         });
-        with_body(&mut record, body);
-        let bytes = serde_json::to_vec(&record).expect("records are plain data");
-        if bytes.len() <= RECORD_LIMIT {
-            return (record, bytes);
-        }
-        // Keep the record under ZooKeeper's packet limit: a digest and the head.
-        for key in ["body", "body_text", "body_base64"] {
-            record.as_object_mut().expect("an object").remove(key);
-        }
-        use sha2::Digest as _;
-        record["body_omitted"] = json!({
-            "bytes": body.len(),
-            "sha256": hex::encode(sha2::Sha256::digest(body)),
-            "head": String::from_utf8_lossy(&body[..body.len().min(OMITTED_HEAD)]),
-        });
-        let bytes = serde_json::to_vec(&record).expect("records are plain data");
-        (record, bytes)
+        build_record(about, body)
     }
 
     /// Also sends a committed dead letter to the dead-letter sink, when there is one. The
@@ -126,4 +108,30 @@ fn with_body(record: &mut serde_json::Value, body: &[u8]) {
         Ok(value) if nestable => record["body"] = value,
         _ => record["body_text"] = text.into(),
     }
+}
+
+/// A dead-letter record, and its bytes: `about` (why, how often, the last error, when, by whom)
+/// with the body as it was: whole as long as the record stays under [`RECORD_LIMIT`], else its
+/// size, SHA-256 and first 4 KiB.
+pub(crate) fn build_record(
+    mut record: serde_json::Value,
+    body: &[u8],
+) -> (serde_json::Value, Vec<u8>) {
+    with_body(&mut record, body);
+    let bytes = serde_json::to_vec(&record).expect("records are plain data");
+    if bytes.len() <= RECORD_LIMIT {
+        return (record, bytes);
+    }
+    // Keep the record under ZooKeeper's packet limit: a digest and the head.
+    for key in ["body", "body_text", "body_base64"] {
+        record.as_object_mut().expect("an object").remove(key);
+    }
+    use sha2::Digest as _;
+    record["body_omitted"] = json!({
+        "bytes": body.len(),
+        "sha256": hex::encode(sha2::Sha256::digest(body)),
+        "head": String::from_utf8_lossy(&body[..body.len().min(OMITTED_HEAD)]),
+    });
+    let bytes = serde_json::to_vec(&record).expect("records are plain data");
+    (record, bytes)
 }
