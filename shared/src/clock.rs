@@ -22,6 +22,16 @@ impl ZkTime {
         }
     }
 
+    /// The time of a write sent at `sent` whose `mtime` was just returned: the server stamped
+    /// it somewhere between, taken as halfway (the error is at most half the round trip).
+    pub fn from_round_trip(mtime: i64, sent: Instant) -> Self {
+        let now = Instant::now();
+        ZkTime {
+            server_ms: mtime,
+            read_at: sent + (now - sent) / 2,
+        }
+    }
+
     /// ZooKeeper's time now, ms since the epoch.
     pub fn now_ms(&self) -> i64 {
         self.server_ms

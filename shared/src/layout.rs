@@ -1,11 +1,15 @@
 //! Where things live in the znode tree.
 //!
 //! ```text
-//! ROOT                      persistent, default /event-bridge
-//! ├── tasks/task-0000000001 persistent sequential, the task body (JSON)
-//! ├── leases/task-0000000001 persistent, present while a consumer holds the task
-//! ├── dead/task-0000000001  persistent, a dead-letter record (JSON)
-//! └── clock                 persistent, written to read ZooKeeper's own time
+//! ROOT                                  persistent, default /event-bridge
+//! ├── tasks/task-0000000001             persistent sequential, the task body (JSON)
+//! ├── leases/task-0000000001            persistent, present while a consumer holds the task
+//! ├── delayed/1763805610000/1763805612345~task-0000000001
+//! │                                     (`<bucket>/<due>~<task>`) a task waiting out a backoff or
+//! │                                     a delay, in the bucket of the 10 s in which it is due
+//! ├── dead/task-0000000001              persistent, a dead-letter record (JSON)
+//! ├── head                              the lowest sequence number a task may still have
+//! └── clock                             persistent, written to read ZooKeeper's own time
 //! ```
 //!
 //! The `tasks` and `leases` names, and a lease named after its task, are the 000 design's,
@@ -52,6 +56,24 @@ impl Layout {
         format!("{}/clock", self.root)
     }
 
+    pub fn head(&self) -> String {
+        format!("{}/head", self.root)
+    }
+
+    pub fn delayed(&self) -> String {
+        format!("{}/delayed", self.root)
+    }
+
+    /// The bucket of tasks due in the [`DELAY_BUCKET_MS`] that start at `bucket` (ZooKeeper ms).
+    pub fn delay_bucket(&self, bucket: i64) -> String {
+        format!("{}/delayed/{bucket:013}", self.root)
+    }
+
+    /// Task `name`, waiting in `bucket`.
+    pub fn delayed_task(&self, bucket: i64, name: &str) -> String {
+        format!("{}/delayed/{bucket:013}/{name}", self.root)
+    }
+
     /// The path a producer creates sequential tasks under (`…/tasks/task-`).
     pub fn task_prefix(&self) -> String {
         format!("{}/tasks/{TASK_PREFIX}", self.root)
@@ -78,7 +100,13 @@ impl Layout {
             prefix.push_str(part);
             paths.push(prefix.clone());
         }
-        paths.extend([self.tasks(), self.leases(), self.dead(), self.clock()]);
+        paths.extend([
+            self.tasks(),
+            self.leases(),
+            self.delayed(),
+            self.dead(),
+            self.clock(),
+        ]);
         paths
     }
 }
@@ -116,6 +144,15 @@ pub fn oldest_first(names: Vec<String>) -> Vec<String> {
         .collect();
     tasks.sort_unstable();
     tasks.into_iter().map(|(_, n)| n).collect()
+}
+
+/// Tasks waiting out a delay are grouped by the 10 s in which they are due.
+pub const DELAY_BUCKET_MS: i64 = 10_000;
+
+/// The bucket of a task due at `due_ms`: the start of its 10 s, so a bucket may hold due tasks
+/// once its name has passed.
+pub fn delay_bucket_of(due_ms: i64) -> i64 {
+    due_ms.div_euclid(DELAY_BUCKET_MS) * DELAY_BUCKET_MS
 }
 
 /// Separates a dead letter's task name from the suffix it gets when that name was taken
@@ -164,6 +201,7 @@ mod tests {
                 "/a/b",
                 "/a/b/tasks",
                 "/a/b/leases",
+                "/a/b/delayed",
                 "/a/b/dead",
                 "/a/b/clock"
             ]
@@ -182,6 +220,22 @@ mod tests {
         assert_eq!(sequence("task-12"), None);
         assert_eq!(sequence("lock-0000000001"), None);
         assert_eq!(sequence("task-00000000x1"), None);
+    }
+
+    #[test]
+    fn a_delay_bucket_starts_the_10_s_its_tasks_are_due_in() {
+        assert_eq!(delay_bucket_of(1_000), 0);
+        assert_eq!(delay_bucket_of(9_999), 0);
+        assert_eq!(delay_bucket_of(10_000), 10_000);
+        for due in [0, 1, 12_345, 1_763_805_612_345] {
+            let bucket = delay_bucket_of(due);
+            assert!(
+                bucket <= due && due - bucket < DELAY_BUCKET_MS,
+                "{due} {bucket}"
+            );
+        }
+        let l = Layout::new("/eb");
+        assert_eq!(l.delay_bucket(20_000), "/eb/delayed/0000000020000");
     }
 
     #[test]

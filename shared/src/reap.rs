@@ -26,6 +26,9 @@ use crate::task::{self, Body};
 /// Leases read in one request (each with its task).
 const READ_BATCH: usize = 16;
 
+/// Due tasks a reaper run moves back from `delayed/` to the queue, at most.
+const PROMOTE_PER_RUN: usize = 1_000;
+
 /// What a reaper run did and saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ReapReport {
@@ -38,6 +41,8 @@ pub struct ReapReport {
     pub raced: u32,
     /// Leases whose task we may not read: left to a reaper with the right credentials.
     pub unreadable: u32,
+    /// Tasks whose backoff or delay ended, moved back to the queue.
+    pub promoted: u32,
     #[serde(flatten)]
     pub stats: Stats,
     pub duration_ms: u64,
@@ -98,6 +103,7 @@ pub async fn reap(queue: &Queue) -> Result<ReapReport> {
             LeaseRead::Live => {}
         }
     }
+    report.promoted = queue.promote_due(&now, PROMOTE_PER_RUN).await? as u32;
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();
@@ -112,7 +118,9 @@ impl ReapReport {
             orphans_removed = self.orphans_removed,
             raced = self.raced,
             unreadable = self.unreadable,
+            promoted = self.promoted,
             depth = self.stats.depth,
+            delayed = self.stats.delayed,
             leased = self.stats.leased,
             dead = self.stats.dead,
             oldest_task_age_ms = self.stats.oldest_task_age_ms,

@@ -1,47 +1,88 @@
-//! A look at the queue's state, cheap enough for every invocation.
+//! A look at the queue's state, cheap enough for every invocation and flat whatever the
+//! backlog: the counts come from the stats of `tasks/`, `leases/` and `dead/` (one multi-read),
+//! the waiting tasks from one stat per bucket of `delayed/`, the oldest task's age from one
+//! probe at the head.
 
 use serde::Serialize;
+use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::layout::oldest_first;
-use crate::queue::Queue;
+use crate::queue::{Queue, TaskRead, Walk};
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
-    /// Tasks pending, leased ones included.
+    /// Tasks pending in `tasks/`, leased ones included.
     pub depth: usize,
     /// Leases held.
     pub leased: usize,
+    /// Tasks waiting out a backoff or a delay under `delayed/`.
+    pub delayed: usize,
     /// Dead letters.
     pub dead: usize,
     /// How long the oldest pending task has waited, by ZooKeeper's clock.
     pub oldest_task_age_ms: Option<i64>,
 }
 
-/// Reads the counts: two lists and three small reads, pipelined.
+/// Reads the counts: one multi-read of three stats, a stat per waiting bucket, one probe.
 pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
     let layout = queue.layout();
-    let dead_path = layout.dead();
-    let dead = queue.count(&dead_path);
-    let (leases, tasks) = queue.list().await?;
-    let dead = dead.await?;
-    let oldest_task_age_ms = match oldest_first(tasks.clone()).first() {
-        None => None,
-        Some(name) => {
-            let path = layout.task(name);
-            match queue.client().check_stat(&path).await {
-                Ok(Some(stat)) => Some(now.now_ms() - stat.ctime),
-                Ok(None) => None,
-                Err(e) => return Err(Error::zk("stat", path, e)),
+    let paths = [layout.tasks(), layout.leases(), layout.dead()];
+    let mut reader = queue.client().new_multi_reader();
+    for path in &paths {
+        reader
+            .add_get_data(path)
+            .map_err(|e| Error::zk("stat", path, e))?;
+    }
+    let results = reader
+        .commit()
+        .await
+        .map_err(|e| Error::zk("stat", layout.root(), e))?;
+    let mut counts = [0usize; 3];
+    for ((count, result), path) in counts.iter_mut().zip(results).zip(&paths) {
+        *count = match result {
+            zk::MultiReadResult::Data { stat, .. } => stat.num_children as usize,
+            zk::MultiReadResult::Error {
+                err: zk::Error::NoNode,
+            } => 0,
+            zk::MultiReadResult::Error { err } => return Err(Error::zk("stat", path, err)),
+            other => {
+                let msg = format!("multi-read returned {other:?}");
+                return Err(Error::zk("stat", path, zk::Error::UnexpectedError(msg)));
             }
+        };
+    }
+    let [depth, leased, dead] = counts;
+    Ok(Stats {
+        depth,
+        leased,
+        delayed: queue.count_delayed().await?,
+        dead,
+        oldest_task_age_ms: oldest_age(queue, now, depth).await?,
+    })
+}
+
+/// The age of the first task at the head; a probe (or, past a gap, a few) from the head.
+async fn oldest_age(queue: &Queue, now: &ZkTime, depth: usize) -> Result<Option<i64>> {
+    if depth == 0 {
+        return Ok(None);
+    }
+    let mut walk = Walk::new();
+    let Some(window) = walk.next_window(queue).await? else {
+        return Ok(None);
+    };
+    let Some(first) = window.first() else {
+        return Ok(None);
+    };
+    let created = match &first.read {
+        TaskRead::Found { stat, .. } => Some(stat.ctime),
+        _ => {
+            let path = queue.layout().task(&first.name);
+            let stat = queue.client().check_stat(&path).await;
+            stat.map_err(|e| Error::zk("stat", &path, e))?
+                .map(|s| s.ctime)
         }
     };
-    Ok(Stats {
-        depth: tasks.len(),
-        leased: leases.len(),
-        dead,
-        oldest_task_age_ms,
-    })
+    Ok(created.map(|ctime| now.now_ms() - ctime))
 }

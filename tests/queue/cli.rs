@@ -160,7 +160,10 @@ async fn init_creates_the_base_paths() {
     let t = TestQueue::new().await;
     let init = ok_json(&eb(&t, &["init"], ""));
     assert_eq!(init["acl"], "open");
-    assert_eq!(t.children("").await, ["clock", "dead", "leases", "tasks"]);
+    assert_eq!(
+        t.children("").await,
+        ["clock", "dead", "delayed", "leases", "tasks"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

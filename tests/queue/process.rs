@@ -78,6 +78,7 @@ async fn retryable_failures_back_off_then_go_to_the_dead_letters() {
     })
     .await;
     let name = t.publish(1).await.remove(0);
+    let id = t.read_json(&format!("tasks/{name}")).await["id"].clone();
     let calls = Arc::new(Mutex::new(0));
     let handler = failing(
         HandlerError::Retryable("upstream 503".into()),
@@ -86,29 +87,32 @@ async fn retryable_failures_back_off_then_go_to_the_dead_letters() {
 
     let first = run(&t.queue, &handler, 1).await;
     assert_eq!((first.claimed, first.retried), (1, 1));
-    let task = t.read_json(&format!("tasks/{name}")).await;
+    // It waits out its backoff outside `tasks/`.
+    assert!(t.children("tasks").await.is_empty());
+    let waiting = t.waiting().await;
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert!(waiting[0].ends_with(&format!("~{name}")), "{waiting:?}");
+    let task = t.read_json(&waiting[0]).await;
     assert_eq!(
         (task["attempts"].clone(), task["last_error"].clone()),
         (json!(1), json!("upstream 503"))
     );
     let retry_at = task["retry_at"].as_i64().expect("retry_at set");
-    let (_, stat) = t
-        .raw
-        .get_data(&format!("/event-bridge/tasks/{name}"))
-        .await
-        .unwrap();
+    let path = format!("{}/{}", t.config.root, waiting[0]);
+    let (_, stat) = t.raw.get_data(&path).await.unwrap();
     let wait = retry_at - stat.mtime;
     assert!(
         (500..=1_500).contains(&wait),
         "backoff of about BACKOFF_BASE_MS from the release, got {wait} ms"
     );
 
-    // Within the backoff the task is skipped, not claimed.
+    // Within the backoff nothing is claimed, and nothing is read at the head.
     let early = run(&t.queue, &handler, 1).await;
-    assert_eq!((early.claimed, early.in_backoff), (0, 1));
+    assert_eq!(early.claimed, 0);
     assert_eq!(*calls.lock().unwrap(), 1);
 
-    // Keep running until it is dead: each attempt waits out a longer backoff.
+    // Keep running until it is dead: each attempt waits out a longer backoff, then comes back
+    // at the tail under a new name.
     let mut dead = 0;
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -123,12 +127,17 @@ async fn retryable_failures_back_off_then_go_to_the_dead_letters() {
         3,
         "MAX_ATTEMPTS=3 runs the handler three times"
     );
-    let record = t.read_json(&format!("dead/{name}")).await;
+    let dead = t.children("dead").await;
+    assert_eq!(dead.len(), 1);
+    let record = t.read_json(&format!("dead/{}", dead[0])).await;
     assert_eq!(record["reason"], "gave up after 3 attempts");
     assert_eq!(record["attempts"], 3);
     assert_eq!(record["last_error"], "upstream 503");
     assert_eq!(record["body"]["type"], "test");
+    assert_eq!(record["body"]["id"], id, "the same task, by its id");
+    assert_eq!(record["body"]["moved_from"][0], name.as_str(), "{record}");
     assert!(t.children("tasks").await.is_empty() && t.children("leases").await.is_empty());
+    assert!(t.waiting().await.is_empty());
 }
 
 #[tokio::test]

@@ -78,6 +78,32 @@ impl TestQueue {
         names
     }
 
+    /// Tasks waiting under `delayed/`, as paths below the root (`delayed/<bucket>/<node>`).
+    pub async fn waiting(&self) -> Vec<String> {
+        let mut waiting = Vec::new();
+        for bucket in self.children("delayed").await {
+            for node in self.children(&format!("delayed/{bucket}")).await {
+                waiting.push(format!("delayed/{bucket}/{node}"));
+            }
+        }
+        waiting
+    }
+
+    /// Where task `name` is now, as a path below the root: `tasks/<name>`, or its waiting node
+    /// under `delayed/` when it waits out a backoff.
+    pub async fn find_task(&self, name: &str) -> String {
+        let path = format!("{}/tasks/{name}", self.config.root);
+        if self.raw.check_stat(&path).await.unwrap().is_some() {
+            return format!("tasks/{name}");
+        }
+        let suffix = format!("~{name}");
+        self.waiting()
+            .await
+            .into_iter()
+            .find(|w| w.ends_with(&suffix))
+            .unwrap_or_else(|| panic!("task {name} is neither pending nor waiting"))
+    }
+
     /// The JSON in `ROOT/<path>`.
     pub async fn read_json(&self, path: &str) -> serde_json::Value {
         let full = format!("{}/{path}", self.config.root);

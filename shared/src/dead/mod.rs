@@ -18,17 +18,36 @@ use crate::layout::dead_oldest_first;
 use crate::queue::Queue;
 use crate::task::json;
 
-/// Every dead-letter record, oldest task first, with its name.
+/// Dead letters read in one request.
+pub const PAGE: usize = 32;
+
+/// Every dead-letter record, oldest task first, with its name; read [`PAGE`] to a request.
 pub async fn list(queue: &Queue) -> Result<Vec<(String, Value)>> {
-    let names = names(queue).await?;
-    let reads: Vec<_> = names.iter().map(|n| read(queue, n)).collect();
-    let mut records = Vec::with_capacity(names.len());
-    for (name, read) in names.iter().zip(futures::future::join_all(reads).await) {
-        if let Some((record, _)) = read? {
-            records.push((name.clone(), record));
-        }
+    let mut records = Vec::new();
+    for page in names(queue).await?.chunks(PAGE) {
+        records.extend(read_page(queue, page).await?);
     }
     Ok(records)
+}
+
+/// The records of `names` (those that still exist), in one request.
+pub async fn read_page(queue: &Queue, names: &[String]) -> Result<Vec<(String, Value)>> {
+    let paths: Vec<String> = names
+        .iter()
+        .map(|n| queue.layout().dead_letter(n))
+        .collect();
+    let reads = queue.read_paths(&paths).await?;
+    Ok(names
+        .iter()
+        .zip(reads)
+        .filter_map(|(name, read)| read.map(|(data, _)| (name.clone(), record_of(&data))))
+        .collect())
+}
+
+/// A record's JSON; a record that is not JSON shows as its text.
+fn record_of(data: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(data);
+    json::parse(&text).unwrap_or_else(|_| Value::String(text.into()))
 }
 
 /// The names under `dead/`, oldest task first.
@@ -50,28 +69,26 @@ pub async fn show(queue: &Queue, name: &str) -> Result<Option<Value>> {
 pub(crate) async fn read(queue: &Queue, name: &str) -> Result<Option<(Value, i32)>> {
     let path = queue.layout().dead_letter(name);
     match queue.client().get_data(&path).await {
-        Ok((data, stat)) => {
-            let text = String::from_utf8_lossy(&data);
-            let record = json::parse(&text).unwrap_or_else(|_| Value::String(text.into()));
-            Ok(Some((record, stat.version)))
-        }
+        Ok((data, stat)) => Ok(Some((record_of(&data), stat.version))),
         Err(zk::Error::NoNode) => Ok(None),
         Err(e) => Err(Error::zk("get", path, e)),
     }
 }
 
-/// Deletes dead letters; returns how many were deleted.
+/// Deletes dead letters, [`PAGE`] in flight at a time; returns how many were deleted.
 pub async fn purge(queue: &Queue, names: &[String]) -> Result<usize> {
-    let deletes: Vec<_> = names
-        .iter()
-        .map(|n| queue.client().delete(&queue.layout().dead_letter(n), None))
-        .collect();
     let mut deleted = 0;
-    for (name, result) in names.iter().zip(futures::future::join_all(deletes).await) {
-        match result {
-            Ok(()) => deleted += 1,
-            Err(zk::Error::NoNode) => {}
-            Err(e) => return Err(Error::zk("delete", queue.layout().dead_letter(name), e)),
+    for page in names.chunks(PAGE) {
+        let deletes: Vec<_> = page
+            .iter()
+            .map(|n| queue.client().delete(&queue.layout().dead_letter(n), None))
+            .collect();
+        for (name, result) in page.iter().zip(futures::future::join_all(deletes).await) {
+            match result {
+                Ok(()) => deleted += 1,
+                Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(Error::zk("delete", queue.layout().dead_letter(name), e)),
+            }
         }
     }
     Ok(deleted)

@@ -12,7 +12,6 @@
 //! of the queue instead of trailing each other one task apart. A single consumer never loses,
 //! so it claims strictly oldest first.
 
-mod cursor;
 mod hold;
 mod pass;
 mod report;
@@ -35,6 +34,9 @@ use crate::queue::Queue;
 use crate::session::Session;
 use pass::Pass;
 use source::Source;
+
+/// Due tasks a run moves back from `delayed/` to the queue before it walks, at most.
+const PROMOTE_PER_RUN: usize = 256;
 
 /// What a run may do.
 #[derive(Clone, Debug)]
@@ -110,22 +112,12 @@ async fn run_with<H: Handler>(
         refill,
         settle_by: options.deadline - options.margin / 4,
     };
-    // Tasks found in backoff are not read again in this run.
+    run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
+    // Tasks found unreadable are counted once and not tried again in this run.
     let mut waiting = HashSet::new();
     loop {
-        let snapshot = run.queue().snapshot().await?;
-        let candidates: Vec<String> = snapshot
-            .candidates
-            .into_iter()
-            .filter(|c| !waiting.contains(c))
-            .collect();
-        if candidates.is_empty() {
-            break;
-        }
         let claimed_before = report.claimed;
-        Pass::new(&run, candidates, &mut report, &mut waiting)
-            .drive()
-            .await?;
+        Pass::new(&run, &mut report, &mut waiting).drive().await?;
         if report.claimed == claimed_before || !may_claim(&report, options) || *stop.borrow() {
             break;
         }

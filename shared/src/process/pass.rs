@@ -1,8 +1,8 @@
-//! One pass over a snapshot, as a small state machine. Each turn of its loop takes four named
-//! steps:
+//! One pass over the queue, from its head to its tail, as a small state machine. Each turn of
+//! its loop takes four named steps:
 //!
-//! 1. [`Pass::start`]: fill the free slots: run tasks already read, else read a batch ahead,
-//!    else (worker only) wait for a refill notification;
+//! 1. [`Pass::start`]: fill the free slots: run tasks already probed, else probe the walk's
+//!    next window, else (worker only) wait for a refill notification;
 //! 2. [`Pass::next_events`]: wait for the next job to end, and take every other that has;
 //! 3. [`Pass::apply`]: account for each event in the report and the in-flight counts;
 //! 4. [`Pass::complete`]: send the tasks that succeeded together as one completion.
@@ -18,28 +18,25 @@ use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
 use super::Run;
-use super::cursor::Cursor;
 use super::report::{Outcome, ProcessReport};
 use super::settle::Sent;
 use super::task::Ran;
 use crate::error::{Error, Result};
 use crate::handler::Handler;
-use crate::queue::{Lease, Queue, Settled, TaskRead};
+use crate::queue::{Lease, Probed, Queue, Settled, TaskRead, Walk};
 
-/// Tasks read in one request, at most.
-const READ_BATCH: usize = 32;
 /// Tasks completed in one multi-op, at most.
 const COMPLETE_BATCH: usize = 32;
 
 /// What the jobs of a pass report back.
 enum Event {
-    /// A batch of tasks read ahead of their claims.
-    Read(Result<Vec<(String, TaskRead)>>),
-    /// A new snapshot's candidates, taken after a refill notification.
-    Refilled(Result<Vec<String>>),
+    /// A window of the walk was probed (the walk comes back with it).
+    Probed(Box<Walk>, Result<Option<Vec<Probed>>>),
+    /// The worker's refill notification came: the walk may go on past its old tail.
+    Refilled,
     /// A task's claim and run ended.
     Ran(Result<Ran>),
-    /// A batch of completions was sent: their leases, and what came of them.
+    /// A batch of completions was sent: their tasks, and what came of them.
     Completed(Vec<String>, Result<Sent<Vec<(String, Settled)>>>),
 }
 
@@ -48,12 +45,10 @@ type Job<'a> = Pin<Box<dyn Future<Output = Event> + Send + 'a>>;
 /// Counts of a pass's tasks between start and settlement.
 #[derive(Default)]
 struct InFlight {
-    /// Started: being read, claimed or run.
+    /// Started: being claimed or run.
     running: usize,
     /// Handler done, completion not yet committed.
     completing: usize,
-    /// A read-ahead request is out.
-    reading: bool,
     /// A refill job waits for a notification.
     refilling: bool,
 }
@@ -62,35 +57,35 @@ struct InFlight {
 pub(super) struct Pass<'r, 'a, H> {
     run: &'r Run<'a, H>,
     report: &'r mut ProcessReport,
-    /// Tasks found in backoff or unreadable: not read again in this run.
+    /// Tasks found unreadable: counted once, not tried again in this run.
     waiting: &'r mut HashSet<String>,
-    cursor: Cursor,
-    /// Tasks read, waiting for a free slot.
+    /// The walk; `None` while one of its windows is being probed.
+    walk: Option<Box<Walk>>,
+    /// Tasks probed, waiting for a free slot.
     ready: VecDeque<(String, TaskRead)>,
     jobs: FuturesUnordered<Job<'r>>,
     flight: InFlight,
     first_error: Option<Error>,
-    /// Names taken from the cursor in this pass: a refill does not hand them out again.
-    seen: HashSet<String>,
+    /// How far ahead a lost race jumps, at most.
+    jump: usize,
 }
 
 impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     pub(super) fn new(
         run: &'r Run<'a, H>,
-        candidates: Vec<String>,
         report: &'r mut ProcessReport,
         waiting: &'r mut HashSet<String>,
     ) -> Self {
         Pass {
-            cursor: Cursor::new(candidates, run.options.concurrency),
+            jump: run.options.concurrency.max(1) * 2,
             run,
             report,
             waiting,
+            walk: Some(Box::new(Walk::new())),
             ready: VecDeque::new(),
             jobs: FuturesUnordered::new(),
             flight: InFlight::default(),
             first_error: None,
-            seen: HashSet::new(),
         }
     }
 
@@ -130,15 +125,12 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             .saturating_sub(self.report.claimed as usize + self.flight.running)
     }
 
-    /// Step 1: starts tasks already read while there is room; else starts one read ahead, or
-    /// (when the cursor is used up and the worker asked for refills) a wait for a refill.
+    /// Step 1: starts tasks already probed while there is room; else probes the walk's next
+    /// window (a whole window ahead: slots free up one by one, and one request per free slot
+    /// would cost a request per task), or waits for a refill once the walk has ended.
     fn start(&mut self) {
         let run = self.run;
-        while self.first_error.is_none() {
-            let room = self.room();
-            if room == 0 {
-                return;
-            }
+        while self.first_error.is_none() && self.room() > 0 {
             if let Some((name, read)) = self.ready.pop_front() {
                 self.flight.running += 1;
                 self.jobs.push(Box::pin(async move {
@@ -146,39 +138,32 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 }));
                 continue;
             }
-            if self.flight.reading {
-                return;
-            }
-            // Read a whole batch ahead, not just what fits now: slots free up one by one, and
-            // one read per free slot would cost a request per task.
-            let batch = self
-                .cursor
-                .take(self.budget().min(READ_BATCH).max(room.min(1)));
-            if batch.is_empty() {
+            let Some(mut walk) = self.walk.take() else {
+                return; // a probe is out
+            };
+            if walk.ended() {
+                self.walk = Some(walk);
                 self.wait_for_refill();
                 return;
             }
-            self.seen.extend(batch.iter().cloned());
-            self.flight.reading = true;
             self.jobs.push(Box::pin(async move {
-                let reads = run.queue().read_tasks(&batch).await;
-                Event::Read(reads.map(|reads| batch.into_iter().zip(reads).collect()))
+                let window = walk.next_window(&run.queue()).await;
+                Event::Probed(walk, window)
             }));
             return;
         }
     }
 
-    /// Starts a job that waits for the worker's refill notification and takes a new
-    /// snapshot, unless one waits already or the run was not asked for refills.
+    /// Starts a job that waits for the worker's refill notification, unless one waits already
+    /// or the run was not asked for refills.
     fn wait_for_refill(&mut self) {
-        let run = self.run;
-        let Some(notify) = run.refill.filter(|_| !self.flight.refilling) else {
+        let Some(notify) = self.run.refill.filter(|_| !self.flight.refilling) else {
             return;
         };
         self.flight.refilling = true;
         self.jobs.push(Box::pin(async move {
             notify.notified().await;
-            Event::Refilled(run.queue().snapshot().await.map(|s| s.candidates))
+            Event::Refilled
         }));
     }
 
@@ -197,13 +182,16 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         let mut succeeded = Vec::new();
         for event in events {
             let error = match event {
-                Event::Read(reads) => {
-                    self.flight.reading = false;
-                    reads.map(|reads| self.ready.extend(reads)).err()
+                Event::Probed(walk, window) => {
+                    self.walk = Some(walk);
+                    window.map(|found| self.probed(found)).err()
                 }
-                Event::Refilled(candidates) => {
+                Event::Refilled => {
                     self.flight.refilling = false;
-                    candidates.map(|names| self.refill(names)).err()
+                    if let Some(walk) = &mut self.walk {
+                        walk.resume();
+                    }
+                    None
                 }
                 Event::Ran(ran) => {
                     self.flight.running -= 1;
@@ -221,13 +209,20 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         succeeded
     }
 
-    /// Adds a new snapshot's names that this pass has not handed out yet.
-    fn refill(&mut self, names: Vec<String>) {
-        let (seen, waiting) = (&self.seen, &*self.waiting);
-        let fresh = names
-            .into_iter()
-            .filter(|n| !seen.contains(n) && !waiting.contains(n));
-        self.cursor.extend(fresh);
+    /// Queues the claimable tasks of a probed window: not held by anyone, readable (an
+    /// unreadable one is counted once per run).
+    fn probed(&mut self, found: Option<Vec<Probed>>) {
+        for probed in found.into_iter().flatten() {
+            if probed.lease.is_some() {
+                continue;
+            }
+            if let TaskRead::Unreadable(_) = probed.read
+                && !self.waiting.insert(probed.name.clone())
+            {
+                continue;
+            }
+            self.ready.push_back((probed.name, probed.read));
+        }
     }
 
     /// Accounts for one task whose claim and run ended.
@@ -240,17 +235,27 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             }
             Ran::Settled(outcome, claimed) => {
                 self.report.claimed += claimed as u32;
-                match &outcome {
-                    Outcome::Conflict => self.cursor.lost_race(),
-                    // Not read again in this run: it is counted once.
-                    Outcome::Backoff(name) | Outcome::Unreadable(name) => {
-                        self.waiting.insert(name.clone());
-                    }
-                    _ => {}
+                if let Outcome::Conflict = outcome {
+                    self.lost_race();
                 }
                 self.report.count(&outcome);
             }
         }
+    }
+
+    /// After a lost race, jumps a random distance ahead, so that consumers that started
+    /// together spread over the head of the queue instead of trailing each other.
+    /// Never skips the last task probed: a short queue is not given up after one lost race.
+    fn lost_race(&mut self) {
+        let skip = fastrand::usize(0..=self.jump);
+        if self.ready.is_empty() {
+            if let Some(walk) = &mut self.walk {
+                walk.skip(skip);
+            }
+            return;
+        }
+        let dropped = skip.min(self.ready.len() - 1);
+        self.ready.drain(..dropped);
     }
 
     /// Accounts for a batch of completions.

@@ -16,7 +16,8 @@ pub struct ProcessReport {
     pub lease_conflicts: u32,
     /// Tasks whose lease passed on while we held them; our writes were refused.
     pub leases_lost: u32,
-    /// Tasks skipped because their retry backoff has not ended.
+    /// Tasks met that were not due yet (a producer's delay): moved to wait under `delayed/`.
+    /// (A retry's backoff is waited out there from its release on, and not met at all.)
     pub in_backoff: u32,
     /// Tasks released unfinished because the deadline was near.
     pub released_at_deadline: u32,
@@ -43,13 +44,14 @@ pub(super) enum Outcome {
     DeadLettered,
     Conflict,
     LeaseLost,
-    Backoff(String),
+    /// Not due yet: moved to wait under `delayed/`.
+    Backoff,
     /// The handler was cancelled: its lease could no longer be vouched for.
     Abandoned,
     /// The settling write got no answer before the deadline.
     Unsettled,
-    /// Not readable by us; the task's name.
-    Unreadable(String),
+    /// Not readable by us.
+    Unreadable,
     Gone,
     Deadline,
 }
@@ -63,9 +65,9 @@ impl ProcessReport {
             Outcome::DeadLettered => &mut self.dead_lettered,
             Outcome::Conflict => &mut self.lease_conflicts,
             Outcome::LeaseLost => &mut self.leases_lost,
-            Outcome::Backoff(_) => &mut self.in_backoff,
+            Outcome::Backoff => &mut self.in_backoff,
             Outcome::Deadline => &mut self.released_at_deadline,
-            Outcome::Unreadable(_) => &mut self.unreadable,
+            Outcome::Unreadable => &mut self.unreadable,
             Outcome::Abandoned => &mut self.abandoned,
             Outcome::Unsettled => &mut self.unsettled,
             Outcome::Gone => return,

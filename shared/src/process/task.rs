@@ -29,7 +29,7 @@ impl<H: Handler> Run<'_, H> {
             TaskRead::Gone => return Ok(Ran::Settled(Outcome::Gone, false)),
             TaskRead::Unreadable(why) => {
                 tracing::warn!(task = %name, reason = %why, "task unreadable: skipped for this run");
-                return Ok(Ran::Settled(Outcome::Unreadable(name), false));
+                return Ok(Ran::Settled(Outcome::Unreadable, false));
             }
         };
         let queue = self.queue();
@@ -38,7 +38,11 @@ impl<H: Handler> Run<'_, H> {
             ClaimOutcome::Claimed(lease) => lease,
             ClaimOutcome::Taken => return Ok(Ran::Settled(Outcome::Conflict, false)),
             ClaimOutcome::Gone => return Ok(Ran::Settled(Outcome::Gone, false)),
-            ClaimOutcome::Backoff { .. } => return Ok(Ran::Settled(Outcome::Backoff(name), false)),
+            ClaimOutcome::Backoff { until_ms } => {
+                // Not due yet: it waits under `delayed/`, not at the head of the queue.
+                queue.defer(&name, &body, stat.version, until_ms).await?;
+                return Ok(Ran::Settled(Outcome::Backoff, false));
+            }
             ClaimOutcome::Buried { .. } => return Ok(Ran::Settled(Outcome::DeadLettered, false)),
         };
         tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),

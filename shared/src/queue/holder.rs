@@ -76,7 +76,7 @@ impl Queue {
 
     /// Whether the lease znode is still the one this claim created (its `czxid` is the claim's
     /// fencing token) and holds our consumer id; if so, `lease` takes its current version.
-    async fn still_ours(&self, lease: &mut Lease) -> Result<bool> {
+    pub(super) async fn still_ours(&self, lease: &mut Lease) -> Result<bool> {
         let path = self.layout().lease(&lease.task.name);
         let (data, stat) = match self.client().get_data(&path).await {
             Ok(read) => read,
@@ -153,7 +153,8 @@ impl Queue {
     }
 
     /// Gives a held task back: `error` becomes its last error, and it is not claimable again
-    /// for `delay`. With `count_attempt` false the claim is not counted (the run ran out of
+    /// for `delay`: with a delay it waits under `delayed/` and comes back at the tail of
+    /// `tasks/` under a new name; without one it stays where it is. With `count_attempt` false the claim is not counted (the run ran out of
     /// time before the handler finished, which says nothing about the task).
     pub async fn release(
         &self,
@@ -190,11 +191,16 @@ impl Queue {
             }
             Err(e) => return Err(e),
         };
+        let due = envelope.retry_at;
         let mut lease = Lease {
             task: Task { envelope, ..task },
             task_version,
             lease_version,
         };
+        // A backoff is waited out under `delayed/`, not at the head of `tasks/`.
+        if let Some(due) = due {
+            return self.release_until(&mut lease, &body, due).await;
+        }
         let (task_path, lease_path) = (
             self.layout().task(&lease.task.name),
             self.layout().lease(&lease.task.name),

@@ -1,7 +1,9 @@
 //! The queue's operations on ZooKeeper: publish, claim, extend, complete, release, bury.
 //!
 //! - [`publish`](Queue::publish): sequential creates under `tasks/`, pipelined in bulk.
-//! - `snapshot`: the pending tasks, and batched reads of them.
+//! - `probe`, `walk`: finding tasks by number from the head, without listing `tasks/`.
+//! - `delay`: tasks that wait out a backoff or a delay under `delayed/`.
+//! - `reads`: reading znodes, one or many to a request.
 //! - `claim`: taking a task ([`ClaimOutcome`]), and burying one nobody can claim.
 //! - `holder`: what the holder of a [`Lease`] does next ([`Settled`]).
 //! - `record`: dead-letter records, and their copy to a [`DeadLetterSink`] (`forward`).
@@ -20,12 +22,15 @@
 //! task's version has moved on, so the stale holder's write fails and changes nothing.
 
 mod claim;
+mod delay;
 mod forward;
 mod holder;
 mod ops;
+mod probe;
 mod publish;
+mod reads;
 pub(crate) mod record;
-mod snapshot;
+mod walk;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,10 +38,13 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 pub use claim::{ClaimOutcome, Lease};
+pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use forward::{DeadLetterSink, SendError};
 pub use holder::Settled;
 pub(crate) use ops::Op;
-pub use snapshot::{Snapshot, TaskRead};
+pub use probe::{Head, HeadData, LeaseSeen, Probe, Probed};
+pub use reads::TaskRead;
+pub use walk::{WIDEST, WINDOW, Walk};
 
 use crate::clock::ZkTime;
 use crate::config::Config;
@@ -183,12 +191,13 @@ impl Queue {
     /// Reads ZooKeeper's time by touching the `clock` znode.
     pub async fn server_time(&self) -> Result<ZkTime> {
         let path = self.layout.clock();
+        let sent = std::time::Instant::now();
         let stat = self
             .client
             .set_data(&path, b"", None)
             .await
             .map_err(|e| Error::zk("set", path, e))?;
-        Ok(ZkTime::from_mtime(stat.mtime))
+        Ok(ZkTime::from_round_trip(stat.mtime, sent))
     }
 
     /// Number of children of `path`, from its stat.

@@ -39,6 +39,10 @@ pub struct Envelope {
     /// Times a run's deadline stopped it unfinished. Consumers raise it; producers leave it out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub interruptions: u32,
+    /// The task's earlier names, oldest first: a task that waited out a backoff comes back
+    /// under a new name at the tail. Consumers write it; producers leave it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved_from: Vec<String>,
     /// Not claimable before this ZooKeeper time (ms since the epoch, by the server's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<i64>,
@@ -64,6 +68,7 @@ impl Envelope {
             idempotency_key: None,
             attempts: 0,
             interruptions: 0,
+            moved_from: Vec::new(),
             last_error: None,
             retry_at: None,
             extra: Map::new(),
@@ -145,6 +150,7 @@ mod tests {
         full.last_error = Some("e".into());
         full.retry_at = Some(1);
         full.interruptions = 2;
+        full.moved_from = vec!["task-0000000001".into()];
         let written = serde_json::to_value(&full).unwrap();
         for key in written.as_object().unwrap().keys() {
             assert!(

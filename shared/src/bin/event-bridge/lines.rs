@@ -6,25 +6,31 @@ use std::time::Duration;
 use event_bridge::Envelope;
 use serde_json::Value;
 
-/// Reads JSON lines into envelopes; a bad line is an error naming its number.
-pub(crate) fn read_lines(path: &str, default_type: &str) -> Result<Vec<Envelope>, String> {
+/// The envelopes of a JSON-lines input (a file, or `-` for stdin), one at a time; a bad line
+/// is an error naming its number. Blank lines are skipped.
+pub(crate) fn envelopes(
+    path: &str,
+    default_type: &str,
+) -> Result<impl Iterator<Item = Result<Envelope, String>>, String> {
     let reader: Box<dyn BufRead> = if path == "-" {
         Box::new(std::io::stdin().lock())
     } else {
         let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
         Box::new(std::io::BufReader::new(file))
     };
-    let mut envelopes = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| format!("{path}: {e}"))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: Value =
-            serde_json::from_str(&line).map_err(|e| format!("{path}:{}: not JSON: {e}", i + 1))?;
-        envelopes.push(envelope_from_line(value, default_type));
-    }
-    Ok(envelopes)
+    let (path, default_type) = (path.to_string(), default_type.to_string());
+    Ok(reader.lines().enumerate().filter_map(move |(i, line)| {
+        let line = match line {
+            Ok(line) if line.trim().is_empty() => return None,
+            Ok(line) => line,
+            Err(e) => return Some(Err(format!("{path}: {e}"))),
+        };
+        Some(
+            serde_json::from_str(&line)
+                .map(|value| envelope_from_line(value, &default_type))
+                .map_err(|e| format!("{path}:{}: not JSON: {e}", i + 1)),
+        )
+    }))
 }
 
 /// A line with a `payload` field names its own type, id, group and key; any other line is

@@ -20,7 +20,7 @@ pub(crate) fn init(config: &Config, queue: &Queue) -> Result<(), Failure> {
 }
 
 pub(crate) async fn list(queue: &Queue, limit: usize, json: bool) -> Result<(), Failure> {
-    let tasks = inspect::pending(queue, &queue.server_time().await?, Some(limit)).await?;
+    let tasks = inspect::pending(queue, &queue.server_time().await?, limit).await?;
     if json {
         print_json(&tasks)
     } else {
@@ -29,7 +29,7 @@ pub(crate) async fn list(queue: &Queue, limit: usize, json: bool) -> Result<(), 
 }
 
 pub(crate) async fn peek(queue: &Queue, count: usize) -> Result<(), Failure> {
-    let tasks = inspect::pending(queue, &queue.server_time().await?, Some(count)).await?;
+    let tasks = inspect::pending(queue, &queue.server_time().await?, count).await?;
     print_json(&tasks)
 }
 
@@ -53,8 +53,13 @@ pub(crate) async fn status(
     Ok(0)
 }
 
-pub(crate) async fn stats(config: &Config, queue: &Queue, json: bool) -> Result<(), Failure> {
-    let stats = inspect::detailed_stats(queue, &queue.server_time().await?).await?;
+pub(crate) async fn stats(
+    config: &Config,
+    queue: &Queue,
+    json: bool,
+    full: bool,
+) -> Result<(), Failure> {
+    let stats = inspect::detailed_stats(queue, &queue.server_time().await?, full).await?;
     if json {
         print_json(&stats)
     } else {

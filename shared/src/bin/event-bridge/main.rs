@@ -65,7 +65,7 @@ enum Command {
         #[arg(default_value_t = 1)]
         count: usize,
     },
-    /// Where a task is: pending, leased, dead, or not found (exit 3).
+    /// Where a task is: pending, leased, waiting, dead, or not found (exit 3).
     Status {
         /// A task name (task-0000000042) or an envelope id.
         task: String,
@@ -75,10 +75,14 @@ enum Command {
     /// Inspect and repair the dead letters.
     #[command(subcommand)]
     Dead(DeadCommand),
-    /// Depth, leased, in backoff, dead, age of the oldest task, counts per event type.
+    /// Depth, leased, waiting, dead, age of the oldest task, counts per event type (of the
+    /// oldest 1000 tasks, or of all with --full).
     Stats {
         #[arg(long)]
         json: bool,
+        /// Count the types of every pending task (a request per 32 tasks), not a sample.
+        #[arg(long)]
+        full: bool,
     },
     /// Claim and run tasks once, as `process_events` does (through ROUTES when set).
     Process {
@@ -188,7 +192,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
         Command::Peek { count } => look::peek(&queue, count).await?,
         Command::Status { task, json } => return look::status(&config, &queue, &task, json).await,
         Command::Dead(command) => dead::dead_command(&queue, command).await?,
-        Command::Stats { json } => look::stats(&config, &queue, json).await?,
+        Command::Stats { json, full } => look::stats(&config, &queue, json, full).await?,
         Command::Process { drain, max_tasks } => {
             runs::process(&config, &queue, drain, max_tasks).await?
         }

@@ -1,12 +1,16 @@
-//! `publish`: one task from arguments, or many from JSON lines, pipelined.
+//! `publish`: one task from arguments, or many from JSON lines, pipelined and streamed: a
+//! window of lines at a time, so a file of any size is published in constant memory.
 
 use std::io::{IsTerminal, Write};
 
 use event_bridge::{Envelope, Queue};
 use serde_json::{Value, json};
 
-use crate::lines::read_lines;
+use crate::lines::envelopes;
 use crate::{Failure, Publish};
+
+/// Lines published together (pipelined), at most.
+const WINDOW: usize = 1_000;
 
 pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure> {
     if args.raw {
@@ -15,33 +19,43 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         out!("{}", json!({ "task": name }));
         return Ok(());
     }
-    let mut envelopes = match &args.input {
-        Some(path) => read_lines(path, &args.event_type)?,
-        None => {
-            let payload: Value = serde_json::from_str(args.payload.as_deref().unwrap_or("{}"))
-                .map_err(|e| format!("--payload is not JSON: {e}"))?;
-            let mut envelope = Envelope::new(&args.event_type, payload);
-            envelope.idempotency_key = args.idempotency_key.clone();
-            vec![envelope]
-        }
-    };
     let retry_at = match args.delay {
         Some(delay) => Some(queue.server_time().await?.now_ms() + delay.as_millis() as i64),
         None => None,
     };
-    for envelope in &mut envelopes {
+    let stamp = |mut envelope: Envelope| {
         envelope.group = envelope.group.take().or_else(|| args.group.clone());
         envelope.retry_at = retry_at;
-    }
-    let bar = progress_bar(envelopes.len());
-    let mut stdout = std::io::stdout().lock();
-    for chunk in envelopes.chunks(1_000) {
-        let names = queue.publish_many(chunk).await?;
-        for (name, envelope) in names.iter().zip(chunk) {
-            writeln!(stdout, "{}", json!({ "task": name, "id": envelope.id }))?;
+        envelope
+    };
+    let Some(path) = &args.input else {
+        let payload: Value = serde_json::from_str(args.payload.as_deref().unwrap_or("{}"))
+            .map_err(|e| format!("--payload is not JSON: {e}"))?;
+        let mut envelope = Envelope::new(&args.event_type, payload);
+        envelope.idempotency_key = args.idempotency_key.clone();
+        return publish_window(queue, &[stamp(envelope)]).await;
+    };
+    // A file is read twice: every line checked before any is published, so a bad line
+    // publishes nothing. Standard input can be read once only: a bad line stops it there,
+    // after the lines before it were published (their names are printed).
+    let total = match path.as_str() {
+        "-" => None,
+        _ => Some(check(path, &args.event_type)?),
+    };
+    let bar = progress_bar(total);
+    let mut lines = envelopes(path, &args.event_type)?;
+    loop {
+        let window: Vec<Envelope> = lines
+            .by_ref()
+            .take(WINDOW)
+            .map(|line| line.map(stamp))
+            .collect::<Result<_, _>>()?;
+        if window.is_empty() {
+            break;
         }
+        publish_window(queue, &window).await?;
         if let Some(bar) = &bar {
-            bar.inc(chunk.len() as u64);
+            bar.inc(window.len() as u64);
         }
     }
     if let Some(bar) = bar {
@@ -50,14 +64,42 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
     Ok(())
 }
 
-/// A progress bar on stderr for bulk input, only when stderr is a terminal.
-fn progress_bar(len: usize) -> Option<indicatif::ProgressBar> {
-    (len > 1 && std::io::stderr().is_terminal()).then(|| {
-        let bar = indicatif::ProgressBar::new(len as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} tasks {per_sec} {msg}")
-                .expect("static template"),
-        );
-        bar
-    })
+/// Publishes `window` and prints each task's name and id.
+async fn publish_window(queue: &Queue, window: &[Envelope]) -> Result<(), Failure> {
+    let names = queue.publish_many(window).await?;
+    let mut stdout = std::io::stdout().lock();
+    for (name, envelope) in names.iter().zip(window) {
+        writeln!(stdout, "{}", json!({ "task": name, "id": envelope.id }))?;
+    }
+    Ok(())
+}
+
+/// Checks every line of a file; returns how many tasks it holds.
+fn check(path: &str, event_type: &str) -> Result<u64, Failure> {
+    let mut count = 0;
+    for line in envelopes(path, event_type)? {
+        line?;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// Progress on stderr for bulk input, only when stderr is a terminal: a bar when the total is
+/// known (a file), a counter otherwise (stdin).
+fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() || total == Some(1) {
+        return None;
+    }
+    let (bar, template) = match total {
+        Some(total) => (
+            indicatif::ProgressBar::new(total),
+            "{bar:40} {pos}/{len} tasks {per_sec} {msg}",
+        ),
+        None => (
+            indicatif::ProgressBar::new_spinner(),
+            "{spinner} {pos} tasks {per_sec} {msg}",
+        ),
+    };
+    bar.set_style(indicatif::ProgressStyle::with_template(template).expect("static template"));
+    Some(bar)
 }

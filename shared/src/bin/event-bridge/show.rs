@@ -54,7 +54,7 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
     out!("root         {}", config.root);
     out!("pending      {}", s.stats.depth);
     out!("leased       {}", s.stats.leased);
-    out!("in backoff   {}", s.in_backoff);
+    out!("waiting      {}", s.stats.delayed);
     out!("dead         {}", s.stats.dead);
     if s.unreadable > 0 {
         out!(
@@ -63,6 +63,12 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
         );
     }
     out!("oldest task  {age}");
+    let of = if s.full {
+        "all".to_string()
+    } else {
+        format!("the oldest {}", s.counted)
+    };
+    out!("by type      ({of})");
     for (event_type, n) in &s.by_type {
         out!("  {event_type:<24} {n}");
     }
@@ -89,6 +95,12 @@ pub(crate) fn describe(status: &Status) -> String {
                 seconds(lease.expires_in_ms)
             )
         }
+        Status::Waiting { task } => format!(
+            "{}: waiting, due in {}, {} attempts",
+            task.name,
+            seconds(task.backoff_left_ms.unwrap_or(0)),
+            task.attempts
+        ),
         Status::Dead { name, record } => format!(
             "{name}: dead ({})",
             record["reason"].as_str().unwrap_or("?")

@@ -1,0 +1,60 @@
+//! Counts by event type: from the [`SAMPLE`] tasks at the head of the queue by default (a
+//! bounded look, whatever the backlog), or from the whole queue when asked (a request per
+//! window of pending tasks, in bounded memory).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::clock::ZkTime;
+use crate::error::Result;
+use crate::queue::{Queue, TaskRead, Walk};
+use crate::stats::{self, Stats};
+use crate::task::{self, Body};
+
+/// Tasks at the head counted by type when the whole queue is not asked for.
+pub const SAMPLE: usize = 1_000;
+
+/// The counts with a count per event type.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DetailedStats {
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// Tasks whose type was counted: all pending tasks, or the sample at the head.
+    pub counted: usize,
+    /// Whether `by_type` covers every pending task (`--full`), or only the sample.
+    pub full: bool,
+    pub by_type: BTreeMap<String, usize>,
+    /// Counted tasks we may not read (their ACL shuts us out).
+    pub unreadable: usize,
+}
+
+/// The counts, with the event types of the [`SAMPLE`] oldest tasks, or of all with `full`.
+pub async fn detailed_stats(queue: &Queue, now: &ZkTime, full: bool) -> Result<DetailedStats> {
+    let mut detailed = DetailedStats {
+        stats: stats::collect(queue, now).await?,
+        full,
+        ..Default::default()
+    };
+    let limit = if full { usize::MAX } else { SAMPLE };
+    let mut walk = Walk::new();
+    while detailed.counted < limit {
+        let Some(window) = walk.next_window(queue).await? else {
+            break;
+        };
+        for probed in window.into_iter().take(limit - detailed.counted) {
+            detailed.counted += 1;
+            let TaskRead::Found { body, .. } = &probed.read else {
+                detailed.unreadable += 1;
+                continue;
+            };
+            let event_type = match task::parse(body) {
+                Body::Envelope(e) => e.event_type,
+                Body::Plain(v) => task::Envelope::from_plain(&probed.name, v, 0).event_type,
+                Body::Poison(_) => "(poison)".into(),
+            };
+            *detailed.by_type.entry(event_type).or_default() += 1;
+        }
+    }
+    Ok(detailed)
+}

@@ -1,0 +1,152 @@
+//! Looking into the queue for operators: pending tasks with their leases, one task's status,
+//! counts by event type. Every look pages through the queue a window at a time from its head
+//! (no listing of `tasks/`), in bounded memory; a look at the whole queue (a status by id, the
+//! full count by type) costs a request per window of pending tasks, so it is for the CLI, not
+//! for every invocation ([`crate::stats`] is the cheap look).
+//!
+//! - `pending` (here): the oldest pending tasks, each with its lease.
+//! - [`status`]: where one task is, by name or by id.
+//! - [`counts`]: counts by type, from a sample of the head or from the whole queue.
+
+mod counts;
+mod status;
+
+pub use counts::{DetailedStats, SAMPLE, detailed_stats};
+pub use status::{Status, status};
+
+use serde::Serialize;
+use zookeeper_client as zk;
+
+use crate::clock::ZkTime;
+use crate::error::{Error, Result};
+use crate::queue::{LeaseSeen, Probed, Queue, TaskRead, Walk};
+use crate::task::{self, Body, Envelope};
+
+/// A task as `list` and `status` show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TaskInfo {
+    pub name: String,
+    /// The envelope's id (the task name for a plain body, absent for poison).
+    pub id: Option<String>,
+    pub event_type: Option<String>,
+    pub attempts: u32,
+    /// Time since the task was created, by ZooKeeper's clock.
+    pub age_ms: i64,
+    /// Time left of its retry backoff or delay, if any.
+    pub backoff_left_ms: Option<i64>,
+    pub last_error: Option<String>,
+    /// Who holds it, if anyone.
+    pub lease: Option<LeaseInfo>,
+    /// Why it will go to the dead letters when claimed, for a body that cannot run.
+    pub poison: Option<String>,
+    /// Set when our credentials may not read it (its creator shut others out).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unreadable: bool,
+    /// The envelope (or plain body wrapped as one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<Envelope>,
+}
+
+/// A lease as `list` and `status` show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LeaseInfo {
+    pub consumer_id: Option<String>,
+    /// The claim's fencing token: the lease znode's `czxid`.
+    pub fencing_token: i64,
+    /// Time until the reaper may free it (negative: overdue), by ZooKeeper's clock.
+    pub expires_in_ms: i64,
+}
+
+/// Pending tasks oldest first, at most `limit`, each with its lease: a window of the walk at
+/// a time.
+pub async fn pending(queue: &Queue, now: &ZkTime, limit: usize) -> Result<Vec<TaskInfo>> {
+    let mut walk = Walk::new();
+    let mut infos = Vec::new();
+    while infos.len() < limit {
+        let Some(window) = walk.next_window(queue).await? else {
+            break;
+        };
+        for probed in window.into_iter().take(limit - infos.len()) {
+            infos.push(info(queue, &probed, now).await?);
+        }
+    }
+    Ok(infos)
+}
+
+/// What a probe saw of a task, as operators see it.
+pub(crate) async fn info(queue: &Queue, probed: &Probed, now: &ZkTime) -> Result<TaskInfo> {
+    let lease = probed.lease.as_ref().map(|l| lease_info(l, queue, now));
+    match &probed.read {
+        TaskRead::Found { body, stat } => Ok(TaskInfo {
+            lease,
+            ..body_info(&probed.name, body, stat, now)
+        }),
+        _ => unreadable(queue, &probed.name, lease, now).await,
+    }
+}
+
+/// A task's body as operators see it.
+pub(crate) fn body_info(name: &str, body: &[u8], stat: &zk::Stat, now: &ZkTime) -> TaskInfo {
+    let (envelope, poison) = match task::parse(body) {
+        Body::Envelope(e) => (Some(e), None),
+        Body::Plain(v) => (Some(Envelope::from_plain(name, v, stat.ctime)), None),
+        Body::Poison(reason) => (None, Some(reason)),
+    };
+    let now_ms = now.now_ms();
+    TaskInfo {
+        name: name.to_string(),
+        id: envelope.as_ref().map(|e| e.id.clone()),
+        event_type: envelope.as_ref().map(|e| e.event_type.clone()),
+        attempts: envelope.as_ref().map_or(0, |e| e.attempts),
+        age_ms: now_ms - stat.ctime,
+        backoff_left_ms: envelope
+            .as_ref()
+            .and_then(|e| e.retry_at)
+            .map(|at| at - now_ms)
+            .filter(|l| *l > 0),
+        last_error: envelope.as_ref().and_then(|e| e.last_error.clone()),
+        lease: None,
+        poison,
+        unreadable: false,
+        envelope,
+    }
+}
+
+/// A task we may not read: only what its stat says (a stat needs no permission).
+async fn unreadable(
+    queue: &Queue,
+    name: &str,
+    lease: Option<LeaseInfo>,
+    now: &ZkTime,
+) -> Result<TaskInfo> {
+    let path = queue.layout().task(name);
+    let stat = queue
+        .client()
+        .check_stat(&path)
+        .await
+        .map_err(|e| Error::zk("stat", &path, e))?;
+    Ok(TaskInfo {
+        name: name.to_string(),
+        id: None,
+        event_type: None,
+        attempts: 0,
+        age_ms: stat.map_or(0, |s| now.now_ms() - s.ctime),
+        backoff_left_ms: None,
+        last_error: None,
+        lease,
+        poison: None,
+        unreadable: true,
+        envelope: None,
+    })
+}
+
+fn lease_info(lease: &LeaseSeen, queue: &Queue, now: &ZkTime) -> LeaseInfo {
+    LeaseInfo {
+        consumer_id: lease.consumer_id.clone(),
+        fencing_token: lease.fencing_token,
+        expires_in_ms: lease
+            .mtime
+            .saturating_add(crate::lease::millis(queue.lease_timeout()))
+            - now.now_ms(),
+    }
+}

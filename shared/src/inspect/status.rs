@@ -1,0 +1,158 @@
+//! Where one task is: pending, leased, waiting out a backoff, dead, or not found; by its task
+//! name or by its envelope id.
+//!
+//! By name it looks where that name can be: its number in `tasks/` (one probe), the waiting
+//! nodes under `delayed/`, the dead letter of that name. A task that waited out a backoff came
+//! back under a new name and keeps the old ones in `moved_from`; such a name, and any id, is
+//! found by paging through the whole queue (a window at a time), the waiting tasks and the dead
+//! letters, in bounded memory.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{TaskInfo, body_info, info};
+use crate::clock::ZkTime;
+use crate::error::Result;
+use crate::layout;
+use crate::queue::{Queue, TaskRead, Walk, parse_waiting};
+use crate::task::{self, Body};
+
+/// Where a task is in its life.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Status {
+    Pending {
+        task: Box<TaskInfo>,
+    },
+    Leased {
+        task: Box<TaskInfo>,
+    },
+    /// Waiting out a retry's backoff or a producer's delay under `delayed/`.
+    Waiting {
+        task: Box<TaskInfo>,
+    },
+    Dead {
+        name: String,
+        record: Value,
+    },
+    NotFound,
+}
+
+/// Dead letters read in one request.
+const DEAD_PAGE: usize = 32;
+
+/// One task's state, by task name or by envelope id.
+pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
+    if layout::sequence(key).is_some()
+        && let Some(found) = by_name(queue, now, key).await?
+    {
+        return Ok(found);
+    }
+    scan(queue, now, key).await
+}
+
+/// Where task `name` is under that very name, if anywhere.
+async fn by_name(queue: &Queue, now: &ZkTime, name: &str) -> Result<Option<Status>> {
+    let number = layout::sequence(name).expect("a task name");
+    let probe = queue.probe(number, 1).await?;
+    if let Some(probed) = probe.found.first() {
+        return Ok(Some(classify(info(queue, probed, now).await?)));
+    }
+    if let Some(waiting) = waiting(queue, now, &|node_name, _| node_name == name).await? {
+        return Ok(Some(waiting));
+    }
+    Ok(crate::dead::show(queue, name)
+        .await?
+        .map(|record| Status::Dead {
+            name: name.to_string(),
+            record,
+        }))
+}
+
+/// Pages through pending tasks, waiting tasks and dead letters for the one `key` names: its
+/// id, a name it had, or its dead letter's task.
+async fn scan(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
+    let wanted = |name: &str, body: &[u8]| matches(key, name, body);
+    let mut walk = Walk::new();
+    while let Some(window) = walk.next_window(queue).await? {
+        for probed in &window {
+            if let TaskRead::Found { body, .. } = &probed.read
+                && wanted(&probed.name, body)
+            {
+                return Ok(classify(info(queue, probed, now).await?));
+            }
+        }
+    }
+    if let Some(found) = waiting(queue, now, &wanted).await? {
+        return Ok(found);
+    }
+    dead(queue, key).await
+}
+
+/// Whether task `name` with `body` is the one `key` names.
+fn matches(key: &str, name: &str, body: &[u8]) -> bool {
+    if name == key {
+        return true;
+    }
+    match task::parse(body) {
+        Body::Envelope(e) => e.id == key || e.moved_from.iter().any(|m| m == key),
+        _ => false,
+    }
+}
+
+/// The first waiting task `wanted` picks (by its name and body).
+async fn waiting(
+    queue: &Queue,
+    now: &ZkTime,
+    wanted: &(dyn Fn(&str, &[u8]) -> bool + Sync),
+) -> Result<Option<Status>> {
+    for bucket in queue.buckets().await? {
+        for (_, node) in queue.waiting_in(bucket).await? {
+            let path = format!("{}/{node}", queue.layout().delay_bucket(bucket));
+            let Some((body, stat)) = queue.read_path(&path).await? else {
+                continue;
+            };
+            let name = parse_waiting(&node).map_or(node.as_str(), |(_, name)| name);
+            if wanted(name, &body) {
+                let task = Box::new(body_info(name, &body, &stat, now));
+                return Ok(Some(Status::Waiting { task }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The dead letter whose task, id or earlier name is `key`, read a page at a time.
+async fn dead(queue: &Queue, key: &str) -> Result<Status> {
+    let names = crate::dead::names(queue).await?;
+    for page in names.chunks(DEAD_PAGE) {
+        for (name, record) in crate::dead::read_page(queue, page).await? {
+            let body = record.get("body");
+            let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+            let moved = body
+                .and_then(|b| b.get("moved_from"))
+                .and_then(Value::as_array)
+                .is_some_and(|m| m.iter().any(|n| n.as_str() == Some(key)));
+            let hit = name == key
+                || text(record.get("task")).as_deref() == Some(key)
+                || text(body.and_then(|b| b.get("id"))).as_deref() == Some(key)
+                || moved;
+            if hit {
+                return Ok(Status::Dead { name, record });
+            }
+        }
+    }
+    Ok(Status::NotFound)
+}
+
+fn classify(info: TaskInfo) -> Status {
+    if info.lease.is_some() {
+        Status::Leased {
+            task: Box::new(info),
+        }
+    } else {
+        Status::Pending {
+            task: Box::new(info),
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! Tasks that wait (a retry's backoff, a producer's delay) wait outside `tasks/`, so that no
+//! walk reads them again and again at the head of the queue:
+//!
+//! ```text
+//! delayed/<bucket>/<due>~<task name>    bucket: the start of the 10 s in which it is due
+//! ```
+//!
+//! - A release with a backoff moves the task there in its own multi-op (create the waiting
+//!   node, delete task and lease, all version-checked).
+//! - A walk that meets a task not due yet (a producer's `retry_at`) moves it there likewise,
+//!   with a lease created and deleted in the same multi-op so that it fails if anyone holds it.
+//! - Every run (and the worker, and the reaper) promotes what is due: it lists `delayed/` (one
+//!   name per 10 s that has waiting tasks, not one per task), lists the due buckets, and moves
+//!   each due task back to the tail of `tasks/` as a new sequential node, in one multi-op with
+//!   the removal of its waiting node. The task keeps its id, attempts and last error; its
+//!   earlier names go to `moved_from`, and its next claim's fencing token (a zxid) is higher
+//!   than any before.
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::claim::Lease;
+use super::holder::Settled;
+use super::ops::Op;
+use crate::clock::ZkTime;
+use crate::error::{Error, Result};
+use crate::layout::{TASK_PREFIX, delay_bucket_of};
+use crate::lease::LeaseData;
+use crate::task::{self, Body};
+
+/// Separates a waiting node's due time from its task's name.
+pub const DUE_SEPARATOR: char = '~';
+
+/// The waiting node's name of task `name` due at `due`.
+pub fn waiting_name(due: i64, name: &str) -> String {
+    format!("{due:013}{DUE_SEPARATOR}{name}")
+}
+
+/// A waiting node's due time and task name.
+pub fn parse_waiting(node: &str) -> Option<(i64, &str)> {
+    let (due, name) = node.split_once(DUE_SEPARATOR)?;
+    Some((due.parse().ok()?, name))
+}
+
+/// What moving a task that is not due yet came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deferred {
+    Moved,
+    /// Someone holds it, or it changed since it was read.
+    Taken,
+    Gone,
+}
+
+impl Queue {
+    /// Moves task `name` (read at `version`, nobody holding it) out of `tasks/` until `due`,
+    /// with `body` as it is.
+    pub async fn defer(&self, name: &str, body: &[u8], version: i32, due: i64) -> Result<Deferred> {
+        let bucket = delay_bucket_of(due);
+        let waiting = self.layout().delayed_task(bucket, &waiting_name(due, name));
+        let guard = LeaseData::new(self.consumer_id()).to_bytes();
+        let (lease_path, task_path) = (self.layout().lease(name), self.layout().task(name));
+        for first in [true, false] {
+            self.ensure_bucket(bucket).await?;
+            let ops = [
+                Op::Create(&lease_path, &guard),
+                Op::Create(&waiting, body),
+                Op::Delete(&task_path, version),
+                Op::Delete(&lease_path, -1),
+            ];
+            return Ok(match self.commit("defer", &ops).await? {
+                Ok(_) => Deferred::Moved,
+                // The bucket was promoted away between its creation and this: once more.
+                Err((1, zk::Error::NoNode)) if first => continue,
+                Err((0, zk::Error::NodeExists) | (2, zk::Error::BadVersion)) => Deferred::Taken,
+                Err((1, zk::Error::NodeExists) | (2, zk::Error::NoNode)) => Deferred::Gone,
+                Err((i, e)) => return Err(Error::zk("defer", ops[i].path(), e)),
+            });
+        }
+        Ok(Deferred::Taken)
+    }
+
+    /// Releases a held task to wait until `due`, with `body` (its envelope, error and attempts
+    /// written) as it is; checked like every holder's write.
+    pub(super) async fn release_until(
+        &self,
+        lease: &mut Lease,
+        body: &[u8],
+        due: i64,
+    ) -> Result<Settled> {
+        let name = lease.task.name.clone();
+        let bucket = delay_bucket_of(due);
+        let waiting = self
+            .layout()
+            .delayed_task(bucket, &waiting_name(due, &name));
+        let (task_path, lease_path) = (self.layout().task(&name), self.layout().lease(&name));
+        let mut reread = false;
+        for _ in 0..3 {
+            self.ensure_bucket(bucket).await?;
+            let ops = [
+                Op::Create(&waiting, body),
+                Op::Delete(&task_path, lease.task_version),
+                Op::Delete(&lease_path, lease.lease_version),
+            ];
+            match self.commit("release", &ops).await? {
+                Ok(_) => return Ok(Settled::Done),
+                Err((0, zk::Error::NoNode)) => continue,
+                Err((2, zk::Error::BadVersion)) if !reread => {
+                    reread = true;
+                    if !self.still_ours(lease).await? {
+                        return Ok(Settled::LeaseLost);
+                    }
+                }
+                // Our own earlier try landed (same due, same task), or the task is gone.
+                Err((0, zk::Error::NodeExists) | (1, zk::Error::NoNode)) => {
+                    return Ok(Settled::Gone);
+                }
+                Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => {
+                    return Ok(Settled::LeaseLost);
+                }
+                Err((i, e)) => return Err(Error::zk("release", ops[i].path(), e)),
+            }
+        }
+        Ok(Settled::LeaseLost)
+    }
+
+    async fn ensure_bucket(&self, bucket: i64) -> Result<()> {
+        let path = self.layout().delay_bucket(bucket);
+        match self.client().create(&path, b"", &self.persistent()).await {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(e) => Err(Error::zk("create", path, e)),
+        }
+    }
+
+    /// How many tasks wait under `delayed/`: one stat per bucket.
+    pub async fn count_delayed(&self) -> Result<usize> {
+        let buckets = self.buckets().await?;
+        let counts: Vec<_> = buckets
+            .iter()
+            .map(|b| self.count_children(self.layout().delay_bucket(*b)))
+            .collect();
+        let mut total = 0;
+        for count in futures::future::join_all(counts).await {
+            total += count?;
+        }
+        Ok(total)
+    }
+
+    async fn count_children(&self, path: String) -> Result<usize> {
+        self.count(&path).await
+    }
+
+    /// The buckets under `delayed/`, oldest first.
+    pub async fn buckets(&self) -> Result<Vec<i64>> {
+        let path = self.layout().delayed();
+        let names = match self.client().list_children(&path).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::zk("list", path, e)),
+        };
+        let mut buckets: Vec<i64> = names.iter().filter_map(|n| n.parse().ok()).collect();
+        buckets.sort_unstable();
+        Ok(buckets)
+    }
+
+    /// The waiting nodes of `bucket` (due time, node name), soonest first.
+    pub async fn waiting_in(&self, bucket: i64) -> Result<Vec<(i64, String)>> {
+        let path = self.layout().delay_bucket(bucket);
+        let names = match self.client().list_children(&path).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::zk("list", path, e)),
+        };
+        let mut waiting: Vec<(i64, String)> = names
+            .into_iter()
+            .filter_map(|n| Some((parse_waiting(&n)?.0, n)))
+            .collect();
+        waiting.sort_unstable();
+        Ok(waiting)
+    }
+
+    /// Moves tasks due by `now` back to the tail of `tasks/`, at most `limit`; returns how many
+    /// it moved. Empty due buckets are removed.
+    pub async fn promote_due(&self, now: &ZkTime, limit: usize) -> Result<usize> {
+        let now_ms = now.now_ms();
+        let mut moved = 0;
+        for bucket in self.buckets().await? {
+            if bucket > now_ms || moved >= limit {
+                break;
+            }
+            let waiting = self.waiting_in(bucket).await?;
+            let due: Vec<&String> = waiting
+                .iter()
+                .filter(|(due, _)| *due <= now_ms)
+                .map(|(_, n)| n)
+                .take(limit - moved)
+                .collect();
+            for node in &due {
+                moved += self.promote(bucket, node).await? as usize;
+            }
+            if due.len() == waiting.len() {
+                self.remove_bucket(bucket).await?;
+            }
+        }
+        if moved > 0 {
+            tracing::debug!(moved, "due tasks back in the queue");
+        }
+        Ok(moved)
+    }
+
+    /// Moves one waiting node back to the tail of `tasks/`; `false` when someone else did.
+    async fn promote(&self, bucket: i64, node: &str) -> Result<bool> {
+        let path = format!("{}/{node}", self.layout().delay_bucket(bucket));
+        let (body, stat) = match self.client().get_data(&path).await {
+            Ok(read) => read,
+            Err(zk::Error::NoNode) => return Ok(false),
+            Err(e) => return Err(Error::zk("get", path, e)),
+        };
+        let name = parse_waiting(node).map_or(node, |(_, name)| name);
+        let body = back_in_line(&body, name);
+        let prefix = self.layout().task_prefix();
+        let ops = [
+            Op::CreateSequential(&prefix, &body),
+            Op::Delete(&path, stat.version),
+        ];
+        match self.commit("promote", &ops).await? {
+            Ok(results) => {
+                if let Some(zk::MultiWriteResult::Create { path: new, .. }) = results.first() {
+                    let new = new.rsplit('/').next().unwrap_or(new);
+                    debug_assert!(new.starts_with(TASK_PREFIX));
+                    tracing::debug!(task = %name, now = %new, "due task back in the queue");
+                }
+                Ok(true)
+            }
+            Err((_, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(false),
+            Err((i, e)) => Err(Error::zk("promote", ops[i].path(), e)),
+        }
+    }
+
+    async fn remove_bucket(&self, bucket: i64) -> Result<()> {
+        let path = self.layout().delay_bucket(bucket);
+        match self.client().delete(&path, None).await {
+            Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => Ok(()),
+            Err(e) => Err(Error::zk("delete", path, e)),
+        }
+    }
+}
+
+/// A waiting task's body as it goes back in line: due now, its name until now remembered.
+fn back_in_line(body: &[u8], name: &str) -> Vec<u8> {
+    let Body::Envelope(mut envelope) = task::parse(body) else {
+        return body.to_vec();
+    };
+    envelope.retry_at = None;
+    envelope.moved_from.push(name.to_string());
+    envelope.to_bytes().unwrap_or_else(|_| body.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_names_carry_the_due_time_and_the_task() {
+        let node = waiting_name(1_763_805_612_345, "task-0000000007");
+        assert_eq!(node, "1763805612345~task-0000000007");
+        assert_eq!(
+            parse_waiting(&node),
+            Some((1_763_805_612_345, "task-0000000007"))
+        );
+        assert_eq!(parse_waiting("junk"), None);
+    }
+}

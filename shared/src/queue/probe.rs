@@ -1,0 +1,243 @@
+//! Looking at tasks by name instead of listing `tasks/`.
+//!
+//! Sequence names are computable: ZooKeeper gives the children of `tasks/` the numbers 0, 1,
+//! 2, … in the order they are created (deletes leave gaps; numbers are never given twice). A
+//! probe reads a window of numbers in one multi-read: each task's body and its lease, and the
+//! stat of `tasks/` itself, from which the next number ZooKeeper will give (the tail) follows:
+//! `cversion` counts creates and deletes of children, `numChildren` creates less deletes, so
+//! half their sum is the number of creates.
+//!
+//! The head (`ROOT/head`) is the lowest number a task may still have. It only moves forward,
+//! and only to a number a probe saw existing in the same multi-read that saw every number below
+//! it gone: a number below an existing one was given before it, so once gone it is gone for
+//! good.
+
+use serde::{Deserialize, Serialize};
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::reads::TaskRead;
+use crate::error::{Error, Result};
+use crate::layout::{self, task_name};
+use crate::lease::LeaseData;
+
+/// What a probe saw of one sequence number whose task exists.
+#[derive(Clone, Debug)]
+pub struct Probed {
+    pub number: i64,
+    pub name: String,
+    /// The body and stat, or why they could not be read.
+    pub read: TaskRead,
+    /// Its lease, when someone holds it.
+    pub lease: Option<LeaseSeen>,
+}
+
+/// A lease a probe saw.
+#[derive(Clone, Debug)]
+pub struct LeaseSeen {
+    pub consumer_id: Option<String>,
+    /// The claim's fencing token: the lease znode's `czxid`.
+    pub fencing_token: i64,
+    /// When it was last written, by ZooKeeper's clock.
+    pub mtime: i64,
+}
+
+/// One probe's answer.
+#[derive(Clone, Debug, Default)]
+pub struct Probe {
+    /// The tasks that exist, by number.
+    pub found: Vec<Probed>,
+    /// The next number ZooKeeper will give under `tasks/`.
+    pub tail: i64,
+    /// Children of `tasks/` (tasks and anything else), from its stat.
+    pub children: usize,
+}
+
+/// The head znode's data: `{"next": 42}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadData {
+    /// The lowest sequence number a task may still have.
+    pub next: i64,
+    /// Found by the last listing: children of `tasks/` that are not tasks (other producers'
+    /// junk), so that a walk does not take them for tasks it missed.
+    #[serde(default)]
+    pub junk: usize,
+    /// How far the last listing found the tail beyond what `tasks/`'s stat said (0 unless the
+    /// server's numbering jumped).
+    #[serde(default)]
+    pub tail_offset: i64,
+}
+
+/// The head as read, with the version to write it back at.
+#[derive(Clone, Debug)]
+pub struct Head {
+    pub data: HeadData,
+    /// `None` when the znode does not exist yet.
+    version: Option<i32>,
+}
+
+impl Head {
+    /// The head of a queue that has none yet: writing it creates it.
+    pub fn missing() -> Self {
+        Head {
+            data: HeadData::default(),
+            version: None,
+        }
+    }
+
+    pub fn is_missing(&self) -> bool {
+        self.version.is_none()
+    }
+}
+
+impl Queue {
+    /// Reads `count` numbers from `from` in one request: each task and its lease, and the stat
+    /// of `tasks/`.
+    pub async fn probe(&self, from: i64, count: usize) -> Result<Probe> {
+        let tasks = self.layout().tasks();
+        let mut reader = self.client().new_multi_reader();
+        let mut paths = vec![tasks.clone()];
+        for number in from..from + count as i64 {
+            let name = task_name(number);
+            paths.push(self.layout().task(&name));
+            paths.push(self.layout().lease(&name));
+        }
+        for path in &paths {
+            reader
+                .add_get_data(path)
+                .map_err(|e| Error::zk("probe", path, e))?;
+        }
+        let mut results = reader
+            .commit()
+            .await
+            .map_err(|e| Error::zk("probe", &tasks, e))?
+            .into_iter();
+        let stat = match results.next() {
+            Some(zk::MultiReadResult::Data { stat, .. }) => stat,
+            other => return Err(unexpected(&tasks, other)),
+        };
+        let mut probe = Probe {
+            found: Vec::new(),
+            tail: (stat.cversion as i64 + stat.num_children as i64) / 2,
+            children: stat.num_children as usize,
+        };
+        for number in from..from + count as i64 {
+            let (task, lease) = (results.next(), results.next());
+            if let Some(probed) = self.probed(number, task, lease)? {
+                probe.found.push(probed);
+            }
+        }
+        Ok(probe)
+    }
+
+    /// One number's pair of reads; `None` when no task has that number.
+    fn probed(
+        &self,
+        number: i64,
+        task: Option<zk::MultiReadResult>,
+        lease: Option<zk::MultiReadResult>,
+    ) -> Result<Option<Probed>> {
+        use zk::MultiReadResult::{Data, Error as Failed};
+        let name = task_name(number);
+        let read = match task {
+            Some(Data { data, stat }) => TaskRead::Found { body: data, stat },
+            Some(Failed {
+                err: zk::Error::NoNode,
+            }) => return Ok(None),
+            Some(Failed {
+                err: zk::Error::NoAuth,
+            }) => TaskRead::Unreadable("not authorized to read it".into()),
+            other => return Err(unexpected(&self.layout().task(&name), other)),
+        };
+        let lease = match lease {
+            Some(Data { data, stat }) => Some(LeaseSeen {
+                consumer_id: serde_json::from_slice::<LeaseData>(&data)
+                    .ok()
+                    .map(|l| l.consumer_id),
+                fencing_token: stat.czxid,
+                mtime: stat.mtime,
+            }),
+            Some(Failed {
+                err: zk::Error::NoNode,
+            }) => None,
+            // A lease we may not read is someone's lease all the same.
+            Some(Failed {
+                err: zk::Error::NoAuth,
+            }) => Some(LeaseSeen {
+                consumer_id: None,
+                fencing_token: 0,
+                mtime: 0,
+            }),
+            other => return Err(unexpected(&self.layout().lease(&name), other)),
+        };
+        Ok(Some(Probed {
+            number,
+            name,
+            read,
+            lease,
+        }))
+    }
+
+    /// The head, or `None` when no consumer of this version wrote one yet.
+    pub async fn read_head(&self) -> Result<Option<Head>> {
+        let path = self.layout().head();
+        match self.client().get_data(&path).await {
+            Ok((data, stat)) => Ok(Some(Head {
+                data: serde_json::from_slice(&data).unwrap_or_default(),
+                version: Some(stat.version),
+            })),
+            Err(zk::Error::NoNode) => Ok(None),
+            Err(e) => Err(Error::zk("get", path, e)),
+        }
+    }
+
+    /// Writes `data` over `head` if nobody wrote it since it was read; a race lost is no
+    /// error (the other writer moved it too). Returns whether it was written.
+    pub async fn write_head(&self, head: &Head, data: &HeadData) -> Result<bool> {
+        let path = self.layout().head();
+        let bytes = serde_json::to_vec(data)?;
+        let written = match head.version {
+            Some(version) => self
+                .client()
+                .set_data(&path, &bytes, Some(version))
+                .await
+                .map(|_| ()),
+            None => self
+                .client()
+                .create(&path, &bytes, &self.persistent())
+                .await
+                .map(|_| ()),
+        };
+        match written {
+            Ok(()) => Ok(true),
+            Err(zk::Error::BadVersion | zk::Error::NodeExists) => Ok(false),
+            Err(e) => Err(Error::zk("set", path, e)),
+        }
+    }
+
+    /// Lists `tasks/`: the fallback when probes cannot find the tasks (no head yet, a jump
+    /// in numbering). The numbers of the tasks, sorted, and how many children are not tasks.
+    pub async fn list_numbers(&self) -> Result<(Vec<i64>, usize)> {
+        let path = self.layout().tasks();
+        let names = self
+            .client()
+            .list_children(&path)
+            .await
+            .map_err(|e| Error::zk("list", &path, e))?;
+        let total = names.len();
+        let mut numbers: Vec<i64> = names.iter().filter_map(|n| layout::sequence(n)).collect();
+        numbers.sort_unstable();
+        let junk = total - numbers.len();
+        Ok((numbers, junk))
+    }
+}
+
+fn unexpected(path: &str, result: Option<zk::MultiReadResult>) -> Error {
+    match result {
+        Some(zk::MultiReadResult::Error { err }) => Error::zk("probe", path, err),
+        other => {
+            let msg = format!("multi-read returned {other:?}");
+            Error::zk("probe", path, zk::Error::UnexpectedError(msg))
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Reading znodes: one, or many in one request; and what reading a task found.
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use crate::error::{Error, Result};
+
+/// What reading a task found.
+#[derive(Clone, Debug)]
+pub enum TaskRead {
+    Found {
+        body: Vec<u8>,
+        stat: zk::Stat,
+    },
+    /// Completed or removed since it was listed.
+    Gone,
+    /// Its ACL shuts us out (another producer's credentials): the reason, for the log.
+    Unreadable(String),
+}
+
+impl Queue {
+    /// One znode's data and stat; `None` when it is gone.
+    pub async fn read_path(&self, path: &str) -> Result<Option<(Vec<u8>, zk::Stat)>> {
+        match self.client().get_data(path).await {
+            Ok(read) => Ok(Some(read)),
+            Err(zk::Error::NoNode) => Ok(None),
+            Err(e) => Err(Error::zk("get", path, e)),
+        }
+    }
+
+    /// Several znodes' data and stats in one request (a multi-read); `None` for those gone.
+    pub async fn read_paths(&self, paths: &[String]) -> Result<Vec<Option<(Vec<u8>, zk::Stat)>>> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut reader = self.client().new_multi_reader();
+        for path in paths {
+            reader
+                .add_get_data(path)
+                .map_err(|e| Error::zk("get", path, e))?;
+        }
+        let results = reader
+            .commit()
+            .await
+            .map_err(|e| Error::zk("get", &paths[0], e))?;
+        paths
+            .iter()
+            .zip(results)
+            .map(|(path, result)| match result {
+                zk::MultiReadResult::Data { data, stat } => Ok(Some((data, stat))),
+                zk::MultiReadResult::Error {
+                    err: zk::Error::NoNode,
+                } => Ok(None),
+                zk::MultiReadResult::Error { err } => Err(Error::zk("get", path, err)),
+                other => {
+                    let msg = format!("multi-read returned {other:?}");
+                    Err(Error::zk("get", path, zk::Error::UnexpectedError(msg)))
+                }
+            })
+            .collect()
+    }
+}
