@@ -10,4 +10,5 @@ mod process;
 mod queue;
 mod reap;
 mod security;
+mod walk;
 mod worker;
