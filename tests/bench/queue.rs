@@ -31,6 +31,8 @@
 //! (the drain concurrency default), `MOTO_TEST_ENDPOINT`. No tracing subscriber is installed, so
 //! logging costs nothing.
 
+mod scale;
+
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -159,6 +161,14 @@ async fn main() -> Result<()> {
         print_sqs(&sqs_rows, &moto, smallest.size, concurrency, noop);
     }
     worker_section(&addr, smoke).await?;
+    let max = env_list("BENCH_MAX", "1000000")?
+        .first()
+        .copied()
+        .unwrap_or(1_000_000);
+    println!();
+    println!("scale curve, up to {max} queued tasks (release binaries; ratios to the first size):");
+    let points = scale::curve(&addr, max, smoke).await?;
+    scale::summary(&points);
     if let Some(row) = sqs_rows
         .iter()
         .find(|r| r.report.completed as usize != r.size)
@@ -515,6 +525,8 @@ async fn close(client: zk::Client) {
 struct Mntr {
     packets_received: u64,
     connections: u64,
+    /// Bytes the server sent to clients.
+    response_bytes: u64,
 }
 
 impl Mntr {
@@ -532,6 +544,7 @@ impl Mntr {
         Ok(Mntr {
             packets_received: field("zk_packets_received")?,
             connections: field("zk_num_alive_connections")?,
+            response_bytes: field("zk_response_bytes")?,
         })
     }
 }

@@ -1,0 +1,278 @@
+//! The scale curve: what one command costs as the backlog grows from 10^3 to 10^6 queued
+//! tasks, run as users run it (the `event-bridge` binary, a process per command).
+//!
+//! One chroot holds a growing backlog; at each size (`10^3`, `10^4`, `10^5`, `10^6`, up to
+//! `BENCH_MAX`) it measures, each as a ratio to the figure at the first size:
+//!
+//! - `publish -f` of the lines that grow the backlog to this size: rate and max RSS;
+//! - one scheduled `process` (one task), one `reap`, one `stats --json`: wall time, bytes the
+//!   server sent (its `zk_response_bytes` counter across the command) and max RSS;
+//! - the drain rate of one `process --drain` and of four at once, over `DRAIN` tasks (or the
+//!   whole backlog when smaller), as a ratio to the raw pipelined create rate measured right
+//!   after (which also puts the drained tasks back).
+//!
+//! The backlog's head is written by one warm-up run before the first size (a queue without a
+//! head is listed once to find it): it is not what later runs cost.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use event_bridge::{Config, Envelope, Queue};
+use serde_json::json;
+
+use crate::{Mntr, Result, WINDOW, delete_tree, fresh_chroot};
+
+/// Tasks a drain measurement takes, at most.
+const DRAIN: usize = 20_000;
+
+/// What one command cost.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cost {
+    pub wall: Duration,
+    /// Bytes the server sent across the command.
+    pub bytes: u64,
+    /// The process's maximum resident set, in KiB.
+    pub max_rss_kb: u64,
+}
+
+/// One size's figures.
+pub struct Point {
+    pub size: usize,
+    pub publish: Cost,
+    pub published: usize,
+    pub process: Cost,
+    pub reap: Cost,
+    pub stats: Cost,
+    pub drain_one: f64,
+    pub drain_four: f64,
+    pub raw: f64,
+}
+
+/// Measures the curve on the ZooKeeper at `addr`, up to `max` queued tasks.
+pub async fn curve(addr: &str, max: usize, smoke: bool) -> Result<Vec<Point>> {
+    let sizes: Vec<usize> = if smoke {
+        vec![100, 1_000]
+    } else {
+        [1_000, 10_000, 100_000, 1_000_000]
+            .into_iter()
+            .filter(|s| *s <= max)
+            .collect()
+    };
+    let (admin, chroot, config) = fresh_chroot(addr).await?;
+    let bin = harness::binary("event-bridge");
+    let dir = std::env::temp_dir().join(format!("eb-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut points = Vec::new();
+    let mut queued = 0;
+    let producer = producer(&config).await?;
+    run(&bin, &config, &["process"], addr)?; // writes the head
+    for &size in &sizes {
+        let lines = dir.join(format!("grow-{size}.jsonl"));
+        write_lines(&lines, size - queued)?;
+        let arg = lines.to_string_lossy().to_string();
+        let publish = run(&bin, &config, &["publish", "-f", &arg], addr)?;
+        std::fs::remove_file(&lines)?;
+        let published = size - queued;
+        queued = size;
+        let point = measure(&bin, &config, addr, &producer, size, publish, published).await?;
+        print(&point, points.first());
+        points.push(point);
+    }
+    std::fs::remove_dir_all(&dir)?;
+    delete_tree(&admin, &chroot).await?;
+    Ok(points)
+}
+
+async fn measure(
+    bin: &Path,
+    config: &Config,
+    addr: &str,
+    producer: &Queue,
+    size: usize,
+    publish: Cost,
+    published: usize,
+) -> Result<Point> {
+    let process = run(bin, config, &["process"], addr)?;
+    refill(producer, 1).await?;
+    let reap = run(bin, config, &["reap"], addr)?;
+    let stats = run(bin, config, &["stats", "--json"], addr)?;
+    let drain = DRAIN.min(size);
+    let drain_one = drain as f64 / drain_rate(bin, config, drain, 1)?.as_secs_f64();
+    refill(producer, drain).await?;
+    let drain_four = drain as f64 / drain_rate(bin, config, drain, 4)?.as_secs_f64();
+    let raw = drain as f64 / refill(producer, drain).await?.as_secs_f64();
+    Ok(Point {
+        size,
+        publish,
+        published,
+        process,
+        reap,
+        stats,
+        drain_one,
+        drain_four,
+        raw,
+    })
+}
+
+/// Drains `tasks` with `processes` drains at once; the wall time until the last ends.
+fn drain_rate(bin: &Path, config: &Config, tasks: usize, processes: usize) -> Result<Duration> {
+    let each = (tasks / processes).to_string();
+    let started = Instant::now();
+    let children: Vec<std::process::Child> = (0..processes)
+        .map(|_| command(bin, config, &["process", "--drain", "--max-tasks", &each]).spawn())
+        .collect::<std::io::Result<_>>()?;
+    for child in children {
+        let (status, _) = wait(child)?;
+        if !status {
+            return Err("a drain failed".into());
+        }
+    }
+    Ok(started.elapsed())
+}
+
+/// Puts `n` tasks back (the raw pipelined create rate: one session, windows of creates).
+async fn refill(producer: &Queue, n: usize) -> Result<Duration> {
+    let started = Instant::now();
+    for start in (0..n).step_by(WINDOW) {
+        let window: Vec<Envelope> = (start..n.min(start + WINDOW)).map(envelope).collect();
+        producer.publish_many(&window).await?;
+    }
+    Ok(started.elapsed())
+}
+
+async fn producer(config: &Config) -> Result<Queue> {
+    let client = event_bridge::session::connect(config).await?;
+    let queue = Queue::new(client, config, "bench-producer");
+    queue.ensure_paths().await?;
+    Ok(queue)
+}
+
+fn envelope(i: usize) -> Envelope {
+    Envelope::new("bench", json!({ "user": i }))
+}
+
+/// `n` JSON lines of typical tasks.
+fn write_lines(path: &Path, n: usize) -> Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for i in 0..n {
+        writeln!(file, "{}", json!({ "type": "bench", "payload": { "user": i } }))?;
+    }
+    file.flush()?;
+    Ok(())
+}
+
+/// Runs the binary to its end: wall time, bytes the server sent meanwhile, max RSS.
+fn run(bin: &Path, config: &Config, args: &[&str], addr: &str) -> Result<Cost> {
+    let before = Mntr::read(addr)?.response_bytes;
+    let started = Instant::now();
+    let child = command(bin, config, args).spawn()?;
+    let (ok, max_rss_kb) = wait(child)?;
+    let wall = started.elapsed();
+    let bytes = Mntr::read(addr)?.response_bytes.saturating_sub(before);
+    if !ok {
+        return Err(format!("event-bridge {args:?} failed").into());
+    }
+    Ok(Cost {
+        wall,
+        bytes,
+        max_rss_kb,
+    })
+}
+
+fn command(bin: &Path, config: &Config, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(bin);
+    command
+        .args(args)
+        .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &config.root)
+        .env("EVENT_BRIDGE_HANDLER", "noop")
+        .env("TIME_BUDGET_MS", "600000")
+        .env_remove("ROUTES")
+        .env_remove("ROUTES_FILE")
+        .stdout(std::process::Stdio::null());
+    command
+}
+
+/// Waits for `child`: whether it succeeded, and its maximum resident set in KiB (from the
+/// kernel's accounting of that child alone).
+fn wait(child: std::process::Child) -> Result<(bool, u64)> {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `usage` is a plain C struct the call fills in; `pid` is our own child, which std
+    // has not waited for (the `Child` is dropped without a wait).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    drop(child);
+    if waited != pid {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    Ok((ok, usage.ru_maxrss as u64))
+}
+
+/// Prints one size, with ratios to the first.
+fn print(p: &Point, first: Option<&Point>) {
+    let first = first.unwrap_or(p);
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    let mb = |kb: u64| kb as f64 / 1024.0;
+    let cmd = |name: &str, c: &Cost, f: &Cost| {
+        println!(
+            "  {name:<8} {:>8.1} ms ({:>5.2}x)  {:>10} B read ({:>5.2}x)  {:>6.1} MB RSS",
+            c.wall.as_secs_f64() * 1000.0,
+            ratio(c.wall.as_secs_f64(), f.wall.as_secs_f64()),
+            c.bytes,
+            ratio(c.bytes as f64, f.bytes as f64),
+            mb(c.max_rss_kb)
+        );
+    };
+    println!("backlog {}:", p.size);
+    println!(
+        "  publish  {:>8.0} tasks/s over {} lines  {:>6.1} MB RSS",
+        p.published as f64 / p.publish.wall.as_secs_f64(),
+        p.published,
+        mb(p.publish.max_rss_kb)
+    );
+    cmd("process", &p.process, &first.process);
+    cmd("reap", &p.reap, &first.reap);
+    cmd("stats", &p.stats, &first.stats);
+    println!(
+        "  drain    {:>8.0} tasks/s one ({:.2}x of the first size), {:>8.0} four at once; raw creates {:.0}/s; four/raw {:.2}",
+        p.drain_one,
+        ratio(p.drain_one, first.drain_one),
+        p.drain_four,
+        p.raw,
+        ratio(p.drain_four, p.raw)
+    );
+}
+
+/// The targets of the curve, checked on the figures: flat from the first size to the last.
+pub fn summary(points: &[Point]) {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return;
+    };
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    let mb = |kb: u64| kb as f64 / 1024.0;
+    let max_rss = |f: fn(&Point) -> u64| points.iter().map(f).max().unwrap_or(0);
+    println!(
+        "from {} to {} queued: process {:.2}x time, {:.2}x bytes; reap {:.2}x time; stats {:.2}x time; drain {:.2}x (targets: <= 1.5x, drain >= 0.9x)",
+        first.size,
+        last.size,
+        ratio(last.process.wall.as_secs_f64(), first.process.wall.as_secs_f64()),
+        ratio(last.process.bytes as f64, first.process.bytes as f64),
+        ratio(last.reap.wall.as_secs_f64(), first.reap.wall.as_secs_f64()),
+        ratio(last.stats.wall.as_secs_f64(), first.stats.wall.as_secs_f64()),
+        ratio(last.drain_one, first.drain_one),
+    );
+    println!(
+        "max RSS: process {:.1} MB, reap {:.1} MB, stats {:.1} MB (target <= 32), publish {:.1} MB (target <= 64); four drains / raw creates: min {:.2} (target >= 0.6)",
+        mb(max_rss(|p| p.process.max_rss_kb)),
+        mb(max_rss(|p| p.reap.max_rss_kb)),
+        mb(max_rss(|p| p.stats.max_rss_kb)),
+        mb(max_rss(|p| p.publish.max_rss_kb)),
+        points
+            .iter()
+            .map(|p| ratio(p.drain_four, p.raw))
+            .fold(f64::INFINITY, f64::min),
+    );
+}
