@@ -53,12 +53,27 @@ impl<H: Handler> Run<'_, H> {
         lease: &mut Lease,
         claimed_at: Instant,
     ) -> Result<HandlerEnd> {
+        let timeout = self.queue().lease_timeout();
+        let vouched = Mutex::new(claimed_at + lease::vouch_window(timeout));
+        // A claim whose answer came after the window (a frozen process) runs nothing.
+        if Instant::now() >= *vouched.lock().expect("vouch lock") {
+            return Ok(self.unvouched(&Mutex::new(lease.clone())));
+        }
         let held = Mutex::new(lease.clone());
         let task = lease.task.clone();
         let end = {
-            let work = self.handler.handle(&task);
-            let extender = self.keep_extended(&held, claimed_at);
-            tokio::pin!(work, extender);
+            let mut work = std::pin::pin!(self.handler.handle(&task));
+            // The handler is polled only while its lease is vouched for, checked against the
+            // clock itself at every poll: a timer may fire late after a pause (a frozen
+            // process), the clock never does.
+            let guarded = std::future::poll_fn(|cx| {
+                if Instant::now() >= *vouched.lock().expect("vouch lock") {
+                    return std::task::Poll::Ready(None);
+                }
+                work.as_mut().poll(cx).map(Some)
+            });
+            let extender = self.keep_extended(&held, &vouched, claimed_at);
+            tokio::pin!(guarded, extender);
             let stop_at = self.options.deadline - self.options.margin / 2;
             let mut grace: Option<Instant> = None;
             loop {
@@ -68,7 +83,10 @@ impl<H: Handler> Run<'_, H> {
                 tokio::select! {
                     biased;
                     end = &mut extender => break end,
-                    result = &mut work => break HandlerEnd::Finished(result),
+                    result = &mut guarded => match result {
+                        Some(result) => break HandlerEnd::Finished(result),
+                        None => break self.unvouched(&held),
+                    },
                     _ = tokio::time::sleep_until(until) => {
                         break HandlerEnd::Interrupted { deadline: until == stop_at };
                     }
@@ -84,7 +102,13 @@ impl<H: Handler> Run<'_, H> {
 
     /// Extends the lease in `held` until it passes on or can no longer be vouched for; see the
     /// module documentation. Never returns while the lease is ours and vouched for.
-    async fn keep_extended(&self, held: &Mutex<Lease>, claimed_at: Instant) -> HandlerEnd {
+    /// `vouched` holds the instant until which the holder can vouch for the lease.
+    async fn keep_extended(
+        &self,
+        held: &Mutex<Lease>,
+        vouched: &Mutex<Instant>,
+        claimed_at: Instant,
+    ) -> HandlerEnd {
         let timeout = self.queue().lease_timeout();
         let (every, window) = (
             lease::extend_interval(timeout),
@@ -106,6 +130,7 @@ impl<H: Handler> Run<'_, H> {
                 Ok(Ok(Settled::Done)) => {
                     *held.lock().expect("lease lock") = lease;
                     vouched_until = sent + window;
+                    *vouched.lock().expect("vouch lock") = vouched_until;
                     next = sent + every;
                     continue;
                 }

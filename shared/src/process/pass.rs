@@ -103,6 +103,10 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             let succeeded = self.apply(events);
             self.complete(succeeded);
         }
+        // Every consumer moves the head past what it saw gone, so it stays near the oldest task.
+        if let (Some(walk), None) = (&mut self.walk, &self.first_error) {
+            walk.save_head(&self.run.queue()).await?;
+        }
         self.first_error.map_or(Ok(()), Err)
     }
 
@@ -233,10 +237,13 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 self.flight.completing += 1;
                 succeeded.push(*lease);
             }
-            Ran::Settled(outcome, claimed) => {
+            Ran::Settled(outcome, claimed, name) => {
                 self.report.claimed += claimed as u32;
                 if let Outcome::Conflict = outcome {
                     self.lost_race();
+                }
+                if outcome.left_tasks() {
+                    self.settle(&name);
                 }
                 self.report.count(&outcome);
             }
@@ -258,10 +265,21 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         self.ready.drain(..dropped);
     }
 
+    /// Task `name` is gone for good: the head may pass it.
+    fn settle(&mut self, name: &str) {
+        if let (Some(walk), Some(number)) = (&mut self.walk, crate::layout::sequence(name)) {
+            walk.settle(number);
+        }
+    }
+
     /// Accounts for a batch of completions.
     fn completed(&mut self, names: Vec<String>, sent: Sent<Vec<(String, Settled)>>) {
         match sent {
-            Sent::Answered(settled, resent) => self.report.count_completions(settled, resent),
+            Sent::Answered(settled, resent) => {
+                for name in self.report.count_completions(settled, resent) {
+                    self.settle(&name);
+                }
+            }
             Sent::Unsettled => {
                 for name in names {
                     tracing::warn!(task = %name, "not completed before the deadline: left to the reaper");

@@ -14,6 +14,9 @@ pub struct ProcessReport {
     pub dead_lettered: u32,
     /// Claims lost to another consumer.
     pub lease_conflicts: u32,
+    /// Claims that got no answer (a dropped link, a leader change); had one landed, its lease
+    /// expires unextended and the task runs later.
+    pub claims_failed: u32,
     /// Tasks whose lease passed on while we held them; our writes were refused.
     pub leases_lost: u32,
     /// Tasks met that were not due yet (a producer's delay): moved to wait under `delayed/`.
@@ -40,9 +43,14 @@ pub struct ProcessReport {
 #[derive(Debug)]
 pub(super) enum Outcome {
     Completed,
+    /// Released to wait out its backoff under `delayed/`.
     Retried,
+    /// Released with no backoff: it stays where it was in `tasks/`.
+    RetriedInPlace,
     DeadLettered,
     Conflict,
+    /// The claim got no answer.
+    ClaimFailed,
     LeaseLost,
     /// Not due yet: moved to wait under `delayed/`.
     Backoff,
@@ -56,14 +64,30 @@ pub(super) enum Outcome {
     Deadline,
 }
 
+impl Outcome {
+    /// Whether the task left `tasks/` (completed, buried, moved to wait, or found gone): its
+    /// number is gone for good.
+    pub(super) fn left_tasks(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Completed
+                | Outcome::DeadLettered
+                | Outcome::Retried
+                | Outcome::Backoff
+                | Outcome::Gone
+        )
+    }
+}
+
 impl ProcessReport {
     /// Counts one task's outcome.
     pub(super) fn count(&mut self, outcome: &Outcome) {
         let field = match outcome {
             Outcome::Completed => &mut self.completed,
-            Outcome::Retried => &mut self.retried,
+            Outcome::Retried | Outcome::RetriedInPlace => &mut self.retried,
             Outcome::DeadLettered => &mut self.dead_lettered,
             Outcome::Conflict => &mut self.lease_conflicts,
+            Outcome::ClaimFailed => &mut self.claims_failed,
             Outcome::LeaseLost => &mut self.leases_lost,
             Outcome::Backoff => &mut self.in_backoff,
             Outcome::Deadline => &mut self.released_at_deadline,
@@ -75,12 +99,22 @@ impl ProcessReport {
         *field += 1;
     }
 
-    /// Counts a batch of completions; `resent` when the batch took more than one try.
-    pub(super) fn count_completions(&mut self, settled: Vec<(String, Settled)>, resent: bool) {
+    /// Counts a batch of completions; `resent` when the batch took more than one try. Returns
+    /// the names of the tasks that are gone.
+    pub(super) fn count_completions(
+        &mut self,
+        settled: Vec<(String, Settled)>,
+        resent: bool,
+    ) -> Vec<String> {
+        let mut gone = Vec::new();
         for (name, settled) in settled {
             let outcome = super::settle::settled_as(settled, resent, Outcome::Completed, &name);
             self.count(&outcome);
+            if outcome.left_tasks() {
+                gone.push(name);
+            }
         }
+        gone
     }
 
     /// The run's one summary event.
@@ -92,6 +126,7 @@ impl ProcessReport {
             retried = self.retried,
             dead_lettered = self.dead_lettered,
             lease_conflicts = self.lease_conflicts,
+            claims_failed = self.claims_failed,
             leases_lost = self.leases_lost,
             in_backoff = self.in_backoff,
             released_at_deadline = self.released_at_deadline,

@@ -103,8 +103,13 @@ impl<H> Run<'_, H> {
             .max(at_least)
             .min(queue.backoff_max());
         tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
-        self.release(lease, Some(e), delay, true, Outcome::Retried)
-            .await
+        // Without a delay (a zero backoff) the task stays where it is.
+        let done = if delay.is_zero() {
+            Outcome::RetriedInPlace
+        } else {
+            Outcome::Retried
+        };
+        self.release(lease, Some(e), delay, true, done).await
     }
 
     /// Moves a held task to the dead letters.

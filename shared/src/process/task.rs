@@ -11,12 +11,13 @@ use super::hold::HandlerEnd;
 use super::report::Outcome;
 use crate::error::Result;
 use crate::handler::Handler;
-use crate::queue::{ClaimOutcome, Lease, TaskRead};
+use crate::queue::{ClaimOutcome, Deferred, Lease, TaskRead};
+use crate::session::{Recovery, recovery};
 
 /// How a task's claim and run ended.
 pub(super) enum Ran {
-    /// Settled already (or never claimed); the bool says whether it was claimed.
-    Settled(Outcome, bool),
+    /// Settled already (or never claimed): how, whether it was claimed, and the task's name.
+    Settled(Outcome, bool, String),
     /// The handler succeeded; the task waits to be completed with others.
     Succeeded(Box<Lease>),
 }
@@ -26,24 +27,40 @@ impl<H: Handler> Run<'_, H> {
     pub(super) async fn run_task(&self, name: String, read: TaskRead) -> Result<Ran> {
         let (body, stat) = match read {
             TaskRead::Found { body, stat } => (body, stat),
-            TaskRead::Gone => return Ok(Ran::Settled(Outcome::Gone, false)),
+            TaskRead::Gone => return Ok(Ran::Settled(Outcome::Gone, false, name)),
             TaskRead::Unreadable(why) => {
                 tracing::warn!(task = %name, reason = %why, "task unreadable: skipped for this run");
-                return Ok(Ran::Settled(Outcome::Unreadable, false));
+                return Ok(Ran::Settled(Outcome::Unreadable, false, name));
             }
         };
         let queue = self.queue();
         let claimed_at = Instant::now();
-        let mut lease = match queue.claim_read(&name, &body, &stat, &self.now).await? {
+        let claimed = match queue.claim_read(&name, &body, &stat, &self.now).await {
+            Ok(claimed) => claimed,
+            // No answer (a dropped link, a leader change): not claimed, as far as we know. Had
+            // the claim landed, its lease expires unextended and the task runs later.
+            Err(e) if recovery(&e, queue.session_over()) != Recovery::GiveUp => {
+                tracing::warn!(task = %name, error = %e, "claim got no answer; passed over");
+                return Ok(Ran::Settled(Outcome::ClaimFailed, false, name));
+            }
+            Err(e) => return Err(e),
+        };
+        let mut lease = match claimed {
             ClaimOutcome::Claimed(lease) => lease,
-            ClaimOutcome::Taken => return Ok(Ran::Settled(Outcome::Conflict, false)),
-            ClaimOutcome::Gone => return Ok(Ran::Settled(Outcome::Gone, false)),
+            ClaimOutcome::Taken => return Ok(Ran::Settled(Outcome::Conflict, false, name)),
+            ClaimOutcome::Gone => return Ok(Ran::Settled(Outcome::Gone, false, name)),
             ClaimOutcome::Backoff { until_ms } => {
                 // Not due yet: it waits under `delayed/`, not at the head of the queue.
-                queue.defer(&name, &body, stat.version, until_ms).await?;
-                return Ok(Ran::Settled(Outcome::Backoff, false));
+                let outcome = match queue.defer(&name, &body, stat.version, until_ms).await? {
+                    Deferred::Moved => Outcome::Backoff,
+                    Deferred::Taken => Outcome::Conflict,
+                    Deferred::Gone => Outcome::Gone,
+                };
+                return Ok(Ran::Settled(outcome, false, name));
             }
-            ClaimOutcome::Buried { .. } => return Ok(Ran::Settled(Outcome::DeadLettered, false)),
+            ClaimOutcome::Buried { .. } => {
+                return Ok(Ran::Settled(Outcome::DeadLettered, false, name));
+            }
         };
         tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),
             fencing_token = lease.task.fencing_token, "task claimed");
@@ -56,7 +73,7 @@ impl<H: Handler> Run<'_, H> {
             HandlerEnd::LeaseLost => Outcome::LeaseLost,
             HandlerEnd::Unvouched => Outcome::Abandoned,
         };
-        Ok(Ran::Settled(outcome, true))
+        Ok(Ran::Settled(outcome, true, name))
     }
 
     /// Releases a task whose handler was stopped, without counting the attempt. A stop at the

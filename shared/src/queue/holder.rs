@@ -146,7 +146,14 @@ impl Queue {
                 Settled::LeaseLost
             };
             let lost = leases.remove(index / 2);
-            tracing::warn!(task = %lost.task.name, fencing_token = lost.task.fencing_token, ?outcome, "not completed; nothing changed");
+            match outcome {
+                Settled::Gone => {
+                    tracing::info!(task = %lost.task.name, "already gone: nothing to complete")
+                }
+                _ => {
+                    tracing::warn!(task = %lost.task.name, fencing_token = lost.task.fencing_token, "lease lost before completing; nothing changed")
+                }
+            }
             settled.push((lost.task.name, outcome));
         }
         Ok(settled)

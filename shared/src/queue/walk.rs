@@ -1,17 +1,24 @@
 //! A walk over the queue from its head, a window of numbers at a time, with no listing of
 //! `tasks/` on the way (see [`super::probe`] for why numbers can be probed).
 //!
-//! 1. The walk starts at the head. Its first probe moves the head up to the first task it sees
-//!    (all numbers below it in that probe are gone for good). If that window is empty, the
-//!    window doubles, still from the head, up to [`WIDEST`] numbers.
+//! 1. The walk starts at the head. If the window there is empty, it widens, still from the
+//!    head, up to [`WIDEST`] numbers in one probe.
 //! 2. It goes on window by window until the tail (the next number ZooKeeper will give).
-//! 3. Only as a fallback it lists `tasks/`: when there is no head yet (a new queue, or one
+//! 3. It keeps track of which numbers from the head up are gone for good: a number the walk saw
+//!    missing below the tail read in the same multi-read (a number below the tail was given
+//!    already, so once gone it stays gone), and every task the walker itself completed, buried
+//!    or moved away ([`Walk::settle`]). [`Walk::save_head`] moves the head up
+//!    to the first number not known gone: every consumer does so after each pass, so the head
+//!    stays near the oldest task whatever the consumers complete.
+//! 4. Only as a fallback it lists `tasks/`: when there is no head yet (a new queue, or one
 //!    written by an earlier version), when [`WIDEST`] numbers from the head are empty, or when
 //!    a walk that reached the tail saw fewer tasks than `tasks/` has children (a jump in
 //!    numbering, or tasks created by name). The listing moves the head back or the tail on, and
 //!    counts the children that are not tasks, so that the next walk need not list again.
 //!
 //! A walk costs one request per window; a scheduled run that claims one task probes one window.
+
+use std::collections::BTreeSet;
 
 use super::Queue;
 use super::probe::{Head, HeadData, Probed};
@@ -41,6 +48,12 @@ pub struct Walk {
     width: usize,
     listed: bool,
     ended: bool,
+    /// Tasks found that are not known gone yet.
+    open: BTreeSet<i64>,
+    /// Every number from the head below this that is not in `open` is gone for good.
+    frontier: i64,
+    /// The highest number seen existing (never passed by the frontier while open).
+    highest: i64,
 }
 
 impl Default for Walk {
@@ -62,6 +75,9 @@ impl Walk {
             width: WINDOW,
             listed: false,
             ended: false,
+            open: BTreeSet::new(),
+            frontier: 0,
+            highest: -1,
         }
     }
 
@@ -70,19 +86,55 @@ impl Walk {
         self.ended
     }
 
-    /// The tail and the children of `tasks/` at the last probe.
-    pub fn depth(&self) -> usize {
-        self.children
-    }
-
     /// Lets an ended walk go on from where it stopped: tasks published since are past it.
     pub fn resume(&mut self) {
         self.ended = false;
     }
 
-    /// Jumps `n` numbers ahead (after a lost race), never past the tail.
+    /// Jumps `n` numbers ahead (after a lost race), never past the tail. The numbers jumped
+    /// over are not known gone: the head will not pass them on this walk's word.
     pub fn skip(&mut self, n: usize) {
         self.next = (self.next + n as i64).min(self.tail.max(self.next));
+    }
+
+    /// Task `number` is gone for good (this walker completed, buried or moved it, or found it
+    /// gone).
+    pub fn settle(&mut self, number: i64) {
+        self.open.remove(&number);
+    }
+
+    /// The first number not known gone: where the head may move.
+    fn settled_through(&self) -> i64 {
+        self.open
+            .first()
+            .copied()
+            .unwrap_or(self.frontier)
+            .min(self.frontier)
+    }
+
+    /// Moves the head up to the first number this walk does not know gone (a version-checked
+    /// write, repeated while another consumer's write got in first; it never moves the head
+    /// back).
+    pub async fn save_head(&mut self, queue: &Queue) -> Result<()> {
+        let target = self.settled_through();
+        for _ in 0..3 {
+            let Some(head) = &self.head else {
+                return Ok(());
+            };
+            if target <= head.data.next || head.is_missing() {
+                return Ok(());
+            }
+            let data = HeadData {
+                next: target,
+                ..head.data.clone()
+            };
+            let written = queue.write_head(head, &data).await?;
+            self.head = queue.read_head().await?;
+            if written {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// The tasks of the next window that has any, in number order; `None` once the walk has
@@ -97,19 +149,31 @@ impl Walk {
             let offset = self.head_data().tail_offset;
             self.tail = self.tail.max(probe.tail + offset);
             self.children = probe.children;
+            self.observe(&probe.found, count, probe.tail + offset);
             if probe.found.is_empty() {
                 self.empty_window(queue, count).await?;
                 continue;
             }
-            if !self.found_any {
-                self.found_any = true;
-                self.move_head(queue, probe.found[0].number).await?;
-            }
+            self.found_any = true;
             self.seen += probe.found.len();
             self.advance(count);
             return Ok(Some(probe.found));
         }
         Ok(None)
+    }
+
+    /// Takes a probe of `count` numbers from `self.next` into account, `tail` read in the same
+    /// multi-read: its tasks are open, and the numbers it saw missing below `tail` are gone for
+    /// good. The frontier moves only over windows that follow it without a gap.
+    fn observe(&mut self, found: &[Probed], count: usize, tail: i64) {
+        for probed in found {
+            self.open.insert(probed.number);
+            self.highest = self.highest.max(probed.number);
+        }
+        if self.next == self.frontier {
+            let end = self.next + count as i64;
+            self.frontier = end.min(tail.max(self.highest + 1)).max(self.frontier);
+        }
     }
 
     fn head_data(&self) -> HeadData {
@@ -121,16 +185,12 @@ impl Walk {
 
     /// Reads the head; without one, lists `tasks/` once to write it.
     async fn start(&mut self, queue: &Queue) -> Result<()> {
-        let head = match queue.read_head().await? {
-            Some(head) => head,
-            None => {
-                let fresh = Head::missing();
-                self.head = Some(fresh);
-                self.list(queue).await?;
-                return Ok(());
-            }
+        let Some(head) = queue.read_head().await? else {
+            self.head = Some(Head::missing());
+            return self.list(queue).await;
         };
         self.next = head.data.next;
+        self.frontier = head.data.next;
         self.head = Some(head);
         Ok(())
     }
@@ -165,25 +225,6 @@ impl Walk {
         self.next = (self.next + count as i64).min(self.tail.max(self.next));
     }
 
-    /// Moves the head up to `number`, the first task the probe from the head saw.
-    async fn move_head(&mut self, queue: &Queue, number: i64) -> Result<()> {
-        let Some(head) = &self.head else {
-            return Ok(());
-        };
-        if number <= head.data.next {
-            return Ok(());
-        }
-        let data = HeadData {
-            next: number,
-            ..head.data.clone()
-        };
-        if queue.write_head(head, &data).await? {
-            // Written: re-read it next time for its version.
-            self.head = queue.read_head().await?;
-        }
-        Ok(())
-    }
-
     /// The fallback: lists `tasks/` and puts the head, the tail and the junk count right.
     async fn list(&mut self, queue: &Queue) -> Result<()> {
         self.listed = true;
@@ -210,12 +251,55 @@ impl Walk {
         self.head = queue.read_head().await?;
         self.children = numbers.len() + junk;
         self.tail = highest_next.max(probe.tail);
-        // Walk again from the lowest task, counting afresh.
+        // Walk again from the lowest task, counting afresh: every number below it is gone.
         self.next = lowest;
+        self.frontier = lowest;
+        self.open.clear();
         self.seen = 0;
         self.found_any = false;
         self.width = WINDOW;
         self.ended = numbers.is_empty();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probed(number: i64) -> Probed {
+        Probed {
+            number,
+            name: crate::layout::task_name(number),
+            read: super::super::TaskRead::Gone,
+            lease: None,
+        }
+    }
+
+    #[test]
+    fn the_head_passes_only_what_is_known_gone() {
+        let mut walk = Walk::new();
+        // A window of 32 from 0 that saw tasks 3 and 7, with the tail at 10.
+        walk.observe(&[probed(3), probed(7)], WINDOW, 10);
+        // 0..3 were seen missing below the tail: gone. 3 and 7 are open.
+        assert_eq!(walk.settled_through(), 3);
+        walk.settle(3);
+        assert_eq!(walk.settled_through(), 7, "4..7 missing below the tail");
+        walk.settle(7);
+        assert_eq!(walk.settled_through(), 10, "10 and on were not given yet");
+    }
+
+    #[test]
+    fn numbers_jumped_over_are_never_passed() {
+        let mut walk = Walk::new();
+        walk.observe(&[probed(1)], WINDOW, 1_000);
+        walk.settle(1);
+        walk.next = 32;
+        walk.tail = 1_000;
+        walk.skip(100);
+        // A window seen after the jump does not settle what was jumped over.
+        walk.observe(&[probed(140)], WINDOW, 1_000);
+        walk.settle(140);
+        assert_eq!(walk.settled_through(), 32);
     }
 }

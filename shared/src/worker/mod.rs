@@ -11,6 +11,8 @@
 //! its session expires it opens a new one and carries on; on the stop signal it claims nothing
 //! more, lets tasks in flight finish within the deadline margin and releases the rest.
 
+mod tasks_watch;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,20 +188,19 @@ impl<H: Handler> Worker<H> {
         report.sessions += 1;
         tracing::info!(consumer = %report.consumer_id, session = %queue.session_id(), "worker session open");
         let tasks = queue.layout().tasks();
-        let mut watcher = queue
+        let watcher = queue
             .client()
             .watch(&tasks, zk::AddWatchMode::Persistent)
             .await
             .map_err(|e| crate::Error::zk("watch", &tasks, e))?;
         let refill = Arc::new(Notify::new());
-        let notify = refill.clone();
-        tokio::spawn(async move {
-            while !watcher.changed().await.session_state.is_terminated() {
-                notify.notify_one();
-            }
-            // The session ended: wake the worker so it opens a new one.
-            notify.notify_one();
-        });
+        let client = queue.client().clone();
+        tokio::spawn(tasks_watch::keep_watching(
+            client,
+            tasks,
+            watcher,
+            refill.clone(),
+        ));
         Ok((queue, refill))
     }
 

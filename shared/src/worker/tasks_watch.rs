@@ -1,0 +1,48 @@
+//! The worker's one watch: a persistent watch on `tasks/` whose every event raises a
+//! notification (kept as a permit when nobody waits, so none is missed).
+//!
+//! zookeeper-client 0.11.2 does not send persistent watches again when it reconnects (its
+//! `resend_watches` never leaves `SetWatches` for `SetWatches2`: the index it keeps is
+//! `index.max(index)`), so after a link drop or a leader change the server would send nothing
+//! more, and the worker would fall back to its idle timer. Every reconnect therefore adds the
+//! watch anew, and raises a notification, since a change may have come while the link was down.
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use zookeeper_client as zk;
+
+/// Notifies `refill` on every change under `path` until the session ends, then once more.
+pub(super) async fn keep_watching(
+    client: zk::Client,
+    path: String,
+    mut watcher: zk::PersistentWatcher,
+    refill: Arc<Notify>,
+) {
+    let mut state = client.state_watcher();
+    loop {
+        tokio::select! {
+            event = watcher.changed() => {
+                if event.session_state.is_terminated() {
+                    break;
+                }
+                refill.notify_one();
+            }
+            now = state.changed() => {
+                if now.is_terminated() {
+                    break;
+                }
+                if now == zk::SessionState::SyncConnected {
+                    // Added before the old one is dropped, so the server keeps the watch.
+                    match client.watch(&path, zk::AddWatchMode::Persistent).await {
+                        Ok(fresh) => watcher = fresh,
+                        Err(e) => tracing::warn!(%path, error = %e, "cannot watch again after a reconnect"),
+                    }
+                    refill.notify_one();
+                }
+            }
+        }
+    }
+    // The session ended: wake the worker so it opens a new one.
+    refill.notify_one();
+}

@@ -1,0 +1,216 @@
+//! The faults, at fixed offsets from the start of publishing, all concurrent with it: workers
+//! and drains SIGKILLed, a worker SIGSTOPped for longer than the lease timeout, the ZooKeeper
+//! leader SIGKILLed and started again.
+//!
+//! A fault on a consumer first waits (up to five seconds) for a moment when its victim has held
+//! a task for a while (one of the slow deliveries), so that it catches the victim at work.
+//! Then the victim is frozen (SIGSTOP) and given a moment for what it had already sent to
+//! land; `leases/` is read and the leases whose `consumerId` is the victim's are counted: the
+//! most tasks its death or pause can have delivered without completing. Only then is it
+//! killed. At a leader kill every lease is counted.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::consumers::{Launcher, Loop, Victim, WorkerSlot, signal};
+use crate::ensemble::Ensemble;
+use crate::tree::Tree;
+
+/// A killed worker or ZooKeeper server is started again this long after.
+const WORKER_RESTART: Duration = Duration::from_secs(3);
+const SERVER_RESTART: Duration = Duration::from_secs(5);
+/// Longer than the lease timeout (10 s): the paused worker's leases are reaped meanwhile.
+const PAUSE: Duration = Duration::from_secs(15);
+/// Between freezing a victim and reading the leases, for its requests in flight to land.
+const FROZEN_SETTLE: Duration = Duration::from_millis(300);
+/// How long a fault waits for its victim to hold a task.
+const AT_WORK_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    KillWorker(usize),
+    KillDrain(usize),
+    PauseWorker(usize),
+    KillLeader,
+}
+
+/// Milliseconds after publishing starts, and what happens then. Consumers are hit before the
+/// first leader change too, while every worker surely has its watch.
+const SCHEDULE: [(u64, Fault); 8] = [
+    (1_500, Fault::KillWorker(0)),
+    (3_000, Fault::PauseWorker(1)),
+    (4_000, Fault::KillDrain(0)),
+    (9_000, Fault::KillWorker(0)),
+    (11_000, Fault::KillLeader),
+    (13_000, Fault::KillDrain(1)),
+    (19_000, Fault::KillLeader),
+    (26_000, Fault::KillLeader),
+];
+
+/// One fault as it happened.
+pub struct Record {
+    /// Since publishing started.
+    pub at: Duration,
+    pub what: String,
+    /// Tasks held by the victim (every lease, at a leader kill).
+    pub held: usize,
+    /// Every lease at that moment.
+    pub leases: usize,
+}
+
+/// What the faults act on.
+pub struct Stage<'a> {
+    pub tree: &'a Tree,
+    pub ensemble: &'a Ensemble,
+    pub launcher: &'a Launcher,
+    pub workers: &'a [WorkerSlot],
+    pub drains: &'a [Loop],
+}
+
+/// Runs the schedule from `start`; returns when every fault, restarts included, is over.
+pub async fn run(stage: &Stage<'_>, start: Instant) -> Vec<Record> {
+    let each = SCHEDULE.iter().map(|&(at, fault)| async move {
+        tokio::time::sleep_until(start + Duration::from_millis(at)).await;
+        stage.apply(fault, start).await
+    });
+    let mut records = futures::future::join_all(each).await;
+    records.sort_by_key(|r| r.at);
+    records
+}
+
+impl Stage<'_> {
+    async fn apply(&self, fault: Fault, start: Instant) -> Record {
+        match fault {
+            Fault::KillWorker(i) => self.kill_worker(i, start).await,
+            Fault::KillDrain(i) => self.kill_drain(i, start).await,
+            Fault::PauseWorker(i) => self.pause_worker(i, start).await,
+            Fault::KillLeader => self.kill_leader(start).await,
+        }
+    }
+
+    async fn kill_worker(&self, index: usize, start: Instant) -> Record {
+        let slot = &self.workers[index];
+        let victim = slot.victim().await.expect("the worker runs");
+        self.at_work(&victim).await;
+        signal(victim.pid, "STOP");
+        let (held, leases, who) = self.held_by(&victim).await;
+        slot.kill().await;
+        let at = start.elapsed();
+        tokio::time::sleep(WORKER_RESTART).await;
+        slot.restart(self.launcher).await;
+        let what = format!("SIGKILL worker-{index} ({who}), restarted after {WORKER_RESTART:?}");
+        Record {
+            at,
+            what,
+            held,
+            leases,
+        }
+    }
+
+    async fn kill_drain(&self, index: usize, start: Instant) -> Record {
+        let drain = &self.drains[index];
+        let victim = running(drain).await;
+        self.at_work(&victim).await;
+        let frozen = drain.signal(&victim, "STOP");
+        let (held, leases, who) = self.held_by(&victim).await;
+        drain.signal(&victim, "KILL");
+        let what = match frozen {
+            true => format!("SIGKILL process --drain #{index} ({who})"),
+            false => format!("process --drain #{index} ({who}) ended before its kill"),
+        };
+        Record {
+            at: start.elapsed(),
+            what,
+            held,
+            leases,
+        }
+    }
+
+    async fn pause_worker(&self, index: usize, start: Instant) -> Record {
+        let victim = self.workers[index].victim().await.expect("the worker runs");
+        self.at_work(&victim).await;
+        signal(victim.pid, "STOP");
+        let (held, leases, who) = self.held_by(&victim).await;
+        let at = start.elapsed();
+        tokio::time::sleep(PAUSE - FROZEN_SETTLE).await;
+        signal(victim.pid, "CONT");
+        let what = format!("SIGSTOP worker-{index} ({who}) for {PAUSE:?}, then SIGCONT");
+        Record {
+            at,
+            what,
+            held,
+            leases,
+        }
+    }
+
+    async fn kill_leader(&self, start: Instant) -> Record {
+        // Never two servers down at once: that would stop the ensemble, not test a failover.
+        self.ensemble.wait_serving(Duration::from_secs(60)).await;
+        let leader = self.ensemble.leader().await.expect("a leader serves");
+        let leases = self.tree.leases().await.len();
+        self.ensemble.kill(leader);
+        let at = start.elapsed();
+        tokio::time::sleep(SERVER_RESTART).await;
+        self.ensemble.restart(leader);
+        let id = self.ensemble.id(leader);
+        let what =
+            format!("SIGKILL ZooKeeper leader (server {id}), restarted after {SERVER_RESTART:?}");
+        Record {
+            at,
+            what,
+            held: leases,
+            leases,
+        }
+    }
+
+    /// Waits until `victim` holds a task it already held a poll before (200 ms), for
+    /// [`AT_WORK_WAIT`] at most.
+    async fn at_work(&self, victim: &Victim) {
+        let deadline = Instant::now() + AT_WORK_WAIT;
+        let mut before = Vec::new();
+        while Instant::now() < deadline {
+            let held: Vec<String> = match victim.consumer_id() {
+                Some(id) => (self.tree.leases().await.into_iter())
+                    .filter(|l| l.consumer == id)
+                    .map(|l| l.task)
+                    .collect(),
+                None => Vec::new(),
+            };
+            if held.iter().any(|task| before.contains(task)) {
+                return;
+            }
+            before = held;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// With `victim` frozen: the leases it holds, every lease, and its consumer id.
+    async fn held_by(&self, victim: &Victim) -> (usize, usize, String) {
+        tokio::time::sleep(FROZEN_SETTLE).await;
+        let leases = self.tree.leases().await;
+        let Some(id) = victim.consumer_id() else {
+            return (0, leases.len(), "no claim yet".into());
+        };
+        let held = leases.iter().filter(|l| l.consumer == id).count();
+        (held, leases.len(), id)
+    }
+}
+
+/// The process `drain` runs now, preferably one that has claimed a task already: waits up to
+/// five seconds for one, then takes any, waiting up to five more for the loop to start one.
+async fn running(drain: &Loop) -> Victim {
+    for _ in 0..100 {
+        if let Some(victim) = drain.victim().filter(|v| v.consumer_id().is_some()) {
+            return victim;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for _ in 0..100 {
+        if let Some(victim) = drain.victim() {
+            return victim;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the drain loop ran no process for ten seconds");
+}

@@ -1,0 +1,58 @@
+//! What the consumers' logs say: any panic (a failure of the run), and how often each warning
+//! came up (the figures of what the faults caused: leases reaped, handlers cancelled, …).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The logs, read.
+#[derive(Default)]
+pub struct LogScan {
+    /// `file: line` of every line that mentions a panic.
+    pub panics: Vec<String>,
+    /// Warning and error messages, with how often each came.
+    pub warnings: BTreeMap<String, usize>,
+    /// Claims per log (`worker-0`, `drain-1`, …).
+    pub claims: BTreeMap<String, usize>,
+}
+
+pub fn scan(logs: &[PathBuf]) -> LogScan {
+    let mut scan = LogScan::default();
+    for path in logs {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let name = path
+            .file_stem()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        for line in text.lines() {
+            scan.read(&name, line);
+        }
+    }
+    scan
+}
+
+impl LogScan {
+    fn read(&mut self, file: &str, line: &str) {
+        if line.contains("panicked") {
+            self.panics.push(format!("{file}: {line}"));
+        }
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            // Not a log event: a bare line (e.g. "event-bridge: …" before exiting 1).
+            *self.warnings.entry(bare(line)).or_default() += 1;
+            return;
+        };
+        if event["message"] == "task claimed" {
+            *self.claims.entry(file.to_string()).or_default() += 1;
+        }
+        if matches!(event["level"].as_str(), Some("WARN" | "ERROR")) {
+            let mut message = event["message"].as_str().unwrap_or("?").to_string();
+            if let Some(outcome) = event["outcome"].as_str() {
+                message = format!("{message} (outcome {outcome})");
+            }
+            *self.warnings.entry(message).or_default() += 1;
+        }
+    }
+}
+
+/// A bare line, without what varies from one to the next (the address list, ids).
+fn bare(line: &str) -> String {
+    line.chars().take(90).collect()
+}

@@ -1,0 +1,131 @@
+//! The test's own look at the queue in ZooKeeper: a chroot of its own on the ensemble, the
+//! settings every process of the run shares, and reads of `tasks/`, `leases/` and `dead/`
+//! that ride out leader changes (they try again, on a new session when the old one is over).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use event_bridge::{Config, Queue};
+use zookeeper_client as zk;
+
+/// The lease timeout of the run: the minimum the bridge allows.
+pub const LEASE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The session timeout every process of the run asks for.
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// A lease as read: the task it holds and who holds it.
+pub struct Lease {
+    pub task: String,
+    pub consumer: String,
+}
+
+pub struct Tree {
+    pub config: Config,
+    chroot: String,
+    client: Mutex<zk::Client>,
+}
+
+impl Tree {
+    /// Creates a fresh chroot on the ensemble at `hosts` and the queue's base paths in it.
+    pub async fn create(hosts: &str) -> Self {
+        let chroot = format!("/chaos-{}", harness::uuid_like());
+        let top = zk::Client::connect(hosts)
+            .await
+            .expect("connect to the ensemble");
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        top.mkdir(&chroot, &open).await.expect("create the chroot");
+        let config = Config {
+            zookeeper: format!("{hosts}{chroot}"),
+            lease_timeout: LEASE_TIMEOUT,
+            session_timeout: SESSION_TIMEOUT,
+            ..Config::default()
+        };
+        let client = event_bridge::session::connect(&config)
+            .await
+            .expect("connect inside the chroot");
+        let queue = Queue::new(client.clone(), &config, "chaos-tree");
+        queue.ensure_paths().await.expect("base paths");
+        Tree {
+            config,
+            chroot,
+            client: Mutex::new(client),
+        }
+    }
+
+    /// Every lease now, with its holder (leases that vanish while being read are left out).
+    pub async fn leases(&self) -> Vec<Lease> {
+        let dir = self.path("leases");
+        let names = self.children(&dir).await;
+        let client = self.client().await;
+        let reads = names.iter().map(|name| {
+            let client = client.clone();
+            let path = format!("{dir}/{name}");
+            async move { client.get_data(&path).await }
+        });
+        let mut leases = Vec::new();
+        for (name, read) in names.iter().zip(futures::future::join_all(reads).await) {
+            let Ok((data, _)) = read else { continue };
+            let data: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
+            let consumer = data["consumerId"].as_str().unwrap_or("?").to_string();
+            let task = name.clone();
+            leases.push(Lease { task, consumer });
+        }
+        leases
+    }
+
+    /// How many children `ROOT/<dir>` has.
+    pub async fn count(&self, dir: &str) -> usize {
+        let path = self.path(dir);
+        self.children(&path).await.len()
+    }
+
+    /// Tasks waiting under `delayed/` (in its buckets); none when there is no `delayed/`.
+    pub async fn delayed(&self) -> usize {
+        let dir = self.path("delayed");
+        let client = self.client().await;
+        let Ok(buckets) = client.list_children(&dir).await else {
+            return 0;
+        };
+        let mut waiting = 0;
+        for bucket in buckets {
+            waiting += self.children(&format!("{dir}/{bucket}")).await.len();
+        }
+        waiting
+    }
+
+    /// `ROOT/<dir>` as the servers name it, chroot included.
+    pub fn server_path(&self, dir: &str) -> String {
+        format!("{}{}", self.chroot, self.path(dir))
+    }
+
+    fn path(&self, dir: &str) -> String {
+        format!("{}/{dir}", self.config.root)
+    }
+
+    /// The children of `path`, trying again until ZooKeeper answers (it may be electing a
+    /// leader); gives up after a minute (a hang guard).
+    async fn children(&self, path: &str) -> Vec<String> {
+        let mut last = None;
+        for _ in 0..300 {
+            match self.client().await.list_children(path).await {
+                Ok(names) => return names,
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("listing {path} kept failing: {last:?}");
+    }
+
+    /// The client, replaced first when its session is over.
+    async fn client(&self) -> zk::Client {
+        let current = self.client.lock().expect("client lock").clone();
+        if !current.state().is_terminated() {
+            return current;
+        }
+        let Ok(fresh) = event_bridge::session::connect(&self.config).await else {
+            return current; // not yet: the next try connects again
+        };
+        *self.client.lock().expect("client lock") = fresh.clone();
+        fresh
+    }
+}
