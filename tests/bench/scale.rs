@@ -156,7 +156,11 @@ fn envelope(i: usize) -> Envelope {
 fn write_lines(path: &Path, n: usize) -> Result<()> {
     let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
     for i in 0..n {
-        writeln!(file, "{}", json!({ "type": "bench", "payload": { "user": i } }))?;
+        writeln!(
+            file,
+            "{}",
+            json!({ "type": "bench", "payload": { "user": i } })
+        )?;
     }
     file.flush()?;
     Ok(())
@@ -258,10 +262,16 @@ pub fn summary(points: &[Point]) {
         "from {} to {} queued: process {:.2}x time, {:.2}x bytes; reap {:.2}x time; stats {:.2}x time; drain {:.2}x (targets: <= 1.5x, drain >= 0.9x)",
         first.size,
         last.size,
-        ratio(last.process.wall.as_secs_f64(), first.process.wall.as_secs_f64()),
+        ratio(
+            last.process.wall.as_secs_f64(),
+            first.process.wall.as_secs_f64()
+        ),
         ratio(last.process.bytes as f64, first.process.bytes as f64),
         ratio(last.reap.wall.as_secs_f64(), first.reap.wall.as_secs_f64()),
-        ratio(last.stats.wall.as_secs_f64(), first.stats.wall.as_secs_f64()),
+        ratio(
+            last.stats.wall.as_secs_f64(),
+            first.stats.wall.as_secs_f64()
+        ),
         ratio(last.drain_one, first.drain_one),
     );
     println!(
