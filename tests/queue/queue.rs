@@ -51,6 +51,52 @@ async fn a_lost_claim_is_an_outcome_not_an_error() {
 }
 
 #[tokio::test]
+async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried() {
+    let t = TestQueue::new().await;
+    let names = t.publish(5).await;
+    let mut reads = Vec::new();
+    for name in &names {
+        let path = format!("{}/tasks/{name}", t.config.root);
+        let (body, stat) = t.raw.get_data(&path).await.unwrap();
+        reads.push((name.clone(), body, stat));
+    }
+    // Another consumer takes the third task after our read.
+    let other = t.consumer("other").await;
+    let _held = claimed(claim(&other, &names[2], &t).await);
+    let now = t.now().await;
+    let outcomes = t.queue.claim_many(&reads, &now).await.unwrap();
+    let kinds: Vec<&str> = outcomes
+        .iter()
+        .map(|o| match o {
+            Some(ClaimOutcome::Claimed(_)) => "claimed",
+            Some(ClaimOutcome::Taken) => "taken",
+            None => "untried",
+            Some(other) => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(kinds, ["claimed", "claimed", "taken", "untried", "untried"]);
+    // Each claimed task got a lease of its own, fenced in claim order.
+    let tokens: Vec<i64> = outcomes[..2]
+        .iter()
+        .map(|o| match o {
+            Some(ClaimOutcome::Claimed(lease)) => lease.task.fencing_token,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert!(
+        tokens[0] > 0 && tokens[0] == tokens[1],
+        "one multi-op, one zxid: {tokens:?}"
+    );
+    assert_eq!(t.children("leases").await, names[..3].to_vec());
+    // Untried tasks are untouched: a claim of the same read still lands.
+    let late = t.queue.claim_many(&reads[3..], &now).await.unwrap();
+    assert!(
+        late.iter()
+            .all(|o| matches!(o, Some(ClaimOutcome::Claimed(_))))
+    );
+}
+
+#[tokio::test]
 async fn runs_claim_the_oldest_task_first() {
     let t = TestQueue::new().await;
     // ZooKeeper lists children in no particular order; runs must sort by sequence number.

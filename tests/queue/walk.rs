@@ -204,3 +204,45 @@ async fn status_follows_a_task_through_its_moves() {
         Status::NotFound
     );
 }
+
+/// Four consumers drain part of a queue at once, jumping over each other after lost races:
+/// each knows only part of what went, yet the head they leave is the oldest task left, and
+/// the ranges it keeps cover only numbers gone.
+#[tokio::test]
+async fn consumers_draining_together_leave_the_head_at_the_oldest_task_left() {
+    let t = TestQueue::new().await;
+    let names = t.publish(800).await;
+    let recorder = Recorder::default();
+    let mut consumers = Vec::new();
+    for i in 0..4 {
+        consumers.push(t.consumer(&format!("c{i}")).await);
+    }
+    let runs = consumers.iter().map(|queue| {
+        let options = harness::options(150, 32);
+        let recorder = recorder.clone();
+        async move {
+            event_bridge::process::run(queue, &recorder, &options)
+                .await
+                .expect("run")
+        }
+    });
+    let reports = futures::future::join_all(runs).await;
+    assert_eq!(reports.iter().map(|r| r.completed).sum::<u32>(), 600);
+    let left = t.children("tasks").await;
+    let numbers: Vec<i64> = left
+        .iter()
+        .filter_map(|n| event_bridge::layout::sequence(n))
+        .collect();
+    assert_eq!(numbers.len(), 200);
+    let head = t.read_json("head").await;
+    assert_eq!(head["next"], json!(numbers[0]), "head {head}");
+    // No range the head keeps holds a task still there.
+    for range in head["gone"].as_array().into_iter().flatten() {
+        let (from, to) = (range[0].as_i64().unwrap(), range[1].as_i64().unwrap());
+        assert!(
+            !numbers.iter().any(|n| (from..to).contains(n)),
+            "{from}..{to} holds a task"
+        );
+    }
+    assert_eq!(names.len(), 800);
+}

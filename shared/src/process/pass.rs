@@ -20,10 +20,10 @@ use tokio::time::Instant;
 use super::Run;
 use super::report::{Outcome, ProcessReport};
 use super::settle::Sent;
-use super::task::Ran;
+use super::task::{Claimed, Ran};
 use crate::error::{Error, Result};
 use crate::handler::Handler;
-use crate::queue::{Lease, Probed, Queue, Settled, TaskRead, Walk};
+use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Queue, Settled, TaskRead, Walk};
 
 /// Tasks completed in one multi-op, at most.
 const COMPLETE_BATCH: usize = 32;
@@ -34,7 +34,9 @@ enum Event {
     Probed(Box<Walk>, Result<Option<Vec<Probed>>>),
     /// The worker's refill notification came: the walk may go on past its old tail.
     Refilled,
-    /// A task's claim and run ended.
+    /// A batch of claims was sent: what came of each task.
+    Claimed(Result<Vec<Claimed>>),
+    /// A task's run ended.
     Ran(Result<Ran>),
     /// A batch of completions was sent: their tasks, and what came of them.
     Completed(Vec<String>, Result<Sent<Vec<(String, Settled)>>>),
@@ -61,6 +63,8 @@ pub(super) struct Pass<'r, 'a, H> {
     waiting: &'r mut HashSet<String>,
     /// The walk; `None` while one of its windows is being probed.
     walk: Option<Box<Walk>>,
+    /// Tasks settled while the walk was out probing, for it to learn when it is back.
+    settled_meanwhile: Vec<i64>,
     /// Tasks probed, waiting for a free slot.
     ready: VecDeque<(String, TaskRead)>,
     jobs: FuturesUnordered<Job<'r>>,
@@ -82,6 +86,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             report,
             waiting,
             walk: Some(Box::new(Walk::new())),
+            settled_meanwhile: Vec::new(),
             ready: VecDeque::new(),
             jobs: FuturesUnordered::new(),
             flight: InFlight::default(),
@@ -135,10 +140,11 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     fn start(&mut self) {
         let run = self.run;
         while self.first_error.is_none() && self.room() > 0 {
-            if let Some((name, read)) = self.ready.pop_front() {
-                self.flight.running += 1;
+            if !self.ready.is_empty() {
+                let batch = self.next_batch();
+                self.flight.running += batch.len();
                 self.jobs.push(Box::pin(async move {
-                    Event::Ran(run.run_task(name, read).await)
+                    Event::Claimed(run.claim_batch(batch).await)
                 }));
                 continue;
             }
@@ -156,6 +162,29 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             }));
             return;
         }
+    }
+
+    /// The next tasks to claim together: as many as there is room for, up to
+    /// [`CLAIM_BATCH`] tasks and [`CLAIM_BATCH_BYTES`] of bodies (the first goes whatever
+    /// its size).
+    fn next_batch(&mut self) -> Vec<(String, TaskRead)> {
+        let most = self.room().min(CLAIM_BATCH);
+        let mut batch = Vec::with_capacity(most);
+        let mut bytes = 0;
+        while batch.len() < most {
+            let Some((_, read)) = self.ready.front() else {
+                break;
+            };
+            bytes += match read {
+                TaskRead::Found { body, .. } => body.len(),
+                _ => 0,
+            };
+            if !batch.is_empty() && bytes > CLAIM_BATCH_BYTES {
+                break;
+            }
+            batch.extend(self.ready.pop_front());
+        }
+        batch
     }
 
     /// Starts a job that waits for the worker's refill notification, unless one waits already
@@ -186,7 +215,10 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         let mut succeeded = Vec::new();
         for event in events {
             let error = match event {
-                Event::Probed(walk, window) => {
+                Event::Probed(mut walk, window) => {
+                    for number in self.settled_meanwhile.drain(..) {
+                        walk.settle(number);
+                    }
                     self.walk = Some(walk);
                     window.map(|found| self.probed(found)).err()
                 }
@@ -197,6 +229,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                     }
                     None
                 }
+                Event::Claimed(claimed) => claimed.map(|claimed| self.claimed(claimed)).err(),
                 Event::Ran(ran) => {
                     self.flight.running -= 1;
                     ran.map(|ran| self.ran(ran, &mut succeeded)).err()
@@ -229,6 +262,30 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
     }
 
+    /// Accounts for a batch of claims: runs the tasks claimed, puts those not tried back at
+    /// the front of the line, and counts the rest.
+    fn claimed(&mut self, claimed: Vec<Claimed>) {
+        let run = self.run;
+        let mut settled = Vec::new();
+        let mut untried = Vec::new();
+        for one in claimed {
+            match one {
+                Claimed::Held(lease, at) => self.jobs.push(Box::pin(async move {
+                    Event::Ran(run.run_claimed(*lease, at).await)
+                })),
+                Claimed::Settled(outcome, name) => settled.push((outcome, name)),
+                Claimed::Untried(name, read) => untried.push((name, read)),
+            }
+        }
+        self.flight.running -= settled.len() + untried.len();
+        for task in untried.into_iter().rev() {
+            self.ready.push_front(task);
+        }
+        for (outcome, name) in settled {
+            self.ended(outcome, false, &name);
+        }
+    }
+
     /// Accounts for one task whose claim and run ended.
     fn ran(&mut self, ran: Ran, succeeded: &mut Vec<Lease>) {
         match ran {
@@ -237,38 +294,46 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 self.flight.completing += 1;
                 succeeded.push(*lease);
             }
-            Ran::Settled(outcome, claimed, name) => {
-                self.report.claimed += claimed as u32;
-                if let Outcome::Conflict = outcome {
-                    self.lost_race();
-                }
-                if outcome.left_tasks() {
-                    self.settle(&name);
-                }
-                self.report.count(&outcome);
-            }
+            Ran::Settled(outcome, claimed, name) => self.ended(outcome, claimed, &name),
         }
     }
 
+    /// Accounts for task `name`, settled (or never claimed) with `outcome`.
+    fn ended(&mut self, outcome: Outcome, claimed: bool, name: &str) {
+        self.report.claimed += claimed as u32;
+        if let Outcome::Conflict = outcome {
+            self.lost_race();
+        }
+        if outcome.left_tasks() {
+            self.settle(name);
+        }
+        self.report.count(&outcome);
+    }
+
     /// After a lost race, jumps a random distance ahead, so that consumers that started
-    /// together spread over the head of the queue instead of trailing each other.
-    /// Never skips the last task probed: a short queue is not given up after one lost race.
+    /// together spread over the head of the queue instead of trailing each other through
+    /// it (whoever won a batch holds the tasks probed with it). The jump passes over tasks
+    /// probed and waiting first, then goes on in the walk; once the walk has ended, it never
+    /// drops the last task probed: a short queue is not given up after one lost race.
     fn lost_race(&mut self) {
         let skip = fastrand::usize(0..=self.jump);
-        if self.ready.is_empty() {
-            if let Some(walk) = &mut self.walk {
-                walk.skip(skip);
-            }
-            return;
-        }
-        let dropped = skip.min(self.ready.len() - 1);
+        let ended = self.walk.as_ref().is_some_and(|walk| walk.ended());
+        let keep = usize::from(ended).min(self.ready.len());
+        let dropped = skip.min(self.ready.len() - keep);
         self.ready.drain(..dropped);
+        if let (Some(walk), true) = (&mut self.walk, self.ready.is_empty()) {
+            walk.skip(skip - dropped);
+        }
     }
 
     /// Task `name` is gone for good: the head may pass it.
     fn settle(&mut self, name: &str) {
-        if let (Some(walk), Some(number)) = (&mut self.walk, crate::layout::sequence(name)) {
-            walk.settle(number);
+        let Some(number) = crate::layout::sequence(name) else {
+            return;
+        };
+        match &mut self.walk {
+            Some(walk) => walk.settle(number),
+            None => self.settled_meanwhile.push(number),
         }
     }
 

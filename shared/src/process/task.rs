@@ -1,6 +1,6 @@
-//! One task of a pass: claim it (it was read already), run the handler while extending the
-//! lease ([`super::hold`]), and settle it unless it succeeded (successes are completed in
-//! batches by the pass).
+//! The tasks of a pass: claim them in batches (they were read already), run each handler
+//! while extending its lease ([`super::hold`]), and settle it unless it succeeded (successes
+//! are completed in batches by the pass).
 
 use std::time::Duration;
 
@@ -22,48 +22,75 @@ pub(super) enum Ran {
     Succeeded(Box<Lease>),
 }
 
+/// What came of one task of a batch of claims.
+pub(super) enum Claimed {
+    /// Ours: run it (claimed at that instant).
+    Held(Box<Lease>, Instant),
+    /// Ended without a run: how, and the task's name.
+    Settled(Outcome, String),
+    /// Not tried: a claim before it in the batch lost a race.
+    Untried(String, TaskRead),
+}
+
 impl<H: Handler> Run<'_, H> {
-    /// Claims a task that was read, runs it, and settles it unless it succeeded.
-    pub(super) async fn run_task(&self, name: String, read: TaskRead) -> Result<Ran> {
-        let (body, stat) = match read {
-            TaskRead::Found { body, stat } => (body, stat),
-            TaskRead::Gone => return Ok(Ran::Settled(Outcome::Gone, false, name)),
-            TaskRead::Unreadable(why) => {
-                tracing::warn!(task = %name, reason = %why, "task unreadable: skipped for this run");
-                return Ok(Ran::Settled(Outcome::Unreadable, false, name));
+    /// Claims a batch of tasks that were read, in one multi-op; those gone or unreadable
+    /// since are settled without a request, those in backoff are moved aside.
+    pub(super) async fn claim_batch(&self, batch: Vec<(String, TaskRead)>) -> Result<Vec<Claimed>> {
+        let mut claimed = Vec::with_capacity(batch.len());
+        let mut found = Vec::with_capacity(batch.len());
+        for (name, read) in batch {
+            match read {
+                TaskRead::Found { body, stat } => found.push((name, body, stat)),
+                TaskRead::Gone => claimed.push(Claimed::Settled(Outcome::Gone, name)),
+                TaskRead::Unreadable(why) => {
+                    tracing::warn!(task = %name, reason = %why, "task unreadable: skipped for this run");
+                    claimed.push(Claimed::Settled(Outcome::Unreadable, name));
+                }
             }
-        };
+        }
         let queue = self.queue();
         let claimed_at = Instant::now();
-        let claimed = match queue.claim_read(&name, &body, &stat, &self.now).await {
-            Ok(claimed) => claimed,
+        let outcomes = match queue.claim_many(&found, &self.now).await {
+            Ok(outcomes) => outcomes,
             // No answer (a dropped link, a leader change): not claimed, as far as we know. Had
-            // the claim landed, its lease expires unextended and the task runs later.
+            // the claim landed, its leases expire unextended and the tasks run later.
             Err(e) if recovery(&e, queue.session_over()) != Recovery::GiveUp => {
-                tracing::warn!(task = %name, error = %e, "claim got no answer; passed over");
-                return Ok(Ran::Settled(Outcome::ClaimFailed, false, name));
+                for (name, ..) in found {
+                    tracing::warn!(task = %name, error = %e, "claim got no answer; passed over");
+                    claimed.push(Claimed::Settled(Outcome::ClaimFailed, name));
+                }
+                return Ok(claimed);
             }
             Err(e) => return Err(e),
         };
-        let mut lease = match claimed {
-            ClaimOutcome::Claimed(lease) => lease,
-            ClaimOutcome::Taken => return Ok(Ran::Settled(Outcome::Conflict, false, name)),
-            ClaimOutcome::Gone => return Ok(Ran::Settled(Outcome::Gone, false, name)),
-            ClaimOutcome::Backoff { until_ms } => {
-                // Not due yet: it waits under `delayed/`, not at the head of the queue.
-                let outcome = match queue.defer(&name, &body, stat.version, until_ms).await? {
-                    Deferred::Moved => Outcome::Backoff,
-                    Deferred::Taken => Outcome::Conflict,
-                    Deferred::Gone => Outcome::Gone,
-                };
-                return Ok(Ran::Settled(outcome, false, name));
-            }
-            ClaimOutcome::Buried { .. } => {
-                return Ok(Ran::Settled(Outcome::DeadLettered, false, name));
-            }
-        };
-        tracing::debug!(task = %name, attempt = lease.task.attempt(), consumer = %queue.consumer_id(),
-            fencing_token = lease.task.fencing_token, "task claimed");
+        for ((name, body, stat), outcome) in found.into_iter().zip(outcomes) {
+            let outcome = match outcome {
+                None => Claimed::Untried(name, TaskRead::Found { body, stat }),
+                Some(ClaimOutcome::Claimed(lease)) => Claimed::Held(Box::new(lease), claimed_at),
+                Some(ClaimOutcome::Taken) => Claimed::Settled(Outcome::Conflict, name),
+                Some(ClaimOutcome::Gone) => Claimed::Settled(Outcome::Gone, name),
+                Some(ClaimOutcome::Backoff { until_ms }) => {
+                    // Not due yet: it waits under `delayed/`, not at the head of the queue.
+                    let outcome = match queue.defer(&name, &body, stat.version, until_ms).await? {
+                        Deferred::Moved => Outcome::Backoff,
+                        Deferred::Taken => Outcome::Conflict,
+                        Deferred::Gone => Outcome::Gone,
+                    };
+                    Claimed::Settled(outcome, name)
+                }
+                Some(ClaimOutcome::Buried { .. }) => Claimed::Settled(Outcome::DeadLettered, name),
+            };
+            claimed.push(outcome);
+        }
+        Ok(claimed)
+    }
+
+    /// Runs a claimed task, and settles it unless it succeeded.
+    pub(super) async fn run_claimed(&self, mut lease: Lease, claimed_at: Instant) -> Result<Ran> {
+        tracing::debug!(task = %lease.task.name, attempt = lease.task.attempt(),
+            consumer = %self.queue().consumer_id(), fencing_token = lease.task.fencing_token,
+            "task claimed");
+        let name = lease.task.name.clone();
         let outcome = match self.run_handler(&mut lease, claimed_at).await? {
             HandlerEnd::Finished(Ok(())) => return Ok(Ran::Succeeded(Box::new(lease))),
             HandlerEnd::Finished(Err(e)) => self.settle_failure(lease, e).await?,

@@ -19,6 +19,56 @@ pub struct Lease {
     pub(super) lease_version: i32,
 }
 
+/// Tasks claimed in one multi-op, at most.
+pub const CLAIM_BATCH: usize = 32;
+
+/// Bytes of task bodies claimed in one multi-op, at most (a larger task is claimed alone).
+pub const CLAIM_BATCH_BYTES: usize = 256 * 1024;
+
+/// What a claim of a task just read comes to, short of taking it.
+#[allow(clippy::large_enum_variant)]
+enum Prepared {
+    Take(Take),
+    Decided(ClaimOutcome),
+}
+
+/// A task checked and ready to take: its envelope with this attempt counted, rewritten.
+struct Take {
+    name: String,
+    envelope: Envelope,
+    body: Vec<u8>,
+    read_version: i32,
+}
+
+impl Take {
+    /// The lease of a task whose claim landed, from its three results.
+    fn taken(self, results: &[zk::MultiWriteResult], lease_path: &str) -> Result<ClaimOutcome> {
+        // The lease's `czxid` is the claim's zxid: the fencing token.
+        let (lease_version, task_version, token) = match results {
+            [
+                _,
+                zk::MultiWriteResult::SetData { stat: l },
+                zk::MultiWriteResult::SetData { stat: t },
+            ] => (l.version, t.version, l.czxid),
+            other => {
+                let msg = format!("claim returned {other:?}");
+                let e = zk::Error::UnexpectedError(msg);
+                return Err(Error::zk("claim", lease_path.to_string(), e));
+            }
+        };
+        let task = Task {
+            name: self.name,
+            envelope: self.envelope,
+            fencing_token: token,
+        };
+        Ok(ClaimOutcome::Claimed(Lease {
+            task,
+            task_version,
+            lease_version,
+        }))
+    }
+}
+
 /// What a claim came to. (It lives for one `match`; boxing the lease would buy nothing.)
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
@@ -54,6 +104,49 @@ impl Queue {
         stat: &zk::Stat,
         now: &ZkTime,
     ) -> Result<ClaimOutcome> {
+        let read = [(name.to_string(), body.to_vec(), *stat)];
+        let mut outcomes = self.claim_many(&read, now).await?;
+        Ok(outcomes.pop().flatten().unwrap_or(ClaimOutcome::Taken))
+    }
+
+    /// Claims the tasks `reads` (name, body, stat, as just read) in one multi-op: one
+    /// request for the batch however many it holds. The outcomes come back in the order of
+    /// `reads`; `None` is a task not tried, because the claim of one before it lost a race
+    /// (whoever won may be working through the same tasks: the caller decides whether to
+    /// try again). A batch is bounded by the caller: [`CLAIM_BATCH`] tasks and
+    /// [`CLAIM_BATCH_BYTES`] of bodies at most, keeping the request far under ZooKeeper's
+    /// 1 MB.
+    pub async fn claim_many(
+        &self,
+        reads: &[(String, Vec<u8>, zk::Stat)],
+        now: &ZkTime,
+    ) -> Result<Vec<Option<ClaimOutcome>>> {
+        let mut outcomes: Vec<Option<ClaimOutcome>> = Vec::with_capacity(reads.len());
+        let mut takes = Vec::new();
+        for (index, (name, body, stat)) in reads.iter().enumerate() {
+            match self.prepare(name, body, stat, now).await? {
+                Prepared::Decided(outcome) => outcomes.push(Some(outcome)),
+                Prepared::Take(take) => {
+                    outcomes.push(None);
+                    takes.push((index, take));
+                }
+            }
+        }
+        for (index, outcome) in self.take_many(takes).await? {
+            outcomes[index] = Some(outcome);
+        }
+        Ok(outcomes)
+    }
+
+    /// Decides what a claim of a task just read comes to, short of taking it: a poison body
+    /// or one out of attempts is buried here, one in backoff is reported.
+    async fn prepare(
+        &self,
+        name: &str,
+        body: &[u8],
+        stat: &zk::Stat,
+        now: &ZkTime,
+    ) -> Result<Prepared> {
         let mut envelope = match task::parse(body) {
             Body::Envelope(envelope) => envelope,
             // Its envelope nests it one level deeper: past the limit it could not be read back.
@@ -65,29 +158,37 @@ impl Queue {
                 );
                 return self
                     .bury_unclaimed(name, body, stat.version, 0, reason, None)
-                    .await;
+                    .await
+                    .map(Prepared::Decided);
             }
             Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
             Body::Poison(reason) => {
                 return self
                     .bury_unclaimed(name, body, stat.version, 0, reason, None)
-                    .await;
+                    .await
+                    .map(Prepared::Decided);
             }
         };
         if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
-            return Ok(ClaimOutcome::Backoff { until_ms });
+            return Ok(Prepared::Decided(ClaimOutcome::Backoff { until_ms }));
         }
         if envelope.attempts >= self.max_attempts() {
             let reason = format!("gave up after {} attempts", envelope.attempts);
             let last = envelope.last_error.clone();
             return self
                 .bury_unclaimed(name, body, stat.version, envelope.attempts, reason, last)
-                .await;
+                .await
+                .map(Prepared::Decided);
         }
         envelope.attempts += 1;
         envelope.retry_at = None;
         match envelope.to_bytes() {
-            Ok(rewritten) => self.take(name, envelope, &rewritten, stat.version).await,
+            Ok(rewritten) => Ok(Prepared::Take(Take {
+                name: name.to_string(),
+                envelope,
+                body: rewritten,
+                read_version: stat.version,
+            })),
             // A body near ZooKeeper's limit (a plain body grows when wrapped) cannot be
             // rewritten, so it can never be claimed: it is poison.
             Err(Error::TooLarge { size, limit }) => {
@@ -97,62 +198,56 @@ impl Queue {
                 let attempts = envelope.attempts - 1;
                 self.bury_unclaimed(name, body, stat.version, attempts, reason, None)
                     .await
+                    .map(Prepared::Decided)
             }
             Err(e) => Err(e),
         }
     }
 
-    /// The claim's multi-op: lease created and bumped to version 1, task rewritten.
-    async fn take(
-        &self,
-        name: &str,
-        envelope: Envelope,
-        body: &[u8],
-        read_version: i32,
-    ) -> Result<ClaimOutcome> {
+    /// The claim's multi-op, for every task of `takes` at once: per task its lease created
+    /// and bumped to version 1, and the task rewritten at the version read. When one fails,
+    /// that task's outcome is known (taken or gone); those before it passed ZooKeeper's
+    /// checks and are sent again; those after it are left untried.
+    async fn take_many(&self, mut takes: Vec<(usize, Take)>) -> Result<Vec<(usize, ClaimOutcome)>> {
+        let mut outcomes = Vec::with_capacity(takes.len());
         let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
-        let (task_path, lease_path) = (self.layout().task(name), self.layout().lease(name));
-        let ops = [
-            Op::Create(&lease_path, &lease_data),
-            Op::Set(&lease_path, &lease_data, 0),
-            Op::Set(&task_path, body, read_version),
-        ];
-        let results = match self.commit("claim", &ops).await? {
-            Ok(results) => results,
-            Err((0, zk::Error::NodeExists)) | Err((2, zk::Error::BadVersion)) => {
-                return Ok(ClaimOutcome::Taken);
-            }
-            Err((2, zk::Error::NoNode)) => return Ok(ClaimOutcome::Gone),
-            Err((i, e)) => return Err(Error::zk("claim", ops[i].path(), e)),
-        };
-        // The lease's `czxid` is the claim's zxid: the fencing token.
-        let (lease_version, task_version, token) = match results.as_slice() {
-            [
-                _,
-                zk::MultiWriteResult::SetData { stat: l },
-                zk::MultiWriteResult::SetData { stat: t },
-            ] => (l.version, t.version, l.czxid),
-            other => {
-                let msg = format!("claim returned {other:?}");
-                return Err(Error::zk(
-                    "claim",
-                    lease_path,
-                    zk::Error::UnexpectedError(msg),
-                ));
-            }
-        };
-        let task = Task {
-            name: name.to_string(),
-            envelope,
-            fencing_token: token,
-        };
-        Ok(ClaimOutcome::Claimed(Lease {
-            task,
-            task_version,
-            lease_version,
-        }))
+        while !takes.is_empty() {
+            let paths: Vec<(String, String)> = takes
+                .iter()
+                .map(|(_, t)| (self.layout().task(&t.name), self.layout().lease(&t.name)))
+                .collect();
+            let ops: Vec<Op> = takes
+                .iter()
+                .zip(&paths)
+                .flat_map(|((_, take), (task_path, lease_path))| {
+                    [
+                        Op::Create(lease_path, &lease_data),
+                        Op::Set(lease_path, &lease_data, 0),
+                        Op::Set(task_path, &take.body, take.read_version),
+                    ]
+                })
+                .collect();
+            let (at, error) = match self.commit("claim", &ops).await? {
+                Ok(results) => {
+                    let taken = takes.drain(..).zip(results.chunks(3)).zip(&paths);
+                    for (((index, take), results), (_, lease_path)) in taken {
+                        outcomes.push((index, take.taken(results, lease_path)?));
+                    }
+                    break;
+                }
+                Err(failed) => failed,
+            };
+            let (task, step) = (at / 3, at % 3);
+            let outcome = match (step, error) {
+                (0, zk::Error::NodeExists) | (2, zk::Error::BadVersion) => ClaimOutcome::Taken,
+                (2, zk::Error::NoNode) => ClaimOutcome::Gone,
+                (_, e) => return Err(Error::zk("claim", ops[at].path(), e)),
+            };
+            outcomes.push((takes[task].0, outcome));
+            takes.truncate(task);
+        }
+        Ok(outcomes)
     }
-
     /// Buries a task nobody holds: lease created and deleted in the same multi-op, so it
     /// fails if someone holds the task, and the task deleted at the version we read.
     async fn bury_unclaimed(

@@ -28,6 +28,7 @@ mod holder;
 mod ops;
 mod probe;
 mod publish;
+mod ranges;
 mod reads;
 pub(crate) mod record;
 mod walk;
@@ -37,7 +38,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-pub use claim::{ClaimOutcome, Lease};
+pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Lease};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use forward::{DeadLetterSink, SendError};
 pub use holder::Settled;

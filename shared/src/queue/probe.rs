@@ -8,9 +8,9 @@
 //! half their sum is the number of creates.
 //!
 //! The head (`ROOT/head`) is the lowest number a task may still have. It only moves forward,
-//! and only to a number a probe saw existing in the same multi-read that saw every number below
-//! it gone: a number below an existing one was given before it, so once gone it is gone for
-//! good.
+//! and only over numbers known gone for good: seen missing below the tail read in the same
+//! multi-read (numbers are never given twice), or settled by the consumer that says so. It
+//! also keeps a few ranges known gone beyond it (see [`super::walk`]).
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
@@ -66,6 +66,11 @@ pub struct HeadData {
     /// server's numbering jumped).
     #[serde(default)]
     pub tail_offset: i64,
+    /// Ranges `[start, end)` above `next` that consumers knew gone when they last wrote the
+    /// head (the lowest few): a walk passes them without a probe, and the head moves over
+    /// them once the numbers before them are gone too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gone: Vec<[i64; 2]>,
 }
 
 /// The head as read, with the version to write it back at.

@@ -4,12 +4,15 @@
 //! 1. The walk starts at the head. If the window there is empty, it widens, still from the
 //!    head, up to [`WIDEST`] numbers in one probe.
 //! 2. It goes on window by window until the tail (the next number ZooKeeper will give).
-//! 3. It keeps track of which numbers from the head up are gone for good: a number the walk saw
-//!    missing below the tail read in the same multi-read (a number below the tail was given
-//!    already, so once gone it stays gone), and every task the walker itself completed, buried
-//!    or moved away ([`Walk::settle`]). [`Walk::save_head`] moves the head up
-//!    to the first number not known gone: every consumer does so after each pass, so the head
-//!    stays near the oldest task whatever the consumers complete.
+//! 3. It keeps track of which numbers are gone for good: a number the walk saw missing below
+//!    the tail read in the same multi-read (a number below the tail was given already, so once
+//!    gone it stays gone), and every task the walker itself completed, buried or moved away
+//!    ([`Walk::settle`]). [`Walk::save_head`] adds what it knows to what the head keeps of
+//!    other consumers' knowledge (ranges known gone beyond the head), and moves the head up to
+//!    the first number nobody knew gone. Every consumer does so after each pass, so the head
+//!    stays near the oldest task whatever the consumers complete, even when they jumped over
+//!    each other's tasks (a task is known gone to the consumer that settled it), and a walk
+//!    passes over the ranges the head knows gone without a probe.
 //! 4. Only as a fallback it lists `tasks/`: when there is no head yet (a new queue, or one
 //!    written by an earlier version), when [`WIDEST`] numbers from the head are empty, or when
 //!    a walk that reached the tail saw fewer tasks than `tasks/` has children (a jump in
@@ -22,6 +25,7 @@ use std::collections::BTreeSet;
 
 use super::Queue;
 use super::probe::{Head, HeadData, Probed};
+use super::ranges::Ranges;
 use crate::error::Result;
 
 /// Numbers in one probe.
@@ -29,6 +33,13 @@ pub const WINDOW: usize = 32;
 
 /// The widest probe from the head before the walk lists `tasks/` instead.
 pub const WIDEST: usize = 4_096;
+
+/// Tries of a head write that lost to another consumer's, at most: consumers that end a
+/// drain together all write it at once, and each try that loses means another one landed.
+pub const HEAD_WRITES: usize = 8;
+
+/// Ranges known gone that the head keeps beyond its number, at most (the lowest ones).
+pub const HEAD_RANGES: usize = 64;
 
 /// Where a walk is.
 #[derive(Debug)]
@@ -50,8 +61,9 @@ pub struct Walk {
     ended: bool,
     /// Tasks found that are not known gone yet.
     open: BTreeSet<i64>,
-    /// Every number from the head below this that is not in `open` is gone for good.
-    frontier: i64,
+    /// Numbers probed below the tail, settled, or known gone from the head: every one of them
+    /// that is not in `open` is gone for good.
+    known: Ranges,
     /// The highest number seen existing (never passed by the frontier while open).
     highest: i64,
 }
@@ -76,7 +88,7 @@ impl Walk {
             listed: false,
             ended: false,
             open: BTreeSet::new(),
-            frontier: 0,
+            known: Ranges::new(),
             highest: -1,
         }
     }
@@ -101,39 +113,48 @@ impl Walk {
     /// gone).
     pub fn settle(&mut self, number: i64) {
         self.open.remove(&number);
+        self.known.insert(number, number + 1);
     }
 
-    /// The first number not known gone: where the head may move.
-    fn settled_through(&self) -> i64 {
-        self.open
-            .first()
-            .copied()
-            .unwrap_or(self.frontier)
-            .min(self.frontier)
+    /// What this walk knows gone, with what `head` keeps.
+    fn gone(&self, head: &HeadData) -> Ranges {
+        let mut gone = self.known.without(&self.open);
+        gone.union(&Ranges::from_pairs(&head.gone));
+        gone
     }
 
-    /// Moves the head up to the first number this walk does not know gone (a version-checked
-    /// write, repeated while another consumer's write got in first; it never moves the head
-    /// back).
+    /// The head `head` would become with this walk's knowledge: its number moved up to the
+    /// first number not known gone, and the lowest [`HEAD_RANGES`] ranges known gone above it.
+    fn head_after(&self, head: &HeadData) -> HeadData {
+        let gone = self.gone(head);
+        let next = gone.reach(head.next);
+        HeadData {
+            next,
+            gone: gone.above(next).to_pairs(HEAD_RANGES),
+            ..head.clone()
+        }
+    }
+
+    /// Adds what this walk knows gone to the head, moving it up (a version-checked write,
+    /// repeated while another consumer's write got in first, up to [`HEAD_WRITES`] times; it
+    /// never moves the head back).
     pub async fn save_head(&mut self, queue: &Queue) -> Result<()> {
-        let target = self.settled_through();
-        for _ in 0..3 {
+        for _ in 0..HEAD_WRITES {
             let Some(head) = &self.head else {
                 return Ok(());
             };
-            if target <= head.data.next || head.is_missing() {
+            let data = self.head_after(&head.data);
+            if data == head.data || head.is_missing() {
                 return Ok(());
             }
-            let data = HeadData {
-                next: target,
-                ..head.data.clone()
-            };
             let written = queue.write_head(head, &data).await?;
             self.head = queue.read_head().await?;
             if written {
+                tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
                 return Ok(());
             }
         }
+        tracing::debug!("head not moved: other consumers kept writing it first");
         Ok(())
     }
 
@@ -144,6 +165,8 @@ impl Walk {
             self.start(queue).await?;
         }
         while !self.ended {
+            // Ranges known gone (from the head, or settled) are passed without a probe.
+            self.next = self.known.reach(self.next).min(self.tail.max(self.next));
             let count = if self.found_any { WINDOW } else { self.width };
             let probe = queue.probe(self.next, count).await?;
             let offset = self.head_data().tail_offset;
@@ -164,16 +187,14 @@ impl Walk {
 
     /// Takes a probe of `count` numbers from `self.next` into account, `tail` read in the same
     /// multi-read: its tasks are open, and the numbers it saw missing below `tail` are gone for
-    /// good. The frontier moves only over windows that follow it without a gap.
+    /// good.
     fn observe(&mut self, found: &[Probed], count: usize, tail: i64) {
         for probed in found {
             self.open.insert(probed.number);
             self.highest = self.highest.max(probed.number);
         }
-        if self.next == self.frontier {
-            let end = self.next + count as i64;
-            self.frontier = end.min(tail.max(self.highest + 1)).max(self.frontier);
-        }
+        let end = (self.next + count as i64).min(tail.max(self.highest + 1));
+        self.known.insert(self.next, end);
     }
 
     fn head_data(&self) -> HeadData {
@@ -190,7 +211,7 @@ impl Walk {
             return self.list(queue).await;
         };
         self.next = head.data.next;
-        self.frontier = head.data.next;
+        self.known = Ranges::from_pairs(&head.data.gone);
         self.head = Some(head);
         Ok(())
     }
@@ -237,6 +258,7 @@ impl Walk {
             next: lowest,
             junk,
             tail_offset: (highest_next - probe.tail).max(0),
+            gone: Vec::new(),
         };
         tracing::info!(
             tasks = numbers.len(),
@@ -253,7 +275,7 @@ impl Walk {
         self.tail = highest_next.max(probe.tail);
         // Walk again from the lowest task, counting afresh: every number below it is gone.
         self.next = lowest;
-        self.frontier = lowest;
+        self.known = Ranges::new();
         self.open.clear();
         self.seen = 0;
         self.found_any = false;
@@ -276,17 +298,21 @@ mod tests {
         }
     }
 
+    fn settled_through(walk: &Walk) -> i64 {
+        walk.head_after(&HeadData::default()).next
+    }
+
     #[test]
     fn the_head_passes_only_what_is_known_gone() {
         let mut walk = Walk::new();
         // A window of 32 from 0 that saw tasks 3 and 7, with the tail at 10.
         walk.observe(&[probed(3), probed(7)], WINDOW, 10);
         // 0..3 were seen missing below the tail: gone. 3 and 7 are open.
-        assert_eq!(walk.settled_through(), 3);
+        assert_eq!(settled_through(&walk), 3);
         walk.settle(3);
-        assert_eq!(walk.settled_through(), 7, "4..7 missing below the tail");
+        assert_eq!(settled_through(&walk), 7, "4..7 missing below the tail");
         walk.settle(7);
-        assert_eq!(walk.settled_through(), 10, "10 and on were not given yet");
+        assert_eq!(settled_through(&walk), 10, "10 and on were not given yet");
     }
 
     #[test]
@@ -297,9 +323,39 @@ mod tests {
         walk.next = 32;
         walk.tail = 1_000;
         walk.skip(100);
-        // A window seen after the jump does not settle what was jumped over.
+        // A window seen after the jump does not settle what was jumped over...
         walk.observe(&[probed(140)], WINDOW, 1_000);
         walk.settle(140);
-        assert_eq!(walk.settled_through(), 32);
+        let head = walk.head_after(&HeadData::default());
+        assert_eq!(head.next, 32);
+        // ...but the head keeps it, for whoever learns what lies between.
+        assert_eq!(head.gone, [[132, 164]]);
+    }
+
+    #[test]
+    fn knowledge_of_several_consumers_adds_up_in_the_head() {
+        // Consumer a walked 0..32 and jumped to 96; b walked 32..96 (say, after a lost race).
+        let mut a = Walk::new();
+        a.observe(&[probed(5)], WINDOW, 1_000);
+        a.settle(5);
+        a.next = 96;
+        a.observe(&[probed(100)], WINDOW, 1_000);
+        let head = a.head_after(&HeadData::default());
+        assert_eq!(
+            (head.next, head.gone.clone()),
+            (32, vec![[96, 100], [101, 128]])
+        );
+        let mut b = Walk::new();
+        b.next = 32;
+        b.observe(&[], 64, 1_000);
+        let head = b.head_after(&head);
+        assert_eq!(head.next, 100, "a's open task 100 stops the head");
+        assert_eq!(head.gone, [[101, 128]]);
+        // A walk starting from that head passes what it knows gone without a probe.
+        let mut c = Walk::new();
+        c.known = Ranges::from_pairs(&head.gone);
+        c.next = 101;
+        c.tail = 1_000;
+        assert_eq!(c.known.reach(c.next), 128);
     }
 }
