@@ -10,7 +10,7 @@ export AWS_EC2_METADATA_DISABLED := true
 CARGO ?= cargo
 PIP ?= python3 -m pip
 
-.PHONY: demo test test-queue test-functions test-sinks test-interop test-deploy bench chaos zk-up zk-down moto-up moto-down tools lambda-build clean
+.PHONY: demo test test-queue test-functions test-sinks test-interop test-deploy bench chaos zk-up zk-down moto-up moto-down tools lambda-build deploy-check clean
 
 ## zk-up: start a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) (installs Debian's package if missing)
 zk-up:
@@ -78,6 +78,14 @@ chaos:
 ## lambda-build: release builds of both functions for Lambda (arm64, cargo-lambda)
 lambda-build: tools
 	cargo lambda build --release --arm64 --bin process_events --bin reap_leases
+
+## deploy-check: build both deployments with the real tools, offline, and check the output:
+## sam validate --lint and sam build (.aws-sam/), vercel build (.vercel/output: functions,
+## crons, static files only from public/), and that a panicking handler built the way sam
+## builds is reported as an error. Installs aws-sam-cli, cargo-lambda, cargo-zigbuild (PyPI,
+## in .venv/deploy) and the vercel CLI (npm, tools/vercel). About 13 minutes from scratch.
+deploy-check:
+	@scripts/deploy-check.sh
 
 clean: zk-down moto-down
 	rm -rf .zk .zk-bench .moto

@@ -3,3 +3,4 @@
 //! Needs: ZooKeeper (`make zk-up`), cfn-lint and cargo-lambda (`make tools`).
 
 mod deploy;
+mod panic;

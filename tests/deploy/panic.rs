@@ -1,0 +1,385 @@
+//! A panic in a Lambda handler must reach the Lambda Runtime API as an error of that
+//! invocation, with the runtime still running: that needs unwinding panics. cargo-lambda, which
+//! `sam build` runs for our functions (BuildMethod `rust-cargolambda`), injects
+//! `panic = "abort"` into release builds whose profile names no strategy, so the workspace's
+//! `[profile.release]` says `panic = "unwind"`.
+//!
+//! The functions have no handler that panics, so `tests/deploy/panic_probe` is a tiny Lambda
+//! function (not a workspace member) that panics on request. It must use the workspace's
+//! release profile (checked here, cheaply, in `make test`). The slow checks build a copy of it
+//! with `cargo lambda build --release`, as SAM's build method does (but for this machine's
+//! architecture instead of `--arm64`, so it runs here; the panic strategy does not depend on
+//! the target), and run the `bootstrap` against a Lambda Runtime API served by the test on
+//! loopback. They are `#[ignore]`d and run by `make deploy-check`
+//! (`cargo test -p event-bridge-tests --test deploy -- --ignored`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use harness::workspace_root;
+
+const NEXT: &str = "/2018-06-01/runtime/invocation/next";
+const INVOCATION: &str = "/2018-06-01/runtime/invocation/";
+
+#[test]
+fn the_panic_probe_builds_with_the_workspace_release_profile() {
+    let workspace = release_profile(&read(&workspace_root().join("Cargo.toml")));
+    assert_eq!(
+        workspace.get("panic").map(String::as_str),
+        Some("\"unwind\""),
+        "the workspace's [profile.release] must say panic = \"unwind\": cargo-lambda (sam build) \
+         makes release builds abort on panic otherwise"
+    );
+    let probe = release_profile(&read(&probe_dir().join("Cargo.toml")));
+    assert_eq!(
+        probe, workspace,
+        "tests/deploy/panic_probe/Cargo.toml's [profile.release] must equal the workspace's"
+    );
+}
+
+#[tokio::test]
+#[ignore = "release-builds a Lambda binary with cargo-lambda (a minute or two): make deploy-check runs it"]
+async fn a_panicking_handler_is_reported_as_an_error_and_the_runtime_goes_on() {
+    let bootstrap = build_probe("unwind", None).await;
+    let run = run_probe(
+        &bootstrap,
+        vec![
+            ("req-panic", json!({"panic": "probe handler panicked"})),
+            ("req-echo", json!({"n": 1})),
+        ],
+    )
+    .await;
+
+    assert_eq!(
+        run.exit, None,
+        "the runtime died instead of reporting the panic; requests: {:?}\nlog:\n{}",
+        run.requests, run.log
+    );
+    let posts: Vec<&Request> = run.requests.iter().filter(|r| r.method == "POST").collect();
+    assert_eq!(
+        posts.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(),
+        vec![
+            "/2018-06-01/runtime/invocation/req-panic/error",
+            "/2018-06-01/runtime/invocation/req-echo/response",
+        ],
+        "log:\n{}",
+        run.log
+    );
+    let error: Value = serde_json::from_slice(&posts[0].body).expect("the error is JSON");
+    assert!(
+        error["errorMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("probe handler panicked")),
+        "error body: {error}"
+    );
+    let response: Value = serde_json::from_slice(&posts[1].body).expect("the response is JSON");
+    assert_eq!(response, json!({"echoed": {"n": 1}}));
+    let nexts = run.requests.iter().filter(|r| r.path == NEXT).count();
+    assert_eq!(
+        nexts, 3,
+        "asked for a third event after the two: {:?}",
+        run.requests
+    );
+}
+
+/// The check above can fail: the same probe with `panic = "abort"` (what cargo-lambda injects
+/// when the profile names no strategy) dies on the panic, and no error is ever posted.
+#[tokio::test]
+#[ignore = "release-builds a Lambda binary with cargo-lambda (a minute or two): make deploy-check runs it"]
+async fn with_panic_abort_the_same_panic_kills_the_runtime() {
+    let bootstrap = build_probe("abort", Some("abort")).await;
+    let run = run_probe(
+        &bootstrap,
+        vec![
+            ("req-panic", json!({"panic": "probe handler panicked"})),
+            ("req-echo", json!({"n": 1})),
+        ],
+    )
+    .await;
+
+    let exit = run.exit.unwrap_or_else(|| {
+        panic!(
+            "with panic = \"abort\" the runtime survived; requests: {:?}",
+            run.requests
+        )
+    });
+    assert_eq!(
+        exit.signal(),
+        Some(libc::SIGABRT),
+        "{exit}\nlog:\n{}",
+        run.log
+    );
+    assert!(
+        run.requests.iter().all(|r| r.method != "POST"),
+        "nothing is reported: {:?}",
+        run.requests
+    );
+}
+
+fn probe_dir() -> PathBuf {
+    workspace_root().join("tests/deploy/panic_probe")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The `key = value` lines of a manifest's `[profile.release]` table, values as written.
+fn release_profile(manifest: &str) -> BTreeMap<String, String> {
+    manifest
+        .lines()
+        .map(str::trim)
+        .skip_while(|line| *line != "[profile.release]")
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            Some((key.trim().to_string(), value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Copies the probe to `target/panic-probe/<variant>` with the workspace's Cargo.lock (same
+/// lambda_runtime and tokio as the functions), optionally with another panic strategy, builds
+/// it with `cargo lambda build --release` and returns its `bootstrap`.
+async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
+    let root = workspace_root();
+    let dir = root.join("target/panic-probe").join(variant);
+    std::fs::create_dir_all(dir.join("src")).expect("probe copy");
+    let mut manifest = read(&probe_dir().join("Cargo.toml"));
+    if let Some(strategy) = panic_strategy {
+        let line = "panic = \"unwind\"";
+        assert!(manifest.contains(line), "the probe's manifest has {line}");
+        manifest = manifest.replace(line, &format!("panic = \"{strategy}\""));
+    }
+    std::fs::write(dir.join("Cargo.toml"), manifest).expect("write manifest");
+    std::fs::copy(probe_dir().join("src/main.rs"), dir.join("src/main.rs")).expect("copy main.rs");
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).expect("copy Cargo.lock");
+
+    let target_dir = dir.join("target");
+    let build = tokio::process::Command::new("cargo")
+        .args(["lambda", "build", "--release"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .env_remove("CARGO_MANIFEST_DIR")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(1200), build)
+        .await
+        .expect("cargo lambda build hung")
+        .expect("cargo-lambda is installed (make deploy-check installs it)");
+    assert!(
+        output.status.success(),
+        "cargo lambda build --release ({variant}):\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let bootstrap = target_dir.join("lambda/panic_probe/bootstrap");
+    assert!(bootstrap.is_file(), "no {}", bootstrap.display());
+    bootstrap
+}
+
+/// One HTTP request the runtime made.
+#[derive(Debug)]
+struct Request {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+}
+
+/// What a run of the probe did.
+struct Run {
+    requests: Vec<Request>,
+    /// `None`: still running, asking for the event after the last one given.
+    exit: Option<ExitStatus>,
+    log: String,
+}
+
+/// Runs `bootstrap` against a Runtime API that hands out `events` in order. Stops when the
+/// runtime asks for an event after the last (it survived everything), when it exits, or after
+/// a minute.
+async fn run_probe(bootstrap: &Path, events: Vec<(&str, Value)>) -> Run {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let given = events.len();
+    let events: Arc<Mutex<VecDeque<(String, Value)>>> = Arc::new(Mutex::new(
+        events
+            .into_iter()
+            .map(|(id, event)| (id.to_string(), event))
+            .collect(),
+    ));
+    let (seen, mut requests) = mpsc::unbounded_channel();
+    let server = tokio::spawn(serve(listener, events, seen));
+
+    let log_path = bootstrap.with_file_name("run.log");
+    let log = std::fs::File::create(&log_path).expect("log");
+    let mut child = tokio::process::Command::new(bootstrap)
+        .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
+        .env("AWS_LAMBDA_FUNCTION_NAME", "panic_probe")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/panic_probe")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start bootstrap");
+
+    let mut seen = Vec::new();
+    let mut exit = None;
+    let deadline = tokio::time::sleep(Duration::from_secs(60));
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                exit = Some(status.expect("wait"));
+                break;
+            }
+            request = requests.recv() => {
+                let Some(request) = request else { break };
+                let asks_past_the_last =
+                    request.path == NEXT && seen.iter().filter(|r: &&Request| r.path == NEXT).count() == given;
+                seen.push(request);
+                if asks_past_the_last {
+                    break;
+                }
+            }
+            () = &mut deadline => panic!(
+                "the probe neither finished nor died within a minute; requests: {seen:?}\nlog:\n{}",
+                read(&log_path)
+            ),
+        }
+    }
+    if exit.is_none() {
+        // Give a runtime about to die the chance to show it.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        exit = child.try_wait().expect("try_wait");
+    }
+    let _ = child.kill().await;
+    server.abort();
+    while let Ok(request) = requests.try_recv() {
+        seen.push(request);
+    }
+    Run {
+        requests: seen,
+        exit,
+        log: read(&log_path),
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    events: Arc<Mutex<VecDeque<(String, Value)>>>,
+    seen: mpsc::UnboundedSender<Request>,
+) {
+    while let Ok((stream, _)) = listener.accept().await {
+        tokio::spawn(connection(stream, events.clone(), seen.clone()));
+    }
+}
+
+/// One keep-alive connection of the runtime's HTTP client: `next` hands out the next event (or
+/// never answers when there is none: the runtime waits, as on Lambda); posts are accepted.
+async fn connection(
+    stream: TcpStream,
+    events: Arc<Mutex<VecDeque<(String, Value)>>>,
+    seen: mpsc::UnboundedSender<Request>,
+) {
+    let mut stream = BufReader::new(stream);
+    while let Some(request) = read_request(&mut stream).await {
+        let next = request.method == "GET" && request.path == NEXT;
+        let posted = request.method == "POST" && request.path.starts_with(INVOCATION);
+        let _ = seen.send(request);
+        let reply = if next {
+            let event = events.lock().unwrap().pop_front();
+            let Some((id, event)) = event else {
+                std::future::pending::<()>().await;
+                return;
+            };
+            let body = event.to_string();
+            let deadline = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+                + 30_000;
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                 Lambda-Runtime-Aws-Request-Id: {id}\r\n\
+                 Lambda-Runtime-Deadline-Ms: {deadline}\r\n\
+                 Lambda-Runtime-Invoked-Function-Arn: arn:aws:lambda:us-east-1:123456789012:function:panic_probe\r\n\
+                 Lambda-Runtime-Trace-Id: Root=1-00000000-000000000000000000000000\r\n\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        } else if posted {
+            let body = r#"{"status":"OK"}"#;
+            format!(
+                "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        } else {
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string()
+        };
+        if stream.get_mut().write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads one HTTP/1.1 request (a body by Content-Length or chunked); `None` at end of stream.
+async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Request> {
+    let mut line = String::new();
+    if stream.read_line(&mut line).await.ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_string();
+    let path = parts.next()?.to_string();
+    let mut length = 0;
+    let mut chunked = false;
+    loop {
+        let mut header = String::new();
+        if stream.read_line(&mut header).await.ok()? == 0 {
+            return None;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':')?;
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            length = value.parse().ok()?;
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value.eq_ignore_ascii_case("chunked");
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            stream.read_line(&mut size).await.ok()?;
+            let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+            let mut chunk = vec![0; size + 2];
+            stream.read_exact(&mut chunk).await.ok()?;
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        body.resize(length, 0);
+        stream.read_exact(&mut body).await.ok()?;
+    }
+    Some(Request { method, path, body })
+}
