@@ -1,16 +1,18 @@
 //! `process_events`' work: claim tasks oldest first, run them, settle them.
 //!
-//! A run takes a snapshot of the unleased tasks (two list requests), then walks it with up to
-//! `concurrency` tasks in flight. Tasks are read 32 to a request ahead of their claims; each is
-//! claimed (one multi-op), run, and settled; tasks whose handlers succeed together are
-//! completed together in one multi-op. When the snapshot is used up the run takes another,
-//! until a pass claims nothing, the cap is reached, or the deadline is near. A scheduled run of
-//! one task makes three requests for it: read, claim, complete.
+//! A run walks the queue from its head ([`crate::queue::Walk`]) with up to `concurrency` tasks
+//! in flight, in passes. Tasks are read 32 to a request ahead of their claims, claimed in
+//! batches (one multi-op for as many as there are free slots), run, and settled; tasks whose
+//! handlers succeed together are completed together in one multi-op. When a pass reaches the
+//! tail the run starts another from the head, until a pass claims nothing, the cap is
+//! reached, or the deadline is near. A scheduled run of one task makes three requests for it:
+//! read, claim, complete.
 //!
-//! Consumers that start together would all try the oldest task first. A consumer that loses a
-//! claim skips a random distance ahead, so after the first collision they spread over the head
-//! of the queue instead of trailing each other one task apart. A single consumer never loses,
-//! so it claims strictly oldest first.
+//! Consumers that start together would all try the oldest tasks first. A consumer that loses a
+//! claim jumps a random distance ahead, so after the first collision they spread over the
+//! queue instead of meeting again at the same windows; a pass that jumped and then claimed
+//! nothing is followed by a few more from the head before the run calls the queue empty. A
+//! single consumer never loses, so it claims strictly oldest first.
 
 mod hold;
 mod pass;
@@ -115,10 +117,17 @@ async fn run_with<H: Handler>(
     run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut waiting = HashSet::new();
+    // Passes that claimed nothing after jumping over tasks, in a row.
+    let mut idle_jumps = 0;
     loop {
         let claimed_before = report.claimed;
-        Pass::new(&run, &mut report, &mut waiting).drive().await?;
-        if report.claimed == claimed_before || !may_claim(&report, options) || *stop.borrow() {
+        let jumped = Pass::new(&run, &mut report, &mut waiting).drive().await?;
+        let idle = report.claimed == claimed_before;
+        idle_jumps = if idle && jumped { idle_jumps + 1 } else { 0 };
+        // A pass that jumped over tasks after a lost race may have passed the last free ones:
+        // a few more passes look again from the head before the run calls the queue empty.
+        let look_again = idle && jumped && idle_jumps <= IDLE_JUMPS;
+        if (idle && !look_again) || !may_claim(&report, options) || *stop.borrow() {
             break;
         }
     }
@@ -127,6 +136,9 @@ async fn run_with<H: Handler>(
     report.log();
     Ok(report)
 }
+
+/// Passes in a row that may claim nothing after jumping over tasks before a run ends.
+const IDLE_JUMPS: u32 = 3;
 
 fn may_claim(report: &ProcessReport, options: &RunOptions) -> bool {
     report.claimed < options.max_tasks && Instant::now() + options.margin < options.deadline
