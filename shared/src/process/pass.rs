@@ -327,7 +327,9 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     /// probed and waiting first, then goes on in the walk; once the walk has ended, it never
     /// drops the last task probed: a short queue is not given up after one lost race.
     fn lost_race(&mut self) {
-        let skip = fastrand::usize(0..=self.jump);
+        // Within what is left of the queue: a short queue is not jumped clean over.
+        let left = self.ready.len() + self.walk.as_ref().map_or(0, |walk| walk.left());
+        let skip = fastrand::usize(0..=self.jump.min(left));
         let ended = self.walk.as_ref().is_some_and(|walk| walk.ended());
         let keep = usize::from(ended).min(self.ready.len());
         let dropped = skip.min(self.ready.len() - keep);

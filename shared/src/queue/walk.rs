@@ -103,6 +103,11 @@ impl Walk {
         self.ended = false;
     }
 
+    /// Numbers from the next probe to the tail, as far as the walk knows.
+    pub fn left(&self) -> usize {
+        (self.tail - self.next).max(0) as usize
+    }
+
     /// Jumps `n` numbers ahead (after a lost race), never past the tail. The numbers jumped
     /// over are not known gone: the head will not pass them on this walk's word.
     pub fn skip(&mut self, n: usize) {
