@@ -50,6 +50,10 @@ pub enum Error {
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
 
+    /// A znode the bridge keeps its own state in holds something it cannot read.
+    #[error("{path} holds what event-bridge cannot read: {problem}")]
+    Unreadable { path: String, problem: String },
+
     /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
     #[error("dead letter {name} cannot be redriven: {problem}")]
     NotRedrivable { name: String, problem: String },

@@ -9,6 +9,7 @@
 //! │                                     a delay, in the bucket of the 10 s in which it is due
 //! ├── dead/task-0000000001              persistent, a dead-letter record (JSON)
 //! ├── head                              the lowest sequence number a task may still have
+//! ├── paused                            what is paused: the queue, event types (JSON)
 //! └── clock                             persistent, written to read ZooKeeper's own time
 //! ```
 //!
@@ -58,6 +59,11 @@ impl Layout {
 
     pub fn head(&self) -> String {
         format!("{}/head", self.root)
+    }
+
+    /// What is paused: the whole queue, event types (absent when nothing ever was).
+    pub fn paused(&self) -> String {
+        format!("{}/paused", self.root)
     }
 
     pub fn delayed(&self) -> String {

@@ -1,14 +1,14 @@
 //! A look at the queue's state, cheap enough for every invocation and flat whatever the
 //! backlog: the counts come from the stats of `tasks/`, `leases/` and `dead/` (one multi-read),
 //! the waiting tasks from one stat per bucket of `delayed/`, the oldest task's age from one
-//! probe at the head.
+//! probe at the head, and what is paused from `ROOT/paused`.
 
 use serde::Serialize;
 use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::queue::{Queue, TaskRead, Walk};
+use crate::queue::{Paused, Queue, TaskRead, Walk};
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -23,6 +23,9 @@ pub struct Stats {
     pub dead: usize,
     /// How long the oldest pending task has waited, by ZooKeeper's clock.
     pub oldest_task_age_ms: Option<i64>,
+    /// What is paused (absent when nothing is).
+    #[serde(skip_serializing_if = "Paused::is_empty")]
+    pub paused: Paused,
 }
 
 /// Reads the counts: one multi-read of three stats, a stat per waiting bucket, one probe.
@@ -60,6 +63,7 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
         delayed: queue.count_delayed().await?,
         dead,
         oldest_task_age_ms: oldest_age(queue, now, depth).await?,
+        paused: queue.paused().await?,
     })
 }
 

@@ -6,7 +6,8 @@
 //!
 //! - `publish -f` of the lines that grow the backlog to this size: rate and max RSS;
 //! - one scheduled `process` (one task), one `reap`, one `stats --json`: wall time, bytes the
-//!   server sent (its `zk_response_bytes` counter across the command) and max RSS;
+//!   server sent (its `zk_response_bytes` counter across the command) and max RSS, the median
+//!   of five runs of each (the largest RSS);
 //! - the drain rate of one `process --drain` and of four at once, over `DRAIN` tasks (or the
 //!   whole backlog when smaller), as a ratio to the raw pipelined create rate measured right
 //!   after (which also puts the drained tasks back); below `DRAIN` tasks, the median of three
@@ -94,10 +95,16 @@ async fn measure(
     publish: Cost,
     published: usize,
 ) -> Result<Point> {
-    let process = run(bin, config, &["process"], addr)?;
-    refill(producer, 1).await?;
-    let reap = run(bin, config, &["reap"], addr)?;
-    let stats = run(bin, config, &["stats", "--json"], addr)?;
+    // A command is over in tens of milliseconds, as long as a hiccup of a shared machine: the
+    // median of five (the largest RSS).
+    let (mut process, mut reap, mut stats) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..REPEATS {
+        process.push(run(bin, config, &["process"], addr)?);
+        refill(producer, 1).await?;
+        reap.push(run(bin, config, &["reap"], addr)?);
+        stats.push(run(bin, config, &["stats", "--json"], addr)?);
+    }
+    let (process, reap, stats) = (typical(process), typical(reap), typical(stats));
     let drain = DRAIN.min(size);
     let drain_one = drain as f64 / drain_rate(bin, config, drain, 1)?.as_secs_f64();
     refill(producer, drain).await?;
@@ -121,6 +128,22 @@ async fn measure(
         drain_four,
         raw,
     })
+}
+
+/// Runs of each one-shot command per size.
+const REPEATS: usize = 5;
+
+/// The median wall time and bytes of `costs`, and the largest RSS.
+fn typical(costs: Vec<Cost>) -> Cost {
+    let mut walls: Vec<Duration> = costs.iter().map(|c| c.wall).collect();
+    let mut bytes: Vec<u64> = costs.iter().map(|c| c.bytes).collect();
+    walls.sort();
+    bytes.sort();
+    Cost {
+        wall: walls[walls.len() / 2],
+        bytes: bytes[bytes.len() / 2],
+        max_rss_kb: costs.iter().map(|c| c.max_rss_kb).max().unwrap_or(0),
+    }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

@@ -322,7 +322,8 @@ async fn purge_deletes_dead_letters_for_good() {
 async fn every_verb_has_help_and_none_shows_credentials() {
     let t = TestQueue::new().await;
     for verb in [
-        "init", "publish", "list", "peek", "status", "dead", "stats", "process", "reap", "worker",
+        "init", "publish", "list", "peek", "status", "dead", "stats", "process", "reap", "pause",
+        "resume", "worker",
     ] {
         let mut cmd = Command::new(binary("event-bridge"));
         let out = cmd
@@ -334,4 +335,33 @@ async fn every_verb_has_help_and_none_shows_credentials() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2"));
     }
     let _ = t;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_a_type_from_the_command_line() {
+    let t = TestQueue::new().await;
+    let paused = ok_json(&eb(&t, &["pause", "--type", "email"], ""));
+    assert_eq!(paused["paused"]["type"], "email");
+    assert_eq!(paused["changed"], true);
+    assert!(paused["state"]["types"]["email"]["since"].is_i64());
+    let published = json_lines(&eb(
+        &t,
+        &["publish", "--type", "email", "--payload", "{}"],
+        "",
+    ));
+    let name = published[0]["task"].as_str().unwrap().to_string();
+    let stats = ok_json(&eb(&t, &["stats", "--json"], ""));
+    assert!(stats["paused"]["types"]["email"].is_object(), "{stats}");
+    let status = eb(&t, &["status", &name], "");
+    assert!(String::from_utf8_lossy(&status.stdout).contains("(paused)"));
+    let report = ok_json(&eb(&t, &["process"], ""));
+    assert_eq!(
+        (report["claimed"].as_u64(), report["paused"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let resumed = ok_json(&eb(&t, &["resume", "--type", "email"], ""));
+    assert_eq!(resumed["changed"], true);
+    assert_eq!(resumed["state"], serde_json::json!({}));
+    let report = ok_json(&eb(&t, &["process"], ""));
+    assert_eq!(report["completed"].as_u64(), Some(1));
 }

@@ -6,6 +6,7 @@ mod cli;
 mod connect;
 mod dead;
 mod holding;
+mod pause;
 mod process;
 mod queue;
 mod reap;

@@ -64,7 +64,11 @@ async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried(
     let other = t.consumer("other").await;
     let _held = claimed(claim(&other, &names[2], &t).await);
     let now = t.now().await;
-    let outcomes = t.queue.claim_many(&reads, &now).await.unwrap();
+    let outcomes = t
+        .queue
+        .claim_many(&reads, &now, &Default::default())
+        .await
+        .unwrap();
     let kinds: Vec<&str> = outcomes
         .iter()
         .map(|o| match o {
@@ -89,7 +93,11 @@ async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried(
     );
     assert_eq!(t.children("leases").await, names[..3].to_vec());
     // Untried tasks are untouched: a claim of the same read still lands.
-    let late = t.queue.claim_many(&reads[3..], &now).await.unwrap();
+    let late = t
+        .queue
+        .claim_many(&reads[3..], &now, &Default::default())
+        .await
+        .unwrap();
     assert!(
         late.iter()
             .all(|o| matches!(o, Some(ClaimOutcome::Claimed(_))))

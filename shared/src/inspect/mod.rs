@@ -19,7 +19,7 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::queue::{LeaseSeen, Probed, Queue, TaskRead, Walk};
+use crate::queue::{LeaseSeen, Paused, Probed, Queue, TaskRead, Walk};
 use crate::task::{self, Body, Envelope};
 
 /// A task as `list` and `status` show it.
@@ -42,6 +42,9 @@ pub struct TaskInfo {
     /// Set when our credentials may not read it (its creator shut others out).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unreadable: bool,
+    /// Set when its event type (or the whole queue) is paused: no consumer claims it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
     /// The envelope (or plain body wrapped as one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub envelope: Option<Envelope>,
@@ -60,6 +63,7 @@ pub struct LeaseInfo {
 /// Pending tasks oldest first, at most `limit`, each with its lease: a window of the walk at
 /// a time.
 pub async fn pending(queue: &Queue, now: &ZkTime, limit: usize) -> Result<Vec<TaskInfo>> {
+    let paused = queue.paused().await?;
     let mut walk = Walk::new();
     let mut infos = Vec::new();
     while infos.len() < limit {
@@ -67,7 +71,7 @@ pub async fn pending(queue: &Queue, now: &ZkTime, limit: usize) -> Result<Vec<Ta
             break;
         };
         for probed in window.into_iter().take(limit - infos.len()) {
-            infos.push(info(queue, &probed, now).await?);
+            infos.push(info(queue, &probed, now).await?.marked(&paused));
         }
     }
     Ok(infos)
@@ -108,7 +112,17 @@ pub(crate) fn body_info(name: &str, body: &[u8], stat: &zk::Stat, now: &ZkTime) 
         lease: None,
         poison,
         unreadable: false,
+        paused: false,
         envelope,
+    }
+}
+
+impl TaskInfo {
+    /// Marked paused when `paused` holds its event type.
+    pub(crate) fn marked(mut self, paused: &Paused) -> Self {
+        let event_type = self.event_type.as_deref().unwrap_or_default();
+        self.paused = self.event_type.is_some() && paused.holds(event_type);
+        self
     }
 }
 
@@ -136,6 +150,7 @@ async fn unreadable(
         lease,
         poison: None,
         unreadable: true,
+        paused: false,
         envelope: None,
     })
 }

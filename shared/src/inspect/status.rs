@@ -41,14 +41,27 @@ pub enum Status {
 /// Dead letters read in one request.
 const DEAD_PAGE: usize = 32;
 
-/// One task's state, by task name or by envelope id.
+/// One task's state, by task name or by envelope id; a pending or waiting task is marked
+/// paused when its event type is.
 pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
-    if layout::sequence(key).is_some()
-        && let Some(found) = by_name(queue, now, key).await?
-    {
-        return Ok(found);
-    }
-    scan(queue, now, key).await
+    let found = match layout::sequence(key) {
+        Some(_) => by_name(queue, now, key).await?,
+        None => None,
+    };
+    let status = match found {
+        Some(found) => found,
+        None => scan(queue, now, key).await?,
+    };
+    let paused = queue.paused().await?;
+    Ok(match status {
+        Status::Pending { task } => Status::Pending {
+            task: Box::new(task.marked(&paused)),
+        },
+        Status::Waiting { task } => Status::Waiting {
+            task: Box::new(task.marked(&paused)),
+        },
+        other => other,
+    })
 }
 
 /// Where task `name` is under that very name, if anywhere.

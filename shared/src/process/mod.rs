@@ -32,7 +32,7 @@ pub use report::ProcessReport;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::Handler;
-use crate::queue::Queue;
+use crate::queue::{Paused, Queue};
 use crate::session::Session;
 use pass::Pass;
 use source::Source;
@@ -113,13 +113,15 @@ async fn run_with<H: Handler>(
         stop,
         refill,
         settle_by: options.deadline - options.margin / 4,
+        paused: queue.paused().await?,
     };
     run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut waiting = HashSet::new();
     // Passes that claimed nothing after jumping over tasks, in a row.
     let mut idle_jumps = 0;
-    loop {
+    report.queue_paused = run.paused.queue.is_some();
+    while !report.queue_paused {
         let claimed_before = report.claimed;
         let jumped = Pass::new(&run, &mut report, &mut waiting).drive().await?;
         let idle = report.claimed == claimed_before;
@@ -155,6 +157,8 @@ struct Run<'a, H> {
     refill: Option<&'a Notify>,
     /// Settling writes give up at this instant, so the run returns by its deadline.
     settle_by: Instant,
+    /// What is paused, as read when the run started.
+    paused: Paused,
 }
 
 impl<H> Run<'_, H> {

@@ -66,7 +66,7 @@ struct InFlight {
 pub(super) struct Pass<'r, 'a, H> {
     run: &'r Run<'a, H>,
     report: &'r mut ProcessReport,
-    /// Tasks found unreadable: counted once, not tried again in this run.
+    /// Tasks found unreadable or paused: counted once, not tried again in this run.
     waiting: &'r mut HashSet<String>,
     /// The walk; `None` while one of its windows is being probed.
     walk: Option<Box<Walk>>,
@@ -132,10 +132,13 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         if *self.run.stop.borrow() || Instant::now() + options.margin >= options.deadline {
             return 0;
         }
+        // Tasks whose handlers are done and whose completion is on its way take no slot, so
+        // the next claims go out meanwhile; at most a slot's worth of them wait at once.
         let flight = &self.flight;
-        let by_concurrency = options
-            .concurrency
-            .saturating_sub(flight.running + flight.completing);
+        if flight.completing >= options.concurrency {
+            return 0;
+        }
+        let by_concurrency = options.concurrency.saturating_sub(flight.running);
         by_concurrency.min(self.budget())
     }
 
@@ -261,13 +264,11 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     /// unreadable one is counted once per run).
     fn probed(&mut self, found: Option<Vec<Probed>>) {
         for probed in found.into_iter().flatten() {
-            if probed.lease.is_some() {
+            if probed.lease.is_some() || self.waiting.contains(&probed.name) {
                 continue;
             }
-            if let TaskRead::Unreadable(_) = probed.read
-                && !self.waiting.insert(probed.name.clone())
-            {
-                continue;
+            if let TaskRead::Unreadable(_) = probed.read {
+                self.waiting.insert(probed.name.clone());
             }
             self.ready.push_back((probed.name, probed.read));
         }
@@ -312,8 +313,12 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     /// Accounts for task `name`, settled (or never claimed) with `outcome`.
     fn ended(&mut self, outcome: Outcome, claimed: bool, name: &str) {
         self.report.claimed += claimed as u32;
-        if let Outcome::Conflict = outcome {
-            self.lost_race();
+        match outcome {
+            Outcome::Conflict => self.lost_race(),
+            Outcome::Paused => {
+                self.waiting.insert(name.to_string());
+            }
+            _ => {}
         }
         if outcome.left_tasks() {
             self.settle(name);

@@ -33,6 +33,10 @@ pub struct ProcessReport {
     /// Tasks skipped because we may not read them (their ACL shuts us out); each counted once
     /// per run.
     pub unreadable: u32,
+    /// Tasks passed over because their event type is paused; each counted once per run.
+    pub paused: u32,
+    /// The whole queue is paused: the run claimed nothing.
+    pub queue_paused: bool,
     /// Tasks pending after the run, leased ones included (`null` when ZooKeeper did not
     /// answer in time).
     pub remaining_depth: Option<usize>,
@@ -60,6 +64,8 @@ pub(super) enum Outcome {
     Unsettled,
     /// Not readable by us.
     Unreadable,
+    /// Its event type is paused.
+    Paused,
     Gone,
     Deadline,
 }
@@ -92,6 +98,7 @@ impl ProcessReport {
             Outcome::Backoff => &mut self.in_backoff,
             Outcome::Deadline => &mut self.released_at_deadline,
             Outcome::Unreadable => &mut self.unreadable,
+            Outcome::Paused => &mut self.paused,
             Outcome::Abandoned => &mut self.abandoned,
             Outcome::Unsettled => &mut self.unsettled,
             Outcome::Gone => return,
@@ -133,6 +140,8 @@ impl ProcessReport {
             abandoned = self.abandoned,
             unsettled = self.unsettled,
             unreadable = self.unreadable,
+            paused = self.paused,
+            queue_paused = self.queue_paused,
             remaining_depth = self.remaining_depth,
             duration_ms = self.duration_ms,
             "process_events finished"

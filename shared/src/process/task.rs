@@ -50,7 +50,7 @@ impl<H: Handler> Run<'_, H> {
         }
         let queue = self.queue();
         let claimed_at = Instant::now();
-        let outcomes = match queue.claim_many(&found, &self.now).await {
+        let outcomes = match queue.claim_many(&found, &self.now, &self.paused).await {
             Ok(outcomes) => outcomes,
             // No answer (a dropped link, a leader change): not claimed, as far as we know. Had
             // the claim landed, its leases expire unextended and the tasks run later.
@@ -69,6 +69,7 @@ impl<H: Handler> Run<'_, H> {
                 Some(ClaimOutcome::Claimed(lease)) => Claimed::Held(Box::new(lease), claimed_at),
                 Some(ClaimOutcome::Taken) => Claimed::Settled(Outcome::Conflict, name),
                 Some(ClaimOutcome::Gone) => Claimed::Settled(Outcome::Gone, name),
+                Some(ClaimOutcome::Paused) => Claimed::Settled(Outcome::Paused, name),
                 Some(ClaimOutcome::Backoff { until_ms }) => {
                     // Not due yet: it waits under `delayed/`, not at the head of the queue.
                     let outcome = match queue.defer(&name, &body, stat.version, until_ms).await? {

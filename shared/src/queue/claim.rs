@@ -5,6 +5,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::ops::Op;
+use super::pause::Paused;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::lease::LeaseData;
@@ -81,6 +82,8 @@ pub enum ClaimOutcome {
     Gone,
     /// The task waits out a retry backoff until this ZooKeeper time.
     Backoff { until_ms: i64 },
+    /// The task's event type (or the whole queue) is paused: it is left as it is.
+    Paused,
     /// The task could never run (poison body, attempts used up) and went to the dead letters.
     Buried { reason: String },
 }
@@ -90,22 +93,26 @@ impl Queue {
     pub async fn claim(&self, name: &str, now: &ZkTime) -> Result<ClaimOutcome> {
         let path = self.layout().task(name);
         match self.client().get_data(&path).await {
-            Ok((body, stat)) => self.claim_read(name, &body, &stat, now).await,
+            Ok((body, stat)) => {
+                self.claim_read(name, &body, &stat, now, &Paused::default())
+                    .await
+            }
             Err(zk::Error::NoNode) => Ok(ClaimOutcome::Gone),
             Err(e) => Err(Error::zk("get", path, e)),
         }
     }
 
-    /// Claims task `name` whose body and stat were just read.
+    /// Claims task `name` whose body and stat were just read, unless `paused` holds it.
     pub async fn claim_read(
         &self,
         name: &str,
         body: &[u8],
         stat: &zk::Stat,
         now: &ZkTime,
+        paused: &Paused,
     ) -> Result<ClaimOutcome> {
         let read = [(name.to_string(), body.to_vec(), *stat)];
-        let mut outcomes = self.claim_many(&read, now).await?;
+        let mut outcomes = self.claim_many(&read, now, paused).await?;
         Ok(outcomes.pop().flatten().unwrap_or(ClaimOutcome::Taken))
     }
 
@@ -113,18 +120,19 @@ impl Queue {
     /// request for the batch however many it holds. The outcomes come back in the order of
     /// `reads`; `None` is a task not tried, because the claim of one before it lost a race
     /// (whoever won may be working through the same tasks: the caller decides whether to
-    /// try again). A batch is bounded by the caller: [`CLAIM_BATCH`] tasks and
+    /// try again). Tasks `paused` holds are left as they are. A batch is bounded by the caller: [`CLAIM_BATCH`] tasks and
     /// [`CLAIM_BATCH_BYTES`] of bodies at most, keeping the request far under ZooKeeper's
     /// 1 MB.
     pub async fn claim_many(
         &self,
         reads: &[(String, Vec<u8>, zk::Stat)],
         now: &ZkTime,
+        paused: &Paused,
     ) -> Result<Vec<Option<ClaimOutcome>>> {
         let mut outcomes: Vec<Option<ClaimOutcome>> = Vec::with_capacity(reads.len());
         let mut takes = Vec::new();
         for (index, (name, body, stat)) in reads.iter().enumerate() {
-            match self.prepare(name, body, stat, now).await? {
+            match self.prepare(name, body, stat, now, paused).await? {
                 Prepared::Decided(outcome) => outcomes.push(Some(outcome)),
                 Prepared::Take(take) => {
                     outcomes.push(None);
@@ -139,13 +147,14 @@ impl Queue {
     }
 
     /// Decides what a claim of a task just read comes to, short of taking it: a poison body
-    /// or one out of attempts is buried here, one in backoff is reported.
+    /// or one out of attempts is buried here, one in backoff or paused is reported.
     async fn prepare(
         &self,
         name: &str,
         body: &[u8],
         stat: &zk::Stat,
         now: &ZkTime,
+        paused: &Paused,
     ) -> Result<Prepared> {
         let mut envelope = match task::parse(body) {
             Body::Envelope(envelope) => envelope,
@@ -169,6 +178,9 @@ impl Queue {
                     .map(Prepared::Decided);
             }
         };
+        if paused.holds(&envelope.event_type) {
+            return Ok(Prepared::Decided(ClaimOutcome::Paused));
+        }
         if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
             return Ok(Prepared::Decided(ClaimOutcome::Backoff { until_ms }));
         }

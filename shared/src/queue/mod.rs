@@ -7,14 +7,15 @@
 //! - `claim`: taking a task ([`ClaimOutcome`]), and burying one nobody can claim.
 //! - `holder`: what the holder of a [`Lease`] does next ([`Settled`]).
 //! - `record`: dead-letter records, and their copy to a [`DeadLetterSink`] (`forward`).
+//! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
 //! - `ops`: the multi-op every write above is made of.
 //!
 //! # Fencing
 //!
 //! A claim is one multi-op: create the lease, write it once more (so our leases are never at
 //! version 0, which is where a lease of a 000-design consumer stays), and rewrite the task
-//! with its attempt count raised, checked against the version just read. The task's new
-//! version is the claim's *fencing token*: every claim raises it, and nothing lowers it.
+//! with its attempt count raised, checked against the version just read. The claim's zxid
+//! (the lease's `czxid`) is its *fencing token*: it grows with every write of the ensemble.
 //!
 //! Every later write of the holder (extend, complete, release, bury) checks both the task's
 //! version and the lease's version. If the lease expired, was reaped and another consumer
@@ -26,6 +27,7 @@ mod delay;
 mod forward;
 mod holder;
 mod ops;
+mod pause;
 mod probe;
 mod publish;
 mod ranges;
@@ -43,6 +45,7 @@ pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use forward::{DeadLetterSink, SendError};
 pub use holder::Settled;
 pub(crate) use ops::Op;
+pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::{Head, HeadData, LeaseSeen, Probe, Probed};
 pub use reads::TaskRead;
 pub use walk::{WIDEST, WINDOW, Walk};

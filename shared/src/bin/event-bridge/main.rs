@@ -19,6 +19,7 @@ macro_rules! out {
     };
 }
 
+mod control;
 mod dead;
 mod lines;
 mod look;
@@ -95,6 +96,19 @@ enum Command {
     },
     /// Free expired and orphaned leases, as `reap_leases` does.
     Reap,
+    /// Stop claiming tasks of one event type, or of the whole queue: tasks in flight finish,
+    /// producers keep publishing.
+    Pause {
+        /// Only tasks of this event type.
+        #[arg(long = "type")]
+        event_type: Option<String>,
+    },
+    /// Claim again what `pause` stopped.
+    Resume {
+        /// Only tasks of this event type.
+        #[arg(long = "type")]
+        event_type: Option<String>,
+    },
     /// Run until SIGTERM or SIGINT, processing tasks as they are published (ZooKeeper watches).
     Worker {
         /// Tasks in flight at once.
@@ -197,6 +211,8 @@ async fn run(command: Command) -> Result<i32, Failure> {
             runs::process(&config, &queue, drain, max_tasks).await?
         }
         Command::Reap => print_json(&reap::reap(&queue).await?)?,
+        Command::Pause { event_type } => control::pause(&queue, event_type, true).await?,
+        Command::Resume { event_type } => control::pause(&queue, event_type, false).await?,
         Command::Worker { .. } => unreachable!("handled above"),
     }
     Ok(0)

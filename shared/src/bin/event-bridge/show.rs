@@ -63,6 +63,13 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
         );
     }
     out!("oldest task  {age}");
+    let paused = &s.stats.paused;
+    if paused.queue.is_some() {
+        out!("paused       the whole queue");
+    }
+    for event_type in paused.types.keys() {
+        out!("paused       type {event_type}");
+    }
     let of = if s.full {
         "all".to_string()
     } else {
@@ -76,7 +83,11 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
 }
 
 pub(crate) fn describe(status: &Status) -> String {
-    match status {
+    let paused = match status {
+        Status::Pending { task } | Status::Waiting { task } if task.paused => " (paused)",
+        _ => "",
+    };
+    let described = match status {
         Status::Pending { task } => match task.backoff_left_ms {
             Some(left) => format!(
                 "{}: pending, in backoff for {}, {} attempts",
@@ -106,7 +117,8 @@ pub(crate) fn describe(status: &Status) -> String {
             record["reason"].as_str().unwrap_or("?")
         ),
         Status::NotFound => "not found".into(),
-    }
+    };
+    format!("{described}{paused}")
 }
 
 fn seconds(ms: i64) -> String {

@@ -1,0 +1,163 @@
+//! Pausing: the whole queue, or one event type. Paused tasks are not claimed; tasks in flight
+//! finish; producers keep publishing. The state is one znode, `ROOT/paused`, read once per
+//! run (and once per worker cycle), so a claim costs nothing more for it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use zookeeper_client as zk;
+
+use super::Queue;
+use crate::error::{Error, Result};
+
+/// What is paused (`ROOT/paused`'s data; no znode means nothing is).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Paused {
+    /// The whole queue, since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<PausedSince>,
+    /// Event types, each since when.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub types: BTreeMap<String, PausedSince>,
+}
+
+/// When a pause began (the pausing client's clock, ms since the epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PausedSince {
+    pub since: i64,
+}
+
+/// What to pause or resume.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PauseTarget {
+    Queue,
+    Type(String),
+}
+
+impl Paused {
+    /// Whether a task of `event_type` may not be claimed now.
+    pub fn holds(&self, event_type: &str) -> bool {
+        self.queue.is_some() || self.types.contains_key(event_type)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_none() && self.types.is_empty()
+    }
+
+    /// `target` paused (`on`) or resumed; whether that changed anything.
+    fn set(&mut self, target: &PauseTarget, on: bool) -> bool {
+        let since = PausedSince {
+            since: chrono::Utc::now().timestamp_millis(),
+        };
+        match (target, on) {
+            (PauseTarget::Queue, true) => self.queue.replace(self.queue.unwrap_or(since)).is_none(),
+            (PauseTarget::Queue, false) => self.queue.take().is_some(),
+            (PauseTarget::Type(t), true) => {
+                let fresh = !self.types.contains_key(t);
+                self.types.entry(t.clone()).or_insert(since);
+                fresh
+            }
+            (PauseTarget::Type(t), false) => self.types.remove(t).is_some(),
+        }
+    }
+}
+
+impl Queue {
+    /// What is paused now.
+    pub async fn paused(&self) -> Result<Paused> {
+        Ok(self.read_paused().await?.0)
+    }
+
+    /// Pauses `target`; whether it was running until now.
+    pub async fn pause(&self, target: &PauseTarget) -> Result<bool> {
+        self.change_paused(target, true).await
+    }
+
+    /// Resumes `target`; whether it was paused until now.
+    pub async fn resume(&self, target: &PauseTarget) -> Result<bool> {
+        self.change_paused(target, false).await
+    }
+
+    /// The state and the znode's version (`None`: no znode).
+    async fn read_paused(&self) -> Result<(Paused, Option<i32>)> {
+        let path = self.layout().paused();
+        match self.client().get_data(&path).await {
+            Ok((data, stat)) => {
+                let paused = serde_json::from_slice(&data).map_err(|e| Error::Unreadable {
+                    path: path.clone(),
+                    problem: e.to_string(),
+                })?;
+                Ok((paused, Some(stat.version)))
+            }
+            Err(zk::Error::NoNode) => Ok((Paused::default(), None)),
+            Err(e) => Err(Error::zk("get", path, e)),
+        }
+    }
+
+    /// Read, change, write at the version read; again when another client wrote in between.
+    async fn change_paused(&self, target: &PauseTarget, on: bool) -> Result<bool> {
+        let path = self.layout().paused();
+        loop {
+            let (mut paused, version) = self.read_paused().await?;
+            if !paused.set(target, on) {
+                return Ok(false);
+            }
+            let data = serde_json::to_vec(&paused)?;
+            let written = match version {
+                Some(v) => self
+                    .client()
+                    .set_data(&path, &data, Some(v))
+                    .await
+                    .map(|_| ()),
+                None => self
+                    .client()
+                    .create(&path, &data, &self.persistent())
+                    .await
+                    .map(|_| ()),
+            };
+            match written {
+                Ok(()) => {
+                    tracing::info!(?target, paused = on, "pause state changed");
+                    return Ok(true);
+                }
+                Err(zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode) => continue,
+                Err(e) => return Err(Error::zk("set", path, e)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_or_the_whole_queue_holds_tasks() {
+        let mut paused = Paused::default();
+        assert!(!paused.holds("email"));
+        assert!(paused.set(&PauseTarget::Type("email".into()), true));
+        assert!(
+            !paused.set(&PauseTarget::Type("email".into()), true),
+            "already"
+        );
+        assert!(paused.holds("email") && !paused.holds("sms"));
+        assert!(paused.set(&PauseTarget::Queue, true));
+        assert!(paused.holds("sms"));
+        assert!(paused.set(&PauseTarget::Queue, false));
+        assert!(paused.set(&PauseTarget::Type("email".into()), false));
+        assert!(paused.is_empty());
+    }
+
+    #[test]
+    fn the_znode_reads_as_written() {
+        let mut paused = Paused::default();
+        paused.set(&PauseTarget::Type("email".into()), true);
+        let json = serde_json::to_string(&paused).unwrap();
+        assert!(json.starts_with(r#"{"types":{"email":{"since":"#), "{json}");
+        assert_eq!(serde_json::from_str::<Paused>(&json).unwrap(), paused);
+        assert_eq!(
+            serde_json::from_str::<Paused>("{}").unwrap(),
+            Paused::default()
+        );
+    }
+}

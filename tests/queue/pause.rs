@@ -1,0 +1,112 @@
+//! Pausing the queue or one event type: paused tasks are not claimed, tasks in flight finish,
+//! producers keep publishing, and `resume` lets them run.
+
+use std::time::Duration;
+
+use event_bridge::handler::FnHandler;
+use event_bridge::inspect::{self, Status};
+use event_bridge::queue::PauseTarget;
+use event_bridge::{Envelope, HandlerError, Task};
+use serde_json::json;
+
+use harness::{Recorder, TestQueue, options, run};
+
+fn email() -> PauseTarget {
+    PauseTarget::Type("email".into())
+}
+
+/// Publishes `n` tasks, alternately of type `email` and `sms`.
+async fn publish_mixed(t: &TestQueue, n: usize) -> Vec<String> {
+    let envelopes: Vec<Envelope> = (0..n)
+        .map(|i| {
+            let event_type = if i % 2 == 0 { "email" } else { "sms" };
+            Envelope::new(event_type, json!({ "n": i }))
+        })
+        .collect();
+    t.queue.publish_many(&envelopes).await.unwrap()
+}
+
+fn types(recorder: &Recorder) -> Vec<String> {
+    let seen = recorder.seen.lock().unwrap();
+    seen.iter().map(|t| t.envelope.event_type.clone()).collect()
+}
+
+#[tokio::test]
+async fn a_paused_type_is_left_alone_by_four_consumers_and_runs_once_resumed() {
+    let t = TestQueue::new().await;
+    publish_mixed(&t, 200).await;
+    assert!(t.queue.pause(&email()).await.unwrap());
+    assert!(!t.queue.pause(&email()).await.unwrap(), "paused already");
+    let recorder = Recorder::default();
+    let mut consumers = Vec::new();
+    for i in 0..4 {
+        consumers.push(t.consumer(&format!("c{i}")).await);
+    }
+    let runs = consumers.iter().map(|queue| {
+        let recorder = recorder.clone();
+        async move {
+            event_bridge::process::run(queue, &recorder, &options(1_000, 16))
+                .await
+                .unwrap()
+        }
+    });
+    let reports = futures::future::join_all(runs).await;
+    let seen = types(&recorder);
+    assert_eq!(seen.len(), 100, "every sms task, once");
+    assert!(seen.iter().all(|t| t == "sms"), "no email task claimed");
+    assert!(reports.iter().all(|r| r.paused > 0 && r.paused <= 100));
+    assert_eq!(t.children("tasks").await.len(), 100, "the email tasks wait");
+    // Producers keep publishing meanwhile; stats and status say what is paused.
+    let late = publish_mixed(&t, 1).await.remove(0);
+    let now = t.now().await;
+    let stats = inspect::detailed_stats(&t.queue, &now, false)
+        .await
+        .unwrap();
+    assert!(stats.stats.paused.types.contains_key("email"));
+    let Status::Pending { task } = inspect::status(&t.queue, &now, &late).await.unwrap() else {
+        panic!("pending");
+    };
+    assert!(task.paused);
+    assert!(t.queue.resume(&email()).await.unwrap());
+    let report = run(&t.queue, &recorder, 1_000).await;
+    assert_eq!((report.completed, report.paused), (101, 0));
+    assert!(t.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_paused_queue_claims_nothing_and_the_run_says_so() {
+    let t = TestQueue::new().await;
+    let names = publish_mixed(&t, 4).await;
+    t.queue.pause(&PauseTarget::Queue).await.unwrap();
+    let recorder = Recorder::default();
+    let report = run(&t.queue, &recorder, 10).await;
+    assert!(report.queue_paused);
+    assert_eq!((report.claimed, recorder.count()), (0, 0));
+    let now = t.now().await;
+    let Status::Pending { task } = inspect::status(&t.queue, &now, &names[1]).await.unwrap() else {
+        panic!("pending");
+    };
+    assert!(task.paused, "sms is held by the queue's pause");
+    t.queue.resume(&PauseTarget::Queue).await.unwrap();
+    assert_eq!(run(&t.queue, &recorder, 10).await.completed, 4);
+}
+
+#[tokio::test]
+async fn a_task_in_flight_when_its_type_is_paused_finishes() {
+    let t = TestQueue::new().await;
+    publish_mixed(&t, 1).await; // one email task
+    let pauser = t.consumer("operator").await;
+    let handler = FnHandler(move |_task: Task| {
+        let pauser = pauser.clone();
+        async move {
+            pauser.pause(&email()).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 1);
+    assert!(t.queue.paused().await.unwrap().holds("email"));
+}
