@@ -183,3 +183,65 @@ async fn a_task_published_while_a_slow_one_runs_does_not_wait_for_it() {
     stop.send(true).unwrap();
     assert_eq!(within(join).await.unwrap().completed, 4);
 }
+
+/// A worker's run lasts as long as tasks keep coming: a pause given meanwhile holds the next
+/// tasks of that type, and `resume` lets them run.
+#[tokio::test]
+async fn a_worker_honours_a_pause_given_while_it_runs() {
+    use event_bridge::Envelope;
+    use event_bridge::queue::PauseTarget;
+    use serde_json::json;
+    let t = TestQueue::new().await;
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let done = Recorder::default();
+    let (gate, seen) = (release.clone(), done.clone());
+    let handler = FnHandler(move |task: Task| {
+        let (gate, seen) = (gate.clone(), seen.clone());
+        async move {
+            if task.envelope.payload["slow"] == true {
+                gate.notified().await;
+            }
+            seen.handle(&task).await
+        }
+    });
+    let (stop, join) = start(watching(config(&t), handler, 4));
+    let slow = t
+        .queue
+        .publish(&Envelope::new("sms", json!({"slow": true})))
+        .await
+        .unwrap();
+    eventually(
+        async || t.children("leases").await == [slow.clone()],
+        "the slow task runs",
+    )
+    .await;
+    let email = PauseTarget::Type("email".into());
+    t.queue.pause(&email).await.unwrap();
+    let held = t
+        .queue
+        .publish(&Envelope::new("email", json!({})))
+        .await
+        .unwrap();
+    let sms = t
+        .queue
+        .publish(&Envelope::new("sms", json!({})))
+        .await
+        .unwrap();
+    eventually(async || done.names() == [sms.clone()], "the sms task ran").await;
+    assert!(
+        t.children("tasks").await.contains(&held),
+        "the email task waits"
+    );
+    release.notify_one();
+    eventually(async || done.count() == 2, "the slow task finished").await;
+    t.queue.resume(&email).await.unwrap();
+    // Resuming changes nothing under tasks/: the worker sees it at its next wake-up.
+    let next = t.publish(1).await.remove(0);
+    eventually(
+        async || done.names().contains(&held) && done.names().contains(&next),
+        "the email task ran once resumed",
+    )
+    .await;
+    stop.send(true).unwrap();
+    assert_eq!(within(join).await.unwrap().completed, 4);
+}

@@ -113,15 +113,23 @@ async fn run_with<H: Handler>(
         stop,
         refill,
         settle_by: options.deadline - options.margin / 4,
-        paused: queue.paused().await?,
+        paused: std::sync::RwLock::new(queue.paused().await?),
     };
     run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut waiting = HashSet::new();
     // Passes that claimed nothing after jumping over tasks, in a row.
     let mut idle_jumps = 0;
-    report.queue_paused = run.paused.queue.is_some();
-    while !report.queue_paused {
+    let mut first = true;
+    loop {
+        // Read again before every pass but the first: a worker's run may last for hours.
+        if !std::mem::take(&mut first) {
+            *run.paused.write().expect("not poisoned") = run.queue().paused().await?;
+        }
+        report.queue_paused = run.paused.read().expect("not poisoned").queue.is_some();
+        if report.queue_paused {
+            break;
+        }
         let claimed_before = report.claimed;
         let jumped = Pass::new(&run, &mut report, &mut waiting).drive().await?;
         let idle = report.claimed == claimed_before;
@@ -157,8 +165,8 @@ struct Run<'a, H> {
     refill: Option<&'a Notify>,
     /// Settling writes give up at this instant, so the run returns by its deadline.
     settle_by: Instant,
-    /// What is paused, as read when the run started.
-    paused: Paused,
+    /// What is paused, as read at the start of the current pass.
+    paused: std::sync::RwLock<Paused>,
 }
 
 impl<H> Run<'_, H> {

@@ -39,8 +39,9 @@ const COMPLETE_BATCH: usize = 32;
 enum Event {
     /// A window of the walk was probed (the walk comes back with it).
     Probed(Box<Walk>, Result<Option<Vec<Probed>>>),
-    /// The worker's refill notification came: the walk may go on past its old tail.
-    Refilled,
+    /// The worker's refill notification came: the walk may go on past its old tail. (What
+    /// is paused was read again with it.)
+    Refilled(Result<()>),
     /// A batch of claims was sent: what came of each task.
     Claimed(Result<Vec<Claimed>>),
     /// A task's run ended.
@@ -132,6 +133,16 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         if *self.run.stop.borrow() || Instant::now() + options.margin >= options.deadline {
             return 0;
         }
+        if self
+            .run
+            .paused
+            .read()
+            .expect("not poisoned")
+            .queue
+            .is_some()
+        {
+            return 0;
+        }
         // Tasks whose handlers are done and whose completion is on its way take no slot, so
         // the next claims go out meanwhile; at most a slot's worth of them wait at once.
         let flight = &self.flight;
@@ -207,10 +218,15 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         let Some(notify) = self.run.refill.filter(|_| !self.flight.refilling) else {
             return;
         };
+        let run = self.run;
         self.flight.refilling = true;
         self.jobs.push(Box::pin(async move {
             notify.notified().await;
-            Event::Refilled
+            // New tasks came; what is paused may have changed too.
+            let paused = run.queue().paused().await;
+            Event::Refilled(
+                paused.map(|paused| *run.paused.write().expect("not poisoned") = paused),
+            )
         }));
     }
 
@@ -236,12 +252,12 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                     self.walk = Some(walk);
                     window.map(|found| self.probed(found)).err()
                 }
-                Event::Refilled => {
+                Event::Refilled(read) => {
                     self.flight.refilling = false;
                     if let Some(walk) = &mut self.walk {
                         walk.resume();
                     }
-                    None
+                    read.err()
                 }
                 Event::Claimed(claimed) => claimed.map(|claimed| self.claimed(claimed)).err(),
                 Event::Ran(ran) => {

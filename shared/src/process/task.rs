@@ -49,8 +49,9 @@ impl<H: Handler> Run<'_, H> {
             }
         }
         let queue = self.queue();
+        let paused = self.paused.read().expect("not poisoned").clone();
         let claimed_at = Instant::now();
-        let outcomes = match queue.claim_many(&found, &self.now, &self.paused).await {
+        let outcomes = match queue.claim_many(&found, &self.now, &paused).await {
             Ok(outcomes) => outcomes,
             // No answer (a dropped link, a leader change): not claimed, as far as we know. Had
             // the claim landed, its leases expire unextended and the tasks run later.
