@@ -10,6 +10,7 @@
 //! ├── dead/task-0000000001              persistent, a dead-letter record (JSON)
 //! ├── head                              the lowest sequence number a task may still have
 //! ├── paused                            what is paused: the queue, event types (JSON)
+//! ├── cancelled/<id>                    a task cancelled while held (`<id>` encoded)
 //! └── clock                             persistent, written to read ZooKeeper's own time
 //! ```
 //!
@@ -59,6 +60,16 @@ impl Layout {
 
     pub fn head(&self) -> String {
         format!("{}/head", self.root)
+    }
+
+    /// Marks of tasks cancelled while a consumer held them.
+    pub fn cancelled(&self) -> String {
+        format!("{}/cancelled", self.root)
+    }
+
+    /// The mark of the task whose envelope id is `id`.
+    pub fn cancel_mark(&self, id: &str) -> String {
+        format!("{}/cancelled/{}", self.root, encode_segment(id))
     }
 
     /// What is paused: the whole queue, event types (absent when nothing ever was).
@@ -111,10 +122,28 @@ impl Layout {
             self.leases(),
             self.delayed(),
             self.dead(),
+            self.cancelled(),
             self.clock(),
         ]);
         paths
     }
+}
+
+/// `text` as one znode name: bytes other than ASCII letters, digits, `-` and `_` become `%XX`
+/// (so `/`, `.` and `..` never appear), and the empty text is `%`.
+pub fn encode_segment(text: &str) -> String {
+    if text.is_empty() {
+        return "%".into();
+    }
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// The sequence number of a task name (`task-0000000042` → 42), or `None` for a name that
@@ -209,9 +238,19 @@ mod tests {
                 "/a/b/leases",
                 "/a/b/delayed",
                 "/a/b/dead",
+                "/a/b/cancelled",
                 "/a/b/clock"
             ]
         );
+    }
+
+    #[test]
+    fn any_text_is_one_znode_name() {
+        assert_eq!(encode_segment("order-42_a"), "order-42_a");
+        assert_eq!(encode_segment("a/b"), "a%2Fb");
+        assert_eq!(encode_segment(".."), "%2E%2E");
+        assert_eq!(encode_segment("é"), "%C3%A9");
+        assert_eq!(encode_segment(""), "%");
     }
 
     #[test]

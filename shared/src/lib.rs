@@ -51,6 +51,7 @@
 //! - `telemetry`: JSON logs by Lambda's conventions.
 //! - `cli` (default): the `event-bridge` command, with every sink.
 
+pub mod cancel;
 pub mod clock;
 pub mod config;
 pub mod dead;

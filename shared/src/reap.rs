@@ -29,6 +29,9 @@ const READ_BATCH: usize = 16;
 /// Due tasks a reaper run moves back from `delayed/` to the queue, at most.
 const PROMOTE_PER_RUN: usize = 1_000;
 
+/// Cancel marks looked at per run, at most (each costs three requests).
+const SWEEP_PER_RUN: usize = 100;
+
 /// What a reaper run did and saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ReapReport {
@@ -43,6 +46,8 @@ pub struct ReapReport {
     pub unreadable: u32,
     /// Tasks whose backoff or delay ended, moved back to the queue.
     pub promoted: u32,
+    /// Cancel marks removed because their task left `tasks/` (completed or buried).
+    pub marks_swept: u32,
     #[serde(flatten)]
     pub stats: Stats,
     pub duration_ms: u64,
@@ -104,6 +109,7 @@ pub async fn reap(queue: &Queue) -> Result<ReapReport> {
         }
     }
     report.promoted = queue.promote_due(&now, PROMOTE_PER_RUN).await? as u32;
+    report.marks_swept = queue.sweep_cancel_marks(SWEEP_PER_RUN).await? as u32;
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();
@@ -119,6 +125,7 @@ impl ReapReport {
             raced = self.raced,
             unreadable = self.unreadable,
             promoted = self.promoted,
+            marks_swept = self.marks_swept,
             depth = self.stats.depth,
             delayed = self.stats.delayed,
             leased = self.stats.leased,

@@ -162,7 +162,7 @@ async fn init_creates_the_base_paths() {
     assert_eq!(init["acl"], "open");
     assert_eq!(
         t.children("").await,
-        ["clock", "dead", "delayed", "leases", "tasks"]
+        ["cancelled", "clock", "dead", "delayed", "leases", "tasks"]
     );
 }
 
@@ -322,8 +322,8 @@ async fn purge_deletes_dead_letters_for_good() {
 async fn every_verb_has_help_and_none_shows_credentials() {
     let t = TestQueue::new().await;
     for verb in [
-        "init", "publish", "list", "peek", "status", "dead", "stats", "process", "reap", "pause",
-        "resume", "worker",
+        "init", "publish", "list", "peek", "status", "dead", "stats", "process", "reap", "cancel",
+        "pause", "resume", "worker",
     ] {
         let mut cmd = Command::new(binary("event-bridge"));
         let out = cmd
@@ -364,4 +364,21 @@ async fn pause_and_resume_a_type_from_the_command_line() {
     assert_eq!(resumed["state"], serde_json::json!({}));
     let report = ok_json(&eb(&t, &["process"], ""));
     assert_eq!(report["completed"].as_u64(), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_from_the_command_line_and_its_exit_codes() {
+    let t = TestQueue::new().await;
+    let name = t.publish(1).await.remove(0);
+    let done = ok_json(&eb(&t, &["cancel", &name], ""));
+    assert_eq!(
+        done,
+        serde_json::json!({"state": "cancelled", "name": name})
+    );
+    let status = ok_json(&eb(&t, &["status", &name, "--json"], ""));
+    assert_eq!(status["state"], "dead");
+    assert_eq!(status["record"]["reason"], "cancelled");
+    let unknown = eb(&t, &["cancel", "task-0000009999"], "");
+    assert_eq!(unknown.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no task task-0000009999"));
 }

@@ -134,7 +134,8 @@ impl<H: Handler> Run<'_, H> {
                     next = sent + every;
                     continue;
                 }
-                Ok(Ok(Settled::LeaseLost | Settled::Gone)) => {
+                // (An extension never answers `Cancelled`.)
+                Ok(Ok(Settled::LeaseLost | Settled::Gone | Settled::Cancelled)) => {
                     tracing::warn!(task = %lease.task.name, fencing_token = lease.task.fencing_token, "lease lost while running");
                     return HandlerEnd::LeaseLost;
                 }

@@ -32,7 +32,7 @@ pub use report::ProcessReport;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::Handler;
-use crate::queue::{Paused, Queue};
+use crate::queue::{Holds, Queue};
 use crate::session::Session;
 use pass::Pass;
 use source::Source;
@@ -113,7 +113,7 @@ async fn run_with<H: Handler>(
         stop,
         refill,
         settle_by: options.deadline - options.margin / 4,
-        paused: std::sync::RwLock::new(queue.paused().await?),
+        holds: std::sync::RwLock::new(read_holds(&queue).await?),
     };
     run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
     // Tasks found unreadable are counted once and not tried again in this run.
@@ -124,9 +124,15 @@ async fn run_with<H: Handler>(
     loop {
         // Read again before every pass but the first: a worker's run may last for hours.
         if !std::mem::take(&mut first) {
-            *run.paused.write().expect("not poisoned") = run.queue().paused().await?;
+            *run.holds.write().expect("not poisoned") = read_holds(&run.queue()).await?;
         }
-        report.queue_paused = run.paused.read().expect("not poisoned").queue.is_some();
+        report.queue_paused = run
+            .holds
+            .read()
+            .expect("not poisoned")
+            .paused
+            .queue
+            .is_some();
         if report.queue_paused {
             break;
         }
@@ -147,6 +153,12 @@ async fn run_with<H: Handler>(
     Ok(report)
 }
 
+/// What a run must not run: what is paused, and the marks of tasks cancelled while held.
+async fn read_holds(queue: &Queue) -> Result<Holds> {
+    let (paused, cancelled) = tokio::try_join!(queue.paused(), queue.cancel_marks())?;
+    Ok(Holds { paused, cancelled })
+}
+
 /// Passes in a row that may claim nothing after jumping over tasks before a run ends.
 const IDLE_JUMPS: u32 = 3;
 
@@ -165,8 +177,8 @@ struct Run<'a, H> {
     refill: Option<&'a Notify>,
     /// Settling writes give up at this instant, so the run returns by its deadline.
     settle_by: Instant,
-    /// What is paused, as read at the start of the current pass.
-    paused: std::sync::RwLock<Paused>,
+    /// What is paused and what was cancelled, as read at the start of the current pass.
+    holds: std::sync::RwLock<Holds>,
 }
 
 impl<H> Run<'_, H> {

@@ -135,9 +135,10 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
         if self
             .run
-            .paused
+            .holds
             .read()
             .expect("not poisoned")
+            .paused
             .queue
             .is_some()
         {
@@ -223,10 +224,8 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         self.jobs.push(Box::pin(async move {
             notify.notified().await;
             // New tasks came; what is paused may have changed too.
-            let paused = run.queue().paused().await;
-            Event::Refilled(
-                paused.map(|paused| *run.paused.write().expect("not poisoned") = paused),
-            )
+            let holds = super::read_holds(&run.queue()).await;
+            Event::Refilled(holds.map(|holds| *run.holds.write().expect("not poisoned") = holds))
         }));
     }
 

@@ -33,6 +33,9 @@ pub struct ProcessReport {
     /// Tasks skipped because we may not read them (their ACL shuts us out); each counted once
     /// per run.
     pub unreadable: u32,
+    /// Tasks cancelled while held, buried instead of run again (by their holder, or at a
+    /// claim after their holder's lease was freed).
+    pub cancelled: u32,
     /// Tasks passed over because their event type is paused; each counted once per run.
     pub paused: u32,
     /// The whole queue is paused: the run claimed nothing.
@@ -66,11 +69,30 @@ pub(super) enum Outcome {
     Unreadable,
     /// Its event type is paused.
     Paused,
+    /// Cancelled while held: buried instead of run again.
+    Cancelled,
     Gone,
     Deadline,
 }
 
 impl Outcome {
+    /// What a settling write's answer means (`done`: the outcome when it took effect): a write
+    /// sent again that finds its work done has landed the first time.
+    pub(super) fn settled_as(settled: Settled, resent: bool, done: Outcome, name: &str) -> Outcome {
+        match (settled, resent) {
+            (Settled::Done, _) => done,
+            (Settled::Gone, true) => {
+                tracing::info!(task = %name, "the first try had landed; its reply was lost");
+                done
+            }
+            (Settled::Cancelled, _) => Outcome::Cancelled,
+            (Settled::Gone | Settled::LeaseLost, _) => {
+                tracing::warn!(task = %name, "lease lost before settling; nothing changed");
+                Outcome::LeaseLost
+            }
+        }
+    }
+
     /// Whether the task left `tasks/` (completed, buried, moved to wait, or found gone): its
     /// number is gone for good.
     pub(super) fn left_tasks(&self) -> bool {
@@ -80,6 +102,7 @@ impl Outcome {
                 | Outcome::DeadLettered
                 | Outcome::Retried
                 | Outcome::Backoff
+                | Outcome::Cancelled
                 | Outcome::Gone
         )
     }
@@ -99,6 +122,7 @@ impl ProcessReport {
             Outcome::Deadline => &mut self.released_at_deadline,
             Outcome::Unreadable => &mut self.unreadable,
             Outcome::Paused => &mut self.paused,
+            Outcome::Cancelled => &mut self.cancelled,
             Outcome::Abandoned => &mut self.abandoned,
             Outcome::Unsettled => &mut self.unsettled,
             Outcome::Gone => return,
@@ -115,7 +139,7 @@ impl ProcessReport {
     ) -> Vec<String> {
         let mut gone = Vec::new();
         for (name, settled) in settled {
-            let outcome = super::settle::settled_as(settled, resent, Outcome::Completed, &name);
+            let outcome = Outcome::settled_as(settled, resent, Outcome::Completed, &name);
             self.count(&outcome);
             if outcome.left_tasks() {
                 gone.push(name);
@@ -140,11 +164,33 @@ impl ProcessReport {
             abandoned = self.abandoned,
             unsettled = self.unsettled,
             unreadable = self.unreadable,
+            cancelled = self.cancelled,
             paused = self.paused,
             queue_paused = self.queue_paused,
             remaining_depth = self.remaining_depth,
             duration_ms = self.duration_ms,
             "process_events finished"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeat_that_finds_its_work_done_is_the_first_try_landing() {
+        let cases = [
+            (Settled::Done, false, "Completed"),
+            (Settled::Done, true, "Completed"),
+            (Settled::Gone, true, "Completed"),
+            (Settled::Gone, false, "LeaseLost"),
+            (Settled::LeaseLost, false, "LeaseLost"),
+            (Settled::LeaseLost, true, "LeaseLost"),
+        ];
+        for (settled, resent, want) in cases {
+            let got = Outcome::settled_as(settled, resent, Outcome::Completed, "t");
+            assert_eq!(format!("{got:?}"), want, "{settled:?} resent {resent}");
+        }
     }
 }

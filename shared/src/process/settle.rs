@@ -18,7 +18,7 @@ use super::report::Outcome;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::HandlerError;
-use crate::queue::{Lease, Queue, Settled};
+use crate::queue::{CANCELLED, Lease, Queue, Settled};
 use crate::session::{Recovery, recovery};
 
 /// How long to wait before sending a settling write again after a dropped link.
@@ -150,7 +150,22 @@ impl<H> Run<'_, H> {
                     .await
             }
         };
-        Ok(outcome(self.settle(release).await?, done, &name))
+        match self.settle(release).await? {
+            Sent::Answered(Settled::Cancelled, _) => self.bury_cancelled(lease, error).await,
+            sent => Ok(outcome(sent, done, &name)),
+        }
+    }
+
+    /// Buries a held task that was cancelled while we held it, and removes its mark.
+    async fn bury_cancelled(&self, lease: Lease, error: Option<String>) -> Result<Outcome> {
+        let id = lease.task.envelope.id.clone();
+        match self.bury(lease, CANCELLED, error).await? {
+            Outcome::DeadLettered => {
+                self.queue().unmark_cancelled(&id).await?;
+                Ok(Outcome::Cancelled)
+            }
+            other => Ok(other),
+        }
     }
 }
 
@@ -161,43 +176,6 @@ pub(super) fn outcome(sent: Sent<Settled>, done: Outcome, name: &str) -> Outcome
             tracing::warn!(task = %name, "not settled before the deadline: left to the reaper");
             Outcome::Unsettled
         }
-        Sent::Answered(settled, resent) => settled_as(settled, resent, done, name),
-    }
-}
-
-/// What a write's answer means: a write sent again that finds its work done has landed the
-/// first time.
-pub(super) fn settled_as(settled: Settled, resent: bool, done: Outcome, name: &str) -> Outcome {
-    match (settled, resent) {
-        (Settled::Done, _) => done,
-        (Settled::Gone, true) => {
-            tracing::info!(task = %name, "the first try had landed; its reply was lost");
-            done
-        }
-        (Settled::Gone | Settled::LeaseLost, _) => {
-            tracing::warn!(task = %name, "lease lost before settling; nothing changed");
-            Outcome::LeaseLost
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_repeat_that_finds_its_work_done_is_the_first_try_landing() {
-        let cases = [
-            (Settled::Done, false, "Completed"),
-            (Settled::Done, true, "Completed"),
-            (Settled::Gone, true, "Completed"),
-            (Settled::Gone, false, "LeaseLost"),
-            (Settled::LeaseLost, false, "LeaseLost"),
-            (Settled::LeaseLost, true, "LeaseLost"),
-        ];
-        for (settled, resent, want) in cases {
-            let got = settled_as(settled, resent, Outcome::Completed, "t");
-            assert_eq!(format!("{got:?}"), want, "{settled:?} resent {resent}");
-        }
+        Sent::Answered(settled, resent) => Outcome::settled_as(settled, resent, done, name),
     }
 }

@@ -49,9 +49,9 @@ impl<H: Handler> Run<'_, H> {
             }
         }
         let queue = self.queue();
-        let paused = self.paused.read().expect("not poisoned").clone();
+        let holds = self.holds.read().expect("not poisoned").clone();
         let claimed_at = Instant::now();
-        let outcomes = match queue.claim_many(&found, &self.now, &paused).await {
+        let outcomes = match queue.claim_many(&found, &self.now, &holds).await {
             Ok(outcomes) => outcomes,
             // No answer (a dropped link, a leader change): not claimed, as far as we know. Had
             // the claim landed, its leases expire unextended and the tasks run later.
@@ -71,6 +71,7 @@ impl<H: Handler> Run<'_, H> {
                 Some(ClaimOutcome::Taken) => Claimed::Settled(Outcome::Conflict, name),
                 Some(ClaimOutcome::Gone) => Claimed::Settled(Outcome::Gone, name),
                 Some(ClaimOutcome::Paused) => Claimed::Settled(Outcome::Paused, name),
+                Some(ClaimOutcome::Cancelled) => Claimed::Settled(Outcome::Cancelled, name),
                 Some(ClaimOutcome::Backoff { until_ms }) => {
                     // Not due yet: it waits under `delayed/`, not at the head of the queue.
                     let outcome = match queue.defer(&name, &body, stat.version, until_ms).await? {

@@ -4,6 +4,7 @@
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::cancel::CANCELLED;
 use super::ops::Op;
 use super::pause::Paused;
 use crate::clock::ZkTime;
@@ -70,6 +71,15 @@ impl Take {
     }
 }
 
+/// What a run must not run, as it read it: paused event types (or the whole queue), and the
+/// marks of cancelled tasks.
+#[derive(Clone, Debug, Default)]
+pub struct Holds {
+    pub paused: Paused,
+    /// Envelope ids of tasks cancelled while held, encoded as znode names.
+    pub cancelled: std::collections::BTreeSet<String>,
+}
+
 /// What a claim came to. (It lives for one `match`; boxing the lease would buy nothing.)
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
@@ -84,6 +94,8 @@ pub enum ClaimOutcome {
     Backoff { until_ms: i64 },
     /// The task's event type (or the whole queue) is paused: it is left as it is.
     Paused,
+    /// The task was cancelled while another consumer held it: it went to the dead letters.
+    Cancelled,
     /// The task could never run (poison body, attempts used up) and went to the dead letters.
     Buried { reason: String },
 }
@@ -94,7 +106,7 @@ impl Queue {
         let path = self.layout().task(name);
         match self.client().get_data(&path).await {
             Ok((body, stat)) => {
-                self.claim_read(name, &body, &stat, now, &Paused::default())
+                self.claim_read(name, &body, &stat, now, &Holds::default())
                     .await
             }
             Err(zk::Error::NoNode) => Ok(ClaimOutcome::Gone),
@@ -102,17 +114,17 @@ impl Queue {
         }
     }
 
-    /// Claims task `name` whose body and stat were just read, unless `paused` holds it.
+    /// Claims task `name` whose body and stat were just read, unless `holds` holds it.
     pub async fn claim_read(
         &self,
         name: &str,
         body: &[u8],
         stat: &zk::Stat,
         now: &ZkTime,
-        paused: &Paused,
+        holds: &Holds,
     ) -> Result<ClaimOutcome> {
         let read = [(name.to_string(), body.to_vec(), *stat)];
-        let mut outcomes = self.claim_many(&read, now, paused).await?;
+        let mut outcomes = self.claim_many(&read, now, holds).await?;
         Ok(outcomes.pop().flatten().unwrap_or(ClaimOutcome::Taken))
     }
 
@@ -120,19 +132,20 @@ impl Queue {
     /// request for the batch however many it holds. The outcomes come back in the order of
     /// `reads`; `None` is a task not tried, because the claim of one before it lost a race
     /// (whoever won may be working through the same tasks: the caller decides whether to
-    /// try again). Tasks `paused` holds are left as they are. A batch is bounded by the caller: [`CLAIM_BATCH`] tasks and
+    /// try again). Tasks of paused types are left as they are; cancelled ones are buried. A
+    /// batch is bounded by the caller: [`CLAIM_BATCH`] tasks and
     /// [`CLAIM_BATCH_BYTES`] of bodies at most, keeping the request far under ZooKeeper's
     /// 1 MB.
     pub async fn claim_many(
         &self,
         reads: &[(String, Vec<u8>, zk::Stat)],
         now: &ZkTime,
-        paused: &Paused,
+        holds: &Holds,
     ) -> Result<Vec<Option<ClaimOutcome>>> {
         let mut outcomes: Vec<Option<ClaimOutcome>> = Vec::with_capacity(reads.len());
         let mut takes = Vec::new();
         for (index, (name, body, stat)) in reads.iter().enumerate() {
-            match self.prepare(name, body, stat, now, paused).await? {
+            match self.prepare(name, body, stat, now, holds).await? {
                 Prepared::Decided(outcome) => outcomes.push(Some(outcome)),
                 Prepared::Take(take) => {
                     outcomes.push(None);
@@ -147,14 +160,15 @@ impl Queue {
     }
 
     /// Decides what a claim of a task just read comes to, short of taking it: a poison body
-    /// or one out of attempts is buried here, one in backoff or paused is reported.
+    /// or one out of attempts or cancelled is buried here, one in backoff or paused is
+    /// reported.
     async fn prepare(
         &self,
         name: &str,
         body: &[u8],
         stat: &zk::Stat,
         now: &ZkTime,
-        paused: &Paused,
+        holds: &Holds,
     ) -> Result<Prepared> {
         let mut envelope = match task::parse(body) {
             Body::Envelope(envelope) => envelope,
@@ -178,7 +192,12 @@ impl Queue {
                     .map(Prepared::Decided);
             }
         };
-        if paused.holds(&envelope.event_type) {
+        if Queue::is_marked(&holds.cancelled, &envelope.id) {
+            return self
+                .bury_cancelled(name, body, stat.version, &envelope)
+                .await;
+        }
+        if holds.paused.holds(&envelope.event_type) {
             return Ok(Prepared::Decided(ClaimOutcome::Paused));
         }
         if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
@@ -214,6 +233,30 @@ impl Queue {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Buries a task marked cancelled (its holder's lease was freed, or it was released in
+    /// place), and removes its mark.
+    async fn bury_cancelled(
+        &self,
+        name: &str,
+        body: &[u8],
+        version: i32,
+        envelope: &Envelope,
+    ) -> Result<Prepared> {
+        let (attempts, last) = (envelope.attempts, envelope.last_error.clone());
+        let reason = CANCELLED.to_string();
+        let outcome = match self
+            .bury_unclaimed(name, body, version, attempts, reason, last)
+            .await?
+        {
+            ClaimOutcome::Buried { .. } => {
+                self.unmark_cancelled(&envelope.id).await?;
+                ClaimOutcome::Cancelled
+            }
+            other => other,
+        };
+        Ok(Prepared::Decided(outcome))
     }
 
     /// The claim's multi-op, for every task of `takes` at once: per task its lease created
@@ -262,7 +305,7 @@ impl Queue {
     }
     /// Buries a task nobody holds: lease created and deleted in the same multi-op, so it
     /// fails if someone holds the task, and the task deleted at the version we read.
-    async fn bury_unclaimed(
+    pub(super) async fn bury_unclaimed(
         &self,
         name: &str,
         body: &[u8],

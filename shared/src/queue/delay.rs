@@ -93,6 +93,9 @@ impl Queue {
             .layout()
             .delayed_task(bucket, &waiting_name(due, &name));
         let (task_path, lease_path) = (self.layout().task(&name), self.layout().lease(&name));
+        // Creating and deleting the task's cancel mark fails when it exists: a task cancelled
+        // while held does not go to wait for a retry.
+        let mark = self.layout().cancel_mark(&lease.task.envelope.id);
         let mut reread = false;
         for _ in 0..3 {
             self.ensure_bucket(bucket).await?;
@@ -100,10 +103,17 @@ impl Queue {
                 Op::Create(&waiting, body),
                 Op::Delete(&task_path, lease.task_version),
                 Op::Delete(&lease_path, lease.lease_version),
+                Op::Create(&mark, b""),
+                Op::Delete(&mark, -1),
             ];
             match self.commit("release", &ops).await? {
                 Ok(_) => return Ok(Settled::Done),
                 Err((0, zk::Error::NoNode)) => continue,
+                Err((3, zk::Error::NodeExists)) => return Ok(Settled::Cancelled),
+                Err((3, zk::Error::NoNode)) => {
+                    self.ensure_parent(&self.layout().cancelled()).await?;
+                    continue;
+                }
                 Err((2, zk::Error::BadVersion)) if !reread => {
                     reread = true;
                     if !self.still_ours(lease).await? {

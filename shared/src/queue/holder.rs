@@ -34,6 +34,9 @@ pub enum Settled {
     /// reply was lost, this is that try having landed; otherwise another holder settled the
     /// task after our lease passed on.
     Gone,
+    /// Nothing changed: the task was cancelled while held, so it may not be given back for
+    /// another run (its holder buries it instead). Only a release says so.
+    Cancelled,
 }
 
 impl Queue {
@@ -212,13 +215,21 @@ impl Queue {
             self.layout().task(&lease.task.name),
             self.layout().lease(&lease.task.name),
         );
-        for first in [true, false] {
+        // Creating and deleting the cancel mark fails when it exists (see `cancel`).
+        let mark = self.layout().cancel_mark(&lease.task.envelope.id);
+        for first in [true, false, false] {
             let ops = [
                 Op::Set(&task_path, &body, lease.task_version),
                 Op::Delete(&lease_path, lease.lease_version),
+                Op::Create(&mark, b""),
+                Op::Delete(&mark, -1),
             ];
             match self.commit("release", &ops).await? {
                 Ok(_) => return Ok(Settled::Done),
+                Err((2, zk::Error::NodeExists)) => return Ok(Settled::Cancelled),
+                Err((2, zk::Error::NoNode)) => {
+                    self.ensure_parent(&self.layout().cancelled()).await?
+                }
                 Err((1, zk::Error::BadVersion)) if first && self.still_ours(&mut lease).await? => {}
                 Err((0, zk::Error::NoNode)) => return Ok(Settled::Gone),
                 Err((0, zk::Error::BadVersion)) if self.released(&lease).await? => {

@@ -7,6 +7,7 @@
 //! - `claim`: taking a task ([`ClaimOutcome`]), and burying one nobody can claim.
 //! - `holder`: what the holder of a [`Lease`] does next ([`Settled`]).
 //! - `record`: dead-letter records, and their copy to a [`DeadLetterSink`] (`forward`).
+//! - `cancel`: cancelling tasks, and the marks of those cancelled while held.
 //! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
 //! - `ops`: the multi-op every write above is made of.
 //!
@@ -22,6 +23,7 @@
 //! claimed the task, the lease znode has the same path, perhaps even the same version, but the
 //! task's version has moved on, so the stale holder's write fails and changes nothing.
 
+mod cancel;
 mod claim;
 mod delay;
 mod forward;
@@ -40,7 +42,8 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Lease};
+pub use cancel::CANCELLED;
+pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Holds, Lease};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use forward::{DeadLetterSink, SendError};
 pub use holder::Settled;

@@ -1,7 +1,8 @@
-//! Steering the queue: `pause` and `resume`.
+//! Steering the queue: `cancel`, `pause` and `resume`.
 
-use event_bridge::Queue;
+use event_bridge::cancel::Cancelled;
 use event_bridge::queue::PauseTarget;
+use event_bridge::{Config, Queue};
 use serde_json::json;
 
 use crate::Failure;
@@ -28,4 +29,15 @@ pub(crate) async fn pause(
     };
     let verb = if on { "paused" } else { "resumed" };
     print_json(&json!({ verb: what, "changed": changed, "state": queue.paused().await? }))
+}
+
+/// Cancels one task and prints what that did; the exit code is 3 when there is no such task.
+pub(crate) async fn cancel(config: &Config, queue: &Queue, task: &str) -> Result<i32, Failure> {
+    let cancelled = event_bridge::cancel::cancel(queue, task).await?;
+    print_json(&cancelled)?;
+    if cancelled == Cancelled::NotFound {
+        eprintln!("event-bridge: no task {task} under {}", config.root);
+        return Ok(3);
+    }
+    Ok(0)
 }

@@ -3,7 +3,8 @@
 //!
 //! Settings come from the same environment variables as the functions (see the README).
 //! Output a script would read is JSON on stdout (`--json` where there is also a text form).
-//! Exit codes: 0 done, 1 failed (one line on stderr), 2 bad usage, 3 `status` found nothing.
+//! Exit codes: 0 done, 1 failed (one line on stderr), 2 bad usage, 3 `status` or `cancel`
+//! found nothing.
 
 use std::time::Duration;
 
@@ -96,6 +97,13 @@ enum Command {
     },
     /// Free expired and orphaned leases, as `reap_leases` does.
     Reap,
+    /// Cancel a task: pending or waiting, it goes to the dead letters (reason `cancelled`);
+    /// held, it is marked so that its running attempt may still complete it but it is not run
+    /// again. Exit 3 when there is no such task.
+    Cancel {
+        /// A task name (task-0000000042), a name it had, or an envelope id.
+        task: String,
+    },
     /// Stop claiming tasks of one event type, or of the whole queue: tasks in flight finish,
     /// producers keep publishing.
     Pause {
@@ -211,6 +219,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
             runs::process(&config, &queue, drain, max_tasks).await?
         }
         Command::Reap => print_json(&reap::reap(&queue).await?)?,
+        Command::Cancel { task } => return control::cancel(&config, &queue, &task).await,
         Command::Pause { event_type } => control::pause(&queue, event_type, true).await?,
         Command::Resume { event_type } => control::pause(&queue, event_type, false).await?,
         Command::Worker { .. } => unreachable!("handled above"),

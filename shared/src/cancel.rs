@@ -1,0 +1,135 @@
+//! Cancelling one task by name or id (`event-bridge cancel`): a pending or waiting task goes
+//! to the dead letters with the reason `cancelled`, so nothing vanishes without a trace; a
+//! held one is marked, so that its holder's completion still counts but it is not run again
+//! (see [`crate::queue`]'s `cancel`).
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::inspect::{self, Status};
+use crate::queue::{ClaimOutcome, Queue, parse_waiting};
+
+/// What a cancel did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Cancelled {
+    /// It was pending or waiting: it is a dead letter now, with the reason `cancelled`.
+    Cancelled {
+        name: String,
+    },
+    /// A consumer holds it: marked, so it is buried instead of run again unless the running
+    /// attempt succeeds.
+    Marked {
+        name: String,
+    },
+    /// It finished while being cancelled.
+    Finished {
+        name: String,
+    },
+    /// It was a dead letter already.
+    Dead {
+        name: String,
+    },
+    NotFound,
+}
+
+/// Tries of a cancel that keeps meeting the task on the move.
+const TRIES: usize = 5;
+
+/// Cancels the task `key` names (a task name, a name it had, or its envelope id).
+pub async fn cancel(queue: &Queue, key: &str) -> Result<Cancelled> {
+    for _ in 0..TRIES {
+        let now = queue.server_time().await?;
+        let done = match inspect::status(queue, &now, key).await? {
+            Status::Pending { task } => pending(queue, &task.name).await?,
+            Status::Waiting { task } => waiting(queue, &task.name).await?,
+            Status::Leased { task } => {
+                let id = task.id.clone().unwrap_or_else(|| task.name.clone());
+                Some(held(queue, key, &id, &task.name).await?)
+            }
+            Status::Dead { name, .. } => Some(Cancelled::Dead { name }),
+            Status::NotFound => Some(Cancelled::NotFound),
+        };
+        if let Some(done) = done {
+            return Ok(done);
+        }
+    }
+    Err(Error::Unreadable {
+        path: queue.layout().root().to_string(),
+        problem: format!("task {key} kept moving while it was being cancelled; try again"),
+    })
+}
+
+/// Buries pending task `name`; `None` when it was claimed or moved meanwhile.
+async fn pending(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
+    let Some((body, stat)) = queue.read_path(&queue.layout().task(name)).await? else {
+        return Ok(None);
+    };
+    Ok(
+        match queue.cancel_pending(name, &body, stat.version).await? {
+            ClaimOutcome::Buried { .. } => Some(Cancelled::Cancelled {
+                name: name.to_string(),
+            }),
+            _ => None,
+        },
+    )
+}
+
+/// Buries waiting task `name`; `None` when it moved meanwhile.
+async fn waiting(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
+    for bucket in queue.buckets().await? {
+        for (_, node) in queue.waiting_in(bucket).await? {
+            if parse_waiting(&node).map(|(_, n)| n) != Some(name) {
+                continue;
+            }
+            let path = format!("{}/{node}", queue.layout().delay_bucket(bucket));
+            let Some((body, stat)) = queue.read_path(&path).await? else {
+                return Ok(None);
+            };
+            let done = queue
+                .cancel_waiting(&path, name, &body, stat.version)
+                .await?;
+            return Ok(done.then(|| Cancelled::Cancelled {
+                name: name.to_string(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Marks held task `name` (envelope id `id`), then looks again: a task that went to wait
+/// meanwhile is buried, one that ended needs no mark.
+async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelled> {
+    queue.mark_cancelled(id, name).await?;
+    let now = queue.server_time().await?;
+    let after = match inspect::status(queue, &now, key).await? {
+        Status::Leased { .. } => {
+            return Ok(Cancelled::Marked {
+                name: name.to_string(),
+            });
+        }
+        // Released in place meanwhile (its holder ran out of time): no one holds it now.
+        Status::Pending { task } => match pending(queue, &task.name).await? {
+            Some(done) => done,
+            None => {
+                return Ok(Cancelled::Marked {
+                    name: name.to_string(),
+                });
+            }
+        },
+        Status::Waiting { task } => match waiting(queue, &task.name).await? {
+            Some(done) => done,
+            None => Cancelled::Marked {
+                name: name.to_string(),
+            },
+        },
+        Status::Dead { name, .. } => Cancelled::Dead { name },
+        Status::NotFound => Cancelled::Finished {
+            name: name.to_string(),
+        },
+    };
+    if !matches!(after, Cancelled::Marked { .. }) {
+        queue.unmark_cancelled(id).await?;
+    }
+    Ok(after)
+}
