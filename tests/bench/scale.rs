@@ -9,9 +9,10 @@
 //!   server sent (its `zk_response_bytes` counter across the command) and max RSS, the median
 //!   of five runs of each (the largest RSS);
 //! - the drain rate of one `process --drain` and of four at once, over `DRAIN` tasks (or the
-//!   whole backlog when smaller), as a ratio to the raw pipelined create rate measured right
-//!   after (which also puts the drained tasks back); below `DRAIN` tasks, the median of three
-//!   such pairs.
+//!   whole backlog when smaller), as a ratio to the raw pipelined create rate of `publish -f`
+//!   measured right after (a process, as each drain is; it also puts the drained tasks back);
+//!   below `DRAIN` tasks, the median of three such pairs. The create rate of one session inside
+//!   the bench (no process to start) is printed beside it.
 //!
 //! The backlog's head is written by one warm-up run before the first size (a queue without a
 //! head is listed once to find it): it is not what later runs cost.
@@ -48,7 +49,10 @@ pub struct Point {
     pub stats: Cost,
     pub drain_one: f64,
     pub drain_four: f64,
+    /// Pipelined creates by `publish -f` (a process, as the drains are), per second.
     pub raw: f64,
+    /// Pipelined creates from one session inside the bench, per second.
+    pub session: f64,
 }
 
 /// Measures the curve on the ZooKeeper at `addr`, up to `max` queued tasks.
@@ -77,7 +81,14 @@ pub async fn curve(addr: &str, max: usize, smoke: bool) -> Result<Vec<Point>> {
         std::fs::remove_file(&lines)?;
         let published = size - queued;
         queued = size;
-        let point = measure(&bin, &config, addr, &producer, size, publish, published).await?;
+        let setup = Setup {
+            bin: &bin,
+            config: &config,
+            addr,
+            producer: &producer,
+            dir: &dir,
+        };
+        let point = measure(&setup, size, publish, published).await?;
         print(&point, points.first());
         points.push(point);
     }
@@ -86,15 +97,24 @@ pub async fn curve(addr: &str, max: usize, smoke: bool) -> Result<Vec<Point>> {
     Ok(points)
 }
 
-async fn measure(
-    bin: &Path,
-    config: &Config,
-    addr: &str,
-    producer: &Queue,
-    size: usize,
-    publish: Cost,
-    published: usize,
-) -> Result<Point> {
+/// What every measurement runs against.
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    bin: &'a Path,
+    config: &'a Config,
+    addr: &'a str,
+    producer: &'a Queue,
+    dir: &'a Path,
+}
+
+async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize) -> Result<Point> {
+    let Setup {
+        bin,
+        config,
+        addr,
+        producer,
+        dir,
+    } = *setup;
     // A command is over in tens of milliseconds, as long as a hiccup of a shared machine: the
     // median of five (the largest RSS).
     let (mut process, mut reap, mut stats) = (Vec::new(), Vec::new(), Vec::new());
@@ -107,15 +127,20 @@ async fn measure(
     let (process, reap, stats) = (typical(process), typical(reap), typical(stats));
     let drain = DRAIN.min(size);
     let drain_one = drain as f64 / drain_rate(bin, config, drain, 1)?.as_secs_f64();
-    refill(producer, drain).await?;
+    let session = drain as f64 / refill(producer, drain).await?.as_secs_f64();
+    let lines = dir.join("drained.jsonl");
+    write_lines(&lines, drain)?;
+    let arg = lines.to_string_lossy().to_string();
     // A short drain is over in a tenth of a second, as long as a hiccup of a shared machine:
     // below the full drain size, the median of three.
     let tries = if drain < DRAIN { 3 } else { 1 };
     let (mut fours, mut raws) = (Vec::new(), Vec::new());
     for _ in 0..tries {
         fours.push(drain as f64 / drain_rate(bin, config, drain, 4)?.as_secs_f64());
-        raws.push(drain as f64 / refill(producer, drain).await?.as_secs_f64());
+        let put_back = run(bin, config, &["publish", "-f", &arg], addr)?;
+        raws.push(drain as f64 / put_back.wall.as_secs_f64());
     }
+    std::fs::remove_file(&lines)?;
     let (drain_four, raw) = (median(fours), median(raws));
     Ok(Point {
         size,
@@ -127,6 +152,7 @@ async fn measure(
         drain_one,
         drain_four,
         raw,
+        session,
     })
 }
 
@@ -277,11 +303,12 @@ fn print(p: &Point, first: Option<&Point>) {
     cmd("reap", &p.reap, &first.reap);
     cmd("stats", &p.stats, &first.stats);
     println!(
-        "  drain    {:>8.0} tasks/s one ({:.2}x of the first size), {:>8.0} four at once; raw creates {:.0}/s; four/raw {:.2}",
+        "  drain    {:>8.0} tasks/s one ({:.2}x of the first size), {:>8.0} four at once; raw creates {:.0}/s (publish -f; {:.0}/s from one session in the bench); four/raw {:.2}",
         p.drain_one,
         ratio(p.drain_one, first.drain_one),
         p.drain_four,
         p.raw,
+        p.session,
         ratio(p.drain_four, p.raw)
     );
 }

@@ -91,7 +91,7 @@ impl Stage<'_> {
 
     async fn kill_worker(&self, index: usize, start: Instant) -> Record {
         let slot = &self.workers[index];
-        let victim = slot.victim().await.expect("the worker runs");
+        let victim = running_worker(slot).await;
         self.at_work(&victim).await;
         signal(victim.pid, "STOP");
         let (held, leases, who) = self.held_by(&victim).await;
@@ -128,7 +128,7 @@ impl Stage<'_> {
     }
 
     async fn pause_worker(&self, index: usize, start: Instant) -> Record {
-        let victim = self.workers[index].victim().await.expect("the worker runs");
+        let victim = running_worker(&self.workers[index]).await;
         self.at_work(&victim).await;
         signal(victim.pid, "STOP");
         let (held, leases, who) = self.held_by(&victim).await;
@@ -194,6 +194,22 @@ impl Stage<'_> {
         };
         let held = leases.iter().filter(|l| l.consumer == id).count();
         (held, leases.len(), id)
+    }
+}
+
+/// The worker `slot` runs, once it runs: an earlier fault on it may still be waiting to
+/// start it again (its victim can take up to [`AT_WORK_WAIT`] to be caught at work).
+async fn running_worker(slot: &WorkerSlot) -> Victim {
+    let deadline = Instant::now() + AT_WORK_WAIT + WORKER_RESTART + Duration::from_secs(5);
+    loop {
+        if let Some(victim) = slot.victim().await {
+            return victim;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker was not started again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
