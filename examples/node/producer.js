@@ -35,7 +35,9 @@ const FORMAT = 'event-bridge/1';
 // to add their bookkeeping to the envelope, so stay under the limit our own producers use.
 const MAX_BODY_BYTES = 1000000;
 // Written by consumers only; a producer must never set them.
-const CONSUMER_FIELDS = ['attempts', 'last_error', 'retry_at'];
+const CONSUMER_FIELDS = ['attempts', 'last_error', 'retry_at', 'keyed'];
+// How long an idempotency key stays taken after its task completed (DEDUP_WINDOW_MS).
+const DEDUP_WINDOW_MS = Number(process.env.DEDUP_WINDOW_MS || 24 * 3600 * 1000);
 
 /**
  * Connects, with digest authentication when `auth` (`user:password`) is given; rejects after
@@ -77,14 +79,102 @@ function envelope(eventType, payload, fields = {}) {
   };
 }
 
-/** Creates ROOT/tasks and ROOT/leases (and ROOT) when missing. */
+/** Creates ROOT/tasks, ROOT/leases and ROOT/keys (and ROOT) when missing. */
 function ensurePaths(client, root = '/event-bridge', acls = zookeeper.ACL.OPEN_ACL_UNSAFE) {
   const base = root.replace(/\/+$/, '');
   const mkdirp = (path) =>
     new Promise((resolve, reject) =>
       client.mkdirp(path, null, acls, zookeeper.CreateMode.PERSISTENT,
         (err) => (err ? reject(err) : resolve())));
-  return Promise.all([mkdirp(`${base}/tasks`), mkdirp(`${base}/leases`)]);
+  return Promise.all([mkdirp(`${base}/tasks`), mkdirp(`${base}/leases`), mkdirp(`${base}/keys`)]);
+}
+
+/** `key` as one znode name: bytes other than ASCII letters, digits, `-`, `_` as %XX. */
+function keyNode(key) {
+  let out = '';
+  for (const byte of Buffer.from(key, 'utf8')) {
+    const c = String.fromCharCode(byte);
+    out += /[A-Za-z0-9_-]/.test(c) ? c : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out || '%';
+}
+
+const call = (fn) => new Promise((resolve, reject) =>
+  fn((err, ...rest) => (err ? reject(err) : resolve(rest))));
+const codeOf = (err) => (err && err.getCode ? err.getCode() : undefined);
+
+/**
+ * The task that has the key at `keyPath`; `false` when the key is free (gone, or past its
+ * window after completion, in which case it is deleted); `null` when its name is unknown.
+ */
+async function existing(client, keyPath) {
+  for (let i = 0; i < 20; i++) {
+    let data;
+    let stat;
+    try {
+      [data, stat] = await call((cb) => client.getData(keyPath, cb));
+    } catch (err) {
+      if (codeOf(err) === zookeeper.Exception.NO_NODE) return false;
+      throw err;
+    }
+    const key = JSON.parse(data.toString('utf8'));
+    const completed = key.completed_at;
+    if (completed !== undefined && completed + DEDUP_WINDOW_MS <= Date.now()) {
+      try {
+        await call((cb) => client.remove(keyPath, stat.version, cb));
+      } catch (err) {
+        const code = codeOf(err);
+        if (code !== zookeeper.Exception.NO_NODE && code !== zookeeper.Exception.BAD_VERSION) {
+          throw err;
+        }
+      }
+      return false;
+    }
+    if (key.task || completed !== undefined) return key.task || null;
+    // The winner writes its task's name right after its create.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return null;
+}
+
+/**
+ * Creates `keys/<key>` and the task in one transaction (docs/WIRE-FORMAT.md, "Idempotency
+ * keys"). Resolves to `{ task, created }`: `created` is false when the key was taken and
+ * nothing was created (`task` is then the task that has it, or null if unknown).
+ */
+async function publishKeyed(client, data, key, id, root, acls) {
+  const base = root.replace(/\/+$/, '');
+  const keyPath = `${base}/keys/${keyNode(key)}`;
+  for (let i = 0; i < 5; i++) {
+    const keyData = Buffer.from(JSON.stringify({ id }), 'utf8');
+    let failed;
+    let results;
+    try {
+      [results] = await call((cb) => client.transaction()
+        .create(keyPath, keyData, acls, zookeeper.CreateMode.PERSISTENT)
+        .create(`${base}/tasks/task-`, data, acls, zookeeper.CreateMode.PERSISTENT_SEQUENTIAL)
+        .commit(cb));
+    } catch (err) {
+      failed = err;
+    }
+    if (!failed) {
+      const path = results[1].path;
+      const task = path.slice(path.lastIndexOf('/') + 1);
+      const named = Buffer.from(JSON.stringify({ id, task }), 'utf8');
+      await call((cb) => client.setData(keyPath, named, 0, cb));
+      return { task, created: true };
+    }
+    const code = codeOf(failed);
+    if (code === zookeeper.Exception.NO_NODE) {
+      await ensurePaths(client, root, acls);
+    } else if (code === zookeeper.Exception.NODE_EXISTS) {
+      const task = await existing(client, keyPath);
+      if (task !== false) return { task, created: false };
+    } else {
+      throw failed;
+    }
+  }
+  throw new Error(`idempotency key ${JSON.stringify(key)} kept changing; try again`);
 }
 
 /**
@@ -96,13 +186,24 @@ function ensurePaths(client, root = '/event-bridge', acls = zookeeper.ACL.OPEN_A
  * session); every other option is an envelope field as for `envelope`.
  */
 async function publish(client, eventType, payload, options = {}) {
+  return (await publishDetailed(client, eventType, payload, options)).task;
+}
+
+/**
+ * As `publish`, resolving to `{ task, created }`: `created` is false when the task's
+ * idempotency key was taken and nothing was created (`task` is the one that has it).
+ */
+async function publishDetailed(client, eventType, payload, options = {}) {
   const { root = '/event-bridge', acls = zookeeper.ACL.OPEN_ACL_UNSAFE, ...fields } = options;
-  const data = Buffer.from(JSON.stringify(envelope(eventType, payload, fields)), 'utf8');
+  const body = envelope(eventType, payload, fields);
+  if (body.idempotency_key !== undefined) body.keyed = true;
+  const data = Buffer.from(JSON.stringify(body), 'utf8');
   if (data.length > MAX_BODY_BYTES) {
     throw new Error(
       `task body is ${data.length} bytes, over ${MAX_BODY_BYTES}: ` +
         'put large data in object storage and a reference in the payload');
   }
+  if (body.keyed) return publishKeyed(client, data, body.idempotency_key, body.id, root, acls);
   const prefix = `${root.replace(/\/+$/, '')}/tasks/task-`;
   const create = () =>
     new Promise((resolve, reject) =>
@@ -117,7 +218,7 @@ async function publish(client, eventType, payload, options = {}) {
     await ensurePaths(client, root, acls);
     path = await create();
   }
-  return path.slice(path.lastIndexOf('/') + 1);
+  return { task: path.slice(path.lastIndexOf('/') + 1), created: true };
 }
 
 async function main() {
@@ -167,8 +268,9 @@ async function main() {
     for (let i = 0; i < count; i++) {
       const id = crypto.randomUUID();
       const options = { root: values.root, acls, id, ...fields };
-      const task = await publish(client, values.type, payload, options);
-      process.stdout.write(`${JSON.stringify({ task, id })}\n`);
+      const { task, created } = await publishDetailed(client, values.type, payload, options);
+      const line = created ? { task, id } : { task, duplicate: true };
+      process.stdout.write(`${JSON.stringify(line)}\n`);
     }
   } finally {
     client.close();
@@ -176,7 +278,7 @@ async function main() {
   return 0;
 }
 
-module.exports = { FORMAT, connect, envelope, ensurePaths, publish };
+module.exports = { FORMAT, connect, envelope, ensurePaths, keyNode, publish, publishDetailed };
 
 if (require.main === module) {
   main().then(

@@ -29,10 +29,11 @@ import datetime
 import json
 import os
 import sys
+import time
 import uuid
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, NodeExistsError
 from kazoo.security import CREATOR_ALL_ACL
 
 FORMAT = "event-bridge/1"
@@ -40,7 +41,9 @@ FORMAT = "event-bridge/1"
 # to add their bookkeeping to the envelope, so stay under the limit our own producers use.
 MAX_BODY_BYTES = 1_000_000
 # Written by consumers only; a producer must never set them.
-CONSUMER_FIELDS = ("attempts", "last_error", "retry_at")
+CONSUMER_FIELDS = ("attempts", "last_error", "retry_at", "keyed")
+# How long an idempotency key stays taken after its task completed (DEDUP_WINDOW_MS).
+DEDUP_WINDOW_MS = int(os.environ.get("DEDUP_WINDOW_MS", 24 * 3600 * 1000))
 
 
 def envelope(event_type, payload, **fields):
@@ -65,14 +68,80 @@ def envelope(event_type, payload, **fields):
 
 
 def ensure_paths(zk, root="/event-bridge", acl=None):
-    """Creates ROOT, ROOT/tasks and ROOT/leases when missing (a concurrent create is fine)."""
+    """Creates ROOT, ROOT/tasks, ROOT/leases and ROOT/keys when missing (a concurrent create
+    is fine)."""
     root = root.rstrip("/")
-    for path in (root + "/tasks", root + "/leases"):
+    for path in (root + "/tasks", root + "/leases", root + "/keys"):
         zk.ensure_path(path, acl=acl)
 
 
+def key_node(key):
+    """``key`` as one znode name: bytes other than ASCII letters, digits, ``-``, ``_`` as %XX."""
+    safe = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+    encoded = "".join(chr(b) if b in safe else f"%{b:02X}" for b in key.encode("utf-8"))
+    return encoded or "%"
+
+
+def publish_keyed(zk, data, key, event_id, root="/event-bridge", acl=None):
+    """Creates ``keys/<key>`` and the task in one transaction (docs/WIRE-FORMAT.md,
+    "Idempotency keys"). Returns ``(name, True)`` for a new task, ``(name, False)`` when the
+    key was taken (nothing created; ``name`` is the task that has it, or None if unknown)."""
+    root = root.rstrip("/")
+    key_path = f"{root}/keys/{key_node(key)}"
+    prefix = root + "/tasks/task-"
+    for _ in range(5):
+        tx = zk.transaction()
+        tx.create(key_path, json.dumps({"id": event_id}).encode(), acl=acl)
+        tx.create(prefix, data, acl=acl, sequence=True)
+        results = tx.commit()
+        if not isinstance(results[0], Exception):
+            name = results[1].rsplit("/", 1)[1]
+            named = {"id": event_id, "task": name}
+            zk.set(key_path, json.dumps(named).encode(), version=0)
+            return name, True
+        if isinstance(results[0], NoNodeError):
+            ensure_paths(zk, root, acl)
+            continue
+        if not isinstance(results[0], NodeExistsError):
+            raise results[0]
+        taken = existing(zk, key_path)
+        if taken is not False:
+            return taken, False
+    raise KazooException(f"idempotency key {key!r} kept changing; try again")
+
+
+def existing(zk, key_path):
+    """The task that has the key at ``key_path``; False when the key is free (gone, or past
+    its window after completion, in which case it is deleted)."""
+    for _ in range(20):
+        try:
+            data, stat = zk.get(key_path)
+        except NoNodeError:
+            return False
+        key = json.loads(data)
+        completed = key.get("completed_at")
+        if completed is not None and completed + DEDUP_WINDOW_MS <= time.time() * 1000:
+            try:
+                zk.delete(key_path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+            return False
+        if key.get("task") or completed is not None:
+            return key.get("task")
+        time.sleep(0.05)  # the winner writes its task's name right after its create
+    return None
+
+
 def publish(zk, event_type, payload, root="/event-bridge", acl=None, **fields):
-    """Publishes one task; returns its name (``task-0000000042``).
+    """Publishes one task; returns its name (``task-0000000042``). With ``idempotency_key``
+    in ``fields``, a key that is taken creates nothing and the name returned is that of the
+    task that has it (:func:`publish_detailed` says which happened)."""
+    return publish_detailed(zk, event_type, payload, root, acl, **fields)[0]
+
+
+def publish_detailed(zk, event_type, payload, root="/event-bridge", acl=None, **fields):
+    """Publishes one task; returns ``(name, created)``: ``created`` is False when its
+    idempotency key was taken and nothing was created.
 
     ``zk`` is a started ``KazooClient`` (a chroot in its hosts string is honoured);
     ``payload`` any JSON-serialisable value; ``acl`` the task's ACL (kazoo's default, open to
@@ -80,13 +149,17 @@ def publish(zk, event_type, payload, root="/event-bridge", acl=None, **fields):
     :func:`envelope`. Raises ``ValueError`` for a body ZooKeeper would refuse, kazoo's errors
     otherwise.
     """
-    body = json.dumps(envelope(event_type, payload, **fields), separators=(",", ":"))
-    data = body.encode("utf-8")
+    body = envelope(event_type, payload, **fields)
+    if body.get("idempotency_key") is not None:
+        body["keyed"] = True
+    data = json.dumps(body, separators=(",", ":")).encode("utf-8")
     if len(data) > MAX_BODY_BYTES:
         raise ValueError(
             f"task body is {len(data)} bytes, over {MAX_BODY_BYTES}: "
             "put large data in object storage and a reference in the payload"
         )
+    if body.get("keyed"):
+        return publish_keyed(zk, data, body["idempotency_key"], body["id"], root, acl)
     prefix = root.rstrip("/") + "/tasks/task-"
     try:
         path = zk.create(prefix, data, acl=acl, sequence=True)
@@ -94,7 +167,7 @@ def publish(zk, event_type, payload, root="/event-bridge", acl=None, **fields):
         # First task under this root: create the base paths, then try again.
         ensure_paths(zk, root, acl)
         path = zk.create(prefix, data, acl=acl, sequence=True)
-    return path.rsplit("/", 1)[1]
+    return path.rsplit("/", 1)[1], True
 
 
 def main(argv=None):
@@ -113,7 +186,11 @@ def main(argv=None):
     parser.add_argument("--payload", default="{}", help="the payload, as JSON")
     parser.add_argument("--count", type=int, default=1, help="tasks to publish (each its own id)")
     parser.add_argument("--group", help="optional group field")
-    parser.add_argument("--idempotency-key", help="optional idempotency_key field")
+    parser.add_argument(
+        "--idempotency-key",
+        help="publish only if no task has this key (pending, held, or completed within "
+        "DEDUP_WINDOW_MS); a duplicate prints the task that has it, with \"duplicate\": true",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -143,8 +220,11 @@ def main(argv=None):
     try:
         for _ in range(args.count):
             event_id = str(uuid.uuid4())
-            name = publish(zk, args.type, payload, root=args.root, acl=acl, id=event_id, **fields)
-            print(json.dumps({"task": name, "id": event_id}), flush=True)
+            name, created = publish_detailed(
+                zk, args.type, payload, args.root, acl, id=event_id, **fields
+            )
+            line = {"task": name, "id": event_id} if created else {"task": name, "duplicate": True}
+            print(json.dumps(line), flush=True)
     except (KazooException, ValueError) as e:
         reason = type(e).__name__ + (f": {e}" if str(e) else "")
         print(f"producer.py: publishing under {args.root} failed: {reason}", file=sys.stderr)

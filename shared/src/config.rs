@@ -64,6 +64,9 @@ pub struct Config {
     pub backoff_base: Duration,
     /// `BACKOFF_MAX_MS`: the longest backoff.
     pub backoff_max: Duration,
+    /// `DEDUP_WINDOW_MS`: how long after its task completed an idempotency key still stops
+    /// a publish.
+    pub dedup_window: Duration,
     /// `TIME_BUDGET_MS`: how long a run may take when the platform gives no deadline.
     pub time_budget: Duration,
     /// `DEADLINE_MARGIN_MS`: stop claiming this long before the deadline.
@@ -100,6 +103,7 @@ impl Default for Config {
             drain_concurrency: 64,
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
+            dedup_window: Duration::from_secs(24 * 3600),
             time_budget: Duration::from_secs(50),
             deadline_margin: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
@@ -137,6 +141,8 @@ impl Config {
                 .unwrap_or(d.drain_concurrency),
             backoff_base: millis(&get, "BACKOFF_BASE_MS", 0, 7 * DAY_MS)?.unwrap_or(d.backoff_base),
             backoff_max: millis(&get, "BACKOFF_MAX_MS", 0, 7 * DAY_MS)?.unwrap_or(d.backoff_max),
+            dedup_window: millis(&get, "DEDUP_WINDOW_MS", 1_000, 365 * DAY_MS)?
+                .unwrap_or(d.dedup_window),
             time_budget: millis(&get, "TIME_BUDGET_MS", 1_000, DAY_MS)?.unwrap_or(d.time_budget),
             deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0, DAY_MS)?
                 .unwrap_or(d.deadline_margin),
@@ -320,8 +326,10 @@ mod tests {
             ("MAX_TASKS_PER_RUN", "4"),
             ("CRON_SECRET", "s3cret"),
             ("EVENT_BRIDGE_HANDLER", "noop"),
+            ("DEDUP_WINDOW_MS", "3600000"),
         ])
         .unwrap();
+        assert_eq!(c.dedup_window, Duration::from_secs(3600));
         assert_eq!(c.zookeeper, "zk1:2181,zk2:2181/app");
         assert_eq!(c.root, "/q/orders");
         assert_eq!(c.lease_timeout, Duration::from_secs(60));
@@ -358,6 +366,7 @@ mod tests {
             // Too short to survive a leader change with its clock skew (see ARCHITECTURE).
             ("LEASE_TIMEOUT_MS", "5000", "at least 10000"),
             ("BACKOFF_MAX_MS", "9300000000000000000", "at most"),
+            ("DEDUP_WINDOW_MS", "999", "at least"),
             ("BACKOFF_BASE_MS", "9300000000000000000", "at most"),
             ("TIME_BUDGET_MS", "9300000000000000000", "at most"),
             ("DEADLINE_MARGIN_MS", "9300000000000000000", "at most"),

@@ -11,11 +11,16 @@
 //! ├── head                              the lowest sequence number a task may still have
 //! ├── paused                            what is paused: the queue, event types (JSON)
 //! ├── cancelled/<id>                    a task cancelled while held (`<id>` encoded)
+//! ├── keys/<key>                        an idempotency key and its task (`<key>` encoded)
+//! ├── keys-expiry/<bucket>/<key>        a completed key, in the 10 min in which it expires
 //! └── clock                             persistent, written to read ZooKeeper's own time
 //! ```
 //!
 //! The `tasks` and `leases` names, and a lease named after its task, are the 000 design's,
 //! so its producers and consumers can share a queue with ours.
+
+/// Completed idempotency keys expire in buckets of this many ms.
+pub const KEY_BUCKET_MS: i64 = 600_000;
 
 /// The prefix ZooKeeper's sequence number is appended to.
 pub const TASK_PREFIX: &str = "task-";
@@ -60,6 +65,31 @@ impl Layout {
 
     pub fn head(&self) -> String {
         format!("{}/head", self.root)
+    }
+
+    /// Idempotency keys of tasks published with one.
+    pub fn keys(&self) -> String {
+        format!("{}/keys", self.root)
+    }
+
+    /// The znode of idempotency key `key`.
+    pub fn key(&self, key: &str) -> String {
+        format!("{}/keys/{}", self.root, encode_segment(key))
+    }
+
+    /// Completed keys by when they expire.
+    pub fn key_expiry(&self) -> String {
+        format!("{}/keys-expiry", self.root)
+    }
+
+    /// The bucket of keys expiring in the [`KEY_BUCKET_MS`] that start at `bucket`.
+    pub fn key_expiry_bucket(&self, bucket: i64) -> String {
+        format!("{}/keys-expiry/{bucket:013}", self.root)
+    }
+
+    /// Key `key`'s entry in `bucket`.
+    pub fn key_expiry_entry(&self, bucket: i64, key: &str) -> String {
+        format!("{}/{}", self.key_expiry_bucket(bucket), encode_segment(key))
     }
 
     /// Marks of tasks cancelled while a consumer held them.
@@ -123,6 +153,8 @@ impl Layout {
             self.delayed(),
             self.dead(),
             self.cancelled(),
+            self.keys(),
+            self.key_expiry(),
             self.clock(),
         ]);
         paths
@@ -239,6 +271,8 @@ mod tests {
                 "/a/b/delayed",
                 "/a/b/dead",
                 "/a/b/cancelled",
+                "/a/b/keys",
+                "/a/b/keys-expiry",
                 "/a/b/clock"
             ]
         );

@@ -29,6 +29,9 @@ const READ_BATCH: usize = 16;
 /// Due tasks a reaper run moves back from `delayed/` to the queue, at most.
 const PROMOTE_PER_RUN: usize = 1_000;
 
+/// Expired idempotency keys deleted per run, at most (one multi-op each).
+const KEYS_PER_RUN: usize = 1_000;
+
 /// Cancel marks looked at per run, at most (each costs three requests).
 const SWEEP_PER_RUN: usize = 100;
 
@@ -48,6 +51,8 @@ pub struct ReapReport {
     pub promoted: u32,
     /// Cancel marks removed because their task left `tasks/` (completed or buried).
     pub marks_swept: u32,
+    /// Idempotency keys deleted because their window after completion had passed.
+    pub keys_expired: u32,
     #[serde(flatten)]
     pub stats: Stats,
     pub duration_ms: u64,
@@ -110,6 +115,7 @@ pub async fn reap(queue: &Queue) -> Result<ReapReport> {
     }
     report.promoted = queue.promote_due(&now, PROMOTE_PER_RUN).await? as u32;
     report.marks_swept = queue.sweep_cancel_marks(SWEEP_PER_RUN).await? as u32;
+    report.keys_expired = queue.sweep_keys(&now, KEYS_PER_RUN).await? as u32;
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();
@@ -126,6 +132,7 @@ impl ReapReport {
             unreadable = self.unreadable,
             promoted = self.promoted,
             marks_swept = self.marks_swept,
+            keys_expired = self.keys_expired,
             depth = self.stats.depth,
             delayed = self.stats.delayed,
             leased = self.stats.leased,

@@ -514,3 +514,71 @@ async fn a_000_consumer_and_ours_share_a_queue() {
         "leases/ ends empty"
     );
 }
+
+/// Runs a producer and returns the one JSON line it printed.
+fn producer_line(command: &mut Command) -> Value {
+    let output = command.stdin(Stdio::null()).output().expect("spawn");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("UTF-8");
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+}
+
+/// Python, Node and our library share idempotency keys: whoever publishes a key first makes
+/// the task; the others get it back, before and after it completes; a dead letter frees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_in_every_language_share_idempotency_keys() {
+    require_python();
+    require_node();
+    let t = TestQueue::new().await;
+    let keyed = |command: Command, key: &str| {
+        let mut command = command;
+        command
+            .args(producer_args(
+                &t,
+                "interop.keyed",
+                &serde_json::json!({}),
+                1,
+            ))
+            .args(["--idempotency-key", key]);
+        command
+    };
+    let first = producer_line(&mut keyed(python_producer(), "order 7/é"));
+    let task = first["task"].as_str().unwrap().to_string();
+    assert!(first.get("duplicate").is_none(), "{first}");
+    let again = producer_line(&mut keyed(node_producer(), "order 7/é"));
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["task"], task.as_str());
+    let mut ours = event_bridge::Envelope::new("interop.keyed", serde_json::json!({}));
+    ours.idempotency_key = Some("order 7/é".into());
+    let published = t
+        .queue
+        .publish_all(&[ours.clone()])
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(published.task(), Some(task.as_str()));
+    assert!(matches!(
+        published,
+        event_bridge::queue::Published::Existing { .. }
+    ));
+    // Completed: still taken (the window is a day).
+    let recorder = harness::Recorder::default();
+    assert_eq!(harness::run(&t.queue, &recorder, 10).await.completed, 1);
+    let after = producer_line(&mut keyed(node_producer(), "order 7/é"));
+    assert_eq!(after["duplicate"], true, "{after}");
+    assert_eq!(t.children("keys").await.len(), 1);
+    // A key from Node whose task dies is free again for Python.
+    let node_task = producer_line(&mut keyed(node_producer(), "doomed"));
+    assert!(node_task.get("duplicate").is_none());
+    let failing = event_bridge::handler::FnHandler(|_t: event_bridge::Task| async {
+        Err(event_bridge::HandlerError::Permanent("no".into()))
+    });
+    assert_eq!(harness::run(&t.queue, &failing, 10).await.dead_lettered, 1);
+    let reborn = producer_line(&mut keyed(python_producer(), "doomed"));
+    assert!(reborn.get("duplicate").is_none(), "{reborn}");
+    assert_ne!(reborn["task"], node_task["task"]);
+}

@@ -162,7 +162,16 @@ async fn init_creates_the_base_paths() {
     assert_eq!(init["acl"], "open");
     assert_eq!(
         t.children("").await,
-        ["cancelled", "clock", "dead", "delayed", "leases", "tasks"]
+        [
+            "cancelled",
+            "clock",
+            "dead",
+            "delayed",
+            "keys",
+            "keys-expiry",
+            "leases",
+            "tasks"
+        ]
     );
 }
 

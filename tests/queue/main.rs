@@ -6,6 +6,7 @@ mod cancel;
 mod cli;
 mod connect;
 mod dead;
+mod dedup;
 mod holding;
 mod pause;
 mod process;

@@ -96,15 +96,23 @@ impl Queue {
     ) -> Result<bool> {
         let (record_json, record) = self.dead_record(name, body, CANCELLED, 0, None);
         let dead = self.layout().dead_letter(name);
-        let ops = [Op::Create(&dead, &record), Op::Delete(path, version)];
-        match self.commit_bury(&ops, 0).await? {
-            Ok(_) => {
-                tracing::warn!(task = %name, "waiting task cancelled");
-                self.forward_dead(name, &record_json).await;
-                Ok(true)
-            }
-            Err((1, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(false),
-            Err((i, e)) => Err(Error::zk("cancel", ops[i].path(), e)),
+        let mut key = self.key_path_of_body(body);
+        loop {
+            let mut ops = vec![Op::Create(&dead, &record), Op::Delete(path, version)];
+            ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
+            return match self.commit_bury(&ops, 0).await? {
+                Ok(_) => {
+                    tracing::warn!(task = %name, "waiting task cancelled");
+                    self.forward_dead(name, &record_json).await;
+                    Ok(true)
+                }
+                Err((2, zk::Error::NoNode)) => {
+                    key = None;
+                    continue;
+                }
+                Err((1, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(false),
+                Err((i, e)) => Err(Error::zk("cancel", ops[i].path(), e)),
+            };
         }
     }
 

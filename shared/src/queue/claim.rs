@@ -318,13 +318,23 @@ impl Queue {
         let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
         let lease_path = self.layout().lease(name);
         let (dead, task_path) = (self.layout().dead_letter(name), self.layout().task(name));
-        let ops = [
-            Op::Create(&lease_path, &lease_data),
-            Op::Create(&dead, &record),
-            Op::Delete(&task_path, version),
-            Op::Delete(&lease_path, -1),
-        ];
-        match self.commit_bury(&ops, 1).await? {
+        // A dead task's idempotency key goes with it: the key may be published again.
+        let mut key = self.key_path_of_body(body);
+        let committed = loop {
+            let mut ops = vec![
+                Op::Create(&lease_path, &lease_data),
+                Op::Create(&dead, &record),
+                Op::Delete(&task_path, version),
+                Op::Delete(&lease_path, -1),
+            ];
+            ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
+            match self.commit_bury(&ops, 1).await? {
+                Err((4, zk::Error::NoNode)) if key.is_some() => key = None,
+                committed => break committed,
+            }
+        };
+        let paths = [&lease_path, &dead, &task_path, &lease_path];
+        match committed {
             Ok(_) => {
                 tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, %reason, "task dead-lettered");
                 self.forward_dead(name, &record_json).await;
@@ -334,7 +344,12 @@ impl Queue {
                 Ok(ClaimOutcome::Taken)
             }
             Err((2, zk::Error::NoNode)) => Ok(ClaimOutcome::Gone),
-            Err((i, e)) => Err(Error::zk("bury", ops[i].path(), e)),
+            Err((i, e)) => {
+                let path = paths
+                    .get(i)
+                    .map_or(key.unwrap_or_default(), |p| p.to_string());
+                Err(Error::zk("bury", path, e))
+            }
         }
     }
 }

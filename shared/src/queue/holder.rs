@@ -23,6 +23,14 @@ use crate::error::{Error, Result};
 use crate::lease::LeaseData;
 use crate::task::Task;
 
+/// What an operation of a completion's multi-op writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Task,
+    Lease,
+    Key,
+}
+
 /// Whether a holder's write took effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Settled {
@@ -102,12 +110,18 @@ impl Queue {
     }
 
     /// Completes several held tasks in one multi-op, each delete checked as in
-    /// [`Queue::complete`]. If one write fails, the multi-op changes nothing and names it: that
-    /// lease is read again when only its version is off (and kept when it is still ours), else
-    /// its task is reported lost or gone, and the rest are committed again without it.
+    /// [`Queue::complete`]; a task published with an idempotency key also marks its key
+    /// completed and files it by when it expires. If one write fails, the multi-op changes
+    /// nothing and names it: that lease is read again when only its version is off (and kept
+    /// when it is still ours), else its task is reported lost or gone, and the rest are
+    /// committed again without it. A key that is missing is left out.
     pub async fn complete_many(&self, mut leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
         let mut settled = Vec::with_capacity(leases.len());
         let mut reread = std::collections::HashSet::new();
+        let mut keys = Vec::with_capacity(leases.len());
+        for lease in &leases {
+            keys.push(self.completed_key(&lease.task).await?);
+        }
         while !leases.is_empty() {
             let paths: Vec<(String, String)> = leases
                 .iter()
@@ -116,26 +130,38 @@ impl Queue {
                     (self.layout().task(name), self.layout().lease(name))
                 })
                 .collect();
-            let ops: Vec<Op> = leases
-                .iter()
-                .zip(&paths)
-                .flat_map(|(l, (task, lease))| {
-                    [
-                        Op::Delete(task, l.task_version),
-                        Op::Delete(lease, l.lease_version),
-                    ]
-                })
-                .collect();
+            // Each operation with the index of its lease and what it writes.
+            let mut ops = Vec::new();
+            let mut owners = Vec::new();
+            for (i, (l, (task, lease))) in leases.iter().zip(&paths).enumerate() {
+                ops.push(Op::Delete(task, l.task_version));
+                ops.push(Op::Delete(lease, l.lease_version));
+                owners.extend([(i, Part::Task), (i, Part::Lease)]);
+                if let Some(key) = &keys[i] {
+                    ops.push(Op::Set(&key.key, &key.data, -1));
+                    ops.push(Op::Create(&key.entry, b""));
+                    owners.extend([(i, Part::Key), (i, Part::Key)]);
+                }
+            }
             let (index, error) = match self.commit("complete", &ops).await? {
                 Ok(_) => {
                     settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
                     break;
                 }
                 Err((i, e @ (zk::Error::BadVersion | zk::Error::NoNode))) => (i, e),
+                Err((i, zk::Error::NodeExists)) if owners[i].1 == Part::Key => {
+                    (i, zk::Error::NodeExists)
+                }
                 Err((i, e)) => return Err(Error::zk("complete", ops[i].path(), e)),
             };
-            let lease = &mut leases[index / 2];
-            let on_lease = index % 2 == 1;
+            let (at, part) = owners[index];
+            if part == Part::Key {
+                // The key is gone (or already filed): complete the task without it.
+                keys[at] = None;
+                continue;
+            }
+            let lease = &mut leases[at];
+            let on_lease = part == Part::Lease;
             if on_lease
                 && error == zk::Error::BadVersion
                 && reread.insert(lease.task.name.clone())
@@ -148,7 +174,8 @@ impl Queue {
             } else {
                 Settled::LeaseLost
             };
-            let lost = leases.remove(index / 2);
+            let lost = leases.remove(at);
+            keys.remove(at);
             match outcome {
                 Settled::Gone => {
                     tracing::info!(task = %lost.task.name, "already gone: nothing to complete")
@@ -281,17 +308,26 @@ impl Queue {
             self.layout().task(&task.name),
         );
         let lease_path = self.layout().lease(&task.name);
+        // A dead task's idempotency key goes with it: the key may be published again.
+        let mut key = self.key_path(&task.envelope);
         let mut lease = lease.clone();
         let mut settled = Settled::LeaseLost;
-        for first in [true, false] {
-            let ops = [
+        let mut first = true;
+        for _ in 0..3 {
+            let mut ops = vec![
                 Op::Create(&dead, &record),
                 Op::Delete(&task_path, lease.task_version),
                 Op::Delete(&lease_path, lease.lease_version),
             ];
+            ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
             settled = match self.commit_bury(&ops, 0).await? {
                 Ok(_) => Settled::Done,
+                Err((3, zk::Error::NoNode)) => {
+                    key = None;
+                    continue;
+                }
                 Err((2, zk::Error::BadVersion)) if first && self.still_ours(&mut lease).await? => {
+                    first = false;
                     continue;
                 }
                 Err((1, zk::Error::NoNode)) => Settled::Gone,

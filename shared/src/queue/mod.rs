@@ -7,6 +7,8 @@
 //! - `claim`: taking a task ([`ClaimOutcome`]), and burying one nobody can claim.
 //! - `holder`: what the holder of a [`Lease`] does next ([`Settled`]).
 //! - `record`: dead-letter records, and their copy to a [`DeadLetterSink`] (`forward`).
+//! - `keys`: idempotency keys: deduplicated publishes, marked completed or deleted with
+//!   their task, swept when they expire.
 //! - `cancel`: cancelling tasks, and the marks of those cancelled while held.
 //! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
 //! - `ops`: the multi-op every write above is made of.
@@ -28,6 +30,7 @@ mod claim;
 mod delay;
 mod forward;
 mod holder;
+mod keys;
 mod ops;
 mod pause;
 mod probe;
@@ -47,6 +50,7 @@ pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Holds, Lease};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use forward::{DeadLetterSink, SendError};
 pub use holder::Settled;
+pub use keys::{KeyState, Published};
 pub(crate) use ops::Op;
 pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::{Head, HeadData, LeaseSeen, Probe, Probed};
@@ -70,6 +74,7 @@ pub struct Queue {
     max_interruptions: u32,
     backoff_base: Duration,
     backoff_max: Duration,
+    dedup_window: Duration,
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
@@ -97,6 +102,7 @@ impl Queue {
             max_interruptions: config.max_interruptions,
             backoff_base: config.backoff_base,
             backoff_max: config.backoff_max,
+            dedup_window: config.dedup_window,
             acls: acls(config),
             dead_letters: None,
         }

@@ -1,17 +1,19 @@
-//! Publishing: sequential creates under `tasks/`.
+//! Publishing: sequential creates under `tasks/` (with an idempotency key, together with the
+//! key: see [`super::keys`]).
 
 use super::Queue;
+use super::keys::Published;
 use crate::error::{Error, Result};
 use crate::layout::TASK_PREFIX;
 use crate::task::{self, Envelope};
 
-/// How many creates a bulk publish keeps in flight.
-const PUBLISH_WINDOW: usize = 1_000;
-
 impl Queue {
-    /// Publishes one envelope; returns the task's name.
+    /// Publishes one envelope; returns the task's name. With an idempotency key that is
+    /// taken, nothing is created and the name is that of the task that has the key
+    /// ([`Queue::publish_all`] says which happened).
     pub async fn publish(&self, envelope: &Envelope) -> Result<String> {
-        self.publish_raw(&envelope.to_bytes()?).await
+        let mut names = self.publish_many(std::slice::from_ref(envelope)).await?;
+        Ok(names.remove(0))
     }
 
     /// Publishes a body as it is (any producer's JSON); returns the task's name.
@@ -26,24 +28,23 @@ impl Queue {
         Ok(format!("{TASK_PREFIX}{seq}"))
     }
 
-    /// Publishes many envelopes pipelined, keeping their order; returns the task names.
+    /// Publishes many envelopes pipelined, keeping their order; returns the task names (for a
+    /// taken idempotency key, that of the task that has it).
     pub async fn publish_many(&self, envelopes: &[Envelope]) -> Result<Vec<String>> {
-        let bodies = envelopes
-            .iter()
-            .map(Envelope::to_bytes)
-            .collect::<Result<Vec<_>>>()?;
-        let prefix = self.layout().task_prefix();
-        let mut names = Vec::with_capacity(bodies.len());
-        for window in bodies.chunks(PUBLISH_WINDOW) {
-            let creates: Vec<_> = window
-                .iter()
-                .map(|b| self.client().create(&prefix, b, &self.sequential()))
-                .collect();
-            for created in futures::future::join_all(creates).await {
-                let (_, seq) = created.map_err(|e| Error::zk("create", &prefix, e))?;
-                names.push(format!("{TASK_PREFIX}{seq}"));
-            }
-        }
-        Ok(names)
+        let published = self.publish_all(envelopes).await?;
+        published
+            .into_iter()
+            .map(|p| match p {
+                Published::Created { task, .. } => Ok(task),
+                Published::Existing {
+                    task: Some(task), ..
+                } => Ok(task),
+                Published::Existing { id, task: None, .. } => Err(Error::Unreadable {
+                    path: id,
+                    problem: "its idempotency key is taken by a task whose name was never written"
+                        .into(),
+                }),
+            })
+            .collect()
     }
 }

@@ -27,9 +27,14 @@ pub struct Envelope {
     /// Reserved for ordered groups: tasks of one group will run one at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
-    /// Reserved for sinks that deduplicate; defaults to the id there.
+    /// Publishing again with a key that is pending, held, or completed within
+    /// `DEDUP_WINDOW_MS` creates nothing; sinks that deduplicate get it (the id when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Set by a producer that created `keys/<idempotency_key>` with the task: consumers then
+    /// mark the key completed, or delete it when the task goes to the dead letters.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keyed: bool,
     /// Claims so far. Consumers raise it when they claim; producers leave it out.
     #[serde(default)]
     pub attempts: u32,
@@ -66,6 +71,7 @@ impl Envelope {
             payload,
             group: None,
             idempotency_key: None,
+            keyed: false,
             attempts: 0,
             interruptions: 0,
             moved_from: Vec::new(),

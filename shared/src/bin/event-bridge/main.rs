@@ -137,7 +137,9 @@ pub(crate) struct Publish {
     /// optionally `type`, `id`, `group`, `idempotency_key`). `-` reads stdin.
     #[arg(long, short = 'f', value_name = "FILE")]
     pub(crate) input: Option<String>,
-    /// Idempotency key of a single task.
+    /// Idempotency key of a single task: while a task with this key is pending, held, or
+    /// completed within DEDUP_WINDOW_MS, publishing it again creates nothing and prints that
+    /// task with "duplicate": true.
     #[arg(long)]
     pub(crate) idempotency_key: Option<String>,
     /// Group of the task(s) (stored; ordering by group is not implemented yet).

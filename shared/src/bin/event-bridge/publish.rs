@@ -3,6 +3,7 @@
 
 use std::io::{IsTerminal, Write};
 
+use event_bridge::queue::Published;
 use event_bridge::{Envelope, Queue};
 use serde_json::{Value, json};
 
@@ -64,12 +65,19 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
     Ok(())
 }
 
-/// Publishes `window` and prints each task's name and id.
+/// Publishes `window` and prints each task's name and id; for an idempotency key that was
+/// taken, the task that has it, with `"duplicate": true` and where it is.
 async fn publish_window(queue: &Queue, window: &[Envelope]) -> Result<(), Failure> {
-    let names = queue.publish_many(window).await?;
+    let published = queue.publish_all(window).await?;
     let mut stdout = std::io::stdout().lock();
-    for (name, envelope) in names.iter().zip(window) {
-        writeln!(stdout, "{}", json!({ "task": name, "id": envelope.id }))?;
+    for one in published {
+        let line = match one {
+            Published::Created { id, task } => json!({ "task": task, "id": id }),
+            Published::Existing { id, task, state } => {
+                json!({ "task": task, "id": id, "duplicate": true, "state": state })
+            }
+        };
+        writeln!(stdout, "{line}")?;
     }
     Ok(())
 }

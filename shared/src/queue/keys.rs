@@ -1,0 +1,367 @@
+//! Idempotency keys: a publish with a key creates `keys/<key>` and the task in one multi-op, so
+//! of two producers racing with one key exactly one creates a task; the other gets the task
+//! that has it. Consumers mark the key completed when they complete the task (and file it
+//! under `keys-expiry/` by when it expires), and delete it when the task goes to the dead
+//! letters, so a key whose task died can be published again. The reaper deletes expired keys,
+//! a bounded number per run.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::ops::Op;
+use crate::clock::ZkTime;
+use crate::error::{Error, Result};
+use crate::layout::{self, KEY_BUCKET_MS, TASK_PREFIX};
+use crate::task::{Envelope, Task};
+
+/// Publishes a bulk publish keeps in flight.
+const PUBLISH_WINDOW: usize = 1_000;
+
+/// How long a publish that met a taken key waits for the winner to write its task's name.
+const NAME_WAIT: Duration = Duration::from_millis(50);
+const NAME_TRIES: usize = 20;
+
+/// `keys/<key>`'s data.
+#[derive(Debug, Serialize, Deserialize)]
+struct KeyData {
+    /// The id of the task that has the key.
+    id: String,
+    /// Its name, written right after the create (a multi-op cannot know it before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task: Option<String>,
+    /// When the task completed (the completing consumer's clock, ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    completed_at: Option<i64>,
+}
+
+/// Where the task that has a key is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyState {
+    Pending,
+    Leased,
+    /// It left `tasks/` neither completed nor dead: it waits out a backoff, or came back under
+    /// a new name.
+    Waiting,
+    Completed,
+}
+
+/// What a publish did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "published", rename_all = "snake_case")]
+pub enum Published {
+    /// A new task.
+    Created { id: String, task: String },
+    /// Its idempotency key was taken: nothing was created. The task that has the key (its
+    /// name is unknown only if its publisher died between its two writes).
+    Existing {
+        id: String,
+        task: Option<String>,
+        state: KeyState,
+    },
+}
+
+impl Published {
+    /// The task's name: the new one, or the one that had the key.
+    pub fn task(&self) -> Option<&str> {
+        match self {
+            Published::Created { task, .. } => Some(task),
+            Published::Existing { task, .. } => task.as_deref(),
+        }
+    }
+}
+
+impl Queue {
+    /// Publishes `envelopes` pipelined, in order. An envelope with an idempotency key is
+    /// created together with its key in one multi-op, or not at all when the key is taken
+    /// (pending, held, or completed within `DEDUP_WINDOW_MS`).
+    pub async fn publish_all(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
+        let mut published = Vec::with_capacity(envelopes.len());
+        for window in envelopes.chunks(PUBLISH_WINDOW) {
+            let each = window.iter().map(|e| self.publish_one(e));
+            for one in futures::future::join_all(each).await {
+                published.push(one?);
+            }
+        }
+        Ok(published)
+    }
+
+    async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
+        match &envelope.idempotency_key {
+            Some(key) => self.publish_keyed(envelope, key).await,
+            None => Ok(Published::Created {
+                id: envelope.id.clone(),
+                task: self.publish_raw(&envelope.to_bytes()?).await?,
+            }),
+        }
+    }
+
+    async fn publish_keyed(&self, envelope: &Envelope, key: &str) -> Result<Published> {
+        let envelope = Envelope {
+            keyed: true,
+            ..envelope.clone()
+        };
+        let body = envelope.to_bytes()?;
+        let key_path = self.layout().key(key);
+        let mut data = KeyData {
+            id: envelope.id.clone(),
+            task: None,
+            completed_at: None,
+        };
+        let unnamed = serde_json::to_vec(&data)?;
+        let prefix = self.layout().task_prefix();
+        for _ in 0..3 {
+            let ops = [
+                Op::Create(&key_path, &unnamed),
+                Op::CreateSequential(&prefix, &body),
+            ];
+            match self.commit("publish", &ops).await? {
+                Ok(results) => {
+                    let task = created_name(&results, &prefix)?;
+                    data.task = Some(task.clone());
+                    // Whoever meets the key before this lands waits for it (see `existing`).
+                    let named = serde_json::to_vec(&data)?;
+                    if let Err(e) = self.client().set_data(&key_path, &named, Some(0)).await {
+                        tracing::warn!(key = %key_path, error = %e, "key left without its task's name");
+                    }
+                    return Ok(Published::Created {
+                        id: envelope.id,
+                        task,
+                    });
+                }
+                Err((0, zk::Error::NodeExists)) => {
+                    if let Some(existing) = self.existing(&key_path).await? {
+                        return Ok(existing);
+                    }
+                }
+                Err((0, zk::Error::NoNode)) => self.ensure_parent(&self.layout().keys()).await?,
+                Err((i, e)) => return Err(Error::zk("publish", ops[i].path(), e)),
+            }
+        }
+        Err(Error::Unreadable {
+            path: key_path,
+            problem: "the key kept changing while it was published; try again".into(),
+        })
+    }
+
+    /// The task that has the key at `key_path`; `None` when the key went meanwhile.
+    async fn existing(&self, key_path: &str) -> Result<Option<Published>> {
+        let mut key = None;
+        for _ in 0..NAME_TRIES {
+            let Some((bytes, _)) = self.read_path(key_path).await? else {
+                return Ok(None);
+            };
+            let data: KeyData = serde_json::from_slice(&bytes).map_err(|e| Error::Unreadable {
+                path: key_path.to_string(),
+                problem: e.to_string(),
+            })?;
+            let named = data.task.is_some() || data.completed_at.is_some();
+            key = Some(data);
+            if named {
+                break;
+            }
+            tokio::time::sleep(NAME_WAIT).await;
+        }
+        let Some(KeyData {
+            id,
+            task,
+            completed_at,
+        }) = key
+        else {
+            return Ok(None);
+        };
+        if completed_at.is_some_and(|at| self.key_expired(at)) {
+            // Its window has passed, the sweep just did not come by yet: the key is free.
+            self.delete_expired_key(key_path).await?;
+            return Ok(None);
+        }
+        let state = match (&task, completed_at) {
+            (_, Some(_)) => KeyState::Completed,
+            (Some(name), None) => self.key_task_state(name).await?,
+            (None, None) => KeyState::Pending,
+        };
+        Ok(Some(Published::Existing { id, task, state }))
+    }
+
+    /// Whether a key whose task completed at `completed_at` (ms since the epoch) is past its
+    /// window by this machine's clock.
+    fn key_expired(&self, completed_at: i64) -> bool {
+        let window = crate::lease::millis(self.dedup_window);
+        completed_at.saturating_add(window) <= chrono::Utc::now().timestamp_millis()
+    }
+
+    /// Deletes the key at `key_path` if it is still an expired completed key.
+    async fn delete_expired_key(&self, key_path: &str) -> Result<bool> {
+        let Some((bytes, stat)) = self.read_path(key_path).await? else {
+            return Ok(false);
+        };
+        let expired = serde_json::from_slice::<KeyData>(&bytes)
+            .ok()
+            .and_then(|k| k.completed_at)
+            .is_some_and(|at| self.key_expired(at));
+        if !expired {
+            return Ok(false);
+        }
+        match self.client().delete(key_path, Some(stat.version)).await {
+            Ok(()) => Ok(true),
+            Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(false),
+            Err(e) => Err(Error::zk("delete", key_path, e)),
+        }
+    }
+
+    /// Where the task named `name` is, from one probe of its number.
+    async fn key_task_state(&self, name: &str) -> Result<KeyState> {
+        let Some(number) = layout::sequence(name) else {
+            return Ok(KeyState::Pending);
+        };
+        let probe = self.probe(number, 1).await?;
+        Ok(match probe.found.first() {
+            Some(found) if found.lease.is_some() => KeyState::Leased,
+            Some(_) => KeyState::Pending,
+            None => KeyState::Waiting,
+        })
+    }
+
+    /// The key znode of `envelope`'s task, when its producer made one.
+    pub(crate) fn key_path(&self, envelope: &Envelope) -> Option<String> {
+        match (&envelope.idempotency_key, envelope.keyed) {
+            (Some(key), true) => Some(self.layout().key(key)),
+            _ => None,
+        }
+    }
+
+    /// The key znode of the task in `body` (any producer's), when it has one.
+    pub(crate) fn key_path_of_body(&self, body: &[u8]) -> Option<String> {
+        match crate::task::parse(body) {
+            crate::task::Body::Envelope(envelope) => self.key_path(&envelope),
+            _ => None,
+        }
+    }
+
+    /// What completing `task` writes for its key, if it has one: the key's path and its data
+    /// marked completed now, and the path of its expiry entry (whose bucket is made here).
+    pub(crate) async fn completed_key(&self, task: &Task) -> Result<Option<CompletedKey>> {
+        let Some(key_path) = self.key_path(&task.envelope) else {
+            return Ok(None);
+        };
+        let key = task.envelope.idempotency_key.as_deref().unwrap_or_default();
+        let now = chrono::Utc::now().timestamp_millis();
+        let expires = now.saturating_add(crate::lease::millis(self.dedup_window));
+        let bucket = expires - expires.rem_euclid(KEY_BUCKET_MS);
+        let data = KeyData {
+            id: task.envelope.id.clone(),
+            task: Some(task.name.clone()),
+            completed_at: Some(now),
+        };
+        self.ensure_parent(&self.layout().key_expiry()).await?;
+        self.ensure_parent(&self.layout().key_expiry_bucket(bucket))
+            .await?;
+        Ok(Some(CompletedKey {
+            key: key_path,
+            data: serde_json::to_vec(&data)?,
+            entry: self.layout().key_expiry_entry(bucket, key),
+        }))
+    }
+
+    /// Deletes the keys whose window has passed (with their entries), at most `limit`
+    /// looked at; returns how many keys went. Buckets are looked at from their start on;
+    /// an entry not due yet stays.
+    pub async fn sweep_keys(&self, now: &ZkTime, limit: usize) -> Result<usize> {
+        let root = self.layout().key_expiry();
+        let buckets = match self.client().list_children(&root).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(0),
+            Err(e) => return Err(Error::zk("list", root, e)),
+        };
+        let mut due: Vec<i64> = buckets.iter().filter_map(|b| b.parse().ok()).collect();
+        due.retain(|b| *b <= now.now_ms());
+        due.sort_unstable();
+        let (mut looked, mut swept) = (0, 0);
+        for bucket in due {
+            let path = self.layout().key_expiry_bucket(bucket);
+            let entries = match self.client().list_children(&path).await {
+                Ok(entries) => entries,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(Error::zk("list", path, e)),
+            };
+            let mut left = 0;
+            for entry in &entries {
+                if looked == limit {
+                    return Ok(swept);
+                }
+                looked += 1;
+                match self.expire(&path, entry).await? {
+                    Expiry::Expired => swept += 1,
+                    Expiry::Stale => {}
+                    Expiry::NotYet => left += 1,
+                }
+            }
+            if left == 0 {
+                match self.client().delete(&path, None).await {
+                    Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => {}
+                    Err(e) => return Err(Error::zk("delete", path, e)),
+                }
+            }
+        }
+        Ok(swept)
+    }
+
+    /// Looks at key `entry` (an encoded key) filed in `bucket_path`: a completed key past its
+    /// window goes with its entry; an entry whose key is gone or was taken again since goes
+    /// alone; a key still in its window stays.
+    async fn expire(&self, bucket_path: &str, entry: &str) -> Result<Expiry> {
+        let key = format!("{}/{entry}", self.layout().keys());
+        let entry_path = format!("{bucket_path}/{entry}");
+        let completed = match self.read_path(&key).await? {
+            Some((bytes, _)) => serde_json::from_slice::<KeyData>(&bytes)
+                .ok()
+                .and_then(|k| k.completed_at),
+            None => None,
+        };
+        let expiry = match completed {
+            Some(at) if !self.key_expired(at) => return Ok(Expiry::NotYet),
+            Some(_) if self.delete_expired_key(&key).await? => Expiry::Expired,
+            _ => Expiry::Stale,
+        };
+        match self.client().delete(&entry_path, None).await {
+            Ok(()) | Err(zk::Error::NoNode) => Ok(expiry),
+            Err(e) => Err(Error::zk("delete", entry_path, e)),
+        }
+    }
+}
+
+/// What the sweep found of one filed key.
+enum Expiry {
+    Expired,
+    Stale,
+    NotYet,
+}
+
+/// What completing a keyed task writes.
+pub(crate) struct CompletedKey {
+    pub key: String,
+    pub data: Vec<u8>,
+    pub entry: String,
+}
+
+/// The name ZooKeeper gave the task created by the second operation of a publish.
+fn created_name(results: &[zk::MultiWriteResult], prefix: &str) -> Result<String> {
+    match results.get(1) {
+        Some(zk::MultiWriteResult::Create { path, .. }) => {
+            let name = path.rsplit('/').next().unwrap_or(path);
+            debug_assert!(name.starts_with(TASK_PREFIX));
+            Ok(name.to_string())
+        }
+        other => {
+            let msg = format!("publish returned {other:?}");
+            Err(Error::zk(
+                "publish",
+                prefix,
+                zk::Error::UnexpectedError(msg),
+            ))
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Deduplicated publish: a key that is pending, held, or completed within the window creates
+//! nothing and gives back the task that has it; after the window, or once its task went to
+//! the dead letters, the key makes a new task.
+
+use std::time::Duration;
+
+use event_bridge::handler::FnHandler;
+use event_bridge::queue::{KeyState, Published};
+use event_bridge::{Envelope, HandlerError, Task, reap};
+use serde_json::json;
+
+use harness::{Recorder, TestQueue, run};
+
+fn keyed(key: &str) -> Envelope {
+    let mut envelope = Envelope::new("order.paid", json!({ "key": key }));
+    envelope.idempotency_key = Some(key.to_string());
+    envelope
+}
+
+async fn publish(t: &TestQueue, key: &str) -> Published {
+    t.queue.publish_all(&[keyed(key)]).await.unwrap().remove(0)
+}
+
+#[tokio::test]
+async fn two_producers_racing_over_500_keys_make_exactly_500_tasks() {
+    let t = TestQueue::new().await;
+    let (a, b) = (
+        t.consumer("producer-a").await,
+        t.consumer("producer-b").await,
+    );
+    let batch = |offset: usize| -> Vec<Envelope> {
+        (0..1_000)
+            .map(|i| keyed(&format!("order-{}", (i + offset) % 500)))
+            .collect()
+    };
+    let (left, right) = (batch(0), batch(250));
+    let (left, right) = tokio::join!(a.publish_all(&left), b.publish_all(&right));
+    let published: Vec<Published> = left.unwrap().into_iter().chain(right.unwrap()).collect();
+    let created = published
+        .iter()
+        .filter(|p| matches!(p, Published::Created { .. }))
+        .count();
+    assert_eq!(created, 500);
+    assert_eq!(t.children("tasks").await.len(), 500);
+    assert_eq!(t.children("keys").await.len(), 500);
+    // Every duplicate names the task that has its key.
+    let tasks = t.children("tasks").await;
+    for p in &published {
+        let task = p.task().expect("a name").to_string();
+        assert!(tasks.contains(&task), "{p:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_duplicate_says_where_the_task_is_and_completion_keeps_the_key_for_the_window() {
+    let t = TestQueue::new().await;
+    let Published::Created { id, task } = publish(&t, "k1").await else {
+        panic!("created");
+    };
+    let again = publish(&t, "k1").await;
+    assert_eq!(
+        again,
+        Published::Existing {
+            id: id.clone(),
+            task: Some(task.clone()),
+            state: KeyState::Pending
+        }
+    );
+    let recorder = Recorder::default();
+    assert_eq!(run(&t.queue, &recorder, 10).await.completed, 1);
+    let Published::Existing { state, .. } = publish(&t, "k1").await else {
+        panic!("still taken after completion");
+    };
+    assert_eq!(state, KeyState::Completed);
+    assert!(t.children("tasks").await.is_empty(), "nothing created");
+    // The reaper leaves a key whose window has not passed.
+    assert_eq!(reap::reap(&t.queue).await.unwrap().keys_expired, 0);
+    assert_eq!(t.children("keys").await.len(), 1);
+}
+
+#[tokio::test]
+async fn after_the_window_the_key_makes_a_new_task() {
+    let t = TestQueue::with(|c| c.dedup_window = Duration::from_millis(1_000)).await;
+    publish(&t, "k2").await;
+    let recorder = Recorder::default();
+    assert_eq!(run(&t.queue, &recorder, 10).await.completed, 1);
+    assert!(matches!(
+        publish(&t, "k2").await,
+        Published::Existing { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let Published::Created { task, .. } = publish(&t, "k2").await else {
+        panic!("the window passed: a new task");
+    };
+    assert_eq!(t.children("tasks").await, [task]);
+}
+
+#[tokio::test]
+async fn a_key_whose_task_went_to_the_dead_letters_can_be_published_again() {
+    let t = TestQueue::new().await;
+    let Published::Created { task: first, .. } = publish(&t, "k3").await else {
+        panic!("created");
+    };
+    let failing = FnHandler(|_t: Task| async { Err(HandlerError::Permanent("bad order".into())) });
+    assert_eq!(run(&t.queue, &failing, 10).await.dead_lettered, 1);
+    assert_eq!(t.children("dead").await, std::slice::from_ref(&first));
+    assert!(
+        t.children("keys").await.is_empty(),
+        "the key went with its task"
+    );
+    let Published::Created { task, .. } = publish(&t, "k3").await else {
+        panic!("a new task");
+    };
+    assert_ne!(task, first);
+}
+
+#[tokio::test]
+async fn a_cancelled_keyed_task_frees_its_key() {
+    let t = TestQueue::new().await;
+    let Published::Created { task, .. } = publish(&t, "k4").await else {
+        panic!("created");
+    };
+    event_bridge::cancel::cancel(&t.queue, &task).await.unwrap();
+    assert!(t.children("keys").await.is_empty());
+    assert!(matches!(publish(&t, "k4").await, Published::Created { .. }));
+}
+
+#[tokio::test]
+async fn the_reaper_deletes_keys_past_their_window_and_only_those() {
+    let t = TestQueue::with(|c| c.dedup_window = Duration::from_millis(1_000)).await;
+    publish(&t, "old").await;
+    let recorder = Recorder::default();
+    assert_eq!(run(&t.queue, &recorder, 10).await.completed, 1);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    publish(&t, "pending").await;
+    let report = reap::reap(&t.queue).await.unwrap();
+    assert_eq!(report.keys_expired, 1);
+    assert_eq!(t.children("keys").await, ["pending"], "a pending key stays");
+    assert!(
+        t.children("keys-expiry").await.is_empty(),
+        "its bucket is gone"
+    );
+}
