@@ -391,3 +391,26 @@ async fn cancel_from_the_command_line_and_its_exit_codes() {
     assert_eq!(unknown.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no task task-0000009999"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishing_a_taken_idempotency_key_prints_the_task_that_has_it() {
+    let t = TestQueue::new().await;
+    let args = [
+        "publish",
+        "--type",
+        "order.paid",
+        "--idempotency-key",
+        "o-1",
+    ];
+    let first = json_lines(&eb(&t, &args, ""));
+    let again = json_lines(&eb(&t, &args, ""));
+    assert_eq!(again[0]["task"], first[0]["task"]);
+    assert_eq!(again[0]["duplicate"], true);
+    assert_eq!(again[0]["state"], "pending");
+    // In a file, a key repeated creates one task.
+    let lines = "{\"payload\": {}, \"idempotency_key\": \"o-2\"}\n".repeat(3);
+    let out = json_lines(&eb(&t, &["publish", "-f", "-"], &lines));
+    let duplicates = out.iter().filter(|l| l["duplicate"] == true).count();
+    assert_eq!((out.len(), duplicates), (3, 2));
+    assert_eq!(t.children("tasks").await.len(), 2);
+}
