@@ -278,14 +278,25 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     /// Queues the claimable tasks of a probed window: not held by anyone, readable (an
     /// unreadable one is counted once per run).
     fn probed(&mut self, found: Option<Vec<Probed>>) {
+        let (mut held, mut free) = (0, 0);
         for probed in found.into_iter().flatten() {
-            if probed.lease.is_some() || self.waiting.contains(&probed.name) {
+            if probed.lease.is_some() {
+                held += 1;
+                continue;
+            }
+            if self.waiting.contains(&probed.name) {
                 continue;
             }
             if let TaskRead::Unreadable(_) = probed.read {
                 self.waiting.insert(probed.name.clone());
             }
             self.ready.push_back((probed.name, probed.read));
+            free += 1;
+        }
+        // A window whose every task another consumer holds is the middle of its stretch: the
+        // next windows are likely its too. Jump as after a lost race instead of probing them.
+        if held > 0 && free == 0 && self.ready.is_empty() {
+            self.lost_race();
         }
     }
 
