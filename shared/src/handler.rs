@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::task::Task;
+use crate::task::{OnDeadPolicy, Task};
 
 /// Which built-in handler runs tasks (`EVENT_BRIDGE_HANDLER`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +46,12 @@ pub enum HandlerError {
 /// Runs one claimed task. The lease is extended while the returned future runs.
 pub trait Handler: Send + Sync {
     fn handle(&self, task: &Task) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// What a group does when one of its tasks goes to the dead letters, by event type (a
+    /// task's own `on_dead` comes first). By default every group goes on.
+    fn on_dead_policy(&self) -> OnDeadPolicy {
+        OnDeadPolicy::default()
+    }
 }
 
 /// A handler made of a closure over an owned [`Task`], for tests and small programs.

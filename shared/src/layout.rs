@@ -11,6 +11,7 @@
 //! ├── head                              the lowest sequence number a task may still have
 //! ├── paused                            what is paused: the queue, event types (JSON)
 //! ├── cancelled/<id>                    a task cancelled while held (`<id>` encoded)
+//! ├── groups/<group>                    an ordered group's lock (`<group>` encoded)
 //! ├── keys/<key>                        an idempotency key and its task (`<key>` encoded)
 //! ├── keys-expiry/<bucket>/<key>        a completed key, in the 10 min in which it expires
 //! └── clock                             persistent, written to read ZooKeeper's own time
@@ -65,6 +66,17 @@ impl Layout {
 
     pub fn head(&self) -> String {
         format!("{}/head", self.root)
+    }
+
+    /// Locks of ordered groups.
+    pub fn groups(&self) -> String {
+        format!("{}/groups", self.root)
+    }
+
+    /// The lock of group `group`: present while a task of the group runs, waits for a retry,
+    /// or the group is paused.
+    pub fn group(&self, group: &str) -> String {
+        format!("{}/groups/{}", self.root, encode_segment(group))
     }
 
     /// Idempotency keys of tasks published with one.
@@ -153,6 +165,7 @@ impl Layout {
             self.delayed(),
             self.dead(),
             self.cancelled(),
+            self.groups(),
             self.keys(),
             self.key_expiry(),
             self.clock(),
@@ -176,6 +189,32 @@ pub fn encode_segment(text: &str) -> String {
         }
     }
     out
+}
+
+/// The text [`encode_segment`] made `name` of (a malformed escape stays as it is).
+pub fn decode_segment(name: &str) -> String {
+    if name == "%" {
+        return String::new();
+    }
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = name
+            .get(i + 1..i + 3)
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The sequence number of a task name (`task-0000000042` → 42), or `None` for a name that
@@ -271,6 +310,7 @@ mod tests {
                 "/a/b/delayed",
                 "/a/b/dead",
                 "/a/b/cancelled",
+                "/a/b/groups",
                 "/a/b/keys",
                 "/a/b/keys-expiry",
                 "/a/b/clock"
@@ -285,6 +325,9 @@ mod tests {
         assert_eq!(encode_segment(".."), "%2E%2E");
         assert_eq!(encode_segment("é"), "%C3%A9");
         assert_eq!(encode_segment(""), "%");
+        for text in ["order-42_a", "a/b", "..", "é", "", "100%"] {
+            assert_eq!(decode_segment(&encode_segment(text)), text);
+        }
     }
 
     #[test]

@@ -26,7 +26,14 @@ pub struct Stats {
     /// What is paused (absent when nothing is).
     #[serde(skip_serializing_if = "Paused::is_empty")]
     pub paused: Paused,
+    /// Groups paused after one of their tasks went to the dead letters, and why (the first
+    /// 100; absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paused_groups: Vec<(String, String)>,
 }
+
+/// Paused groups a look at the queue lists, at most.
+const PAUSED_GROUPS: usize = 100;
 
 /// Reads the counts: one multi-read of three stats, a stat per waiting bucket, one probe.
 pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
@@ -64,6 +71,7 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
         dead,
         oldest_task_age_ms: oldest_age(queue, now, depth).await?,
         paused: queue.paused().await?,
+        paused_groups: queue.paused_groups(PAUSED_GROUPS).await?,
     })
 }
 

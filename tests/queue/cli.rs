@@ -167,6 +167,7 @@ async fn init_creates_the_base_paths() {
             "clock",
             "dead",
             "delayed",
+            "groups",
             "keys",
             "keys-expiry",
             "leases",
@@ -413,4 +414,33 @@ async fn publishing_a_taken_idempotency_key_prints_the_task_that_has_it() {
     let duplicates = out.iter().filter(|l| l["duplicate"] == true).count();
     assert_eq!((out.len(), duplicates), (3, 2));
     assert_eq!(t.children("tasks").await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_group_shows_in_stats_and_resumes_from_the_command_line() {
+    let t = TestQueue::new().await;
+    let args = [
+        "publish",
+        "--type",
+        "order",
+        "--group",
+        "customer 9",
+        "--on-dead",
+        "pause",
+        "--payload",
+        "{}",
+    ];
+    json_lines(&eb(&t, &args, ""));
+    json_lines(&eb(&t, &args, ""));
+    let failing = event_bridge::handler::FnHandler(|_t: event_bridge::Task| async {
+        Err(event_bridge::HandlerError::Permanent("no".into()))
+    });
+    let report = harness::run(&t.queue, &failing, 10).await;
+    assert_eq!((report.dead_lettered, report.completed), (1, 0));
+    let stats = ok_json(&eb(&t, &["stats", "--json"], ""));
+    assert_eq!(stats["paused_groups"][0][0], "customer 9", "{stats}");
+    let resumed = ok_json(&eb(&t, &["resume", "--group", "customer 9"], ""));
+    assert_eq!(resumed["changed"], true);
+    let recorder = harness::Recorder::default();
+    assert_eq!(harness::run(&t.queue, &recorder, 10).await.completed, 1);
 }

@@ -7,6 +7,7 @@ mod cli;
 mod connect;
 mod dead;
 mod dedup;
+mod groups;
 mod holding;
 mod pause;
 mod process;

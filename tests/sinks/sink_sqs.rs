@@ -234,18 +234,23 @@ async fn a_fifo_queue_gets_the_group_and_a_deduplication_id_stable_across_attemp
     let mut grouped = Envelope::new("order.paid", json!({"order": 7}));
     grouped.group = Some("tenant-1".into());
     grouped.idempotency_key = Some("order-7".into());
-    // Another task with the same idempotency key: SQS must drop it as a duplicate.
+    // Another task with the same idempotency key, from a producer that makes no key znode (so
+    // the queue does not deduplicate it): SQS must drop it as a duplicate.
     let mut again = Envelope::new("order.paid", json!({"order": 7, "again": true}));
     again.idempotency_key = Some("order-7".into());
     let ungrouped = Envelope::new("order.shipped", json!({"order": 8}));
     let mut long_key = Envelope::new("order.refunded", json!({"order": 9}));
     long_key.group = Some("a group with spaces".into());
     long_key.idempotency_key = Some("k".repeat(300));
-    let names = t
-        .queue
-        .publish_many(&[grouped.clone(), again, ungrouped.clone(), long_key.clone()])
-        .await
-        .expect("publish");
+    let mut names = vec![t.queue.publish(&grouped).await.expect("publish")];
+    names.push(
+        t.queue
+            .publish_raw(&again.to_bytes().unwrap())
+            .await
+            .expect("publish"),
+    );
+    let rest = [ungrouped.clone(), long_key.clone()];
+    names.extend(t.queue.publish_many(&rest).await.expect("publish"));
 
     let spec = SqsSpec {
         queue_url: url.clone(),

@@ -14,6 +14,7 @@
 //! nothing is followed by a few more from the head before the run calls the queue empty. A
 //! single consumer never loses, so it claims strictly oldest first.
 
+mod groups;
 mod hold;
 mod pass;
 mod report;
@@ -34,6 +35,7 @@ use crate::error::Result;
 use crate::handler::Handler;
 use crate::queue::{Holds, Queue};
 use crate::session::Session;
+use crate::task::OnDeadPolicy;
 use pass::Pass;
 use source::Source;
 
@@ -113,7 +115,7 @@ async fn run_with<H: Handler>(
         stop,
         refill,
         settle_by: options.deadline - options.margin / 4,
-        holds: std::sync::RwLock::new(read_holds(&queue).await?),
+        holds: std::sync::RwLock::new(read_holds(&queue, handler.on_dead_policy()).await?),
     };
     run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
     // Tasks found unreadable are counted once and not tried again in this run.
@@ -124,7 +126,8 @@ async fn run_with<H: Handler>(
     loop {
         // Read again before every pass but the first: a worker's run may last for hours.
         if !std::mem::take(&mut first) {
-            *run.holds.write().expect("not poisoned") = read_holds(&run.queue()).await?;
+            let fresh = read_holds(&run.queue(), run.on_dead()).await?;
+            *run.holds.write().expect("not poisoned") = fresh;
         }
         report.queue_paused = run
             .holds
@@ -153,10 +156,15 @@ async fn run_with<H: Handler>(
     Ok(report)
 }
 
-/// What a run must not run: what is paused, and the marks of tasks cancelled while held.
-async fn read_holds(queue: &Queue) -> Result<Holds> {
+/// What a run must not run: what is paused, and the marks of tasks cancelled while held;
+/// with what groups do when a task dies (`on_dead`, the handler's).
+async fn read_holds(queue: &Queue, on_dead: OnDeadPolicy) -> Result<Holds> {
     let (paused, cancelled) = tokio::try_join!(queue.paused(), queue.cancel_marks())?;
-    Ok(Holds { paused, cancelled })
+    Ok(Holds {
+        paused,
+        cancelled,
+        on_dead,
+    })
 }
 
 /// Passes in a row that may claim nothing after jumping over tasks before a run ends.
@@ -182,6 +190,11 @@ struct Run<'a, H> {
 }
 
 impl<H> Run<'_, H> {
+    /// What groups do when one of their tasks goes to the dead letters.
+    fn on_dead(&self) -> OnDeadPolicy {
+        self.holds.read().expect("not poisoned").on_dead.clone()
+    }
+
     /// The queue to send the next request on.
     fn queue(&self) -> Queue {
         self.source.queue()

@@ -18,6 +18,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
 use super::Run;
+use super::groups::{Found, Gates};
 use super::report::{Outcome, ProcessReport};
 use super::settle::Sent;
 use super::task::{Claimed, Ran};
@@ -82,6 +83,8 @@ pub(super) struct Pass<'r, 'a, H> {
     jump: usize,
     /// Whether a lost race jumped over tasks this pass did not look at.
     jumped: bool,
+    /// Ordered groups: which grouped task may be claimed next.
+    gates: Gates,
 }
 
 impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
@@ -98,6 +101,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             walk: Some(Box::new(Walk::new())),
             settled_meanwhile: Vec::new(),
             jumped: false,
+            gates: Gates::default(),
             ready: VecDeque::new(),
             jobs: FuturesUnordered::new(),
             flight: InFlight::default(),
@@ -224,7 +228,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         self.jobs.push(Box::pin(async move {
             notify.notified().await;
             // New tasks came; what is paused may have changed too.
-            let holds = super::read_holds(&run.queue()).await;
+            let holds = super::read_holds(&run.queue(), run.on_dead()).await;
             Event::Refilled(holds.map(|holds| *run.holds.write().expect("not poisoned") = holds))
         }));
     }
@@ -279,7 +283,23 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     /// unreadable one is counted once per run).
     fn probed(&mut self, found: Option<Vec<Probed>>) {
         let (mut held, mut free) = (0, 0);
+        let contiguous = self
+            .walk
+            .as_ref()
+            .map_or(0, |walk| walk.contiguous_through());
         for probed in found.into_iter().flatten() {
+            if let Some((group, id)) = grouped(&probed.read) {
+                let found = Found {
+                    group,
+                    id,
+                    held: probed.lease.is_some(),
+                    contiguous: probed.number < contiguous,
+                };
+                let admitted = self.gates.admit(found, (probed.name, probed.read));
+                free += admitted.is_some() as usize;
+                self.ready.extend(admitted);
+                continue;
+            }
             if probed.lease.is_some() {
                 held += 1;
                 continue;
@@ -339,13 +359,18 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     /// Accounts for task `name`, settled (or never claimed) with `outcome`.
     fn ended(&mut self, outcome: Outcome, claimed: bool, name: &str) {
         self.report.claimed += claimed as u32;
-        match outcome {
+        match &outcome {
             Outcome::Conflict => self.lost_race(),
             Outcome::Paused => {
                 self.waiting.insert(name.to_string());
             }
             _ => {}
         }
+        let owner = match &outcome {
+            Outcome::GroupBusy(owner) => owner.clone(),
+            _ => None,
+        };
+        self.gates.stopped(name, owner);
         if outcome.left_tasks() {
             self.settle(name);
         }
@@ -386,12 +411,21 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     fn completed(&mut self, names: Vec<String>, sent: Sent<Vec<(String, Settled)>>) {
         match sent {
             Sent::Answered(settled, resent) => {
-                for name in self.report.count_completions(settled, resent) {
+                let gone = self.report.count_completions(settled, resent);
+                for name in names.iter().filter(|n| !gone.contains(n)) {
+                    self.gates.stopped(name, None);
+                }
+                for name in gone {
                     self.settle(&name);
+                    // The group's next task, if this pass saw it, goes first.
+                    if let Some(next) = self.gates.completed(&name) {
+                        self.ready.push_front(next);
+                    }
                 }
             }
             Sent::Unsettled => {
                 for name in names {
+                    self.gates.stopped(&name, None);
                     tracing::warn!(task = %name, "not completed before the deadline: left to the reaper");
                     self.report.count(&Outcome::Unsettled);
                 }
@@ -416,5 +450,13 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 Event::Completed(names, run.settle(complete).await)
             }));
         }
+    }
+}
+
+/// The group and id of a task read, when it is grouped.
+fn grouped(read: &TaskRead) -> Option<(String, String)> {
+    match read {
+        TaskRead::Found { body, .. } => crate::task::group_of(body),
+        _ => None,
     }
 }

@@ -36,6 +36,8 @@ pub struct ProcessReport {
     /// Tasks cancelled while held, buried instead of run again (by their holder, or at a
     /// claim after their holder's lease was freed).
     pub cancelled: u32,
+    /// Claims that found their group held by another of its tasks, or paused.
+    pub group_busy: u32,
     /// Tasks passed over because their event type is paused; each counted once per run.
     pub paused: u32,
     /// The whole queue is paused: the run claimed nothing.
@@ -71,6 +73,10 @@ pub(super) enum Outcome {
     Paused,
     /// Cancelled while held: buried instead of run again.
     Cancelled,
+    /// Its group is held by another of its tasks (that task's id), or paused.
+    GroupBusy(Option<String>),
+    /// A grouped task not due yet: left where it is, holding back its group.
+    NotDueInGroup,
     Gone,
     Deadline,
 }
@@ -123,6 +129,8 @@ impl ProcessReport {
             Outcome::Unreadable => &mut self.unreadable,
             Outcome::Paused => &mut self.paused,
             Outcome::Cancelled => &mut self.cancelled,
+            Outcome::GroupBusy(_) => &mut self.group_busy,
+            Outcome::NotDueInGroup => &mut self.in_backoff,
             Outcome::Abandoned => &mut self.abandoned,
             Outcome::Unsettled => &mut self.unsettled,
             Outcome::Gone => return,
@@ -165,6 +173,7 @@ impl ProcessReport {
             unsettled = self.unsettled,
             unreadable = self.unreadable,
             cancelled = self.cancelled,
+            group_busy = self.group_busy,
             paused = self.paused,
             queue_paused = self.queue_paused,
             remaining_depth = self.remaining_depth,

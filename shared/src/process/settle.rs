@@ -120,9 +120,10 @@ impl<H> Run<'_, H> {
         last_error: Option<String>,
     ) -> Result<Outcome> {
         let name = lease.task.name.clone();
+        let on_dead = self.on_dead().for_task(&lease.task.envelope);
         let bury = |queue: Queue| {
             let (lease, last_error) = (lease.clone(), last_error.clone());
-            async move { queue.bury(lease, reason, last_error).await }
+            async move { queue.bury_with(lease, reason, last_error, on_dead).await }
         };
         Ok(outcome(
             self.settle(bury).await?,

@@ -72,6 +72,14 @@ impl<H: Handler> Run<'_, H> {
                 Some(ClaimOutcome::Gone) => Claimed::Settled(Outcome::Gone, name),
                 Some(ClaimOutcome::Paused) => Claimed::Settled(Outcome::Paused, name),
                 Some(ClaimOutcome::Cancelled) => Claimed::Settled(Outcome::Cancelled, name),
+                Some(ClaimOutcome::GroupBusy { owner }) => {
+                    Claimed::Settled(Outcome::GroupBusy(owner), name)
+                }
+                // A grouped task not due yet stays in its place: moving it would let the rest
+                // of its group pass it.
+                Some(ClaimOutcome::Backoff { .. }) if crate::task::group_of(&body).is_some() => {
+                    Claimed::Settled(Outcome::NotDueInGroup, name)
+                }
                 Some(ClaimOutcome::Backoff { until_ms }) => {
                     // Not due yet: it waits under `delayed/`, not at the head of the queue.
                     let outcome = match queue.defer(&name, &body, stat.version, until_ms).await? {

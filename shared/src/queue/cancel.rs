@@ -12,13 +12,12 @@ use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::ClaimOutcome;
+use super::claim::{ClaimOutcome, Unclaimed};
 use super::ops::Op;
+use super::record::CANCELLED;
 use crate::error::{Error, Result};
 use crate::layout::encode_segment;
-
-/// The dead-letter reason of a cancelled task.
-pub const CANCELLED: &str = "cancelled";
+use crate::task::OnDead;
 
 /// What a cancel mark holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -80,8 +79,8 @@ impl Queue {
         version: i32,
     ) -> Result<ClaimOutcome> {
         let reason = CANCELLED.to_string();
-        self.bury_unclaimed(name, body, version, 0, reason, None)
-            .await
+        let task = Unclaimed::new(name, body, version, 0, OnDead::Continue);
+        self.bury_unclaimed(task, reason, None).await
     }
 
     /// Cancels a task waiting at `path` under `delayed/` (read at `version`): its record to

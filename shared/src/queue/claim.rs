@@ -4,13 +4,14 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::cancel::CANCELLED;
+use super::group::{HeldLock, LockDecision, LockOp, Release};
 use super::ops::Op;
 use super::pause::Paused;
+use super::record::CANCELLED;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::lease::LeaseData;
-use crate::task::{self, Body, Envelope, Task, json};
+use crate::task::{self, Body, Envelope, OnDead, OnDeadPolicy, Task, json};
 
 /// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
 /// second write finds the versions moved on and reports [`super::Settled::LeaseLost`].
@@ -19,6 +20,8 @@ pub struct Lease {
     pub task: Task,
     pub(super) task_version: i32,
     pub(super) lease_version: i32,
+    /// The group's lock, for a grouped task.
+    pub(super) group_lock: Option<HeldLock>,
 }
 
 /// Tasks claimed in one multi-op, at most.
@@ -40,13 +43,21 @@ struct Take {
     envelope: Envelope,
     body: Vec<u8>,
     read_version: i32,
+    /// For a grouped task, what the claim does to the group's lock (its first operation).
+    lock: Option<LockOp>,
 }
 
 impl Take {
-    /// The lease of a task whose claim landed, from its three results.
+    /// Operations of this task in the claim's multi-op.
+    fn op_count(&self) -> usize {
+        3 + usize::from(self.lock.is_some())
+    }
+
+    /// The lease of a task whose claim landed, from its results.
     fn taken(self, results: &[zk::MultiWriteResult], lease_path: &str) -> Result<ClaimOutcome> {
+        let (lock, claim) = results.split_at(usize::from(self.lock.is_some()));
         // The lease's `czxid` is the claim's zxid: the fencing token.
-        let (lease_version, task_version, token) = match results {
+        let (lease_version, task_version, token) = match claim {
             [
                 _,
                 zk::MultiWriteResult::SetData { stat: l },
@@ -58,6 +69,13 @@ impl Take {
                 return Err(Error::zk("claim", lease_path.to_string(), e));
             }
         };
+        let group_lock = self.lock.map(|op| HeldLock {
+            path: op.path().to_string(),
+            version: match lock {
+                [zk::MultiWriteResult::SetData { stat }] => stat.version,
+                _ => 0,
+            },
+        });
         let task = Task {
             name: self.name,
             envelope: self.envelope,
@@ -67,6 +85,7 @@ impl Take {
             task,
             task_version,
             lease_version,
+            group_lock,
         }))
     }
 }
@@ -78,6 +97,9 @@ pub struct Holds {
     pub paused: Paused,
     /// Envelope ids of tasks cancelled while held, encoded as znode names.
     pub cancelled: std::collections::BTreeSet<String>,
+    /// What a group does when a task of a type goes to the dead letters, when the task does
+    /// not say (its route may).
+    pub on_dead: OnDeadPolicy,
 }
 
 /// What a claim came to. (It lives for one `match`; boxing the lease would buy nothing.)
@@ -96,6 +118,8 @@ pub enum ClaimOutcome {
     Paused,
     /// The task was cancelled while another consumer held it: it went to the dead letters.
     Cancelled,
+    /// Another task of its group holds the group (its id), or the group is paused (`None`).
+    GroupBusy { owner: Option<String> },
     /// The task could never run (poison body, attempts used up) and went to the dead letters.
     Buried { reason: String },
 }
@@ -179,15 +203,17 @@ impl Queue {
                     json::depth(body),
                     json::MAX_DEPTH
                 );
+                let task = Unclaimed::new(name, body, stat.version, 0, OnDead::Continue);
                 return self
-                    .bury_unclaimed(name, body, stat.version, 0, reason, None)
+                    .bury_unclaimed(task, reason, None)
                     .await
                     .map(Prepared::Decided);
             }
             Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
             Body::Poison(reason) => {
+                let task = Unclaimed::new(name, body, stat.version, 0, OnDead::Continue);
                 return self
-                    .bury_unclaimed(name, body, stat.version, 0, reason, None)
+                    .bury_unclaimed(task, reason, None)
                     .await
                     .map(Prepared::Decided);
             }
@@ -203,14 +229,26 @@ impl Queue {
         if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
             return Ok(Prepared::Decided(ClaimOutcome::Backoff { until_ms }));
         }
+        let on_dead = holds.on_dead.for_task(&envelope);
         if envelope.attempts >= self.max_attempts() {
             let reason = format!("gave up after {} attempts", envelope.attempts);
             let last = envelope.last_error.clone();
+            let attempts = envelope.attempts;
+            let task = Unclaimed::new(name, body, stat.version, attempts, on_dead);
             return self
-                .bury_unclaimed(name, body, stat.version, envelope.attempts, reason, last)
+                .bury_unclaimed(task, reason, last)
                 .await
                 .map(Prepared::Decided);
         }
+        let lock = match &envelope.group {
+            None => None,
+            Some(group) => match self.lock_for_claim(group, name, &envelope).await? {
+                LockDecision::Free(op) => Some(op),
+                LockDecision::Busy(owner) => {
+                    return Ok(Prepared::Decided(ClaimOutcome::GroupBusy { owner }));
+                }
+            },
+        };
         envelope.attempts += 1;
         envelope.retry_at = None;
         match envelope.to_bytes() {
@@ -219,6 +257,7 @@ impl Queue {
                 envelope,
                 body: rewritten,
                 read_version: stat.version,
+                lock,
             })),
             // A body near ZooKeeper's limit (a plain body grows when wrapped) cannot be
             // rewritten, so it can never be claimed: it is poison.
@@ -227,7 +266,8 @@ impl Queue {
                     "task too large to claim: {size} bytes with its envelope, over {limit}"
                 );
                 let attempts = envelope.attempts - 1;
-                self.bury_unclaimed(name, body, stat.version, attempts, reason, None)
+                let task = Unclaimed::new(name, body, stat.version, attempts, on_dead);
+                self.bury_unclaimed(task, reason, None)
                     .await
                     .map(Prepared::Decided)
             }
@@ -246,10 +286,8 @@ impl Queue {
     ) -> Result<Prepared> {
         let (attempts, last) = (envelope.attempts, envelope.last_error.clone());
         let reason = CANCELLED.to_string();
-        let outcome = match self
-            .bury_unclaimed(name, body, version, attempts, reason, last)
-            .await?
-        {
+        let task = Unclaimed::new(name, body, version, attempts, OnDead::Continue);
+        let outcome = match self.bury_unclaimed(task, reason, last).await? {
             ClaimOutcome::Buried { .. } => {
                 self.unmark_cancelled(&envelope.id).await?;
                 ClaimOutcome::Cancelled
@@ -259,9 +297,10 @@ impl Queue {
         Ok(Prepared::Decided(outcome))
     }
 
-    /// The claim's multi-op, for every task of `takes` at once: per task its lease created
-    /// and bumped to version 1, and the task rewritten at the version read. When one fails,
-    /// that task's outcome is known (taken or gone); those before it passed ZooKeeper's
+    /// The claim's multi-op, for every task of `takes` at once: per task (for a grouped
+    /// one, after creating or taking over its group's lock) its lease created and bumped to
+    /// version 1, and the task rewritten at the version read. When one fails, that task's
+    /// outcome is known (taken, gone, or its group busy); those before it passed ZooKeeper's
     /// checks and are sent again; those after it are left untried.
     async fn take_many(&self, mut takes: Vec<(usize, Take)>) -> Result<Vec<(usize, ClaimOutcome)>> {
         let mut outcomes = Vec::with_capacity(takes.len());
@@ -271,29 +310,43 @@ impl Queue {
                 .iter()
                 .map(|(_, t)| (self.layout().task(&t.name), self.layout().lease(&t.name)))
                 .collect();
-            let ops: Vec<Op> = takes
-                .iter()
-                .zip(&paths)
-                .flat_map(|((_, take), (task_path, lease_path))| {
-                    [
-                        Op::Create(lease_path, &lease_data),
-                        Op::Set(lease_path, &lease_data, 0),
-                        Op::Set(task_path, &take.body, take.read_version),
-                    ]
-                })
-                .collect();
+            let mut ops = Vec::new();
+            // For each operation: the index of its take in `takes`, and its place in the take.
+            let mut owners = Vec::new();
+            for (i, ((_, take), (task_path, lease_path))) in takes.iter().zip(&paths).enumerate() {
+                match &take.lock {
+                    Some(LockOp::Create { path, data }) => ops.push(Op::Create(path, data)),
+                    Some(LockOp::TakeOver {
+                        path,
+                        data,
+                        version,
+                    }) => ops.push(Op::Set(path, data, *version)),
+                    None => {}
+                }
+                ops.push(Op::Create(lease_path, &lease_data));
+                ops.push(Op::Set(lease_path, &lease_data, 0));
+                ops.push(Op::Set(task_path, &take.body, take.read_version));
+                let first = 3 - take.op_count() as isize;
+                owners.extend((first..3).map(|step| (i, step)));
+            }
             let (at, error) = match self.commit("claim", &ops).await? {
                 Ok(results) => {
-                    let taken = takes.drain(..).zip(results.chunks(3)).zip(&paths);
-                    for (((index, take), results), (_, lease_path)) in taken {
-                        outcomes.push((index, take.taken(results, lease_path)?));
+                    let mut results = results.as_slice();
+                    for ((index, take), (_, lease_path)) in takes.drain(..).zip(&paths) {
+                        let (mine, rest) = results.split_at(take.op_count());
+                        results = rest;
+                        outcomes.push((index, take.taken(mine, lease_path)?));
                     }
                     break;
                 }
                 Err(failed) => failed,
             };
-            let (task, step) = (at / 3, at % 3);
+            // Step -1 is the group's lock; 0, 1, 2 the lease, its bump and the task.
+            let (task, step) = owners[at];
             let outcome = match (step, error) {
+                (-1, zk::Error::NodeExists | zk::Error::BadVersion | zk::Error::NoNode) => {
+                    ClaimOutcome::GroupBusy { owner: None }
+                }
                 (0, zk::Error::NodeExists) | (2, zk::Error::BadVersion) => ClaimOutcome::Taken,
                 (2, zk::Error::NoNode) => ClaimOutcome::Gone,
                 (_, e) => return Err(Error::zk("claim", ops[at].path(), e)),
@@ -303,23 +356,30 @@ impl Queue {
         }
         Ok(outcomes)
     }
+
     /// Buries a task nobody holds: lease created and deleted in the same multi-op, so it
-    /// fails if someone holds the task, and the task deleted at the version we read.
+    /// fails if someone holds the task, and the task deleted at the version read; its
+    /// idempotency key goes with it, and a group lock it holds (a grouped task whose consumer
+    /// died) is released, or turned into the group's pause.
     pub(super) async fn bury_unclaimed(
         &self,
-        name: &str,
-        body: &[u8],
-        version: i32,
-        attempts: u32,
+        task: Unclaimed<'_>,
         reason: String,
         last_error: Option<String>,
     ) -> Result<ClaimOutcome> {
+        let Unclaimed {
+            name,
+            body,
+            version,
+            attempts,
+            on_dead,
+        } = task;
         let (record_json, record) = self.dead_record(name, body, &reason, attempts, last_error);
         let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
         let lease_path = self.layout().lease(name);
         let (dead, task_path) = (self.layout().dead_letter(name), self.layout().task(name));
-        // A dead task's idempotency key goes with it: the key may be published again.
         let mut key = self.key_path_of_body(body);
+        let mut lock = self.lock_to_release(name, body, on_dead, &reason).await?;
         let committed = loop {
             let mut ops = vec![
                 Op::Create(&lease_path, &lease_data),
@@ -328,12 +388,16 @@ impl Queue {
                 Op::Delete(&lease_path, -1),
             ];
             ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
+            ops.extend(lock.as_ref().map(Release::op));
             match self.commit_bury(&ops, 1).await? {
-                Err((4, zk::Error::NoNode)) if key.is_some() => key = None,
+                // A key or lock gone meanwhile is no reason not to bury.
+                Err((i, zk::Error::NoNode | zk::Error::BadVersion)) if i >= 4 => match (i, &key) {
+                    (4, Some(_)) => key = None,
+                    _ => lock = None,
+                },
                 committed => break committed,
             }
         };
-        let paths = [&lease_path, &dead, &task_path, &lease_path];
         match committed {
             Ok(_) => {
                 tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, %reason, "task dead-lettered");
@@ -345,11 +409,74 @@ impl Queue {
             }
             Err((2, zk::Error::NoNode)) => Ok(ClaimOutcome::Gone),
             Err((i, e)) => {
-                let path = paths
+                let path = [&lease_path, &dead, &task_path, &lease_path]
                     .get(i)
-                    .map_or(key.unwrap_or_default(), |p| p.to_string());
+                    .map_or(String::new(), |p| p.to_string());
                 Err(Error::zk("bury", path, e))
             }
+        }
+    }
+
+    /// What burying the task in `body` (named `name`) does to its group's lock, when the
+    /// task holds it: release it, or pause the group.
+    async fn lock_to_release(
+        &self,
+        name: &str,
+        body: &[u8],
+        on_dead: OnDead,
+        reason: &str,
+    ) -> Result<Option<Release>> {
+        let Body::Envelope(envelope) = task::parse(body) else {
+            return Ok(None);
+        };
+        let Some(group) = &envelope.group else {
+            return Ok(None);
+        };
+        let Some(read) = self.group_lock(group).await? else {
+            return Ok(None);
+        };
+        if read.lock.id != envelope.id {
+            return Ok(None);
+        }
+        let held = HeldLock {
+            path: self.layout().group(group),
+            version: read.version,
+        };
+        Ok(Some(self.release_lock(
+            held,
+            &envelope.id,
+            name,
+            on_dead,
+            reason,
+        )?))
+    }
+}
+
+/// A task nobody holds, about to be buried.
+pub(super) struct Unclaimed<'a> {
+    pub name: &'a str,
+    pub body: &'a [u8],
+    /// The task znode's version as read.
+    pub version: i32,
+    pub attempts: u32,
+    /// What its group does if it holds the group's lock.
+    pub on_dead: OnDead,
+}
+
+impl<'a> Unclaimed<'a> {
+    pub fn new(
+        name: &'a str,
+        body: &'a [u8],
+        version: i32,
+        attempts: u32,
+        on_dead: OnDead,
+    ) -> Self {
+        Unclaimed {
+            name,
+            body,
+            version,
+            attempts,
+            on_dead,
         }
     }
 }

@@ -16,12 +16,13 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
+use super::group::{HeldLock, Release};
 use super::ops::Op;
 use super::record::short;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::lease::LeaseData;
-use crate::task::Task;
+use crate::task::{OnDead, Task};
 
 /// What an operation of a completion's multi-op writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +30,7 @@ enum Part {
     Task,
     Lease,
     Key,
+    Lock,
 }
 
 /// Whether a holder's write took effect.
@@ -122,6 +124,9 @@ impl Queue {
         for lease in &leases {
             keys.push(self.completed_key(&lease.task).await?);
         }
+        // A grouped task's lock goes with it: the group's next task may run.
+        let mut locks: Vec<Option<HeldLock>> =
+            leases.iter().map(|l| l.group_lock.clone()).collect();
         while !leases.is_empty() {
             let paths: Vec<(String, String)> = leases
                 .iter()
@@ -142,6 +147,10 @@ impl Queue {
                     ops.push(Op::Create(&key.entry, b""));
                     owners.extend([(i, Part::Key), (i, Part::Key)]);
                 }
+                if let Some(lock) = &locks[i] {
+                    ops.push(Op::Delete(&lock.path, lock.version));
+                    owners.push((i, Part::Lock));
+                }
             }
             let (index, error) = match self.commit("complete", &ops).await? {
                 Ok(_) => {
@@ -155,10 +164,18 @@ impl Queue {
                 Err((i, e)) => return Err(Error::zk("complete", ops[i].path(), e)),
             };
             let (at, part) = owners[index];
-            if part == Part::Key {
+            match part {
                 // The key is gone (or already filed): complete the task without it.
-                keys[at] = None;
-                continue;
+                Part::Key => {
+                    keys[at] = None;
+                    continue;
+                }
+                // The lock changed hands (an operator resumed the group): not ours to delete.
+                Part::Lock => {
+                    locks[at] = None;
+                    continue;
+                }
+                Part::Task | Part::Lease => {}
             }
             let lease = &mut leases[at];
             let on_lease = part == Part::Lease;
@@ -176,6 +193,7 @@ impl Queue {
             };
             let lost = leases.remove(at);
             keys.remove(at);
+            locks.remove(at);
             match outcome {
                 Settled::Gone => {
                     tracing::info!(task = %lost.task.name, "already gone: nothing to complete")
@@ -205,6 +223,7 @@ impl Queue {
             task,
             task_version,
             lease_version,
+            group_lock,
         } = lease;
         let mut envelope = task.envelope;
         if !count_attempt {
@@ -221,6 +240,7 @@ impl Queue {
                     task: Task { envelope, ..task },
                     task_version,
                     lease_version,
+                    group_lock,
                 };
                 return self
                     .bury(lease, "task too large to release for a retry", None)
@@ -233,6 +253,7 @@ impl Queue {
             task: Task { envelope, ..task },
             task_version,
             lease_version,
+            group_lock,
         };
         // A backoff is waited out under `delayed/`, not at the head of `tasks/`.
         if let Some(due) = due {
@@ -291,12 +312,25 @@ impl Queue {
     }
 
     /// Moves a held task to the dead letters with `reason`, atomically with removing task and
-    /// lease, if the lease is still ours.
+    /// lease, if the lease is still ours; a grouped task's group goes on unless the task asks
+    /// to pause it ([`Queue::bury_with`] takes a route's word too).
     pub async fn bury(
         &self,
         lease: Lease,
         reason: &str,
         last_error: Option<String>,
+    ) -> Result<Settled> {
+        let on_dead = lease.task.envelope.on_dead.unwrap_or_default();
+        self.bury_with(lease, reason, last_error, on_dead).await
+    }
+
+    /// As [`Queue::bury`]; `on_dead` says what the task's group does.
+    pub async fn bury_with(
+        &self,
+        lease: Lease,
+        reason: &str,
+        last_error: Option<String>,
+        on_dead: OnDead,
     ) -> Result<Settled> {
         let task = &lease.task;
         // The record keeps a capped copy of the body, so no size check here.
@@ -310,20 +344,31 @@ impl Queue {
         let lease_path = self.layout().lease(&task.name);
         // A dead task's idempotency key goes with it: the key may be published again.
         let mut key = self.key_path(&task.envelope);
+        let mut lock = match lease.group_lock.clone() {
+            Some(held) => {
+                Some(self.release_lock(held, &task.envelope.id, &task.name, on_dead, reason)?)
+            }
+            None => None,
+        };
         let mut lease = lease.clone();
         let mut settled = Settled::LeaseLost;
         let mut first = true;
-        for _ in 0..3 {
+        for _ in 0..4 {
             let mut ops = vec![
                 Op::Create(&dead, &record),
                 Op::Delete(&task_path, lease.task_version),
                 Op::Delete(&lease_path, lease.lease_version),
             ];
             ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
+            ops.extend(lock.as_ref().map(Release::op));
             settled = match self.commit_bury(&ops, 0).await? {
                 Ok(_) => Settled::Done,
-                Err((3, zk::Error::NoNode)) => {
-                    key = None;
+                // A key or lock gone (or changed hands) meanwhile is no reason not to bury.
+                Err((i, zk::Error::NoNode | zk::Error::BadVersion)) if i >= 3 => {
+                    match (i, &key) {
+                        (3, Some(_)) => key = None,
+                        _ => lock = None,
+                    }
                     continue;
                 }
                 Err((2, zk::Error::BadVersion)) if first && self.still_ours(&mut lease).await? => {

@@ -29,6 +29,7 @@ mod cancel;
 mod claim;
 mod delay;
 mod forward;
+mod group;
 mod holder;
 mod keys;
 mod ops;
@@ -45,16 +46,17 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-pub use cancel::CANCELLED;
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Holds, Lease};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use forward::{DeadLetterSink, SendError};
+pub use group::{GroupLock, HeldLock, LockRead};
 pub use holder::Settled;
 pub use keys::{KeyState, Published};
 pub(crate) use ops::Op;
 pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::{Head, HeadData, LeaseSeen, Probe, Probed};
 pub use reads::TaskRead;
+pub use record::CANCELLED;
 pub use walk::{WIDEST, WINDOW, Walk};
 
 use crate::clock::ZkTime;

@@ -11,6 +11,9 @@ use crate::error::Result;
 use crate::layout::DEAD_NAME_SUFFIX;
 use crate::task::json;
 
+/// The dead-letter reason of a cancelled task.
+pub const CANCELLED: &str = "cancelled";
+
 /// The largest dead-letter record: with the other operations of its multi-op it stays under
 /// ZooKeeper's 1 MiB packet limit (`jute.maxbuffer`). A body that would take a record past it
 /// (a binary body grows by a third in base64) is replaced by its size, digest and head.

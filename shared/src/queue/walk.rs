@@ -103,6 +103,13 @@ impl Walk {
         self.ended = false;
     }
 
+    /// The first number from the head this walk has not seen or known gone: every task below
+    /// it, the walk has looked at.
+    pub fn contiguous_through(&self) -> i64 {
+        let head = self.head.as_ref().map_or(0, |h| h.data.next);
+        self.known.reach(head)
+    }
+
     /// Numbers from the next probe to the tail, as far as the walk knows.
     pub fn left(&self) -> usize {
         (self.tail - self.next).max(0) as usize

@@ -13,6 +13,7 @@
 //! | `X-Event-Bridge-Task` | the task znode's name, such as `task-0000000042` |
 //! | `X-Event-Bridge-Fencing-Token` | the claim's fencing token: grows with every claim of the task |
 //! | `X-Event-Bridge-Attempt` | this claim's number, 1 on the first |
+//! | `X-Event-Bridge-Group` | only for a grouped task: its group (tasks of a group arrive one at a time, in publish order) |
 //! | `X-Event-Bridge-Timestamp` | when this attempt was sent: whole seconds since the Unix epoch, by the sender's clock |
 //! | `X-Event-Bridge-Signature` | only with a secret: `sha256=` and the signature below, in lowercase hex |
 //!
@@ -76,6 +77,7 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const TASK: &str = "x-event-bridge-task";
 pub const FENCING_TOKEN: &str = "x-event-bridge-fencing-token";
 pub const ATTEMPT: &str = "x-event-bridge-attempt";
+pub const GROUP: &str = "x-event-bridge-group";
 pub const TIMESTAMP: &str = "x-event-bridge-timestamp";
 pub const SIGNATURE: &str = "x-event-bridge-signature";
 
@@ -184,6 +186,9 @@ impl HttpSink {
         put(TASK, value("task name", &task.name)?);
         put(FENCING_TOKEN, HeaderValue::from(task.fencing_token));
         put(ATTEMPT, HeaderValue::from(task.attempt()));
+        if let Some(group) = &task.envelope.group {
+            put(GROUP, value("group", group)?);
+        }
         put(TIMESTAMP, HeaderValue::from(timestamp));
         if let Some(secret) = &self.secret {
             let mut signed = HeaderValue::from_str(&signature(secret, timestamp, body))
@@ -372,6 +377,11 @@ mod tests {
         let expected = signature(&Secret::new("s3cret"), 1_700_000_000, &body);
         assert_eq!(get("X-Event-Bridge-Signature"), expected);
         assert!(headers.get(SIGNATURE).unwrap().is_sensitive());
+        assert!(headers.get(GROUP).is_none(), "no group, no header");
+        let mut grouped = task.clone();
+        grouped.envelope.group = Some("customer-9".into());
+        let headers = sink.headers(&grouped, 1_700_000_000, &body).unwrap();
+        assert_eq!(headers.get("X-Event-Bridge-Group").unwrap(), "customer-9");
         assert!(
             headers
                 .values()

@@ -16,6 +16,10 @@
 //! }
 //! ```
 //!
+//! A route (or the default) may add `"on_dead": "pause"`: a group whose task of that type goes
+//! to the dead letters then stays paused until `event-bridge resume --group` (a task's own
+//! `on_dead` comes first).
+//!
 //! An event type with no route goes to `default`; with no default either, `no_route` decides:
 //! `dead_letter` (the default: the task is buried as a permanent failure, last error "no route
 //! for event type …") or `skip`
@@ -37,6 +41,7 @@ use super::error::InvalidSpec;
 use super::redact::{redacted, shown};
 use crate::config::{ConfigError, RouteSource};
 use crate::secret::Secret;
+use crate::task::{OnDead, OnDeadPolicy};
 
 /// A validated route table.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +49,8 @@ pub struct RouteTable {
     pub routes: BTreeMap<String, SinkSpec>,
     pub default: Option<SinkSpec>,
     pub no_route: NoRoute,
+    /// What groups do when a task goes to the dead letters, from the routes' `on_dead`.
+    pub on_dead: OnDeadPolicy,
 }
 
 /// Where one route delivers. Its `Debug` output hides credentials and queries in URLs.
@@ -130,19 +137,40 @@ fn parse_table(text: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<R
     let raw: RawTable =
         serde_json::from_str(text).map_err(|e| format!("not a route table: {e}"))?;
     let mut routes = BTreeMap::new();
-    for (event_type, spec) in raw.routes {
-        let sink = sink(spec, lookup).map_err(|e| format!("route {event_type:?}: {e}"))?;
+    let mut on_dead = OnDeadPolicy::default();
+    for (event_type, mut spec) in raw.routes {
+        let named = |e| format!("route {event_type:?}: {e}");
+        if let Some(when_dead) = take_on_dead(&mut spec).map_err(named)? {
+            on_dead.types.insert(event_type.clone(), when_dead);
+        }
+        let sink = sink(spec, lookup).map_err(named)?;
         routes.insert(event_type, sink);
     }
     let default = match raw.default {
-        Some(spec) => Some(sink(spec, lookup).map_err(|e| format!("default route: {e}"))?),
+        Some(mut spec) => {
+            let named = |e| format!("default route: {e}");
+            on_dead.default = take_on_dead(&mut spec).map_err(named)?.unwrap_or_default();
+            Some(sink(spec, lookup).map_err(named)?)
+        }
         None => None,
     };
     Ok(RouteTable {
         routes,
         default,
         no_route: raw.no_route,
+        on_dead,
     })
+}
+
+/// A route's `on_dead` (what its tasks' groups do when one goes to the dead letters), taken
+/// out of the spec so that the sink's own fields remain.
+fn take_on_dead(spec: &mut Value) -> Result<Option<OnDead>, String> {
+    let Some(value) = spec.as_object_mut().and_then(|o| o.remove("on_dead")) else {
+        return Ok(None);
+    };
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(|e| format!("on_dead: {e} (\"continue\" or \"pause\")"))
 }
 
 fn sink(spec: Value, lookup: &impl Fn(&str) -> Option<String>) -> Result<SinkSpec, String> {

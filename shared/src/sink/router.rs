@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::config::ConfigError;
 use crate::error::Error;
 use crate::handler::{Builtin, Handler, HandlerError, HandlerKind};
-use crate::task::Task;
+use crate::task::{OnDeadPolicy, Task};
 
 /// One built sink.
 pub enum Sink {
@@ -37,6 +37,7 @@ pub struct Router {
     routes: HashMap<String, Sink>,
     default: Option<Sink>,
     no_route: NoRoute,
+    on_dead: OnDeadPolicy,
 }
 
 impl Router {
@@ -66,6 +67,7 @@ impl Router {
             routes,
             default,
             no_route: table.no_route,
+            on_dead: table.on_dead.clone(),
         })
     }
 }
@@ -147,6 +149,10 @@ fn bad_route(name: &str, problem: String) -> Error {
 }
 
 impl Handler for Router {
+    fn on_dead_policy(&self) -> OnDeadPolicy {
+        self.on_dead.clone()
+    }
+
     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
         let event_type = &task.envelope.event_type;
         match self.routes.get(event_type).or(self.default.as_ref()) {
@@ -185,6 +191,13 @@ impl Delivery {
 }
 
 impl Handler for Delivery {
+    fn on_dead_policy(&self) -> OnDeadPolicy {
+        match self {
+            Delivery::Builtin(_) => OnDeadPolicy::default(),
+            Delivery::Routed(router) => router.on_dead_policy(),
+        }
+    }
+
     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
         match self {
             Delivery::Builtin(handler) => handler.handle(task).await,

@@ -24,9 +24,13 @@ pub struct Envelope {
     pub time: DateTime<Utc>,
     /// The event's data, any JSON.
     pub payload: Value,
-    /// Reserved for ordered groups: tasks of one group will run one at a time.
+    /// Tasks of one group run one at a time, in publish order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// What the task's group does when this task goes to the dead letters: go on (the
+    /// default) or stay paused until `event-bridge resume --group` (a route may also ask).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_dead: Option<OnDead>,
     /// Publishing again with a key that is pending, held, or completed within
     /// `DEDUP_WINDOW_MS` creates nothing; sinks that deduplicate get it (the id when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,6 +60,39 @@ pub struct Envelope {
     pub extra: Map<String, Value>,
 }
 
+/// What a group does when one of its tasks goes to the dead letters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDead {
+    /// The group's next task runs.
+    #[default]
+    Continue,
+    /// The group stays paused until an operator resumes it.
+    Pause,
+}
+
+/// What groups do when one of their tasks goes to the dead letters, by event type (from the
+/// routes), unless the task itself says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OnDeadPolicy {
+    /// For types not listed.
+    pub default: OnDead,
+    pub types: std::collections::BTreeMap<String, OnDead>,
+}
+
+impl OnDeadPolicy {
+    /// What `envelope`'s group does when it goes to the dead letters: what the task says,
+    /// else what its type's route says.
+    pub fn for_task(&self, envelope: &Envelope) -> OnDead {
+        envelope.on_dead.unwrap_or_else(|| {
+            *self
+                .types
+                .get(&envelope.event_type)
+                .unwrap_or(&self.default)
+        })
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -70,6 +107,7 @@ impl Envelope {
             time: Utc::now(),
             payload,
             group: None,
+            on_dead: None,
             idempotency_key: None,
             keyed: false,
             attempts: 0,

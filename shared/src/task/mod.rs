@@ -10,8 +10,8 @@ mod envelope;
 pub mod json;
 mod size;
 
-pub use body::{Body, parse};
-pub use envelope::{Envelope, FORMAT};
+pub use body::{Body, group_of, parse};
+pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy};
 pub use size::{MAX_BODY_BYTES, check_size};
 
 /// A claimed task, as a handler sees it.

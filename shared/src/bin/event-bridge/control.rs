@@ -41,3 +41,9 @@ pub(crate) async fn cancel(config: &Config, queue: &Queue, task: &str) -> Result
     }
     Ok(0)
 }
+
+/// Lets a group paused after one of its tasks went to the dead letters go on.
+pub(crate) async fn resume_group(queue: &Queue, group: &str) -> Result<(), Failure> {
+    let changed = queue.resume_group(group).await?;
+    print_json(&json!({ "resumed": { "group": group }, "changed": changed }))
+}

@@ -33,8 +33,8 @@ pub(crate) fn envelopes(
     }))
 }
 
-/// A line with a `payload` field names its own type, id, group and key; any other line is
-/// the payload itself.
+/// A line with a `payload` field names its own type, id, group, key and `on_dead`; any other
+/// line is the payload itself.
 fn envelope_from_line(mut value: Value, default_type: &str) -> Envelope {
     let Some(payload) = value.as_object_mut().and_then(|o| o.remove("payload")) else {
         return Envelope::new(default_type, value);
@@ -46,6 +46,11 @@ fn envelope_from_line(mut value: Value, default_type: &str) -> Envelope {
     }
     envelope.group = text("group");
     envelope.idempotency_key = text("idempotency_key");
+    envelope.on_dead = match text("on_dead").as_deref() {
+        Some("pause") => Some(event_bridge::task::OnDead::Pause),
+        Some("continue") => Some(event_bridge::task::OnDead::Continue),
+        _ => None,
+    };
     envelope
 }
 

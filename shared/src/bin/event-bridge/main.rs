@@ -111,11 +111,15 @@ enum Command {
         #[arg(long = "type")]
         event_type: Option<String>,
     },
-    /// Claim again what `pause` stopped.
+    /// Claim again what `pause` stopped, or a group paused after one of its tasks went to the
+    /// dead letters (--group).
     Resume {
         /// Only tasks of this event type.
-        #[arg(long = "type")]
+        #[arg(long = "type", conflicts_with = "group")]
         event_type: Option<String>,
+        /// The group to go on with.
+        #[arg(long)]
+        group: Option<String>,
     },
     /// Run until SIGTERM or SIGINT, processing tasks as they are published (ZooKeeper watches).
     Worker {
@@ -134,7 +138,7 @@ pub(crate) struct Publish {
     #[arg(long, conflicts_with = "input")]
     pub(crate) payload: Option<String>,
     /// JSON lines to publish: each line is a payload, or an object with `payload` (and
-    /// optionally `type`, `id`, `group`, `idempotency_key`). `-` reads stdin.
+    /// optionally `type`, `id`, `group`, `idempotency_key`, `on_dead`). `-` reads stdin.
     #[arg(long, short = 'f', value_name = "FILE")]
     pub(crate) input: Option<String>,
     /// Idempotency key of a single task: while a task with this key is pending, held, or
@@ -142,15 +146,19 @@ pub(crate) struct Publish {
     /// task with "duplicate": true.
     #[arg(long)]
     pub(crate) idempotency_key: Option<String>,
-    /// Group of the task(s) (stored; ordering by group is not implemented yet).
+    /// Group of the task(s): tasks of a group run one at a time, in publish order.
     #[arg(long)]
     pub(crate) group: Option<String>,
+    /// With --group: when the task goes to the dead letters, keep its group paused until
+    /// `resume --group` (`pause`), or go on with the group's next task (`continue`, the default).
+    #[arg(long, value_parser = ["pause", "continue"], requires = "group")]
+    pub(crate) on_dead: Option<String>,
     /// Not claimable before this delay has passed, e.g. 30s, 5m, 1500ms.
     #[arg(long, value_parser = lines::parse_delay)]
     pub(crate) delay: Option<Duration>,
     /// Write --payload as the task body verbatim, without an envelope, as a producer that
     /// knows nothing of event-bridge would (it need not even be JSON).
-    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key"])]
+    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "on_dead"])]
     pub(crate) raw: bool,
 }
 
@@ -223,7 +231,10 @@ async fn run(command: Command) -> Result<i32, Failure> {
         Command::Reap => print_json(&reap::reap(&queue).await?)?,
         Command::Cancel { task } => return control::cancel(&config, &queue, &task).await,
         Command::Pause { event_type } => control::pause(&queue, event_type, true).await?,
-        Command::Resume { event_type } => control::pause(&queue, event_type, false).await?,
+        Command::Resume {
+            group: Some(group), ..
+        } => control::resume_group(&queue, &group).await?,
+        Command::Resume { event_type, .. } => control::pause(&queue, event_type, false).await?,
         Command::Worker { .. } => unreachable!("handled above"),
     }
     Ok(0)

@@ -24,8 +24,14 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         Some(delay) => Some(queue.server_time().await?.now_ms() + delay.as_millis() as i64),
         None => None,
     };
+    let on_dead = match args.on_dead.as_deref() {
+        Some("pause") => Some(event_bridge::task::OnDead::Pause),
+        Some(_) => Some(event_bridge::task::OnDead::Continue),
+        None => None,
+    };
     let stamp = |mut envelope: Envelope| {
         envelope.group = envelope.group.take().or_else(|| args.group.clone());
+        envelope.on_dead = envelope.on_dead.or(on_dead);
         envelope.retry_at = retry_at;
         envelope
     };

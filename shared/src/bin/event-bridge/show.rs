@@ -70,6 +70,9 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
     for event_type in paused.types.keys() {
         out!("paused       type {event_type}");
     }
+    for (group, why) in &s.stats.paused_groups {
+        out!("paused       group {group}: {why}");
+    }
     let of = if s.full {
         "all".to_string()
     } else {

@@ -1,0 +1,179 @@
+//! Ordered groups within a pass: which grouped task the pass may claim, and when.
+//!
+//! The group's lock (see `queue::group`) keeps two tasks of a group from running at once; the
+//! pass keeps them in publish order. It claims a grouped task only when its walk has seen every
+//! number from the head up to it (a walk that jumped after a lost race has not), and only the
+//! first task of its group it saw; the group's later tasks wait in the pass, in number order,
+//! and the next is claimed when the one before it completed. Any other end (a retry, a lost
+//! race, a busy or paused group, a dead letter) leaves the group to a later pass, except the
+//! task holding the group's lock (a retry come back, a task whose consumer died), which may
+//! still be claimed.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::queue::TaskRead;
+
+/// A task probed and waiting to be claimed.
+type Waiting = (String, TaskRead);
+
+/// What the pass knows of one group.
+enum Gate {
+    /// A task of the group is being claimed or run by this pass; the group's later tasks it
+    /// saw wait here, oldest first.
+    Running(VecDeque<Waiting>),
+    /// Not for this pass, except the task with this id (the holder of the group's lock).
+    Blocked(Option<String>),
+}
+
+/// The groups of one pass.
+#[derive(Default)]
+pub(super) struct Gates {
+    groups: HashMap<String, Gate>,
+    /// The group of each grouped task the pass claims or runs, by task name.
+    running: HashMap<String, String>,
+}
+
+/// A grouped task the walk found.
+pub(super) struct Found {
+    pub group: String,
+    pub id: String,
+    pub held: bool,
+    /// Whether the walk saw every number from the head up to it.
+    pub contiguous: bool,
+}
+
+impl Gates {
+    /// A grouped task the walk found: `Some` to claim it now; `None` when it waits (later in
+    /// this pass, or for another pass).
+    pub(super) fn admit(&mut self, found: Found, task: Waiting) -> Option<Waiting> {
+        let Found {
+            group,
+            id,
+            held,
+            contiguous,
+        } = found;
+        let admitted = match self.groups.get_mut(&group) {
+            None if held || !contiguous => {
+                self.groups.insert(group, Gate::Blocked(None));
+                return None;
+            }
+            None => task,
+            Some(Gate::Running(waiting)) => {
+                if !held && contiguous {
+                    waiting.push_back(task);
+                }
+                return None;
+            }
+            Some(Gate::Blocked(Some(owner))) if *owner == id && !held => task,
+            Some(Gate::Blocked(_)) => return None,
+        };
+        self.running.insert(admitted.0.clone(), group.clone());
+        self.groups.insert(group, Gate::Running(VecDeque::new()));
+        Some(admitted)
+    }
+
+    /// Task `name` completed: the next task of its group the pass saw, to claim now.
+    pub(super) fn completed(&mut self, name: &str) -> Option<Waiting> {
+        let group = self.running.remove(name)?;
+        let Some(Gate::Running(waiting)) = self.groups.get_mut(&group) else {
+            return None;
+        };
+        match waiting.pop_front() {
+            Some(next) => {
+                self.running.insert(next.0.clone(), group);
+                Some(next)
+            }
+            None => {
+                // Every task of the group seen so far ran: a later one found in this pass
+                // comes next.
+                self.groups.remove(&group);
+                None
+            }
+        }
+    }
+
+    /// Task `name` ended otherwise (or was not claimed): its group is left to a later pass,
+    /// except the task with id `owner`, which holds the group's lock.
+    pub(super) fn stopped(&mut self, name: &str, owner: Option<String>) {
+        if let Some(group) = self.running.remove(name) {
+            self.groups.insert(group, Gate::Blocked(owner));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(group: &str, id: &str) -> Found {
+        Found {
+            group: group.into(),
+            id: id.into(),
+            held: false,
+            contiguous: true,
+        }
+    }
+
+    fn task(name: &str) -> Waiting {
+        (name.into(), TaskRead::Gone)
+    }
+
+    fn name(admitted: Option<Waiting>) -> Option<String> {
+        admitted.map(|(name, _)| name)
+    }
+
+    #[test]
+    fn a_group_runs_its_tasks_one_after_the_other_in_the_order_seen() {
+        let mut gates = Gates::default();
+        assert_eq!(
+            name(gates.admit(found("g", "a"), task("t1"))),
+            Some("t1".into())
+        );
+        assert_eq!(name(gates.admit(found("g", "b"), task("t2"))), None);
+        assert_eq!(
+            name(gates.admit(found("h", "c"), task("t3"))),
+            Some("t3".into())
+        );
+        assert_eq!(name(gates.admit(found("g", "d"), task("t4"))), None);
+        assert_eq!(name(gates.completed("t1")), Some("t2".into()));
+        assert_eq!(name(gates.completed("t2")), Some("t4".into()));
+        assert_eq!(name(gates.completed("t4")), None);
+        // All seen ran: a later task of the group is next.
+        assert_eq!(
+            name(gates.admit(found("g", "e"), task("t5"))),
+            Some("t5".into())
+        );
+    }
+
+    #[test]
+    fn a_held_task_or_a_gap_in_the_walk_leaves_the_group_to_another_pass() {
+        let mut gates = Gates::default();
+        let held = Found {
+            held: true,
+            ..found("g", "a")
+        };
+        assert!(gates.admit(held, task("t1")).is_none());
+        assert!(gates.admit(found("g", "b"), task("t2")).is_none());
+        let past_a_gap = Found {
+            contiguous: false,
+            ..found("h", "c")
+        };
+        assert!(gates.admit(past_a_gap, task("t3")).is_none());
+        assert!(gates.admit(found("h", "d"), task("t4")).is_none());
+    }
+
+    #[test]
+    fn a_stopped_group_still_lets_the_holder_of_its_lock_run() {
+        let mut gates = Gates::default();
+        assert!(gates.admit(found("g", "a"), task("t1")).is_some());
+        assert!(gates.admit(found("g", "b"), task("t2")).is_none());
+        // t1's claim met the lock of task "r", a retry that came back at the tail.
+        gates.stopped("t1", Some("r".into()));
+        assert!(gates.completed("t1").is_none());
+        assert!(gates.admit(found("g", "b"), task("t2")).is_none());
+        assert_eq!(
+            name(gates.admit(found("g", "r"), task("t9"))),
+            Some("t9".into())
+        );
+    }
+}

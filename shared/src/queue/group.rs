@@ -1,0 +1,216 @@
+//! Ordered groups: tasks with the same `group` run one at a time, in publish order.
+//!
+//! A group's lock, `groups/<group>`, exists while one of its tasks runs, waits for a retry, or
+//! the group is paused, and names that task's id. A claim of a grouped task creates the lock in
+//! its multi-op (so of two claims of one group, one fails), or takes it over when it names the
+//! task's own id (a retry come back, a task whose consumer died). Completing the task deletes
+//! the lock in the same multi-op; a retry keeps it, so the group waits for its head; burying
+//! deletes it, or marks the group paused when the task or its route asks. Which task of a group
+//! is next is decided by the walk (see `process::pass`): only a walk that has seen every number
+//! from the head up to a grouped task may claim it, and only the first of its group it saw.
+
+use serde::{Deserialize, Serialize};
+use zookeeper_client as zk;
+
+use super::Queue;
+use crate::error::{Error, Result};
+
+/// `groups/<group>`'s data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupLock {
+    /// The id of the task that holds the group.
+    pub id: String,
+    /// Its name when it took the lock.
+    pub task: String,
+    /// Set when the group is paused: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
+}
+
+/// A group's lock as read, with its version.
+#[derive(Clone, Debug)]
+pub struct LockRead {
+    pub lock: GroupLock,
+    pub version: i32,
+}
+
+impl Queue {
+    /// Group `group`'s lock, if it has one.
+    pub async fn group_lock(&self, group: &str) -> Result<Option<LockRead>> {
+        let path = self.layout().group(group);
+        let Some((bytes, stat)) = self.read_path(&path).await? else {
+            return Ok(None);
+        };
+        let lock = serde_json::from_slice(&bytes).map_err(|e| Error::Unreadable {
+            path,
+            problem: e.to_string(),
+        })?;
+        Ok(Some(LockRead {
+            lock,
+            version: stat.version,
+        }))
+    }
+
+    /// Resumes a group paused after one of its tasks went to the dead letters: deletes its
+    /// lock if it is a pause. Whether it was paused.
+    pub async fn resume_group(&self, group: &str) -> Result<bool> {
+        let Some(read) = self.group_lock(group).await? else {
+            return Ok(false);
+        };
+        if read.lock.paused.is_none() {
+            return Ok(false);
+        }
+        let path = self.layout().group(group);
+        match self.client().delete(&path, Some(read.version)).await {
+            Ok(()) => Ok(true),
+            Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(false),
+            Err(e) => Err(Error::zk("delete", path, e)),
+        }
+    }
+
+    /// The paused groups (their encoded names) and why, a bounded number.
+    pub async fn paused_groups(&self, limit: usize) -> Result<Vec<(String, String)>> {
+        let root = self.layout().groups();
+        let names = match self.client().list_children(&root).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::zk("list", root, e)),
+        };
+        let paths: Vec<String> = names.iter().map(|n| format!("{root}/{n}")).collect();
+        let mut paused = Vec::new();
+        for (chunk, names) in paths.chunks(32).zip(names.chunks(32)) {
+            for (read, name) in self.read_paths(chunk).await?.into_iter().zip(names) {
+                let reason = read
+                    .and_then(|(bytes, _)| serde_json::from_slice::<GroupLock>(&bytes).ok())
+                    .and_then(|lock| lock.paused);
+                if let Some(reason) = reason {
+                    paused.push((crate::layout::decode_segment(name), reason));
+                }
+                if paused.len() == limit {
+                    return Ok(paused);
+                }
+            }
+        }
+        Ok(paused)
+    }
+}
+
+/// What a claim of a grouped task does to its group's lock.
+#[derive(Clone, Debug)]
+pub(super) enum LockOp {
+    /// No lock: create it.
+    Create { path: String, data: Vec<u8> },
+    /// The lock names this very task: take it over at the version read.
+    TakeOver {
+        path: String,
+        data: Vec<u8>,
+        version: i32,
+    },
+}
+
+impl LockOp {
+    pub(super) fn path(&self) -> &str {
+        match self {
+            LockOp::Create { path, .. } | LockOp::TakeOver { path, .. } => path,
+        }
+    }
+}
+
+/// Whether a grouped task may take its group now.
+pub(super) enum LockDecision {
+    Free(LockOp),
+    /// Another task holds the group (its id), or the group is paused (`None`).
+    Busy(Option<String>),
+}
+
+/// A held group lock: its path and version, for the holder's last write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldLock {
+    pub path: String,
+    pub version: i32,
+}
+
+impl Queue {
+    /// What a claim of task `name` (of `envelope`'s group) does to the group's lock.
+    pub(super) async fn lock_for_claim(
+        &self,
+        group: &str,
+        name: &str,
+        envelope: &crate::task::Envelope,
+    ) -> Result<LockDecision> {
+        let path = self.layout().group(group);
+        let data = serde_json::to_vec(&GroupLock {
+            id: envelope.id.clone(),
+            task: name.to_string(),
+            paused: None,
+        })?;
+        Ok(match self.group_lock(group).await? {
+            None => LockDecision::Free(LockOp::Create { path, data }),
+            Some(read) if read.lock.paused.is_some() => LockDecision::Busy(None),
+            Some(read) if read.lock.id == envelope.id => LockDecision::Free(LockOp::TakeOver {
+                path,
+                data,
+                version: read.version,
+            }),
+            Some(read) => LockDecision::Busy(Some(read.lock.id)),
+        })
+    }
+
+    /// The data of a paused group's lock, held by the task `id` named `name`.
+    pub(super) fn paused_lock(&self, id: &str, name: &str, reason: &str) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec(&GroupLock {
+            id: id.to_string(),
+            task: name.to_string(),
+            paused: Some(format!("{name} went to the dead letters: {reason}")),
+        })?)
+    }
+}
+
+/// What the end of a grouped task's life does to its group's lock.
+#[derive(Clone, Debug)]
+pub(super) enum Release {
+    /// The group goes on: its next task may run.
+    Delete { path: String, version: i32 },
+    /// The group stays paused until an operator resumes it.
+    Pause {
+        path: String,
+        version: i32,
+        data: Vec<u8>,
+    },
+}
+
+impl Release {
+    /// The operation, in the multi-op that ends the task.
+    pub(super) fn op(&self) -> super::ops::Op<'_> {
+        match self {
+            Release::Delete { path, version } => super::ops::Op::Delete(path, *version),
+            Release::Pause {
+                path,
+                version,
+                data,
+            } => super::ops::Op::Set(path, data, *version),
+        }
+    }
+}
+
+impl Queue {
+    /// How burying task `name` (id `id`), which holds `held`, releases its group.
+    pub(super) fn release_lock(
+        &self,
+        held: HeldLock,
+        id: &str,
+        name: &str,
+        on_dead: crate::task::OnDead,
+        reason: &str,
+    ) -> Result<Release> {
+        let HeldLock { path, version } = held;
+        Ok(match on_dead {
+            crate::task::OnDead::Continue => Release::Delete { path, version },
+            crate::task::OnDead::Pause => Release::Pause {
+                data: self.paused_lock(id, name, reason)?,
+                path,
+                version,
+            },
+        })
+    }
+}

@@ -1,0 +1,295 @@
+//! Ordered groups: tasks of one group run one at a time, in publish order, across consumers,
+//! retries and crashes; a group whose task died goes on, or stays paused when asked.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use event_bridge::handler::FnHandler;
+use event_bridge::queue::ClaimOutcome;
+use event_bridge::task::OnDead;
+use event_bridge::{Envelope, HandlerError, Task, reap};
+use serde_json::json;
+
+use harness::{TestQueue, options};
+
+fn grouped(group: &str, seq: usize) -> Envelope {
+    let mut envelope = Envelope::new("ordered", json!({ "group": group, "seq": seq }));
+    envelope.group = Some(group.to_string());
+    envelope
+}
+
+/// What a handler saw: per group, the sequence numbers that succeeded, in the order they did.
+#[derive(Clone, Default)]
+struct Log {
+    done: Arc<Mutex<HashMap<String, Vec<u64>>>>,
+    running: Arc<Mutex<HashMap<String, usize>>>,
+    overlaps: Arc<Mutex<usize>>,
+}
+
+impl Log {
+    fn start(&self, group: &str) {
+        let mut running = self.running.lock().unwrap();
+        let n = running.entry(group.to_string()).or_default();
+        *n += 1;
+        if *n > 1 {
+            *self.overlaps.lock().unwrap() += 1;
+        }
+    }
+
+    fn end(&self, group: &str, seq: u64, ok: bool) {
+        *self.running.lock().unwrap().get_mut(group).unwrap() -= 1;
+        if ok {
+            self.done
+                .lock()
+                .unwrap()
+                .entry(group.into())
+                .or_default()
+                .push(seq);
+        }
+    }
+
+    fn done(&self, group: &str) -> Vec<u64> {
+        self.done
+            .lock()
+            .unwrap()
+            .get(group)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn total(&self) -> usize {
+        self.done.lock().unwrap().values().map(Vec::len).sum()
+    }
+}
+
+fn group_and_seq(task: &Task) -> (String, u64) {
+    let payload = &task.envelope.payload;
+    (
+        payload["group"].as_str().unwrap().to_string(),
+        payload["seq"].as_u64().unwrap(),
+    )
+}
+
+/// 8 consumers, 40 groups of 50 tasks, random handler delays and one attempt in ten failing
+/// retryably: every group's successes come in publish order, one at a time, each task once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_consumers_run_forty_groups_in_order_through_retries() {
+    let t = TestQueue::with(|c| {
+        c.backoff_base = Duration::from_millis(20);
+        c.backoff_max = Duration::from_millis(100);
+        c.max_attempts = 50;
+    })
+    .await;
+    let (groups, per_group) = (40, 50);
+    let envelopes: Vec<Envelope> = (0..per_group)
+        .flat_map(|seq| (0..groups).map(move |g| grouped(&format!("g{g}"), seq)))
+        .collect();
+    t.queue.publish_many(&envelopes).await.unwrap();
+    let log = Log::default();
+    let seen = log.clone();
+    let handler = FnHandler(move |task: Task| {
+        let log = seen.clone();
+        async move {
+            let (group, seq) = group_and_seq(&task);
+            log.start(&group);
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..4))).await;
+            let fail = fastrand::u8(0..10) == 0;
+            log.end(&group, seq, !fail);
+            match fail {
+                true => Err(HandlerError::Retryable("injected".into())),
+                false => Ok(()),
+            }
+        }
+    });
+    let mut consumers = Vec::new();
+    for i in 0..8 {
+        consumers.push(t.consumer(&format!("c{i}")).await);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    while log.total() < groups * per_group {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "stuck at {}",
+            log.total()
+        );
+        let runs = consumers.iter().map(|queue| {
+            let handler = &handler;
+            async move {
+                event_bridge::process::run(queue, handler, &options(200, 8))
+                    .await
+                    .unwrap()
+            }
+        });
+        futures::future::join_all(runs).await;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let expected: Vec<u64> = (0..per_group as u64).collect();
+    for g in 0..groups {
+        assert_eq!(log.done(&format!("g{g}")), expected, "group g{g}");
+    }
+    assert_eq!(
+        *log.overlaps.lock().unwrap(),
+        0,
+        "two tasks of a group at once"
+    );
+    assert!(t.children("tasks").await.is_empty());
+    assert!(t.children("groups").await.is_empty(), "no lock left");
+}
+
+/// A recording handler that fails permanently the tasks whose payload says so.
+fn recording(log: &Log) -> impl event_bridge::Handler + use<> {
+    let seen = log.clone();
+    FnHandler(move |task: Task| {
+        let log = seen.clone();
+        async move {
+            let (group, seq) = group_and_seq(&task);
+            log.start(&group);
+            let fail = task.envelope.payload["fail"] == true;
+            log.end(&group, seq, !fail);
+            match fail {
+                true => Err(HandlerError::Permanent("bad order".into())),
+                false => Ok(()),
+            }
+        }
+    })
+}
+
+async fn publish_failing_head(t: &TestQueue, on_dead: Option<OnDead>) {
+    let mut head = grouped("g", 0);
+    head.payload["fail"] = json!(true);
+    head.on_dead = on_dead;
+    t.queue
+        .publish_many(&[head, grouped("g", 1), grouped("g", 2)])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_group_whose_head_died_goes_on_by_default() {
+    let t = TestQueue::new().await;
+    publish_failing_head(&t, None).await;
+    let log = Log::default();
+    let handler = recording(&log);
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!((report.dead_lettered, report.completed), (1, 2));
+    assert_eq!(log.done("g"), [1, 2]);
+    assert!(t.children("groups").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_group_whose_head_died_stays_paused_when_asked_until_resumed() {
+    let t = TestQueue::new().await;
+    publish_failing_head(&t, Some(OnDead::Pause)).await;
+    let log = Log::default();
+    let handler = recording(&log);
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!((report.dead_lettered, report.completed), (1, 0));
+    let lock = t.read_json("groups/g").await;
+    assert!(
+        lock["paused"].as_str().unwrap().contains("dead letters"),
+        "{lock}"
+    );
+    let again = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(again.completed, 0, "paused");
+    assert!(again.group_busy > 0);
+    assert!(t.queue.resume_group("g").await.unwrap());
+    let resumed = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(resumed.completed, 2);
+    assert_eq!(log.done("g"), [1, 2]);
+}
+
+#[tokio::test]
+async fn a_route_can_ask_to_pause_the_group() {
+    let t = TestQueue::new().await;
+    publish_failing_head(&t, None).await;
+    let table = r#"{"routes": {"ordered": {"sink": "log", "on_dead": "pause"}}}"#;
+    let table = event_bridge::sink::route::parse(table, &|_| None).unwrap();
+    assert_eq!(table.on_dead.types["ordered"], OnDead::Pause);
+    struct Paused<H>(H, event_bridge::task::OnDeadPolicy);
+    impl<H: event_bridge::Handler> event_bridge::Handler for Paused<H> {
+        async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
+            self.0.handle(task).await
+        }
+        fn on_dead_policy(&self) -> event_bridge::task::OnDeadPolicy {
+            self.1.clone()
+        }
+    }
+    let log = Log::default();
+    let handler = Paused(recording(&log), table.on_dead);
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!((report.dead_lettered, report.completed), (1, 0));
+    assert!(t.read_json("groups/g").await["paused"].is_string());
+}
+
+/// The consumer holding a group's head dies: the rest of the group waits, and once the
+/// reaper frees the head it runs first.
+#[tokio::test]
+async fn the_head_of_a_group_whose_consumer_died_runs_before_the_rest() {
+    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(1_000)).await;
+    let names = t
+        .queue
+        .publish_many(&[grouped("g", 0), grouped("g", 1), grouped("g", 2)])
+        .await
+        .unwrap();
+    let dying = t.consumer("dying").await;
+    let ClaimOutcome::Claimed(_lease) = dying.claim(&names[0], &t.now().await).await.unwrap()
+    else {
+        panic!("claim");
+    };
+    drop(dying);
+    let log = Log::default();
+    let handler = recording(&log);
+    let blocked = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(blocked.claimed, 0, "the group waits for its head");
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(reap::reap(&t.queue).await.unwrap().reaped, 1);
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 3);
+    assert_eq!(log.done("g"), [0, 1, 2]);
+}
+
+/// Different groups never wait for each other: one slow group holds back only itself.
+#[tokio::test]
+async fn a_slow_group_holds_back_only_itself() {
+    let t = TestQueue::new().await;
+    let mut envelopes = vec![grouped("slow", 0), grouped("slow", 1)];
+    envelopes.extend((0..5).map(|i| grouped(&format!("fast{i}"), 0)));
+    t.queue.publish_many(&envelopes).await.unwrap();
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let seen = finished.clone();
+    let handler = FnHandler(move |task: Task| {
+        let finished = seen.clone();
+        async move {
+            let (group, seq) = group_and_seq(&task);
+            if group == "slow" {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            finished.lock().unwrap().push(format!("{group}/{seq}"));
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 8))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 7);
+    let finished = finished.lock().unwrap().clone();
+    // Every fast group finished while the slow group's first task still ran.
+    let slow = finished.iter().position(|f| f == "slow/0").unwrap();
+    assert_eq!(slow, 5, "{finished:?}");
+    assert_eq!(finished.last().unwrap(), "slow/1");
+}
