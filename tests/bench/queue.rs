@@ -32,6 +32,7 @@
 //! logging costs nothing.
 
 mod scale;
+mod semantics;
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -161,6 +162,7 @@ async fn main() -> Result<()> {
         print_sqs(&sqs_rows, &moto, smallest.size, concurrency, noop);
     }
     worker_section(&addr, smoke).await?;
+    semantics::section(&addr, smallest.size, concurrency).await?;
     let max = env_list("BENCH_MAX", "1000000")?
         .first()
         .copied()
