@@ -63,10 +63,22 @@ test-queue test-functions test-sinks test-interop test-deploy:
 ## from 10^3 to 10^6 queued tasks (BENCH_MAX=100000 stops early), on a ZooKeeper of its own
 ## (port 2182, 3 GB heap: a million tasks do not fit the tests' server)
 BENCH_ZK := ZK_PORT=2182 ZK_DIR=$(CURDIR)/.zk-bench ZK_HEAP=3g
+## The before/after row drains with a binary built from BASELINE_REV (the commit before
+## ordered groups) in a git worktree under target/; BASELINE_REV= skips it.
+BASELINE_REV ?= b8e60c0
+BASELINE_DIR := $(CURDIR)/target/baseline-$(BASELINE_REV)
 bench: moto-up
+	@if [ -n "$(BASELINE_REV)" ] && [ ! -x $(BASELINE_DIR)/event-bridge ]; then \
+	  rm -rf $(BASELINE_DIR)/src; git worktree prune; \
+	  git worktree add --detach $(BASELINE_DIR)/src $(BASELINE_REV) && \
+	  $(CARGO) build --release -p event-bridge --bin event-bridge \
+	    --manifest-path $(BASELINE_DIR)/src/Cargo.toml --target-dir $(BASELINE_DIR)/target && \
+	  cp $(BASELINE_DIR)/target/release/event-bridge $(BASELINE_DIR)/event-bridge && \
+	  git worktree remove --force $(BASELINE_DIR)/src; fi
 	$(CARGO) build --release -p event-bridge --bin event-bridge
 	@$(BENCH_ZK) scripts/zk.sh up
-	ZK_TEST_ADDRESS=127.0.0.1:2182 $(CARGO) bench -p event-bridge-tests --bench bench; \
+	$(if $(BASELINE_REV),BENCH_BASELINE_BIN=$(BASELINE_DIR)/event-bridge BASELINE_REV=$(BASELINE_REV)) \
+	  ZK_TEST_ADDRESS=127.0.0.1:2182 $(CARGO) bench -p event-bridge-tests --bench bench; \
 	  status=$$?; $(BENCH_ZK) scripts/zk.sh down; exit $$status
 
 ## chaos: the fault-injection test at a larger size (10 000 tasks at 200/s), printing its figures;

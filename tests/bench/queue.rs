@@ -31,6 +31,7 @@
 //! (the drain concurrency default), `MOTO_TEST_ENDPOINT`. No tracing subscriber is installed, so
 //! logging costs nothing.
 
+mod baseline;
 mod scale;
 mod semantics;
 
@@ -163,6 +164,9 @@ async fn main() -> Result<()> {
     }
     worker_section(&addr, smoke).await?;
     semantics::section(&addr, smallest.size, concurrency).await?;
+    if !smoke {
+        baseline::section(&addr).await?;
+    }
     let max = env_list("BENCH_MAX", "1000000")?
         .first()
         .copied()

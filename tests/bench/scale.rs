@@ -178,7 +178,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Drains `tasks` with `processes` drains at once; the wall time until the last ends.
-fn drain_rate(bin: &Path, config: &Config, tasks: usize, processes: usize) -> Result<Duration> {
+pub(crate) fn drain_rate(
+    bin: &Path,
+    config: &Config,
+    tasks: usize,
+    processes: usize,
+) -> Result<Duration> {
     let each = (tasks / processes).to_string();
     let started = Instant::now();
     let children: Vec<std::process::Child> = (0..processes)
@@ -194,7 +199,7 @@ fn drain_rate(bin: &Path, config: &Config, tasks: usize, processes: usize) -> Re
 }
 
 /// Puts `n` tasks back (the raw pipelined create rate: one session, windows of creates).
-async fn refill(producer: &Queue, n: usize) -> Result<Duration> {
+pub(crate) async fn refill(producer: &Queue, n: usize) -> Result<Duration> {
     let started = Instant::now();
     for start in (0..n).step_by(WINDOW) {
         let window: Vec<Envelope> = (start..n.min(start + WINDOW)).map(envelope).collect();
@@ -203,7 +208,7 @@ async fn refill(producer: &Queue, n: usize) -> Result<Duration> {
     Ok(started.elapsed())
 }
 
-async fn producer(config: &Config) -> Result<Queue> {
+pub(crate) async fn producer(config: &Config) -> Result<Queue> {
     let client = event_bridge::session::connect(config).await?;
     let queue = Queue::new(client, config, "bench-producer");
     queue.ensure_paths().await?;
