@@ -77,6 +77,9 @@ pub struct Config {
     pub session_timeout: Duration,
     /// `CRON_SECRET`: when set, HTTP triggers must send `Authorization: Bearer <secret>`.
     pub cron_secret: Option<Secret>,
+    /// `ALLOW_UNAUTHENTICATED` (`1`/`true`): with no `CRON_SECRET`, HTTP triggers answer anyone
+    /// (for local use); otherwise they refuse every request.
+    pub allow_unauthenticated: bool,
     /// `ZOOKEEPER_AUTH`: `user:password` for ZooKeeper digest authentication. When set, the
     /// nodes the bridge creates are readable and writable by that user only.
     pub zookeeper_auth: Option<Secret>,
@@ -109,6 +112,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(5),
             session_timeout: Duration::from_secs(10),
             cron_secret: None,
+            allow_unauthenticated: false,
             zookeeper_auth: None,
             routes: None,
             dead_letter_queue_url: None,
@@ -151,6 +155,7 @@ impl Config {
             session_timeout: millis(&get, "ZOOKEEPER_SESSION_TIMEOUT_MS", 1_000, 600_000)?
                 .unwrap_or(d.session_timeout),
             cron_secret: get("CRON_SECRET").map(Secret::new),
+            allow_unauthenticated: flag(&get, "ALLOW_UNAUTHENTICATED")?.unwrap_or(false),
             zookeeper_auth: digest(get("ZOOKEEPER_AUTH"))?,
             routes: routes(get("ROUTES"), get("ROUTES_FILE"))?,
             dead_letter_queue_url: get("DEAD_LETTER_QUEUE_URL"),
@@ -173,6 +178,25 @@ fn invalid(variable: &'static str, value: &str, problem: impl Into<String>) -> C
         variable,
         value: value.to_string(),
         problem: problem.into(),
+    }
+}
+
+/// A yes/no variable: `1`, `true`, `yes` or `0`, `false`, `no` (any case).
+fn flag(
+    get: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+) -> Result<Option<bool>, ConfigError> {
+    let Some(raw) = get(variable) else {
+        return Ok(None);
+    };
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(Some(true)),
+        "0" | "false" | "no" => Ok(Some(false)),
+        _ => Err(invalid(
+            variable,
+            &raw,
+            "must be 1, true, yes, 0, false or no",
+        )),
     }
 }
 
@@ -327,8 +351,10 @@ mod tests {
             ("CRON_SECRET", "s3cret"),
             ("EVENT_BRIDGE_HANDLER", "noop"),
             ("DEDUP_WINDOW_MS", "3600000"),
+            ("ALLOW_UNAUTHENTICATED", "True"),
         ])
         .unwrap();
+        assert!(c.allow_unauthenticated);
         assert_eq!(c.dedup_window, Duration::from_secs(3600));
         assert_eq!(c.zookeeper, "zk1:2181,zk2:2181/app");
         assert_eq!(c.root, "/q/orders");
@@ -350,6 +376,7 @@ mod tests {
             ("EVENT_BRIDGE_ROOT", "/a//b"),
             ("EVENT_BRIDGE_HANDLER", "http"),
             ("DEADLINE_MARGIN_MS", "60000"),
+            ("ALLOW_UNAUTHENTICATED", "on"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.variable, var);

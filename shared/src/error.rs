@@ -55,6 +55,10 @@ pub enum Error {
     Unreadable { path: String, problem: String },
 
     /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
+    /// A schedule that cannot be added or fired as asked.
+    #[error("schedule {name}: {problem}")]
+    Schedule { name: String, problem: String },
+
     #[error("dead letter {name} cannot be redriven: {problem}")]
     NotRedrivable { name: String, problem: String },
 }

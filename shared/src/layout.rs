@@ -2,18 +2,20 @@
 //!
 //! ```text
 //! ROOT                                  persistent, default /event-bridge
-//! ├── tasks/task-0000000001             persistent sequential, the task body (JSON)
-//! ├── leases/task-0000000001            persistent, present while a consumer holds the task
-//! ├── delayed/1763805610000/1763805612345~task-0000000001
+//! ├── tasks/task-0000000042             persistent sequential, the task body (JSON)
+//! ├── leases/task-0000000042            persistent, present while a consumer holds the task
+//! ├── delayed/1763805610000/1763805612345~task-0000000042
 //! │                                     (`<bucket>/<due>~<task>`) a task waiting out a backoff or
 //! │                                     a delay, in the bucket of the 10 s in which it is due
-//! ├── dead/task-0000000001              persistent, a dead-letter record (JSON)
+//! ├── dead/task-0000000042              persistent, a dead-letter record (JSON)
 //! ├── head                              the lowest sequence number a task may still have
 //! ├── paused                            what is paused: the queue, event types (JSON)
 //! ├── cancelled/<id>                    a task cancelled while held (`<id>` encoded)
 //! ├── groups/<group>                    an ordered group's lock (`<group>` encoded)
 //! ├── keys/<key>                        an idempotency key and its task (`<key>` encoded)
 //! ├── keys-expiry/<bucket>/<key>        a completed key, in the 10 min in which it expires
+//! ├── schedules/<name>                  a recurring schedule (JSON; `<name>` encoded)
+//! │   └── <slot>                        the latest slot that made its task (ms, 13 digits)
 //! └── clock                             persistent, written to read ZooKeeper's own time
 //! ```
 //!
@@ -104,6 +106,22 @@ impl Layout {
         format!("{}/{}", self.key_expiry_bucket(bucket), encode_segment(key))
     }
 
+    /// Recurring schedules.
+    pub fn schedules(&self) -> String {
+        format!("{}/schedules", self.root)
+    }
+
+    /// Schedule `name` (its definition and the latest slot it took).
+    pub fn schedule(&self, name: &str) -> String {
+        format!("{}/schedules/{}", self.root, encode_segment(name))
+    }
+
+    /// The mark of schedule `name`'s slot at `slot_ms` (ms since the epoch), created with the
+    /// slot's task: one znode per slot, so a slot can make its task once.
+    pub fn schedule_slot(&self, name: &str, slot_ms: i64) -> String {
+        format!("{}/{slot_ms:013}", self.schedule(name))
+    }
+
     /// Marks of tasks cancelled while a consumer held them.
     pub fn cancelled(&self) -> String {
         format!("{}/cancelled", self.root)
@@ -168,6 +186,7 @@ impl Layout {
             self.groups(),
             self.keys(),
             self.key_expiry(),
+            self.schedules(),
             self.clock(),
         ]);
         paths
@@ -313,6 +332,7 @@ mod tests {
                 "/a/b/groups",
                 "/a/b/keys",
                 "/a/b/keys-expiry",
+                "/a/b/schedules",
                 "/a/b/clock"
             ]
         );

@@ -49,6 +49,8 @@
 //! - `sink` (with `http` and/or `sqs`): where tasks go: routes from event type to an HTTP
 //!   webhook or an SQS queue, and the SQS dead-letter queue.
 //! - `telemetry`: JSON logs by Lambda's conventions.
+//! - `schedule`: recurring schedules, cron patterns in time zones (croner, chrono-tz):
+//!   `recurrence` (what a schedule is) and `schedule` (firing its slots).
 //! - `cli` (default): the `event-bridge` command, with every sink.
 
 pub mod cancel;
@@ -63,6 +65,10 @@ pub mod lease;
 pub mod process;
 pub mod queue;
 pub mod reap;
+#[cfg(feature = "schedule")]
+pub mod recurrence;
+#[cfg(feature = "schedule")]
+pub mod schedule;
 pub mod secret;
 pub mod session;
 pub mod stats;

@@ -12,8 +12,13 @@ use crate::{Result, delete_tree, fresh_chroot};
 
 /// Tasks each drain takes: long enough (about a second) that a process start is noise.
 const TASKS: usize = 10_000;
-/// Drains of each binary.
-const ROUNDS: usize = 5;
+/// Drains of each binary (`BENCH_BASELINE_ROUNDS`, default 7).
+fn rounds() -> usize {
+    std::env::var("BENCH_BASELINE_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(7)
+}
 
 /// Measures and prints the comparison when `BENCH_BASELINE_BIN` names a binary.
 pub async fn section(addr: &str) -> Result<()> {
@@ -25,7 +30,8 @@ pub async fn section(addr: &str) -> Result<()> {
     let (admin, chroot, config) = fresh_chroot(addr).await?;
     let queue = producer(&config).await?;
     let (mut before, mut after) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
+    let rounds = rounds();
+    for round in 0..rounds {
         let order = if round % 2 == 0 {
             [baseline, current.as_path()]
         } else {
@@ -44,7 +50,7 @@ pub async fn section(addr: &str) -> Result<()> {
     let (before, after) = (median(before), median(after));
     println!();
     println!(
-        "before/after, ungrouped drain of {TASKS} tasks by one `process --drain` (median of {ROUNDS} each, alternating):"
+        "before/after, ungrouped drain of {TASKS} tasks by one `process --drain` (median of {rounds} each, alternating):"
     );
     println!(
         "  {}: {before:>8.0}/s; current: {after:>8.0}/s ({:.2}x; target >= 0.95)",
@@ -57,7 +63,11 @@ pub async fn section(addr: &str) -> Result<()> {
 /// Fills the queue with `TASKS` tasks and drains them with `bin`; tasks per second.
 async fn drain(queue: &Queue, bin: &Path, config: &event_bridge::Config) -> Result<f64> {
     refill(queue, TASKS).await?;
-    Ok(TASKS as f64 / drain_rate(bin, config, TASKS, 1)?.as_secs_f64())
+    let (took, completed) = drain_rate(bin, config, TASKS, 1)?;
+    if completed != TASKS {
+        return Err(format!("{} completed {completed} of {TASKS}", bin.display()).into());
+    }
+    Ok(TASKS as f64 / took.as_secs_f64())
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

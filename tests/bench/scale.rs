@@ -8,10 +8,11 @@
 //! - one scheduled `process` (one task), one `reap`, one `stats --json`: wall time, bytes the
 //!   server sent (its `zk_response_bytes` counter across the command) and max RSS, the median
 //!   of five runs of each (the largest RSS);
-//! - the drain rate of one `process --drain` and of four at once, over `DRAIN` tasks (or the
-//!   whole backlog when smaller), as a ratio to the raw pipelined create rate of `publish -f`
-//!   measured right after (a process, as each drain is; it also puts the drained tasks back);
-//!   below `DRAIN` tasks, the median of three such pairs. The create rate of one session inside
+//! - the drain rate of one `process --drain` and of four at once (each as an operator runs one,
+//!   allowed up to `DRAIN` tasks, so four take up to four times that, or the whole backlog when
+//!   smaller): the tasks they completed over the wall time until the last ends, as a ratio to
+//!   the raw pipelined create rate of `publish -f` putting as many back right after (a
+//!   process, as each drain is); below `DRAIN` tasks, the median of three such pairs. The create rate of one session inside
 //!   the bench (no process to start) is printed beside it.
 //!
 //! The backlog's head is written by one warm-up run before the first size (a queue without a
@@ -126,19 +127,21 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
     }
     let (process, reap, stats) = (typical(process), typical(reap), typical(stats));
     let drain = DRAIN.min(size);
-    let drain_one = drain as f64 / drain_rate(bin, config, drain, 1)?.as_secs_f64();
-    let session = drain as f64 / refill(producer, drain).await?.as_secs_f64();
-    let lines = dir.join("drained.jsonl");
-    write_lines(&lines, drain)?;
-    let arg = lines.to_string_lossy().to_string();
+    let (took, completed) = drain_rate(bin, config, drain, 1)?;
+    let drain_one = completed as f64 / took.as_secs_f64();
+    let session = completed as f64 / refill(producer, completed).await?.as_secs_f64();
     // A short drain is over in a tenth of a second, as long as a hiccup of a shared machine:
     // below the full drain size, the median of three.
     let tries = if drain < DRAIN { 3 } else { 1 };
     let (mut fours, mut raws) = (Vec::new(), Vec::new());
+    let lines = dir.join("drained.jsonl");
     for _ in 0..tries {
-        fours.push(drain as f64 / drain_rate(bin, config, drain, 4)?.as_secs_f64());
+        let (took, completed) = drain_rate(bin, config, drain, 4)?;
+        fours.push(completed as f64 / took.as_secs_f64());
+        write_lines(&lines, completed)?;
+        let arg = lines.to_string_lossy().to_string();
         let put_back = run(bin, config, &["publish", "-f", &arg], addr)?;
-        raws.push(drain as f64 / put_back.wall.as_secs_f64());
+        raws.push(completed as f64 / put_back.wall.as_secs_f64());
     }
     std::fs::remove_file(&lines)?;
     let (drain_four, raw) = (median(fours), median(raws));
@@ -177,25 +180,42 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// Drains `tasks` with `processes` drains at once; the wall time until the last ends.
+/// Runs `processes` drains at once, each as an operator runs one (`process --drain`), allowed
+/// up to `cap` tasks: the wall time until the last ends, and the tasks they completed.
 pub(crate) fn drain_rate(
     bin: &Path,
     config: &Config,
-    tasks: usize,
+    cap: usize,
     processes: usize,
-) -> Result<Duration> {
-    let each = (tasks / processes).to_string();
+) -> Result<(Duration, usize)> {
+    let cap = cap.to_string();
     let started = Instant::now();
-    let children: Vec<std::process::Child> = (0..processes)
-        .map(|_| command(bin, config, &["process", "--drain", "--max-tasks", &each]).spawn())
-        .collect::<std::io::Result<_>>()?;
-    for child in children {
+    let mut children = Vec::new();
+    for _ in 0..processes {
+        let mut drain = command(bin, config, &["process", "--drain", "--max-tasks", &cap]);
+        let mut child = drain.stdout(std::process::Stdio::piped()).spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        children.push((child, stdout));
+    }
+    let mut outputs = Vec::new();
+    for (child, stdout) in children {
         let (status, _) = wait(child)?;
         if !status {
             return Err("a drain failed".into());
         }
+        outputs.push(stdout);
     }
-    Ok(started.elapsed())
+    let took = started.elapsed();
+    let mut completed = 0;
+    for mut stdout in outputs {
+        let mut report = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut report)?;
+        let report: serde_json::Value = serde_json::from_str(&report)?;
+        completed += report["completed"]
+            .as_u64()
+            .ok_or("a drain reported no count")? as usize;
+    }
+    Ok((took, completed))
 }
 
 /// Puts `n` tasks back (the raw pipelined create rate: one session, windows of creates).

@@ -222,7 +222,12 @@ async fn lambda_binary_fails_at_cold_start_naming_the_variable() {
 async fn vercel_process_events_needs_the_cron_secret_and_drains() {
     let tq = TestQueue::new().await;
     tq.publish(4).await;
-    let server = VercelServer::start("process_events_vercel", &tq.config, "s3cret").await;
+    let server = VercelServer::start(
+        "process_events_vercel",
+        &tq.config,
+        &[("CRON_SECRET", "s3cret")],
+    )
+    .await;
     let path = "/api/process_events_vercel?drain=1";
 
     let (status, body) = server.get(path, None).await;
@@ -243,10 +248,49 @@ async fn vercel_process_events_needs_the_cron_secret_and_drains() {
 }
 
 #[tokio::test]
+async fn vercel_functions_without_a_secret_refuse_everyone_unless_opened_explicitly() {
+    let tq = TestQueue::new().await;
+    tq.publish(2).await;
+    let path = "/api/process_events_vercel?drain=1";
+    let closed = VercelServer::start("process_events_vercel", &tq.config, &[]).await;
+    for authorization in [None, Some("Bearer anything")] {
+        let (status, body) = closed.get(path, authorization).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("CRON_SECRET is not set"),
+            "{body}"
+        );
+    }
+    assert!(
+        closed.log().contains(r#""access":"closed""#),
+        "{}",
+        closed.log()
+    );
+    let reaper = VercelServer::start("reap_leases_vercel", &tq.config, &[]).await;
+    assert_eq!(reaper.get("/api/reap_leases_vercel", None).await.0, 401);
+    assert_eq!(tq.children("tasks").await.len(), 2, "nothing ran");
+
+    let open = [("ALLOW_UNAUTHENTICATED", "1")];
+    let open = VercelServer::start("process_events_vercel", &tq.config, &open).await;
+    assert!(open.log().contains(r#""access":"open""#), "{}", open.log());
+    let (status, report) = open.get(path, None).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["completed"], 2, "{report}");
+}
+
+#[tokio::test]
 async fn vercel_reap_leases_answers_with_the_reap_report() {
     let tq = TestQueue::new().await;
     let orphan = orphan_lease(&tq).await;
-    let server = VercelServer::start("reap_leases_vercel", &tq.config, "s3cret").await;
+    let server = VercelServer::start(
+        "reap_leases_vercel",
+        &tq.config,
+        &[("CRON_SECRET", "s3cret")],
+    )
+    .await;
     let path = "/api/reap_leases_vercel";
 
     let (status, _) = server.get(path, None).await;
@@ -327,7 +371,9 @@ struct VercelServer {
 }
 
 impl VercelServer {
-    async fn start(bin: &str, config: &Config, cron_secret: &str) -> Self {
+    /// Starts `bin` with the test's ZooKeeper and `env` (no `CRON_SECRET` or
+    /// `ALLOW_UNAUTHENTICATED` but what `env` sets).
+    async fn start(bin: &str, config: &Config, env: &[(&str, &str)]) -> Self {
         let port = free_port();
         let log = std::env::temp_dir().join(format!("{bin}-{port}.log"));
         let stderr = std::fs::File::create(&log).expect("server log");
@@ -335,7 +381,9 @@ impl VercelServer {
             .env("VERCEL_DEV_PORT", port.to_string())
             .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
             .env("EVENT_BRIDGE_ROOT", &config.root)
-            .env("CRON_SECRET", cron_secret)
+            .env_remove("CRON_SECRET")
+            .env_remove("ALLOW_UNAUTHENTICATED")
+            .envs(env.iter().copied())
             .env_remove("VERCEL_IPC_PATH")
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -365,6 +413,11 @@ impl VercelServer {
             _child: child,
             log,
         }
+    }
+
+    /// What the server logged so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// `GET path` with an optional `Authorization` header: the status and the JSON body.

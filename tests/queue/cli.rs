@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use harness::{TestQueue, binary};
 
@@ -171,6 +171,7 @@ async fn init_creates_the_base_paths() {
             "keys",
             "keys-expiry",
             "leases",
+            "schedules",
             "tasks"
         ]
     );
@@ -443,4 +444,119 @@ async fn a_paused_group_shows_in_stats_and_resumes_from_the_command_line() {
     assert_eq!(resumed["changed"], true);
     let recorder = harness::Recorder::default();
     assert_eq!(harness::run(&t.queue, &recorder, 10).await.completed, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_reads_piped_stdin_without_payload_or_file() {
+    let t = TestQueue::new().await;
+    let piped = json_lines(&eb(
+        &t,
+        &["publish", "--type", "piped"],
+        "{\"a\":1}\n{\"a\":2}\n",
+    ));
+    assert_eq!(piped.len(), 2, "one task per piped line");
+    let keyed = eb(&t, &["publish", "--idempotency-key", "k"], "{\"a\":3}\n");
+    assert_eq!(keyed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&keyed.stderr);
+    assert!(stderr.contains("each JSON line"), "{stderr}");
+    // An empty pipe, as a CI step without input has, and /dev/null, as under cron: the one
+    // task from the arguments, as before.
+    assert_eq!(
+        json_lines(&eb(&t, &["publish", "--type", "empty"], "")).len(),
+        1
+    );
+    let from_args = Command::new(binary("event-bridge"))
+        .args(["publish", "--type", "args"])
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(json_lines(&from_args).len(), 1);
+    let peek = ok_json(&eb(&t, &["peek", "4"], ""));
+    let seen: Vec<(String, Value)> = peek
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let envelope = &t["envelope"];
+            (
+                envelope["type"].as_str().unwrap().to_string(),
+                envelope["payload"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("piped".into(), serde_json::json!({"a": 1})),
+            ("piped".into(), serde_json::json!({"a": 2})),
+            ("empty".into(), serde_json::json!({})),
+            ("args".into(), serde_json::json!({})),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_from_the_command_line() {
+    let t = TestQueue::new().await;
+    let add = |name: &str, cron: &str, tz: &str| {
+        eb(
+            &t,
+            &[
+                "schedule",
+                "add",
+                name,
+                "--cron",
+                cron,
+                "--tz",
+                tz,
+                "--type",
+                "report",
+                "--payload",
+                r#"{"k":1}"#,
+            ],
+            "",
+        )
+    };
+    let added = ok_json(&add("nightly", "0 3 * * *", "Europe/Berlin"));
+    assert_eq!(
+        (added["cron"].clone(), added["paused"].clone()),
+        (json!("0 3 * * *"), json!(false))
+    );
+    let bad = add("bad", "0 3 * *", "UTC");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("schedule bad: cron pattern"));
+    let zone = add("zone", "0 3 * * *", "Berlin");
+    assert!(String::from_utf8_lossy(&zone.stderr).contains("unknown time zone \"Berlin\""));
+
+    let list = ok_json(&eb(&t, &["schedule", "list", "--json"], ""));
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert!(
+        list[0]["next_slot"]
+            .as_str()
+            .unwrap()
+            .ends_with(":00:00+00:00")
+    );
+    assert_eq!(
+        ok_json(&eb(&t, &["schedule", "pause", "nightly"], ""))["paused"],
+        true
+    );
+    assert_eq!(
+        ok_json(&eb(&t, &["schedule", "resume", "nightly"], ""))["paused"],
+        false
+    );
+    let now = ok_json(&eb(&t, &["schedule", "run-now", "nightly"], ""));
+    assert_eq!(now["published"], "created");
+    let peek = ok_json(&eb(&t, &["peek"], ""));
+    assert_eq!(peek[0]["envelope"]["payload"], json!({"k": 1}));
+    assert_eq!(peek[0]["envelope"]["scheduled"]["schedule"], "nightly");
+    assert_eq!(
+        ok_json(&eb(&t, &["schedule", "remove", "nightly"], ""))["removed"],
+        "nightly"
+    );
+    for verb in ["remove", "pause", "resume", "run-now"] {
+        let missing = eb(&t, &["schedule", verb, "nightly"], "");
+        assert_eq!(missing.status.code(), Some(3), "{verb}");
+    }
 }

@@ -13,6 +13,7 @@ mod pause;
 mod process;
 mod queue;
 mod reap;
+mod schedules;
 mod security;
 mod walk;
 mod worker;

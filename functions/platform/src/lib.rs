@@ -44,12 +44,36 @@ where
     })
 }
 
-/// Whether an HTTP request's `Authorization` header satisfies `config`'s `CRON_SECRET` (any
-/// request does when it is unset).
-pub fn authorized(config: &Config, authorization: Option<&str>) -> bool {
+/// Whether an HTTP request with this `Authorization` header may run: it must carry
+/// `Bearer $CRON_SECRET`; with no `CRON_SECRET`, every request is refused unless
+/// `ALLOW_UNAUTHENTICATED` is set. The refusal says which of the two it is.
+pub fn admit(config: &Config, authorization: Option<&str>) -> Result<(), HttpReply> {
     let secret = config
         .cron_secret
         .as_ref()
         .map(event_bridge::Secret::expose);
-    trigger::authorized(authorization, secret)
+    if trigger::authorized(authorization, secret, config.allow_unauthenticated) {
+        return Ok(());
+    }
+    Err(match secret {
+        Some(_) => HttpReply::unauthorized(),
+        None => HttpReply::no_secret(),
+    })
+}
+
+/// Logs, at an HTTP function's cold start, who its endpoint answers: holders of the
+/// `CRON_SECRET`, anyone (`ALLOW_UNAUTHENTICATED`), or no one (neither is set).
+pub fn announce_access(config: &Config) {
+    match (&config.cron_secret, config.allow_unauthenticated) {
+        (Some(_), _) => tracing::info!(access = "secret", "requests need the CRON_SECRET bearer"),
+        (None, true) => tracing::warn!(
+            access = "open",
+            "ALLOW_UNAUTHENTICATED is set and CRON_SECRET is not: anyone may call this endpoint"
+        ),
+        (None, false) => tracing::error!(
+            access = "closed",
+            "CRON_SECRET is not set: every request is refused (ALLOW_UNAUTHENTICATED=1 opens \
+             the endpoint for local use)"
+        ),
+    }
 }

@@ -38,6 +38,13 @@ impl HttpReply {
         HttpReply::error(401, "Unauthorized", message)
     }
 
+    /// 401: no `CRON_SECRET` is configured, so no request can be let in.
+    pub fn no_secret() -> Self {
+        let message = "CRON_SECRET is not set, so every request is refused: set it (Vercel \
+                       sends it with its crons), or ALLOW_UNAUTHENTICATED=1 for local use";
+        HttpReply::error(401, "Unauthorized", message)
+    }
+
     /// 400: the query string does not say what to do.
     pub fn bad_request(problem: &str) -> Self {
         HttpReply::error(400, "BadRequest", problem)

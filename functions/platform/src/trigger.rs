@@ -119,10 +119,10 @@ pub fn time_left(deadline_ms: u64, now_ms: u64, budget: Duration) -> Duration {
     }
 }
 
-/// Whether an `Authorization` header carries `Bearer <secret>`; with no secret set, every
-/// request passes. Compared in constant time.
-pub fn authorized(header: Option<&str>, secret: Option<&str>) -> bool {
-    let Some(secret) = secret else { return true };
+/// Whether an `Authorization` header carries `Bearer <secret>`; with no secret set, whether
+/// unauthenticated requests were explicitly allowed (`open`). Compared in constant time.
+pub fn authorized(header: Option<&str>, secret: Option<&str>, open: bool) -> bool {
+    let Some(secret) = secret else { return open };
     let Some(token) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
         return false;
     };
@@ -219,11 +219,19 @@ mod tests {
 
     #[test]
     fn bearer_tokens_must_match_the_secret() {
-        assert!(authorized(None, None));
-        assert!(authorized(Some("Bearer s3"), Some("s3")));
-        assert!(!authorized(None, Some("s3")));
-        assert!(!authorized(Some("Bearer s4"), Some("s3")));
-        assert!(!authorized(Some("s3"), Some("s3")));
-        assert!(!authorized(Some("Bearer s33"), Some("s3")));
+        for open in [false, true] {
+            assert!(authorized(Some("Bearer s3"), Some("s3"), open));
+            assert!(!authorized(None, Some("s3"), open));
+            assert!(!authorized(Some("Bearer s4"), Some("s3"), open));
+            assert!(!authorized(Some("s3"), Some("s3"), open));
+            assert!(!authorized(Some("Bearer s33"), Some("s3"), open));
+        }
+    }
+
+    #[test]
+    fn without_a_secret_only_an_explicit_opt_out_lets_requests_in() {
+        assert!(!authorized(None, None, false));
+        assert!(!authorized(Some("Bearer anything"), None, false));
+        assert!(authorized(None, None, true));
     }
 }

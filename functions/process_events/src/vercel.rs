@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use platform::{HttpReply, authorized, trigger};
+use platform::{HttpReply, admit, trigger};
 use vercel_runtime::{Request, Response};
 
 use crate::App;
@@ -22,8 +22,8 @@ pub async fn handle(
 /// The reply to a request with this query string and `Authorization` header.
 pub async fn respond(app: &App, query: &str, authorization: Option<&str>) -> HttpReply {
     let config = app.session.config();
-    if !authorized(config, authorization) {
-        return HttpReply::unauthorized();
+    if let Err(refused) = admit(config, authorization) {
+        return refused;
     }
     let trigger = match trigger::from_query(query) {
         Ok(trigger) => trigger,

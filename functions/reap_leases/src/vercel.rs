@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use event_bridge::Session;
-use platform::{HttpReply, authorized};
+use platform::{HttpReply, admit};
 use vercel_runtime::{Request, Response};
 
 /// Handles one request.
@@ -18,8 +18,8 @@ pub async fn handle(
 
 /// The reply to a request with this `Authorization` header.
 pub async fn respond(session: &Session, authorization: Option<&str>) -> HttpReply {
-    if !authorized(session.config(), authorization) {
-        return HttpReply::unauthorized();
+    if let Err(refused) = admit(session.config(), authorization) {
+        return refused;
     }
     match crate::run(session).await {
         Ok(report) => HttpReply::ok(&report),

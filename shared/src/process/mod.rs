@@ -118,6 +118,11 @@ async fn run_with<H: Handler>(
         holds: std::sync::RwLock::new(read_holds(&queue, handler.on_dead_policy()).await?),
     };
     run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
+    #[cfg(feature = "schedule")]
+    {
+        let fired = crate::schedule::fire_due(&run.queue(), run.now.now_ms()).await?;
+        report.schedules_fired = fired.fired;
+    }
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut waiting = HashSet::new();
     // Passes that claimed nothing after jumping over tasks, in a row.

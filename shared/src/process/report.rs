@@ -42,6 +42,8 @@ pub struct ProcessReport {
     pub paused: u32,
     /// The whole queue is paused: the run claimed nothing.
     pub queue_paused: bool,
+    /// Slots of recurring schedules that made a task at the start of the run.
+    pub schedules_fired: u32,
     /// Tasks pending after the run, leased ones included (`null` when ZooKeeper did not
     /// answer in time).
     pub remaining_depth: Option<usize>,
@@ -176,6 +178,7 @@ impl ProcessReport {
             group_busy = self.group_busy,
             paused = self.paused,
             queue_paused = self.queue_paused,
+            schedules_fired = self.schedules_fired,
             remaining_depth = self.remaining_depth,
             duration_ms = self.duration_ms,
             "process_events finished"

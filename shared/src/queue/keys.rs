@@ -24,6 +24,14 @@ const PUBLISH_WINDOW: usize = 1_000;
 const NAME_WAIT: Duration = Duration::from_millis(50);
 const NAME_TRIES: usize = 20;
 
+/// What a keyed publish writes (see [`Queue::keyed_write`]).
+pub(super) struct KeyedWrite {
+    pub(super) key_path: String,
+    pub(super) unnamed: Vec<u8>,
+    pub(super) body: Vec<u8>,
+    id: String,
+}
+
 /// `keys/<key>`'s data.
 #[derive(Debug, Serialize, Deserialize)]
 struct KeyData {
@@ -100,40 +108,21 @@ impl Queue {
     }
 
     async fn publish_keyed(&self, envelope: &Envelope, key: &str) -> Result<Published> {
-        let envelope = Envelope {
-            keyed: true,
-            ..envelope.clone()
-        };
-        let body = envelope.to_bytes()?;
-        let key_path = self.layout().key(key);
-        let mut data = KeyData {
-            id: envelope.id.clone(),
-            task: None,
-            completed_at: None,
-        };
-        let unnamed = serde_json::to_vec(&data)?;
+        let write = self.keyed_write(envelope, key)?;
         let prefix = self.layout().task_prefix();
         for _ in 0..3 {
             let ops = [
-                Op::Create(&key_path, &unnamed),
-                Op::CreateSequential(&prefix, &body),
+                Op::Create(&write.key_path, &write.unnamed),
+                Op::CreateSequential(&prefix, &write.body),
             ];
             match self.commit("publish", &ops).await? {
                 Ok(results) => {
-                    let task = created_name(&results, &prefix)?;
-                    data.task = Some(task.clone());
-                    // Whoever meets the key before this lands waits for it (see `existing`).
-                    let named = serde_json::to_vec(&data)?;
-                    if let Err(e) = self.client().set_data(&key_path, &named, Some(0)).await {
-                        tracing::warn!(key = %key_path, error = %e, "key left without its task's name");
-                    }
-                    return Ok(Published::Created {
-                        id: envelope.id,
-                        task,
-                    });
+                    let task = created_name(&results, 1, &prefix)?;
+                    self.name_key(&write, &task).await?;
+                    return Ok(Published::Created { id: write.id, task });
                 }
                 Err((0, zk::Error::NodeExists)) => {
-                    if let Some(existing) = self.existing(&key_path).await? {
+                    if let Some(existing) = self.existing(&write.key_path).await? {
                         return Ok(existing);
                     }
                 }
@@ -142,13 +131,52 @@ impl Queue {
             }
         }
         Err(Error::Unreadable {
-            path: key_path,
+            path: write.key_path,
             problem: "the key kept changing while it was published; try again".into(),
         })
     }
 
+    /// What publishing `envelope` with `key` writes: the key znode (without its task's name,
+    /// which a multi-op cannot know yet) and the body, marked `keyed`.
+    pub(super) fn keyed_write(&self, envelope: &Envelope, key: &str) -> Result<KeyedWrite> {
+        let envelope = Envelope {
+            keyed: true,
+            ..envelope.clone()
+        };
+        let data = KeyData {
+            id: envelope.id.clone(),
+            task: None,
+            completed_at: None,
+        };
+        Ok(KeyedWrite {
+            key_path: self.layout().key(key),
+            unnamed: serde_json::to_vec(&data)?,
+            body: envelope.to_bytes()?,
+            id: envelope.id,
+        })
+    }
+
+    /// Writes the name of the task a keyed publish just created into its key; whoever meets
+    /// the key before this lands waits for it (see `existing`).
+    pub(super) async fn name_key(&self, write: &KeyedWrite, task: &str) -> Result<()> {
+        let data = KeyData {
+            id: write.id.clone(),
+            task: Some(task.to_string()),
+            completed_at: None,
+        };
+        let named = serde_json::to_vec(&data)?;
+        if let Err(e) = self
+            .client()
+            .set_data(&write.key_path, &named, Some(0))
+            .await
+        {
+            tracing::warn!(key = %write.key_path, error = %e, "key left without its task's name");
+        }
+        Ok(())
+    }
+
     /// The task that has the key at `key_path`; `None` when the key went meanwhile.
-    async fn existing(&self, key_path: &str) -> Result<Option<Published>> {
+    pub(super) async fn existing(&self, key_path: &str) -> Result<Option<Published>> {
         let mut key = None;
         for _ in 0..NAME_TRIES {
             let Some((bytes, _)) = self.read_path(key_path).await? else {
@@ -348,8 +376,13 @@ pub(crate) struct CompletedKey {
 }
 
 /// The name ZooKeeper gave the task created by the second operation of a publish.
-fn created_name(results: &[zk::MultiWriteResult], prefix: &str) -> Result<String> {
-    match results.get(1) {
+/// The name of the task the multi-op's operation `index` created.
+pub(super) fn created_name(
+    results: &[zk::MultiWriteResult],
+    index: usize,
+    prefix: &str,
+) -> Result<String> {
+    match results.get(index) {
         Some(zk::MultiWriteResult::Create { path, .. }) => {
             let name = path.rsplit('/').next().unwrap_or(path);
             debug_assert!(name.starts_with(TASK_PREFIX));

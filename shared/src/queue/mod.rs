@@ -11,6 +11,7 @@
 //!   their task, swept when they expire.
 //! - `cancel`: cancelling tasks, and the marks of those cancelled while held.
 //! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
+//! - `schedules`: recurring schedules' znodes, and taking a slot (feature `schedule`).
 //! - `ops`: the multi-op every write above is made of.
 //!
 //! # Fencing
@@ -39,6 +40,8 @@ mod publish;
 mod ranges;
 mod reads;
 pub(crate) mod record;
+#[cfg(feature = "schedule")]
+mod schedules;
 mod walk;
 
 use std::sync::Arc;
@@ -57,6 +60,8 @@ pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::{Head, HeadData, LeaseSeen, Probe, Probed};
 pub use reads::TaskRead;
 pub use record::CANCELLED;
+#[cfg(feature = "schedule")]
+pub use schedules::{SlotTaken, StoredSchedule};
 pub use walk::{WIDEST, WINDOW, Walk};
 
 use crate::clock::ZkTime;

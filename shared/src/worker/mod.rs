@@ -7,10 +7,13 @@
 //! a drain that still has slow tasks in flight it lets the drain take new tasks into its free
 //! slots ([`process::run_refilling`]). A new task is picked up within milliseconds without
 //! polling. A slow timer (`WORKER_IDLE_CHECK`) also wakes it, for tasks whose retry backoff has
-//! ended (that changes no child list). It reaps expired leases every half lease timeout. When
+//! ended (that changes no child list). Beside the drains it fires recurring schedules at their
+//! slots (feature `schedule`; `schedules`). It reaps expired leases every half lease timeout. When
 //! its session expires it opens a new one and carries on; on the stop signal it claims nothing
 //! more, lets tasks in flight finish within the deadline margin and releases the rest.
 
+#[cfg(feature = "schedule")]
+mod schedules;
 mod tasks_watch;
 
 use std::sync::Arc;
@@ -92,26 +95,35 @@ impl<H: Handler> Worker<H> {
     pub async fn run(&self, stop: watch::Receiver<bool>) -> Result<WorkerReport> {
         let session =
             Session::open(self.config.clone(), "worker", self.dead_letters.clone()).await?;
+        #[cfg(feature = "schedule")]
+        let (report, ()) = tokio::join!(
+            self.consume(&session, &stop),
+            schedules::fire_until_stopped(&session, stop.clone())
+        );
+        #[cfg(not(feature = "schedule"))]
+        let report = self.consume(&session, &stop).await;
+        report
+    }
+
+    /// Drains, reaps and waits in turn until `stop` turns true.
+    async fn consume(
+        &self,
+        session: &Session,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<WorkerReport> {
         let mut report = WorkerReport {
             consumer_id: session.consumer_id().to_string(),
             ..Default::default()
         };
-        let (mut queue, mut refill) = self.watch(&session, &mut report).await?;
+        let (mut queue, mut refill) = self.watch(session, &mut report).await?;
         let mut last_reap = Instant::now();
         while !*stop.borrow() {
             // A run may have opened a new session for what it held: watch on that one.
             if session.queue().session_id() != queue.session_id() {
-                (queue, refill) = self.reopen(&session, &queue, &mut report, &stop).await?;
+                (queue, refill) = self.reopen(session, &queue, &mut report, stop).await?;
             }
             let Err(e) = self
-                .cycle(
-                    &session,
-                    &queue,
-                    &refill,
-                    &stop,
-                    &mut report,
-                    &mut last_reap,
-                )
+                .cycle(session, &queue, &refill, stop, &mut report, &mut last_reap)
                 .await
             else {
                 continue;
@@ -119,7 +131,7 @@ impl<H: Handler> Worker<H> {
             match recovery(&e, queue.session_over()) {
                 Recovery::NewSession => {
                     tracing::warn!(consumer = %report.consumer_id, error = %e, "session lost; opening a new one");
-                    (queue, refill) = self.reopen(&session, &queue, &mut report, &stop).await?;
+                    (queue, refill) = self.reopen(session, &queue, &mut report, stop).await?;
                 }
                 // A long-running consumer keeps going after any other failure too, after a
                 // pause, so one bad moment does not stop it for good.

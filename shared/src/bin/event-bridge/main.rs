@@ -26,6 +26,7 @@ mod lines;
 mod look;
 mod publish;
 mod runs;
+mod schedules;
 mod show;
 
 use show::print_json;
@@ -121,6 +122,10 @@ enum Command {
         #[arg(long)]
         group: Option<String>,
     },
+    /// Recurring schedules: a cron pattern in a time zone that publishes one task per slot
+    /// (fired by every `process` run, so by `process_events` each minute, and by workers).
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Run until SIGTERM or SIGINT, processing tasks as they are published (ZooKeeper watches).
     Worker {
         /// Tasks in flight at once.
@@ -138,7 +143,8 @@ pub(crate) struct Publish {
     #[arg(long, conflicts_with = "input")]
     pub(crate) payload: Option<String>,
     /// JSON lines to publish: each line is a payload, or an object with `payload` (and
-    /// optionally `type`, `id`, `group`, `idempotency_key`, `on_dead`). `-` reads stdin.
+    /// optionally `type`, `id`, `group`, `idempotency_key`, `on_dead`). `-` reads stdin, as
+    /// does a publish without --payload whose stdin is a pipe or a file.
     #[arg(long, short = 'f', value_name = "FILE")]
     pub(crate) input: Option<String>,
     /// Idempotency key of a single task: while a task with this key is pending, held, or
@@ -191,6 +197,57 @@ pub(crate) enum DeadCommand {
     },
 }
 
+#[derive(Subcommand)]
+pub(crate) enum ScheduleCommand {
+    /// Add a schedule. Slots already passed make nothing; the first task comes at the next.
+    Add(ScheduleAdd),
+    /// Every schedule: pattern, zone, paused, latest and next slot.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a schedule (exit 3 when there is none).
+    Remove { name: String },
+    /// Stop a schedule from making tasks (exit 3 when there is none).
+    Pause { name: String },
+    /// Let a paused schedule go on from its next slot; slots passed while paused make nothing
+    /// (exit 3 when there is none).
+    Resume { name: String },
+    /// Publish the schedule's task now, outside its slots (exit 3 when there is none).
+    RunNow { name: String },
+}
+
+#[derive(Args)]
+pub(crate) struct ScheduleAdd {
+    pub(crate) name: String,
+    /// Five fields: minute hour day-of-month month day-of-week, e.g. "0 3 * * *".
+    #[arg(long)]
+    pub(crate) cron: String,
+    /// IANA time zone the pattern is read in, daylight saving included.
+    #[arg(long, default_value = "UTC")]
+    pub(crate) tz: String,
+    /// Event type of the tasks.
+    #[arg(long = "type")]
+    pub(crate) event_type: String,
+    /// Payload JSON of the tasks.
+    #[arg(long, default_value = "{}")]
+    pub(crate) payload: String,
+    /// Group of the tasks: they run one at a time, in slot order.
+    #[arg(long)]
+    pub(crate) group: Option<String>,
+    /// With --group: what the group does when a task goes to the dead letters.
+    #[arg(long, value_parser = ["pause", "continue"], requires = "group")]
+    pub(crate) on_dead: Option<String>,
+    /// An idempotency key per task from {name}, {slot} (RFC 3339 in the zone), {slot_ms},
+    /// {date} (the slot's date in the zone), e.g. "{name}-{date}".
+    #[arg(long)]
+    pub(crate) idempotency_key_template: Option<String>,
+    /// After downtime: `last` fires the latest missed slot once; `skip` fires none of those
+    /// found more than 2 minutes late.
+    #[arg(long, value_parser = ["last", "skip"], default_value = "last")]
+    pub(crate) misfire: String,
+}
+
 #[tokio::main]
 async fn main() {
     let cli = Cli::parse();
@@ -235,6 +292,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
             group: Some(group), ..
         } => control::resume_group(&queue, &group).await?,
         Command::Resume { event_type, .. } => control::pause(&queue, event_type, false).await?,
+        Command::Schedule(command) => return schedules::command(&queue, command).await,
         Command::Worker { .. } => unreachable!("handled above"),
     }
     Ok(0)

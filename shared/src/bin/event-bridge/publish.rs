@@ -35,22 +35,39 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         envelope.retry_at = retry_at;
         envelope
     };
-    let Some(path) = &args.input else {
+    // Without --payload or -f, a piped stdin is read as JSON lines; an empty one (a pipe
+    // nothing was written to) publishes the one task from the arguments, as a terminal does.
+    let implicit = args.input.is_none() && args.payload.is_none() && stdin_is_piped();
+    let single = || {
         let payload: Value = serde_json::from_str(args.payload.as_deref().unwrap_or("{}"))
             .map_err(|e| format!("--payload is not JSON: {e}"))?;
         let mut envelope = Envelope::new(&args.event_type, payload);
         envelope.idempotency_key = args.idempotency_key.clone();
-        return publish_window(queue, &[stamp(envelope)]).await;
+        Ok::<_, Failure>(stamp(envelope))
     };
+    let path = match (&args.input, implicit) {
+        (Some(path), _) => path.clone(),
+        (None, true) => "-".to_string(),
+        (None, false) => return publish_window(queue, &[single()?]).await,
+    };
+    let keyed_lines = || -> Failure {
+        "--idempotency-key is for one task (with --payload); give each JSON line its own \
+         \"idempotency_key\""
+            .into()
+    };
+    if args.idempotency_key.is_some() && !implicit {
+        return Err(keyed_lines());
+    }
     // A file is read twice: every line checked before any is published, so a bad line
     // publishes nothing. Standard input can be read once only: a bad line stops it there,
     // after the lines before it were published (their names are printed).
     let total = match path.as_str() {
         "-" => None,
-        _ => Some(check(path, &args.event_type)?),
+        _ => Some(check(&path, &args.event_type)?),
     };
     let bar = progress_bar(total);
-    let mut lines = envelopes(path, &args.event_type)?;
+    let mut lines = envelopes(&path, &args.event_type)?;
+    let mut published = 0;
     loop {
         let window: Vec<Envelope> = lines
             .by_ref()
@@ -60,10 +77,17 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         if window.is_empty() {
             break;
         }
+        if args.idempotency_key.is_some() {
+            return Err(keyed_lines());
+        }
         publish_window(queue, &window).await?;
+        published += window.len();
         if let Some(bar) = &bar {
             bar.inc(window.len() as u64);
         }
+    }
+    if implicit && published == 0 {
+        return publish_window(queue, &[single()?]).await;
     }
     if let Some(bar) = bar {
         bar.finish_with_message("published");
@@ -116,4 +140,24 @@ fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
     };
     bar.set_style(indicatif::ProgressStyle::with_template(template).expect("static template"));
     Some(bar)
+}
+
+/// Whether standard input is a pipe or a file: then `publish` without `--payload` or `-f`
+/// reads JSON lines from it, as `-f -` does. A terminal, `/dev/null` (cron) or a closed
+/// input keep the one task from the arguments.
+#[cfg(unix)]
+fn stdin_is_piped() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_file())
+}
+
+#[cfg(not(unix))]
+fn stdin_is_piped() -> bool {
+    !std::io::stdin().is_terminal()
 }

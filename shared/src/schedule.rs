@@ -1,0 +1,171 @@
+//! Recurring schedules at work (feature `schedule`): taking the slots that are due, and the
+//! changes an operator makes to a schedule. A schedule ([`Schedule`], in [`crate::recurrence`])
+//! lives in `ROOT/schedules/<name>`; `queue::schedules` holds its znodes and why a slot makes
+//! its task once however many firers race. Every `process` run looks (so every scheduled
+//! `process_events` invocation, each minute), and the worker looks at each slot.
+//!
+//! Every function takes the time as ms since the epoch by ZooKeeper's clock
+//! (`Queue::server_time`), so tests can move it; no slot is judged by a machine's own clock.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::queue::{Published, Queue, SlotTaken, StoredSchedule};
+use crate::recurrence::{MISFIRE_GRACE_MS, Misfire, Schedule, Timing};
+
+/// Times a change to a schedule is tried again when a firer wrote it meanwhile.
+const WRITE_TRIES: usize = 5;
+
+/// What one look at the schedules did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FireReport {
+    /// Slots that made a task.
+    pub fired: u32,
+    /// Slots taken without a new task: their idempotency key had one already.
+    pub existing: u32,
+    /// Slots passed over under misfire policy `skip`.
+    pub skipped: u32,
+    /// Slots another firer took first.
+    pub raced: u32,
+    /// Schedules that cannot be read or whose pattern is wrong (logged, left alone).
+    pub invalid: u32,
+    /// The earliest slot still to come of a schedule not paused (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_due_ms: Option<i64>,
+}
+
+/// Takes every slot due at `now_ms`: per schedule not paused, the latest slot at or before
+/// `now_ms` that is later than the slot it took last. Missed slots before it make nothing
+/// (policy `last`: it stands for them); policy `skip` passes it over too when it is more than
+/// [`MISFIRE_GRACE_MS`] late.
+pub async fn fire_due(queue: &Queue, now_ms: i64) -> Result<FireReport> {
+    let mut report = FireReport::default();
+    for (name, read) in queue.schedules().await? {
+        let stored = match read {
+            Ok(stored) => stored,
+            Err(problem) => {
+                tracing::warn!(schedule = %name, problem, "schedule unreadable; left alone");
+                report.invalid += 1;
+                continue;
+            }
+        };
+        let timing = match stored.schedule.timing() {
+            Ok(timing) => timing,
+            Err(problem) => {
+                tracing::warn!(schedule = %name, problem, "schedule invalid; left alone");
+                report.invalid += 1;
+                continue;
+            }
+        };
+        if stored.schedule.paused {
+            continue;
+        }
+        fire_one(queue, &stored, &timing, now_ms, &mut report).await?;
+        let last = stored.schedule.last_slot_ms.unwrap_or(i64::MIN).max(now_ms);
+        if let Some(next) = timing.next_after(last) {
+            report.next_due_ms = Some(report.next_due_ms.map_or(next, |n| n.min(next)));
+        }
+    }
+    Ok(report)
+}
+
+async fn fire_one(
+    queue: &Queue,
+    stored: &StoredSchedule,
+    timing: &Timing,
+    now_ms: i64,
+    report: &mut FireReport,
+) -> Result<()> {
+    let schedule = &stored.schedule;
+    let Some(slot) = timing.latest_at_or_before(now_ms) else {
+        return Ok(());
+    };
+    if schedule.last_slot_ms.is_some_and(|last| last >= slot) {
+        return Ok(());
+    }
+    let late = now_ms - slot > MISFIRE_GRACE_MS;
+    let envelope = match (schedule.misfire, late) {
+        (Misfire::Skip, true) => None,
+        _ => Some(
+            schedule
+                .envelope(timing, slot)
+                .map_err(|problem| schedule_error(&schedule.name, problem))?,
+        ),
+    };
+    let taken = queue.take_slot(stored, slot, envelope.as_ref()).await?;
+    tracing::info!(schedule = %schedule.name, slot_ms = slot, outcome = ?taken, "schedule slot");
+    match taken {
+        SlotTaken::Fired { .. } => report.fired += 1,
+        SlotTaken::Existing { .. } => report.existing += 1,
+        SlotTaken::Skipped => report.skipped += 1,
+        SlotTaken::Raced => report.raced += 1,
+    }
+    Ok(())
+}
+
+/// Adds `schedule`: its pattern, zone and key template checked, its latest slot set to the
+/// latest at or before `now_ms` (so adding fires nothing already passed). An error when the
+/// name is taken.
+pub async fn add(queue: &Queue, mut schedule: Schedule, now_ms: i64) -> Result<Schedule> {
+    let timing = schedule
+        .timing()
+        .map_err(|problem| schedule_error(&schedule.name, problem))?;
+    schedule.last_slot_ms = timing.latest_at_or_before(now_ms);
+    if !queue.put_schedule(&schedule, None).await? {
+        let problem = "a schedule of that name exists (remove it first)".to_string();
+        return Err(schedule_error(&schedule.name, problem));
+    }
+    Ok(schedule)
+}
+
+/// Pauses or resumes schedule `name`; `None` when there is none. A resumed schedule goes on
+/// from its next slot: the slots that passed while it was paused make nothing.
+pub async fn set_paused(
+    queue: &Queue,
+    name: &str,
+    paused: bool,
+    now_ms: i64,
+) -> Result<Option<Schedule>> {
+    for _ in 0..WRITE_TRIES {
+        let Some(stored) = queue.schedule(name).await? else {
+            return Ok(None);
+        };
+        let mut schedule = stored.schedule;
+        if let Some(timing) = (!paused && schedule.paused)
+            .then(|| schedule.timing().ok())
+            .flatten()
+        {
+            schedule.last_slot_ms = timing
+                .latest_at_or_before(now_ms)
+                .max(schedule.last_slot_ms);
+        }
+        schedule.paused = paused;
+        if queue.put_schedule(&schedule, Some(stored.version)).await? {
+            return Ok(Some(schedule));
+        }
+    }
+    let problem = "it kept changing while it was written; try again".to_string();
+    Err(schedule_error(name, problem))
+}
+
+/// Publishes schedule `name`'s task now, outside its slots (its key template filled in for
+/// `now_ms`, so a key by slot time deduplicates with nothing); `None` when there is none.
+pub async fn run_now(queue: &Queue, name: &str, now_ms: i64) -> Result<Option<Published>> {
+    let Some(stored) = queue.schedule(name).await? else {
+        return Ok(None);
+    };
+    let schedule = &stored.schedule;
+    let envelope = schedule
+        .timing()
+        .and_then(|timing| schedule.envelope(&timing, now_ms))
+        .map_err(|problem| schedule_error(name, problem))?;
+    let published = queue.publish_all(std::slice::from_ref(&envelope)).await?;
+    Ok(published.into_iter().next())
+}
+
+fn schedule_error(name: &str, problem: String) -> Error {
+    Error::Schedule {
+        name: name.to_string(),
+        problem,
+    }
+}
