@@ -48,6 +48,8 @@ pub async fn cancel(queue: &Queue, key: &str) -> Result<Cancelled> {
                 Some(held(queue, key, &id, &task.name).await?)
             }
             Status::Dead { name, .. } => Some(Cancelled::Dead { name }),
+            // Completed already (its record kept): nothing to cancel.
+            Status::Completed { record } => Some(Cancelled::Finished { name: record.task }),
             Status::NotFound => Some(Cancelled::NotFound),
         };
         if let Some(done) = done {
@@ -124,7 +126,7 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
             },
         },
         Status::Dead { name, .. } => Cancelled::Dead { name },
-        Status::NotFound => Cancelled::Finished {
+        Status::Completed { .. } | Status::NotFound => Cancelled::Finished {
             name: name.to_string(),
         },
     };

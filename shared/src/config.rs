@@ -67,6 +67,9 @@ pub struct Config {
     /// `DEDUP_WINDOW_MS`: how long after its task completed an idempotency key still stops
     /// a publish.
     pub dedup_window: Duration,
+    /// `KEEP_DONE` (`90s`, `30m`, `1h`, `7d`): how long a completed task's record is kept
+    /// (`status` says `completed` with it); unset, no record is written.
+    pub keep_done: Option<Duration>,
     /// `TIME_BUDGET_MS`: how long a run may take when the platform gives no deadline.
     pub time_budget: Duration,
     /// `DEADLINE_MARGIN_MS`: stop claiming this long before the deadline.
@@ -107,6 +110,7 @@ impl Default for Config {
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
             dedup_window: Duration::from_secs(24 * 3600),
+            keep_done: None,
             time_budget: Duration::from_secs(50),
             deadline_margin: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
@@ -147,6 +151,7 @@ impl Config {
             backoff_max: millis(&get, "BACKOFF_MAX_MS", 0, 7 * DAY_MS)?.unwrap_or(d.backoff_max),
             dedup_window: millis(&get, "DEDUP_WINDOW_MS", 1_000, 365 * DAY_MS)?
                 .unwrap_or(d.dedup_window),
+            keep_done: span(&get, "KEEP_DONE", 1_000, 30 * DAY_MS)?,
             time_budget: millis(&get, "TIME_BUDGET_MS", 1_000, DAY_MS)?.unwrap_or(d.time_budget),
             deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0, DAY_MS)?
                 .unwrap_or(d.deadline_margin),
@@ -179,6 +184,54 @@ fn invalid(variable: &'static str, value: &str, problem: impl Into<String>) -> C
         value: value.to_string(),
         problem: problem.into(),
     }
+}
+
+/// A duration written with its unit (`1500ms`, `90s`, `30m`, `1h`, `7d`), from `min_ms` to
+/// `max_ms`.
+fn span(
+    get: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    min_ms: u64,
+    max_ms: u64,
+) -> Result<Option<Duration>, ConfigError> {
+    let Some(raw) = get(variable) else {
+        return Ok(None);
+    };
+    let text = raw.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => DAY_MS,
+        _ => {
+            return Err(invalid(
+                variable,
+                &raw,
+                "must be a number with a unit: ms, s, m, h or d",
+            ));
+        }
+    };
+    let ms = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| {
+            invalid(
+                variable,
+                &raw,
+                "must be a number with a unit: ms, s, m, h or d",
+            )
+        })?;
+    if !(min_ms..=max_ms).contains(&ms) {
+        let problem = format!("must be at least {min_ms} ms and at most {max_ms} ms");
+        return Err(invalid(variable, &raw, problem));
+    }
+    Ok(Some(Duration::from_millis(ms)))
 }
 
 /// A yes/no variable: `1`, `true`, `yes` or `0`, `false`, `no` (any case).
@@ -352,8 +405,10 @@ mod tests {
             ("EVENT_BRIDGE_HANDLER", "noop"),
             ("DEDUP_WINDOW_MS", "3600000"),
             ("ALLOW_UNAUTHENTICATED", "True"),
+            ("KEEP_DONE", "1h"),
         ])
         .unwrap();
+        assert_eq!(c.keep_done, Some(Duration::from_secs(3600)));
         assert!(c.allow_unauthenticated);
         assert_eq!(c.dedup_window, Duration::from_secs(3600));
         assert_eq!(c.zookeeper, "zk1:2181,zk2:2181/app");
@@ -377,6 +432,10 @@ mod tests {
             ("EVENT_BRIDGE_HANDLER", "http"),
             ("DEADLINE_MARGIN_MS", "60000"),
             ("ALLOW_UNAUTHENTICATED", "on"),
+            ("KEEP_DONE", "1 hour"),
+            ("KEEP_DONE", "3600"),
+            ("KEEP_DONE", "10ms"),
+            ("KEEP_DONE", "31d"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.variable, var);

@@ -43,9 +43,31 @@ pub enum HandlerError {
     Permanent(String),
 }
 
+/// What a finished delivery came to, for the completion record (`KEEP_DONE`): the sink that
+/// took the task and what it answered, where it says.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Delivered {
+    /// `http`, `sqs`, `log`; absent for a handler of one's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<String>,
+    /// The HTTP status of the webhook's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
 /// Runs one claimed task. The lease is extended while the returned future runs.
 pub trait Handler: Send + Sync {
     fn handle(&self, task: &Task) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// As [`Handler::handle`], and what the delivery came to (kept in the completion record
+    /// when `KEEP_DONE` is set). By default: nothing more than that it succeeded.
+    fn handle_delivered(
+        &self,
+        task: &Task,
+    ) -> impl Future<Output = Result<Delivered, HandlerError>> + Send {
+        let handled = self.handle(task);
+        async move { handled.await.map(|()| Delivered::default()) }
+    }
 
     /// What a group does when one of its tasks goes to the dead letters, by event type (a
     /// task's own `on_dead` comes first). By default every group goes on.

@@ -14,6 +14,7 @@
 //! ├── groups/<group>                    an ordered group's lock (`<group>` encoded)
 //! ├── keys/<key>                        an idempotency key and its task (`<key>` encoded)
 //! ├── keys-expiry/<bucket>/<key>        a completed key, in the 10 min in which it expires
+//! ├── done/<bucket>/<task>, @<id>       a completion record and its id's entry (`KEEP_DONE`)
 //! ├── schedules/<name>                  a recurring schedule (JSON; `<name>` encoded)
 //! │   └── <slot>                        the latest slot that made its task (ms, 13 digits)
 //! └── clock                             persistent, written to read ZooKeeper's own time
@@ -24,6 +25,9 @@
 
 /// Completed idempotency keys expire in buckets of this many ms.
 pub const KEY_BUCKET_MS: i64 = 600_000;
+
+/// Completion records expire in buckets of this many ms.
+pub const DONE_BUCKET_MS: i64 = 600_000;
 
 /// The prefix ZooKeeper's sequence number is appended to.
 pub const TASK_PREFIX: &str = "task-";
@@ -104,6 +108,27 @@ impl Layout {
     /// Key `key`'s entry in `bucket`.
     pub fn key_expiry_entry(&self, bucket: i64, key: &str) -> String {
         format!("{}/{}", self.key_expiry_bucket(bucket), encode_segment(key))
+    }
+
+    /// Completion records (`KEEP_DONE`), in buckets by when they expire.
+    pub fn done(&self) -> String {
+        format!("{}/done", self.root)
+    }
+
+    /// The bucket of records expiring in the [`DONE_BUCKET_MS`] that start at `bucket`.
+    pub fn done_bucket(&self, bucket: i64) -> String {
+        format!("{}/done/{bucket:013}", self.root)
+    }
+
+    /// The completion record of task `name`, in `bucket`.
+    pub fn done_record(&self, bucket: i64, name: &str) -> String {
+        format!("{}/{name}", self.done_bucket(bucket))
+    }
+
+    /// The entry that finds the completion record of the task whose envelope id is `id`
+    /// (`@` and the id encoded; no task name starts with `@`).
+    pub fn done_id(&self, bucket: i64, id: &str) -> String {
+        format!("{}/@{}", self.done_bucket(bucket), encode_segment(id))
     }
 
     /// Recurring schedules.

@@ -1,11 +1,12 @@
-//! What the queue's semantics cost: publishing with an idempotency key against without, and
-//! draining tasks in ordered groups against ungrouped ones, each pair in the same run on the
-//! same server, each measurement in a chroot of its own.
+//! What the queue's semantics cost: publishing with an idempotency key against without,
+//! draining tasks in ordered groups against ungrouped ones, and with completion records
+//! (`KEEP_DONE`) against without, each pair in the same run on the same server, each
+//! measurement in a chroot of its own.
 
 use std::time::{Duration, Instant};
 
 use event_bridge::handler::FnHandler;
-use event_bridge::{Envelope, Queue, RunOptions, Task, process};
+use event_bridge::{Config, Envelope, Queue, RunOptions, Task, process};
 use serde_json::json;
 
 use crate::{Result, delete_tree, fresh_chroot};
@@ -17,8 +18,17 @@ const GROUPS: usize = 100;
 pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
     let plain = publish_rate(addr, n, |_| None).await?;
     let keyed = publish_rate(addr, n, |i| Some(format!("key-{i}"))).await?;
-    let ungrouped = drain_rate(addr, n, concurrency, |_| None).await?;
-    let grouped = drain_rate(addr, n, concurrency, |i| Some(format!("g{}", i % GROUPS))).await?;
+    let ungrouped = drain_rate(addr, n, concurrency, |_| None, |_| {}).await?;
+    let grouped = drain_rate(
+        addr,
+        n,
+        concurrency,
+        |i| Some(format!("g{}", i % GROUPS)),
+        |_| {},
+    )
+    .await?;
+    let keep = |c: &mut Config| c.keep_done = Some(Duration::from_secs(3600));
+    let kept = drain_rate(addr, n, concurrency, |_| None, keep).await?;
     println!();
     println!(
         "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}):"
@@ -30,6 +40,10 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
     println!(
         "  drain:   {ungrouped:>8.0}/s ungrouped, {grouped:>8.0}/s in {GROUPS} ordered groups ({:.2}x)",
         grouped / ungrouped
+    );
+    println!(
+        "  drain:   {ungrouped:>8.0}/s without KEEP_DONE, {kept:>8.0}/s with completion records ({:.2}x)",
+        kept / ungrouped
     );
     Ok(())
 }
@@ -62,14 +76,17 @@ async fn publish_rate(addr: &str, n: usize, key: impl Fn(usize) -> Option<String
     Ok(n as f64 / took.as_secs_f64())
 }
 
-/// Publishes `n` tasks (grouped by `group`), then drains them with one run; tasks per second.
+/// Publishes `n` tasks (grouped by `group`), then drains them with one run on a config changed
+/// by `setting`; tasks per second.
 async fn drain_rate(
     addr: &str,
     n: usize,
     concurrency: usize,
     group: impl Fn(usize) -> Option<String>,
+    setting: impl FnOnce(&mut Config),
 ) -> Result<f64> {
-    let (admin, chroot, config) = fresh_chroot(addr).await?;
+    let (admin, chroot, mut config) = fresh_chroot(addr).await?;
+    setting(&mut config);
     let queue = Queue::new(
         event_bridge::session::connect(&config).await?,
         &config,

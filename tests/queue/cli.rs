@@ -560,3 +560,33 @@ async fn schedules_from_the_command_line() {
         assert_eq!(missing.status.code(), Some(3), "{verb}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_of_a_completed_task_while_its_record_is_kept() {
+    let t = TestQueue::new().await;
+    let published = json_lines(&eb(&t, &["publish", "--payload", "{}"], ""));
+    let name = published[0]["task"].as_str().unwrap().to_string();
+    let id = published[0]["id"].as_str().unwrap().to_string();
+    let processed = Command::new(binary("event-bridge"))
+        .args(["process"])
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .env("KEEP_DONE", "1h")
+        .env("EVENT_BRIDGE_HANDLER", "noop")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(ok_json(&processed)["completed"], 1);
+    let by_id = ok_json(&eb(&t, &["status", &id, "--json"], ""));
+    assert_eq!(
+        (by_id["state"].clone(), by_id["record"]["task"].clone()),
+        (json!("completed"), json!(name))
+    );
+    let text = eb(&t, &["status", &name], "");
+    assert_eq!(text.status.code(), Some(0));
+    let line = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        line.contains(&format!("{name}: completed at ")) && line.contains("after 1 attempts"),
+        "{line}"
+    );
+}

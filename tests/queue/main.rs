@@ -7,6 +7,7 @@ mod cli;
 mod connect;
 mod dead;
 mod dedup;
+mod done;
 mod groups;
 mod holding;
 mod pause;

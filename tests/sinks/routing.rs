@@ -112,3 +112,23 @@ async fn a_bad_route_table_stops_a_consumer_at_start_naming_the_route() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn with_keep_done_the_completion_record_keeps_what_the_webhook_answered() {
+    let t = TestQueue::with(|c| c.keep_done = Some(std::time::Duration::from_secs(3600))).await;
+    let receiver = Receiver::start([Reply::status(202)]).await;
+    let config = routed(
+        &t,
+        json!({"routes": {"user.signup": {"sink": "http", "url": receiver.url("/signup")}}}),
+    );
+    let delivery = Delivery::from_config(&config).await.unwrap();
+    let name = publish(&t, "user.signup").await;
+    let report = run(&t.queue, &delivery, 10).await;
+    assert_eq!(report.completed, 1);
+    let record = t.queue.find_done(&name).await.unwrap().expect("a record");
+    let delivered = record.delivered.expect("what the sink answered");
+    assert_eq!(
+        (delivered.sink.as_deref(), delivered.status),
+        (Some("http"), Some(202))
+    );
+}

@@ -225,7 +225,7 @@ impl Webhook {
 impl Handler for Webhook {
     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
         self.seen.lock().unwrap().push(task.clone());
-        self.sink.deliver(task).await.map_err(Into::into)
+        self.sink.deliver(task).await.map(drop).map_err(Into::into)
     }
 }
 

@@ -1,5 +1,5 @@
-//! Where one task is: pending, leased, waiting out a backoff, dead, or not found; by its task
-//! name or by its envelope id.
+//! Where one task is: pending, leased, waiting out a backoff, dead, completed (while its record
+//! is kept, `KEEP_DONE`), or not found; by its task name or by its envelope id.
 //!
 //! By name it looks where that name can be: its number in `tasks/` (one probe), the waiting
 //! nodes under `delayed/`, the dead letter of that name. A task that waited out a backoff came
@@ -14,7 +14,7 @@ use super::{TaskInfo, body_info, info};
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::layout;
-use crate::queue::{Queue, TaskRead, Walk, parse_waiting};
+use crate::queue::{DoneRecord, Queue, TaskRead, Walk, parse_waiting};
 use crate::task::{self, Body};
 
 /// Where a task is in its life.
@@ -35,6 +35,10 @@ pub enum Status {
         name: String,
         record: Value,
     },
+    /// Completed, with its completion record (kept for `KEEP_DONE`).
+    Completed {
+        record: Box<DoneRecord>,
+    },
     NotFound,
 }
 
@@ -48,10 +52,17 @@ pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
         Some(_) => by_name(queue, now, key).await?,
         None => None,
     };
-    let status = match found {
+    let mut status = match found {
         Some(found) => found,
         None => scan(queue, now, key).await?,
     };
+    if status == Status::NotFound
+        && let Some(record) = queue.find_done(key).await?
+    {
+        status = Status::Completed {
+            record: Box::new(record),
+        };
+    }
     let paused = queue.paused().await?;
     Ok(match status {
         Status::Pending { task } => Status::Pending {

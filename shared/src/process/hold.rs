@@ -25,14 +25,14 @@ use tokio::time::Instant;
 
 use super::{Run, stopped};
 use crate::error::Result;
-use crate::handler::{Handler, HandlerError};
+use crate::handler::{Delivered, Handler, HandlerError};
 use crate::lease;
 use crate::queue::{Lease, Settled};
 use crate::session::{Recovery, recovery};
 
 /// How a handler's run ended.
 pub(super) enum HandlerEnd {
-    Finished(Result<(), HandlerError>),
+    Finished(Result<Delivered, HandlerError>),
     /// Stopped unfinished: at the deadline (`deadline`), or when the stop signal's grace ran
     /// out.
     Interrupted {
@@ -62,7 +62,7 @@ impl<H: Handler> Run<'_, H> {
         let held = Mutex::new(lease.clone());
         let task = lease.task.clone();
         let end = {
-            let mut work = std::pin::pin!(self.handler.handle(&task));
+            let mut work = std::pin::pin!(self.handler.handle_delivered(&task));
             // The handler is polled only while its lease is vouched for, checked against the
             // clock itself at every poll: a timer may fire late after a pause (a frozen
             // process), the clock never does.

@@ -103,7 +103,9 @@ impl<H: Handler> Run<'_, H> {
             "task claimed");
         let name = lease.task.name.clone();
         let outcome = match self.run_handler(&mut lease, claimed_at).await? {
-            HandlerEnd::Finished(Ok(())) => return Ok(Ran::Succeeded(Box::new(lease))),
+            HandlerEnd::Finished(Ok(delivered)) => {
+                return Ok(Ran::Succeeded(Box::new(lease.delivered(delivered))));
+            }
             HandlerEnd::Finished(Err(e)) => self.settle_failure(lease, e).await?,
             HandlerEnd::Interrupted { deadline } => {
                 self.release_unfinished(lease, deadline).await?

@@ -10,6 +10,7 @@ use super::pause::Paused;
 use super::record::CANCELLED;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::handler::Delivered;
 use crate::lease::LeaseData;
 use crate::task::{self, Body, Envelope, OnDead, OnDeadPolicy, Task, json};
 
@@ -22,6 +23,19 @@ pub struct Lease {
     pub(super) lease_version: i32,
     /// The group's lock, for a grouped task.
     pub(super) group_lock: Option<HeldLock>,
+    /// What the handler's delivery came to, for the completion record.
+    pub(super) delivered: Option<Delivered>,
+}
+
+impl Lease {
+    /// The lease of a task whose delivery came to `delivered` (kept in its completion record
+    /// when `KEEP_DONE` is set).
+    pub fn delivered(self, delivered: Delivered) -> Self {
+        Lease {
+            delivered: Some(delivered),
+            ..self
+        }
+    }
 }
 
 /// Tasks claimed in one multi-op, at most.
@@ -86,6 +100,7 @@ impl Take {
             task_version,
             lease_version,
             group_lock,
+            delivered: None,
         }))
     }
 }

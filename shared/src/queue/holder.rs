@@ -31,6 +31,8 @@ enum Part {
     Lease,
     Key,
     Lock,
+    Done,
+    DoneId,
 }
 
 /// Whether a holder's write took effect.
@@ -113,7 +115,8 @@ impl Queue {
 
     /// Completes several held tasks in one multi-op, each delete checked as in
     /// [`Queue::complete`]; a task published with an idempotency key also marks its key
-    /// completed and files it by when it expires. If one write fails, the multi-op changes
+    /// completed and files it by when it expires; with `KEEP_DONE`, each leaves its completion
+    /// record (see `done`). If one write fails, the multi-op changes
     /// nothing and names it: that lease is read again when only its version is off (and kept
     /// when it is still ours), else its task is reported lost or gone, and the rest are
     /// committed again without it. A key that is missing is left out.
@@ -124,6 +127,7 @@ impl Queue {
         for lease in &leases {
             keys.push(self.completed_key(&lease.task).await?);
         }
+        let mut dones = self.done_writes(&leases).await?;
         // A grouped task's lock goes with it: the group's next task may run.
         let mut locks: Vec<Option<HeldLock>> =
             leases.iter().map(|l| l.group_lock.clone()).collect();
@@ -151,6 +155,14 @@ impl Queue {
                     ops.push(Op::Delete(&lock.path, lock.version));
                     owners.push((i, Part::Lock));
                 }
+                if let Some(done) = &dones[i] {
+                    ops.push(Op::Create(&done.record, &done.record_data));
+                    owners.push((i, Part::Done));
+                    if let Some(entry) = &done.id_entry {
+                        ops.push(Op::Create(entry, &done.id_data));
+                        owners.push((i, Part::DoneId));
+                    }
+                }
             }
             let (index, error) = match self.commit("complete", &ops).await? {
                 Ok(_) => {
@@ -158,7 +170,9 @@ impl Queue {
                     break;
                 }
                 Err((i, e @ (zk::Error::BadVersion | zk::Error::NoNode))) => (i, e),
-                Err((i, zk::Error::NodeExists)) if owners[i].1 == Part::Key => {
+                Err((i, zk::Error::NodeExists))
+                    if matches!(owners[i].1, Part::Key | Part::Done | Part::DoneId) =>
+                {
                     (i, zk::Error::NodeExists)
                 }
                 Err((i, e)) => return Err(Error::zk("complete", ops[i].path(), e)),
@@ -173,6 +187,20 @@ impl Queue {
                 // The lock changed hands (an operator resumed the group): not ours to delete.
                 Part::Lock => {
                     locks[at] = None;
+                    continue;
+                }
+                // An earlier task with this id left its record within the window (a redriven
+                // task, a producer's own id): that entry stays, this record goes in by name.
+                Part::DoneId => {
+                    if let Some(done) = dones[at].as_mut() {
+                        done.id_entry = None;
+                    }
+                    continue;
+                }
+                // The record cannot be written: complete the task without it.
+                Part::Done => {
+                    tracing::info!(task = %leases[at].task.name, error = %error, "completed without a record");
+                    dones[at] = None;
                     continue;
                 }
                 Part::Task | Part::Lease => {}
@@ -194,6 +222,7 @@ impl Queue {
             let lost = leases.remove(at);
             keys.remove(at);
             locks.remove(at);
+            dones.remove(at);
             match outcome {
                 Settled::Gone => {
                     tracing::info!(task = %lost.task.name, "already gone: nothing to complete")
@@ -224,6 +253,7 @@ impl Queue {
             task_version,
             lease_version,
             group_lock,
+            ..
         } = lease;
         let mut envelope = task.envelope;
         if !count_attempt {
@@ -241,6 +271,7 @@ impl Queue {
                     task_version,
                     lease_version,
                     group_lock,
+                    delivered: None,
                 };
                 return self
                     .bury(lease, "task too large to release for a retry", None)
@@ -254,6 +285,7 @@ impl Queue {
             task_version,
             lease_version,
             group_lock,
+            delivered: None,
         };
         // A backoff is waited out under `delayed/`, not at the head of `tasks/`.
         if let Some(due) = due {

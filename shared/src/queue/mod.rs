@@ -9,6 +9,8 @@
 //! - `record`: dead-letter records, and their copy to a [`DeadLetterSink`] (`forward`).
 //! - `keys`: idempotency keys: deduplicated publishes, marked completed or deleted with
 //!   their task, swept when they expire.
+//! - `done`: completion records (`KEEP_DONE`), written with the completion, swept when they
+//!   expire.
 //! - `cancel`: cancelling tasks, and the marks of those cancelled while held.
 //! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
 //! - `schedules`: recurring schedules' znodes, and taking a slot (feature `schedule`).
@@ -29,6 +31,7 @@
 mod cancel;
 mod claim;
 mod delay;
+mod done;
 mod forward;
 mod group;
 mod holder;
@@ -51,6 +54,7 @@ use zookeeper_client as zk;
 
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Holds, Lease};
 pub use delay::{Deferred, parse_waiting, waiting_name};
+pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};
 pub use group::{GroupLock, HeldLock, LockRead};
 pub use holder::Settled;
@@ -82,6 +86,10 @@ pub struct Queue {
     backoff_base: Duration,
     backoff_max: Duration,
     dedup_window: Duration,
+    /// `KEEP_DONE`: how long completion records are kept (none when unset).
+    keep_done: Option<Duration>,
+    /// The bucket of completion records this queue last made sure of.
+    done_bucket: Arc<std::sync::atomic::AtomicI64>,
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
@@ -110,6 +118,8 @@ impl Queue {
             backoff_base: config.backoff_base,
             backoff_max: config.backoff_max,
             dedup_window: config.dedup_window,
+            keep_done: config.keep_done,
+            done_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             acls: acls(config),
             dead_letters: None,
         }

@@ -147,8 +147,8 @@ impl HttpSink {
         })
     }
 
-    /// POSTs the task's envelope as JSON.
-    pub async fn deliver(&self, task: &Task) -> Result<(), SinkError> {
+    /// POSTs the task's envelope as JSON; the status of a successful answer.
+    pub async fn deliver(&self, task: &Task) -> Result<u16, SinkError> {
         let body = serde_json::to_vec(&task.envelope)
             .map_err(|e| SinkError::Permanent(format!("envelope is not serializable: {e}")))?;
         let headers = self.headers(task, unix_seconds(SystemTime::now()), &body)?;
@@ -162,7 +162,7 @@ impl HttpSink {
         let response = sent.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         tracing::debug!(task = %task.name, url = %self.shown, status = status.as_u16(), "webhook answered");
-        self.settle(response).await
+        self.settle(response).await.map(|()| status.as_u16())
     }
 
     /// Every header of one attempt, the signature over `body` included.

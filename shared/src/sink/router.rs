@@ -8,7 +8,7 @@ use super::route::{self, NoRoute, RouteTable, SinkSpec};
 use crate::config::Config;
 use crate::config::ConfigError;
 use crate::error::Error;
-use crate::handler::{Builtin, Handler, HandlerError, HandlerKind};
+use crate::handler::{Builtin, Delivered, Handler, HandlerError, HandlerKind};
 use crate::task::{OnDeadPolicy, Task};
 
 /// One built sink.
@@ -21,14 +21,25 @@ pub enum Sink {
 }
 
 impl Sink {
-    pub async fn deliver(&self, task: &Task) -> Result<(), HandlerError> {
-        match self {
-            Sink::Log => Builtin(HandlerKind::Log).handle(task).await,
+    /// Delivers `task`; what the sink answered.
+    pub async fn deliver(&self, task: &Task) -> Result<Delivered, HandlerError> {
+        let (sink, status) = match self {
+            Sink::Log => {
+                Builtin(HandlerKind::Log).handle(task).await?;
+                ("log", None)
+            }
             #[cfg(feature = "http")]
-            Sink::Http(sink) => sink.deliver(task).await.map_err(Into::into),
+            Sink::Http(sink) => ("http", Some(sink.deliver(task).await?)),
             #[cfg(feature = "sqs")]
-            Sink::Sqs(sink) => sink.deliver(task).await.map_err(Into::into),
-        }
+            Sink::Sqs(sink) => {
+                sink.deliver(task).await?;
+                ("sqs", None)
+            }
+        };
+        Ok(Delivered {
+            sink: Some(sink.into()),
+            status,
+        })
     }
 }
 
@@ -154,12 +165,16 @@ impl Handler for Router {
     }
 
     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
+        self.handle_delivered(task).await.map(drop)
+    }
+
+    async fn handle_delivered(&self, task: &Task) -> Result<Delivered, HandlerError> {
         let event_type = &task.envelope.event_type;
         match self.routes.get(event_type).or(self.default.as_ref()) {
             Some(sink) => sink.deliver(task).await,
             None if self.no_route == NoRoute::Skip => {
                 tracing::info!(task = %task.name, %event_type, "no route: skipped");
-                Ok(())
+                Ok(Delivered::default())
             }
             None => {
                 Err(SinkError::Permanent(format!("no route for event type {event_type:?}")).into())
@@ -199,9 +214,13 @@ impl Handler for Delivery {
     }
 
     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
+        self.handle_delivered(task).await.map(drop)
+    }
+
+    async fn handle_delivered(&self, task: &Task) -> Result<Delivered, HandlerError> {
         match self {
-            Delivery::Builtin(handler) => handler.handle(task).await,
-            Delivery::Routed(router) => router.handle(task).await,
+            Delivery::Builtin(handler) => handler.handle_delivered(task).await,
+            Delivery::Routed(router) => router.handle_delivered(task).await,
         }
     }
 }

@@ -119,6 +119,24 @@ pub(crate) fn describe(status: &Status) -> String {
             "{name}: dead ({})",
             record["reason"].as_str().unwrap_or("?")
         ),
+        Status::Completed { record } => {
+            let answer = match &record.delivered {
+                Some(event_bridge::handler::Delivered {
+                    sink: Some(sink),
+                    status: Some(status),
+                }) => format!(", {sink} {status}"),
+                Some(event_bridge::handler::Delivered {
+                    sink: Some(sink), ..
+                }) => format!(", {sink}"),
+                _ => String::new(),
+            };
+            let at = chrono::DateTime::from_timestamp_millis(record.completed_at_ms)
+                .map_or_else(|| "?".into(), |t| t.to_rfc3339());
+            format!(
+                "{}: completed at {at} after {} attempts{answer}",
+                record.task, record.attempts
+            )
+        }
         Status::NotFound => "not found".into(),
     };
     format!("{described}{paused}")

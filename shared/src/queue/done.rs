@@ -1,0 +1,188 @@
+//! Completion records (`KEEP_DONE`): a completed task leaves `done/<bucket>/<name>` (what it
+//! was, when it completed, after how many attempts, with which fencing token, what the sink
+//! answered) and `done/<bucket>/@<id>` (its name), both created in the completion's own
+//! multi-op, so a record exists exactly when the completion landed. `<bucket>` is the start of
+//! the 10 minutes in which the record expires; the reaper deletes whole expired buckets, a
+//! bounded number of records per run. `status` finds a record by name or id with one list of
+//! `done/` (a bucket per 10 minutes of the window) and one multi-read.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::claim::Lease;
+use crate::clock::ZkTime;
+use crate::error::{Error, Result};
+use crate::handler::Delivered;
+use crate::layout::{self, DONE_BUCKET_MS};
+
+/// What a completed task leaves behind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DoneRecord {
+    /// Its name when it completed.
+    pub task: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When the event happened, by the producer.
+    pub time: DateTime<Utc>,
+    /// When it completed, by the completing consumer's clock (ms since the epoch).
+    pub completed_at_ms: i64,
+    /// The record is kept until then (ms since the epoch).
+    pub kept_until_ms: i64,
+    pub attempts: u32,
+    pub fencing_token: i64,
+    /// What the sink answered, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<Delivered>,
+    /// Names it had before (after a backoff it came back under a new one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved_from: Vec<String>,
+}
+
+/// What completing one task writes for its record.
+pub(super) struct DoneWrite {
+    pub(super) record: String,
+    pub(super) record_data: Vec<u8>,
+    /// Absent once an earlier task with the same id turned out to have one in the bucket.
+    pub(super) id_entry: Option<String>,
+    pub(super) id_data: Vec<u8>,
+}
+
+impl Queue {
+    /// The records completing `leases` writes, when `KEEP_DONE` is set (the bucket made here,
+    /// once per bucket and queue).
+    pub(super) async fn done_writes(&self, leases: &[Lease]) -> Result<Vec<Option<DoneWrite>>> {
+        let Some(keep) = self.keep_done else {
+            return Ok(leases.iter().map(|_| None).collect());
+        };
+        let now = Utc::now().timestamp_millis();
+        let until = now.saturating_add(crate::lease::millis(keep));
+        let bucket = until - until.rem_euclid(DONE_BUCKET_MS);
+        if self
+            .done_bucket
+            .swap(bucket, std::sync::atomic::Ordering::Relaxed)
+            != bucket
+        {
+            self.ensure_parent(&self.layout().done()).await?;
+            self.ensure_parent(&self.layout().done_bucket(bucket))
+                .await?;
+        }
+        leases
+            .iter()
+            .map(|lease| {
+                let task = &lease.task;
+                let record = DoneRecord {
+                    task: task.name.clone(),
+                    id: task.envelope.id.clone(),
+                    event_type: task.envelope.event_type.clone(),
+                    time: task.envelope.time,
+                    completed_at_ms: now,
+                    kept_until_ms: until,
+                    attempts: task.envelope.attempts,
+                    fencing_token: task.fencing_token,
+                    delivered: lease.delivered.clone(),
+                    moved_from: task.envelope.moved_from.clone(),
+                };
+                Ok(Some(DoneWrite {
+                    record: self.layout().done_record(bucket, &task.name),
+                    record_data: serde_json::to_vec(&record)?,
+                    id_entry: Some(self.layout().done_id(bucket, &task.envelope.id)),
+                    id_data: task.name.clone().into_bytes(),
+                }))
+            })
+            .collect()
+    }
+
+    /// The completion record of the task named `key` (a task name) or with envelope id `key`,
+    /// newest first, if one is kept.
+    pub async fn find_done(&self, key: &str) -> Result<Option<DoneRecord>> {
+        let mut buckets = self.done_buckets().await?;
+        buckets.sort_unstable_by(|a, b| b.cmp(a));
+        let by_name = layout::sequence(key).is_some();
+        let paths: Vec<String> = buckets
+            .iter()
+            .map(|b| match by_name {
+                true => self.layout().done_record(*b, key),
+                false => self.layout().done_id(*b, key),
+            })
+            .collect();
+        let now = Utc::now().timestamp_millis();
+        for (bucket, read) in buckets.iter().zip(self.read_paths(&paths).await?) {
+            let Some((data, _)) = read else { continue };
+            let path = match by_name {
+                true => self.layout().done_record(*bucket, key),
+                false => {
+                    let name = String::from_utf8_lossy(&data).to_string();
+                    self.layout().done_record(*bucket, &name)
+                }
+            };
+            let data = match by_name {
+                true => Some(data),
+                false => self.read_path(&path).await?.map(|(data, _)| data),
+            };
+            let Some(data) = data else { continue };
+            let record: DoneRecord =
+                serde_json::from_slice(&data).map_err(|e| Error::Unreadable {
+                    path,
+                    problem: e.to_string(),
+                })?;
+            if record.kept_until_ms >= now {
+                return Ok(Some(record));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes the records of buckets that have expired by `now`, at most `limit` znodes a
+    /// call; returns how many went. A bucket goes once it is empty.
+    pub async fn sweep_done(&self, now: &ZkTime, limit: usize) -> Result<usize> {
+        let mut swept = 0;
+        let mut due: Vec<i64> = self.done_buckets().await?;
+        due.retain(|b| b.saturating_add(DONE_BUCKET_MS) <= now.now_ms());
+        due.sort_unstable();
+        for bucket in due {
+            let path = self.layout().done_bucket(bucket);
+            let entries = match self.client().list_children(&path).await {
+                Ok(entries) => entries,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(Error::zk("list", path, e)),
+            };
+            let take = entries.len().min(limit - swept);
+            let deletes = entries[..take].iter().map(|entry| {
+                let entry = format!("{path}/{entry}");
+                async move {
+                    match self.client().delete(&entry, None).await {
+                        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                        Err(e) => Err(Error::zk("delete", entry, e)),
+                    }
+                }
+            });
+            for deleted in futures::future::join_all(deletes).await {
+                deleted?;
+            }
+            swept += take;
+            if take == entries.len() {
+                match self.client().delete(&path, None).await {
+                    Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => {}
+                    Err(e) => return Err(Error::zk("delete", path, e)),
+                }
+            }
+            if swept == limit {
+                break;
+            }
+        }
+        Ok(swept)
+    }
+
+    /// The buckets under `done/`.
+    async fn done_buckets(&self) -> Result<Vec<i64>> {
+        let dir = self.layout().done();
+        match self.client().list_children(&dir).await {
+            Ok(names) => Ok(names.iter().filter_map(|b| b.parse().ok()).collect()),
+            Err(zk::Error::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(Error::zk("list", dir, e)),
+        }
+    }
+}
