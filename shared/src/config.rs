@@ -80,6 +80,11 @@ pub struct Config {
     pub session_timeout: Duration,
     /// `CRON_SECRET`: when set, HTTP triggers must send `Authorization: Bearer <secret>`.
     pub cron_secret: Option<Secret>,
+    /// `PUBLISH_SECRET`: the bearer secret of HTTP publishing and status on Vercel (distinct
+    /// from `CRON_SECRET`); unset, those requests are refused.
+    pub publish_secret: Option<Secret>,
+    /// `PUBLISH_MAX_BYTES`: the largest HTTP publish body.
+    pub publish_max_bytes: usize,
     /// `ALLOW_UNAUTHENTICATED` (`1`/`true`): with no `CRON_SECRET`, HTTP triggers answer anyone
     /// (for local use); otherwise they refuse every request.
     pub allow_unauthenticated: bool,
@@ -116,6 +121,8 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(5),
             session_timeout: Duration::from_secs(10),
             cron_secret: None,
+            publish_secret: None,
+            publish_max_bytes: 512 * 1024,
             allow_unauthenticated: false,
             zookeeper_auth: None,
             routes: None,
@@ -160,6 +167,9 @@ impl Config {
             session_timeout: millis(&get, "ZOOKEEPER_SESSION_TIMEOUT_MS", 1_000, 600_000)?
                 .unwrap_or(d.session_timeout),
             cron_secret: get("CRON_SECRET").map(Secret::new),
+            publish_secret: get("PUBLISH_SECRET").map(Secret::new),
+            publish_max_bytes: bytes(&get, "PUBLISH_MAX_BYTES", 1, 900 * 1024)?
+                .unwrap_or(d.publish_max_bytes),
             allow_unauthenticated: flag(&get, "ALLOW_UNAUTHENTICATED")?.unwrap_or(false),
             zookeeper_auth: digest(get("ZOOKEEPER_AUTH"))?,
             routes: routes(get("ROUTES"), get("ROUTES_FILE"))?,
@@ -232,6 +242,22 @@ fn span(
         return Err(invalid(variable, &raw, problem));
     }
     Ok(Some(Duration::from_millis(ms)))
+}
+
+/// A number of bytes from `min` to `max` (a multi-op must stay under ZooKeeper's 1 MB).
+fn bytes(
+    get: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    min: usize,
+    max: usize,
+) -> Result<Option<usize>, ConfigError> {
+    match number::<usize>(get, variable, min)? {
+        Some(n) if n > max => {
+            let raw = n.to_string();
+            Err(invalid(variable, &raw, format!("must be at most {max}")))
+        }
+        other => Ok(other),
+    }
 }
 
 /// A yes/no variable: `1`, `true`, `yes` or `0`, `false`, `no` (any case).
@@ -406,8 +432,12 @@ mod tests {
             ("DEDUP_WINDOW_MS", "3600000"),
             ("ALLOW_UNAUTHENTICATED", "True"),
             ("KEEP_DONE", "1h"),
+            ("PUBLISH_SECRET", "p"),
+            ("PUBLISH_MAX_BYTES", "1000"),
         ])
         .unwrap();
+        assert_eq!(c.publish_max_bytes, 1000);
+        assert_eq!(c.publish_secret.as_ref().map(Secret::expose), Some("p"));
         assert_eq!(c.keep_done, Some(Duration::from_secs(3600)));
         assert!(c.allow_unauthenticated);
         assert_eq!(c.dedup_window, Duration::from_secs(3600));
@@ -436,6 +466,7 @@ mod tests {
             ("KEEP_DONE", "3600"),
             ("KEEP_DONE", "10ms"),
             ("KEEP_DONE", "31d"),
+            ("PUBLISH_MAX_BYTES", "2000000"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.variable, var);

@@ -74,6 +74,12 @@ pub trait Handler: Send + Sync {
     fn on_dead_policy(&self) -> OnDeadPolicy {
         OnDeadPolicy::default()
     }
+
+    /// The limits of the routes tasks go to (`max_in_flight`, `rate`), by event type. By
+    /// default none.
+    fn limits(&self) -> crate::limit::RouteLimits {
+        crate::limit::RouteLimits::default()
+    }
 }
 
 /// A handler made of a closure over an owned [`Task`], for tests and small programs.

@@ -15,6 +15,8 @@
 //! ├── keys/<key>                        an idempotency key and its task (`<key>` encoded)
 //! ├── keys-expiry/<bucket>/<key>        a completed key, in the 10 min in which it expires
 //! ├── done/<bucket>/<task>, @<id>       a completion record and its id's entry (`KEEP_DONE`)
+//! ├── limits/<route>/<task>             a limited route's gate (its rate's bucket) and the
+//! │                                     ephemeral slots of its running tasks
 //! ├── schedules/<name>                  a recurring schedule (JSON; `<name>` encoded)
 //! │   └── <slot>                        the latest slot that made its task (ms, 13 digits)
 //! └── clock                             persistent, written to read ZooKeeper's own time
@@ -129,6 +131,22 @@ impl Layout {
     /// (`@` and the id encoded; no task name starts with `@`).
     pub fn done_id(&self, bucket: i64, id: &str) -> String {
         format!("{}/@{}", self.done_bucket(bucket), encode_segment(id))
+    }
+
+    /// The gates of limited routes.
+    pub fn limits(&self) -> String {
+        format!("{}/limits", self.root)
+    }
+
+    /// The gate of a limited route (`gate`: a znode name, see `limit::RouteLimits`): its data
+    /// the rate's token bucket, its children the slots of tasks running.
+    pub fn limit_gate(&self, gate: &str) -> String {
+        format!("{}/limits/{gate}", self.root)
+    }
+
+    /// The slot task `name` holds in `gate` while its handler runs (ephemeral).
+    pub fn limit_slot(&self, gate: &str, name: &str) -> String {
+        format!("{}/limits/{gate}/{name}", self.root)
     }
 
     /// Recurring schedules.

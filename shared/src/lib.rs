@@ -32,6 +32,7 @@
 //! - [`layout`]: the znode paths, compatible with the 000 design.
 //! - [`task`]: the task envelope and how a body is read (envelope, plain JSON, poison).
 //! - [`lease`]: lease data and the pure rules: expiry, extension interval, backoff.
+//! - [`limit`]: per-route limits (`max_in_flight`, `rate`) and the arithmetic of admitting.
 //! - [`clock`]: ZooKeeper's time, read from an `mtime`.
 //! - [`session`]: a queue on a live session, connecting and the one retry policy.
 //! - [`queue`]: publish, claim, extend, complete, release and bury on ZooKeeper.
@@ -62,6 +63,7 @@ pub mod handler;
 pub mod inspect;
 pub mod layout;
 pub mod lease;
+pub mod limit;
 pub mod process;
 pub mod queue;
 pub mod reap;

@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use event_bridge::handler::FnHandler;
+use event_bridge::handler::{FnHandler, Handler, HandlerError};
+use event_bridge::limit::{Limit, RouteLimits};
 use event_bridge::{Config, Envelope, Queue, RunOptions, Task, process};
 use serde_json::json;
 
@@ -13,6 +14,29 @@ use crate::{Result, delete_tree, fresh_chroot};
 
 /// Groups the grouped drain spreads its tasks over.
 const GROUPS: usize = 100;
+
+/// Slots of the limited route of the gated drain.
+const GATE_SLOTS: u32 = 16;
+
+/// The no-op handler, behind a route limited to [`GATE_SLOTS`] tasks in flight.
+struct Gated;
+
+impl Handler for Gated {
+    async fn handle(&self, _task: &Task) -> std::result::Result<(), HandlerError> {
+        Ok(())
+    }
+
+    fn limits(&self) -> RouteLimits {
+        let limit = Limit {
+            max_in_flight: Some(GATE_SLOTS),
+            rate_per_ms: None,
+        };
+        RouteLimits {
+            types: [("bench".to_string(), limit)].into(),
+            default: Limit::default(),
+        }
+    }
+}
 
 /// Measures and prints both comparisons over `n` tasks.
 pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
@@ -29,6 +53,7 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
     .await?;
     let keep = |c: &mut Config| c.keep_done = Some(Duration::from_secs(3600));
     let kept = drain_rate(addr, n, concurrency, |_| None, keep).await?;
+    let gated = gated_drain_rate(addr, n, concurrency).await?;
     println!();
     println!(
         "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}):"
@@ -44,6 +69,10 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
     println!(
         "  drain:   {ungrouped:>8.0}/s without KEEP_DONE, {kept:>8.0}/s with completion records ({:.2}x)",
         kept / ungrouped
+    );
+    println!(
+        "  drain:   {ungrouped:>8.0}/s unlimited, {gated:>8.0}/s through a route with max_in_flight {GATE_SLOTS} ({:.2}x)",
+        gated / ungrouped
     );
     Ok(())
 }
@@ -99,6 +128,33 @@ async fn drain_rate(
     }
     queue.publish_many(&batch).await?;
     let noop = FnHandler(|_task: Task| async { Ok(()) });
+    let rate = drain_with(&queue, &noop, n, concurrency).await?;
+    delete_tree(&admin, &chroot).await?;
+    Ok(rate)
+}
+
+/// Publishes `n` tasks and drains them through a route with [`GATE_SLOTS`] slots.
+async fn gated_drain_rate(addr: &str, n: usize, concurrency: usize) -> Result<f64> {
+    let (admin, chroot, config) = fresh_chroot(addr).await?;
+    let queue = Queue::new(
+        event_bridge::session::connect(&config).await?,
+        &config,
+        "bench",
+    );
+    queue.ensure_paths().await?;
+    queue.publish_many(&envelopes(n, |_| None)).await?;
+    let rate = drain_with(&queue, &Gated, n, concurrency).await?;
+    delete_tree(&admin, &chroot).await?;
+    Ok(rate)
+}
+
+/// Drains `n` tasks with `handler` in as many runs as it takes; tasks per second.
+async fn drain_with<H: Handler>(
+    queue: &Queue,
+    handler: &H,
+    n: usize,
+    concurrency: usize,
+) -> Result<f64> {
     let started = Instant::now();
     let mut completed = 0;
     while completed < n as u32 {
@@ -108,13 +164,11 @@ async fn drain_rate(
             deadline: tokio::time::Instant::now() + Duration::from_secs(600),
             margin: Duration::from_secs(1),
         };
-        let report = process::run(&queue, &noop, &options).await?;
+        let report = process::run(queue, handler, &options).await?;
         if report.completed == 0 {
             return Err(format!("a drain stalled at {completed} of {n}: {report:?}").into());
         }
         completed += report.completed;
     }
-    let rate = n as f64 / started.elapsed().as_secs_f64();
-    delete_tree(&admin, &chroot).await?;
-    Ok(rate)
+    Ok(n as f64 / started.elapsed().as_secs_f64())
 }

@@ -282,6 +282,150 @@ async fn vercel_functions_without_a_secret_refuse_everyone_unless_opened_explici
 }
 
 #[tokio::test]
+async fn vercel_publishes_over_http_all_or_nothing_and_answers_status() {
+    let tq = TestQueue::new().await;
+    let env = [
+        ("CRON_SECRET", "cron"),
+        ("PUBLISH_SECRET", "pub"),
+        ("PUBLISH_MAX_BYTES", "2000"),
+        ("KEEP_DONE", "1h"),
+        ("EVENT_BRIDGE_HANDLER", "noop"),
+    ];
+    let server = VercelServer::start("process_events_vercel", &tq.config, &env).await;
+    let path = "/api/process_events_vercel";
+    let two = b"{\"type\": \"order.paid\", \"payload\": {\"n\": 1}, \"idempotency_key\": \"o-1\"}\n{\"type\": \"order.paid\", \"payload\": {\"n\": 2}}\n";
+    for refused in [None, Some("Bearer cron")] {
+        assert_eq!(server.post(path, refused, two).await.0, 401);
+    }
+    let (status, body) = server
+        .post(
+            path,
+            Some("Bearer pub"),
+            b"{\"type\": \"a\", \"payload\": 1}\nnot json",
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("line 2"),
+        "{body}"
+    );
+    let big = format!("{{\"type\": \"a\", \"payload\": \"{}\"}}", "x".repeat(3000));
+    assert_eq!(
+        server
+            .post(path, Some("Bearer pub"), big.as_bytes())
+            .await
+            .0,
+        413
+    );
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "refused bodies publish nothing"
+    );
+
+    let (status, body) = server.post(path, Some("Bearer pub"), two).await;
+    assert_eq!(status, 202, "{body}");
+    let published = body["published"].as_array().unwrap().clone();
+    assert_eq!(published.len(), 2);
+    assert_eq!(tq.children("tasks").await.len(), 2);
+    let url = published[0]["status_url"].as_str().unwrap().to_string();
+    assert_eq!(
+        url,
+        format!("{path}?status={}", published[0]["task"].as_str().unwrap())
+    );
+    assert_eq!(
+        server.get(&url, None).await.0,
+        401,
+        "status needs the publish secret"
+    );
+    let (status, pending) = server.get(&url, Some("Bearer pub")).await;
+    assert_eq!(
+        (status, pending["state"].clone()),
+        (200, json!("pending")),
+        "{pending}"
+    );
+
+    let (status, report) = server
+        .get(&format!("{path}?drain=1"), Some("Bearer cron"))
+        .await;
+    assert_eq!(
+        (status, report["completed"].clone()),
+        (200, json!(2)),
+        "{report}"
+    );
+    let (status, done) = server.get(&url, Some("Bearer pub")).await;
+    assert_eq!(
+        (status, done["state"].clone()),
+        (200, json!("completed")),
+        "{done}"
+    );
+
+    let again =
+        b"{\"type\": \"order.paid\", \"payload\": {\"n\": 1}, \"idempotency_key\": \"o-1\"}";
+    let (status, body) = server.post(path, Some("Bearer pub"), again).await;
+    assert_eq!(status, 202, "{body}");
+    let existing = &body["published"][0];
+    assert_eq!(
+        (
+            existing["duplicate"].clone(),
+            existing["task"].clone(),
+            existing["state"].clone()
+        ),
+        (
+            json!(true),
+            published[0]["task"].clone(),
+            json!("completed")
+        )
+    );
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "the duplicate created nothing"
+    );
+    let (status, _) = server
+        .get(
+            &format!("{path}?status=task-0999999999"),
+            Some("Bearer pub"),
+        )
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_function_url_post_publishes_and_a_status_request_answers() {
+    let tq = TestQueue::new().await;
+    let app = open_app(&tq).await;
+    let mut post = event_file("publish.json");
+    let event = LambdaEvent::new(post.clone(), Context::default());
+    let reply = process_events::lambda::handle(&app, event)
+        .await
+        .expect("a reply");
+    assert_eq!(reply["statusCode"], 202, "{reply}");
+    let body: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
+    let task = body["published"][0]["task"].as_str().unwrap().to_string();
+    assert_eq!(tq.children("tasks").await, vec![task.clone()]);
+
+    // The same body sent in base64, as a Function URL does for some content types.
+    use base64::Engine;
+    let raw = post["body"].as_str().unwrap().to_string();
+    post["body"] = json!(base64::engine::general_purpose::STANDARD.encode(raw));
+    post["isBase64Encoded"] = json!(true);
+    let event = LambdaEvent::new(post, Context::default());
+    let reply = process_events::lambda::handle(&app, event)
+        .await
+        .expect("a reply");
+    assert_eq!(reply["statusCode"], 202, "{reply}");
+
+    let mut status = event_file("status.json");
+    status["rawQueryString"] = json!(format!("status={task}"));
+    let event = LambdaEvent::new(status, Context::default());
+    let reply = process_events::lambda::handle(&app, event)
+        .await
+        .expect("a reply");
+    assert_eq!(reply["statusCode"], 200, "{reply}");
+    let body: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["state"], "pending");
+}
+
+#[tokio::test]
 async fn vercel_reap_leases_answers_with_the_reap_report() {
     let tq = TestQueue::new().await;
     let orphan = orphan_lease(&tq).await;
@@ -422,15 +566,33 @@ impl VercelServer {
 
     /// `GET path` with an optional `Authorization` header: the status and the JSON body.
     async fn get(&self, path: &str, authorization: Option<&str>) -> (u16, Value) {
+        self.request("GET", path, authorization, b"").await
+    }
+
+    /// `POST path` with `body`.
+    async fn post(&self, path: &str, authorization: Option<&str>, body: &[u8]) -> (u16, Value) {
+        self.request("POST", path, authorization, body).await
+    }
+
+    async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        authorization: Option<&str>,
+        body: &[u8],
+    ) -> (u16, Value) {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))
             .await
             .expect("connect");
         let auth = authorization
             .map(|a| format!("Authorization: {a}\r\n"))
             .unwrap_or_default();
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
+        let length = body.len();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Length: {length}\r\nConnection: close\r\n\r\n"
+        );
         stream.write_all(request.as_bytes()).await.expect("send");
+        stream.write_all(body).await.expect("send the body");
         let mut response = String::new();
         stream.read_to_string(&mut response).await.expect("read");
         let (head, body) = response

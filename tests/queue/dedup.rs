@@ -141,3 +141,47 @@ async fn the_reaper_deletes_keys_past_their_window_and_only_those() {
         "its bucket is gone"
     );
 }
+
+#[tokio::test]
+async fn a_batch_answers_taken_keys_and_creates_the_rest_in_one_go() {
+    let t = TestQueue::new().await;
+    let first = publish(&t, "k-1").await;
+    let batch = [
+        keyed("k-1"),
+        keyed("k-2"),
+        Envelope::new("order.paid", json!({})),
+        keyed("k-2"),
+    ];
+    let answers = t.queue.publish_batch(&batch).await.unwrap();
+    assert!(
+        matches!(&answers[0], Published::Existing { task, .. } if task.as_deref() == first.task()),
+        "{answers:?}"
+    );
+    let Published::Created { task: k2, .. } = &answers[1] else {
+        panic!("{answers:?}")
+    };
+    assert!(matches!(&answers[2], Published::Created { .. }));
+    assert!(
+        matches!(&answers[3], Published::Existing { task: Some(t), state: KeyState::Pending, .. } if t == k2),
+        "a key given twice in one batch makes one task: {answers:?}"
+    );
+    assert_eq!(t.children("tasks").await.len(), 3);
+    let key = t.read_json("keys/k-2").await;
+    assert_eq!(&key["task"], k2, "the key names its task");
+}
+
+#[tokio::test]
+async fn a_racing_batch_and_producer_over_the_same_keys_make_one_task_per_key() {
+    let t = TestQueue::new().await;
+    let other = t.consumer("other").await;
+    let keys: Vec<Envelope> = (0..100).map(|i| keyed(&format!("r-{i}"))).collect();
+    let (batch, single) = tokio::join!(t.queue.publish_batch(&keys), other.publish_all(&keys));
+    let (batch, single) = (batch.unwrap(), single.unwrap());
+    let created = batch
+        .iter()
+        .chain(&single)
+        .filter(|p| matches!(p, Published::Created { .. }))
+        .count();
+    assert_eq!(created, 100);
+    assert_eq!(t.children("tasks").await.len(), 100);
+}

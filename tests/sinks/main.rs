@@ -2,6 +2,7 @@
 //! and routing between them.
 //! Needs: ZooKeeper (`make zk-up`), moto (`make moto-up`), the binaries.
 
+mod limits;
 mod routing;
 mod sink_http;
 mod sink_sqs;

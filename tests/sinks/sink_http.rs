@@ -163,7 +163,9 @@ async fn serve(
 }
 
 /// Reads one request with a `Content-Length` body; `None` when the connection ends.
-async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(read: &mut R) -> Option<Request> {
+pub(crate) async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
+    read: &mut R,
+) -> Option<Request> {
     let mut line = String::new();
     if read.read_line(&mut line).await.ok()? == 0 {
         return None;

@@ -34,6 +34,38 @@ pub fn function_url_reply(reply: HttpReply) -> Value {
     })
 }
 
+/// A Function URL request's method, path, query string and body (decoded when the URL sent
+/// it in base64); `None` for any other event.
+pub fn function_url_request(event: &Value) -> Option<Result<UrlRequest, String>> {
+    let http = event.pointer("/requestContext/http")?;
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
+    let body = text(event.get("body"));
+    let body = match event.get("isBase64Encoded").and_then(Value::as_bool) {
+        Some(true) => {
+            use base64::Engine;
+            match base64::engine::general_purpose::STANDARD.decode(body.as_bytes()) {
+                Ok(bytes) => bytes,
+                Err(e) => return Some(Err(format!("the body is not valid base64: {e}"))),
+            }
+        }
+        _ => body.into_bytes(),
+    };
+    Some(Ok(UrlRequest {
+        method: text(http.get("method")),
+        path: text(event.get("rawPath")),
+        query: text(event.get("rawQueryString")),
+        body,
+    }))
+}
+
+/// What a Function URL request carries.
+pub struct UrlRequest {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub body: Vec<u8>,
+}
+
 /// The time left to an invocation whose deadline is `deadline_ms` (from its context); see
 /// [`crate::trigger::time_left`].
 pub fn time_left(deadline_ms: u64, budget: Duration) -> Duration {

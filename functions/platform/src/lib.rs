@@ -2,6 +2,8 @@
 //!
 //! - [`trigger`]: what an invocation asks for, read from a Lambda event or an HTTP query; the
 //!   time it may take; the `CRON_SECRET` check. Pure functions.
+//! - [`intake`]: what an HTTP request asks for (a run, a publish, a status), and a publish's
+//!   body read into envelopes. Pure functions.
 //! - [`reply`]: the labels errors are reported under, and JSON replies for HTTP.
 //! - [`cold_start`]: opening a function's state from the environment, logging why not.
 //! - `lambda` (feature `lambda`): Lambda's error type, and Function URL replies.
@@ -10,6 +12,7 @@
 //! A Lambda binary builds this crate with `lambda` only and a Vercel binary with `vercel` only
 //! (`required-features` on each binary), so neither links the other platform's runtime.
 
+pub mod intake;
 pub mod reply;
 pub mod trigger;
 
@@ -59,6 +62,28 @@ pub fn admit(config: &Config, authorization: Option<&str>) -> Result<(), HttpRep
         Some(_) => HttpReply::unauthorized(),
         None => HttpReply::no_secret(),
     })
+}
+
+/// Whether a publish or status request with this `Authorization` header may be answered: it
+/// must carry `Bearer $PUBLISH_SECRET`; with no `PUBLISH_SECRET`, every such request is
+/// refused unless `ALLOW_UNAUTHENTICATED` is set. (On Lambda the Function URL's IAM
+/// authorization stands in for it.)
+pub fn admit_publish(config: &Config, authorization: Option<&str>) -> Result<(), HttpReply> {
+    let secret = config
+        .publish_secret
+        .as_ref()
+        .map(event_bridge::Secret::expose);
+    if trigger::authorized(authorization, secret, config.allow_unauthenticated) {
+        return Ok(());
+    }
+    let message = match secret {
+        Some(_) => "send Authorization: Bearer <PUBLISH_SECRET>",
+        None => {
+            "PUBLISH_SECRET is not set, so publishing over HTTP is refused: set it, or \
+             ALLOW_UNAUTHENTICATED=1 for local use"
+        }
+    };
+    Err(HttpReply::error(401, "Unauthorized", message))
 }
 
 /// Logs, at an HTTP function's cold start, who its endpoint answers: holders of the

@@ -59,7 +59,26 @@ impl HttpReply {
         HttpReply::error(status, error_type(err), &err.to_string())
     }
 
-    fn error(status: u16, label: &str, message: &str) -> Self {
+    /// 202 with what a publish created.
+    pub fn accepted(body: Value) -> Self {
+        HttpReply { status: 202, body }
+    }
+
+    /// A status: 200, or 404 when there is no such task.
+    pub fn status(found: bool, body: Value) -> Self {
+        HttpReply {
+            status: if found { 200 } else { 404 },
+            body,
+        }
+    }
+
+    /// 413: a publish over the limit.
+    pub fn too_large(problem: &str) -> Self {
+        HttpReply::error(413, "PayloadTooLarge", problem)
+    }
+
+    /// A reply with a JSON error body.
+    pub fn error(status: u16, label: &str, message: &str) -> Self {
         let body = json!({ "error": label, "message": message });
         HttpReply { status, body }
     }

@@ -3,11 +3,31 @@
 
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use platform::HttpReply;
-use platform::lambda::{bad_event, diagnostic, function_url_reply, time_left};
+use platform::intake::{self, Ask};
+use platform::lambda::{
+    bad_event, diagnostic, function_url_reply, function_url_request, time_left,
+};
 use platform::trigger::{self, Reply};
 use serde_json::Value;
 
 use crate::App;
+
+/// A Function URL `POST` (publish) or `GET ?status=` (a task's status), answered; `None` for
+/// every other event. The URL's IAM authorization (`AuthType: AWS_IAM`) admitted the caller.
+async fn publish_or_status(app: &App, event: &Value) -> Option<HttpReply> {
+    let request = match function_url_request(event)? {
+        Ok(request) => request,
+        Err(problem) => return Some(HttpReply::bad_request(&problem)),
+    };
+    let has_body = !request.body.iter().all(u8::is_ascii_whitespace);
+    match intake::ask(&request.method, &request.query, has_body) {
+        Ok(Ask::Publish) => Some(crate::intake::publish(app, &request.body, &request.path).await),
+        Ok(Ask::Status(key)) => Some(crate::intake::status(app, &key).await),
+        // A run: the trigger is read below, as for every other event.
+        Ok(Ask::Run(_)) => None,
+        Err(problem) => Some(HttpReply::bad_request(&problem)),
+    }
+}
 
 /// Handles one invocation.
 ///
@@ -18,6 +38,9 @@ use crate::App;
 /// A Function URL request gets its errors as HTTP replies instead (400 for a bad query, 503
 /// when ZooKeeper fails), as Vercel requests do, rather than the URL's bare 502.
 pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, Diagnostic> {
+    if let Some(reply) = publish_or_status(app, &event.payload).await {
+        return Ok(function_url_reply(reply));
+    }
     let is_http = event.payload.pointer("/requestContext/http").is_some();
     let (trigger, reply) = match trigger::from_lambda_event(&event.payload) {
         Ok(read) => read,

@@ -6,11 +6,14 @@
 //!
 //! - [`App`]: what a warm instance keeps: the session, and the sinks tasks are delivered to.
 //! - [`run`]: one run for a [`Trigger`] within the time left; the report is the reply.
+//! - [`intake`]: publishing over HTTP (`POST`, all or nothing, answered `202`) and a task's
+//!   status (`GET ?status=`), for both platforms' HTTP entries.
 //! - `lambda` (feature `lambda`): the Lambda handler (EventBridge schedule, manual
 //!   `{"mode":"drain"}`, Function URL). The binary is `src/main.rs`.
 //! - `vercel` (feature `vercel`): the Vercel handler (cron with `CRON_SECRET`, `?drain=1`).
 //!   The binary is `api/process_events_vercel.rs`, where Vercel's builder looks for it.
 
+pub mod intake;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 #[cfg(feature = "vercel")]

@@ -33,6 +33,7 @@ pub use report::ProcessReport;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::Handler;
+use crate::limit::RouteLimits;
 use crate::queue::{Holds, Queue};
 use crate::session::Session;
 use crate::task::OnDeadPolicy;
@@ -115,7 +116,10 @@ async fn run_with<H: Handler>(
         stop,
         refill,
         settle_by: options.deadline - options.margin / 4,
-        holds: std::sync::RwLock::new(read_holds(&queue, handler.on_dead_policy()).await?),
+        holds: std::sync::RwLock::new(
+            read_holds(&queue, handler.on_dead_policy(), handler.limits()).await?,
+        ),
+        limited: std::sync::Mutex::new(Limited::default()),
     };
     run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
     #[cfg(feature = "schedule")]
@@ -131,7 +135,7 @@ async fn run_with<H: Handler>(
     loop {
         // Read again before every pass but the first: a worker's run may last for hours.
         if !std::mem::take(&mut first) {
-            let fresh = read_holds(&run.queue(), run.on_dead()).await?;
+            let fresh = read_holds(&run.queue(), run.on_dead(), run.limits()).await?;
             *run.holds.write().expect("not poisoned") = fresh;
         }
         report.queue_paused = run
@@ -147,6 +151,16 @@ async fn run_with<H: Handler>(
         let claimed_before = report.claimed;
         let jumped = Pass::new(&run, &mut report, &mut waiting).drive().await?;
         let idle = report.claimed == claimed_before;
+        // Tasks over their route's limit wait within the run for it to let them through.
+        let retry_in = run.limited.lock().expect("not poisoned").retry_in_ms.take();
+        let waits = idle && may_claim(&report, options) && !*stop.borrow();
+        if let Some(wait) = retry_in.filter(|_| waits) {
+            let until = options.deadline - options.margin;
+            let wake = tokio::time::Instant::now() + Duration::from_millis(wait as u64);
+            tokio::time::sleep_until(wake.min(until)).await;
+            idle_jumps = 0;
+            continue;
+        }
         idle_jumps = if idle && jumped { idle_jumps + 1 } else { 0 };
         // A pass that jumped over tasks after a lost race may have passed the last free ones:
         // a few more passes look again from the head before the run calls the queue empty.
@@ -155,6 +169,7 @@ async fn run_with<H: Handler>(
             break;
         }
     }
+    report.limited = run.limited.lock().expect("not poisoned").names.len() as u32;
     report.remaining_depth = run.remaining_depth().await;
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();
@@ -163,13 +178,22 @@ async fn run_with<H: Handler>(
 
 /// What a run must not run: what is paused, and the marks of tasks cancelled while held;
 /// with what groups do when a task dies (`on_dead`, the handler's).
-async fn read_holds(queue: &Queue, on_dead: OnDeadPolicy) -> Result<Holds> {
+async fn read_holds(queue: &Queue, on_dead: OnDeadPolicy, limits: RouteLimits) -> Result<Holds> {
     let (paused, cancelled) = tokio::try_join!(queue.paused(), queue.cancel_marks())?;
     Ok(Holds {
         paused,
         cancelled,
         on_dead,
+        limits,
     })
+}
+
+/// Tasks a run found over their route's limit: each counted once, and the soonest moment one
+/// may be tried again.
+#[derive(Default)]
+struct Limited {
+    names: HashSet<String>,
+    retry_in_ms: Option<i64>,
 }
 
 /// Passes in a row that may claim nothing after jumping over tasks before a run ends.
@@ -192,9 +216,27 @@ struct Run<'a, H> {
     settle_by: Instant,
     /// What is paused and what was cancelled, as read at the start of the current pass.
     holds: std::sync::RwLock<Holds>,
+    /// Tasks found over their route's limit.
+    limited: std::sync::Mutex<Limited>,
 }
 
 impl<H> Run<'_, H> {
+    /// The routes' limits.
+    fn limits(&self) -> RouteLimits {
+        self.holds.read().expect("not poisoned").limits.clone()
+    }
+
+    /// Notes that task `name` waits for its route's limit, worth a try in `retry_in_ms`.
+    fn limited(&self, name: &str, retry_in_ms: i64) {
+        let mut limited = self.limited.lock().expect("not poisoned");
+        limited.names.insert(name.to_string());
+        limited.retry_in_ms = Some(
+            limited
+                .retry_in_ms
+                .map_or(retry_in_ms, |r| r.min(retry_in_ms)),
+        );
+    }
+
     /// What groups do when one of their tasks goes to the dead letters.
     fn on_dead(&self) -> OnDeadPolicy {
         self.holds.read().expect("not poisoned").on_dead.clone()

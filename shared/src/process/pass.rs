@@ -228,7 +228,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         self.jobs.push(Box::pin(async move {
             notify.notified().await;
             // New tasks came; what is paused may have changed too.
-            let holds = super::read_holds(&run.queue(), run.on_dead()).await;
+            let holds = super::read_holds(&run.queue(), run.on_dead(), run.limits()).await;
             Event::Refilled(holds.map(|holds| *run.holds.write().expect("not poisoned") = holds))
         }));
     }
@@ -364,6 +364,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             Outcome::Paused => {
                 self.waiting.insert(name.to_string());
             }
+            Outcome::Limited(retry_in_ms) => self.run.limited(name, *retry_in_ms),
             _ => {}
         }
         let owner = match &outcome {

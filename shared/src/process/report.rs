@@ -40,6 +40,9 @@ pub struct ProcessReport {
     pub group_busy: u32,
     /// Tasks passed over because their event type is paused; each counted once per run.
     pub paused: u32,
+    /// Tasks that waited because their route was at its limit (`max_in_flight`, `rate`), no
+    /// attempt counted; each counted once per run.
+    pub limited: u32,
     /// The whole queue is paused: the run claimed nothing.
     pub queue_paused: bool,
     /// Slots of recurring schedules that made a task at the start of the run.
@@ -73,6 +76,8 @@ pub(super) enum Outcome {
     Unreadable,
     /// Its event type is paused.
     Paused,
+    /// Its route is at its limit; worth a try in that many ms.
+    Limited(i64),
     /// Cancelled while held: buried instead of run again.
     Cancelled,
     /// Its group is held by another of its tasks (that task's id), or paused.
@@ -135,7 +140,8 @@ impl ProcessReport {
             Outcome::NotDueInGroup => &mut self.in_backoff,
             Outcome::Abandoned => &mut self.abandoned,
             Outcome::Unsettled => &mut self.unsettled,
-            Outcome::Gone => return,
+            // Counted once per task per run by the run (it may wait several times).
+            Outcome::Gone | Outcome::Limited(_) => return,
         };
         *field += 1;
     }
@@ -177,6 +183,7 @@ impl ProcessReport {
             cancelled = self.cancelled,
             group_busy = self.group_busy,
             paused = self.paused,
+            limited = self.limited,
             queue_paused = self.queue_paused,
             schedules_fired = self.schedules_fired,
             remaining_depth = self.remaining_depth,

@@ -71,6 +71,9 @@ impl<H: Handler> Run<'_, H> {
                 Some(ClaimOutcome::Taken) => Claimed::Settled(Outcome::Conflict, name),
                 Some(ClaimOutcome::Gone) => Claimed::Settled(Outcome::Gone, name),
                 Some(ClaimOutcome::Paused) => Claimed::Settled(Outcome::Paused, name),
+                Some(ClaimOutcome::Limited { retry_in_ms }) => {
+                    Claimed::Settled(Outcome::Limited(retry_in_ms), name)
+                }
                 Some(ClaimOutcome::Cancelled) => Claimed::Settled(Outcome::Cancelled, name),
                 Some(ClaimOutcome::GroupBusy { owner }) => {
                     Claimed::Settled(Outcome::GroupBusy(owner), name)
@@ -102,7 +105,12 @@ impl<H: Handler> Run<'_, H> {
             consumer = %self.queue().consumer_id(), fencing_token = lease.task.fencing_token,
             "task claimed");
         let name = lease.task.name.clone();
-        let outcome = match self.run_handler(&mut lease, claimed_at).await? {
+        let ended = self.run_handler(&mut lease, claimed_at).await;
+        // The handler is done (or stopped): its route's slot goes at once, whatever comes next.
+        if let Some(slot) = lease.take_slot() {
+            self.queue().free_slot(&slot).await;
+        }
+        let outcome = match ended? {
             HandlerEnd::Finished(Ok(delivered)) => {
                 return Ok(Ran::Succeeded(Box::new(lease.delivered(delivered))));
             }

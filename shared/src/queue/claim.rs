@@ -4,6 +4,7 @@
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::gate::GateWrite;
 use super::group::{HeldLock, LockDecision, LockOp, Release};
 use super::ops::Op;
 use super::pause::Paused;
@@ -12,6 +13,7 @@ use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;
 use crate::lease::LeaseData;
+use crate::limit::RouteLimits;
 use crate::task::{self, Body, Envelope, OnDead, OnDeadPolicy, Task, json};
 
 /// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
@@ -25,9 +27,16 @@ pub struct Lease {
     pub(super) group_lock: Option<HeldLock>,
     /// What the handler's delivery came to, for the completion record.
     pub(super) delivered: Option<Delivered>,
+    /// The slot the task holds in its route's gate while its handler runs.
+    pub(super) slot: Option<String>,
 }
 
 impl Lease {
+    /// Takes the slot the task holds in its route's gate (see [`Queue::free_slot`]).
+    pub fn take_slot(&mut self) -> Option<String> {
+        self.slot.take()
+    }
+
     /// The lease of a task whose delivery came to `delivered` (kept in its completion record
     /// when `KEEP_DONE` is set).
     pub fn delivered(self, delivered: Delivered) -> Self {
@@ -51,24 +60,45 @@ enum Prepared {
     Decided(ClaimOutcome),
 }
 
+/// What an operation of a claim's multi-op belongs to.
+#[derive(Clone, Copy)]
+enum Owner {
+    /// A gate's rewrite (its index).
+    Gate(usize),
+    /// A task's (its index in the takes), and which of its operations.
+    Task(usize, Step),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Slot,
+    Lock,
+    Lease,
+    Bump,
+    Task,
+}
+
 /// A task checked and ready to take: its envelope with this attempt counted, rewritten.
-struct Take {
-    name: String,
-    envelope: Envelope,
+pub(super) struct Take {
+    pub(super) name: String,
+    pub(super) envelope: Envelope,
     body: Vec<u8>,
     read_version: i32,
-    /// For a grouped task, what the claim does to the group's lock (its first operation).
+    /// For a task of a route with `max_in_flight`, the slot it takes (its first operation).
+    pub(super) slot: Option<String>,
+    /// For a grouped task, what the claim does to the group's lock (the next one).
     lock: Option<LockOp>,
 }
 
 impl Take {
     /// Operations of this task in the claim's multi-op.
     fn op_count(&self) -> usize {
-        3 + usize::from(self.lock.is_some())
+        3 + usize::from(self.lock.is_some()) + usize::from(self.slot.is_some())
     }
 
     /// The lease of a task whose claim landed, from its results.
     fn taken(self, results: &[zk::MultiWriteResult], lease_path: &str) -> Result<ClaimOutcome> {
+        let results = &results[usize::from(self.slot.is_some())..];
         let (lock, claim) = results.split_at(usize::from(self.lock.is_some()));
         // The lease's `czxid` is the claim's zxid: the fencing token.
         let (lease_version, task_version, token) = match claim {
@@ -101,6 +131,7 @@ impl Take {
             lease_version,
             group_lock,
             delivered: None,
+            slot: self.slot,
         }))
     }
 }
@@ -115,6 +146,8 @@ pub struct Holds {
     /// What a group does when a task of a type goes to the dead letters, when the task does
     /// not say (its route may).
     pub on_dead: OnDeadPolicy,
+    /// The routes' limits (`max_in_flight`, `rate`).
+    pub limits: RouteLimits,
 }
 
 /// What a claim came to. (It lives for one `match`; boxing the lease would buy nothing.)
@@ -135,6 +168,9 @@ pub enum ClaimOutcome {
     Cancelled,
     /// Another task of its group holds the group (its id), or the group is paused (`None`).
     GroupBusy { owner: Option<String> },
+    /// Its route is at its limit (`max_in_flight` or `rate`): left as it is, no attempt
+    /// counted; worth another try in `retry_in_ms`.
+    Limited { retry_in_ms: i64 },
     /// The task could never run (poison body, attempts used up) and went to the dead letters.
     Buried { reason: String },
 }
@@ -192,7 +228,10 @@ impl Queue {
                 }
             }
         }
-        for (index, outcome) in self.take_many(takes).await? {
+        let gates = self
+            .through_gates(&mut takes, &mut outcomes, now, holds)
+            .await?;
+        for (index, outcome) in self.take_many(takes, gates).await? {
             outcomes[index] = Some(outcome);
         }
         Ok(outcomes)
@@ -272,6 +311,7 @@ impl Queue {
                 envelope,
                 body: rewritten,
                 read_version: stat.version,
+                slot: None,
                 lock,
             })),
             // A body near ZooKeeper's limit (a plain body grows when wrapped) cannot be
@@ -317,7 +357,11 @@ impl Queue {
     /// version 1, and the task rewritten at the version read. When one fails, that task's
     /// outcome is known (taken, gone, or its group busy); those before it passed ZooKeeper's
     /// checks and are sent again; those after it are left untried.
-    async fn take_many(&self, mut takes: Vec<(usize, Take)>) -> Result<Vec<(usize, ClaimOutcome)>> {
+    async fn take_many(
+        &self,
+        mut takes: Vec<(usize, Take)>,
+        mut gates: Vec<GateWrite>,
+    ) -> Result<Vec<(usize, ClaimOutcome)>> {
         let mut outcomes = Vec::with_capacity(takes.len());
         let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
         while !takes.is_empty() {
@@ -325,10 +369,19 @@ impl Queue {
                 .iter()
                 .map(|(_, t)| (self.layout().task(&t.name), self.layout().lease(&t.name)))
                 .collect();
+            // The gates' rewrites first, then each task's operations; for each operation,
+            // what it belongs to.
             let mut ops = Vec::new();
-            // For each operation: the index of its take in `takes`, and its place in the take.
             let mut owners = Vec::new();
+            for (g, gate) in gates.iter().enumerate() {
+                ops.push(Op::Set(&gate.path, &gate.data, gate.version));
+                owners.push(Owner::Gate(g));
+            }
             for (i, ((_, take), (task_path, lease_path))) in takes.iter().zip(&paths).enumerate() {
+                if let Some(slot) = &take.slot {
+                    ops.push(Op::CreateEphemeral(slot, b""));
+                    owners.push(Owner::Task(i, Step::Slot));
+                }
                 match &take.lock {
                     Some(LockOp::Create { path, data }) => ops.push(Op::Create(path, data)),
                     Some(LockOp::TakeOver {
@@ -338,15 +391,17 @@ impl Queue {
                     }) => ops.push(Op::Set(path, data, *version)),
                     None => {}
                 }
+                if take.lock.is_some() {
+                    owners.push(Owner::Task(i, Step::Lock));
+                }
                 ops.push(Op::Create(lease_path, &lease_data));
                 ops.push(Op::Set(lease_path, &lease_data, 0));
                 ops.push(Op::Set(task_path, &take.body, take.read_version));
-                let first = 3 - take.op_count() as isize;
-                owners.extend((first..3).map(|step| (i, step)));
+                owners.extend([Step::Lease, Step::Bump, Step::Task].map(|s| Owner::Task(i, s)));
             }
             let (at, error) = match self.commit("claim", &ops).await? {
                 Ok(results) => {
-                    let mut results = results.as_slice();
+                    let mut results = &results[gates.len()..];
                     for ((index, take), (_, lease_path)) in takes.drain(..).zip(&paths) {
                         let (mine, rest) = results.split_at(take.op_count());
                         results = rest;
@@ -356,14 +411,31 @@ impl Queue {
                 }
                 Err(failed) => failed,
             };
-            // Step -1 is the group's lock; 0, 1, 2 the lease, its bump and the task.
-            let (task, step) = owners[at];
+            let (task, step) = match owners[at] {
+                // Another consumer went through the gate meanwhile: its tasks wait.
+                Owner::Gate(g) => {
+                    let gate = gates.remove(g);
+                    for index in gate.admitted {
+                        let retry_in_ms = crate::limit::SLOT_POLL_MS;
+                        outcomes.push((index, ClaimOutcome::Limited { retry_in_ms }));
+                    }
+                    takes.retain(|(index, _)| !outcomes.iter().any(|(o, _)| o == index));
+                    continue;
+                }
+                Owner::Task(task, step) => (task, step),
+            };
             let outcome = match (step, error) {
-                (-1, zk::Error::NodeExists | zk::Error::BadVersion | zk::Error::NoNode) => {
+                (Step::Slot, zk::Error::NodeExists | zk::Error::NoNode) => {
+                    let retry_in_ms = crate::limit::SLOT_POLL_MS;
+                    ClaimOutcome::Limited { retry_in_ms }
+                }
+                (Step::Lock, zk::Error::NodeExists | zk::Error::BadVersion | zk::Error::NoNode) => {
                     ClaimOutcome::GroupBusy { owner: None }
                 }
-                (0, zk::Error::NodeExists) | (2, zk::Error::BadVersion) => ClaimOutcome::Taken,
-                (2, zk::Error::NoNode) => ClaimOutcome::Gone,
+                (Step::Lease, zk::Error::NodeExists) | (Step::Task, zk::Error::BadVersion) => {
+                    ClaimOutcome::Taken
+                }
+                (Step::Task, zk::Error::NoNode) => ClaimOutcome::Gone,
                 (_, e) => return Err(Error::zk("claim", ops[at].path(), e)),
             };
             outcomes.push((takes[task].0, outcome));

@@ -272,6 +272,7 @@ impl Queue {
                     lease_version,
                     group_lock,
                     delivered: None,
+                    slot: None,
                 };
                 return self
                     .bury(lease, "task too large to release for a retry", None)
@@ -286,6 +287,7 @@ impl Queue {
             lease_version,
             group_lock,
             delivered: None,
+            slot: None,
         };
         // A backoff is waited out under `delayed/`, not at the head of `tasks/`.
         if let Some(due) = due {

@@ -1,6 +1,7 @@
 //! The queue's operations on ZooKeeper: publish, claim, extend, complete, release, bury.
 //!
-//! - [`publish`](Queue::publish): sequential creates under `tasks/`, pipelined in bulk.
+//! - [`publish`](Queue::publish): sequential creates under `tasks/`, pipelined in bulk;
+//!   `batch`: all or nothing in one multi-op (HTTP publishing).
 //! - `probe`, `walk`: finding tasks by number from the head, without listing `tasks/`.
 //! - `delay`: tasks that wait out a backoff or a delay under `delayed/`.
 //! - `reads`: reading znodes, one or many to a request.
@@ -14,6 +15,7 @@
 //! - `cancel`: cancelling tasks, and the marks of those cancelled while held.
 //! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
 //! - `schedules`: recurring schedules' znodes, and taking a slot (feature `schedule`).
+//! - `gate`: the gates of limited routes (`limits/<route>`), passed in the claim's multi-op.
 //! - `ops`: the multi-op every write above is made of.
 //!
 //! # Fencing
@@ -28,11 +30,13 @@
 //! claimed the task, the lease znode has the same path, perhaps even the same version, but the
 //! task's version has moved on, so the stale holder's write fails and changes nothing.
 
+mod batch;
 mod cancel;
 mod claim;
 mod delay;
 mod done;
 mod forward;
+mod gate;
 mod group;
 mod holder;
 mod keys;
@@ -196,6 +200,10 @@ impl Queue {
 
     fn persistent(&self) -> zk::CreateOptions<'static> {
         zk::CreateMode::Persistent.with_acls(self.acls)
+    }
+
+    fn ephemeral(&self) -> zk::CreateOptions<'static> {
+        zk::CreateMode::Ephemeral.with_acls(self.acls)
     }
 
     fn sequential(&self) -> zk::CreateOptions<'static> {

@@ -9,6 +9,8 @@ use crate::error::{Error, Result};
 /// One write of a multi-op. A version of -1 means any version.
 pub(crate) enum Op<'a> {
     Create(&'a str, &'a [u8]),
+    /// Lives as long as the session that made it.
+    CreateEphemeral(&'a str, &'a [u8]),
     CreateSequential(&'a str, &'a [u8]),
     Set(&'a str, &'a [u8], i32),
     Delete(&'a str, i32),
@@ -20,6 +22,7 @@ impl<'a> Op<'a> {
     pub(crate) fn clone_ref(&self) -> Op<'a> {
         match *self {
             Op::Create(p, d) => Op::Create(p, d),
+            Op::CreateEphemeral(p, d) => Op::CreateEphemeral(p, d),
             Op::CreateSequential(p, d) => Op::CreateSequential(p, d),
             Op::Set(p, d, v) => Op::Set(p, d, v),
             Op::Delete(p, v) => Op::Delete(p, v),
@@ -30,6 +33,7 @@ impl<'a> Op<'a> {
     pub(crate) fn path(&self) -> &str {
         match *self {
             Op::Create(p, _)
+            | Op::CreateEphemeral(p, _)
             | Op::CreateSequential(p, _)
             | Op::Set(p, _, _)
             | Op::Delete(p, _)
@@ -49,6 +53,7 @@ impl Queue {
         for op in ops {
             let added = match *op {
                 Op::Create(path, data) => multi.add_create(path, data, &self.persistent()),
+                Op::CreateEphemeral(path, data) => multi.add_create(path, data, &self.ephemeral()),
                 Op::CreateSequential(path, data) => {
                     multi.add_create(path, data, &self.sequential())
                 }

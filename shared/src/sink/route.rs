@@ -16,6 +16,10 @@
 //! }
 //! ```
 //!
+//! A route (or the default) may add `"max_in_flight": 3` (at most that many of its tasks run at
+//! once, across every consumer) and `"rate": "10/s"` (`/s`, `/min`, `/h`): a task over either
+//! waits without costing an attempt (see [`crate::limit`]).
+//!
 //! A route (or the default) may add `"on_dead": "pause"`: a group whose task of that type goes
 //! to the dead letters then stays paused until `event-bridge resume --group` (a task's own
 //! `on_dead` comes first).
@@ -40,6 +44,7 @@ use serde_json::Value;
 use super::error::InvalidSpec;
 use super::redact::{redacted, shown};
 use crate::config::{ConfigError, RouteSource};
+use crate::limit::{Limit, RouteLimits};
 use crate::secret::Secret;
 use crate::task::{OnDead, OnDeadPolicy};
 
@@ -51,6 +56,8 @@ pub struct RouteTable {
     pub no_route: NoRoute,
     /// What groups do when a task goes to the dead letters, from the routes' `on_dead`.
     pub on_dead: OnDeadPolicy,
+    /// The routes' `max_in_flight` and `rate`.
+    pub limits: RouteLimits,
 }
 
 /// Where one route delivers. Its `Debug` output hides credentials and queries in URLs.
@@ -138,11 +145,14 @@ fn parse_table(text: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<R
         serde_json::from_str(text).map_err(|e| format!("not a route table: {e}"))?;
     let mut routes = BTreeMap::new();
     let mut on_dead = OnDeadPolicy::default();
+    let mut limits = RouteLimits::default();
     for (event_type, mut spec) in raw.routes {
         let named = |e| format!("route {event_type:?}: {e}");
         if let Some(when_dead) = take_on_dead(&mut spec).map_err(named)? {
             on_dead.types.insert(event_type.clone(), when_dead);
         }
+        let limit = take_limit(&mut spec).map_err(named)?;
+        limits.types.insert(event_type.clone(), limit);
         let sink = sink(spec, lookup).map_err(named)?;
         routes.insert(event_type, sink);
     }
@@ -150,6 +160,7 @@ fn parse_table(text: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<R
         Some(mut spec) => {
             let named = |e| format!("default route: {e}");
             on_dead.default = take_on_dead(&mut spec).map_err(named)?.unwrap_or_default();
+            limits.default = take_limit(&mut spec).map_err(named)?;
             Some(sink(spec, lookup).map_err(named)?)
         }
         None => None,
@@ -159,6 +170,35 @@ fn parse_table(text: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<R
         default,
         no_route: raw.no_route,
         on_dead,
+        limits,
+    })
+}
+
+/// A route's `max_in_flight` (at least 1) and `rate` (`"10/s"`), taken out of the spec so
+/// that the sink's own fields remain.
+fn take_limit(spec: &mut Value) -> Result<Limit, String> {
+    let Some(fields) = spec.as_object_mut() else {
+        return Ok(Limit::default());
+    };
+    let max_in_flight = match fields.remove("max_in_flight") {
+        None => None,
+        Some(value) => match value.as_u64() {
+            Some(n @ 1..=100_000) => Some(n as u32),
+            _ => {
+                return Err(format!(
+                    "max_in_flight: {value} is not a whole number from 1"
+                ));
+            }
+        },
+    };
+    let rate_per_ms = match fields.remove("rate") {
+        None => None,
+        Some(Value::String(text)) => Some(crate::limit::parse_rate(&text)?),
+        Some(other) => return Err(format!("rate: {other} is not text such as \"10/s\"")),
+    };
+    Ok(Limit {
+        max_in_flight,
+        rate_per_ms,
     })
 }
 

@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::config::ConfigError;
 use crate::error::Error;
 use crate::handler::{Builtin, Delivered, Handler, HandlerError, HandlerKind};
+use crate::limit::RouteLimits;
 use crate::task::{OnDeadPolicy, Task};
 
 /// One built sink.
@@ -49,6 +50,7 @@ pub struct Router {
     default: Option<Sink>,
     no_route: NoRoute,
     on_dead: OnDeadPolicy,
+    limits: RouteLimits,
 }
 
 impl Router {
@@ -79,6 +81,7 @@ impl Router {
             default,
             no_route: table.no_route,
             on_dead: table.on_dead.clone(),
+            limits: table.limits.clone(),
         })
     }
 }
@@ -164,6 +167,10 @@ impl Handler for Router {
         self.on_dead.clone()
     }
 
+    fn limits(&self) -> RouteLimits {
+        self.limits.clone()
+    }
+
     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
         self.handle_delivered(task).await.map(drop)
     }
@@ -210,6 +217,13 @@ impl Handler for Delivery {
         match self {
             Delivery::Builtin(_) => OnDeadPolicy::default(),
             Delivery::Routed(router) => router.on_dead_policy(),
+        }
+    }
+
+    fn limits(&self) -> RouteLimits {
+        match self {
+            Delivery::Builtin(_) => RouteLimits::default(),
+            Delivery::Routed(router) => router.limits(),
         }
     }
 

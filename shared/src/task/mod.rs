@@ -8,10 +8,12 @@
 mod body;
 mod envelope;
 pub mod json;
+mod line;
 mod size;
 
 pub use body::{Body, group_of, parse};
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy};
+pub use line::envelope_from_value;
 pub use size::{MAX_BODY_BYTES, check_size};
 
 /// A claimed task, as a handler sees it.

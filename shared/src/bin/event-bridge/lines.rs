@@ -4,7 +4,6 @@ use std::io::BufRead;
 use std::time::Duration;
 
 use event_bridge::Envelope;
-use serde_json::Value;
 
 /// The envelopes of a JSON-lines input (a file, or `-` for stdin), one at a time; a bad line
 /// is an error naming its number. Blank lines are skipped.
@@ -27,31 +26,13 @@ pub(crate) fn envelopes(
         };
         Some(
             serde_json::from_str(&line)
-                .map(|value| envelope_from_line(value, &default_type))
-                .map_err(|e| format!("{path}:{}: not JSON: {e}", i + 1)),
+                .map_err(|e| format!("{path}:{}: not JSON: {e}", i + 1))
+                .and_then(|value| {
+                    event_bridge::task::envelope_from_value(value, Some(&default_type))
+                        .map_err(|e| format!("{path}:{}: {e}", i + 1))
+                }),
         )
     }))
-}
-
-/// A line with a `payload` field names its own type, id, group, key and `on_dead`; any other
-/// line is the payload itself.
-fn envelope_from_line(mut value: Value, default_type: &str) -> Envelope {
-    let Some(payload) = value.as_object_mut().and_then(|o| o.remove("payload")) else {
-        return Envelope::new(default_type, value);
-    };
-    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
-    let mut envelope = Envelope::new(text("type").unwrap_or_else(|| default_type.into()), payload);
-    if let Some(id) = text("id") {
-        envelope.id = id;
-    }
-    envelope.group = text("group");
-    envelope.idempotency_key = text("idempotency_key");
-    envelope.on_dead = match text("on_dead").as_deref() {
-        Some("pause") => Some(event_bridge::task::OnDead::Pause),
-        Some("continue") => Some(event_bridge::task::OnDead::Continue),
-        _ => None,
-    };
-    envelope
 }
 
 /// `1500ms`, `30s`, `5m`, `2h`, or a bare number of seconds.
@@ -78,7 +59,6 @@ pub(crate) fn parse_delay(raw: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn delays_take_a_unit() {
@@ -90,23 +70,5 @@ mod tests {
         assert!(parse_delay("5d").is_err());
         assert!(parse_delay("m").is_err());
         assert!(parse_delay("99999999999999999h").is_err());
-    }
-
-    #[test]
-    fn lines_with_a_payload_field_carry_their_own_fields() {
-        let e = envelope_from_line(
-            json!({"type": "a.b", "payload": 1, "id": "x", "group": "g"}),
-            "dflt",
-        );
-        assert_eq!(
-            (e.event_type.as_str(), e.id.as_str(), e.group.as_deref()),
-            ("a.b", "x", Some("g"))
-        );
-        assert_eq!(e.payload, json!(1));
-        let plain = envelope_from_line(json!({"user": 1}), "dflt");
-        assert_eq!(
-            (plain.event_type.as_str(), plain.payload.clone()),
-            ("dflt", json!({"user": 1}))
-        );
     }
 }

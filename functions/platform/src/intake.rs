@@ -1,0 +1,189 @@
+//! What an HTTP request to `process_events` asks for (a run, a publish, a task's status), and a
+//! publish's body read into envelopes. Pure functions: the Lambda Function URL and Vercel
+//! handlers share them.
+
+use event_bridge::Envelope;
+use event_bridge::task::{MAX_BODY_BYTES, envelope_from_value};
+use serde_json::Value;
+
+use crate::trigger::{self, Trigger};
+
+/// Tasks one publish may carry, at most.
+pub const MAX_BATCH: usize = 1_000;
+
+/// What a request asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// `GET` (a cron request, `?drain=1`): a run.
+    Run(Trigger),
+    /// `POST`: publish the body's tasks.
+    Publish,
+    /// `GET ?status=<task>`: where that task is.
+    Status(String),
+}
+
+/// Reads the method, query string and whether there is a body. A `POST` with a body
+/// publishes, unless its query asks for a run (`drain=`, `max_tasks=`); a `POST` without a
+/// body is a run, as Lambda Function URL drains have always been sent.
+pub fn ask(method: &str, query: &str, has_body: bool) -> Result<Ask, String> {
+    let runs = query
+        .split('&')
+        .any(|pair| pair.starts_with("drain=") || pair.starts_with("max_tasks="));
+    match method {
+        "POST" if has_body && !runs => Ok(Ask::Publish),
+        "POST" => trigger::from_query(query).map(Ask::Run),
+        "GET" | "HEAD" => match status_of(query) {
+            Some(task) if task.is_empty() => Err("status= needs a task name or id".into()),
+            Some(task) => Ok(Ask::Status(task)),
+            None => trigger::from_query(query).map(Ask::Run),
+        },
+        other => Err(format!(
+            "method {other} is not allowed: GET runs or asks for a status, POST publishes"
+        )),
+    }
+}
+
+fn status_of(query: &str) -> Option<String> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("status="))
+        .map(percent_decode)
+}
+
+/// Why a publish's body was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Over `PUBLISH_MAX_BYTES`, or an item over ZooKeeper's limit: 413.
+    TooLarge(String),
+    /// Not what a publish takes: 400.
+    Bad(String),
+}
+
+/// The envelopes of a publish's body: one JSON object, or JSON lines (one object per line),
+/// each with `type` and `payload` (and optionally `id`, `group`, `idempotency_key`,
+/// `on_dead`). Any bad item refuses the whole body, naming its line.
+pub fn read_batch(body: &[u8], limit: usize) -> Result<Vec<Envelope>, Refused> {
+    if body.len() > limit {
+        return Err(Refused::TooLarge(format!(
+            "the body is {} bytes, over PUBLISH_MAX_BYTES ({limit})",
+            body.len()
+        )));
+    }
+    let text =
+        std::str::from_utf8(body).map_err(|_| Refused::Bad("the body is not UTF-8".into()))?;
+    let items: Vec<(usize, Value)> = match serde_json::from_str::<Value>(text) {
+        Ok(one @ Value::Object(_)) => vec![(1, one)],
+        Ok(_) => {
+            return Err(Refused::Bad(
+                "the body must be a JSON object or JSON lines".into(),
+            ));
+        }
+        Err(_) => lines(text)?,
+    };
+    if items.is_empty() {
+        return Err(Refused::Bad("the body holds no task".into()));
+    }
+    if items.len() > MAX_BATCH {
+        return Err(Refused::TooLarge(format!(
+            "{} tasks, over the {MAX_BATCH} one publish may carry",
+            items.len()
+        )));
+    }
+    items
+        .into_iter()
+        .map(|(line, value)| {
+            let envelope = envelope_from_value(value, None)
+                .map_err(|problem| Refused::Bad(format!("line {line}: {problem}")))?;
+            let size = envelope.to_bytes().map(|b| b.len()).unwrap_or(usize::MAX);
+            if size > MAX_BODY_BYTES {
+                return Err(Refused::TooLarge(format!(
+                    "line {line}: the task is over ZooKeeper's {MAX_BODY_BYTES}-byte limit"
+                )));
+            }
+            Ok(envelope)
+        })
+        .collect()
+}
+
+/// Every non-blank line, parsed; the first that is not JSON refuses the body.
+fn lines(text: &str) -> Result<Vec<(usize, Value)>, Refused> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .map(|value| (i + 1, value))
+                .map_err(|e| Refused::Bad(format!("line {}: not JSON: {e}", i + 1)))
+        })
+        .collect()
+}
+
+/// `%XX` escapes and `+` of a query value, decoded (bytes that do not decode stay as they are).
+fn percent_decode(raw: &str) -> String {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_and_queries_say_what_is_asked() {
+        assert_eq!(ask("POST", "", true), Ok(Ask::Publish));
+        assert_eq!(ask("POST", "", false), Ok(Ask::Run(Trigger::Scheduled)));
+        assert_eq!(
+            ask("POST", "drain=1&max_tasks=5", true),
+            Ok(Ask::Run(Trigger::Drain { max_tasks: Some(5) }))
+        );
+        let status = ask("GET", "status=task-0000000042", false);
+        assert_eq!(status, Ok(Ask::Status("task-0000000042".into())));
+        let escaped = ask("GET", "status=order%2F7", false);
+        assert_eq!(escaped, Ok(Ask::Status("order/7".into())));
+        assert_eq!(ask("GET", "", false), Ok(Ask::Run(Trigger::Scheduled)));
+        assert!(ask("GET", "status=", false).is_err());
+        assert!(ask("DELETE", "", false).unwrap_err().contains("DELETE"));
+    }
+
+    #[test]
+    fn a_body_is_one_object_or_json_lines_and_any_bad_line_refuses_it() {
+        let one = read_batch(br#"{"type": "a", "payload": {"n": 1}}"#, 1000).unwrap();
+        assert_eq!(one.len(), 1);
+        let many = b"{\"type\": \"a\", \"payload\": 1}\n\n{\"type\": \"b\", \"payload\": 2}\n";
+        assert_eq!(read_batch(many, 1000).unwrap().len(), 2);
+        let bad = b"{\"type\": \"a\", \"payload\": 1}\nnot json\n";
+        assert!(
+            matches!(read_batch(bad, 1000), Err(Refused::Bad(m)) if m.starts_with("line 2: not JSON"))
+        );
+        let untyped = br#"{"payload": 1}"#;
+        assert!(matches!(read_batch(untyped, 1000), Err(Refused::Bad(m)) if m.contains("type")));
+        assert!(matches!(read_batch(b"[1, 2]", 1000), Err(Refused::Bad(_))));
+        assert!(matches!(read_batch(b"  ", 1000), Err(Refused::Bad(_))));
+        assert!(matches!(
+            read_batch(&[b'x'; 2000], 1000),
+            Err(Refused::TooLarge(_))
+        ));
+    }
+}

@@ -1,0 +1,79 @@
+//! Publishing and status over HTTP (the Function URL and the Vercel function): a `POST` of one
+//! task or of JSON lines is published all or nothing and answered `202` with each task's name
+//! and status URL; `GET ?status=<task name or id>` answers where that task is.
+
+use event_bridge::Envelope;
+use event_bridge::inspect::{self, Status};
+use event_bridge::queue::Published;
+use platform::HttpReply;
+use platform::intake::{Refused, read_batch};
+use serde_json::{Value, json};
+
+use crate::App;
+
+/// Publishes the tasks in `body` (a request to `path`); the reply names each task and where to
+/// ask for its status. A body that is refused publishes nothing.
+pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
+    let limit = app.session.config().publish_max_bytes;
+    let envelopes = match read_batch(body, limit) {
+        Ok(envelopes) => envelopes,
+        Err(Refused::TooLarge(problem)) => return HttpReply::too_large(&problem),
+        Err(Refused::Bad(problem)) => return HttpReply::bad_request(&problem),
+    };
+    // Sent once: after a dropped link the batch may or may not have landed, and sending it
+    // again could publish it twice. The client decides (idempotency keys make that safe).
+    let mut queue = app.session.queue();
+    if queue.session_over() {
+        queue = match app.session.renew(&queue, "the session is over").await {
+            Ok(fresh) => fresh,
+            Err(e) => return HttpReply::failed(&e),
+        };
+    }
+    match queue.publish_batch(&envelopes).await {
+        Ok(published) => HttpReply::accepted(answer(&envelopes, &published, path)),
+        Err(e) => {
+            tracing::error!(error = %e, tasks = envelopes.len(), "publish over HTTP failed");
+            HttpReply::failed(&e)
+        }
+    }
+}
+
+/// Where the task `key` names (its name, a name it had, or its envelope id) is now.
+pub async fn status(app: &App, key: &str) -> HttpReply {
+    let found = app
+        .session
+        .run(|queue| async move {
+            let now = queue.server_time().await?;
+            inspect::status(&queue, &now, key).await
+        })
+        .await;
+    match found {
+        Ok(status) => {
+            let body = serde_json::to_value(&status).expect("statuses are plain data");
+            HttpReply::status(status != Status::NotFound, body)
+        }
+        Err(e) => HttpReply::failed(&e),
+    }
+}
+
+fn answer(envelopes: &[Envelope], published: &[Published], path: &str) -> Value {
+    let url = |task: &str| format!("{path}?status={task}");
+    let tasks: Vec<Value> = envelopes
+        .iter()
+        .zip(published)
+        .map(|(envelope, one)| match one {
+            Published::Created { id, task } => {
+                json!({ "task": task, "id": id, "status_url": url(task) })
+            }
+            Published::Existing { id, task, state } => json!({
+                "task": task,
+                "id": id,
+                "duplicate": true,
+                "state": state,
+                "idempotency_key": envelope.idempotency_key,
+                "status_url": task.as_deref().map(url),
+            }),
+        })
+        .collect();
+    json!({ "published": tasks })
+}

@@ -1,0 +1,194 @@
+//! Per-route limits (`max_in_flight`, `rate` in the route table), and the arithmetic of
+//! admitting tasks under them. Pure: the queue keeps each limited route's gate in ZooKeeper
+//! (`queue::gate`), and this module says how many of the tasks wanting in may go.
+//!
+//! - `max_in_flight`: at most that many of the route's tasks run at once, across every
+//!   consumer: each running task holds an ephemeral slot under the route's gate.
+//! - `rate` (`"10/s"`, `"600/min"`, `"5000/h"`): a token bucket kept in the gate's data, its
+//!   clock ZooKeeper's, holding at most a tenth of a second's worth of tokens (at least one): in
+//!   any window of `T` at most `rate × T` tasks start, plus that burst.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The limits of one route.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Limit {
+    pub max_in_flight: Option<u32>,
+    /// Tasks per millisecond.
+    pub rate_per_ms: Option<f64>,
+}
+
+impl Limit {
+    /// Whether the route is limited at all.
+    pub fn is_some(&self) -> bool {
+        self.max_in_flight.is_some() || self.rate_per_ms.is_some()
+    }
+
+    /// The most tokens the bucket holds.
+    pub fn burst(&self) -> f64 {
+        self.rate_per_ms.map_or(0.0, |r| (r * 100.0).max(1.0))
+    }
+}
+
+/// Parses a rate such as `10/s`, `600/min` or `5000/h` into tasks per millisecond.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let bad = || format!("rate {text:?} must look like 10/s, 600/min or 5000/h");
+    let (count, unit) = text.trim().split_once('/').ok_or_else(bad)?;
+    let count: f64 = count.trim().parse().map_err(|_| bad())?;
+    let per_ms = match unit.trim() {
+        "s" | "sec" => 1_000.0,
+        "m" | "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        _ => return Err(bad()),
+    };
+    if !(count.is_finite() && count > 0.0) {
+        return Err(bad());
+    }
+    Ok(count / per_ms)
+}
+
+/// The limits of every route: by event type (every type with a route of its own is listed,
+/// limited or not), and for the default route.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RouteLimits {
+    pub types: BTreeMap<String, Limit>,
+    pub default: Limit,
+}
+
+impl RouteLimits {
+    /// The gate (a znode name under `limits/`: the encoded type, or `@default`) and the limit
+    /// of an event type's route, when that route is limited.
+    pub fn for_type(&self, event_type: &str) -> Option<(String, Limit)> {
+        match self.types.get(event_type) {
+            Some(limit) if limit.is_some() => {
+                Some((crate::layout::encode_segment(event_type), *limit))
+            }
+            Some(_) => None,
+            None => self
+                .default
+                .is_some()
+                .then(|| ("@default".to_string(), self.default)),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.types.values().all(|l| !l.is_some()) && !self.default.is_some()
+    }
+}
+
+/// A gate's data: the token bucket, as of a moment of ZooKeeper's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub tokens: f64,
+    pub at_ms: i64,
+}
+
+/// How many of `wanted` tasks may start now, and what the gate holds afterwards.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Admission {
+    pub admitted: usize,
+    /// The bucket to write (with a rate), as of now.
+    pub bucket: Option<Bucket>,
+    /// When those left out may try again, in ms from now.
+    pub retry_in_ms: Option<i64>,
+}
+
+/// How long a task left out for want of a free slot waits before it looks again.
+pub const SLOT_POLL_MS: i64 = 100;
+
+/// Admits up to `wanted` tasks through a gate with `in_flight` slots held and `bucket` (none:
+/// full) at `now_ms`.
+pub fn admit(
+    limit: &Limit,
+    in_flight: usize,
+    bucket: Option<Bucket>,
+    now_ms: i64,
+    wanted: usize,
+) -> Admission {
+    let free = limit
+        .max_in_flight
+        .map_or(usize::MAX, |max| (max as usize).saturating_sub(in_flight));
+    let (tokens, bucket) = match limit.rate_per_ms {
+        Some(rate) => {
+            let burst = limit.burst();
+            let tokens = match bucket {
+                Some(b) => (b.tokens + (now_ms - b.at_ms).max(0) as f64 * rate).min(burst),
+                None => burst,
+            };
+            (tokens, Some(rate))
+        }
+        None => (f64::MAX, None),
+    };
+    let by_tokens = if tokens >= usize::MAX as f64 {
+        usize::MAX
+    } else {
+        tokens.floor() as usize
+    };
+    let admitted = wanted.min(free).min(by_tokens);
+    let retry_in_ms = (admitted < wanted).then(|| {
+        if admitted == free {
+            SLOT_POLL_MS
+        } else {
+            let rate = bucket.unwrap_or(1.0);
+            (((admitted as f64 + 1.0 - tokens).max(0.0) / rate).ceil() as i64).max(1)
+        }
+    });
+    Admission {
+        admitted,
+        bucket: bucket.map(|_| Bucket {
+            tokens: tokens - admitted as f64,
+            at_ms: now_ms,
+        }),
+        retry_in_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_per_second_minute_and_hour() {
+        assert_eq!(parse_rate("10/s"), Ok(0.01));
+        assert_eq!(parse_rate("600/min"), Ok(0.01));
+        assert_eq!(parse_rate("36000/h"), Ok(0.01));
+        for bad in ["10", "10/d", "0/s", "-1/s", "x/s"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn slots_cap_what_is_admitted() {
+        let limit = Limit {
+            max_in_flight: Some(3),
+            rate_per_ms: None,
+        };
+        let a = admit(&limit, 1, None, 0, 5);
+        assert_eq!(
+            (a.admitted, a.retry_in_ms, a.bucket),
+            (2, Some(SLOT_POLL_MS), None)
+        );
+        assert_eq!(admit(&limit, 3, None, 0, 1).admitted, 0);
+        assert_eq!(admit(&limit, 0, None, 0, 2).retry_in_ms, None);
+    }
+
+    #[test]
+    fn a_bucket_refills_at_the_rate_up_to_its_burst() {
+        let limit = Limit {
+            max_in_flight: None,
+            rate_per_ms: Some(0.02),
+        }; // 20/s, burst 2
+        let fresh = admit(&limit, 0, None, 1_000, 5);
+        assert_eq!(fresh.admitted, 2, "a fresh bucket is full");
+        let bucket = fresh.bucket.unwrap();
+        assert_eq!(bucket.tokens, 0.0);
+        let soon = admit(&limit, 0, Some(bucket), 1_020, 5);
+        assert_eq!((soon.admitted, soon.retry_in_ms), (0, Some(30)));
+        let later = admit(&limit, 0, Some(bucket), 1_050, 5);
+        assert_eq!(later.admitted, 1);
+        let much_later = admit(&limit, 0, Some(bucket), 100_000, 5);
+        assert_eq!(much_later.admitted, 2, "never more than the burst");
+    }
+}

@@ -1,0 +1,96 @@
+//! One task as a producer without a ZooKeeper client sends it (a JSON line of `event-bridge
+//! publish -f`, an item of an HTTP publish): an object with `payload` names its own `type`,
+//! `id`, `group`, `idempotency_key` and `on_dead`; any other value is the payload itself, of
+//! the default type when there is one.
+
+use serde_json::Value;
+
+use super::{Envelope, OnDead};
+
+/// The envelope `value` asks for. Without `default_type`, a `type` and a `payload` are
+/// required; a field of the wrong kind is an error naming it.
+pub fn envelope_from_value(
+    mut value: Value,
+    default_type: Option<&str>,
+) -> Result<Envelope, String> {
+    let payload = value.as_object_mut().and_then(|o| o.remove("payload"));
+    let Some(payload) = payload else {
+        return match default_type {
+            Some(default_type) => Ok(Envelope::new(default_type, value)),
+            None => Err("must be an object with \"type\" and \"payload\"".into()),
+        };
+    };
+    let text = |key: &str| match value.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("\"{key}\" must be a string")),
+    };
+    let event_type = match (text("type")?, default_type) {
+        (Some(t), _) => t,
+        (None, Some(d)) => d.to_string(),
+        (None, None) => return Err("\"type\" is missing".into()),
+    };
+    if event_type.is_empty() {
+        return Err("\"type\" is empty".into());
+    }
+    let mut envelope = Envelope::new(event_type, payload);
+    if let Some(id) = text("id")? {
+        envelope.id = id;
+    }
+    envelope.group = text("group")?;
+    envelope.idempotency_key = text("idempotency_key")?;
+    envelope.on_dead = match text("on_dead")?.as_deref() {
+        None => None,
+        Some("pause") => Some(OnDead::Pause),
+        Some("continue") => Some(OnDead::Continue),
+        Some(other) => {
+            return Err(format!(
+                "\"on_dead\" must be pause or continue, not {other:?}"
+            ));
+        }
+    };
+    Ok(envelope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_item_names_its_fields_or_is_a_payload_of_the_default_type() {
+        let full = json!({"type": "a.b", "payload": {"n": 1}, "id": "x", "group": "g",
+            "idempotency_key": "k", "on_dead": "pause"});
+        let e = envelope_from_value(full, None).unwrap();
+        assert_eq!(
+            (
+                e.event_type.as_str(),
+                e.id.as_str(),
+                e.group.as_deref(),
+                e.on_dead
+            ),
+            ("a.b", "x", Some("g"), Some(OnDead::Pause))
+        );
+        let bare = envelope_from_value(json!({"n": 2}), Some("event")).unwrap();
+        assert_eq!(
+            (bare.event_type.as_str(), bare.payload.clone()),
+            ("event", json!({"n": 2}))
+        );
+    }
+
+    #[test]
+    fn without_a_default_type_and_payload_are_required() {
+        assert!(
+            envelope_from_value(json!({"n": 2}), None)
+                .unwrap_err()
+                .contains("payload")
+        );
+        let untyped = envelope_from_value(json!({"payload": {}}), None);
+        assert!(untyped.unwrap_err().contains("\"type\" is missing"));
+        let wrong = envelope_from_value(json!({"type": 5, "payload": {}}), None);
+        assert!(wrong.unwrap_err().contains("\"type\" must be a string"));
+        let dead =
+            envelope_from_value(json!({"type": "t", "payload": {}, "on_dead": "stop"}), None);
+        assert!(dead.unwrap_err().contains("on_dead"));
+    }
+}
