@@ -79,13 +79,13 @@ enum Step {
 }
 
 /// A task checked and ready to take: its envelope with this attempt counted, rewritten.
-pub(super) struct Take {
-    pub(super) name: String,
-    pub(super) envelope: Envelope,
+struct Take {
+    name: String,
+    envelope: Envelope,
     body: Vec<u8>,
     read_version: i32,
     /// For a task of a route with `max_in_flight`, the slot it takes (its first operation).
-    pub(super) slot: Option<String>,
+    slot: Option<String>,
     /// For a grouped task, what the claim does to the group's lock (the next one).
     lock: Option<LockOp>,
 }
@@ -228,13 +228,43 @@ impl Queue {
                 }
             }
         }
-        let gates = self
-            .through_gates(&mut takes, &mut outcomes, now, holds)
-            .await?;
+        let gates = self.gate(&mut takes, &mut outcomes, now, holds).await?;
         for (index, outcome) in self.take_many(takes, gates).await? {
             outcomes[index] = Some(outcome);
         }
         Ok(outcomes)
+    }
+
+    /// Takes `takes` through the gates of their routes: those admitted get their slot (when
+    /// the route caps tasks in flight) and stay; the others are answered
+    /// [`ClaimOutcome::Limited`] in `outcomes` and leave. Returns the gates' rewrites, whose
+    /// `admitted` are indices in `outcomes`.
+    async fn gate(
+        &self,
+        takes: &mut Vec<(usize, Take)>,
+        outcomes: &mut [Option<ClaimOutcome>],
+        now: &ZkTime,
+        holds: &Holds,
+    ) -> Result<Vec<GateWrite>> {
+        let tasks: Vec<(&str, &str)> = takes
+            .iter()
+            .map(|(_, t)| (t.envelope.event_type.as_str(), t.name.as_str()))
+            .collect();
+        let gated = self.through_gates(&tasks, now, &holds.limits).await?;
+        for ((_, take), slot) in takes.iter_mut().zip(gated.slots) {
+            take.slot = slot;
+        }
+        let mut writes = gated.writes;
+        for write in &mut writes {
+            write.admitted = write.admitted.iter().map(|pos| takes[*pos].0).collect();
+        }
+        let mut refused = gated.refused;
+        refused.sort_unstable();
+        for (pos, retry_in_ms) in refused.into_iter().rev() {
+            let (index, _) = takes.remove(pos);
+            outcomes[index] = Some(ClaimOutcome::Limited { retry_in_ms });
+        }
+        Ok(writes)
     }
 
     /// Decides what a claim of a task just read comes to, short of taking it: a poison body

@@ -11,18 +11,27 @@ use std::collections::BTreeMap;
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::{ClaimOutcome, Holds, Take};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::limit::{self, Bucket, Limit};
+use crate::limit::{self, Bucket, Limit, RouteLimits};
 
 /// A gate's rewrite, sent first in the claim's multi-op.
 pub(super) struct GateWrite {
     pub(super) path: String,
     pub(super) data: Vec<u8>,
     pub(super) version: i32,
-    /// The tasks admitted through it (their indices in the caller's outcomes).
+    /// The tasks admitted through it (indices in the caller's list).
     pub(super) admitted: Vec<usize>,
+}
+
+/// What the gates made of a list of tasks wanting in.
+#[derive(Default)]
+pub(super) struct Gated {
+    pub(super) writes: Vec<GateWrite>,
+    /// Per task: the slot it takes, when admitted through a route that caps tasks in flight.
+    pub(super) slots: Vec<Option<String>>,
+    /// The tasks left out (indices in the caller's list), and when they may try again.
+    pub(super) refused: Vec<(usize, i64)>,
 }
 
 /// A gate as read: slots held, its bucket, its version.
@@ -33,19 +42,20 @@ struct GateRead {
 }
 
 impl Queue {
-    /// Takes `takes` through the gates of their routes: those admitted get their slot (when
-    /// the route caps tasks in flight) and stay in `takes`; the others are answered
-    /// [`ClaimOutcome::Limited`] in `outcomes` and leave `takes`. Returns the gates' rewrites.
+    /// Takes `tasks` (event type, name) through the gates of their routes under `limits`.
     pub(super) async fn through_gates(
         &self,
-        takes: &mut Vec<(usize, Take)>,
-        outcomes: &mut [Option<ClaimOutcome>],
+        tasks: &[(&str, &str)],
         now: &ZkTime,
-        holds: &Holds,
-    ) -> Result<Vec<GateWrite>> {
+        limits: &RouteLimits,
+    ) -> Result<Gated> {
+        let mut gated = Gated {
+            slots: vec![None; tasks.len()],
+            ..Gated::default()
+        };
         let mut by_gate: BTreeMap<String, (Limit, Vec<usize>)> = BTreeMap::new();
-        for (pos, (_, take)) in takes.iter().enumerate() {
-            if let Some((gate, limit)) = holds.limits.for_type(&take.envelope.event_type) {
+        for (pos, (event_type, _)) in tasks.iter().enumerate() {
+            if let Some((gate, limit)) = limits.for_type(event_type) {
                 by_gate
                     .entry(gate)
                     .or_insert((limit, Vec::new()))
@@ -54,15 +64,13 @@ impl Queue {
             }
         }
         if by_gate.is_empty() {
-            return Ok(Vec::new());
+            return Ok(gated);
         }
         let paths: Vec<String> = by_gate
             .keys()
             .map(|g| self.layout().limit_gate(g))
             .collect();
         let reads = self.read_gates(&paths).await?;
-        let mut refused = Vec::new();
-        let mut writes = Vec::new();
         for (((gate, (limit, positions)), read), path) in by_gate.into_iter().zip(reads).zip(paths)
         {
             let admission = limit::admit(
@@ -74,32 +82,28 @@ impl Queue {
             );
             let (admitted, left) = positions.split_at(admission.admitted);
             let retry_in_ms = admission.retry_in_ms.unwrap_or(limit::SLOT_POLL_MS);
-            refused.extend(left.iter().map(|pos| (*pos, retry_in_ms)));
+            gated
+                .refused
+                .extend(left.iter().map(|pos| (*pos, retry_in_ms)));
             if admitted.is_empty() {
                 continue;
             }
             for pos in admitted {
-                let take = &mut takes[*pos].1;
-                take.slot = limit
+                gated.slots[*pos] = limit
                     .max_in_flight
-                    .map(|_| self.layout().limit_slot(&gate, &take.name));
+                    .map(|_| self.layout().limit_slot(&gate, tasks[*pos].1));
             }
-            writes.push(GateWrite {
+            gated.writes.push(GateWrite {
                 path,
                 data: match admission.bucket {
                     Some(bucket) => serde_json::to_vec(&bucket)?,
                     None => Vec::new(),
                 },
                 version: read.version,
-                admitted: admitted.iter().map(|pos| takes[*pos].0).collect(),
+                admitted: admitted.to_vec(),
             });
         }
-        refused.sort_unstable();
-        for (pos, retry_in_ms) in refused.into_iter().rev() {
-            let (index, _) = takes.remove(pos);
-            outcomes[index] = Some(ClaimOutcome::Limited { retry_in_ms });
-        }
-        Ok(writes)
+        Ok(gated)
     }
 
     /// Reads gates in one multi-read; a gate not made yet is made first.
