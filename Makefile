@@ -61,7 +61,8 @@ test-queue test-functions test-sinks test-interop test-deploy:
 
 ## bench: throughput as ratios to the raw create rate of the same run, and the scale curve
 ## from 10^3 to 10^6 queued tasks (BENCH_MAX=100000 stops early), on a ZooKeeper of its own
-## (port 2182, 3 GB heap: a million tasks do not fit the tests' server)
+## (port 2182, 3 GB heap: a million tasks do not fit the tests' server; its data, some GB
+## of snapshots after the 10^6 step, is deleted before and after)
 BENCH_ZK := ZK_PORT=2182 ZK_DIR=$(CURDIR)/.zk-bench ZK_HEAP=3g
 ## The before/after row drains with a binary built from BASELINE_REV (the commit before
 ## ordered groups) in a git worktree under target/; BASELINE_REV= skips it.
@@ -76,10 +77,11 @@ bench: moto-up
 	  cp $(BASELINE_DIR)/target/release/event-bridge $(BASELINE_DIR)/event-bridge && \
 	  git worktree remove --force $(BASELINE_DIR)/src; fi
 	$(CARGO) build --release -p event-bridge --bin event-bridge
+	@$(BENCH_ZK) scripts/zk.sh down >/dev/null 2>&1; rm -rf $(CURDIR)/.zk-bench/data
 	@$(BENCH_ZK) scripts/zk.sh up
 	$(if $(BASELINE_REV),BENCH_BASELINE_BIN=$(BASELINE_DIR)/event-bridge BASELINE_REV=$(BASELINE_REV)) \
 	  ZK_TEST_ADDRESS=127.0.0.1:2182 $(CARGO) bench -p event-bridge-tests --bench bench; \
-	  status=$$?; $(BENCH_ZK) scripts/zk.sh down; exit $$status
+	  status=$$?; $(BENCH_ZK) scripts/zk.sh down; rm -rf $(CURDIR)/.zk-bench/data; exit $$status
 
 ## chaos: the fault-injection test at a larger size (10 000 tasks at 200/s), printing its figures;
 ## it starts its own 3-server ZooKeeper ensemble (make test runs it at 1 500 tasks at 50/s)

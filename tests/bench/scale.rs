@@ -12,7 +12,7 @@
 //!   allowed up to `DRAIN` tasks, so four take up to four times that, or the whole backlog when
 //!   smaller): the tasks they completed over the wall time until the last ends, as a ratio to
 //!   the raw pipelined create rate of `publish -f` putting as many back right after (a
-//!   process, as each drain is); below `DRAIN` tasks, the median of three such pairs. The create rate of one session inside
+//!   process, as each drain is); below `DRAIN` tasks, the median of five such pairs. The create rate of one session inside
 //!   the bench (no process to start) is printed beside it.
 //!
 //! The backlog's head is written by one warm-up run before the first size (a queue without a
@@ -131,8 +131,8 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
     let drain_one = completed as f64 / took.as_secs_f64();
     let session = completed as f64 / refill(producer, completed).await?.as_secs_f64();
     // A short drain is over in a tenth of a second, as long as a hiccup of a shared machine:
-    // below the full drain size, the median of three.
-    let tries = if drain < DRAIN { 3 } else { 1 };
+    // below the full drain size, the median of five.
+    let tries = if drain < DRAIN { 5 } else { 1 };
     let (mut fours, mut raws) = (Vec::new(), Vec::new());
     let lines = dir.join("drained.jsonl");
     for _ in 0..tries {

@@ -122,10 +122,11 @@ async fn run_with<H: Handler>(
         limited: std::sync::Mutex::new(Limited::default()),
     };
     run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
+    // Due schedules first; a schedule that cannot be fired never stops the tasks.
     #[cfg(feature = "schedule")]
-    {
-        let fired = crate::schedule::fire_due(&run.queue(), run.now.now_ms()).await?;
-        report.schedules_fired = fired.fired;
+    match crate::schedule::fire_due(&run.queue(), run.now.now_ms()).await {
+        Ok(fired) => report.schedules_fired = fired.fired,
+        Err(e) => tracing::warn!(error = %e, "schedules not looked at in this run"),
     }
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut waiting = HashSet::new();
@@ -151,6 +152,11 @@ async fn run_with<H: Handler>(
         let claimed_before = report.claimed;
         let jumped = Pass::new(&run, &mut report, &mut waiting).drive().await?;
         let idle = report.claimed == claimed_before;
+        tracing::debug!(
+            claimed = report.claimed - claimed_before,
+            jumped,
+            "pass over"
+        );
         // Tasks over their route's limit wait within the run for it to let them through.
         let retry_in = run.limited.lock().expect("not poisoned").retry_in_ms.take();
         let waits = idle && may_claim(&report, options) && !*stop.borrow();

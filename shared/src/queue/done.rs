@@ -60,14 +60,12 @@ impl Queue {
         let now = Utc::now().timestamp_millis();
         let until = now.saturating_add(crate::lease::millis(keep));
         let bucket = until - until.rem_euclid(DONE_BUCKET_MS);
-        if self
-            .done_bucket
-            .swap(bucket, std::sync::atomic::Ordering::Relaxed)
-            != bucket
-        {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.done_bucket.load(Relaxed) != bucket {
             self.ensure_parent(&self.layout().done()).await?;
             self.ensure_parent(&self.layout().done_bucket(bucket))
                 .await?;
+            self.done_bucket.store(bucket, Relaxed);
         }
         leases
             .iter()

@@ -182,6 +182,9 @@ impl Queue {
                 // The key is gone (or already filed): complete the task without it.
                 Part::Key => {
                     keys[at] = None;
+                    // Its expiry bucket may have been swept: make sure of it next time.
+                    self.key_bucket
+                        .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
                     continue;
                 }
                 // The lock changed hands (an operator resumed the group): not ours to delete.
@@ -201,6 +204,8 @@ impl Queue {
                 Part::Done => {
                     tracing::info!(task = %leases[at].task.name, error = %error, "completed without a record");
                     dones[at] = None;
+                    self.done_bucket
+                        .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
                     continue;
                 }
                 Part::Task | Part::Lease => {}

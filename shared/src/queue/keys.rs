@@ -284,9 +284,14 @@ impl Queue {
             task: Some(task.name.clone()),
             completed_at: Some(now),
         };
-        self.ensure_parent(&self.layout().key_expiry()).await?;
-        self.ensure_parent(&self.layout().key_expiry_bucket(bucket))
-            .await?;
+        // Once per bucket and queue: a create that finds its node is a logged write all the same.
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.key_bucket.load(Relaxed) != bucket {
+            self.ensure_parent(&self.layout().key_expiry()).await?;
+            self.ensure_parent(&self.layout().key_expiry_bucket(bucket))
+                .await?;
+            self.key_bucket.store(bucket, Relaxed);
+        }
         Ok(Some(CompletedKey {
             key: key_path,
             data: serde_json::to_vec(&data)?,

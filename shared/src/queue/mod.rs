@@ -94,6 +94,8 @@ pub struct Queue {
     keep_done: Option<Duration>,
     /// The bucket of completion records this queue last made sure of.
     done_bucket: Arc<std::sync::atomic::AtomicI64>,
+    /// The bucket of completed keys this queue last made sure of.
+    key_bucket: Arc<std::sync::atomic::AtomicI64>,
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
@@ -124,6 +126,7 @@ impl Queue {
             dedup_window: config.dedup_window,
             keep_done: config.keep_done,
             done_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+            key_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             acls: acls(config),
             dead_letters: None,
         }
@@ -210,9 +213,21 @@ impl Queue {
         zk::CreateMode::PersistentSequential.with_acls(self.acls)
     }
 
-    /// Creates the root, `tasks`, `leases`, `dead` and `clock` when missing.
+    /// Creates the base paths (the root, `tasks`, `leases`, `dead`, `clock`, …) when missing.
+    /// One multi-read finds which are: a create that finds its node is a write all the same
+    /// (ZooKeeper logs the failed transaction), and every cold start and command calls this.
     pub async fn ensure_paths(&self) -> Result<()> {
-        let paths = self.layout.base_paths();
+        let all = self.layout.base_paths();
+        // A node we may not read (another user's ACL) is tried as a create, as before.
+        let found = match self.read_paths(&all).await {
+            Ok(found) => found,
+            Err(_) => vec![None; all.len()],
+        };
+        let paths: Vec<String> = all
+            .into_iter()
+            .zip(found)
+            .filter_map(|(path, read)| read.is_none().then_some(path))
+            .collect();
         let creates: Vec<_> = paths
             .iter()
             .map(|p| self.client.create(p, b"", &self.persistent()))
