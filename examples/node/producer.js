@@ -234,12 +234,13 @@ async function main() {
       count: { type: 'string', default: '1' },
       group: { type: 'string' },
       'idempotency-key': { type: 'string' },
+      traceparent: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   const usage =
     'usage: producer.js [--zookeeper HOST:PORT[/chroot]] [--root /event-bridge] --type T ' +
-    '[--payload JSON] [--count N] [--group G] [--idempotency-key K]';
+    '[--payload JSON] [--count N] [--group G] [--idempotency-key K] [--traceparent 00-…]';
   if (values.help) {
     console.log(usage);
     return 0;
@@ -260,6 +261,12 @@ async function main() {
   const fields = {};
   if (values.group !== undefined) fields.group = values.group;
   if (values['idempotency-key'] !== undefined) fields.idempotency_key = values['idempotency-key'];
+  if (values.traceparent !== undefined) {
+    if (!/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(values.traceparent)) {
+      return fail('--traceparent is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)');
+    }
+    fields.traceparent = values.traceparent;
+  }
 
   const auth = process.env.ZOOKEEPER_AUTH || undefined;
   const acls = auth ? zookeeper.ACL.CREATOR_ALL_ACL : zookeeper.ACL.OPEN_ACL_UNSAFE;

@@ -25,6 +25,7 @@ readable by that user only, as the functions do with the same variable; from cod
 """
 
 import argparse
+import re
 import datetime
 import json
 import os
@@ -42,6 +43,9 @@ FORMAT = "event-bridge/1"
 MAX_BODY_BYTES = 1_000_000
 # Written by consumers only; a producer must never set them.
 CONSUMER_FIELDS = ("attempts", "last_error", "retry_at", "keyed")
+# A W3C traceparent of version 00.
+TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
 # How long an idempotency key stays taken after its task completed (DEDUP_WINDOW_MS).
 DEDUP_WINDOW_MS = int(os.environ.get("DEDUP_WINDOW_MS", 24 * 3600 * 1000))
 
@@ -187,6 +191,10 @@ def main(argv=None):
     parser.add_argument("--count", type=int, default=1, help="tasks to publish (each its own id)")
     parser.add_argument("--group", help="optional group field")
     parser.add_argument(
+        "--traceparent",
+        help="W3C Trace Context of the request the task comes from (00-<trace>-<span>-<flags>)",
+    )
+    parser.add_argument(
         "--idempotency-key",
         help="publish only if no task has this key (pending, held, or completed within "
         "DEDUP_WINDOW_MS); a duplicate prints the task that has it, with \"duplicate\": true",
@@ -202,6 +210,10 @@ def main(argv=None):
     fields = {}
     if args.group is not None:
         fields["group"] = args.group
+    if args.traceparent is not None:
+        if not TRACEPARENT.fullmatch(args.traceparent):
+            parser.error("--traceparent is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
+        fields["traceparent"] = args.traceparent
     if args.idempotency_key is not None:
         fields["idempotency_key"] = args.idempotency_key
 

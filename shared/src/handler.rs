@@ -108,6 +108,7 @@ impl Handler for Builtin {
                 event_type = %task.envelope.event_type,
                 attempt = task.attempt(),
                 fencing_token = task.fencing_token,
+                traceparent = task.envelope.traceparent.as_deref(),
                 payload = %task.envelope.payload,
                 "task received"
             );

@@ -118,6 +118,9 @@ fn run_producer(command: &mut Command) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The trace context the producers are given.
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
 /// The arguments every producer takes, pointed at the test's chroot.
 fn producer_args(t: &TestQueue, event_type: &str, payload: &Value, count: usize) -> Vec<String> {
     [
@@ -133,6 +136,8 @@ fn producer_args(t: &TestQueue, event_type: &str, payload: &Value, count: usize)
         &count.to_string(),
         "--group",
         "interop",
+        "--traceparent",
+        TRACEPARENT,
     ]
     .map(String::from)
     .to_vec()
@@ -180,6 +185,7 @@ async fn drain_and_check(
         assert_eq!(&e.payload, payload, "{}", task.name);
         assert_eq!(Some(e.id.as_str()), ids.get(task.name.as_str()).copied());
         assert_eq!(e.group.as_deref(), Some("interop"));
+        assert_eq!(e.traceparent.as_deref(), Some(TRACEPARENT));
         assert_eq!(e.attempts, 1, "{}: first claim", task.name);
         assert!(e.extra.is_empty(), "no stray fields: {:?}", e.extra);
         let age_ms = now_ms - e.time.timestamp_millis();

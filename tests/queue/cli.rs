@@ -590,3 +590,25 @@ async fn status_of_a_completed_task_while_its_record_is_kept() {
         "{line}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_carries_a_checked_traceparent() {
+    let t = TestQueue::new().await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let args = ["publish", "--payload", "{}", "--traceparent", traceparent];
+    json_lines(&eb(&t, &args, ""));
+    let peek = ok_json(&eb(&t, &["peek"], ""));
+    assert_eq!(peek[0]["envelope"]["traceparent"], traceparent);
+    let bad = eb(
+        &t,
+        &["publish", "--payload", "{}", "--traceparent", "abc"],
+        "",
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("W3C traceparent"));
+    assert_eq!(
+        t.children("tasks").await.len(),
+        1,
+        "the bad one published nothing"
+    );
+}

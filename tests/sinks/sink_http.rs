@@ -254,6 +254,7 @@ async fn a_task_is_posted_once_signed_and_completed() {
     let receiver = Receiver::start([]).await;
     let mut envelope = Envelope::new("user.signup", json!({"user_id": 42}));
     envelope.idempotency_key = Some("signup-42".into());
+    envelope.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
     let name = t.queue.publish(&envelope).await.unwrap();
     let hook = Webhook::new(receiver.url("/hooks/in?src=zk"), Duration::from_secs(10));
 
@@ -297,6 +298,10 @@ async fn a_task_is_posted_once_signed_and_completed() {
         task.fencing_token.to_string()
     );
     assert_eq!(request.header("X-Event-Bridge-Attempt"), "1");
+    assert_eq!(
+        request.header("traceparent"),
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    );
     let sent: i64 = request.header("X-Event-Bridge-Timestamp").parse().unwrap();
     let now = unix_now();
     assert!((now - sent).abs() < 300, "timestamp {sent}, now {now}");

@@ -149,6 +149,9 @@ fn claimed(envelope: Envelope) -> Task {
     }
 }
 
+/// A W3C traceparent, as a traced request would carry.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 #[tokio::test]
 async fn a_standard_queue_receives_each_payload_with_its_attributes() {
     for batch in [false, true] {
@@ -160,7 +163,7 @@ async fn a_standard_queue_receives_each_payload_with_its_attributes_with(batch: 
     let client = moto().await;
     let url = create_queue(&client, false, &[]).await;
     let t = TestQueue::new().await;
-    let envelopes: Vec<_> = (0..5)
+    let mut envelopes: Vec<_> = (0..5)
         .map(|i| {
             Envelope::new(
                 "user.signup",
@@ -168,6 +171,7 @@ async fn a_standard_queue_receives_each_payload_with_its_attributes_with(batch: 
             )
         })
         .collect();
+    envelopes[0].traceparent = Some(TRACEPARENT.into());
     t.queue.publish_many(&envelopes).await.expect("publish");
     // A plain body from a producer that does not know the envelope: its task name is its id.
     let plain = t
@@ -210,6 +214,12 @@ async fn a_standard_queue_receives_each_payload_with_its_attributes_with(batch: 
         assert_eq!(attribute(m, "TaskId"), string(&e.id));
         assert_eq!(attribute(m, "Attempt"), number(1));
         assert_eq!(system(m, MessageSystemAttributeName::MessageGroupId), None);
+        let traceparent = e.traceparent.as_deref().map(string);
+        assert_eq!(
+            attribute(m, "traceparent"),
+            traceparent.flatten(),
+            "sent only when set"
+        );
     }
     let m = by_id
         .get(&plain)

@@ -102,7 +102,9 @@ impl<H> Run<'_, H> {
             .backoff(attempt)
             .max(at_least)
             .min(queue.backoff_max());
-        tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64, "task will be retried");
+        let traceparent = lease.task.envelope.traceparent.as_deref();
+        tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64,
+            traceparent, "task will be retried");
         // Without a delay (a zero backoff) the task stays where it is.
         let done = if delay.is_zero() {
             Outcome::RetriedInPlace

@@ -103,7 +103,7 @@ impl<H: Handler> Run<'_, H> {
     pub(super) async fn run_claimed(&self, mut lease: Lease, claimed_at: Instant) -> Result<Ran> {
         tracing::debug!(task = %lease.task.name, attempt = lease.task.attempt(),
             consumer = %self.queue().consumer_id(), fencing_token = lease.task.fencing_token,
-            "task claimed");
+            traceparent = lease.task.envelope.traceparent.as_deref(), "task claimed");
         let name = lease.task.name.clone();
         let ended = self.run_handler(&mut lease, claimed_at).await;
         // The handler is done (or stopped): its route's slot goes at once, whatever comes next.

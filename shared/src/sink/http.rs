@@ -78,6 +78,8 @@ pub const TASK: &str = "x-event-bridge-task";
 pub const FENCING_TOKEN: &str = "x-event-bridge-fencing-token";
 pub const ATTEMPT: &str = "x-event-bridge-attempt";
 pub const GROUP: &str = "x-event-bridge-group";
+/// W3C Trace Context, when the task carries one.
+pub const TRACEPARENT: &str = "traceparent";
 pub const TIMESTAMP: &str = "x-event-bridge-timestamp";
 pub const SIGNATURE: &str = "x-event-bridge-signature";
 
@@ -188,6 +190,9 @@ impl HttpSink {
         put(ATTEMPT, HeaderValue::from(task.attempt()));
         if let Some(group) = &task.envelope.group {
             put(GROUP, value("group", group)?);
+        }
+        if let Some(traceparent) = &task.envelope.traceparent {
+            put(TRACEPARENT, value("traceparent", traceparent)?);
         }
         put(TIMESTAMP, HeaderValue::from(timestamp));
         if let Some(secret) = &self.secret {

@@ -35,6 +35,11 @@ pub struct Envelope {
     /// `DEDUP_WINDOW_MS` creates nothing; sinks that deduplicate get it (the id when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// W3C Trace Context of the request the event came from (`00-<trace id>-<span id>-<flags>`):
+    /// the HTTP sink sends it as the `traceparent` header, the SQS sink as a message attribute,
+    /// and consumers log it with the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// Set by a producer that created `keys/<idempotency_key>` with the task: consumers then
     /// mark the key completed, or delete it when the task goes to the dead letters.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -93,6 +98,21 @@ impl OnDeadPolicy {
     }
 }
 
+/// Whether `value` is a W3C `traceparent` of version 00: `00-` 32 lower-case hex digits (not
+/// all zero) `-` 16 (not all zero) `-` 2.
+pub fn is_traceparent(value: &str) -> bool {
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let nonzero = |s: &str| s.bytes().any(|b| b != b'0');
+    matches!(parts.as_slice(), [version, trace, span, flags]
+        if *version == "00" && hex(trace, 32) && nonzero(trace) && hex(span, 16)
+            && nonzero(span) && hex(flags, 2))
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -109,6 +129,7 @@ impl Envelope {
             group: None,
             on_dead: None,
             idempotency_key: None,
+            traceparent: None,
             keyed: false,
             attempts: 0,
             interruptions: 0,
@@ -149,6 +170,23 @@ impl Envelope {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traceparents_follow_the_w3c_form() {
+        assert!(is_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ));
+        for bad in [
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        ] {
+            assert!(!is_traceparent(bad), "{bad}");
+        }
+    }
     use crate::task::body::{Body, parse};
     use crate::task::size::MAX_BODY_BYTES;
     use serde_json::json;
@@ -191,6 +229,7 @@ mod tests {
         let mut full = Envelope::new("a.b", json!({}));
         full.group = Some("g".into());
         full.idempotency_key = Some("k".into());
+        full.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
         full.last_error = Some("e".into());
         full.retry_at = Some(1);
         full.interruptions = 2;

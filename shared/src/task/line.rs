@@ -1,6 +1,6 @@
 //! One task as a producer without a ZooKeeper client sends it (a JSON line of `event-bridge
 //! publish -f`, an item of an HTTP publish): an object with `payload` names its own `type`,
-//! `id`, `group`, `idempotency_key` and `on_dead`; any other value is the payload itself, of
+//! `id`, `group`, `idempotency_key`, `on_dead` and `traceparent`; any other value is the payload itself, of
 //! the default type when there is one.
 
 use serde_json::Value;
@@ -39,6 +39,14 @@ pub fn envelope_from_value(
     }
     envelope.group = text("group")?;
     envelope.idempotency_key = text("idempotency_key")?;
+    envelope.traceparent = match text("traceparent")? {
+        Some(t) if !super::is_traceparent(&t) => {
+            return Err(format!(
+                "\"traceparent\" {t:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+            ));
+        }
+        other => other,
+    };
     envelope.on_dead = match text("on_dead")?.as_deref() {
         None => None,
         Some("pause") => Some(OnDead::Pause),
@@ -60,7 +68,8 @@ mod tests {
     #[test]
     fn an_item_names_its_fields_or_is_a_payload_of_the_default_type() {
         let full = json!({"type": "a.b", "payload": {"n": 1}, "id": "x", "group": "g",
-            "idempotency_key": "k", "on_dead": "pause"});
+            "idempotency_key": "k", "on_dead": "pause",
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"});
         let e = envelope_from_value(full, None).unwrap();
         assert_eq!(
             (
@@ -71,6 +80,7 @@ mod tests {
             ),
             ("a.b", "x", Some("g"), Some(OnDead::Pause))
         );
+        assert!(e.traceparent.is_some());
         let bare = envelope_from_value(json!({"n": 2}), Some("event")).unwrap();
         assert_eq!(
             (bare.event_type.as_str(), bare.payload.clone()),
@@ -92,5 +102,8 @@ mod tests {
         let dead =
             envelope_from_value(json!({"type": "t", "payload": {}, "on_dead": "stop"}), None);
         assert!(dead.unwrap_err().contains("on_dead"));
+        let trace = json!({"type": "t", "payload": {}, "traceparent": "01-x"});
+        let trace = envelope_from_value(trace, None);
+        assert!(trace.unwrap_err().contains("traceparent"));
     }
 }

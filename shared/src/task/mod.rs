@@ -12,7 +12,7 @@ mod line;
 mod size;
 
 pub use body::{Body, group_of, parse};
-pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy};
+pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use line::envelope_from_value;
 pub use size::{MAX_BODY_BYTES, check_size};
 

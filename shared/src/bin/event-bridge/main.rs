@@ -155,6 +155,10 @@ pub(crate) struct Publish {
     /// Group of the task(s): tasks of a group run one at a time, in publish order.
     #[arg(long)]
     pub(crate) group: Option<String>,
+    /// W3C Trace Context of the request the task(s) come from
+    /// (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>): sent on by the sinks, logged.
+    #[arg(long, value_parser = traceparent)]
+    pub(crate) traceparent: Option<String>,
     /// With --group: when the task goes to the dead letters, keep its group paused until
     /// `resume --group` (`pause`), or go on with the group's next task (`continue`, the default).
     #[arg(long, value_parser = ["pause", "continue"], requires = "group")]
@@ -164,7 +168,7 @@ pub(crate) struct Publish {
     pub(crate) delay: Option<Duration>,
     /// Write --payload as the task body verbatim, without an envelope, as a producer that
     /// knows nothing of event-bridge would (it need not even be JSON).
-    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "on_dead"])]
+    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "on_dead", "traceparent"])]
     pub(crate) raw: bool,
 }
 
@@ -246,6 +250,14 @@ pub(crate) struct ScheduleAdd {
     /// found more than 2 minutes late.
     #[arg(long, value_parser = ["last", "skip"], default_value = "last")]
     pub(crate) misfire: String,
+}
+
+/// A `--traceparent` value, checked.
+fn traceparent(value: &str) -> Result<String, String> {
+    match event_bridge::task::is_traceparent(value) {
+        true => Ok(value.to_string()),
+        false => Err("not a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lower case".into()),
+    }
 }
 
 #[tokio::main]

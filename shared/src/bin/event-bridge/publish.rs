@@ -31,6 +31,10 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
     };
     let stamp = |mut envelope: Envelope| {
         envelope.group = envelope.group.take().or_else(|| args.group.clone());
+        envelope.traceparent = envelope
+            .traceparent
+            .take()
+            .or_else(|| args.traceparent.clone());
         envelope.on_dead = envelope.on_dead.or(on_dead);
         envelope.retry_at = retry_at;
         envelope

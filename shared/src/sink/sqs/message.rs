@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 
 use super::fifo::{deduplication_id, message_group_id};
-use super::{ATTEMPT, EVENT_NAME, SOURCE, SOURCE_VALUE, TASK_ID};
+use super::{ATTEMPT, EVENT_NAME, SOURCE, SOURCE_VALUE, TASK_ID, TRACEPARENT};
 use crate::task::Task;
 
 /// One message, ready for `SendMessage` or a batch entry.
@@ -33,6 +33,11 @@ impl Outgoing {
             (SOURCE, "String", SOURCE_VALUE.to_string()),
             (TASK_ID, "String", envelope.id.clone()),
             (ATTEMPT, "Number", task.attempt().to_string()),
+            (
+                TRACEPARENT,
+                "String",
+                envelope.traceparent.clone().unwrap_or_default(),
+            ),
         ]);
         let (group, deduplication_id) = if fifo {
             (

@@ -137,6 +137,8 @@ pub const TASK_ID: &str = "TaskId";
 pub const ATTEMPT: &str = "Attempt";
 pub const REASON: &str = "Reason";
 pub const ATTEMPTS: &str = "Attempts";
+/// W3C Trace Context of the task, when it carries one (the attribute is left out otherwise).
+pub const TRACEPARENT: &str = "traceparent";
 
 /// The value of the `Source` attribute.
 pub const SOURCE_VALUE: &str = "event-bridge";
