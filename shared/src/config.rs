@@ -85,6 +85,13 @@ pub struct Config {
     pub publish_secret: Option<Secret>,
     /// `PUBLISH_MAX_BYTES`: the largest HTTP publish body.
     pub publish_max_bytes: usize,
+    /// `METRICS_EMF`: print a CloudWatch Embedded Metric Format line per invocation (default:
+    /// on when running on Lambda, where `AWS_LAMBDA_FUNCTION_NAME` is set).
+    pub metrics_emf: bool,
+    /// `METRICS_NAMESPACE`: the metrics' CloudWatch namespace.
+    pub metrics_namespace: String,
+    /// `METRICS_DIMENSIONS` (`Name=value,…`): dimensions added to `Function` and `Queue`.
+    pub metrics_dimensions: Vec<(String, String)>,
     /// `ALLOW_UNAUTHENTICATED` (`1`/`true`): with no `CRON_SECRET`, HTTP triggers answer anyone
     /// (for local use); otherwise they refuse every request.
     pub allow_unauthenticated: bool,
@@ -123,6 +130,9 @@ impl Default for Config {
             cron_secret: None,
             publish_secret: None,
             publish_max_bytes: 512 * 1024,
+            metrics_emf: false,
+            metrics_namespace: "EventBridge/Queue".into(),
+            metrics_dimensions: Vec::new(),
             allow_unauthenticated: false,
             zookeeper_auth: None,
             routes: None,
@@ -171,6 +181,10 @@ impl Config {
             publish_max_bytes: bytes(&get, "PUBLISH_MAX_BYTES", 1, 900 * 1024)?
                 .unwrap_or(d.publish_max_bytes),
             allow_unauthenticated: flag(&get, "ALLOW_UNAUTHENTICATED")?.unwrap_or(false),
+            metrics_emf: flag(&get, "METRICS_EMF")?
+                .unwrap_or_else(|| get("AWS_LAMBDA_FUNCTION_NAME").is_some()),
+            metrics_namespace: namespace(get("METRICS_NAMESPACE"))?.unwrap_or(d.metrics_namespace),
+            metrics_dimensions: dimensions(get("METRICS_DIMENSIONS"))?,
             zookeeper_auth: digest(get("ZOOKEEPER_AUTH"))?,
             routes: routes(get("ROUTES"), get("ROUTES_FILE"))?,
             dead_letter_queue_url: get("DEAD_LETTER_QUEUE_URL"),
@@ -258,6 +272,46 @@ fn bytes(
         }
         other => Ok(other),
     }
+}
+
+/// A CloudWatch namespace: 1 to 255 characters, not starting with `AWS/`.
+fn namespace(raw: Option<String>) -> Result<Option<String>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let text = raw.trim();
+    if text.is_empty() || text.len() > 255 || text.starts_with("AWS/") {
+        let problem = "must be 1 to 255 characters and not start with AWS/";
+        return Err(invalid("METRICS_NAMESPACE", &raw, problem));
+    }
+    Ok(Some(text.to_string()))
+}
+
+/// `Name=value,…`: at most 28 more dimensions (CloudWatch takes 30, two are ours), names not
+/// starting with `:`, values not empty.
+fn dimensions(raw: Option<String>) -> Result<Vec<(String, String)>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    let mut dims = Vec::new();
+    for pair in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || {
+            invalid(
+                "METRICS_DIMENSIONS",
+                &raw,
+                "must be Name=value pairs, comma-separated",
+            )
+        };
+        let (name, value) = pair.split_once('=').ok_or_else(bad)?;
+        let (name, value) = (name.trim(), value.trim());
+        let ours = ["Function", "Queue"].contains(&name);
+        if name.is_empty() || name.starts_with(':') || value.is_empty() || ours {
+            return Err(bad());
+        }
+        dims.push((name.to_string(), value.to_string()));
+    }
+    if dims.len() > 28 {
+        return Err(invalid("METRICS_DIMENSIONS", &raw, "at most 28 dimensions"));
+    }
+    Ok(dims)
 }
 
 /// A yes/no variable: `1`, `true`, `yes` or `0`, `false`, `no` (any case).
@@ -434,8 +488,14 @@ mod tests {
             ("KEEP_DONE", "1h"),
             ("PUBLISH_SECRET", "p"),
             ("PUBLISH_MAX_BYTES", "1000"),
+            ("METRICS_EMF", "1"),
+            ("METRICS_NAMESPACE", "Shop/Queue"),
+            ("METRICS_DIMENSIONS", "Stage=prod, Team=payments"),
         ])
         .unwrap();
+        assert!(c.metrics_emf);
+        assert_eq!(c.metrics_namespace, "Shop/Queue");
+        assert_eq!(c.metrics_dimensions.len(), 2);
         assert_eq!(c.publish_max_bytes, 1000);
         assert_eq!(c.publish_secret.as_ref().map(Secret::expose), Some("p"));
         assert_eq!(c.keep_done, Some(Duration::from_secs(3600)));
@@ -467,6 +527,9 @@ mod tests {
             ("KEEP_DONE", "10ms"),
             ("KEEP_DONE", "31d"),
             ("PUBLISH_MAX_BYTES", "2000000"),
+            ("METRICS_NAMESPACE", "AWS/Lambda"),
+            ("METRICS_DIMENSIONS", "Stage"),
+            ("METRICS_DIMENSIONS", "Function=x"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.variable, var);

@@ -3,4 +3,5 @@
 //! the Vercel builds as local HTTP servers).
 //! Needs: ZooKeeper (`make zk-up`), the binaries (`cargo build --workspace --bins`).
 
+mod emf;
 mod functions;

@@ -4,6 +4,7 @@
 //!   time it may take; the `CRON_SECRET` check. Pure functions.
 //! - [`intake`]: what an HTTP request asks for (a run, a publish, a status), and a publish's
 //!   body read into envelopes. Pure functions.
+//! - [`metrics`]: CloudWatch Embedded Metric Format lines, one per invocation. Pure.
 //! - [`reply`]: the labels errors are reported under, and JSON replies for HTTP.
 //! - [`cold_start`]: opening a function's state from the environment, logging why not.
 //! - `lambda` (feature `lambda`): Lambda's error type, and Function URL replies.
@@ -13,6 +14,7 @@
 //! (`required-features` on each binary), so neither links the other platform's runtime.
 
 pub mod intake;
+pub mod metrics;
 pub mod reply;
 pub mod trigger;
 

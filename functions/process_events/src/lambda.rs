@@ -57,6 +57,9 @@ pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, Diagn
         }
         Err(e) => return Err(diagnostic(&e)),
     };
+    if let Some(line) = crate::metrics_line(app, &report).await {
+        println!("{line}");
+    }
     Ok(match reply {
         Reply::Json => serde_json::to_value(&report).expect("reports are plain data"),
         Reply::Http => function_url_reply(HttpReply::ok(&report)),

@@ -12,5 +12,14 @@ pub async fn handle(session: &Session, _event: LambdaEvent<Value>) -> Result<Val
     let report = crate::run(session)
         .await
         .map_err(|e| platform::lambda::diagnostic(&e))?;
+    let config = session.config();
+    if config.metrics_emf {
+        let metrics = platform::metrics::reap_metrics(&report);
+        let now = platform::metrics::now_ms();
+        println!(
+            "{}",
+            platform::metrics::document(config, "reap_leases", &metrics, now)
+        );
+    }
     Ok(serde_json::to_value(&report).expect("reports are plain data"))
 }
