@@ -90,12 +90,7 @@ fn envelopes(n: usize, key: impl Fn(usize) -> Option<String>) -> Vec<Envelope> {
 /// Publishes `n` envelopes (keyed by `key`) with `publish_all`; tasks per second.
 async fn publish_rate(addr: &str, n: usize, key: impl Fn(usize) -> Option<String>) -> Result<f64> {
     let (admin, chroot, config) = fresh_chroot(addr).await?;
-    let queue = Queue::new(
-        event_bridge::session::connect(&config).await?,
-        &config,
-        "bench",
-    );
-    queue.ensure_paths().await?;
+    let queue = bench_queue(&config).await?;
     let batch = envelopes(n, key);
     let started = Instant::now();
     let published = queue.publish_all(&batch).await?;
@@ -116,12 +111,7 @@ async fn drain_rate(
 ) -> Result<f64> {
     let (admin, chroot, mut config) = fresh_chroot(addr).await?;
     setting(&mut config);
-    let queue = Queue::new(
-        event_bridge::session::connect(&config).await?,
-        &config,
-        "bench",
-    );
-    queue.ensure_paths().await?;
+    let queue = bench_queue(&config).await?;
     let mut batch = envelopes(n, |_| None);
     for (i, envelope) in batch.iter_mut().enumerate() {
         envelope.group = group(i);
@@ -136,12 +126,7 @@ async fn drain_rate(
 /// Publishes `n` tasks and drains them through a route with [`GATE_SLOTS`] slots.
 async fn gated_drain_rate(addr: &str, n: usize, concurrency: usize) -> Result<f64> {
     let (admin, chroot, config) = fresh_chroot(addr).await?;
-    let queue = Queue::new(
-        event_bridge::session::connect(&config).await?,
-        &config,
-        "bench",
-    );
-    queue.ensure_paths().await?;
+    let queue = bench_queue(&config).await?;
     queue.publish_many(&envelopes(n, |_| None)).await?;
     let rate = drain_with(&queue, &Gated, n, concurrency).await?;
     delete_tree(&admin, &chroot).await?;
@@ -171,4 +156,12 @@ async fn drain_with<H: Handler>(
         completed += report.completed;
     }
     Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+/// A queue on a session of its own over `config`, its base paths made.
+async fn bench_queue(config: &Config) -> Result<Queue> {
+    let client = event_bridge::session::connect(config).await?;
+    let queue = Queue::new(client, config, "bench");
+    queue.ensure_paths().await?;
+    Ok(queue)
 }

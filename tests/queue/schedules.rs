@@ -231,15 +231,20 @@ async fn a_key_template_stops_a_second_task_for_the_same_day() {
     assert_eq!(body["idempotency_key"], "daily-ish-2026-11-22");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_process_run_fires_what_is_due_and_runs_it() {
+/// A queue with a yearly schedule added over a year ago (its latest slot taken then), so
+/// this year's slot is due now, and no new slot falls while a test runs.
+async fn yearly_added_long_ago() -> TestQueue {
     let t = TestQueue::new().await;
-    // Added over a year ago (its latest slot taken then), so this year's slot is due now,
-    // and no new slot falls while the test runs.
     let long_ago = t.now().await.now_ms() - 400 * 86_400_000;
     schedule::add(&t.queue, every("yearly", "0 0 1 1 *", "UTC"), long_ago)
         .await
         .unwrap();
+    t
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_run_fires_what_is_due_and_runs_it() {
+    let t = yearly_added_long_ago().await;
     let recorder = Recorder::default();
     let report = harness::run(&t.queue, &recorder, 10).await;
     assert_eq!(
@@ -255,11 +260,7 @@ async fn a_process_run_fires_what_is_due_and_runs_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_fires_schedules_beside_its_drains() {
-    let t = TestQueue::new().await;
-    let long_ago = t.now().await.now_ms() - 400 * 86_400_000;
-    schedule::add(&t.queue, every("yearly", "0 0 1 1 *", "UTC"), long_ago)
-        .await
-        .unwrap();
+    let t = yearly_added_long_ago().await;
     let recorder = Recorder::default();
     let worker = event_bridge::worker::Worker::new(t.config.clone(), recorder.clone(), 2)
         .with_idle_check(Duration::from_secs(3_600));

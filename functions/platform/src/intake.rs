@@ -118,32 +118,9 @@ fn lines(text: &str) -> Result<Vec<(usize, Value)>, Refused> {
         .collect()
 }
 
-/// `%XX` escapes and `+` of a query value, decoded (bytes that do not decode stay as they are).
+/// `+` and `%XX` escapes of a query value, decoded (bytes that do not decode stay as they are).
 fn percent_decode(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    event_bridge::layout::decode_segment(&raw.replace('+', " "))
 }
 
 #[cfg(test)]

@@ -53,16 +53,9 @@ where
 /// `Bearer $CRON_SECRET`; with no `CRON_SECRET`, every request is refused unless
 /// `ALLOW_UNAUTHENTICATED` is set. The refusal says which of the two it is.
 pub fn admit(config: &Config, authorization: Option<&str>) -> Result<(), HttpReply> {
-    let secret = config
-        .cron_secret
-        .as_ref()
-        .map(event_bridge::Secret::expose);
-    if trigger::authorized(authorization, secret, config.allow_unauthenticated) {
-        return Ok(());
-    }
-    Err(match secret {
-        Some(_) => HttpReply::unauthorized(),
-        None => HttpReply::no_secret(),
+    admit_by(config.cron_secret.as_ref(), config, authorization).map_err(|set| match set {
+        true => HttpReply::unauthorized(),
+        false => HttpReply::no_secret(),
     })
 }
 
@@ -71,21 +64,30 @@ pub fn admit(config: &Config, authorization: Option<&str>) -> Result<(), HttpRep
 /// refused unless `ALLOW_UNAUTHENTICATED` is set. (On Lambda the Function URL's IAM
 /// authorization stands in for it.)
 pub fn admit_publish(config: &Config, authorization: Option<&str>) -> Result<(), HttpReply> {
-    let secret = config
-        .publish_secret
-        .as_ref()
-        .map(event_bridge::Secret::expose);
-    if trigger::authorized(authorization, secret, config.allow_unauthenticated) {
-        return Ok(());
+    admit_by(config.publish_secret.as_ref(), config, authorization).map_err(|set| {
+        let message = match set {
+            true => "send Authorization: Bearer <PUBLISH_SECRET>",
+            false => {
+                "PUBLISH_SECRET is not set, so publishing over HTTP is refused: set it, or \
+                 ALLOW_UNAUTHENTICATED=1 for local use"
+            }
+        };
+        HttpReply::error(401, "Unauthorized", message)
+    })
+}
+
+/// Lets a request in when its `Authorization` carries `Bearer <secret>`, or when there is no
+/// secret and `ALLOW_UNAUTHENTICATED` is set; a refusal says whether a secret is set.
+fn admit_by(
+    secret: Option<&event_bridge::Secret>,
+    config: &Config,
+    authorization: Option<&str>,
+) -> Result<(), bool> {
+    let secret = secret.map(event_bridge::Secret::expose);
+    match trigger::authorized(authorization, secret, config.allow_unauthenticated) {
+        true => Ok(()),
+        false => Err(secret.is_some()),
     }
-    let message = match secret {
-        Some(_) => "send Authorization: Bearer <PUBLISH_SECRET>",
-        None => {
-            "PUBLISH_SECRET is not set, so publishing over HTTP is refused: set it, or \
-             ALLOW_UNAUTHENTICATED=1 for local use"
-        }
-    };
-    Err(HttpReply::error(401, "Unauthorized", message))
 }
 
 /// Logs, at an HTTP function's cold start, who its endpoint answers: holders of the
