@@ -16,7 +16,9 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
+use super::done::DoneWrite;
 use super::group::{HeldLock, Release};
+use super::keys::CompletedKey;
 use super::ops::Op;
 use super::record::short;
 use crate::clock::ZkTime;
@@ -33,6 +35,46 @@ enum Part {
     Lock,
     Done,
     DoneId,
+}
+
+/// What completing one task writes besides deleting task and lease.
+struct Extras {
+    key: Option<CompletedKey>,
+    lock: Option<HeldLock>,
+    done: Option<DoneWrite>,
+}
+
+/// A completion's multi-op for `leases` (with their task and lease `paths`), and for each
+/// operation the index of its lease and what it writes.
+fn completion_ops<'a>(
+    leases: &'a [Lease],
+    paths: &'a [(String, String)],
+    extras: &'a [Extras],
+) -> (Vec<Op<'a>>, Vec<(usize, Part)>) {
+    let (mut ops, mut owners) = (Vec::new(), Vec::new());
+    for (i, ((l, (task, lease)), extra)) in leases.iter().zip(paths).zip(extras).enumerate() {
+        ops.push(Op::Delete(task, l.task_version));
+        ops.push(Op::Delete(lease, l.lease_version));
+        owners.extend([(i, Part::Task), (i, Part::Lease)]);
+        if let Some(key) = &extra.key {
+            ops.push(Op::Set(&key.key, &key.data, -1));
+            ops.push(Op::Create(&key.entry, b""));
+            owners.extend([(i, Part::Key), (i, Part::Key)]);
+        }
+        if let Some(lock) = &extra.lock {
+            ops.push(Op::Delete(&lock.path, lock.version));
+            owners.push((i, Part::Lock));
+        }
+        if let Some(done) = &extra.done {
+            ops.push(Op::Create(&done.record, &done.record_data));
+            owners.push((i, Part::Done));
+            if let Some(entry) = &done.id_entry {
+                ops.push(Op::Create(entry, &done.id_data));
+                owners.push((i, Part::DoneId));
+            }
+        }
+    }
+    (ops, owners)
 }
 
 /// Whether a holder's write took effect.
@@ -123,14 +165,7 @@ impl Queue {
     pub async fn complete_many(&self, mut leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
         let mut settled = Vec::with_capacity(leases.len());
         let mut reread = std::collections::HashSet::new();
-        let mut keys = Vec::with_capacity(leases.len());
-        for lease in &leases {
-            keys.push(self.completed_key(&lease.task).await?);
-        }
-        let mut dones = self.done_writes(&leases).await?;
-        // A grouped task's lock goes with it: the group's next task may run.
-        let mut locks: Vec<Option<HeldLock>> =
-            leases.iter().map(|l| l.group_lock.clone()).collect();
+        let mut extras = self.completion_extras(&leases).await?;
         while !leases.is_empty() {
             let paths: Vec<(String, String)> = leases
                 .iter()
@@ -139,31 +174,7 @@ impl Queue {
                     (self.layout().task(name), self.layout().lease(name))
                 })
                 .collect();
-            // Each operation with the index of its lease and what it writes.
-            let mut ops = Vec::new();
-            let mut owners = Vec::new();
-            for (i, (l, (task, lease))) in leases.iter().zip(&paths).enumerate() {
-                ops.push(Op::Delete(task, l.task_version));
-                ops.push(Op::Delete(lease, l.lease_version));
-                owners.extend([(i, Part::Task), (i, Part::Lease)]);
-                if let Some(key) = &keys[i] {
-                    ops.push(Op::Set(&key.key, &key.data, -1));
-                    ops.push(Op::Create(&key.entry, b""));
-                    owners.extend([(i, Part::Key), (i, Part::Key)]);
-                }
-                if let Some(lock) = &locks[i] {
-                    ops.push(Op::Delete(&lock.path, lock.version));
-                    owners.push((i, Part::Lock));
-                }
-                if let Some(done) = &dones[i] {
-                    ops.push(Op::Create(&done.record, &done.record_data));
-                    owners.push((i, Part::Done));
-                    if let Some(entry) = &done.id_entry {
-                        ops.push(Op::Create(entry, &done.id_data));
-                        owners.push((i, Part::DoneId));
-                    }
-                }
-            }
+            let (ops, owners) = completion_ops(&leases, &paths, &extras);
             let (index, error) = match self.commit("complete", &ops).await? {
                 Ok(_) => {
                     settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
@@ -178,37 +189,8 @@ impl Queue {
                 Err((i, e)) => return Err(Error::zk("complete", ops[i].path(), e)),
             };
             let (at, part) = owners[index];
-            match part {
-                // The key is gone (or already filed): complete the task without it.
-                Part::Key => {
-                    keys[at] = None;
-                    // Its expiry bucket may have been swept: make sure of it next time.
-                    self.key_bucket
-                        .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
-                    continue;
-                }
-                // The lock changed hands (an operator resumed the group): not ours to delete.
-                Part::Lock => {
-                    locks[at] = None;
-                    continue;
-                }
-                // An earlier task with this id left its record within the window (a redriven
-                // task, a producer's own id): that entry stays, this record goes in by name.
-                Part::DoneId => {
-                    if let Some(done) = dones[at].as_mut() {
-                        done.id_entry = None;
-                    }
-                    continue;
-                }
-                // The record cannot be written: complete the task without it.
-                Part::Done => {
-                    tracing::info!(task = %leases[at].task.name, error = %error, "completed without a record");
-                    dones[at] = None;
-                    self.done_bucket
-                        .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
-                    continue;
-                }
-                Part::Task | Part::Lease => {}
+            if self.leave_out(&mut extras[at], part, &leases[at].task.name, &error) {
+                continue;
             }
             let lease = &mut leases[at];
             let on_lease = part == Part::Lease;
@@ -225,9 +207,7 @@ impl Queue {
                 Settled::LeaseLost
             };
             let lost = leases.remove(at);
-            keys.remove(at);
-            locks.remove(at);
-            dones.remove(at);
+            extras.remove(at);
             match outcome {
                 Settled::Gone => {
                     tracing::info!(task = %lost.task.name, "already gone: nothing to complete")
@@ -239,6 +219,53 @@ impl Queue {
             settled.push((lost.task.name, outcome));
         }
         Ok(settled)
+    }
+
+    /// What completing each of `leases` writes besides deleting task and lease: its key marked
+    /// completed, its group's lock released, its completion record.
+    async fn completion_extras(&self, leases: &[Lease]) -> Result<Vec<Extras>> {
+        let dones = self.done_writes(leases).await?;
+        let mut extras = Vec::with_capacity(leases.len());
+        for (lease, done) in leases.iter().zip(dones) {
+            extras.push(Extras {
+                key: self.completed_key(&lease.task).await?,
+                // A grouped task's lock goes with it: the group's next task may run.
+                lock: lease.group_lock.clone(),
+                done,
+            });
+        }
+        Ok(extras)
+    }
+
+    /// Leaves out of a completion the `part` of one task that failed it, when the task can be
+    /// completed without; `false` for its task or lease, which decide the task's outcome.
+    fn leave_out(&self, extras: &mut Extras, part: Part, name: &str, error: &zk::Error) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match part {
+            // The key is gone (or already filed): complete the task without it. Its expiry
+            // bucket may have been swept: make sure of it next time.
+            Part::Key => {
+                extras.key = None;
+                self.key_bucket.store(i64::MIN, Relaxed);
+            }
+            // The lock changed hands (an operator resumed the group): not ours to delete.
+            Part::Lock => extras.lock = None,
+            // An earlier task with this id left its record within the window (a redriven
+            // task, a producer's own id): that entry stays, this record goes in by name.
+            Part::DoneId => {
+                if let Some(done) = extras.done.as_mut() {
+                    done.id_entry = None;
+                }
+            }
+            // The record cannot be written: complete the task without it.
+            Part::Done => {
+                tracing::info!(task = %name, error = %error, "completed without a record");
+                extras.done = None;
+                self.done_bucket.store(i64::MIN, Relaxed);
+            }
+            Part::Task | Part::Lease => return false,
+        }
+        true
     }
 
     /// Gives a held task back: `error` becomes its last error, and it is not claimable again
