@@ -29,12 +29,15 @@ moto-down:
 	@scripts/moto.sh down
 
 ## tools: what the tests use besides Rust: cargo-lambda and cfn-lint (PyPI), kazoo for the
-## Python producer, node-zookeeper-client for the Node producer and the 000-design consumer
+## Python producer, prometheus-client (its text parser reads the worker's /metrics),
+## node-zookeeper-client for the Node producer and the 000-design consumer
 tools:
 	@command -v cargo-lambda >/dev/null && command -v cfn-lint >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'cargo-lambda>=1.8' 'cfn-lint>=1'
 	@python3 -c 'import kazoo' 2>/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check -r examples/python/requirements.txt
+	@python3 -c 'import prometheus_client' 2>/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check 'prometheus-client>=0.20'
 	@command -v moto_server >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'moto[server,sqs]'
 	@[ -f examples/node/node_modules/node-zookeeper-client/package.json ] || \

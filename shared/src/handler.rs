@@ -75,6 +75,11 @@ pub trait Handler: Send + Sync {
         OnDeadPolicy::default()
     }
 
+    /// The name of the route tasks of `event_type` go to, for metrics: by default `handler`.
+    fn route_name(&self, _event_type: &str) -> String {
+        "handler".into()
+    }
+
     /// The limits of the routes tasks go to (`max_in_flight`, `rate`), by event type. By
     /// default none.
     fn limits(&self) -> crate::limit::RouteLimits {

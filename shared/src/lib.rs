@@ -43,6 +43,8 @@
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
 //! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
+//! - [`telemetry_metrics`]: what runs record through the `metrics` facade (a no-op until a
+//!   program installs a recorder; feature `prometheus` serves them at `/metrics`).
 //! - [`secret`], [`error`]: leaves: a value that is never shown, and the one error type.
 //!
 //! Behind cargo features:
@@ -75,6 +77,7 @@ pub mod secret;
 pub mod session;
 pub mod stats;
 pub mod task;
+pub mod telemetry_metrics;
 pub mod worker;
 
 #[cfg(any(feature = "http", feature = "sqs"))]

@@ -105,7 +105,19 @@ impl<H: Handler> Run<'_, H> {
             consumer = %self.queue().consumer_id(), fencing_token = lease.task.fencing_token,
             traceparent = lease.task.envelope.traceparent.as_deref(), "task claimed");
         let name = lease.task.name.clone();
+        let started = Instant::now();
         let ended = self.run_handler(&mut lease, claimed_at).await;
+        let result = match &ended {
+            Ok(HandlerEnd::Finished(result)) => Some(result),
+            _ => None,
+        };
+        let event_type = &lease.task.envelope.event_type;
+        crate::telemetry_metrics::handled(
+            event_type,
+            &self.handler.route_name(event_type),
+            crate::telemetry_metrics::outcome(result),
+            started.elapsed(),
+        );
         // The handler is done (or stopped): its route's slot goes at once, whatever comes next.
         if let Some(slot) = lease.take_slot() {
             self.queue().free_slot(&slot).await;

@@ -171,6 +171,14 @@ impl Handler for Router {
         self.limits.clone()
     }
 
+    fn route_name(&self, event_type: &str) -> String {
+        match (self.routes.contains_key(event_type), &self.default) {
+            (true, _) => event_type.to_string(),
+            (false, Some(_)) => "default".into(),
+            (false, None) => "none".into(),
+        }
+    }
+
     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
         self.handle_delivered(task).await.map(drop)
     }
@@ -224,6 +232,13 @@ impl Handler for Delivery {
         match self {
             Delivery::Builtin(_) => RouteLimits::default(),
             Delivery::Routed(router) => router.limits(),
+        }
+    }
+
+    fn route_name(&self, event_type: &str) -> String {
+        match self {
+            Delivery::Builtin(_) => "builtin".into(),
+            Delivery::Routed(router) => router.route_name(event_type),
         }
     }
 

@@ -131,6 +131,10 @@ enum Command {
         /// Tasks in flight at once.
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
+        /// Serve Prometheus text at http://ADDRESS/metrics (e.g. 127.0.0.1:9464): tasks
+        /// handled by type and outcome, delivery time by route.
+        #[arg(long, value_name = "ADDRESS")]
+        metrics_listen: Option<std::net::SocketAddr>,
     },
 }
 
@@ -281,7 +285,14 @@ fn broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
 
 async fn run(command: Command) -> Result<i32, Failure> {
     let config = Config::from_env()?;
-    if let Command::Worker { concurrency } = command {
+    if let Command::Worker {
+        concurrency,
+        metrics_listen,
+    } = command
+    {
+        if let Some(listen) = metrics_listen {
+            event_bridge::telemetry_metrics::serve(listen)?;
+        }
         return runs::worker(&config, concurrency).await;
     }
     let session = Session::open(config.clone(), "cli", dead_letter_sink(&config).await?).await?;

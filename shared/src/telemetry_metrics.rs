@@ -1,0 +1,55 @@
+//! What consumers record through the `metrics` facade: tasks handled by event type and
+//! outcome, and how long deliveries took by route. Recording is a no-op until a program
+//! installs a recorder; with feature `prometheus`, [`serve`] installs one that answers
+//! Prometheus text at `http://<listen>/metrics` (the worker's `--metrics-listen`).
+
+use std::time::Duration;
+
+use crate::handler::HandlerError;
+
+/// Counter: tasks whose handler ended, by `type` and `outcome` (`delivered`, `retryable`,
+/// `permanent`, `stopped`).
+pub const TASKS_HANDLED: &str = "event_bridge_tasks_handled_total";
+/// Histogram: how long a handler (a delivery) took, in seconds, by `route`.
+pub const DELIVERY_SECONDS: &str = "event_bridge_delivery_seconds";
+
+/// The outcome label of a handler's result (`None`: stopped before it finished).
+pub fn outcome<T>(result: Option<&Result<T, HandlerError>>) -> &'static str {
+    match result {
+        Some(Ok(_)) => "delivered",
+        Some(Err(HandlerError::Permanent(_))) => "permanent",
+        Some(Err(_)) => "retryable",
+        None => "stopped",
+    }
+}
+
+/// Records one handler's end with its `outcome` label.
+pub fn handled(event_type: &str, route: &str, outcome: &'static str, took: Duration) {
+    metrics::counter!(TASKS_HANDLED, "type" => event_type.to_string(), "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!(DELIVERY_SECONDS, "route" => route.to_string()).record(took.as_secs_f64());
+}
+
+/// Installs the Prometheus recorder and serves `/metrics` on `listen` (a background task of
+/// the current runtime).
+#[cfg(feature = "prometheus")]
+pub fn serve(listen: std::net::SocketAddr) -> Result<(), String> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(listen)
+        .set_buckets(&[
+            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+        ])
+        .map_err(|e| e.to_string())?
+        .install()
+        .map_err(|e| format!("cannot serve metrics on {listen}: {e}"))?;
+    metrics::describe_counter!(
+        TASKS_HANDLED,
+        "Tasks whose handler ended, by type and outcome"
+    );
+    metrics::describe_histogram!(
+        DELIVERY_SECONDS,
+        metrics::Unit::Seconds,
+        "How long a delivery took, by route"
+    );
+    Ok(())
+}
