@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::{ClaimOutcome, Unclaimed};
+use super::bury::Unclaimed;
+use super::claim::ClaimOutcome;
 use super::ops::Op;
 use super::record::CANCELLED;
 use crate::error::{Error, Result};

@@ -1,11 +1,11 @@
-//! Taking a task: the claim's multi-op, and burying a task nobody can claim (a poison body,
-//! attempts used up).
+//! Taking a task: the claim's multi-op (burying a task nobody can claim is in `bury`).
 
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::bury::Unclaimed;
 use super::gate::GateWrite;
-use super::group::{HeldLock, LockDecision, LockOp, Release};
+use super::group::{HeldLock, LockDecision, LockOp};
 use super::ops::Op;
 use super::pause::Paused;
 use super::record::CANCELLED;
@@ -267,6 +267,18 @@ impl Queue {
         Ok(writes)
     }
 
+    /// Buries a task just read that can never run: the claim's decision for it.
+    async fn bury_read(
+        &self,
+        task: Unclaimed<'_>,
+        reason: String,
+        last_error: Option<String>,
+    ) -> Result<Prepared> {
+        self.bury_unclaimed(task, reason, last_error)
+            .await
+            .map(Prepared::Decided)
+    }
+
     /// Decides what a claim of a task just read comes to, short of taking it: a poison body
     /// or one out of attempts or cancelled is buried here, one in backoff or paused is
     /// reported.
@@ -288,18 +300,12 @@ impl Queue {
                     json::MAX_DEPTH
                 );
                 let task = Unclaimed::new(name, body, stat.version, 0, OnDead::Continue);
-                return self
-                    .bury_unclaimed(task, reason, None)
-                    .await
-                    .map(Prepared::Decided);
+                return self.bury_read(task, reason, None).await;
             }
             Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
             Body::Poison(reason) => {
                 let task = Unclaimed::new(name, body, stat.version, 0, OnDead::Continue);
-                return self
-                    .bury_unclaimed(task, reason, None)
-                    .await
-                    .map(Prepared::Decided);
+                return self.bury_read(task, reason, None).await;
             }
         };
         if Queue::is_marked(&holds.cancelled, &envelope.id) {
@@ -319,10 +325,7 @@ impl Queue {
             let last = envelope.last_error.clone();
             let attempts = envelope.attempts;
             let task = Unclaimed::new(name, body, stat.version, attempts, on_dead);
-            return self
-                .bury_unclaimed(task, reason, last)
-                .await
-                .map(Prepared::Decided);
+            return self.bury_read(task, reason, last).await;
         }
         let lock = match &envelope.group {
             None => None,
@@ -352,9 +355,7 @@ impl Queue {
                 );
                 let attempts = envelope.attempts - 1;
                 let task = Unclaimed::new(name, body, stat.version, attempts, on_dead);
-                self.bury_unclaimed(task, reason, None)
-                    .await
-                    .map(Prepared::Decided)
+                self.bury_read(task, reason, None).await
             }
             Err(e) => Err(e),
         }
@@ -472,128 +473,5 @@ impl Queue {
             takes.truncate(task);
         }
         Ok(outcomes)
-    }
-
-    /// Buries a task nobody holds: lease created and deleted in the same multi-op, so it
-    /// fails if someone holds the task, and the task deleted at the version read; its
-    /// idempotency key goes with it, and a group lock it holds (a grouped task whose consumer
-    /// died) is released, or turned into the group's pause.
-    pub(super) async fn bury_unclaimed(
-        &self,
-        task: Unclaimed<'_>,
-        reason: String,
-        last_error: Option<String>,
-    ) -> Result<ClaimOutcome> {
-        let Unclaimed {
-            name,
-            body,
-            version,
-            attempts,
-            on_dead,
-        } = task;
-        let (record_json, record) = self.dead_record(name, body, &reason, attempts, last_error);
-        let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
-        let lease_path = self.layout().lease(name);
-        let (dead, task_path) = (self.layout().dead_letter(name), self.layout().task(name));
-        let mut key = self.key_path_of_body(body);
-        let mut lock = self.lock_to_release(name, body, on_dead, &reason).await?;
-        let committed = loop {
-            let mut ops = vec![
-                Op::Create(&lease_path, &lease_data),
-                Op::Create(&dead, &record),
-                Op::Delete(&task_path, version),
-                Op::Delete(&lease_path, -1),
-            ];
-            ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
-            ops.extend(lock.as_ref().map(Release::op));
-            match self.commit_bury(&ops, 1).await? {
-                // A key or lock gone meanwhile is no reason not to bury.
-                Err((i, zk::Error::NoNode | zk::Error::BadVersion)) if i >= 4 => match (i, &key) {
-                    (4, Some(_)) => key = None,
-                    _ => lock = None,
-                },
-                committed => break committed,
-            }
-        };
-        match committed {
-            Ok(_) => {
-                tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, %reason, "task dead-lettered");
-                self.forward_dead(name, &record_json).await;
-                Ok(ClaimOutcome::Buried { reason })
-            }
-            Err((0, zk::Error::NodeExists)) | Err((2, zk::Error::BadVersion)) => {
-                Ok(ClaimOutcome::Taken)
-            }
-            Err((2, zk::Error::NoNode)) => Ok(ClaimOutcome::Gone),
-            Err((i, e)) => {
-                let path = [&lease_path, &dead, &task_path, &lease_path]
-                    .get(i)
-                    .map_or(String::new(), |p| p.to_string());
-                Err(Error::zk("bury", path, e))
-            }
-        }
-    }
-
-    /// What burying the task in `body` (named `name`) does to its group's lock, when the
-    /// task holds it: release it, or pause the group.
-    async fn lock_to_release(
-        &self,
-        name: &str,
-        body: &[u8],
-        on_dead: OnDead,
-        reason: &str,
-    ) -> Result<Option<Release>> {
-        let Body::Envelope(envelope) = task::parse(body) else {
-            return Ok(None);
-        };
-        let Some(group) = &envelope.group else {
-            return Ok(None);
-        };
-        let Some(read) = self.group_lock(group).await? else {
-            return Ok(None);
-        };
-        if read.lock.id != envelope.id {
-            return Ok(None);
-        }
-        let held = HeldLock {
-            path: self.layout().group(group),
-            version: read.version,
-        };
-        Ok(Some(self.release_lock(
-            held,
-            &envelope.id,
-            name,
-            on_dead,
-            reason,
-        )?))
-    }
-}
-
-/// A task nobody holds, about to be buried.
-pub(super) struct Unclaimed<'a> {
-    pub name: &'a str,
-    pub body: &'a [u8],
-    /// The task znode's version as read.
-    pub version: i32,
-    pub attempts: u32,
-    /// What its group does if it holds the group's lock.
-    pub on_dead: OnDead,
-}
-
-impl<'a> Unclaimed<'a> {
-    pub fn new(
-        name: &'a str,
-        body: &'a [u8],
-        version: i32,
-        attempts: u32,
-        on_dead: OnDead,
-    ) -> Self {
-        Unclaimed {
-            name,
-            body,
-            version,
-            attempts,
-            on_dead,
-        }
     }
 }

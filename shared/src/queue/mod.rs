@@ -31,6 +31,7 @@
 //! task's version has moved on, so the stale holder's write fails and changes nothing.
 
 mod batch;
+mod bury;
 mod cancel;
 mod claim;
 mod delay;

@@ -63,10 +63,11 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, KeyInit, Mac};
+use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
-use reqwest::{StatusCode, Url};
 use sha2::Sha256;
 
+use super::answer::{cause, excerpt, is_retryable, read_up_to, retry_after};
 use super::error::{InvalidSpec, SinkError};
 use super::redact::shown;
 use crate::secret::Secret;
@@ -84,7 +85,7 @@ pub const TIMESTAMP: &str = "x-event-bridge-timestamp";
 pub const SIGNATURE: &str = "x-event-bridge-signature";
 
 /// The most of a response body an error message quotes.
-const BODY_EXCERPT_BYTES: usize = 200;
+pub(super) const BODY_EXCERPT_BYTES: usize = 200;
 
 /// The most of a successful response's body read, so the connection can be reused.
 const DRAIN_BYTES: usize = 64 * 1024;
@@ -267,72 +268,16 @@ pub fn signature(secret: &Secret, timestamp: u64, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// 408 Request Timeout, 429 Too Many Requests and 5xx may succeed later; no other status will.
-fn is_retryable(status: StatusCode) -> bool {
-    status == StatusCode::REQUEST_TIMEOUT
-        || status == StatusCode::TOO_MANY_REQUESTS
-        || status.is_server_error()
-}
-
-/// How long a `Retry-After` value asks to wait, from `now`: delta-seconds or an HTTP-date (a
-/// date in the past means now). `None` for anything else.
-fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
-    let value = value.trim();
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        return value.parse().ok().map(Duration::from_secs);
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
 /// Whole seconds since the Unix epoch.
 fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// The start of a response body, at most `limit` bytes of it; a failed read ends it early.
-async fn read_up_to(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    while bytes.len() < limit {
-        match response.chunk().await {
-            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
-            Ok(None) | Err(_) => break,
-        }
-    }
-    bytes
-}
-
-/// At most [`BODY_EXCERPT_BYTES`] of a body as one line of text, `…` when cut.
-fn excerpt(body: &[u8]) -> String {
-    let cut = &body[..body.len().min(BODY_EXCERPT_BYTES)];
-    let text = match std::str::from_utf8(cut) {
-        Ok(text) => text.into(),
-        // Cut in the middle of a character: drop its first bytes.
-        Err(e) if e.error_len().is_none() => String::from_utf8_lossy(&cut[..e.valid_up_to()]),
-        Err(_) => String::from_utf8_lossy(cut),
-    };
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if body.len() > BODY_EXCERPT_BYTES {
-        format!("{line}…")
-    } else {
-        line
-    }
-}
-
-/// The innermost error of a chain: "Connection refused (os error 111)" rather than "error
-/// sending request".
-fn cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut inner = e;
-    while let Some(source) = inner.source() {
-        inner = source;
-    }
-    inner.to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::task::Envelope;
+    use reqwest::StatusCode;
     use serde_json::json;
 
     fn sink(url: &str, secret: Option<&str>) -> Result<HttpSink, String> {

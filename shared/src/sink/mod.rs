@@ -16,6 +16,8 @@ pub mod route;
 pub mod router;
 
 #[cfg(feature = "http")]
+mod answer;
+#[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "sqs")]
 pub mod sqs;
