@@ -7,6 +7,7 @@ use super::Queue;
 use super::claim::ClaimOutcome;
 use super::group::{HeldLock, Release};
 use super::ops::Op;
+use super::unclaimed::Unclaimed;
 use crate::error::{Error, Result};
 use crate::lease::LeaseData;
 use crate::task::{self, Body, OnDead};
@@ -104,34 +105,5 @@ impl Queue {
             on_dead,
             reason,
         )?))
-    }
-}
-
-/// A task nobody holds, about to be buried.
-pub(super) struct Unclaimed<'a> {
-    pub name: &'a str,
-    pub body: &'a [u8],
-    /// The task znode's version as read.
-    pub version: i32,
-    pub attempts: u32,
-    /// What its group does if it holds the group's lock.
-    pub on_dead: OnDead,
-}
-
-impl<'a> Unclaimed<'a> {
-    pub fn new(
-        name: &'a str,
-        body: &'a [u8],
-        version: i32,
-        attempts: u32,
-        on_dead: OnDead,
-    ) -> Self {
-        Unclaimed {
-            name,
-            body,
-            version,
-            attempts,
-            on_dead,
-        }
     }
 }

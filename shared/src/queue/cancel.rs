@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::bury::Unclaimed;
 use super::claim::ClaimOutcome;
 use super::ops::Op;
 use super::record::CANCELLED;
+use super::unclaimed::Unclaimed;
 use crate::error::{Error, Result};
 use crate::layout::encode_segment;
 use crate::task::OnDead;

@@ -3,12 +3,12 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::bury::Unclaimed;
 use super::gate::GateWrite;
 use super::group::{HeldLock, LockDecision, LockOp};
 use super::ops::Op;
 use super::pause::Paused;
 use super::record::CANCELLED;
+use super::unclaimed::Unclaimed;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;

@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::StatusCode;
 
-use super::http::BODY_EXCERPT_BYTES;
+/// The most of a response body an error message quotes.
+pub(super) const BODY_EXCERPT_BYTES: usize = 200;
 
 /// 408 Request Timeout, 429 Too Many Requests and 5xx may succeed later; no other status will.
 pub(super) fn is_retryable(status: StatusCode) -> bool {

@@ -67,7 +67,7 @@ use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use sha2::Sha256;
 
-use super::answer::{cause, excerpt, is_retryable, read_up_to, retry_after};
+use super::answer::{BODY_EXCERPT_BYTES, cause, excerpt, is_retryable, read_up_to, retry_after};
 use super::error::{InvalidSpec, SinkError};
 use super::redact::shown;
 use crate::secret::Secret;
@@ -83,9 +83,6 @@ pub const GROUP: &str = "x-event-bridge-group";
 pub const TRACEPARENT: &str = "traceparent";
 pub const TIMESTAMP: &str = "x-event-bridge-timestamp";
 pub const SIGNATURE: &str = "x-event-bridge-signature";
-
-/// The most of a response body an error message quotes.
-pub(super) const BODY_EXCERPT_BYTES: usize = 200;
 
 /// The most of a successful response's body read, so the connection can be reused.
 const DRAIN_BYTES: usize = 64 * 1024;
