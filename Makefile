@@ -10,7 +10,7 @@ export AWS_EC2_METADATA_DISABLED := true
 CARGO ?= cargo
 PIP ?= python3 -m pip
 
-.PHONY: demo test test-queue test-functions test-sinks test-interop test-deploy bench chaos zk-up zk-down moto-up moto-down tools lambda-build deploy-check clean
+.PHONY: demo test test-queue test-functions test-sinks test-interop test-deploy test-dashboard screenshot bench chaos zk-up zk-down moto-up moto-down tools lambda-build deploy-check clean
 
 ## zk-up: start a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) (installs Debian's package if missing)
 zk-up:
@@ -29,9 +29,15 @@ moto-down:
 	@scripts/moto.sh down
 
 ## tools: what the tests use besides Rust: cargo-lambda and cfn-lint (PyPI), kazoo for the
-## Python producer, prometheus-client (its text parser reads the worker's /metrics),
-## node-zookeeper-client for the Node producer and the 000-design consumer
+## Python producer, prometheus-client (its text parser reads /metrics), node-zookeeper-client
+## for the Node producer and the 000-design consumer, Debian's chromium and chromium-driver
+## for the dashboard's browser tests
 tools:
+	@command -v chromedriver >/dev/null && [ -x /usr/bin/chromium ] || { \
+	  echo "make tools: installing Debian's chromium and chromium-driver" >&2; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@command -v cargo-lambda >/dev/null && command -v cfn-lint >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'cargo-lambda>=1.8' 'cfn-lint>=1'
 	@python3 -c 'import kazoo' 2>/dev/null || \
@@ -54,11 +60,12 @@ test: zk-up moto-up tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## test-TOPIC: one test target alone (queue, functions, sinks, interop, deploy), with what it needs
+## test-TOPIC: one test target alone (queue, functions, sinks, interop, deploy, dashboard),
+## with what it needs
 test-queue test-functions: zk-up
 test-sinks: zk-up moto-up
-test-interop test-deploy: zk-up tools
-test-queue test-functions test-sinks test-interop test-deploy:
+test-interop test-deploy test-dashboard: zk-up tools
+test-queue test-functions test-sinks test-interop test-deploy test-dashboard:
 	$(CARGO) build --workspace --bins
 	$(CARGO) test -p event-bridge-tests --test $(@:test-%=%)
 
@@ -85,6 +92,12 @@ bench: moto-up
 	$(if $(BASELINE_REV),BENCH_BASELINE_BIN=$(BASELINE_DIR)/event-bridge BASELINE_REV=$(BASELINE_REV)) \
 	  ZK_TEST_ADDRESS=127.0.0.1:2182 $(CARGO) bench -p event-bridge-tests --bench bench; \
 	  status=$$?; $(BENCH_ZK) scripts/zk.sh down; rm -rf $(CURDIR)/.zk-bench/data; exit $$status
+
+## screenshot: docs/dashboard.png, the README's picture of `event-bridge serve`: a queue
+## with a minute of traffic, drawn by headless Chromium (about a minute)
+screenshot: zk-up tools
+	$(CARGO) build -p event-bridge --bin event-bridge
+	scripts/screenshot.sh docs/dashboard.png
 
 ## chaos: the fault-injection test at a larger size (10 000 tasks at 200/s), printing its figures;
 ## it starts its own 3-server ZooKeeper ensemble (make test runs it at 1 500 tasks at 50/s)

@@ -54,13 +54,17 @@ pub enum Error {
     #[error("{path} holds what event-bridge cannot read: {problem}")]
     Unreadable { path: String, problem: String },
 
-    /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
     /// A schedule that cannot be added or fired as asked.
     #[error("schedule {name}: {problem}")]
     Schedule { name: String, problem: String },
 
+    /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
     #[error("dead letter {name} cannot be redriven: {problem}")]
     NotRedrivable { name: String, problem: String },
+
+    /// The dashboard cannot start as asked (its address, its mode, its metrics).
+    #[error("dashboard on {listen}: {problem}")]
+    Dashboard { listen: String, problem: String },
 }
 
 impl Error {

@@ -54,11 +54,14 @@
 //! - `telemetry`: JSON logs by Lambda's conventions.
 //! - `schedule`: recurring schedules, cron patterns in time zones (croner, chrono-tz):
 //!   `recurrence` (what a schedule is) and `schedule` (firing its slots).
-//! - `cli` (default): the `event-bridge` command, with every sink.
+//! - `dashboard`: `event-bridge serve`'s web pages and `/metrics` (axum, maud).
+//! - `cli` (default): the `event-bridge` command, with every sink and the dashboard.
 
 pub mod cancel;
 pub mod clock;
 pub mod config;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 pub mod dead;
 pub mod error;
 pub mod handler;

@@ -37,6 +37,34 @@ const PAUSED_GROUPS: usize = 100;
 
 /// Reads the counts: one multi-read of three stats, a stat per waiting bucket, one probe.
 pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
+    let counters = counters(queue).await?;
+    Ok(Stats {
+        depth: counters.depth,
+        leased: counters.leased,
+        delayed: queue.count_delayed().await?,
+        dead: counters.dead,
+        oldest_task_age_ms: oldest_age(queue, now, counters.depth).await?,
+        paused: queue.paused().await?,
+        paused_groups: queue.paused_groups(PAUSED_GROUPS).await?,
+    })
+}
+
+/// The children of `tasks/`, `leases/` and `dead/` at one moment, and how many tasks were
+/// ever created under `tasks/` and removed from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub depth: usize,
+    pub leased: usize,
+    pub dead: usize,
+    /// Tasks created under `tasks/` since it was made: published, redriven, back from a wait.
+    pub tasks_created: u64,
+    /// Tasks removed from `tasks/`: completed, dead-lettered, cancelled, or set to wait.
+    pub tasks_removed: u64,
+}
+
+/// One multi-read of three stats. `cversion` counts the creates and deletes of a node's
+/// children and `numChildren` creates less deletes, so the two totals follow from them.
+pub async fn counters(queue: &Queue) -> Result<Counters> {
     let layout = queue.layout();
     let paths = [layout.tasks(), layout.leases(), layout.dead()];
     let mut reader = queue.client().new_multi_reader();
@@ -49,13 +77,13 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
         .commit()
         .await
         .map_err(|e| Error::zk("stat", layout.root(), e))?;
-    let mut counts = [0usize; 3];
-    for ((count, result), path) in counts.iter_mut().zip(results).zip(&paths) {
-        *count = match result {
-            zk::MultiReadResult::Data { stat, .. } => stat.num_children as usize,
+    let mut stats = [None; 3];
+    for ((slot, result), path) in stats.iter_mut().zip(results).zip(&paths) {
+        *slot = match result {
+            zk::MultiReadResult::Data { stat, .. } => Some(stat),
             zk::MultiReadResult::Error {
                 err: zk::Error::NoNode,
-            } => 0,
+            } => None,
             zk::MultiReadResult::Error { err } => return Err(Error::zk("stat", path, err)),
             other => {
                 let msg = format!("multi-read returned {other:?}");
@@ -63,15 +91,16 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
             }
         };
     }
-    let [depth, leased, dead] = counts;
-    Ok(Stats {
-        depth,
-        leased,
-        delayed: queue.count_delayed().await?,
-        dead,
-        oldest_task_age_ms: oldest_age(queue, now, depth).await?,
-        paused: queue.paused().await?,
-        paused_groups: queue.paused_groups(PAUSED_GROUPS).await?,
+    let children = |stat: &Option<zk::Stat>| stat.map_or(0, |s| s.num_children.max(0) as usize);
+    let (changes, depth) = stats[0].map_or((0, 0), |s| {
+        (i64::from(s.cversion), i64::from(s.num_children))
+    });
+    Ok(Counters {
+        depth: children(&stats[0]),
+        leased: children(&stats[1]),
+        dead: children(&stats[2]),
+        tasks_created: ((changes + depth) / 2).max(0) as u64,
+        tasks_removed: ((changes - depth) / 2).max(0) as u64,
     })
 }
 

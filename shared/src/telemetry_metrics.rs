@@ -13,6 +13,21 @@ pub const TASKS_HANDLED: &str = "event_bridge_tasks_handled_total";
 /// Histogram: how long a handler (a delivery) took, in seconds, by `route`.
 pub const DELIVERY_SECONDS: &str = "event_bridge_delivery_seconds";
 
+/// What the dashboard samples (`event-bridge serve`): gauges of the queue's counts, the age
+/// of its oldest task, pending tasks by `type` (of the oldest [`crate::inspect::SAMPLE`]),
+/// and counters of the tasks ever created under and removed from `tasks/`.
+pub mod queue {
+    pub const DEPTH: &str = "event_bridge_queue_depth";
+    pub const LEASED: &str = "event_bridge_queue_leased";
+    pub const DELAYED: &str = "event_bridge_queue_delayed";
+    pub const DEAD: &str = "event_bridge_queue_dead";
+    pub const OLDEST_AGE: &str = "event_bridge_oldest_task_age_seconds";
+    pub const PENDING_BY_TYPE: &str = "event_bridge_pending_tasks";
+    pub const PAUSED: &str = "event_bridge_queue_paused";
+    pub const CREATED: &str = "event_bridge_tasks_created_total";
+    pub const REMOVED: &str = "event_bridge_tasks_removed_total";
+}
+
 /// The outcome label of a handler's result (`None`: stopped before it finished).
 pub fn outcome<T>(result: Option<&Result<T, HandlerError>>) -> &'static str {
     match result {

@@ -6,8 +6,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use event_bridge::Envelope;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use harness::prometheus::{parse, sample};
 use harness::{TestQueue, binary};
 
 /// `GET /metrics` from `address`: the body.
@@ -20,43 +21,6 @@ fn scrape(address: &str) -> Option<String> {
     response
         .split_once("\r\n\r\n")
         .map(|(_, body)| body.to_string())
-}
-
-/// Every sample of a Prometheus text, as the Python client's parser reads it:
-/// `[name, labels, value]`.
-fn parse(text: &str) -> Vec<Value> {
-    let script = "import sys, json\n\
-        from prometheus_client.parser import text_string_to_metric_families as families\n\
-        print(json.dumps([[s.name, s.labels, s.value] for f in families(sys.stdin.read()) for s in f.samples]))";
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 (make tools installs prometheus-client)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "the parser refused the text:\n{text}");
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn sample(samples: &[Value], name: &str, labels: Value) -> Option<f64> {
-    samples
-        .iter()
-        .find(|s| {
-            s[0] == name
-                && labels
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .all(|(k, v)| &s[1][k] == v)
-        })
-        .and_then(|s| s[2].as_f64())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

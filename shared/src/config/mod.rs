@@ -106,8 +106,11 @@ pub struct Config {
     /// `METRICS_DIMENSIONS` (`Name=value,…`): dimensions added to `Function` and `Queue`.
     pub metrics_dimensions: Vec<(String, String)>,
     /// `ALLOW_UNAUTHENTICATED` (`1`/`true`): with no `CRON_SECRET`, HTTP triggers answer anyone
-    /// (for local use); otherwise they refuse every request.
+    /// (for local use); otherwise they refuse every request. The same for the dashboard's
+    /// admin actions without `DASHBOARD_TOKEN`.
     pub allow_unauthenticated: bool,
+    /// `DASHBOARD_TOKEN`: what an operator types to sign in to `serve --admin`.
+    pub dashboard_token: Option<Secret>,
     /// `ZOOKEEPER_AUTH`: `user:password` for ZooKeeper digest authentication. When set, the
     /// nodes the bridge creates are readable and writable by that user only.
     pub zookeeper_auth: Option<Secret>,
@@ -147,6 +150,7 @@ impl Default for Config {
             metrics_namespace: "EventBridge/Queue".into(),
             metrics_dimensions: Vec::new(),
             allow_unauthenticated: false,
+            dashboard_token: None,
             zookeeper_auth: None,
             routes: None,
             dead_letter_queue_url: None,
@@ -194,6 +198,7 @@ impl Config {
             publish_max_bytes: bytes(&get, "PUBLISH_MAX_BYTES", 1, 900 * 1024)?
                 .unwrap_or(d.publish_max_bytes),
             allow_unauthenticated: flag(&get, "ALLOW_UNAUTHENTICATED")?.unwrap_or(false),
+            dashboard_token: get("DASHBOARD_TOKEN").map(Secret::new),
             metrics_emf: flag(&get, "METRICS_EMF")?
                 .unwrap_or_else(|| get("AWS_LAMBDA_FUNCTION_NAME").is_some()),
             metrics_namespace: namespace(get("METRICS_NAMESPACE"))?.unwrap_or(d.metrics_namespace),

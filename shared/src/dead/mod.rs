@@ -1,13 +1,15 @@
 //! The dead letters: tasks that will not run again without an operator. List them, show one,
 //! send them back to the queue ([`redrive`]), or delete them (purge); and the [`DeadLetterSink`]
-//! that receives a copy of each.
+//! that receives a copy of each; a [`page`] of them picked by type and reason.
 
+mod filter;
 mod redrive;
 
 #[cfg(test)]
 pub(crate) use redrive::original_body;
 
 pub use crate::queue::{DeadLetterSink, SendError};
+pub use filter::{Filter, Page, event_type, page};
 pub use redrive::{RedriveReport, Redriven, Skipped, redrive};
 
 use serde_json::Value;

@@ -7,11 +7,14 @@
 //! - `pending` (here): the oldest pending tasks, each with its lease.
 //! - [`status`]: where one task is, by name or by id.
 //! - [`counts`]: counts by type, from a sample of the head or from the whole queue.
+//! - [`leased`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
 
 mod counts;
+mod leased;
 mod status;
 
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
+pub use leased::leased;
 pub use status::{Status, status};
 
 use serde::Serialize;
@@ -155,7 +158,7 @@ async fn unreadable(
     })
 }
 
-fn lease_info(lease: &LeaseSeen, queue: &Queue, now: &ZkTime) -> LeaseInfo {
+pub(crate) fn lease_info(lease: &LeaseSeen, queue: &Queue, now: &ZkTime) -> LeaseInfo {
     LeaseInfo {
         consumer_id: lease.consumer_id.clone(),
         fencing_token: lease.fencing_token,

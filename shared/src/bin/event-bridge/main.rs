@@ -136,6 +136,21 @@ enum Command {
         #[arg(long, value_name = "ADDRESS")]
         metrics_listen: Option<std::net::SocketAddr>,
     },
+    /// A web dashboard until SIGTERM or SIGINT: depth, leases, dead letters (redrive and purge
+    /// with --admin), counts by type, pauses, schedules, a chart of the last hour; Prometheus
+    /// text at /metrics.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDRESS")]
+        listen: std::net::SocketAddr,
+        /// Allow redrive and purge from the page, after signing in with DASHBOARD_TOKEN
+        /// (or for anyone with ALLOW_UNAUTHENTICATED=1, for local use).
+        #[arg(long)]
+        admin: bool,
+        /// How often the figures of the chart and /metrics are sampled, e.g. 10s, 1m.
+        #[arg(long, default_value = "10s", value_parser = lines::parse_delay)]
+        sample_every: Duration,
+    },
 }
 
 #[derive(Args)]
@@ -295,6 +310,19 @@ async fn run(command: Command) -> Result<i32, Failure> {
         }
         return runs::worker(&config, concurrency).await;
     }
+    if let Command::Serve {
+        listen,
+        admin,
+        sample_every,
+    } = command
+    {
+        let options = event_bridge::dashboard::Options {
+            listen,
+            admin,
+            sample_every,
+        };
+        return runs::serve(config, options).await;
+    }
     let session = Session::open(config.clone(), "cli", dead_letter_sink(&config).await?).await?;
     let queue = session.queue();
     match command {
@@ -316,7 +344,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
         } => control::resume_group(&queue, &group).await?,
         Command::Resume { event_type, .. } => control::pause(&queue, event_type, false).await?,
         Command::Schedule(command) => return schedules::command(&queue, command).await,
-        Command::Worker { .. } => unreachable!("handled above"),
+        Command::Worker { .. } | Command::Serve { .. } => unreachable!("handled above"),
     }
     Ok(0)
 }

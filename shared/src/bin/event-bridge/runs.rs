@@ -1,8 +1,9 @@
-//! Running the functions' work here: `process` and the long-running `worker`.
+//! Running the functions' work here: `process`, the long-running `worker`, and `serve`.
 
+use event_bridge::dashboard::{self, Options};
 use event_bridge::sink::{Delivery, dead_letter_sink};
 use event_bridge::worker::Worker;
-use event_bridge::{Config, Queue, RunOptions, process};
+use event_bridge::{Config, Queue, RunOptions, Session, process};
 
 use crate::Failure;
 use crate::show::print_json;
@@ -42,6 +43,24 @@ pub(crate) async fn worker(config: &Config, concurrency: usize) -> Result<i32, F
         let _ = stop.send(true);
     });
     print_json(&worker.run(stopped).await?)?;
+    Ok(0)
+}
+
+/// Serves the dashboard until SIGTERM or SIGINT.
+pub(crate) async fn serve(config: Config, options: Options) -> Result<i32, Failure> {
+    // Refused before connecting: --admin with neither a token nor the opt-out.
+    let mode = dashboard::access::Access::new(options.admin, &config)?.mode();
+    let session = Session::open(config, "dashboard", None).await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    eprintln!(
+        "event-bridge: dashboard on http://{}/ ({mode})",
+        options.listen
+    );
+    dashboard::serve(session, options, stopped).await?;
     Ok(0)
 }
 

@@ -1,0 +1,202 @@
+//! The dashboard in a real headless Chromium (Debian's `chromium`, driven through Debian's
+//! `chromedriver` over WebDriver): the figures of a queue the test built, a dead letter
+//! redriven from the page that then shows up as pending, and no redrive button for a viewer
+//! of a read-only dashboard. Leaves a screenshot of the main page in `target/dashboard.png`
+//! (and at `$DASHBOARD_SCREENSHOT` when set: `make screenshot` writes the README's).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use harness::{TestQueue, workspace_root};
+use serde_json::json;
+
+use crate::scene;
+use crate::serve::{Serve, free_port};
+
+const TOKEN: &str = "browser-test-token-91c2";
+
+/// `chromedriver` on a free port, ended when dropped.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Driver {
+    async fn start() -> Driver {
+        let port = free_port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (make tools installs Debian's chromium-driver)");
+        let driver = Driver { child, port };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return driver;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("chromedriver did not start on port {port}")
+    }
+
+    /// A headless Chromium session.
+    async fn browser(&self) -> Client {
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1280,1100"]
+            }),
+        );
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        ClientBuilder::rustls()
+            .expect("rustls")
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{}", self.port))
+            .await
+            .expect("a Chromium session")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn text(browser: &Client, css: &str) -> String {
+    let element = browser.find(Locator::Css(css)).await;
+    element
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn count(browser: &Client, css: &str) -> usize {
+    browser.find_all(Locator::Css(css)).await.unwrap().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_the_queue_and_an_admin_redrives_a_dead_letter_from_it() {
+    let t = TestQueue::new().await;
+    let scene = scene::build(&t).await;
+    let serve = Serve::start(&t, &["--admin"], &[("DASHBOARD_TOKEN", TOKEN)]).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+
+    browser.goto(&serve.url("/")).await.unwrap();
+    let figures = [
+        text(&browser, "[data-figure=depth]").await,
+        text(&browser, "[data-figure=leased]").await,
+        text(&browser, "[data-figure=dead]").await,
+    ];
+    assert_eq!(figures, ["5", "1", "2"]);
+    assert_eq!(text(&browser, "[data-type='mail.send']").await, "3");
+    assert_eq!(text(&browser, "[data-type='report.export']").await, "2");
+    assert!(text(&browser, "#leased").await.contains(&scene.holder));
+    screenshot(&browser).await;
+
+    // Signed out, the dead letters have no buttons; signing in brings them.
+    browser.goto(&serve.url("/dead")).await.unwrap();
+    assert_eq!(count(&browser, "button[value=redrive]").await, 0);
+    browser.goto(&serve.url("/login")).await.unwrap();
+    let field = browser
+        .find(Locator::Css("input[name=token]"))
+        .await
+        .unwrap();
+    field.send_keys(TOKEN).await.unwrap();
+    browser
+        .find(Locator::Css("button[type=submit].primary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(&browser, ".badge.admin").await, "admin");
+
+    browser.goto(&serve.url("/dead")).await.unwrap();
+    assert_eq!(count(&browser, "#dead tr[data-dead]").await, 2);
+    let first = format!("input[type=checkbox][value='{}']", scene.dead[0]);
+    browser
+        .find(Locator::Css(&first))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Css("button[value=redrive]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The confirmation page; nothing has changed yet.
+    assert!(
+        text(&browser, "h1")
+            .await
+            .starts_with("Redrive 1 dead letter")
+    );
+    assert_eq!(t.children("dead").await.len(), 2);
+    browser
+        .find(Locator::Css("button.primary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let redriven = text(&browser, "#redriven").await;
+    assert!(redriven.contains(&scene.dead[0]), "{redriven}");
+
+    // Pending again, on the page and in ZooKeeper.
+    let tasks = t.children("tasks").await;
+    let new_task = tasks.last().unwrap().clone();
+    assert!(redriven.contains(&new_task), "{redriven} names {new_task}");
+    assert_eq!(t.children("dead").await, vec![scene.dead[1].clone()]);
+    browser.goto(&serve.url("/")).await.unwrap();
+    assert_eq!(text(&browser, "[data-figure=depth]").await, "6");
+    assert_eq!(text(&browser, "[data-figure=dead]").await, "1");
+    assert_eq!(text(&browser, "[data-type='invoice.send']").await, "1");
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_page_has_no_redrive_button() {
+    let t = TestQueue::new().await;
+    let scene = scene::build(&t).await;
+    let serve = Serve::start(&t, &[], &[]).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser.goto(&serve.url("/dead")).await.unwrap();
+    assert_eq!(count(&browser, "#dead tr[data-dead]").await, 2);
+    assert_eq!(text(&browser, ".badge").await, "read-only");
+    for css in [
+        "button[value=redrive]",
+        "button[value=purge]",
+        "input[type=checkbox]",
+        "a[href='/login']",
+    ] {
+        assert_eq!(count(&browser, css).await, 0, "{css}");
+    }
+    let letter = format!("/dead/{}", scene.dead[0]);
+    browser.goto(&serve.url(&letter)).await.unwrap();
+    assert!(text(&browser, "#record").await.contains("cancelled"));
+    assert_eq!(count(&browser, "button").await, 0);
+    browser.close().await.unwrap();
+}
+
+/// The main page as a PNG, for the README.
+async fn screenshot(browser: &Client) {
+    let png = browser.screenshot().await.unwrap();
+    let target = workspace_root().join("target/dashboard.png");
+    std::fs::write(&target, &png).unwrap();
+    if let Ok(path) = std::env::var("DASHBOARD_SCREENSHOT") {
+        std::fs::write(path, &png).unwrap();
+    }
+}

@@ -1,0 +1,54 @@
+//! `serve`'s `/metrics`, read by a real parser ([`harness::prometheus`]).
+
+use std::time::Duration;
+
+use harness::TestQueue;
+use harness::prometheus::{parse, sample};
+use serde_json::json;
+
+use crate::http;
+use crate::scene;
+use crate::serve::Serve;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_exposes_the_queue_figures_a_prometheus_parser_reads() {
+    let t = TestQueue::new().await;
+    scene::build(&t).await;
+    let serve = Serve::start(&t, &[], &[]).await;
+    let mut samples = Vec::new();
+    for _ in 0..100 {
+        let text = http::get(&serve.address, "/metrics").expect("metrics").body;
+        samples = parse(&text);
+        if sample(&samples, "event_bridge_queue_depth", json!({})) == Some(5.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let figure = |name: &str| sample(&samples, name, json!({}));
+    let by_type = |t: &str| sample(&samples, "event_bridge_pending_tasks", json!({ "type": t }));
+    assert_eq!(
+        (
+            figure("event_bridge_queue_depth"),
+            figure("event_bridge_queue_leased"),
+            figure("event_bridge_queue_dead"),
+            figure("event_bridge_queue_delayed"),
+        ),
+        (Some(5.0), Some(1.0), Some(2.0), Some(0.0)),
+        "{samples:?}"
+    );
+    assert_eq!(
+        (by_type("mail.send"), by_type("report.export")),
+        (Some(3.0), Some(2.0)),
+        "{samples:?}"
+    );
+    // Seven tasks were created under tasks/; the two cancelled ones left it.
+    assert_eq!(
+        (
+            figure("event_bridge_tasks_created_total"),
+            figure("event_bridge_tasks_removed_total")
+        ),
+        (Some(7.0), Some(2.0)),
+        "{samples:?}"
+    );
+    assert!(figure("event_bridge_oldest_task_age_seconds").is_some_and(|age| age >= 0.0));
+}
