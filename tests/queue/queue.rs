@@ -105,6 +105,43 @@ async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried(
 }
 
 #[tokio::test]
+async fn a_batch_read_before_another_consumer_went_through_learns_the_rest_in_one_look() {
+    let t = TestQueue::new().await;
+    let names = t.publish(6).await;
+    let mut reads = Vec::new();
+    for name in &names {
+        let path = format!("{}/tasks/{name}", t.config.root);
+        let (body, stat) = t.raw.get_data(&path).await.unwrap();
+        reads.push((name.clone(), body, stat));
+    }
+    // After our read, another consumer completes the first four tasks and holds the fifth.
+    let other = t.consumer("other").await;
+    for name in &names[..4] {
+        let lease = claimed(claim(&other, name, &t).await);
+        assert_eq!(other.complete(lease).await.unwrap(), Settled::Done);
+    }
+    let _held = claimed(claim(&other, &names[4], &t).await);
+    let now = t.now().await;
+    let outcomes = t
+        .queue
+        .claim_many(&reads, &now, &Default::default())
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = outcomes
+        .iter()
+        .map(|o| match o {
+            Some(ClaimOutcome::Gone) => "gone",
+            Some(ClaimOutcome::Taken) => "taken",
+            None => "untried",
+            Some(other) => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    // The first claim's failure shows the batch went stale; one read of the rest tells which
+    // are gone or held, instead of a failed claim for each of them in turn.
+    assert_eq!(kinds, ["gone", "gone", "gone", "gone", "taken", "untried"]);
+}
+
+#[tokio::test]
 async fn runs_claim_the_oldest_task_first() {
     let t = TestQueue::new().await;
     // ZooKeeper lists children in no particular order; runs must sort by sequence number.

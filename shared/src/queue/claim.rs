@@ -205,9 +205,9 @@ impl Queue {
 
     /// Claims the tasks `reads` (name, body, stat, as just read) in one multi-op: one
     /// request for the batch however many it holds. The outcomes come back in the order of
-    /// `reads`; `None` is a task not tried, because the claim of one before it lost a race
-    /// (whoever won may be working through the same tasks: the caller decides whether to
-    /// try again). Tasks of paused types are left as they are; cancelled ones are buried. A
+    /// `reads`; `None` is a task not tried, because the claim of one before it lost a race,
+    /// and that still looked free in the one read that followed the race (whoever won may be
+    /// working through the same tasks: the caller decides whether to try again). Tasks of paused types are left as they are; cancelled ones are buried. A
     /// batch is bounded by the caller: [`CLAIM_BATCH`] tasks and
     /// [`CLAIM_BATCH_BYTES`] of bodies at most, keeping the request far under ZooKeeper's
     /// 1 MB.
@@ -229,9 +229,11 @@ impl Queue {
             }
         }
         let gates = self.gate(&mut takes, &mut outcomes, now, holds).await?;
+        let tried: Vec<(usize, String)> = takes.iter().map(|(i, t)| (*i, t.name.clone())).collect();
         for (index, outcome) in self.take_many(takes, gates).await? {
             outcomes[index] = Some(outcome);
         }
+        self.learn_stale(&tried, &mut outcomes).await;
         Ok(outcomes)
     }
 

@@ -50,6 +50,7 @@ mod reads;
 pub(crate) mod record;
 #[cfg(feature = "schedule")]
 mod schedules;
+mod stale;
 mod unclaimed;
 mod walk;
 
