@@ -54,6 +54,8 @@ pub struct Point {
     pub raw: f64,
     /// Pipelined creates from one session inside the bench, per second.
     pub session: f64,
+    /// Each try of four drains: their wall time and that of `publish -f` putting as many back.
+    pub tries: Vec<(Duration, Duration)>,
 }
 
 /// Measures the curve on the ZooKeeper at `addr`, up to `max` queued tasks.
@@ -133,7 +135,7 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
     // A short drain is over in a tenth of a second, as long as a hiccup of a shared machine:
     // below the full drain size, the median of five.
     let tries = if drain < DRAIN { 5 } else { 1 };
-    let (mut fours, mut raws) = (Vec::new(), Vec::new());
+    let (mut fours, mut raws, mut walls) = (Vec::new(), Vec::new(), Vec::new());
     let lines = dir.join("drained.jsonl");
     for _ in 0..tries {
         let (took, completed) = drain_rate(bin, config, drain, 4)?;
@@ -142,6 +144,7 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
         let arg = lines.to_string_lossy().to_string();
         let put_back = run(bin, config, &["publish", "-f", &arg], addr)?;
         raws.push(completed as f64 / put_back.wall.as_secs_f64());
+        walls.push((took, put_back.wall));
     }
     std::fs::remove_file(&lines)?;
     let (drain_four, raw) = (median(fours), median(raws));
@@ -156,6 +159,7 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
         drain_four,
         raw,
         session,
+        tries: walls,
     })
 }
 
@@ -336,6 +340,17 @@ fn print(p: &Point, first: Option<&Point>) {
         p.session,
         ratio(p.drain_four, p.raw)
     );
+    if p.tries.len() > 1 {
+        let tries: Vec<String> = p
+            .tries
+            .iter()
+            .map(|(four, raw)| format!("{} / {}", four.as_millis(), raw.as_millis()))
+            .collect();
+        println!(
+            "  four drains / publish -f, ms, each try: {}",
+            tries.join(", ")
+        );
+    }
 }
 
 /// The targets of the curve, checked on the figures: flat from the first size to the last.
