@@ -7,6 +7,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use harness::{TestQueue, workspace_root};
 use serde_json::json;
@@ -69,13 +70,20 @@ impl Drop for Driver {
     }
 }
 
+/// The element `css` names, waiting for it up to 10 s: a click that submits a form returns
+/// before the next page has loaded.
+async fn wait_for(browser: &Client, css: &str) -> Element {
+    let found = browser
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
+        .await;
+    found.unwrap_or_else(|e| panic!("{css}: {e}"))
+}
+
+/// The text of the element `css` names, once it is there.
 async fn text(browser: &Client, css: &str) -> String {
-    let element = browser.find(Locator::Css(css)).await;
-    element
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .text()
-        .await
-        .unwrap()
+    wait_for(browser, css).await.text().await.unwrap()
 }
 
 async fn count(browser: &Client, css: &str) -> usize {
@@ -137,7 +145,9 @@ async fn the_page_shows_the_queue_and_an_admin_redrives_a_dead_letter_from_it() 
         .click()
         .await
         .unwrap();
-    // The confirmation page; nothing has changed yet.
+    // The confirmation page (its hidden `confirmed` field is on no other); nothing has
+    // changed yet.
+    wait_for(&browser, "input[name=confirmed]").await;
     assert!(
         text(&browser, "h1")
             .await
