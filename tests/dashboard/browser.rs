@@ -81,6 +81,11 @@ async fn wait_for(browser: &Client, css: &str) -> Element {
     found.unwrap_or_else(|e| panic!("{css}: {e}"))
 }
 
+/// Clicks the element `css` names.
+async fn click(browser: &Client, css: &str) {
+    wait_for(browser, css).await.click().await.unwrap();
+}
+
 /// The text of the element `css` names, once it is there.
 async fn text(browser: &Client, css: &str) -> String {
     wait_for(browser, css).await.text().await.unwrap()
@@ -119,32 +124,14 @@ async fn the_page_shows_the_queue_and_an_admin_redrives_a_dead_letter_from_it() 
         .await
         .unwrap();
     field.send_keys(TOKEN).await.unwrap();
-    browser
-        .find(Locator::Css("button[type=submit].primary"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "button[type=submit].primary").await;
     assert_eq!(text(&browser, ".badge.admin").await, "admin");
 
     browser.goto(&serve.url("/dead")).await.unwrap();
     assert_eq!(count(&browser, "#dead tr[data-dead]").await, 2);
     let first = format!("input[type=checkbox][value='{}']", scene.dead[0]);
-    browser
-        .find(Locator::Css(&first))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .find(Locator::Css("button[value=redrive]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, &first).await;
+    click(&browser, "button[value=redrive]").await;
     // The confirmation page (its hidden `confirmed` field is on no other); nothing has
     // changed yet.
     wait_for(&browser, "input[name=confirmed]").await;
@@ -154,13 +141,7 @@ async fn the_page_shows_the_queue_and_an_admin_redrives_a_dead_letter_from_it() 
             .starts_with("Redrive 1 dead letter")
     );
     assert_eq!(t.children("dead").await.len(), 2);
-    browser
-        .find(Locator::Css("button.primary"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "button.primary").await;
     let redriven = text(&browser, "#redriven").await;
     assert!(redriven.contains(&scene.dead[0]), "{redriven}");
 

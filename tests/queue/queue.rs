@@ -5,6 +5,7 @@ use std::time::Duration;
 use event_bridge::queue::{ClaimOutcome, Lease, Settled};
 use event_bridge::{Envelope, Queue};
 use serde_json::json;
+use zookeeper_client as zk;
 
 use harness::{Recorder, TestQueue, run};
 
@@ -50,16 +51,22 @@ async fn a_lost_claim_is_an_outcome_not_an_error() {
     assert!(matches!(claim(&other, &name, &t).await, ClaimOutcome::Gone));
 }
 
-#[tokio::test]
-async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried() {
-    let t = TestQueue::new().await;
-    let names = t.publish(5).await;
+/// Each task's name, body and stat, as a consumer reads them before a batch of claims.
+async fn read_tasks(t: &TestQueue, names: &[String]) -> Vec<(String, Vec<u8>, zk::Stat)> {
     let mut reads = Vec::new();
-    for name in &names {
+    for name in names {
         let path = format!("{}/tasks/{name}", t.config.root);
         let (body, stat) = t.raw.get_data(&path).await.unwrap();
         reads.push((name.clone(), body, stat));
     }
+    reads
+}
+
+#[tokio::test]
+async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried() {
+    let t = TestQueue::new().await;
+    let names = t.publish(5).await;
+    let reads = read_tasks(&t, &names).await;
     // Another consumer takes the third task after our read.
     let other = t.consumer("other").await;
     let _held = claimed(claim(&other, &names[2], &t).await);
@@ -108,12 +115,7 @@ async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried(
 async fn a_batch_read_before_another_consumer_went_through_learns_the_rest_in_one_look() {
     let t = TestQueue::new().await;
     let names = t.publish(6).await;
-    let mut reads = Vec::new();
-    for name in &names {
-        let path = format!("{}/tasks/{name}", t.config.root);
-        let (body, stat) = t.raw.get_data(&path).await.unwrap();
-        reads.push((name.clone(), body, stat));
-    }
+    let reads = read_tasks(&t, &names).await;
     // After our read, another consumer completes the first four tasks and holds the fifth.
     let other = t.consumer("other").await;
     for name in &names[..4] {
