@@ -30,6 +30,9 @@ pub struct Stats {
     /// 100; absent when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paused_groups: Vec<(String, String)>,
+    /// The counts as read, with the creates and removals under `tasks/` (not printed).
+    #[serde(skip)]
+    pub counters: Counters,
 }
 
 /// Paused groups a look at the queue lists, at most.
@@ -46,6 +49,7 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
         oldest_task_age_ms: oldest_age(queue, now, counters.depth).await?,
         paused: queue.paused().await?,
         paused_groups: queue.paused_groups(PAUSED_GROUPS).await?,
+        counters,
     })
 }
 

@@ -1,7 +1,8 @@
 //! Samples the queue every so often while the dashboard runs: a point of the chart and the
-//! Prometheus figures of `/metrics`. One sample costs one multi-read of three stats and the
-//! cheap look of [`crate::inspect::detailed_stats`] (its type counts read the oldest
-//! [`crate::inspect::SAMPLE`] tasks), whatever the backlog.
+//! Prometheus figures of `/metrics`. One sample is the cheap look of
+//! [`crate::inspect::detailed_stats`] (one multi-read of three stats, a stat per waiting
+//! bucket, and the oldest [`crate::inspect::SAMPLE`] tasks for the type counts), whatever the
+//! backlog.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -14,7 +15,6 @@ use super::history::Sample;
 use crate::error::Result;
 use crate::inspect::{self, DetailedStats};
 use crate::queue::Queue;
-use crate::stats;
 use crate::telemetry_metrics::queue as names;
 
 /// Installs the process's Prometheus recorder; its handle renders `/metrics`.
@@ -47,9 +47,10 @@ pub(super) async fn run(shared: Shared, every: Duration) {
     }
 }
 
+/// One look at the queue ([`inspect::detailed_stats`], whose stats carry the counters).
 async fn take(queue: &Queue) -> Result<(Sample, DetailedStats)> {
-    let counters = stats::counters(queue).await?;
     let detailed = inspect::detailed_stats(queue, &queue.server_time().await?, false).await?;
+    let counters = detailed.stats.counters;
     let sample = Sample {
         at_ms: chrono::Utc::now().timestamp_millis(),
         depth: counters.depth,

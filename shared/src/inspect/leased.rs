@@ -5,7 +5,6 @@
 use super::{TaskInfo, body_info, lease_info};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::lease::LeaseData;
 use crate::queue::{LeaseSeen, Queue};
 
 /// Lease and task pairs read in one request.
@@ -33,13 +32,7 @@ pub async fn leased(queue: &Queue, now: &ZkTime, limit: usize) -> Result<(Vec<Ta
             let (Some((body, stat)), Some((lease, lease_stat))) = (&pair[0], &pair[1]) else {
                 continue;
             };
-            let seen = LeaseSeen {
-                consumer_id: serde_json::from_slice::<LeaseData>(lease)
-                    .ok()
-                    .map(|l| l.consumer_id),
-                fencing_token: lease_stat.czxid,
-                mtime: lease_stat.mtime,
-            };
+            let seen = LeaseSeen::from_read(lease, lease_stat);
             infos.push(TaskInfo {
                 lease: Some(lease_info(&seen, queue, now)),
                 ..body_info(name, body, stat, now)

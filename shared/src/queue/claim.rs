@@ -229,11 +229,11 @@ impl Queue {
             }
         }
         let gates = self.gate(&mut takes, &mut outcomes, now, holds).await?;
-        let tried: Vec<(usize, String)> = takes.iter().map(|(i, t)| (*i, t.name.clone())).collect();
+        let tried: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
         for (index, outcome) in self.take_many(takes, gates).await? {
             outcomes[index] = Some(outcome);
         }
-        self.learn_stale(&tried, &mut outcomes).await;
+        self.learn_stale(reads, &tried, &mut outcomes).await;
         Ok(outcomes)
     }
 

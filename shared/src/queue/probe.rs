@@ -42,6 +42,19 @@ pub struct LeaseSeen {
     pub mtime: i64,
 }
 
+impl LeaseSeen {
+    /// A lease znode's data and stat as read.
+    pub fn from_read(data: &[u8], stat: &zk::Stat) -> Self {
+        LeaseSeen {
+            consumer_id: serde_json::from_slice::<LeaseData>(data)
+                .ok()
+                .map(|l| l.consumer_id),
+            fencing_token: stat.czxid,
+            mtime: stat.mtime,
+        }
+    }
+}
+
 /// One probe's answer.
 #[derive(Clone, Debug, Default)]
 pub struct Probe {
@@ -155,13 +168,7 @@ impl Queue {
             other => return Err(unexpected(&self.layout().task(&name), other)),
         };
         let lease = match lease {
-            Some(Data { data, stat }) => Some(LeaseSeen {
-                consumer_id: serde_json::from_slice::<LeaseData>(&data)
-                    .ok()
-                    .map(|l| l.consumer_id),
-                fencing_token: stat.czxid,
-                mtime: stat.mtime,
-            }),
+            Some(Data { data, stat }) => Some(LeaseSeen::from_read(&data, &stat)),
             Some(Failed {
                 err: zk::Error::NoNode,
             }) => None,

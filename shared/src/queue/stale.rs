@@ -5,30 +5,34 @@
 //! again on its first task: a request per task. One multi-read of the rest (each task with
 //! its lease) tells which are gone and which are held instead.
 
+use zookeeper_client as zk;
+
 use super::Queue;
 use super::claim::ClaimOutcome;
 
 impl Queue {
     /// After a claim of the batch found its task gone or held, looks at the tasks left
-    /// untried behind it in one read (see the module's documentation).
+    /// untried behind it in one read (see the module's documentation). `tried` are indices of
+    /// `reads` and `outcomes`.
     pub(super) async fn learn_stale(
         &self,
-        tried: &[(usize, String)],
+        reads: &[(String, Vec<u8>, zk::Stat)],
+        tried: &[usize],
         outcomes: &mut [Option<ClaimOutcome>],
     ) {
         let raced = tried
             .iter()
-            .any(|(i, _)| matches!(outcomes[*i], Some(ClaimOutcome::Gone | ClaimOutcome::Taken)));
-        let untried: Vec<(usize, &str)> = tried
+            .any(|i| matches!(outcomes[*i], Some(ClaimOutcome::Gone | ClaimOutcome::Taken)));
+        let untried: Vec<usize> = tried
             .iter()
-            .filter(|(i, _)| outcomes[*i].is_none())
-            .map(|(i, name)| (*i, name.as_str()))
+            .copied()
+            .filter(|i| outcomes[*i].is_none())
             .collect();
         if !raced || untried.is_empty() {
             return;
         }
-        let names: Vec<&str> = untried.iter().map(|(_, name)| *name).collect();
-        for ((index, _), seen) in untried.iter().zip(self.stale_rest(&names).await) {
+        let names: Vec<&str> = untried.iter().map(|i| reads[*i].0.as_str()).collect();
+        for (index, seen) in untried.iter().zip(self.stale_rest(&names).await) {
             outcomes[*index] = seen;
         }
     }
