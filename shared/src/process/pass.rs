@@ -339,8 +339,13 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         for task in untried.into_iter().rev() {
             self.ready.push_front(task);
         }
+        // A batch that lost races lost them to one stretch of another consumer's: one jump.
+        let raced = settled.iter().any(|(o, _)| matches!(o, Outcome::Conflict));
         for (outcome, name) in settled {
-            self.ended(outcome, false, &name);
+            self.account(outcome, false, &name);
+        }
+        if raced {
+            self.lost_race();
         }
     }
 
@@ -356,11 +361,20 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
     }
 
-    /// Accounts for task `name`, settled (or never claimed) with `outcome`.
+    /// Accounts for task `name`, settled (or never claimed) with `outcome`; a lost race
+    /// jumps ahead.
     fn ended(&mut self, outcome: Outcome, claimed: bool, name: &str) {
+        let raced = matches!(outcome, Outcome::Conflict);
+        self.account(outcome, claimed, name);
+        if raced {
+            self.lost_race();
+        }
+    }
+
+    /// Accounts for task `name`, settled (or never claimed) with `outcome`, without jumping.
+    fn account(&mut self, outcome: Outcome, claimed: bool, name: &str) {
         self.report.claimed += claimed as u32;
         match &outcome {
-            Outcome::Conflict => self.lost_race(),
             Outcome::Paused => {
                 self.waiting.insert(name.to_string());
             }
