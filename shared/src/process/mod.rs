@@ -34,7 +34,7 @@ use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::Handler;
 use crate::limit::RouteLimits;
-use crate::queue::{Holds, Queue};
+use crate::queue::{Holds, Queue, Walk};
 use crate::session::Session;
 use crate::task::OnDeadPolicy;
 use pass::Pass;
@@ -108,37 +108,43 @@ async fn run_with<H: Handler>(
         consumer_id: queue.consumer_id().to_string(),
         ..Default::default()
     };
+    // The clock, what is held and the head, together: a scheduled run waits on one round
+    // trip, not three. (A head read early is only more cautious: it never moves back.)
+    let (now, holds, head) = tokio::try_join!(
+        queue.server_time(),
+        read_holds(&queue, handler.on_dead_policy(), handler.limits()),
+        queue.read_head()
+    )?;
     let run = Run {
         source,
         handler,
         options,
-        now: queue.server_time().await?,
+        now,
         stop,
         refill,
         settle_by: options.deadline - options.margin / 4,
-        holds: std::sync::RwLock::new(
-            read_holds(&queue, handler.on_dead_policy(), handler.limits()).await?,
-        ),
+        holds: std::sync::RwLock::new(holds),
         limited: std::sync::Mutex::new(Limited::default()),
     };
-    run.queue().promote_due(&run.now, PROMOTE_PER_RUN).await?;
-    // Due schedules first; a schedule that cannot be fired never stops the tasks.
-    #[cfg(feature = "schedule")]
-    match crate::schedule::fire_due(&run.queue(), run.now.now_ms()).await {
-        Ok(fired) => report.schedules_fired = fired.fired,
-        Err(e) => tracing::warn!(error = %e, "schedules not looked at in this run"),
-    }
+    report.schedules_fired = run.before_passes().await?;
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut waiting = HashSet::new();
     // Passes that claimed nothing after jumping over tasks, in a row.
     let mut idle_jumps = 0;
-    let mut first = true;
+    let mut head = Some(head);
     loop {
-        // Read again before every pass but the first: a worker's run may last for hours.
-        if !std::mem::take(&mut first) {
-            let fresh = read_holds(&run.queue(), run.on_dead(), run.limits()).await?;
-            *run.holds.write().expect("not poisoned") = fresh;
-        }
+        // Read again before every pass but the first (a worker's run may last for hours), with
+        // the head the pass starts from.
+        let head = match head.take() {
+            Some(head) => head,
+            None => {
+                let queue = run.queue();
+                let holds = read_holds(&queue, run.on_dead(), run.limits());
+                let (fresh, head) = tokio::try_join!(holds, queue.read_head())?;
+                *run.holds.write().expect("not poisoned") = fresh;
+                head
+            }
+        };
         report.queue_paused = run
             .holds
             .read()
@@ -150,7 +156,10 @@ async fn run_with<H: Handler>(
             break;
         }
         let claimed_before = report.claimed;
-        let jumped = Pass::new(&run, &mut report, &mut waiting).drive().await?;
+        let walk = Walk::from_head(head);
+        let jumped = Pass::new(&run, &mut report, &mut waiting, walk)
+            .drive()
+            .await?;
         let idle = report.claimed == claimed_before;
         tracing::debug!(
             claimed = report.claimed - claimed_before,
@@ -251,6 +260,29 @@ impl<H> Run<'_, H> {
     /// The queue to send the next request on.
     fn queue(&self) -> Queue {
         self.source.queue()
+    }
+
+    /// Before the first pass, together: moves due tasks back from `delayed/`, and fires due
+    /// schedules (a schedule that cannot be fired never stops the tasks). Returns the tasks
+    /// the schedules made.
+    async fn before_passes(&self) -> Result<u32> {
+        let queue = self.queue();
+        let promote = queue.promote_due(&self.now, PROMOTE_PER_RUN);
+        #[cfg(feature = "schedule")]
+        {
+            let fire = crate::schedule::fire_due(&queue, self.now.now_ms());
+            let (promoted, fired) = tokio::join!(promote, fire);
+            promoted?;
+            match fired {
+                Ok(fired) => Ok(fired.fired),
+                Err(e) => {
+                    tracing::warn!(error = %e, "schedules not looked at in this run");
+                    Ok(0)
+                }
+            }
+        }
+        #[cfg(not(feature = "schedule"))]
+        promote.await.map(|_| 0)
     }
 
     /// Tasks pending now, leased ones included; `None` when ZooKeeper does not answer before

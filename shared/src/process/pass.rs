@@ -88,17 +88,19 @@ pub(super) struct Pass<'r, 'a, H> {
 }
 
 impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
+    /// A pass that walks with `walk` (from the head the run read before it).
     pub(super) fn new(
         run: &'r Run<'a, H>,
         report: &'r mut ProcessReport,
         waiting: &'r mut HashSet<String>,
+        walk: Walk,
     ) -> Self {
         Pass {
             jump: run.options.concurrency.max(1) * JUMP_PER_SLOT,
             run,
             report,
             waiting,
-            walk: Some(Box::new(Walk::new())),
+            walk: Some(Box::new(walk)),
             settled_meanwhile: Vec::new(),
             jumped: false,
             gates: Gates::default(),

@@ -204,25 +204,29 @@ impl Queue {
     }
 
     /// Writes `data` over `head` if nobody wrote it since it was read; a race lost is no
-    /// error (the other writer moved it too). Returns whether it was written.
-    pub async fn write_head(&self, head: &Head, data: &HeadData) -> Result<bool> {
+    /// error (the other writer moved it too). Returns the head as written (with its new
+    /// version, so no read is needed to write it again), or `None` when the race was lost.
+    pub async fn write_head(&self, head: &Head, data: &HeadData) -> Result<Option<Head>> {
         let path = self.layout().head();
         let bytes = serde_json::to_vec(data)?;
-        let written = match head.version {
+        let version = match head.version {
             Some(version) => self
                 .client()
                 .set_data(&path, &bytes, Some(version))
                 .await
-                .map(|_| ()),
+                .map(|stat| stat.version),
             None => self
                 .client()
                 .create(&path, &bytes, &self.persistent())
                 .await
-                .map(|_| ()),
+                .map(|_| 0),
         };
-        match written {
-            Ok(()) => Ok(true),
-            Err(zk::Error::BadVersion | zk::Error::NodeExists) => Ok(false),
+        match version {
+            Ok(version) => Ok(Some(Head {
+                data: data.clone(),
+                version: Some(version),
+            })),
+            Err(zk::Error::BadVersion | zk::Error::NodeExists) => Ok(None),
             Err(e) => Err(Error::zk("set", path, e)),
         }
     }

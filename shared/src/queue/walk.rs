@@ -93,6 +93,20 @@ impl Walk {
         }
     }
 
+    /// A walk that starts at `head`, read by the caller (together with its other reads);
+    /// without one, as [`Walk::new`]: it reads the head itself, and lists when there is none.
+    pub fn from_head(head: Option<Head>) -> Self {
+        let Some(head) = head else {
+            return Walk::new();
+        };
+        Walk {
+            next: head.data.next,
+            known: Ranges::from_pairs(&head.data.gone),
+            head: Some(head),
+            ..Walk::new()
+        }
+    }
+
     /// Whether the walk has reached the tail.
     pub fn ended(&self) -> bool {
         self.ended
@@ -159,12 +173,12 @@ impl Walk {
             if data == head.data || head.is_missing() {
                 return Ok(());
             }
-            let written = queue.write_head(head, &data).await?;
-            self.head = queue.read_head().await?;
-            if written {
+            if let Some(written) = queue.write_head(head, &data).await? {
+                self.head = Some(written);
                 tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
                 return Ok(());
             }
+            self.head = queue.read_head().await?;
         }
         tracing::debug!("head not moved: other consumers kept writing it first");
         Ok(())
@@ -218,13 +232,13 @@ impl Walk {
 
     /// Reads the head; without one, lists `tasks/` once to write it.
     async fn start(&mut self, queue: &Queue) -> Result<()> {
-        let Some(head) = queue.read_head().await? else {
-            self.head = Some(Head::missing());
-            return self.list(queue).await;
-        };
-        self.next = head.data.next;
-        self.known = Ranges::from_pairs(&head.data.gone);
-        self.head = Some(head);
+        match queue.read_head().await? {
+            Some(head) => *self = Walk::from_head(Some(head)),
+            None => {
+                self.head = Some(Head::missing());
+                return self.list(queue).await;
+            }
+        }
         Ok(())
     }
 
@@ -279,10 +293,14 @@ impl Walk {
             tail = highest_next,
             "tasks listed to find the head"
         );
-        if data != head.data || head.is_missing() {
-            queue.write_head(&head, &data).await?;
-        }
-        self.head = queue.read_head().await?;
+        let written = match data != head.data || head.is_missing() {
+            true => queue.write_head(&head, &data).await?,
+            false => None,
+        };
+        self.head = match written {
+            Some(written) => Some(written),
+            None => queue.read_head().await?,
+        };
         self.children = numbers.len() + junk;
         self.tail = highest_next.max(probe.tail);
         // Walk again from the lowest task, counting afresh: every number below it is gone.

@@ -279,11 +279,10 @@ fn traceparent(value: &str) -> Result<String, String> {
     }
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let cli = Cli::parse();
     event_bridge::telemetry::init_cli();
-    match run(cli.command).await {
+    match runtime_for(&cli.command).block_on(run(cli.command)) {
         Ok(code) => std::process::exit(code),
         Err(e) if broken_pipe(e.as_ref()) => std::process::exit(0),
         Err(e) => {
@@ -291,6 +290,30 @@ async fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// The runtime a command runs on. The queue's runs and the commands that print one report at
+/// the end run on one thread: no wake-up is handed from one thread to another (measured: four
+/// `process --drain` at once use about a fifth less CPU on two cores, and end sooner). The
+/// others get a thread per core, so the session's pings go on while a blocking read of the
+/// input (`publish`, the confirmation of `dead`) or a blocking write to a slow reader (`list`
+/// piped to a pager) waits, and so `worker` and `serve` can use every core.
+fn runtime_for(command: &Command) -> tokio::runtime::Runtime {
+    let mut builder = match command {
+        Command::Process { .. }
+        | Command::Reap
+        | Command::Stats { .. }
+        | Command::Init
+        | Command::Status { .. }
+        | Command::Cancel { .. }
+        | Command::Pause { .. }
+        | Command::Resume { .. } => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    builder
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
 }
 
 fn broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
