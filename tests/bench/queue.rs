@@ -32,6 +32,7 @@
 //! logging costs nothing.
 
 mod baseline;
+mod rss;
 mod scale;
 mod semantics;
 
@@ -76,8 +77,18 @@ impl Row {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
+    // Run again as the RSS helper of a measured command: nothing else, before any runtime.
+    if let Some(code) = rss::helper() {
+        std::process::exit(code);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(bench())
+}
+
+async fn bench() -> Result<()> {
     let addr = std::env::var("ZK_TEST_ADDRESS").unwrap_or_else(|_| "127.0.0.1:2181".into());
     // `cargo bench` passes --bench; `cargo test --all-targets` does not, and gets a small
     // smoke run that proves the benchmark still works, without the figures.
@@ -172,7 +183,11 @@ async fn main() -> Result<()> {
         .copied()
         .unwrap_or(1_000_000);
     println!();
-    println!("scale curve, up to {max} queued tasks (release binaries; ratios to the first size):");
+    println!(
+        "scale curve, up to {max} queued tasks (release binaries; ratios to the first size; \
+         RSS through a helper that reports {:.1} MB for `true`):",
+        rss::helper_floor_kb()? as f64 / 1024.0
+    );
     let points = scale::curve(&addr, max, smoke).await?;
     scale::summary(&points);
     if let Some(row) = sqs_rows

@@ -7,13 +7,18 @@
 //! - `publish -f` of the lines that grow the backlog to this size: rate and max RSS;
 //! - one scheduled `process` (one task), one `reap`, one `stats --json`: wall time, bytes the
 //!   server sent (its `zk_response_bytes` counter across the command) and max RSS, the median
-//!   of five runs of each (the largest RSS);
+//!   of five runs of each (the largest RSS). RSS is each command's own peak, measured through a
+//!   small helper process (see `rss.rs`: spawned from the bench, a command would report the
+//!   bench's peak);
 //! - the drain rate of one `process --drain` and of four at once (each as an operator runs one,
 //!   allowed up to `DRAIN` tasks, so four take up to four times that, or the whole backlog when
-//!   smaller): the tasks they completed over the wall time until the last ends, as a ratio to
-//!   the raw pipelined create rate of `publish -f` putting as many back right after (a
-//!   process, as each drain is); below `DRAIN` tasks, the median of five such pairs. The create rate of one session inside
-//!   the bench (no process to start) is printed beside it.
+//!   smaller): the tasks they completed over the wall time until the last ends. The four are
+//!   compared with the raw pipelined create rate of `publish -f` putting as many back right
+//!   after (a process, as each drain is): each try is such a pair, and its ratio is the
+//!   pair's. Below `DRAIN` tasks a drain is over in a tenth of a second, as long as a hiccup
+//!   of a shared machine, so each figure is the median of five tries (the one drain's too).
+//!   The create rate of one session inside the bench (no process to start) is printed beside
+//!   it.
 //!
 //! The backlog's head is written by one warm-up run before the first size (a queue without a
 //! head is listed once to find it): it is not what later runs cost.
@@ -25,7 +30,7 @@ use std::time::{Duration, Instant};
 use event_bridge::{Config, Envelope, Queue};
 use serde_json::json;
 
-use crate::{Mntr, Result, WINDOW, delete_tree, fresh_chroot};
+use crate::{Mntr, Result, WINDOW, delete_tree, fresh_chroot, rss};
 
 /// Tasks a drain measurement takes, at most.
 const DRAIN: usize = 20_000;
@@ -50,8 +55,11 @@ pub struct Point {
     pub stats: Cost,
     pub drain_one: f64,
     pub drain_four: f64,
-    /// Pipelined creates by `publish -f` (a process, as the drains are), per second.
+    /// Pipelined creates by `publish -f` (a process, as the drains are), per second: the
+    /// four drains' rate over `four_over_raw`.
     pub raw: f64,
+    /// Four drains' rate over `publish -f`'s: the median of the tries' ratios.
+    pub four_over_raw: f64,
     /// Pipelined creates from one session inside the bench, per second.
     pub session: f64,
     /// Each try of four drains: their wall time and that of `publish -f` putting as many back.
@@ -129,25 +137,33 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
     }
     let (process, reap, stats) = (typical(process), typical(reap), typical(stats));
     let drain = DRAIN.min(size);
-    let (took, completed) = drain_rate(bin, config, drain, 1)?;
-    let drain_one = completed as f64 / took.as_secs_f64();
-    let session = completed as f64 / refill(producer, completed).await?.as_secs_f64();
     // A short drain is over in a tenth of a second, as long as a hiccup of a shared machine:
-    // below the full drain size, the median of five.
+    // below the full drain size, the median of five of each.
     let tries = if drain < DRAIN { 5 } else { 1 };
-    let (mut fours, mut raws, mut walls) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ones, mut sessions) = (Vec::new(), Vec::new());
+    for _ in 0..tries {
+        let (took, completed) = drain_rate(bin, config, drain, 1)?;
+        ones.push(completed as f64 / took.as_secs_f64());
+        sessions.push(completed as f64 / refill(producer, completed).await?.as_secs_f64());
+    }
+    let (mut fours, mut walls) = (Vec::new(), Vec::new());
     let lines = dir.join("drained.jsonl");
     for _ in 0..tries {
         let (took, completed) = drain_rate(bin, config, drain, 4)?;
-        fours.push(completed as f64 / took.as_secs_f64());
         write_lines(&lines, completed)?;
         let arg = lines.to_string_lossy().to_string();
         let put_back = run(bin, config, &["publish", "-f", &arg], addr)?;
-        raws.push(completed as f64 / put_back.wall.as_secs_f64());
+        // Each try is a pair, four drains and then `publish -f` of as many: its ratio is the
+        // two wall times', measured a moment apart on the same machine.
+        fours.push(completed as f64 / took.as_secs_f64());
         walls.push((took, put_back.wall));
     }
     std::fs::remove_file(&lines)?;
-    let (drain_four, raw) = (median(fours), median(raws));
+    let pairs = walls
+        .iter()
+        .map(|(four, raw)| raw.as_secs_f64() / four.as_secs_f64());
+    let four_over_raw = median(pairs.collect());
+    let drain_four = median(fours);
     Ok(Point {
         size,
         publish,
@@ -155,10 +171,11 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
         process,
         reap,
         stats,
-        drain_one,
+        drain_one: median(ones),
         drain_four,
-        raw,
-        session,
+        raw: drain_four / four_over_raw,
+        four_over_raw,
+        session: median(sessions),
         tries: walls,
     })
 }
@@ -203,8 +220,8 @@ pub(crate) fn drain_rate(
     }
     let mut outputs = Vec::new();
     for (child, stdout) in children {
-        let (status, _) = wait(child)?;
-        if !status {
+        let (code, _) = rss::wait(child)?;
+        if code != 0 {
             return Err("a drain failed".into());
         }
         outputs.push(stdout);
@@ -257,26 +274,36 @@ fn write_lines(path: &Path, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Runs the binary to its end: wall time, bytes the server sent meanwhile, max RSS.
+/// Runs the binary to its end (through the RSS helper): wall time, bytes the server sent
+/// meanwhile, its own max RSS. The wall time includes the helper's start, about a
+/// millisecond, at every size alike.
 fn run(bin: &Path, config: &Config, args: &[&str], addr: &str) -> Result<Cost> {
     let before = Mntr::read(addr)?.response_bytes;
+    let file = rss::file();
+    let mut command = rss::command(bin, &file)?;
+    with_env(&mut command, config, args);
     let started = Instant::now();
-    let child = command(bin, config, args).spawn()?;
-    let (ok, max_rss_kb) = wait(child)?;
+    let (code, _) = rss::wait(command.spawn()?)?;
     let wall = started.elapsed();
     let bytes = Mntr::read(addr)?.response_bytes.saturating_sub(before);
-    if !ok {
+    if code != 0 {
         return Err(format!("event-bridge {args:?} failed").into());
     }
     Ok(Cost {
         wall,
         bytes,
-        max_rss_kb,
+        max_rss_kb: rss::read(&file)?,
     })
 }
 
 fn command(bin: &Path, config: &Config, args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(bin);
+    with_env(&mut command, config, args);
+    command
+}
+
+/// `args`, and the environment of a command of the bench.
+fn with_env(command: &mut std::process::Command, config: &Config, args: &[&str]) {
     command
         .args(args)
         .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
@@ -286,24 +313,6 @@ fn command(bin: &Path, config: &Config, args: &[&str]) -> std::process::Command 
         .env_remove("ROUTES")
         .env_remove("ROUTES_FILE")
         .stdout(std::process::Stdio::null());
-    command
-}
-
-/// Waits for `child`: whether it succeeded, and its maximum resident set in KiB (from the
-/// kernel's accounting of that child alone).
-fn wait(child: std::process::Child) -> Result<(bool, u64)> {
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: `usage` is a plain C struct the call fills in; `pid` is our own child, which std
-    // has not waited for (the `Child` is dropped without a wait).
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    drop(child);
-    if waited != pid {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    Ok((ok, usage.ru_maxrss as u64))
 }
 
 /// Prints one size, with ratios to the first.
@@ -338,7 +347,7 @@ fn print(p: &Point, first: Option<&Point>) {
         p.drain_four,
         p.raw,
         p.session,
-        ratio(p.drain_four, p.raw)
+        p.four_over_raw
     );
     if p.tries.len() > 1 {
         let tries: Vec<String> = p
@@ -385,7 +394,7 @@ pub fn summary(points: &[Point]) {
         mb(max_rss(|p| p.publish.max_rss_kb)),
         points
             .iter()
-            .map(|p| ratio(p.drain_four, p.raw))
+            .map(|p| p.four_over_raw)
             .fold(f64::INFINITY, f64::min),
     );
 }
