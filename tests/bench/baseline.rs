@@ -7,8 +7,9 @@ use std::path::Path;
 
 use event_bridge::Queue;
 
+use crate::Result;
 use crate::scale::{drain_rate, producer, refill};
-use crate::{Result, delete_tree, fresh_chroot};
+use crate::server::{delete_tree, fresh_chroot};
 
 /// Tasks each drain takes: long enough (about a second) that a process start is noise.
 const TASKS: usize = 10_000;

@@ -35,8 +35,8 @@ mod baseline;
 mod rss;
 mod scale;
 mod semantics;
+mod server;
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use event_bridge::handler::FnHandler;
@@ -45,6 +45,7 @@ use event_bridge::sink::sqs::{self, SqsSink, SqsSpec, SqsStats};
 use event_bridge::worker::Worker;
 use event_bridge::{Builtin, Config, Envelope, ProcessReport, Queue, RunOptions, Task, process};
 use serde_json::json;
+use server::{Mntr, admin_client, close, delete_tree, four_letter, fresh_chroot};
 use zookeeper_client as zk;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -303,20 +304,6 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
-/// A chroot of its own under `BENCH_ROOT`: an admin client outside it, its path, and a config
-/// whose connection string points into it.
-async fn fresh_chroot(addr: &str) -> Result<(zk::Client, String, Config)> {
-    let chroot = format!("{BENCH_ROOT}/{:016x}", fastrand::u64(..));
-    let admin = zk::Client::connect(addr).await?;
-    admin.mkdir(&chroot, &PERSISTENT).await?;
-    let config = Config {
-        zookeeper: format!("{addr}{chroot}"),
-        root: "/queue".into(),
-        ..Config::default()
-    };
-    Ok((admin, chroot, config))
-}
-
 /// Measures one size in a chroot of its own, and removes it.
 async fn bench_size(addr: &str, size: usize, concurrency: usize) -> Result<Row> {
     let (admin, chroot, config) = fresh_chroot(addr).await?;
@@ -369,7 +356,7 @@ async fn bench_size(addr: &str, size: usize, concurrency: usize) -> Result<Row> 
     let requests = after.packets_received - before.packets_received - 1;
     let others = before.connections.max(after.connections).saturating_sub(2);
 
-    let admin = zk::Client::connect(addr).await?;
+    let admin = admin_client(addr).await?;
     let started = Instant::now();
     delete_tree(&admin, &chroot).await?;
     let cleanup = started.elapsed();
@@ -505,77 +492,4 @@ fn env_list(name: &str, default: &str) -> Result<Vec<usize>> {
     numbers
         .map(|n| n.parse().map_err(|e| format!("{name}={raw:?}: {e}").into()))
         .collect()
-}
-
-/// Deletes `path` and everything under it: children first, pipelined. One session's
-/// requests are handled in order, so deleting deepest levels first is enough.
-async fn delete_tree(client: &zk::Client, path: &str) -> Result<()> {
-    let mut levels = vec![vec![path.to_string()]];
-    while let Some(parents) = levels.last().filter(|l| !l.is_empty()) {
-        let lists: Vec<_> = parents.iter().map(|p| client.list_children(p)).collect();
-        let mut children = Vec::new();
-        for (parent, listed) in parents.iter().zip(futures::future::join_all(lists).await) {
-            let base = parent.trim_end_matches('/');
-            children.extend(listed?.into_iter().map(|c| format!("{base}/{c}")));
-        }
-        levels.push(children);
-    }
-    let nodes: Vec<String> = levels.into_iter().rev().flatten().collect();
-    for window in nodes.chunks(WINDOW) {
-        let deletes: Vec<_> = window.iter().map(|p| client.delete(p, None)).collect();
-        for deleted in futures::future::join_all(deletes).await {
-            deleted?;
-        }
-    }
-    Ok(())
-}
-
-/// Closes a session and waits until the server has seen the close.
-async fn close(client: zk::Client) {
-    let mut state = client.state_watcher();
-    drop(client);
-    let closed = async {
-        while !state.state().is_terminated() {
-            state.changed().await;
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(5), closed).await;
-}
-
-/// The server's counters, from the four-letter word `mntr`.
-struct Mntr {
-    packets_received: u64,
-    connections: u64,
-    /// Bytes the server sent to clients.
-    response_bytes: u64,
-}
-
-impl Mntr {
-    fn read(addr: &str) -> Result<Self> {
-        let text = four_letter(addr, "mntr")?;
-        let field = |name: &str| -> Result<u64> {
-            let value = text
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix('\t'));
-            Ok(value
-                .ok_or_else(|| format!("mntr has no {name}"))?
-                .trim()
-                .parse()?)
-        };
-        Ok(Mntr {
-            packets_received: field("zk_packets_received")?,
-            connections: field("zk_num_alive_connections")?,
-            response_bytes: field("zk_response_bytes")?,
-        })
-    }
-}
-
-/// Sends a four-letter word on a connection of its own and returns the answer.
-fn four_letter(addr: &str, word: &str) -> Result<String> {
-    let mut stream = std::net::TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(word.as_bytes())?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    Ok(answer)
 }

@@ -10,7 +10,8 @@ use event_bridge::limit::{Limit, RouteLimits};
 use event_bridge::{Config, Envelope, Queue, RunOptions, Task, process};
 use serde_json::json;
 
-use crate::{Result, delete_tree, fresh_chroot};
+use crate::Result;
+use crate::server::{delete_tree, fresh_chroot};
 
 /// Groups the grouped drain spreads its tasks over.
 const GROUPS: usize = 100;
