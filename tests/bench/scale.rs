@@ -58,15 +58,26 @@ pub struct Point {
     pub stats: Cost,
     pub drain_one: f64,
     pub drain_four: f64,
-    /// Pipelined creates by `publish -f` (a process, as the drains are), per second: the
-    /// four drains' rate over `four_over_raw`.
+    /// Pipelined creates by `publish -f` (a process, as the drains are), per second.
     pub raw: f64,
-    /// Four drains' rate over `publish -f`'s: the median of the tries' ratios.
-    pub four_over_raw: f64,
     /// Pipelined creates from one session inside the bench, per second.
     pub session: f64,
     /// Each try of four drains: their wall time and that of `publish -f` putting as many back.
     pub tries: Vec<(Duration, Duration)>,
+}
+
+impl Point {
+    /// Four drains' rate over `publish -f`'s: the median of the tries' ratios. A try is a
+    /// pair, four drains and then `publish -f` of as many tasks, measured a moment apart on
+    /// the same machine: its ratio is the two wall times'.
+    pub fn four_over_raw(&self) -> f64 {
+        let pairs = self.tries.iter();
+        median(
+            pairs
+                .map(|(four, raw)| raw.as_secs_f64() / four.as_secs_f64())
+                .collect(),
+        )
+    }
 }
 
 /// Measures the curve on the ZooKeeper at `addr`, up to `max` queued tasks.
@@ -184,24 +195,18 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
         ones.push(completed as f64 / took.as_secs_f64());
         sessions.push(completed as f64 / refill(producer, completed).await?.as_secs_f64());
     }
-    let (mut fours, mut walls) = (Vec::new(), Vec::new());
+    let (mut fours, mut raws, mut walls) = (Vec::new(), Vec::new(), Vec::new());
     let lines = dir.join("drained.jsonl");
     for _ in 0..tries {
         let (took, completed) = drain_rate(bin, config, drain, 4)?;
         write_lines(&lines, completed)?;
         let arg = lines.to_string_lossy().to_string();
         let put_back = run(bin, config, &["publish", "-f", &arg], addr)?;
-        // Each try is a pair, four drains and then `publish -f` of as many: its ratio is the
-        // two wall times', measured a moment apart on the same machine.
         fours.push(completed as f64 / took.as_secs_f64());
+        raws.push(completed as f64 / put_back.wall.as_secs_f64());
         walls.push((took, put_back.wall));
     }
     std::fs::remove_file(&lines)?;
-    let pairs = walls
-        .iter()
-        .map(|(four, raw)| raw.as_secs_f64() / four.as_secs_f64());
-    let four_over_raw = median(pairs.collect());
-    let drain_four = median(fours);
     Ok(Point {
         size,
         publish,
@@ -210,9 +215,8 @@ async fn measure(setup: &Setup<'_>, size: usize, publish: Cost, published: usize
         reap,
         stats,
         drain_one: median(ones),
-        drain_four,
-        raw: drain_four / four_over_raw,
-        four_over_raw,
+        drain_four: median(fours),
+        raw: median(raws),
         session: median(sessions),
         tries: walls,
     })
@@ -385,7 +389,7 @@ fn print(p: &Point, first: Option<&Point>) {
         p.drain_four,
         p.raw,
         p.session,
-        p.four_over_raw
+        p.four_over_raw()
     );
     if p.tries.len() > 1 {
         let tries: Vec<String> = p
@@ -432,7 +436,7 @@ pub fn summary(points: &[Point]) {
         mb(max_rss(|p| p.publish.max_rss_kb)),
         points
             .iter()
-            .map(|p| p.four_over_raw)
+            .map(Point::four_over_raw)
             .fold(f64::INFINITY, f64::min),
     );
 }

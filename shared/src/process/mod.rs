@@ -131,11 +131,11 @@ async fn run_with<H: Handler>(
     let mut waiting = HashSet::new();
     // Passes that claimed nothing after jumping over tasks, in a row.
     let mut idle_jumps = 0;
-    let mut head = Some(head);
+    let mut first_head = Some(head);
     loop {
         // Read again before every pass but the first (a worker's run may last for hours), with
         // the head the pass starts from.
-        let head = match head.take() {
+        let head = match first_head.take() {
             Some(head) => head,
             None => {
                 let queue = run.queue();

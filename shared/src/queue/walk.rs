@@ -293,9 +293,10 @@ impl Walk {
             tail = highest_next,
             "tasks listed to find the head"
         );
-        let written = match data != head.data || head.is_missing() {
-            true => queue.write_head(&head, &data).await?,
-            false => None,
+        let written = if data != head.data || head.is_missing() {
+            queue.write_head(&head, &data).await?
+        } else {
+            None
         };
         self.head = match written {
             Some(written) => Some(written),
