@@ -70,8 +70,15 @@ pub fn helper_floor_kb() -> Result<u64> {
 }
 
 /// Waits for `child`: its exit code (1 when a signal ended it), and its maximum resident set
-/// in KiB (from the kernel's accounting of that child alone).
+/// in KiB (from the kernel's accounting of that child alone). The wait blocks its thread: on
+/// the bench's runtime it first hands that thread's tasks to another (`block_in_place`), or a
+/// ZooKeeper session's task queued there would answer no ping until the child ends (the smoke
+/// run once lost its producer's link so, `ConnectionLoss` on its next create).
 pub fn wait(child: std::process::Child) -> Result<(i32, u64)> {
+    tokio::task::block_in_place(|| wait4(child))
+}
+
+fn wait4(child: std::process::Child) -> Result<(i32, u64)> {
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: `usage` is a plain C struct the call fills in; `pid` is our own child, which std
