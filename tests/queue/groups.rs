@@ -293,3 +293,52 @@ async fn a_slow_group_holds_back_only_itself() {
     assert_eq!(slow, 5, "{finished:?}");
     assert_eq!(finished.last().unwrap(), "slow/1");
 }
+
+/// A group's head failed and waits out a backoff; it comes back at the tail under a new name,
+/// behind the group's next task. The walk meets the next task first, in the same window as
+/// the head: the head (which holds the group's lock) must still run, then the rest, in order.
+/// (Before the fix, the head waited in the pass behind the next task, was dropped with it when
+/// that claim met the lock, and the group never moved again.)
+#[tokio::test]
+async fn a_head_back_from_its_backoff_behind_the_rest_of_its_group_runs_first() {
+    let t = TestQueue::with(|c| {
+        c.backoff_base = Duration::from_millis(50);
+        c.backoff_max = Duration::from_millis(50);
+    })
+    .await;
+    t.queue
+        .publish_many(&[grouped("g", 0), grouped("g", 1), grouped("g", 2)])
+        .await
+        .unwrap();
+    let log = Log::default();
+    let seen = log.clone();
+    let handler = FnHandler(move |task: Task| {
+        let log = seen.clone();
+        async move {
+            let (group, seq) = group_and_seq(&task);
+            log.start(&group);
+            let fail = seq == 0 && task.attempt() == 1;
+            log.end(&group, seq, !fail);
+            match fail {
+                true => Err(HandlerError::Retryable("first try fails".into())),
+                false => Ok(()),
+            }
+        }
+    });
+    let first = event_bridge::process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.retried, 1);
+    // Wait out the backoff on ZooKeeper's clock (a slower machine only waits longer).
+    let due = t.now().await.now_ms() + 100;
+    while t.now().await.now_ms() < due {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // One run promotes the head to the tail and must run the whole group from there.
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(log.done("g"), [0, 1, 2], "{report:?}");
+    assert!(t.children("tasks").await.is_empty());
+    assert!(t.children("groups").await.is_empty(), "no lock left");
+}

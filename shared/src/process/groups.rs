@@ -6,8 +6,9 @@
 //! first task of its group it saw; the group's later tasks wait in the pass, in number order,
 //! and the next is claimed when the one before it completed. Any other end (a retry, a lost
 //! race, a busy or paused group, a dead letter) leaves the group to a later pass, except the
-//! task holding the group's lock (a retry come back, a task whose consumer died), which may
-//! still be claimed.
+//! task holding the group's lock (a retry come back at the tail, a task whose consumer died),
+//! which may still be claimed: when the walk already saw it waiting behind the task whose claim
+//! met the lock, it is claimed at once, and the rest of its group waits for the next pass.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -16,11 +17,17 @@ use crate::queue::TaskRead;
 /// A task probed and waiting to be claimed.
 type Waiting = (String, TaskRead);
 
+/// A grouped task waiting in the pass behind its group's running task, with its envelope id.
+type Queued = (String, Waiting);
+
 /// What the pass knows of one group.
 enum Gate {
     /// A task of the group is being claimed or run by this pass; the group's later tasks it
     /// saw wait here, oldest first.
-    Running(VecDeque<Waiting>),
+    Running(VecDeque<Queued>),
+    /// The holder of the group's lock runs, out of the walk's order: the rest of the group is
+    /// left to the next pass, which starts from the head again.
+    Holder,
     /// Not for this pass, except the task with this id (the holder of the group's lock).
     Blocked(Option<String>),
 }
@@ -60,10 +67,11 @@ impl Gates {
             None => task,
             Some(Gate::Running(waiting)) => {
                 if !held && contiguous {
-                    waiting.push_back(task);
+                    waiting.push_back((id, task));
                 }
                 return None;
             }
+            Some(Gate::Holder) => return None,
             Some(Gate::Blocked(Some(owner))) if *owner == id && !held => task,
             Some(Gate::Blocked(_)) => return None,
         };
@@ -75,11 +83,16 @@ impl Gates {
     /// Task `name` completed: the next task of its group the pass saw, to claim now.
     pub(super) fn completed(&mut self, name: &str) -> Option<Waiting> {
         let group = self.running.remove(name)?;
-        let Some(Gate::Running(waiting)) = self.groups.get_mut(&group) else {
-            return None;
+        let waiting = match self.groups.get_mut(&group) {
+            Some(Gate::Running(waiting)) => waiting,
+            Some(Gate::Holder) => {
+                self.groups.insert(group, Gate::Blocked(None));
+                return None;
+            }
+            _ => return None,
         };
         match waiting.pop_front() {
-            Some(next) => {
+            Some((_, next)) => {
                 self.running.insert(next.0.clone(), group);
                 Some(next)
             }
@@ -93,11 +106,21 @@ impl Gates {
     }
 
     /// Task `name` ended otherwise (or was not claimed): its group is left to a later pass,
-    /// except the task with id `owner`, which holds the group's lock.
-    pub(super) fn stopped(&mut self, name: &str, owner: Option<String>) {
-        if let Some(group) = self.running.remove(name) {
-            self.groups.insert(group, Gate::Blocked(owner));
-        }
+    /// except the task with id `owner`, which holds the group's lock. When that task already
+    /// waits in the pass (a retry come back at the tail, seen in the same window), it is
+    /// returned, to claim now.
+    pub(super) fn stopped(&mut self, name: &str, owner: Option<String>) -> Option<Waiting> {
+        let group = self.running.remove(name)?;
+        let previous = self
+            .groups
+            .insert(group.clone(), Gate::Blocked(owner.clone()));
+        let (Some(Gate::Running(waiting)), Some(owner)) = (previous, owner) else {
+            return None;
+        };
+        let (_, holder) = waiting.into_iter().find(|(id, _)| *id == owner)?;
+        self.running.insert(holder.0.clone(), group.clone());
+        self.groups.insert(group, Gate::Holder);
+        Some(holder)
     }
 }
 
@@ -168,12 +191,29 @@ mod tests {
         assert!(gates.admit(found("g", "a"), task("t1")).is_some());
         assert!(gates.admit(found("g", "b"), task("t2")).is_none());
         // t1's claim met the lock of task "r", a retry that came back at the tail.
-        gates.stopped("t1", Some("r".into()));
+        assert!(gates.stopped("t1", Some("r".into())).is_none());
         assert!(gates.completed("t1").is_none());
         assert!(gates.admit(found("g", "b"), task("t2")).is_none());
         assert_eq!(
             name(gates.admit(found("g", "r"), task("t9"))),
             Some("t9".into())
         );
+    }
+
+    #[test]
+    fn the_holder_of_the_lock_seen_behind_its_group_runs_alone_in_the_pass() {
+        let mut gates = Gates::default();
+        assert!(gates.admit(found("g", "b"), task("t1")).is_some());
+        assert!(gates.admit(found("g", "c"), task("t2")).is_none());
+        // "r" came back from its backoff at the tail, behind the rest of its group.
+        assert!(gates.admit(found("g", "r"), task("t9")).is_none());
+        // t1's claim met r's lock: r runs now, and nothing else of the group in this pass.
+        assert_eq!(
+            name(gates.stopped("t1", Some("r".into()))),
+            Some("t9".into())
+        );
+        assert!(gates.admit(found("g", "d"), task("t10")).is_none());
+        assert!(gates.completed("t9").is_none());
+        assert!(gates.admit(found("g", "e"), task("t11")).is_none());
     }
 }

@@ -387,7 +387,10 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             Outcome::GroupBusy(owner) => owner.clone(),
             _ => None,
         };
-        self.gates.stopped(name, owner);
+        // The holder of the group's lock, when the walk saw it waiting, goes first.
+        if let Some(holder) = self.gates.stopped(name, owner) {
+            self.ready.push_front(holder);
+        }
         if outcome.left_tasks() {
             self.settle(name);
         }
@@ -430,7 +433,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             Sent::Answered(settled, resent) => {
                 let gone = self.report.count_completions(settled, resent);
                 for name in names.iter().filter(|n| !gone.contains(n)) {
-                    self.gates.stopped(name, None);
+                    let _ = self.gates.stopped(name, None);
                 }
                 for name in gone {
                     self.settle(&name);
@@ -442,7 +445,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             }
             Sent::Unsettled => {
                 for name in names {
-                    self.gates.stopped(&name, None);
+                    let _ = self.gates.stopped(&name, None);
                     tracing::warn!(task = %name, "not completed before the deadline: left to the reaper");
                     self.report.count(&Outcome::Unsettled);
                 }
