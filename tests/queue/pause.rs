@@ -110,3 +110,47 @@ async fn a_task_in_flight_when_its_type_is_paused_finishes() {
     assert_eq!(report.completed, 1);
     assert!(t.queue.paused().await.unwrap().holds("email"));
 }
+
+/// A pause reaches a run that is already draining: claims made after it see it within a
+/// second. The handler of the fourth task pauses, then takes longer than that, so the run's
+/// next claim comes after the pause is a second old whatever the machine's speed: nothing
+/// more may start. (Before the fix, a run read what is paused only between passes, and one
+/// pass walked the whole backlog: all 20 ran.)
+async fn a_pause_stops_a_running_drain(target: PauseTarget) {
+    let t = TestQueue::new().await;
+    let envelopes: Vec<Envelope> = (0..20)
+        .map(|i| Envelope::new("email", json!({ "n": i })))
+        .collect();
+    t.queue.publish_many(&envelopes).await.unwrap();
+    let operator = t.consumer("operator").await;
+    let delivered = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = delivered.clone();
+    let handler = FnHandler(move |task: Task| {
+        let (operator, seen, target) = (operator.clone(), seen.clone(), target.clone());
+        async move {
+            let n = task.envelope.payload["n"].as_u64().unwrap();
+            seen.lock().unwrap().push(n);
+            if n == 3 {
+                assert!(operator.pause(&target).await.unwrap());
+                tokio::time::sleep(Duration::from_millis(1_200)).await;
+            }
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let report = event_bridge::process::run(&t.queue, &handler, &options(100, 1))
+        .await
+        .unwrap();
+    assert_eq!(*delivered.lock().unwrap(), [0, 1, 2, 3], "{report:?}");
+    assert_eq!(report.completed, 4);
+    assert_eq!(t.children("tasks").await.len(), 16, "the rest wait");
+}
+
+#[tokio::test]
+async fn pausing_a_type_stops_a_running_drain_within_a_second() {
+    a_pause_stops_a_running_drain(email()).await;
+}
+
+#[tokio::test]
+async fn pausing_the_queue_stops_a_running_drain_within_a_second() {
+    a_pause_stops_a_running_drain(PauseTarget::Queue).await;
+}

@@ -43,6 +43,10 @@ use source::Source;
 /// Due tasks a run moves back from `delayed/` to the queue before it walks, at most.
 const PROMOTE_PER_RUN: usize = 256;
 
+/// A claim batch reads what is paused and cancelled again when its copy is older than this,
+/// so a pause stops every running consumer's claims within a second.
+const HOLDS_FRESH_FOR: Duration = Duration::from_millis(500);
+
 /// What a run may do.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -123,7 +127,7 @@ async fn run_with<H: Handler>(
         stop,
         refill,
         settle_by: options.deadline - options.margin / 4,
-        holds: std::sync::RwLock::new(holds),
+        holds: std::sync::RwLock::new((holds, Instant::now())),
         limited: std::sync::Mutex::new(Limited::default()),
     };
     report.schedules_fired = run.before_passes().await?;
@@ -141,17 +145,11 @@ async fn run_with<H: Handler>(
                 let queue = run.queue();
                 let holds = read_holds(&queue, run.on_dead(), run.limits());
                 let (fresh, head) = tokio::try_join!(holds, queue.read_head())?;
-                *run.holds.write().expect("not poisoned") = fresh;
+                run.set_holds(fresh);
                 head
             }
         };
-        report.queue_paused = run
-            .holds
-            .read()
-            .expect("not poisoned")
-            .paused
-            .queue
-            .is_some();
+        report.queue_paused = run.queue_paused();
         if report.queue_paused {
             break;
         }
@@ -229,8 +227,9 @@ struct Run<'a, H> {
     refill: Option<&'a Notify>,
     /// Settling writes give up at this instant, so the run returns by its deadline.
     settle_by: Instant,
-    /// What is paused and what was cancelled, as read at the start of the current pass.
-    holds: std::sync::RwLock<Holds>,
+    /// What is paused and what was cancelled, and when it was read (at the start of each
+    /// pass, and by claim batches when older than [`HOLDS_FRESH_FOR`]).
+    holds: std::sync::RwLock<(Holds, Instant)>,
     /// Tasks found over their route's limit.
     limited: std::sync::Mutex<Limited>,
 }
@@ -238,7 +237,43 @@ struct Run<'a, H> {
 impl<H> Run<'_, H> {
     /// The routes' limits.
     fn limits(&self) -> RouteLimits {
-        self.holds.read().expect("not poisoned").limits.clone()
+        self.holds.read().expect("not poisoned").0.limits.clone()
+    }
+
+    /// What is held, as last read.
+    fn holds(&self) -> Holds {
+        self.holds.read().expect("not poisoned").0.clone()
+    }
+
+    /// Keeps `holds`, read just now.
+    fn set_holds(&self, holds: Holds) {
+        *self.holds.write().expect("not poisoned") = (holds, Instant::now());
+    }
+
+    /// Whether the whole queue is paused, as last read.
+    fn queue_paused(&self) -> bool {
+        self.holds
+            .read()
+            .expect("not poisoned")
+            .0
+            .paused
+            .queue
+            .is_some()
+    }
+
+    /// What is held now: read again first when the copy is older than [`HOLDS_FRESH_FOR`]
+    /// (one `getData` and one `getChildren`), so that a pause reaches a drain in progress. A
+    /// read that fails keeps the old copy (the claim that follows meets the same fault) and is
+    /// tried again by the next batch.
+    async fn fresh_holds(&self) -> Holds {
+        let read_at = self.holds.read().expect("not poisoned").1;
+        if read_at.elapsed() >= HOLDS_FRESH_FOR {
+            match read_holds(&self.queue(), self.on_dead(), self.limits()).await {
+                Ok(holds) => self.set_holds(holds),
+                Err(e) => tracing::warn!(error = %e, "what is paused not read again; as before"),
+            }
+        }
+        self.holds()
     }
 
     /// Notes that task `name` waits for its route's limit, worth a try in `retry_in_ms`.
@@ -254,7 +289,7 @@ impl<H> Run<'_, H> {
 
     /// What groups do when one of their tasks goes to the dead letters.
     fn on_dead(&self) -> OnDeadPolicy {
-        self.holds.read().expect("not poisoned").on_dead.clone()
+        self.holds.read().expect("not poisoned").0.on_dead.clone()
     }
 
     /// The queue to send the next request on.

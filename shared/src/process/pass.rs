@@ -139,15 +139,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         if *self.run.stop.borrow() || Instant::now() + options.margin >= options.deadline {
             return 0;
         }
-        if self
-            .run
-            .holds
-            .read()
-            .expect("not poisoned")
-            .paused
-            .queue
-            .is_some()
-        {
+        if self.run.queue_paused() {
             return 0;
         }
         // Tasks whose handlers are done and whose completion is on its way take no slot, so
@@ -231,7 +223,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             notify.notified().await;
             // New tasks came; what is paused may have changed too.
             let holds = super::read_holds(&run.queue(), run.on_dead(), run.limits()).await;
-            Event::Refilled(holds.map(|holds| *run.holds.write().expect("not poisoned") = holds))
+            Event::Refilled(holds.map(|holds| run.set_holds(holds)))
         }));
     }
 

@@ -49,7 +49,7 @@ impl<H: Handler> Run<'_, H> {
             }
         }
         let queue = self.queue();
-        let holds = self.holds.read().expect("not poisoned").clone();
+        let holds = self.fresh_holds().await;
         let claimed_at = Instant::now();
         let outcomes = match queue.claim_many(&found, &self.now, &holds).await {
             Ok(outcomes) => outcomes,
