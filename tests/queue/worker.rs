@@ -245,3 +245,78 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
     stop.send(true).unwrap();
     assert_eq!(within(join).await.unwrap().completed, 4);
 }
+
+/// While one slow task keeps the worker's drain going (as steady traffic does), a task whose
+/// first try failed comes back when its backoff ends, and a task whose consumer died is
+/// freed when its lease expires: neither waits for the drain to end. (Before the fix, both
+/// waited for the slow task: due retries were promoted and leases reaped only between
+/// drains.) The waits are hang guards; the slow task is released only at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_worker_still_brings_back_retries_and_frees_a_dead_consumers_task() {
+    let t = TestQueue::with(|c| {
+        c.backoff_base = Duration::from_millis(100);
+        c.backoff_max = Duration::from_millis(100);
+        // The production minimum: the reaper frees the dead consumer's task after it.
+        c.lease_timeout = Duration::from_secs(10);
+    })
+    .await;
+    let envelope = |kind: &str| event_bridge::Envelope::new(kind, serde_json::json!({}));
+    let orphan = t.queue.publish_many(&[envelope("orphan")]).await.unwrap();
+    // A consumer claims it and dies: its lease stays until it expires.
+    let dying = t.consumer("dying").await;
+    let now = t.now().await;
+    let claimed = dying.claim(&orphan[0], &now).await.unwrap();
+    assert!(matches!(
+        claimed,
+        event_bridge::queue::ClaimOutcome::Claimed(_)
+    ));
+    drop(dying);
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let attempts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = {
+        let (release, attempts) = (release.clone(), attempts.clone());
+        FnHandler(move |task: Task| {
+            let (release, attempts) = (release.clone(), attempts.clone());
+            async move {
+                let kind = task.envelope.event_type.clone();
+                attempts
+                    .lock()
+                    .unwrap()
+                    .push((kind.clone(), task.attempt()));
+                match kind.as_str() {
+                    "slow" => release.notified().await,
+                    "flaky" if task.attempt() == 1 => {
+                        return Err(event_bridge::HandlerError::Retryable("first try".into()));
+                    }
+                    _ => {}
+                }
+                Ok(())
+            }
+        })
+    };
+    let (stop, join) = start(watching(config(&t), handler, 4));
+    t.queue.publish_many(&[envelope("slow")]).await.unwrap();
+    let seen = |kind: &'static str, attempt: u32| {
+        let attempts = attempts.clone();
+        move || {
+            let attempts = attempts.lock().unwrap();
+            attempts.iter().any(|(k, a)| k == kind && *a == attempt)
+        }
+    };
+    let slow_running = seen("slow", 1);
+    eventually(async || slow_running(), "the slow task running").await;
+    t.queue.publish_many(&[envelope("flaky")]).await.unwrap();
+    let retried = seen("flaky", 2);
+    eventually(
+        async || retried(),
+        "the retry delivered while the slow task runs",
+    )
+    .await;
+    let freed = seen("orphan", 2);
+    eventually(async || freed(), "the dead consumer's task run again").await;
+    release.notify_one();
+    stop.send(true).unwrap();
+    let report = within(join).await.unwrap();
+    assert_eq!(report.reaped, 1, "{report:?}");
+    assert!(t.children("tasks").await.is_empty());
+}

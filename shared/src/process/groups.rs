@@ -105,6 +105,18 @@ impl Gates {
         }
     }
 
+    /// A new walk from the head starts: groups left to a later pass are open again, and the
+    /// tasks waiting behind a running task are dropped, to be found again in order.
+    pub(super) fn rewalk(&mut self) {
+        self.groups
+            .retain(|_, gate| !matches!(gate, Gate::Blocked(_)));
+        for gate in self.groups.values_mut() {
+            if let Gate::Running(waiting) = gate {
+                waiting.clear();
+            }
+        }
+    }
+
     /// Task `name` ended otherwise (or was not claimed): its group is left to a later pass,
     /// except the task with id `owner`, which holds the group's lock. When that task already
     /// waits in the pass (a retry come back at the tail, seen in the same window), it is

@@ -36,13 +36,20 @@ const JUMP_PER_SLOT: usize = 32;
 /// Tasks completed in one multi-op, at most.
 const COMPLETE_BATCH: usize = 32;
 
+/// A worker's pass that has reached the tail walks again from the head once its walk is this
+/// old, so that what the walk passed over meanwhile (a task the reaper freed, a group whose
+/// turn came, a type resumed) is looked at again while tasks are still in flight.
+const WALK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the jobs of a pass report back.
 enum Event {
     /// A window of the walk was probed (the walk comes back with it).
     Probed(Box<Walk>, Result<Option<Vec<Probed>>>),
-    /// The worker's refill notification came: the walk may go on past its old tail. (What
-    /// is paused was read again with it.)
+    /// The worker's refill notification came, or the walk became old enough to walk again:
+    /// the walk may go on past its old tail. (What is paused was read again with it.)
     Refilled(Result<()>),
+    /// The old walk's knowledge was saved to the head, and a new walk starts from it.
+    Rewalked(Result<Box<Walk>>),
     /// A batch of claims was sent: what came of each task.
     Claimed(Result<Vec<Claimed>>),
     /// A task's run ended.
@@ -70,8 +77,10 @@ pub(super) struct Pass<'r, 'a, H> {
     report: &'r mut ProcessReport,
     /// Tasks found unreadable or paused: counted once, not tried again in this run.
     waiting: &'r mut HashSet<String>,
-    /// The walk; `None` while one of its windows is being probed.
+    /// The walk; `None` while one of its windows is being probed (or it is being replaced).
     walk: Option<Box<Walk>>,
+    /// When the walk started from the head.
+    walk_started: Instant,
     /// Tasks settled while the walk was out probing, for it to learn when it is back.
     settled_meanwhile: Vec<i64>,
     /// Tasks probed, waiting for a free slot.
@@ -101,6 +110,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             report,
             waiting,
             walk: Some(Box::new(walk)),
+            walk_started: Instant::now(),
             settled_meanwhile: Vec::new(),
             jumped: false,
             gates: Gates::default(),
@@ -219,8 +229,12 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         };
         let run = self.run;
         self.flight.refilling = true;
+        let walk_again = self.walk_started + WALK_AGAIN_AFTER;
         self.jobs.push(Box::pin(async move {
-            notify.notified().await;
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = tokio::time::sleep_until(walk_again) => {}
+            }
             // New tasks came; what is paused may have changed too.
             let holds = super::read_holds(&run.queue(), run.on_dead(), run.limits()).await;
             Event::Refilled(holds.map(|holds| run.set_holds(holds)))
@@ -251,11 +265,10 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 }
                 Event::Refilled(read) => {
                     self.flight.refilling = false;
-                    if let Some(walk) = &mut self.walk {
-                        walk.resume();
-                    }
+                    self.refilled();
                     read.err()
                 }
+                Event::Rewalked(walk) => walk.map(|walk| self.rewalked(walk)).err(),
                 Event::Claimed(claimed) => claimed.map(|claimed| self.claimed(claimed)).err(),
                 Event::Ran(ran) => {
                     self.flight.running -= 1;
@@ -271,6 +284,42 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             }
         }
         succeeded
+    }
+
+    /// After a refill notification (or its timer): walks again from the head when the walk
+    /// is old and nothing waits to be claimed, else goes on past the old tail.
+    fn refilled(&mut self) {
+        let old = self.walk_started.elapsed() >= WALK_AGAIN_AFTER;
+        let Some(mut walk) = self.walk.take() else {
+            return;
+        };
+        if !old || !self.ready.is_empty() {
+            walk.resume();
+            self.walk = Some(walk);
+            return;
+        }
+        let run = self.run;
+        self.jobs.push(Box::pin(async move {
+            let queue = run.queue();
+            let again = async {
+                walk.save_head(&queue).await?;
+                Ok(Box::new(Walk::from_head(queue.read_head().await?)))
+            };
+            Event::Rewalked(again.await)
+        }));
+    }
+
+    /// A new walk from the head: what the old one passed over is looked at again. Groups
+    /// left to a later pass are open again, and the tasks waiting behind a running one are
+    /// found again in order; tasks found paused or unreadable are tried (and counted) again.
+    fn rewalked(&mut self, mut walk: Box<Walk>) {
+        for number in self.settled_meanwhile.drain(..) {
+            walk.settle(number);
+        }
+        self.walk = Some(walk);
+        self.walk_started = Instant::now();
+        self.gates.rewalk();
+        self.waiting.clear();
     }
 
     /// Queues the claimable tasks of a probed window: not held by anyone, readable (an

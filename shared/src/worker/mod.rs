@@ -6,15 +6,18 @@
 //! permit, so none is missed: between drains it wakes the worker for the next drain, and during
 //! a drain that still has slow tasks in flight it lets the drain take new tasks into its free
 //! slots ([`process::run_refilling`]). A new task is picked up within milliseconds without
-//! polling. A slow timer (`WORKER_IDLE_CHECK`) also wakes it, for tasks whose retry backoff has
-//! ended (that changes no child list). Beside the drains it fires recurring schedules at their
-//! slots (feature `schedule`; `schedules`). It reaps expired leases every half lease timeout. When
-//! its session expires it opens a new one and carries on; on the stop signal it claims nothing
-//! more, lets tasks in flight finish within the deadline margin and releases the rest.
+//! polling. A slow timer (`WORKER_IDLE_CHECK`) also wakes it between drains. Beside the drains,
+//! on timers of their own, it moves tasks whose backoff or delay ended back to the queue and
+//! reaps expired leases every half lease timeout (`upkeep`), and fires recurring schedules at
+//! their slots (feature `schedule`; `schedules`): a drain under steady traffic never ends, and
+//! none of that waits for it. When its session expires it opens a new one and carries on; on
+//! the stop signal it claims nothing more, lets tasks in flight finish within the deadline
+//! margin and releases the rest.
 
 #[cfg(feature = "schedule")]
 mod schedules;
 mod tasks_watch;
+mod upkeep;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,17 +98,28 @@ impl<H: Handler> Worker<H> {
     pub async fn run(&self, stop: watch::Receiver<bool>) -> Result<WorkerReport> {
         let session =
             Session::open(self.config.clone(), "worker", self.dead_letters.clone()).await?;
+        let reap_every = self.config.lease_timeout / 2;
+        let consume = async {
+            let (report, reaped) = tokio::join!(
+                self.consume(&session, &stop),
+                upkeep::until_stopped(&session, reap_every, stop.clone())
+            );
+            report.map(|report| WorkerReport {
+                reaped: report.reaped + reaped,
+                ..report
+            })
+        };
         #[cfg(feature = "schedule")]
         let (report, ()) = tokio::join!(
-            self.consume(&session, &stop),
+            consume,
             schedules::fire_until_stopped(&session, stop.clone())
         );
         #[cfg(not(feature = "schedule"))]
-        let report = self.consume(&session, &stop).await;
+        let report = consume.await;
         report
     }
 
-    /// Drains, reaps and waits in turn until `stop` turns true.
+    /// Drains and waits in turn until `stop` turns true.
     async fn consume(
         &self,
         session: &Session,
@@ -116,14 +130,13 @@ impl<H: Handler> Worker<H> {
             ..Default::default()
         };
         let (mut queue, mut refill) = self.watch(session, &mut report).await?;
-        let mut last_reap = Instant::now();
         while !*stop.borrow() {
             // A run may have opened a new session for what it held: watch on that one.
             if session.queue().session_id() != queue.session_id() {
                 (queue, refill) = self.reopen(session, &queue, &mut report, stop).await?;
             }
             let Err(e) = self
-                .cycle(session, &queue, &refill, stop, &mut report, &mut last_reap)
+                .cycle(session, &queue, &refill, stop, &mut report)
                 .await
             else {
                 continue;
@@ -147,7 +160,7 @@ impl<H: Handler> Worker<H> {
         Ok(report)
     }
 
-    /// Arm the watch, drain, reap when due, then wait for the watch, the timer or the stop.
+    /// Drain, then wait for the watch, the timer or the stop.
     async fn cycle(
         &self,
         session: &Session,
@@ -155,7 +168,6 @@ impl<H: Handler> Worker<H> {
         refill: &Notify,
         stop: &watch::Receiver<bool>,
         report: &mut WorkerReport,
-        last_reap: &mut Instant,
     ) -> Result<()> {
         let options = RunOptions {
             max_tasks: u32::MAX,
@@ -169,10 +181,6 @@ impl<H: Handler> Worker<H> {
         report.completed += run.completed as u64;
         report.retried += run.retried as u64;
         report.dead_lettered += run.dead_lettered as u64;
-        if last_reap.elapsed() >= self.config.lease_timeout / 2 {
-            report.reaped += crate::reap::reap(queue).await?.reaped as u64;
-            *last_reap = Instant::now();
-        }
         // One watch mechanism only: the persistent watch's notifications (a change meanwhile
         // left a permit, so none is missed), the idle timer, or the stop.
         let mut stop = stop.clone();
