@@ -19,9 +19,10 @@
 //!                     ROOT/dead
 //! ```
 //!
-//! Every claim raises the task znode's version; that version is the claim's fencing token,
-//! and every later write of the holder checks it, so a consumer whose lease passed on can
-//! change nothing ([`queue`] explains). Lease expiry and retry backoff are judged by
+//! Every claim raises the task znode's version, and every later write of the holder checks
+//! it (with the lease's), so a consumer whose lease passed on can change nothing ([`queue`]
+//! explains). The claim's fencing token for systems outside ZooKeeper is the `czxid` of the
+//! lease it created: it grows with every claim of the task. Lease expiry and retry backoff are judged by
 //! ZooKeeper's clock ([`clock`]), never by comparing two machines' clocks.
 //!
 //! # Layout

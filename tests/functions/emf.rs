@@ -144,14 +144,32 @@ async fn process_events_prints_an_emf_line_cloudwatch_accepts() {
     }
 }
 
-#[tokio::test]
-async fn without_metrics_emf_nothing_is_printed() {
-    let tq = TestQueue::new().await;
+/// What the Lambda handler prints for a drain of one task, with `METRICS_EMF` on or off.
+async fn printed_by_a_lambda_run(metrics_emf: bool) -> String {
+    let tq = TestQueue::with(|c: &mut Config| c.metrics_emf = metrics_emf).await;
+    tq.publish(1).await;
     let app = process_events::App::open(tq.config.clone(), "test")
         .await
         .unwrap();
-    let report = event_bridge::ProcessReport::default();
-    assert!(process_events::metrics_line(&app, &report).await.is_none());
+    let event = lambda_runtime::LambdaEvent::new(
+        serde_json::json!({ "mode": "drain" }),
+        lambda_runtime::Context::default(),
+    );
+    let mut out = Vec::new();
+    let report = process_events::lambda::handle_printing_to(&app, event, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(report["completed"], 1, "{report}");
+    String::from_utf8(out).unwrap()
+}
+
+#[tokio::test]
+async fn without_metrics_emf_nothing_is_printed() {
+    assert_eq!(printed_by_a_lambda_run(false).await, "");
+    // The same run with it on prints its one line: the check above can fail.
+    let on = printed_by_a_lambda_run(true).await;
+    assert_eq!(on.lines().count(), 1, "{on}");
+    assert!(on.contains("\"_aws\""), "{on}");
 }
 
 #[test]

@@ -38,6 +38,16 @@ async fn publish_or_status(app: &App, event: &Value) -> Option<HttpReply> {
 /// A Function URL request gets its errors as HTTP replies instead (400 for a bad query, 503
 /// when ZooKeeper fails), as Vercel requests do, rather than the URL's bare 502.
 pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, Diagnostic> {
+    handle_printing_to(app, event, std::io::stdout()).await
+}
+
+/// As [`handle`], printing the run's metrics line (when `METRICS_EMF` is on) to `out` instead
+/// of stdout.
+pub async fn handle_printing_to(
+    app: &App,
+    event: LambdaEvent<Value>,
+    mut out: impl std::io::Write,
+) -> Result<Value, Diagnostic> {
     if let Some(reply) = publish_or_status(app, &event.payload).await {
         return Ok(function_url_reply(reply));
     }
@@ -57,8 +67,10 @@ pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, Diagn
         }
         Err(e) => return Err(diagnostic(&e)),
     };
-    if let Some(line) = crate::metrics_line(app, &report).await {
-        println!("{line}");
+    if let Some(line) = crate::metrics_line(app, &report).await
+        && let Err(e) = writeln!(out, "{line}")
+    {
+        tracing::warn!(error = %e, "the metrics line could not be printed");
     }
     Ok(match reply {
         Reply::Json => serde_json::to_value(&report).expect("reports are plain data"),
