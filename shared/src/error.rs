@@ -46,6 +46,11 @@ pub enum Error {
     #[error("task is {size} bytes, over the {limit}-byte znode limit")]
     TooLarge { size: usize, limit: usize },
 
+    /// A publish refused before anything was written: task `item` of it (from 1) is one ZooKeeper
+    /// would refuse, or one `status` and `cancel` could not tell from another.
+    #[error("task {item} of the publish: {problem}")]
+    Unpublishable { item: usize, problem: String },
+
     /// Input that should have been JSON was not.
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::queue::{Published, Queue, SlotTaken, StoredSchedule};
 use crate::recurrence::{MISFIRE_GRACE_MS, Misfire, Schedule, Timing};
+use crate::session::{Recovery, recovery};
 
 /// Times a change to a schedule is tried again when a firer wrote it meanwhile.
 const WRITE_TRIES: usize = 5;
@@ -32,12 +33,28 @@ pub struct FireReport {
     /// The earliest slot still to come of a schedule not paused (ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_due_ms: Option<i64>,
+    /// Schedules whose due slot could not be fired, and why (each logged with its name); the
+    /// others fired all the same. Such a slot stays due: the next look tries it again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<FireFailure>,
+}
+
+/// A schedule that failed to fire its due slot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FireFailure {
+    pub schedule: String,
+    pub error: String,
 }
 
 /// Takes every slot due at `now_ms`: per schedule not paused, the latest slot at or before
 /// `now_ms` that is later than the slot it took last. Missed slots before it make nothing
 /// (policy `last`: it stands for them); policy `skip` passes it over too when it is more than
-/// [`MISFIRE_GRACE_MS`] late.
+/// [`MISFIRE_GRACE_MS`] late. A schedule that fails to fire (its firing too large to send,
+/// a write refused) is logged and reported in [`FireReport::failed`], and the others fire.
+///
+/// # Notable errors
+/// - [`Error::Zk`] or [`Error::Timeout`] when the link or the session fails: every schedule
+///   after would meet it too, so the look ends there; slots fired before stay fired.
 pub async fn fire_due(queue: &Queue, now_ms: i64) -> Result<FireReport> {
     let mut report = FireReport::default();
     for (name, read) in queue.schedules().await? {
@@ -60,13 +77,28 @@ pub async fn fire_due(queue: &Queue, now_ms: i64) -> Result<FireReport> {
         if stored.schedule.paused {
             continue;
         }
-        fire_one(queue, &stored, &timing, now_ms, &mut report).await?;
+        if let Err(error) = fire_one(queue, &stored, &timing, now_ms, &mut report).await {
+            report.failed.push(failure(queue, &name, error)?);
+        }
         let last = stored.schedule.last_slot_ms.unwrap_or(i64::MIN).max(now_ms);
         if let Some(next) = timing.next_after(last) {
             report.next_due_ms = Some(report.next_due_ms.map_or(next, |n| n.min(next)));
         }
     }
     Ok(report)
+}
+
+/// A schedule's own failure to fire, to report while the others go on; a failure of the link
+/// or the session is the whole look's, and ends it.
+fn failure(queue: &Queue, name: &str, error: Error) -> Result<FireFailure> {
+    if recovery(&error, queue.session_over()) != Recovery::GiveUp {
+        return Err(error);
+    }
+    tracing::warn!(schedule = %name, error = %error, "schedule not fired; the others go on");
+    Ok(FireFailure {
+        schedule: name.to_string(),
+        error: error.to_string(),
+    })
 }
 
 async fn fire_one(
@@ -105,17 +137,29 @@ async fn fire_one(
 
 /// Adds `schedule`: its pattern, zone and key template checked, its latest slot set to the
 /// latest at or before `now_ms` (so adding fires nothing already passed). An error when the
-/// name is taken.
+/// name is taken, or when its slots could not be fired: the schedule, its mark and its task
+/// (the payload twice, the name in two paths) must fit one request ZooKeeper takes.
 pub async fn add(queue: &Queue, mut schedule: Schedule, now_ms: i64) -> Result<Schedule> {
     let timing = schedule
         .timing()
         .map_err(|problem| schedule_error(&schedule.name, problem))?;
     schedule.last_slot_ms = timing.latest_at_or_before(now_ms);
+    check_fires(queue, &schedule, &timing, now_ms)?;
     if !queue.put_schedule(&schedule, None).await? {
         let problem = "a schedule of that name exists (remove it first)".to_string();
         return Err(schedule_error(&schedule.name, problem));
     }
     Ok(schedule)
+}
+
+/// Refuses `schedule` when its next slot (after `now_ms`) could not be fired; what a slot
+/// writes differs from slot to slot by a few bytes of time at most.
+fn check_fires(queue: &Queue, schedule: &Schedule, timing: &Timing, now_ms: i64) -> Result<()> {
+    let slot = timing.next_after(now_ms).unwrap_or(now_ms);
+    let envelope = schedule
+        .envelope(timing, slot)
+        .map_err(|problem| schedule_error(&schedule.name, problem))?;
+    queue.check_firing(schedule, slot, &envelope)
 }
 
 /// Pauses or resumes schedule `name`; `None` when there is none. A resumed schedule goes on

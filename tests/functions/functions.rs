@@ -425,6 +425,89 @@ async fn a_function_url_post_publishes_and_a_status_request_answers() {
     assert_eq!(body["state"], "pending");
 }
 
+/// Sends `body` as a Function URL publish: the reply's status and JSON body.
+async fn url_publish(app: &App, body: &str) -> (u16, Value) {
+    let mut post = event_file("publish.json");
+    post["body"] = json!(body);
+    let reply = process_events::lambda::handle(app, LambdaEvent::new(post, Context::default()))
+        .await
+        .expect("a reply");
+    let status = reply["statusCode"].as_u64().expect("a status") as u16;
+    let body = serde_json::from_str(reply["body"].as_str().expect("a body")).expect("JSON");
+    (status, body)
+}
+
+#[tokio::test]
+async fn a_url_publish_refuses_an_empty_or_repeated_id_naming_the_line() {
+    let tq = TestQueue::new().await;
+    let app = open_app(&tq).await;
+    let empty =
+        "{\"type\": \"a\", \"payload\": 1}\n{\"type\": \"a\", \"payload\": 2, \"id\": \"\"}";
+    let (status, body) = url_publish(&app, empty).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("line 2") && message.contains("\"id\""),
+        "{body}"
+    );
+    let twice = [
+        r#"{"type": "a", "payload": 1, "id": "order-7"}"#,
+        r#"{"type": "a", "payload": 2}"#,
+        r#"{"type": "a", "payload": 3, "id": "order-7"}"#,
+    ]
+    .join("\n");
+    let (status, body) = url_publish(&app, &twice).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("line 3") && message.contains("line 1") && message.contains("order-7"),
+        "{body}"
+    );
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "refused bodies publish nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_url_publish_over_one_zookeeper_request_is_refused_before_anything_is_written() {
+    let tq = TestQueue::new().await;
+    let app = open_app(&tq).await;
+    // Each key is 1 360 bytes of UTF-8 in the body but 4 080 as a znode name: 200 such lines
+    // are 282 kB, well under PUBLISH_MAX_BYTES, and over a megabyte in the multi-op.
+    let key = "é".repeat(680);
+    let lines: Vec<String> = (0..200)
+        .map(|i| {
+            json!({"type": "a", "payload": {"n": i}, "idempotency_key": format!("{key}{i}")})
+                .to_string()
+        })
+        .collect();
+    let body = lines.join("\n");
+    assert!(body.len() < app.session.config().publish_max_bytes);
+    let (status, reply) = url_publish(&app, &body).await;
+    assert_eq!(status, 413, "{reply}");
+    let message = reply["message"].as_str().unwrap();
+    assert!(
+        message.contains("line ") && message.contains("request"),
+        "{reply}"
+    );
+    // One key that could never be written: its znode name alone is most of a megabyte.
+    let huge = json!({"type": "a", "payload": {}, "idempotency_key": "é".repeat(150_000)});
+    let (status, reply) = url_publish(&app, &huge.to_string()).await;
+    assert_eq!(status, 400, "{reply}");
+    let message = reply["message"].as_str().unwrap();
+    assert!(
+        message.contains("line 1") && message.contains("idempotency_key"),
+        "{reply}"
+    );
+    assert!(tq.children("tasks").await.is_empty(), "nothing was written");
+    assert!(tq.children("keys").await.is_empty(), "no key either");
+    // The session went on: the first 100 lines fit in one request and are published.
+    let (status, reply) = url_publish(&app, &lines[..100].join("\n")).await;
+    assert_eq!(status, 202, "{reply}");
+    assert_eq!(tq.children("tasks").await.len(), 100);
+}
+
 #[tokio::test]
 async fn vercel_reap_leases_answers_with_the_reap_report() {
     let tq = TestQueue::new().await;

@@ -185,3 +185,143 @@ async fn a_racing_batch_and_producer_over_the_same_keys_make_one_task_per_key() 
     assert_eq!(created, 100);
     assert_eq!(t.children("tasks").await.len(), 100);
 }
+
+type Outcome = std::future::Ready<Result<(), HandlerError>>;
+
+/// Fails tasks of type `bad` for good (as a route table without their type would), runs the
+/// rest.
+fn fails_bad() -> FnHandler<fn(Task) -> Outcome> {
+    fn handle(task: Task) -> Outcome {
+        std::future::ready(match task.envelope.event_type.as_str() {
+            "bad" => Err(HandlerError::Permanent("no route".into())),
+            _ => Ok(()),
+        })
+    }
+    FnHandler(handle)
+}
+
+/// A task of `event_type` with key `key`, due in an hour when `later`.
+async fn publish_typed(t: &TestQueue, event_type: &str, key: &str, later: bool) -> String {
+    let mut envelope = keyed(key);
+    envelope.event_type = event_type.into();
+    if later {
+        envelope.retry_at = Some(t.now().await.now_ms() + 3_600_000);
+    }
+    let published = t.queue.publish_all(&[envelope]).await.unwrap().remove(0);
+    let Published::Created { task, .. } = published else {
+        panic!("created: {published:?}");
+    };
+    task
+}
+
+/// `bad` with key K dies (the key is free), `ok` with K waits an hour (it owns K), then the
+/// dead one is redriven: its key belongs to the waiting task.
+async fn dead_letter_whose_key_another_task_took(t: &TestQueue) -> (String, String) {
+    let dead = publish_typed(t, "bad", "K", false).await;
+    assert_eq!(run(&t.queue, &fails_bad(), 10).await.dead_lettered, 1);
+    let owner = publish_typed(t, "ok", "K", true).await;
+    (dead, owner)
+}
+
+#[tokio::test]
+async fn a_redriven_task_that_dies_again_leaves_the_key_of_the_task_that_took_it() {
+    let t = TestQueue::new().await;
+    let (dead, owner) = dead_letter_whose_key_another_task_took(&t).await;
+    let report = event_bridge::dead::redrive(&t.queue, std::slice::from_ref(&dead))
+        .await
+        .unwrap();
+    run(&t.queue, &fails_bad(), 10).await;
+    let again = publish(&t, "K").await;
+    assert!(
+        matches!(&again, Published::Existing { task: Some(task), state: KeyState::Waiting, .. } if *task == owner),
+        "K still belongs to the waiting task: {again:?}"
+    );
+    assert!(t.children("tasks").await.is_empty(), "no second task for K");
+    assert!(report.redriven.is_empty(), "{report:?}");
+    let [skipped] = &report.skipped[..] else {
+        panic!("{report:?}")
+    };
+    assert_eq!(skipped.dead, dead);
+    assert!(
+        skipped.reason.contains("idempotency key") && skipped.reason.contains(&owner),
+        "{}",
+        skipped.reason
+    );
+    assert_eq!(t.children("dead").await, [dead], "the letter stays");
+}
+
+#[tokio::test]
+async fn a_redriven_task_that_completes_leaves_the_key_of_the_task_that_took_it() {
+    let t = TestQueue::new().await;
+    let (dead, owner) = dead_letter_whose_key_another_task_took(&t).await;
+    event_bridge::dead::redrive(&t.queue, &[dead])
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    run(&t.queue, &recorder, 10).await;
+    let key = t.read_json("keys/K").await;
+    assert_eq!(key["task"], owner.as_str(), "{key}");
+    assert!(key.get("completed_at").is_none(), "{key}");
+    assert!(
+        matches!(publish(&t, "K").await, Published::Existing { task: Some(task), state: KeyState::Waiting, .. } if task == owner)
+    );
+}
+
+#[tokio::test]
+async fn a_redrive_takes_a_free_key_again() {
+    let t = TestQueue::new().await;
+    let dead = publish_typed(&t, "bad", "K", false).await;
+    assert_eq!(run(&t.queue, &fails_bad(), 10).await.dead_lettered, 1);
+    let report = event_bridge::dead::redrive(&t.queue, &[dead])
+        .await
+        .unwrap();
+    let [redriven] = &report.redriven[..] else {
+        panic!("{report:?}")
+    };
+    let again = publish(&t, "K").await;
+    assert!(
+        matches!(&again, Published::Existing { task: Some(task), state: KeyState::Pending, .. } if *task == redriven.task),
+        "the redriven task has K: {again:?}"
+    );
+    assert_eq!(redriven.idempotency_key.as_deref(), Some("K"), "{report:?}");
+    assert_eq!(
+        t.children("tasks").await,
+        std::slice::from_ref(&redriven.task)
+    );
+    // It dies again: the key goes with it, as it went the first time.
+    assert_eq!(run(&t.queue, &fails_bad(), 10).await.dead_lettered, 1);
+    assert!(t.children("keys").await.is_empty());
+}
+
+/// A task that carries a key it does not own (an earlier version's redrive made such tasks):
+/// neither its completion nor its burial, held or not, touches the owner's key.
+#[tokio::test]
+async fn settling_a_task_whose_key_is_another_tasks_leaves_the_key_alone() {
+    let t = TestQueue::new().await;
+    let owner = publish_typed(&t, "ok", "K", true).await;
+    let before = t.read_json("keys/K").await;
+    let stray = |event_type: &str, attempts: u32| {
+        let mut envelope = keyed("K");
+        envelope.event_type = event_type.into();
+        envelope.keyed = true;
+        envelope.attempts = attempts;
+        envelope.to_bytes().unwrap()
+    };
+    for body in [stray("ok", 0), stray("bad", 0), stray("ok", 5)] {
+        t.queue.publish_raw(&body).await.unwrap();
+    }
+    let report = run(&t.queue, &fails_bad(), 10).await;
+    assert_eq!(
+        (report.completed, report.dead_lettered),
+        (1, 2),
+        "{report:?}"
+    );
+    assert_eq!(
+        t.read_json("keys/K").await,
+        before,
+        "the owner's key as it was"
+    );
+    assert!(
+        matches!(publish(&t, "K").await, Published::Existing { task: Some(task), state: KeyState::Waiting, .. } if task == owner)
+    );
+}

@@ -10,6 +10,7 @@ mod dedup;
 mod done;
 mod groups;
 mod holding;
+mod ids;
 mod metrics;
 mod pause;
 mod process;

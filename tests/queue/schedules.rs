@@ -352,3 +352,121 @@ async fn a_firer_with_a_stale_read_of_its_schedule_writes_nothing() {
         "not moved back"
     );
 }
+
+/// A payload that fits a znode (and a task) but not twice in one request.
+fn big_payload() -> Value {
+    json!({ "blob": "x".repeat(600_000) })
+}
+
+/// The byte count an error message gives first.
+fn first_number(message: &str) -> usize {
+    let digits: String = message
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no size in {message:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_whose_firing_would_be_too_large_is_refused_when_added() {
+    let t = TestQueue::new().await;
+    let start = ms("2026-11-22T10:00:00Z");
+    let big = Schedule {
+        payload: big_payload(),
+        ..every("big", "* * * * *", "UTC")
+    };
+    let Err(refused) = schedule::add(&t.queue, big, start).await else {
+        panic!("a schedule whose firing is too large was added");
+    };
+    let message = refused.to_string();
+    assert!(message.starts_with("schedule big: "), "{message}");
+    assert!(message.contains("over the 1000000-byte limit"), "{message}");
+    assert!(first_number(&message) > 1_200_000, "{message}");
+    assert!(
+        t.children("schedules").await.is_empty(),
+        "nothing stored: {message}"
+    );
+    // Half that payload fires: the limit is the firing's, not a guess.
+    let half = Schedule {
+        payload: json!({ "blob": "x".repeat(300_000) }),
+        ..every("half", "* * * * *", "UTC")
+    };
+    schedule::add(&t.queue, half, start).await.unwrap();
+    let fired = schedule::fire_due(&t.queue, start + 60_000).await.unwrap();
+    assert_eq!(fired.fired, 1, "{fired:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_refuses_a_schedule_whose_firing_would_be_too_large() {
+    let t = TestQueue::new().await;
+    // A key of a million bytes: its template, 120 kB, passes as one argument.
+    let name = "k".repeat(50);
+    let template = "{name}".repeat(20_000);
+    let output = std::process::Command::new(harness::binary("event-bridge"))
+        .args([
+            "schedule",
+            "add",
+            &name,
+            "--cron",
+            "0 3 * * *",
+            "--type",
+            "t",
+        ])
+        .args(["--idempotency-key-template", &template])
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .output()
+        .expect("run event-bridge");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "stderr: {stderr}");
+    assert!(stderr.contains(&format!("schedule {name}: ")), "{stderr}");
+    assert!(first_number(&stderr) > 1_000_000, "{stderr}");
+    assert!(t.children("schedules").await.is_empty());
+}
+
+/// A schedule whose firing cannot be sent (written by hand, or by a version that did not
+/// check) fails alone: the others due fire in the same look, the report names it, and the
+/// session stays up for the next look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_that_cannot_fire_does_not_stop_the_others() {
+    let t = TestQueue::new().await;
+    let long_ago = t.now().await.now_ms() - 400 * 86_400_000;
+    let options =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let dir = format!("{}/schedules", t.config.root);
+    let _ = t.raw.create(&dir, b"", &options).await;
+    // Sorted first, so it is looked at before the one that can fire.
+    let stuck = Schedule {
+        payload: big_payload(),
+        last_slot_ms: Some(long_ago),
+        ..every("a-stuck", "0 0 1 1 *", "UTC")
+    };
+    let data = serde_json::to_vec(&stuck).unwrap();
+    t.raw
+        .create(&format!("{dir}/a-stuck"), &data, &options)
+        .await
+        .unwrap();
+    schedule::add(&t.queue, every("b-yearly", "0 0 1 1 *", "UTC"), long_ago)
+        .await
+        .unwrap();
+    let now = t.now().await.now_ms();
+    let report = schedule::fire_due(&t.queue, now)
+        .await
+        .expect("one schedule's failure is not the look's");
+    assert_eq!(report.fired, 1, "{report:?}");
+    let [failed] = &report.failed[..] else {
+        panic!("{report:?}")
+    };
+    assert_eq!(failed.schedule, "a-stuck");
+    assert!(failed.error.contains("bytes"), "{}", failed.error);
+    let seen = slots(&t).await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen.keys().all(|(s, _)| s == "b-yearly"), "{seen:?}");
+    // Nothing of the stuck one was written, and the session is still up.
+    assert_eq!(t.children("schedules/a-stuck").await.len(), 0);
+    let again = schedule::fire_due(&t.queue, now).await.unwrap();
+    assert_eq!((again.fired, again.failed.len()), (0, 1), "{again:?}");
+}

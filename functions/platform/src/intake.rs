@@ -2,6 +2,8 @@
 //! publish's body read into envelopes. Pure functions: the Lambda Function URL and Vercel
 //! handlers share them.
 
+use std::collections::HashMap;
+
 use event_bridge::Envelope;
 use event_bridge::task::{MAX_BODY_BYTES, envelope_from_value};
 use serde_json::Value;
@@ -59,10 +61,20 @@ pub enum Refused {
     Bad(String),
 }
 
+/// A publish's tasks, with the line each came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    pub envelopes: Vec<Envelope>,
+    /// `lines[i]` is the line of `envelopes[i]` (1 for a body that is one object).
+    pub lines: Vec<usize>,
+}
+
 /// The envelopes of a publish's body: one JSON object, or JSON lines (one object per line),
 /// each with `type` and `payload` (and optionally `id`, `group`, `idempotency_key`,
-/// `on_dead`). Any bad item refuses the whole body, naming its line.
-pub fn read_batch(body: &[u8], limit: usize) -> Result<Vec<Envelope>, Refused> {
+/// `on_dead`). Any bad item refuses the whole body, naming its line: one that is not a task,
+/// an empty id, an id an earlier line has, a key too long for a znode name, a task over
+/// ZooKeeper's znode limit.
+pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
     if body.len() > limit {
         return Err(Refused::TooLarge(format!(
             "the body is {} bytes, over PUBLISH_MAX_BYTES ({limit})",
@@ -89,20 +101,37 @@ pub fn read_batch(body: &[u8], limit: usize) -> Result<Vec<Envelope>, Refused> {
             items.len()
         )));
     }
-    items
-        .into_iter()
-        .map(|(line, value)| {
-            let envelope = envelope_from_value(value, None)
-                .map_err(|problem| Refused::Bad(format!("line {line}: {problem}")))?;
-            let size = envelope.to_bytes().map(|b| b.len()).unwrap_or(usize::MAX);
-            if size > MAX_BODY_BYTES {
-                return Err(Refused::TooLarge(format!(
-                    "line {line}: the task is over ZooKeeper's {MAX_BODY_BYTES}-byte limit"
-                )));
-            }
-            Ok(envelope)
-        })
-        .collect()
+    let mut batch = Batch {
+        envelopes: Vec::with_capacity(items.len()),
+        lines: Vec::with_capacity(items.len()),
+    };
+    let mut first_with: HashMap<String, usize> = HashMap::new();
+    for (line, value) in items {
+        let envelope = item(line, value)?;
+        if let Some(first) = first_with.insert(envelope.id.clone(), line) {
+            return Err(Refused::Bad(format!(
+                "line {line}: id {:?} is also line {first}'s: ids must be unique within a \
+                 publish (status and cancel by id would find only one task)",
+                envelope.id
+            )));
+        }
+        batch.envelopes.push(envelope);
+        batch.lines.push(line);
+    }
+    Ok(batch)
+}
+
+/// The envelope on line `line`, refused when it is not one or is over the znode limit.
+fn item(line: usize, value: Value) -> Result<Envelope, Refused> {
+    let envelope = envelope_from_value(value, None)
+        .map_err(|problem| Refused::Bad(format!("line {line}: {problem}")))?;
+    let size = envelope.to_bytes().map(|b| b.len()).unwrap_or(usize::MAX);
+    if size > MAX_BODY_BYTES {
+        return Err(Refused::TooLarge(format!(
+            "line {line}: the task is over ZooKeeper's {MAX_BODY_BYTES}-byte limit"
+        )));
+    }
+    Ok(envelope)
 }
 
 /// Every non-blank line, parsed; the first that is not JSON refuses the body.
@@ -147,9 +176,9 @@ mod tests {
     #[test]
     fn a_body_is_one_object_or_json_lines_and_any_bad_line_refuses_it() {
         let one = read_batch(br#"{"type": "a", "payload": {"n": 1}}"#, 1000).unwrap();
-        assert_eq!(one.len(), 1);
+        assert_eq!((one.envelopes.len(), one.lines), (1, vec![1]));
         let many = b"{\"type\": \"a\", \"payload\": 1}\n\n{\"type\": \"b\", \"payload\": 2}\n";
-        assert_eq!(read_batch(many, 1000).unwrap().len(), 2);
+        assert_eq!(read_batch(many, 1000).unwrap().lines, [1, 3]);
         let bad = b"{\"type\": \"a\", \"payload\": 1}\nnot json\n";
         assert!(
             matches!(read_batch(bad, 1000), Err(Refused::Bad(m)) if m.starts_with("line 2: not JSON"))
@@ -162,5 +191,21 @@ mod tests {
             read_batch(&[b'x'; 2000], 1000),
             Err(Refused::TooLarge(_))
         ));
+    }
+
+    #[test]
+    fn an_empty_or_repeated_id_refuses_the_body_naming_the_line() {
+        let empty = b"{\"type\": \"a\", \"payload\": 1, \"id\": \"\"}";
+        let refused = read_batch(empty, 1000);
+        assert!(
+            matches!(&refused, Err(Refused::Bad(m)) if m.starts_with("line 1: \"id\" is empty")),
+            "{refused:?}"
+        );
+        let twice = b"{\"type\": \"a\", \"payload\": 1, \"id\": \"x\"}\n{\"type\": \"a\", \"payload\": 2, \"id\": \"x\"}";
+        let refused = read_batch(twice, 1000);
+        assert!(
+            matches!(&refused, Err(Refused::Bad(m)) if m.starts_with("line 2: id \"x\" is also line 1's")),
+            "{refused:?}"
+        );
     }
 }

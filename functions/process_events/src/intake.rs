@@ -2,11 +2,11 @@
 //! task or of JSON lines is published all or nothing and answered `202` with each task's name
 //! and status URL; `GET ?status=<task name or id>` answers where that task is.
 
-use event_bridge::Envelope;
 use event_bridge::inspect::{self, Status};
 use event_bridge::queue::Published;
+use event_bridge::{Envelope, Error};
 use platform::HttpReply;
-use platform::intake::{Refused, read_batch};
+use platform::intake::{Batch, Refused, read_batch};
 use serde_json::{Value, json};
 
 use crate::App;
@@ -15,8 +15,8 @@ use crate::App;
 /// ask for its status. A body that is refused publishes nothing.
 pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
     let limit = app.session.config().publish_max_bytes;
-    let envelopes = match read_batch(body, limit) {
-        Ok(envelopes) => envelopes,
+    let Batch { envelopes, lines } = match read_batch(body, limit) {
+        Ok(batch) => batch,
         Err(Refused::TooLarge(problem)) => return HttpReply::too_large(&problem),
         Err(Refused::Bad(problem)) => return HttpReply::bad_request(&problem),
     };
@@ -31,6 +31,13 @@ pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
     }
     match queue.publish_batch(&envelopes).await {
         Ok(published) => HttpReply::accepted(answer(&envelopes, &published, path)),
+        // The body read well, but its multi-op would be more than ZooKeeper takes in one
+        // request (keys' paths count): refused before anything was written.
+        Err(Error::Unpublishable { item, problem }) => {
+            let line = lines.get(item.saturating_sub(1)).copied().unwrap_or(item);
+            tracing::warn!(line, tasks = envelopes.len(), %problem, "publish over HTTP refused");
+            HttpReply::too_large(&format!("line {line}: {problem}"))
+        }
         Err(e) => {
             tracing::error!(error = %e, tasks = envelopes.len(), "publish over HTTP failed");
             HttpReply::failed(&e)

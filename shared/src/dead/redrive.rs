@@ -1,4 +1,10 @@
 //! Redrive: dead letters back to the queue as new tasks, attempts reset and ids kept.
+//!
+//! A task published with an idempotency key lost its key when it died, and another task may
+//! have taken the key since. Its redrive is a publish of that key again, and answers as one:
+//! a free key is taken again in the multi-op that queues the task (so the redriven task is
+//! deduplicated against as before, and frees or completes its key as any keyed task); a key
+//! another task has queues nothing, and the letter stays, skipped with the task that has it.
 
 use serde_json::Value;
 use zookeeper_client as zk;
@@ -6,8 +12,8 @@ use zookeeper_client as zk;
 use super::read;
 use crate::error::{Error, Result};
 use crate::layout::TASK_PREFIX;
-use crate::queue::{Op, Queue};
-use crate::task::{self, Body};
+use crate::queue::{KeyState, Op, Published, Queue};
+use crate::task::{self, Body, Envelope};
 
 /// What a redrive did with one dead letter.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -15,6 +21,9 @@ pub struct Redriven {
     pub dead: String,
     /// The new task's name; the envelope keeps its id.
     pub task: String,
+    /// The idempotency key the task holds again, when it was published with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// A dead letter a redrive left where it is, and why.
@@ -32,9 +41,10 @@ pub struct RedriveReport {
 }
 
 /// Sends dead letters back to the queue as new tasks, attempts reset and ids kept; each in one
-/// multi-op with the removal of its record. Names that are not dead letters are passed over; a
-/// record that cannot be sent back (it kept no body) is skipped with the reason, and the rest
-/// are redriven.
+/// multi-op with the removal of its record (and its idempotency key taken again, when it had
+/// one). Names that are not dead letters are passed over; a record that cannot be sent back
+/// (it kept no body, or its key belongs to another task now) is skipped with the reason, and
+/// the rest are redriven.
 ///
 /// # Notable errors
 /// - [`Error::Zk`] when ZooKeeper fails; what was redriven before stays redriven.
@@ -69,6 +79,12 @@ async fn redrive_one(queue: &Queue, name: &str) -> Result<Option<Result<Redriven
             return Ok(Some(Err(Skipped { dead, reason })));
         }
     };
+    let dead = name.to_string();
+    if let Body::Envelope(envelope) = task::parse(&body)
+        && let (true, Some(key)) = (envelope.keyed, envelope.idempotency_key.as_deref())
+    {
+        return redrive_keyed(queue, dead, &envelope, key, version).await;
+    }
     let ops = [
         Op::CreateSequential(&queue.layout().task_prefix(), &body),
         Op::Delete(&queue.layout().dead_letter(name), version),
@@ -87,13 +103,55 @@ async fn redrive_one(queue: &Queue, name: &str) -> Result<Option<Result<Redriven
             };
             let task = path.rsplit('/').next().unwrap_or(&path).to_string();
             debug_assert!(task.starts_with(TASK_PREFIX));
-            let dead = name.to_string();
-            Ok(Some(Ok(Redriven { dead, task })))
+            let idempotency_key = None;
+            Ok(Some(Ok(Redriven {
+                dead,
+                task,
+                idempotency_key,
+            })))
         }
         // Redriven or purged meanwhile by someone else.
         Err((_, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(None),
         Err((i, e)) => Err(Error::zk("redrive", ops[i].path(), e)),
     }
+}
+
+/// Redrives dead letter `dead` (read at `version`), whose task was published with `key`: with
+/// the key taken again, or not at all when another task has it.
+async fn redrive_keyed(
+    queue: &Queue,
+    dead: String,
+    envelope: &Envelope,
+    key: &str,
+    version: i32,
+) -> Result<Option<Result<Redriven, Skipped>>> {
+    let path = queue.layout().dead_letter(&dead);
+    let published = queue.redrive_keyed(envelope, key, &path, version).await?;
+    Ok(published.map(|published| match published {
+        Published::Created { task, .. } => {
+            tracing::info!(dead_letter = %dead, %task, key, "redriven with its idempotency key");
+            let idempotency_key = Some(key.to_string());
+            Ok(Redriven {
+                dead,
+                task,
+                idempotency_key,
+            })
+        }
+        Published::Existing { task, state, .. } => {
+            let reason = key_taken(key, task.as_deref(), state);
+            Err(Skipped { dead, reason })
+        }
+    }))
+}
+
+/// Why a letter whose key another task has stays where it is.
+fn key_taken(key: &str, task: Option<&str>, state: KeyState) -> String {
+    let owner = task.unwrap_or("another task");
+    format!(
+        "its idempotency key {key:?} belongs to {owner} ({}), published after this one died; \
+         redrive it once that key is free (its task dead, or its dedup window over), or purge it",
+        state.as_str()
+    )
 }
 
 /// The body to queue again: an envelope with its attempts, error and backoff cleared, or the

@@ -1,9 +1,12 @@
 //! All-or-nothing publishing, for producers that send a batch over HTTP: every task of the
 //! batch (with its idempotency key, when it has one) is created in one multi-op, or none is.
 //! A key already taken is no error: its item is answered with the task that has it, and the
-//! rest is created; a key given twice in one batch makes one task.
+//! rest is created; a key given twice in one batch makes one task. A batch is checked before
+//! anything is written: ids must differ (`status` and `cancel` by id find one task), and the
+//! multi-op must fit in one request, counting what the body does not show: each key's path,
+//! where a byte other than ASCII letters, digits, `-` and `_` takes three.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use zookeeper_client as zk;
 
@@ -15,6 +18,18 @@ use crate::task::Envelope;
 
 /// Times a batch is tried again when a key was taken or a base path made meanwhile.
 const TRIES: usize = 3;
+
+/// The most one request to ZooKeeper may carry: a server drops the connection of a client that
+/// sends more than its `jute.maxbuffer`, 1 MiB − 1 unless it was changed.
+const MAX_REQUEST_BYTES: usize = 0xf_ffff;
+
+/// A request's header (xid and type) and the marker that ends a multi-op.
+const MULTI_FRAMING: usize = 8 + 9;
+
+/// What a create adds to a multi-op besides its path and data: the operation's header, the
+/// lengths of path, data and ACL list, the flags, and the larger of our two ACLs
+/// (`world:anyone`, 23 bytes).
+const CREATE_FRAMING: usize = 9 + 4 + 4 + 4 + 23 + 4;
 
 /// What one item of a batch writes, or where its answer comes from.
 enum Item {
@@ -30,6 +45,7 @@ impl Queue {
     /// Publishes `envelopes` in one multi-op: all of them, or (on an error) none. Each
     /// answer says whether the item made a task or met its key taken.
     pub async fn publish_batch(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
+        self.check_batch(envelopes)?;
         for _ in 0..TRIES {
             let items = self.batch_items(envelopes).await?;
             let prefix = self.layout().task_prefix();
@@ -77,6 +93,57 @@ impl Queue {
         })
     }
 
+    /// Refuses `envelopes` before anything is written ([`Error::Unpublishable`], naming the
+    /// task) when one is not publishable ([`Envelope::check_publishable`]), two share an id,
+    /// or their multi-op would be more than one request carries (1 MiB − 1, ZooKeeper's default
+    /// `jute.maxbuffer`; a key's path counts). An item repeating an earlier one's key writes
+    /// nothing; one whose key turns out taken is counted all the same.
+    pub fn check_batch(&self, envelopes: &[Envelope]) -> Result<()> {
+        let refuse = |i: usize, problem: String| Error::Unpublishable {
+            item: i + 1,
+            problem,
+        };
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let mut keys = HashSet::new();
+        let mut total = MULTI_FRAMING;
+        for (i, envelope) in envelopes.iter().enumerate() {
+            envelope.check_publishable().map_err(|p| refuse(i, p))?;
+            if let Some(first) = ids.insert(&envelope.id, i + 1) {
+                let id = &envelope.id;
+                let problem = format!("id {id:?} is also task {first}'s: {UNIQUE_IDS}");
+                return Err(refuse(i, problem));
+            }
+            if let Some(key) = &envelope.idempotency_key
+                && !keys.insert(key.as_str())
+            {
+                continue;
+            }
+            let bytes = self
+                .publish_bytes(envelope)
+                .map_err(|e| refuse(i, e.to_string()))?;
+            total += bytes;
+            if total > MAX_REQUEST_BYTES {
+                return Err(refuse(i, over_request(bytes, total)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes publishing `envelope` adds to a multi-op: its task's create and, with an
+    /// idempotency key, its key's, their paths as the server gets them (chroot included).
+    fn publish_bytes(&self, envelope: &Envelope) -> Result<usize> {
+        let chroot = self.client().path().trim_end_matches('/').len();
+        let create = |path: &str, data: &[u8]| CREATE_FRAMING + chroot + path.len() + data.len();
+        let prefix = self.layout().task_prefix();
+        Ok(match envelope.idempotency_key.as_deref() {
+            None => create(&prefix, &envelope.to_bytes()?),
+            Some(key) => {
+                let write = self.keyed_write(envelope, key)?;
+                create(&write.key_path, &write.unnamed) + create(&prefix, &write.body)
+            }
+        })
+    }
+
     /// What each envelope of a batch writes, its key looked up first.
     async fn batch_items(&self, envelopes: &[Envelope]) -> Result<Vec<Item>> {
         let mut items = Vec::with_capacity(envelopes.len());
@@ -98,6 +165,26 @@ impl Queue {
             });
         }
         Ok(items)
+    }
+}
+
+/// Why ids must differ within a publish.
+const UNIQUE_IDS: &str =
+    "ids must be unique within a publish (status and cancel by id would find only one task)";
+
+/// Why a task does not fit: `bytes` its own part of the request, `total` the request with it.
+fn over_request(bytes: usize, total: usize) -> String {
+    if bytes + MULTI_FRAMING > MAX_REQUEST_BYTES {
+        format!(
+            "this task is {bytes} bytes in a ZooKeeper request (its body, its idempotency key's \
+             path and data), over the {MAX_REQUEST_BYTES} one request may carry"
+        )
+    } else {
+        format!(
+            "with this task the publish is {total} bytes in one ZooKeeper request (bodies, \
+             idempotency keys' paths and data), over the {MAX_REQUEST_BYTES} a request may \
+             carry: publish fewer tasks at a time"
+        )
     }
 }
 

@@ -6,6 +6,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::claim::ClaimOutcome;
 use super::group::{HeldLock, Release};
+use super::keys::OwnedKey;
 use super::ops::Op;
 use super::unclaimed::Unclaimed;
 use crate::error::{Error, Result};
@@ -15,8 +16,9 @@ use crate::task::{self, Body, OnDead};
 impl Queue {
     /// Buries a task nobody holds: lease created and deleted in the same multi-op, so it
     /// fails if someone holds the task, and the task deleted at the version read; its
-    /// idempotency key goes with it, and a group lock it holds (a grouped task whose consumer
-    /// died) is released, or turned into the group's pause.
+    /// idempotency key goes with it (at the version read, when it names the task's id), and a
+    /// group lock it holds (a grouped task whose consumer died) is released, or turned into
+    /// the group's pause.
     pub(super) async fn bury_unclaimed(
         &self,
         task: Unclaimed<'_>,
@@ -34,8 +36,12 @@ impl Queue {
         let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
         let lease_path = self.layout().lease(name);
         let (dead, task_path) = (self.layout().dead_letter(name), self.layout().task(name));
-        let mut key = self.key_path_of_body(body);
-        let mut lock = self.lock_to_release(name, body, on_dead, &reason).await?;
+        // Its key and its group's lock go with it, when they are still its own.
+        let (mut key, mut lock) = futures::future::try_join(
+            self.owned_key_of_body(body),
+            self.lock_to_release(name, body, on_dead, &reason),
+        )
+        .await?;
         let committed = loop {
             let mut ops = vec![
                 Op::Create(&lease_path, &lease_data),
@@ -43,14 +49,16 @@ impl Queue {
                 Op::Delete(&task_path, version),
                 Op::Delete(&lease_path, -1),
             ];
-            ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
+            ops.extend(key.as_ref().map(OwnedKey::delete));
             ops.extend(lock.as_ref().map(Release::op));
             match self.commit_bury(&ops, 1).await? {
-                // A key or lock gone meanwhile is no reason not to bury.
-                Err((i, zk::Error::NoNode | zk::Error::BadVersion)) if i >= 4 => match (i, &key) {
-                    (4, Some(_)) => key = None,
-                    _ => lock = None,
-                },
+                // A key or lock gone (or changed hands) meanwhile is no reason not to bury.
+                Err((i, e @ (zk::Error::NoNode | zk::Error::BadVersion))) if i >= 4 => {
+                    match (i, key.take()) {
+                        (4, Some(owned)) => key = owned.after_failure(&e),
+                        (_, owned) => (key, lock) = (owned, None),
+                    }
+                }
                 committed => break committed,
             }
         };

@@ -13,6 +13,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::ClaimOutcome;
+use super::keys::OwnedKey;
 use super::ops::Op;
 use super::record::CANCELLED;
 use super::unclaimed::Unclaimed;
@@ -96,18 +97,19 @@ impl Queue {
     ) -> Result<bool> {
         let (record_json, record) = self.dead_record(name, body, CANCELLED, 0, None);
         let dead = self.layout().dead_letter(name);
-        let mut key = self.key_path_of_body(body);
+        // Its key goes with it, when the key is still its own.
+        let mut key = self.owned_key_of_body(body).await?;
         loop {
             let mut ops = vec![Op::Create(&dead, &record), Op::Delete(path, version)];
-            ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
+            ops.extend(key.as_ref().map(OwnedKey::delete));
             return match self.commit_bury(&ops, 0).await? {
                 Ok(_) => {
                     tracing::warn!(task = %name, "waiting task cancelled");
                     self.forward_dead(name, &record_json).await;
                     Ok(true)
                 }
-                Err((2, zk::Error::NoNode)) => {
-                    key = None;
+                Err((2, e @ (zk::Error::NoNode | zk::Error::BadVersion))) => {
+                    key = key.take().and_then(|k| k.after_failure(&e));
                     continue;
                 }
                 Err((1, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(false),

@@ -18,7 +18,7 @@ use super::Queue;
 use super::claim::Lease;
 use super::done::DoneWrite;
 use super::group::{HeldLock, Release};
-use super::keys::CompletedKey;
+use super::keys::{CompletedKey, OwnedKey};
 use super::ops::Op;
 use super::record::short;
 use crate::clock::ZkTime;
@@ -57,7 +57,7 @@ fn completion_ops<'a>(
         ops.push(Op::Delete(lease, l.lease_version));
         owners.extend([(i, Part::Task), (i, Part::Lease)]);
         if let Some(key) = &extra.key {
-            ops.push(Op::Set(&key.key, &key.data, -1));
+            ops.push(Op::Set(&key.key.path, &key.data, key.key.version));
             ops.push(Op::Create(&key.entry, b""));
             owners.extend([(i, Part::Key), (i, Part::Key)]);
         }
@@ -224,17 +224,19 @@ impl Queue {
     /// What completing each of `leases` writes besides deleting task and lease: its key marked
     /// completed, its group's lock released, its completion record.
     async fn completion_extras(&self, leases: &[Lease]) -> Result<Vec<Extras>> {
-        let dones = self.done_writes(leases).await?;
-        let mut extras = Vec::with_capacity(leases.len());
-        for (lease, done) in leases.iter().zip(dones) {
-            extras.push(Extras {
-                key: self.completed_key(&lease.task).await?,
+        let tasks: Vec<&Task> = leases.iter().map(|l| &l.task).collect();
+        let (dones, keys) =
+            futures::future::try_join(self.done_writes(leases), self.completed_keys(&tasks))
+                .await?;
+        let extras = leases.iter().zip(dones).zip(keys);
+        Ok(extras
+            .map(|((lease, done), key)| Extras {
+                key,
                 // A grouped task's lock goes with it: the group's next task may run.
                 lock: lease.group_lock.clone(),
                 done,
-            });
-        }
-        Ok(extras)
+            })
+            .collect())
     }
 
     /// Leaves out of a completion the `part` of one task that failed it, when the task can be
@@ -242,11 +244,17 @@ impl Queue {
     fn leave_out(&self, extras: &mut Extras, part: Part, name: &str, error: &zk::Error) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         match part {
-            // The key is gone (or already filed): complete the task without it. Its expiry
-            // bucket may have been swept: make sure of it next time.
+            // A key named meanwhile by its publisher is still ours: at its new version. One
+            // gone, taken by another task, or already filed: complete the task without it.
+            // Its expiry bucket may have been swept: make sure of it next time.
             Part::Key => {
-                extras.key = None;
-                self.key_bucket.store(i64::MIN, Relaxed);
+                extras.key = extras.key.take().and_then(|mut k| {
+                    k.key = k.key.after_failure(error)?;
+                    Some(k)
+                });
+                if extras.key.is_none() {
+                    self.key_bucket.store(i64::MIN, Relaxed);
+                }
             }
             // The lock changed hands (an operator resumed the group): not ours to delete.
             Part::Lock => extras.lock = None,
@@ -408,8 +416,9 @@ impl Queue {
             self.layout().task(&task.name),
         );
         let lease_path = self.layout().lease(&task.name);
-        // A dead task's idempotency key goes with it: the key may be published again.
-        let mut key = self.key_path(&task.envelope);
+        // A dead task's idempotency key goes with it, if the key is still its own: the key may
+        // be published again.
+        let mut key = self.owned_key(&task.envelope).await?;
         let mut lock = match lease.group_lock.clone() {
             Some(held) => {
                 Some(self.release_lock(held, &task.envelope.id, &task.name, on_dead, reason)?)
@@ -419,21 +428,23 @@ impl Queue {
         let mut lease = lease.clone();
         let mut settled = Settled::LeaseLost;
         let mut first = true;
-        for _ in 0..4 {
+        // One try, and one more for each write that may be sent again: the key (twice: named
+        // meanwhile, then gone), the lock, the lease.
+        for _ in 0..5 {
             let mut ops = vec![
                 Op::Create(&dead, &record),
                 Op::Delete(&task_path, lease.task_version),
                 Op::Delete(&lease_path, lease.lease_version),
             ];
-            ops.extend(key.as_deref().map(|k| Op::Delete(k, -1)));
+            ops.extend(key.as_ref().map(OwnedKey::delete));
             ops.extend(lock.as_ref().map(Release::op));
             settled = match self.commit_bury(&ops, 0).await? {
                 Ok(_) => Settled::Done,
                 // A key or lock gone (or changed hands) meanwhile is no reason not to bury.
-                Err((i, zk::Error::NoNode | zk::Error::BadVersion)) if i >= 3 => {
-                    match (i, &key) {
-                        (3, Some(_)) => key = None,
-                        _ => lock = None,
+                Err((i, e @ (zk::Error::NoNode | zk::Error::BadVersion))) if i >= 3 => {
+                    match (i, key.take()) {
+                        (3, Some(owned)) => key = owned.after_failure(&e),
+                        (_, owned) => (key, lock) = (owned, None),
                     }
                     continue;
                 }

@@ -4,6 +4,13 @@
 //! under `keys-expiry/` by when it expires), and delete it when the task goes to the dead
 //! letters, so a key whose task died can be published again. The reaper deletes expired keys,
 //! a bounded number per run.
+//!
+//! A task's envelope names its key, but the key is the task's only while its data names the
+//! task's id: once the task died, another task may have taken the key. So every settlement
+//! reads the key first (a completion batch in one multi-read) and writes or deletes it only at
+//! the version read, and only when it names the task's id and is not completed ([`OwnedKey`]).
+//! A redrive takes the key again in the multi-op that queues the task, or, when another task
+//! has it, queues nothing ([`Queue::redrive_keyed`]).
 
 use std::time::Duration;
 
@@ -57,6 +64,45 @@ pub enum KeyState {
     Completed,
 }
 
+impl KeyState {
+    /// The state's word, as the JSON answers spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Pending => "pending",
+            KeyState::Leased => "leased",
+            KeyState::Waiting => "waiting",
+            KeyState::Completed => "completed",
+        }
+    }
+}
+
+/// A key read as a task's own: it names the task's id and is not completed. Its write or
+/// delete is sent at the version read, so a key that changed hands since fails the multi-op
+/// instead of being overwritten.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OwnedKey {
+    pub(crate) path: String,
+    pub(crate) version: i32,
+}
+
+impl OwnedKey {
+    /// Deletes the key, if it is still as read.
+    pub(crate) fn delete(&self) -> Op<'_> {
+        Op::Delete(&self.path, self.version)
+    }
+
+    /// The key to send again after its operation failed with `error`, if it is still the
+    /// task's. A key read before its publisher wrote the task's name into it (version 0)
+    /// moves to version 1 when that write lands, and stays the task's: nothing else writes a
+    /// key its task holds. Any other failure means the key went or changed hands.
+    pub(crate) fn after_failure(self, error: &zk::Error) -> Option<OwnedKey> {
+        match (self.version, error) {
+            (0, zk::Error::BadVersion) => Some(OwnedKey { version: 1, ..self }),
+            _ => None,
+        }
+    }
+}
+
 /// What a publish did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "published", rename_all = "snake_case")]
@@ -99,7 +145,11 @@ impl Queue {
 
     async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
         match &envelope.idempotency_key {
-            Some(key) => self.publish_keyed(envelope, key).await,
+            Some(key) => {
+                // A key too long for one request would drop the connection: refused first.
+                self.check_batch(std::slice::from_ref(envelope))?;
+                self.publish_keyed(envelope, key).await
+            }
             None => Ok(Published::Created {
                 id: envelope.id.clone(),
                 task: self.publish_raw(&envelope.to_bytes()?).await?,
@@ -133,6 +183,49 @@ impl Queue {
         Err(Error::Unreadable {
             path: write.key_path,
             problem: "the key kept changing while it was published; try again".into(),
+        })
+    }
+
+    /// Queues `envelope` (a dead letter's, read at `dead` at `version`) again with its key
+    /// `key` taken again, in one multi-op with the letter's removal: the letter goes first, so
+    /// a letter redriven or purged meanwhile fails it before its key is looked at. Answers as
+    /// a publish: the task created, or the task that has the key (published after this one
+    /// died), in which case nothing is written; `None` when the letter went meanwhile
+    /// (redriven or purged by someone else).
+    pub(crate) async fn redrive_keyed(
+        &self,
+        envelope: &Envelope,
+        key: &str,
+        dead: &str,
+        version: i32,
+    ) -> Result<Option<Published>> {
+        let write = self.keyed_write(envelope, key)?;
+        let prefix = self.layout().task_prefix();
+        for _ in 0..3 {
+            let ops = [
+                Op::Delete(dead, version),
+                Op::Create(&write.key_path, &write.unnamed),
+                Op::CreateSequential(&prefix, &write.body),
+            ];
+            match self.commit("redrive", &ops).await? {
+                Ok(results) => {
+                    let task = created_name(&results, 2, &prefix)?;
+                    self.name_key(&write, &task).await?;
+                    return Ok(Some(Published::Created { id: write.id, task }));
+                }
+                Err((0, zk::Error::NoNode | zk::Error::BadVersion)) => return Ok(None),
+                Err((1, zk::Error::NodeExists)) => {
+                    if let Some(existing) = self.existing(&write.key_path).await? {
+                        return Ok(Some(existing));
+                    }
+                }
+                Err((1, zk::Error::NoNode)) => self.ensure_parent(&self.layout().keys()).await?,
+                Err((i, e)) => return Err(Error::zk("redrive", ops[i].path(), e)),
+            }
+        }
+        Err(Error::Unreadable {
+            path: write.key_path,
+            problem: "the key kept changing while the dead letter was redriven; try again".into(),
         })
     }
 
@@ -226,14 +319,16 @@ impl Queue {
         let Some((bytes, stat)) = self.read_path(key_path).await? else {
             return Ok(false);
         };
-        let expired = serde_json::from_slice::<KeyData>(&bytes)
-            .ok()
-            .and_then(|k| k.completed_at)
-            .is_some_and(|at| self.key_expired(at));
-        if !expired {
+        if !completed_at(&bytes).is_some_and(|at| self.key_expired(at)) {
             return Ok(false);
         }
-        match self.client().delete(key_path, Some(stat.version)).await {
+        self.delete_key_at(key_path, stat.version).await
+    }
+
+    /// Deletes the key at `key_path` if it is still at `version` (read as an expired completed
+    /// key: free, whoever had it); `false` when it changed or went meanwhile.
+    async fn delete_key_at(&self, key_path: &str, version: i32) -> Result<bool> {
+        match self.client().delete(key_path, Some(version)).await {
             Ok(()) => Ok(true),
             Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(false),
             Err(e) => Err(Error::zk("delete", key_path, e)),
@@ -261,29 +356,55 @@ impl Queue {
         }
     }
 
-    /// The key znode of the task in `body` (any producer's), when it has one.
-    pub(crate) fn key_path_of_body(&self, body: &[u8]) -> Option<String> {
+    /// The key of the task in `body` (any producer's), read, if it is that task's own.
+    pub(crate) async fn owned_key_of_body(&self, body: &[u8]) -> Result<Option<OwnedKey>> {
         match crate::task::parse(body) {
-            crate::task::Body::Envelope(envelope) => self.key_path(&envelope),
-            _ => None,
+            crate::task::Body::Envelope(envelope) => self.owned_key(&envelope).await,
+            _ => Ok(None),
         }
     }
 
-    /// What completing `task` writes for its key, if it has one: the key's path and its data
-    /// marked completed now, and the path of its expiry entry (whose bucket is made here).
-    pub(crate) async fn completed_key(&self, task: &Task) -> Result<Option<CompletedKey>> {
-        let Some(key_path) = self.key_path(&task.envelope) else {
+    /// The key of `envelope`'s task, read, if it is that task's own: one `getData`, and none
+    /// for a task without a key.
+    pub(crate) async fn owned_key(&self, envelope: &Envelope) -> Result<Option<OwnedKey>> {
+        let Some(path) = self.key_path(envelope) else {
             return Ok(None);
         };
-        let key = task.envelope.idempotency_key.as_deref().unwrap_or_default();
+        let read = self.read_path(&path).await?;
+        Ok(owned(path, &envelope.id, read))
+    }
+
+    /// The keys of `tasks` that are their own, read in one multi-read (no request when none
+    /// has a key).
+    async fn owned_keys(&self, tasks: &[&Task]) -> Result<Vec<Option<OwnedKey>>> {
+        let paths: Vec<Option<String>> = tasks.iter().map(|t| self.key_path(&t.envelope)).collect();
+        let wanted: Vec<String> = paths.iter().flatten().cloned().collect();
+        let mut reads = self.read_paths(&wanted).await?.into_iter();
+        Ok(paths
+            .into_iter()
+            .zip(tasks)
+            .map(|(path, task)| {
+                let path = path?;
+                owned(path, &task.envelope.id, reads.next().flatten())
+            })
+            .collect())
+    }
+
+    /// What completing each of `tasks` writes for its key: for a task whose key is its own,
+    /// the key marked completed now (at the version read) and the path of its expiry entry
+    /// (whose bucket is made here); nothing for a task without a key, or whose key another
+    /// task has.
+    pub(crate) async fn completed_keys(
+        &self,
+        tasks: &[&Task],
+    ) -> Result<Vec<Option<CompletedKey>>> {
+        let owned = self.owned_keys(tasks).await?;
+        if owned.iter().all(Option::is_none) {
+            return Ok(owned.into_iter().map(|_| None).collect());
+        }
         let now = chrono::Utc::now().timestamp_millis();
         let expires = now.saturating_add(crate::lease::millis(self.dedup_window));
         let bucket = expires - expires.rem_euclid(KEY_BUCKET_MS);
-        let data = KeyData {
-            id: task.envelope.id.clone(),
-            task: Some(task.name.clone()),
-            completed_at: Some(now),
-        };
         // Once per bucket and queue: a create that finds its node is a logged write all the same.
         use std::sync::atomic::Ordering::Relaxed;
         if self.key_bucket.load(Relaxed) != bucket {
@@ -292,11 +413,24 @@ impl Queue {
                 .await?;
             self.key_bucket.store(bucket, Relaxed);
         }
-        Ok(Some(CompletedKey {
-            key: key_path,
-            data: serde_json::to_vec(&data)?,
-            entry: self.layout().key_expiry_entry(bucket, key),
-        }))
+        tasks
+            .iter()
+            .zip(owned)
+            .map(|(task, owned)| {
+                let Some(owned) = owned else { return Ok(None) };
+                let key = task.envelope.idempotency_key.as_deref().unwrap_or_default();
+                let data = KeyData {
+                    id: task.envelope.id.clone(),
+                    task: Some(task.name.clone()),
+                    completed_at: Some(now),
+                };
+                Ok(Some(CompletedKey {
+                    entry: self.layout().key_expiry_entry(bucket, key),
+                    data: serde_json::to_vec(&data)?,
+                    key: owned,
+                }))
+            })
+            .collect()
     }
 
     /// Deletes the keys whose window has passed (with their entries), at most `limit`
@@ -348,15 +482,14 @@ impl Queue {
     async fn expire(&self, bucket_path: &str, entry: &str) -> Result<Expiry> {
         let key = format!("{}/{entry}", self.layout().keys());
         let entry_path = format!("{bucket_path}/{entry}");
-        let completed = match self.read_path(&key).await? {
-            Some((bytes, _)) => serde_json::from_slice::<KeyData>(&bytes)
-                .ok()
-                .and_then(|k| k.completed_at),
-            None => None,
-        };
+        let completed = self
+            .read_path(&key)
+            .await?
+            .and_then(|(bytes, stat)| Some((completed_at(&bytes)?, stat.version)));
+        // Deleted at the version read: a key taken again since is another task's.
         let expiry = match completed {
-            Some(at) if !self.key_expired(at) => return Ok(Expiry::NotYet),
-            Some(_) if self.delete_expired_key(&key).await? => Expiry::Expired,
+            Some((at, _)) if !self.key_expired(at) => return Ok(Expiry::NotYet),
+            Some((_, version)) if self.delete_key_at(&key, version).await? => Expiry::Expired,
             _ => Expiry::Stale,
         };
         match self.client().delete(&entry_path, None).await {
@@ -373,14 +506,36 @@ enum Expiry {
     NotYet,
 }
 
-/// What completing a keyed task writes.
+/// What completing a keyed task writes: its key, at the version read, marked completed, and
+/// its expiry entry.
 pub(crate) struct CompletedKey {
-    pub key: String,
+    pub key: OwnedKey,
     pub data: Vec<u8>,
     pub entry: String,
 }
 
-/// The name ZooKeeper gave the task created by the second operation of a publish.
+/// When the key in `bytes` was completed, if it was (and is readable).
+fn completed_at(bytes: &[u8]) -> Option<i64> {
+    serde_json::from_slice::<KeyData>(bytes).ok()?.completed_at
+}
+
+/// The key at `path`, as `read`, if it is the own key of the task with envelope id `id`: it
+/// names that id and is not completed. A key another task took, one already completed, or
+/// one that cannot be read is not touched.
+fn owned(path: String, id: &str, read: Option<(Vec<u8>, zk::Stat)>) -> Option<OwnedKey> {
+    let (bytes, stat) = read?;
+    let ours = serde_json::from_slice::<KeyData>(&bytes)
+        .is_ok_and(|key| key.id == id && key.completed_at.is_none());
+    if !ours {
+        tracing::info!(key = %path, task_id = %id, "idempotency key not this task's; left as it is");
+        return None;
+    }
+    Some(OwnedKey {
+        path,
+        version: stat.version,
+    })
+}
+
 /// The name of the task the multi-op's operation `index` created.
 pub(super) fn created_name(
     results: &[zk::MultiWriteResult],

@@ -4,15 +4,28 @@
 //! moved on), the slot's mark created, and the slot's task (with its idempotency key, when it
 //! has one) created. Of any number of firers racing for a slot, one commits; the others' writes
 //! fail on the version or the mark and change nothing.
+//!
+//! That multi-op carries the payload twice (in the schedule and in its task) and the encoded
+//! name in two paths, so it must fit one request ZooKeeper takes: over `jute.maxbuffer` (1 MiB
+//! by default) the server drops the connection. Its size is reckoned before it is sent, against
+//! the bound a task keeps to ([`MAX_BODY_BYTES`]): a schedule over it is refused when added, and
+//! one stored anyway (by hand, or by an earlier version) fails alone, without a request.
 
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::keys::created_name;
+use super::keys::{KeyedWrite, created_name};
 use super::ops::Op;
 use crate::error::{Error, Result};
 use crate::recurrence::Schedule;
-use crate::task::Envelope;
+use crate::task::{Envelope, MAX_BODY_BYTES};
+
+/// What one operation adds to a multi-op's request besides its path and data: its header, the
+/// lengths, a version or flags, and an ACL (generously: a digest ACL names a user and a hash).
+const OP_OVERHEAD: usize = 160;
+
+/// What a multi-op's request adds besides its operations: the framing and the headers.
+const REQUEST_OVERHEAD: usize = 64;
 
 /// A schedule as read, with the version its next write must match.
 #[derive(Clone, Debug)]
@@ -150,9 +163,8 @@ impl Queue {
             };
         };
         let mark = self.layout().schedule_slot(name, slot_ms);
-        let taken = self
-            .fire(&path, &moved, stored.version, &mark, envelope)
-            .await?;
+        let firing = self.firing(name, &path, &moved, &mark, envelope)?;
+        let taken = self.fire(&firing, stored.version).await?;
         let fired = matches!(taken, SlotTaken::Fired { .. } | SlotTaken::Existing { .. });
         if let Some(previous) = previous.filter(|p| fired && *p != slot_ms) {
             let old = self.layout().schedule_slot(name, previous);
@@ -164,36 +176,74 @@ impl Queue {
         Ok(taken)
     }
 
-    /// The multi-op of a slot that makes a task.
-    async fn fire(
+    /// Checks that a slot of `schedule` making `envelope` (its task of slot `slot_ms`) could be
+    /// fired: the error names the schedule and the size of what it would send.
+    pub(crate) fn check_firing(
         &self,
-        path: &str,
-        moved: &[u8],
-        version: i32,
-        mark: &str,
+        schedule: &Schedule,
+        slot_ms: i64,
         envelope: &Envelope,
-    ) -> Result<SlotTaken> {
+    ) -> Result<()> {
+        let name = &schedule.name;
+        let moved = serde_json::to_vec(&Schedule {
+            last_slot_ms: Some(slot_ms),
+            ..schedule.clone()
+        })?;
+        let (path, mark) = (
+            self.layout().schedule(name),
+            self.layout().schedule_slot(name, slot_ms),
+        );
+        self.firing(name, &path, &moved, &mark, envelope).map(drop)
+    }
+
+    /// What taking a slot of schedule `name` (at `path`, rewritten as `moved`) with its mark
+    /// `mark` and the task `envelope` writes; refused, before anything is sent, when it would
+    /// not fit one request.
+    fn firing<'a>(
+        &self,
+        name: &str,
+        path: &'a str,
+        moved: &'a [u8],
+        mark: &'a str,
+        envelope: &Envelope,
+    ) -> Result<Firing<'a>> {
+        let body = match &envelope.idempotency_key {
+            Some(key) => self.keyed_write(envelope, key).map(Body::Keyed),
+            None => envelope.to_bytes().map(Body::Plain),
+        };
+        let body = body.map_err(|e| match e {
+            Error::TooLarge { size, limit } => schedule_error(
+                name,
+                format!("its task would be {size} bytes, over the {limit}-byte limit of a task"),
+            ),
+            other => other,
+        })?;
         let prefix = self.layout().task_prefix();
-        let keyed = match &envelope.idempotency_key {
-            Some(key) => Some(self.keyed_write(envelope, key)?),
-            None => None,
+        let firing = Firing {
+            path,
+            moved,
+            mark,
+            prefix,
+            body,
         };
-        let plain = match &keyed {
-            Some(_) => Vec::new(),
-            None => envelope.to_bytes()?,
-        };
-        let mut ops = vec![Op::Set(path, moved, version), Op::Create(mark, b"")];
-        if let Some(write) = &keyed {
-            ops.push(Op::Create(&write.key_path, &write.unnamed));
-            ops.push(Op::CreateSequential(&prefix, &write.body));
-        } else {
-            ops.push(Op::CreateSequential(&prefix, &plain));
+        let bytes = request_bytes(&firing.ops(0));
+        if bytes > MAX_BODY_BYTES {
+            return Err(schedule_error(name, too_large(bytes)));
         }
-        let task_index = ops.len() - 1;
+        Ok(firing)
+    }
+
+    /// The multi-op of a slot that makes a task, checked against the schedule's `version`.
+    async fn fire(&self, firing: &Firing<'_>, version: i32) -> Result<SlotTaken> {
+        let ops = firing.ops(version);
+        let keyed = match &firing.body {
+            Body::Keyed(write) => Some(write),
+            Body::Plain(_) => None,
+        };
         match self.commit("fire slot", &ops).await? {
             Ok(results) => {
-                let task = created_name(&results, task_index, &prefix)?;
-                if let Some(write) = &keyed {
+                let task = created_name(&results, ops.len() - 1, &firing.prefix)?;
+                if let Some(write) = keyed {
                     self.name_key(write, &task).await?;
                 }
                 Ok(SlotTaken::Fired { task })
@@ -202,8 +252,9 @@ impl Queue {
                 Ok(SlotTaken::Raced)
             }
             Err((2, zk::Error::NodeExists)) if keyed.is_some() => {
-                let write = keyed.as_ref().expect("keyed");
-                self.take_without_task(path, moved, version, mark, &write.key_path)
+                let key_path = &keyed.expect("keyed").key_path;
+                let (path, moved, mark) = (firing.path, firing.moved, firing.mark);
+                self.take_without_task(path, moved, version, mark, key_path)
                     .await
             }
             Err((2, zk::Error::NoNode)) if keyed.is_some() => {
@@ -237,6 +288,71 @@ impl Queue {
             }
             Err((i, e)) => Err(Error::zk("fire slot", ops[i].path(), e)),
         }
+    }
+}
+
+/// A slot's task as its firing writes it.
+enum Body {
+    Plain(Vec<u8>),
+    /// With its idempotency key, created in the same multi-op.
+    Keyed(KeyedWrite),
+}
+
+/// What taking a slot with a task writes, in one multi-op.
+struct Firing<'a> {
+    path: &'a str,
+    moved: &'a [u8],
+    mark: &'a str,
+    prefix: String,
+    body: Body,
+}
+
+impl Firing<'_> {
+    /// The multi-op, checked against the schedule's `version`: the schedule moved on, the
+    /// slot's mark, the task (after its key) last.
+    fn ops(&self, version: i32) -> Vec<Op<'_>> {
+        let mut ops = vec![
+            Op::Set(self.path, self.moved, version),
+            Op::Create(self.mark, b""),
+        ];
+        match &self.body {
+            Body::Plain(body) => ops.push(Op::CreateSequential(&self.prefix, body)),
+            Body::Keyed(write) => {
+                ops.push(Op::Create(&write.key_path, &write.unnamed));
+                ops.push(Op::CreateSequential(&self.prefix, &write.body));
+            }
+        }
+        ops
+    }
+}
+
+/// At least the bytes of the request that sends `ops` as one multi-op.
+fn request_bytes(ops: &[Op<'_>]) -> usize {
+    let each = ops.iter().map(|op| {
+        let data: &[u8] = match *op {
+            Op::Create(_, d) | Op::CreateEphemeral(_, d) | Op::CreateSequential(_, d) => d,
+            Op::Set(_, d, _) => d,
+            Op::Delete(..) | Op::Check(..) => b"",
+        };
+        OP_OVERHEAD + op.path().len() + data.len()
+    });
+    REQUEST_OVERHEAD + each.sum::<usize>()
+}
+
+/// Why a firing of `bytes` is refused.
+fn too_large(bytes: usize) -> String {
+    format!(
+        "firing a slot would send {bytes} bytes in one request, over the {MAX_BODY_BYTES}-byte \
+         limit (ZooKeeper drops the connection of a request over jute.maxbuffer, 1 MiB by \
+         default): the payload goes in twice (the schedule and its task) and the encoded name \
+         in two paths; make them smaller"
+    )
+}
+
+fn schedule_error(name: &str, problem: String) -> Error {
+    Error::Schedule {
+        name: name.to_string(),
+        problem,
     }
 }
 

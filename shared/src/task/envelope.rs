@@ -6,9 +6,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::size::check_size;
+use crate::layout::encode_segment;
 
 /// The value of an envelope's `format` field, which tells it from a plain body.
 pub const FORMAT: &str = "event-bridge/1";
+
+/// The longest an idempotency key may be as a znode name (`keys/<key>`, where every byte other
+/// than ASCII letters, digits, `-` and `_` takes three). A completion writes that name twice
+/// (the key and its expiry entry) in a multi-op it shares with up to 31 other tasks, which must
+/// stay within the megabyte ZooKeeper takes in one request.
+pub const MAX_KEY_NAME_BYTES: usize = 4_096;
 
 /// A task body as our producers write it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -159,6 +166,31 @@ impl Envelope {
         }
     }
 
+    /// What a publish refuses before writing anything: an empty id (the schema asks for one
+    /// character at least; `status` and `cancel` by id could not name the task), and an
+    /// idempotency key over `MAX_KEY_NAME_BYTES` (4 096) as a znode name. The problem names
+    /// the field.
+    pub fn check_publishable(&self) -> Result<(), String> {
+        if self.id.is_empty() {
+            return Err(
+                "\"id\" is empty: give one of at least one character, or none for a fresh one"
+                    .into(),
+            );
+        }
+        let Some(key) = &self.idempotency_key else {
+            return Ok(());
+        };
+        let name = encode_segment(key).len();
+        if name > MAX_KEY_NAME_BYTES {
+            return Err(format!(
+                "\"idempotency_key\" is {} bytes, {name} as a znode name (a byte other than ASCII \
+                 letters, digits, - and _ takes three), over the {MAX_KEY_NAME_BYTES} a key may take",
+                key.len()
+            ));
+        }
+        Ok(())
+    }
+
     /// Serializes the envelope, refusing one too large for a znode.
     pub fn to_bytes(&self) -> crate::error::Result<Vec<u8>> {
         let bytes = serde_json::to_vec(self)?;
@@ -252,6 +284,28 @@ mod tests {
                 "without {key}: {parsed:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_empty_id_or_a_key_too_long_as_a_znode_name_is_not_publishable() {
+        let mut e = Envelope::new("a", json!({}));
+        assert_eq!(e.check_publishable(), Ok(()));
+        e.idempotency_key = Some("k".repeat(MAX_KEY_NAME_BYTES));
+        assert_eq!(e.check_publishable(), Ok(()));
+        // Two bytes of UTF-8, six as a znode name.
+        e.idempotency_key = Some("é".repeat(MAX_KEY_NAME_BYTES / 6 + 1));
+        let problem = e.check_publishable().unwrap_err();
+        assert!(
+            problem.contains("\"idempotency_key\" is 1366 bytes, 4098"),
+            "{problem}"
+        );
+        e.idempotency_key = None;
+        e.id = String::new();
+        assert!(
+            e.check_publishable()
+                .unwrap_err()
+                .contains("\"id\" is empty")
+        );
     }
 
     #[test]

@@ -1,14 +1,25 @@
 //! One task as a producer without a ZooKeeper client sends it (a JSON line of `event-bridge
 //! publish -f`, an item of an HTTP publish): an object with `payload` names its own `type`,
 //! `id`, `group`, `idempotency_key`, `on_dead` and `traceparent`; any other value is the payload itself, of
-//! the default type when there is one.
+//! the default type when there is one. An item a publish would refuse (an empty id, a key too
+//! long for a znode name: [`Envelope::check_publishable`]) is an error here already.
 
 use serde_json::Value;
 
 use super::{Envelope, OnDead};
 
+impl Envelope {
+    /// The id `item` gives its task, if it gives one: a string `id` beside a `payload` (without
+    /// a payload the whole value is the payload, and an `id` in it is data). A task without one
+    /// gets a fresh id, which no other task has.
+    pub fn id_given_in(item: &Value) -> Option<&str> {
+        item.get("payload")?;
+        item.get("id")?.as_str()
+    }
+}
+
 /// The envelope `value` asks for. Without `default_type`, a `type` and a `payload` are
-/// required; a field of the wrong kind is an error naming it.
+/// required; a field of the wrong kind, an empty id or a key too long is an error naming it.
 pub fn envelope_from_value(
     mut value: Value,
     default_type: Option<&str>,
@@ -57,6 +68,7 @@ pub fn envelope_from_value(
             ));
         }
     };
+    envelope.check_publishable()?;
     Ok(envelope)
 }
 
@@ -105,5 +117,21 @@ mod tests {
         let trace = json!({"type": "t", "payload": {}, "traceparent": "01-x"});
         let trace = envelope_from_value(trace, None);
         assert!(trace.unwrap_err().contains("traceparent"));
+        let empty = envelope_from_value(json!({"type": "t", "payload": {}, "id": ""}), None);
+        assert!(empty.unwrap_err().contains("\"id\" is empty"));
+        let key = json!({"type": "t", "payload": {}, "idempotency_key": "é".repeat(5_000)});
+        let key = envelope_from_value(key, None);
+        assert!(
+            key.unwrap_err()
+                .contains("\"idempotency_key\" is 10000 bytes")
+        );
+    }
+
+    #[test]
+    fn an_id_is_given_only_beside_a_payload() {
+        let given = json!({"type": "t", "payload": {}, "id": "order-7"});
+        assert_eq!(Envelope::id_given_in(&given), Some("order-7"));
+        assert_eq!(Envelope::id_given_in(&json!({"id": "data"})), None);
+        assert_eq!(Envelope::id_given_in(&json!({"payload": 1})), None);
     }
 }

@@ -1,10 +1,13 @@
 //! `publish`: one task from arguments, or many from JSON lines, pipelined and streamed: a
-//! window of lines at a time, so a file of any size is published in constant memory.
+//! window of lines at a time, so a file of any size is published in constant memory (but for
+//! the ids its lines give, kept to refuse one given twice).
 
-use std::io::{IsTerminal, Write};
+use std::collections::HashMap;
+use std::io::{BufRead, IsTerminal, Write};
 
 use event_bridge::queue::Published;
-use event_bridge::{Envelope, Queue};
+use event_bridge::task::envelope_from_value;
+use event_bridge::{Envelope, Error, Queue};
 use serde_json::{Value, json};
 
 use crate::lines::envelopes;
@@ -47,7 +50,9 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
             .map_err(|e| format!("--payload is not JSON: {e}"))?;
         let mut envelope = Envelope::new(&args.event_type, payload);
         envelope.idempotency_key = args.idempotency_key.clone();
-        Ok::<_, Failure>(stamp(envelope))
+        let envelope = stamp(envelope);
+        check_one(queue, &envelope)?;
+        Ok::<_, Failure>(envelope)
     };
     let path = match (&args.input, implicit) {
         (Some(path), _) => path.clone(),
@@ -63,11 +68,11 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         return Err(keyed_lines());
     }
     // A file is read twice: every line checked before any is published, so a bad line
-    // publishes nothing. Standard input can be read once only: a bad line stops it there,
-    // after the lines before it were published (their names are printed).
+    // publishes nothing. Standard input can be read once only: a bad line stops it at its
+    // window, after the windows before it were published (their names are printed).
     let total = match path.as_str() {
         "-" => None,
-        _ => Some(check(&path, &args.event_type)?),
+        _ => Some(check(queue, &path, &args.event_type, &stamp)?),
     };
     let bar = progress_bar(total);
     let mut lines = envelopes(&path, &args.event_type)?;
@@ -83,6 +88,9 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         }
         if args.idempotency_key.is_some() {
             return Err(keyed_lines());
+        }
+        if total.is_none() {
+            check_window(queue, &window, published + 1)?;
         }
         publish_window(queue, &window).await?;
         published += window.len();
@@ -116,14 +124,78 @@ async fn publish_window(queue: &Queue, window: &[Envelope]) -> Result<(), Failur
     Ok(())
 }
 
-/// Checks every line of a file; returns how many tasks it holds.
-fn check(path: &str, event_type: &str) -> Result<u64, Failure> {
+/// Checks every line of file `path` before any is published (as `stamp` will make it): a
+/// task, with no id an earlier line gave, within what one ZooKeeper request carries. Returns
+/// how many tasks it holds. Only the ids lines give are kept: a fresh id is unique.
+fn check(
+    queue: &Queue,
+    path: &str,
+    event_type: &str,
+    stamp: &dyn Fn(Envelope) -> Envelope,
+) -> Result<u64, Failure> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut given: HashMap<String, usize> = HashMap::new();
     let mut count = 0;
-    for line in envelopes(path, event_type)? {
-        line?;
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| format!("{path}: {e}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{path}:{}", i + 1);
+        let value: Value =
+            serde_json::from_str(&line).map_err(|e| format!("{at}: not JSON: {e}"))?;
+        let id = Envelope::id_given_in(&value).map(str::to_string);
+        let envelope =
+            envelope_from_value(value, Some(event_type)).map_err(|e| format!("{at}: {e}"))?;
+        if let Some(id) = id
+            && let Some(first) = given.insert(id, i + 1)
+        {
+            return Err(format!("{at}: {}", repeated(&envelope.id, "line", first)).into());
+        }
+        if envelope.idempotency_key.is_some() {
+            check_one(queue, &stamp(envelope)).map_err(|e| format!("{at}: {e}"))?;
+        }
         count += 1;
     }
     Ok(count)
+}
+
+/// Checks a window of standard input before it is published (`first`: the number of its first
+/// task), as `check` does a file, but for ids within the window only: standard input is read
+/// once, in constant memory.
+fn check_window(queue: &Queue, window: &[Envelope], first: usize) -> Result<(), Failure> {
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for (i, envelope) in window.iter().enumerate() {
+        let n = first + i;
+        if let Some(earlier) = ids.insert(&envelope.id, n) {
+            return Err(format!("-: task {n}: {}", repeated(&envelope.id, "task", earlier)).into());
+        }
+        check_one(queue, envelope).map_err(|e| format!("-: task {n}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Why an id given twice is refused: `what` `first` gave it already.
+fn repeated(id: &str, what: &str, first: usize) -> String {
+    format!(
+        "id {id:?} is also {what} {first}'s: ids must be unique within a publish (status and \
+         cancel by id would find only one task)"
+    )
+}
+
+/// Refuses a keyed task ZooKeeper would refuse before it is sent (see `Queue::check_batch`):
+/// its key's path and data go with its body. A task without a key is one create of its body,
+/// which is refused over the znode limit as it is sent; checking it here too would cost a
+/// serialization per line.
+fn check_one(queue: &Queue, envelope: &Envelope) -> Result<(), String> {
+    if envelope.idempotency_key.is_none() {
+        return Ok(());
+    }
+    match queue.check_batch(std::slice::from_ref(envelope)) {
+        Ok(()) => Ok(()),
+        Err(Error::Unpublishable { problem, .. }) => Err(problem),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Progress on stderr for bulk input, only when stderr is a terminal: a bar when the total is

@@ -1,0 +1,137 @@
+//! What a publish refuses before writing anything: an empty envelope id, an id given twice in
+//! one file or batch (`status` and `cancel` by id would find only the first, and a cancel
+//! mark would bury both), and tasks that would not fit in the one ZooKeeper request that
+//! writes them (an idempotency key takes three bytes per non-ASCII byte as a znode name).
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use event_bridge::{Envelope, Error};
+use serde_json::json;
+
+use harness::{TestQueue, binary};
+
+/// Runs `event-bridge args…` against the test's chroot, with `stdin` piped in.
+fn eb(t: &TestQueue, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(binary("event-bridge"))
+        .args(args)
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn event-bridge");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `lines` written to a file of the test's own; its path.
+fn file(t: &TestQueue, lines: &[String]) -> String {
+    let name = t.config.zookeeper.replace(['/', ':', '.'], "_");
+    let path = std::env::temp_dir().join(format!("ids-{name}-{}.jsonl", harness::uuid_like()));
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write the file");
+    path.to_string_lossy().into_owned()
+}
+
+/// Asserts `output` failed with one line on stderr holding every one of `words`.
+fn refused(output: &Output, words: &[&str]) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // A message quoting a huge key would drown the test's output: its start is enough.
+    let stderr: String = stderr.chars().take(600).collect();
+    assert_eq!(output.status.code(), Some(1), "stderr: {stderr}");
+    for word in words {
+        assert!(stderr.contains(word), "{word:?} not in: {stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_f_refuses_an_empty_id_naming_its_line() {
+    let t = TestQueue::new().await;
+    let lines = [
+        json!({"type": "a", "payload": 1}).to_string(),
+        json!({"type": "a", "payload": 2, "id": ""}).to_string(),
+    ];
+    let path = file(&t, &lines);
+    refused(&eb(&t, &["publish", "-f", &path], ""), &[":2:", "\"id\""]);
+    refused(
+        &eb(&t, &["publish", "-f", "-"], &lines.join("\n")),
+        &["-:2:"],
+    );
+    std::fs::remove_file(&path).unwrap();
+    assert!(t.children("tasks").await.is_empty(), "nothing is published");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_f_refuses_an_id_given_twice_naming_both_lines() {
+    let t = TestQueue::new().await;
+    let lines = [
+        json!({"type": "a", "payload": 1, "id": "order-7"}).to_string(),
+        String::new(),
+        json!({"type": "a", "payload": 2}).to_string(),
+        json!({"type": "a", "payload": 3, "id": "order-7"}).to_string(),
+    ];
+    let path = file(&t, &lines);
+    let out = eb(&t, &["publish", "-f", &path], "");
+    refused(&out, &[":4:", "line 1", "order-7"]);
+    refused(
+        &eb(&t, &["publish", "-f", "-"], &lines.join("\n")),
+        &["order-7"],
+    );
+    std::fs::remove_file(&path).unwrap();
+    assert!(t.children("tasks").await.is_empty(), "nothing is published");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_refuses_an_idempotency_key_too_long_for_zookeeper() {
+    let t = TestQueue::new().await;
+    // 300 kB of UTF-8, 900 kB as a znode name: with its task, over what one request carries.
+    let lines = [
+        json!({"type": "a", "payload": 1}).to_string(),
+        json!({"type": "a", "payload": 2, "idempotency_key": "é".repeat(150_000)}).to_string(),
+    ];
+    let path = file(&t, &lines);
+    refused(
+        &eb(&t, &["publish", "-f", &path], ""),
+        &[":2:", "idempotency_key"],
+    );
+    std::fs::remove_file(&path).unwrap();
+    // As an argument (under the 128 kB an argument may be): the same clear refusal.
+    let key = "é".repeat(20_000);
+    let one = ["publish", "--payload", "{}", "--idempotency-key", &key];
+    refused(&eb(&t, &one, ""), &["idempotency"]);
+    assert!(t.children("tasks").await.is_empty(), "nothing is published");
+    assert!(t.children("keys").await.is_empty(), "no key is written");
+}
+
+#[tokio::test]
+async fn publish_batch_refuses_repeated_ids_and_oversized_batches_writing_nothing() {
+    let t = TestQueue::new().await;
+    let first = Envelope::new("a", json!(1));
+    let twin = Envelope {
+        payload: json!(2),
+        ..first.clone()
+    };
+    let err = t.queue.publish_batch(&[first, twin]).await.unwrap_err();
+    assert!(matches!(err, Error::Unpublishable { item: 2, .. }), "{err}");
+
+    let keyed: Vec<Envelope> = (0..200)
+        .map(|i| {
+            let mut e = Envelope::new("a", json!(i));
+            e.idempotency_key = Some(format!("{}{i}", "é".repeat(680)));
+            e
+        })
+        .collect();
+    let err = t.queue.publish_batch(&keyed).await.unwrap_err();
+    assert!(matches!(err, Error::Unpublishable { .. }), "{err}");
+    assert!(err.to_string().contains("request"), "{err}");
+    assert!(t.children("tasks").await.is_empty(), "nothing is published");
+    assert!(t.children("keys").await.is_empty(), "no key is written");
+    let fits = t.queue.publish_batch(&keyed[..100]).await.unwrap();
+    assert_eq!(fits.len(), 100);
+}
