@@ -353,3 +353,62 @@ async fn a_task_that_never_finishes_in_time_is_buried_after_its_interruptions() 
     );
     assert!(t.children("tasks").await.is_empty());
 }
+
+/// Ends `queue`'s session on the server, as an expiry does: a second client joins the session
+/// and closes it (dropping a client closes its session). Returns once `queue`'s client knows.
+async fn expire(queue: &event_bridge::Queue) {
+    let twin = zookeeper_client::Client::connector()
+        .with_session(queue.session().clone())
+        .connect(&harness::zk_address())
+        .await
+        .expect("join the session");
+    drop(twin);
+    let mut state = queue.state_watcher();
+    let ended = async { while !state.changed().await.is_terminated() {} };
+    within(ended).await;
+}
+
+/// The session ends in the middle of a run: the next window's probe fails on the old session
+/// while the completion before it opens a new one. The run goes on with its next pass within
+/// its cap, and its report counts every task it ran. (Before the fix, the failed pass failed
+/// the run, and the session's one retry ran it again from the start: more tasks ran than the
+/// cap, and the report counted only the second run's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_session_ends_mid_way_keeps_its_cap_and_its_report() {
+    let t = TestQueue::new().await;
+    let session = Session::open(t.config.clone(), "test", None).await.unwrap();
+    t.publish(40).await;
+    let ran = Arc::new(Mutex::new(0));
+    let handler = {
+        let (ran, queue) = (ran.clone(), session.queue());
+        FnHandler(move |task: Task| {
+            let (ran, queue) = (ran.clone(), queue.clone());
+            async move {
+                *ran.lock().unwrap() += 1;
+                // The first window's last task: the next window's probe goes out with its
+                // completion, on the session that just ended.
+                if task.envelope.payload["n"] == 31 {
+                    expire(&queue).await;
+                }
+                Ok::<(), HandlerError>(())
+            }
+        })
+    };
+    let options = RunOptions {
+        max_tasks: 33,
+        concurrency: 2,
+        deadline: Instant::now() + Duration::from_secs(50),
+        margin: Duration::from_secs(1),
+    };
+    let (options, handler, s) = (&options, &handler, &session);
+    let report = within(s.run(|_| async move { process::run_on(s, handler, options).await }))
+        .await
+        .expect("a report");
+    let ran = *ran.lock().unwrap();
+    assert_eq!(
+        ran, 33,
+        "the cap holds across the session's end: {report:?}"
+    );
+    assert_eq!(report.claimed, 33, "{report:?}");
+    assert_eq!(t.children("tasks").await.len(), 7);
+}

@@ -35,13 +35,19 @@ use crate::error::Result;
 use crate::handler::Handler;
 use crate::limit::RouteLimits;
 use crate::queue::{Holds, Queue, Walk};
-use crate::session::Session;
+use crate::session::{Recovery, Session, recovery};
 use crate::task::OnDeadPolicy;
 use pass::Pass;
 use source::Source;
 
 /// Due tasks a run moves back from `delayed/` to the queue before it walks, at most.
 const PROMOTE_PER_RUN: usize = 256;
+
+/// Passes in a row that may fail on a session or link fault before the run stops early.
+const PASS_FAILURES: u32 = 2;
+
+/// How long a run waits before its next pass after a dropped link.
+const AFTER_DROPPED_LINK: Duration = Duration::from_millis(200);
 
 /// A claim batch reads what is paused and cancelled again when its copy is older than this,
 /// so a pause stops every running consumer's claims within a second.
@@ -136,28 +142,51 @@ async fn run_with<H: Handler>(
     // Passes that claimed nothing after jumping over tasks, in a row.
     let mut idle_jumps = 0;
     let mut first_head = Some(head);
+    // Failed passes in a row.
+    let mut failures = 0;
     loop {
         // Read again before every pass but the first (a worker's run may last for hours), with
         // the head the pass starts from.
         let head = match first_head.take() {
-            Some(head) => head,
-            None => {
-                let queue = run.queue();
-                let holds = read_holds(&queue, run.on_dead(), run.limits());
-                let (fresh, head) = tokio::try_join!(holds, queue.read_head())?;
-                run.set_holds(fresh);
-                head
+            Some(head) => Ok(head),
+            None => run.before_pass().await,
+        };
+        // A pass that failed mid-run (or could not start) is followed by another, on a new
+        // session when the old one is over: the run keeps its cap and its report.
+        let pass = match head {
+            Ok(head) => {
+                report.queue_paused = run.queue_paused();
+                if report.queue_paused {
+                    break;
+                }
+                let claimed_before = report.claimed;
+                let walk = Walk::from_head(head);
+                let pass = Pass::new(&run, &mut report, &mut waiting, walk)
+                    .drive()
+                    .await;
+                pass.map(|jumped| (jumped, claimed_before))
+            }
+            Err(e) => Err(e),
+        };
+        let (jumped, claimed_before) = match pass {
+            Ok(done) => {
+                failures = 0;
+                done
+            }
+            Err(e) => {
+                failures += 1;
+                match run.recover(e, failures).await {
+                    Ok(()) if may_claim(&report, options) && !*stop.borrow() => continue,
+                    Ok(()) => break,
+                    Err(e) if report.claimed == 0 => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(error = %e, claimed = report.claimed, "run ended early");
+                        report.ended_early = Some(e.to_string());
+                        break;
+                    }
+                }
             }
         };
-        report.queue_paused = run.queue_paused();
-        if report.queue_paused {
-            break;
-        }
-        let claimed_before = report.claimed;
-        let walk = Walk::from_head(head);
-        let jumped = Pass::new(&run, &mut report, &mut waiting, walk)
-            .drive()
-            .await?;
         let idle = report.claimed == claimed_before;
         tracing::debug!(
             claimed = report.claimed - claimed_before,
@@ -238,6 +267,36 @@ impl<H> Run<'_, H> {
     /// The routes' limits.
     fn limits(&self) -> RouteLimits {
         self.holds.read().expect("not poisoned").0.limits.clone()
+    }
+
+    /// Before a pass but the first: what is held, read again (a worker's run may last for
+    /// hours), and the head the pass starts from, together.
+    async fn before_pass(&self) -> Result<Option<crate::queue::Head>> {
+        let queue = self.queue();
+        let holds = read_holds(&queue, self.on_dead(), self.limits());
+        let (fresh, head) = tokio::try_join!(holds, queue.read_head())?;
+        self.set_holds(fresh);
+        Ok(head)
+    }
+
+    /// After the `failures`-th pass in a row failed with `error`: whether the run may go on,
+    /// as the one retry policy says (after a pause on a dropped link, on a new session when
+    /// the old one is over), up to [`PASS_FAILURES`] in a row.
+    async fn recover(&self, error: crate::Error, failures: u32) -> Result<()> {
+        let queue = self.queue();
+        match recovery(&error, queue.session_over()) {
+            _ if failures > PASS_FAILURES => Err(error),
+            Recovery::GiveUp => Err(error),
+            Recovery::SameSession => {
+                tracing::warn!(%error, "a pass failed on a dropped link; the next one goes on");
+                tokio::time::sleep(AFTER_DROPPED_LINK).await;
+                Ok(())
+            }
+            Recovery::NewSession => {
+                tracing::warn!(%error, "a pass failed: the session is over; the next one goes on a new one");
+                self.source.renew(&queue, error).await.map(drop)
+            }
+        }
     }
 
     /// What is held, as last read.

@@ -50,6 +50,10 @@ pub struct ProcessReport {
     /// Tasks pending after the run, leased ones included (`null` when ZooKeeper did not
     /// answer in time).
     pub remaining_depth: Option<usize>,
+    /// Why the run stopped early after it had claimed tasks (a ZooKeeper failure its passes
+    /// could not get past): its report still counts what it ran, and it is not run again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_early: Option<String>,
     pub duration_ms: u64,
 }
 
