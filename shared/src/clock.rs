@@ -10,7 +10,8 @@ use std::time::Instant;
 #[derive(Clone, Copy, Debug)]
 pub struct ZkTime {
     server_ms: i64,
-    read_at: Instant,
+    /// When it was read; `None` for a time that stands still ([`ZkTime::at`]).
+    read_at: Option<Instant>,
 }
 
 impl ZkTime {
@@ -18,7 +19,16 @@ impl ZkTime {
     pub fn from_mtime(mtime: i64) -> Self {
         ZkTime {
             server_ms: mtime,
-            read_at: Instant::now(),
+            read_at: Some(Instant::now()),
+        }
+    }
+
+    /// The moment `ms` (since the epoch), standing still: for a caller that drives the clock
+    /// itself, such as a test that judges leases at a moment of its choosing.
+    pub fn at(ms: i64) -> Self {
+        ZkTime {
+            server_ms: ms,
+            read_at: None,
         }
     }
 
@@ -28,13 +38,15 @@ impl ZkTime {
         let now = Instant::now();
         ZkTime {
             server_ms: mtime,
-            read_at: sent + (now - sent) / 2,
+            read_at: Some(sent + (now - sent) / 2),
         }
     }
 
     /// ZooKeeper's time now, ms since the epoch.
     pub fn now_ms(&self) -> i64 {
-        self.server_ms
-            .saturating_add(crate::lease::millis(self.read_at.elapsed()))
+        let elapsed = self
+            .read_at
+            .map_or(0, |read| crate::lease::millis(read.elapsed()));
+        self.server_ms.saturating_add(elapsed)
     }
 }

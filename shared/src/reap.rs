@@ -89,8 +89,14 @@ pub struct ExpiredLease {
 
 /// Frees expired and orphaned leases, then reports the queue's state.
 pub async fn reap(queue: &Queue) -> Result<ReapReport> {
+    reap_at(queue, &queue.server_time().await?).await
+}
+
+/// As [`reap`], judging expiry, due times and windows at ZooKeeper's time `now` (read by the
+/// caller, and carried forward: the worker reads the clock once for several looks).
+pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
     let started = std::time::Instant::now();
-    let now = queue.server_time().await?;
+    let now = *now;
     let mut report = ReapReport::default();
     for read in read_leases(queue, &now).await? {
         match read {

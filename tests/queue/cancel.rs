@@ -115,7 +115,7 @@ async fn a_held_task_whose_attempt_fails_is_buried_not_retried() {
 
 #[tokio::test]
 async fn a_held_task_whose_holder_died_is_buried_at_its_next_claim() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(1_000)).await;
+    let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
     let dying = t.consumer("dying").await;
     let ClaimOutcome::Claimed(_lease) = dying.claim(&name, &t.now().await).await.unwrap() else {
@@ -123,8 +123,8 @@ async fn a_held_task_whose_holder_died_is_buried_at_its_next_claim() {
     };
     drop(dying);
     assert_eq!(cancel(&t.queue, &name).await.unwrap(), marked(&name));
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
-    assert_eq!(reap::reap(&t.queue).await.unwrap().reaped, 1);
+    let later = t.past_lease_of(&name).await;
+    assert_eq!(reap::reap_at(&t.queue, &later).await.unwrap().reaped, 1);
     let recorder = Recorder::default();
     let report = run(&t.queue, &recorder, 5).await;
     assert_eq!(

@@ -236,7 +236,7 @@ async fn a_route_can_ask_to_pause_the_group() {
 /// reaper frees the head it runs first.
 #[tokio::test]
 async fn the_head_of_a_group_whose_consumer_died_runs_before_the_rest() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(1_000)).await;
+    let t = TestQueue::new().await;
     let names = t
         .queue
         .publish_many(&[grouped("g", 0), grouped("g", 1), grouped("g", 2)])
@@ -254,8 +254,8 @@ async fn the_head_of_a_group_whose_consumer_died_runs_before_the_rest() {
         .await
         .unwrap();
     assert_eq!(blocked.claimed, 0, "the group waits for its head");
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
-    assert_eq!(reap::reap(&t.queue).await.unwrap().reaped, 1);
+    let later = t.past_lease_of(&names[0]).await;
+    assert_eq!(reap::reap_at(&t.queue, &later).await.unwrap().reaped, 1);
     let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
         .await
         .unwrap();

@@ -117,9 +117,9 @@ async fn a_completion_whose_reply_was_lost_is_reported_completed() {
 async fn the_handler_runs_on_while_an_extension_waits_for_its_answer() {
     let t = TestQueue::new().await;
     let proxy = Proxy::start().await;
-    let config = through(&t, &proxy, |c| {
-        c.lease_timeout = Duration::from_millis(3_000)
-    });
+    // The production minimum: the first extension goes out 3.3 s in, the holder vouches for
+    // 8 s; the steps below leave seconds of slack on either side.
+    let config = through(&t, &proxy, |c| c.lease_timeout = Duration::from_secs(10));
     let session = Session::open(config, "test", None).await.unwrap();
     t.publish(1).await;
     let (started, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
@@ -151,9 +151,9 @@ async fn the_handler_runs_on_while_an_extension_waits_for_its_answer() {
         tokio::time::sleep_until(claimed_at + Duration::from_millis(500)).await;
         proxy.set_stalled(true);
         // ... and the handler finishes while that extension waits for its answer.
-        tokio::time::sleep_until(claimed_at + Duration::from_millis(1_500)).await;
+        tokio::time::sleep_until(claimed_at + Duration::from_millis(4_500)).await;
         go.notify_one();
-        tokio::time::sleep_until(claimed_at + Duration::from_millis(2_000)).await;
+        tokio::time::sleep_until(claimed_at + Duration::from_millis(5_500)).await;
         let released = Instant::now();
         proxy.set_stalled(false);
         released
@@ -183,7 +183,8 @@ impl Drop for DropFlag {
 async fn a_handler_whose_lease_cannot_be_vouched_for_is_cancelled() {
     let t = TestQueue::new().await;
     let proxy = Proxy::start().await;
-    let lease_timeout = Duration::from_millis(6_000);
+    // The production minimum: the holder stops vouching 8 s in, 2 s before a reaper could act.
+    let lease_timeout = Duration::from_secs(10);
     let config = through(&t, &proxy, |c| c.lease_timeout = lease_timeout);
     let session = Session::open(config, "test", None).await.unwrap();
     let name = t.publish(1).await.remove(0);
@@ -354,15 +355,12 @@ async fn a_task_that_never_finishes_in_time_is_buried_after_its_interruptions() 
     assert!(t.children("tasks").await.is_empty());
 }
 
-/// Ends `queue`'s session on the server, as an expiry does: a second client joins the session
-/// and closes it (dropping a client closes its session). Returns once `queue`'s client knows.
-async fn expire(queue: &event_bridge::Queue) {
-    let twin = zookeeper_client::Client::connector()
-        .with_session(queue.session().clone())
-        .connect(&harness::zk_address())
-        .await
-        .expect("join the session");
-    drop(twin);
+/// Ends `queue`'s session on the server while its link through `proxy` is cut (so its client
+/// cannot take the session back meanwhile), as an expiry does; returns once its client knows.
+async fn expire(queue: &event_bridge::Queue, proxy: &Proxy) {
+    proxy.set_cut(true);
+    harness::end_session(queue.session()).await;
+    proxy.set_cut(false);
     let mut state = queue.state_watcher();
     let ended = async { while !state.changed().await.is_terminated() {} };
     within(ended).await;
@@ -376,19 +374,21 @@ async fn expire(queue: &event_bridge::Queue) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_session_ends_mid_way_keeps_its_cap_and_its_report() {
     let t = TestQueue::new().await;
-    let session = Session::open(t.config.clone(), "test", None).await.unwrap();
+    let proxy = Arc::new(Proxy::start().await);
+    let config = through(&t, &proxy, |_| {});
+    let session = Session::open(config, "test", None).await.unwrap();
     t.publish(40).await;
     let ran = Arc::new(Mutex::new(0));
     let handler = {
-        let (ran, queue) = (ran.clone(), session.queue());
+        let (ran, queue, proxy) = (ran.clone(), session.queue(), proxy.clone());
         FnHandler(move |task: Task| {
-            let (ran, queue) = (ran.clone(), queue.clone());
+            let (ran, queue, proxy) = (ran.clone(), queue.clone(), proxy.clone());
             async move {
                 *ran.lock().unwrap() += 1;
                 // The first window's last task: the next window's probe goes out with its
                 // completion, on the session that just ended.
                 if task.envelope.payload["n"] == 31 {
-                    expire(&queue).await;
+                    expire(&queue, &proxy).await;
                 }
                 Ok::<(), HandlerError>(())
             }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use event_bridge::clock::ZkTime;
 use event_bridge::handler::FnHandler;
 use event_bridge::{HandlerError, ProcessReport, RunOptions, Task, process};
 use serde_json::json;
@@ -235,25 +236,49 @@ async fn a_drain_stops_before_the_deadline_and_releases_unfinished_claims() {
     assert_eq!(run(&t.queue, &recorder, 10).await.completed, 5);
 }
 
-#[tokio::test]
+/// A handler that runs past the moment its claim's lease would have expired keeps the task:
+/// the holder extends the lease (the production minimum, 10 s: every third of it), so a
+/// reaper judging at that moment frees nothing. The handler waits for the extension itself
+/// (a hang guard of 30 s), and the reaper judges at a moment the test chooses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_outlives_the_lease_timeout_keeps_its_lease_by_extending_it() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(1_200)).await;
+    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_secs(10)).await;
     t.publish(1).await;
-    let slow = FnHandler(|_task: Task| async {
-        tokio::time::sleep(Duration::from_millis(3_000)).await;
-        Ok(())
-    });
     let reaper = t.consumer("reaper").await;
-    let reaping = async {
-        let mut reaped = 0;
-        for _ in 0..30 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            reaped += event_bridge::reap::reap(&reaper).await.unwrap().reaped;
-        }
-        reaped
+    let (raw, root, timeout) = (
+        t.raw.clone(),
+        t.config.root.clone(),
+        t.config.lease_timeout.as_millis() as i64,
+    );
+    let reaped = Arc::new(Mutex::new(None));
+    let slow = {
+        let reaped = reaped.clone();
+        FnHandler(move |task: Task| {
+            let (raw, reaper, reaped) = (raw.clone(), reaper.clone(), reaped.clone());
+            let path = format!("{root}/leases/{}", task.name);
+            async move {
+                let (_, claimed) = raw.get_data(&path).await.unwrap();
+                for _ in 0..300 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let (_, now) = raw.get_data(&path).await.unwrap();
+                    if now.version > claimed.version {
+                        break;
+                    }
+                }
+                // Just past the moment the claim's lease would have expired unextended.
+                let past = ZkTime::at(claimed.mtime + timeout + 1);
+                let report = event_bridge::reap::reap_at(&reaper, &past).await.unwrap();
+                *reaped.lock().unwrap() = Some(report.reaped);
+                Ok(())
+            }
+        })
     };
-    let (report, reaped) = tokio::join!(run(&t.queue, &slow, 1), reaping);
-    assert_eq!(reaped, 0, "an extended lease is never reaped");
+    let report = run(&t.queue, &slow, 1).await;
+    assert_eq!(
+        *reaped.lock().unwrap(),
+        Some(0),
+        "an extended lease is not reaped"
+    );
     assert_eq!((report.completed, report.leases_lost), (1, 0));
 }
 

@@ -189,15 +189,15 @@ async fn a_task_body_is_the_payload_when_another_producer_wrote_plain_json() {
 
 #[tokio::test]
 async fn fencing_refuses_a_stale_holder_after_its_lease_was_reaped_and_the_task_claimed_again() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(300)).await;
+    let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
     let a = t.consumer("a").await;
     let b = t.consumer("b").await;
     let mut stale = claimed(claim(&a, &name, &t).await);
     let token_a = stale.task.fencing_token;
 
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let reaped = event_bridge::reap::reap(&t.queue).await.unwrap();
+    let later = t.past_lease_of(&name).await;
+    let reaped = event_bridge::reap::reap_at(&t.queue, &later).await.unwrap();
     assert_eq!(reaped.reaped, 1);
     let fresh = claimed(claim(&b, &name, &t).await);
     assert!(
@@ -292,20 +292,24 @@ async fn a_lease_held_by_a_000_consumer_is_respected() {
 
 #[tokio::test]
 async fn a_batch_completion_with_one_stale_lease_completes_the_others_and_fences_that_one() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(1_000)).await;
+    let t = TestQueue::new().await;
     let names = t.publish(3).await;
     let mut held = Vec::new();
     for name in &names {
         held.push(claimed(claim(&t.queue, name, &t).await));
     }
-    // The middle lease expires and another consumer takes the task over.
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    // The middle lease expires and another consumer takes the task over: the others are
+    // extended at least a millisecond later (ZooKeeper stamps in milliseconds), and the reaper
+    // judges just past the middle one's expiry.
+    let later = t.past_lease_of(&names[1]).await;
+    tokio::time::sleep(Duration::from_millis(2)).await;
     let other = t.consumer("other").await;
     let mut keep = held[0].clone();
     let mut keep_last = held[2].clone();
     assert_eq!(t.queue.extend(&mut keep).await.unwrap(), Settled::Done);
     assert_eq!(t.queue.extend(&mut keep_last).await.unwrap(), Settled::Done);
-    assert_eq!(event_bridge::reap::reap(&t.queue).await.unwrap().reaped, 1);
+    let reaped = event_bridge::reap::reap_at(&t.queue, &later).await.unwrap();
+    assert_eq!(reaped.reaped, 1);
     let taken_over = claimed(claim(&other, &names[1], &t).await);
 
     let settled = t

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use event_bridge::clock::ZkTime;
 use event_bridge::queue::{ClaimOutcome, Settled};
 use event_bridge::{Envelope, reap};
 use serde_json::json;
@@ -11,7 +12,7 @@ use harness::{Recorder, TestQueue, run};
 
 #[tokio::test]
 async fn a_task_whose_consumer_crashed_is_reaped_claimed_again_and_completed_once() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(2_000)).await;
+    let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
     let crashed = t.consumer("crashed").await;
     let ClaimOutcome::Claimed(lease) = crashed.claim(&name, &t.now().await).await.unwrap() else {
@@ -33,8 +34,9 @@ async fn a_task_whose_consumer_crashed_is_reaped_claimed_again_and_completed_onc
         "a leased task is not claimed"
     );
 
-    tokio::time::sleep(Duration::from_millis(2_200)).await;
-    let reaped = event_bridge::reap::reap(&t.queue).await.unwrap();
+    // The reaper judges at a moment past the lease's expiry (a clock the test drives).
+    let later = t.past_lease_of(&name).await;
+    let reaped = reap::reap_at(&t.queue, &later).await.unwrap();
     assert_eq!(
         (reaped.reaped, reaped.stats.leased, reaped.stats.depth),
         (1, 0, 1)
@@ -78,7 +80,7 @@ async fn a_lease_whose_task_is_gone_is_removed_as_an_orphan() {
 
 #[tokio::test]
 async fn a_000_consumer_lease_expires_by_zookeeper_time_like_ours() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(2_000)).await;
+    let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
     let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     // Its timestamp claims the far future: only the znode's mtime is trusted.
@@ -88,13 +90,19 @@ async fn a_000_consumer_lease_expires_by_zookeeper_time_like_ours() {
         .await
         .unwrap();
     assert_eq!(event_bridge::reap::reap(&t.queue).await.unwrap().reaped, 0);
-    tokio::time::sleep(Duration::from_millis(2_200)).await;
-    let report = event_bridge::reap::reap(&t.queue).await.unwrap();
+    let just_before = ZkTime::at(t.past_lease_of(&name).await.now_ms() - 2);
+    assert_eq!(
+        reap::reap_at(&t.queue, &just_before).await.unwrap().reaped,
+        0
+    );
+    let later = t.past_lease_of(&name).await;
+    let report = reap::reap_at(&t.queue, &later).await.unwrap();
     assert_eq!(
         (report.reaped, report.stats.depth, report.stats.dead),
         (1, 1, 0)
     );
-    assert!(report.stats.oldest_task_age_ms.unwrap() >= 2_200);
+    let timeout = t.config.lease_timeout.as_millis() as i64;
+    assert!(report.stats.oldest_task_age_ms.unwrap() >= timeout);
 }
 
 #[tokio::test]
@@ -126,7 +134,7 @@ async fn an_unreachable_zookeeper_fails_fast_naming_the_address() {
 /// delete must check it.
 #[tokio::test]
 async fn a_reaper_with_a_stale_read_never_frees_the_next_holders_lease() {
-    let t = TestQueue::with(|c| c.lease_timeout = Duration::from_millis(300)).await;
+    let t = TestQueue::new().await;
     // An envelope just under the size limit: the reaper's "lease expired" note would take it
     // over, so the reaper frees its lease without rewriting it.
     let mut envelope = Envelope::new("big", json!(""));
@@ -136,15 +144,13 @@ async fn a_reaper_with_a_stale_read_never_frees_the_next_holders_lease() {
     let a = t.consumer("a").await;
     let claimed = a.claim(&name, &t.now().await).await.unwrap();
     assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let later = t.past_lease_of(&name).await;
 
     let slow_reaper = t.consumer("slow-reaper").await;
-    let seen = reap::expired_leases(&slow_reaper, &t.now().await)
-        .await
-        .unwrap();
+    let seen = reap::expired_leases(&slow_reaper, &later).await.unwrap();
     assert_eq!(seen.len(), 1, "{seen:?}");
 
-    assert_eq!(reap::reap(&t.queue).await.unwrap().reaped, 1);
+    assert_eq!(reap::reap_at(&t.queue, &later).await.unwrap().reaped, 1);
     let b = t.consumer("b").await;
     let lease_b = match b.claim(&name, &t.now().await).await.unwrap() {
         ClaimOutcome::Claimed(lease) => lease,

@@ -118,6 +118,45 @@ impl TestQueue {
     pub async fn now(&self) -> ZkTime {
         self.queue.server_time().await.expect("clock")
     }
+
+    /// A moment by ZooKeeper's clock, driven by the test and standing still: 1 ms after the
+    /// lease of task `name` expires (its last write's `mtime` plus the lease timeout). A reaper
+    /// judging at it frees that lease, and no lease written later, without the test waiting.
+    pub async fn past_lease_of(&self, name: &str) -> ZkTime {
+        let path = format!("{}/leases/{name}", self.config.root);
+        let (_, stat) = self.raw.get_data(&path).await.expect("the lease");
+        let timeout = self.config.lease_timeout.as_millis() as i64;
+        ZkTime::at(stat.mtime + timeout + 1)
+    }
+}
+
+/// Ends a session on the server, as an expiry does: a second client joins the session and
+/// closes it (dropping a client closes its session). The session's own client learns it when
+/// it next talks to the server.
+pub async fn end_session(session: &zk::SessionInfo) {
+    let twin = zk::Client::connector()
+        .with_session(session.clone())
+        .connect(&zk_address())
+        .await
+        .expect("join the session");
+    drop(twin);
+    // The close is sent by the dropped client's task: wait until the server has it, by
+    // joining once more, which then fails.
+    for _ in 0..100 {
+        let again = zk::Client::connector()
+            .with_session(session.clone())
+            .with_connection_timeout(Duration::from_millis(500))
+            .connect(&zk_address())
+            .await;
+        match again {
+            Err(_) => return,
+            Ok(twin) => {
+                drop(twin);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    panic!("the session did not end");
 }
 
 /// A queue for `config` on a new session.

@@ -69,7 +69,7 @@ impl Upkeep {
         let now = self.now(queue).await?;
         queue.promote_due(&now, PROMOTE_PER_LOOK).await?;
         if Instant::now() >= self.next_reap {
-            self.reaped += crate::reap::reap(queue).await?.reaped as u64;
+            self.reaped += crate::reap::reap_at(queue, &now).await?.reaped as u64;
             self.next_reap = Instant::now() + self.reap_every;
         }
         Ok(())
