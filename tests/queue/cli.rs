@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use harness::{TestQueue, binary};
 
 /// Runs `event-bridge args…` against the test's chroot, with `stdin` piped in.
-fn eb(t: &TestQueue, args: &[&str], stdin: &str) -> Output {
+pub(crate) fn eb(t: &TestQueue, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(binary("event-bridge"))
         .args(args)
         .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)

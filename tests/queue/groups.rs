@@ -71,6 +71,29 @@ fn group_and_seq(task: &Task) -> (String, u64) {
     )
 }
 
+/// A recording handler that takes a few milliseconds and fails retryably the attempts
+/// `fails` picks.
+fn failing_when<F>(log: &Log, fails: F) -> impl event_bridge::Handler + use<F>
+where
+    F: Fn(&Task) -> bool + Send + Sync + Clone + 'static,
+{
+    let seen = log.clone();
+    FnHandler(move |task: Task| {
+        let (log, fails) = (seen.clone(), fails.clone());
+        async move {
+            let (group, seq) = group_and_seq(&task);
+            log.start(&group);
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..4))).await;
+            let fail = fails(&task);
+            log.end(&group, seq, !fail);
+            match fail {
+                true => Err(HandlerError::Retryable("injected".into())),
+                false => Ok(()),
+            }
+        }
+    })
+}
+
 /// 8 consumers, 40 groups of 50 tasks, random handler delays and one attempt in ten failing
 /// retryably: every group's successes come in publish order, one at a time, each task once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,21 +110,7 @@ async fn eight_consumers_run_forty_groups_in_order_through_retries() {
         .collect();
     t.queue.publish_many(&envelopes).await.unwrap();
     let log = Log::default();
-    let seen = log.clone();
-    let handler = FnHandler(move |task: Task| {
-        let log = seen.clone();
-        async move {
-            let (group, seq) = group_and_seq(&task);
-            log.start(&group);
-            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..4))).await;
-            let fail = fastrand::u8(0..10) == 0;
-            log.end(&group, seq, !fail);
-            match fail {
-                true => Err(HandlerError::Retryable("injected".into())),
-                false => Ok(()),
-            }
-        }
-    });
+    let handler = failing_when(&log, |_| fastrand::u8(0..10) == 0);
     let mut consumers = Vec::new();
     for i in 0..8 {
         consumers.push(t.consumer(&format!("c{i}")).await);
@@ -311,19 +320,8 @@ async fn a_head_back_from_its_backoff_behind_the_rest_of_its_group_runs_first() 
         .await
         .unwrap();
     let log = Log::default();
-    let seen = log.clone();
-    let handler = FnHandler(move |task: Task| {
-        let log = seen.clone();
-        async move {
-            let (group, seq) = group_and_seq(&task);
-            log.start(&group);
-            let fail = seq == 0 && task.attempt() == 1;
-            log.end(&group, seq, !fail);
-            match fail {
-                true => Err(HandlerError::Retryable("first try fails".into())),
-                false => Ok(()),
-            }
-        }
+    let handler = failing_when(&log, |task| {
+        group_and_seq(task).1 == 0 && task.attempt() == 1
     });
     let first = event_bridge::process::run(&t.queue, &handler, &options(1, 1))
         .await

@@ -3,33 +3,14 @@
 //! mark would bury both), and tasks that would not fit in the one ZooKeeper request that
 //! writes them (an idempotency key takes three bytes per non-ASCII byte as a znode name).
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use event_bridge::{Envelope, Error};
 use serde_json::json;
 
-use harness::{TestQueue, binary};
+use harness::TestQueue;
 
-/// Runs `event-bridge args…` against the test's chroot, with `stdin` piped in.
-fn eb(t: &TestQueue, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(binary("event-bridge"))
-        .args(args)
-        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
-        .env("EVENT_BRIDGE_ROOT", &t.config.root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn event-bridge");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
+use crate::cli::eb;
 
 /// `lines` written to a file of the test's own; its path.
 fn file(t: &TestQueue, lines: &[String]) -> String {
