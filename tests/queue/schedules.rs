@@ -469,4 +469,11 @@ async fn a_schedule_that_cannot_fire_does_not_stop_the_others() {
     assert_eq!(t.children("schedules/a-stuck").await.len(), 0);
     let again = schedule::fire_due(&t.queue, now).await.unwrap();
     assert_eq!((again.fired, again.failed.len()), (0, 1), "{again:?}");
+    // A run's report counts it too.
+    let run = harness::run(&t.queue, &harness::Recorder::default(), 10).await;
+    assert_eq!(
+        (run.schedules_fired, run.schedules_failed),
+        (0, 1),
+        "{run:?}"
+    );
 }

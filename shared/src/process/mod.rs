@@ -136,7 +136,7 @@ async fn run_with<H: Handler>(
         holds: std::sync::RwLock::new((holds, Instant::now())),
         limited: std::sync::Mutex::new(Limited::default()),
     };
-    report.schedules_fired = run.before_passes().await?;
+    (report.schedules_fired, report.schedules_failed) = run.before_passes().await?;
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut waiting = HashSet::new();
     // Passes that claimed nothing after jumping over tasks, in a row.
@@ -358,8 +358,8 @@ impl<H> Run<'_, H> {
 
     /// Before the first pass, together: moves due tasks back from `delayed/`, and fires due
     /// schedules (a schedule that cannot be fired never stops the tasks). Returns the tasks
-    /// the schedules made.
-    async fn before_passes(&self) -> Result<u32> {
+    /// the schedules made, and the schedules that could not be fired.
+    async fn before_passes(&self) -> Result<(u32, u32)> {
         let queue = self.queue();
         let promote = queue.promote_due(&self.now, PROMOTE_PER_RUN);
         #[cfg(feature = "schedule")]
@@ -368,15 +368,15 @@ impl<H> Run<'_, H> {
             let (promoted, fired) = tokio::join!(promote, fire);
             promoted?;
             match fired {
-                Ok(fired) => Ok(fired.fired),
+                Ok(fired) => Ok((fired.fired, fired.failed.len() as u32)),
                 Err(e) => {
                     tracing::warn!(error = %e, "schedules not looked at in this run");
-                    Ok(0)
+                    Ok((0, 0))
                 }
             }
         }
         #[cfg(not(feature = "schedule"))]
-        promote.await.map(|_| 0)
+        promote.await.map(|_| (0, 0))
     }
 
     /// Tasks pending now, leased ones included; `None` when ZooKeeper does not answer before

@@ -47,6 +47,9 @@ pub struct ProcessReport {
     pub queue_paused: bool,
     /// Slots of recurring schedules that made a task at the start of the run.
     pub schedules_fired: u32,
+    /// Schedules whose due slot could not be fired (each logged with its name); the others
+    /// fired.
+    pub schedules_failed: u32,
     /// Tasks pending after the run, leased ones included (`null` when ZooKeeper did not
     /// answer in time).
     pub remaining_depth: Option<usize>,
@@ -190,6 +193,7 @@ impl ProcessReport {
             limited = self.limited,
             queue_paused = self.queue_paused,
             schedules_fired = self.schedules_fired,
+            schedules_failed = self.schedules_failed,
             remaining_depth = self.remaining_depth,
             duration_ms = self.duration_ms,
             "process_events finished"
