@@ -340,3 +340,68 @@ async fn a_head_back_from_its_backoff_behind_the_rest_of_its_group_runs_first() 
     assert!(t.children("tasks").await.is_empty());
     assert!(t.children("groups").await.is_empty(), "no lock left");
 }
+
+/// Another consumer holds the first 64 tasks of the queue (slow ones, or a dead consumer's
+/// until their leases expire): a grouped task behind them still runs. (Before the fix, every
+/// pass jumped over the held windows as after a lost race, so no walk reached the group's task
+/// having seen every number before it, and the group waited as long as the stretch was held.)
+#[tokio::test]
+async fn a_stretch_held_at_the_head_does_not_hold_back_a_group() {
+    let t = TestQueue::new().await;
+    let held = t.publish(64).await;
+    let other = t.consumer("other").await;
+    let now = t.now().await;
+    for name in &held {
+        let claimed = other.claim(name, &now).await.unwrap();
+        assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+    }
+    t.queue.publish_many(&[grouped("g", 0)]).await.unwrap();
+    let log = Log::default();
+    let handler = recording(&log);
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(log.done("g"), [0], "{report:?}");
+}
+
+/// A group's head waits out a backoff at the tail while a long stretch of other tasks lies
+/// between the group's next tasks and it, and a later task of the group is published behind
+/// it. Whatever the windows, the group runs in publish order. (Before the fix, the head was
+/// admitted in a later window of the pass that had blocked the group, and the task behind it
+/// ran next, ahead of the ones that pass had blocked.)
+#[tokio::test]
+async fn a_head_back_far_behind_its_group_lets_no_later_task_jump_the_queue() {
+    let t = TestQueue::with(|c| {
+        c.backoff_base = Duration::from_millis(50);
+        c.backoff_max = Duration::from_millis(50);
+    })
+    .await;
+    t.queue.publish_many(&[grouped("g", 0)]).await.unwrap();
+    let log = Log::default();
+    let handler = failing_when(&log, |task| {
+        group_and_seq(task).1 == 0 && task.attempt() == 1
+    });
+    let first = event_bridge::process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.retried, 1);
+    t.queue
+        .publish_many(&[grouped("g", 1), grouped("g", 2)])
+        .await
+        .unwrap();
+    // A long stretch between them: tasks of groups of their own.
+    let filler: Vec<Envelope> = (0..100).map(|i| grouped(&format!("f{i}"), 0)).collect();
+    t.queue.publish_many(&filler).await.unwrap();
+    // The head's backoff ends (on ZooKeeper's clock) and it comes back at the tail...
+    let due = t.now().await.now_ms() + 100;
+    while t.now().await.now_ms() < due {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(t.queue.promote_due(&t.now().await, 10).await.unwrap(), 1);
+    // ... and a later task of the group behind it.
+    t.queue.publish_many(&[grouped("g", 3)]).await.unwrap();
+    event_bridge::process::run(&t.queue, &handler, &options(200, 1))
+        .await
+        .unwrap();
+    assert_eq!(log.done("g"), [0, 1, 2, 3]);
+}

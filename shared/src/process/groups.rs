@@ -38,6 +38,9 @@ pub(super) struct Gates {
     groups: HashMap<String, Gate>,
     /// The group of each grouped task the pass claims or runs, by task name.
     running: HashMap<String, String>,
+    /// Whether a group was left to a later pass because the walk had jumped over numbers
+    /// before its task (see [`Gates::gapped`]).
+    gapped: bool,
 }
 
 /// A grouped task the walk found.
@@ -61,6 +64,7 @@ impl Gates {
         } = found;
         let admitted = match self.groups.get_mut(&group) {
             None if held || !contiguous => {
+                self.gapped |= !contiguous;
                 self.groups.insert(group, Gate::Blocked(None));
                 return None;
             }
@@ -72,7 +76,14 @@ impl Gates {
                 return None;
             }
             Some(Gate::Holder) => return None,
-            Some(Gate::Blocked(Some(owner))) if *owner == id && !held => task,
+            // The holder of the lock, come back at the tail after the task whose claim met
+            // it: it runs alone, and the rest of its group waits for the next pass (tasks
+            // found behind it here are later than the ones that pass already blocked).
+            Some(Gate::Blocked(Some(owner))) if *owner == id && !held => {
+                self.running.insert(task.0.clone(), group.clone());
+                self.groups.insert(group, Gate::Holder);
+                return Some(task);
+            }
             Some(Gate::Blocked(_)) => return None,
         };
         self.running.insert(admitted.0.clone(), group.clone());
@@ -105,9 +116,18 @@ impl Gates {
         }
     }
 
+    /// Whether a group was left to a later pass because the walk had jumped over numbers
+    /// before its task: the next walk should not jump over held windows, or a stretch held at
+    /// the head (slow tasks, a dead consumer's until the reaper frees them) would hold back
+    /// every group.
+    pub(super) fn gapped(&self) -> bool {
+        self.gapped
+    }
+
     /// A new walk from the head starts: groups left to a later pass are open again, and the
     /// tasks waiting behind a running task are dropped, to be found again in order.
     pub(super) fn rewalk(&mut self) {
+        self.gapped = false;
         self.groups
             .retain(|_, gate| !matches!(gate, Gate::Blocked(_)));
         for gate in self.groups.values_mut() {
@@ -227,5 +247,42 @@ mod tests {
         assert!(gates.admit(found("g", "d"), task("t10")).is_none());
         assert!(gates.completed("t9").is_none());
         assert!(gates.admit(found("g", "e"), task("t11")).is_none());
+    }
+
+    #[test]
+    fn the_holder_of_the_lock_found_after_its_group_was_blocked_runs_alone() {
+        let mut gates = Gates::default();
+        assert!(gates.admit(found("g", "b"), task("t1")).is_some());
+        assert!(gates.admit(found("g", "c"), task("t2")).is_none());
+        // t1's claim met the lock of "r", not seen yet; then the walk finds r, then a later
+        // task of the group.
+        assert!(gates.stopped("t1", Some("r".into())).is_none());
+        assert_eq!(
+            name(gates.admit(found("g", "r"), task("t9"))),
+            Some("t9".into())
+        );
+        assert!(gates.admit(found("g", "d"), task("t10")).is_none());
+        // r completed: nothing of the group jumps ahead of t1 and t2 in this pass.
+        assert!(gates.completed("t9").is_none());
+        assert!(gates.admit(found("g", "e"), task("t11")).is_none());
+    }
+
+    #[test]
+    fn a_group_blocked_by_a_gap_in_the_walk_says_so() {
+        let mut gates = Gates::default();
+        let held = Found {
+            held: true,
+            ..found("g", "a")
+        };
+        assert!(gates.admit(held, task("t1")).is_none());
+        assert!(!gates.gapped(), "a held task is no gap");
+        let past_a_gap = Found {
+            contiguous: false,
+            ..found("h", "c")
+        };
+        assert!(gates.admit(past_a_gap, task("t3")).is_none());
+        assert!(gates.gapped());
+        gates.rewalk();
+        assert!(!gates.gapped());
     }
 }

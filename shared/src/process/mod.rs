@@ -144,6 +144,9 @@ async fn run_with<H: Handler>(
     let mut first_head = Some(head);
     // Failed passes in a row.
     let mut failures = 0;
+    // Whether the last pass left groups waiting because it had jumped over numbers: the next
+    // one walks through held windows.
+    let mut gapped = false;
     loop {
         // Read again before every pass but the first (a worker's run may last for hours), with
         // the head the pass starts from.
@@ -161,14 +164,12 @@ async fn run_with<H: Handler>(
                 }
                 let claimed_before = report.claimed;
                 let walk = Walk::from_head(head);
-                let pass = Pass::new(&run, &mut report, &mut waiting, walk)
-                    .drive()
-                    .await;
-                pass.map(|jumped| (jumped, claimed_before))
+                let pass = Pass::new(&run, &mut report, &mut waiting, walk, gapped);
+                pass.drive().await.map(|end| (end, claimed_before))
             }
             Err(e) => Err(e),
         };
-        let (jumped, claimed_before) = match pass {
+        let (end, claimed_before) = match pass {
             Ok(done) => {
                 failures = 0;
                 done
@@ -188,9 +189,13 @@ async fn run_with<H: Handler>(
             }
         };
         let idle = report.claimed == claimed_before;
+        gapped = end.gapped;
+        // Groups left waiting for a gap are worth another look too, walking through.
+        let jumped = end.jumped || gapped;
         tracing::debug!(
             claimed = report.claimed - claimed_before,
-            jumped,
+            jumped = end.jumped,
+            gapped,
             "pass over"
         );
         // Tasks over their route's limit wait within the run for it to let them through.
@@ -204,8 +209,9 @@ async fn run_with<H: Handler>(
             continue;
         }
         idle_jumps = if idle && jumped { idle_jumps + 1 } else { 0 };
-        // A pass that jumped over tasks after a lost race may have passed the last free ones:
-        // a few more passes look again from the head before the run calls the queue empty.
+        // A pass that jumped over tasks after a lost race may have passed the last free ones
+        // (or left groups waiting behind the gap): a few more passes look again from the head
+        // before the run calls the queue empty.
         let look_again = idle && jumped && idle_jumps <= IDLE_JUMPS;
         if (idle && !look_again) || !may_claim(&report, options) || *stop.borrow() {
             break;

@@ -94,17 +94,32 @@ pub(super) struct Pass<'r, 'a, H> {
     jumped: bool,
     /// Ordered groups: which grouped task may be claimed next.
     gates: Gates,
+    /// Whether a window every task of which another consumer holds is walked through rather
+    /// than jumped over: after a pass that left groups waiting because it had jumped, so that
+    /// a stretch held at the head cannot hold back every group.
+    steady: bool,
+}
+
+/// How a pass ended.
+pub(super) struct PassEnd {
+    /// A lost race (or a held window) jumped over tasks the pass did not look at.
+    pub jumped: bool,
+    /// Groups were left to a later pass because the walk had jumped over numbers before them.
+    pub gapped: bool,
 }
 
 impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
-    /// A pass that walks with `walk` (from the head the run read before it).
+    /// A pass that walks with `walk` (from the head the run read before it); a `steady` one
+    /// walks through held windows.
     pub(super) fn new(
         run: &'r Run<'a, H>,
         report: &'r mut ProcessReport,
         waiting: &'r mut HashSet<String>,
         walk: Walk,
+        steady: bool,
     ) -> Self {
         Pass {
+            steady,
             jump: run.options.concurrency.max(1) * JUMP_PER_SLOT,
             run,
             report,
@@ -121,9 +136,8 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
     }
 
-    /// Runs the pass to its end; the first error of any job is the pass's error. Returns
-    /// whether a lost race jumped over tasks the pass did not look at.
-    pub(super) async fn drive(mut self) -> Result<bool> {
+    /// Runs the pass to its end; the first error of any job is the pass's error.
+    pub(super) async fn drive(mut self) -> Result<PassEnd> {
         loop {
             self.start();
             // Only a refill job left: nothing is in flight, the pass is over.
@@ -140,7 +154,11 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         if let (Some(walk), None) = (&mut self.walk, &self.first_error) {
             walk.save_head(&self.run.queue()).await?;
         }
-        self.first_error.map_or(Ok(self.jumped), Err)
+        let end = PassEnd {
+            jumped: self.jumped,
+            gapped: self.gates.gapped(),
+        };
+        self.first_error.map_or(Ok(end), Err)
     }
 
     /// How many more tasks may start now.
@@ -318,6 +336,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
         self.walk = Some(walk);
         self.walk_started = Instant::now();
+        self.steady = self.gates.gapped();
         self.gates.rewalk();
         self.waiting.clear();
     }
@@ -358,7 +377,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
         // A window whose every task another consumer holds is the middle of its stretch: the
         // next windows are likely its too. Jump as after a lost race instead of probing them.
-        if held > 0 && free == 0 && self.ready.is_empty() {
+        if held > 0 && free == 0 && self.ready.is_empty() && !self.steady {
             self.lost_race();
         }
     }

@@ -244,16 +244,16 @@ impl Queue {
         Ok(())
     }
 
-    /// Reads ZooKeeper's time by touching the `clock` znode.
+    /// Reads ZooKeeper's time by touching the `clock` znode: as of the answer, so the reading
+    /// is never ahead of the server ([`ZkTime::from_answer`]).
     pub async fn server_time(&self) -> Result<ZkTime> {
         let path = self.layout.clock();
-        let sent = std::time::Instant::now();
         let stat = self
             .client
             .set_data(&path, b"", None)
             .await
             .map_err(|e| Error::zk("set", path, e))?;
-        Ok(ZkTime::from_round_trip(stat.mtime, sent))
+        Ok(ZkTime::from_answer(stat.mtime))
     }
 
     /// Number of children of `path`, from its stat.
