@@ -1,7 +1,10 @@
 //! The consumers of the run, as child processes of the real `event-bridge` binary: workers
 //! (`worker --concurrency 8`), loops that run `process --drain --max-tasks 200` again and
-//! again, and a loop that runs `reap` every second. Every process's stderr (JSON logs) goes to
-//! a file of its role in the scratch directory, appended across restarts.
+//! again, a loop of scheduled runs (`process` without `--drain`: `MAX_TASKS_PER_RUN` tasks,
+//! and the schedules' due slots) every second, and a loop that runs `reap` every second.
+//! Every process's stderr (JSON logs) goes to a file of its role in the scratch directory,
+//! appended across restarts. The operator's commands (`pause`, `schedule add`, …) run with
+//! the same environment.
 //!
 //! Logs are at WARN (`RUST_LOG=warn`), plus the one DEBUG line `task claimed` of the target
 //! `event_bridge::process::task`, which names the consumer id: that is how a fault knows which
@@ -19,8 +22,23 @@ use crate::scratch::Scratch;
 
 pub const WORKER_CONCURRENCY: &str = "8";
 pub const DRAIN_MAX_TASKS: &str = "200";
+/// Tasks a scheduled run (`process` without `--drain`) claims.
+pub const MAX_TASKS_PER_RUN: &str = "5";
+/// Retries come soon, and never run out by chance: a task fails about one request in six,
+/// so fifty failures in a row do not happen.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(200);
+pub const BACKOFF_MAX: Duration = Duration::from_millis(1_000);
+pub const MAX_ATTEMPTS: u32 = 50;
+/// The HTTP timeout of every route: a request the receiver never answers fails after it.
+pub const HTTP_TIMEOUT: Duration = Duration::from_millis(2_000);
+/// The limited route: at most this many of its tasks at once, and this rate (its burst: a
+/// tenth of a second's worth, at least one).
+pub const LIMITED_MAX_IN_FLIGHT: usize = 2;
+pub const LIMITED_RATE_PER_S: f64 = 20.0;
 /// Pause between two runs of a drain loop.
 const DRAIN_PAUSE: Duration = Duration::from_millis(200);
+/// Pause between two scheduled runs.
+const SCHEDULED_PAUSE: Duration = Duration::from_secs(1);
 /// Pause between two runs of the reap loop.
 const REAP_PAUSE: Duration = Duration::from_secs(1);
 /// A stopping process gets this long before it is killed (a hang guard).
@@ -74,7 +92,17 @@ pub struct LoopReport {
 impl Launcher {
     /// Consumers of the queue at `connection` (hosts and chroot) delivering to `url`.
     pub fn new(connection: &str, url: &str, scratch: &Scratch) -> Self {
-        let routes = serde_json::json!({"default": {"sink": "http", "url": url}});
+        let timeout = HTTP_TIMEOUT.as_millis() as u64;
+        let routes = serde_json::json!({
+            "routes": {
+                (crate::producer::LIMITED_TYPE): {
+                    "sink": "http", "url": url, "timeout_ms": timeout,
+                    "max_in_flight": LIMITED_MAX_IN_FLIGHT,
+                    "rate": format!("{LIMITED_RATE_PER_S}/s"),
+                }
+            },
+            "default": {"sink": "http", "url": url, "timeout_ms": timeout},
+        });
         let env = vec![
             ("PATH", std::env::var("PATH").unwrap_or_default()),
             ("ZOOKEEPER_CONNECTION_STRING", connection.to_string()),
@@ -84,6 +112,10 @@ impl Launcher {
                 millis(crate::tree::SESSION_TIMEOUT),
             ),
             ("ROUTES", routes.to_string()),
+            ("BACKOFF_BASE_MS", millis(BACKOFF_BASE)),
+            ("BACKOFF_MAX_MS", millis(BACKOFF_MAX)),
+            ("MAX_ATTEMPTS", MAX_ATTEMPTS.to_string()),
+            ("MAX_TASKS_PER_RUN", MAX_TASKS_PER_RUN.to_string()),
             (
                 "RUST_LOG",
                 "warn,event_bridge::process::task=debug".to_string(),
@@ -113,6 +145,24 @@ impl Launcher {
             .expect("start event-bridge");
         let pid = child.id().expect("a running child has a pid");
         (child, Victim { pid, log, offset })
+    }
+
+    /// Runs `event-bridge <args>` to its end (an operator's command), logging as `name`;
+    /// its exit status and stdout. A hang guard of a minute.
+    pub async fn run(&self, name: &str, args: &[&str]) -> (Option<ExitStatus>, String) {
+        let out = self.dir.join(format!("{name}.out"));
+        let before = std::fs::metadata(&out).map_or(0, |m| m.len() as usize);
+        let (mut child, _) = self.spawn(name, args);
+        let status = match tokio::time::timeout(STOP_GUARD, child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                let _ = child.kill().await;
+                None
+            }
+        };
+        let text = std::fs::read(&out).unwrap_or_default();
+        let text = String::from_utf8_lossy(text.get(before..).unwrap_or_default()).into_owned();
+        (status, text)
     }
 
     /// Every log file of the consumers.
@@ -191,6 +241,12 @@ impl Loop {
     pub fn drain(launcher: Arc<Launcher>, index: usize) -> Self {
         let args = vec!["process", "--drain", "--max-tasks", DRAIN_MAX_TASKS];
         Self::start(launcher, format!("drain-{index}"), args, DRAIN_PAUSE)
+    }
+
+    /// The scheduled-run loop: `process` (no `--drain`) every second.
+    pub fn scheduled(launcher: Arc<Launcher>) -> Self {
+        let args = vec!["process"];
+        Self::start(launcher, "scheduled".into(), args, SCHEDULED_PAUSE)
     }
 
     /// The reap loop: `reap` every second.

@@ -1,6 +1,9 @@
-//! The faults, at fixed offsets from the start of publishing, all concurrent with it: workers
-//! and drains SIGKILLed, a worker SIGSTOPped for longer than the lease timeout, the ZooKeeper
-//! leader SIGKILLed and started again.
+//! The faults, at fixed offsets from the start of publishing, all concurrent with it: workers,
+//! drains and a scheduled run SIGKILLed, workers SIGSTOPped for longer than the lease timeout
+//! (and the session timeout: the frozen worker's session expires, so this is also the
+//! session-expiry fault), the ZooKeeper leader SIGKILLed and started again. A soak repeats the
+//! schedule every five minutes, without the worker kills (a worker keeps its process, so
+//! that its memory can be followed).
 //!
 //! A fault on a consumer first waits (up to five seconds) for a moment when its victim has held
 //! a task for a while (one of the slow deliveries), so that it catches the victim at work.
@@ -21,23 +24,24 @@ use crate::tree::Tree;
 const WORKER_RESTART: Duration = Duration::from_secs(3);
 const SERVER_RESTART: Duration = Duration::from_secs(5);
 /// Longer than the lease timeout (10 s): the paused worker's leases are reaped meanwhile.
-const PAUSE: Duration = Duration::from_secs(15);
+pub const PAUSE: Duration = Duration::from_secs(15);
 /// Between freezing a victim and reading the leases, for its requests in flight to land.
 const FROZEN_SETTLE: Duration = Duration::from_millis(300);
 /// How long a fault waits for its victim to hold a task.
 const AT_WORK_WAIT: Duration = Duration::from_secs(5);
 
-#[derive(Clone, Copy, Debug)]
-enum Fault {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
     KillWorker(usize),
     KillDrain(usize),
+    KillScheduled,
     PauseWorker(usize),
     KillLeader,
 }
 
 /// Milliseconds after publishing starts, and what happens then. Consumers are hit before the
 /// first leader change too, while every worker surely has its watch.
-const SCHEDULE: [(u64, Fault); 8] = [
+const FIRST: [(u64, Fault); 8] = [
     (1_500, Fault::KillWorker(0)),
     (3_000, Fault::PauseWorker(1)),
     (4_000, Fault::KillDrain(0)),
@@ -48,15 +52,58 @@ const SCHEDULE: [(u64, Fault); 8] = [
     (26_000, Fault::KillLeader),
 ];
 
+/// After the first half minute, while the type is paused and after (see `main`'s
+/// `PAUSE_AT`): the other worker killed, the first one frozen, a scheduled run killed.
+const SECOND: [(u64, Fault); 5] = [
+    (36_000, Fault::KillWorker(1)),
+    (44_000, Fault::PauseWorker(0)),
+    (47_000, Fault::KillScheduled),
+    (52_000, Fault::KillLeader),
+    (58_000, Fault::KillDrain(0)),
+];
+
+/// A soak's cycle.
+pub const CYCLE: Duration = Duration::from_secs(300);
+
+/// The faults of a run whose publishing lasts `length`: every fault of [`FIRST`] and
+/// [`SECOND`] that starts 5 s before its end or earlier; in a soak, again every [`CYCLE`],
+/// without the worker kills.
+pub fn schedule(length: Duration, soak: bool) -> Vec<(Duration, Fault)> {
+    let fits = |at: Duration| at + Duration::from_secs(5) <= length;
+    let mut all: Vec<(Duration, Fault)> = (FIRST.iter().chain(&SECOND))
+        .map(|&(ms, f)| (Duration::from_millis(ms), f))
+        .filter(|&(at, _)| fits(at))
+        .collect();
+    if soak {
+        let mut cycle = CYCLE;
+        while fits(cycle) {
+            all.extend(
+                (FIRST.iter().chain(&SECOND))
+                    .filter(|(_, f)| !matches!(f, Fault::KillWorker(_)))
+                    .map(|&(ms, f)| (cycle + Duration::from_millis(ms), f))
+                    .filter(|&(at, _)| fits(at)),
+            );
+            cycle += CYCLE;
+        }
+    }
+    all
+}
+
 /// One fault as it happened.
 pub struct Record {
     /// Since publishing started.
     pub at: Duration,
+    pub fault: Fault,
     pub what: String,
     /// Tasks held by the victim (every lease, at a leader kill).
     pub held: usize,
     /// Every lease at that moment.
     pub leases: usize,
+    /// The tasks a killed or frozen consumer held: name and envelope id (none at a leader
+    /// kill).
+    pub victim_held: Vec<(String, String)>,
+    /// The victim's consumer id, once it had claimed a task.
+    pub consumer: Option<String>,
 }
 
 /// What the faults act on.
@@ -66,12 +113,13 @@ pub struct Stage<'a> {
     pub launcher: &'a Launcher,
     pub workers: &'a [WorkerSlot],
     pub drains: &'a [Loop],
+    pub scheduled: &'a Loop,
 }
 
-/// Runs the schedule from `start`; returns when every fault, restarts included, is over.
-pub async fn run(stage: &Stage<'_>, start: Instant) -> Vec<Record> {
-    let each = SCHEDULE.iter().map(|&(at, fault)| async move {
-        tokio::time::sleep_until(start + Duration::from_millis(at)).await;
+/// Runs `schedule` from `start`; returns when every fault, restarts included, is over.
+pub async fn run(stage: &Stage<'_>, start: Instant, schedule: &[(Duration, Fault)]) -> Vec<Record> {
+    let each = schedule.iter().map(|&(at, fault)| async move {
+        tokio::time::sleep_until(start + at).await;
         stage.apply(fault, start).await
     });
     let mut records = futures::future::join_all(each).await;
@@ -83,7 +131,14 @@ impl Stage<'_> {
     async fn apply(&self, fault: Fault, start: Instant) -> Record {
         match fault {
             Fault::KillWorker(i) => self.kill_worker(i, start).await,
-            Fault::KillDrain(i) => self.kill_drain(i, start).await,
+            Fault::KillDrain(i) => {
+                let what = format!("process --drain #{i}");
+                self.kill_loop(&self.drains[i], &what, fault, start).await
+            }
+            Fault::KillScheduled => {
+                let name = "process (scheduled run)";
+                self.kill_loop(self.scheduled, name, fault, start).await
+            }
             Fault::PauseWorker(i) => self.pause_worker(i, start).await,
             Fault::KillLeader => self.kill_leader(start).await,
         }
@@ -94,7 +149,7 @@ impl Stage<'_> {
         let victim = running_worker(slot).await;
         self.at_work(&victim).await;
         signal(victim.pid, "STOP");
-        let (held, leases, who) = self.held_by(&victim).await;
+        let (victim_held, leases, who) = self.held_by(&victim).await;
         slot.kill().await;
         let at = start.elapsed();
         tokio::time::sleep(WORKER_RESTART).await;
@@ -102,28 +157,34 @@ impl Stage<'_> {
         let what = format!("SIGKILL worker-{index} ({who}), restarted after {WORKER_RESTART:?}");
         Record {
             at,
+            fault: Fault::KillWorker(index),
             what,
-            held,
+            held: victim_held.len(),
             leases,
+            victim_held,
+            consumer: victim.consumer_id(),
         }
     }
 
-    async fn kill_drain(&self, index: usize, start: Instant) -> Record {
-        let drain = &self.drains[index];
-        let victim = running(drain).await;
+    async fn kill_loop(&self, runs: &Loop, name: &str, fault: Fault, start: Instant) -> Record {
+        let victim = running(runs).await;
         self.at_work(&victim).await;
-        let frozen = drain.signal(&victim, "STOP");
-        let (held, leases, who) = self.held_by(&victim).await;
-        drain.signal(&victim, "KILL");
-        let what = match frozen {
-            true => format!("SIGKILL process --drain #{index} ({who})"),
-            false => format!("process --drain #{index} ({who}) ended before its kill"),
+        let frozen = runs.signal(&victim, "STOP");
+        let (victim_held, leases, who) = self.held_by(&victim).await;
+        runs.signal(&victim, "KILL");
+        let at = start.elapsed();
+        let (what, victim_held) = match frozen {
+            true => (format!("SIGKILL {name} ({who})"), victim_held),
+            false => (format!("{name} ({who}) ended before its kill"), Vec::new()),
         };
         Record {
-            at: start.elapsed(),
+            at,
+            fault,
             what,
-            held,
+            held: victim_held.len(),
             leases,
+            victim_held,
+            consumer: victim.consumer_id(),
         }
     }
 
@@ -131,16 +192,22 @@ impl Stage<'_> {
         let victim = running_worker(&self.workers[index]).await;
         self.at_work(&victim).await;
         signal(victim.pid, "STOP");
-        let (held, leases, who) = self.held_by(&victim).await;
+        let (victim_held, leases, who) = self.held_by(&victim).await;
         let at = start.elapsed();
         tokio::time::sleep(PAUSE - FROZEN_SETTLE).await;
         signal(victim.pid, "CONT");
-        let what = format!("SIGSTOP worker-{index} ({who}) for {PAUSE:?}, then SIGCONT");
+        let what = format!(
+            "SIGSTOP worker-{index} ({who}) for {PAUSE:?} (past its lease and its {:?} session), then SIGCONT",
+            crate::tree::SESSION_TIMEOUT
+        );
         Record {
             at,
+            fault: Fault::PauseWorker(index),
             what,
-            held,
+            held: victim_held.len(),
             leases,
+            victim_held,
+            consumer: victim.consumer_id(),
         }
     }
 
@@ -158,9 +225,12 @@ impl Stage<'_> {
             format!("SIGKILL ZooKeeper leader (server {id}), restarted after {SERVER_RESTART:?}");
         Record {
             at,
+            fault: Fault::KillLeader,
             what,
             held: leases,
             leases,
+            victim_held: Vec::new(),
+            consumer: None,
         }
     }
 
@@ -185,14 +255,19 @@ impl Stage<'_> {
         }
     }
 
-    /// With `victim` frozen: the leases it holds, every lease, and its consumer id.
-    async fn held_by(&self, victim: &Victim) -> (usize, usize, String) {
+    /// With `victim` frozen: the tasks it holds (name and envelope id), every lease, and its
+    /// consumer id.
+    async fn held_by(&self, victim: &Victim) -> (Vec<(String, String)>, usize, String) {
         tokio::time::sleep(FROZEN_SETTLE).await;
         let leases = self.tree.leases().await;
         let Some(id) = victim.consumer_id() else {
-            return (0, leases.len(), "no claim yet".into());
+            return (Vec::new(), leases.len(), "no claim yet".into());
         };
-        let held = leases.iter().filter(|l| l.consumer == id).count();
+        let names: Vec<String> = (leases.iter())
+            .filter(|l| l.consumer == id)
+            .map(|l| l.task.clone())
+            .collect();
+        let held = self.tree.task_ids(&names).await;
         (held, leases.len(), id)
     }
 }
@@ -213,7 +288,7 @@ async fn running_worker(slot: &WorkerSlot) -> Victim {
     }
 }
 
-/// The process `drain` runs now, preferably one that has claimed a task already: waits up to
+/// The process a loop runs now, preferably one that has claimed a task already: waits up to
 /// five seconds for one, then takes any, waiting up to five more for the loop to start one.
 async fn running(drain: &Loop) -> Victim {
     for _ in 0..100 {
@@ -228,5 +303,5 @@ async fn running(drain: &Loop) -> Victim {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("the drain loop ran no process for ten seconds");
+    panic!("the loop ran no process for ten seconds");
 }

@@ -13,6 +13,19 @@ pub struct LogScan {
     pub warnings: BTreeMap<String, usize>,
     /// Claims per log (`worker-0`, `drain-1`, …).
     pub claims: BTreeMap<String, usize>,
+    /// Every claim as logged (`task claimed`, right after the claim committed).
+    pub claimed: Vec<Claim>,
+}
+
+/// One claim: when it was logged (wall clock, ms), the task, its fencing token, and who
+/// claimed it (the log's role and the consumer id).
+#[derive(Clone, Debug)]
+pub struct Claim {
+    pub at_ms: i64,
+    pub task: String,
+    pub token: i64,
+    pub by: String,
+    pub consumer: String,
 }
 
 pub fn scan(logs: &[PathBuf]) -> LogScan {
@@ -41,6 +54,23 @@ impl LogScan {
         };
         if event["message"] == "task claimed" {
             *self.claims.entry(file.to_string()).or_default() += 1;
+            let at_ms = (event["timestamp"].as_str())
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.timestamp_millis());
+            if let (Some(at_ms), Some(task), Some(token)) = (
+                at_ms,
+                event["task"].as_str(),
+                event["fencing_token"].as_i64(),
+            ) {
+                let consumer = event["consumer"].as_str().unwrap_or("?");
+                self.claimed.push(Claim {
+                    at_ms,
+                    task: task.to_string(),
+                    token,
+                    by: format!("{file} {consumer}"),
+                    consumer: consumer.to_string(),
+                });
+            }
         }
         if matches!(event["level"].as_str(), Some("WARN" | "ERROR")) {
             let mut message = event["message"].as_str().unwrap_or("?").to_string();

@@ -1,81 +1,396 @@
-//! The producer: the library's `Queue` on a session of its own, publishing envelopes of type
-//! `chaos` with distinct ids at a steady rate (`publish_many` every tick, for the tasks due by
-//! then), riding out leader changes. A batch that fails is published again whole: some of it
-//! may have landed before the link dropped, so those envelopes may exist twice (their ids are
-//! kept as uncertain, and allowed for when duplicates and token order are judged).
+//! The producer: the library's `Queue` on a session of its own, publishing a steady mix of
+//! tasks (`publish_all` every tick, for the tasks due by then), riding out leader changes.
+//!
+//! The mix, by the task's number modulo 20: 8 plain, 2 delayed (due in 1–3 s), 2 keyed (a
+//! third of the keys published again once or twice, 2–12 s later, by a new envelope with the
+//! same key), 3 grouped (30 groups; the payload carries the group's sequence number), 2 to
+//! the limited route (held back and published in bursts every 5 s, so that its limits bind),
+//! 2 of the type that is paused mid-run, 1 cancelled (published due in 8 s, cancelled by
+//! [`event_bridge::cancel::cancel`] 1–2 s after, on a session of its own).
+//!
+//! A batch that fails is published again whole: some of it may have landed before the link
+//! dropped, so those envelopes may exist twice (their ids are kept as uncertain, and allowed
+//! for when duplicates and token order are judged). A keyed envelope sent again finds its own
+//! key and answers `Existing` with its own id.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use event_bridge::clock::ZkTime;
+use event_bridge::queue::Published as Answer;
 use event_bridge::{Config, Envelope, Queue};
 use serde_json::json;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 const TICK: Duration = Duration::from_millis(100);
+pub const GROUPS: usize = 30;
+/// Limited tasks wait this long between bursts.
+const LIMITED_BURST_EVERY: Duration = Duration::from_secs(5);
+/// A cancelled task is published due this far ahead, and cancelled 1–2 s after publishing.
+const CANCEL_DUE: Duration = Duration::from_secs(8);
+
+/// The kinds of task, each its own event type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Plain,
+    Delayed,
+    Keyed,
+    Grouped,
+    Limited,
+    Pausable,
+    Cancelled,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 7] = [
+        Kind::Plain,
+        Kind::Delayed,
+        Kind::Keyed,
+        Kind::Grouped,
+        Kind::Limited,
+        Kind::Pausable,
+        Kind::Cancelled,
+    ];
+
+    pub fn event_type(self) -> &'static str {
+        match self {
+            Kind::Plain => "chaos.plain",
+            Kind::Delayed => "chaos.delayed",
+            Kind::Keyed => "chaos.keyed",
+            Kind::Grouped => "chaos.grouped",
+            Kind::Limited => LIMITED_TYPE,
+            Kind::Pausable => PAUSABLE_TYPE,
+            Kind::Cancelled => "chaos.cancelled",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Plain => "plain",
+            Kind::Delayed => "delayed",
+            Kind::Keyed => "keyed",
+            Kind::Grouped => "grouped",
+            Kind::Limited => "limited",
+            Kind::Pausable => "pausable",
+            Kind::Cancelled => "cancelled",
+        }
+    }
+
+    /// The kind of task number `n`.
+    fn of(n: usize) -> Kind {
+        match n % 20 {
+            0..=7 => Kind::Plain,
+            8 | 9 => Kind::Delayed,
+            10 | 11 => Kind::Keyed,
+            12..=14 => Kind::Grouped,
+            15 | 16 => Kind::Limited,
+            17 | 18 => Kind::Pausable,
+            _ => Kind::Cancelled,
+        }
+    }
+}
+
+pub const LIMITED_TYPE: &str = "chaos.limited";
+pub const PAUSABLE_TYPE: &str = "chaos.pausable";
+pub const SCHEDULED_TYPE: &str = "chaos.tick";
+
+/// One task the producer published (or may have: a batch sent again).
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub id: String,
+    pub kind: Kind,
+    /// The name ZooKeeper gave it (for a keyed task sent again, the name its key names).
+    pub task: Option<String>,
+    /// When its publish call returned.
+    pub at: Instant,
+    /// Not claimable before this ZooKeeper time (ms), for delayed and cancelled tasks.
+    pub due_ms: Option<i64>,
+    pub key: Option<String>,
+    pub group: Option<(String, u64)>,
+}
+
+/// A key published again: what the publish answered.
+#[derive(Clone, Debug)]
+pub struct Repeat {
+    pub key: String,
+    /// The id of the task the key's first publish created.
+    pub original: String,
+    /// The repeat's own envelope id.
+    pub id: String,
+    pub answer: RepeatAnswer,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RepeatAnswer {
+    /// Nothing created; the key's task named, with its state.
+    Existing { id: String, state: String },
+    /// A second task for the key.
+    Created { task: String },
+}
+
+/// A cancel as it went.
+#[derive(Clone, Debug)]
+pub struct Cancel {
+    pub id: String,
+    pub task: String,
+    /// The cancel's answer (`cancelled`, `marked`, …) or the last error.
+    pub answer: String,
+    /// The answer came after the task was due (a slow machine: the test's timing, not the
+    /// queue, failed).
+    pub late: bool,
+}
+
+/// Plain tasks' publish times, by id, as they are published (for the per-minute latency).
+pub type PublishTimes = Arc<Mutex<HashMap<String, Instant>>>;
 
 /// What was published.
 pub struct Published {
-    pub ids: Vec<String>,
-    /// Failed `publish_many` calls, each sent again.
+    pub sent: Vec<Sent>,
+    pub repeats: Vec<Repeat>,
+    pub cancels: Vec<Cancel>,
+    /// Failed `publish_all` calls, each sent again.
     pub retries: usize,
     /// Envelopes in those failed calls: each may have landed twice.
     pub resent: usize,
     /// Their ids.
     pub uncertain: HashSet<String>,
+    /// Fresh keyed publishes answered with another id's task (never expected).
+    pub key_anomalies: Vec<String>,
     /// From the first tick to the last envelope published.
     pub took: Duration,
 }
 
-/// Publishes `total` envelopes at `rate` a second from `start`.
-pub async fn publish(config: &Config, total: usize, rate: f64, start: Instant) -> Published {
-    let envelopes: Vec<_> = (0..total)
-        .map(|n| Envelope::new("chaos", json!({ "n": n })))
-        .collect();
-    let mut producer = Producer::connect(config).await;
-    let mut sent = 0;
-    while sent < total {
-        tokio::time::sleep(TICK).await;
-        let due = ((start.elapsed().as_secs_f64() * rate) as usize).clamp(sent, total);
-        producer.publish(&envelopes[sent..due]).await;
-        sent = due;
+impl Published {
+    /// The ids of tasks that must be delivered: every one published but the cancelled.
+    pub fn deliverable(&self) -> Vec<String> {
+        (self.sent.iter())
+            .filter(|s| s.kind != Kind::Cancelled)
+            .map(|s| s.id.clone())
+            .collect()
     }
+
+    pub fn count(&self, kind: Kind) -> usize {
+        self.sent.iter().filter(|s| s.kind == kind).count()
+    }
+}
+
+/// Publishes `total` tasks at `rate` a second from `start`.
+pub async fn publish(
+    config: &Config,
+    total: usize,
+    rate: f64,
+    start: Instant,
+    times: PublishTimes,
+) -> Published {
+    let mut producer = Producer::connect(config).await;
+    let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
+    let canceller = tokio::spawn(cancel_loop(config.clone(), cancel_rx));
+    let mut plan = Plan::default();
+    let mut sent_count = 0;
+    let mut last_burst = Instant::now();
+    let end_estimate = Duration::from_secs_f64(total as f64 / rate);
+    while sent_count < total || !plan.limited.is_empty() {
+        tokio::time::sleep(TICK).await;
+        let due = ((start.elapsed().as_secs_f64() * rate) as usize).clamp(sent_count, total);
+        let now_ms = producer.zk_now();
+        let mut batch = Vec::new();
+        for n in sent_count..due {
+            let (kind, envelope) = plan.task(n, now_ms);
+            if kind == Kind::Keyed && fastrand::u32(..3) == 0 {
+                let key = envelope.idempotency_key.clone().expect("a keyed task");
+                for _ in 0..fastrand::usize(1..=2) {
+                    let at = start.elapsed() + Duration::from_millis(fastrand::u64(2_000..=12_000));
+                    plan.repeats
+                        .push((at.min(end_estimate), key.clone(), envelope.id.clone()));
+                }
+            }
+            match kind {
+                Kind::Limited => plan.limited.push(envelope),
+                _ => batch.push((kind, envelope)),
+            }
+        }
+        sent_count = due;
+        let elapsed = start.elapsed();
+        let (now, later): (Vec<_>, Vec<_>) = (plan.repeats.drain(..)).partition(|r| r.0 <= elapsed);
+        plan.repeats = later;
+        for (_, key, original) in now {
+            let mut envelope =
+                Envelope::new(Kind::Keyed.event_type(), json!({ "repeat_of": original }));
+            envelope.idempotency_key = Some(key.clone());
+            plan.repeat_of.insert(envelope.id.clone(), (key, original));
+            batch.push((Kind::Keyed, envelope));
+        }
+        if last_burst.elapsed() >= LIMITED_BURST_EVERY || sent_count == total {
+            last_burst = Instant::now();
+            batch.extend(plan.limited.drain(..).map(|e| (Kind::Limited, e)));
+        }
+        if sent_count == total {
+            // The last tick: the repeats still to come go now.
+            for (_, key, original) in plan.repeats.drain(..) {
+                let mut envelope =
+                    Envelope::new(Kind::Keyed.event_type(), json!({ "repeat_of": original }));
+                envelope.idempotency_key = Some(key.clone());
+                plan.repeat_of.insert(envelope.id.clone(), (key, original));
+                batch.push((Kind::Keyed, envelope));
+            }
+        }
+        let envelopes: Vec<Envelope> = batch.iter().map(|(_, e)| e.clone()).collect();
+        let answers = producer.publish(&envelopes).await;
+        let at = Instant::now();
+        for ((kind, envelope), answer) in batch.into_iter().zip(answers) {
+            if let Some((key, original)) = plan.repeat_of.remove(&envelope.id) {
+                let answer = match answer {
+                    Answer::Existing { id, state, .. } => RepeatAnswer::Existing {
+                        id,
+                        state: state.as_str().to_string(),
+                    },
+                    Answer::Created { task, .. } => RepeatAnswer::Created { task },
+                };
+                producer.repeats.push(Repeat {
+                    key,
+                    original,
+                    id: envelope.id,
+                    answer,
+                });
+                continue;
+            }
+            let task = match answer {
+                Answer::Created { task, .. } => Some(task),
+                Answer::Existing { id, task, .. } if id == envelope.id => task,
+                Answer::Existing { id, .. } => {
+                    producer.key_anomalies.push(format!(
+                        "fresh key {:?} of {} answered with task id {id}",
+                        envelope.idempotency_key, envelope.id
+                    ));
+                    None
+                }
+            };
+            if kind == Kind::Plain {
+                times
+                    .lock()
+                    .expect("times lock")
+                    .insert(envelope.id.clone(), at);
+            }
+            if kind == Kind::Cancelled
+                && let Some(task) = &task
+            {
+                let when = at + Duration::from_millis(fastrand::u64(1_000..=2_000));
+                let due = envelope.retry_at.expect("a cancelled task is delayed");
+                let _ = cancel_tx.send((envelope.id.clone(), task.clone(), when, due));
+            }
+            producer.sent.push(Sent {
+                id: envelope.id,
+                kind,
+                task,
+                at,
+                due_ms: envelope.retry_at,
+                key: envelope.idempotency_key,
+                group: envelope
+                    .group
+                    .map(|g| (g, envelope.payload["seq"].as_u64().unwrap_or(0))),
+            });
+        }
+    }
+    let took = start.elapsed();
+    drop(cancel_tx);
+    let cancels = canceller.await.expect("the canceller");
     Published {
-        ids: envelopes.into_iter().map(|e| e.id).collect(),
+        sent: producer.sent,
+        repeats: producer.repeats,
+        cancels,
         retries: producer.retries,
         resent: producer.resent,
         uncertain: producer.uncertain,
-        took: start.elapsed(),
+        key_anomalies: producer.key_anomalies,
+        took,
+    }
+}
+
+/// What is to come: group sequence numbers, keys to publish again, limited tasks held back.
+#[derive(Default)]
+struct Plan {
+    seqs: HashMap<String, u64>,
+    /// (when, key, the id of the key's task).
+    repeats: Vec<(Duration, String, String)>,
+    /// Repeat envelopes in flight: their key and the original id.
+    repeat_of: HashMap<String, (String, String)>,
+    limited: Vec<Envelope>,
+}
+
+impl Plan {
+    /// Task number `n`'s kind and envelope, at ZooKeeper time `now_ms`.
+    fn task(&mut self, n: usize, now_ms: i64) -> (Kind, Envelope) {
+        let kind = Kind::of(n);
+        let mut envelope = Envelope::new(kind.event_type(), json!({ "n": n }));
+        match kind {
+            Kind::Delayed => {
+                envelope.retry_at = Some(now_ms + fastrand::i64(1_000..=3_000));
+            }
+            Kind::Keyed => envelope.idempotency_key = Some(format!("key-{n}")),
+            Kind::Grouped => {
+                let group = format!("g-{:02}", fastrand::usize(..GROUPS));
+                let seq = self.seqs.entry(group.clone()).or_default();
+                *seq += 1;
+                envelope.payload = json!({ "n": n, "group": group, "seq": *seq });
+                envelope.group = Some(group);
+            }
+            Kind::Cancelled => {
+                envelope.retry_at = Some(now_ms + CANCEL_DUE.as_millis() as i64);
+            }
+            Kind::Plain | Kind::Limited | Kind::Pausable => {}
+        }
+        (kind, envelope)
     }
 }
 
 struct Producer {
     config: Config,
     queue: Queue,
+    zk: ZkTime,
+    sent: Vec<Sent>,
+    repeats: Vec<Repeat>,
     retries: usize,
     resent: usize,
     uncertain: HashSet<String>,
+    key_anomalies: Vec<String>,
 }
 
 impl Producer {
     async fn connect(config: &Config) -> Self {
+        let queue = new_queue(config, "chaos-producer")
+            .await
+            .expect("the producer's session");
+        let zk = queue.server_time().await.expect("ZooKeeper's time");
         Producer {
             config: config.clone(),
-            queue: new_queue(config).await.expect("the producer's session"),
+            queue,
+            zk,
+            sent: Vec::new(),
+            repeats: Vec::new(),
             retries: 0,
             resent: 0,
             uncertain: HashSet::new(),
+            key_anomalies: Vec::new(),
         }
+    }
+
+    /// ZooKeeper's time, carried forward from the last reading.
+    fn zk_now(&self) -> i64 {
+        self.zk.now_ms()
     }
 
     /// Publishes `batch`, again until it works (on a new session when the old one is over);
     /// gives up after a minute of failures (a hang guard).
-    async fn publish(&mut self, batch: &[Envelope]) {
+    async fn publish(&mut self, batch: &[Envelope]) -> Vec<Answer> {
         if batch.is_empty() {
-            return;
+            return Vec::new();
         }
         for _ in 0..300 {
-            let Err(e) = self.queue.publish_many(batch).await else {
-                return;
+            let e = match self.queue.publish_all(batch).await {
+                Ok(answers) => return answers,
+                Err(e) => e,
             };
             self.retries += 1;
             self.resent += batch.len();
@@ -86,7 +401,7 @@ impl Producer {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
             if self.queue.session_over()
-                && let Ok(queue) = new_queue(&self.config).await
+                && let Ok(queue) = new_queue(&self.config, "chaos-producer").await
             {
                 self.queue = queue;
             }
@@ -95,11 +410,62 @@ impl Producer {
     }
 }
 
-async fn new_queue(config: &Config) -> event_bridge::Result<Queue> {
+/// Cancels each task it is sent (id, name, when, due ZooKeeper ms) at its time, each on a task
+/// of its own (so that slow cancels do not make the later ones late), on a session of the
+/// canceller's; returns what each cancel answered once the channel closes.
+async fn cancel_loop(
+    config: Config,
+    mut rx: mpsc::UnboundedReceiver<(String, String, Instant, i64)>,
+) -> Vec<Cancel> {
+    let queue = new_queue(&config, "chaos-canceller")
+        .await
+        .expect("the canceller's session");
+    let queue = Arc::new(tokio::sync::Mutex::new(queue));
+    let mut running = Vec::new();
+    while let Some((id, task, when, due_ms)) = rx.recv().await {
+        let (config, queue) = (config.clone(), Arc::clone(&queue));
+        running.push(tokio::spawn(async move {
+            tokio::time::sleep_until(when).await;
+            let mut answer = String::from("never answered");
+            for _ in 0..150 {
+                let current = queue.lock().await.clone();
+                match event_bridge::cancel::cancel(&current, &task).await {
+                    Ok(cancelled) => {
+                        let state = serde_json::to_value(&cancelled).expect("an answer");
+                        answer = state["state"].as_str().unwrap_or("?").to_string();
+                        break;
+                    }
+                    Err(e) => answer = format!("error: {e}"),
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let mut shared = queue.lock().await;
+                if shared.session_over()
+                    && let Ok(fresh) = new_queue(&config, "chaos-canceller").await
+                {
+                    *shared = fresh;
+                }
+            }
+            let current = queue.lock().await.clone();
+            let late = match current.server_time().await {
+                Ok(now) => now.now_ms() >= due_ms,
+                Err(_) => false,
+            };
+            Cancel {
+                id,
+                task,
+                answer,
+                late,
+            }
+        }));
+    }
+    let mut done = Vec::new();
+    for cancel in running {
+        done.push(cancel.await.expect("a cancel"));
+    }
+    done
+}
+
+pub async fn new_queue(config: &Config, prefix: &str) -> event_bridge::Result<Queue> {
     let client = event_bridge::session::connect(config).await?;
-    Ok(Queue::new(
-        client,
-        config,
-        Queue::new_consumer_id("chaos-producer"),
-    ))
+    Ok(Queue::new(client, config, Queue::new_consumer_id(prefix)))
 }

@@ -19,6 +19,32 @@ pub struct Lease {
     pub consumer: String,
 }
 
+/// A dead letter as read: its name, reason, and the envelope id and type of its body.
+#[derive(Clone, Debug)]
+pub struct DeadLetter {
+    pub name: String,
+    pub reason: String,
+    pub id: String,
+    pub event_type: String,
+}
+
+/// What is left in ZooKeeper once the consumers stopped.
+#[derive(Debug, Default)]
+pub struct Left {
+    pub tasks: usize,
+    pub leases: usize,
+    /// Tasks waiting under `delayed/`'s buckets.
+    pub delayed: usize,
+    /// Group locks, and of them those that say `paused`.
+    pub groups: usize,
+    pub paused_groups: usize,
+    /// Slots held under the limited routes' gates.
+    pub limit_slots: usize,
+    /// Cancel marks (`cancelled/`).
+    pub cancel_marks: usize,
+    pub dead: Vec<DeadLetter>,
+}
+
 pub struct Tree {
     pub config: Config,
     chroot: String,
@@ -71,6 +97,106 @@ impl Tree {
             leases.push(Lease { task, consumer });
         }
         leases
+    }
+
+    /// The envelope id of each of the tasks `names` (the name itself when the task is gone or
+    /// not an envelope).
+    pub async fn task_ids(&self, names: &[String]) -> Vec<(String, String)> {
+        let client = self.client().await;
+        let mut ids = Vec::new();
+        for name in names {
+            let path = format!("{}/{name}", self.path("tasks"));
+            let id = match client.get_data(&path).await {
+                Ok((data, _)) => serde_json::from_slice::<serde_json::Value>(&data)
+                    .ok()
+                    .and_then(|v| Some(v.get("id")?.as_str()?.to_string())),
+                Err(_) => None,
+            };
+            ids.push((name.clone(), id.unwrap_or_else(|| name.clone())));
+        }
+        ids
+    }
+
+    /// What is left: the counts of every place a task or its traces can stay, and the dead
+    /// letters read.
+    pub async fn left(&self) -> Left {
+        let groups = self.datas("groups").await;
+        let paused_groups = (groups.iter())
+            .filter(|(_, data)| String::from_utf8_lossy(data).contains("paused"))
+            .count();
+        let mut limit_slots = 0;
+        for gate in self.children_if_any(&self.path("limits")).await {
+            let path = format!("{}/{gate}", self.path("limits"));
+            limit_slots += self.children_if_any(&path).await.len();
+        }
+        let dead = (self.datas("dead").await.into_iter())
+            .map(|(name, data)| {
+                let record: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
+                let text = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
+                DeadLetter {
+                    name,
+                    reason: text(&record["reason"]),
+                    id: text(&record["body"]["id"]),
+                    event_type: text(&record["body"]["type"]),
+                }
+            })
+            .collect();
+        Left {
+            tasks: self.count("tasks").await,
+            leases: self.count("leases").await,
+            delayed: self.delayed().await,
+            groups: groups.len(),
+            paused_groups,
+            limit_slots,
+            cancel_marks: self.children_if_any(&self.path("cancelled")).await.len(),
+            dead,
+        }
+    }
+
+    /// Schedule `name`'s stored form (`schedules/<name>`), if it exists.
+    pub async fn schedule(&self, name: &str) -> Option<serde_json::Value> {
+        let path = format!("{}/{name}", self.path("schedules"));
+        for _ in 0..300 {
+            match self.client().await.get_data(&path).await {
+                Ok((data, _)) => return serde_json::from_slice(&data).ok(),
+                Err(zk::Error::NoNode) => return None,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        None
+    }
+
+    /// The children of `ROOT/<dir>` with their data (those that vanish meanwhile left out).
+    async fn datas(&self, dir: &str) -> Vec<(String, Vec<u8>)> {
+        let dir = self.path(dir);
+        let names = self.children_if_any(&dir).await;
+        let client = self.client().await;
+        let mut all = Vec::new();
+        for chunk in names.chunks(64) {
+            let reads = chunk.iter().map(|name| {
+                let client = client.clone();
+                let path = format!("{dir}/{name}");
+                async move { client.get_data(&path).await }
+            });
+            for (name, read) in chunk.iter().zip(futures::future::join_all(reads).await) {
+                if let Ok((data, _)) = read {
+                    all.push((name.clone(), data));
+                }
+            }
+        }
+        all
+    }
+
+    /// The children of `path`, none when it does not exist.
+    async fn children_if_any(&self, path: &str) -> Vec<String> {
+        for _ in 0..300 {
+            match self.client().await.list_children(path).await {
+                Ok(names) => return names,
+                Err(zk::Error::NoNode) => return Vec::new(),
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        panic!("listing {path} kept failing");
     }
 
     /// How many children `ROOT/<dir>` has.
