@@ -265,7 +265,10 @@ impl Outcome {
         );
         println!(
             "            lateness past the backoff (failure answered -> next delivery - backoff; design target {:?}, asserted <= {:?}; limited route <= its slowest first delivery + {:?} = {:.2} s, as its retries wait behind its backlog):",
-            RETRY_LATE_TARGET, RETRY_LATE_BOUND, RETRY_LATE_LIMITED_BOUND, limited_retry_bound(f)
+            RETRY_LATE_TARGET,
+            RETRY_LATE_BOUND,
+            RETRY_LATE_LIMITED_BOUND,
+            limited_retry_bound(f)
         );
         println!(
             "              ungrouped {}{}",
