@@ -412,3 +412,61 @@ async fn a_run_whose_session_ends_mid_way_keeps_its_cap_and_its_report() {
     assert_eq!(report.claimed, 33, "{report:?}");
     assert_eq!(t.children("tasks").await.len(), 7);
 }
+
+/// A route limited to one task at a time for type `limited`.
+struct OneAtATime(Arc<Proxy>);
+
+impl event_bridge::Handler for OneAtATime {
+    async fn handle(&self, _task: &Task) -> Result<(), HandlerError> {
+        // The next request is the delete of this task's slot: it is lost on the way.
+        self.0.lose_next_request();
+        Ok(())
+    }
+
+    fn limits(&self) -> event_bridge::limit::RouteLimits {
+        let limit = event_bridge::limit::Limit {
+            max_in_flight: Some(1),
+            rate_per_ms: None,
+        };
+        event_bridge::limit::RouteLimits {
+            types: [("limited".to_string(), limit)].into(),
+            default: event_bridge::limit::Limit::default(),
+        }
+    }
+}
+
+/// The delete of a route's slot is lost with the link (a leader change): the slot is freed
+/// once the link is back, not left until the session ends, where it would shrink the route
+/// for as long as a worker's session lives. (Before the fix, the slot stayed, and the route
+/// of one slot ran nothing more on that session.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_whose_delete_was_lost_is_freed_once_the_link_is_back() {
+    let t = TestQueue::new().await;
+    let proxy = Arc::new(Proxy::start().await);
+    let config = through(&t, &proxy, |_| {});
+    let session = Session::open(config, "test", None).await.unwrap();
+    let envelope = event_bridge::Envelope::new("limited", serde_json::json!({}));
+    t.queue.publish_many(&[envelope]).await.unwrap();
+    let handler = OneAtATime(proxy.clone());
+    let report = within(process::run_on(
+        &session,
+        &handler,
+        &options(Duration::from_secs(30), Duration::from_secs(1)),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert_eq!(proxy.replies_lost(), 1, "the fault happened");
+    // The session lives on, as a worker's does: its slot must go all the same.
+    let slots = format!("limits/{}", event_bridge::layout::encode_segment("limited"));
+    let mut left = t.children(&slots).await;
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = t.children(&slots).await;
+    }
+    assert!(left.is_empty(), "the slot was left: {left:?}");
+    assert!(!session.queue().session_over());
+}

@@ -267,7 +267,9 @@ pub fn binary(bin: &str) -> std::path::PathBuf {
 /// - [`Proxy::set_stalled`]: holds the server's replies back until released (a slow link:
 ///   requests still reach the server and are applied);
 /// - [`Proxy::lose_next_reply`]: the next reply the server sends is never delivered: the
-///   connection drops instead (the request was applied, its answer lost).
+///   connection drops instead (the request was applied, its answer lost);
+/// - [`Proxy::lose_next_request`]: the next request the client sends never reaches the
+///   server: the connection drops instead (nothing applied, the client told the link died).
 pub struct Proxy {
     pub address: String,
     state: Arc<ProxyState>,
@@ -278,6 +280,7 @@ struct ProxyState {
     cut: std::sync::atomic::AtomicBool,
     stalled: std::sync::atomic::AtomicBool,
     lose_next: std::sync::atomic::AtomicBool,
+    lose_next_request: std::sync::atomic::AtomicBool,
     /// Replies whose connection was dropped instead.
     lost: std::sync::atomic::AtomicUsize,
 }
@@ -321,7 +324,14 @@ impl Proxy {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// How many replies were lost so far.
+    /// Drops the connection instead of passing the client's next request on.
+    pub fn lose_next_request(&self) {
+        self.state
+            .lose_next_request
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many replies (and requests) were lost so far.
     pub fn replies_lost(&self) -> usize {
         self.state.lost.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -340,6 +350,10 @@ async fn relay(inbound: tokio::net::TcpStream, state: Arc<ProxyState>) {
     let requests = async {
         let mut buf = vec![0; 64 * 1024];
         while let Ok(n) = client_read.read(&mut buf).await {
+            if n > 0 && state.lose_next_request.swap(false, Ordering::SeqCst) {
+                state.lost.fetch_add(1, Ordering::SeqCst);
+                break;
+            }
             if n == 0 || server_write.write_all(&buf[..n]).await.is_err() {
                 break;
             }

@@ -41,6 +41,11 @@ struct GateRead {
     version: i32,
 }
 
+/// How often a slot whose delete was lost is tried again, and how many times at most (the
+/// session, whose end deletes it anyway, is over well before).
+const SLOT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+const SLOT_TRIES: usize = 120;
+
 impl Queue {
     /// Takes `tasks` (event type, name) through the gates of their routes under `limits`.
     pub(super) async fn through_gates(
@@ -135,12 +140,39 @@ impl Queue {
         })
     }
 
-    /// Frees the slot a task held while its handler ran. A slot that cannot be deleted now
-    /// goes with the session.
+    /// Frees the slot a task held while its handler ran. A delete lost with the link (a
+    /// leader change, a dropped connection) is sent again in the background every
+    /// [`SLOT_RETRY`] until it lands or the session ends (which deletes the slot anyway): a
+    /// slot left behind would shrink its route for as long as the session lives, which for a
+    /// worker is as long as it runs.
     pub async fn free_slot(&self, slot: &str) {
+        if self.try_free_slot(slot).await {
+            return;
+        }
+        let (queue, slot) = (self.clone(), slot.to_string());
+        tokio::spawn(async move {
+            for _ in 0..SLOT_TRIES {
+                tokio::time::sleep(SLOT_RETRY).await;
+                if queue.session_over() || queue.try_free_slot(&slot).await {
+                    return;
+                }
+            }
+            tracing::warn!(%slot, "slot left to its session's end");
+        });
+    }
+
+    /// One delete of `slot`: whether it is settled (deleted, gone, or not worth another try).
+    async fn try_free_slot(&self, slot: &str) -> bool {
         match self.client().delete(slot, None).await {
-            Ok(()) | Err(zk::Error::NoNode) => {}
-            Err(e) => tracing::warn!(slot, error = %e, "slot left to its session's end"),
+            Ok(()) | Err(zk::Error::NoNode) => true,
+            Err(e @ (zk::Error::ConnectionLoss | zk::Error::Custom(_) | zk::Error::Timeout)) => {
+                tracing::warn!(slot, error = %e, "slot not freed yet: the link dropped; again soon");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(slot, error = %e, "slot left to its session's end");
+                true
+            }
         }
     }
 }
