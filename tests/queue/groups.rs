@@ -303,6 +303,28 @@ async fn a_slow_group_holds_back_only_itself() {
     assert_eq!(finished.last().unwrap(), "slow/1");
 }
 
+/// A recording handler whose group's first task fails its first try, and one run that claims
+/// that task: it waits out its backoff (50 ms in these tests) under `delayed/`.
+async fn head_fails_once(t: &TestQueue, log: &Log) -> impl event_bridge::Handler + use<> {
+    let handler = failing_when(log, |task| {
+        group_and_seq(task).1 == 0 && task.attempt() == 1
+    });
+    let first = event_bridge::process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.retried, 1);
+    handler
+}
+
+/// Waits until ZooKeeper's clock is past a 50 ms backoff begun now (a slower machine only
+/// waits longer).
+async fn wait_out_backoff(t: &TestQueue) {
+    let due = t.now().await.now_ms() + 100;
+    while t.now().await.now_ms() < due {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A group's head failed and waits out a backoff; it comes back at the tail under a new name,
 /// behind the group's next task. The walk meets the next task first, in the same window as
 /// the head: the head (which holds the group's lock) must still run, then the rest, in order.
@@ -320,18 +342,8 @@ async fn a_head_back_from_its_backoff_behind_the_rest_of_its_group_runs_first() 
         .await
         .unwrap();
     let log = Log::default();
-    let handler = failing_when(&log, |task| {
-        group_and_seq(task).1 == 0 && task.attempt() == 1
-    });
-    let first = event_bridge::process::run(&t.queue, &handler, &options(1, 1))
-        .await
-        .unwrap();
-    assert_eq!(first.retried, 1);
-    // Wait out the backoff on ZooKeeper's clock (a slower machine only waits longer).
-    let due = t.now().await.now_ms() + 100;
-    while t.now().await.now_ms() < due {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let handler = head_fails_once(&t, &log).await;
+    wait_out_backoff(&t).await;
     // One run promotes the head to the tail and must run the whole group from there.
     let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
         .await
@@ -378,13 +390,7 @@ async fn a_head_back_far_behind_its_group_lets_no_later_task_jump_the_queue() {
     .await;
     t.queue.publish_many(&[grouped("g", 0)]).await.unwrap();
     let log = Log::default();
-    let handler = failing_when(&log, |task| {
-        group_and_seq(task).1 == 0 && task.attempt() == 1
-    });
-    let first = event_bridge::process::run(&t.queue, &handler, &options(1, 1))
-        .await
-        .unwrap();
-    assert_eq!(first.retried, 1);
+    let handler = head_fails_once(&t, &log).await;
     t.queue
         .publish_many(&[grouped("g", 1), grouped("g", 2)])
         .await
@@ -392,11 +398,8 @@ async fn a_head_back_far_behind_its_group_lets_no_later_task_jump_the_queue() {
     // A long stretch between them: tasks of groups of their own.
     let filler: Vec<Envelope> = (0..100).map(|i| grouped(&format!("f{i}"), 0)).collect();
     t.queue.publish_many(&filler).await.unwrap();
-    // The head's backoff ends (on ZooKeeper's clock) and it comes back at the tail...
-    let due = t.now().await.now_ms() + 100;
-    while t.now().await.now_ms() < due {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The head's backoff ends and it comes back at the tail...
+    wait_out_backoff(&t).await;
     assert_eq!(t.queue.promote_due(&t.now().await, 10).await.unwrap(), 1);
     // ... and a later task of the group behind it.
     t.queue.publish_many(&[grouped("g", 3)]).await.unwrap();
