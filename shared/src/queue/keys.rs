@@ -146,8 +146,12 @@ impl Queue {
     async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
         match &envelope.idempotency_key {
             Some(key) => {
-                // A key too long for one request would drop the connection: refused first.
-                self.check_batch(std::slice::from_ref(envelope))?;
+                // A key too long would make requests that drop the connection: refused first.
+                // (A body within a task's limit and a key within its own always fit one
+                // request, so this costs no serialization.)
+                envelope
+                    .check_publishable()
+                    .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
                 self.publish_keyed(envelope, key).await
             }
             None => Ok(Published::Created {
