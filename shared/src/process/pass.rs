@@ -24,6 +24,8 @@ use super::settle::Sent;
 use super::task::{Claimed, Ran};
 use crate::error::{Error, Result};
 use crate::handler::Handler;
+mod refill;
+
 use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Queue, Settled, TaskRead, Walk};
 
 /// How far a lost race jumps ahead, at most, per slot of the run's concurrency: a window for
@@ -35,11 +37,6 @@ const JUMP_PER_SLOT: usize = 32;
 
 /// Tasks completed in one multi-op, at most.
 const COMPLETE_BATCH: usize = 32;
-
-/// A worker's pass that has reached the tail walks again from the head once its walk is this
-/// old, so that what the walk passed over meanwhile (a task the reaper freed, a group whose
-/// turn came, a type resumed) is looked at again while tasks are still in flight.
-const WALK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the jobs of a pass report back.
 enum Event {
@@ -239,26 +236,6 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         batch
     }
 
-    /// Starts a job that waits for the worker's refill notification, unless one waits already
-    /// or the run was not asked for refills.
-    fn wait_for_refill(&mut self) {
-        let Some(notify) = self.run.refill.filter(|_| !self.flight.refilling) else {
-            return;
-        };
-        let run = self.run;
-        self.flight.refilling = true;
-        let walk_again = self.walk_started + WALK_AGAIN_AFTER;
-        self.jobs.push(Box::pin(async move {
-            tokio::select! {
-                _ = notify.notified() => {}
-                _ = tokio::time::sleep_until(walk_again) => {}
-            }
-            // New tasks came; what is paused may have changed too.
-            let holds = super::read_holds(&run.queue(), run.on_dead(), run.limits()).await;
-            Event::Refilled(holds.map(|holds| run.set_holds(holds)))
-        }));
-    }
-
     /// Step 2: the next event, and every other that is ready now.
     async fn next_events(&mut self) -> Option<Vec<Event>> {
         let first = self.jobs.next().await?;
@@ -302,43 +279,6 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             }
         }
         succeeded
-    }
-
-    /// After a refill notification (or its timer): walks again from the head when the walk
-    /// is old and nothing waits to be claimed, else goes on past the old tail.
-    fn refilled(&mut self) {
-        let old = self.walk_started.elapsed() >= WALK_AGAIN_AFTER;
-        let Some(mut walk) = self.walk.take() else {
-            return;
-        };
-        if !old || !self.ready.is_empty() {
-            walk.resume();
-            self.walk = Some(walk);
-            return;
-        }
-        let run = self.run;
-        self.jobs.push(Box::pin(async move {
-            let queue = run.queue();
-            let again = async {
-                walk.save_head(&queue).await?;
-                Ok(Box::new(Walk::from_head(queue.read_head().await?)))
-            };
-            Event::Rewalked(again.await)
-        }));
-    }
-
-    /// A new walk from the head: what the old one passed over is looked at again. Groups
-    /// left to a later pass are open again, and the tasks waiting behind a running one are
-    /// found again in order; tasks found paused or unreadable are tried (and counted) again.
-    fn rewalked(&mut self, mut walk: Box<Walk>) {
-        for number in self.settled_meanwhile.drain(..) {
-            walk.settle(number);
-        }
-        self.walk = Some(walk);
-        self.walk_started = Instant::now();
-        self.steady = self.gates.gapped();
-        self.gates.rewalk();
-        self.waiting.clear();
     }
 
     /// Queues the claimable tasks of a probed window: not held by anyone, readable (an

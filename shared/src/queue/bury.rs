@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::claim::ClaimOutcome;
 use super::group::{HeldLock, Release};
-use super::keys::OwnedKey;
+use super::key_owner::OwnedKey;
 use super::ops::Op;
 use super::unclaimed::Unclaimed;
 use crate::error::{Error, Result};

@@ -13,7 +13,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::ClaimOutcome;
-use super::keys::OwnedKey;
+use super::key_owner::OwnedKey;
 use super::ops::Op;
 use super::record::CANCELLED;
 use super::unclaimed::Unclaimed;

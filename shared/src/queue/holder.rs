@@ -18,7 +18,7 @@ use super::Queue;
 use super::claim::Lease;
 use super::done::DoneWrite;
 use super::group::{HeldLock, Release};
-use super::keys::{CompletedKey, OwnedKey};
+use super::key_owner::{CompletedKey, OwnedKey};
 use super::ops::Op;
 use super::record::short;
 use crate::clock::ZkTime;

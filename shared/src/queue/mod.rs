@@ -40,6 +40,7 @@ mod forward;
 mod gate;
 mod group;
 mod holder;
+mod key_owner;
 mod keys;
 mod ops;
 mod pause;

@@ -1,0 +1,74 @@
+//! A worker's pass at the tail: it waits for the refill notification (new tasks) to go on past
+//! the old tail, and once its walk is [`WALK_AGAIN_AFTER`] old it walks again from the head, so
+//! that what it passed over meanwhile (a task the reaper freed, a group whose turn came, a type
+//! resumed) is looked at while tasks are still in flight.
+
+use tokio::time::Instant;
+
+use super::{Event, Pass};
+use crate::handler::Handler;
+use crate::queue::Walk;
+
+/// A worker's pass that has reached the tail walks again from the head once its walk is this
+/// old, so that what the walk passed over meanwhile (a task the reaper freed, a group whose
+/// turn came, a type resumed) is looked at again while tasks are still in flight.
+pub(super) const WALK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl<H: Handler> Pass<'_, '_, H> {
+    /// Starts a job that waits for the worker's refill notification, unless one waits already
+    /// or the run was not asked for refills.
+    pub(super) fn wait_for_refill(&mut self) {
+        let Some(notify) = self.run.refill.filter(|_| !self.flight.refilling) else {
+            return;
+        };
+        let run = self.run;
+        self.flight.refilling = true;
+        let walk_again = self.walk_started + WALK_AGAIN_AFTER;
+        self.jobs.push(Box::pin(async move {
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = tokio::time::sleep_until(walk_again) => {}
+            }
+            // New tasks came; what is paused may have changed too.
+            let holds = crate::process::read_holds(&run.queue(), run.on_dead(), run.limits()).await;
+            Event::Refilled(holds.map(|holds| run.set_holds(holds)))
+        }));
+    }
+
+    /// After a refill notification (or its timer): walks again from the head when the walk
+    /// is old and nothing waits to be claimed, else goes on past the old tail.
+    pub(super) fn refilled(&mut self) {
+        let old = self.walk_started.elapsed() >= WALK_AGAIN_AFTER;
+        let Some(mut walk) = self.walk.take() else {
+            return;
+        };
+        if !old || !self.ready.is_empty() {
+            walk.resume();
+            self.walk = Some(walk);
+            return;
+        }
+        let run = self.run;
+        self.jobs.push(Box::pin(async move {
+            let queue = run.queue();
+            let again = async {
+                walk.save_head(&queue).await?;
+                Ok(Box::new(Walk::from_head(queue.read_head().await?)))
+            };
+            Event::Rewalked(again.await)
+        }));
+    }
+
+    /// A new walk from the head: what the old one passed over is looked at again. Groups
+    /// left to a later pass are open again, and the tasks waiting behind a running one are
+    /// found again in order; tasks found paused or unreadable are tried (and counted) again.
+    pub(super) fn rewalked(&mut self, mut walk: Box<Walk>) {
+        for number in self.settled_meanwhile.drain(..) {
+            walk.settle(number);
+        }
+        self.walk = Some(walk);
+        self.walk_started = Instant::now();
+        self.steady = self.gates.gapped();
+        self.gates.rewalk();
+        self.waiting.clear();
+    }
+}
