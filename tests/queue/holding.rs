@@ -334,7 +334,10 @@ async fn a_task_that_never_finishes_in_time_is_buried_after_its_interruptions() 
         let report = process::run(
             &t.queue,
             &endless,
-            &options(Duration::from_millis(1_500), Duration::from_secs(1)),
+            // Claims may start for 2 s, the handler is interrupted at 4 s and the release has
+            // until 5 s: a second to release (a quarter of one was once too little on a busy
+            // CI machine).
+            &options(Duration::from_secs(6), Duration::from_secs(4)),
         )
         .await
         .unwrap();
