@@ -19,7 +19,7 @@ use zookeeper_client as zk;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::lease;
-use crate::queue::{Op, Queue};
+use crate::queue::{Multi, Op, Part, Queue};
 use crate::stats::{self, Stats};
 use crate::task::{self, Body};
 
@@ -281,22 +281,20 @@ pub async fn free(queue: &Queue, expired: &ExpiredLease) -> Result<bool> {
     let name = &expired.name;
     let (lease_path, task_path) = (queue.layout().lease(name), queue.layout().task(name));
     let note = annotated(&expired.body, expired.age_ms);
-    let ops = match &note {
-        Some(body) => vec![
-            Op::Delete(&lease_path, expired.lease_version),
-            Op::Set(&task_path, body, expired.task_version),
-        ],
+    let mut multi = Multi::new();
+    multi.push(Part::Lease, Op::Delete(&lease_path, expired.lease_version));
+    match &note {
+        Some(body) => multi.push(Part::Task, Op::Set(&task_path, body, expired.task_version)),
         // A plain or oversize body is not rewritten, but its version is still checked: a new
         // claim's lease may have the version of the expired one; the task's has moved on.
-        None => vec![
-            Op::Delete(&lease_path, expired.lease_version),
-            Op::Check(&task_path, expired.task_version),
-        ],
+        None => multi.push(Part::Task, Op::Check(&task_path, expired.task_version)),
     };
-    match queue.commit("reap", &ops).await? {
+    match queue.commit("reap", &multi).await? {
         Ok(_) => Ok(true),
-        Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(false),
-        Err((i, e)) => Err(Error::zk("reap", ops[i].path(), e)),
+        Err(failed) if matches!(failed.error, zk::Error::BadVersion | zk::Error::NoNode) => {
+            Ok(false)
+        }
+        Err(failed) => Err(failed.unexpected("reap")),
     }
 }
 

@@ -408,3 +408,36 @@ async fn a_head_back_far_behind_its_group_lets_no_later_task_jump_the_queue() {
         .unwrap();
     assert_eq!(log.done("g"), [0, 1, 2, 3]);
 }
+
+/// A group's head fails and waits out a long backoff under `delayed/`, holding its group's
+/// lock as a retry does; then it is cancelled where it waits. The group goes on with its next
+/// task. (Before the fix, cancelling a waiting task left the lock naming it, and the group
+/// waited for a task that would never come back.)
+#[tokio::test]
+async fn a_group_whose_waiting_head_is_cancelled_goes_on() {
+    let t = TestQueue::with(|c| {
+        c.backoff_base = Duration::from_secs(600);
+        c.backoff_max = Duration::from_secs(600);
+    })
+    .await;
+    let names = t
+        .queue
+        .publish_many(&[grouped("g", 0), grouped("g", 1)])
+        .await
+        .unwrap();
+    let log = Log::default();
+    let handler = head_fails_once(&t, &log).await;
+    assert_eq!(t.waiting().await.len(), 1);
+    let cancelled = event_bridge::cancel::cancel(&t.queue, &names[0])
+        .await
+        .unwrap();
+    assert!(
+        matches!(cancelled, event_bridge::cancel::Cancelled::Cancelled { .. }),
+        "{cancelled:?}"
+    );
+    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(log.done("g"), [1], "{report:?}");
+    assert!(t.children("groups").await.is_empty(), "no lock left");
+}

@@ -12,7 +12,7 @@ use zookeeper_client as zk;
 use super::read;
 use crate::error::{Error, Result};
 use crate::layout::TASK_PREFIX;
-use crate::queue::{KeyState, Op, Published, Queue};
+use crate::queue::{KeyState, Multi, Op, Part, Published, Queue};
 use crate::task::{self, Body, Envelope};
 
 /// What a redrive did with one dead letter.
@@ -85,13 +85,17 @@ async fn redrive_one(queue: &Queue, name: &str) -> Result<Option<Result<Redriven
     {
         return redrive_keyed(queue, dead, &envelope, key, version).await;
     }
-    let ops = [
-        Op::CreateSequential(&queue.layout().task_prefix(), &body),
-        Op::Delete(&queue.layout().dead_letter(name), version),
-    ];
-    match queue.commit("redrive", &ops).await? {
+    let (prefix, letter) = (
+        queue.layout().task_prefix(),
+        queue.layout().dead_letter(name),
+    );
+    let mut multi = Multi::new();
+    multi
+        .push(Part::NewTask, Op::CreateSequential(&prefix, &body))
+        .push(Part::Record, Op::Delete(&letter, version));
+    match queue.commit("redrive", &multi).await? {
         Ok(results) => {
-            let path = match results.first() {
+            let path = match multi.result(&results, Part::NewTask) {
                 Some(zk::MultiWriteResult::Create { path, .. }) => path.clone(),
                 other => {
                     return Err(Error::zk(
@@ -111,8 +115,10 @@ async fn redrive_one(queue: &Queue, name: &str) -> Result<Option<Result<Redriven
             })))
         }
         // Redriven or purged meanwhile by someone else.
-        Err((_, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(None),
-        Err((i, e)) => Err(Error::zk("redrive", ops[i].path(), e)),
+        Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
+            Ok(None)
+        }
+        Err(failed) => Err(failed.unexpected("redrive")),
     }
 }
 

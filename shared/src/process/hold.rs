@@ -5,10 +5,12 @@
 //!
 //! An extender runs next to the handler (both are polled by one `select!`, so a slow answer
 //! from ZooKeeper never holds the handler up). It extends a third of the lease timeout after
-//! the last extension was *sent*, so missed ticks never come in a burst; after a failure it
-//! tries again after a twelfth. A session that ends is replaced (when the run has a
+//! the last extension was *sent*, so missed ticks never come in a burst. It is sent through
+//! the holder's one retry loop ([`Run::send`]): after a dropped link it is sent again after a
+//! twelfth of the timeout; a session that ends is replaced (when the run has a
 //! [`Session`](crate::Session)) and the extension sent on the new one: leases are persistent
-//! znodes, so they outlive sessions.
+//! znodes, so they outlive sessions. A failure the retry policy gives up on (not a link or
+//! session fault) ends the handler as an unvouched lease does.
 //!
 //! # Vouching
 //!
@@ -23,12 +25,12 @@ use std::sync::Mutex;
 
 use tokio::time::Instant;
 
+use super::settle::Sent;
 use super::{Run, stopped};
 use crate::error::Result;
 use crate::handler::{Delivered, Handler, HandlerError};
 use crate::lease;
-use crate::queue::{Lease, Settled};
-use crate::session::{Recovery, recovery};
+use crate::queue::{Lease, Queue, Settled};
 
 /// How a handler's run ended.
 pub(super) enum HandlerEnd {
@@ -116,39 +118,34 @@ impl<H: Handler> Run<'_, H> {
         );
         let mut vouched_until = claimed_at + window;
         let mut next = claimed_at + every;
-        let mut queue = self.queue();
         loop {
             tokio::time::sleep_until(next.min(vouched_until)).await;
             if Instant::now() >= vouched_until {
                 return self.unvouched(held);
             }
+            // The window counts from the first try: the server stamps no try earlier.
             let sent = Instant::now();
-            let mut lease = held.lock().expect("lease lock").clone();
-            let extended = tokio::time::timeout_at(vouched_until, queue.extend(&mut lease)).await;
-            let error = match extended {
-                Err(_) => return self.unvouched(held),
-                Ok(Ok(Settled::Done)) => {
+            let lease = held.lock().expect("lease lock").clone();
+            let extend = |queue: Queue| {
+                let mut lease = lease.clone();
+                async move { Ok((queue.extend(&mut lease).await?, lease)) }
+            };
+            match self.send(vouched_until, every / 4, extend).await {
+                Ok(Sent::Answered((Settled::Done, lease), _)) => {
                     *held.lock().expect("lease lock") = lease;
                     vouched_until = sent + window;
                     *vouched.lock().expect("vouch lock") = vouched_until;
                     next = sent + every;
-                    continue;
                 }
-                // (An extension never answers `Cancelled`.)
-                Ok(Ok(Settled::LeaseLost | Settled::Gone | Settled::Cancelled)) => {
+                Ok(Sent::Answered((_, lease), _)) => {
                     tracing::warn!(task = %lease.task.name, fencing_token = lease.task.fencing_token, "lease lost while running");
                     return HandlerEnd::LeaseLost;
                 }
-                Ok(Err(error)) => error,
-            };
-            tracing::warn!(task = %lease.task.name, %error, "lease extension failed; trying again");
-            next = Instant::now() + every / 4;
-            if recovery(&error, queue.session_over()) == Recovery::NewSession {
-                let renewed = self.source.renew(&queue, error);
-                match tokio::time::timeout_at(vouched_until, renewed).await {
-                    Ok(Ok(fresh)) => (queue, next) = (fresh, Instant::now()),
-                    Ok(Err(e)) => tracing::warn!(error = %e, "no new session yet"),
-                    Err(_) => return self.unvouched(held),
+                Ok(Sent::Unsettled) => return self.unvouched(held),
+                // Not a link or session fault: no extension will get through.
+                Err(error) => {
+                    tracing::warn!(task = %lease.task.name, %error, "lease extension failed for good");
+                    return self.unvouched(held);
                 }
             }
         }

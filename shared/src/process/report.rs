@@ -106,7 +106,7 @@ impl Outcome {
                 done
             }
             (Settled::Cancelled, _) => Outcome::Cancelled,
-            (Settled::Gone | Settled::LeaseLost, _) => {
+            (Settled::Gone | Settled::LeaseLost | Settled::Moved, _) => {
                 tracing::warn!(task = %name, "lease lost before settling; nothing changed");
                 Outcome::LeaseLost
             }

@@ -1,9 +1,10 @@
 //! Settling writes under faults, and settling a task whose handler failed.
 //!
-//! A settling write (complete, release, bury) is sent again as the retry policy says: on the
-//! same session after a dropped link, on a new one after an expiry (when the run has a
-//! session to renew); fencing makes every repeat safe. All of it ends by the run's settling
-//! deadline: what is not settled by then is left to the reaper and counted as unsettled.
+//! Every write of a holder (complete, release, bury, and the extensions in `hold`) goes
+//! through one retry loop, [`Run::send`], driven by the one retry policy: on the same session
+//! after a dropped link, on a new one after an expiry (when the run has a session to renew);
+//! fencing makes every repeat safe. A settling write ends by the run's settling deadline: what
+//! is not settled by then is left to the reaper and counted as unsettled.
 //!
 //! A repeat that finds its work already done ([`Settled::Gone`]) means the first try landed and
 //! only its reply was lost: that is the outcome, not "lease lost".
@@ -18,64 +19,82 @@ use super::report::Outcome;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::HandlerError;
-use crate::queue::{CANCELLED, Lease, Queue, Settled};
+use crate::queue::{Burial, CANCELLED, Lease, Queue, Settled};
 use crate::session::{Recovery, recovery};
 
 /// How long to wait before sending a settling write again after a dropped link.
 const RESEND_PAUSE: Duration = Duration::from_millis(500);
 
-/// Tries of one settling write, at most.
-const TRIES: usize = 3;
-
-/// What a settling write came to.
+/// What a holder's write came to.
 pub(super) enum Sent<T> {
     /// Its result, and whether it took more than one try.
     Answered(T, bool),
-    /// No answer before the settling deadline.
+    /// No answer before its deadline.
     Unsettled,
 }
 
 impl<H> Run<'_, H> {
-    /// Sends `write` on the run's queue, again as the module documentation says, until the
-    /// settling deadline.
-    ///
-    /// # Notable errors
-    /// - the write's error when the retry policy gives up on it (not a link or session fault).
+    /// Sends a settling write until the run's settling deadline; see [`Run::send`].
     pub(super) async fn settle<T, F, Fut>(&self, write: F) -> Result<Sent<T>>
     where
         F: Fn(Queue) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
+        self.send(self.settle_by, RESEND_PAUSE, write).await
+    }
+
+    /// The one retry loop of a holder's writes (settling, extending): sends `write` on the
+    /// run's queue until it is answered or `by` comes. After a failure the retry policy
+    /// ([`recovery`]) decides: a dropped link sends it again after `pause`; an ended session
+    /// sends it on a new one (when the run has a session to renew; a new session that cannot
+    /// be had yet is tried again after `pause`); anything else is the write's error. Fencing
+    /// makes every repeat safe.
+    ///
+    /// # Notable errors
+    /// - the write's error when the retry policy gives up on it (not a link or session fault),
+    ///   or when the session is over and the run has none to renew.
+    pub(super) async fn send<T, F, Fut>(
+        &self,
+        by: Instant,
+        pause: Duration,
+        write: F,
+    ) -> Result<Sent<T>>
+    where
+        F: Fn(Queue) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
         let mut queue = self.queue();
-        for attempt in 0..TRIES {
-            let error = match tokio::time::timeout_at(self.settle_by, write(queue.clone())).await {
+        let mut resent = false;
+        loop {
+            let error = match tokio::time::timeout_at(by, write(queue.clone())).await {
                 Err(_) => return Ok(Sent::Unsettled),
-                Ok(Ok(answer)) => return Ok(Sent::Answered(answer, attempt > 0)),
+                Ok(Ok(answer)) => return Ok(Sent::Answered(answer, resent)),
                 Ok(Err(error)) => error,
             };
+            resent = true;
             match recovery(&error, queue.session_over()) {
                 Recovery::GiveUp => return Err(error),
                 Recovery::SameSession => {
-                    tracing::warn!(%error, "settling failed on a dropped link; trying again");
-                    let pause = Instant::now() + RESEND_PAUSE;
-                    tokio::time::sleep_until(pause.min(self.settle_by)).await;
+                    tracing::warn!(%error, "a holder's write failed on a dropped link; trying again");
                 }
                 Recovery::NewSession => {
-                    tracing::warn!(%error, "settling failed: the session is over; trying on a new one");
+                    tracing::warn!(%error, "a holder's write failed: the session is over; trying on a new one");
                     let renewed = self.source.renew(&queue, error);
-                    queue = match tokio::time::timeout_at(self.settle_by, renewed).await {
-                        Ok(Ok(fresh)) => fresh,
-                        Ok(Err(e)) if attempt + 1 < TRIES => {
-                            tracing::warn!(error = %e, "no new session yet");
+                    match tokio::time::timeout_at(by, renewed).await {
+                        Ok(Ok(fresh)) => {
+                            queue = fresh;
                             continue;
+                        }
+                        Ok(Err(e)) if self.source.renews() => {
+                            tracing::warn!(error = %e, "no new session yet");
                         }
                         Ok(Err(e)) => return Err(e),
                         Err(_) => return Ok(Sent::Unsettled),
-                    };
+                    }
                 }
             }
+            tokio::time::sleep_until((Instant::now() + pause).min(by)).await;
         }
-        Ok(Sent::Unsettled)
     }
 
     /// Settles a task whose handler failed: retry with backoff, or bury.
@@ -114,7 +133,8 @@ impl<H> Run<'_, H> {
         self.release(lease, Some(e), delay, true, done).await
     }
 
-    /// Moves a held task to the dead letters.
+    /// Moves a held task to the dead letters ([`Queue::bury`]); its group does what the
+    /// handler's policy says.
     pub(super) async fn bury(
         &self,
         lease: Lease,
@@ -122,16 +142,21 @@ impl<H> Run<'_, H> {
         last_error: Option<String>,
     ) -> Result<Outcome> {
         let name = lease.task.name.clone();
+        let cancelled = reason == CANCELLED;
         let on_dead = self.on_dead().for_task(&lease.task.envelope);
         let bury = |queue: Queue| {
             let (lease, last_error) = (lease.clone(), last_error.clone());
-            async move { queue.bury_with(lease, reason, last_error, on_dead).await }
+            async move {
+                let task = Burial::Held { lease, on_dead };
+                queue.bury(task, reason, last_error).await
+            }
         };
-        Ok(outcome(
-            self.settle(bury).await?,
-            Outcome::DeadLettered,
-            &name,
-        ))
+        let done = if cancelled {
+            Outcome::Cancelled
+        } else {
+            Outcome::DeadLettered
+        };
+        Ok(outcome(self.settle(bury).await?, done, &name))
     }
 
     /// Gives a held task back, as [`Queue::release`] does; `done` is the outcome when it went.
@@ -154,20 +179,9 @@ impl<H> Run<'_, H> {
             }
         };
         match self.settle(release).await? {
-            Sent::Answered(Settled::Cancelled, _) => self.bury_cancelled(lease, error).await,
+            // Cancelled while we held it: buried, and its mark with it.
+            Sent::Answered(Settled::Cancelled, _) => self.bury(lease, CANCELLED, error).await,
             sent => Ok(outcome(sent, done, &name)),
-        }
-    }
-
-    /// Buries a held task that was cancelled while we held it, and removes its mark.
-    async fn bury_cancelled(&self, lease: Lease, error: Option<String>) -> Result<Outcome> {
-        let id = lease.task.envelope.id.clone();
-        match self.bury(lease, CANCELLED, error).await? {
-            Outcome::DeadLettered => {
-                self.queue().unmark_cancelled(&id).await?;
-                Ok(Outcome::Cancelled)
-            }
-            other => Ok(other),
         }
     }
 }

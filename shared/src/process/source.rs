@@ -23,6 +23,11 @@ impl Source<'_> {
         }
     }
 
+    /// Whether a new session can replace one that ended.
+    pub(super) fn renews(&self) -> bool {
+        matches!(self, Source::Live(_))
+    }
+
     /// A queue on a new session in place of `stale`'s, or `error` back when there is no way
     /// to get one.
     pub(super) async fn renew(&self, stale: &Queue, error: Error) -> Result<Queue> {

@@ -12,7 +12,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::keys::{KeyState, KeyedWrite, Published, created_name};
-use super::ops::Op;
+use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
 use crate::task::Envelope;
 
@@ -49,30 +49,37 @@ impl Queue {
         for _ in 0..TRIES {
             let items = self.batch_items(envelopes).await?;
             let prefix = self.layout().task_prefix();
-            let mut ops = Vec::new();
-            // The index in `ops` of each item's task create.
-            let mut task_ops = vec![None; items.len()];
+            // Each operation tagged with its item's index.
+            let mut multi = Multi::new();
             for (i, item) in items.iter().enumerate() {
                 match item {
-                    Item::Plain(body) => ops.push(Op::CreateSequential(&prefix, body)),
-                    Item::Keyed(write) => {
-                        ops.push(Op::Create(&write.key_path, &write.unnamed));
-                        ops.push(Op::CreateSequential(&prefix, &write.body));
+                    Item::Plain(body) => {
+                        multi.push((i, Part::NewTask), Op::CreateSequential(&prefix, body));
                     }
-                    Item::Existing(_) | Item::SameAs(_) => continue,
+                    Item::Keyed(write) => {
+                        multi
+                            .push((i, Part::Key), Op::Create(&write.key_path, &write.unnamed))
+                            .push(
+                                (i, Part::NewTask),
+                                Op::CreateSequential(&prefix, &write.body),
+                            );
+                    }
+                    Item::Existing(_) | Item::SameAs(_) => {}
                 }
-                task_ops[i] = Some(ops.len() - 1);
             }
-            if ops.is_empty() {
+            if multi.is_empty() {
                 return Ok(answers(envelopes, items, &[]));
             }
-            match self.commit("publish batch", &ops).await? {
+            match self.commit("publish batch", &multi).await? {
                 Ok(results) => {
                     let mut names = Vec::with_capacity(items.len());
-                    for (item, at) in items.iter().zip(&task_ops) {
-                        let name = match at {
-                            Some(at) => Some(created_name(&results, *at, &prefix)?),
-                            None => None,
+                    for (i, item) in items.iter().enumerate() {
+                        let name = match item {
+                            Item::Plain(_) | Item::Keyed(_) => {
+                                let created = multi.result(&results, (i, Part::NewTask));
+                                Some(created_name(created, &prefix)?)
+                            }
+                            Item::Existing(_) | Item::SameAs(_) => None,
                         };
                         if let (Item::Keyed(write), Some(name)) = (item, &name) {
                             self.name_key(write, name).await?;
@@ -81,10 +88,12 @@ impl Queue {
                     }
                     return Ok(answers(envelopes, items, &names));
                 }
-                // A key was taken meanwhile: look at the keys again.
-                Err((_, zk::Error::NodeExists)) => continue,
-                Err((_, zk::Error::NoNode)) => self.ensure_paths().await?,
-                Err((i, e)) => return Err(Error::zk("publish batch", ops[i].path(), e)),
+                Err(failed) => match failed.error {
+                    // A key was taken meanwhile: look at the keys again.
+                    zk::Error::NodeExists => continue,
+                    zk::Error::NoNode => self.ensure_paths().await?,
+                    _ => return Err(failed.unexpected("publish batch")),
+                },
             }
         }
         Err(Error::Unreadable {

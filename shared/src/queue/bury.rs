@@ -1,84 +1,229 @@
-//! Burying a task nobody holds (a poison body, attempts used up, a cancel): into the dead
-//! letters in one multi-op that fails if anyone holds it.
+//! Burying: a task goes to the dead letters with a reason, in one multi-op that writes its
+//! record and removes it, whoever has it: its holder (checked by the lease's version), nobody
+//! (a lease created and deleted in the same multi-op fails it if someone holds the task), or
+//! `delayed/` (a waiting task). Its idempotency key goes with it when the key is still its own
+//! (it may be published again), its group's lock is released or turned into the group's pause,
+//! and the cancel mark of a cancelled task is deleted.
+//!
+//! Every caller buries through [`Queue::bury`]: a holder whose task failed for good or ran out
+//! of attempts or interruptions, a claim that meets a poison body or a cancelled task, a cancel
+//! of a pending or a waiting task.
 
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::ClaimOutcome;
+use super::claim::Lease;
 use super::group::{HeldLock, Release};
+use super::holder::Settled;
 use super::key_owner::OwnedKey;
-use super::ops::Op;
-use super::unclaimed::Unclaimed;
-use crate::error::{Error, Result};
+use super::ops::{Multi, Op, Part};
+use super::record::CANCELLED;
+use crate::error::Result;
+use crate::layout::DEAD_NAME_SUFFIX;
 use crate::lease::LeaseData;
 use crate::task::{self, Body, OnDead};
 
+/// Tries of a bury, at most: one, and one more for each write that may be sent again (the key
+/// twice: named meanwhile, then gone; the lock; the mark; the lease; the record's name).
+const TRIES: usize = 7;
+
+/// A task on its way to the dead letters, as its burier has it. (It lives for one call;
+/// boxing the lease would buy nothing.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+#[non_exhaustive]
+pub enum Burial<'a> {
+    /// Held under `lease`; `on_dead` says what its group does.
+    Held { lease: Lease, on_dead: OnDead },
+    /// Under `tasks/` and held by nobody, read at `version`. `marked`: it carries a cancel
+    /// mark, which goes with it.
+    Unclaimed {
+        name: &'a str,
+        body: &'a [u8],
+        version: i32,
+        attempts: u32,
+        on_dead: OnDead,
+        marked: bool,
+    },
+    /// Waiting at `path` under `delayed/`, read at `version`.
+    Waiting {
+        path: &'a str,
+        name: &'a str,
+        body: &'a [u8],
+        version: i32,
+    },
+}
+
+impl From<Lease> for Burial<'_> {
+    /// A held task whose group does what its envelope says.
+    fn from(lease: Lease) -> Self {
+        let on_dead = lease.task.envelope.on_dead.unwrap_or_default();
+        Burial::Held { lease, on_dead }
+    }
+}
+
+impl Burial<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Burial::Held { lease, .. } => &lease.task.name,
+            Burial::Unclaimed { name, .. } | Burial::Waiting { name, .. } => name,
+        }
+    }
+}
+
+/// What a bury writes besides the record and the task's removal, each dropped when it turns
+/// out not to be the task's any more.
+struct Along {
+    key: Option<OwnedKey>,
+    lock: Option<Release>,
+    mark: Option<String>,
+}
+
 impl Queue {
-    /// Buries a task nobody holds: lease created and deleted in the same multi-op, so it
-    /// fails if someone holds the task, and the task deleted at the version read; its
-    /// idempotency key goes with it (at the version read, when it names the task's id), and a
-    /// group lock it holds (a grouped task whose consumer died) is released, or turned into
-    /// the group's pause.
-    pub(super) async fn bury_unclaimed(
+    /// Moves a task to the dead letters with `reason` (see the module documentation).
+    /// [`Settled::Done`] when it went; [`Settled::Gone`] when the task was gone already;
+    /// [`Settled::LeaseLost`] when our lease passed on; [`Settled::Moved`] when a task we did
+    /// not hold was taken or changed since it was read.
+    pub async fn bury(
         &self,
-        task: Unclaimed<'_>,
-        reason: String,
+        task: impl Into<Burial<'_>>,
+        reason: &str,
         last_error: Option<String>,
-    ) -> Result<ClaimOutcome> {
-        let Unclaimed {
-            name,
-            body,
-            version,
-            attempts,
-            on_dead,
-        } = task;
-        let (record_json, record) = self.dead_record(name, body, &reason, attempts, last_error);
-        let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
-        let lease_path = self.layout().lease(name);
-        let (dead, task_path) = (self.layout().dead_letter(name), self.layout().task(name));
-        // Its key and its group's lock go with it, when they are still its own.
-        let (mut key, mut lock) = futures::future::try_join(
-            self.owned_key_of_body(body),
-            self.lock_to_release(name, body, on_dead, &reason),
-        )
-        .await?;
-        let committed = loop {
-            let mut ops = vec![
-                Op::Create(&lease_path, &lease_data),
-                Op::Create(&dead, &record),
-                Op::Delete(&task_path, version),
-                Op::Delete(&lease_path, -1),
-            ];
-            ops.extend(key.as_ref().map(OwnedKey::delete));
-            ops.extend(lock.as_ref().map(Release::op));
-            match self.commit_bury(&ops, 1).await? {
-                // A key or lock gone (or changed hands) meanwhile is no reason not to bury.
-                Err((i, e @ (zk::Error::NoNode | zk::Error::BadVersion))) if i >= 4 => {
-                    match (i, key.take()) {
-                        (4, Some(owned)) => key = owned.after_failure(&e),
-                        (_, owned) => (key, lock) = (owned, None),
-                    }
+    ) -> Result<Settled> {
+        let mut task = task.into();
+        let (body, attempts) = match &task {
+            // The record keeps a capped copy of the body, so no size check here.
+            Burial::Held { lease, .. } => (
+                serde_json::to_vec(&lease.task.envelope)?,
+                lease.task.attempt(),
+            ),
+            Burial::Unclaimed { body, attempts, .. } => (body.to_vec(), *attempts),
+            Burial::Waiting { body, .. } => (body.to_vec(), attempts_in(body)),
+        };
+        let name = task.name().to_string();
+        let (record_json, record) = self.dead_record(&name, &body, reason, attempts, last_error);
+        let mut along = self.along(&task, &body, reason).await?;
+        let dead = self.layout().dead_letter(&name);
+        let other_name = format!("{dead}{DEAD_NAME_SUFFIX}");
+        let mut record_name_taken = false;
+        let mut reread = false;
+        let mut settled = Settled::LeaseLost;
+        let held = matches!(task, Burial::Held { .. });
+        for _ in 0..TRIES {
+            let (paths, guard) = (Paths::of(self, &task), LeaseData::new(self.consumer_id()));
+            let guard = guard.to_bytes();
+            let mut multi = Multi::new();
+            if record_name_taken {
+                // A record of an earlier queue under the same root (or sequence numbers
+                // wrapped) has the name: this one gets a name of its own.
+                multi.push(Part::Record, Op::CreateSequential(&other_name, &record));
+            } else {
+                multi.push(Part::Record, Op::Create(&dead, &record));
+            }
+            paths.removal(&task, &guard, &mut multi);
+            multi
+                .push_some(Part::Key, along.key.as_ref().map(OwnedKey::delete))
+                .push_some(Part::Lock, along.lock.as_ref().map(Release::op))
+                .push_some(Part::Mark, along.mark.as_deref().map(|m| Op::Delete(m, -1)));
+            let failed = match self.commit("bury", &multi).await? {
+                Ok(_) => {
+                    settled = Settled::Done;
+                    break;
                 }
-                committed => break committed,
+                Err(failed) => failed,
+            };
+            use zk::Error::{BadVersion, NoNode, NodeExists};
+            // Our lease's version moved: an extension whose reply was lost may have landed.
+            if let (Part::Lease, BadVersion, Burial::Held { lease, .. }) =
+                (failed.tag, &failed.error, &mut task)
+                && !reread
+            {
+                reread = true;
+                if self.still_ours(lease).await? {
+                    continue;
+                }
+            }
+            settled = match (failed.tag, failed.error.clone()) {
+                (Part::Record, NodeExists) if !record_name_taken => {
+                    tracing::warn!(dead_letter = %dead, "dead-letter name taken; the record gets a name of its own");
+                    record_name_taken = true;
+                    continue;
+                }
+                // A key, lock or mark gone (or changed hands) meanwhile is no reason not to
+                // bury: without it.
+                (Part::Key, e @ (NoNode | BadVersion)) => {
+                    along.key = along.key.take().and_then(|k| k.after_failure(&e));
+                    continue;
+                }
+                (Part::Lock, NoNode | BadVersion) => {
+                    along.lock = None;
+                    continue;
+                }
+                (Part::Mark, NoNode) => {
+                    along.mark = None;
+                    continue;
+                }
+                (Part::Task | Part::Waiting, NoNode) => Settled::Gone,
+                (Part::Task | Part::Lease, NoNode | BadVersion) if held => Settled::LeaseLost,
+                (Part::Guard, NodeExists) | (Part::Task | Part::Waiting, BadVersion) => {
+                    Settled::Moved
+                }
+                _ => return Err(failed.unexpected("bury")),
+            };
+            break;
+        }
+        if settled == Settled::Done {
+            tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, reason, "task dead-lettered");
+            self.forward_dead(&name, &record_json).await;
+        }
+        Ok(settled)
+    }
+
+    /// What burying `task` (whose body is `body`) writes besides its record and removal: its
+    /// key when it is its own, its group's lock when it holds it, its cancel mark.
+    async fn along(&self, task: &Burial<'_>, body: &[u8], reason: &str) -> Result<Along> {
+        let (key, lock) = match task {
+            Burial::Held { lease, on_dead } => {
+                let task = &lease.task;
+                let lock = match lease.group_lock.clone() {
+                    Some(held) => Some(self.release_lock(
+                        held,
+                        &task.envelope.id,
+                        &task.name,
+                        *on_dead,
+                        reason,
+                    )?),
+                    None => None,
+                };
+                (self.owned_key(&task.envelope).await?, lock)
+            }
+            Burial::Unclaimed { name, on_dead, .. } => {
+                futures::future::try_join(
+                    self.owned_key_of_body(body),
+                    self.lock_to_release(name, body, *on_dead, reason),
+                )
+                .await?
+            }
+            // A waiting task keeps its group's lock while it waits (a retry keeps it): a
+            // cancel releases it, so the group goes on.
+            Burial::Waiting { name, .. } => {
+                futures::future::try_join(
+                    self.owned_key_of_body(body),
+                    self.lock_to_release(name, body, OnDead::Continue, reason),
+                )
+                .await?
             }
         };
-        match committed {
-            Ok(_) => {
-                tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, %reason, "task dead-lettered");
-                self.forward_dead(name, &record_json).await;
-                Ok(ClaimOutcome::Buried { reason })
-            }
-            Err((0, zk::Error::NodeExists)) | Err((2, zk::Error::BadVersion)) => {
-                Ok(ClaimOutcome::Taken)
-            }
-            Err((2, zk::Error::NoNode)) => Ok(ClaimOutcome::Gone),
-            Err((i, e)) => {
-                let path = [&lease_path, &dead, &task_path, &lease_path]
-                    .get(i)
-                    .map_or(String::new(), |p| p.to_string());
-                Err(Error::zk("bury", path, e))
-            }
-        }
+        let marked = match task {
+            Burial::Held { .. } => reason == CANCELLED,
+            Burial::Unclaimed { marked, .. } => *marked,
+            Burial::Waiting { .. } => false,
+        };
+        let mark = match task::parse(body) {
+            Body::Envelope(envelope) if marked => Some(self.layout().cancel_mark(&envelope.id)),
+            _ => None,
+        };
+        Ok(Along { key, lock, mark })
     }
 
     /// What burying the task in `body` (named `name`) does to its group's lock, when the
@@ -113,5 +258,50 @@ impl Queue {
             on_dead,
             reason,
         )?))
+    }
+}
+
+/// The paths a bury removes.
+struct Paths {
+    task: String,
+    lease: String,
+}
+
+impl Paths {
+    fn of(queue: &Queue, task: &Burial<'_>) -> Paths {
+        let name = task.name();
+        Paths {
+            task: queue.layout().task(name),
+            lease: queue.layout().lease(name),
+        }
+    }
+
+    /// The operations that take `task` out of where it is: checked against its holder's
+    /// versions, or against a `guard` lease when nobody holds it.
+    fn removal<'a>(&'a self, task: &Burial<'a>, guard: &'a [u8], multi: &mut Multi<'a, Part>) {
+        match *task {
+            Burial::Held { ref lease, .. } => {
+                multi
+                    .push(Part::Task, Op::Delete(&self.task, lease.task_version))
+                    .push(Part::Lease, Op::Delete(&self.lease, lease.lease_version));
+            }
+            Burial::Unclaimed { version, .. } => {
+                multi
+                    .push(Part::Guard, Op::Create(&self.lease, guard))
+                    .push(Part::Task, Op::Delete(&self.task, version))
+                    .push(Part::Guard, Op::Delete(&self.lease, -1));
+            }
+            Burial::Waiting { path, version, .. } => {
+                multi.push(Part::Waiting, Op::Delete(path, version));
+            }
+        }
+    }
+}
+
+/// The attempts an envelope in `body` counts; 0 for any other body.
+pub(super) fn attempts_in(body: &[u8]) -> u32 {
+    match task::parse(body) {
+        Body::Envelope(envelope) => envelope.attempts,
+        _ => 0,
     }
 }

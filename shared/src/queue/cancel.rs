@@ -12,11 +12,10 @@ use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::bury::{Burial, attempts_in};
 use super::claim::ClaimOutcome;
-use super::key_owner::OwnedKey;
-use super::ops::Op;
+use super::holder::Settled;
 use super::record::CANCELLED;
-use super::unclaimed::Unclaimed;
 use crate::error::{Error, Result};
 use crate::layout::encode_segment;
 use crate::task::OnDead;
@@ -80,14 +79,25 @@ impl Queue {
         body: &[u8],
         version: i32,
     ) -> Result<ClaimOutcome> {
-        let reason = CANCELLED.to_string();
-        let task = Unclaimed::new(name, body, version, 0, OnDead::Continue);
-        self.bury_unclaimed(task, reason, None).await
+        let task = Burial::Unclaimed {
+            name,
+            body,
+            version,
+            attempts: attempts_in(body),
+            on_dead: OnDead::Continue,
+            marked: false,
+        };
+        Ok(match self.bury(task, CANCELLED, None).await? {
+            Settled::Done => ClaimOutcome::Buried {
+                reason: CANCELLED.into(),
+            },
+            Settled::Gone => ClaimOutcome::Gone,
+            _ => ClaimOutcome::Taken,
+        })
     }
 
-    /// Cancels a task waiting at `path` under `delayed/` (read at `version`): its record to
-    /// the dead letters and the waiting node deleted together. `false` when it moved or went
-    /// meanwhile.
+    /// Cancels a task waiting at `path` under `delayed/` (read at `version`): to the dead
+    /// letters, and its group goes on. `false` when it moved or went meanwhile.
     pub async fn cancel_waiting(
         &self,
         path: &str,
@@ -95,27 +105,13 @@ impl Queue {
         body: &[u8],
         version: i32,
     ) -> Result<bool> {
-        let (record_json, record) = self.dead_record(name, body, CANCELLED, 0, None);
-        let dead = self.layout().dead_letter(name);
-        // Its key goes with it, when the key is still its own.
-        let mut key = self.owned_key_of_body(body).await?;
-        loop {
-            let mut ops = vec![Op::Create(&dead, &record), Op::Delete(path, version)];
-            ops.extend(key.as_ref().map(OwnedKey::delete));
-            return match self.commit_bury(&ops, 0).await? {
-                Ok(_) => {
-                    tracing::warn!(task = %name, "waiting task cancelled");
-                    self.forward_dead(name, &record_json).await;
-                    Ok(true)
-                }
-                Err((2, e @ (zk::Error::NoNode | zk::Error::BadVersion))) => {
-                    key = key.take().and_then(|k| k.after_failure(&e));
-                    continue;
-                }
-                Err((1, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(false),
-                Err((i, e)) => Err(Error::zk("cancel", ops[i].path(), e)),
-            };
-        }
+        let task = Burial::Waiting {
+            path,
+            name,
+            body,
+            version,
+        };
+        Ok(self.bury(task, CANCELLED, None).await? == Settled::Done)
     }
 
     /// Removes marks whose task is no longer in `tasks/` under the name it was marked with

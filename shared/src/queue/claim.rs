@@ -3,12 +3,13 @@
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::bury::Burial;
 use super::gate::GateWrite;
 use super::group::{HeldLock, LockDecision, LockOp};
-use super::ops::Op;
+use super::holder::Settled;
+use super::ops::{Multi, Op};
 use super::pause::Paused;
 use super::record::CANCELLED;
-use super::unclaimed::Unclaimed;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;
@@ -61,7 +62,7 @@ enum Prepared {
 }
 
 /// What an operation of a claim's multi-op belongs to.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Owner {
     /// A gate's rewrite (its index).
     Gate(usize),
@@ -269,16 +270,30 @@ impl Queue {
         Ok(writes)
     }
 
-    /// Buries a task just read that can never run: the claim's decision for it.
+    /// Buries a task just read that can never run (or was cancelled: `marked`): the claim's
+    /// decision for it.
     async fn bury_read(
         &self,
-        task: Unclaimed<'_>,
+        (name, body, version): (&str, &[u8], i32),
+        (attempts, on_dead, marked): (u32, OnDead, bool),
         reason: String,
         last_error: Option<String>,
     ) -> Result<Prepared> {
-        self.bury_unclaimed(task, reason, last_error)
-            .await
-            .map(Prepared::Decided)
+        let task = Burial::Unclaimed {
+            name,
+            body,
+            version,
+            attempts,
+            on_dead,
+            marked,
+        };
+        let outcome = match self.bury(task, &reason, last_error).await? {
+            Settled::Done if marked => ClaimOutcome::Cancelled,
+            Settled::Done => ClaimOutcome::Buried { reason },
+            Settled::Gone => ClaimOutcome::Gone,
+            _ => ClaimOutcome::Taken,
+        };
+        Ok(Prepared::Decided(outcome))
     }
 
     /// Decides what a claim of a task just read comes to, short of taking it: a poison body
@@ -292,6 +307,7 @@ impl Queue {
         now: &ZkTime,
         holds: &Holds,
     ) -> Result<Prepared> {
+        let read = (name, body, stat.version);
         let mut envelope = match task::parse(body) {
             Body::Envelope(envelope) => envelope,
             // Its envelope nests it one level deeper: past the limit it could not be read back.
@@ -301,19 +317,22 @@ impl Queue {
                     json::depth(body),
                     json::MAX_DEPTH
                 );
-                let task = Unclaimed::new(name, body, stat.version, 0, OnDead::Continue);
-                return self.bury_read(task, reason, None).await;
+                return self
+                    .bury_read(read, (0, OnDead::Continue, false), reason, None)
+                    .await;
             }
             Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
             Body::Poison(reason) => {
-                let task = Unclaimed::new(name, body, stat.version, 0, OnDead::Continue);
-                return self.bury_read(task, reason, None).await;
+                return self
+                    .bury_read(read, (0, OnDead::Continue, false), reason, None)
+                    .await;
             }
         };
+        // Cancelled while another consumer held it: buried now, and its mark with it.
         if Queue::is_marked(&holds.cancelled, &envelope.id) {
-            return self
-                .bury_cancelled(name, body, stat.version, &envelope)
-                .await;
+            let (attempts, last) = (envelope.attempts, envelope.last_error);
+            let how = (attempts, OnDead::Continue, true);
+            return self.bury_read(read, how, CANCELLED.into(), last).await;
         }
         if holds.paused.holds(&envelope.event_type) {
             return Ok(Prepared::Decided(ClaimOutcome::Paused));
@@ -324,10 +343,10 @@ impl Queue {
         let on_dead = holds.on_dead.for_task(&envelope);
         if envelope.attempts >= self.max_attempts() {
             let reason = format!("gave up after {} attempts", envelope.attempts);
-            let last = envelope.last_error.clone();
-            let attempts = envelope.attempts;
-            let task = Unclaimed::new(name, body, stat.version, attempts, on_dead);
-            return self.bury_read(task, reason, last).await;
+            let (attempts, last) = (envelope.attempts, envelope.last_error.clone());
+            return self
+                .bury_read(read, (attempts, on_dead, false), reason, last)
+                .await;
         }
         let lock = match &envelope.group {
             None => None,
@@ -355,34 +374,11 @@ impl Queue {
                 let reason = format!(
                     "task too large to claim: {size} bytes with its envelope, over {limit}"
                 );
-                let attempts = envelope.attempts - 1;
-                let task = Unclaimed::new(name, body, stat.version, attempts, on_dead);
-                self.bury_read(task, reason, None).await
+                let how = (envelope.attempts - 1, on_dead, false);
+                self.bury_read(read, how, reason, None).await
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// Buries a task marked cancelled (its holder's lease was freed, or it was released in
-    /// place), and removes its mark.
-    async fn bury_cancelled(
-        &self,
-        name: &str,
-        body: &[u8],
-        version: i32,
-        envelope: &Envelope,
-    ) -> Result<Prepared> {
-        let (attempts, last) = (envelope.attempts, envelope.last_error.clone());
-        let reason = CANCELLED.to_string();
-        let task = Unclaimed::new(name, body, version, attempts, OnDead::Continue);
-        let outcome = match self.bury_unclaimed(task, reason, last).await? {
-            ClaimOutcome::Buried { .. } => {
-                self.unmark_cancelled(&envelope.id).await?;
-                ClaimOutcome::Cancelled
-            }
-            other => other,
-        };
-        Ok(Prepared::Decided(outcome))
     }
 
     /// The claim's multi-op, for every task of `takes` at once: per task (for a grouped
@@ -402,37 +398,42 @@ impl Queue {
                 .iter()
                 .map(|(_, t)| (self.layout().task(&t.name), self.layout().lease(&t.name)))
                 .collect();
-            // The gates' rewrites first, then each task's operations; for each operation,
-            // what it belongs to.
-            let mut ops = Vec::new();
-            let mut owners = Vec::new();
+            // The gates' rewrites first, then each task's operations, each tagged with what
+            // it belongs to.
+            let mut multi = Multi::new();
             for (g, gate) in gates.iter().enumerate() {
-                ops.push(Op::Set(&gate.path, &gate.data, gate.version));
-                owners.push(Owner::Gate(g));
+                multi.push(
+                    Owner::Gate(g),
+                    Op::Set(&gate.path, &gate.data, gate.version),
+                );
             }
             for (i, ((_, take), (task_path, lease_path))) in takes.iter().zip(&paths).enumerate() {
+                let step = |step| Owner::Task(i, step);
                 if let Some(slot) = &take.slot {
-                    ops.push(Op::CreateEphemeral(slot, b""));
-                    owners.push(Owner::Task(i, Step::Slot));
+                    multi.push(step(Step::Slot), Op::CreateEphemeral(slot, b""));
                 }
                 match &take.lock {
-                    Some(LockOp::Create { path, data }) => ops.push(Op::Create(path, data)),
+                    Some(LockOp::Create { path, data }) => {
+                        multi.push(step(Step::Lock), Op::Create(path, data));
+                    }
                     Some(LockOp::TakeOver {
                         path,
                         data,
                         version,
-                    }) => ops.push(Op::Set(path, data, *version)),
+                    }) => {
+                        multi.push(step(Step::Lock), Op::Set(path, data, *version));
+                    }
                     None => {}
                 }
-                if take.lock.is_some() {
-                    owners.push(Owner::Task(i, Step::Lock));
-                }
-                ops.push(Op::Create(lease_path, &lease_data));
-                ops.push(Op::Set(lease_path, &lease_data, 0));
-                ops.push(Op::Set(task_path, &take.body, take.read_version));
-                owners.extend([Step::Lease, Step::Bump, Step::Task].map(|s| Owner::Task(i, s)));
+                multi
+                    .push(step(Step::Lease), Op::Create(lease_path, &lease_data))
+                    .push(step(Step::Bump), Op::Set(lease_path, &lease_data, 0))
+                    .push(
+                        step(Step::Task),
+                        Op::Set(task_path, &take.body, take.read_version),
+                    );
             }
-            let (at, error) = match self.commit("claim", &ops).await? {
+            let failed = match self.commit("claim", &multi).await? {
                 Ok(results) => {
                     let mut results = &results[gates.len()..];
                     for ((index, take), (_, lease_path)) in takes.drain(..).zip(&paths) {
@@ -444,7 +445,7 @@ impl Queue {
                 }
                 Err(failed) => failed,
             };
-            let (task, step) = match owners[at] {
+            let (task, step) = match failed.tag {
                 // Another consumer went through the gate meanwhile: its tasks wait.
                 Owner::Gate(g) => {
                     let gate = gates.remove(g);
@@ -457,7 +458,7 @@ impl Queue {
                 }
                 Owner::Task(task, step) => (task, step),
             };
-            let outcome = match (step, error) {
+            let outcome = match (step, &failed.error) {
                 (Step::Slot, zk::Error::NodeExists | zk::Error::NoNode) => {
                     let retry_in_ms = crate::limit::SLOT_POLL_MS;
                     ClaimOutcome::Limited { retry_in_ms }
@@ -469,7 +470,7 @@ impl Queue {
                     ClaimOutcome::Taken
                 }
                 (Step::Task, zk::Error::NoNode) => ClaimOutcome::Gone,
-                (_, e) => return Err(Error::zk("claim", ops[at].path(), e)),
+                _ => return Err(failed.unexpected("claim")),
             };
             outcomes.push((takes[task].0, outcome));
             takes.truncate(task);

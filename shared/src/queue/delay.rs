@@ -5,7 +5,7 @@
 //! delayed/<bucket>/<due>~<task name>    bucket: the start of the 10 s in which it is due
 //! ```
 //!
-//! - A release with a backoff moves the task there in its own multi-op (create the waiting
+//! - A release with a backoff moves the task there ([`Queue::release`]: create the waiting
 //!   node, delete task and lease, all version-checked).
 //! - A walk that meets a task not due yet (a producer's `retry_at`) moves it there likewise,
 //!   with a lease created and deleted in the same multi-op so that it fails if anyone holds it.
@@ -19,9 +19,7 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::Lease;
-use super::holder::Settled;
-use super::ops::Op;
+use super::ops::{Multi, Op, Part};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::{TASK_PREFIX, delay_bucket_of};
@@ -61,79 +59,29 @@ impl Queue {
         let (lease_path, task_path) = (self.layout().lease(name), self.layout().task(name));
         for first in [true, false] {
             self.ensure_bucket(bucket).await?;
-            let ops = [
-                Op::Create(&lease_path, &guard),
-                Op::Create(&waiting, body),
-                Op::Delete(&task_path, version),
-                Op::Delete(&lease_path, -1),
-            ];
-            return Ok(match self.commit("defer", &ops).await? {
-                Ok(_) => Deferred::Moved,
+            let mut multi = Multi::new();
+            multi
+                .push(Part::Guard, Op::Create(&lease_path, &guard))
+                .push(Part::Waiting, Op::Create(&waiting, body))
+                .push(Part::Task, Op::Delete(&task_path, version))
+                .push(Part::Guard, Op::Delete(&lease_path, -1));
+            let failed = match self.commit("defer", &multi).await? {
+                Ok(_) => return Ok(Deferred::Moved),
+                Err(failed) => failed,
+            };
+            use zk::Error::{BadVersion, NoNode, NodeExists};
+            return Ok(match (failed.tag, &failed.error) {
                 // The bucket was promoted away between its creation and this: once more.
-                Err((1, zk::Error::NoNode)) if first => continue,
-                Err((0, zk::Error::NodeExists) | (2, zk::Error::BadVersion)) => Deferred::Taken,
-                Err((1, zk::Error::NodeExists) | (2, zk::Error::NoNode)) => Deferred::Gone,
-                Err((i, e)) => return Err(Error::zk("defer", ops[i].path(), e)),
+                (Part::Waiting, NoNode) if first => continue,
+                (Part::Guard, NodeExists) | (Part::Task, BadVersion) => Deferred::Taken,
+                (Part::Waiting, NodeExists) | (Part::Task, NoNode) => Deferred::Gone,
+                _ => return Err(failed.unexpected("defer")),
             });
         }
         Ok(Deferred::Taken)
     }
 
-    /// Releases a held task to wait until `due`, with `body` (its envelope, error and attempts
-    /// written) as it is; checked like every holder's write.
-    pub(super) async fn release_until(
-        &self,
-        lease: &mut Lease,
-        body: &[u8],
-        due: i64,
-    ) -> Result<Settled> {
-        let name = lease.task.name.clone();
-        let bucket = delay_bucket_of(due);
-        let waiting = self
-            .layout()
-            .delayed_task(bucket, &waiting_name(due, &name));
-        let (task_path, lease_path) = (self.layout().task(&name), self.layout().lease(&name));
-        // Creating and deleting the task's cancel mark fails when it exists: a task cancelled
-        // while held does not go to wait for a retry.
-        let mark = self.layout().cancel_mark(&lease.task.envelope.id);
-        let mut reread = false;
-        for _ in 0..3 {
-            self.ensure_bucket(bucket).await?;
-            let ops = [
-                Op::Create(&waiting, body),
-                Op::Delete(&task_path, lease.task_version),
-                Op::Delete(&lease_path, lease.lease_version),
-                Op::Create(&mark, b""),
-                Op::Delete(&mark, -1),
-            ];
-            match self.commit("release", &ops).await? {
-                Ok(_) => return Ok(Settled::Done),
-                Err((0, zk::Error::NoNode)) => continue,
-                Err((3, zk::Error::NodeExists)) => return Ok(Settled::Cancelled),
-                Err((3, zk::Error::NoNode)) => {
-                    self.ensure_parent(&self.layout().cancelled()).await?;
-                    continue;
-                }
-                Err((2, zk::Error::BadVersion)) if !reread => {
-                    reread = true;
-                    if !self.still_ours(lease).await? {
-                        return Ok(Settled::LeaseLost);
-                    }
-                }
-                // Our own earlier try landed (same due, same task), or the task is gone.
-                Err((0, zk::Error::NodeExists) | (1, zk::Error::NoNode)) => {
-                    return Ok(Settled::Gone);
-                }
-                Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => {
-                    return Ok(Settled::LeaseLost);
-                }
-                Err((i, e)) => return Err(Error::zk("release", ops[i].path(), e)),
-            }
-        }
-        Ok(Settled::LeaseLost)
-    }
-
-    async fn ensure_bucket(&self, bucket: i64) -> Result<()> {
+    pub(super) async fn ensure_bucket(&self, bucket: i64) -> Result<()> {
         let path = self.layout().delay_bucket(bucket);
         match self.client().create(&path, b"", &self.persistent()).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
@@ -228,21 +176,24 @@ impl Queue {
         let name = parse_waiting(node).map_or(node, |(_, name)| name);
         let body = back_in_line(&body, name);
         let prefix = self.layout().task_prefix();
-        let ops = [
-            Op::CreateSequential(&prefix, &body),
-            Op::Delete(&path, stat.version),
-        ];
-        match self.commit("promote", &ops).await? {
+        let mut multi = Multi::new();
+        multi
+            .push(Part::NewTask, Op::CreateSequential(&prefix, &body))
+            .push(Part::Waiting, Op::Delete(&path, stat.version));
+        match self.commit("promote", &multi).await? {
             Ok(results) => {
-                if let Some(zk::MultiWriteResult::Create { path: new, .. }) = results.first() {
+                let created = multi.result(&results, Part::NewTask);
+                if let Some(zk::MultiWriteResult::Create { path: new, .. }) = created {
                     let new = new.rsplit('/').next().unwrap_or(new);
                     debug_assert!(new.starts_with(TASK_PREFIX));
                     tracing::debug!(task = %name, now = %new, "due task back in the queue");
                 }
                 Ok(true)
             }
-            Err((_, zk::Error::NoNode | zk::Error::BadVersion)) => Ok(false),
-            Err((i, e)) => Err(Error::zk("promote", ops[i].path(), e)),
+            Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
+                Ok(false)
+            }
+            Err(failed) => Err(failed.unexpected("promote")),
         }
     }
 

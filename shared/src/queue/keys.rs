@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::ops::Op;
+use super::ops::{Multi, Op, Part};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::{self, TASK_PREFIX};
@@ -138,23 +138,27 @@ impl Queue {
         let write = self.keyed_write(envelope, key)?;
         let prefix = self.layout().task_prefix();
         for _ in 0..3 {
-            let ops = [
-                Op::Create(&write.key_path, &write.unnamed),
-                Op::CreateSequential(&prefix, &write.body),
-            ];
-            match self.commit("publish", &ops).await? {
+            let mut multi = Multi::new();
+            multi
+                .push(Part::Key, Op::Create(&write.key_path, &write.unnamed))
+                .push(Part::NewTask, Op::CreateSequential(&prefix, &write.body));
+            match self.commit("publish", &multi).await? {
                 Ok(results) => {
-                    let task = created_name(&results, 1, &prefix)?;
+                    let task = created_name(multi.result(&results, Part::NewTask), &prefix)?;
                     self.name_key(&write, &task).await?;
                     return Ok(Published::Created { id: write.id, task });
                 }
-                Err((0, zk::Error::NodeExists)) => {
-                    if let Some(existing) = self.existing(&write.key_path).await? {
-                        return Ok(existing);
+                Err(failed) => match (failed.tag, &failed.error) {
+                    (Part::Key, zk::Error::NodeExists) => {
+                        if let Some(existing) = self.existing(&write.key_path).await? {
+                            return Ok(existing);
+                        }
                     }
-                }
-                Err((0, zk::Error::NoNode)) => self.ensure_parent(&self.layout().keys()).await?,
-                Err((i, e)) => return Err(Error::zk("publish", ops[i].path(), e)),
+                    (Part::Key, zk::Error::NoNode) => {
+                        self.ensure_parent(&self.layout().keys()).await?
+                    }
+                    _ => return Err(failed.unexpected("publish")),
+                },
             }
         }
         Err(Error::Unreadable {
@@ -179,25 +183,29 @@ impl Queue {
         let write = self.keyed_write(envelope, key)?;
         let prefix = self.layout().task_prefix();
         for _ in 0..3 {
-            let ops = [
-                Op::Delete(dead, version),
-                Op::Create(&write.key_path, &write.unnamed),
-                Op::CreateSequential(&prefix, &write.body),
-            ];
-            match self.commit("redrive", &ops).await? {
+            let mut multi = Multi::new();
+            multi
+                .push(Part::Record, Op::Delete(dead, version))
+                .push(Part::Key, Op::Create(&write.key_path, &write.unnamed))
+                .push(Part::NewTask, Op::CreateSequential(&prefix, &write.body));
+            match self.commit("redrive", &multi).await? {
                 Ok(results) => {
-                    let task = created_name(&results, 2, &prefix)?;
+                    let task = created_name(multi.result(&results, Part::NewTask), &prefix)?;
                     self.name_key(&write, &task).await?;
                     return Ok(Some(Published::Created { id: write.id, task }));
                 }
-                Err((0, zk::Error::NoNode | zk::Error::BadVersion)) => return Ok(None),
-                Err((1, zk::Error::NodeExists)) => {
-                    if let Some(existing) = self.existing(&write.key_path).await? {
-                        return Ok(Some(existing));
+                Err(failed) => match (failed.tag, &failed.error) {
+                    (Part::Record, zk::Error::NoNode | zk::Error::BadVersion) => return Ok(None),
+                    (Part::Key, zk::Error::NodeExists) => {
+                        if let Some(existing) = self.existing(&write.key_path).await? {
+                            return Ok(Some(existing));
+                        }
                     }
-                }
-                Err((1, zk::Error::NoNode)) => self.ensure_parent(&self.layout().keys()).await?,
-                Err((i, e)) => return Err(Error::zk("redrive", ops[i].path(), e)),
+                    (Part::Key, zk::Error::NoNode) => {
+                        self.ensure_parent(&self.layout().keys()).await?
+                    }
+                    _ => return Err(failed.unexpected("redrive")),
+                },
             }
         }
         Err(Error::Unreadable {
@@ -412,12 +420,8 @@ fn completed_at(bytes: &[u8]) -> Option<i64> {
 }
 
 /// The name of the task the multi-op's operation `index` created.
-pub(super) fn created_name(
-    results: &[zk::MultiWriteResult],
-    index: usize,
-    prefix: &str,
-) -> Result<String> {
-    match results.get(index) {
+pub(super) fn created_name(result: Option<&zk::MultiWriteResult>, prefix: &str) -> Result<String> {
+    match result {
         Some(zk::MultiWriteResult::Create { path, .. }) => {
             let name = path.rsplit('/').next().unwrap_or(path);
             debug_assert!(name.starts_with(TASK_PREFIX));

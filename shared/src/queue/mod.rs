@@ -5,8 +5,9 @@
 //! - `probe`, `walk`: finding tasks by number from the head, without listing `tasks/`.
 //! - `delay`: tasks that wait out a backoff or a delay under `delayed/`.
 //! - `reads`: reading znodes, one or many to a request.
-//! - `claim`: taking a task ([`ClaimOutcome`]), and burying one nobody can claim.
-//! - `holder`: what the holder of a [`Lease`] does next ([`Settled`]).
+//! - `claim`: taking a task ([`ClaimOutcome`]).
+//! - `holder`: what the holder of a [`Lease`] does while it runs the task: extend, release
+//!   ([`Settled`]); `complete`: completing held tasks; `bury`: burying any task, held or not.
 //! - `record`: dead-letter records, and their copy to a [`DeadLetterSink`] (`forward`).
 //! - `keys`: idempotency keys: deduplicated publishes, marked completed or deleted with
 //!   their task, swept when they expire.
@@ -34,6 +35,7 @@ mod batch;
 mod bury;
 mod cancel;
 mod claim;
+mod complete;
 mod delay;
 mod done;
 mod forward;
@@ -52,7 +54,6 @@ pub(crate) mod record;
 #[cfg(feature = "schedule")]
 mod schedules;
 mod stale;
-mod unclaimed;
 mod walk;
 
 use std::sync::Arc;
@@ -60,6 +61,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+pub use bury::Burial;
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Holds, Lease};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use done::DoneRecord;
@@ -67,7 +69,7 @@ pub use forward::{DeadLetterSink, SendError};
 pub use group::{GroupLock, HeldLock, LockRead};
 pub use holder::Settled;
 pub use keys::{KeyState, Published};
-pub(crate) use ops::Op;
+pub(crate) use ops::{Multi, Op, Part};
 pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::{Head, HeadData, LeaseSeen, Probe, Probed};
 pub use reads::TaskRead;

@@ -1,5 +1,7 @@
-//! The multi-op every write of the queue is made of, and how its failures come back: as the
-//! index of the operation that failed, a value for the caller to read races from.
+//! The multi-op every write of the queue is made of. Each operation is added with a tag that
+//! says what it is for, and a failed multi-op comes back as the tag of the operation that
+//! failed it: callers answer "the task was gone" or "the lease changed hands" by meaning, never
+//! by an index into a list built elsewhere.
 
 use zookeeper_client as zk;
 
@@ -17,19 +19,7 @@ pub(crate) enum Op<'a> {
     Check(&'a str, i32),
 }
 
-impl<'a> Op<'a> {
-    /// The same operation, borrowing what this one borrows.
-    pub(crate) fn clone_ref(&self) -> Op<'a> {
-        match *self {
-            Op::Create(p, d) => Op::Create(p, d),
-            Op::CreateEphemeral(p, d) => Op::CreateEphemeral(p, d),
-            Op::CreateSequential(p, d) => Op::CreateSequential(p, d),
-            Op::Set(p, d, v) => Op::Set(p, d, v),
-            Op::Delete(p, v) => Op::Delete(p, v),
-            Op::Check(p, v) => Op::Check(p, v),
-        }
-    }
-
+impl Op<'_> {
     pub(crate) fn path(&self) -> &str {
         match *self {
             Op::Create(p, _)
@@ -40,45 +30,148 @@ impl<'a> Op<'a> {
             | Op::Check(p, _) => p,
         }
     }
-}
 
-/// A multi-op's results, or the index and error of the operation that failed it.
-pub(crate) type Committed = std::result::Result<Vec<zk::MultiWriteResult>, (usize, zk::Error)>;
-
-impl Queue {
-    /// Commits `ops`; an operation's failure comes back as a value with its index. Only a
-    /// failure of the request itself (no answer, a dropped link) is an error.
-    pub(crate) async fn commit(&self, what: &'static str, ops: &[Op<'_>]) -> Result<Committed> {
-        let mut multi = self.client().new_multi_writer();
-        for op in ops {
-            let added = match *op {
-                Op::Create(path, data) => multi.add_create(path, data, &self.persistent()),
-                Op::CreateEphemeral(path, data) => multi.add_create(path, data, &self.ephemeral()),
-                Op::CreateSequential(path, data) => {
-                    multi.add_create(path, data, &self.sequential())
-                }
-                Op::Set(path, data, version) => multi.add_set_data(path, data, Some(version)),
-                Op::Delete(path, version) => {
-                    multi.add_delete(path, (version >= 0).then_some(version))
-                }
-                Op::Check(path, version) => multi.add_check_version(path, version),
-            };
-            added.map_err(|e| Error::zk(what, op.path(), e))?;
-        }
-        match multi.commit().await {
-            Ok(results) => Ok(Ok(results)),
-            Err(e) => match failed_at(&e) {
-                Some((index, source)) => Ok(Err((index, source.clone()))),
-                None => Err(Error::zk(what, ops[0].path(), e)),
-            },
+    /// The bytes of data it sends.
+    pub(crate) fn data(&self) -> &[u8] {
+        match *self {
+            Op::Create(_, d) | Op::CreateEphemeral(_, d) | Op::CreateSequential(_, d) => d,
+            Op::Set(_, d, _) => d,
+            Op::Delete(..) | Op::Check(..) => b"",
         }
     }
 }
 
-/// The multi-op error of index `index`, if that is what failed.
-pub(crate) fn failed_at(err: &zk::MultiWriteError) -> Option<(usize, &zk::Error)> {
-    match err {
-        zk::MultiWriteError::OperationFailed { index, source } => Some((*index, source)),
-        zk::MultiWriteError::RequestFailed { .. } => None,
+/// What an operation is for, in the multi-ops that move one task (a claim and a completion
+/// tag theirs with the task's index too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The task's znode under `tasks/`, at the version its holder or reader knows.
+    Task,
+    /// The task's lease, at its holder's version.
+    Lease,
+    /// A lease created and deleted in the same multi-op: it fails when someone holds the task.
+    Guard,
+    /// A new task at the tail of `tasks/`.
+    NewTask,
+    /// Where the task waits under `delayed/`.
+    Waiting,
+    /// Its dead-letter record (created by a bury, deleted by a redrive).
+    Record,
+    /// Its idempotency key, or the key's expiry entry.
+    Key,
+    /// Its group's lock.
+    Lock,
+    /// Its cancel mark: created and deleted by a release (which then fails when the mark
+    /// exists), deleted by the bury of a cancelled task.
+    Mark,
+    /// Its completion record.
+    Done,
+    /// Its completion record's entry by envelope id.
+    DoneId,
+    /// A schedule's znode, at the version its firer read.
+    Schedule,
+    /// A schedule slot's mark.
+    SlotMark,
+}
+
+/// A multi-op being built: its operations in order, each with its tag.
+pub(crate) struct Multi<'a, T> {
+    ops: Vec<(T, Op<'a>)>,
+}
+
+impl<'a, T: Copy + PartialEq> Multi<'a, T> {
+    pub(crate) fn new() -> Self {
+        Multi { ops: Vec::new() }
+    }
+
+    /// Adds `op`, for `tag`.
+    pub(crate) fn push(&mut self, tag: T, op: Op<'a>) -> &mut Self {
+        self.ops.push((tag, op));
+        self
+    }
+
+    /// Adds `op`, if there is one, for `tag`.
+    pub(crate) fn push_some(&mut self, tag: T, op: Option<Op<'a>>) -> &mut Self {
+        if let Some(op) = op {
+            self.push(tag, op);
+        }
+        self
+    }
+
+    /// The result of the first operation tagged `tag` in a committed multi-op's `results`.
+    pub(crate) fn result<'r>(
+        &self,
+        results: &'r [zk::MultiWriteResult],
+        tag: T,
+    ) -> Option<&'r zk::MultiWriteResult> {
+        let at = self.ops.iter().position(|(t, _)| *t == tag)?;
+        results.get(at)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    pub(crate) fn ops(&self) -> impl Iterator<Item = &Op<'a>> {
+        self.ops.iter().map(|(_, op)| op)
+    }
+}
+
+/// The operation that failed a multi-op: its tag, its error and its path. Nothing of the
+/// multi-op changed.
+#[derive(Debug)]
+pub(crate) struct Failed<T> {
+    pub tag: T,
+    pub error: zk::Error,
+    pub path: String,
+}
+
+impl<T> Failed<T> {
+    /// The failure as an error of `what`, for a failure the caller has no answer to.
+    pub(crate) fn unexpected(self, what: &'static str) -> Error {
+        Error::zk(what, self.path, self.error)
+    }
+}
+
+/// A multi-op's results, or the operation that failed it.
+pub(crate) type Committed<T> = std::result::Result<Vec<zk::MultiWriteResult>, Failed<T>>;
+
+impl Queue {
+    /// Commits `multi`; an operation's failure comes back as a value with its tag. Only a
+    /// failure of the request itself (no answer, a dropped link) is an error.
+    pub(crate) async fn commit<T: Copy + PartialEq>(
+        &self,
+        what: &'static str,
+        multi: &Multi<'_, T>,
+    ) -> Result<Committed<T>> {
+        let mut writer = self.client().new_multi_writer();
+        for (_, op) in &multi.ops {
+            let added = match *op {
+                Op::Create(path, data) => writer.add_create(path, data, &self.persistent()),
+                Op::CreateEphemeral(path, data) => writer.add_create(path, data, &self.ephemeral()),
+                Op::CreateSequential(path, data) => {
+                    writer.add_create(path, data, &self.sequential())
+                }
+                Op::Set(path, data, version) => writer.add_set_data(path, data, Some(version)),
+                Op::Delete(path, version) => {
+                    writer.add_delete(path, (version >= 0).then_some(version))
+                }
+                Op::Check(path, version) => writer.add_check_version(path, version),
+            };
+            added.map_err(|e| Error::zk(what, op.path(), e))?;
+        }
+        let first = multi.ops.first().map_or("", |(_, op)| op.path());
+        match writer.commit().await {
+            Ok(results) => Ok(Ok(results)),
+            Err(zk::MultiWriteError::OperationFailed { index, source }) => {
+                let (tag, op) = &multi.ops[index];
+                Ok(Err(Failed {
+                    tag: *tag,
+                    error: source,
+                    path: op.path().to_string(),
+                }))
+            }
+            Err(e) => Err(Error::zk(what, first, e)),
+        }
     }
 }

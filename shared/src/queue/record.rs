@@ -6,9 +6,6 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::Queue;
-use super::ops::{Committed, Op};
-use crate::error::Result;
-use crate::layout::DEAD_NAME_SUFFIX;
 use crate::task::json;
 
 /// The dead-letter reason of a cancelled task.
@@ -37,27 +34,6 @@ pub(crate) fn short(error: String) -> String {
 }
 
 impl Queue {
-    /// Commits a bury's `ops`, whose operation `dead_at` creates `dead/T`; when that name is
-    /// taken (a record of an earlier queue under the same root, or sequence numbers wrapped),
-    /// commits them again with a name of the record's own: `dead/T~` and a sequence number.
-    pub(crate) async fn commit_bury(&self, ops: &[Op<'_>], dead_at: usize) -> Result<Committed> {
-        let committed = self.commit("bury", ops).await?;
-        let Err((index, zookeeper_client::Error::NodeExists)) = committed else {
-            return Ok(committed);
-        };
-        if index != dead_at {
-            return Ok(committed);
-        }
-        let Op::Create(path, record) = ops[dead_at] else {
-            return Ok(committed);
-        };
-        let other = format!("{path}{DEAD_NAME_SUFFIX}");
-        tracing::warn!(dead_letter = %path, "dead-letter name taken; the record gets a name of its own");
-        let mut retry: Vec<Op> = ops.iter().map(Op::clone_ref).collect();
-        retry[dead_at] = Op::CreateSequential(&other, record);
-        self.commit("bury", &retry).await
-    }
-
     /// A dead-letter record written by this consumer now; see [`build_record`].
     pub(crate) fn dead_record(
         &self,

@@ -15,7 +15,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::keys::{KeyedWrite, created_name};
-use super::ops::Op;
+use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
 use crate::recurrence::Schedule;
 use crate::task::{Envelope, MAX_BODY_BYTES};
@@ -121,13 +121,18 @@ impl Queue {
                 Err(e) => return Err(Error::zk("list", path, e)),
             };
             let mark_paths: Vec<String> = marks.iter().map(|m| format!("{path}/{m}")).collect();
-            let mut ops: Vec<Op> = mark_paths.iter().map(|m| Op::Delete(m, -1)).collect();
-            ops.push(Op::Delete(&path, -1));
-            match self.commit("remove schedule", &ops).await? {
+            let mut multi = Multi::new();
+            for mark in &mark_paths {
+                multi.push(Part::SlotMark, Op::Delete(mark, -1));
+            }
+            multi.push(Part::Schedule, Op::Delete(&path, -1));
+            match self.commit("remove schedule", &multi).await? {
                 Ok(_) => return Ok(true),
                 // A firer took a slot meanwhile (a mark came or went): look again.
-                Err((_, zk::Error::NoNode | zk::Error::NotEmpty)) => continue,
-                Err((i, e)) => return Err(Error::zk("delete", ops[i].path(), e)),
+                Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::NotEmpty) => {
+                    continue;
+                }
+                Err(failed) => return Err(failed.unexpected("delete")),
             }
         }
         Err(Error::Unreadable {
@@ -155,11 +160,14 @@ impl Queue {
             ..stored.schedule.clone()
         })?;
         let Some(envelope) = task else {
-            let ops = [Op::Set(&path, &moved, stored.version)];
-            return match self.commit("skip slot", &ops).await? {
+            let mut multi = Multi::new();
+            multi.push(Part::Schedule, Op::Set(&path, &moved, stored.version));
+            return match self.commit("skip slot", &multi).await? {
                 Ok(_) => Ok(SlotTaken::Skipped),
-                Err((_, zk::Error::BadVersion | zk::Error::NoNode)) => Ok(SlotTaken::Raced),
-                Err((i, e)) => Err(Error::zk("skip slot", ops[i].path(), e)),
+                Err(f) if matches!(f.error, zk::Error::BadVersion | zk::Error::NoNode) => {
+                    Ok(SlotTaken::Raced)
+                }
+                Err(failed) => Err(failed.unexpected("skip slot")),
             };
         };
         let mark = self.layout().schedule_slot(name, slot_ms);
@@ -226,7 +234,7 @@ impl Queue {
             prefix,
             body,
         };
-        let bytes = request_bytes(&firing.ops(0));
+        let bytes = request_bytes(&firing.multi(0));
         if bytes > MAX_BODY_BYTES {
             return Err(schedule_error(name, too_large(bytes)));
         }
@@ -235,33 +243,37 @@ impl Queue {
 
     /// The multi-op of a slot that makes a task, checked against the schedule's `version`.
     async fn fire(&self, firing: &Firing<'_>, version: i32) -> Result<SlotTaken> {
-        let ops = firing.ops(version);
+        let multi = firing.multi(version);
         let keyed = match &firing.body {
             Body::Keyed(write) => Some(write),
             Body::Plain(_) => None,
         };
-        match self.commit("fire slot", &ops).await? {
+        let failed = match self.commit("fire slot", &multi).await? {
             Ok(results) => {
-                let task = created_name(&results, ops.len() - 1, &firing.prefix)?;
+                let task = created_name(multi.result(&results, Part::NewTask), &firing.prefix)?;
                 if let Some(write) = keyed {
                     self.name_key(write, &task).await?;
                 }
-                Ok(SlotTaken::Fired { task })
+                return Ok(SlotTaken::Fired { task });
             }
-            Err((0 | 1, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists)) => {
+            Err(failed) => failed,
+        };
+        use zk::Error::{BadVersion, NoNode, NodeExists};
+        match (failed.tag, &failed.error, keyed) {
+            (Part::Schedule | Part::SlotMark, BadVersion | NoNode | NodeExists, _) => {
                 Ok(SlotTaken::Raced)
             }
-            Err((2, zk::Error::NodeExists)) if keyed.is_some() => {
-                let key_path = &keyed.expect("keyed").key_path;
+            // An earlier task has the key: the slot is taken without one.
+            (Part::Key, NodeExists, Some(write)) => {
                 let (path, moved, mark) = (firing.path, firing.moved, firing.mark);
-                self.take_without_task(path, moved, version, mark, key_path)
+                self.take_without_task(path, moved, version, mark, &write.key_path)
                     .await
             }
-            Err((2, zk::Error::NoNode)) if keyed.is_some() => {
+            (Part::Key, NoNode, Some(_)) => {
                 self.ensure_parent(&self.layout().keys()).await?;
                 Ok(SlotTaken::Raced)
             }
-            Err((i, e)) => Err(Error::zk("fire slot", ops[i].path(), e)),
+            _ => Err(failed.unexpected("fire slot")),
         }
     }
 
@@ -274,8 +286,11 @@ impl Queue {
         mark: &str,
         key_path: &str,
     ) -> Result<SlotTaken> {
-        let ops = [Op::Set(path, moved, version), Op::Create(mark, b"")];
-        match self.commit("fire slot", &ops).await? {
+        let mut multi = Multi::new();
+        multi
+            .push(Part::Schedule, Op::Set(path, moved, version))
+            .push(Part::SlotMark, Op::Create(mark, b""));
+        match self.commit("fire slot", &multi).await? {
             Ok(_) => {
                 let task = self
                     .existing(key_path)
@@ -283,10 +298,15 @@ impl Queue {
                     .and_then(|p| p.task().map(str::to_string));
                 Ok(SlotTaken::Existing { task })
             }
-            Err((_, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists)) => {
+            Err(failed)
+                if matches!(
+                    failed.error,
+                    zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NodeExists
+                ) =>
+            {
                 Ok(SlotTaken::Raced)
             }
-            Err((i, e)) => Err(Error::zk("fire slot", ops[i].path(), e)),
+            Err(failed) => Err(failed.unexpected("fire slot")),
         }
     }
 }
@@ -310,32 +330,28 @@ struct Firing<'a> {
 impl Firing<'_> {
     /// The multi-op, checked against the schedule's `version`: the schedule moved on, the
     /// slot's mark, the task (after its key) last.
-    fn ops(&self, version: i32) -> Vec<Op<'_>> {
-        let mut ops = vec![
-            Op::Set(self.path, self.moved, version),
-            Op::Create(self.mark, b""),
-        ];
-        match &self.body {
-            Body::Plain(body) => ops.push(Op::CreateSequential(&self.prefix, body)),
-            Body::Keyed(write) => {
-                ops.push(Op::Create(&write.key_path, &write.unnamed));
-                ops.push(Op::CreateSequential(&self.prefix, &write.body));
-            }
+    fn multi(&self, version: i32) -> Multi<'_, Part> {
+        let mut multi = Multi::new();
+        multi
+            .push(Part::Schedule, Op::Set(self.path, self.moved, version))
+            .push(Part::SlotMark, Op::Create(self.mark, b""));
+        if let Body::Keyed(write) = &self.body {
+            multi.push(Part::Key, Op::Create(&write.key_path, &write.unnamed));
         }
-        ops
+        let body = match &self.body {
+            Body::Plain(body) => body,
+            Body::Keyed(write) => &write.body,
+        };
+        multi.push(Part::NewTask, Op::CreateSequential(&self.prefix, body));
+        multi
     }
 }
 
 /// At least the bytes of the request that sends `ops` as one multi-op.
-fn request_bytes(ops: &[Op<'_>]) -> usize {
-    let each = ops.iter().map(|op| {
-        let data: &[u8] = match *op {
-            Op::Create(_, d) | Op::CreateEphemeral(_, d) | Op::CreateSequential(_, d) => d,
-            Op::Set(_, d, _) => d,
-            Op::Delete(..) | Op::Check(..) => b"",
-        };
-        OP_OVERHEAD + op.path().len() + data.len()
-    });
+fn request_bytes(multi: &Multi<'_, Part>) -> usize {
+    let each = multi
+        .ops()
+        .map(|op| OP_OVERHEAD + op.path().len() + op.data().len());
     REQUEST_OVERHEAD + each.sum::<usize>()
 }
 

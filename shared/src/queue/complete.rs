@@ -1,0 +1,186 @@
+//! Completing held tasks: task and lease deleted together, many tasks in one multi-op, with
+//! what each completion writes besides (its key marked completed, its group's lock released,
+//! its completion record). Checked like every holder's write (see `holder`).
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::claim::Lease;
+use super::done::DoneWrite;
+use super::group::HeldLock;
+use super::holder::Settled;
+use super::key_owner::CompletedKey;
+use super::ops::{Multi, Op, Part};
+use crate::error::Result;
+use crate::task::Task;
+
+/// What completing one task writes besides deleting task and lease.
+struct Extras {
+    key: Option<CompletedKey>,
+    lock: Option<HeldLock>,
+    done: Option<DoneWrite>,
+}
+
+/// A completion's multi-op for `leases` (with their task and lease `paths`): each operation
+/// tagged with the index of its lease and what it writes.
+fn completion<'a>(
+    leases: &'a [Lease],
+    paths: &'a [(String, String)],
+    extras: &'a [Extras],
+) -> Multi<'a, (usize, Part)> {
+    let mut multi = Multi::new();
+    for (i, ((l, (task, lease)), extra)) in leases.iter().zip(paths).zip(extras).enumerate() {
+        multi
+            .push((i, Part::Task), Op::Delete(task, l.task_version))
+            .push((i, Part::Lease), Op::Delete(lease, l.lease_version));
+        if let Some(key) = &extra.key {
+            multi
+                .push(
+                    (i, Part::Key),
+                    Op::Set(&key.key.path, &key.data, key.key.version),
+                )
+                .push((i, Part::Key), Op::Create(&key.entry, b""));
+        }
+        if let Some(lock) = &extra.lock {
+            multi.push((i, Part::Lock), Op::Delete(&lock.path, lock.version));
+        }
+        if let Some(done) = &extra.done {
+            multi.push((i, Part::Done), Op::Create(&done.record, &done.record_data));
+            if let Some(entry) = &done.id_entry {
+                multi.push((i, Part::DoneId), Op::Create(entry, &done.id_data));
+            }
+        }
+    }
+    multi
+}
+
+impl Queue {
+    /// Deletes task and lease together, if the lease is still ours.
+    pub async fn complete(&self, lease: Lease) -> Result<Settled> {
+        let mut settled = self.complete_many(vec![lease]).await?;
+        Ok(settled.pop().map_or(Settled::LeaseLost, |(_, s)| s))
+    }
+
+    /// Completes several held tasks in one multi-op, each delete checked as in
+    /// [`Queue::complete`]; a task published with an idempotency key also marks its key
+    /// completed and files it by when it expires; with `KEEP_DONE`, each leaves its completion
+    /// record (see `done`). If one write fails, the multi-op changes
+    /// nothing and names it: that lease is read again when only its version is off (and kept
+    /// when it is still ours), else its task is reported lost or gone, and the rest are
+    /// committed again without it. A key that is missing is left out.
+    pub async fn complete_many(&self, mut leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
+        let mut settled = Vec::with_capacity(leases.len());
+        let mut reread = std::collections::HashSet::new();
+        let mut extras = self.completion_extras(&leases).await?;
+        while !leases.is_empty() {
+            let paths: Vec<(String, String)> = leases
+                .iter()
+                .map(|l| {
+                    let name = &l.task.name;
+                    (self.layout().task(name), self.layout().lease(name))
+                })
+                .collect();
+            let multi = completion(&leases, &paths, &extras);
+            let failed = match self.commit("complete", &multi).await? {
+                Ok(_) => {
+                    settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
+                    break;
+                }
+                Err(failed) => failed,
+            };
+            let ((at, part), error) = (failed.tag, failed.error.clone());
+            let expected = match error {
+                zk::Error::BadVersion | zk::Error::NoNode => true,
+                zk::Error::NodeExists => matches!(part, Part::Key | Part::Done | Part::DoneId),
+                _ => false,
+            };
+            if !expected {
+                return Err(failed.unexpected("complete"));
+            }
+            if self.leave_out(&mut extras[at], part, &leases[at].task.name, &error) {
+                continue;
+            }
+            let lease = &mut leases[at];
+            let on_lease = part == Part::Lease;
+            if on_lease
+                && error == zk::Error::BadVersion
+                && reread.insert(lease.task.name.clone())
+                && self.still_ours(lease).await?
+            {
+                continue;
+            }
+            let outcome = if !on_lease && error == zk::Error::NoNode {
+                Settled::Gone
+            } else {
+                Settled::LeaseLost
+            };
+            let lost = leases.remove(at);
+            extras.remove(at);
+            match outcome {
+                Settled::Gone => {
+                    tracing::info!(task = %lost.task.name, "already gone: nothing to complete")
+                }
+                _ => {
+                    tracing::warn!(task = %lost.task.name, fencing_token = lost.task.fencing_token, "lease lost before completing; nothing changed")
+                }
+            }
+            settled.push((lost.task.name, outcome));
+        }
+        Ok(settled)
+    }
+
+    /// What completing each of `leases` writes besides deleting task and lease: its key marked
+    /// completed, its group's lock released, its completion record.
+    async fn completion_extras(&self, leases: &[Lease]) -> Result<Vec<Extras>> {
+        let tasks: Vec<&Task> = leases.iter().map(|l| &l.task).collect();
+        let (dones, keys) =
+            futures::future::try_join(self.done_writes(leases), self.completed_keys(&tasks))
+                .await?;
+        let extras = leases.iter().zip(dones).zip(keys);
+        Ok(extras
+            .map(|((lease, done), key)| Extras {
+                key,
+                // A grouped task's lock goes with it: the group's next task may run.
+                lock: lease.group_lock.clone(),
+                done,
+            })
+            .collect())
+    }
+
+    /// Leaves out of a completion the `part` of one task that failed it, when the task can be
+    /// completed without; `false` for its task or lease, which decide the task's outcome.
+    fn leave_out(&self, extras: &mut Extras, part: Part, name: &str, error: &zk::Error) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match part {
+            // A key named meanwhile by its publisher is still ours: at its new version. One
+            // gone, taken by another task, or already filed: complete the task without it.
+            // Its expiry bucket may have been swept: make sure of it next time.
+            Part::Key => {
+                extras.key = extras.key.take().and_then(|mut k| {
+                    k.key = k.key.after_failure(error)?;
+                    Some(k)
+                });
+                if extras.key.is_none() {
+                    self.key_bucket.store(i64::MIN, Relaxed);
+                }
+            }
+            // The lock changed hands (an operator resumed the group): not ours to delete.
+            Part::Lock => extras.lock = None,
+            // An earlier task with this id left its record within the window (a redriven
+            // task, a producer's own id): that entry stays, this record goes in by name.
+            Part::DoneId => {
+                if let Some(done) = extras.done.as_mut() {
+                    done.id_entry = None;
+                }
+            }
+            // The record cannot be written: complete the task without it.
+            Part::Done => {
+                tracing::info!(task = %name, error = %error, "completed without a record");
+                extras.done = None;
+                self.done_bucket.store(i64::MIN, Relaxed);
+            }
+            _ => return false,
+        }
+        true
+    }
+}
