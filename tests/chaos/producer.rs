@@ -6,7 +6,8 @@
 //! same key), 3 grouped (30 groups; the payload carries the group's sequence number), 2 to
 //! the limited route (held back and published in bursts every 5 s, so that its limits bind),
 //! 2 of the type that is paused mid-run, 1 cancelled (published due in 8 s, cancelled by
-//! [`event_bridge::cancel::cancel`] 1–2 s after, on a session of its own).
+//! [`event_bridge::cancel::cancel`] 1–2 s after, on a session of its own; half of them head
+//! a group of their own with one task behind them, which must run once the head is gone).
 //!
 //! A batch that fails is published again whole: some of it may have landed before the link
 //! dropped, so those envelopes may exist twice (their ids are kept as uncertain, and allowed
@@ -197,7 +198,7 @@ pub async fn publish(
         let now_ms = producer.zk_now();
         let mut batch = Vec::new();
         for n in sent_count..due {
-            let (kind, envelope) = plan.task(n, now_ms);
+            let (kind, mut envelope) = plan.task(n, now_ms);
             if kind == Kind::Keyed && fastrand::u32(..3) == 0 {
                 let key = envelope.idempotency_key.clone().expect("a keyed task");
                 for _ in 0..fastrand::usize(1..=2) {
@@ -206,10 +207,22 @@ pub async fn publish(
                         .push((at.min(end_estimate), key.clone(), envelope.id.clone()));
                 }
             }
+            // Half the cancelled tasks head a group of their own, with a task behind them:
+            // that task must run once the head is cancelled.
+            let follower = (kind == Kind::Cancelled && fastrand::bool()).then(|| {
+                let group = format!("c-{n}");
+                envelope.group = Some(group.clone());
+                envelope.payload = json!({ "n": n, "group": group, "seq": 1 });
+                let mut follower = Envelope::new(Kind::Grouped.event_type(), json!({}));
+                follower.payload = json!({ "n": n, "group": group, "seq": 2 });
+                follower.group = Some(group);
+                follower
+            });
             match kind {
                 Kind::Limited => plan.limited.push(envelope),
                 _ => batch.push((kind, envelope)),
             }
+            batch.extend(follower.map(|f| (Kind::Grouped, f)));
         }
         sent_count = due;
         let elapsed = start.elapsed();
