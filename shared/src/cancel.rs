@@ -12,6 +12,7 @@ use crate::queue::{ClaimOutcome, Queue, parse_waiting};
 /// What a cancel did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Cancelled {
     /// It was pending or waiting: it is a dead letter now, with the reason `cancelled`.
     Cancelled {

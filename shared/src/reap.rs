@@ -40,6 +40,7 @@ const SWEEP_PER_RUN: usize = 100;
 
 /// What a reaper run did and saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ReapReport {
     /// Expired leases deleted.
     pub reaped: u32,
@@ -65,6 +66,7 @@ pub struct ReapReport {
 
 /// What the reaper read of one lease and its task, at one moment.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum LeaseRead {
     /// The lease has expired: the versions it and its task had, and the task's body.
     Expired(ExpiredLease),

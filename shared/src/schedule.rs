@@ -19,6 +19,7 @@ const WRITE_TRIES: usize = 5;
 
 /// What one look at the schedules did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct FireReport {
     /// Slots that made a task.
     pub fired: u32,
@@ -41,6 +42,7 @@ pub struct FireReport {
 
 /// A schedule that failed to fire its due slot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct FireFailure {
     pub schedule: String,
     pub error: String,

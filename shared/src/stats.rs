@@ -12,6 +12,7 @@ use crate::queue::{Paused, Queue, TaskRead, Walk};
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Stats {
     /// Tasks pending in `tasks/`, leased ones included.
     pub depth: usize,
@@ -56,6 +57,7 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
 /// The children of `tasks/`, `leases/` and `dead/` at one moment, and how many tasks were
 /// ever created under `tasks/` and removed from it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     pub depth: usize,
     pub leased: usize,

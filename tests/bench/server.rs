@@ -15,11 +15,9 @@ pub async fn fresh_chroot(addr: &str) -> Result<(zk::Client, String, Config)> {
     let chroot = format!("{BENCH_ROOT}/{:016x}", fastrand::u64(..));
     let admin = admin_client(addr).await?;
     admin.mkdir(&chroot, &PERSISTENT).await?;
-    let config = Config {
-        zookeeper: format!("{addr}{chroot}"),
-        root: "/queue".into(),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.zookeeper = format!("{addr}{chroot}");
+    config.root = "/queue".into();
     Ok((admin, chroot, config))
 }
 

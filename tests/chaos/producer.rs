@@ -260,6 +260,7 @@ pub async fn publish(
                         state: state.as_str().to_string(),
                     },
                     Answer::Created { task, .. } => RepeatAnswer::Created { task },
+                    other => unreachable!("a publish answered {other:?}"),
                 };
                 producer.repeats.push(Repeat {
                     key,
@@ -279,6 +280,7 @@ pub async fn publish(
                     ));
                     None
                 }
+                other => unreachable!("a publish answered {other:?}"),
             };
             if kind == Kind::Plain {
                 times

@@ -60,12 +60,10 @@ impl Tree {
             .expect("connect to the ensemble");
         let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         top.mkdir(&chroot, &open).await.expect("create the chroot");
-        let config = Config {
-            zookeeper: format!("{hosts}{chroot}"),
-            lease_timeout: LEASE_TIMEOUT,
-            session_timeout: SESSION_TIMEOUT,
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.zookeeper = format!("{hosts}{chroot}");
+        config.lease_timeout = LEASE_TIMEOUT;
+        config.session_timeout = SESSION_TIMEOUT;
         let client = event_bridge::session::connect(&config)
             .await
             .expect("connect inside the chroot");

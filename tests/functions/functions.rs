@@ -109,13 +109,11 @@ async fn an_expired_session_is_replaced_before_the_next_run() {
     // As a sandbox frozen for longer than its session timeout: no link while the session ends.
     let proxy = Proxy::start().await;
     let chroot = tq.config.zookeeper.split_once('/').map(|(_, c)| c).unwrap();
-    let config = Config {
-        zookeeper: format!("{}/{chroot}", proxy.address),
-        // The shortest session the server grants (two ticks).
-        session_timeout: Duration::from_millis(4_000),
-        connect_timeout: Duration::from_millis(1_000),
-        ..tq.config.clone()
-    };
+    let mut config = tq.config.clone();
+    config.zookeeper = format!("{}/{chroot}", proxy.address);
+    // The shortest session the server grants (two ticks).
+    config.session_timeout = Duration::from_millis(4_000);
+    config.connect_timeout = Duration::from_millis(1_000);
     let app = App::open(config, "test").await.expect("app");
     let old = app.session.queue();
     proxy.set_cut(true);
@@ -180,11 +178,9 @@ async fn other_errors_are_not_retried() {
 #[tokio::test]
 async fn cold_start_names_an_unreachable_address() {
     let address = format!("127.0.0.1:{}", free_port());
-    let config = Config {
-        zookeeper: address.clone(),
-        connect_timeout: Duration::from_secs(2),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.zookeeper = address.clone();
+    config.connect_timeout = Duration::from_secs(2);
 
     let err = App::open(config, "test")
         .await

@@ -14,11 +14,9 @@ async fn a_refused_connection_is_retried_until_the_connect_timeout() {
     let proxy = Proxy::start().await;
     proxy.set_cut(true);
     let chroot = t.config.zookeeper.split_once('/').map(|(_, c)| c).unwrap();
-    let config = Config {
-        zookeeper: format!("{}/{chroot}", proxy.address),
-        connect_timeout: Duration::from_secs(20),
-        ..t.config.clone()
-    };
+    let mut config = t.config.clone();
+    config.zookeeper = format!("{}/{chroot}", proxy.address);
+    config.connect_timeout = Duration::from_secs(20);
     let connecting = tokio::spawn(async move { Session::open(config, "test", None).await });
     // Refused for a while, then the server answers.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -43,10 +41,8 @@ async fn a_refused_connection_is_retried_until_the_connect_timeout() {
 #[tokio::test]
 async fn a_missing_chroot_is_named() {
     let chroot = format!("/eb-tests/missing-{}", uuid_like());
-    let config = Config {
-        zookeeper: format!("{}{chroot}", zk_address()),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.zookeeper = format!("{}{chroot}", zk_address());
     let err = Session::open(config, "test", None)
         .await
         .err()

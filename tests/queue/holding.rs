@@ -15,11 +15,9 @@ use harness::{Proxy, TestQueue};
 /// A config for `t`'s chroot through `proxy`.
 fn through(t: &TestQueue, proxy: &Proxy, change: impl FnOnce(&mut Config)) -> Config {
     let chroot = t.config.zookeeper.split_once('/').map(|(_, c)| c).unwrap();
-    let mut config = Config {
-        zookeeper: format!("{}/{chroot}", proxy.address),
-        connect_timeout: Duration::from_millis(1_000),
-        ..t.config.clone()
-    };
+    let mut config = t.config.clone();
+    config.zookeeper = format!("{}/{chroot}", proxy.address);
+    config.connect_timeout = Duration::from_millis(1_000);
     change(&mut config);
     config
 }

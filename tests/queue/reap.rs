@@ -107,11 +107,9 @@ async fn a_000_consumer_lease_expires_by_zookeeper_time_like_ours() {
 
 #[tokio::test]
 async fn an_unreachable_zookeeper_fails_fast_naming_the_address() {
-    let config = event_bridge::Config {
-        zookeeper: "127.0.0.1:9".into(),
-        connect_timeout: Duration::from_secs(2),
-        ..Default::default()
-    };
+    let mut config = event_bridge::Config::default();
+    config.zookeeper = "127.0.0.1:9".into();
+    config.connect_timeout = Duration::from_secs(2);
     let outcome = tokio::time::timeout(
         Duration::from_secs(30),
         event_bridge::session::connect(&config),

@@ -48,10 +48,9 @@ fn watching<H: Handler>(config: Config, handler: H, concurrency: usize) -> Worke
 }
 
 fn config(t: &TestQueue) -> Config {
-    Config {
-        deadline_margin: Duration::from_millis(500),
-        ..t.config.clone()
-    }
+    let mut config = t.config.clone();
+    config.deadline_margin = Duration::from_millis(500);
+    config
 }
 
 #[tokio::test]
@@ -76,13 +75,11 @@ async fn the_worker_recovers_when_its_session_expires() {
     let t = TestQueue::new().await;
     let proxy = Proxy::start().await;
     let chroot = t.config.zookeeper.split_once('/').map(|(_, c)| c).unwrap();
-    let through_proxy = Config {
-        zookeeper: format!("{}/{chroot}", proxy.address),
-        // The shortest session the server grants (two ticks).
-        session_timeout: Duration::from_millis(4_000),
-        connect_timeout: Duration::from_millis(1_000),
-        ..config(&t)
-    };
+    let mut through_proxy = config(&t);
+    through_proxy.zookeeper = format!("{}/{chroot}", proxy.address);
+    // The shortest session the server grants (two ticks).
+    through_proxy.session_timeout = Duration::from_millis(4_000);
+    through_proxy.connect_timeout = Duration::from_millis(1_000);
     let recorder = Recorder::default();
     let worker = watching(through_proxy, recorder.clone(), 2);
     let mut sessions = worker.sessions();

@@ -76,14 +76,13 @@ fn limited(t: &TestQueue, url: &str, limit: Value) -> Config {
         .unwrap()
         .extend(limit.as_object().unwrap().clone());
     let table = json!({"routes": {"partner.call": route}});
-    Config {
-        routes: Some(RouteSource {
-            variable: "ROUTES",
-            origin: "<inline JSON>".into(),
-            text: table.to_string(),
-        }),
-        ..t.config.clone()
-    }
+    let mut config = t.config.clone();
+    config.routes = Some(RouteSource {
+        variable: "ROUTES",
+        origin: "<inline JSON>".into(),
+        text: table.to_string(),
+    });
+    config
 }
 
 async fn publish(t: &TestQueue, n: usize) {

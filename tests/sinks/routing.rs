@@ -10,15 +10,13 @@ use harness::{TestQueue, run};
 
 /// A config whose routes are `table`, on the test's chroot.
 fn routed(t: &TestQueue, table: Value) -> Config {
-    let routes = RouteSource {
+    let mut config = t.config.clone();
+    config.routes = Some(RouteSource {
         variable: "ROUTES",
         origin: "<inline JSON>".into(),
         text: table.to_string(),
-    };
-    Config {
-        routes: Some(routes),
-        ..t.config.clone()
-    }
+    });
+    config
 }
 
 async fn publish(t: &TestQueue, event_type: &str) -> String {

@@ -43,10 +43,8 @@ impl TestQueue {
         let root = raw_client(&zk_address()).await;
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         root.mkdir(&chroot, &options).await.expect("create chroot");
-        let mut config = Config {
-            zookeeper: format!("{}{chroot}", zk_address()),
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.zookeeper = format!("{}{chroot}", zk_address());
         change(&mut config);
         let queue = consumer(&config, "test").await;
         queue.ensure_paths().await.expect("base paths");

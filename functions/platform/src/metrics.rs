@@ -105,10 +105,8 @@ mod tests {
 
     #[test]
     fn a_document_names_its_dimensions_and_metrics_at_the_root() {
-        let config = Config {
-            metrics_dimensions: vec![("Stage".into(), "prod".into())],
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.metrics_dimensions = vec![("Stage".into(), "prod".into())];
         let doc = document(
             &config,
             "process_events",

@@ -80,6 +80,8 @@ fn answer(envelopes: &[Envelope], published: &[Published], path: &str) -> Value 
                 "idempotency_key": envelope.idempotency_key,
                 "status_url": task.as_deref().map(url),
             }),
+            // An outcome added later: as it serializes.
+            other => json!(other),
         })
         .collect();
     json!({ "published": tasks })

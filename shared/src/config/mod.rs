@@ -55,6 +55,7 @@ impl std::fmt::Debug for RouteSource {
 
 /// The bridge's settings. Build it with [`Config::from_env`], or [`Config::default`] in tests.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Config {
     /// `ZOOKEEPER_CONNECTION_STRING`: hosts, optionally with a chroot (`h1:2181,h2:2181/app`).
     pub zookeeper: String,

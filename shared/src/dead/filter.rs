@@ -37,6 +37,7 @@ pub fn event_type(record: &Value) -> Option<&str> {
 
 /// One page of dead letters.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Page {
     /// Oldest task first, with their names.
     pub records: Vec<(String, Value)>,

@@ -17,6 +17,7 @@ use crate::task::{self, Body, Envelope};
 
 /// What a redrive did with one dead letter.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Redriven {
     pub dead: String,
     /// The new task's name; the envelope keeps its id.
@@ -28,6 +29,7 @@ pub struct Redriven {
 
 /// A dead letter a redrive left where it is, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Skipped {
     pub dead: String,
     pub reason: String,
@@ -35,6 +37,7 @@ pub struct Skipped {
 
 /// What a redrive did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct RedriveReport {
     pub redriven: Vec<Redriven>,
     pub skipped: Vec<Skipped>,

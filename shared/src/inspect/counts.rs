@@ -17,6 +17,7 @@ pub const SAMPLE: usize = 1_000;
 
 /// The counts with a count per event type.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct DetailedStats {
     #[serde(flatten)]
     pub stats: Stats,

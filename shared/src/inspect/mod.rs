@@ -27,6 +27,7 @@ use crate::task::{self, Body, Envelope};
 
 /// A task as `list` and `status` show it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct TaskInfo {
     pub name: String,
     /// The envelope's id (the task name for a plain body, absent for poison).
@@ -55,6 +56,7 @@ pub struct TaskInfo {
 
 /// A lease as `list` and `status` show it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct LeaseInfo {
     pub consumer_id: Option<String>,
     /// The claim's fencing token: the lease znode's `czxid`.

@@ -20,6 +20,7 @@ use crate::task::{self, Body};
 /// Where a task is in its life.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Status {
     Pending {
         task: Box<TaskInfo>,

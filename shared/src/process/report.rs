@@ -6,6 +6,7 @@ use crate::queue::Settled;
 
 /// What a run did: the function's response and its one summary log event.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ProcessReport {
     pub consumer_id: String,
     pub claimed: u32,

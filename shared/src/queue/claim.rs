@@ -154,6 +154,7 @@ pub struct Holds {
 /// What a claim came to. (It lives for one `match`; boxing the lease would buy nothing.)
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
+#[non_exhaustive]
 pub enum ClaimOutcome {
     /// The task is ours until we settle it or the lease expires.
     Claimed(Lease),
@@ -178,6 +179,9 @@ pub enum ClaimOutcome {
 
 impl Queue {
     /// Tries to claim task `name`. Losing the race is [`ClaimOutcome::Taken`], not an error.
+    /// For tests only (feature `testing`): programs claim with [`Queue::claim_many`].
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
     pub async fn claim(&self, name: &str, now: &ZkTime) -> Result<ClaimOutcome> {
         let path = self.layout().task(name);
         match self.client().get_data(&path).await {
@@ -190,7 +194,10 @@ impl Queue {
         }
     }
 
-    /// Claims task `name` whose body and stat were just read, unless `holds` holds it.
+    /// Claims task `name` whose body and stat were just read, unless `holds` holds it. For
+    /// tests only (feature `testing`).
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
     pub async fn claim_read(
         &self,
         name: &str,

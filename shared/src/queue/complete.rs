@@ -55,14 +55,17 @@ fn completion<'a>(
 }
 
 impl Queue {
-    /// Deletes task and lease together, if the lease is still ours.
+    /// Deletes task and lease together, if the lease is still ours. For tests only (feature
+    /// `testing`): programs complete with [`Queue::complete_many`].
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
     pub async fn complete(&self, lease: Lease) -> Result<Settled> {
         let mut settled = self.complete_many(vec![lease]).await?;
         Ok(settled.pop().map_or(Settled::LeaseLost, |(_, s)| s))
     }
 
-    /// Completes several held tasks in one multi-op, each delete checked as in
-    /// [`Queue::complete`]; a task published with an idempotency key also marks its key
+    /// Completes several held tasks in one multi-op, each deleting task and lease together if
+    /// the lease is still ours; a task published with an idempotency key also marks its key
     /// completed and files it by when it expires; with `KEEP_DONE`, each leaves its completion
     /// record (see `done`). If one write fails, the multi-op changes
     /// nothing and names it: that lease is read again when only its version is off (and kept

@@ -42,6 +42,7 @@ pub fn parse_waiting(node: &str) -> Option<(i64, &str)> {
 
 /// What moving a task that is not due yet came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Deferred {
     Moved,
     /// Someone holds it, or it changed since it was read.

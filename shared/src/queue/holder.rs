@@ -31,6 +31,7 @@ const RELEASE_TRIES: usize = 4;
 
 /// Whether a holder's write took effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Settled {
     Done,
     /// The lease is no longer ours (expired and reaped, perhaps claimed again): nothing changed.

@@ -55,6 +55,7 @@ pub(super) struct KeyData {
 /// Where the task that has a key is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum KeyState {
     Pending,
     Leased,
@@ -79,6 +80,7 @@ impl KeyState {
 /// What a publish did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "published", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Published {
     /// A new task.
     Created { id: String, task: String },

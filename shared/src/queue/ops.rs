@@ -30,15 +30,6 @@ impl Op<'_> {
             | Op::Check(p, _) => p,
         }
     }
-
-    /// The bytes of data it sends.
-    pub(crate) fn data(&self) -> &[u8] {
-        match *self {
-            Op::Create(_, d) | Op::CreateEphemeral(_, d) | Op::CreateSequential(_, d) => d,
-            Op::Set(_, d, _) => d,
-            Op::Delete(..) | Op::Check(..) => b"",
-        }
-    }
 }
 
 /// What an operation is for, in the multi-ops that move one task (a claim and a completion
@@ -69,8 +60,10 @@ pub(crate) enum Part {
     /// Its completion record's entry by envelope id.
     DoneId,
     /// A schedule's znode, at the version its firer read.
+    #[cfg(feature = "schedule")]
     Schedule,
     /// A schedule slot's mark.
+    #[cfg(feature = "schedule")]
     SlotMark,
 }
 
@@ -112,6 +105,8 @@ impl<'a, T: Copy + PartialEq> Multi<'a, T> {
         self.ops.is_empty()
     }
 
+    /// Its operations, in order.
+    #[cfg(feature = "schedule")]
     pub(crate) fn ops(&self) -> impl Iterator<Item = &Op<'a>> {
         self.ops.iter().map(|(_, op)| op)
     }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 
 /// What is paused (`ROOT/paused`'s data; no znode means nothing is).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Paused {
     /// The whole queue, since when.
     #[serde(default, skip_serializing_if = "Option::is_none")]

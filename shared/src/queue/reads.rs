@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 
 /// What reading a task found.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum TaskRead {
     Found {
         body: Vec<u8>,

@@ -36,6 +36,7 @@ pub struct StoredSchedule {
 
 /// What taking one slot did.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlotTaken {
     /// The slot made this task.
     Fired { task: String },
@@ -351,8 +352,17 @@ impl Firing<'_> {
 fn request_bytes(multi: &Multi<'_, Part>) -> usize {
     let each = multi
         .ops()
-        .map(|op| OP_OVERHEAD + op.path().len() + op.data().len());
+        .map(|op| OP_OVERHEAD + op.path().len() + data_of(op).len());
     REQUEST_OVERHEAD + each.sum::<usize>()
+}
+
+/// The bytes of data `op` sends.
+fn data_of<'a>(op: &Op<'a>) -> &'a [u8] {
+    match *op {
+        Op::Create(_, d) | Op::CreateEphemeral(_, d) | Op::CreateSequential(_, d) => d,
+        Op::Set(_, d, _) => d,
+        Op::Delete(..) | Op::Check(..) => b"",
+    }
 }
 
 /// Why a firing of `bytes` is refused.

@@ -40,6 +40,7 @@ pub const WORKER_IDLE_CHECK: Duration = Duration::from_secs(5);
 
 /// What a worker did over its life.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct WorkerReport {
     pub consumer_id: String,
     pub drains: u64,

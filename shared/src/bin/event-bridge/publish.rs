@@ -118,6 +118,8 @@ async fn publish_window(queue: &Queue, window: &[Envelope]) -> Result<(), Failur
             Published::Existing { id, task, state } => {
                 json!({ "task": task, "id": id, "duplicate": true, "state": state })
             }
+            // An outcome added later: as it serializes.
+            other => json!(other),
         };
         writeln!(stdout, "{line}")?;
     }

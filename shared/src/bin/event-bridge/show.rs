@@ -138,6 +138,8 @@ pub(crate) fn describe(status: &Status) -> String {
             )
         }
         Status::NotFound => "not found".into(),
+        // A state added later: as it serializes.
+        other => serde_json::json!(other).to_string(),
     };
     format!("{described}{paused}")
 }

@@ -182,6 +182,7 @@ pub struct SqsSink {
 
 /// Requests a sink has made so far (its clones included).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SqsStats {
     /// `SendMessageBatch` requests.
     pub batches: u64,
