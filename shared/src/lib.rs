@@ -44,7 +44,7 @@
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
 //! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
-//! - [`telemetry_metrics`]: what runs record through the `metrics` facade (a no-op until a
+//! - [`run_metrics`]: what runs record through the `metrics` facade (a no-op until a
 //!   program installs a recorder; feature `prometheus` serves them at `/metrics`).
 //! - [`secret`], [`error`]: leaves: a value that is never shown, and the one error type.
 //!
@@ -52,7 +52,7 @@
 //!
 //! - `sink` (with `http` and/or `sqs`): where tasks go: routes from event type to an HTTP
 //!   webhook or an SQS queue, and the SQS dead-letter queue.
-//! - `telemetry`: JSON logs by Lambda's conventions.
+//! - `logs` (feature `telemetry`): JSON logs by Lambda's conventions.
 //! - `schedule`: recurring schedules, cron patterns in time zones (croner, chrono-tz):
 //!   `recurrence` (what a schedule is) and `schedule` (firing its slots).
 //! - `dashboard`: `event-bridge serve`'s web pages and `/metrics` (axum, maud).
@@ -75,22 +75,22 @@ pub mod queue;
 pub mod reap;
 #[cfg(feature = "schedule")]
 pub mod recurrence;
+pub mod run_metrics;
 #[cfg(feature = "schedule")]
 pub mod schedule;
 pub mod secret;
 pub mod session;
 pub mod stats;
 pub mod task;
-pub mod telemetry_metrics;
 pub mod worker;
 
 #[cfg(any(feature = "http", feature = "sqs"))]
 pub mod sink;
 
+#[cfg(feature = "telemetry")]
+pub mod logs;
 #[cfg(test)]
 mod proptests;
-#[cfg(feature = "telemetry")]
-pub mod telemetry;
 
 pub use config::Config;
 pub use error::{Error, Result};

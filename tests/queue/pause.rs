@@ -108,7 +108,7 @@ async fn a_task_in_flight_when_its_type_is_paused_finishes() {
         .await
         .unwrap();
     assert_eq!(report.completed, 1);
-    assert!(t.queue.paused().await.unwrap().holds("email"));
+    assert!(t.queue.paused().await.unwrap().covers("email"));
 }
 
 /// A pause reaches a run that is already draining: claims made after it see it within a

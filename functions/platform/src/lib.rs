@@ -37,7 +37,7 @@ where
     F: FnOnce(Config) -> Fut,
     Fut: Future<Output = Result<T, Error>>,
 {
-    event_bridge::telemetry::init();
+    event_bridge::logs::init();
     let opened = match Config::from_env() {
         Ok(config) => open(config).await,
         Err(e) => Err(e.into()),

@@ -157,7 +157,7 @@ fn by_type(detailed: &DetailedStats) -> Markup {
                     tr {
                         td { code { (event_type) } }
                         td.num data-type=(event_type) { (count) }
-                        td { @if detailed.stats.paused.holds(event_type) { "paused" } }
+                        td { @if detailed.stats.paused.covers(event_type) { "paused" } }
                     }
                 }
             }

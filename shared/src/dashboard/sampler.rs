@@ -15,7 +15,7 @@ use super::history::Sample;
 use crate::error::Result;
 use crate::inspect::{self, DetailedStats};
 use crate::queue::Queue;
-use crate::telemetry_metrics::queue as names;
+use crate::run_metrics::queue as names;
 
 /// Installs the process's Prometheus recorder; its handle renders `/metrics`.
 pub(super) fn install_recorder() -> std::result::Result<PrometheusHandle, String> {

@@ -126,7 +126,7 @@ impl TaskInfo {
     /// Marked paused when `paused` holds its event type.
     pub(crate) fn marked(mut self, paused: &Paused) -> Self {
         let event_type = self.event_type.as_deref().unwrap_or_default();
-        self.paused = self.event_type.is_some() && paused.holds(event_type);
+        self.paused = self.event_type.is_some() && paused.covers(event_type);
         self
     }
 }

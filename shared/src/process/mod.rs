@@ -2,7 +2,7 @@
 //!
 //! A run walks the queue from its head ([`crate::queue::Walk`]) with up to `concurrency` tasks
 //! in flight, in passes. Tasks are read 32 to a request ahead of their claims, claimed in
-//! batches (one multi-op for as many as there are free slots), run, and settled; tasks whose
+//! batches (one multi-op for as many as there are free places), run, and settled; tasks whose
 //! handlers succeed together are completed together in one multi-op. When a pass reaches the
 //! tail the run starts another from the head, until a pass claims nothing, the cap is
 //! reached, or the deadline is near. A scheduled run of one task makes three requests for it:
@@ -14,13 +14,12 @@
 //! nothing is followed by a few more from the head before the run calls the queue empty. A
 //! single consumer never loses, so it claims strictly oldest first.
 
-mod groups;
+mod group_order;
 mod hold;
 mod pass;
 mod report;
-mod settle;
 mod source;
-mod task;
+mod task_steps;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -34,7 +33,7 @@ use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::Handler;
 use crate::limit::RouteLimits;
-use crate::queue::{Holds, Queue, Walk};
+use crate::queue::{Queue, Restraints, Walk};
 use crate::session::{Recovery, Session, recovery};
 use crate::task::OnDeadPolicy;
 use pass::Pass;
@@ -51,7 +50,7 @@ const AFTER_DROPPED_LINK: Duration = Duration::from_millis(200);
 
 /// A claim batch reads what is paused and cancelled again when its copy is older than this,
 /// so a pause stops every running consumer's claims within a second.
-const HOLDS_FRESH_FOR: Duration = Duration::from_millis(500);
+const RESTRAINTS_FRESH_FOR: Duration = Duration::from_millis(500);
 
 /// What a run may do.
 #[derive(Clone, Debug)]
@@ -120,9 +119,9 @@ async fn run_with<H: Handler>(
     };
     // The clock, what is held and the head, together: a scheduled run waits on one round
     // trip, not three. (A head read early is only more cautious: it never moves back.)
-    let (now, holds, head) = tokio::try_join!(
+    let (now, restraints, head) = tokio::try_join!(
         queue.server_time(),
-        read_holds(&queue, handler.on_dead_policy(), handler.limits()),
+        read_restraints(&queue, handler.on_dead_policy(), handler.limits()),
         queue.read_head()
     )?;
     let run = Run {
@@ -133,12 +132,12 @@ async fn run_with<H: Handler>(
         stop,
         refill,
         settle_by: options.deadline - options.margin / 4,
-        holds: std::sync::RwLock::new((holds, Instant::now())),
+        restraints: std::sync::RwLock::new((restraints, Instant::now())),
         limited: std::sync::Mutex::new(Limited::default()),
     };
     (report.schedules_fired, report.schedules_failed) = run.before_passes().await?;
     // Tasks found unreadable are counted once and not tried again in this run.
-    let mut waiting = HashSet::new();
+    let mut passed_over = HashSet::new();
     // Passes that claimed nothing after jumping over tasks, in a row.
     let mut idle_jumps = 0;
     let mut first_head = Some(head);
@@ -164,7 +163,7 @@ async fn run_with<H: Handler>(
                 }
                 let claimed_before = report.claimed;
                 let walk = Walk::from_head(head);
-                let pass = Pass::new(&run, &mut report, &mut waiting, walk, gapped);
+                let pass = Pass::new(&run, &mut report, &mut passed_over, walk, gapped);
                 pass.drive().await.map(|end| (end, claimed_before))
             }
             Err(e) => Err(e),
@@ -226,9 +225,13 @@ async fn run_with<H: Handler>(
 
 /// What a run must not run: what is paused, and the marks of tasks cancelled while held;
 /// with what groups do when a task dies (`on_dead`, the handler's).
-async fn read_holds(queue: &Queue, on_dead: OnDeadPolicy, limits: RouteLimits) -> Result<Holds> {
+async fn read_restraints(
+    queue: &Queue,
+    on_dead: OnDeadPolicy,
+    limits: RouteLimits,
+) -> Result<Restraints> {
     let (paused, cancelled) = tokio::try_join!(queue.paused(), queue.cancel_marks())?;
-    Ok(Holds {
+    Ok(Restraints {
         paused,
         cancelled,
         on_dead,
@@ -263,8 +266,8 @@ struct Run<'a, H> {
     /// Settling writes give up at this instant, so the run returns by its deadline.
     settle_by: Instant,
     /// What is paused and what was cancelled, and when it was read (at the start of each
-    /// pass, and by claim batches when older than [`HOLDS_FRESH_FOR`]).
-    holds: std::sync::RwLock<(Holds, Instant)>,
+    /// pass, and by claim batches when older than [`RESTRAINTS_FRESH_FOR`]).
+    restraints: std::sync::RwLock<(Restraints, Instant)>,
     /// Tasks found over their route's limit.
     limited: std::sync::Mutex<Limited>,
 }
@@ -272,16 +275,21 @@ struct Run<'a, H> {
 impl<H> Run<'_, H> {
     /// The routes' limits.
     fn limits(&self) -> RouteLimits {
-        self.holds.read().expect("not poisoned").0.limits.clone()
+        self.restraints
+            .read()
+            .expect("not poisoned")
+            .0
+            .limits
+            .clone()
     }
 
     /// Before a pass but the first: what is held, read again (a worker's run may last for
     /// hours), and the head the pass starts from, together.
     async fn before_pass(&self) -> Result<Option<crate::queue::Head>> {
         let queue = self.queue();
-        let holds = read_holds(&queue, self.on_dead(), self.limits());
-        let (fresh, head) = tokio::try_join!(holds, queue.read_head())?;
-        self.set_holds(fresh);
+        let restraints = read_restraints(&queue, self.on_dead(), self.limits());
+        let (fresh, head) = tokio::try_join!(restraints, queue.read_head())?;
+        self.set_restraints(fresh);
         Ok(head)
     }
 
@@ -306,18 +314,18 @@ impl<H> Run<'_, H> {
     }
 
     /// What is held, as last read.
-    fn holds(&self) -> Holds {
-        self.holds.read().expect("not poisoned").0.clone()
+    fn restraints(&self) -> Restraints {
+        self.restraints.read().expect("not poisoned").0.clone()
     }
 
-    /// Keeps `holds`, read just now.
-    fn set_holds(&self, holds: Holds) {
-        *self.holds.write().expect("not poisoned") = (holds, Instant::now());
+    /// Keeps `restraints`, read just now.
+    fn set_restraints(&self, restraints: Restraints) {
+        *self.restraints.write().expect("not poisoned") = (restraints, Instant::now());
     }
 
     /// Whether the whole queue is paused, as last read.
     fn queue_paused(&self) -> bool {
-        self.holds
+        self.restraints
             .read()
             .expect("not poisoned")
             .0
@@ -326,19 +334,19 @@ impl<H> Run<'_, H> {
             .is_some()
     }
 
-    /// What is held now: read again first when the copy is older than [`HOLDS_FRESH_FOR`]
+    /// What is held now: read again first when the copy is older than [`RESTRAINTS_FRESH_FOR`]
     /// (one `getData` and one `getChildren`), so that a pause reaches a drain in progress. A
     /// read that fails keeps the old copy (the claim that follows meets the same fault) and is
     /// tried again by the next batch.
-    async fn fresh_holds(&self) -> Holds {
-        let read_at = self.holds.read().expect("not poisoned").1;
-        if read_at.elapsed() >= HOLDS_FRESH_FOR {
-            match read_holds(&self.queue(), self.on_dead(), self.limits()).await {
-                Ok(holds) => self.set_holds(holds),
+    async fn fresh_restraints(&self) -> Restraints {
+        let read_at = self.restraints.read().expect("not poisoned").1;
+        if read_at.elapsed() >= RESTRAINTS_FRESH_FOR {
+            match read_restraints(&self.queue(), self.on_dead(), self.limits()).await {
+                Ok(restraints) => self.set_restraints(restraints),
                 Err(e) => tracing::warn!(error = %e, "what is paused not read again; as before"),
             }
         }
-        self.holds()
+        self.restraints()
     }
 
     /// Notes that task `name` waits for its route's limit, worth a try in `retry_in_ms`.
@@ -354,7 +362,12 @@ impl<H> Run<'_, H> {
 
     /// What groups do when one of their tasks goes to the dead letters.
     fn on_dead(&self) -> OnDeadPolicy {
-        self.holds.read().expect("not poisoned").0.on_dead.clone()
+        self.restraints
+            .read()
+            .expect("not poisoned")
+            .0
+            .on_dead
+            .clone()
     }
 
     /// The queue to send the next request on.

@@ -1,7 +1,7 @@
 //! One pass over the queue, from its head to its tail, as a small state machine. Each turn of
 //! its loop takes four named steps:
 //!
-//! 1. [`Pass::start`]: fill the free slots: run tasks already probed, else probe the walk's
+//! 1. [`Pass::start`]: fill the free places (the run's concurrency): run tasks already probed, else probe the walk's
 //!    next window, else (worker only) wait for a refill notification;
 //! 2. [`Pass::next_events`]: wait for the next job to end, and take every other that has;
 //! 3. [`Pass::apply`]: account for each event in the report and the in-flight counts;
@@ -18,22 +18,21 @@ use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
 use super::Run;
-use super::groups::{Found, Gates};
+use super::group_order::{Found, GroupOrder};
 use super::report::{Outcome, ProcessReport};
-use super::settle::Sent;
-use super::task::{Claimed, Ran};
+use super::task_steps::{Claimed, Ran, Sent};
 use crate::error::{Error, Result};
 use crate::handler::Handler;
 mod refill;
 
 use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Queue, Settled, TaskRead, Walk};
 
-/// How far a lost race jumps ahead, at most, per slot of the run's concurrency: a window for
+/// How far a lost race jumps ahead, at most, per place of the run's concurrency: a window for
 /// a scheduled run of one task, 2 048 numbers for a drain of 64. Far enough that consumers
 /// draining together each find a stretch of their own, instead of meeting again at the same
 /// windows (measured: four drains of 20 000 tasks lose a race about 100 times each at this
 /// distance, 190 at a sixteenth of it, and drain 1.8 times faster).
-const JUMP_PER_SLOT: usize = 32;
+const JUMP_PER_PLACE: usize = 32;
 
 /// Tasks completed in one multi-op, at most.
 const COMPLETE_BATCH: usize = 32;
@@ -72,15 +71,15 @@ struct InFlight {
 pub(super) struct Pass<'r, 'a, H> {
     run: &'r Run<'a, H>,
     report: &'r mut ProcessReport,
-    /// Tasks found unreadable or paused: counted once, not tried again in this run.
-    waiting: &'r mut HashSet<String>,
+    /// Tasks found unreadable or paused: counted once, passed over for the rest of the run.
+    passed_over: &'r mut HashSet<String>,
     /// The walk; `None` while one of its windows is being probed (or it is being replaced).
     walk: Option<Box<Walk>>,
     /// When the walk started from the head.
     walk_started: Instant,
-    /// Tasks settled while the walk was out probing, for it to learn when it is back.
-    settled_meanwhile: Vec<i64>,
-    /// Tasks probed, waiting for a free slot.
+    /// Numbers gone (settled) while the walk was out probing, for it to learn when it is back.
+    gone_meanwhile: Vec<i64>,
+    /// Tasks probed, ready for a free place.
     ready: VecDeque<(String, TaskRead)>,
     jobs: FuturesUnordered<Job<'r>>,
     flight: InFlight,
@@ -90,7 +89,7 @@ pub(super) struct Pass<'r, 'a, H> {
     /// Whether a lost race jumped over tasks this pass did not look at.
     jumped: bool,
     /// Ordered groups: which grouped task may be claimed next.
-    gates: Gates,
+    groups: GroupOrder,
     /// Whether a window every task of which another consumer holds is walked through rather
     /// than jumped over: after a pass that left groups waiting because it had jumped, so that
     /// a stretch held at the head cannot hold back every group.
@@ -111,21 +110,21 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     pub(super) fn new(
         run: &'r Run<'a, H>,
         report: &'r mut ProcessReport,
-        waiting: &'r mut HashSet<String>,
+        passed_over: &'r mut HashSet<String>,
         walk: Walk,
         steady: bool,
     ) -> Self {
         Pass {
             steady,
-            jump: run.options.concurrency.max(1) * JUMP_PER_SLOT,
+            jump: run.options.concurrency.max(1) * JUMP_PER_PLACE,
             run,
             report,
-            waiting,
+            passed_over,
             walk: Some(Box::new(walk)),
             walk_started: Instant::now(),
-            settled_meanwhile: Vec::new(),
+            gone_meanwhile: Vec::new(),
             jumped: false,
-            gates: Gates::default(),
+            groups: GroupOrder::default(),
             ready: VecDeque::new(),
             jobs: FuturesUnordered::new(),
             flight: InFlight::default(),
@@ -153,7 +152,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
         let end = PassEnd {
             jumped: self.jumped,
-            gapped: self.gates.gapped(),
+            gapped: self.groups.gapped(),
         };
         self.first_error.map_or(Ok(end), Err)
     }
@@ -167,8 +166,8 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         if self.run.queue_paused() {
             return 0;
         }
-        // Tasks whose handlers are done and whose completion is on its way take no slot, so
-        // the next claims go out meanwhile; at most a slot's worth of them wait at once.
+        // Tasks whose handlers are done and whose completion is on its way take no place, so
+        // the next claims go out meanwhile; at most as many as the concurrency wait at once.
         let flight = &self.flight;
         if flight.completing >= options.concurrency {
             return 0;
@@ -184,7 +183,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     }
 
     /// Step 1: starts tasks already probed while there is room; else probes the walk's next
-    /// window (a whole window ahead: slots free up one by one, and one request per free slot
+    /// window (a whole window ahead: places free up one by one, and one request per free place
     /// would cost a request per task), or waits for a refill once the walk has ended.
     fn start(&mut self) {
         let run = self.run;
@@ -252,8 +251,8 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         for event in events {
             let error = match event {
                 Event::Probed(mut walk, window) => {
-                    for number in self.settled_meanwhile.drain(..) {
-                        walk.settle(number);
+                    for number in self.gone_meanwhile.drain(..) {
+                        walk.mark_gone(number);
                     }
                     self.walk = Some(walk);
                     window.map(|found| self.probed(found)).err()
@@ -297,7 +296,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                     held: probed.lease.is_some(),
                     contiguous: probed.number < contiguous,
                 };
-                let admitted = self.gates.admit(found, (probed.name, probed.read));
+                let admitted = self.groups.admit(found, (probed.name, probed.read));
                 free += admitted.is_some() as usize;
                 self.ready.extend(admitted);
                 continue;
@@ -306,11 +305,11 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 held += 1;
                 continue;
             }
-            if self.waiting.contains(&probed.name) {
+            if self.passed_over.contains(&probed.name) {
                 continue;
             }
             if let TaskRead::Unreadable(_) = probed.read {
-                self.waiting.insert(probed.name.clone());
+                self.passed_over.insert(probed.name.clone());
             }
             self.ready.push_back((probed.name, probed.read));
             free += 1;
@@ -378,7 +377,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         self.report.claimed += claimed as u32;
         match &outcome {
             Outcome::Paused => {
-                self.waiting.insert(name.to_string());
+                self.passed_over.insert(name.to_string());
             }
             Outcome::Limited(retry_in_ms) => self.run.limited(name, *retry_in_ms),
             _ => {}
@@ -388,11 +387,11 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             _ => None,
         };
         // The holder of the group's lock, when the walk saw it waiting, goes first.
-        if let Some(holder) = self.gates.stopped(name, owner) {
+        if let Some(holder) = self.groups.stopped(name, owner) {
             self.ready.push_front(holder);
         }
         if outcome.left_tasks() {
-            self.settle(name);
+            self.mark_gone(name);
         }
         self.report.count(&outcome);
     }
@@ -417,13 +416,13 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     }
 
     /// Task `name` is gone for good: the head may pass it.
-    fn settle(&mut self, name: &str) {
+    fn mark_gone(&mut self, name: &str) {
         let Some(number) = crate::layout::sequence(name) else {
             return;
         };
         match &mut self.walk {
-            Some(walk) => walk.settle(number),
-            None => self.settled_meanwhile.push(number),
+            Some(walk) => walk.mark_gone(number),
+            None => self.gone_meanwhile.push(number),
         }
     }
 
@@ -433,19 +432,19 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             Sent::Answered(settled, resent) => {
                 let gone = self.report.count_completions(settled, resent);
                 for name in names.iter().filter(|n| !gone.contains(n)) {
-                    let _ = self.gates.stopped(name, None);
+                    let _ = self.groups.stopped(name, None);
                 }
                 for name in gone {
-                    self.settle(&name);
+                    self.mark_gone(&name);
                     // The group's next task, if this pass saw it, goes first.
-                    if let Some(next) = self.gates.completed(&name) {
+                    if let Some(next) = self.groups.completed(&name) {
                         self.ready.push_front(next);
                     }
                 }
             }
             Sent::Unsettled => {
                 for name in names {
-                    let _ = self.gates.stopped(&name, None);
+                    let _ = self.groups.stopped(&name, None);
                     tracing::warn!(task = %name, "not completed before the deadline: left to the reaper");
                     self.report.count(&Outcome::Unsettled);
                 }

@@ -13,7 +13,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
-use super::group::{HeldLock, Release};
+use super::group_lock::{HeldLock, Release};
 use super::holder::Settled;
 use super::key_owner::OwnedKey;
 use super::ops::{Multi, Op, Part};

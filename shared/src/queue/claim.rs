@@ -5,7 +5,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::bury::Burial;
 use super::gate::GateWrite;
-use super::group::{HeldLock, LockDecision, LockOp};
+use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::holder::Settled;
 use super::ops::{Multi, Op};
 use super::pause::Paused;
@@ -140,7 +140,7 @@ impl Take {
 /// What a run must not run, as it read it: paused event types (or the whole queue), and the
 /// marks of cancelled tasks.
 #[derive(Clone, Debug, Default)]
-pub struct Holds {
+pub struct Restraints {
     pub paused: Paused,
     /// Envelope ids of tasks cancelled while held, encoded as znode names.
     pub cancelled: std::collections::BTreeSet<String>,
@@ -186,7 +186,7 @@ impl Queue {
         let path = self.layout().task(name);
         match self.client().get_data(&path).await {
             Ok((body, stat)) => {
-                self.claim_read(name, &body, &stat, now, &Holds::default())
+                self.claim_read(name, &body, &stat, now, &Restraints::default())
                     .await
             }
             Err(zk::Error::NoNode) => Ok(ClaimOutcome::Gone),
@@ -194,7 +194,7 @@ impl Queue {
         }
     }
 
-    /// Claims task `name` whose body and stat were just read, unless `holds` holds it. For
+    /// Claims task `name` whose body and stat were just read, unless `restraints` keep it from running. For
     /// tests only (feature `testing`).
     #[cfg(any(test, feature = "testing"))]
     #[doc(hidden)]
@@ -204,15 +204,15 @@ impl Queue {
         body: &[u8],
         stat: &zk::Stat,
         now: &ZkTime,
-        holds: &Holds,
+        restraints: &Restraints,
     ) -> Result<ClaimOutcome> {
         let read = [(name.to_string(), body.to_vec(), *stat)];
-        let mut outcomes = self.claim_many(&read, now, holds).await?;
+        let mut outcomes = self.claim_many(&read, now, restraints).await?;
         Ok(outcomes.pop().flatten().unwrap_or(ClaimOutcome::Taken))
     }
 
     /// Claims the tasks `reads` (name, body, stat, as just read) in one multi-op: one
-    /// request for the batch however many it holds. The outcomes come back in the order of
+    /// request for the batch however many it restraints. The outcomes come back in the order of
     /// `reads`; `None` is a task not tried, because the claim of one before it lost a race,
     /// and that still looked free in the one read that followed the race (whoever won may be
     /// working through the same tasks: the caller decides whether to try again). Tasks of paused types are left as they are; cancelled ones are buried. A
@@ -223,12 +223,12 @@ impl Queue {
         &self,
         reads: &[(String, Vec<u8>, zk::Stat)],
         now: &ZkTime,
-        holds: &Holds,
+        restraints: &Restraints,
     ) -> Result<Vec<Option<ClaimOutcome>>> {
         let mut outcomes: Vec<Option<ClaimOutcome>> = Vec::with_capacity(reads.len());
         let mut takes = Vec::new();
         for (index, (name, body, stat)) in reads.iter().enumerate() {
-            match self.prepare(name, body, stat, now, holds).await? {
+            match self.prepare(name, body, stat, now, restraints).await? {
                 Prepared::Decided(outcome) => outcomes.push(Some(outcome)),
                 Prepared::Take(take) => {
                     outcomes.push(None);
@@ -236,7 +236,9 @@ impl Queue {
                 }
             }
         }
-        let gates = self.gate(&mut takes, &mut outcomes, now, holds).await?;
+        let gates = self
+            .gate(&mut takes, &mut outcomes, now, restraints)
+            .await?;
         let tried: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
         for (index, outcome) in self.take_many(takes, gates).await? {
             outcomes[index] = Some(outcome);
@@ -254,13 +256,13 @@ impl Queue {
         takes: &mut Vec<(usize, Take)>,
         outcomes: &mut [Option<ClaimOutcome>],
         now: &ZkTime,
-        holds: &Holds,
+        restraints: &Restraints,
     ) -> Result<Vec<GateWrite>> {
         let tasks: Vec<(&str, &str)> = takes
             .iter()
             .map(|(_, t)| (t.envelope.event_type.as_str(), t.name.as_str()))
             .collect();
-        let gated = self.through_gates(&tasks, now, &holds.limits).await?;
+        let gated = self.through_gates(&tasks, now, &restraints.limits).await?;
         for ((_, take), slot) in takes.iter_mut().zip(gated.slots) {
             take.slot = slot;
         }
@@ -312,7 +314,7 @@ impl Queue {
         body: &[u8],
         stat: &zk::Stat,
         now: &ZkTime,
-        holds: &Holds,
+        restraints: &Restraints,
     ) -> Result<Prepared> {
         let read = (name, body, stat.version);
         let mut envelope = match task::parse(body) {
@@ -336,18 +338,18 @@ impl Queue {
             }
         };
         // Cancelled while another consumer held it: buried now, and its mark with it.
-        if Queue::is_marked(&holds.cancelled, &envelope.id) {
+        if Queue::is_marked(&restraints.cancelled, &envelope.id) {
             let (attempts, last) = (envelope.attempts, envelope.last_error);
             let how = (attempts, OnDead::Continue, true);
             return self.bury_read(read, how, CANCELLED.into(), last).await;
         }
-        if holds.paused.holds(&envelope.event_type) {
+        if restraints.paused.covers(&envelope.event_type) {
             return Ok(Prepared::Decided(ClaimOutcome::Paused));
         }
         if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
             return Ok(Prepared::Decided(ClaimOutcome::Backoff { until_ms }));
         }
-        let on_dead = holds.on_dead.for_task(&envelope);
+        let on_dead = restraints.on_dead.for_task(&envelope);
         if envelope.attempts >= self.max_attempts() {
             let reason = format!("gave up after {} attempts", envelope.attempts);
             let (attempts, last) = (envelope.attempts, envelope.last_error.clone());

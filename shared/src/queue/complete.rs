@@ -7,7 +7,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::claim::Lease;
 use super::done::DoneWrite;
-use super::group::HeldLock;
+use super::group_lock::HeldLock;
 use super::holder::Settled;
 use super::key_owner::CompletedKey;
 use super::ops::{Multi, Op, Part};

@@ -13,9 +13,10 @@
 //!   their task, swept when they expire.
 //! - `done`: completion records (`KEEP_DONE`), written with the completion, swept when they
 //!   expire.
-//! - `cancel`: cancelling tasks, and the marks of those cancelled while held.
+//! - `cancel_marks`: the marks of tasks cancelled while held, and cancelling a pending or
+//!   waiting task (a bury).
 //! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
-//! - `schedules`: recurring schedules' znodes, and taking a slot (feature `schedule`).
+//! - `schedule_store`: recurring schedules' znodes, and taking a slot (feature `schedule`).
 //! - `gate`: the gates of limited routes (`limits/<route>`), passed in the claim's multi-op.
 //! - `ops`: the multi-op every write above is made of.
 //!
@@ -33,14 +34,14 @@
 
 mod batch;
 mod bury;
-mod cancel;
+mod cancel_marks;
 mod claim;
 mod complete;
 mod delay;
 mod done;
 mod forward;
 mod gate;
-mod group;
+mod group_lock;
 mod holder;
 mod key_owner;
 mod keys;
@@ -52,7 +53,7 @@ mod ranges;
 mod reads;
 pub(crate) mod record;
 #[cfg(feature = "schedule")]
-mod schedules;
+mod schedule_store;
 mod stale;
 mod walk;
 
@@ -62,11 +63,11 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 pub use bury::Burial;
-pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Holds, Lease};
+pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Lease, Restraints};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};
-pub use group::{GroupLock, HeldLock, LockRead};
+pub use group_lock::{GroupLock, HeldLock, LockRead};
 pub use holder::Settled;
 pub use keys::{KeyState, Published};
 pub(crate) use ops::{Multi, Op, Part};
@@ -75,7 +76,7 @@ pub use probe::{Head, HeadData, LeaseSeen, Probe, Probed};
 pub use reads::TaskRead;
 pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
-pub use schedules::{SlotTaken, StoredSchedule};
+pub use schedule_store::{SlotTaken, StoredSchedule};
 pub use walk::{WIDEST, WINDOW, Walk};
 
 use crate::clock::ZkTime;

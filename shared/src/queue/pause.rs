@@ -37,7 +37,7 @@ pub enum PauseTarget {
 
 impl Paused {
     /// Whether a task of `event_type` may not be claimed now.
-    pub fn holds(&self, event_type: &str) -> bool {
+    pub fn covers(&self, event_type: &str) -> bool {
         self.queue.is_some() || self.types.contains_key(event_type)
     }
 
@@ -133,17 +133,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_type_or_the_whole_queue_holds_tasks() {
+    fn a_type_or_the_whole_queue_covers_tasks() {
         let mut paused = Paused::default();
-        assert!(!paused.holds("email"));
+        assert!(!paused.covers("email"));
         assert!(paused.set(&PauseTarget::Type("email".into()), true));
         assert!(
             !paused.set(&PauseTarget::Type("email".into()), true),
             "already"
         );
-        assert!(paused.holds("email") && !paused.holds("sms"));
+        assert!(paused.covers("email") && !paused.covers("sms"));
         assert!(paused.set(&PauseTarget::Queue, true));
-        assert!(paused.holds("sms"));
+        assert!(paused.covers("sms"));
         assert!(paused.set(&PauseTarget::Queue, false));
         assert!(paused.set(&PauseTarget::Type("email".into()), false));
         assert!(paused.is_empty());

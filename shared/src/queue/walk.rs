@@ -137,7 +137,7 @@ impl Walk {
 
     /// Task `number` is gone for good (this walker completed, buried or moved it, or found it
     /// gone).
-    pub fn settle(&mut self, number: i64) {
+    pub fn mark_gone(&mut self, number: i64) {
         self.open.remove(&number);
         self.known.insert(number, number + 1);
     }
@@ -340,9 +340,9 @@ mod tests {
         walk.observe(&[probed(3), probed(7)], WINDOW, 10);
         // 0..3 were seen missing below the tail: gone. 3 and 7 are open.
         assert_eq!(settled_through(&walk), 3);
-        walk.settle(3);
+        walk.mark_gone(3);
         assert_eq!(settled_through(&walk), 7, "4..7 missing below the tail");
-        walk.settle(7);
+        walk.mark_gone(7);
         assert_eq!(settled_through(&walk), 10, "10 and on were not given yet");
     }
 
@@ -350,13 +350,13 @@ mod tests {
     fn numbers_jumped_over_are_never_passed() {
         let mut walk = Walk::new();
         walk.observe(&[probed(1)], WINDOW, 1_000);
-        walk.settle(1);
+        walk.mark_gone(1);
         walk.next = 32;
         walk.tail = 1_000;
         walk.skip(100);
         // A window seen after the jump does not settle what was jumped over...
         walk.observe(&[probed(140)], WINDOW, 1_000);
-        walk.settle(140);
+        walk.mark_gone(140);
         let head = walk.head_after(&HeadData::default());
         assert_eq!(head.next, 32);
         // ...but the head keeps it, for whoever learns what lies between.
@@ -368,7 +368,7 @@ mod tests {
         // Consumer a walked 0..32 and jumped to 96; b walked 32..96 (say, after a lost race).
         let mut a = Walk::new();
         a.observe(&[probed(5)], WINDOW, 1_000);
-        a.settle(5);
+        a.mark_gone(5);
         a.next = 96;
         a.observe(&[probed(100)], WINDOW, 1_000);
         let head = a.head_after(&HeadData::default());

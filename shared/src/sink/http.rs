@@ -162,7 +162,7 @@ impl HttpSink {
         let response = sent.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         tracing::debug!(task = %task.name, url = %self.shown, status = status.as_u16(), "webhook answered");
-        self.settle(response).await.map(|()| status.as_u16())
+        self.read_answer(response).await.map(|()| status.as_u16())
     }
 
     /// Every header of one attempt, the signature over `body` included.
@@ -203,7 +203,7 @@ impl HttpSink {
     }
 
     /// Reads a response into the task's result.
-    async fn settle(&self, response: reqwest::Response) -> Result<(), SinkError> {
+    async fn read_answer(&self, response: reqwest::Response) -> Result<(), SinkError> {
         let status = response.status();
         if status.is_success() {
             read_up_to(response, DRAIN_BYTES).await;

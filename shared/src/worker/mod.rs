@@ -5,17 +5,17 @@
 //! Every change under `tasks/` raises a notification that a change meanwhile leaves as a
 //! permit, so none is missed: between drains it wakes the worker for the next drain, and during
 //! a drain that still has slow tasks in flight it lets the drain take new tasks into its free
-//! slots ([`process::run_refilling`]). A new task is picked up within milliseconds without
+//! places ([`process::run_refilling`]). A new task is picked up within milliseconds without
 //! polling. A slow timer (`WORKER_IDLE_CHECK`) also wakes it between drains. Beside the drains,
 //! on timers of their own, it moves tasks whose backoff or delay ended back to the queue and
 //! reaps expired leases every half lease timeout (`upkeep`), and fires recurring schedules at
-//! their slots (feature `schedule`; `schedules`): a drain under steady traffic never ends, and
+//! their slots (feature `schedule`; `schedule_timer`): a drain under steady traffic never ends, and
 //! none of that waits for it. When its session expires it opens a new one and carries on; on
 //! the stop signal it claims nothing more, lets tasks in flight finish within the deadline
 //! margin and releases the rest.
 
 #[cfg(feature = "schedule")]
-mod schedules;
+mod schedule_timer;
 mod tasks_watch;
 mod upkeep;
 
@@ -113,7 +113,7 @@ impl<H: Handler> Worker<H> {
         #[cfg(feature = "schedule")]
         let (report, ()) = tokio::join!(
             consume,
-            schedules::fire_until_stopped(&session, stop.clone())
+            schedule_timer::fire_until_stopped(&session, stop.clone())
         );
         #[cfg(not(feature = "schedule"))]
         let report = consume.await;
@@ -198,7 +198,7 @@ impl<H: Handler> Worker<H> {
     }
 
     /// The session's queue, and a notification raised on every change under `tasks/` (from
-    /// a persistent watch), which lets a drain with free slots pick up new tasks at once.
+    /// a persistent watch), which lets a drain with free places pick up new tasks at once.
     async fn watch(
         &self,
         session: &Session,

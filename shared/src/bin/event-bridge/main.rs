@@ -281,7 +281,7 @@ fn traceparent(value: &str) -> Result<String, String> {
 
 fn main() {
     let cli = Cli::parse();
-    event_bridge::telemetry::init_cli();
+    event_bridge::logs::init_cli();
     match runtime_for(&cli.command).block_on(run(cli.command)) {
         Ok(code) => std::process::exit(code),
         Err(e) if broken_pipe(e.as_ref()) => std::process::exit(0),
@@ -329,7 +329,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
     } = command
     {
         if let Some(listen) = metrics_listen {
-            event_bridge::telemetry_metrics::serve(listen)?;
+            event_bridge::run_metrics::serve(listen)?;
         }
         return runs::worker(&config, concurrency).await;
     }

@@ -30,8 +30,9 @@ impl<H: Handler> Pass<'_, '_, H> {
                 _ = tokio::time::sleep_until(walk_again) => {}
             }
             // New tasks came; what is paused may have changed too.
-            let holds = crate::process::read_holds(&run.queue(), run.on_dead(), run.limits()).await;
-            Event::Refilled(holds.map(|holds| run.set_holds(holds)))
+            let restraints =
+                crate::process::read_restraints(&run.queue(), run.on_dead(), run.limits()).await;
+            Event::Refilled(restraints.map(|restraints| run.set_restraints(restraints)))
         }));
     }
 
@@ -62,13 +63,13 @@ impl<H: Handler> Pass<'_, '_, H> {
     /// left to a later pass are open again, and the tasks waiting behind a running one are
     /// found again in order; tasks found paused or unreadable are tried (and counted) again.
     pub(super) fn rewalked(&mut self, mut walk: Box<Walk>) {
-        for number in self.settled_meanwhile.drain(..) {
-            walk.settle(number);
+        for number in self.gone_meanwhile.drain(..) {
+            walk.mark_gone(number);
         }
         self.walk = Some(walk);
         self.walk_started = Instant::now();
-        self.steady = self.gates.gapped();
-        self.gates.rewalk();
-        self.waiting.clear();
+        self.steady = self.groups.gapped();
+        self.groups.rewalk();
+        self.passed_over.clear();
     }
 }

@@ -1,29 +1,29 @@
 //! Ordered groups within a pass: which grouped task the pass may claim, and when.
 //!
-//! The group's lock (see `queue::group`) keeps two tasks of a group from running at once; the
+//! The group's lock (see `queue::group_lock`) keeps two tasks of a group from running at once; the
 //! pass keeps them in publish order. It claims a grouped task only when its walk has seen every
 //! number from the head up to it (a walk that jumped after a lost race has not), and only the
-//! first task of its group it saw; the group's later tasks wait in the pass, in number order,
+//! first task of its group it saw; the group's later tasks queue in the pass, in number order,
 //! and the next is claimed when the one before it completed. Any other end (a retry, a lost
 //! race, a busy or paused group, a dead letter) leaves the group to a later pass, except the
 //! task holding the group's lock (a retry come back at the tail, a task whose consumer died),
-//! which may still be claimed: when the walk already saw it waiting behind the task whose claim
+//! which may still be claimed: when the walk already saw it queued behind the task whose claim
 //! met the lock, it is claimed at once, and the rest of its group waits for the next pass.
 
 use std::collections::{HashMap, VecDeque};
 
 use crate::queue::TaskRead;
 
-/// A task probed and waiting to be claimed.
-type Waiting = (String, TaskRead);
+/// A task probed, a candidate for a claim.
+type Candidate = (String, TaskRead);
 
-/// A grouped task waiting in the pass behind its group's running task, with its envelope id.
-type Queued = (String, Waiting);
+/// A grouped task queued in the pass behind its group's running task, with its envelope id.
+type Queued = (String, Candidate);
 
 /// What the pass knows of one group.
-enum Gate {
+enum GroupState {
     /// A task of the group is being claimed or run by this pass; the group's later tasks it
-    /// saw wait here, oldest first.
+    /// saw are queued here, oldest first.
     Running(VecDeque<Queued>),
     /// The holder of the group's lock runs, out of the walk's order: the rest of the group is
     /// left to the next pass, which starts from the head again.
@@ -34,12 +34,12 @@ enum Gate {
 
 /// The groups of one pass.
 #[derive(Default)]
-pub(super) struct Gates {
-    groups: HashMap<String, Gate>,
+pub(super) struct GroupOrder {
+    groups: HashMap<String, GroupState>,
     /// The group of each grouped task the pass claims or runs, by task name.
     running: HashMap<String, String>,
     /// Whether a group was left to a later pass because the walk had jumped over numbers
-    /// before its task (see [`Gates::gapped`]).
+    /// before its task (see [`GroupOrder::gapped`]).
     gapped: bool,
 }
 
@@ -52,10 +52,10 @@ pub(super) struct Found {
     pub contiguous: bool,
 }
 
-impl Gates {
+impl GroupOrder {
     /// A grouped task the walk found: `Some` to claim it now; `None` when it waits (later in
     /// this pass, or for another pass).
-    pub(super) fn admit(&mut self, found: Found, task: Waiting) -> Option<Waiting> {
+    pub(super) fn admit(&mut self, found: Found, task: Candidate) -> Option<Candidate> {
         let Found {
             group,
             id,
@@ -65,44 +65,45 @@ impl Gates {
         let admitted = match self.groups.get_mut(&group) {
             None if held || !contiguous => {
                 self.gapped |= !contiguous;
-                self.groups.insert(group, Gate::Blocked(None));
+                self.groups.insert(group, GroupState::Blocked(None));
                 return None;
             }
             None => task,
-            Some(Gate::Running(waiting)) => {
+            Some(GroupState::Running(queued)) => {
                 if !held && contiguous {
-                    waiting.push_back((id, task));
+                    queued.push_back((id, task));
                 }
                 return None;
             }
-            Some(Gate::Holder) => return None,
+            Some(GroupState::Holder) => return None,
             // The holder of the lock, come back at the tail after the task whose claim met
             // it: it runs alone, and the rest of its group waits for the next pass (tasks
             // found behind it here are later than the ones that pass already blocked).
-            Some(Gate::Blocked(Some(owner))) if *owner == id && !held => {
+            Some(GroupState::Blocked(Some(owner))) if *owner == id && !held => {
                 self.running.insert(task.0.clone(), group.clone());
-                self.groups.insert(group, Gate::Holder);
+                self.groups.insert(group, GroupState::Holder);
                 return Some(task);
             }
-            Some(Gate::Blocked(_)) => return None,
+            Some(GroupState::Blocked(_)) => return None,
         };
         self.running.insert(admitted.0.clone(), group.clone());
-        self.groups.insert(group, Gate::Running(VecDeque::new()));
+        self.groups
+            .insert(group, GroupState::Running(VecDeque::new()));
         Some(admitted)
     }
 
     /// Task `name` completed: the next task of its group the pass saw, to claim now.
-    pub(super) fn completed(&mut self, name: &str) -> Option<Waiting> {
+    pub(super) fn completed(&mut self, name: &str) -> Option<Candidate> {
         let group = self.running.remove(name)?;
-        let waiting = match self.groups.get_mut(&group) {
-            Some(Gate::Running(waiting)) => waiting,
-            Some(Gate::Holder) => {
-                self.groups.insert(group, Gate::Blocked(None));
+        let queued = match self.groups.get_mut(&group) {
+            Some(GroupState::Running(queued)) => queued,
+            Some(GroupState::Holder) => {
+                self.groups.insert(group, GroupState::Blocked(None));
                 return None;
             }
             _ => return None,
         };
-        match waiting.pop_front() {
+        match queued.pop_front() {
             Some((_, next)) => {
                 self.running.insert(next.0.clone(), group);
                 Some(next)
@@ -125,14 +126,14 @@ impl Gates {
     }
 
     /// A new walk from the head starts: groups left to a later pass are open again, and the
-    /// tasks waiting behind a running task are dropped, to be found again in order.
+    /// tasks queued behind a running task are dropped, to be found again in order.
     pub(super) fn rewalk(&mut self) {
         self.gapped = false;
         self.groups
-            .retain(|_, gate| !matches!(gate, Gate::Blocked(_)));
-        for gate in self.groups.values_mut() {
-            if let Gate::Running(waiting) = gate {
-                waiting.clear();
+            .retain(|_, state| !matches!(state, GroupState::Blocked(_)));
+        for state in self.groups.values_mut() {
+            if let GroupState::Running(queued) = state {
+                queued.clear();
             }
         }
     }
@@ -141,17 +142,17 @@ impl Gates {
     /// except the task with id `owner`, which holds the group's lock. When that task already
     /// waits in the pass (a retry come back at the tail, seen in the same window), it is
     /// returned, to claim now.
-    pub(super) fn stopped(&mut self, name: &str, owner: Option<String>) -> Option<Waiting> {
+    pub(super) fn stopped(&mut self, name: &str, owner: Option<String>) -> Option<Candidate> {
         let group = self.running.remove(name)?;
         let previous = self
             .groups
-            .insert(group.clone(), Gate::Blocked(owner.clone()));
-        let (Some(Gate::Running(waiting)), Some(owner)) = (previous, owner) else {
+            .insert(group.clone(), GroupState::Blocked(owner.clone()));
+        let (Some(GroupState::Running(queued)), Some(owner)) = (previous, owner) else {
             return None;
         };
-        let (_, holder) = waiting.into_iter().find(|(id, _)| *id == owner)?;
+        let (_, holder) = queued.into_iter().find(|(id, _)| *id == owner)?;
         self.running.insert(holder.0.clone(), group.clone());
-        self.groups.insert(group, Gate::Holder);
+        self.groups.insert(group, GroupState::Holder);
         Some(holder)
     }
 }
@@ -169,17 +170,17 @@ mod tests {
         }
     }
 
-    fn task(name: &str) -> Waiting {
+    fn task(name: &str) -> Candidate {
         (name.into(), TaskRead::Gone)
     }
 
-    fn name(admitted: Option<Waiting>) -> Option<String> {
+    fn name(admitted: Option<Candidate>) -> Option<String> {
         admitted.map(|(name, _)| name)
     }
 
     #[test]
     fn a_group_runs_its_tasks_one_after_the_other_in_the_order_seen() {
-        let mut gates = Gates::default();
+        let mut gates = GroupOrder::default();
         assert_eq!(
             name(gates.admit(found("g", "a"), task("t1"))),
             Some("t1".into())
@@ -202,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_held_task_or_a_gap_in_the_walk_leaves_the_group_to_another_pass() {
-        let mut gates = Gates::default();
+        let mut gates = GroupOrder::default();
         let held = Found {
             held: true,
             ..found("g", "a")
@@ -219,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_stopped_group_still_lets_the_holder_of_its_lock_run() {
-        let mut gates = Gates::default();
+        let mut gates = GroupOrder::default();
         assert!(gates.admit(found("g", "a"), task("t1")).is_some());
         assert!(gates.admit(found("g", "b"), task("t2")).is_none());
         // t1's claim met the lock of task "r", a retry that came back at the tail.
@@ -234,7 +235,7 @@ mod tests {
 
     #[test]
     fn the_holder_of_the_lock_seen_behind_its_group_runs_alone_in_the_pass() {
-        let mut gates = Gates::default();
+        let mut gates = GroupOrder::default();
         assert!(gates.admit(found("g", "b"), task("t1")).is_some());
         assert!(gates.admit(found("g", "c"), task("t2")).is_none());
         // "r" came back from its backoff at the tail, behind the rest of its group.
@@ -251,7 +252,7 @@ mod tests {
 
     #[test]
     fn the_holder_of_the_lock_found_after_its_group_was_blocked_runs_alone() {
-        let mut gates = Gates::default();
+        let mut gates = GroupOrder::default();
         assert!(gates.admit(found("g", "b"), task("t1")).is_some());
         assert!(gates.admit(found("g", "c"), task("t2")).is_none());
         // t1's claim met the lock of "r", not seen yet; then the walk finds r, then a later
@@ -269,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_group_blocked_by_a_gap_in_the_walk_says_so() {
-        let mut gates = Gates::default();
+        let mut gates = GroupOrder::default();
         let held = Found {
             held: true,
             ..found("g", "a")
