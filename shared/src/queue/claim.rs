@@ -194,8 +194,8 @@ impl Queue {
         }
     }
 
-    /// Claims task `name` whose body and stat were just read, unless `restraints` keep it from running. For
-    /// tests only (feature `testing`).
+    /// Claims task `name` whose body and stat were just read, unless `restraints` keep it
+    /// from running. For tests only (feature `testing`).
     #[cfg(any(test, feature = "testing"))]
     #[doc(hidden)]
     pub async fn claim_read(
@@ -212,7 +212,7 @@ impl Queue {
     }
 
     /// Claims the tasks `reads` (name, body, stat, as just read) in one multi-op: one
-    /// request for the batch however many it restraints. The outcomes come back in the order of
+    /// request for the batch however many it holds. The outcomes come back in the order of
     /// `reads`; `None` is a task not tried, because the claim of one before it lost a race,
     /// and that still looked free in the one read that followed the race (whoever won may be
     /// working through the same tasks: the caller decides whether to try again). Tasks of paused types are left as they are; cancelled ones are buried. A
