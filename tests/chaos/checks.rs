@@ -153,6 +153,9 @@ pub struct Figures {
     pub retries_earliest: f64,
     pub back_after_fault: Vec<(String, Spread)>,
     pub never_back: Vec<String>,
+    /// Victims' tasks whose handler had succeeded before the fault, not delivered again
+    /// (their completion landed).
+    pub back_done_before: usize,
     pub delayed_early: Vec<String>,
     /// How early the earliest delayed task came (s; 0 when none was early).
     pub delayed_earliest: f64,
@@ -766,11 +769,17 @@ fn back_after_faults(f: &mut Figures, input: &Inputs, by_id: &HashMap<&str, Vec<
             Fault::KillLeader => continue,
         };
         for (name, id) in &r.victim_held {
-            let next = (by_id.get(id.as_str()))
+            let deliveries = by_id.get(id.as_str());
+            let next = deliveries
                 .and_then(|l| l.iter().find(|d| d.arrived > at))
                 .map(|d| secs(d.arrived - at));
+            // Its handler had succeeded: the victim's completion may have landed before the
+            // fault (a task left unsettled would still be in `tasks/` at the end: stuck).
+            let succeeded_before = deliveries
+                .is_some_and(|l| l.iter().any(|d| d.answer == Answer::Ok && d.arrived <= at));
             match next {
                 Some(after) => by_kind.entry(kind).or_default().push(after),
+                None if succeeded_before => f.back_done_before += 1,
                 None => f.never_back.push(format!(
                     "{name} (id {id}), held at {kind} +{:.1}s",
                     secs(r.at)

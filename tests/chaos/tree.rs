@@ -79,6 +79,9 @@ impl Tree {
     /// Every lease now, with its holder (leases that vanish while being read are left out).
     pub async fn leases(&self) -> Vec<Lease> {
         let dir = self.path("leases");
+        // A follower answers reads from what it has applied: `sync` first, so that writes the
+        // leader committed before now (a completion just sent) are seen.
+        let _ = self.client().await.sync(&dir).await;
         let names = self.children(&dir).await;
         let client = self.client().await;
         let reads = names.iter().map(|name| {
