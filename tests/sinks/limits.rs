@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use event_bridge::config::RouteSource;
 use event_bridge::sink::Delivery;
 use event_bridge::{Config, Envelope, Queue};
 use serde_json::{Value, json};
@@ -75,14 +74,7 @@ fn limited(t: &TestQueue, url: &str, limit: Value) -> Config {
         .as_object_mut()
         .unwrap()
         .extend(limit.as_object().unwrap().clone());
-    let table = json!({"routes": {"partner.call": route}});
-    let mut config = t.config.clone();
-    config.routes = Some(RouteSource {
-        variable: "ROUTES",
-        origin: "<inline JSON>".into(),
-        text: table.to_string(),
-    });
-    config
+    crate::routing::routed(t, json!({"routes": {"partner.call": route}}))
 }
 
 async fn publish(t: &TestQueue, n: usize) {

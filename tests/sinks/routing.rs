@@ -9,7 +9,7 @@ use crate::sink_http::{Receiver, Reply};
 use harness::{TestQueue, run};
 
 /// A config whose routes are `table`, on the test's chroot.
-fn routed(t: &TestQueue, table: Value) -> Config {
+pub(crate) fn routed(t: &TestQueue, table: Value) -> Config {
     let mut config = t.config.clone();
     config.routes = Some(RouteSource {
         variable: "ROUTES",
