@@ -11,9 +11,8 @@ use zookeeper_client as zk;
 
 use super::read;
 use crate::error::{Error, Result};
-use crate::layout::TASK_PREFIX;
-use crate::queue::{KeyState, Multi, Op, Part, Published, Queue};
-use crate::task::{self, Body, Envelope};
+use crate::queue::{KeyState, Published, Queue, Requeued};
+use crate::task::{self, Body};
 
 /// What a redrive did with one dead letter.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -83,72 +82,42 @@ async fn redrive_one(queue: &Queue, name: &str) -> Result<Option<Result<Redriven
         }
     };
     let dead = name.to_string();
-    if let Body::Envelope(envelope) = task::parse(&body)
-        && let (true, Some(key)) = (envelope.keyed, envelope.idempotency_key.as_deref())
-    {
-        return redrive_keyed(queue, dead, &envelope, key, version).await;
-    }
-    let (prefix, letter) = (
-        queue.layout().task_prefix(),
-        queue.layout().dead_letter(name),
-    );
-    let mut multi = Multi::new();
-    multi
-        .push(Part::NewTask, Op::CreateSequential(&prefix, &body))
-        .push(Part::Record, Op::Delete(&letter, version));
-    match queue.commit("redrive", &multi).await? {
-        Ok(results) => {
-            let path = match multi.result(&results, Part::NewTask) {
-                Some(zk::MultiWriteResult::Create { path, .. }) => path.clone(),
-                other => {
-                    return Err(Error::zk(
-                        "redrive",
-                        name,
-                        zk::Error::UnexpectedError(format!("{other:?}")),
-                    ));
-                }
-            };
-            let task = path.rsplit('/').next().unwrap_or(&path).to_string();
-            debug_assert!(task.starts_with(TASK_PREFIX));
-            let idempotency_key = None;
-            Ok(Some(Ok(Redriven {
-                dead,
-                task,
-                idempotency_key,
-            })))
-        }
+    let envelope = match task::parse(&body) {
+        Body::Envelope(envelope) => Some(envelope),
+        _ => None,
+    };
+    let key = (envelope.as_ref())
+        .filter(|e| e.keyed)
+        .and_then(|e| Some((e, e.idempotency_key.as_deref()?)));
+    let letter = queue.layout().dead_letter(name);
+    let Some(requeued) = queue.redrive(&body, key, &letter, version).await? else {
         // Redriven or purged meanwhile by someone else.
-        Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
-            Ok(None)
-        }
-        Err(failed) => Err(failed.unexpected("redrive")),
-    }
-}
-
-/// Redrives dead letter `dead` (read at `version`), whose task was published with `key`: with
-/// the key taken again, or not at all when another task has it.
-async fn redrive_keyed(
-    queue: &Queue,
-    dead: String,
-    envelope: &Envelope,
-    key: &str,
-    version: i32,
-) -> Result<Option<Result<Redriven, Skipped>>> {
-    let path = queue.layout().dead_letter(&dead);
-    let published = queue.redrive_keyed(envelope, key, &path, version).await?;
-    Ok(published.map(|published| match published {
-        Published::Created { task, .. } => {
-            tracing::info!(dead_letter = %dead, %task, key, "redriven with its idempotency key");
-            let idempotency_key = Some(key.to_string());
+        return Ok(None);
+    };
+    let key = key.map(|(_, key)| key.to_string());
+    Ok(Some(match requeued {
+        Requeued::Created(task) => {
+            if let Some(key) = &key {
+                tracing::info!(dead_letter = %dead, %task, key, "redriven with its idempotency key");
+            }
             Ok(Redriven {
                 dead,
                 task,
-                idempotency_key,
+                idempotency_key: key,
             })
         }
-        Published::Existing { task, state, .. } => {
-            let reason = key_taken(key, task.as_deref(), state);
+        Requeued::KeyTaken(Published::Existing { task, state, .. }) => {
+            let key = key.unwrap_or_default();
+            let reason = key_taken(&key, task.as_deref(), state);
             Err(Skipped { dead, reason })
+        }
+        Requeued::KeyTaken(other) => {
+            let problem = format!("redrive answered {other:?}");
+            return Err(Error::zk(
+                "redrive",
+                letter,
+                zk::Error::UnexpectedError(problem),
+            ));
         }
     }))
 }

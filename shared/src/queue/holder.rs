@@ -81,7 +81,9 @@ impl Queue {
             );
         match self.commit("extend", &multi).await? {
             Ok(results) => {
-                if let Some(zk::MultiWriteResult::SetData { stat }) = results.last() {
+                if let Some(zk::MultiWriteResult::SetData { stat }) =
+                    multi.result(&results, Part::Lease)
+                {
                     lease.lease_version = stat.version;
                 }
                 tracing::debug!(task = %name, fencing_token = lease.task.fencing_token, "lease extended");

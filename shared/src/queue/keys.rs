@@ -10,7 +10,7 @@
 //! reads the key first (a completion batch in one multi-read) and writes or deletes it only at
 //! the version read, and only when it names the task's id and is not completed ([`OwnedKey`]).
 //! A redrive takes the key again in the multi-op that queues the task, or, when another task
-//! has it, queues nothing ([`Queue::redrive_keyed`]).
+//! has it, queues nothing ([`Queue::redrive`]).
 
 use std::time::Duration;
 
@@ -75,6 +75,15 @@ impl KeyState {
             KeyState::Completed => "completed",
         }
     }
+}
+
+/// What a redrive of a dead letter did.
+#[derive(Debug)]
+pub(crate) enum Requeued {
+    /// Its task is back in the queue under this name.
+    Created(String),
+    /// Its idempotency key belongs to another task now, as a publish would answer.
+    KeyTaken(Published),
 }
 
 /// What a publish did.
@@ -169,49 +178,54 @@ impl Queue {
         })
     }
 
-    /// Queues `envelope` (a dead letter's, read at `dead` at `version`) again with its key
-    /// `key` taken again, in one multi-op with the letter's removal: the letter goes first, so
-    /// a letter redriven or purged meanwhile fails it before its key is looked at. Answers as
-    /// a publish: the task created, or the task that has the key (published after this one
-    /// died), in which case nothing is written; `None` when the letter went meanwhile
-    /// (redriven or purged by someone else).
-    pub(crate) async fn redrive_keyed(
+    /// Queues a dead letter's task again (the letter read at `dead` at `version`): `body` as
+    /// it is, or, for `keyed` (its envelope and idempotency key), the envelope with its key taken
+    /// again, in one multi-op with the letter's removal. The letter goes first, so a letter
+    /// redriven or purged meanwhile fails it before the key is looked at. `None` when the letter
+    /// went meanwhile (redriven or purged by someone else); [`Requeued::KeyTaken`] when another
+    /// task has the key (published after this one died): nothing is written.
+    pub(crate) async fn redrive(
         &self,
-        envelope: &Envelope,
-        key: &str,
+        body: &[u8],
+        keyed: Option<(&Envelope, &str)>,
         dead: &str,
         version: i32,
-    ) -> Result<Option<Published>> {
-        let write = self.keyed_write(envelope, key)?;
+    ) -> Result<Option<Requeued>> {
+        let write = keyed.map(|(e, key)| self.keyed_write(e, key)).transpose()?;
+        let body = write.as_ref().map_or(body, |w| &w.body[..]);
         let prefix = self.layout().task_prefix();
         for _ in 0..3 {
             let mut multi = Multi::new();
-            multi
-                .push(Part::Record, Op::Delete(dead, version))
-                .push(Part::Key, Op::Create(&write.key_path, &write.unnamed))
-                .push(Part::NewTask, Op::CreateSequential(&prefix, &write.body));
-            match self.commit("redrive", &multi).await? {
+            multi.push(Part::Record, Op::Delete(dead, version));
+            if let Some(w) = &write {
+                multi.push(Part::Key, Op::Create(&w.key_path, &w.unnamed));
+            }
+            multi.push(Part::NewTask, Op::CreateSequential(&prefix, body));
+            let failed = match self.commit("redrive", &multi).await? {
                 Ok(results) => {
                     let task = created_name(multi.result(&results, Part::NewTask), &prefix)?;
-                    self.name_key(&write, &task).await?;
-                    return Ok(Some(Published::Created { id: write.id, task }));
+                    if let Some(w) = &write {
+                        self.name_key(w, &task).await?;
+                    }
+                    return Ok(Some(Requeued::Created(task)));
                 }
-                Err(failed) => match (failed.tag, &failed.error) {
-                    (Part::Record, zk::Error::NoNode | zk::Error::BadVersion) => return Ok(None),
-                    (Part::Key, zk::Error::NodeExists) => {
-                        if let Some(existing) = self.existing(&write.key_path).await? {
-                            return Ok(Some(existing));
-                        }
+                Err(failed) => failed,
+            };
+            match (failed.tag, &failed.error, &write) {
+                (Part::Record, zk::Error::NoNode | zk::Error::BadVersion, _) => return Ok(None),
+                (Part::Key, zk::Error::NodeExists, Some(w)) => {
+                    if let Some(existing) = self.existing(&w.key_path).await? {
+                        return Ok(Some(Requeued::KeyTaken(existing)));
                     }
-                    (Part::Key, zk::Error::NoNode) => {
-                        self.ensure_parent(&self.layout().keys()).await?
-                    }
-                    _ => return Err(failed.unexpected("redrive")),
-                },
+                }
+                (Part::Key, zk::Error::NoNode, _) => {
+                    self.ensure_parent(&self.layout().keys()).await?
+                }
+                _ => return Err(failed.unexpected("redrive")),
             }
         }
         Err(Error::Unreadable {
-            path: write.key_path,
+            path: write.map_or_else(|| dead.to_string(), |w| w.key_path),
             problem: "the key kept changing while the dead letter was redriven; try again".into(),
         })
     }

@@ -69,6 +69,7 @@ pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};
 pub use group_lock::{GroupLock, HeldLock, LockRead};
 pub use holder::Settled;
+pub(crate) use keys::Requeued;
 pub use keys::{KeyState, Published};
 pub(crate) use ops::{Multi, Op, Part};
 pub use pause::{PauseTarget, Paused, PausedSince};
