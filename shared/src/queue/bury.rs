@@ -109,9 +109,9 @@ impl Queue {
         let mut reread = false;
         let mut settled = Settled::LeaseLost;
         let held = matches!(task, Burial::Held { .. });
+        let paths = Paths::of(self, &task);
+        let guard = LeaseData::new(self.consumer_id()).to_bytes();
         for _ in 0..TRIES {
-            let (paths, guard) = (Paths::of(self, &task), LeaseData::new(self.consumer_id()));
-            let guard = guard.to_bytes();
             let mut multi = Multi::new();
             if record_name_taken {
                 // A record of an earlier queue under the same root (or sequence numbers
@@ -219,10 +219,17 @@ impl Queue {
             Burial::Unclaimed { marked, .. } => *marked,
             Burial::Waiting { .. } => false,
         };
-        let mark = match task::parse(body) {
-            Body::Envelope(envelope) if marked => Some(self.layout().cancel_mark(&envelope.id)),
+        let id = match task {
+            Burial::Held { lease, .. } => Some(lease.task.envelope.id.clone()),
+            _ if marked => match task::parse(body) {
+                Body::Envelope(envelope) => Some(envelope.id),
+                _ => None,
+            },
             _ => None,
         };
+        let mark = id
+            .filter(|_| marked)
+            .map(|id| self.layout().cancel_mark(&id));
         Ok(Along { key, lock, mark })
     }
 
