@@ -214,8 +214,13 @@ async fn cargo_lambda_invoke_drains_through_the_lambda_binary() {
         .current_dir(workspace_root())
         .kill_on_drop(true)
         .output();
-    // The first invoke builds the function: generous, only so a hang cannot last forever.
-    let output = timeout(Duration::from_secs(900), invoke).await;
+    // The first invoke builds the function: generous, only so a hang cannot last forever. A
+    // function that cannot start (its build failed) ends the wait at once: the invoke itself
+    // would wait for it until the timeout.
+    let output = tokio::select! {
+        output = timeout(Duration::from_secs(900), invoke) => output,
+        exit = function_exit(&watch) => panic!("the function did not start ({exit}); watch log:\n{}", watch.stop()),
+    };
     let log = watch.stop();
     assert_eq!(
         watch.left_running,
@@ -320,6 +325,18 @@ impl Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Returns once the watch log says the function's command exited (cargo-lambda logs
+/// `ERROR command exited code=…` and goes on serving, so the invoke would wait for it).
+async fn function_exit(watch: &Watch) -> String {
+    loop {
+        let log = watch.log();
+        if let Some(line) = log.lines().find(|l| l.contains("ERROR command exited")) {
+            return line.trim().to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
