@@ -60,15 +60,36 @@ function connect(connectionString, { auth, timeoutMs = 10000 } = {}) {
   });
 }
 
+// The longest a concurrency key may be as a znode name (bytes other than ASCII letters,
+// digits, - and _ take three).
+const MAX_CONCURRENCY_KEY_NAME_BYTES = 1024;
+
+/** Throws naming `concurrency_key` unless it is a non-empty string whose znode name fits. */
+function checkConcurrencyKey(key) {
+  if (typeof key !== 'string') {
+    throw new Error(`'concurrency_key' must be a string, not ${JSON.stringify(key)}`);
+  }
+  if (key === '') throw new Error("'concurrency_key' is empty: give one of at least one character, or none");
+  const raw = Buffer.from(key, 'utf8');
+  let name = 0;
+  for (const b of raw) name += /[A-Za-z0-9_-]/.test(String.fromCharCode(b)) && b < 128 ? 1 : 3;
+  if (name > MAX_CONCURRENCY_KEY_NAME_BYTES) {
+    throw new Error(`'concurrency_key' is ${raw.length} bytes, ${name} as a znode name, ` +
+      `over the ${MAX_CONCURRENCY_KEY_NAME_BYTES} a key may take`);
+  }
+}
+
 /**
  * An `event-bridge/1` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
- * `fields` adds optional fields (`group`, `idempotency_key`, or your own) and may give `id`
+ * `fields` adds optional fields (`group`, `idempotency_key`, `concurrency_key`, or your own)
+ * and may give `id`
  * (your event's id, kept across retries) or `time`.
  */
 function envelope(eventType, payload, fields = {}) {
   for (const name of CONSUMER_FIELDS) {
     if (name in fields) throw new Error(`'${name}' is written by consumers, not producers`);
   }
+  if ('concurrency_key' in fields) checkConcurrencyKey(fields.concurrency_key);
   return {
     format: FORMAT,
     id: crypto.randomUUID(),
@@ -234,13 +255,15 @@ async function main() {
       count: { type: 'string', default: '1' },
       group: { type: 'string' },
       'idempotency-key': { type: 'string' },
+      'concurrency-key': { type: 'string' },
       traceparent: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   const usage =
     'usage: producer.js [--zookeeper HOST:PORT[/chroot]] [--root /event-bridge] --type T ' +
-    '[--payload JSON] [--count N] [--group G] [--idempotency-key K] [--traceparent 00-…]';
+    '[--payload JSON] [--count N] [--group G] [--idempotency-key K] [--concurrency-key K] ' +
+    '[--traceparent 00-…]';
   if (values.help) {
     console.log(usage);
     return 0;
@@ -261,6 +284,14 @@ async function main() {
   const fields = {};
   if (values.group !== undefined) fields.group = values.group;
   if (values['idempotency-key'] !== undefined) fields.idempotency_key = values['idempotency-key'];
+  if (values['concurrency-key'] !== undefined) {
+    try {
+      checkConcurrencyKey(values['concurrency-key']);
+    } catch (err) {
+      return fail(`--concurrency-key: ${err.message}`);
+    }
+    fields.concurrency_key = values['concurrency-key'];
+  }
   if (values.traceparent !== undefined) {
     if (!/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(values.traceparent)) {
       return fail('--traceparent is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)');

@@ -50,15 +50,38 @@ TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 DEDUP_WINDOW_MS = int(os.environ.get("DEDUP_WINDOW_MS", 24 * 3600 * 1000))
 
 
+# The longest a concurrency key may be as a znode name (bytes other than ASCII letters,
+# digits, - and _ take three).
+MAX_CONCURRENCY_KEY_NAME_BYTES = 1024
+
+
+def check_concurrency_key(key):
+    """Raises ``ValueError`` naming ``concurrency_key`` unless it is a non-empty string whose
+    znode name fits MAX_CONCURRENCY_KEY_NAME_BYTES."""
+    if not isinstance(key, str):
+        raise ValueError(f"'concurrency_key' must be a string, not {key!r}")
+    if not key:
+        raise ValueError("'concurrency_key' is empty: give one of at least one character, or none")
+    raw = key.encode("utf-8")
+    name = sum(1 if (chr(b).isascii() and (chr(b).isalnum() or chr(b) in "-_")) else 3 for b in raw)
+    if name > MAX_CONCURRENCY_KEY_NAME_BYTES:
+        raise ValueError(
+            f"'concurrency_key' is {len(raw)} bytes, {name} as a znode name, "
+            f"over the {MAX_CONCURRENCY_KEY_NAME_BYTES} a key may take"
+        )
+
+
 def envelope(event_type, payload, **fields):
     """An ``event-bridge/1`` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
 
-    ``fields`` adds optional fields (``group``, ``idempotency_key``, or your own) and may give
-    ``id`` (your event's id, kept across retries) or ``time``.
+    ``fields`` adds optional fields (``group``, ``idempotency_key``, ``concurrency_key``, or
+    your own) and may give ``id`` (your event's id, kept across retries) or ``time``.
     """
     for name in CONSUMER_FIELDS:
         if name in fields:
             raise ValueError(f"{name!r} is written by consumers, not producers")
+    if "concurrency_key" in fields:
+        check_concurrency_key(fields["concurrency_key"])
     now = datetime.datetime.now(datetime.timezone.utc)
     body = {
         "format": FORMAT,
@@ -191,6 +214,10 @@ def main(argv=None):
     parser.add_argument("--count", type=int, default=1, help="tasks to publish (each its own id)")
     parser.add_argument("--group", help="optional group field")
     parser.add_argument(
+        "--concurrency-key",
+        help="tasks with one key share their route's per_key limits (max_in_flight, rate)",
+    )
+    parser.add_argument(
         "--traceparent",
         help="W3C Trace Context of the request the task comes from (00-<trace>-<span>-<flags>)",
     )
@@ -216,6 +243,12 @@ def main(argv=None):
         fields["traceparent"] = args.traceparent
     if args.idempotency_key is not None:
         fields["idempotency_key"] = args.idempotency_key
+    if args.concurrency_key is not None:
+        try:
+            check_concurrency_key(args.concurrency_key)
+        except ValueError as e:
+            parser.error(f"--concurrency-key: {e}")
+        fields["concurrency_key"] = args.concurrency_key
 
     auth = os.environ.get("ZOOKEEPER_AUTH")
     zk = KazooClient(

@@ -149,6 +149,23 @@ impl Layout {
         format!("{}/limits/{gate}/{name}", self.root)
     }
 
+    /// The gates of concurrency keys, by route.
+    pub fn concurrency(&self) -> String {
+        format!("{}/concurrency", self.root)
+    }
+
+    /// The gates of the concurrency keys of route `gate` (a znode name, as for
+    /// [`Layout::limit_gate`]).
+    pub fn key_gates(&self, gate: &str) -> String {
+        format!("{}/concurrency/{gate}", self.root)
+    }
+
+    /// The gate of concurrency key `key` within route `gate`: its data the key's token bucket,
+    /// its children the slots of the key's tasks running.
+    pub fn key_gate(&self, gate: &str, key: &str) -> String {
+        format!("{}/concurrency/{gate}/{}", self.root, encode_segment(key))
+    }
+
     /// Recurring schedules.
     pub fn schedules(&self) -> String {
         format!("{}/schedules", self.root)

@@ -7,6 +7,10 @@
 //! - `rate` (`"10/s"`, `"600/min"`, `"5000/h"`): a token bucket kept in the gate's data, its
 //!   clock ZooKeeper's, holding at most a tenth of a second's worth of tokens (at least one): in
 //!   any window of `T` at most `rate × T` tasks start, plus that burst.
+//! - `per_key` (`{"max_in_flight": 2, "rate": "1/s"}`): the same two limits for each value of
+//!   a task's `concurrency_key`, counted within the route: each key has a gate of its own
+//!   (`concurrency/<route>/<key>`) with its own slots and bucket. A task without a key is
+//!   held only by the route's own limits.
 
 use std::collections::BTreeMap;
 
@@ -18,11 +22,36 @@ pub struct Limit {
     pub max_in_flight: Option<u32>,
     /// Tasks per millisecond.
     pub rate_per_ms: Option<f64>,
+    /// The limits of each value of `concurrency_key` among the route's tasks.
+    pub per_key: Option<KeyLimit>,
+}
+
+/// The limits of one value of `concurrency_key` within a route: the same two as a route's.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct KeyLimit {
+    pub max_in_flight: Option<u32>,
+    /// Tasks per millisecond.
+    pub rate_per_ms: Option<f64>,
+}
+
+impl From<KeyLimit> for Limit {
+    fn from(key: KeyLimit) -> Self {
+        Limit {
+            max_in_flight: key.max_in_flight,
+            rate_per_ms: key.rate_per_ms,
+            per_key: None,
+        }
+    }
 }
 
 impl Limit {
-    /// Whether the route is limited at all.
+    /// Whether the route is limited at all (itself, or per key).
     pub fn is_some(&self) -> bool {
+        self.gates_route() || self.per_key.is_some()
+    }
+
+    /// Whether the route as a whole has a gate: a cap on tasks in flight, or a rate.
+    pub fn gates_route(&self) -> bool {
         self.max_in_flight.is_some() || self.rate_per_ms.is_some()
     }
 
@@ -83,6 +112,41 @@ impl RouteLimits {
 pub struct Bucket {
     pub tokens: f64,
     pub at_ms: i64,
+}
+
+/// What a gate's znode holds: its bucket (with a rate) and the cap on tasks in flight it was
+/// last admitted under (so that `stats` can tell a gate at its limit without the routes).
+/// Empty data reads as neither.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GateData {
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<Bucket>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// When the bucket is full again (ZooKeeper ms), if nothing more is admitted: a key's gate
+    /// with no slots held is worth nothing after it, and the reaper may delete it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_at_ms: Option<i64>,
+}
+
+impl GateData {
+    /// The data a gate under `limit` holds after an admission that left `bucket`.
+    pub fn after(limit: &Limit, bucket: Option<Bucket>) -> GateData {
+        let full_at_ms = bucket.zip(limit.rate_per_ms).map(|(b, rate)| {
+            let missing = (limit.burst() - b.tokens).max(0.0);
+            b.at_ms + (missing / rate).ceil() as i64
+        });
+        GateData {
+            bucket,
+            max_in_flight: limit.max_in_flight,
+            full_at_ms,
+        }
+    }
+
+    /// Reads a gate's data; anything unreadable (an empty gate, an older writer's) is neither.
+    pub fn read(data: &[u8]) -> GateData {
+        serde_json::from_slice(data).unwrap_or_default()
+    }
 }
 
 /// How many of `wanted` tasks may start now, and what the gate holds afterwards.
@@ -163,7 +227,7 @@ mod tests {
     fn slots_cap_what_is_admitted() {
         let limit = Limit {
             max_in_flight: Some(3),
-            rate_per_ms: None,
+            ..Limit::default()
         };
         let a = admit(&limit, 1, None, 0, 5);
         assert_eq!(
@@ -177,8 +241,8 @@ mod tests {
     #[test]
     fn a_bucket_refills_at_the_rate_up_to_its_burst() {
         let limit = Limit {
-            max_in_flight: None,
             rate_per_ms: Some(0.02),
+            ..Limit::default()
         }; // 20/s, burst 2
         let fresh = admit(&limit, 0, None, 1_000, 5);
         assert_eq!(fresh.admitted, 2, "a fresh bucket is full");
@@ -190,5 +254,45 @@ mod tests {
         assert_eq!(later.admitted, 1);
         let much_later = admit(&limit, 0, Some(bucket), 100_000, 5);
         assert_eq!(much_later.admitted, 2, "never more than the burst");
+    }
+
+    #[test]
+    fn gate_data_keeps_its_bucket_and_cap() {
+        let data = GateData {
+            bucket: Some(Bucket {
+                tokens: 1.5,
+                at_ms: 7,
+            }),
+            max_in_flight: Some(2),
+            full_at_ms: None,
+        };
+        let bytes = serde_json::to_vec(&data).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&bytes),
+            r#"{"tokens":1.5,"at_ms":7,"max_in_flight":2}"#
+        );
+        assert_eq!(GateData::read(&bytes), data);
+        assert_eq!(GateData::read(b""), GateData::default());
+        let old = GateData::read(br#"{"tokens":2.0,"at_ms":9}"#);
+        assert_eq!(
+            (old.bucket.map(|b| b.at_ms), old.max_in_flight),
+            (Some(9), None)
+        );
+    }
+
+    #[test]
+    fn a_gate_knows_when_its_bucket_is_full_again() {
+        let limit = Limit {
+            rate_per_ms: Some(0.001), // 1/s: burst 1
+            ..Limit::default()
+        };
+        let emptied = admit(&limit, 0, None, 5_000, 1).bucket;
+        assert_eq!(GateData::after(&limit, emptied).full_at_ms, Some(6_000));
+        let capped = Limit {
+            max_in_flight: Some(2),
+            ..Limit::default()
+        };
+        let data = GateData::after(&capped, None);
+        assert_eq!((data.max_in_flight, data.full_at_ms), (Some(2), None));
     }
 }

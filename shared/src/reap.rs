@@ -32,6 +32,9 @@ const PROMOTE_PER_RUN: usize = 1_000;
 /// Expired idempotency keys deleted per run, at most (one multi-op each).
 const KEYS_PER_RUN: usize = 1_000;
 
+/// Concurrency keys' gates looked at per run, at most.
+const KEY_GATES_PER_RUN: usize = 1_000;
+
 /// Completion records deleted per run, at most (pipelined deletes).
 const DONE_PER_RUN: usize = 2_000;
 
@@ -57,6 +60,9 @@ pub struct ReapReport {
     pub marks_swept: u32,
     /// Idempotency keys deleted because their window after completion had passed.
     pub keys_expired: u32,
+    /// Gates of concurrency keys deleted because nothing held a slot in them and their
+    /// bucket was full again.
+    pub key_gates_swept: u32,
     /// Completion records (and their id entries) deleted because `KEEP_DONE` had passed.
     pub done_swept: u32,
     #[serde(flatten)]
@@ -129,6 +135,7 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
     report.promoted = queue.promote_due(&now, PROMOTE_PER_RUN).await? as u32;
     report.marks_swept = queue.sweep_cancel_marks(SWEEP_PER_RUN).await? as u32;
     report.keys_expired = queue.sweep_keys(&now, KEYS_PER_RUN).await? as u32;
+    report.key_gates_swept = queue.sweep_key_gates(&now, KEY_GATES_PER_RUN).await? as u32;
     report.done_swept = queue.sweep_done(&now, DONE_PER_RUN).await? as u32;
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;
@@ -147,6 +154,8 @@ impl ReapReport {
             promoted = self.promoted,
             marks_swept = self.marks_swept,
             keys_expired = self.keys_expired,
+            key_gates_swept = self.key_gates_swept,
+            keys_at_limit = self.stats.keys_at_limit,
             done_swept = self.done_swept,
             depth = self.stats.depth,
             delayed = self.stats.delayed,

@@ -1,14 +1,15 @@
 //! A look at the queue's state, cheap enough for every invocation and flat whatever the
 //! backlog: the counts come from the stats of `tasks/`, `leases/` and `dead/` (one multi-read),
 //! the waiting tasks from one stat per bucket of `delayed/`, the oldest task's age from one
-//! probe at the head, and what is paused from `ROOT/paused`.
+//! probe at the head, what is paused from `ROOT/paused`, and the concurrency keys in flight from
+//! their gates (a listing of `concurrency/`, none without `per_key` routes).
 
 use serde::Serialize;
 use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::queue::{Paused, Queue, TaskRead, Walk};
+use crate::queue::{KeyInFlight, Paused, Queue, TaskRead, Walk};
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -31,6 +32,13 @@ pub struct Stats {
     /// 100; absent when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paused_groups: Vec<(String, String)>,
+    /// Concurrency keys with tasks in flight (from the first 1 000 keys' gates; absent when
+    /// none), each with its cap.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys_in_flight: Vec<KeyInFlight>,
+    /// How many of them are at their cap.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub keys_at_limit: usize,
     /// The counts as read, with the creates and removals under `tasks/` (not printed).
     #[serde(skip)]
     pub counters: Counters,
@@ -39,10 +47,20 @@ pub struct Stats {
 /// Paused groups a look at the queue lists, at most.
 const PAUSED_GROUPS: usize = 100;
 
+/// Keys' gates a look at the queue reads, at most.
+const KEY_GATES: usize = 1_000;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// Reads the counts: one multi-read of three stats, a stat per waiting bucket, one probe.
 pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
     let counters = counters(queue).await?;
+    let keys_in_flight = queue.keys_in_flight(KEY_GATES).await?;
     Ok(Stats {
+        keys_at_limit: keys_in_flight.iter().filter(|k| k.at_limit()).count(),
+        keys_in_flight,
         depth: counters.depth,
         leased: counters.leased,
         delayed: queue.count_delayed().await?,

@@ -30,7 +30,7 @@ impl Handler for Gated {
     fn limits(&self) -> RouteLimits {
         let limit = Limit {
             max_in_flight: Some(GATE_SLOTS),
-            rate_per_ms: None,
+            ..Limit::default()
         };
         RouteLimits {
             types: [("bench".to_string(), limit)].into(),

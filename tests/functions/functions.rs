@@ -466,6 +466,35 @@ async fn a_url_publish_refuses_an_empty_or_repeated_id_naming_the_line() {
 }
 
 #[tokio::test]
+async fn a_url_publish_refuses_a_concurrency_key_that_names_no_gate() {
+    let tq = TestQueue::new().await;
+    let app = open_app(&tq).await;
+    let lines = [
+        r#"{"type": "a", "payload": 1, "concurrency_key": "tenant-1"}"#,
+        r#"{"type": "a", "payload": 2, "concurrency_key": ""}"#,
+    ]
+    .join("\n");
+    let (status, body) = url_publish(&app, &lines).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("line 2") && message.contains("\"concurrency_key\" is empty"),
+        "{body}"
+    );
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "nothing is published"
+    );
+    let (status, body) = url_publish(&app, &lines[..lines.find('\n').unwrap()]).await;
+    assert_eq!(status, 202, "{body}");
+    let task = tq.children("tasks").await.remove(0);
+    assert_eq!(
+        tq.read_json(&format!("tasks/{task}")).await["concurrency_key"],
+        "tenant-1"
+    );
+}
+
+#[tokio::test]
 async fn a_url_publish_over_one_zookeeper_request_is_refused_before_anything_is_written() {
     let tq = TestQueue::new().await;
     let app = open_app(&tq).await;

@@ -34,7 +34,7 @@ fn python() -> String {
 }
 
 /// Fails the test unless Python can import kazoo.
-fn require_python() {
+pub(crate) fn require_python() {
     let python = python();
     let probe = Command::new(&python)
         .args(["-c", "import kazoo"])
@@ -52,7 +52,7 @@ fn require_python() {
 }
 
 /// Fails the test unless Node runs and `examples/node`'s dependencies are installed.
-fn require_node() {
+pub(crate) fn require_node() {
     let probe = Command::new("node")
         .arg("--version")
         .stdout(Stdio::null())
@@ -82,16 +82,16 @@ fn script(program: &str, script: &str) -> Command {
     command
 }
 
-fn python_producer() -> Command {
+pub(crate) fn python_producer() -> Command {
     script(&python(), "examples/python/producer.py")
 }
 
-fn node_producer() -> Command {
+pub(crate) fn node_producer() -> Command {
     script("node", "examples/node/producer.js")
 }
 
 /// Runs a producer's command line and returns the `(task, id)` of each JSON line it printed.
-fn run_producer(command: &mut Command) -> Vec<(String, String)> {
+pub(crate) fn run_producer(command: &mut Command) -> Vec<(String, String)> {
     let output = command
         .stdin(Stdio::null())
         .output()

@@ -4,3 +4,4 @@
 //! (`make tools`).
 
 mod interop;
+mod producer_fields;

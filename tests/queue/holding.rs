@@ -427,7 +427,7 @@ impl event_bridge::Handler for OneAtATime {
     fn limits(&self) -> event_bridge::limit::RouteLimits {
         let limit = event_bridge::limit::Limit {
             max_in_flight: Some(1),
-            rate_per_ms: None,
+            ..Default::default()
         };
         event_bridge::limit::RouteLimits {
             types: [("limited".to_string(), limit)].into(),

@@ -90,6 +90,41 @@ async fn publish_refuses_an_idempotency_key_too_long_for_zookeeper() {
     assert!(t.children("keys").await.is_empty(), "no key is written");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_refuses_a_concurrency_key_that_names_no_gate() {
+    let t = TestQueue::new().await;
+    let lines = [
+        json!({"type": "a", "payload": 1, "concurrency_key": "tenant-1"}).to_string(),
+        json!({"type": "a", "payload": 2, "concurrency_key": "/".repeat(400)}).to_string(),
+    ];
+    let path = file(&t, &lines);
+    refused(
+        &eb(&t, &["publish", "-f", &path], ""),
+        &[":2:", "\"concurrency_key\" is 400 bytes, 1200"],
+    );
+    std::fs::remove_file(&path).unwrap();
+    let one = ["publish", "--payload", "{}", "--concurrency-key", ""];
+    refused(&eb(&t, &one, ""), &["\"concurrency_key\" is empty"]);
+    assert!(t.children("tasks").await.is_empty(), "nothing is published");
+    // A good one is written as given, also to every line without its own.
+    let good = [
+        "publish",
+        "--payload",
+        "{}",
+        "--concurrency-key",
+        "tenant-2",
+    ];
+    let out = eb(&t, &good, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let task = t.children("tasks").await.remove(0);
+    let body = t.read_json(&format!("tasks/{task}")).await;
+    assert_eq!(body["concurrency_key"], "tenant-2");
+}
+
 #[tokio::test]
 async fn publish_batch_refuses_repeated_ids_and_oversized_batches_writing_nothing() {
     let t = TestQueue::new().await;

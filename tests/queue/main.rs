@@ -11,6 +11,7 @@ mod done;
 mod groups;
 mod holding;
 mod ids;
+mod key_gates;
 mod metrics;
 mod pause;
 mod process;

@@ -2,73 +2,20 @@
 //! when a handler ends or its consumer's session does) and `rate` (a token bucket by
 //! ZooKeeper's clock). A task over a limit waits without costing an attempt.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use event_bridge::sink::Delivery;
 use event_bridge::{Config, Envelope, Queue};
 use serde_json::{Value, json};
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-use crate::sink_http::{Request, read_request};
+use crate::gauge::Gauge;
 use harness::{TestQueue, options};
 
-/// An HTTP receiver that answers every request with 200 after `delay`, and records when each
-/// came and the most it had in hand at once.
-struct Gauge {
-    address: String,
-    arrivals: Arc<Mutex<Vec<(Instant, Request)>>>,
-    most: Arc<AtomicUsize>,
-}
-
-impl Gauge {
-    async fn start(delay: Duration) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        let arrivals: Arc<Mutex<Vec<(Instant, Request)>>> = Arc::default();
-        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let (a, n, m) = (arrivals.clone(), now.clone(), most.clone());
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (a, n, m) = (a.clone(), n.clone(), m.clone());
-                tokio::spawn(async move {
-                    let (read, mut write) = stream.into_split();
-                    let mut read = BufReader::new(read);
-                    while let Some(request) = read_request(&mut read).await {
-                        let held = n.fetch_add(1, Ordering::SeqCst) + 1;
-                        m.fetch_max(held, Ordering::SeqCst);
-                        a.lock().unwrap().push((Instant::now(), request));
-                        tokio::time::sleep(delay).await;
-                        n.fetch_sub(1, Ordering::SeqCst);
-                        let reply = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
-                        if write.write_all(reply.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Gauge {
-            address,
-            arrivals,
-            most,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/hook", self.address)
-    }
-
-    fn arrivals(&self) -> Vec<(Instant, Request)> {
-        self.arrivals.lock().unwrap().clone()
-    }
-}
-
 /// A config whose one route `partner.call` goes to `url` with `limit` added.
-fn limited(t: &TestQueue, url: &str, limit: Value) -> Config {
+pub(crate) fn limited(t: &TestQueue, url: &str, limit: Value) -> Config {
     let mut route = json!({"sink": "http", "url": url});
     route
         .as_object_mut()
@@ -85,7 +32,7 @@ async fn publish(t: &TestQueue, n: usize) {
 }
 
 /// Runs drains on `queue` until `tasks/` is empty; tasks that waited for the limit, summed.
-async fn drain_until_empty(t: &TestQueue, queue: Queue, delivery: Arc<Delivery>) -> u32 {
+pub(crate) async fn drain_until_empty(t: &TestQueue, queue: Queue, delivery: Arc<Delivery>) -> u32 {
     let mut limited = 0;
     for _ in 0..200 {
         let report = event_bridge::process::run(&queue, delivery.as_ref(), &options(500, 16))

@@ -2,6 +2,8 @@
 //! and routing between them.
 //! Needs: ZooKeeper (`make zk-up`), moto (`make moto-up`), the binaries.
 
+mod gauge;
+mod key_limits;
 mod limits;
 mod routing;
 mod sink_http;

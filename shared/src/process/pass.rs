@@ -46,6 +46,8 @@ enum Event {
     Refilled(Result<()>),
     /// The old walk's knowledge was saved to the head, and a new walk starts from it.
     Rewalked(Result<Box<Walk>>),
+    /// Tasks the walk found over a limit may be tried again.
+    LimitsDue,
     /// A batch of claims was sent: what came of each task.
     Claimed(Result<Vec<Claimed>>),
     /// A task's run ended.
@@ -65,6 +67,8 @@ struct InFlight {
     completing: usize,
     /// A refill job waits for a notification.
     refilling: bool,
+    /// A job waits until tasks over a limit may be tried again.
+    limit_waiting: bool,
 }
 
 /// A pass's state.
@@ -77,6 +81,9 @@ pub(super) struct Pass<'r, 'a, H> {
     walk: Option<Box<Walk>>,
     /// When the walk started from the head.
     walk_started: Instant,
+    /// The soonest moment (ms from when it was met) a task this walk found over a limit may be
+    /// tried again; taken when the pass starts waiting for it.
+    limited_retry: Option<i64>,
     /// Numbers gone (settled) while the walk was out probing, for it to learn when it is back.
     gone_meanwhile: Vec<i64>,
     /// Tasks probed, ready for a free place.
@@ -123,6 +130,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             walk: Some(Box::new(walk)),
             walk_started: Instant::now(),
             gone_meanwhile: Vec::new(),
+            limited_retry: None,
             jumped: false,
             groups: GroupOrder::default(),
             ready: VecDeque::new(),
@@ -136,8 +144,9 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     pub(super) async fn drive(mut self) -> Result<PassEnd> {
         loop {
             self.start();
-            // Only a refill job left: nothing is in flight, the pass is over.
-            if self.jobs.len() == self.flight.refilling as usize {
+            // Only waits left (a refill, a limit): nothing is in flight, the pass is over.
+            let waits = self.flight.refilling as usize + self.flight.limit_waiting as usize;
+            if self.jobs.len() == waits {
                 break;
             }
             let Some(events) = self.next_events().await else {
@@ -202,6 +211,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             if walk.ended() {
                 self.walk = Some(walk);
                 self.wait_for_refill();
+                self.wait_for_limits();
                 return;
             }
             self.jobs.push(Box::pin(async move {
@@ -263,6 +273,11 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                     read.err()
                 }
                 Event::Rewalked(walk) => walk.map(|walk| self.rewalked(walk)).err(),
+                Event::LimitsDue => {
+                    self.flight.limit_waiting = false;
+                    self.limits_due();
+                    None
+                }
                 Event::Claimed(claimed) => claimed.map(|claimed| self.claimed(claimed)).err(),
                 Event::Ran(ran) => {
                     self.flight.running -= 1;
@@ -379,7 +394,13 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             Outcome::Paused => {
                 self.passed_over.insert(name.to_string());
             }
-            Outcome::Limited(retry_in_ms) => self.run.limited(name, *retry_in_ms),
+            Outcome::Limited(retry_in_ms) => {
+                self.run.limited(name, *retry_in_ms);
+                let soonest = self
+                    .limited_retry
+                    .map_or(*retry_in_ms, |r| r.min(*retry_in_ms));
+                self.limited_retry = Some(soonest);
+            }
             _ => {}
         }
         let owner = match &outcome {

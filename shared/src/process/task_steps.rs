@@ -129,10 +129,11 @@ impl<H: Handler> Run<'_, H> {
             crate::run_metrics::outcome(result),
             started.elapsed(),
         );
-        // The handler is done (or stopped): its route's slot goes at once, whatever comes next.
-        if let Some(slot) = lease.take_slot() {
-            self.queue().free_slot(&slot).await;
-        }
+        // The handler is done (or stopped): its slots (its route's, its key's) go at once,
+        // whatever comes next.
+        let queue = self.queue();
+        let slots = lease.take_slots();
+        futures::future::join_all(slots.iter().map(|slot| queue.free_slot(slot))).await;
         let outcome = match ended? {
             HandlerEnd::Finished(Ok(delivered)) => {
                 return Ok(Ran::Succeeded(Box::new(lease.delivered(delivered))));

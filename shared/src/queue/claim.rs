@@ -4,7 +4,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::bury::Burial;
-use super::gate::GateWrite;
+use super::gate::{GateWrite, Wanting};
 use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::holder::Settled;
 use super::ops::{Multi, Op};
@@ -28,14 +28,15 @@ pub struct Lease {
     pub(super) group_lock: Option<HeldLock>,
     /// What the handler's delivery came to, for the completion record.
     pub(super) delivered: Option<Delivered>,
-    /// The slot the task holds in its route's gate while its handler runs.
-    pub(super) slot: Option<String>,
+    /// The slots the task holds while its handler runs: in its route's gate, in its
+    /// concurrency key's.
+    pub(super) slots: Vec<String>,
 }
 
 impl Lease {
-    /// Takes the slot the task holds in its route's gate (see [`Queue::free_slot`]).
-    pub fn take_slot(&mut self) -> Option<String> {
-        self.slot.take()
+    /// Takes the slots the task holds in gates (see [`Queue::free_slot`]).
+    pub fn take_slots(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.slots)
     }
 
     /// The lease of a task whose delivery came to `delivered` (kept in its completion record
@@ -85,8 +86,8 @@ struct Take {
     envelope: Envelope,
     body: Vec<u8>,
     read_version: i32,
-    /// For a task of a route with `max_in_flight`, the slot it takes (its first operation).
-    slot: Option<String>,
+    /// The slots it takes in gates that cap tasks in flight (its first operations).
+    slots: Vec<String>,
     /// For a grouped task, what the claim does to the group's lock (the next one).
     lock: Option<LockOp>,
 }
@@ -94,12 +95,12 @@ struct Take {
 impl Take {
     /// Operations of this task in the claim's multi-op.
     fn op_count(&self) -> usize {
-        3 + usize::from(self.lock.is_some()) + usize::from(self.slot.is_some())
+        3 + usize::from(self.lock.is_some()) + self.slots.len()
     }
 
     /// The lease of a task whose claim landed, from its results.
     fn taken(self, results: &[zk::MultiWriteResult], lease_path: &str) -> Result<ClaimOutcome> {
-        let results = &results[usize::from(self.slot.is_some())..];
+        let results = &results[self.slots.len()..];
         let (lock, claim) = results.split_at(usize::from(self.lock.is_some()));
         // The lease's `czxid` is the claim's zxid: the fencing token.
         let (lease_version, task_version, token) = match claim {
@@ -132,7 +133,7 @@ impl Take {
             lease_version,
             group_lock,
             delivered: None,
-            slot: self.slot,
+            slots: self.slots,
         }))
     }
 }
@@ -258,13 +259,17 @@ impl Queue {
         now: &ZkTime,
         restraints: &Restraints,
     ) -> Result<Vec<GateWrite>> {
-        let tasks: Vec<(&str, &str)> = takes
+        let tasks: Vec<Wanting> = takes
             .iter()
-            .map(|(_, t)| (t.envelope.event_type.as_str(), t.name.as_str()))
+            .map(|(_, t)| {
+                let envelope = &t.envelope;
+                let key = envelope.concurrency_key.as_deref();
+                (envelope.event_type.as_str(), t.name.as_str(), key)
+            })
             .collect();
         let gated = self.through_gates(&tasks, now, &restraints.limits).await?;
-        for ((_, take), slot) in takes.iter_mut().zip(gated.slots) {
-            take.slot = slot;
+        for ((_, take), slots) in takes.iter_mut().zip(gated.slots) {
+            take.slots = slots;
         }
         let mut writes = gated.writes;
         for write in &mut writes {
@@ -337,6 +342,12 @@ impl Queue {
                     .await;
             }
         };
+        // A key no gate can be named after (another producer's): it could never be admitted.
+        if let Err(problem) = envelope.check_concurrency_key() {
+            let reason = format!("malformed {} envelope: {problem}", task::FORMAT);
+            let how = (envelope.attempts, OnDead::Continue, false);
+            return self.bury_read(read, how, reason, None).await;
+        }
         // Cancelled while another consumer held it: buried now, and its mark with it.
         if Queue::is_marked(&restraints.cancelled, &envelope.id) {
             let (attempts, last) = (envelope.attempts, envelope.last_error);
@@ -374,7 +385,7 @@ impl Queue {
                 envelope,
                 body: rewritten,
                 read_version: stat.version,
-                slot: None,
+                slots: Vec::new(),
                 lock,
             })),
             // A body near ZooKeeper's limit (a plain body grows when wrapped) cannot be
@@ -418,7 +429,7 @@ impl Queue {
             }
             for (i, ((_, take), (task_path, lease_path))) in takes.iter().zip(&paths).enumerate() {
                 let step = |step| Owner::Task(i, step);
-                if let Some(slot) = &take.slot {
+                for slot in &take.slots {
                     multi.push(step(Step::Slot), Op::CreateEphemeral(slot, b""));
                 }
                 match &take.lock {

@@ -5,6 +5,10 @@
 //! slots) and writing it happen as one. Each admitted task of a route with `max_in_flight`
 //! creates an ephemeral slot, `limits/<route>/<task>`, deleted when its handler ends, or by
 //! ZooKeeper when its consumer's session ends (a crashed holder's slot frees itself).
+//!
+//! A route with `per_key` limits has a gate per concurrency key in use as well,
+//! `concurrency/<route>/<key>`, which works the same way for that key's tasks; the reaper
+//! deletes a key's gate once nothing holds a slot in it and its bucket would be full again.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +17,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::limit::{self, Bucket, Limit, RouteLimits};
+use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
 
 /// A gate's rewrite, sent first in the claim's multi-op.
 pub(super) struct GateWrite {
@@ -24,14 +28,30 @@ pub(super) struct GateWrite {
     pub(super) admitted: Vec<usize>,
 }
 
+/// A task wanting in: its event type, name and concurrency key.
+pub(super) type Wanting<'a> = (&'a str, &'a str, Option<&'a str>);
+
 /// What the gates made of a list of tasks wanting in.
 #[derive(Default)]
 pub(super) struct Gated {
     pub(super) writes: Vec<GateWrite>,
-    /// Per task: the slot it takes, when admitted through a route that caps tasks in flight.
-    pub(super) slots: Vec<Option<String>>,
+    /// Per task: the slots it takes (its route's, its key's), when admitted through gates that
+    /// cap tasks in flight.
+    pub(super) slots: Vec<Vec<String>>,
     /// The tasks left out (indices in the caller's list), and when they may try again.
     pub(super) refused: Vec<(usize, i64)>,
+}
+
+/// A gate some of the tasks go through: a route's, or a concurrency key's within a route.
+struct Gate {
+    path: String,
+    /// What to make, in order, when the gate is missing (its parents, then itself).
+    makes: Vec<String>,
+    limit: Limit,
+    /// A key's gate (admits first) or a route's.
+    per_key: bool,
+    /// The tasks going through it (indices in the caller's list), in their order.
+    positions: Vec<usize>,
 }
 
 /// A gate as read: slots held, its bucket, its version.
@@ -47,96 +67,152 @@ const SLOT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 const SLOT_TRIES: usize = 120;
 
 impl Queue {
-    /// Takes `tasks` (event type, name) through the gates of their routes under `limits`.
+    /// Takes `tasks` through the gates of their routes, and of their concurrency keys where
+    /// their route limits keys, under `limits`. A task is admitted when every gate it goes
+    /// through lets it in: keys' gates decide first, the route's gate then counts only those
+    /// they let through, and each gate's bucket is charged for the tasks finally admitted.
     pub(super) async fn through_gates(
         &self,
-        tasks: &[(&str, &str)],
+        tasks: &[Wanting<'_>],
         now: &ZkTime,
         limits: &RouteLimits,
     ) -> Result<Gated> {
         let mut gated = Gated {
-            slots: vec![None; tasks.len()],
+            slots: vec![Vec::new(); tasks.len()],
             ..Gated::default()
         };
-        let mut by_gate: BTreeMap<String, (Limit, Vec<usize>)> = BTreeMap::new();
-        for (pos, (event_type, _)) in tasks.iter().enumerate() {
-            if let Some((gate, limit)) = limits.for_type(event_type) {
-                by_gate
-                    .entry(gate)
-                    .or_insert((limit, Vec::new()))
-                    .1
-                    .push(pos);
-            }
-        }
-        if by_gate.is_empty() {
+        let gates = self.gates_of(tasks, limits);
+        if gates.is_empty() {
             return Ok(gated);
         }
-        let paths: Vec<String> = by_gate
-            .keys()
-            .map(|g| self.layout().limit_gate(g))
-            .collect();
-        let reads = self.read_gates(&paths).await?;
-        for (((gate, (limit, positions)), read), path) in by_gate.into_iter().zip(reads).zip(paths)
-        {
-            let admission = limit::admit(
-                &limit,
-                read.in_flight,
-                read.bucket,
-                now.now_ms(),
-                positions.len(),
-            );
-            let (admitted, left) = positions.split_at(admission.admitted);
-            let retry_in_ms = admission.retry_in_ms.unwrap_or(limit::SLOT_POLL_MS);
-            gated
-                .refused
-                .extend(left.iter().map(|pos| (*pos, retry_in_ms)));
+        let reads = self.read_gates(&gates).await?;
+        let now_ms = now.now_ms();
+        // Whether each task is still in, and when a refused one may try again.
+        let mut refused: Vec<Option<i64>> = vec![None; tasks.len()];
+        for phase in [true, false] {
+            for (gate, read) in gates.iter().zip(&reads).filter(|(g, _)| g.per_key == phase) {
+                let wanting: Vec<usize> = gate
+                    .positions
+                    .iter()
+                    .copied()
+                    .filter(|pos| refused[*pos].is_none())
+                    .collect();
+                let admission = limit::admit(
+                    &gate.limit,
+                    read.in_flight,
+                    read.bucket,
+                    now_ms,
+                    wanting.len(),
+                );
+                let retry_in_ms = admission.retry_in_ms.unwrap_or(limit::SLOT_POLL_MS);
+                for pos in &wanting[admission.admitted..] {
+                    refused[*pos] = Some(retry_in_ms);
+                }
+            }
+        }
+        for (gate, read) in gates.into_iter().zip(reads) {
+            let admitted: Vec<usize> = gate
+                .positions
+                .iter()
+                .copied()
+                .filter(|pos| refused[*pos].is_none())
+                .collect();
             if admitted.is_empty() {
                 continue;
             }
-            for pos in admitted {
-                gated.slots[*pos] = limit
-                    .max_in_flight
-                    .map(|_| self.layout().limit_slot(&gate, tasks[*pos].1));
+            let admission = limit::admit(
+                &gate.limit,
+                read.in_flight,
+                read.bucket,
+                now_ms,
+                admitted.len(),
+            );
+            if gate.limit.max_in_flight.is_some() {
+                for pos in &admitted {
+                    // A slot is the task's name under the gate.
+                    gated.slots[*pos].push(format!("{}/{}", gate.path, tasks[*pos].1));
+                }
             }
+            let data = GateData::after(&gate.limit, admission.bucket);
             gated.writes.push(GateWrite {
-                path,
-                data: match admission.bucket {
-                    Some(bucket) => serde_json::to_vec(&bucket)?,
-                    None => Vec::new(),
-                },
+                path: gate.path,
+                data: serde_json::to_vec(&data)?,
                 version: read.version,
-                admitted: admitted.to_vec(),
+                admitted,
             });
         }
+        gated.refused = refused
+            .into_iter()
+            .enumerate()
+            .filter_map(|(pos, retry)| Some((pos, retry?)))
+            .collect();
         Ok(gated)
     }
 
+    /// The gates `tasks` go through, each with the tasks in their order.
+    fn gates_of(&self, tasks: &[Wanting<'_>], limits: &RouteLimits) -> Vec<Gate> {
+        let layout = self.layout();
+        let mut gates: Vec<Gate> = Vec::new();
+        let mut index: BTreeMap<String, usize> = BTreeMap::new();
+        let mut join = |path: String, makes: Vec<String>, limit: Limit, per_key: bool, pos| {
+            let at = *index.entry(path.clone()).or_insert_with(|| {
+                gates.push(Gate {
+                    path,
+                    makes,
+                    limit,
+                    per_key,
+                    positions: Vec::new(),
+                });
+                gates.len() - 1
+            });
+            gates[at].positions.push(pos);
+        };
+        for (pos, (event_type, _, key)) in tasks.iter().enumerate() {
+            let Some((route, limit)) = limits.for_type(event_type) else {
+                continue;
+            };
+            if let (Some(per_key), Some(key)) = (limit.per_key, key) {
+                let path = layout.key_gate(&route, key);
+                let makes = vec![layout.concurrency(), layout.key_gates(&route), path.clone()];
+                join(path, makes, per_key.into(), true, pos);
+            }
+            if limit.gates_route() {
+                let path = layout.limit_gate(&route);
+                let makes = vec![layout.limits(), path.clone()];
+                join(path, makes, limit, false, pos);
+            }
+        }
+        gates
+    }
+
     /// Reads gates in one multi-read; a gate not made yet is made first.
-    async fn read_gates(&self, paths: &[String]) -> Result<Vec<GateRead>> {
+    async fn read_gates(&self, gates: &[Gate]) -> Result<Vec<GateRead>> {
+        let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
         for _ in 0..2 {
-            let reads = self.read_paths(paths).await?;
+            let reads = self.read_paths(&paths).await?;
             let mut missing = false;
-            let mut gates = Vec::with_capacity(reads.len());
-            for (read, path) in reads.into_iter().zip(paths) {
-                let Some((data, stat)) = read else {
-                    self.ensure_parent(&self.layout().limits()).await?;
-                    self.ensure_parent(path).await?;
+            let mut read = Vec::with_capacity(reads.len());
+            for (found, gate) in reads.into_iter().zip(gates) {
+                let Some((data, stat)) = found else {
+                    for path in &gate.makes {
+                        self.ensure_parent(path).await?;
+                    }
                     missing = true;
                     continue;
                 };
-                gates.push(GateRead {
+                read.push(GateRead {
                     in_flight: stat.num_children as usize,
-                    bucket: serde_json::from_slice(&data).ok(),
+                    bucket: GateData::read(&data).bucket,
                     version: stat.version,
                 });
             }
             if !missing {
-                return Ok(gates);
+                return Ok(read);
             }
         }
         Err(Error::Unreadable {
             path: self.layout().limits(),
-            problem: "a route's gate could not be made".into(),
+            problem: "a route's or a key's gate could not be made".into(),
         })
     }
 

@@ -132,7 +132,7 @@ impl Queue {
     ) -> Result<Settled> {
         let mut lease = Lease {
             delivered: None,
-            slot: None,
+            slots: Vec::new(),
             ..lease
         };
         let envelope = &mut lease.task.envelope;

@@ -128,16 +128,15 @@ impl Queue {
     }
 
     async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
+        // An empty id, a key too long (its requests would drop the connection), a
+        // concurrency key no gate can be named after: refused first. (A body within a task's
+        // limit and a key within its own always fit one request, so this costs no
+        // serialization.)
+        envelope
+            .check_publishable()
+            .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
         match &envelope.idempotency_key {
-            Some(key) => {
-                // A key too long would make requests that drop the connection: refused first.
-                // (A body within a task's limit and a key within its own always fit one
-                // request, so this costs no serialization.)
-                envelope
-                    .check_publishable()
-                    .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
-                self.publish_keyed(envelope, key).await
-            }
+            Some(key) => self.publish_keyed(envelope, key).await,
             None => Ok(Published::Created {
                 id: envelope.id.clone(),
                 task: self.publish_raw(&envelope.to_bytes()?).await?,

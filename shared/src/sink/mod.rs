@@ -2,7 +2,7 @@
 //! `http` and `sqs`; the queue core needs neither).
 //!
 //! - [`route`]: the route table (`ROUTES` / `ROUTES_FILE`), parsed and checked where sinks are
-//!   built.
+//!   built; `route_limits` reads a route's limits and `on_dead`.
 //! - [`router`]: the handler that delivers each task to its route's sink ([`Delivery`] is
 //!   what the functions, the CLI and the worker run).
 //! - `http` (feature `http`): POST the envelope to a webhook, signed.
@@ -13,6 +13,7 @@
 mod error;
 pub mod redact;
 pub mod route;
+mod route_limits;
 pub mod router;
 
 #[cfg(feature = "http")]

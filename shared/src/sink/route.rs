@@ -18,7 +18,9 @@
 //!
 //! A route (or the default) may add `"max_in_flight": 3` (at most that many of its tasks run at
 //! once, across every consumer) and `"rate": "10/s"` (`/s`, `/min`, `/h`): a task over either
-//! waits without costing an attempt (see [`crate::limit`]).
+//! waits without costing an attempt (see [`crate::limit`]). `"per_key": {"max_in_flight": 2,
+//! "rate": "1/s"}` (either or both) sets the same limits for each value of a task's
+//! `concurrency_key` among the route's tasks.
 //!
 //! A route (or the default) may add `"on_dead": "pause"`: a group whose task of that type goes
 //! to the dead letters then stays paused until `event-bridge resume --group` (a task's own
@@ -43,10 +45,11 @@ use serde_json::Value;
 
 use super::error::InvalidSpec;
 use super::redact::{redacted, shown};
+use super::route_limits::{take_limit, take_on_dead};
 use crate::config::{ConfigError, RouteSource};
-use crate::limit::{Limit, RouteLimits};
+use crate::limit::RouteLimits;
 use crate::secret::Secret;
-use crate::task::{OnDead, OnDeadPolicy};
+use crate::task::OnDeadPolicy;
 
 /// A validated route table.
 #[derive(Clone, Debug, PartialEq)]
@@ -172,45 +175,6 @@ fn parse_table(text: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<R
         on_dead,
         limits,
     })
-}
-
-/// A route's `max_in_flight` (at least 1) and `rate` (`"10/s"`), taken out of the spec so
-/// that the sink's own fields remain.
-fn take_limit(spec: &mut Value) -> Result<Limit, String> {
-    let Some(fields) = spec.as_object_mut() else {
-        return Ok(Limit::default());
-    };
-    let max_in_flight = match fields.remove("max_in_flight") {
-        None => None,
-        Some(value) => match value.as_u64() {
-            Some(n @ 1..=100_000) => Some(n as u32),
-            _ => {
-                return Err(format!(
-                    "max_in_flight: {value} is not a whole number from 1"
-                ));
-            }
-        },
-    };
-    let rate_per_ms = match fields.remove("rate") {
-        None => None,
-        Some(Value::String(text)) => Some(crate::limit::parse_rate(&text)?),
-        Some(other) => return Err(format!("rate: {other} is not text such as \"10/s\"")),
-    };
-    Ok(Limit {
-        max_in_flight,
-        rate_per_ms,
-    })
-}
-
-/// A route's `on_dead` (what its tasks' groups do when one goes to the dead letters), taken
-/// out of the spec so that the sink's own fields remain.
-fn take_on_dead(spec: &mut Value) -> Result<Option<OnDead>, String> {
-    let Some(value) = spec.as_object_mut().and_then(|o| o.remove("on_dead")) else {
-        return Ok(None);
-    };
-    serde_json::from_value(value)
-        .map(Some)
-        .map_err(|e| format!("on_dead: {e} (\"continue\" or \"pause\")"))
 }
 
 fn sink(spec: Value, lookup: &impl Fn(&str) -> Option<String>) -> Result<SinkSpec, String> {

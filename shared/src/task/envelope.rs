@@ -17,6 +17,11 @@ pub const FORMAT: &str = "event-bridge/1";
 /// stay within the megabyte ZooKeeper takes in one request.
 pub const MAX_KEY_NAME_BYTES: usize = 4_096;
 
+/// The longest a concurrency key may be as a znode name (`concurrency/<route>/<key>`): a claim
+/// writes it twice per task (the key's gate and the task's slot under it), for up to 32 tasks
+/// in one request.
+pub const MAX_CONCURRENCY_KEY_NAME_BYTES: usize = 1_024;
+
 /// A task body as our producers write it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
@@ -42,6 +47,10 @@ pub struct Envelope {
     /// `DEDUP_WINDOW_MS` creates nothing; sinks that deduplicate get it (the id when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Tasks with the same key share their route's `per_key` limits (`max_in_flight`, `rate`),
+    /// across every consumer; a route without them ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
     /// W3C Trace Context of the request the event came from (`00-<trace id>-<span id>-<flags>`):
     /// the HTTP sink sends it as the `traceparent` header, the SQS sink as a message attribute,
     /// and consumers log it with the task.
@@ -136,6 +145,7 @@ impl Envelope {
             group: None,
             on_dead: None,
             idempotency_key: None,
+            concurrency_key: None,
             traceparent: None,
             keyed: false,
             attempts: 0,
@@ -177,6 +187,7 @@ impl Envelope {
                     .into(),
             );
         }
+        self.check_concurrency_key()?;
         let Some(key) = &self.idempotency_key else {
             return Ok(());
         };
@@ -185,6 +196,29 @@ impl Envelope {
             return Err(format!(
                 "\"idempotency_key\" is {} bytes, {name} as a znode name (a byte other than ASCII \
                  letters, digits, - and _ takes three), over the {MAX_KEY_NAME_BYTES} a key may take",
+                key.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// A concurrency key must name its gate: at least one character, and at most
+    /// [`MAX_CONCURRENCY_KEY_NAME_BYTES`] as a znode name. (Consumers bury a task whose key
+    /// breaks this, with the problem as the reason.)
+    pub fn check_concurrency_key(&self) -> Result<(), String> {
+        let Some(key) = &self.concurrency_key else {
+            return Ok(());
+        };
+        let name = encode_segment(key).len();
+        if key.is_empty() {
+            return Err(
+                "\"concurrency_key\" is empty: give one of at least one character, or none".into(),
+            );
+        }
+        if name > MAX_CONCURRENCY_KEY_NAME_BYTES {
+            return Err(format!(
+                "\"concurrency_key\" is {} bytes, {name} as a znode name (a byte other than ASCII \
+                 letters, digits, - and _ takes three), over the {MAX_CONCURRENCY_KEY_NAME_BYTES} a key may take",
                 key.len()
             ));
         }
@@ -261,6 +295,7 @@ mod tests {
         let mut full = Envelope::new("a.b", json!({}));
         full.group = Some("g".into());
         full.idempotency_key = Some("k".into());
+        full.concurrency_key = Some("c".into());
         full.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
         full.last_error = Some("e".into());
         full.retry_at = Some(1);
@@ -300,6 +335,21 @@ mod tests {
             "{problem}"
         );
         e.idempotency_key = None;
+        e.concurrency_key = Some(String::new());
+        assert!(
+            e.check_publishable()
+                .unwrap_err()
+                .contains("\"concurrency_key\" is empty")
+        );
+        e.concurrency_key = Some("/".repeat(MAX_CONCURRENCY_KEY_NAME_BYTES / 3 + 1));
+        let problem = e.check_publishable().unwrap_err();
+        assert!(
+            problem.contains("\"concurrency_key\" is 342 bytes, 1026"),
+            "{problem}"
+        );
+        e.concurrency_key = Some("tenant-7".into());
+        assert_eq!(e.check_publishable(), Ok(()));
+        e.concurrency_key = None;
         e.id = String::new();
         assert!(
             e.check_publishable()

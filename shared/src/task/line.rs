@@ -1,6 +1,6 @@
 //! One task as a producer without a ZooKeeper client sends it (a JSON line of `event-bridge
 //! publish -f`, an item of an HTTP publish): an object with `payload` names its own `type`,
-//! `id`, `group`, `idempotency_key`, `on_dead` and `traceparent`; any other value is the payload itself, of
+//! `id`, `group`, `idempotency_key`, `concurrency_key`, `on_dead` and `traceparent`; any other value is the payload itself, of
 //! the default type when there is one. An item a publish would refuse (an empty id, a key too
 //! long for a znode name: [`Envelope::check_publishable`]) is an error here already.
 
@@ -50,6 +50,7 @@ pub fn envelope_from_value(
     }
     envelope.group = text("group")?;
     envelope.idempotency_key = text("idempotency_key")?;
+    envelope.concurrency_key = text("concurrency_key")?;
     envelope.traceparent = match text("traceparent")? {
         Some(t) if !super::is_traceparent(&t) => {
             return Err(format!(
@@ -80,7 +81,7 @@ mod tests {
     #[test]
     fn an_item_names_its_fields_or_is_a_payload_of_the_default_type() {
         let full = json!({"type": "a.b", "payload": {"n": 1}, "id": "x", "group": "g",
-            "idempotency_key": "k", "on_dead": "pause",
+            "idempotency_key": "k", "on_dead": "pause", "concurrency_key": "tenant-1",
             "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"});
         let e = envelope_from_value(full, None).unwrap();
         assert_eq!(
@@ -93,6 +94,7 @@ mod tests {
             ("a.b", "x", Some("g"), Some(OnDead::Pause))
         );
         assert!(e.traceparent.is_some());
+        assert_eq!(e.concurrency_key.as_deref(), Some("tenant-1"));
         let bare = envelope_from_value(json!({"n": 2}), Some("event")).unwrap();
         assert_eq!(
             (bare.event_type.as_str(), bare.payload.clone()),
@@ -125,6 +127,16 @@ mod tests {
             key.unwrap_err()
                 .contains("\"idempotency_key\" is 10000 bytes")
         );
+        let number = json!({"type": "t", "payload": {}, "concurrency_key": 7});
+        let number = envelope_from_value(number, None);
+        assert!(
+            number
+                .unwrap_err()
+                .contains("\"concurrency_key\" must be a string")
+        );
+        let empty = json!({"type": "t", "payload": {}, "concurrency_key": ""});
+        let empty = envelope_from_value(empty, None);
+        assert!(empty.unwrap_err().contains("\"concurrency_key\" is empty"));
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
     };
     let stamp = |mut envelope: Envelope| {
         envelope.group = envelope.group.take().or_else(|| args.group.clone());
+        envelope.concurrency_key = envelope
+            .concurrency_key
+            .take()
+            .or_else(|| args.concurrency_key.clone());
         envelope.traceparent = envelope
             .traceparent
             .take()
@@ -154,9 +158,7 @@ fn check(
         {
             return Err(format!("{at}: {}", repeated(&envelope.id, "line", first)).into());
         }
-        if envelope.idempotency_key.is_some() {
-            check_one(queue, &stamp(envelope)).map_err(|e| format!("{at}: {e}"))?;
-        }
+        check_one(queue, &stamp(envelope)).map_err(|e| format!("{at}: {e}"))?;
         count += 1;
     }
     Ok(count)
@@ -185,11 +187,13 @@ fn repeated(id: &str, what: &str, first: usize) -> String {
     )
 }
 
-/// Refuses a keyed task ZooKeeper would refuse before it is sent (see `Queue::check_batch`):
-/// its key's path and data go with its body. A task without a key is one create of its body,
+/// Refuses a task whose fields are not publishable (an empty id, a concurrency key no gate can
+/// be named after), and a keyed task ZooKeeper would refuse before it is sent (see
+/// `Queue::check_batch`): its key's path and data go with its body. A task without a key is one create of its body,
 /// which is refused over the znode limit as it is sent; checking it here too would cost a
 /// serialization per line.
 fn check_one(queue: &Queue, envelope: &Envelope) -> Result<(), String> {
+    envelope.check_publishable()?;
     if envelope.idempotency_key.is_none() {
         return Ok(());
     }

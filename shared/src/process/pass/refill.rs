@@ -1,7 +1,10 @@
-//! A worker's pass at the tail: it waits for the refill notification (new tasks) to go on past
+//! A pass at the tail. A worker's waits for the refill notification (new tasks) to go on past
 //! the old tail, and once its walk is [`WALK_AGAIN_AFTER`] old it walks again from the head, so
 //! that what it passed over meanwhile (a task the reaper freed, a group whose turn came, a type
-//! resumed) is looked at while tasks are still in flight.
+//! resumed) is looked at while tasks are still in flight. Any pass that met tasks over a limit
+//! (a route's, a concurrency key's) while others still run walks again from the head once they
+//! may be tried: a key at its cap must not hold back, until its handlers end, the tasks of
+//! other keys a claim batch left out.
 
 use tokio::time::Instant;
 
@@ -48,6 +51,40 @@ impl<H: Handler> Pass<'_, '_, H> {
             self.walk = Some(walk);
             return;
         }
+        self.walk_again(*walk);
+    }
+
+    /// Starts a job that waits until the tasks this walk found over a limit may be tried
+    /// again, when tasks are still running (with none, the run waits between passes) and no
+    /// such job waits already.
+    pub(super) fn wait_for_limits(&mut self) {
+        if self.flight.limit_waiting || self.flight.running == 0 {
+            return;
+        }
+        let Some(retry_in_ms) = self.limited_retry.take() else {
+            return;
+        };
+        self.flight.limit_waiting = true;
+        let options = self.run.options;
+        let wake = Instant::now() + std::time::Duration::from_millis(retry_in_ms.max(1) as u64);
+        let wake = wake.min(options.deadline - options.margin);
+        self.jobs.push(Box::pin(async move {
+            tokio::time::sleep_until(wake).await;
+            Event::LimitsDue
+        }));
+    }
+
+    /// The tasks over a limit may be tried again: a walk at its tail starts again from the
+    /// head (one still going will meet them when the next pass does).
+    pub(super) fn limits_due(&mut self) {
+        match self.walk.take() {
+            Some(walk) if walk.ended() && self.ready.is_empty() => self.walk_again(*walk),
+            other => self.walk = other,
+        }
+    }
+
+    /// Saves what `walk` knows to the head and starts a new walk from it.
+    fn walk_again(&mut self, mut walk: Walk) {
         let run = self.run;
         self.jobs.push(Box::pin(async move {
             let queue = run.queue();

@@ -1,0 +1,134 @@
+//! The gates of concurrency keys (`concurrency/<route>/<key>`, see `gate`): what `stats` shows
+//! of them, and the reaper's sweep of gates nobody needs any more. A key's gate is made by the
+//! first claim of a task with that key; without the sweep, every key ever used would leave
+//! one behind.
+
+use serde::Serialize;
+use zookeeper_client as zk;
+
+use super::Queue;
+use crate::clock::ZkTime;
+use crate::error::{Error, Result};
+use crate::layout::decode_segment;
+use crate::limit::GateData;
+
+/// A concurrency key with tasks in flight, as `stats` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct KeyInFlight {
+    /// The route's gate name: the event type (encoded), or `@default`.
+    pub route: String,
+    pub key: String,
+    pub in_flight: usize,
+    /// The cap it was last admitted under (absent for a key limited by rate only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+}
+
+impl KeyInFlight {
+    /// Whether the key has as many tasks in flight as its route lets it.
+    pub fn at_limit(&self) -> bool {
+        self.max_in_flight
+            .is_some_and(|max| self.in_flight >= max as usize)
+    }
+}
+
+/// A key's gate as read.
+struct KeyGate {
+    route: String,
+    name: String,
+    path: String,
+    data: GateData,
+    stat: zk::Stat,
+}
+
+/// Gates read per multi-read.
+const READ_BATCH: usize = 128;
+
+/// How long a key's gate stays after its last admission with nothing in it, at least: a key
+/// whose tasks come steadily keeps its gate instead of making it again and again.
+pub const KEY_GATE_IDLE_MS: i64 = 60_000;
+
+impl Queue {
+    /// The concurrency keys with tasks in flight, by route and key, at most `limit` gates
+    /// looked at (the rest are not counted).
+    pub async fn keys_in_flight(&self, limit: usize) -> Result<Vec<KeyInFlight>> {
+        let gates = self.read_key_gates(limit).await?;
+        let mut keys: Vec<KeyInFlight> = gates
+            .into_iter()
+            .filter(|g| g.stat.num_children > 0)
+            .map(|g| KeyInFlight {
+                route: g.route,
+                key: decode_segment(&g.name),
+                in_flight: g.stat.num_children as usize,
+                max_in_flight: g.data.max_in_flight,
+            })
+            .collect();
+        keys.sort_by(|a, b| (&a.route, &a.key).cmp(&(&b.route, &b.key)));
+        Ok(keys)
+    }
+
+    /// Deletes keys' gates with no slot held, untouched for [`KEY_GATE_IDLE_MS`], and whose
+    /// bucket is full again by `now`, at most `limit` looked at; returns how many went. Each
+    /// is deleted at the version read: a claim through it since (which rewrites it) keeps it.
+    pub async fn sweep_key_gates(&self, now: &ZkTime, limit: usize) -> Result<usize> {
+        let now_ms = now.now_ms();
+        let mut swept = 0;
+        for gate in self.read_key_gates(limit).await? {
+            let idle = gate.stat.num_children == 0
+                && gate.stat.mtime + KEY_GATE_IDLE_MS <= now_ms
+                && gate.data.full_at_ms.is_none_or(|at| at <= now_ms);
+            if !idle {
+                continue;
+            }
+            match self
+                .client()
+                .delete(&gate.path, Some(gate.stat.version))
+                .await
+            {
+                Ok(()) => swept += 1,
+                Err(zk::Error::NoNode | zk::Error::BadVersion | zk::Error::NotEmpty) => {}
+                Err(e) => return Err(Error::zk("delete", gate.path, e)),
+            }
+        }
+        Ok(swept)
+    }
+
+    /// Every key's gate of every route, at most `limit`.
+    async fn read_key_gates(&self, limit: usize) -> Result<Vec<KeyGate>> {
+        let mut gates = Vec::new();
+        for route in self.children_or_none(&self.layout().concurrency()).await? {
+            let route_path = self.layout().key_gates(&route);
+            let mut names = self.children_or_none(&route_path).await?;
+            names.truncate(limit.saturating_sub(gates.len()));
+            for chunk in names.chunks(READ_BATCH) {
+                let paths: Vec<String> =
+                    chunk.iter().map(|n| format!("{route_path}/{n}")).collect();
+                let reads = self.read_paths(&paths).await?;
+                for ((name, path), read) in chunk.iter().zip(paths).zip(reads) {
+                    let Some((data, stat)) = read else { continue };
+                    gates.push(KeyGate {
+                        route: route.clone(),
+                        name: name.clone(),
+                        path,
+                        data: GateData::read(&data),
+                        stat,
+                    });
+                }
+            }
+            if gates.len() >= limit {
+                break;
+            }
+        }
+        Ok(gates)
+    }
+
+    /// The children of `path`, none when it does not exist.
+    async fn children_or_none(&self, path: &str) -> Result<Vec<String>> {
+        match self.client().list_children(path).await {
+            Ok(names) => Ok(names),
+            Err(zk::Error::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(Error::zk("list", path, e)),
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Concurrency keys' gates in ZooKeeper: made by a claim with its slot, read by `stats`,
+//! swept by the reaper once nothing holds them, and a key no gate can be named after.
+
+use event_bridge::clock::ZkTime;
+use event_bridge::limit::{KeyLimit, Limit, RouteLimits};
+use event_bridge::queue::{ClaimOutcome, KEY_GATE_IDLE_MS, Lease, Restraints};
+use event_bridge::{Envelope, reap, stats};
+use serde_json::json;
+
+use harness::TestQueue;
+
+/// Restraints whose default route lets each key have `per_key` at once.
+fn per_key(per_key: KeyLimit) -> Restraints {
+    Restraints {
+        limits: RouteLimits {
+            default: Limit {
+                per_key: Some(per_key),
+                ..Limit::default()
+            },
+            ..RouteLimits::default()
+        },
+        ..Restraints::default()
+    }
+}
+
+/// Publishes a task with concurrency key `key`; its name.
+async fn publish(t: &TestQueue, key: &str) -> String {
+    let mut envelope = Envelope::new("a", json!({}));
+    envelope.concurrency_key = Some(key.into());
+    t.queue.publish_many(&[envelope]).await.unwrap().remove(0)
+}
+
+async fn claim(t: &TestQueue, name: &str, restraints: &Restraints) -> ClaimOutcome {
+    let path = t.queue.layout().task(name);
+    let (body, stat) = t.raw.get_data(&path).await.unwrap();
+    let now = t.queue.server_time().await.unwrap();
+    t.queue
+        .claim_read(name, &body, &stat, &now, restraints)
+        .await
+        .unwrap()
+}
+
+fn claimed(outcome: ClaimOutcome) -> Lease {
+    match outcome {
+        ClaimOutcome::Claimed(lease) => lease,
+        other => panic!("not claimed: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_key_at_its_cap_waits_without_an_attempt_while_another_key_goes() {
+    let t = TestQueue::new().await;
+    let restraints = per_key(KeyLimit {
+        max_in_flight: Some(1),
+        rate_per_ms: None,
+    });
+    let (first, second, other) = (
+        publish(&t, "tenant-a").await,
+        publish(&t, "tenant-a").await,
+        publish(&t, "tenant-b").await,
+    );
+    let mut held = claimed(claim(&t, &first, &restraints).await);
+    assert!(matches!(
+        claim(&t, &second, &restraints).await,
+        ClaimOutcome::Limited { .. }
+    ));
+    claimed(claim(&t, &other, &restraints).await);
+    let (body, _) = t
+        .raw
+        .get_data(&t.queue.layout().task(&second))
+        .await
+        .unwrap();
+    let attempts = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["attempts"].clone();
+    assert_eq!(attempts, 0, "waiting costs no attempt");
+    assert_eq!(t.children("concurrency/@default/tenant-a").await, [first]);
+    // Its handler ends: the slot goes, and the key's next task may run.
+    for slot in held.take_slots() {
+        t.queue.free_slot(&slot).await;
+    }
+    claimed(claim(&t, &second, &restraints).await);
+}
+
+#[tokio::test]
+async fn stats_show_the_keys_in_flight_and_those_at_their_cap() {
+    let t = TestQueue::new().await;
+    let restraints = per_key(KeyLimit {
+        max_in_flight: Some(2),
+        rate_per_ms: None,
+    });
+    for key in ["full", "full", "half"] {
+        let name = publish(&t, key).await;
+        claimed(claim(&t, &name, &restraints).await);
+    }
+    let now = t.queue.server_time().await.unwrap();
+    let stats = stats::collect(&t.queue, &now).await.unwrap();
+    let seen: Vec<(String, usize, Option<u32>, bool)> = stats
+        .keys_in_flight
+        .iter()
+        .map(|k| (k.key.clone(), k.in_flight, k.max_in_flight, k.at_limit()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("full".to_string(), 2, Some(2), true),
+            ("half".to_string(), 1, Some(2), false)
+        ]
+    );
+    assert_eq!(stats.keys_at_limit, 1);
+    let printed = serde_json::to_value(&stats).unwrap();
+    assert_eq!(printed["keys_in_flight"][0]["route"], "@default");
+}
+
+#[tokio::test]
+async fn the_reaper_sweeps_a_keys_gate_only_once_it_is_idle_and_its_bucket_full() {
+    let t = TestQueue::new().await;
+    let capped = per_key(KeyLimit {
+        max_in_flight: Some(1),
+        rate_per_ms: None,
+    });
+    let rated = per_key(KeyLimit {
+        max_in_flight: None,
+        rate_per_ms: Some(1.0 / 3_600_000.0), // 1/h
+    });
+    let mut held = claimed(claim(&t, &publish(&t, "capped").await, &capped).await);
+    claimed(claim(&t, &publish(&t, "rated").await, &rated).await);
+    let now = t.queue.server_time().await.unwrap().now_ms();
+    let later = |ms: i64| ZkTime::at(now + ms);
+    let queue = &t.queue;
+    let swept = |at| async move { reap::reap_at(queue, &at).await.unwrap().key_gates_swept };
+    assert_eq!(
+        swept(later(2 * KEY_GATE_IDLE_MS)).await,
+        0,
+        "a slot is held; the bucket is empty"
+    );
+    for slot in held.take_slots() {
+        t.queue.free_slot(&slot).await;
+    }
+    assert_eq!(swept(later(0)).await, 0, "just used");
+    assert_eq!(
+        swept(later(2 * KEY_GATE_IDLE_MS)).await,
+        1,
+        "the idle capped key"
+    );
+    assert_eq!(t.children("concurrency/@default").await, ["rated"]);
+    assert_eq!(
+        swept(later(3_600_000 + 1_000)).await,
+        1,
+        "its bucket is full again"
+    );
+    assert!(t.children("concurrency/@default").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_concurrency_key_no_gate_can_be_named_after_goes_to_the_dead_letters() {
+    let t = TestQueue::new().await;
+    // Another producer's envelope with an empty key: ours refuse to write it.
+    let body = json!({"format": "event-bridge/1", "id": "x", "type": "a",
+        "time": "2026-11-24T00:00:00Z", "payload": {}, "concurrency_key": ""});
+    let name = t
+        .queue
+        .publish_raw(body.to_string().as_bytes())
+        .await
+        .unwrap();
+    match claim(&t, &name, &Restraints::default()).await {
+        ClaimOutcome::Buried { reason } => {
+            assert!(reason.contains("\"concurrency_key\" is empty"), "{reason}")
+        }
+        other => panic!("not buried: {other:?}"),
+    }
+    assert_eq!(t.children("dead").await, [name]);
+}
