@@ -1,12 +1,13 @@
 //! What the queue's semantics cost: publishing with an idempotency key against without,
 //! draining tasks in ordered groups against ungrouped ones, and with completion records
-//! (`KEEP_DONE`) against without, each pair in the same run on the same server, each
+//! (`KEEP_DONE`) against without, through a route with `max_in_flight` and one with limits per
+//! concurrency key against without, each pair in the same run on the same server, each
 //! measurement in a chroot of its own.
 
 use std::time::{Duration, Instant};
 
 use event_bridge::handler::{FnHandler, Handler, HandlerError};
-use event_bridge::limit::{Limit, RouteLimits};
+use event_bridge::limit::{KeyLimit, Limit, RouteLimits};
 use event_bridge::{Config, Envelope, Queue, RunOptions, Task, process};
 use serde_json::json;
 
@@ -19,8 +20,13 @@ const GROUPS: usize = 100;
 /// Slots of the limited route of the gated drain.
 const GATE_SLOTS: u32 = 16;
 
-/// The no-op handler, behind a route limited to [`GATE_SLOTS`] tasks in flight.
-struct Gated;
+/// Concurrency keys the keyed drain spreads its tasks over, and how many of one key may run
+/// at once (a cap that is not the bottleneck: what the gates cost, not what they hold back).
+const CONCURRENCY_KEYS: usize = 100;
+const PER_KEY_SLOTS: u32 = 64;
+
+/// The no-op handler, behind a route with these limits.
+struct Gated(Limit);
 
 impl Handler for Gated {
     async fn handle(&self, _task: &Task) -> std::result::Result<(), HandlerError> {
@@ -28,12 +34,8 @@ impl Handler for Gated {
     }
 
     fn limits(&self) -> RouteLimits {
-        let limit = Limit {
-            max_in_flight: Some(GATE_SLOTS),
-            ..Limit::default()
-        };
         RouteLimits {
-            types: [("bench".to_string(), limit)].into(),
+            types: [("bench".to_string(), self.0)].into(),
             default: Limit::default(),
         }
     }
@@ -54,7 +56,20 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
     .await?;
     let keep = |c: &mut Config| c.keep_done = Some(Duration::from_secs(3600));
     let kept = drain_rate(addr, n, concurrency, |_| None, keep).await?;
-    let gated = gated_drain_rate(addr, n, concurrency).await?;
+    let capped = Limit {
+        max_in_flight: Some(GATE_SLOTS),
+        ..Limit::default()
+    };
+    let gated = gated_drain_rate(addr, n, concurrency, capped, |_| None).await?;
+    let per_key = Limit {
+        per_key: Some(KeyLimit {
+            max_in_flight: Some(PER_KEY_SLOTS),
+            rate_per_ms: None,
+        }),
+        ..Limit::default()
+    };
+    let key = |i: usize| Some(format!("tenant-{}", i % CONCURRENCY_KEYS));
+    let keyed_drain = gated_drain_rate(addr, n, concurrency, per_key, key).await?;
     println!();
     println!(
         "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}):"
@@ -74,6 +89,10 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
     println!(
         "  drain:   {ungrouped:>8.0}/s unlimited, {gated:>8.0}/s through a route with max_in_flight {GATE_SLOTS} ({:.2}x)",
         gated / ungrouped
+    );
+    println!(
+        "  drain:   {ungrouped:>8.0}/s without keys, {keyed_drain:>8.0}/s over {CONCURRENCY_KEYS} concurrency keys, per_key max_in_flight {PER_KEY_SLOTS} ({:.2}x)",
+        keyed_drain / ungrouped
     );
     Ok(())
 }
@@ -124,12 +143,23 @@ async fn drain_rate(
     Ok(rate)
 }
 
-/// Publishes `n` tasks and drains them through a route with [`GATE_SLOTS`] slots.
-async fn gated_drain_rate(addr: &str, n: usize, concurrency: usize) -> Result<f64> {
+/// Publishes `n` tasks (with the concurrency key `key` gives each) and drains them through a
+/// route with `limit`.
+async fn gated_drain_rate(
+    addr: &str,
+    n: usize,
+    concurrency: usize,
+    limit: Limit,
+    key: impl Fn(usize) -> Option<String>,
+) -> Result<f64> {
     let (admin, chroot, config) = fresh_chroot(addr).await?;
     let queue = bench_queue(&config).await?;
-    queue.publish_many(&envelopes(n, |_| None)).await?;
-    let rate = drain_with(&queue, &Gated, n, concurrency).await?;
+    let mut batch = envelopes(n, |_| None);
+    for (i, envelope) in batch.iter_mut().enumerate() {
+        envelope.concurrency_key = key(i);
+    }
+    queue.publish_many(&batch).await?;
+    let rate = drain_with(&queue, &Gated(limit), n, concurrency).await?;
     delete_tree(&admin, &chroot).await?;
     Ok(rate)
 }

@@ -13,7 +13,7 @@ use crate::control::{PauseWindow, ScheduleSpan};
 use crate::faults::{Fault, Record};
 use crate::logs::Claim;
 use crate::monitor::percentile;
-use crate::producer::{Kind, LIMITED_TYPE, PAUSABLE_TYPE, Published, RepeatAnswer};
+use crate::producer::{Kind, LIMITED_TYPE, PAUSABLE_TYPE, Published, RepeatAnswer, TENANT_TYPE};
 use crate::receiver::{Answer, Delivery, Ledger, Violation};
 use crate::tree::Left;
 
@@ -118,6 +118,11 @@ pub struct Figures {
     /// and not.
     pub over_limit_explained: usize,
     pub over_limit_unexplained: Vec<String>,
+    /// The tenants' route: the most requests of one concurrency key open at once, and the
+    /// moments over its cap, explained (as above) and not.
+    pub most_open_per_key: usize,
+    pub over_key_limit_explained: usize,
+    pub over_key_limit_unexplained: Vec<String>,
     pub limited_claims: usize,
     pub worst_claims: Window,
     pub worst_arrivals: Window,
@@ -541,7 +546,8 @@ fn keys(f: &mut Figures, input: &Inputs) {
 }
 
 /// The limited route: open requests at the receiver never above `max_in_flight`; starts (the
-/// consumers' `task claimed` lines) in any window within `rate × T + burst`.
+/// consumers' `task claimed` lines) in any window within `rate × T + burst`. The tenants'
+/// route: open requests of one concurrency key never above its `per_key` cap.
 fn limit(f: &mut Figures, input: &Inputs) {
     f.most_open = input.ledger.most_open;
     let claimer: HashMap<(&str, i64), &str> = (input.claims.iter())
@@ -555,35 +561,13 @@ fn limit(f: &mut Figures, input: &Inputs) {
             Some((r.consumer.as_deref()?, from, to))
         })
         .collect();
-    for (at_ms, open) in &input.ledger.over_limit {
-        let is_frozen = |(task, token): &(String, i64)| {
-            let by = claimer
-                .get(&(task.as_str(), *token))
-                .copied()
-                .unwrap_or("?");
-            (frozen.iter()).any(|(id, from, to)| *id == by && from <= at_ms && at_ms <= to)
-        };
-        let counted = open.iter().filter(|o| !is_frozen(o)).count();
-        if counted > crate::consumers::LIMITED_MAX_IN_FLIGHT {
-            let who: Vec<String> = (open.iter())
-                .map(|(task, token)| {
-                    let by = claimer
-                        .get(&(task.as_str(), *token))
-                        .copied()
-                        .unwrap_or("?");
-                    format!("{task} by {by}")
-                })
-                .collect();
-            f.over_limit_unexplained.push(format!(
-                "{} open at {}: {}",
-                open.len(),
-                crate::receiver::clock(*at_ms),
-                who.join(", ")
-            ));
-        } else {
-            f.over_limit_explained += 1;
-        }
-    }
+    let cap = crate::consumers::LIMITED_MAX_IN_FLIGHT;
+    (f.over_limit_explained, f.over_limit_unexplained) =
+        judge_over(&input.ledger.over_limit, cap, &claimer, &frozen);
+    f.most_open_per_key = input.ledger.most_open_per_key;
+    let cap = crate::consumers::TENANT_MAX_PER_KEY;
+    (f.over_key_limit_explained, f.over_key_limit_unexplained) =
+        judge_over(&input.ledger.over_key_limit, cap, &claimer, &frozen);
     let rate = LIMITED_RATE_PER_S;
     f.burst = (rate / 10.0).max(1.0);
     let limited: HashSet<(&str, i64)> = (input.ledger.deliveries.iter())
@@ -603,6 +587,39 @@ fn limit(f: &mut Figures, input: &Inputs) {
         .collect();
     arrivals.sort();
     f.worst_arrivals = worst_window(&arrivals, rate);
+}
+
+/// Moments at which the receiver had more than `cap` requests open (of a route, of a key):
+/// how many the requests of frozen workers explain (a worker whose session expired while its
+/// handler ran loses its slot early: documented), and the others, described.
+fn judge_over(
+    moments: &[(i64, Vec<(String, i64)>)],
+    cap: usize,
+    claimer: &HashMap<(&str, i64), &str>,
+    frozen: &[(&str, i64, i64)],
+) -> (usize, Vec<String>) {
+    let by = |task: &str, token: i64| claimer.get(&(task, token)).copied().unwrap_or("?");
+    let (mut explained, mut unexplained) = (0, Vec::new());
+    for (at_ms, open) in moments {
+        let is_frozen = |(task, token): &(String, i64)| {
+            let by = by(task, *token);
+            (frozen.iter()).any(|(id, from, to)| *id == by && from <= at_ms && at_ms <= to)
+        };
+        if open.iter().filter(|o| !is_frozen(o)).count() <= cap {
+            explained += 1;
+            continue;
+        }
+        let who: Vec<String> = (open.iter())
+            .map(|(task, token)| format!("{task} by {}", by(task, *token)))
+            .collect();
+        unexplained.push(format!(
+            "{} open at {}: {}",
+            open.len(),
+            crate::receiver::clock(*at_ms),
+            who.join(", ")
+        ));
+    }
+    (explained, unexplained)
 }
 
 /// The window of sorted times (ms) with the most starts beyond `rate` (per second).
@@ -740,7 +757,8 @@ fn retries(f: &mut Figures, input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>
                     secs(t2.saturating_duration_since(input.start)),
                 ),
             ));
-            if failed.event_type == LIMITED_TYPE {
+            // A limited task's retry waits behind its route's (or its key's) backlog.
+            if failed.event_type == LIMITED_TYPE || failed.event_type == TENANT_TYPE {
                 late_limited.push(lateness);
             } else if failed.group.is_some() {
                 late_grouped.push(lateness);

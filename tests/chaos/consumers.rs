@@ -35,6 +35,8 @@ pub const HTTP_TIMEOUT: Duration = Duration::from_millis(2_000);
 /// tenth of a second's worth, at least one).
 pub const LIMITED_MAX_IN_FLIGHT: usize = 2;
 pub const LIMITED_RATE_PER_S: f64 = 20.0;
+/// The tenants' route: at most this many tasks of one concurrency key at once.
+pub const TENANT_MAX_PER_KEY: usize = 1;
 /// Pause between two runs of a drain loop.
 const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 /// Pause between two scheduled runs.
@@ -99,6 +101,10 @@ impl Launcher {
                     "sink": "http", "url": url, "timeout_ms": timeout,
                     "max_in_flight": LIMITED_MAX_IN_FLIGHT,
                     "rate": format!("{LIMITED_RATE_PER_S}/s"),
+                },
+                (crate::producer::TENANT_TYPE): {
+                    "sink": "http", "url": url, "timeout_ms": timeout,
+                    "per_key": {"max_in_flight": TENANT_MAX_PER_KEY},
                 }
             },
             "default": {"sink": "http", "url": url, "timeout_ms": timeout},

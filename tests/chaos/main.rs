@@ -3,13 +3,15 @@
 //! two workers, two loops of `process --drain`, a loop of scheduled runs (`process`), a loop of
 //! `reap`; an HTTP receiver that fails a share of the requests (500, 503 with `Retry-After`,
 //! no answer past the route's timeout) and records every one. A producer publishes plain,
-//! delayed, keyed (some keys again), grouped, rate-limited, pausable and cancelled tasks; an
+//! delayed, keyed (some keys again), grouped, rate-limited, pausable, cancelled and tenant
+//! (concurrency-keyed, one at a time per key) tasks; an
 //! every-minute schedule makes its own; the pausable type is paused and resumed by the CLI
 //! mid-run. Meanwhile consumers are SIGKILLed, workers frozen past their lease (and their
 //! session), and the ZooKeeper leader is killed.
 //!
 //! Afterwards (`checks`): nothing lost, nothing stuck, groups in publish order, nothing of the
 //! paused type started while paused, one task per key, the limited route within its limits,
+//! no tenant over its per-key cap,
 //! one task per schedule slot, cancelled tasks never delivered and dead, no stale fencing
 //! token, duplicates no more than the faults explain, retries neither early nor (generously)
 //! late, a victim's tasks back; every figure printed.
@@ -81,6 +83,8 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
             event_type: producer::LIMITED_TYPE.into(),
             max_in_flight: LIMITED_MAX_IN_FLIGHT,
             timeout: consumers::HTTP_TIMEOUT,
+            tenant_type: producer::TENANT_TYPE.into(),
+            per_key: consumers::TENANT_MAX_PER_KEY,
         })
         .await,
     );

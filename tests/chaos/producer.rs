@@ -1,7 +1,9 @@
 //! The producer: the library's `Queue` on a session of its own, publishing a steady mix of
 //! tasks (`publish_all` every tick, for the tasks due by then), riding out leader changes.
 //!
-//! The mix, by the task's number modulo 20: 8 plain, 2 delayed (due in 1–3 s), 2 keyed (a
+//! The mix, by the task's number modulo 20: 7 plain, 1 of a tenant (one of three concurrency
+//! keys, on a route that lets each key run one task at a time; held back and published in
+//! bursts with the limited ones, so that the cap binds), 2 delayed (due in 1–3 s), 2 keyed (a
 //! third of the keys published again once or twice, 2–12 s later, by a new envelope with the
 //! same key), 3 grouped (30 groups; the payload carries the group's sequence number), 2 to
 //! the limited route (held back and published in bursts every 5 s, so that its limits bind),
@@ -42,10 +44,11 @@ pub enum Kind {
     Limited,
     Pausable,
     Cancelled,
+    Tenant,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Plain,
         Kind::Delayed,
         Kind::Keyed,
@@ -53,6 +56,7 @@ impl Kind {
         Kind::Limited,
         Kind::Pausable,
         Kind::Cancelled,
+        Kind::Tenant,
     ];
 
     pub fn event_type(self) -> &'static str {
@@ -64,6 +68,7 @@ impl Kind {
             Kind::Limited => LIMITED_TYPE,
             Kind::Pausable => PAUSABLE_TYPE,
             Kind::Cancelled => "chaos.cancelled",
+            Kind::Tenant => TENANT_TYPE,
         }
     }
 
@@ -76,13 +81,15 @@ impl Kind {
             Kind::Limited => "limited",
             Kind::Pausable => "pausable",
             Kind::Cancelled => "cancelled",
+            Kind::Tenant => "tenant",
         }
     }
 
     /// The kind of task number `n`.
     fn of(n: usize) -> Kind {
         match n % 20 {
-            0..=7 => Kind::Plain,
+            0..=6 => Kind::Plain,
+            7 => Kind::Tenant,
             8 | 9 => Kind::Delayed,
             10 | 11 => Kind::Keyed,
             12..=14 => Kind::Grouped,
@@ -94,6 +101,9 @@ impl Kind {
 }
 
 pub const LIMITED_TYPE: &str = "chaos.limited";
+pub const TENANT_TYPE: &str = "chaos.tenant";
+/// The concurrency keys tenant tasks carry.
+pub const TENANT_KEYS: usize = 3;
 pub const PAUSABLE_TYPE: &str = "chaos.pausable";
 pub const SCHEDULED_TYPE: &str = "chaos.tick";
 
@@ -192,7 +202,7 @@ pub async fn publish(
     let mut sent_count = 0;
     let mut last_burst = Instant::now();
     let end_estimate = Duration::from_secs_f64(total as f64 / rate);
-    while sent_count < total || !plan.limited.is_empty() {
+    while sent_count < total || !plan.held.is_empty() {
         tokio::time::sleep(TICK).await;
         let due = ((start.elapsed().as_secs_f64() * rate) as usize).clamp(sent_count, total);
         let now_ms = producer.zk_now();
@@ -219,7 +229,7 @@ pub async fn publish(
                 follower
             });
             match kind {
-                Kind::Limited => plan.limited.push(envelope),
+                Kind::Limited | Kind::Tenant => plan.held.push((kind, envelope)),
                 _ => batch.push((kind, envelope)),
             }
             batch.extend(follower.map(|f| (Kind::Grouped, f)));
@@ -237,7 +247,7 @@ pub async fn publish(
         }
         if last_burst.elapsed() >= LIMITED_BURST_EVERY || sent_count == total {
             last_burst = Instant::now();
-            batch.extend(plan.limited.drain(..).map(|e| (Kind::Limited, e)));
+            batch.append(&mut plan.held);
         }
         if sent_count == total {
             // The last tick: the repeats still to come go now.
@@ -323,7 +333,8 @@ pub async fn publish(
     }
 }
 
-/// What is to come: group sequence numbers, keys to publish again, limited tasks held back.
+/// What is to come: group sequence numbers, keys to publish again, limited and tenant tasks
+/// held back.
 #[derive(Default)]
 struct Plan {
     seqs: HashMap<String, u64>,
@@ -331,7 +342,8 @@ struct Plan {
     repeats: Vec<(Duration, String, String)>,
     /// Repeat envelopes in flight: their key and the original id.
     repeat_of: HashMap<String, (String, String)>,
-    limited: Vec<Envelope>,
+    /// Tasks of the limited route and of tenants, published in bursts.
+    held: Vec<(Kind, Envelope)>,
 }
 
 impl Plan {
@@ -354,6 +366,7 @@ impl Plan {
             Kind::Cancelled => {
                 envelope.retry_at = Some(now_ms + CANCEL_DUE.as_millis() as i64);
             }
+            Kind::Tenant => envelope.concurrency_key = Some(format!("tenant-{}", n % TENANT_KEYS)),
             Kind::Plain | Kind::Limited | Kind::Pausable => {}
         }
         (kind, envelope)

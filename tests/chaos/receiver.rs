@@ -15,7 +15,7 @@
 //! lease had passed on) is a violation, and the limited route's requests open at once are
 //! counted (the most ever open is its in-flight figure).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -109,6 +109,17 @@ pub struct LimitedRoute {
     pub event_type: String,
     pub max_in_flight: usize,
     pub timeout: Duration,
+    /// The tenants' route, and the most of one concurrency key it lets run at once.
+    pub tenant_type: String,
+    pub per_key: usize,
+}
+
+impl LimitedRoute {
+    /// Whether a request of `event_type` is answered as the limited routes' are (20–60 ms, so
+    /// that their caps bind).
+    fn is_limited(&self, event_type: &str) -> bool {
+        event_type == self.event_type || event_type == self.tenant_type
+    }
 }
 
 #[derive(Default)]
@@ -126,6 +137,11 @@ pub struct Ledger {
     pub most_open: usize,
     /// Moments (wall ms) at which more than `max_in_flight` were open, with the open ones.
     pub over_limit: Vec<(i64, Vec<(String, i64)>)>,
+    /// The tenants' requests open now, per concurrency key, and the most of one key ever open.
+    open_per_key: BTreeMap<String, BTreeSet<(String, i64)>>,
+    pub most_open_per_key: usize,
+    /// Moments (wall ms) at which one key had more than its cap open, with its open ones.
+    pub over_key_limit: Vec<(i64, Vec<(String, i64)>)>,
 }
 
 pub struct Receiver {
@@ -189,6 +205,7 @@ struct Parsed {
     group: Option<String>,
     seq: Option<u64>,
     key: Option<String>,
+    concurrency_key: Option<String>,
     slot_ms: Option<i64>,
     attempt: u32,
     token: i64,
@@ -227,6 +244,18 @@ impl Ledger {
                 self.over_limit.push((wall_ms(), open));
             }
         }
+        if let (true, Some(key)) = (
+            parsed.event_type == limited.tenant_type,
+            &parsed.concurrency_key,
+        ) {
+            let open = self.open_per_key.entry(key.clone()).or_default();
+            open.insert((parsed.task.clone(), parsed.token));
+            self.most_open_per_key = self.most_open_per_key.max(open.len());
+            if open.len() > limited.per_key {
+                let open = open.iter().cloned().collect();
+                self.over_key_limit.push((wall_ms(), open));
+            }
+        }
         Some(parsed)
     }
 
@@ -234,6 +263,11 @@ impl Ledger {
     fn close(&mut self, parsed: &Parsed, limited: &LimitedRoute) {
         if parsed.event_type == limited.event_type && !parsed.closed {
             self.open.remove(&(parsed.task.clone(), parsed.token));
+        }
+        if let (false, Some(key)) = (parsed.closed, &parsed.concurrency_key)
+            && let Some(open) = self.open_per_key.get_mut(key)
+        {
+            open.remove(&(parsed.task.clone(), parsed.token));
         }
     }
 
@@ -307,7 +341,7 @@ async fn serve(stream: TcpStream, ledger: Arc<Mutex<Ledger>>, limited: LimitedRo
             .arrive(&request, &limited);
         let is_limited = parsed
             .as_ref()
-            .is_some_and(|p| p.event_type == limited.event_type);
+            .is_some_and(|p| limited.is_limited(&p.event_type));
         let (reply, answer) = match plan(is_limited) {
             Plan::Ok(delay) => {
                 tokio::time::sleep(delay).await;
@@ -394,6 +428,7 @@ impl Request {
             group: envelope.get("group").and_then(text),
             seq: envelope.pointer("/payload/seq").and_then(|v| v.as_u64()),
             key: envelope.get("idempotency_key").and_then(text),
+            concurrency_key: envelope.get("concurrency_key").and_then(text),
             slot_ms,
             attempt: self.header("x-event-bridge-attempt").parse().ok()?,
             token: self.header("x-event-bridge-fencing-token").parse().ok()?,

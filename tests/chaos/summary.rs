@@ -212,6 +212,17 @@ impl Outcome {
             some(&f.over_limit_unexplained),
             flag(!f.over_limit_unexplained.is_empty() || f.worst_claims.excess > allowed_starts)
         );
+        println!(
+            "per key     {:>6}  most requests of one concurrency key of {} open at once ({} keys, per_key max_in_flight {}; over it at {} moments, each with a frozen worker's request; unexplained {}){}{}",
+            f.most_open_per_key,
+            crate::producer::TENANT_TYPE,
+            crate::producer::TENANT_KEYS,
+            crate::consumers::TENANT_MAX_PER_KEY,
+            f.over_key_limit_explained,
+            f.over_key_limit_unexplained.len(),
+            some(&f.over_key_limit_unexplained),
+            flag(!f.over_key_limit_unexplained.is_empty())
+        );
         let slots: Vec<String> = (f.slots.iter())
             .map(|(s, n)| format!("{} x{n}", crate::receiver::clock(*s)))
             .collect();
@@ -264,7 +275,7 @@ impl Outcome {
             flag(f.retries_earliest > early)
         );
         println!(
-            "            lateness past the backoff (failure answered -> next delivery - backoff; design target {:?}, asserted <= {:?}; limited route <= its slowest first delivery + {:?} = {:.2} s, as its retries wait behind its backlog):",
+            "            lateness past the backoff (failure answered -> next delivery - backoff; design target {:?}, asserted <= {:?}; limited and tenant routes <= their slowest first delivery + {:?} = {:.2} s, as their retries wait behind their backlog):",
             RETRY_LATE_TARGET,
             RETRY_LATE_BOUND,
             RETRY_LATE_LIMITED_BOUND,
@@ -281,7 +292,7 @@ impl Outcome {
             flag(f.retry_late_grouped.max > bound)
         );
         println!(
-            "              limited   {}{}",
+            "              limited (the route's and the tenants': behind their backlog) {}{}",
             f.retry_late_limited.show(),
             flag(f.retry_late_limited.max > limited_retry_bound(f))
         );
@@ -474,6 +485,18 @@ impl Outcome {
             ),
         );
         fail(
+            !f.over_key_limit_unexplained.is_empty(),
+            format!(
+                "requests of one tenant open at once beyond its per_key max_in_flight {}{}",
+                crate::consumers::TENANT_MAX_PER_KEY,
+                some(&f.over_key_limit_unexplained)
+            ),
+        );
+        fail(
+            f.most_open_per_key < crate::consumers::TENANT_MAX_PER_KEY,
+            "no tenant ever had a request open: the per-key check saw nothing".into(),
+        );
+        fail(
             f.worst_claims.excess > f.burst + RATE_JITTER_STARTS,
             format!("the limited route started too fast: {:?}", f.worst_claims),
         );
@@ -521,8 +544,9 @@ impl Outcome {
         fail(
             f.retry_late_limited.max > limited,
             format!(
-                "a retry of the limited route came more than {limited:.2} s after its backoff \
-                 (the route's slowest first delivery plus {RETRY_LATE_LIMITED_BOUND:?}): {}",
+                "a retry of a limited route came more than {limited:.2} s after its backoff \
+                 (the slowest first delivery of the limited and tenant routes plus \
+                 {RETRY_LATE_LIMITED_BOUND:?}): {}",
                 f.retry_late_limited.show()
             ),
         );
@@ -563,13 +587,15 @@ impl Outcome {
     }
 }
 
-/// How late a retry of the limited route may come past its backoff: the route's slowest
-/// first delivery (how long its backlog made a fresh task wait) plus a bound.
+/// How late a retry of the limited or tenant routes may come past its backoff: their slowest
+/// first delivery (how long a backlog made a fresh task wait: the route's, or one key's)
+/// plus a bound.
 fn limited_retry_bound(f: &crate::checks::Figures) -> f64 {
     let backlog = f
         .latency_by_kind
         .iter()
-        .find(|(kind, _)| *kind == "limited")
-        .map_or(0.0, |(_, spread)| spread.max);
+        .filter(|(kind, _)| *kind == "limited" || *kind == "tenant")
+        .map(|(_, spread)| spread.max)
+        .fold(0.0, f64::max);
     backlog + RETRY_LATE_LIMITED_BOUND.as_secs_f64()
 }

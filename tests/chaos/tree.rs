@@ -130,6 +130,13 @@ impl Tree {
             let path = format!("{}/{gate}", self.path("limits"));
             limit_slots += self.children_if_any(&path).await.len();
         }
+        // The slots of concurrency keys, under each route's keys.
+        for route in self.children_if_any(&self.path("concurrency")).await {
+            let route = format!("{}/{route}", self.path("concurrency"));
+            for key in self.children_if_any(&route).await {
+                limit_slots += self.children_if_any(&format!("{route}/{key}")).await.len();
+            }
+        }
         let dead = (self.datas("dead").await.into_iter())
             .map(|(name, data)| {
                 let record: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
