@@ -112,7 +112,16 @@ async fn the_page_shows_the_queue_and_an_admin_redrives_a_dead_letter_from_it() 
     assert_eq!(figures, ["5", "1", "2"]);
     assert_eq!(text(&browser, "[data-type='mail.send']").await, "3");
     assert_eq!(text(&browser, "[data-type='report.export']").await, "2");
-    assert!(text(&browser, "#leased").await.contains(&scene.holder));
+    assert!(
+        text(&browser, "#leased")
+            .await
+            .contains(scene.holder.consumer_id())
+    );
+    let key = text(&browser, &format!("#keys tr[data-key='{}']", scene::KEY)).await;
+    assert!(
+        key.contains("@default") && key.contains("at its cap"),
+        "{key}"
+    );
     screenshot(&browser).await;
 
     // Signed out, the dead letters have no buttons; signing in brings them.

@@ -1,9 +1,11 @@
 //! The queue every dashboard test looks at: five pending tasks of two types (one of them held
-//! by a consumer), and two dead letters cancelled from a third type.
+//! by a consumer, through its concurrency key's gate, which it fills), and two dead letters
+//! cancelled from a third type.
 
 use event_bridge::Envelope;
 use event_bridge::cancel::{Cancelled, cancel};
-use event_bridge::queue::ClaimOutcome;
+use event_bridge::limit::{KeyLimit, Limit, RouteLimits};
+use event_bridge::queue::{ClaimOutcome, Restraints};
 use harness::TestQueue;
 use serde_json::json;
 
@@ -11,8 +13,30 @@ use serde_json::json;
 pub struct Scene {
     /// The dead letters, oldest first.
     pub dead: Vec<String>,
-    /// Who holds the held task.
-    pub holder: String,
+    /// Who holds the held task, on a session that lives as long as the scene (its key's slot
+    /// is ephemeral).
+    pub holder: event_bridge::Queue,
+}
+
+/// The concurrency key of the held task.
+pub const KEY: &str = "tenant-1";
+
+/// Restraints whose routes let each concurrency key run one task at a time.
+fn one_per_key() -> Restraints {
+    let per_key = KeyLimit {
+        max_in_flight: Some(1),
+        rate_per_ms: None,
+    };
+    Restraints {
+        limits: RouteLimits {
+            default: Limit {
+                per_key: Some(per_key),
+                ..Limit::default()
+            },
+            ..RouteLimits::default()
+        },
+        ..Restraints::default()
+    }
 }
 
 pub async fn build(t: &TestQueue) -> Scene {
@@ -30,15 +54,23 @@ pub async fn build(t: &TestQueue) -> Scene {
     let mut pending: Vec<Envelope> = (0..3)
         .map(|i| Envelope::new("mail.send", json!({ "n": i })))
         .collect();
+    pending[0].concurrency_key = Some(KEY.into());
     pending.extend((0..2).map(|i| Envelope::new("report.export", json!({ "n": i }))));
     let names = t.queue.publish_many(&pending).await.unwrap();
     let holder = t.consumer("holder").await;
-    match holder.claim(&names[0], &t.now().await).await.unwrap() {
+    // Claimed through a route that lets its key run one task at a time: the key is at its cap.
+    let (body, stat) = t
+        .raw
+        .get_data(&holder.layout().task(&names[0]))
+        .await
+        .unwrap();
+    let restraints = one_per_key();
+    let claimed = holder
+        .claim_read(&names[0], &body, &stat, &t.now().await, &restraints)
+        .await;
+    match claimed.unwrap() {
         ClaimOutcome::Claimed(_) => {}
         other => panic!("not claimed: {other:?}"),
     }
-    Scene {
-        dead,
-        holder: holder.consumer_id().to_string(),
-    }
+    Scene { dead, holder }
 }

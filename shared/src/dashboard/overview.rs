@@ -1,5 +1,6 @@
-//! `/`: the queue at a glance: counts, the oldest task's age, what is paused, the chart, the
-//! held tasks with their holders, counts by type, paused groups and schedules. Reloads itself
+//! `/`: the queue at a glance: counts, the oldest task's age, what is paused, the concurrency
+//! keys in flight, the chart, the held tasks with their holders, counts by type, paused groups
+//! and schedules. Reloads itself
 //! every ten seconds.
 
 use axum::extract::State;
@@ -44,6 +45,7 @@ pub(super) async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Re
         h1 { "Queue " code { (shared.session.config().root) } }
         (cards(&look.detailed.stats))
         (paused(&look.detailed.stats))
+        (keys(&look.detailed.stats))
         h2 { "Depth and throughput" }
         p.legend.muted {
             span.depth { "— depth" } span.rate { "- - tasks leaving the queue per minute" }
@@ -111,6 +113,31 @@ fn paused(stats: &Stats) -> Markup {
                 }
             }
             p.muted { "Go on with " code { "event-bridge resume --group NAME" } "." }
+        }
+    }
+}
+
+/// The concurrency keys with tasks in flight, those at their cap marked.
+fn keys(stats: &Stats) -> Markup {
+    html! {
+        @if !stats.keys_in_flight.is_empty() {
+            h2 { "Concurrency keys in flight (" (stats.keys_at_limit) " at their cap)" }
+            table id="keys" {
+                tr { th { "Route" } th { "Key" } th { "In flight" } th { "Cap" } }
+                @for key in &stats.keys_in_flight {
+                    tr data-key=(key.key) class={ @if key.at_limit() { "bad" } } {
+                        td { code { (key.route) } }
+                        td { code { (key.key) } }
+                        td { (key.in_flight) }
+                        td {
+                            @match key.max_in_flight {
+                                Some(max) => { (max) @if key.at_limit() { " (at its cap)" } }
+                                None => span.muted { "rate only" },
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }

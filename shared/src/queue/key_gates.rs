@@ -16,7 +16,7 @@ use crate::limit::GateData;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct KeyInFlight {
-    /// The route's gate name: the event type (encoded), or `@default`.
+    /// The route: its event type, or `@default`.
     pub route: String,
     pub key: String,
     pub in_flight: usize,
@@ -58,7 +58,7 @@ impl Queue {
             .into_iter()
             .filter(|g| g.stat.num_children > 0)
             .map(|g| KeyInFlight {
-                route: g.route,
+                route: decode_segment(&g.route),
                 key: decode_segment(&g.name),
                 in_flight: g.stat.num_children as usize,
                 max_in_flight: g.data.max_in_flight,

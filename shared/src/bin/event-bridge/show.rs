@@ -73,6 +73,25 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
     for (group, why) in &s.stats.paused_groups {
         out!("paused       group {group}: {why}");
     }
+    if !s.stats.keys_in_flight.is_empty() {
+        out!(
+            "keys         {} in flight, {} at their cap",
+            s.stats.keys_in_flight.len(),
+            s.stats.keys_at_limit
+        );
+    }
+    for key in &s.stats.keys_in_flight {
+        let cap = key
+            .max_in_flight
+            .map_or("rate only".into(), |m| m.to_string());
+        let at = if key.at_limit() { "  at its cap" } else { "" };
+        out!(
+            "  {:<24} {:<24} {} of {cap}{at}",
+            key.route,
+            key.key,
+            key.in_flight
+        );
+    }
     let of = if s.full {
         "all".to_string()
     } else {
