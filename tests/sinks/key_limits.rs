@@ -105,3 +105,54 @@ async fn a_key_at_its_cap_holds_back_no_other_key() {
     let most = gauge.most_per_key();
     assert_eq!((most["slow"], most["fast"]), (1, 1), "{most:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_rate_holds_its_own_tasks_and_not_another_keys() {
+    let t = TestQueue::new().await;
+    let gauge = Gauge::start(Duration::ZERO).await;
+    let config = limited(&t, &gauge.url(), json!({"per_key": {"rate": "5/s"}}));
+    let keys: Vec<Option<String>> = (0..20).map(|i| Some(format!("k{}", i % 2))).collect();
+    publish(&t, &keys).await;
+    let mut drains = Vec::new();
+    for i in 0..2 {
+        let delivery = Arc::new(Delivery::from_config(&config).await.unwrap());
+        let queue = t.consumer(&format!("consumer-{i}")).await;
+        drains.push(drain_until_empty(&t, queue, delivery));
+    }
+    futures::future::join_all(drains).await;
+    let arrivals = gauge.arrivals();
+    assert_eq!(arrivals.len(), 20);
+    let times = |key: &str| -> Vec<tokio::time::Instant> {
+        let body_key = |r: &crate::sink_http::Request| {
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            v["concurrency_key"].as_str().unwrap().to_string()
+        };
+        let mut times: Vec<_> = (arrivals.iter())
+            .filter(|(_, r)| body_key(r) == key)
+            .map(|(at, _)| *at)
+            .collect();
+        times.sort();
+        times
+    };
+    let (a, b) = (times("k0"), times("k1"));
+    for (key, times) in [("k0", &a), ("k1", &b)] {
+        // 5 a second with a burst of 1: ten tasks take 1.8 s at least.
+        let span = *times.last().unwrap() - times[0];
+        assert!(span >= Duration::from_millis(1_700), "{key}: {span:?}");
+        let most = (times.iter())
+            .map(|s| {
+                times
+                    .iter()
+                    .filter(|t| **t >= *s && **t < *s + Duration::from_secs(1))
+                    .count()
+            })
+            .max()
+            .unwrap();
+        // Five a second, the burst, and one for a delivery that left just before a window.
+        assert!(most <= 7, "{key}: {most} within one second");
+    }
+    assert!(
+        b[0] < *a.last().unwrap(),
+        "k1 did not wait behind k0's rate"
+    );
+}
