@@ -169,3 +169,41 @@ async fn a_concurrency_key_no_gate_can_be_named_after_goes_to_the_dead_letters()
     }
     assert_eq!(t.children("dead").await, [name]);
 }
+
+#[tokio::test]
+async fn a_completion_deletes_its_slots_and_completes_without_one_already_gone() {
+    let t = TestQueue::new().await;
+    let restraints = Restraints {
+        limits: RouteLimits {
+            default: Limit {
+                max_in_flight: Some(4),
+                per_key: Some(KeyLimit {
+                    max_in_flight: Some(1),
+                    rate_per_ms: None,
+                }),
+                ..Limit::default()
+            },
+            ..RouteLimits::default()
+        },
+        ..Restraints::default()
+    };
+    let (first, second) = (publish(&t, "a").await, publish(&t, "b").await);
+    let held = claimed(claim(&t, &first, &restraints).await);
+    assert_eq!(held.slots().len(), 2, "the route's slot and the key's");
+    assert_eq!(
+        t.queue.complete(held).await.unwrap(),
+        event_bridge::queue::Settled::Done
+    );
+    assert!(t.children("limits/@default").await.is_empty());
+    assert!(t.children("concurrency/@default/a").await.is_empty());
+    // A slot gone with a session replaced while the handler ran: the rest still goes.
+    let held = claimed(claim(&t, &second, &restraints).await);
+    let key_slot = format!("{}/concurrency/@default/b/{second}", t.config.root);
+    t.raw.delete(&key_slot, None).await.unwrap();
+    assert_eq!(
+        t.queue.complete(held).await.unwrap(),
+        event_bridge::queue::Settled::Done
+    );
+    assert!(t.children("tasks").await.is_empty());
+    assert!(t.children("limits/@default").await.is_empty());
+}

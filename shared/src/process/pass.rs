@@ -482,12 +482,20 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 .drain(..succeeded.len().min(COMPLETE_BATCH))
                 .collect();
             let names = batch.iter().map(|l| l.task.name.clone()).collect();
+            // The slots the batch holds go with its completion; one that does not happen
+            // (the deadline came first, an error) frees them here.
+            let slots: Vec<String> = batch.iter().flat_map(|l| l.slots().to_vec()).collect();
             self.jobs.push(Box::pin(async move {
                 let complete = |queue: Queue| {
                     let batch = batch.clone();
                     async move { queue.complete_many(batch).await }
                 };
-                Event::Completed(names, run.settle(complete).await)
+                let sent = run.settle(complete).await;
+                if !matches!(sent, Ok(Sent::Answered(..))) {
+                    let queue = run.queue();
+                    futures::future::join_all(slots.iter().map(|s| queue.free_slot(s))).await;
+                }
+                Event::Completed(names, sent)
             }));
         }
     }

@@ -130,10 +130,13 @@ impl<H: Handler> Run<'_, H> {
             started.elapsed(),
         );
         // The handler is done (or stopped): its slots (its route's, its key's) go at once,
-        // whatever comes next.
-        let queue = self.queue();
-        let slots = lease.take_slots();
-        futures::future::join_all(slots.iter().map(|slot| queue.free_slot(slot))).await;
+        // whatever comes next; a task that succeeded keeps them for its completion's
+        // multi-op, sent right after, which deletes them with it.
+        if !matches!(ended, Ok(HandlerEnd::Finished(Ok(_)))) {
+            let queue = self.queue();
+            let slots = lease.take_slots();
+            futures::future::join_all(slots.iter().map(|slot| queue.free_slot(slot))).await;
+        }
         let outcome = match ended? {
             HandlerEnd::Finished(Ok(delivered)) => {
                 return Ok(Ran::Succeeded(Box::new(lease.delivered(delivered))));

@@ -34,6 +34,11 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// The slots the task holds in gates.
+    pub fn slots(&self) -> &[String] {
+        &self.slots
+    }
+
     /// Takes the slots the task holds in gates (see [`Queue::free_slot`]).
     pub fn take_slots(&mut self) -> Vec<String> {
         std::mem::take(&mut self.slots)

@@ -1,6 +1,6 @@
 //! Completing held tasks: task and lease deleted together, many tasks in one multi-op, with
 //! what each completion writes besides (its key marked completed, its group's lock released,
-//! its completion record). Checked like every holder's write (see `holder`).
+//! its completion record, the slots it held in gates). Checked like every holder's write (see `holder`).
 
 use zookeeper_client as zk;
 
@@ -19,6 +19,9 @@ struct Extras {
     key: Option<CompletedKey>,
     lock: Option<HeldLock>,
     done: Option<DoneWrite>,
+    /// The slots it still holds in gates: deleted in the completion's multi-op, so a limited
+    /// task costs no request of its own to free them.
+    slots: Vec<String>,
 }
 
 /// A completion's multi-op for `leases` (with their task and lease `paths`): each operation
@@ -43,6 +46,9 @@ fn completion<'a>(
         }
         if let Some(lock) = &extra.lock {
             multi.push((i, Part::Lock), Op::Delete(&lock.path, lock.version));
+        }
+        for slot in &extra.slots {
+            multi.push((i, Part::Slot), Op::Delete(slot, -1));
         }
         if let Some(done) = &extra.done {
             multi.push((i, Part::Done), Op::Create(&done.record, &done.record_data));
@@ -84,12 +90,17 @@ impl Queue {
                 })
                 .collect();
             let multi = completion(&leases, &paths, &extras);
-            let failed = match self.commit("complete", &multi).await? {
-                Ok(_) => {
+            let committed = self.commit("complete", &multi).await;
+            let failed = match committed {
+                Ok(Ok(_)) => {
                     settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
                     break;
                 }
-                Err(failed) => failed,
+                Ok(Err(failed)) => failed,
+                Err(e) => {
+                    self.free_slots(&mut extras).await;
+                    return Err(e);
+                }
             };
             let ((at, part), error) = (failed.tag, failed.error.clone());
             let expected = match error {
@@ -98,9 +109,11 @@ impl Queue {
                 _ => false,
             };
             if !expected {
+                self.free_slots(&mut extras).await;
                 return Err(failed.unexpected("complete"));
             }
-            if self.leave_out(&mut extras[at], part, &leases[at].task.name, &error) {
+            let name = &leases[at].task.name;
+            if self.leave_out(&mut extras[at], part, (name, &failed.path), &error) {
                 continue;
             }
             let lease = &mut leases[at];
@@ -118,6 +131,7 @@ impl Queue {
                 Settled::LeaseLost
             };
             let lost = leases.remove(at);
+            self.free_slots(&mut extras[at..=at]).await;
             extras.remove(at);
             match outcome {
                 Settled::Gone => {
@@ -132,8 +146,15 @@ impl Queue {
         Ok(settled)
     }
 
+    /// Frees the slots of completions that will not be committed (a lost lease, an error), as
+    /// a handler's end does when its task is not completed.
+    async fn free_slots(&self, extras: &mut [Extras]) {
+        let slots: Vec<String> = extras.iter_mut().flat_map(|e| e.slots.drain(..)).collect();
+        futures::future::join_all(slots.iter().map(|slot| self.free_slot(slot))).await;
+    }
+
     /// What completing each of `leases` writes besides deleting task and lease: its key marked
-    /// completed, its group's lock released, its completion record.
+    /// completed, its group's lock released, its completion record, its slots.
     async fn completion_extras(&self, leases: &[Lease]) -> Result<Vec<Extras>> {
         let tasks: Vec<&Task> = leases.iter().map(|l| &l.task).collect();
         let (dones, keys) =
@@ -146,15 +167,24 @@ impl Queue {
                 // A grouped task's lock goes with it: the group's next task may run.
                 lock: lease.group_lock.clone(),
                 done,
+                slots: lease.slots.clone(),
             })
             .collect())
     }
 
     /// Leaves out of a completion the `part` of one task that failed it, when the task can be
     /// completed without; `false` for its task or lease, which decide the task's outcome.
-    fn leave_out(&self, extras: &mut Extras, part: Part, name: &str, error: &zk::Error) -> bool {
+    fn leave_out(
+        &self,
+        extras: &mut Extras,
+        part: Part,
+        (name, path): (&str, &str),
+        error: &zk::Error,
+    ) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         match part {
+            // Gone with the session that made it (one replaced while the handler ran).
+            Part::Slot => extras.slots.retain(|slot| slot != path),
             // A key named meanwhile by its publisher is still ours: at its new version. One
             // gone, taken by another task, or already filed: complete the task without it.
             // Its expiry bucket may have been swept: make sure of it next time.

@@ -55,6 +55,8 @@ pub(crate) enum Part {
     /// Its cancel mark: created and deleted by a release (which then fails when the mark
     /// exists), deleted by the bury of a cancelled task.
     Mark,
+    /// A slot it holds in a gate (ephemeral: gone with its session).
+    Slot,
     /// Its completion record.
     Done,
     /// Its completion record's entry by envelope id.
