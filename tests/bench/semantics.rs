@@ -17,8 +17,9 @@ use crate::server::{delete_tree, fresh_chroot};
 /// Groups the grouped drain spreads its tasks over.
 const GROUPS: usize = 100;
 
-/// Slots of the limited route of the gated drain.
-const GATE_SLOTS: u32 = 16;
+/// Slots of the limited route of the gated drain: as many as the drain's concurrency, so that
+/// the row measures what the gate costs, not what it holds back.
+const GATE_SLOTS: u32 = 64;
 
 /// Concurrency keys the keyed drain spreads its tasks over, and how many of one key may run
 /// at once (a cap that is not the bottleneck: what the gates cost, not what they hold back).

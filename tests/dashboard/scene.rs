@@ -4,7 +4,7 @@
 
 use event_bridge::Envelope;
 use event_bridge::cancel::{Cancelled, cancel};
-use event_bridge::limit::{KeyLimit, Limit, RouteLimits};
+use event_bridge::limit::{KeyLimit, Limit};
 use event_bridge::queue::{ClaimOutcome, Restraints};
 use harness::TestQueue;
 use serde_json::json;
@@ -23,20 +23,11 @@ pub const KEY: &str = "tenant-1";
 
 /// Restraints whose routes let each concurrency key run one task at a time.
 fn one_per_key() -> Restraints {
-    let per_key = KeyLimit {
+    let one = KeyLimit {
         max_in_flight: Some(1),
         rate_per_ms: None,
     };
-    Restraints {
-        limits: RouteLimits {
-            default: Limit {
-                per_key: Some(per_key),
-                ..Limit::default()
-            },
-            ..RouteLimits::default()
-        },
-        ..Restraints::default()
-    }
+    harness::per_key_restraints(Limit::default(), one)
 }
 
 pub async fn build(t: &TestQueue) -> Scene {

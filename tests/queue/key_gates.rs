@@ -2,7 +2,7 @@
 //! swept by the reaper once nothing holds them, and a key no gate can be named after.
 
 use event_bridge::clock::ZkTime;
-use event_bridge::limit::{KeyLimit, Limit, RouteLimits};
+use event_bridge::limit::{KeyLimit, Limit};
 use event_bridge::queue::{ClaimOutcome, KEY_GATE_IDLE_MS, Lease, Restraints};
 use event_bridge::{Envelope, reap, stats};
 use serde_json::json;
@@ -11,16 +11,7 @@ use harness::TestQueue;
 
 /// Restraints whose default route lets each key have `per_key` at once.
 fn per_key(per_key: KeyLimit) -> Restraints {
-    Restraints {
-        limits: RouteLimits {
-            default: Limit {
-                per_key: Some(per_key),
-                ..Limit::default()
-            },
-            ..RouteLimits::default()
-        },
-        ..Restraints::default()
-    }
+    harness::per_key_restraints(Limit::default(), per_key)
 }
 
 /// Publishes a task with concurrency key `key`; its name.
@@ -173,20 +164,15 @@ async fn a_concurrency_key_no_gate_can_be_named_after_goes_to_the_dead_letters()
 #[tokio::test]
 async fn a_completion_deletes_its_slots_and_completes_without_one_already_gone() {
     let t = TestQueue::new().await;
-    let restraints = Restraints {
-        limits: RouteLimits {
-            default: Limit {
-                max_in_flight: Some(4),
-                per_key: Some(KeyLimit {
-                    max_in_flight: Some(1),
-                    rate_per_ms: None,
-                }),
-                ..Limit::default()
-            },
-            ..RouteLimits::default()
-        },
-        ..Restraints::default()
+    let route = Limit {
+        max_in_flight: Some(4),
+        ..Limit::default()
     };
+    let one = KeyLimit {
+        max_in_flight: Some(1),
+        rate_per_ms: None,
+    };
+    let restraints = harness::per_key_restraints(route, one);
     let (first, second) = (publish(&t, "a").await, publish(&t, "b").await);
     let held = claimed(claim(&t, &first, &restraints).await);
     assert_eq!(held.slots().len(), 2, "the route's slot and the key's");

@@ -10,7 +10,7 @@ use event_bridge::sink::Delivery;
 use serde_json::json;
 
 use crate::gauge::Gauge;
-use crate::limits::{drain_until_empty, limited};
+use crate::limits::{drain_together, drain_until_empty, limited};
 use harness::{TestQueue, options};
 
 /// Publishes one `partner.call` task per key in `keys` (`None`: without one), in that order.
@@ -37,13 +37,7 @@ async fn four_consumers_never_run_more_than_a_keys_cap_of_it_at_once() {
         .map(|i| (i % 7 != 0).then(|| format!("tenant-{}", i % 3)))
         .collect();
     publish(&t, &keys).await;
-    let mut drains = Vec::new();
-    for i in 0..4 {
-        let delivery = Arc::new(Delivery::from_config(&config).await.unwrap());
-        let queue = t.consumer(&format!("consumer-{i}")).await;
-        drains.push(drain_until_empty(&t, queue, delivery));
-    }
-    let limited: u32 = futures::future::join_all(drains).await.into_iter().sum();
+    let limited = drain_together(&t, &config, 4).await;
     let arrivals = gauge.arrivals();
     assert_eq!(arrivals.len(), 84, "every task delivered once");
     assert!(
@@ -113,13 +107,7 @@ async fn a_keys_rate_holds_its_own_tasks_and_not_another_keys() {
     let config = limited(&t, &gauge.url(), json!({"per_key": {"rate": "5/s"}}));
     let keys: Vec<Option<String>> = (0..20).map(|i| Some(format!("k{}", i % 2))).collect();
     publish(&t, &keys).await;
-    let mut drains = Vec::new();
-    for i in 0..2 {
-        let delivery = Arc::new(Delivery::from_config(&config).await.unwrap());
-        let queue = t.consumer(&format!("consumer-{i}")).await;
-        drains.push(drain_until_empty(&t, queue, delivery));
-    }
-    futures::future::join_all(drains).await;
+    drain_together(&t, &config, 2).await;
     let arrivals = gauge.arrivals();
     assert_eq!(arrivals.len(), 20);
     let times = |key: &str| -> Vec<tokio::time::Instant> {

@@ -32,6 +32,18 @@ async fn publish(t: &TestQueue, n: usize) {
 }
 
 /// Runs drains on `queue` until `tasks/` is empty; tasks that waited for the limit, summed.
+/// Runs `consumers` drains at once on `config`, each until `tasks/` is empty; tasks that
+/// waited for a limit, summed.
+pub(crate) async fn drain_together(t: &TestQueue, config: &Config, consumers: usize) -> u32 {
+    let mut drains = Vec::new();
+    for i in 0..consumers {
+        let delivery = Arc::new(Delivery::from_config(config).await.unwrap());
+        let queue = t.consumer(&format!("consumer-{i}")).await;
+        drains.push(drain_until_empty(t, queue, delivery));
+    }
+    futures::future::join_all(drains).await.into_iter().sum()
+}
+
 pub(crate) async fn drain_until_empty(t: &TestQueue, queue: Queue, delivery: Arc<Delivery>) -> u32 {
     let mut limited = 0;
     for _ in 0..200 {
@@ -52,13 +64,7 @@ async fn four_consumers_never_run_more_than_max_in_flight_at_once() {
     let gauge = Gauge::start(Duration::from_millis(20)).await;
     let config = limited(&t, &gauge.url(), json!({"max_in_flight": 3}));
     publish(&t, 200).await;
-    let mut drains = Vec::new();
-    for i in 0..4 {
-        let delivery = Arc::new(Delivery::from_config(&config).await.unwrap());
-        let queue = t.consumer(&format!("consumer-{i}")).await;
-        drains.push(drain_until_empty(&t, queue, delivery));
-    }
-    let limited: u32 = futures::future::join_all(drains).await.into_iter().sum();
+    let limited = drain_together(&t, &config, 4).await;
     let arrivals = gauge.arrivals();
     assert!(gauge.most.load(Ordering::SeqCst) <= 3, "at most 3 at once");
     assert_eq!(arrivals.len(), 200, "every task delivered once");
@@ -81,13 +87,7 @@ async fn a_rate_holds_deliveries_to_it_in_every_window() {
     let gauge = Gauge::start(Duration::ZERO).await;
     let config = limited(&t, &gauge.url(), json!({"rate": "20/s"}));
     publish(&t, 60).await;
-    let mut drains = Vec::new();
-    for i in 0..2 {
-        let delivery = Arc::new(Delivery::from_config(&config).await.unwrap());
-        let queue = t.consumer(&format!("consumer-{i}")).await;
-        drains.push(drain_until_empty(&t, queue, delivery));
-    }
-    futures::future::join_all(drains).await;
+    drain_together(&t, &config, 2).await;
     let times: Vec<Instant> = gauge.arrivals().into_iter().map(|(at, _)| at).collect();
     assert_eq!(times.len(), 60);
     // 20 a second and a burst of 2 (a tenth of a second's worth), plus one for a delivery that

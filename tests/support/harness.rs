@@ -382,3 +382,21 @@ async fn relay(inbound: tokio::net::TcpStream, state: Arc<ProxyState>) {
     };
     tokio::select! { _ = requests => {}, _ = replies => {}, _ = cut => {} }
 }
+
+/// Restraints whose default route limits each concurrency key with `per_key` (and the route
+/// itself with `route`).
+pub fn per_key_restraints(
+    route: event_bridge::limit::Limit,
+    per_key: event_bridge::limit::KeyLimit,
+) -> event_bridge::queue::Restraints {
+    event_bridge::queue::Restraints {
+        limits: event_bridge::limit::RouteLimits {
+            default: event_bridge::limit::Limit {
+                per_key: Some(per_key),
+                ..route
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}

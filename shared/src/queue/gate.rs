@@ -190,14 +190,11 @@ impl Queue {
         let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
         for _ in 0..2 {
             let reads = self.read_paths(&paths).await?;
-            let mut missing = false;
+            let mut missing = Vec::new();
             let mut read = Vec::with_capacity(reads.len());
             for (found, gate) in reads.into_iter().zip(gates) {
                 let Some((data, stat)) = found else {
-                    for path in &gate.makes {
-                        self.ensure_parent(path).await?;
-                    }
-                    missing = true;
+                    missing.push(gate);
                     continue;
                 };
                 read.push(GateRead {
@@ -206,14 +203,36 @@ impl Queue {
                     version: stat.version,
                 });
             }
-            if !missing {
+            if missing.is_empty() {
                 return Ok(read);
             }
+            // A batch over many new keys makes their gates together, not one after another.
+            let made = missing.iter().map(|gate| self.make_gate(gate));
+            futures::future::try_join_all(made).await?;
         }
         Err(Error::Unreadable {
             path: self.layout().limits(),
             problem: "a route's or a key's gate could not be made".into(),
         })
+    }
+
+    /// Makes a missing gate: the gate alone when its parents are there (a new key of a route
+    /// already limiting keys), else its parents first.
+    async fn make_gate(&self, gate: &Gate) -> Result<()> {
+        match self
+            .client()
+            .create(&gate.path, b"", &self.persistent())
+            .await
+        {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(zk::Error::NoNode) => {
+                for path in &gate.makes {
+                    self.ensure_parent(path).await?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(Error::zk("create", &gate.path, e)),
+        }
     }
 
     /// Frees the slot a task held while its handler ran. A delete lost with the link (a

@@ -129,6 +129,20 @@ pub fn is_traceparent(value: &str) -> bool {
             && nonzero(span) && hex(flags, 2))
 }
 
+/// Refuses `key` (the value of envelope field `field`) when its znode name is over `most`
+/// bytes, saying how long it is both ways.
+fn fits_as_name(field: &str, key: &str, most: usize) -> Result<(), String> {
+    let name = encode_segment(key).len();
+    if name > most {
+        return Err(format!(
+            "\"{field}\" is {} bytes, {name} as a znode name (a byte other than ASCII letters, \
+             digits, - and _ takes three), over the {most} a key may take",
+            key.len()
+        ));
+    }
+    Ok(())
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -188,18 +202,10 @@ impl Envelope {
             );
         }
         self.check_concurrency_key()?;
-        let Some(key) = &self.idempotency_key else {
-            return Ok(());
-        };
-        let name = encode_segment(key).len();
-        if name > MAX_KEY_NAME_BYTES {
-            return Err(format!(
-                "\"idempotency_key\" is {} bytes, {name} as a znode name (a byte other than ASCII \
-                 letters, digits, - and _ takes three), over the {MAX_KEY_NAME_BYTES} a key may take",
-                key.len()
-            ));
+        match &self.idempotency_key {
+            Some(key) => fits_as_name("idempotency_key", key, MAX_KEY_NAME_BYTES),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// A concurrency key must name its gate: at least one character, and at most
@@ -209,20 +215,12 @@ impl Envelope {
         let Some(key) = &self.concurrency_key else {
             return Ok(());
         };
-        let name = encode_segment(key).len();
         if key.is_empty() {
             return Err(
                 "\"concurrency_key\" is empty: give one of at least one character, or none".into(),
             );
         }
-        if name > MAX_CONCURRENCY_KEY_NAME_BYTES {
-            return Err(format!(
-                "\"concurrency_key\" is {} bytes, {name} as a znode name (a byte other than ASCII \
-                 letters, digits, - and _ takes three), over the {MAX_CONCURRENCY_KEY_NAME_BYTES} a key may take",
-                key.len()
-            ));
-        }
-        Ok(())
+        fits_as_name("concurrency_key", key, MAX_CONCURRENCY_KEY_NAME_BYTES)
     }
 
     /// Serializes the envelope, refusing one too large for a znode.
