@@ -42,19 +42,29 @@ impl Handler for Gated {
     }
 }
 
-/// Measures and prints both comparisons over `n` tasks.
-pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
+/// Rounds of the section: each measures every row and its baseline once, one after the other,
+/// and a row's figure is the median of its rounds' ratios (the machine's speed drifts between
+/// rounds, less within one).
+const ROUNDS: usize = 5;
+
+/// One round's rates, tasks per second.
+struct Round {
+    plain: f64,
+    keyed: f64,
+    ungrouped: f64,
+    grouped: f64,
+    kept: f64,
+    gated: f64,
+    keyed_drain: f64,
+}
+
+/// Measures every row once over `n` tasks.
+async fn round(addr: &str, n: usize, concurrency: usize) -> Result<Round> {
     let plain = publish_rate(addr, n, |_| None).await?;
     let keyed = publish_rate(addr, n, |i| Some(format!("key-{i}"))).await?;
     let ungrouped = drain_rate(addr, n, concurrency, |_| None, |_| {}).await?;
-    let grouped = drain_rate(
-        addr,
-        n,
-        concurrency,
-        |i| Some(format!("g{}", i % GROUPS)),
-        |_| {},
-    )
-    .await?;
+    let group = |i: usize| Some(format!("g{}", i % GROUPS));
+    let grouped = drain_rate(addr, n, concurrency, group, |_| {}).await?;
     let keep = |c: &mut Config| c.keep_done = Some(Duration::from_secs(3600));
     let kept = drain_rate(addr, n, concurrency, |_| None, keep).await?;
     let capped = Limit {
@@ -71,30 +81,85 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
     };
     let key = |i: usize| Some(format!("tenant-{}", i % CONCURRENCY_KEYS));
     let keyed_drain = gated_drain_rate(addr, n, concurrency, per_key, key).await?;
+    Ok(Round {
+        plain,
+        keyed,
+        ungrouped,
+        grouped,
+        kept,
+        gated,
+        keyed_drain,
+    })
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Measures [`ROUNDS`] rounds over `n` tasks and prints each row: the median rates, and the
+/// median of the rounds' ratios with their range.
+pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
+    let mut rounds = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        rounds.push(round(addr, n, concurrency).await?);
+    }
     println!();
     println!(
-        "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}):"
+        "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}; medians of {ROUNDS} rounds):"
     );
-    println!(
-        "  publish: {plain:>8.0}/s without keys, {keyed:>8.0}/s with a key each ({:.2}x)",
-        keyed / plain
-    );
-    println!(
-        "  drain:   {ungrouped:>8.0}/s ungrouped, {grouped:>8.0}/s in {GROUPS} ordered groups ({:.2}x)",
-        grouped / ungrouped
-    );
-    println!(
-        "  drain:   {ungrouped:>8.0}/s without KEEP_DONE, {kept:>8.0}/s with completion records ({:.2}x)",
-        kept / ungrouped
-    );
-    println!(
-        "  drain:   {ungrouped:>8.0}/s unlimited, {gated:>8.0}/s through a route with max_in_flight {GATE_SLOTS} ({:.2}x)",
-        gated / ungrouped
-    );
-    println!(
-        "  drain:   {ungrouped:>8.0}/s without keys, {keyed_drain:>8.0}/s over {CONCURRENCY_KEYS} concurrency keys, per_key max_in_flight {PER_KEY_SLOTS} ({:.2}x)",
-        keyed_drain / ungrouped
-    );
+    type Rate = fn(&Round) -> f64;
+    let rows: [(&str, Rate, String, Rate, String); 5] = [
+        (
+            "publish",
+            |r| r.plain,
+            "without keys".into(),
+            |r| r.keyed,
+            "with a key each".into(),
+        ),
+        (
+            "drain",
+            |r| r.ungrouped,
+            "ungrouped".into(),
+            |r| r.grouped,
+            format!("in {GROUPS} ordered groups"),
+        ),
+        (
+            "drain",
+            |r| r.ungrouped,
+            "without KEEP_DONE".into(),
+            |r| r.kept,
+            "with completion records".into(),
+        ),
+        (
+            "drain",
+            |r| r.ungrouped,
+            "unlimited".into(),
+            |r| r.gated,
+            format!("through a route with max_in_flight {GATE_SLOTS}"),
+        ),
+        (
+            "drain",
+            |r| r.ungrouped,
+            "without keys".into(),
+            |r| r.keyed_drain,
+            format!(
+                "over {CONCURRENCY_KEYS} concurrency keys, per_key max_in_flight {PER_KEY_SLOTS}"
+            ),
+        ),
+    ];
+    for (what, base, base_label, rate, label) in rows {
+        let ratios: Vec<f64> = rounds.iter().map(|r| rate(r) / base(r)).collect();
+        let (low, high) = ratios
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+        let base = median(rounds.iter().map(base).collect());
+        let semantic = median(rounds.iter().map(rate).collect());
+        println!(
+            "  {what:<8} {base:>8.0}/s {base_label}, {semantic:>8.0}/s {label} ({:.2}x; rounds {low:.2}-{high:.2})",
+            median(ratios)
+        );
+    }
     Ok(())
 }
 
