@@ -193,3 +193,32 @@ async fn a_completion_deletes_its_slots_and_completes_without_one_already_gone()
     assert!(t.children("tasks").await.is_empty());
     assert!(t.children("limits/@default").await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stats_command_lists_the_keys_in_flight() {
+    let t = TestQueue::new().await;
+    let one = per_key(KeyLimit {
+        max_in_flight: Some(1),
+        rate_per_ms: None,
+    });
+    claimed(claim(&t, &publish(&t, "tenant/7").await, &one).await);
+    let out = crate::cli::eb(&t, &["stats"], "");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("keys         1 in flight, 1 at their cap"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tenant/7") && text.contains("1 of 1  at its cap"),
+        "{text}"
+    );
+    let out = crate::cli::eb(&t, &["stats", "--json"], "");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["keys_in_flight"][0]["key"], "tenant/7", "{json}");
+    assert_eq!(json["keys_at_limit"], 1);
+}
