@@ -113,6 +113,17 @@ impl Gauge {
             .count()
     }
 
+    /// When the requests of concurrency key `key` came, in order.
+    pub(crate) fn times_of(&self, key: &str) -> Vec<Instant> {
+        let arrivals = self.arrivals();
+        let mut times: Vec<Instant> = (arrivals.iter())
+            .filter(|(_, r)| key_of(r) == key)
+            .map(|(at, _)| *at)
+            .collect();
+        times.sort();
+        times
+    }
+
     /// The most requests of each concurrency key in hand at once.
     pub(crate) fn most_per_key(&self) -> BTreeMap<String, usize> {
         self.per_key.lock().unwrap().most.clone()
@@ -128,4 +139,16 @@ impl Gauge {
     pub(crate) fn release(&self) {
         let _ = self.release.send(true);
     }
+}
+
+/// The most of `times` within any one second that starts at one of them.
+pub(crate) fn most_within_a_second(times: &[Instant]) -> usize {
+    let second = Duration::from_secs(1);
+    let within = |start: Instant| {
+        let inside = times
+            .iter()
+            .filter(|t| **t >= start && **t < start + second);
+        inside.count()
+    };
+    times.iter().map(|start| within(*start)).max().unwrap_or(0)
 }

@@ -9,7 +9,7 @@ use event_bridge::Envelope;
 use event_bridge::sink::Delivery;
 use serde_json::json;
 
-use crate::gauge::Gauge;
+use crate::gauge::{Gauge, most_within_a_second};
 use crate::limits::{drain_together, drain_until_empty, limited};
 use harness::{TestQueue, options};
 
@@ -108,34 +108,13 @@ async fn a_keys_rate_holds_its_own_tasks_and_not_another_keys() {
     let keys: Vec<Option<String>> = (0..20).map(|i| Some(format!("k{}", i % 2))).collect();
     publish(&t, &keys).await;
     drain_together(&t, &config, 2).await;
-    let arrivals = gauge.arrivals();
-    assert_eq!(arrivals.len(), 20);
-    let times = |key: &str| -> Vec<tokio::time::Instant> {
-        let body_key = |r: &crate::sink_http::Request| {
-            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-            v["concurrency_key"].as_str().unwrap().to_string()
-        };
-        let mut times: Vec<_> = (arrivals.iter())
-            .filter(|(_, r)| body_key(r) == key)
-            .map(|(at, _)| *at)
-            .collect();
-        times.sort();
-        times
-    };
-    let (a, b) = (times("k0"), times("k1"));
+    assert_eq!(gauge.arrivals().len(), 20);
+    let (a, b) = (gauge.times_of("k0"), gauge.times_of("k1"));
     for (key, times) in [("k0", &a), ("k1", &b)] {
         // 5 a second with a burst of 1: ten tasks take 1.8 s at least.
         let span = *times.last().unwrap() - times[0];
         assert!(span >= Duration::from_millis(1_700), "{key}: {span:?}");
-        let most = (times.iter())
-            .map(|s| {
-                times
-                    .iter()
-                    .filter(|t| **t >= *s && **t < *s + Duration::from_secs(1))
-                    .count()
-            })
-            .max()
-            .unwrap();
+        let most = most_within_a_second(times);
         // Five a second, the burst, and one for a delivery that left just before a window.
         assert!(most <= 7, "{key}: {most} within one second");
     }

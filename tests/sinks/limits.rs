@@ -11,7 +11,7 @@ use event_bridge::{Config, Envelope, Queue};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::gauge::Gauge;
+use crate::gauge::{Gauge, most_within_a_second};
 use harness::{TestQueue, options};
 
 /// A config whose one route `partner.call` goes to `url` with `limit` added.
@@ -92,16 +92,7 @@ async fn a_rate_holds_deliveries_to_it_in_every_window() {
     assert_eq!(times.len(), 60);
     // 20 a second and a burst of 2 (a tenth of a second's worth), plus one for a delivery that
     // left just before a window and arrived in it.
-    let most = times
-        .iter()
-        .map(|start| {
-            times
-                .iter()
-                .filter(|t| **t >= *start && **t < *start + Duration::from_secs(1))
-                .count()
-        })
-        .max()
-        .unwrap();
+    let most = most_within_a_second(&times);
     assert!(most <= 23, "{most} deliveries within one second");
     let first = *times.iter().min().unwrap();
     let last = *times.iter().max().unwrap();

@@ -2,10 +2,12 @@
 //! its loop takes four named steps:
 //!
 //! 1. [`Pass::start`]: fill the free places (the run's concurrency): run tasks already probed, else probe the walk's
-//!    next window, else (worker only) wait for a refill notification;
+//!    next window, else wait at the tail: a worker for a refill notification, any pass with
+//!    tasks running for the tasks it found over a limit (`pass/refill.rs`);
 //! 2. [`Pass::next_events`]: wait for the next job to end, and take every other that has;
 //! 3. [`Pass::apply`]: account for each event in the report and the in-flight counts;
-//! 4. [`Pass::complete`]: send the tasks that succeeded together as one completion.
+//! 4. [`Pass::complete`]: send the tasks that succeeded together as one completion
+//!    (`pass/completion.rs`).
 //!
 //! The pass ends when nothing is in flight and nothing more may start.
 
@@ -23,9 +25,10 @@ use super::report::{Outcome, ProcessReport};
 use super::task_steps::{Claimed, Ran, Sent};
 use crate::error::{Error, Result};
 use crate::handler::Handler;
+mod completion;
 mod refill;
 
-use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Queue, Settled, TaskRead, Walk};
+use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Settled, TaskRead, Walk};
 
 /// How far a lost race jumps ahead, at most, per place of the run's concurrency: a window for
 /// a scheduled run of one task, 2 048 numbers for a drain of 64. Far enough that consumers
@@ -444,59 +447,6 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         match &mut self.walk {
             Some(walk) => walk.mark_gone(number),
             None => self.gone_meanwhile.push(number),
-        }
-    }
-
-    /// Accounts for a batch of completions.
-    fn completed(&mut self, names: Vec<String>, sent: Sent<Vec<(String, Settled)>>) {
-        match sent {
-            Sent::Answered(settled, resent) => {
-                let gone = self.report.count_completions(settled, resent);
-                for name in names.iter().filter(|n| !gone.contains(n)) {
-                    let _ = self.groups.stopped(name, None);
-                }
-                for name in gone {
-                    self.mark_gone(&name);
-                    // The group's next task, if this pass saw it, goes first.
-                    if let Some(next) = self.groups.completed(&name) {
-                        self.ready.push_front(next);
-                    }
-                }
-            }
-            Sent::Unsettled => {
-                for name in names {
-                    let _ = self.groups.stopped(&name, None);
-                    tracing::warn!(task = %name, "not completed before the deadline: left to the reaper");
-                    self.report.count(&Outcome::Unsettled);
-                }
-            }
-        }
-    }
-
-    /// Step 4: completes the tasks that succeeded together, up to [`COMPLETE_BATCH`] to a
-    /// multi-op.
-    fn complete(&mut self, mut succeeded: Vec<Lease>) {
-        let run = self.run;
-        while !succeeded.is_empty() {
-            let batch: Vec<Lease> = succeeded
-                .drain(..succeeded.len().min(COMPLETE_BATCH))
-                .collect();
-            let names = batch.iter().map(|l| l.task.name.clone()).collect();
-            // The slots the batch holds go with its completion; one that does not happen
-            // (the deadline came first, an error) frees them here.
-            let slots: Vec<String> = batch.iter().flat_map(|l| l.slots().to_vec()).collect();
-            self.jobs.push(Box::pin(async move {
-                let complete = |queue: Queue| {
-                    let batch = batch.clone();
-                    async move { queue.complete_many(batch).await }
-                };
-                let sent = run.settle(complete).await;
-                if !matches!(sent, Ok(Sent::Answered(..))) {
-                    let queue = run.queue();
-                    futures::future::join_all(slots.iter().map(|s| queue.free_slot(s))).await;
-                }
-                Event::Completed(names, sent)
-            }));
         }
     }
 }

@@ -1,21 +1,23 @@
-//! Taking a task: the claim's multi-op (burying a task nobody can claim is in `bury`).
+//! Taking a task: the claim's multi-op (what a claim of a task just read comes to, short of
+//! taking it, is in `claim/prepare.rs`; burying a task nobody can claim is in `bury`).
+
+mod prepare;
+
+use prepare::Prepared;
 
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::bury::Burial;
 use super::gate::{GateWrite, Wanting};
-use super::group_lock::{HeldLock, LockDecision, LockOp};
-use super::holder::Settled;
+use super::group_lock::{HeldLock, LockOp};
 use super::ops::{Multi, Op};
 use super::pause::Paused;
-use super::record::CANCELLED;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;
 use crate::lease::LeaseData;
 use crate::limit::RouteLimits;
-use crate::task::{self, Body, Envelope, OnDead, OnDeadPolicy, Task, json};
+use crate::task::{Envelope, OnDeadPolicy, Task};
 
 /// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
 /// second write finds the versions moved on and reports [`super::Settled::LeaseLost`].
@@ -59,13 +61,6 @@ pub const CLAIM_BATCH: usize = 32;
 
 /// Bytes of task bodies claimed in one multi-op, at most (a larger task is claimed alone).
 pub const CLAIM_BATCH_BYTES: usize = 256 * 1024;
-
-/// What a claim of a task just read comes to, short of taking it.
-#[allow(clippy::large_enum_variant)]
-enum Prepared {
-    Take(Take),
-    Decided(ClaimOutcome),
-}
 
 /// What an operation of a claim's multi-op belongs to.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -287,123 +282,6 @@ impl Queue {
             outcomes[index] = Some(ClaimOutcome::Limited { retry_in_ms });
         }
         Ok(writes)
-    }
-
-    /// Buries a task just read that can never run (or was cancelled: `marked`): the claim's
-    /// decision for it.
-    async fn bury_read(
-        &self,
-        (name, body, version): (&str, &[u8], i32),
-        (attempts, on_dead, marked): (u32, OnDead, bool),
-        reason: String,
-        last_error: Option<String>,
-    ) -> Result<Prepared> {
-        let task = Burial::Unclaimed {
-            name,
-            body,
-            version,
-            attempts,
-            on_dead,
-            marked,
-        };
-        let outcome = match self.bury(task, &reason, last_error).await? {
-            Settled::Done if marked => ClaimOutcome::Cancelled,
-            Settled::Done => ClaimOutcome::Buried { reason },
-            Settled::Gone => ClaimOutcome::Gone,
-            _ => ClaimOutcome::Taken,
-        };
-        Ok(Prepared::Decided(outcome))
-    }
-
-    /// Decides what a claim of a task just read comes to, short of taking it: a poison body
-    /// or one out of attempts or cancelled is buried here, one in backoff or paused is
-    /// reported.
-    async fn prepare(
-        &self,
-        name: &str,
-        body: &[u8],
-        stat: &zk::Stat,
-        now: &ZkTime,
-        restraints: &Restraints,
-    ) -> Result<Prepared> {
-        let read = (name, body, stat.version);
-        let mut envelope = match task::parse(body) {
-            Body::Envelope(envelope) => envelope,
-            // Its envelope nests it one level deeper: past the limit it could not be read back.
-            Body::Plain(_) if json::depth(body) >= json::MAX_DEPTH => {
-                let reason = format!(
-                    "body is nested {} levels deep: in its envelope it would pass the limit of {}",
-                    json::depth(body),
-                    json::MAX_DEPTH
-                );
-                return self
-                    .bury_read(read, (0, OnDead::Continue, false), reason, None)
-                    .await;
-            }
-            Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
-            Body::Poison(reason) => {
-                return self
-                    .bury_read(read, (0, OnDead::Continue, false), reason, None)
-                    .await;
-            }
-        };
-        // A key no gate can be named after (another producer's): it could never be admitted.
-        if let Err(problem) = envelope.check_concurrency_key() {
-            let reason = format!("malformed {} envelope: {problem}", task::FORMAT);
-            let how = (envelope.attempts, OnDead::Continue, false);
-            return self.bury_read(read, how, reason, None).await;
-        }
-        // Cancelled while another consumer held it: buried now, and its mark with it.
-        if Queue::is_marked(&restraints.cancelled, &envelope.id) {
-            let (attempts, last) = (envelope.attempts, envelope.last_error);
-            let how = (attempts, OnDead::Continue, true);
-            return self.bury_read(read, how, CANCELLED.into(), last).await;
-        }
-        if restraints.paused.covers(&envelope.event_type) {
-            return Ok(Prepared::Decided(ClaimOutcome::Paused));
-        }
-        if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
-            return Ok(Prepared::Decided(ClaimOutcome::Backoff { until_ms }));
-        }
-        let on_dead = restraints.on_dead.for_task(&envelope);
-        if envelope.attempts >= self.max_attempts() {
-            let reason = format!("gave up after {} attempts", envelope.attempts);
-            let (attempts, last) = (envelope.attempts, envelope.last_error.clone());
-            return self
-                .bury_read(read, (attempts, on_dead, false), reason, last)
-                .await;
-        }
-        let lock = match &envelope.group {
-            None => None,
-            Some(group) => match self.lock_for_claim(group, name, &envelope).await? {
-                LockDecision::Free(op) => Some(op),
-                LockDecision::Busy(owner) => {
-                    return Ok(Prepared::Decided(ClaimOutcome::GroupBusy { owner }));
-                }
-            },
-        };
-        envelope.attempts += 1;
-        envelope.retry_at = None;
-        match envelope.to_bytes() {
-            Ok(rewritten) => Ok(Prepared::Take(Take {
-                name: name.to_string(),
-                envelope,
-                body: rewritten,
-                read_version: stat.version,
-                slots: Vec::new(),
-                lock,
-            })),
-            // A body near ZooKeeper's limit (a plain body grows when wrapped) cannot be
-            // rewritten, so it can never be claimed: it is poison.
-            Err(Error::TooLarge { size, limit }) => {
-                let reason = format!(
-                    "task too large to claim: {size} bytes with its envelope, over {limit}"
-                );
-                let how = (envelope.attempts - 1, on_dead, false);
-                self.bury_read(read, how, reason, None).await
-            }
-            Err(e) => Err(e),
-        }
     }
 
     /// The claim's multi-op, for every task of `takes` at once: per task (for a grouped

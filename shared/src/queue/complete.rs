@@ -90,17 +90,14 @@ impl Queue {
                 })
                 .collect();
             let multi = completion(&leases, &paths, &extras);
-            let committed = self.commit("complete", &multi).await;
-            let failed = match committed {
-                Ok(Ok(_)) => {
+            // On an error the caller tries again or gives up; one that gives up frees the
+            // slots (the pass does, when the completion does not happen).
+            let failed = match self.commit("complete", &multi).await? {
+                Ok(_) => {
                     settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
                     break;
                 }
-                Ok(Err(failed)) => failed,
-                Err(e) => {
-                    self.free_slots(&mut extras).await;
-                    return Err(e);
-                }
+                Err(failed) => failed,
             };
             let ((at, part), error) = (failed.tag, failed.error.clone());
             let expected = match error {
@@ -109,7 +106,6 @@ impl Queue {
                 _ => false,
             };
             if !expected {
-                self.free_slots(&mut extras).await;
                 return Err(failed.unexpected("complete"));
             }
             let name = &leases[at].task.name;
@@ -146,8 +142,8 @@ impl Queue {
         Ok(settled)
     }
 
-    /// Frees the slots of completions that will not be committed (a lost lease, an error), as
-    /// a handler's end does when its task is not completed.
+    /// Frees the slots of completions that will not be committed (a lost lease), as a
+    /// handler's end does when its task is not completed.
     async fn free_slots(&self, extras: &mut [Extras]) {
         let slots: Vec<String> = extras.iter_mut().flat_map(|e| e.slots.drain(..)).collect();
         futures::future::join_all(slots.iter().map(|slot| self.free_slot(slot))).await;

@@ -54,6 +54,14 @@ struct Gate {
     positions: Vec<usize>,
 }
 
+impl Gate {
+    /// The tasks going through this gate that no gate has refused yet.
+    fn still_in(&self, refused: &[Option<i64>]) -> Vec<usize> {
+        let positions = self.positions.iter().copied();
+        positions.filter(|pos| refused[*pos].is_none()).collect()
+    }
+}
+
 /// A gate as read: slots held, its bucket, its version.
 struct GateRead {
     in_flight: usize,
@@ -91,12 +99,7 @@ impl Queue {
         let mut refused: Vec<Option<i64>> = vec![None; tasks.len()];
         for phase in [true, false] {
             for (gate, read) in gates.iter().zip(&reads).filter(|(g, _)| g.per_key == phase) {
-                let wanting: Vec<usize> = gate
-                    .positions
-                    .iter()
-                    .copied()
-                    .filter(|pos| refused[*pos].is_none())
-                    .collect();
+                let wanting = gate.still_in(&refused);
                 let admission = limit::admit(
                     &gate.limit,
                     read.in_flight,
@@ -111,12 +114,7 @@ impl Queue {
             }
         }
         for (gate, read) in gates.into_iter().zip(reads) {
-            let admitted: Vec<usize> = gate
-                .positions
-                .iter()
-                .copied()
-                .filter(|pos| refused[*pos].is_none())
-                .collect();
+            let admitted = gate.still_in(&refused);
             if admitted.is_empty() {
                 continue;
             }
