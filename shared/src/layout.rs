@@ -2,7 +2,10 @@
 //!
 //! ```text
 //! ROOT                                  persistent, default /event-bridge
-//! ├── tasks/task-0000000042             persistent sequential, the task body (JSON)
+//! ├── tasks/task-0000000042             persistent sequential, the task body (JSON): the
+//! │                                     normal lane
+//! ├── lanes/high/high-0000000007        the high lane's tasks (and `lanes/low/low-…`)
+//! ├── heads/high                        the high (or low) lane's head, as `head` is normal's
 //! ├── leases/task-0000000042            persistent, present while a consumer holds the task
 //! ├── delayed/1763805610000/1763805612345~task-0000000042
 //! │                                     (`<bucket>/<due>~<task>`) a task waiting out a backoff or
@@ -24,6 +27,8 @@
 //!
 //! The `tasks` and `leases` names, and a lease named after its task, are the 000 design's,
 //! so its producers and consumers can share a queue with ours.
+
+use crate::task::Priority;
 
 /// Completed idempotency keys expire in buckets of this many ms.
 pub const KEY_BUCKET_MS: i64 = 600_000;
@@ -216,8 +221,40 @@ impl Layout {
         format!("{}/tasks/{TASK_PREFIX}", self.root)
     }
 
+    /// The parent of the lanes other than normal's (`tasks/`).
+    pub fn lanes(&self) -> String {
+        format!("{}/lanes", self.root)
+    }
+
+    /// The parent of the heads of the lanes other than normal's (`head`).
+    pub fn heads(&self) -> String {
+        format!("{}/heads", self.root)
+    }
+
+    /// Where tasks of `lane` are: `tasks/` for normal, `lanes/<lane>/` for the others.
+    pub fn lane_tasks(&self, lane: Priority) -> String {
+        match lane {
+            Priority::Normal => self.tasks(),
+            other => format!("{}/lanes/{other}", self.root),
+        }
+    }
+
+    /// The head of `lane`: `head` for normal, `heads/<lane>` for the others.
+    pub fn lane_head(&self, lane: Priority) -> String {
+        match lane {
+            Priority::Normal => self.head(),
+            other => format!("{}/heads/{other}", self.root),
+        }
+    }
+
+    /// The path sequential tasks of `lane` are created under (`…/lanes/high/high-`).
+    pub fn lane_prefix(&self, lane: Priority) -> String {
+        format!("{}/{}", self.lane_tasks(lane), lane.prefix())
+    }
+
+    /// Task `name`, in the lane its name says.
     pub fn task(&self, name: &str) -> String {
-        format!("{}/tasks/{name}", self.root)
+        format!("{}/{name}", self.lane_tasks(Priority::of_name(name)))
     }
 
     pub fn lease(&self, name: &str) -> String {
@@ -239,6 +276,10 @@ impl Layout {
         }
         paths.extend([
             self.tasks(),
+            self.lanes(),
+            self.lane_tasks(Priority::High),
+            self.lane_tasks(Priority::Low),
+            self.heads(),
             self.leases(),
             self.delayed(),
             self.dead(),
@@ -296,13 +337,13 @@ pub fn decode_segment(name: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The sequence number of a task name (`task-0000000042` → 42), or `None` for a name that
-/// no sequential create made. ZooKeeper prints the parent's counter as a signed 32-bit
+/// The sequence number of a task name (`task-0000000042` → 42, `high-0000000042` → 42 in its
+/// lane), or `None` for a name that no sequential create made. ZooKeeper prints the parent's counter as a signed 32-bit
 /// `%010d`, so after 2^31 − 1 creates the suffix turns negative (`task--2147483648`); read as
 /// unsigned it keeps counting up, to 2^32 − 1. Sorting by this, not by `getChildren` order,
 /// gives the oldest.
 pub fn sequence(name: &str) -> Option<i64> {
-    let digits = name.strip_prefix(TASK_PREFIX)?;
+    let digits = name.strip_prefix(Priority::of_name(name).prefix())?;
     let (negative, magnitude) = match digits.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, digits),
@@ -318,7 +359,12 @@ pub fn sequence(name: &str) -> Option<i64> {
 
 /// The name ZooKeeper gives the task of sequence number `n` (the inverse of [`sequence`]).
 pub fn task_name(n: i64) -> String {
-    format!("{TASK_PREFIX}{:010}", n as u32 as i32)
+    lane_task_name(Priority::Normal, n)
+}
+
+/// The name ZooKeeper gives the task of sequence number `n` in `lane`.
+pub fn lane_task_name(lane: Priority, n: i64) -> String {
+    format!("{}{:010}", lane.prefix(), n as u32 as i32)
 }
 
 /// Task names sorted oldest first; names that are not sequential tasks are dropped.
@@ -374,6 +420,13 @@ mod tests {
             "/event-bridge/leases/task-0000000001"
         );
         assert_eq!(l.task_prefix(), "/event-bridge/tasks/task-");
+        assert_eq!(
+            l.task("high-0000000001"),
+            "/event-bridge/lanes/high/high-0000000001"
+        );
+        assert_eq!(l.lane_prefix(Priority::Low), "/event-bridge/lanes/low/low-");
+        assert_eq!(l.lane_head(Priority::High), "/event-bridge/heads/high");
+        assert_eq!(l.lane_head(Priority::Normal), "/event-bridge/head");
     }
 
     #[test]
@@ -385,6 +438,10 @@ mod tests {
                 "/a",
                 "/a/b",
                 "/a/b/tasks",
+                "/a/b/lanes",
+                "/a/b/lanes/high",
+                "/a/b/lanes/low",
+                "/a/b/heads",
                 "/a/b/leases",
                 "/a/b/delayed",
                 "/a/b/dead",
@@ -421,6 +478,9 @@ mod tests {
         assert_eq!(sequence("task--00000001"), None);
         assert_eq!(sequence("task-12"), None);
         assert_eq!(sequence("lock-0000000001"), None);
+        assert_eq!(sequence("high-0000000007"), Some(7));
+        assert_eq!(sequence("low--000000001"), Some(4_294_967_295));
+        assert_eq!(lane_task_name(Priority::High, 7), "high-0000000007");
         assert_eq!(sequence("task-00000000x1"), None);
     }
 

@@ -1,7 +1,7 @@
 //! A look at the queue's state, cheap enough for every invocation and flat whatever the
-//! backlog: the counts come from the stats of `tasks/`, `leases/` and `dead/` (one multi-read),
-//! the waiting tasks from one stat per bucket of `delayed/`, the oldest task's age from one
-//! probe at the head, what is paused from `ROOT/paused`, and the concurrency keys in flight from
+//! backlog: the counts come from the stats of the lanes, `leases/` and `dead/` (one
+//! multi-read), the waiting tasks from one stat per bucket of `delayed/`, the oldest task's age
+//! from one probe at the head of each lane that has tasks, what is paused from `ROOT/paused`, and the concurrency keys in flight from
 //! their gates (a listing of `concurrency/`, none without `per_key` routes).
 
 use serde::Serialize;
@@ -9,14 +9,17 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::queue::{KeyInFlight, Paused, Queue, TaskRead, Walk};
+use crate::queue::{KeyInFlight, LaneWalk, Paused, Queue, TaskRead};
+use crate::task::Priority;
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Tasks pending in `tasks/`, leased ones included.
+    /// Tasks pending in every lane, leased ones included.
     pub depth: usize,
+    /// Of them, by lane.
+    pub lanes: LaneDepths,
     /// Leases held.
     pub leased: usize,
     /// Tasks waiting out a backoff or a delay under `delayed/`.
@@ -62,35 +65,62 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
         keys_at_limit: keys_in_flight.iter().filter(|k| k.at_limit()).count(),
         keys_in_flight,
         depth: counters.depth,
+        lanes: counters.lanes,
         leased: counters.leased,
         delayed: queue.count_delayed().await?,
         dead: counters.dead,
-        oldest_task_age_ms: oldest_age(queue, now, counters.depth).await?,
+        oldest_task_age_ms: oldest_age(queue, now, &counters.lanes).await?,
         paused: queue.paused().await?,
         paused_groups: queue.paused_groups(PAUSED_GROUPS).await?,
         counters,
     })
 }
 
-/// The children of `tasks/`, `leases/` and `dead/` at one moment, and how many tasks were
-/// ever created under `tasks/` and removed from it.
+/// Tasks pending in each lane.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LaneDepths {
+    pub high: usize,
+    pub normal: usize,
+    pub low: usize,
+}
+
+impl LaneDepths {
+    /// The depth of `lane`.
+    pub fn of(&self, lane: Priority) -> usize {
+        match lane {
+            Priority::High => self.high,
+            Priority::Normal => self.normal,
+            Priority::Low => self.low,
+        }
+    }
+}
+
+/// The children of the lanes, `leases/` and `dead/` at one moment, and how many tasks were
+/// ever created in the lanes and removed from them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
     pub depth: usize,
+    pub lanes: LaneDepths,
     pub leased: usize,
     pub dead: usize,
-    /// Tasks created under `tasks/` since it was made: published, redriven, back from a wait.
+    /// Tasks created in the lanes since they were made: published, redriven, back from a wait.
     pub tasks_created: u64,
-    /// Tasks removed from `tasks/`: completed, dead-lettered, cancelled, or set to wait.
+    /// Tasks removed from the lanes: completed, dead-lettered, cancelled, or set to wait.
     pub tasks_removed: u64,
 }
 
-/// One multi-read of three stats. `cversion` counts the creates and deletes of a node's
+/// One multi-read of five stats (the three lanes, `leases/`, `dead/`). `cversion` counts the creates and deletes of a node's
 /// children and `numChildren` creates less deletes, so the two totals follow from them.
 pub async fn counters(queue: &Queue) -> Result<Counters> {
     let layout = queue.layout();
-    let paths = [layout.tasks(), layout.leases(), layout.dead()];
+    let paths = [
+        layout.leases(),
+        layout.dead(),
+        layout.lane_tasks(Priority::High),
+        layout.tasks(),
+        layout.lane_tasks(Priority::Low),
+    ];
     let mut reader = queue.client().new_multi_reader();
     for path in &paths {
         reader
@@ -101,7 +131,7 @@ pub async fn counters(queue: &Queue) -> Result<Counters> {
         .commit()
         .await
         .map_err(|e| Error::zk("stat", layout.root(), e))?;
-    let mut stats = [None; 3];
+    let mut stats = [None; 5];
     for ((slot, result), path) in stats.iter_mut().zip(results).zip(&paths) {
         *slot = match result {
             zk::MultiReadResult::Data { stat, .. } => Some(stat),
@@ -116,38 +146,50 @@ pub async fn counters(queue: &Queue) -> Result<Counters> {
         };
     }
     let children = |stat: &Option<zk::Stat>| stat.map_or(0, |s| s.num_children.max(0) as usize);
-    let (changes, depth) = stats[0].map_or((0, 0), |s| {
-        (i64::from(s.cversion), i64::from(s.num_children))
+    let lanes = &stats[2..];
+    let (changes, depth) = lanes.iter().flatten().fold((0, 0), |(c, d), s| {
+        (c + i64::from(s.cversion), d + i64::from(s.num_children))
     });
+    let lanes = LaneDepths {
+        high: children(&lanes[0]),
+        normal: children(&lanes[1]),
+        low: children(&lanes[2]),
+    };
     Ok(Counters {
-        depth: children(&stats[0]),
-        leased: children(&stats[1]),
-        dead: children(&stats[2]),
+        depth: lanes.high + lanes.normal + lanes.low,
+        lanes,
+        leased: children(&stats[0]),
+        dead: children(&stats[1]),
         tasks_created: ((changes + depth) / 2).max(0) as u64,
         tasks_removed: ((changes - depth) / 2).max(0) as u64,
     })
 }
 
-/// The age of the first task at the head; a probe (or, past a gap, a few) from the head.
-async fn oldest_age(queue: &Queue, now: &ZkTime, depth: usize) -> Result<Option<i64>> {
-    if depth == 0 {
-        return Ok(None);
+/// The age of the oldest task: of the first task at each lane's head that has any, the
+/// oldest (a probe, or past a gap a few, from each head).
+async fn oldest_age(queue: &Queue, now: &ZkTime, depths: &LaneDepths) -> Result<Option<i64>> {
+    let mut oldest: Option<i64> = None;
+    for lane in Priority::ALL.into_iter().filter(|l| depths.of(*l) > 0) {
+        let mut walk = LaneWalk::new(lane);
+        let Some(window) = walk.next_window(queue).await? else {
+            continue;
+        };
+        let Some(first) = window.first() else {
+            continue;
+        };
+        let created = match &first.read {
+            TaskRead::Found { stat, .. } => Some(stat.ctime),
+            _ => {
+                let path = queue.layout().task(&first.name);
+                let stat = queue.client().check_stat(&path).await;
+                stat.map_err(|e| Error::zk("stat", &path, e))?
+                    .map(|s| s.ctime)
+            }
+        };
+        oldest = match (oldest, created) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
-    let mut walk = Walk::new();
-    let Some(window) = walk.next_window(queue).await? else {
-        return Ok(None);
-    };
-    let Some(first) = window.first() else {
-        return Ok(None);
-    };
-    let created = match &first.read {
-        TaskRead::Found { stat, .. } => Some(stat.ctime),
-        _ => {
-            let path = queue.layout().task(&first.name);
-            let stat = queue.client().check_stat(&path).await;
-            stat.map_err(|e| Error::zk("stat", &path, e))?
-                .map(|s| s.ctime)
-        }
-    };
-    Ok(created.map(|ctime| now.now_ms() - ctime))
+    Ok(oldest.map(|ctime| now.now_ms() - ctime))
 }

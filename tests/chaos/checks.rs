@@ -168,6 +168,8 @@ pub struct Figures {
     pub plain_latency: Spread,
     /// Publish -> first delivery by kind (delayed tasks: from due).
     pub latency_by_kind: Vec<(&'static str, Spread)>,
+    // lanes
+    pub lanes: crate::lanes::LaneFigures,
 }
 
 pub struct PauseFigures {
@@ -345,6 +347,7 @@ pub fn judge(input: &Inputs) -> Figures {
     pauses(&mut f, input);
     keys(&mut f, input);
     limit(&mut f, input);
+    f.lanes = crate::lanes::judge(input, &by_id);
     schedule(&mut f, input, &by_id);
 
     // Fencing, as the receiver judged it; ids maybe published twice are not judged.

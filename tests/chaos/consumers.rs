@@ -22,6 +22,8 @@ use crate::scratch::Scratch;
 
 pub const WORKER_CONCURRENCY: &str = "8";
 pub const DRAIN_MAX_TASKS: &str = "200";
+/// Tasks a drain keeps in flight (the default, said here for the lanes' bound).
+pub const DRAIN_CONCURRENCY: &str = "64";
 /// Tasks a scheduled run (`process` without `--drain`) claims.
 pub const MAX_TASKS_PER_RUN: &str = "5";
 /// Retries come soon, and never run out by chance: a task fails about one request in six,
@@ -122,6 +124,7 @@ impl Launcher {
             ("BACKOFF_MAX_MS", millis(BACKOFF_MAX)),
             ("MAX_ATTEMPTS", MAX_ATTEMPTS.to_string()),
             ("MAX_TASKS_PER_RUN", MAX_TASKS_PER_RUN.to_string()),
+            ("DRAIN_CONCURRENCY", DRAIN_CONCURRENCY.to_string()),
             (
                 "RUST_LOG",
                 "warn,event_bridge::process::task=debug".to_string(),

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
 use event_bridge::queue::Published as Answer;
+use event_bridge::task::Priority;
 use event_bridge::{Config, Envelope, Queue};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -45,10 +46,13 @@ pub enum Kind {
     Pausable,
     Cancelled,
     Tenant,
+    /// Plain tasks of the high lane, and of the low lane.
+    High,
+    Low,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Plain,
         Kind::Delayed,
         Kind::Keyed,
@@ -57,6 +61,8 @@ impl Kind {
         Kind::Pausable,
         Kind::Cancelled,
         Kind::Tenant,
+        Kind::High,
+        Kind::Low,
     ];
 
     pub fn event_type(self) -> &'static str {
@@ -69,6 +75,8 @@ impl Kind {
             Kind::Pausable => PAUSABLE_TYPE,
             Kind::Cancelled => "chaos.cancelled",
             Kind::Tenant => TENANT_TYPE,
+            Kind::High => HIGH_TYPE,
+            Kind::Low => LOW_TYPE,
         }
     }
 
@@ -82,13 +90,17 @@ impl Kind {
             Kind::Pausable => "pausable",
             Kind::Cancelled => "cancelled",
             Kind::Tenant => "tenant",
+            Kind::High => "high",
+            Kind::Low => "low",
         }
     }
 
     /// The kind of task number `n`.
     fn of(n: usize) -> Kind {
         match n % 20 {
-            0..=6 => Kind::Plain,
+            0 => Kind::High,
+            1 => Kind::Low,
+            2..=6 => Kind::Plain,
             7 => Kind::Tenant,
             8 | 9 => Kind::Delayed,
             10 | 11 => Kind::Keyed,
@@ -102,6 +114,8 @@ impl Kind {
 
 pub const LIMITED_TYPE: &str = "chaos.limited";
 pub const TENANT_TYPE: &str = "chaos.tenant";
+pub const HIGH_TYPE: &str = "chaos.high";
+pub const LOW_TYPE: &str = "chaos.low";
 /// The concurrency keys tenant tasks carry.
 pub const TENANT_KEYS: usize = 3;
 pub const PAUSABLE_TYPE: &str = "chaos.pausable";
@@ -354,7 +368,13 @@ impl Plan {
         match kind {
             Kind::Delayed => {
                 envelope.retry_at = Some(now_ms + fastrand::i64(1_000..=3_000));
+                // Half wait in the high lane: back there when due.
+                if n % 20 == 8 {
+                    envelope.priority = Priority::High;
+                }
             }
+            Kind::High => envelope.priority = Priority::High,
+            Kind::Low => envelope.priority = Priority::Low,
             Kind::Keyed => envelope.idempotency_key = Some(format!("key-{n}")),
             Kind::Grouped => {
                 let group = format!("g-{:02}", fastrand::usize(..GROUPS));

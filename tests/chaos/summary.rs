@@ -223,6 +223,15 @@ impl Outcome {
             some(&f.over_key_limit_unexplained),
             flag(!f.over_key_limit_unexplained.is_empty())
         );
+        println!(
+            "lanes       {:>6}  most low tasks first delivered between a high task's publish and its delivery ({} high delivered, {} on their first claim; bound {}){}{}",
+            f.lanes.worst,
+            f.lanes.high,
+            f.lanes.judged,
+            f.lanes.bound,
+            some(&f.lanes.violations),
+            flag(!f.lanes.violations.is_empty())
+        );
         let slots: Vec<String> = (f.slots.iter())
             .map(|(s, n)| format!("{} x{n}", crate::receiver::clock(*s)))
             .collect();
@@ -491,6 +500,17 @@ impl Outcome {
                 crate::consumers::TENANT_MAX_PER_KEY,
                 some(&f.over_key_limit_unexplained)
             ),
+        );
+        fail(
+            !f.lanes.violations.is_empty(),
+            format!(
+                "high tasks left behind the low lane{}",
+                some(&f.lanes.violations)
+            ),
+        );
+        fail(
+            f.lanes.judged == 0,
+            "no high task was judged: the lanes check saw nothing".into(),
         );
         fail(
             f.most_open_per_key < crate::consumers::TENANT_MAX_PER_KEY,

@@ -106,7 +106,12 @@ impl Tree {
         let client = self.client().await;
         let mut ids = Vec::new();
         for name in names {
-            let path = format!("{}/{name}", self.path("tasks"));
+            let lane = match event_bridge::task::Priority::of_name(name) {
+                event_bridge::task::Priority::High => "lanes/high",
+                event_bridge::task::Priority::Low => "lanes/low",
+                event_bridge::task::Priority::Normal => "tasks",
+            };
+            let path = format!("{}/{name}", self.path(lane));
             let id = match client.get_data(&path).await {
                 Ok((data, _)) => serde_json::from_slice::<serde_json::Value>(&data)
                     .ok()
@@ -150,7 +155,7 @@ impl Tree {
             })
             .collect();
         Left {
-            tasks: self.count("tasks").await,
+            tasks: self.tasks().await,
             leases: self.count("leases").await,
             delayed: self.delayed().await,
             groups: groups.len(),
@@ -211,6 +216,15 @@ impl Tree {
     pub async fn count(&self, dir: &str) -> usize {
         let path = self.path(dir);
         self.children(&path).await.len()
+    }
+
+    /// Tasks in every lane: `tasks/`, `lanes/high`, `lanes/low`.
+    pub async fn tasks(&self) -> usize {
+        let mut tasks = 0;
+        for lane in ["tasks", "lanes/high", "lanes/low"] {
+            tasks += self.children_if_any(&self.path(lane)).await.len();
+        }
+        tasks
     }
 
     /// Tasks waiting under `delayed/` (in its buckets); none when there is no `delayed/`.

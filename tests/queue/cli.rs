@@ -168,8 +168,10 @@ async fn init_creates_the_base_paths() {
             "dead",
             "delayed",
             "groups",
+            "heads",
             "keys",
             "keys-expiry",
+            "lanes",
             "leases",
             "schedules",
             "tasks"

@@ -12,6 +12,7 @@ mod groups;
 mod holding;
 mod ids;
 mod key_gates;
+mod lanes;
 mod metrics;
 mod pause;
 mod process;

@@ -84,6 +84,9 @@ pub struct Config {
     /// `KEEP_DONE` (`90s`, `30m`, `1h`, `7d`): how long a completed task's record is kept
     /// (`status` says `completed` with it); unset, no record is written.
     pub keep_done: Option<Duration>,
+    /// `LANE_WEIGHTS` (`high=6,normal=3,low=1`): consumers share their walks among the
+    /// priority lanes by these weights; unset, they take high before normal before low.
+    pub lane_weights: Option<crate::task::LaneWeights>,
     /// `TIME_BUDGET_MS`: how long a run may take when the platform gives no deadline.
     pub time_budget: Duration,
     /// `DEADLINE_MARGIN_MS`: stop claiming this long before the deadline.
@@ -140,6 +143,7 @@ impl Default for Config {
             backoff_max: Duration::from_secs(300),
             dedup_window: Duration::from_secs(24 * 3600),
             keep_done: None,
+            lane_weights: None,
             time_budget: Duration::from_secs(50),
             deadline_margin: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
@@ -187,6 +191,13 @@ impl Config {
             dedup_window: millis(&get, "DEDUP_WINDOW_MS", 1_000, 365 * DAY_MS)?
                 .unwrap_or(d.dedup_window),
             keep_done: span(&get, "KEEP_DONE", 1_000, 30 * DAY_MS)?,
+            lane_weights: match get("LANE_WEIGHTS") {
+                Some(raw) => Some(
+                    crate::task::LaneWeights::parse(&raw)
+                        .map_err(|problem| invalid("LANE_WEIGHTS", &raw, problem))?,
+                ),
+                None => None,
+            },
             time_budget: millis(&get, "TIME_BUDGET_MS", 1_000, DAY_MS)?.unwrap_or(d.time_budget),
             deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0, DAY_MS)?
                 .unwrap_or(d.deadline_margin),

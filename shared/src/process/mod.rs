@@ -122,7 +122,7 @@ async fn run_with<H: Handler>(
     let (now, restraints, head) = tokio::try_join!(
         queue.server_time(),
         read_restraints(&queue, handler.on_dead_policy(), handler.limits()),
-        queue.read_head()
+        queue.read_lanes()
     )?;
     let run = Run {
         source,
@@ -135,12 +135,14 @@ async fn run_with<H: Handler>(
         restraints: std::sync::RwLock::new((restraints, Instant::now())),
         limited: std::sync::Mutex::new(Limited::default()),
     };
-    (report.schedules_fired, report.schedules_failed) = run.before_passes().await?;
+    let (promoted, fired, failed) = run.before_passes().await?;
+    (report.schedules_fired, report.schedules_failed) = (fired, failed);
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut passed_over = HashSet::new();
     // Passes that claimed nothing after jumping over tasks, in a row.
     let mut idle_jumps = 0;
     let mut first_head = Some(head);
+    let mut created = promoted > 0 || fired > 0;
     // Failed passes in a row.
     let mut failures = 0;
     // Whether the last pass left groups waiting because it had jumped over numbers: the next
@@ -162,7 +164,13 @@ async fn run_with<H: Handler>(
                     break;
                 }
                 let claimed_before = report.claimed;
-                let walk = Walk::from_head(head);
+                let mut walk = Walk::from_lanes(head).weighted(queue.lane_weights());
+                // Tasks this run put in the lanes after it read them (due ones, fired
+                // schedules): the first walk looks at every lane.
+                if created {
+                    walk.resume_all();
+                    created = false;
+                }
                 let pass = Pass::new(&run, &mut report, &mut passed_over, walk, gapped);
                 pass.drive().await.map(|end| (end, claimed_before))
             }
@@ -285,10 +293,10 @@ impl<H> Run<'_, H> {
 
     /// Before a pass but the first: what is held, read again (a worker's run may last for
     /// hours), and the head the pass starts from, together.
-    async fn before_pass(&self) -> Result<Option<crate::queue::Head>> {
+    async fn before_pass(&self) -> Result<Vec<crate::queue::LaneStart>> {
         let queue = self.queue();
         let restraints = read_restraints(&queue, self.on_dead(), self.limits());
-        let (fresh, head) = tokio::try_join!(restraints, queue.read_head())?;
+        let (fresh, head) = tokio::try_join!(restraints, queue.read_lanes())?;
         self.set_restraints(fresh);
         Ok(head)
     }
@@ -378,34 +386,33 @@ impl<H> Run<'_, H> {
     /// Before the first pass, together: moves due tasks back from `delayed/`, and fires due
     /// schedules (a schedule that cannot be fired never stops the tasks). Returns the tasks
     /// the schedules made, and the schedules that could not be fired.
-    async fn before_passes(&self) -> Result<(u32, u32)> {
+    async fn before_passes(&self) -> Result<(usize, u32, u32)> {
         let queue = self.queue();
         let promote = queue.promote_due(&self.now, PROMOTE_PER_RUN);
         #[cfg(feature = "schedule")]
         {
             let fire = crate::schedule::fire_due(&queue, self.now.now_ms());
             let (promoted, fired) = tokio::join!(promote, fire);
-            promoted?;
+            let promoted = promoted?;
             match fired {
-                Ok(fired) => Ok((fired.fired, fired.failed.len() as u32)),
+                Ok(fired) => Ok((promoted, fired.fired, fired.failed.len() as u32)),
                 Err(e) => {
                     tracing::warn!(error = %e, "schedules not looked at in this run");
-                    Ok((0, 0))
+                    Ok((promoted, 0, 0))
                 }
             }
         }
         #[cfg(not(feature = "schedule"))]
-        promote.await.map(|_| (0, 0))
+        promote.await.map(|promoted| (promoted, 0, 0))
     }
 
     /// Tasks pending now, leased ones included; `None` when ZooKeeper does not answer before
     /// the settling deadline.
     async fn remaining_depth(&self) -> Option<usize> {
         let queue = self.queue();
-        let tasks = queue.layout().tasks();
-        let count = queue.count(&tasks);
+        let count = crate::stats::counters(&queue);
         match tokio::time::timeout_at(self.settle_by, count).await {
-            Ok(Ok(depth)) => Some(depth),
+            Ok(Ok(counters)) => Some(counters.depth),
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "remaining depth unknown");
                 None

@@ -29,6 +29,7 @@ mod completion;
 mod refill;
 
 use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Settled, TaskRead, Walk};
+use crate::task::Priority;
 
 /// How far a lost race jumps ahead, at most, per place of the run's concurrency: a window for
 /// a scheduled run of one task, 2 048 numbers for a drain of 64. Far enough that consumers
@@ -87,8 +88,8 @@ pub(super) struct Pass<'r, 'a, H> {
     /// The soonest moment (ms from when it was met) a task this walk found over a limit may be
     /// tried again; taken when the pass starts waiting for it.
     limited_retry: Option<i64>,
-    /// Numbers gone (settled) while the walk was out probing, for it to learn when it is back.
-    gone_meanwhile: Vec<i64>,
+    /// Tasks gone (settled) while the walk was out probing, for it to learn when it is back.
+    gone_meanwhile: Vec<String>,
     /// Tasks probed, ready for a free place.
     ready: VecDeque<(String, TaskRead)>,
     jobs: FuturesUnordered<Job<'r>>,
@@ -104,6 +105,10 @@ pub(super) struct Pass<'r, 'a, H> {
     /// than jumped over: after a pass that left groups waiting because it had jumped, so that
     /// a stretch held at the head cannot hold back every group.
     steady: bool,
+    /// Whether lanes are weighted (`LANE_WEIGHTS`), not strict.
+    weighted: bool,
+    /// A window of a lane above the tasks waiting in `ready` is being probed.
+    higher_out: bool,
 }
 
 /// How a pass ended.
@@ -126,6 +131,8 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     ) -> Self {
         Pass {
             steady,
+            weighted: run.queue().lane_weights().is_some(),
+            higher_out: false,
             jump: run.options.concurrency.max(1) * JUMP_PER_PLACE,
             run,
             report,
@@ -200,7 +207,10 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     fn start(&mut self) {
         let run = self.run;
         while self.first_error.is_none() && self.room() > 0 {
-            if !self.ready.is_empty() {
+            // A higher lane woke: its window first (nothing is claimed while it is probed),
+            // so that its tasks go out in the next batch.
+            let higher = self.walk.as_ref().is_some_and(|walk| walk.higher_waiting());
+            if !self.ready.is_empty() && !higher && !self.higher_out {
                 let batch = self.next_batch();
                 self.flight.running += batch.len();
                 self.jobs.push(Box::pin(async move {
@@ -217,6 +227,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 self.wait_for_limits();
                 return;
             }
+            self.higher_out = higher;
             self.jobs.push(Box::pin(async move {
                 let window = walk.next_window(&run.queue()).await;
                 Event::Probed(walk, window)
@@ -264,8 +275,9 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         for event in events {
             let error = match event {
                 Event::Probed(mut walk, window) => {
-                    for number in self.gone_meanwhile.drain(..) {
-                        walk.mark_gone(number);
+                    self.higher_out = false;
+                    for name in self.gone_meanwhile.drain(..) {
+                        walk.mark_gone(&name);
                     }
                     self.walk = Some(walk);
                     window.map(|found| self.probed(found)).err()
@@ -316,7 +328,9 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 };
                 let admitted = self.groups.admit(found, (probed.name, probed.read));
                 free += admitted.is_some() as usize;
-                self.ready.extend(admitted);
+                if let Some(task) = admitted {
+                    self.enqueue(task);
+                }
                 continue;
             }
             if probed.lease.is_some() {
@@ -329,7 +343,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             if let TaskRead::Unreadable(_) = probed.read {
                 self.passed_over.insert(probed.name.clone());
             }
-            self.ready.push_back((probed.name, probed.read));
+            self.enqueue((probed.name, probed.read));
             free += 1;
         }
         // A window whose every task another consumer holds is the middle of its stretch: the
@@ -337,6 +351,22 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         if held > 0 && free == 0 && self.ready.is_empty() && !self.steady {
             self.lost_race();
         }
+    }
+
+    /// Queues a task probed for a free place: in strict lanes, ahead of the tasks of lower
+    /// lanes probed before it (a walk that went back up for a high task claims it next);
+    /// with weighted lanes, in the order the walk found them.
+    fn enqueue(&mut self, task: (String, TaskRead)) {
+        if self.weighted {
+            self.ready.push_back(task);
+            return;
+        }
+        let rank = Priority::of_name(&task.0).rank();
+        let after = self
+            .ready
+            .iter()
+            .rposition(|(name, _)| Priority::of_name(name).rank() <= rank);
+        self.ready.insert(after.map_or(0, |i| i + 1), task);
     }
 
     /// Accounts for a batch of claims: runs the tasks claimed, puts those not tried back at
@@ -439,14 +469,11 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         }
     }
 
-    /// Task `name` is gone for good: the head may pass it.
+    /// Task `name` is gone for good: its lane's head may pass it.
     fn mark_gone(&mut self, name: &str) {
-        let Some(number) = crate::layout::sequence(name) else {
-            return;
-        };
         match &mut self.walk {
-            Some(walk) => walk.mark_gone(number),
-            None => self.gone_meanwhile.push(number),
+            Some(walk) => walk.mark_gone(name),
+            None => self.gone_meanwhile.push(name.to_string()),
         }
     }
 }

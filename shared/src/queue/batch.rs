@@ -48,20 +48,24 @@ impl Queue {
         self.check_batch(envelopes)?;
         for _ in 0..TRIES {
             let items = self.batch_items(envelopes).await?;
-            let prefix = self.layout().task_prefix();
+            // Each item's task goes to the tail of its lane.
+            let prefixes: Vec<String> = envelopes
+                .iter()
+                .map(|e| self.layout().lane_prefix(e.priority))
+                .collect();
             // Each operation tagged with its item's index.
             let mut multi = Multi::new();
             for (i, item) in items.iter().enumerate() {
                 match item {
                     Item::Plain(body) => {
-                        multi.push((i, Part::NewTask), Op::CreateSequential(&prefix, body));
+                        multi.push((i, Part::NewTask), Op::CreateSequential(&prefixes[i], body));
                     }
                     Item::Keyed(write) => {
                         multi
                             .push((i, Part::Key), Op::Create(&write.key_path, &write.unnamed))
                             .push(
                                 (i, Part::NewTask),
-                                Op::CreateSequential(&prefix, &write.body),
+                                Op::CreateSequential(&prefixes[i], &write.body),
                             );
                     }
                     Item::Existing(_) | Item::SameAs(_) => {}
@@ -77,7 +81,7 @@ impl Queue {
                         let name = match item {
                             Item::Plain(_) | Item::Keyed(_) => {
                                 let created = multi.result(&results, (i, Part::NewTask));
-                                Some(created_name(created, &prefix)?)
+                                Some(created_name(created, &prefixes[i])?)
                             }
                             Item::Existing(_) | Item::SameAs(_) => None,
                         };
@@ -143,7 +147,7 @@ impl Queue {
     fn publish_bytes(&self, envelope: &Envelope) -> Result<usize> {
         let chroot = self.client().path().trim_end_matches('/').len();
         let create = |path: &str, data: &[u8]| CREATE_FRAMING + chroot + path.len() + data.len();
-        let prefix = self.layout().task_prefix();
+        let prefix = self.layout().lane_prefix(envelope.priority);
         Ok(match envelope.idempotency_key.as_deref() {
             None => create(&prefix, &envelope.to_bytes()?),
             Some(key) => {

@@ -22,7 +22,7 @@ use super::Queue;
 use super::ops::{Multi, Op, Part};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::layout::{TASK_PREFIX, delay_bucket_of};
+use crate::layout::delay_bucket_of;
 use crate::lease::LeaseData;
 use crate::task::{self, Body};
 
@@ -176,7 +176,9 @@ impl Queue {
         };
         let name = parse_waiting(node).map_or(node, |(_, name)| name);
         let body = back_in_line(&body, name);
-        let prefix = self.layout().task_prefix();
+        let prefix = self
+            .layout()
+            .lane_prefix(crate::task::Priority::of_body(&body));
         let mut multi = Multi::new();
         multi
             .push(Part::NewTask, Op::CreateSequential(&prefix, &body))
@@ -186,7 +188,7 @@ impl Queue {
                 let created = multi.result(&results, Part::NewTask);
                 if let Some(zk::MultiWriteResult::Create { path: new, .. }) = created {
                     let new = new.rsplit('/').next().unwrap_or(new);
-                    debug_assert!(new.starts_with(TASK_PREFIX));
+                    debug_assert!(crate::layout::sequence(new).is_some());
                     tracing::debug!(task = %name, now = %new, "due task back in the queue");
                 }
                 Ok(true)

@@ -21,7 +21,7 @@ use super::Queue;
 use super::ops::{Multi, Op, Part};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::layout::{self, TASK_PREFIX};
+use crate::layout;
 use crate::task::Envelope;
 
 /// Publishes a bulk publish keeps in flight.
@@ -139,14 +139,16 @@ impl Queue {
             Some(key) => self.publish_keyed(envelope, key).await,
             None => Ok(Published::Created {
                 id: envelope.id.clone(),
-                task: self.publish_raw(&envelope.to_bytes()?).await?,
+                task: self
+                    .publish_in(envelope.priority, &envelope.to_bytes()?)
+                    .await?,
             }),
         }
     }
 
     async fn publish_keyed(&self, envelope: &Envelope, key: &str) -> Result<Published> {
         let write = self.keyed_write(envelope, key)?;
-        let prefix = self.layout().task_prefix();
+        let prefix = self.layout().lane_prefix(envelope.priority);
         for _ in 0..3 {
             let mut multi = Multi::new();
             multi
@@ -192,7 +194,10 @@ impl Queue {
     ) -> Result<Option<Requeued>> {
         let write = keyed.map(|(e, key)| self.keyed_write(e, key)).transpose()?;
         let body = write.as_ref().map_or(body, |w| &w.body[..]);
-        let prefix = self.layout().task_prefix();
+        // Back to the tail of the lane it was published in.
+        let prefix = self
+            .layout()
+            .lane_prefix(crate::task::Priority::of_body(body));
         for _ in 0..3 {
             let mut multi = Multi::new();
             multi.push(Part::Record, Op::Delete(dead, version));
@@ -340,7 +345,8 @@ impl Queue {
         let Some(number) = layout::sequence(name) else {
             return Ok(KeyState::Pending);
         };
-        let probe = self.probe(number, 1).await?;
+        let lane = crate::task::Priority::of_name(name);
+        let probe = self.probe_in(lane, number, 1).await?;
         Ok(match probe.found.first() {
             Some(found) if found.lease.is_some() => KeyState::Leased,
             Some(_) => KeyState::Pending,
@@ -439,7 +445,7 @@ pub(super) fn created_name(result: Option<&zk::MultiWriteResult>, prefix: &str) 
     match result {
         Some(zk::MultiWriteResult::Create { path, .. }) => {
             let name = path.rsplit('/').next().unwrap_or(path);
-            debug_assert!(name.starts_with(TASK_PREFIX));
+            debug_assert!(crate::layout::sequence(name).is_some());
             Ok(name.to_string())
         }
         other => {

@@ -46,6 +46,7 @@ mod holder;
 mod key_gates;
 mod key_owner;
 mod keys;
+mod lane_walk;
 mod ops;
 mod pause;
 mod probe;
@@ -73,9 +74,10 @@ pub use holder::Settled;
 pub use key_gates::{KEY_GATE_IDLE_MS, KeyInFlight};
 pub(crate) use keys::Requeued;
 pub use keys::{KeyState, Published};
+pub use lane_walk::LaneWalk;
 pub(crate) use ops::{Multi, Op, Part};
 pub use pause::{PauseTarget, Paused, PausedSince};
-pub use probe::{Head, HeadData, LeaseSeen, Probe, Probed};
+pub use probe::{Head, HeadData, LaneStart, LeaseSeen, Probe, Probed};
 pub use reads::TaskRead;
 pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
@@ -102,6 +104,8 @@ pub struct Queue {
     dedup_window: Duration,
     /// `KEEP_DONE`: how long completion records are kept (none when unset).
     keep_done: Option<Duration>,
+    /// `LANE_WEIGHTS`: how passes share their walks among the lanes (strict when unset).
+    lane_weights: Option<crate::task::LaneWeights>,
     /// The bucket of completion records this queue last made sure of.
     done_bucket: Arc<std::sync::atomic::AtomicI64>,
     /// The bucket of completed keys this queue last made sure of.
@@ -135,6 +139,7 @@ impl Queue {
             backoff_max: config.backoff_max,
             dedup_window: config.dedup_window,
             keep_done: config.keep_done,
+            lane_weights: config.lane_weights,
             done_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             key_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             acls: acls(config),
@@ -179,6 +184,11 @@ impl Queue {
     /// Times a task may be stopped unfinished at a run's deadline.
     pub fn max_interruptions(&self) -> u32 {
         self.max_interruptions
+    }
+
+    /// How passes share their walks among the lanes (`None`: strict order).
+    pub fn lane_weights(&self) -> Option<crate::task::LaneWeights> {
+        self.lane_weights
     }
 
     /// The longest backoff.

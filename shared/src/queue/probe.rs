@@ -18,8 +18,9 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::reads::TaskRead;
 use crate::error::{Error, Result};
-use crate::layout::{self, task_name};
+use crate::layout::{self, lane_task_name};
 use crate::lease::LeaseData;
+use crate::task::Priority;
 
 /// What a probe saw of one sequence number whose task exists.
 #[derive(Clone, Debug)]
@@ -60,10 +61,30 @@ impl LeaseSeen {
 pub struct Probe {
     /// The tasks that exist, by number.
     pub found: Vec<Probed>,
-    /// The next number ZooKeeper will give under `tasks/`.
+    /// The next number ZooKeeper will give in the lane probed.
     pub tail: i64,
-    /// Children of `tasks/` (tasks and anything else), from its stat.
+    /// Children of the lane's parent (tasks and anything else), from its stat.
     pub children: usize,
+    /// The tails of the other lanes, read with it.
+    pub others: Vec<(Priority, i64)>,
+}
+
+/// Where a lane starts, as [`Queue::read_lanes`] read it.
+#[derive(Clone, Debug)]
+pub struct LaneStart {
+    pub lane: Priority,
+    /// `None` when no consumer of this version wrote one yet.
+    pub head: Option<Head>,
+    /// The next number ZooKeeper will give in the lane.
+    pub tail: i64,
+    /// Children of the lane's parent.
+    pub children: usize,
+}
+
+/// The next number ZooKeeper will give under a parent of this stat: `cversion` counts creates
+/// and deletes of children, `numChildren` creates less deletes.
+fn tail_of(stat: &zk::Stat) -> i64 {
+    (stat.cversion as i64 + stat.num_children as i64) / 2
 }
 
 /// The head znode's data: `{"next": 42}`.
@@ -86,20 +107,22 @@ pub struct HeadData {
     pub gone: Vec<[i64; 2]>,
 }
 
-/// The head as read, with the version to write it back at.
+/// The head of a lane as read, with the version to write it back at.
 #[derive(Clone, Debug)]
 pub struct Head {
     pub data: HeadData,
     /// `None` when the znode does not exist yet.
     version: Option<i32>,
+    pub lane: Priority,
 }
 
 impl Head {
-    /// The head of a queue that has none yet: writing it creates it.
-    pub fn missing() -> Self {
+    /// The head of a lane that has none yet: writing it creates it.
+    pub fn missing(lane: Priority) -> Self {
         Head {
             data: HeadData::default(),
             version: None,
+            lane,
         }
     }
 
@@ -109,14 +132,22 @@ impl Head {
 }
 
 impl Queue {
-    /// Reads `count` numbers from `from` in one request: each task and its lease, and the stat
-    /// of `tasks/`.
+    /// Reads `count` numbers from `from` of the normal lane (`tasks/`) in one request.
     pub async fn probe(&self, from: i64, count: usize) -> Result<Probe> {
-        let tasks = self.layout().tasks();
+        self.probe_in(Priority::Normal, from, count).await
+    }
+
+    /// Reads `count` numbers from `from` of `lane` in one request: each task and its lease,
+    /// the stat of the lane's parent, and the tails of the other lanes (so that a walk learns
+    /// of tasks published in a lane it left without a request of its own).
+    pub async fn probe_in(&self, lane: Priority, from: i64, count: usize) -> Result<Probe> {
+        let tasks = self.layout().lane_tasks(lane);
+        let others: Vec<Priority> = Priority::ALL.into_iter().filter(|p| *p != lane).collect();
         let mut reader = self.client().new_multi_reader();
         let mut paths = vec![tasks.clone()];
+        paths.extend(others.iter().map(|p| self.layout().lane_tasks(*p)));
         for number in from..from + count as i64 {
-            let name = task_name(number);
+            let name = lane_task_name(lane, number);
             paths.push(self.layout().task(&name));
             paths.push(self.layout().lease(&name));
         }
@@ -136,27 +167,79 @@ impl Queue {
         };
         let mut probe = Probe {
             found: Vec::new(),
-            tail: (stat.cversion as i64 + stat.num_children as i64) / 2,
+            tail: tail_of(&stat),
             children: stat.num_children as usize,
+            others: Vec::new(),
         };
+        for other in others {
+            // A lane whose parent is missing (a queue no consumer of this version set up)
+            // has no tasks.
+            if let Some(zk::MultiReadResult::Data { stat, .. }) = results.next() {
+                probe.others.push((other, tail_of(&stat)));
+            }
+        }
         for number in from..from + count as i64 {
             let (task, lease) = (results.next(), results.next());
-            if let Some(probed) = self.probed(number, task, lease)? {
+            if let Some(probed) = self.probed(lane_task_name(lane, number), number, task, lease)? {
                 probe.found.push(probed);
             }
         }
         Ok(probe)
     }
 
+    /// Where each lane starts, in one request: its head and its parent's stat (the tail, and
+    /// how many children it has).
+    pub async fn read_lanes(&self) -> Result<Vec<LaneStart>> {
+        let mut reader = self.client().new_multi_reader();
+        let mut paths = Vec::new();
+        for lane in Priority::ALL {
+            paths.push(self.layout().lane_head(lane));
+            paths.push(self.layout().lane_tasks(lane));
+        }
+        for path in &paths {
+            reader
+                .add_get_data(path)
+                .map_err(|e| Error::zk("get", path, e))?;
+        }
+        let head = self.layout().head();
+        let mut results = reader
+            .commit()
+            .await
+            .map_err(|e| Error::zk("get", &head, e))?
+            .into_iter();
+        let mut starts = Vec::new();
+        for lane in Priority::ALL {
+            let head = match results.next() {
+                Some(zk::MultiReadResult::Data { data, stat }) => Some(Head {
+                    data: serde_json::from_slice(&data).unwrap_or_default(),
+                    version: Some(stat.version),
+                    lane,
+                }),
+                _ => None,
+            };
+            let parent = match results.next() {
+                Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
+                _ => None,
+            };
+            starts.push(LaneStart {
+                lane,
+                head,
+                tail: parent.as_ref().map_or(0, tail_of),
+                children: parent.map_or(0, |s| s.num_children as usize),
+            });
+        }
+        Ok(starts)
+    }
+
     /// One number's pair of reads; `None` when no task has that number.
     fn probed(
         &self,
+        name: String,
         number: i64,
         task: Option<zk::MultiReadResult>,
         lease: Option<zk::MultiReadResult>,
     ) -> Result<Option<Probed>> {
         use zk::MultiReadResult::{Data, Error as Failed};
-        let name = task_name(number);
         let read = match task {
             Some(Data { data, stat }) => TaskRead::Found { body: data, stat },
             Some(Failed {
@@ -190,13 +273,19 @@ impl Queue {
         }))
     }
 
-    /// The head, or `None` when no consumer of this version wrote one yet.
+    /// The normal lane's head, or `None` when no consumer of this version wrote one yet.
     pub async fn read_head(&self) -> Result<Option<Head>> {
-        let path = self.layout().head();
+        self.read_head_in(Priority::Normal).await
+    }
+
+    /// The head of `lane`, or `None` when no consumer of this version wrote one yet.
+    pub async fn read_head_in(&self, lane: Priority) -> Result<Option<Head>> {
+        let path = self.layout().lane_head(lane);
         match self.client().get_data(&path).await {
             Ok((data, stat)) => Ok(Some(Head {
                 data: serde_json::from_slice(&data).unwrap_or_default(),
                 version: Some(stat.version),
+                lane,
             })),
             Err(zk::Error::NoNode) => Ok(None),
             Err(e) => Err(Error::zk("get", path, e)),
@@ -207,7 +296,7 @@ impl Queue {
     /// error (the other writer moved it too). Returns the head as written (with its new
     /// version, so no read is needed to write it again), or `None` when the race was lost.
     pub async fn write_head(&self, head: &Head, data: &HeadData) -> Result<Option<Head>> {
-        let path = self.layout().head();
+        let path = self.layout().lane_head(head.lane);
         let bytes = serde_json::to_vec(data)?;
         let version = match head.version {
             Some(version) => self
@@ -225,23 +314,28 @@ impl Queue {
             Ok(version) => Ok(Some(Head {
                 data: data.clone(),
                 version: Some(version),
+                lane: head.lane,
             })),
             Err(zk::Error::BadVersion | zk::Error::NodeExists) => Ok(None),
             Err(e) => Err(Error::zk("set", path, e)),
         }
     }
 
-    /// Lists `tasks/`: the fallback when probes cannot find the tasks (no head yet, a jump
+    /// Lists `lane`'s tasks: the fallback when probes cannot find them (no head yet, a jump
     /// in numbering). The numbers of the tasks, sorted, and how many children are not tasks.
-    pub async fn list_numbers(&self) -> Result<(Vec<i64>, usize)> {
-        let path = self.layout().tasks();
+    pub async fn list_numbers(&self, lane: Priority) -> Result<(Vec<i64>, usize)> {
+        let path = self.layout().lane_tasks(lane);
         let names = self
             .client()
             .list_children(&path)
             .await
             .map_err(|e| Error::zk("list", &path, e))?;
         let total = names.len();
-        let mut numbers: Vec<i64> = names.iter().filter_map(|n| layout::sequence(n)).collect();
+        let numbers = names
+            .iter()
+            .filter(|n| n.starts_with(lane.prefix()))
+            .filter_map(|n| layout::sequence(n));
+        let mut numbers: Vec<i64> = numbers.collect();
         numbers.sort_unstable();
         let junk = total - numbers.len();
         Ok((numbers, junk))

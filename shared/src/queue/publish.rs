@@ -1,11 +1,10 @@
-//! Publishing: sequential creates under `tasks/` (with an idempotency key, together with the
+//! Publishing: sequential creates in the task's lane (`tasks/` for normal) (with an idempotency key, together with the
 //! key: see [`super::keys`]).
 
 use super::Queue;
 use super::keys::Published;
 use crate::error::{Error, Result};
-use crate::layout::TASK_PREFIX;
-use crate::task::{self, Envelope};
+use crate::task::{self, Envelope, Priority};
 
 impl Queue {
     /// Publishes one envelope; returns the task's name. With an idempotency key that is
@@ -16,16 +15,22 @@ impl Queue {
         Ok(names.remove(0))
     }
 
-    /// Publishes a body as it is (any producer's JSON); returns the task's name.
+    /// Publishes a body as it is (any producer's JSON) in the normal lane, as a 000 producer
+    /// does; returns the task's name.
     pub async fn publish_raw(&self, body: &[u8]) -> Result<String> {
+        self.publish_in(Priority::Normal, body).await
+    }
+
+    /// Publishes a body at the tail of `lane`; returns the task's name.
+    pub(crate) async fn publish_in(&self, lane: Priority, body: &[u8]) -> Result<String> {
         task::check_size(body)?;
-        let prefix = self.layout().task_prefix();
+        let prefix = self.layout().lane_prefix(lane);
         let (_, seq) = self
             .client()
             .create(&prefix, body, &self.sequential())
             .await
             .map_err(|e| Error::zk("create", &prefix, e))?;
-        Ok(format!("{TASK_PREFIX}{seq}"))
+        Ok(format!("{}{seq}", lane.prefix()))
     }
 
     /// Publishes many envelopes pipelined, keeping their order; returns the task names (for a

@@ -227,7 +227,7 @@ impl Queue {
             ),
             other => other,
         })?;
-        let prefix = self.layout().task_prefix();
+        let prefix = self.layout().lane_prefix(envelope.priority);
         let firing = Firing {
             path,
             moved,

@@ -1,71 +1,36 @@
-//! A walk over the queue from its head, a window of numbers at a time, with no listing of
-//! `tasks/` on the way (see [`super::probe`] for why numbers can be probed).
+//! A walk over the whole queue: its lanes (high, normal, low) in turn, each walked from its
+//! own head a window at a time ([`LaneWalk`]).
 //!
-//! 1. The walk starts at the head. If the window there is empty, it widens, still from the
-//!    head, up to [`WIDEST`] numbers in one probe.
-//! 2. It goes on window by window until the tail (the next number ZooKeeper will give).
-//! 3. It keeps track of which numbers are gone for good: a number the walk saw missing below
-//!    the tail read in the same multi-read (a number below the tail was given already, so once
-//!    gone it stays gone), and every task the walker itself completed, buried or moved away
-//!    ([`Walk::settle`]). [`Walk::save_head`] adds what it knows to what the head keeps of
-//!    other consumers' knowledge (ranges known gone beyond the head), and moves the head up to
-//!    the first number nobody knew gone. Every consumer does so after each pass, so the head
-//!    stays near the oldest task whatever the consumers complete, even when they jumped over
-//!    each other's tasks (a task is known gone to the consumer that settled it), and a walk
-//!    passes over the ranges the head knows gone without a probe.
-//! 4. Only as a fallback it lists `tasks/`: when there is no head yet (a new queue, or one
-//!    written by an earlier version), when [`WIDEST`] numbers from the head are empty, or when
-//!    a walk that reached the tail saw fewer tasks than `tasks/` has children (a jump in
-//!    numbering, or tasks created by name). The listing moves the head back or the tail on, and
-//!    counts the children that are not tasks, so that the next walk need not list again.
+//! Strict (the default): the walk takes a window of the highest lane that has one. Every
+//! probe also reads the tails of the other lanes (one more read in the same multi-read, no
+//! request of its own), so a task published in a higher lane while the walk is in a lower one
+//! is seen with the next window, and the walk goes back up for it: a high task published
+//! behind 10^5 low ones is claimed with the next claim batch, not after them.
 //!
-//! A walk costs one request per window; a scheduled run that claims one task probes one window.
-
-use std::collections::BTreeSet;
+//! Weighted ([`LaneWeights`]): the walk takes windows of the lanes that have any in
+//! proportion to their weights (smooth weighted round robin, per window of 32 numbers), so a
+//! low lane is never starved by a busy high one.
 
 use super::Queue;
-use super::probe::{Head, HeadData, Probed};
-use super::ranges::Ranges;
+use super::lane_walk::LaneWalk;
+use super::probe::{LaneStart, Probed};
 use crate::error::Result;
+use crate::task::{LaneWeights, Priority};
 
-/// Numbers in one probe.
-pub const WINDOW: usize = 32;
+pub use super::lane_walk::{WIDEST, WINDOW};
 
-/// The widest probe from the head before the walk lists `tasks/` instead.
-pub const WIDEST: usize = 4_096;
-
-/// Tries of a head write that lost to another consumer's, at most: consumers that end a
-/// drain together all write it at once, and each try that loses means another one landed.
-pub const HEAD_WRITES: usize = 8;
-
-/// Ranges known gone that the head keeps beyond its number, at most (the lowest ones).
-pub const HEAD_RANGES: usize = 64;
-
-/// Where a walk is.
+/// Where a walk of the whole queue is.
 #[derive(Debug)]
 pub struct Walk {
-    head: Option<Head>,
-    /// The next number to probe.
-    next: i64,
-    /// The next number ZooKeeper will give, as far as the walk knows.
-    tail: i64,
-    /// Children of `tasks/` at the last probe.
-    children: usize,
-    /// Tasks found so far.
-    seen: usize,
-    /// Whether a task was found since the head (until then, probes start at the head).
-    found_any: bool,
-    /// Numbers in the next probe from the head.
-    width: usize,
-    listed: bool,
-    ended: bool,
-    /// Tasks found that are not known gone yet.
-    open: BTreeSet<i64>,
-    /// Numbers probed below the tail, settled, or known gone from the head: every one of them
-    /// that is not in `open` is gone for good.
-    known: Ranges,
-    /// The highest number seen existing (never passed by the frontier while open).
-    highest: i64,
+    /// One walk per lane, high first.
+    lanes: Vec<LaneWalk>,
+    /// The lane of the last window given (0 for high).
+    current: usize,
+    weights: Option<LaneWeights>,
+    /// Smooth weighted round robin: each lane's credit.
+    credit: [i64; 3],
+    /// Strict: the last probe found tasks in a lane above the one it probed.
+    higher: bool,
 }
 
 impl Default for Walk {
@@ -75,318 +40,145 @@ impl Default for Walk {
 }
 
 impl Walk {
-    /// A walk that starts at the head.
+    /// A strict walk that starts at each lane's head, reading the heads itself.
     pub fn new() -> Self {
+        Walk::of(Priority::ALL.map(LaneWalk::new).into())
+    }
+
+    /// A strict walk that starts where [`Queue::read_lanes`] found the lanes: lanes with no
+    /// task cost no request until a probe of another lane sees their tail move.
+    pub fn from_lanes(starts: Vec<LaneStart>) -> Self {
+        Walk::of(starts.into_iter().map(LaneWalk::from_start).collect())
+    }
+
+    fn of(lanes: Vec<LaneWalk>) -> Self {
+        debug_assert!(lanes.iter().map(LaneWalk::lane).eq(Priority::ALL));
         Walk {
-            head: None,
-            next: 0,
-            tail: 0,
-            children: 0,
-            seen: 0,
-            found_any: false,
-            width: WINDOW,
-            listed: false,
-            ended: false,
-            open: BTreeSet::new(),
-            known: Ranges::new(),
-            highest: -1,
+            current: Priority::Normal.rank(),
+            lanes,
+            weights: None,
+            credit: [0; 3],
+            higher: false,
         }
     }
 
-    /// A walk that starts at `head`, read by the caller (together with its other reads);
-    /// without one, as [`Walk::new`]: it reads the head itself, and lists when there is none.
-    pub fn from_head(head: Option<Head>) -> Self {
-        let Some(head) = head else {
-            return Walk::new();
-        };
-        Walk {
-            next: head.data.next,
-            known: Ranges::from_pairs(&head.data.gone),
-            head: Some(head),
-            ..Walk::new()
-        }
+    /// The same walk sharing windows by `weights` (`None`: strict).
+    pub fn weighted(mut self, weights: Option<LaneWeights>) -> Self {
+        self.weights = weights;
+        self
     }
 
-    /// Whether the walk has reached the tail.
+    /// Whether every lane's walk has reached its tail.
     pub fn ended(&self) -> bool {
-        self.ended
+        self.lanes.iter().all(LaneWalk::ended)
     }
 
-    /// Lets an ended walk go on from where it stopped: tasks published since are past it.
+    /// Lets an ended walk go on: the lane it was last in probes past its old tail, and that
+    /// probe's reading of the other lanes' tails wakes those that have new tasks.
     pub fn resume(&mut self) {
-        self.ended = false;
+        self.lanes[self.current].resume();
     }
 
-    /// The first number from the head this walk has not seen or known gone: every task below
-    /// it, the walk has looked at.
+    /// Lets every lane's walk go on past its old tail (after the walker itself published).
+    pub fn resume_all(&mut self) {
+        self.lanes.iter_mut().for_each(LaneWalk::resume);
+    }
+
+    /// The lane of the last window given.
+    pub fn lane(&self) -> Priority {
+        self.lanes[self.current].lane()
+    }
+
+    /// In the lane of the last window: the first number from its head this walk has not
+    /// seen or known gone.
     pub fn contiguous_through(&self) -> i64 {
-        let head = self.head.as_ref().map_or(0, |h| h.data.next);
-        self.known.reach(head)
+        self.lanes[self.current].contiguous_through()
     }
 
-    /// Numbers from the next probe to the tail, as far as the walk knows.
+    /// Numbers left in the lane of the last window, as far as the walk knows.
     pub fn left(&self) -> usize {
-        (self.tail - self.next).max(0) as usize
+        self.lanes[self.current].left()
     }
 
-    /// Jumps `n` numbers ahead (after a lost race), never past the tail. The numbers jumped
-    /// over are not known gone: the head will not pass them on this walk's word.
+    /// Jumps `n` numbers ahead in the lane of the last window (after a lost race).
     pub fn skip(&mut self, n: usize) {
-        self.next = (self.next + n as i64).min(self.tail.max(self.next));
+        self.lanes[self.current].skip(n);
     }
 
-    /// Task `number` is gone for good (this walker completed, buried or moved it, or found it
-    /// gone).
-    pub fn mark_gone(&mut self, number: i64) {
-        self.open.remove(&number);
-        self.known.insert(number, number + 1);
+    /// Task `name` is gone for good (settled by this walker, or found gone).
+    pub fn mark_gone(&mut self, name: &str) {
+        let Some(number) = crate::layout::sequence(name) else {
+            return;
+        };
+        self.lanes[Priority::of_name(name).rank()].mark_gone(number);
     }
 
-    /// What this walk knows gone, with what `head` keeps.
-    fn gone(&self, head: &HeadData) -> Ranges {
-        let mut gone = self.known.without(&self.open);
-        gone.union(&Ranges::from_pairs(&head.gone));
-        gone
-    }
-
-    /// The head `head` would become with this walk's knowledge: its number moved up to the
-    /// first number not known gone, and the lowest [`HEAD_RANGES`] ranges known gone above it.
-    fn head_after(&self, head: &HeadData) -> HeadData {
-        let gone = self.gone(head);
-        let next = gone.reach(head.next);
-        HeadData {
-            next,
-            gone: gone.above(next).to_pairs(HEAD_RANGES),
-            ..head.clone()
-        }
-    }
-
-    /// Adds what this walk knows gone to the head, moving it up (a version-checked write,
-    /// repeated while another consumer's write got in first, up to [`HEAD_WRITES`] times; it
-    /// never moves the head back).
+    /// Adds what each lane's walk knows gone to its head (see [`LaneWalk::save_head`]).
     pub async fn save_head(&mut self, queue: &Queue) -> Result<()> {
-        for _ in 0..HEAD_WRITES {
-            let Some(head) = &self.head else {
-                return Ok(());
-            };
-            let data = self.head_after(&head.data);
-            if data == head.data || head.is_missing() {
-                return Ok(());
-            }
-            if let Some(written) = queue.write_head(head, &data).await? {
-                self.head = Some(written);
-                tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
-                return Ok(());
-            }
-            self.head = queue.read_head().await?;
+        for lane in &mut self.lanes {
+            lane.save_head(queue).await?;
         }
-        tracing::debug!("head not moved: other consumers kept writing it first");
         Ok(())
     }
 
-    /// The tasks of the next window that has any, in number order; `None` once the walk has
-    /// reached the tail.
+    /// The tasks of the next window that has any, in number order, from the lane whose turn
+    /// it is; `None` once every lane's walk has reached its tail.
     pub async fn next_window(&mut self, queue: &Queue) -> Result<Option<Vec<Probed>>> {
-        if self.head.is_none() {
-            self.start(queue).await?;
-        }
-        while !self.ended {
-            // Ranges known gone (from the head, or settled) are passed without a probe.
-            self.next = self.known.reach(self.next).min(self.tail.max(self.next));
-            let count = if self.found_any { WINDOW } else { self.width };
-            let probe = queue.probe(self.next, count).await?;
-            let offset = self.head_data().tail_offset;
-            self.tail = self.tail.max(probe.tail + offset);
-            self.children = probe.children;
-            self.observe(&probe.found, count, probe.tail + offset);
-            if probe.found.is_empty() {
-                self.empty_window(queue, count).await?;
-                continue;
+        self.higher = false;
+        while let Some(i) = self.pick() {
+            let found = self.lanes[i].next_window(queue).await?;
+            self.learn_others(i);
+            if let Some(found) = found {
+                self.current = i;
+                self.took(i);
+                return Ok(Some(found));
             }
-            self.found_any = true;
-            self.seen += probe.found.len();
-            self.advance(count);
-            return Ok(Some(probe.found));
         }
         Ok(None)
     }
 
-    /// Takes a probe of `count` numbers from `self.next` into account, `tail` read in the same
-    /// multi-read: its tasks are open, and the numbers it saw missing below `tail` are gone for
-    /// good.
-    fn observe(&mut self, found: &[Probed], count: usize, tail: i64) {
-        for probed in found {
-            self.open.insert(probed.number);
-            self.highest = self.highest.max(probed.number);
-        }
-        let end = (self.next + count as i64).min(tail.max(self.highest + 1));
-        self.known.insert(self.next, end);
-    }
-
-    fn head_data(&self) -> HeadData {
-        self.head
-            .as_ref()
-            .map(|h| h.data.clone())
-            .unwrap_or_default()
-    }
-
-    /// Reads the head; without one, lists `tasks/` once to write it.
-    async fn start(&mut self, queue: &Queue) -> Result<()> {
-        match queue.read_head().await? {
-            Some(head) => *self = Walk::from_head(Some(head)),
-            None => {
-                self.head = Some(Head::missing());
-                return self.list(queue).await;
+    /// The tails lane `i`'s probes read of the other lanes: a lane whose tail moved has tasks
+    /// its walk has not seen.
+    fn learn_others(&mut self, i: usize) {
+        for (lane, tail) in self.lanes[i].take_others() {
+            if self.lanes[lane.rank()].learn_tail(tail) {
+                tracing::debug!(lane = %lane, tail, "tasks published in another lane");
+                self.higher |= lane.rank() < i && self.weights.is_none();
             }
         }
-        Ok(())
     }
 
-    /// After a window with no task: widen the probe from the head, go on to the next window,
-    /// or end at the tail (listing first if tasks are missing).
-    async fn empty_window(&mut self, queue: &Queue, count: usize) -> Result<()> {
-        let reached = self.next + count as i64 >= self.tail;
-        if !reached && !self.found_any {
-            if self.width < WIDEST {
-                self.width *= 2;
-                return Ok(());
-            }
-            return self.list(queue).await;
-        }
-        if !reached {
-            self.advance(count);
-            return Ok(());
-        }
-        let expected = self.children.saturating_sub(self.head_data().junk);
-        if self.seen < expected && !self.listed {
-            return self.list(queue).await;
-        }
-        self.advance(count);
-        self.ended = true;
-        Ok(())
+    /// Strict: whether the last window's probe found tasks in a higher lane, which the next
+    /// window will be of. A pass probes it before it claims what it has probed already, so
+    /// that the high task goes out with the next claim batch.
+    pub fn higher_waiting(&self) -> bool {
+        self.higher
     }
 
-    /// Past a probed window, but never past the tail: a walk that goes on after new tasks were
-    /// published (the worker's refill) starts where they are.
-    fn advance(&mut self, count: usize) {
-        self.next = (self.next + count as i64).min(self.tail.max(self.next));
-    }
-
-    /// The fallback: lists `tasks/` and puts the head, the tail and the junk count right.
-    async fn list(&mut self, queue: &Queue) -> Result<()> {
-        self.listed = true;
-        let (numbers, junk) = queue.list_numbers().await?;
-        let probe = queue.probe(0, 0).await?;
-        let head = self.head.clone().unwrap_or_else(Head::missing);
-        let lowest = numbers.first().copied().unwrap_or(probe.tail);
-        let highest_next = numbers.last().map_or(probe.tail, |n| n + 1);
-        let data = HeadData {
-            next: lowest,
-            junk,
-            tail_offset: (highest_next - probe.tail).max(0),
-            gone: Vec::new(),
+    /// The lane whose turn it is: strict, the highest not ended; weighted, the one with the
+    /// most credit.
+    fn pick(&mut self) -> Option<usize> {
+        let open: Vec<usize> = (0..self.lanes.len())
+            .filter(|i| !self.lanes[*i].ended())
+            .collect();
+        let Some(weights) = self.weights else {
+            return open.first().copied();
         };
-        tracing::info!(
-            tasks = numbers.len(),
-            junk,
-            head = lowest,
-            tail = highest_next,
-            "tasks listed to find the head"
-        );
-        let written = if data != head.data || head.is_missing() {
-            queue.write_head(&head, &data).await?
-        } else {
-            None
-        };
-        self.head = match written {
-            Some(written) => Some(written),
-            None => queue.read_head().await?,
-        };
-        self.children = numbers.len() + junk;
-        self.tail = highest_next.max(probe.tail);
-        // Walk again from the lowest task, counting afresh: every number below it is gone.
-        self.next = lowest;
-        self.known = Ranges::new();
-        self.open.clear();
-        self.seen = 0;
-        self.found_any = false;
-        self.width = WINDOW;
-        self.ended = numbers.is_empty();
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn probed(number: i64) -> Probed {
-        Probed {
-            number,
-            name: crate::layout::task_name(number),
-            read: super::super::TaskRead::Gone,
-            lease: None,
+        for &i in &open {
+            self.credit[i] += i64::from(weights.weights[i]);
         }
+        open.into_iter()
+            .max_by_key(|i| (self.credit[*i], -(*i as i64)))
     }
 
-    fn settled_through(walk: &Walk) -> i64 {
-        walk.head_after(&HeadData::default()).next
-    }
-
-    #[test]
-    fn the_head_passes_only_what_is_known_gone() {
-        let mut walk = Walk::new();
-        // A window of 32 from 0 that saw tasks 3 and 7, with the tail at 10.
-        walk.observe(&[probed(3), probed(7)], WINDOW, 10);
-        // 0..3 were seen missing below the tail: gone. 3 and 7 are open.
-        assert_eq!(settled_through(&walk), 3);
-        walk.mark_gone(3);
-        assert_eq!(settled_through(&walk), 7, "4..7 missing below the tail");
-        walk.mark_gone(7);
-        assert_eq!(settled_through(&walk), 10, "10 and on were not given yet");
-    }
-
-    #[test]
-    fn numbers_jumped_over_are_never_passed() {
-        let mut walk = Walk::new();
-        walk.observe(&[probed(1)], WINDOW, 1_000);
-        walk.mark_gone(1);
-        walk.next = 32;
-        walk.tail = 1_000;
-        walk.skip(100);
-        // A window seen after the jump does not settle what was jumped over...
-        walk.observe(&[probed(140)], WINDOW, 1_000);
-        walk.mark_gone(140);
-        let head = walk.head_after(&HeadData::default());
-        assert_eq!(head.next, 32);
-        // ...but the head keeps it, for whoever learns what lies between.
-        assert_eq!(head.gone, [[132, 164]]);
-    }
-
-    #[test]
-    fn knowledge_of_several_consumers_adds_up_in_the_head() {
-        // Consumer a walked 0..32 and jumped to 96; b walked 32..96 (say, after a lost race).
-        let mut a = Walk::new();
-        a.observe(&[probed(5)], WINDOW, 1_000);
-        a.mark_gone(5);
-        a.next = 96;
-        a.observe(&[probed(100)], WINDOW, 1_000);
-        let head = a.head_after(&HeadData::default());
-        assert_eq!(
-            (head.next, head.gone.clone()),
-            (32, vec![[96, 100], [101, 128]])
-        );
-        let mut b = Walk::new();
-        b.next = 32;
-        b.observe(&[], 64, 1_000);
-        let head = b.head_after(&head);
-        assert_eq!(head.next, 100, "a's open task 100 stops the head");
-        assert_eq!(head.gone, [[101, 128]]);
-        // A walk starting from that head passes what it knows gone without a probe.
-        let mut c = Walk::new();
-        c.known = Ranges::from_pairs(&head.gone);
-        c.next = 101;
-        c.tail = 1_000;
-        assert_eq!(c.known.reach(c.next), 128);
+    /// Lane `i` gave a window: it pays for it with the weights of the lanes that wanted one.
+    fn took(&mut self, i: usize) {
+        if let Some(weights) = self.weights {
+            let total: i64 = (0..self.lanes.len())
+                .filter(|j| !self.lanes[*j].ended() || *j == i)
+                .map(|j| i64::from(weights.weights[j]))
+                .sum();
+            self.credit[i] -= total;
+        }
     }
 }

@@ -5,6 +5,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::Priority;
 use super::size::check_size;
 use crate::layout::encode_segment;
 
@@ -51,6 +52,10 @@ pub struct Envelope {
     /// across every consumer; a route without them ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_key: Option<String>,
+    /// The lane the task waits in: consumers take high before normal before low. Normal is
+    /// left out when written.
+    #[serde(default, skip_serializing_if = "Priority::is_normal")]
+    pub priority: Priority,
     /// W3C Trace Context of the request the event came from (`00-<trace id>-<span id>-<flags>`):
     /// the HTTP sink sends it as the `traceparent` header, the SQS sink as a message attribute,
     /// and consumers log it with the task.
@@ -160,6 +165,7 @@ impl Envelope {
             on_dead: None,
             idempotency_key: None,
             concurrency_key: None,
+            priority: Priority::Normal,
             traceparent: None,
             keyed: false,
             attempts: 0,

@@ -1,6 +1,7 @@
 //! One task as a producer without a ZooKeeper client sends it (a JSON line of `event-bridge
 //! publish -f`, an item of an HTTP publish): an object with `payload` names its own `type`,
-//! `id`, `group`, `idempotency_key`, `concurrency_key`, `on_dead` and `traceparent`; any other value is the payload itself, of
+//! `id`, `group`, `idempotency_key`, `concurrency_key`, `priority`, `on_dead` and
+//! `traceparent`; any other value is the payload itself, of
 //! the default type when there is one. An item a publish would refuse (an empty id, a key too
 //! long for a znode name: [`Envelope::check_publishable`]) is an error here already.
 
@@ -51,6 +52,9 @@ pub fn envelope_from_value(
     envelope.group = text("group")?;
     envelope.idempotency_key = text("idempotency_key")?;
     envelope.concurrency_key = text("concurrency_key")?;
+    if let Some(priority) = text("priority")? {
+        envelope.priority = super::Priority::parse(&priority)?;
+    }
     envelope.traceparent = match text("traceparent")? {
         Some(t) if !super::is_traceparent(&t) => {
             return Err(format!(
@@ -137,6 +141,20 @@ mod tests {
         let empty = json!({"type": "t", "payload": {}, "concurrency_key": ""});
         let empty = envelope_from_value(empty, None);
         assert!(empty.unwrap_err().contains("\"concurrency_key\" is empty"));
+        let lane = json!({"type": "t", "payload": {}, "priority": "urgent"});
+        let lane = envelope_from_value(lane, None).unwrap_err();
+        assert!(
+            lane.contains("\"priority\" must be high, normal or low"),
+            "{lane}"
+        );
+        let lane = json!({"type": "t", "payload": {}, "priority": 1});
+        let lane = envelope_from_value(lane, None).unwrap_err();
+        assert!(lane.contains("\"priority\" must be a string"), "{lane}");
+        let high = json!({"type": "t", "payload": {}, "priority": "high"});
+        assert_eq!(
+            envelope_from_value(high, None).unwrap().priority,
+            super::super::Priority::High
+        );
     }
 
     #[test]

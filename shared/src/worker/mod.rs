@@ -197,8 +197,8 @@ impl<H: Handler> Worker<H> {
         Ok(())
     }
 
-    /// The session's queue, and a notification raised on every change under `tasks/` (from
-    /// a persistent watch), which lets a drain with free places pick up new tasks at once.
+    /// The session's queue, and a notification raised on every change in a lane (from a
+    /// persistent watch on each), which lets a drain with free places pick up new tasks at once.
     async fn watch(
         &self,
         session: &Session,
@@ -208,20 +208,23 @@ impl<H: Handler> Worker<H> {
         self.session.send_replace(Some(queue.session().clone()));
         report.sessions += 1;
         tracing::info!(consumer = %report.consumer_id, session = %queue.session_id(), "worker session open");
-        let tasks = queue.layout().tasks();
-        let watcher = queue
-            .client()
-            .watch(&tasks, zk::AddWatchMode::Persistent)
-            .await
-            .map_err(|e| crate::Error::zk("watch", &tasks, e))?;
         let refill = Arc::new(Notify::new());
-        let client = queue.client().clone();
-        tokio::spawn(tasks_watch::keep_watching(
-            client,
-            tasks,
-            watcher,
-            refill.clone(),
-        ));
+        // One watch per lane: a task published in any of them wakes the drain.
+        for lane in crate::task::Priority::ALL {
+            let tasks = queue.layout().lane_tasks(lane);
+            let watcher = queue
+                .client()
+                .watch(&tasks, zk::AddWatchMode::Persistent)
+                .await
+                .map_err(|e| crate::Error::zk("watch", &tasks, e))?;
+            let client = queue.client().clone();
+            tokio::spawn(tasks_watch::keep_watching(
+                client,
+                tasks,
+                watcher,
+                refill.clone(),
+            ));
+        }
         Ok((queue, refill))
     }
 

@@ -1,5 +1,6 @@
-//! The worker's one watch: a persistent watch on `tasks/` whose every event raises a
-//! notification (kept as a permit when nobody waits, so none is missed).
+//! The worker's watches: a persistent watch on each lane (`tasks/`, `lanes/high`, `lanes/low`)
+//! whose every event raises a notification (kept as a permit when nobody waits, so none is
+//! missed).
 //!
 //! zookeeper-client 0.11.2 does not send persistent watches again when it reconnects (its
 //! `resend_watches` never leaves `SetWatches` for `SetWatches2`: the index it keeps is

@@ -162,7 +162,8 @@ pub(crate) struct Publish {
     #[arg(long, conflicts_with = "input")]
     pub(crate) payload: Option<String>,
     /// JSON lines to publish: each line is a payload, or an object with `payload` (and
-    /// optionally `type`, `id`, `group`, `idempotency_key`, `concurrency_key`, `on_dead`). `-` reads stdin, as
+    /// optionally `type`, `id`, `group`, `idempotency_key`, `concurrency_key`, `priority`,
+    /// `on_dead`). `-` reads stdin, as
     /// does a publish without --payload whose stdin is a pipe or a file.
     #[arg(long, short = 'f', value_name = "FILE")]
     pub(crate) input: Option<String>,
@@ -178,6 +179,10 @@ pub(crate) struct Publish {
     /// with one key share their route's `per_key` limits, across every consumer.
     #[arg(long)]
     pub(crate) concurrency_key: Option<String>,
+    /// Lane of the task(s): consumers take high before normal before low (or by
+    /// LANE_WEIGHTS). A JSON line's own `high` or `low` comes first.
+    #[arg(long, value_parser = ["high", "normal", "low"])]
+    pub(crate) priority: Option<String>,
     /// W3C Trace Context of the request the task(s) come from
     /// (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>): sent on by the sinks, logged.
     #[arg(long, value_parser = traceparent)]
@@ -191,7 +196,7 @@ pub(crate) struct Publish {
     pub(crate) delay: Option<Duration>,
     /// Write --payload as the task body verbatim, without an envelope, as a producer that
     /// knows nothing of event-bridge would (it need not even be JSON).
-    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "on_dead", "traceparent"])]
+    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "priority", "on_dead", "traceparent"])]
     pub(crate) raw: bool,
 }
 

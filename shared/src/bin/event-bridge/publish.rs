@@ -32,7 +32,16 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         Some(_) => Some(event_bridge::task::OnDead::Continue),
         None => None,
     };
+    let priority = args
+        .priority
+        .as_deref()
+        .map(event_bridge::task::Priority::parse)
+        .transpose()
+        .map_err(Failure::from)?;
     let stamp = |mut envelope: Envelope| {
+        if envelope.priority.is_normal() {
+            envelope.priority = priority.unwrap_or_default();
+        }
         envelope.group = envelope.group.take().or_else(|| args.group.clone());
         envelope.concurrency_key = envelope
             .concurrency_key

@@ -90,7 +90,8 @@ impl<H: Handler> Pass<'_, '_, H> {
             let queue = run.queue();
             let again = async {
                 walk.save_head(&queue).await?;
-                Ok(Box::new(Walk::from_head(queue.read_head().await?)))
+                let walk = Walk::from_lanes(queue.read_lanes().await?);
+                Ok(Box::new(walk.weighted(queue.lane_weights())))
             };
             Event::Rewalked(again.await)
         }));
@@ -100,8 +101,8 @@ impl<H: Handler> Pass<'_, '_, H> {
     /// left to a later pass are open again, and the tasks waiting behind a running one are
     /// found again in order; tasks found paused or unreadable are tried (and counted) again.
     pub(super) fn rewalked(&mut self, mut walk: Box<Walk>) {
-        for number in self.gone_meanwhile.drain(..) {
-            walk.mark_gone(number);
+        for name in self.gone_meanwhile.drain(..) {
+            walk.mark_gone(&name);
         }
         self.walk = Some(walk);
         self.walk_started = Instant::now();

@@ -1,0 +1,436 @@
+//! A walk over one lane of the queue from its head, a window of numbers at a time, with no
+//! listing of the lane on the way (see [`super::probe`] for why numbers can be probed; the
+//! normal lane is `tasks/`, [`super::walk`] walks the lanes in turn).
+//!
+//! 1. The walk starts at the head. If the window there is empty, it widens, still from the
+//!    head, up to [`WIDEST`] numbers in one probe.
+//! 2. It goes on window by window until the tail (the next number ZooKeeper will give).
+//! 3. It keeps track of which numbers are gone for good: a number the walk saw missing below
+//!    the tail read in the same multi-read (a number below the tail was given already, so once
+//!    gone it stays gone), and every task the walker itself completed, buried or moved away
+//!    ([`Walk::settle`]). [`Walk::save_head`] adds what it knows to what the head keeps of
+//!    other consumers' knowledge (ranges known gone beyond the head), and moves the head up to
+//!    the first number nobody knew gone. Every consumer does so after each pass, so the head
+//!    stays near the oldest task whatever the consumers complete, even when they jumped over
+//!    each other's tasks (a task is known gone to the consumer that settled it), and a walk
+//!    passes over the ranges the head knows gone without a probe.
+//! 4. Only as a fallback it lists `tasks/`: when there is no head yet (a new queue, or one
+//!    written by an earlier version), when [`WIDEST`] numbers from the head are empty, or when
+//!    a walk that reached the tail saw fewer tasks than `tasks/` has children (a jump in
+//!    numbering, or tasks created by name). The listing moves the head back or the tail on, and
+//!    counts the children that are not tasks, so that the next walk need not list again.
+//!
+//! A walk costs one request per window; a scheduled run that claims one task probes one window.
+
+use std::collections::BTreeSet;
+
+use super::Queue;
+use super::probe::{Head, HeadData, LaneStart, Probed};
+use super::ranges::Ranges;
+use crate::error::Result;
+use crate::task::Priority;
+
+/// Numbers in one probe.
+pub const WINDOW: usize = 32;
+
+/// The widest probe from the head before the walk lists `tasks/` instead.
+pub const WIDEST: usize = 4_096;
+
+/// Tries of a head write that lost to another consumer's, at most: consumers that end a
+/// drain together all write it at once, and each try that loses means another one landed.
+pub const HEAD_WRITES: usize = 8;
+
+/// Ranges known gone that the head keeps beyond its number, at most (the lowest ones).
+pub const HEAD_RANGES: usize = 64;
+
+/// Where a walk of one lane is.
+#[derive(Debug)]
+pub struct LaneWalk {
+    lane: Priority,
+    head: Option<Head>,
+    /// The next number to probe.
+    next: i64,
+    /// The next number ZooKeeper will give, as far as the walk knows.
+    tail: i64,
+    /// Children of `tasks/` at the last probe.
+    children: usize,
+    /// Tasks found so far.
+    seen: usize,
+    /// Whether a task was found since the head (until then, probes start at the head).
+    found_any: bool,
+    /// Numbers in the next probe from the head.
+    width: usize,
+    listed: bool,
+    ended: bool,
+    /// Tasks found that are not known gone yet.
+    open: BTreeSet<i64>,
+    /// Numbers probed below the tail, settled, or known gone from the head: every one of them
+    /// that is not in `open` is gone for good.
+    known: Ranges,
+    /// The highest number seen existing (never passed by the frontier while open).
+    highest: i64,
+    /// The tails of the other lanes, read with the last probe.
+    others: Vec<(Priority, i64)>,
+}
+
+impl LaneWalk {
+    /// A walk of `lane` that starts at its head.
+    pub fn new(lane: Priority) -> Self {
+        LaneWalk {
+            lane,
+            others: Vec::new(),
+            head: None,
+            next: 0,
+            tail: 0,
+            children: 0,
+            seen: 0,
+            found_any: false,
+            width: WINDOW,
+            listed: false,
+            ended: false,
+            open: BTreeSet::new(),
+            known: Ranges::new(),
+            highest: -1,
+        }
+    }
+
+    /// A walk that starts where [`Queue::read_lanes`] found its lane: at its head (without
+    /// one, as [`LaneWalk::new`]: it reads the head itself, and lists when there is none), and
+    /// ended already when the lane has no task (its tail at its head, no child but junk).
+    pub fn from_start(start: LaneStart) -> Self {
+        let lane = start.lane;
+        let Some(head) = start.head else {
+            return LaneWalk {
+                ended: start.children == 0,
+                tail: start.tail,
+                ..LaneWalk::new(lane)
+            };
+        };
+        let tail = start.tail + head.data.tail_offset;
+        let empty = tail <= head.data.next && start.children <= head.data.junk;
+        LaneWalk {
+            next: head.data.next,
+            known: Ranges::from_pairs(&head.data.gone),
+            ended: empty,
+            tail: tail.max(head.data.next),
+            head: Some(head),
+            ..LaneWalk::new(lane)
+        }
+    }
+
+    pub fn lane(&self) -> Priority {
+        self.lane
+    }
+
+    /// The tails of the other lanes that the last probe read (taken: each is learnt once).
+    pub fn take_others(&mut self) -> Vec<(Priority, i64)> {
+        std::mem::take(&mut self.others)
+    }
+
+    /// Another lane's probe read this lane's tail: past what the walk knew, there are tasks
+    /// it has not seen, and an ended walk goes on.
+    pub fn learn_tail(&mut self, tail: i64) -> bool {
+        let tail = tail + self.head_data().tail_offset;
+        if tail <= self.tail {
+            return false;
+        }
+        self.tail = tail;
+        self.ended = false;
+        true
+    }
+
+    /// Whether the walk has reached the tail.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Lets an ended walk go on from where it stopped: tasks published since are past it.
+    pub fn resume(&mut self) {
+        self.ended = false;
+    }
+
+    /// The first number from the head this walk has not seen or known gone: every task below
+    /// it, the walk has looked at.
+    pub fn contiguous_through(&self) -> i64 {
+        let head = self.head.as_ref().map_or(0, |h| h.data.next);
+        self.known.reach(head)
+    }
+
+    /// Numbers from the next probe to the tail, as far as the walk knows.
+    pub fn left(&self) -> usize {
+        (self.tail - self.next).max(0) as usize
+    }
+
+    /// Jumps `n` numbers ahead (after a lost race), never past the tail. The numbers jumped
+    /// over are not known gone: the head will not pass them on this walk's word.
+    pub fn skip(&mut self, n: usize) {
+        self.next = (self.next + n as i64).min(self.tail.max(self.next));
+    }
+
+    /// Task `number` of this lane is gone for good (this walker completed, buried or moved it,
+    /// or found it gone).
+    pub fn mark_gone(&mut self, number: i64) {
+        self.open.remove(&number);
+        self.known.insert(number, number + 1);
+    }
+
+    /// What this walk knows gone, with what `head` keeps.
+    fn gone(&self, head: &HeadData) -> Ranges {
+        let mut gone = self.known.without(&self.open);
+        gone.union(&Ranges::from_pairs(&head.gone));
+        gone
+    }
+
+    /// The head `head` would become with this walk's knowledge: its number moved up to the
+    /// first number not known gone, and the lowest [`HEAD_RANGES`] ranges known gone above it.
+    fn head_after(&self, head: &HeadData) -> HeadData {
+        let gone = self.gone(head);
+        let next = gone.reach(head.next);
+        HeadData {
+            next,
+            gone: gone.above(next).to_pairs(HEAD_RANGES),
+            ..head.clone()
+        }
+    }
+
+    /// Adds what this walk knows gone to the head, moving it up (a version-checked write,
+    /// repeated while another consumer's write got in first, up to [`HEAD_WRITES`] times; it
+    /// never moves the head back).
+    pub async fn save_head(&mut self, queue: &Queue) -> Result<()> {
+        for _ in 0..HEAD_WRITES {
+            let Some(head) = &self.head else {
+                return Ok(());
+            };
+            let data = self.head_after(&head.data);
+            if data == head.data || head.is_missing() {
+                return Ok(());
+            }
+            if let Some(written) = queue.write_head(head, &data).await? {
+                self.head = Some(written);
+                tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
+                return Ok(());
+            }
+            self.head = queue.read_head().await?;
+        }
+        tracing::debug!("head not moved: other consumers kept writing it first");
+        Ok(())
+    }
+
+    /// The tasks of the next window that has any, in number order; `None` once the walk has
+    /// reached the tail.
+    pub async fn next_window(&mut self, queue: &Queue) -> Result<Option<Vec<Probed>>> {
+        if self.head.is_none() {
+            self.start(queue).await?;
+        }
+        while !self.ended {
+            // Ranges known gone (from the head, or settled) are passed without a probe.
+            self.next = self.known.reach(self.next).min(self.tail.max(self.next));
+            let count = if self.found_any { WINDOW } else { self.width };
+            let probe = queue.probe_in(self.lane, self.next, count).await?;
+            self.others = probe.others.clone();
+            let offset = self.head_data().tail_offset;
+            self.tail = self.tail.max(probe.tail + offset);
+            self.children = probe.children;
+            self.observe(&probe.found, count, probe.tail + offset);
+            if probe.found.is_empty() {
+                self.empty_window(queue, count).await?;
+                continue;
+            }
+            self.found_any = true;
+            self.seen += probe.found.len();
+            self.advance(count);
+            return Ok(Some(probe.found));
+        }
+        Ok(None)
+    }
+
+    /// Takes a probe of `count` numbers from `self.next` into account, `tail` read in the same
+    /// multi-read: its tasks are open, and the numbers it saw missing below `tail` are gone for
+    /// good.
+    fn observe(&mut self, found: &[Probed], count: usize, tail: i64) {
+        for probed in found {
+            self.open.insert(probed.number);
+            self.highest = self.highest.max(probed.number);
+        }
+        let end = (self.next + count as i64).min(tail.max(self.highest + 1));
+        self.known.insert(self.next, end);
+    }
+
+    fn head_data(&self) -> HeadData {
+        self.head
+            .as_ref()
+            .map(|h| h.data.clone())
+            .unwrap_or_default()
+    }
+
+    /// Reads the head; without one, lists the lane once to write it.
+    async fn start(&mut self, queue: &Queue) -> Result<()> {
+        match queue.read_head_in(self.lane).await? {
+            Some(head) => {
+                *self = LaneWalk {
+                    next: head.data.next,
+                    known: Ranges::from_pairs(&head.data.gone),
+                    head: Some(head),
+                    ..LaneWalk::new(self.lane)
+                }
+            }
+            None => {
+                self.head = Some(Head::missing(self.lane));
+                return self.list(queue).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a window with no task: widen the probe from the head, go on to the next window,
+    /// or end at the tail (listing first if tasks are missing).
+    async fn empty_window(&mut self, queue: &Queue, count: usize) -> Result<()> {
+        let reached = self.next + count as i64 >= self.tail;
+        if !reached && !self.found_any {
+            if self.width < WIDEST {
+                self.width *= 2;
+                return Ok(());
+            }
+            return self.list(queue).await;
+        }
+        if !reached {
+            self.advance(count);
+            return Ok(());
+        }
+        let expected = self.children.saturating_sub(self.head_data().junk);
+        if self.seen < expected && !self.listed {
+            return self.list(queue).await;
+        }
+        self.advance(count);
+        self.ended = true;
+        Ok(())
+    }
+
+    /// Past a probed window, but never past the tail: a walk that goes on after new tasks were
+    /// published (the worker's refill) starts where they are.
+    fn advance(&mut self, count: usize) {
+        self.next = (self.next + count as i64).min(self.tail.max(self.next));
+    }
+
+    /// The fallback: lists the lane and puts the head, the tail and the junk count right.
+    async fn list(&mut self, queue: &Queue) -> Result<()> {
+        self.listed = true;
+        let (numbers, junk) = queue.list_numbers(self.lane).await?;
+        let probe = queue.probe_in(self.lane, 0, 0).await?;
+        let head = self
+            .head
+            .clone()
+            .unwrap_or_else(|| Head::missing(self.lane));
+        let lowest = numbers.first().copied().unwrap_or(probe.tail);
+        let highest_next = numbers.last().map_or(probe.tail, |n| n + 1);
+        let data = HeadData {
+            next: lowest,
+            junk,
+            tail_offset: (highest_next - probe.tail).max(0),
+            gone: Vec::new(),
+        };
+        tracing::info!(
+            tasks = numbers.len(),
+            junk,
+            head = lowest,
+            tail = highest_next,
+            lane = %self.lane,
+            "tasks listed to find the head"
+        );
+        let written = if data != head.data || head.is_missing() {
+            queue.write_head(&head, &data).await?
+        } else {
+            None
+        };
+        self.head = match written {
+            Some(written) => Some(written),
+            None => queue.read_head().await?,
+        };
+        self.children = numbers.len() + junk;
+        self.tail = highest_next.max(probe.tail);
+        // Walk again from the lowest task, counting afresh: every number below it is gone.
+        self.next = lowest;
+        self.known = Ranges::new();
+        self.open.clear();
+        self.seen = 0;
+        self.found_any = false;
+        self.width = WINDOW;
+        self.ended = numbers.is_empty();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probed(number: i64) -> Probed {
+        Probed {
+            number,
+            name: crate::layout::task_name(number),
+            read: super::super::TaskRead::Gone,
+            lease: None,
+        }
+    }
+
+    fn settled_through(walk: &LaneWalk) -> i64 {
+        walk.head_after(&HeadData::default()).next
+    }
+
+    #[test]
+    fn the_head_passes_only_what_is_known_gone() {
+        let mut walk = LaneWalk::new(Priority::Normal);
+        // A window of 32 from 0 that saw tasks 3 and 7, with the tail at 10.
+        walk.observe(&[probed(3), probed(7)], WINDOW, 10);
+        // 0..3 were seen missing below the tail: gone. 3 and 7 are open.
+        assert_eq!(settled_through(&walk), 3);
+        walk.mark_gone(3);
+        assert_eq!(settled_through(&walk), 7, "4..7 missing below the tail");
+        walk.mark_gone(7);
+        assert_eq!(settled_through(&walk), 10, "10 and on were not given yet");
+    }
+
+    #[test]
+    fn numbers_jumped_over_are_never_passed() {
+        let mut walk = LaneWalk::new(Priority::Normal);
+        walk.observe(&[probed(1)], WINDOW, 1_000);
+        walk.mark_gone(1);
+        walk.next = 32;
+        walk.tail = 1_000;
+        walk.skip(100);
+        // A window seen after the jump does not settle what was jumped over...
+        walk.observe(&[probed(140)], WINDOW, 1_000);
+        walk.mark_gone(140);
+        let head = walk.head_after(&HeadData::default());
+        assert_eq!(head.next, 32);
+        // ...but the head keeps it, for whoever learns what lies between.
+        assert_eq!(head.gone, [[132, 164]]);
+    }
+
+    #[test]
+    fn knowledge_of_several_consumers_adds_up_in_the_head() {
+        // Consumer a walked 0..32 and jumped to 96; b walked 32..96 (say, after a lost race).
+        let mut a = LaneWalk::new(Priority::Normal);
+        a.observe(&[probed(5)], WINDOW, 1_000);
+        a.mark_gone(5);
+        a.next = 96;
+        a.observe(&[probed(100)], WINDOW, 1_000);
+        let head = a.head_after(&HeadData::default());
+        assert_eq!(
+            (head.next, head.gone.clone()),
+            (32, vec![[96, 100], [101, 128]])
+        );
+        let mut b = LaneWalk::new(Priority::Normal);
+        b.next = 32;
+        b.observe(&[], 64, 1_000);
+        let head = b.head_after(&head);
+        assert_eq!(head.next, 100, "a's open task 100 stops the head");
+        assert_eq!(head.gone, [[101, 128]]);
+        // A walk starting from that head passes what it knows gone without a probe.
+        let mut c = LaneWalk::new(Priority::Normal);
+        c.known = Ranges::from_pairs(&head.gone);
+        c.next = 101;
+        c.tail = 1_000;
+        assert_eq!(c.known.reach(c.next), 128);
+    }
+}

@@ -1,0 +1,188 @@
+//! A task's priority, and the lane of the queue it waits in.
+//!
+//! Each priority has a lane of its own: a parent of persistent sequential tasks with its own
+//! numbering and head. `normal` is the 000 design's `tasks/`, with its `task-` names, so a
+//! task without a priority is where any producer puts it; `high` and `low` are
+//! `lanes/high/high-N` and `lanes/low/low-N`. A task's name therefore says its lane, and every
+//! path derived from a name (its lease, its dead letter, its completion record) stays unique
+//! across lanes.
+
+use serde::{Deserialize, Serialize};
+
+/// A task's priority: consumers take high before normal before low (or, with weighted lanes,
+/// in proportion to the lanes' weights).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    High,
+    #[default]
+    Normal,
+    Low,
+}
+
+impl Priority {
+    /// Every priority, in the order consumers take them.
+    pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
+
+    /// The word publishers use for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        }
+    }
+
+    /// The priority `text` names, or a problem naming the field.
+    pub fn parse(text: &str) -> Result<Priority, String> {
+        match text {
+            "high" => Ok(Priority::High),
+            "normal" => Ok(Priority::Normal),
+            "low" => Ok(Priority::Low),
+            other => Err(format!(
+                "\"priority\" must be high, normal or low, not {other:?}"
+            )),
+        }
+    }
+
+    pub fn is_normal(&self) -> bool {
+        *self == Priority::Normal
+    }
+
+    /// Its place in [`Priority::ALL`]: 0 for high.
+    pub fn rank(self) -> usize {
+        self as usize
+    }
+
+    /// What ZooKeeper's sequence number is appended to in its lane.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Priority::High => "high-",
+            Priority::Normal => crate::layout::TASK_PREFIX,
+            Priority::Low => "low-",
+        }
+    }
+
+    /// The lane a task name is in, by its prefix (a name of no lane is normal's: `tasks/`
+    /// holds whatever other producers create by name).
+    pub fn of_name(name: &str) -> Priority {
+        [Priority::High, Priority::Low]
+            .into_iter()
+            .find(|p| name.starts_with(p.prefix()))
+            .unwrap_or(Priority::Normal)
+    }
+
+    /// The priority a task body asks for: its `priority` field when it is one of the three
+    /// words, else normal (a plain body, or an envelope without one).
+    pub fn of_body(body: &[u8]) -> Priority {
+        #[derive(Deserialize)]
+        struct Asks {
+            priority: Option<Priority>,
+        }
+        serde_json::from_slice::<Asks>(body)
+            .ok()
+            .and_then(|asks| asks.priority)
+            .unwrap_or_default()
+    }
+}
+
+/// `LANE_WEIGHTS`: how a walk shares its windows among the lanes that have tasks, instead of
+/// taking them in strict order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneWeights {
+    /// Weights of high, normal and low, in that order; each at least 1.
+    pub weights: [u32; 3],
+}
+
+impl LaneWeights {
+    /// Parses `high=6,normal=3,low=1` (every lane named once, each weight 1 to 1000); the
+    /// problem says which part is wrong.
+    pub fn parse(text: &str) -> std::result::Result<LaneWeights, String> {
+        let mut weights = [0u32; 3];
+        for part in text.split(',').map(str::trim) {
+            let Some((lane, weight)) = part.split_once('=') else {
+                return Err(format!("{part:?} is not lane=weight"));
+            };
+            let lane = Priority::parse(lane.trim())
+                .map_err(|_| format!("{:?} is not a lane (high, normal or low)", lane.trim()))?;
+            let weight: u32 = match weight.trim().parse() {
+                Ok(w @ 1..=1000) => w,
+                _ => {
+                    return Err(format!(
+                        "{part:?}: a weight is a whole number from 1 to 1000"
+                    ));
+                }
+            };
+            if weights[lane.rank()] != 0 {
+                return Err(format!("{lane} is named twice"));
+            }
+            weights[lane.rank()] = weight;
+        }
+        if let Some(missing) = Priority::ALL.iter().find(|p| weights[p.rank()] == 0) {
+            return Err(format!("{missing} has no weight: name all three lanes"));
+        }
+        Ok(LaneWeights { weights })
+    }
+}
+
+impl std::fmt::Display for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_say_their_lane() {
+        assert_eq!(Priority::of_name("high-0000000001"), Priority::High);
+        assert_eq!(Priority::of_name("low-0000000001"), Priority::Low);
+        assert_eq!(Priority::of_name("task-0000000001"), Priority::Normal);
+        assert_eq!(Priority::of_name("order-17"), Priority::Normal);
+    }
+
+    #[test]
+    fn bodies_ask_for_a_lane_or_get_normal() {
+        assert_eq!(Priority::of_body(br#"{"priority":"high"}"#), Priority::High);
+        assert_eq!(
+            Priority::of_body(br#"{"priority":"low","x":1}"#),
+            Priority::Low
+        );
+        assert_eq!(
+            Priority::of_body(br#"{"priority":"urgent"}"#),
+            Priority::Normal
+        );
+        assert_eq!(Priority::of_body(b"not json"), Priority::Normal);
+        assert_eq!(
+            Priority::of_body(br#"{"event":"signup"}"#),
+            Priority::Normal
+        );
+    }
+
+    #[test]
+    fn a_bad_priority_names_the_field() {
+        assert_eq!(Priority::parse("low"), Ok(Priority::Low));
+        let problem = Priority::parse("urgent").unwrap_err();
+        assert!(problem.contains("\"priority\"") && problem.contains("urgent"));
+    }
+
+    #[test]
+    fn weights_name_every_lane_once() {
+        let w = LaneWeights::parse("high=6, normal=3,low=1").unwrap();
+        assert_eq!(w.weights, [6, 3, 1]);
+        for (text, problem) in [
+            ("high=6,normal=3", "low has no weight"),
+            ("high=6,normal=3,low=0", "from 1 to 1000"),
+            ("high=6,high=3,low=1", "high is named twice"),
+            ("urgent=6,normal=3,low=1", "\"urgent\" is not a lane"),
+            ("high:6", "is not lane=weight"),
+        ] {
+            let got = LaneWeights::parse(text).unwrap_err();
+            assert!(got.contains(problem), "{text}: {got}");
+        }
+    }
+}
