@@ -47,6 +47,8 @@ pub async fn build(t: &TestQueue) -> Scene {
         .collect();
     pending[0].concurrency_key = Some(KEY.into());
     pending.extend((0..2).map(|i| Envelope::new("report.export", json!({ "n": i }))));
+    // One waits in the low lane.
+    pending[4].priority = event_bridge::task::Priority::Low;
     let names = t.queue.publish_many(&pending).await.unwrap();
     let holder = t.consumer("holder").await;
     // Claimed through a route that lets its key run one task at a time: the key is at its cap.

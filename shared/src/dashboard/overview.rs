@@ -82,6 +82,11 @@ fn cards(stats: &Stats) -> Markup {
             (card("Dead letters", "dead", &stats.dead.to_string(), stats.dead > 0))
             (card("Oldest task", "oldest", &oldest, false))
         }
+        p.muted #lanes {
+            "Pending by lane: high " span data-lane="high" { (stats.lanes.high) }
+            " · normal " span data-lane="normal" { (stats.lanes.normal) }
+            " · low " span data-lane="low" { (stats.lanes.low) }
+        }
     }
 }
 

@@ -52,7 +52,14 @@ pub(crate) fn print_table(tasks: &[TaskInfo]) -> Result<(), Failure> {
 pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Failure> {
     let age = s.stats.oldest_task_age_ms.map_or("-".into(), seconds);
     out!("root         {}", config.root);
-    out!("pending      {}", s.stats.depth);
+    let lanes = &s.stats.lanes;
+    out!(
+        "pending      {} (high {}, normal {}, low {})",
+        s.stats.depth,
+        lanes.high,
+        lanes.normal,
+        lanes.low
+    );
     out!("leased       {}", s.stats.leased);
     out!("waiting      {}", s.stats.delayed);
     out!("dead         {}", s.stats.dead);
