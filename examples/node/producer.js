@@ -4,7 +4,10 @@
  * Publish event-bridge tasks from Node, with node-zookeeper-client.
  *
  * A task is a persistent sequential znode `ROOT/tasks/task-NNNNNNNNNN` holding an
- * `event-bridge/1` envelope (docs/ARCHITECTURE.md, "The task envelope"):
+ * `event-bridge/1` envelope (docs/ARCHITECTURE.md, "The task envelope"). A task with
+ * `priority: 'high'` (or `'low'`) waits in a lane of its own instead,
+ * `ROOT/lanes/high/high-NNNNNNNNNN` (`ROOT/lanes/low/low-…`): consumers take high before normal
+ * before low (docs/WIRE-FORMAT.md, "Priority lanes"):
  *
  *   const zookeeper = require('node-zookeeper-client');
  *   const { connect, publish } = require('./producer');
@@ -18,6 +21,7 @@
  *
  *   npm ci
  *   node producer.js --type user.signup --payload '{"user_id": 42}' [--count N]
+ *   node producer.js --type report.build --priority low   # high, normal (the default) or low
  *
  * --zookeeper and --root default to ZOOKEEPER_CONNECTION_STRING and EVENT_BRIDGE_ROOT, then to
  * 127.0.0.1:2181 and /event-bridge, as for the functions. When ZOOKEEPER_AUTH (`user:password`)
@@ -79,18 +83,38 @@ function checkConcurrencyKey(key) {
   }
 }
 
+// The priorities a task may have; normal, the default, is left out of the body.
+const PRIORITIES = ['high', 'normal', 'low'];
+
+/** Throws naming `priority` unless it is high, normal or low. */
+function checkPriority(priority) {
+  if (!PRIORITIES.includes(priority)) {
+    throw new Error(`'priority' must be high, normal or low, not ${JSON.stringify(priority)}`);
+  }
+}
+
+/**
+ * Where a task of `priority` is created: `ROOT/tasks/task-` for normal,
+ * `ROOT/lanes/high/high-` or `ROOT/lanes/low/low-` for the two others.
+ */
+function taskPrefix(root, priority = 'normal') {
+  const base = root.replace(/\/+$/, '');
+  if (priority === 'normal') return `${base}/tasks/task-`;
+  return `${base}/lanes/${priority}/${priority}-`;
+}
+
 /**
  * An `event-bridge/1` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
- * `fields` adds optional fields (`group`, `idempotency_key`, `concurrency_key`, or your own)
- * and may give `id`
- * (your event's id, kept across retries) or `time`.
+ * `fields` adds optional fields (`group`, `idempotency_key`, `concurrency_key`, `priority`, or
+ * your own) and may give `id` (your event's id, kept across retries) or `time`.
  */
 function envelope(eventType, payload, fields = {}) {
   for (const name of CONSUMER_FIELDS) {
     if (name in fields) throw new Error(`'${name}' is written by consumers, not producers`);
   }
   if ('concurrency_key' in fields) checkConcurrencyKey(fields.concurrency_key);
-  return {
+  if ('priority' in fields) checkPriority(fields.priority);
+  const body = {
     format: FORMAT,
     id: crypto.randomUUID(),
     type: eventType,
@@ -98,16 +122,23 @@ function envelope(eventType, payload, fields = {}) {
     payload,
     ...fields,
   };
+  // Normal is the default: left out of the body, as consumers expect.
+  if (body.priority === 'normal') delete body.priority;
+  return body;
 }
 
-/** Creates ROOT/tasks, ROOT/leases and ROOT/keys (and ROOT) when missing. */
+/**
+ * Creates ROOT/tasks, ROOT/lanes/high, ROOT/lanes/low, ROOT/leases and ROOT/keys (and ROOT)
+ * when missing.
+ */
 function ensurePaths(client, root = '/event-bridge', acls = zookeeper.ACL.OPEN_ACL_UNSAFE) {
   const base = root.replace(/\/+$/, '');
   const mkdirp = (path) =>
     new Promise((resolve, reject) =>
       client.mkdirp(path, null, acls, zookeeper.CreateMode.PERSISTENT,
         (err) => (err ? reject(err) : resolve())));
-  return Promise.all([mkdirp(`${base}/tasks`), mkdirp(`${base}/leases`), mkdirp(`${base}/keys`)]);
+  const paths = ['tasks', 'lanes/high', 'lanes/low', 'leases', 'keys'];
+  return Promise.all(paths.map((path) => mkdirp(`${base}/${path}`)));
 }
 
 /** `key` as one znode name: bytes other than ASCII letters, digits, `-`, `_` as %XX. */
@@ -159,13 +190,15 @@ async function existing(client, keyPath) {
 }
 
 /**
- * Creates `keys/<key>` and the task in one transaction (docs/WIRE-FORMAT.md, "Idempotency
- * keys"). Resolves to `{ task, created }`: `created` is false when the key was taken and
- * nothing was created (`task` is then the task that has it, or null if unknown).
+ * Creates `keys/<key>` and the task, in the lane of `priority`, in one transaction
+ * (docs/WIRE-FORMAT.md, "Idempotency keys"). Resolves to `{ task, created }`: `created` is
+ * false when the key was taken and nothing was created (`task` is then the task that has it,
+ * or null if unknown).
  */
-async function publishKeyed(client, data, key, id, root, acls) {
+async function publishKeyed(client, data, key, id, root, acls, priority = 'normal') {
   const base = root.replace(/\/+$/, '');
   const keyPath = `${base}/keys/${keyNode(key)}`;
+  const prefix = taskPrefix(base, priority);
   for (let i = 0; i < 5; i++) {
     const keyData = Buffer.from(JSON.stringify({ id }), 'utf8');
     let failed;
@@ -173,7 +206,7 @@ async function publishKeyed(client, data, key, id, root, acls) {
     try {
       [results] = await call((cb) => client.transaction()
         .create(keyPath, keyData, acls, zookeeper.CreateMode.PERSISTENT)
-        .create(`${base}/tasks/task-`, data, acls, zookeeper.CreateMode.PERSISTENT_SEQUENTIAL)
+        .create(prefix, data, acls, zookeeper.CreateMode.PERSISTENT_SEQUENTIAL)
         .commit(cb));
     } catch (err) {
       failed = err;
@@ -199,7 +232,8 @@ async function publishKeyed(client, data, key, id, root, acls) {
 }
 
 /**
- * Publishes one task; resolves to its name (`task-0000000042`).
+ * Publishes one task; resolves to its name (`task-0000000042`, or `high-…` / `low-…` in those
+ * lanes).
  *
  * `client` is a connected node-zookeeper-client (a chroot in its connection string is
  * honoured); `payload` any JSON value; `options.root` the queue's root, `options.acls` the task's
@@ -224,8 +258,11 @@ async function publishDetailed(client, eventType, payload, options = {}) {
       `task body is ${data.length} bytes, over ${MAX_BODY_BYTES}: ` +
         'put large data in object storage and a reference in the payload');
   }
-  if (body.keyed) return publishKeyed(client, data, body.idempotency_key, body.id, root, acls);
-  const prefix = `${root.replace(/\/+$/, '')}/tasks/task-`;
+  const priority = body.priority || 'normal';
+  if (body.keyed) {
+    return publishKeyed(client, data, body.idempotency_key, body.id, root, acls, priority);
+  }
+  const prefix = taskPrefix(root, priority);
   const create = () =>
     new Promise((resolve, reject) =>
       client.create(prefix, data, acls, zookeeper.CreateMode.PERSISTENT_SEQUENTIAL,
@@ -256,6 +293,7 @@ async function main() {
       group: { type: 'string' },
       'idempotency-key': { type: 'string' },
       'concurrency-key': { type: 'string' },
+      priority: { type: 'string' },
       traceparent: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -263,7 +301,7 @@ async function main() {
   const usage =
     'usage: producer.js [--zookeeper HOST:PORT[/chroot]] [--root /event-bridge] --type T ' +
     '[--payload JSON] [--count N] [--group G] [--idempotency-key K] [--concurrency-key K] ' +
-    '[--traceparent 00-…]';
+    '[--priority high|normal|low] [--traceparent 00-…]';
   if (values.help) {
     console.log(usage);
     return 0;
@@ -291,6 +329,14 @@ async function main() {
       return fail(`--concurrency-key: ${err.message}`);
     }
     fields.concurrency_key = values['concurrency-key'];
+  }
+  if (values.priority !== undefined) {
+    try {
+      checkPriority(values.priority);
+    } catch (err) {
+      return fail(`--priority: ${err.message}`);
+    }
+    fields.priority = values.priority;
   }
   if (values.traceparent !== undefined) {
     if (!/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(values.traceparent)) {

@@ -2,7 +2,10 @@
 """Publish event-bridge tasks from Python, with kazoo.
 
 A task is a persistent sequential znode ``ROOT/tasks/task-NNNNNNNNNN`` holding an
-``event-bridge/1`` envelope (docs/ARCHITECTURE.md, "The task envelope")::
+``event-bridge/1`` envelope (docs/ARCHITECTURE.md, "The task envelope"). A task with
+``priority="high"`` (or ``"low"``) waits in a lane of its own instead,
+``ROOT/lanes/high/high-NNNNNNNNNN`` (``ROOT/lanes/low/low-…``): consumers take high before
+normal before low (docs/WIRE-FORMAT.md, "Priority lanes")::
 
     from kazoo.client import KazooClient
     from producer import publish
@@ -16,6 +19,7 @@ From the shell (one JSON line per task created: ``{"task": "task-…", "id": "�
 
     pip install -r requirements.txt
     python producer.py --type user.signup --payload '{"user_id": 42}' [--count N]
+    python producer.py --type report.build --priority low   # high, normal (the default) or low
 
 ``--zookeeper`` and ``--root`` default to ZOOKEEPER_CONNECTION_STRING and EVENT_BRIDGE_ROOT,
 then to 127.0.0.1:2181 and /event-bridge, as for the functions. When ZOOKEEPER_AUTH
@@ -71,17 +75,41 @@ def check_concurrency_key(key):
         )
 
 
+# The priorities a task may have; normal, the default, is left out of the body.
+PRIORITIES = ("high", "normal", "low")
+
+
+def check_priority(priority):
+    """Raises ``ValueError`` naming ``priority`` unless it is high, normal or low."""
+    if not isinstance(priority, str) or priority not in PRIORITIES:
+        raise ValueError(f"'priority' must be high, normal or low, not {priority!r}")
+
+
+def task_prefix(root, priority="normal"):
+    """Where a task of ``priority`` is created: ``ROOT/tasks/task-`` for normal,
+    ``ROOT/lanes/high/high-`` or ``ROOT/lanes/low/low-`` for the two others."""
+    root = root.rstrip("/")
+    if priority == "normal":
+        return root + "/tasks/task-"
+    return f"{root}/lanes/{priority}/{priority}-"
+
+
 def envelope(event_type, payload, **fields):
     """An ``event-bridge/1`` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
 
-    ``fields`` adds optional fields (``group``, ``idempotency_key``, ``concurrency_key``, or
-    your own) and may give ``id`` (your event's id, kept across retries) or ``time``.
+    ``fields`` adds optional fields (``group``, ``idempotency_key``, ``concurrency_key``,
+    ``priority``, or your own) and may give ``id`` (your event's id, kept across retries) or
+    ``time``.
     """
     for name in CONSUMER_FIELDS:
         if name in fields:
             raise ValueError(f"{name!r} is written by consumers, not producers")
     if "concurrency_key" in fields:
         check_concurrency_key(fields["concurrency_key"])
+    if "priority" in fields:
+        check_priority(fields["priority"])
+        if fields["priority"] == "normal":
+            del fields["priority"]  # the default: left out, as consumers expect
     now = datetime.datetime.now(datetime.timezone.utc)
     body = {
         "format": FORMAT,
@@ -95,10 +123,11 @@ def envelope(event_type, payload, **fields):
 
 
 def ensure_paths(zk, root="/event-bridge", acl=None):
-    """Creates ROOT, ROOT/tasks, ROOT/leases and ROOT/keys when missing (a concurrent create
-    is fine)."""
+    """Creates ROOT, ROOT/tasks, ROOT/lanes/high, ROOT/lanes/low, ROOT/leases and ROOT/keys
+    when missing (a concurrent create is fine)."""
     root = root.rstrip("/")
-    for path in (root + "/tasks", root + "/leases", root + "/keys"):
+    lanes = (root + "/lanes/high", root + "/lanes/low")
+    for path in (root + "/tasks", *lanes, root + "/leases", root + "/keys"):
         zk.ensure_path(path, acl=acl)
 
 
@@ -109,13 +138,14 @@ def key_node(key):
     return encoded or "%"
 
 
-def publish_keyed(zk, data, key, event_id, root="/event-bridge", acl=None):
-    """Creates ``keys/<key>`` and the task in one transaction (docs/WIRE-FORMAT.md,
-    "Idempotency keys"). Returns ``(name, True)`` for a new task, ``(name, False)`` when the
-    key was taken (nothing created; ``name`` is the task that has it, or None if unknown)."""
+def publish_keyed(zk, data, key, event_id, root="/event-bridge", acl=None, priority="normal"):
+    """Creates ``keys/<key>`` and the task, in the lane of ``priority``, in one transaction
+    (docs/WIRE-FORMAT.md, "Idempotency keys"). Returns ``(name, True)`` for a new task,
+    ``(name, False)`` when the key was taken (nothing created; ``name`` is the task that has
+    it, or None if unknown)."""
     root = root.rstrip("/")
     key_path = f"{root}/keys/{key_node(key)}"
-    prefix = root + "/tasks/task-"
+    prefix = task_prefix(root, priority)
     for _ in range(5):
         tx = zk.transaction()
         tx.create(key_path, json.dumps({"id": event_id}).encode(), acl=acl)
@@ -160,9 +190,10 @@ def existing(zk, key_path):
 
 
 def publish(zk, event_type, payload, root="/event-bridge", acl=None, **fields):
-    """Publishes one task; returns its name (``task-0000000042``). With ``idempotency_key``
-    in ``fields``, a key that is taken creates nothing and the name returned is that of the
-    task that has it (:func:`publish_detailed` says which happened)."""
+    """Publishes one task; returns its name (``task-0000000042``, or ``high-…`` / ``low-…`` in
+    those lanes). With ``idempotency_key`` in ``fields``, a key that is taken creates nothing
+    and the name returned is that of the task that has it (:func:`publish_detailed` says which
+    happened)."""
     return publish_detailed(zk, event_type, payload, root, acl, **fields)[0]
 
 
@@ -185,9 +216,10 @@ def publish_detailed(zk, event_type, payload, root="/event-bridge", acl=None, **
             f"task body is {len(data)} bytes, over {MAX_BODY_BYTES}: "
             "put large data in object storage and a reference in the payload"
         )
+    priority = body.get("priority", "normal")
     if body.get("keyed"):
-        return publish_keyed(zk, data, body["idempotency_key"], body["id"], root, acl)
-    prefix = root.rstrip("/") + "/tasks/task-"
+        return publish_keyed(zk, data, body["idempotency_key"], body["id"], root, acl, priority)
+    prefix = task_prefix(root, priority)
     try:
         path = zk.create(prefix, data, acl=acl, sequence=True)
     except NoNodeError:
@@ -216,6 +248,11 @@ def main(argv=None):
     parser.add_argument(
         "--concurrency-key",
         help="tasks with one key share their route's per_key limits (max_in_flight, rate)",
+    )
+    parser.add_argument(
+        "--priority",
+        metavar="{high,normal,low}",
+        help="the lane the task waits in: consumers take high before normal before low",
     )
     parser.add_argument(
         "--traceparent",
@@ -249,6 +286,12 @@ def main(argv=None):
         except ValueError as e:
             parser.error(f"--concurrency-key: {e}")
         fields["concurrency_key"] = args.concurrency_key
+    if args.priority is not None:
+        try:
+            check_priority(args.priority)
+        except ValueError as e:
+            parser.error(f"--priority: {e}")
+        fields["priority"] = args.priority
 
     auth = os.environ.get("ZOOKEEPER_AUTH")
     zk = KazooClient(

@@ -28,7 +28,7 @@
 //! The `tasks` and `leases` names, and a lease named after its task, are the 000 design's,
 //! so its producers and consumers can share a queue with ours.
 
-use crate::task::Priority;
+use crate::lane::Priority;
 
 /// Completed idempotency keys expire in buckets of this many ms.
 pub const KEY_BUCKET_MS: i64 = 600_000;
@@ -36,7 +36,7 @@ pub const KEY_BUCKET_MS: i64 = 600_000;
 /// Completion records expire in buckets of this many ms.
 pub const DONE_BUCKET_MS: i64 = 600_000;
 
-/// The prefix ZooKeeper's sequence number is appended to.
+/// The prefix ZooKeeper's sequence number is appended to in `tasks/` (the normal lane's).
 pub const TASK_PREFIX: &str = "task-";
 
 /// Paths of one queue, derived from its root.
@@ -481,6 +481,7 @@ mod tests {
         assert_eq!(sequence("high-0000000007"), Some(7));
         assert_eq!(sequence("low--000000001"), Some(4_294_967_295));
         assert_eq!(lane_task_name(Priority::High, 7), "high-0000000007");
+        assert_eq!(Priority::Normal.prefix(), TASK_PREFIX);
         assert_eq!(sequence("task-00000000x1"), None);
     }
 

@@ -67,6 +67,7 @@ pub mod dead;
 pub mod error;
 pub mod handler;
 pub mod inspect;
+pub mod lane;
 pub mod layout;
 pub mod lease;
 pub mod limit;

@@ -9,8 +9,8 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::lane::Priority;
 use crate::queue::{KeyInFlight, LaneWalk, Paused, Queue, TaskRead};
-use crate::task::Priority;
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -218,3 +218,25 @@ async fn stats_count_each_lane() {
     );
     assert!(stats.oldest_task_age_ms.is_some());
 }
+
+/// A task whose `priority` is no lane's (a producer that skipped the check) goes to the dead
+/// letters on its first claim, with a reason that names the field.
+#[tokio::test]
+async fn a_task_with_a_priority_that_is_none_goes_to_the_dead_letters() {
+    let t = TestQueue::new().await;
+    let body = json!({"format": "event-bridge/1", "id": "x", "type": "a",
+        "time": "2026-11-24T00:00:00Z", "payload": {}, "priority": "urgent"});
+    t.queue
+        .publish_raw(body.to_string().as_bytes())
+        .await
+        .unwrap();
+    let report = run(&t.queue, &Recorder::default(), 10).await;
+    assert_eq!(report.dead_lettered, 1, "{report:?}");
+    let dead = t.children("dead").await;
+    let record = t.read_json(&format!("dead/{}", dead[0])).await;
+    let reason = record["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("priority") && reason.contains("urgent"),
+        "{reason}"
+    );
+}

@@ -86,7 +86,7 @@ pub struct Config {
     pub keep_done: Option<Duration>,
     /// `LANE_WEIGHTS` (`high=6,normal=3,low=1`): consumers share their walks among the
     /// priority lanes by these weights; unset, they take high before normal before low.
-    pub lane_weights: Option<crate::task::LaneWeights>,
+    pub lane_weights: Option<crate::lane::LaneWeights>,
     /// `TIME_BUDGET_MS`: how long a run may take when the platform gives no deadline.
     pub time_budget: Duration,
     /// `DEADLINE_MARGIN_MS`: stop claiming this long before the deadline.
@@ -193,7 +193,7 @@ impl Config {
             keep_done: span(&get, "KEEP_DONE", 1_000, 30 * DAY_MS)?,
             lane_weights: match get("LANE_WEIGHTS") {
                 Some(raw) => Some(
-                    crate::task::LaneWeights::parse(&raw)
+                    crate::lane::LaneWeights::parse(&raw)
                         .map_err(|problem| invalid("LANE_WEIGHTS", &raw, problem))?,
                 ),
                 None => None,

@@ -28,8 +28,8 @@ use crate::handler::Handler;
 mod completion;
 mod refill;
 
+use crate::lane::Priority;
 use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Settled, TaskRead, Walk};
-use crate::task::Priority;
 
 /// How far a lost race jumps ahead, at most, per place of the run's concurrency: a window for
 /// a scheduled run of one task, 2 048 numbers for a drain of 64. Far enough that consumers

@@ -178,7 +178,7 @@ impl Queue {
         let body = back_in_line(&body, name);
         let prefix = self
             .layout()
-            .lane_prefix(crate::task::Priority::of_body(&body));
+            .lane_prefix(crate::lane::Priority::of_body(&body));
         let mut multi = Multi::new();
         multi
             .push(Part::NewTask, Op::CreateSequential(&prefix, &body))

@@ -197,7 +197,7 @@ impl Queue {
         // Back to the tail of the lane it was published in.
         let prefix = self
             .layout()
-            .lane_prefix(crate::task::Priority::of_body(body));
+            .lane_prefix(crate::lane::Priority::of_body(body));
         for _ in 0..3 {
             let mut multi = Multi::new();
             multi.push(Part::Record, Op::Delete(dead, version));
@@ -345,7 +345,7 @@ impl Queue {
         let Some(number) = layout::sequence(name) else {
             return Ok(KeyState::Pending);
         };
-        let lane = crate::task::Priority::of_name(name);
+        let lane = crate::lane::Priority::of_name(name);
         let probe = self.probe_in(lane, number, 1).await?;
         Ok(match probe.found.first() {
             Some(found) if found.lease.is_some() => KeyState::Leased,

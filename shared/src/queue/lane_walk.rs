@@ -28,7 +28,7 @@ use super::Queue;
 use super::probe::{Head, HeadData, LaneStart, Probed};
 use super::ranges::Ranges;
 use crate::error::Result;
-use crate::task::Priority;
+use crate::lane::Priority;
 
 /// Numbers in one probe.
 pub const WINDOW: usize = 32;

@@ -105,7 +105,7 @@ pub struct Queue {
     /// `KEEP_DONE`: how long completion records are kept (none when unset).
     keep_done: Option<Duration>,
     /// `LANE_WEIGHTS`: how passes share their walks among the lanes (strict when unset).
-    lane_weights: Option<crate::task::LaneWeights>,
+    lane_weights: Option<crate::lane::LaneWeights>,
     /// The bucket of completion records this queue last made sure of.
     done_bucket: Arc<std::sync::atomic::AtomicI64>,
     /// The bucket of completed keys this queue last made sure of.
@@ -187,7 +187,7 @@ impl Queue {
     }
 
     /// How passes share their walks among the lanes (`None`: strict order).
-    pub fn lane_weights(&self) -> Option<crate::task::LaneWeights> {
+    pub fn lane_weights(&self) -> Option<crate::lane::LaneWeights> {
         self.lane_weights
     }
 

@@ -18,9 +18,9 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::reads::TaskRead;
 use crate::error::{Error, Result};
+use crate::lane::Priority;
 use crate::layout::{self, lane_task_name};
 use crate::lease::LeaseData;
-use crate::task::Priority;
 
 /// What a probe saw of one sequence number whose task exists.
 #[derive(Clone, Debug)]

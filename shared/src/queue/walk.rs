@@ -15,7 +15,7 @@ use super::Queue;
 use super::lane_walk::LaneWalk;
 use super::probe::{LaneStart, Probed};
 use crate::error::Result;
-use crate::task::{LaneWeights, Priority};
+use crate::lane::{LaneWeights, Priority};
 
 pub use super::lane_walk::{WIDEST, WINDOW};
 

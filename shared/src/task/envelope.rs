@@ -5,8 +5,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::Priority;
 use super::size::check_size;
+use crate::lane::Priority;
 use crate::layout::encode_segment;
 
 /// The value of an envelope's `format` field, which tells it from a plain body.

@@ -9,13 +9,12 @@ mod body;
 mod envelope;
 pub mod json;
 mod line;
-mod priority;
 mod size;
 
+pub use crate::lane::{LaneWeights, Priority};
 pub use body::{Body, group_of, parse};
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use line::envelope_from_value;
-pub use priority::{LaneWeights, Priority};
 pub use size::{MAX_BODY_BYTES, check_size};
 
 /// A claimed task, as a handler sees it.

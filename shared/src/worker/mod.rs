@@ -210,7 +210,7 @@ impl<H: Handler> Worker<H> {
         tracing::info!(consumer = %report.consumer_id, session = %queue.session_id(), "worker session open");
         let refill = Arc::new(Notify::new());
         // One watch per lane: a task published in any of them wakes the drain.
-        for lane in crate::task::Priority::ALL {
+        for lane in crate::lane::Priority::ALL {
             let tasks = queue.layout().lane_tasks(lane);
             let watcher = queue
                 .client()

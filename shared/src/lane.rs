@@ -1,4 +1,5 @@
-//! A task's priority, and the lane of the queue it waits in.
+//! A task's priority, and the lane of the queue it waits in (a leaf: `layout` and `task` take
+//! it from here).
 //!
 //! Each priority has a lane of its own: a parent of persistent sequential tasks with its own
 //! numbering and head. `normal` is the 000 design's `tasks/`, with its `task-` names, so a
@@ -11,9 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// A task's priority: consumers take high before normal before low (or, with weighted lanes,
 /// in proportion to the lanes' weights).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     High,
@@ -60,7 +59,7 @@ impl Priority {
     pub fn prefix(self) -> &'static str {
         match self {
             Priority::High => "high-",
-            Priority::Normal => crate::layout::TASK_PREFIX,
+            Priority::Normal => "task-",
             Priority::Low => "low-",
         }
     }
@@ -124,6 +123,15 @@ impl LaneWeights {
             return Err(format!("{missing} has no weight: name all three lanes"));
         }
         Ok(LaneWeights { weights })
+    }
+}
+
+/// Read from its word; any other value is an error that names the field (a consumer buries a
+/// task with one, with that reason).
+impl<'de> Deserialize<'de> for Priority {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let word = String::deserialize(deserializer)?;
+        Priority::parse(&word).map_err(serde::de::Error::custom)
     }
 }
 
