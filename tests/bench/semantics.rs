@@ -1,13 +1,15 @@
 //! What the queue's semantics cost: publishing with an idempotency key against without,
 //! draining tasks in ordered groups against ungrouped ones, and with completion records
 //! (`KEEP_DONE`) against without, through a route with `max_in_flight` and one with limits per
-//! concurrency key against without, each pair in the same run on the same server, each
+//! concurrency key against without, and over the three priority lanes against the normal one
+//! alone, each pair in the same run on the same server, each
 //! measurement in a chroot of its own.
 
 use std::time::{Duration, Instant};
 
 use event_bridge::handler::{FnHandler, Handler, HandlerError};
 use event_bridge::limit::{KeyLimit, Limit, RouteLimits};
+use event_bridge::task::Priority;
 use event_bridge::{Config, Envelope, Queue, RunOptions, Task, process};
 use serde_json::json;
 
@@ -56,17 +58,21 @@ struct Round {
     kept: f64,
     gated: f64,
     keyed_drain: f64,
+    laned: f64,
 }
 
 /// Measures every row once over `n` tasks.
 async fn round(addr: &str, n: usize, concurrency: usize) -> Result<Round> {
     let plain = publish_rate(addr, n, |_| None).await?;
     let keyed = publish_rate(addr, n, |i| Some(format!("key-{i}"))).await?;
-    let ungrouped = drain_rate(addr, n, concurrency, |_| None, |_| {}).await?;
-    let group = |i: usize| Some(format!("g{}", i % GROUPS));
+    let ungrouped = drain_rate(addr, n, concurrency, |_, _| {}, |_| {}).await?;
+    let group = |i: usize, e: &mut Envelope| e.group = Some(format!("g{}", i % GROUPS));
     let grouped = drain_rate(addr, n, concurrency, group, |_| {}).await?;
     let keep = |c: &mut Config| c.keep_done = Some(Duration::from_secs(3600));
-    let kept = drain_rate(addr, n, concurrency, |_| None, keep).await?;
+    let kept = drain_rate(addr, n, concurrency, |_, _| {}, keep).await?;
+    let lanes = [Priority::High, Priority::Normal, Priority::Low];
+    let lane = |i: usize, e: &mut Envelope| e.priority = lanes[i % 3];
+    let laned = drain_rate(addr, n, concurrency, lane, |_| {}).await?;
     let capped = Limit {
         max_in_flight: Some(GATE_SLOTS),
         ..Limit::default()
@@ -89,6 +95,7 @@ async fn round(addr: &str, n: usize, concurrency: usize) -> Result<Round> {
         kept,
         gated,
         keyed_drain,
+        laned,
     })
 }
 
@@ -109,7 +116,7 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
         "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}; medians of {ROUNDS} rounds):"
     );
     type Rate = fn(&Round) -> f64;
-    let rows: [(&str, Rate, String, Rate, String); 5] = [
+    let rows: [(&str, Rate, String, Rate, String); 6] = [
         (
             "publish",
             |r| r.plain,
@@ -146,6 +153,13 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
             format!(
                 "over {CONCURRENCY_KEYS} concurrency keys, per_key max_in_flight {PER_KEY_SLOTS}"
             ),
+        ),
+        (
+            "drain",
+            |r| r.ungrouped,
+            "normal only".into(),
+            |r| r.laned,
+            "a third each high, normal, low".into(),
         ),
     ];
     for (what, base, base_label, rate, label) in rows {
@@ -186,13 +200,13 @@ async fn publish_rate(addr: &str, n: usize, key: impl Fn(usize) -> Option<String
     Ok(n as f64 / took.as_secs_f64())
 }
 
-/// Publishes `n` tasks (grouped by `group`), then drains them with one run on a config changed
-/// by `setting`; tasks per second.
+/// Publishes `n` tasks (each shaped by `shape`: a group, a lane), then drains them with one run
+/// on a config changed by `setting`; tasks per second.
 async fn drain_rate(
     addr: &str,
     n: usize,
     concurrency: usize,
-    group: impl Fn(usize) -> Option<String>,
+    shape: impl Fn(usize, &mut Envelope),
     setting: impl FnOnce(&mut Config),
 ) -> Result<f64> {
     let (admin, chroot, mut config) = fresh_chroot(addr).await?;
@@ -200,7 +214,7 @@ async fn drain_rate(
     let queue = bench_queue(&config).await?;
     let mut batch = envelopes(n, |_| None);
     for (i, envelope) in batch.iter_mut().enumerate() {
-        envelope.group = group(i);
+        shape(i, envelope);
     }
     queue.publish_many(&batch).await?;
     let noop = FnHandler(|_task: Task| async { Ok(()) });
