@@ -6,6 +6,7 @@
 //! │                                     normal lane
 //! ├── lanes/high/high-0000000007        the high lane's tasks (and `lanes/low/low-…`)
 //! ├── heads/high                        the high (or low) lane's head, as `head` is normal's
+//! ├── debounce/<key>                    a debounced publish's pending task (`<key>` encoded)
 //! ├── leases/task-0000000042            persistent, present while a consumer holds the task
 //! ├── delayed/1763805610000/1763805612345~task-0000000042
 //! │                                     (`<bucket>/<due>~<task>`) a task waiting out a backoff or
@@ -221,6 +222,16 @@ impl Layout {
         format!("{}/tasks/{TASK_PREFIX}", self.root)
     }
 
+    /// Debounced publishes waiting for their period to end (`debounce/<key>`).
+    pub fn debounce(&self) -> String {
+        format!("{}/debounce", self.root)
+    }
+
+    /// The pending task of debounce key `key` (encoded as one znode name).
+    pub fn debounced(&self, key: &str) -> String {
+        format!("{}/debounce/{}", self.root, encode_segment(key))
+    }
+
     /// The parent of the lanes other than normal's (`tasks/`).
     pub fn lanes(&self) -> String {
         format!("{}/lanes", self.root)
@@ -280,6 +291,7 @@ impl Layout {
             self.lane_tasks(Priority::High),
             self.lane_tasks(Priority::Low),
             self.heads(),
+            self.debounce(),
             self.leases(),
             self.delayed(),
             self.dead(),
@@ -442,6 +454,7 @@ mod tests {
                 "/a/b/lanes/high",
                 "/a/b/lanes/low",
                 "/a/b/heads",
+                "/a/b/debounce",
                 "/a/b/leases",
                 "/a/b/delayed",
                 "/a/b/dead",

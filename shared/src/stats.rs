@@ -26,6 +26,8 @@ pub struct Stats {
     pub delayed: usize,
     /// Dead letters.
     pub dead: usize,
+    /// Debounced publishes waiting for their period to end (each becomes one task).
+    pub debounced: usize,
     /// How long the oldest pending task has waited, by ZooKeeper's clock.
     pub oldest_task_age_ms: Option<i64>,
     /// What is paused (absent when nothing is).
@@ -69,6 +71,7 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
         leased: counters.leased,
         delayed: queue.count_delayed().await?,
         dead: counters.dead,
+        debounced: queue.count_debounced().await?,
         oldest_task_age_ms: oldest_age(queue, now, &counters.lanes).await?,
         paused: queue.paused().await?,
         paused_groups: queue.paused_groups(PAUSED_GROUPS).await?,

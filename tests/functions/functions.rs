@@ -495,6 +495,35 @@ async fn a_url_publish_refuses_a_concurrency_key_that_names_no_gate() {
 }
 
 #[tokio::test]
+async fn a_url_publish_debounces_by_key_and_refuses_two_of_one_key() {
+    let tq = TestQueue::new().await;
+    let app = open_app(&tq).await;
+    let line = |n: u32| {
+        format!(r#"{{"type": "a", "payload": {n}, "debounce_key": "doc-1", "debounce": "30s"}}"#)
+    };
+    let (status, body) = url_publish(&app, &line(1)).await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = url_publish(&app, &line(2)).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(tq.read_json("debounce/doc-1").await["payload"], 2);
+    let (status, body) = url_publish(&app, &[line(3), line(4)].join("\n")).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("debounce_key \"doc-1\""),
+        "{body}"
+    );
+    assert_eq!(
+        tq.read_json("debounce/doc-1").await["payload"],
+        2,
+        "nothing written"
+    );
+    assert!(tq.children("tasks").await.is_empty());
+}
+
+#[tokio::test]
 async fn a_url_publish_over_one_zookeeper_request_is_refused_before_anything_is_written() {
     let tq = TestQueue::new().await;
     let app = open_app(&tq).await;

@@ -166,6 +166,7 @@ async fn init_creates_the_base_paths() {
             "cancelled",
             "clock",
             "dead",
+            "debounce",
             "delayed",
             "groups",
             "heads",

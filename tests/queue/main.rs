@@ -6,6 +6,7 @@ mod cancel;
 mod cli;
 mod connect;
 mod dead;
+mod debounce;
 mod dedup;
 mod done;
 mod groups;

@@ -106,6 +106,7 @@ pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
         lines: Vec::with_capacity(items.len()),
     };
     let mut first_with: HashMap<String, usize> = HashMap::new();
+    let mut debounced: HashMap<String, usize> = HashMap::new();
     for (line, value) in items {
         let envelope = item(line, value)?;
         if let Some(first) = first_with.insert(envelope.id.clone(), line) {
@@ -113,6 +114,14 @@ pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
                 "line {line}: id {:?} is also line {first}'s: ids must be unique within a \
                  publish (status and cancel by id would find only one task)",
                 envelope.id
+            )));
+        }
+        let key = envelope.debounce.as_ref().map(|d| d.key.clone());
+        if let Some(first) = key.and_then(|key| debounced.insert(key, line)) {
+            return Err(Refused::Bad(format!(
+                "line {line}: debounce_key {:?} is also line {first}'s: one a publish (send \
+                 the last)",
+                envelope.debounce.map(|d| d.key).unwrap_or_default()
             )));
         }
         batch.envelopes.push(envelope);

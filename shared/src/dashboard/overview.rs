@@ -79,6 +79,7 @@ fn cards(stats: &Stats) -> Markup {
             (card("Pending", "depth", &stats.depth.to_string(), false))
             (card("Leased", "leased", &stats.leased.to_string(), false))
             (card("In backoff or delayed", "delayed", &stats.delayed.to_string(), false))
+            (card("Debounced", "debounced", &stats.debounced.to_string(), false))
             (card("Dead letters", "dead", &stats.dead.to_string(), stats.dead > 0))
             (card("Oldest task", "oldest", &oldest, false))
         }

@@ -388,7 +388,15 @@ impl<H> Run<'_, H> {
     /// the schedules made, and the schedules that could not be fired.
     async fn before_passes(&self) -> Result<(usize, u32, u32)> {
         let queue = self.queue();
-        let promote = queue.promote_due(&self.now, PROMOTE_PER_RUN);
+        let now_ms = self.now.now_ms();
+        // Due tasks back in their lanes, and debounced tasks whose period ended into theirs.
+        let promote = async {
+            let (promoted, fired) = tokio::try_join!(
+                queue.promote_due(&self.now, PROMOTE_PER_RUN),
+                queue.fire_debounced(now_ms)
+            )?;
+            Ok::<_, crate::Error>(promoted + fired)
+        };
         #[cfg(feature = "schedule")]
         {
             let fire = crate::schedule::fire_due(&queue, self.now.now_ms());

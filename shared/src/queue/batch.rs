@@ -39,6 +39,16 @@ enum Item {
     Existing(Published),
     /// Its key is that of an earlier item of the batch (its index).
     SameAs(usize),
+    /// Debounced: written to `debounce/<key>` (created, or rewritten at the version read).
+    Debounced(DebounceWrite),
+}
+
+struct DebounceWrite {
+    path: String,
+    key: String,
+    body: Vec<u8>,
+    /// The pending node's version and envelope id, when one was there.
+    pending: Option<(i32, String)>,
 }
 
 impl Queue {
@@ -68,6 +78,17 @@ impl Queue {
                                 Op::CreateSequential(&prefixes[i], &write.body),
                             );
                     }
+                    Item::Debounced(write) => match &write.pending {
+                        Some((version, _)) => {
+                            multi.push(
+                                (i, Part::Waiting),
+                                Op::Set(&write.path, &write.body, *version),
+                            );
+                        }
+                        None => {
+                            multi.push((i, Part::Waiting), Op::Create(&write.path, &write.body));
+                        }
+                    },
                     Item::Existing(_) | Item::SameAs(_) => {}
                 }
             }
@@ -83,7 +104,7 @@ impl Queue {
                                 let created = multi.result(&results, (i, Part::NewTask));
                                 Some(created_name(created, &prefixes[i])?)
                             }
-                            Item::Existing(_) | Item::SameAs(_) => None,
+                            Item::Existing(_) | Item::SameAs(_) | Item::Debounced(_) => None,
                         };
                         if let (Item::Keyed(write), Some(name)) = (item, &name) {
                             self.name_key(write, name).await?;
@@ -93,8 +114,9 @@ impl Queue {
                     return Ok(answers(envelopes, items, &names));
                 }
                 Err(failed) => match failed.error {
-                    // A key was taken meanwhile: look at the keys again.
-                    zk::Error::NodeExists => continue,
+                    // A key was taken meanwhile, or a debounce key published or fired: look
+                    // at them again.
+                    zk::Error::NodeExists | zk::Error::BadVersion => continue,
                     zk::Error::NoNode => self.ensure_paths().await?,
                     _ => return Err(failed.unexpected("publish batch")),
                 },
@@ -118,12 +140,21 @@ impl Queue {
         };
         let mut ids: HashMap<&str, usize> = HashMap::new();
         let mut keys = HashSet::new();
+        let mut debounced = HashSet::new();
         let mut total = MULTI_FRAMING;
         for (i, envelope) in envelopes.iter().enumerate() {
             envelope.check_publishable().map_err(|p| refuse(i, p))?;
             if let Some(first) = ids.insert(&envelope.id, i + 1) {
                 let id = &envelope.id;
                 let problem = format!("id {id:?} is also task {first}'s: {UNIQUE_IDS}");
+                return Err(refuse(i, problem));
+            }
+            if let Some(debounce) = &envelope.debounce
+                && !debounced.insert(debounce.key.as_str())
+            {
+                let key = &debounce.key;
+                let problem =
+                    format!("debounce_key {key:?} is also an earlier task's: one a batch");
                 return Err(refuse(i, problem));
             }
             if let Some(key) = &envelope.idempotency_key
@@ -162,6 +193,12 @@ impl Queue {
         let mut items = Vec::with_capacity(envelopes.len());
         let mut first_with: HashMap<&str, usize> = HashMap::new();
         for (i, envelope) in envelopes.iter().enumerate() {
+            if let Some(debounce) = &envelope.debounce {
+                items.push(Item::Debounced(
+                    self.debounce_write(envelope, &debounce.key).await?,
+                ));
+                continue;
+            }
             let Some(key) = envelope.idempotency_key.as_deref() else {
                 items.push(Item::Plain(envelope.to_bytes()?));
                 continue;
@@ -178,6 +215,28 @@ impl Queue {
             });
         }
         Ok(items)
+    }
+}
+
+impl Queue {
+    /// What a debounced item of a batch writes: its envelope at `debounce/<key>`, over what is
+    /// pending there.
+    async fn debounce_write(&self, envelope: &Envelope, key: &str) -> Result<DebounceWrite> {
+        let path = self.layout().debounced(key);
+        let pending = match self.client().get_data(&path).await {
+            Ok((data, stat)) => {
+                let id = serde_json::from_slice::<Envelope>(&data).map(|e| e.id);
+                Some((stat.version, id.unwrap_or_default()))
+            }
+            Err(zk::Error::NoNode) => None,
+            Err(e) => return Err(Error::zk("get", path, e)),
+        };
+        Ok(DebounceWrite {
+            path,
+            key: key.to_string(),
+            body: envelope.to_bytes()?,
+            pending,
+        })
     }
 }
 
@@ -212,6 +271,11 @@ fn answers(envelopes: &[Envelope], items: Vec<Item>, names: &[Option<String>]) -
                 task: name(i).unwrap_or_default(),
             },
             Item::Existing(existing) => existing,
+            Item::Debounced(write) => Published::Debounced {
+                id: envelopes[i].id.clone(),
+                key: write.key,
+                replaced: write.pending.map(|(_, id)| id),
+            },
             Item::SameAs(first) => match &out[first] {
                 Published::Created { id, task } => Published::Existing {
                     id: id.clone(),

@@ -100,6 +100,13 @@ pub enum Published {
         task: Option<String>,
         state: KeyState,
     },
+    /// Published debounced: it waits under its debounce key (its task is made when the
+    /// period ends), having replaced the pending envelope `replaced` when one was there.
+    Debounced {
+        id: String,
+        key: String,
+        replaced: Option<String>,
+    },
 }
 
 impl Published {
@@ -108,6 +115,7 @@ impl Published {
         match self {
             Published::Created { task, .. } => Some(task),
             Published::Existing { task, .. } => task.as_deref(),
+            Published::Debounced { .. } => None,
         }
     }
 }
@@ -135,6 +143,17 @@ impl Queue {
         envelope
             .check_publishable()
             .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
+        if let Some(debounce) = &envelope.debounce {
+            let done = self.publish_debounced(envelope, debounce).await?;
+            return Ok(Published::Debounced {
+                id: envelope.id.clone(),
+                key: debounce.key.clone(),
+                replaced: match done {
+                    super::Debounced::Replaced { previous } => Some(previous),
+                    _ => None,
+                },
+            });
+        }
         match &envelope.idempotency_key {
             Some(key) => self.publish_keyed(envelope, key).await,
             None => Ok(Published::Created {

@@ -37,6 +37,7 @@ mod bury;
 mod cancel_marks;
 mod claim;
 mod complete;
+mod debounce;
 mod delay;
 mod done;
 mod forward;
@@ -66,6 +67,7 @@ use zookeeper_client as zk;
 
 pub use bury::Burial;
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Lease, Restraints};
+pub use debounce::{Debounced, FIRE_PER_RUN};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};

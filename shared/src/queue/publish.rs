@@ -44,6 +44,7 @@ impl Queue {
                 Published::Existing {
                     task: Some(task), ..
                 } => Ok(task),
+                Published::Debounced { key, .. } => Ok(format!("debounce/{key}")),
                 Published::Existing { id, task: None, .. } => Err(Error::Unreadable {
                     path: id,
                     problem: "its idempotency key is taken by a task whose name was never written"

@@ -5,6 +5,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::Debounce;
 use super::size::check_size;
 use crate::lane::Priority;
 use crate::layout::encode_segment;
@@ -56,6 +57,10 @@ pub struct Envelope {
     /// left out when written.
     #[serde(default, skip_serializing_if = "Priority::is_normal")]
     pub priority: Priority,
+    /// Published debounced: publishes with the same key within the period replace this one
+    /// (see [`Debounce`]); the task that runs carries the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce: Option<Debounce>,
     /// W3C Trace Context of the request the event came from (`00-<trace id>-<span id>-<flags>`):
     /// the HTTP sink sends it as the `traceparent` header, the SQS sink as a message attribute,
     /// and consumers log it with the task.
@@ -136,7 +141,7 @@ pub fn is_traceparent(value: &str) -> bool {
 
 /// Refuses `key` (the value of envelope field `field`) when its znode name is over `most`
 /// bytes, saying how long it is both ways.
-fn fits_as_name(field: &str, key: &str, most: usize) -> Result<(), String> {
+pub(super) fn fits_as_name(field: &str, key: &str, most: usize) -> Result<(), String> {
     let name = encode_segment(key).len();
     if name > most {
         return Err(format!(
@@ -166,6 +171,7 @@ impl Envelope {
             idempotency_key: None,
             concurrency_key: None,
             priority: Priority::Normal,
+            debounce: None,
             traceparent: None,
             keyed: false,
             attempts: 0,
@@ -208,6 +214,16 @@ impl Envelope {
             );
         }
         self.check_concurrency_key()?;
+        if let Some(debounce) = &self.debounce {
+            debounce.check()?;
+            if self.idempotency_key.is_some() {
+                return Err(
+                    "\"debounce_key\" and \"idempotency_key\" do not go together: a \
+                     debounced publish replaces the pending one, a keyed one refuses a second"
+                        .into(),
+                );
+            }
+        }
         match &self.idempotency_key {
             Some(key) => fits_as_name("idempotency_key", key, MAX_KEY_NAME_BYTES),
             None => Ok(()),

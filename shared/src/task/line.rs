@@ -55,6 +55,7 @@ pub fn envelope_from_value(
     if let Some(priority) = text("priority")? {
         envelope.priority = super::Priority::parse(&priority)?;
     }
+    envelope.debounce = debounce(&text)?;
     envelope.traceparent = match text("traceparent")? {
         Some(t) if !super::is_traceparent(&t) => {
             return Err(format!(
@@ -75,6 +76,34 @@ pub fn envelope_from_value(
     };
     envelope.check_publishable()?;
     Ok(envelope)
+}
+
+/// The debounce a line asks for: `debounce_key` with `debounce` (and `debounce_max`), or
+/// neither.
+fn debounce(
+    text: &impl Fn(&str) -> Result<Option<String>, String>,
+) -> Result<Option<super::Debounce>, String> {
+    let (key, period, max) = (
+        text("debounce_key")?,
+        text("debounce")?,
+        text("debounce_max")?,
+    );
+    let Some(key) = key else {
+        if period.is_some() || max.is_some() {
+            return Err("\"debounce\" needs a \"debounce_key\"".into());
+        }
+        return Ok(None);
+    };
+    let Some(period) = period else {
+        return Err("\"debounce_key\" needs a \"debounce\" period, such as \"30s\"".into());
+    };
+    Ok(Some(super::Debounce {
+        key,
+        period_ms: super::parse_span("debounce", &period)?,
+        max_ms: max
+            .map(|m| super::parse_span("debounce_max", &m))
+            .transpose()?,
+    }))
 }
 
 #[cfg(test)]

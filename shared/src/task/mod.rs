@@ -6,6 +6,7 @@
 //! not one, is *poison*: it goes to the dead letters on its first claim, with the reason.
 
 mod body;
+mod debounce;
 mod envelope;
 pub mod json;
 mod line;
@@ -13,6 +14,7 @@ mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
 pub use body::{Body, group_of, parse};
+pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, parse_span};
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use line::envelope_from_value;
 pub use size::{MAX_BODY_BYTES, check_size};

@@ -64,10 +64,12 @@ struct Upkeep {
 }
 
 impl Upkeep {
-    /// One look: promote what is due, and reap when it is time.
+    /// One look: promote what is due, fire debounced tasks whose period ended, and reap when
+    /// it is time.
     async fn once(&mut self, queue: &Queue) -> Result<()> {
         let now = self.now(queue).await?;
         queue.promote_due(&now, PROMOTE_PER_LOOK).await?;
+        queue.fire_debounced(now.now_ms()).await?;
         if Instant::now() >= self.next_reap {
             self.reaped += crate::reap::reap_at(queue, &now).await?.reaped as u64;
             self.next_reap = Instant::now() + self.reap_every;

@@ -163,7 +163,7 @@ pub(crate) struct Publish {
     pub(crate) payload: Option<String>,
     /// JSON lines to publish: each line is a payload, or an object with `payload` (and
     /// optionally `type`, `id`, `group`, `idempotency_key`, `concurrency_key`, `priority`,
-    /// `on_dead`). `-` reads stdin, as
+    /// `debounce_key` with `debounce` and `debounce_max`, `on_dead`). `-` reads stdin, as
     /// does a publish without --payload whose stdin is a pipe or a file.
     #[arg(long, short = 'f', value_name = "FILE")]
     pub(crate) input: Option<String>,
@@ -183,6 +183,17 @@ pub(crate) struct Publish {
     /// LANE_WEIGHTS). A JSON line's own `high` or `low` comes first.
     #[arg(long, value_parser = ["high", "normal", "low"])]
     pub(crate) priority: Option<String>,
+    /// Debounce key of the task(s): publishing again with the key within --debounce replaces
+    /// the pending task (its payload) and pushes its due time back; one task runs, the last.
+    #[arg(long, requires = "debounce")]
+    pub(crate) debounce_key: Option<String>,
+    /// With --debounce-key: the task is due this long after the key's last publish (30s, 5m).
+    #[arg(long, requires = "debounce_key")]
+    pub(crate) debounce: Option<String>,
+    /// With --debounce-key: and no later than this long after its first (none: a key
+    /// published more often than its period waits until the publishes stop).
+    #[arg(long, requires = "debounce_key")]
+    pub(crate) debounce_max: Option<String>,
     /// W3C Trace Context of the request the task(s) come from
     /// (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>): sent on by the sinks, logged.
     #[arg(long, value_parser = traceparent)]
@@ -196,7 +207,7 @@ pub(crate) struct Publish {
     pub(crate) delay: Option<Duration>,
     /// Write --payload as the task body verbatim, without an envelope, as a producer that
     /// knows nothing of event-bridge would (it need not even be JSON).
-    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "priority", "on_dead", "traceparent"])]
+    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "priority", "debounce_key", "on_dead", "traceparent"])]
     pub(crate) raw: bool,
 }
 

@@ -38,7 +38,25 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         .map(event_bridge::task::Priority::parse)
         .transpose()
         .map_err(Failure::from)?;
+    let debounce = match &args.debounce_key {
+        Some(key) => {
+            let span = |field: &str, text: &Option<String>| {
+                text.as_deref()
+                    .map(|t| event_bridge::task::parse_span(field, t))
+                    .transpose()
+            };
+            Some(event_bridge::task::Debounce {
+                key: key.clone(),
+                period_ms: span("debounce", &args.debounce)?.unwrap_or_default(),
+                max_ms: span("debounce_max", &args.debounce_max)?,
+            })
+        }
+        None => None,
+    };
     let stamp = |mut envelope: Envelope| {
+        if envelope.debounce.is_none() {
+            envelope.debounce = debounce.clone();
+        }
         if envelope.priority.is_normal() {
             envelope.priority = priority.unwrap_or_default();
         }

@@ -1,0 +1,138 @@
+//! Debounced publishing. A publish with a debounce key writes its envelope to `debounce/<key>`:
+//! created when the key has nothing pending, else rewritten at the version read (the last
+//! publish wins, and ZooKeeper's `mtime` moves with it). The task is due a period after the
+//! last write (`mtime`) and no later than the maximum wait after the first (`ctime`), both by
+//! ZooKeeper's clock. Runs fire what is due, as they promote waiting tasks: one multi-op
+//! deletes the pending node at the version read and creates the task at the tail of its lane,
+//! so a publish that lands in between (which rewrites the node) makes the firing fail, and the
+//! key goes on waiting with the new payload. Once fired, the next publish starts a new one.
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::keys::created_name;
+use super::ops::{Multi, Op, Part};
+use crate::error::{Error, Result};
+use crate::task::{Debounce, Envelope};
+
+/// Tries of a debounced publish that lost a race with another publish or a firing.
+const TRIES: usize = 5;
+
+/// Debounce keys a run looks at, at most.
+pub const FIRE_PER_RUN: usize = 256;
+
+/// What a debounced publish did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Debounced {
+    /// Nothing was pending for the key: this envelope waits now.
+    Started,
+    /// It replaced the pending envelope with this id.
+    Replaced { previous: String },
+}
+
+impl Queue {
+    /// Publishes `envelope` debounced by `debounce`: it waits under `debounce/<key>`, replacing
+    /// what is pending there.
+    pub async fn publish_debounced(
+        &self,
+        envelope: &Envelope,
+        debounce: &Debounce,
+    ) -> Result<Debounced> {
+        let path = self.layout().debounced(&debounce.key);
+        let body = envelope.to_bytes()?;
+        for _ in 0..TRIES {
+            let written = match self.client().get_data(&path).await {
+                Ok((data, stat)) => {
+                    let set = self
+                        .client()
+                        .set_data(&path, &body, Some(stat.version))
+                        .await;
+                    set.map(|_| Debounced::Replaced {
+                        previous: pending_id(&data),
+                    })
+                }
+                Err(zk::Error::NoNode) => {
+                    let created = self.client().create(&path, &body, &self.persistent()).await;
+                    created.map(|_| Debounced::Started)
+                }
+                Err(e) => return Err(Error::zk("get", path, e)),
+            };
+            match written {
+                Ok(done) => return Ok(done),
+                // Another publish or a firing got in first: look again.
+                Err(zk::Error::BadVersion | zk::Error::NodeExists) => {}
+                Err(zk::Error::NoNode) => self.ensure_parent(&self.layout().debounce()).await?,
+                Err(e) => return Err(Error::zk("publish", path, e)),
+            }
+        }
+        Err(Error::Unreadable {
+            path,
+            problem: "the debounce key kept changing while it was published; try again".into(),
+        })
+    }
+
+    /// Fires the debounced tasks due by `now_ms` (ZooKeeper time), at most [`FIRE_PER_RUN`]
+    /// looked at; returns how many went to their lanes.
+    pub async fn fire_debounced(&self, now_ms: i64) -> Result<usize> {
+        let parent = self.layout().debounce();
+        let names = match self.client().list_children(&parent).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(0),
+            Err(e) => return Err(Error::zk("list", parent, e)),
+        };
+        let paths: Vec<String> = (names.iter().take(FIRE_PER_RUN))
+            .map(|name| format!("{parent}/{name}"))
+            .collect();
+        let mut fired = 0;
+        for (path, read) in paths.iter().zip(self.read_paths(&paths).await?) {
+            let Some((body, stat)) = read else {
+                continue;
+            };
+            if due_ms(&body, &stat).is_some_and(|due| due <= now_ms) {
+                fired += self.fire_one(path, &body, stat.version).await? as usize;
+            }
+        }
+        Ok(fired)
+    }
+
+    /// Debounced tasks pending (the children of `debounce/`).
+    pub async fn count_debounced(&self) -> Result<usize> {
+        self.count(&self.layout().debounce()).await
+    }
+
+    /// Moves the pending envelope at `path` (read at `version`) to the tail of its lane;
+    /// `false` when a publish or another firing got in first.
+    async fn fire_one(&self, path: &str, body: &[u8], version: i32) -> Result<bool> {
+        let lane = crate::lane::Priority::of_body(body);
+        let prefix = self.layout().lane_prefix(lane);
+        let mut multi = Multi::new();
+        multi
+            .push(Part::Waiting, Op::Delete(path, version))
+            .push(Part::NewTask, Op::CreateSequential(&prefix, body));
+        match self.commit("fire debounced", &multi).await? {
+            Ok(results) => {
+                let task = created_name(multi.result(&results, Part::NewTask), &prefix)?;
+                tracing::debug!(%task, debounced = %path, "debounced task due");
+                Ok(true)
+            }
+            Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
+                Ok(false)
+            }
+            Err(failed) => Err(failed.unexpected("fire debounced")),
+        }
+    }
+}
+
+/// When the pending envelope `body` (its node's `stat`) is due; `None` for a body that is not
+/// a debounced envelope (never fired: `event-bridge` shows it, an operator deletes it).
+fn due_ms(body: &[u8], stat: &zk::Stat) -> Option<i64> {
+    let envelope: Envelope = serde_json::from_slice(body).ok()?;
+    Some(envelope.debounce?.due_ms(stat.ctime, stat.mtime))
+}
+
+/// The id of the pending envelope `data` (empty when unreadable).
+fn pending_id(data: &[u8]) -> String {
+    serde_json::from_slice::<Envelope>(data)
+        .map(|e| e.id)
+        .unwrap_or_default()
+}

@@ -1,0 +1,194 @@
+//! Debounced publishing: publishes with one key within its period make one task, with the
+//! last payload, due a period after the last publish and no later than the maximum wait after
+//! the first; once it fired, the next publish starts a new one.
+
+use std::time::Duration;
+
+use event_bridge::queue::Published;
+use event_bridge::task::Debounce;
+use event_bridge::{Envelope, process};
+use serde_json::json;
+
+use crate::cli::eb;
+use harness::{Recorder, TestQueue};
+
+fn debounced(key: &str, n: usize, period_ms: u64, max_ms: Option<u64>) -> Envelope {
+    let mut envelope = Envelope::new("search.reindex", json!({ "n": n }));
+    envelope.debounce = Some(Debounce {
+        key: key.into(),
+        period_ms,
+        max_ms,
+    });
+    envelope
+}
+
+/// The ctime and mtime of key `key`'s pending node.
+async fn times(t: &TestQueue, key: &str) -> (i64, i64) {
+    let path = format!("{}/debounce/{key}", t.config.root);
+    let (_, stat) = t.raw.get_data(&path).await.unwrap();
+    (stat.ctime, stat.mtime)
+}
+
+#[tokio::test]
+async fn publishes_within_the_period_make_one_task_with_the_last_payload() {
+    let t = TestQueue::new().await;
+    let envelopes: Vec<Envelope> = (0..3)
+        .map(|n| debounced("user-7", n, 10_000, None))
+        .collect();
+    let answers = t.queue.publish_all(&envelopes).await.unwrap();
+    let replaced: Vec<Option<String>> = answers
+        .iter()
+        .map(|a| match a {
+            Published::Debounced { replaced, .. } => replaced.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        replaced,
+        [
+            None,
+            Some(envelopes[0].id.clone()),
+            Some(envelopes[1].id.clone())
+        ]
+    );
+    assert_eq!(t.children("debounce").await, ["user-7"]);
+    assert!(t.children("tasks").await.is_empty(), "nothing runs yet");
+
+    let (_, mtime) = times(&t, "user-7").await;
+    assert_eq!(t.queue.fire_debounced(mtime + 9_999).await.unwrap(), 0);
+    assert_eq!(t.queue.fire_debounced(mtime + 10_000).await.unwrap(), 1);
+    assert!(t.children("debounce").await.is_empty());
+    let recorder = Recorder::default();
+    let report = process::run(&t.queue, &recorder, &harness::options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 1);
+    let seen = recorder.seen.lock().unwrap().clone();
+    assert_eq!(seen[0].envelope.id, envelopes[2].id, "the last one runs");
+    assert_eq!(seen[0].envelope.payload, json!({ "n": 2 }));
+
+    // Fired: the next publish starts a new one.
+    let next = [debounced("user-7", 3, 10_000, None)];
+    match &t.queue.publish_all(&next).await.unwrap()[0] {
+        Published::Debounced { replaced: None, .. } => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+/// With a maximum wait, a key published again and again still fires that long after its first
+/// publish; without one, it waits a period after its last.
+#[tokio::test]
+async fn the_maximum_wait_bounds_a_key_published_again_and_again() {
+    let t = TestQueue::new().await;
+    for key in ["capped", "uncapped"] {
+        let max = (key == "capped").then_some(10_000);
+        t.queue
+            .publish(&debounced(key, 0, 10_000, max))
+            .await
+            .unwrap();
+    }
+    // Published again later (by ZooKeeper's clock), so the last write is after the first.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    for key in ["capped", "uncapped"] {
+        let max = (key == "capped").then_some(10_000);
+        t.queue
+            .publish(&debounced(key, 1, 10_000, max))
+            .await
+            .unwrap();
+    }
+    let (ctime, mtime) = times(&t, "capped").await;
+    assert!(mtime > ctime, "written twice: {ctime} {mtime}");
+    let (ctime_u, _) = times(&t, "uncapped").await;
+    let at = ctime.max(ctime_u) + 10_000;
+    assert_eq!(
+        t.queue.fire_debounced(at).await.unwrap(),
+        1,
+        "the capped one"
+    );
+    assert_eq!(t.children("debounce").await, ["uncapped"]);
+}
+
+/// A run fires what is due before its passes, in the lane the envelope names.
+#[tokio::test]
+async fn a_run_fires_what_is_due_in_its_lane() {
+    let t = TestQueue::new().await;
+    let mut envelope = debounced("k", 0, 1, None);
+    envelope.priority = event_bridge::task::Priority::High;
+    t.queue.publish(&envelope).await.unwrap();
+    // A millisecond's period: due by the time the run reads ZooKeeper's clock.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let recorder = Recorder::default();
+    let report = process::run(&t.queue, &recorder, &harness::options(10, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert!(recorder.names()[0].starts_with("high-"));
+    let stats = event_bridge::stats::collect(&t.queue, &t.now().await)
+        .await
+        .unwrap();
+    assert_eq!(stats.debounced, 0);
+}
+
+/// `publish --debounce-key` debounces, and a bad period, a key without a period or one with an
+/// idempotency key are refused naming the field, with nothing published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_debounces_and_refuses_what_does_not_make_sense() {
+    let t = TestQueue::new().await;
+    let args = [
+        "publish",
+        "--debounce-key",
+        "k",
+        "--debounce",
+        "30s",
+        "--payload",
+    ];
+    let first = eb(&t, &[&args[..], &["{\"n\":1}"]].concat(), "");
+    assert!(first.status.success(), "{first:?}");
+    let second = eb(&t, &[&args[..], &["{\"n\":2}"]].concat(), "");
+    let line: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(line["published"], "debounced");
+    assert!(line["replaced"].is_string(), "{line}");
+    let pending = t.read_json("debounce/k").await;
+    assert_eq!(pending["payload"], json!({ "n": 2 }));
+    let stats = event_bridge::stats::collect(&t.queue, &t.now().await)
+        .await
+        .unwrap();
+    assert_eq!(stats.debounced, 1);
+
+    let bad = eb(
+        &t,
+        &["publish", "--debounce-key", "j", "--debounce", "soon"],
+        "",
+    );
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("\"debounce\" must be a number with a unit"),
+        "{stderr}"
+    );
+    for (line, problem) in [
+        (
+            json!({"type": "a", "payload": 1, "debounce_key": "j"}),
+            "\"debounce_key\" needs a \"debounce\"",
+        ),
+        (
+            json!({"type": "a", "payload": 1, "debounce_key": "j", "debounce": "1s", "debounce_max": "10ms"}),
+            "\"debounce_max\" must be at least the period",
+        ),
+        (
+            json!({"type": "a", "payload": 1, "debounce_key": "j", "debounce": "1s", "idempotency_key": "i"}),
+            "do not go together",
+        ),
+    ] {
+        let out = eb(&t, &["publish", "-f", "-"], &line.to_string());
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(problem), "{stderr}");
+    }
+    assert_eq!(
+        t.children("debounce").await,
+        ["k"],
+        "nothing more published"
+    );
+    assert!(t.children("tasks").await.is_empty());
+}
