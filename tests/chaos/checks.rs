@@ -170,6 +170,8 @@ pub struct Figures {
     pub latency_by_kind: Vec<(&'static str, Spread)>,
     // lanes
     pub lanes: crate::lanes::LaneFigures,
+    // debounce
+    pub debounce: crate::debounce::DebounceFigures,
 }
 
 pub struct PauseFigures {
@@ -348,6 +350,7 @@ pub fn judge(input: &Inputs) -> Figures {
     keys(&mut f, input);
     limit(&mut f, input);
     f.lanes = crate::lanes::judge(input, &by_id);
+    f.debounce = crate::debounce::judge(input, &by_id);
     schedule(&mut f, input, &by_id);
 
     // Fencing, as the receiver judged it; ids maybe published twice are not judged.

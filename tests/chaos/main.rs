@@ -4,14 +4,16 @@
 //! `reap`; an HTTP receiver that fails a share of the requests (500, 503 with `Retry-After`,
 //! no answer past the route's timeout) and records every one. A producer publishes plain,
 //! delayed, keyed (some keys again), grouped, rate-limited, pausable, cancelled, tenant
-//! (concurrency-keyed, one at a time per key), high- and low-priority tasks; an
+//! (concurrency-keyed, one at a time per key), high- and low-priority tasks, and debounced
+//! ones (three publishes a key); an
 //! every-minute schedule makes its own; the pausable type is paused and resumed by the CLI
 //! mid-run. Meanwhile consumers are SIGKILLed, workers frozen past their lease (and their
 //! session), and the ZooKeeper leader is killed.
 //!
 //! Afterwards (`checks`): nothing lost, nothing stuck, groups in publish order, nothing of the
 //! paused type started while paused, one task per key, the limited route within its limits,
-//! no tenant over its per-key cap, no high task left behind the low lane,
+//! no tenant over its per-key cap, no high task left behind the low lane, no replaced
+//! debounced envelope delivered (and the last of each key delivered),
 //! one task per schedule slot, cancelled tasks never delivered and dead, no stale fencing
 //! token, duplicates no more than the faults explain, retries neither early nor (generously)
 //! late, a victim's tasks back; every figure printed.
@@ -24,6 +26,7 @@
 mod checks;
 mod consumers;
 mod control;
+mod debounce;
 mod ensemble;
 mod faults;
 mod lanes;
@@ -209,8 +212,10 @@ async fn settle(receiver: &Receiver, tree: &Tree, ids: &[String]) -> bool {
     let deadline = Instant::now() + SETTLE_GUARD;
     let mut empty_polls = 0;
     while Instant::now() < deadline {
-        let empty =
-            tree.tasks().await == 0 && tree.count("leases").await == 0 && tree.delayed().await == 0;
+        let empty = tree.tasks().await == 0
+            && tree.count("leases").await == 0
+            && tree.delayed().await == 0
+            && tree.count("debounce").await == 0;
         empty_polls = if empty { empty_polls + 1 } else { 0 };
         if (empty && receiver.succeeded(ids) == ids.len()) || empty_polls >= 3 {
             return true;

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
 use event_bridge::queue::Published as Answer;
-use event_bridge::task::Priority;
+use event_bridge::task::{Debounce, Priority};
 use event_bridge::{Config, Envelope, Queue};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -49,10 +49,12 @@ pub enum Kind {
     /// Plain tasks of the high lane, and of the low lane.
     High,
     Low,
+    /// Published three times with one debounce key: one of them runs, the last.
+    Debounced,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Plain,
         Kind::Delayed,
         Kind::Keyed,
@@ -63,6 +65,7 @@ impl Kind {
         Kind::Tenant,
         Kind::High,
         Kind::Low,
+        Kind::Debounced,
     ];
 
     pub fn event_type(self) -> &'static str {
@@ -77,6 +80,7 @@ impl Kind {
             Kind::Tenant => TENANT_TYPE,
             Kind::High => HIGH_TYPE,
             Kind::Low => LOW_TYPE,
+            Kind::Debounced => "chaos.debounced",
         }
     }
 
@@ -92,6 +96,7 @@ impl Kind {
             Kind::Tenant => "tenant",
             Kind::High => "high",
             Kind::Low => "low",
+            Kind::Debounced => "debounced",
         }
     }
 
@@ -100,7 +105,8 @@ impl Kind {
         match n % 20 {
             0 => Kind::High,
             1 => Kind::Low,
-            2..=6 => Kind::Plain,
+            2 => Kind::Debounced,
+            3..=6 => Kind::Plain,
             7 => Kind::Tenant,
             8 | 9 => Kind::Delayed,
             10 | 11 => Kind::Keyed,
@@ -114,6 +120,9 @@ impl Kind {
 
 pub const LIMITED_TYPE: &str = "chaos.limited";
 pub const TENANT_TYPE: &str = "chaos.tenant";
+/// A debounced task's period and maximum wait.
+pub const DEBOUNCE_PERIOD: Duration = Duration::from_millis(500);
+pub const DEBOUNCE_MAX: Duration = Duration::from_millis(2_000);
 pub const HIGH_TYPE: &str = "chaos.high";
 pub const LOW_TYPE: &str = "chaos.low";
 /// The concurrency keys tenant tasks carry.
@@ -183,6 +192,8 @@ pub struct Published {
     pub uncertain: HashSet<String>,
     /// Fresh keyed publishes answered with another id's task (never expected).
     pub key_anomalies: Vec<String>,
+    /// Debounced envelopes another one replaced (never to be delivered).
+    pub replaced: HashSet<String>,
     /// From the first tick to the last envelope published.
     pub took: Duration,
 }
@@ -191,7 +202,8 @@ impl Published {
     /// The ids of tasks that must be delivered: every one published but the cancelled.
     pub fn deliverable(&self) -> Vec<String> {
         (self.sent.iter())
-            .filter(|s| s.kind != Kind::Cancelled)
+            .filter(|s| s.kind != Kind::Cancelled && !self.replaced.contains(&s.id))
+            .filter(|s| !(s.kind == Kind::Debounced && self.uncertain.contains(&s.id)))
             .map(|s| s.id.clone())
             .collect()
     }
@@ -242,10 +254,20 @@ pub async fn publish(
                 follower.group = Some(group);
                 follower
             });
+            // A debounced task is published three times with its key: the last replaces the
+            // others.
+            let again = (kind == Kind::Debounced).then(|| {
+                (1..3).map(move |k| {
+                    let mut again = Envelope::new(kind.event_type(), json!({ "n": n, "k": k }));
+                    again.debounce = Some(debounce(n));
+                    (kind, again)
+                })
+            });
             match kind {
                 Kind::Limited | Kind::Tenant => plan.held.push((kind, envelope)),
                 _ => batch.push((kind, envelope)),
             }
+            batch.extend(again.into_iter().flatten());
             batch.extend(follower.map(|f| (Kind::Grouped, f)));
         }
         sent_count = due;
@@ -296,6 +318,13 @@ pub async fn publish(
             }
             let task = match answer {
                 Answer::Created { task, .. } => Some(task),
+                Answer::Debounced { id, replaced, .. } => {
+                    // Replacing itself: the batch was sent again after its first try landed.
+                    if let Some(replaced) = replaced.filter(|r| *r != id) {
+                        producer.replaced.insert(replaced);
+                    }
+                    None
+                }
                 Answer::Existing { id, task, .. } if id == envelope.id => task,
                 Answer::Existing { id, .. } => {
                     producer.key_anomalies.push(format!(
@@ -343,7 +372,17 @@ pub async fn publish(
         resent: producer.resent,
         uncertain: producer.uncertain,
         key_anomalies: producer.key_anomalies,
+        replaced: producer.replaced,
         took,
+    }
+}
+
+/// The debounce of task number `n`'s three publishes.
+fn debounce(n: usize) -> Debounce {
+    Debounce {
+        key: format!("deb-{n}"),
+        period_ms: DEBOUNCE_PERIOD.as_millis() as u64,
+        max_ms: Some(DEBOUNCE_MAX.as_millis() as u64),
     }
 }
 
@@ -373,6 +412,7 @@ impl Plan {
                     envelope.priority = Priority::High;
                 }
             }
+            Kind::Debounced => envelope.debounce = Some(debounce(n)),
             Kind::High => envelope.priority = Priority::High,
             Kind::Low => envelope.priority = Priority::Low,
             Kind::Keyed => envelope.idempotency_key = Some(format!("key-{n}")),
@@ -403,6 +443,7 @@ struct Producer {
     resent: usize,
     uncertain: HashSet<String>,
     key_anomalies: Vec<String>,
+    replaced: HashSet<String>,
 }
 
 impl Producer {
@@ -421,6 +462,7 @@ impl Producer {
             resent: 0,
             uncertain: HashSet::new(),
             key_anomalies: Vec::new(),
+            replaced: HashSet::new(),
         }
     }
 

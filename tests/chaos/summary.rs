@@ -105,9 +105,9 @@ impl Outcome {
             some(&f.lost),
             flag(!f.lost.is_empty())
         );
-        let stuck = l.tasks + l.leases + l.delayed + (l.groups - l.paused_groups) + l.limit_slots;
+        let stuck = l.stuck();
         println!(
-            "stuck       {:>6}  tasks/ {}, delayed/ {}, leases/ {}, groups/ {} (paused {}), limit slots {}; cancel marks {}{}",
+            "stuck       {:>6}  lanes {}, delayed/ {}, leases/ {}, groups/ {} (paused {}), limit slots {}, debounce/ {}; cancel marks {}{}",
             stuck,
             l.tasks,
             l.delayed,
@@ -115,6 +115,7 @@ impl Outcome {
             l.groups,
             l.paused_groups,
             l.limit_slots,
+            l.debounced,
             l.cancel_marks,
             flag(stuck > 0)
         );
@@ -231,6 +232,15 @@ impl Outcome {
             f.lanes.bound,
             some(&f.lanes.violations),
             flag(!f.lanes.violations.is_empty())
+        );
+        println!(
+            "debounce    {:>6}  replaced envelopes delivered ({} debounced publishes, three a key; {} replaced; {} sent again after a failed publish, not judged){}{}",
+            f.debounce.delivered_replaced.len(),
+            f.debounce.publishes,
+            f.debounce.replaced,
+            f.debounce.uncertain,
+            some(&f.debounce.delivered_replaced),
+            flag(!f.debounce.delivered_replaced.is_empty())
         );
         let slots: Vec<String> = (f.slots.iter())
             .map(|(s, n)| format!("{} x{n}", crate::receiver::clock(*s)))
@@ -435,10 +445,7 @@ impl Outcome {
             !f.lost.is_empty(),
             format!("{} tasks never answered 200{}", f.lost.len(), some(&f.lost)),
         );
-        fail(
-            l.tasks + l.leases + l.delayed + (l.groups - l.paused_groups) + l.limit_slots > 0,
-            format!("stuck: {l:?}"),
-        );
+        fail(l.stuck() > 0, format!("stuck: {l:?}"));
         fail(
             !f.order_violations.is_empty(),
             format!("groups out of order{}", some(&f.order_violations)),
@@ -507,6 +514,17 @@ impl Outcome {
                 "high tasks left behind the low lane{}",
                 some(&f.lanes.violations)
             ),
+        );
+        fail(
+            !f.debounce.delivered_replaced.is_empty(),
+            format!(
+                "debounced envelopes delivered after another replaced them{}",
+                some(&f.debounce.delivered_replaced)
+            ),
+        );
+        fail(
+            f.debounce.replaced == 0,
+            "no debounced envelope was replaced: the debounce check saw nothing".into(),
         );
         fail(
             f.lanes.judged == 0,

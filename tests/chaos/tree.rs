@@ -40,9 +40,24 @@ pub struct Left {
     pub paused_groups: usize,
     /// Slots held under the limited routes' gates.
     pub limit_slots: usize,
+    /// Debounced publishes never fired (`debounce/`).
+    pub debounced: usize,
     /// Cancel marks (`cancelled/`).
     pub cancel_marks: usize,
     pub dead: Vec<DeadLetter>,
+}
+
+impl Left {
+    /// What should be gone once the queue settled: tasks, leases, waiting tasks, unpaused
+    /// group locks, slots, unfired debounced publishes.
+    pub fn stuck(&self) -> usize {
+        self.tasks
+            + self.leases
+            + self.delayed
+            + (self.groups - self.paused_groups)
+            + self.limit_slots
+            + self.debounced
+    }
 }
 
 pub struct Tree {
@@ -161,6 +176,7 @@ impl Tree {
             groups: groups.len(),
             paused_groups,
             limit_slots,
+            debounced: self.children_if_any(&self.path("debounce")).await.len(),
             cancel_marks: self.children_if_any(&self.path("cancelled")).await.len(),
             dead,
         }
