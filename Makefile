@@ -30,7 +30,8 @@ moto-down:
 
 ## tools: what the tests use besides Rust: cargo-lambda and cfn-lint (PyPI), kazoo for the
 ## Python producer, prometheus-client (its text parser reads /metrics), node-zookeeper-client
-## for the Node producer and the 000-design consumer, Debian's chromium and chromium-driver
+## for the Node producer and the 000-design consumer, the Standard Webhooks verifiers (PyPI and
+## npm `standardwebhooks`, which check the HTTP sink's standard signatures), Debian's chromium and chromium-driver
 ## for the dashboard's browser tests
 tools:
 	@command -v chromedriver >/dev/null && [ -x /usr/bin/chromium ] || { \
@@ -44,9 +45,12 @@ tools:
 	  $(PIP) install -q --disable-pip-version-check -r examples/python/requirements.txt
 	@python3 -c 'import prometheus_client' 2>/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'prometheus-client>=0.20'
+	@python3 -c 'import standardwebhooks' 2>/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check 'standardwebhooks>=1.1'
 	@command -v moto_server >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'moto[server,sqs]'
-	@[ -f examples/node/node_modules/node-zookeeper-client/package.json ] || \
+	@[ -f examples/node/node_modules/node-zookeeper-client/package.json ] && \
+	  [ -f examples/node/node_modules/standardwebhooks/package.json ] || \
 	  npm ci --prefix examples/node --no-audit --no-fund --loglevel=error
 
 ## demo: publish sample tasks, drain them with process_events' work, print the report and stats

@@ -23,6 +23,13 @@
  *   node producer.js --type user.signup --payload '{"user_id": 42}' [--count N]
  *   node producer.js --type report.build --priority low   # high, normal (the default) or low
  *
+ * A debounced publish (`--debounce-key K --debounce 30s [--debounce-max 5m]`, or
+ * `{ debounce: { key: K, period_ms: 30000 } }` from code) creates no task: it writes the
+ * envelope to `ROOT/debounce/<K>`, replacing what is pending there, and prints
+ * {"published": "debounced", "id": "…", "key": K, "replaced": <the id replaced, or null>}.
+ * Our consumers make it a task, with the last payload, a period after the key's last publish
+ * (and no later than the maximum after its first) (docs/WIRE-FORMAT.md, "Debounce").
+ *
  * --zookeeper and --root default to ZOOKEEPER_CONNECTION_STRING and EVENT_BRIDGE_ROOT, then to
  * 127.0.0.1:2181 and /event-bridge, as for the functions. When ZOOKEEPER_AUTH (`user:password`)
  * is set, the CLI authenticates with it (digest) and creates the tasks readable by that user
@@ -93,6 +100,82 @@ function checkPriority(priority) {
   }
 }
 
+// The longest a debounce key may be as a znode name, and the longest period or maximum wait
+// (a week, in ms).
+const MAX_DEBOUNCE_KEY_NAME_BYTES = 1024;
+const MAX_DEBOUNCE_MS = 7 * 24 * 3600 * 1000;
+// What a duration's unit is worth in ms.
+const SPAN_UNITS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
+
+/**
+ * `text` (a whole number and ms, s, m or h: `30s`, `5m`) in ms; throws naming `field`
+ * otherwise.
+ */
+function parseSpan(field, text) {
+  const match = typeof text === 'string' ? /^([0-9]+)(ms|s|m|h)$/.exec(text.trim()) : null;
+  if (!match) {
+    throw new Error(`'${field}' must be a number with a unit (ms, s, m or h), not '${text}'`);
+  }
+  return Number(match[1]) * SPAN_UNITS[match[2]];
+}
+
+/**
+ * The `debounce` field for a key, a period and an optional maximum as the CLI takes them
+ * (`'30s'`, `'5m'`); undefined when none is given. Throws naming the field when one is missing
+ * or a duration is not one.
+ */
+function debounceOf(key, period, max) {
+  if (key === undefined) {
+    if (period !== undefined || max !== undefined) {
+      const field = period !== undefined ? 'debounce' : 'debounce_max';
+      throw new Error(`'${field}' needs a 'debounce_key'`);
+    }
+    return undefined;
+  }
+  if (period === undefined) {
+    throw new Error("'debounce_key' needs a 'debounce' period, such as '30s'");
+  }
+  const debounce = { key, period_ms: parseSpan('debounce', period) };
+  if (max !== undefined) debounce.max_ms = parseSpan('debounce_max', max);
+  return debounce;
+}
+
+/**
+ * Throws naming the field unless `debounce` has a non-empty `key` that fits
+ * MAX_DEBOUNCE_KEY_NAME_BYTES as a znode name, a `period_ms` from 1 to a week and, if any, a
+ * `max_ms` from the period to a week; or when the task also has an idempotency key (a
+ * debounced publish replaces the pending task, a keyed one refuses a second).
+ */
+function checkDebounce(debounce, idempotencyKey) {
+  if (typeof debounce !== 'object' || debounce === null) {
+    throw new Error(
+      `'debounce' must be an object with key and period_ms, not ${JSON.stringify(debounce)}`);
+  }
+  const { key, period_ms: period, max_ms: max } = debounce;
+  if (typeof key !== 'string') {
+    throw new Error(`'debounce_key' must be a string, not ${JSON.stringify(key)}`);
+  }
+  if (key === '') throw new Error("'debounce_key' is empty: give one of at least one character");
+  const name = keyNode(key).length;
+  if (name > MAX_DEBOUNCE_KEY_NAME_BYTES) {
+    throw new Error(`'debounce_key' is ${Buffer.byteLength(key, 'utf8')} bytes, ${name} as a ` +
+      `znode name, over the ${MAX_DEBOUNCE_KEY_NAME_BYTES} a key may take`);
+  }
+  if (!Number.isInteger(period) || period < 1 || period > MAX_DEBOUNCE_MS) {
+    throw new Error(`'debounce' must be at least 1 ms and at most ${MAX_DEBOUNCE_MS} ms, ` +
+      `not ${JSON.stringify(period)}`);
+  }
+  if (max !== undefined && max !== null &&
+      (!Number.isInteger(max) || max < period || max > MAX_DEBOUNCE_MS)) {
+    throw new Error(`'debounce_max' must be at least the period (${period} ms) and at most ` +
+      `${MAX_DEBOUNCE_MS} ms, not ${JSON.stringify(max)}`);
+  }
+  if (idempotencyKey !== undefined && idempotencyKey !== null) {
+    throw new Error("'debounce_key' and 'idempotency_key' do not go together: a debounced " +
+      'publish replaces the pending task, a keyed one refuses a second');
+  }
+}
+
 /**
  * Where a task of `priority` is created: `ROOT/tasks/task-` for normal,
  * `ROOT/lanes/high/high-` or `ROOT/lanes/low/low-` for the two others.
@@ -105,8 +188,8 @@ function taskPrefix(root, priority = 'normal') {
 
 /**
  * An `event-bridge/1` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
- * `fields` adds optional fields (`group`, `idempotency_key`, `concurrency_key`, `priority`, or
- * your own) and may give `id` (your event's id, kept across retries) or `time`.
+ * `fields` adds optional fields (`group`, `idempotency_key`, `concurrency_key`, `priority`,
+ * `debounce`, or your own) and may give `id` (your event's id, kept across retries) or `time`.
  */
 function envelope(eventType, payload, fields = {}) {
   for (const name of CONSUMER_FIELDS) {
@@ -114,6 +197,7 @@ function envelope(eventType, payload, fields = {}) {
   }
   if ('concurrency_key' in fields) checkConcurrencyKey(fields.concurrency_key);
   if ('priority' in fields) checkPriority(fields.priority);
+  if ('debounce' in fields) checkDebounce(fields.debounce, fields.idempotency_key);
   const body = {
     format: FORMAT,
     id: crypto.randomUUID(),
@@ -124,6 +208,12 @@ function envelope(eventType, payload, fields = {}) {
   };
   // Normal is the default: left out of the body, as consumers expect.
   if (body.priority === 'normal') delete body.priority;
+  if ('debounce' in fields) {
+    // A copy with the three fields consumers read; no maximum is left out, not null.
+    const { key, period_ms, max_ms } = fields.debounce;
+    body.debounce = max_ms === undefined || max_ms === null
+      ? { key, period_ms } : { key, period_ms, max_ms };
+  }
   return body;
 }
 
@@ -232,8 +322,96 @@ async function publishKeyed(client, data, key, id, root, acls, priority = 'norma
 }
 
 /**
+ * Writes the envelope `data` to `ROOT/debounce/<key>` (docs/WIRE-FORMAT.md, "Debounce"):
+ * created when nothing is pending for the key, else rewritten at the version read. Resolves
+ * to the id of the envelope it replaced, or null when it created the node.
+ */
+async function writeDebounced(client, data, key, root = '/event-bridge',
+  acls = zookeeper.ACL.OPEN_ACL_UNSAFE) {
+  const base = root.replace(/\/+$/, '');
+  const path = `${base}/debounce/${keyNode(key)}`;
+  for (let i = 0; i < 5; i++) {
+    let pending;
+    let stat;
+    try {
+      [pending, stat] = await call((cb) => client.getData(path, cb));
+    } catch (err) {
+      if (codeOf(err) !== zookeeper.Exception.NO_NODE) throw err;
+      if (await createDebounced(client, path, data, acls)) return null;
+      continue;
+    }
+    try {
+      await call((cb) => client.setData(path, data, stat.version, cb));
+      return pendingId(pending);
+    } catch (err) {
+      const code = codeOf(err);
+      // Another publish, or a consumer firing the task, got in first: read again.
+      if (code !== zookeeper.Exception.BAD_VERSION && code !== zookeeper.Exception.NO_NODE) {
+        throw err;
+      }
+    }
+  }
+  throw new Error(
+    `debounce key ${JSON.stringify(key)} kept changing while it was published; try again`);
+}
+
+/**
+ * Creates the pending node `path`; false when another publish created it first, or when its
+ * parent `ROOT/debounce` was missing (created now): look again.
+ */
+async function createDebounced(client, path, data, acls) {
+  try {
+    await call((cb) => client.create(path, data, acls, zookeeper.CreateMode.PERSISTENT, cb));
+    return true;
+  } catch (err) {
+    const code = codeOf(err);
+    if (code === zookeeper.Exception.NODE_EXISTS) return false;
+    if (code !== zookeeper.Exception.NO_NODE) throw err;
+  }
+  const parent = path.slice(0, path.lastIndexOf('/'));
+  await call((cb) => client.mkdirp(parent, null, acls, zookeeper.CreateMode.PERSISTENT, cb));
+  return false;
+}
+
+/** The `id` of the pending envelope `data` ('' when it is not one). */
+function pendingId(data) {
+  try {
+    const body = JSON.parse(data.toString('utf8'));
+    return body && body.id !== undefined ? String(body.id) : '';
+  } catch {
+    return '';
+  }
+}
+
+/** The envelope `body` as its znode's data; throws when ZooKeeper would refuse it. */
+function bodyBytes(body) {
+  const data = Buffer.from(JSON.stringify(body), 'utf8');
+  if (data.length > MAX_BODY_BYTES) {
+    throw new Error(
+      `task body is ${data.length} bytes, over ${MAX_BODY_BYTES}: ` +
+        'put large data in object storage and a reference in the payload');
+  }
+  return data;
+}
+
+/**
+ * Publishes one task debounced by `options.debounce` (as `debounceOf` makes it): no task is
+ * created now; its envelope waits under `ROOT/debounce/<key>`, replacing the one pending
+ * there. Resolves to the id of the envelope it replaced, or null. Options as for `publish`.
+ */
+async function publishDebounced(client, eventType, payload, options = {}) {
+  const { root = '/event-bridge', acls = zookeeper.ACL.OPEN_ACL_UNSAFE, ...fields } = options;
+  if (!('debounce' in fields)) {
+    throw new Error("'debounce' is missing: give a key and a period (see debounceOf)");
+  }
+  const body = envelope(eventType, payload, fields);
+  return writeDebounced(client, bodyBytes(body), body.debounce.key, root, acls);
+}
+
+/**
  * Publishes one task; resolves to its name (`task-0000000042`, or `high-…` / `low-…` in those
- * lanes).
+ * lanes; `debounce/<key>`, where it waits, for a debounced one: `publishDebounced` says what
+ * it replaced).
  *
  * `client` is a connected node-zookeeper-client (a chroot in its connection string is
  * honoured); `payload` any JSON value; `options.root` the queue's root, `options.acls` the task's
@@ -250,14 +428,13 @@ async function publish(client, eventType, payload, options = {}) {
  */
 async function publishDetailed(client, eventType, payload, options = {}) {
   const { root = '/event-bridge', acls = zookeeper.ACL.OPEN_ACL_UNSAFE, ...fields } = options;
+  if ('debounce' in fields) {
+    await publishDebounced(client, eventType, payload, options);
+    return { task: `debounce/${fields.debounce.key}`, created: true };
+  }
   const body = envelope(eventType, payload, fields);
   if (body.idempotency_key !== undefined) body.keyed = true;
-  const data = Buffer.from(JSON.stringify(body), 'utf8');
-  if (data.length > MAX_BODY_BYTES) {
-    throw new Error(
-      `task body is ${data.length} bytes, over ${MAX_BODY_BYTES}: ` +
-        'put large data in object storage and a reference in the payload');
-  }
+  const data = bodyBytes(body);
   const priority = body.priority || 'normal';
   if (body.keyed) {
     return publishKeyed(client, data, body.idempotency_key, body.id, root, acls, priority);
@@ -279,6 +456,21 @@ async function publishDetailed(client, eventType, payload, options = {}) {
   return { task: path.slice(path.lastIndexOf('/') + 1), created: true };
 }
 
+/**
+ * Publishes one task with a fresh id; resolves to the line the CLI prints for it, as the Rust
+ * CLI does: {task, id}, {task, duplicate: true} for a taken key, or
+ * {published: 'debounced', id, key, replaced}.
+ */
+async function publishOne(client, eventType, payload, options) {
+  const id = crypto.randomUUID();
+  if (options.debounce !== undefined) {
+    const replaced = await publishDebounced(client, eventType, payload, { ...options, id });
+    return { published: 'debounced', id, key: options.debounce.key, replaced };
+  }
+  const { task, created } = await publishDetailed(client, eventType, payload, { ...options, id });
+  return created ? { task, id } : { task, duplicate: true };
+}
+
 async function main() {
   const { values } = parseArgs({
     options: {
@@ -295,13 +487,17 @@ async function main() {
       'concurrency-key': { type: 'string' },
       priority: { type: 'string' },
       traceparent: { type: 'string' },
+      'debounce-key': { type: 'string' },
+      debounce: { type: 'string' },
+      'debounce-max': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   const usage =
     'usage: producer.js [--zookeeper HOST:PORT[/chroot]] [--root /event-bridge] --type T ' +
     '[--payload JSON] [--count N] [--group G] [--idempotency-key K] [--concurrency-key K] ' +
-    '[--priority high|normal|low] [--traceparent 00-…]';
+    '[--priority high|normal|low] [--traceparent 00-…] ' +
+    '[--debounce-key K --debounce 30s [--debounce-max 5m]]';
   if (values.help) {
     console.log(usage);
     return 0;
@@ -344,16 +540,23 @@ async function main() {
     }
     fields.traceparent = values.traceparent;
   }
+  try {
+    const debounce = debounceOf(values['debounce-key'], values.debounce, values['debounce-max']);
+    if (debounce !== undefined) {
+      checkDebounce(debounce, fields.idempotency_key);
+      fields.debounce = debounce;
+    }
+  } catch (err) {
+    return fail(err.message);
+  }
 
   const auth = process.env.ZOOKEEPER_AUTH || undefined;
   const acls = auth ? zookeeper.ACL.CREATOR_ALL_ACL : zookeeper.ACL.OPEN_ACL_UNSAFE;
   const client = await connect(values.zookeeper, { auth });
   try {
     for (let i = 0; i < count; i++) {
-      const id = crypto.randomUUID();
-      const options = { root: values.root, acls, id, ...fields };
-      const { task, created } = await publishDetailed(client, values.type, payload, options);
-      const line = created ? { task, id } : { task, duplicate: true };
+      const options = { root: values.root, acls, ...fields };
+      const line = await publishOne(client, values.type, payload, options);
       process.stdout.write(`${JSON.stringify(line)}\n`);
     }
   } finally {
@@ -362,7 +565,18 @@ async function main() {
   return 0;
 }
 
-module.exports = { FORMAT, connect, envelope, ensurePaths, keyNode, publish, publishDetailed };
+module.exports = {
+  FORMAT,
+  connect,
+  debounceOf,
+  envelope,
+  ensurePaths,
+  keyNode,
+  parseSpan,
+  publish,
+  publishDebounced,
+  publishDetailed,
+};
 
 if (require.main === module) {
   main().then(

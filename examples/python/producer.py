@@ -21,6 +21,13 @@ From the shell (one JSON line per task created: ``{"task": "task-…", "id": "�
     python producer.py --type user.signup --payload '{"user_id": 42}' [--count N]
     python producer.py --type report.build --priority low   # high, normal (the default) or low
 
+A debounced publish (``--debounce-key K --debounce 30s [--debounce-max 5m]``, or
+``debounce={"key": K, "period_ms": 30000}`` from code) creates no task: it writes the envelope to
+``ROOT/debounce/<K>``, replacing what is pending there, and prints
+``{"published": "debounced", "id": "…", "key": K, "replaced": <the id replaced, or null>}``.
+Our consumers make it a task, with the last payload, a period after the key's last publish
+(and no later than the maximum after its first) (docs/WIRE-FORMAT.md, "Debounce").
+
 ``--zookeeper`` and ``--root`` default to ZOOKEEPER_CONNECTION_STRING and EVENT_BRIDGE_ROOT,
 then to 127.0.0.1:2181 and /event-bridge, as for the functions. When ZOOKEEPER_AUTH
 (``user:password``) is set, the CLI authenticates with it (digest) and creates the tasks
@@ -85,6 +92,82 @@ def check_priority(priority):
         raise ValueError(f"'priority' must be high, normal or low, not {priority!r}")
 
 
+# The longest a debounce key may be as a znode name, and the longest period or maximum wait
+# (a week, in ms).
+MAX_DEBOUNCE_KEY_NAME_BYTES = 1024
+MAX_DEBOUNCE_MS = 7 * 24 * 3600 * 1000
+# What a duration's unit is worth in ms.
+SPAN_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def parse_span(field, text):
+    """``text`` (a whole number and ms, s, m or h: ``30s``, ``5m``) in ms; ``ValueError``
+    naming ``field`` otherwise."""
+    match = re.fullmatch(r"([0-9]+)(ms|s|m|h)", text.strip()) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"'{field}' must be a number with a unit (ms, s, m or h), not {text!r}")
+    return int(match[1]) * SPAN_UNITS[match[2]]
+
+
+def debounce_of(key=None, period=None, maximum=None):
+    """The ``debounce`` field for a key, a period and an optional maximum as the CLI takes
+    them (``"30s"``, ``"5m"``); None when none is given. ``ValueError`` naming the field when
+    one is missing or a duration is not one."""
+    if key is None:
+        if period is not None or maximum is not None:
+            field = "debounce" if period is not None else "debounce_max"
+            raise ValueError(f"'{field}' needs a 'debounce_key'")
+        return None
+    if period is None:
+        raise ValueError("'debounce_key' needs a 'debounce' period, such as '30s'")
+    debounce = {"key": key, "period_ms": parse_span("debounce", period)}
+    if maximum is not None:
+        debounce["max_ms"] = parse_span("debounce_max", maximum)
+    return debounce
+
+
+def is_ms(value):
+    """Whether ``value`` is a whole number of ms (a bool is not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_debounce(debounce, idempotency_key=None):
+    """Raises ``ValueError`` naming the field unless ``debounce`` is a dict with a non-empty
+    ``key`` that fits MAX_DEBOUNCE_KEY_NAME_BYTES as a znode name, a ``period_ms`` from 1 to
+    a week and, if any, a ``max_ms`` from the period to a week; or when the task also has an
+    idempotency key (a debounced publish replaces the pending task, a keyed one refuses a
+    second)."""
+    if not isinstance(debounce, dict):
+        raise ValueError(f"'debounce' must be an object with key and period_ms, not {debounce!r}")
+    key = debounce.get("key")
+    if not isinstance(key, str):
+        raise ValueError(f"'debounce_key' must be a string, not {key!r}")
+    if not key:
+        raise ValueError("'debounce_key' is empty: give one of at least one character")
+    name = len(key_node(key))
+    if name > MAX_DEBOUNCE_KEY_NAME_BYTES:
+        raise ValueError(
+            f"'debounce_key' is {len(key.encode('utf-8'))} bytes, {name} as a znode name, "
+            f"over the {MAX_DEBOUNCE_KEY_NAME_BYTES} a key may take"
+        )
+    period = debounce.get("period_ms")
+    if not is_ms(period) or not 1 <= period <= MAX_DEBOUNCE_MS:
+        raise ValueError(
+            f"'debounce' must be at least 1 ms and at most {MAX_DEBOUNCE_MS} ms, not {period!r}"
+        )
+    maximum = debounce.get("max_ms")
+    if maximum is not None and (not is_ms(maximum) or not period <= maximum <= MAX_DEBOUNCE_MS):
+        raise ValueError(
+            f"'debounce_max' must be at least the period ({period} ms) and at most "
+            f"{MAX_DEBOUNCE_MS} ms, not {maximum!r}"
+        )
+    if idempotency_key is not None:
+        raise ValueError(
+            "'debounce_key' and 'idempotency_key' do not go together: a debounced publish "
+            "replaces the pending task, a keyed one refuses a second"
+        )
+
+
 def task_prefix(root, priority="normal"):
     """Where a task of ``priority`` is created: ``ROOT/tasks/task-`` for normal,
     ``ROOT/lanes/high/high-`` or ``ROOT/lanes/low/low-`` for the two others."""
@@ -98,8 +181,8 @@ def envelope(event_type, payload, **fields):
     """An ``event-bridge/1`` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
 
     ``fields`` adds optional fields (``group``, ``idempotency_key``, ``concurrency_key``,
-    ``priority``, or your own) and may give ``id`` (your event's id, kept across retries) or
-    ``time``.
+    ``priority``, ``debounce``, or your own) and may give ``id`` (your event's id, kept across
+    retries) or ``time``.
     """
     for name in CONSUMER_FIELDS:
         if name in fields:
@@ -110,6 +193,12 @@ def envelope(event_type, payload, **fields):
         check_priority(fields["priority"])
         if fields["priority"] == "normal":
             del fields["priority"]  # the default: left out, as consumers expect
+    if "debounce" in fields:
+        debounce = fields["debounce"]
+        check_debounce(debounce, fields.get("idempotency_key"))
+        # A copy with the three fields consumers read; no maximum is left out, not null.
+        fields["debounce"] = {k: debounce[k] for k in ("key", "period_ms", "max_ms")
+                              if debounce.get(k) is not None}
     now = datetime.datetime.now(datetime.timezone.utc)
     body = {
         "format": FORMAT,
@@ -189,11 +278,77 @@ def existing(zk, key_path):
     return None
 
 
+def write_debounced(zk, data, key, root="/event-bridge", acl=None):
+    """Writes the envelope ``data`` to ``ROOT/debounce/<key>`` (docs/WIRE-FORMAT.md,
+    "Debounce"): created when nothing is pending for the key, else rewritten at the version
+    read. Returns the id of the envelope it replaced, or None when it created the node."""
+    root = root.rstrip("/")
+    path = f"{root}/debounce/{key_node(key)}"
+    for _ in range(5):
+        try:
+            pending, stat = zk.get(path)
+        except NoNodeError:
+            if create_debounced(zk, path, data, acl):
+                return None
+            continue
+        try:
+            zk.set(path, data, version=stat.version)
+            return pending_id(pending)
+        except (BadVersionError, NoNodeError):
+            pass  # another publish, or a consumer firing the task, got in first: read again
+    raise KazooException(f"debounce key {key!r} kept changing while it was published; try again")
+
+
+def create_debounced(zk, path, data, acl=None):
+    """Creates the pending node ``path``; False when another publish created it first, or when
+    its parent ``ROOT/debounce`` was missing (created now): look again."""
+    try:
+        zk.create(path, data, acl=acl)
+        return True
+    except NodeExistsError:
+        return False
+    except NoNodeError:
+        zk.ensure_path(path.rsplit("/", 1)[0], acl=acl)
+        return False
+
+
+def pending_id(data):
+    """The ``id`` of the pending envelope ``data`` ("" when it is not one)."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return ""
+    return str(body.get("id", "")) if isinstance(body, dict) else ""
+
+
+def publish_debounced(zk, event_type, payload, root="/event-bridge", acl=None, **fields):
+    """Publishes one task debounced by ``fields["debounce"]`` (as :func:`debounce_of` makes
+    it): no task is created now; its envelope waits under ``ROOT/debounce/<key>``, replacing
+    the one pending there. Returns the id of the envelope it replaced, or None."""
+    if "debounce" not in fields:
+        raise ValueError("'debounce' is missing: give a key and a period (see debounce_of)")
+    body = envelope(event_type, payload, **fields)
+    return write_debounced(zk, body_bytes(body), body["debounce"]["key"], root, acl)
+
+
+def body_bytes(body):
+    """The envelope ``body`` as its znode's data; ``ValueError`` when ZooKeeper would refuse
+    it."""
+    data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+    if len(data) > MAX_BODY_BYTES:
+        raise ValueError(
+            f"task body is {len(data)} bytes, over {MAX_BODY_BYTES}: "
+            "put large data in object storage and a reference in the payload"
+        )
+    return data
+
+
 def publish(zk, event_type, payload, root="/event-bridge", acl=None, **fields):
     """Publishes one task; returns its name (``task-0000000042``, or ``high-…`` / ``low-…`` in
     those lanes). With ``idempotency_key`` in ``fields``, a key that is taken creates nothing
     and the name returned is that of the task that has it (:func:`publish_detailed` says which
-    happened)."""
+    happened). With ``debounce``, it is ``debounce/<key>``, where the envelope waits
+    (:func:`publish_debounced` says what it replaced)."""
     return publish_detailed(zk, event_type, payload, root, acl, **fields)[0]
 
 
@@ -207,15 +362,13 @@ def publish_detailed(zk, event_type, payload, root="/event-bridge", acl=None, **
     :func:`envelope`. Raises ``ValueError`` for a body ZooKeeper would refuse, kazoo's errors
     otherwise.
     """
+    if "debounce" in fields:
+        publish_debounced(zk, event_type, payload, root, acl, **fields)
+        return f"debounce/{fields['debounce']['key']}", True
     body = envelope(event_type, payload, **fields)
     if body.get("idempotency_key") is not None:
         body["keyed"] = True
-    data = json.dumps(body, separators=(",", ":")).encode("utf-8")
-    if len(data) > MAX_BODY_BYTES:
-        raise ValueError(
-            f"task body is {len(data)} bytes, over {MAX_BODY_BYTES}: "
-            "put large data in object storage and a reference in the payload"
-        )
+    data = body_bytes(body)
     priority = body.get("priority", "normal")
     if body.get("keyed"):
         return publish_keyed(zk, data, body["idempotency_key"], body["id"], root, acl, priority)
@@ -227,6 +380,19 @@ def publish_detailed(zk, event_type, payload, root="/event-bridge", acl=None, **
         ensure_paths(zk, root, acl)
         path = zk.create(prefix, data, acl=acl, sequence=True)
     return path.rsplit("/", 1)[1], True
+
+
+def publish_one(zk, event_type, payload, root, acl, **fields):
+    """Publishes one task with a fresh id; returns the line the CLI prints for it, as the
+    Rust CLI does: ``{"task", "id"}``, ``{"task", "duplicate": true}`` for a taken key, or
+    ``{"published": "debounced", "id", "key", "replaced"}``."""
+    event_id = str(uuid.uuid4())
+    if "debounce" in fields:
+        replaced = publish_debounced(zk, event_type, payload, root, acl, id=event_id, **fields)
+        key = fields["debounce"]["key"]
+        return {"published": "debounced", "id": event_id, "key": key, "replaced": replaced}
+    name, created = publish_detailed(zk, event_type, payload, root, acl, id=event_id, **fields)
+    return {"task": name, "id": event_id} if created else {"task": name, "duplicate": True}
 
 
 def main(argv=None):
@@ -263,6 +429,21 @@ def main(argv=None):
         help="publish only if no task has this key (pending, held, or completed within "
         "DEDUP_WINDOW_MS); a duplicate prints the task that has it, with \"duplicate\": true",
     )
+    parser.add_argument(
+        "--debounce-key",
+        help="publishes with this key within --debounce make one task, with the last payload",
+    )
+    parser.add_argument(
+        "--debounce",
+        metavar="PERIOD",
+        help="with --debounce-key: the task is due this long after the key's last publish "
+        "(a whole number and ms, s, m or h: 30s, 5m)",
+    )
+    parser.add_argument(
+        "--debounce-max",
+        metavar="MAX",
+        help="with --debounce-key: and no later than this long after its first",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -292,6 +473,14 @@ def main(argv=None):
         except ValueError as e:
             parser.error(f"--priority: {e}")
         fields["priority"] = args.priority
+    try:
+        debounce = debounce_of(args.debounce_key, args.debounce, args.debounce_max)
+        if debounce is not None:
+            check_debounce(debounce, args.idempotency_key)
+    except ValueError as e:
+        parser.error(str(e))
+    if debounce is not None:
+        fields["debounce"] = debounce
 
     auth = os.environ.get("ZOOKEEPER_AUTH")
     zk = KazooClient(
@@ -307,11 +496,7 @@ def main(argv=None):
         return 1
     try:
         for _ in range(args.count):
-            event_id = str(uuid.uuid4())
-            name, created = publish_detailed(
-                zk, args.type, payload, args.root, acl, id=event_id, **fields
-            )
-            line = {"task": name, "id": event_id} if created else {"task": name, "duplicate": True}
+            line = publish_one(zk, args.type, payload, args.root, acl, **fields)
             print(json.dumps(line), flush=True)
     except (KazooException, ValueError) as e:
         reason = type(e).__name__ + (f": {e}" if str(e) else "")

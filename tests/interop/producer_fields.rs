@@ -1,22 +1,40 @@
 //! Fields the Python and Node producers check before they write: a concurrency key is
 //! written as given, and one no gate can be named after is refused; a priority puts the task
-//! in its lane, and a word that names none is refused. Either refusal names the field and
-//! publishes nothing.
+//! in its lane, and a word that names none is refused; a debounce key makes publishes wait
+//! under `debounce/<key>`, each replacing the last, and a period that is no duration is
+//! refused. Each refusal names the field and publishes nothing.
 
 use std::process::{Command, Stdio};
 
 use harness::TestQueue;
+use serde_json::Value;
 
 use crate::interop::{node_producer, python_producer, require_node, require_python, run_producer};
 
 /// Each producer's command, pointed at the test's chroot, with `args` after.
 fn producers(t: &TestQueue, args: &[&str]) -> [Command; 2] {
+    producers_with(t, "{}", args)
+}
+
+/// As [`producers`], publishing `payload`.
+fn producers_with(t: &TestQueue, payload: &str, args: &[&str]) -> [Command; 2] {
     [python_producer(), node_producer()].map(|mut c| {
         c.args(["--zookeeper", &t.config.zookeeper, "--root", &t.config.root])
-            .args(["--type", "tenant.call", "--payload", "{}"])
+            .args(["--type", "tenant.call", "--payload", payload])
             .args(args);
         c
     })
+}
+
+/// Runs a producer that publishes once and returns the JSON line it printed.
+fn published(producer: &mut Command) -> Value {
+    let output = producer.stdin(Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{producer:?}: {stderr}");
+    let stdout = String::from_utf8(output.stdout).expect("producer output is UTF-8");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{producer:?}: {stdout}");
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{:?} is not JSON: {e}", lines[0]))
 }
 
 #[tokio::test]
@@ -84,5 +102,60 @@ async fn producers_put_a_task_in_its_lane_and_refuse_a_priority_that_is_none() {
         t.children("tasks").await.len(),
         0,
         "nothing in the normal lane"
+    );
+}
+
+#[tokio::test]
+async fn producers_debounce_by_key_and_refuse_a_bad_period() {
+    require_python();
+    require_node();
+    let t = TestQueue::new().await;
+    for (i, language) in ["python", "node"].into_iter().enumerate() {
+        let key = format!("doc-{language}");
+        let args = ["--debounce-key", key.as_str(), "--debounce", "30s"];
+        let publish = |payload: &str| {
+            let mut producer = producers_with(&t, payload, &args).into_iter().nth(i);
+            published(producer.as_mut().unwrap())
+        };
+        let first = publish(r#"{"n":1}"#);
+        let second = publish(r#"{"n":2}"#);
+        for line in [&first, &second] {
+            assert_eq!(line["published"], "debounced", "{language}: {line}");
+            assert_eq!(line["key"], key.as_str(), "{language}: {line}");
+        }
+        assert!(first["replaced"].is_null(), "{language}: {first}");
+        assert!(first["id"].is_string(), "{language}: {first}");
+        assert_eq!(second["replaced"], first["id"], "{language}: {second}");
+        assert_ne!(
+            second["id"], first["id"],
+            "{language}: each publish its own id"
+        );
+        let body = t.read_json(&format!("debounce/{key}")).await;
+        assert_eq!(
+            body["id"], second["id"],
+            "{language}: the last publish waits"
+        );
+        assert_eq!(body["payload"]["n"], 2, "{language}: {body}");
+        assert_eq!(body["debounce"]["key"], key.as_str(), "{language}: {body}");
+        assert_eq!(body["debounce"]["period_ms"], 30_000, "{language}: {body}");
+        assert!(
+            body["debounce"].get("max_ms").is_none(),
+            "{language}: no maximum was given: {body}"
+        );
+    }
+    for mut producer in producers(&t, &["--debounce-key", "x", "--debounce", "soon"]) {
+        let output = producer.stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{producer:?}: {stderr}");
+        assert!(stderr.contains("debounce"), "{producer:?}: {stderr}");
+    }
+    assert_eq!(
+        t.children("debounce").await,
+        ["doc-node", "doc-python"],
+        "one pending task a key, none for the refused one"
+    );
+    assert!(
+        t.children("tasks").await.is_empty(),
+        "a debounced publish creates no task"
     );
 }

@@ -8,3 +8,4 @@ mod limits;
 mod routing;
 mod sink_http;
 mod sink_sqs;
+mod standard_webhooks;

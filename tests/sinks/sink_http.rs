@@ -211,6 +211,7 @@ impl Webhook {
         let spec = HttpSpec {
             url,
             secret: Some(Secret::new(SECRET)),
+            signature: event_bridge::sink::route::SignatureScheme::Hmac,
             timeout,
         };
         Webhook {

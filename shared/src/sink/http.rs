@@ -16,6 +16,7 @@
 //! | `X-Event-Bridge-Group` | only for a grouped task: its group (tasks of a group arrive one at a time, in publish order) |
 //! | `X-Event-Bridge-Timestamp` | when this attempt was sent: whole seconds since the Unix epoch, by the sender's clock |
 //! | `X-Event-Bridge-Signature` | only with a secret: `sha256=` and the signature below, in lowercase hex |
+//! | `webhook-id`, `webhook-timestamp`, `webhook-signature` | instead of `X-Event-Bridge-Signature`, with `"signature": "standard"`: Standard Webhooks (see [`super::signature`]) |
 //!
 //! A receiver that stores side effects keyed by `Idempotency-Key` and refuses a fencing token
 //! lower than the highest it saw for that key is safe against both retries and a consumer
@@ -62,16 +63,15 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hmac::{Hmac, KeyInit, Mac};
-use reqwest::Url;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
-use sha2::Sha256;
-
 use super::answer::{BODY_EXCERPT_BYTES, cause, excerpt, is_retryable, read_up_to, retry_after};
 use super::error::{InvalidSpec, SinkError};
 use super::redact::shown;
+use super::route::SignatureScheme;
+use super::signature::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::secret::Secret;
 use crate::task::Task;
+use reqwest::Url;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 /// The names of the headers the sink sends, lowercase (HTTP ignores the case of names).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -92,8 +92,9 @@ const DRAIN_BYTES: usize = 64 * 1024;
 pub struct HttpSpec {
     /// An `http` or `https` URL; its query is sent, never quoted in errors.
     pub url: String,
-    /// Signs every request when set (see the module docs).
+    /// Signs every request when set (see the module docs), by `signature`.
     pub secret: Option<Secret>,
+    pub signature: SignatureScheme,
     /// Bounds one attempt: connecting, sending and reading the response.
     pub timeout: Duration,
 }
@@ -104,7 +105,7 @@ pub struct HttpSink {
     url: Url,
     /// The URL as error messages show it: no credentials, query or fragment.
     shown: String,
-    secret: Option<Secret>,
+    signer: Option<Signer>,
     timeout: Duration,
 }
 
@@ -138,11 +139,18 @@ impl HttpSink {
             .user_agent(concat!("event-bridge/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build an HTTP client for {shown}: {e}"))?;
+        let signer = match &spec.secret {
+            Some(secret) => Some(Signer::new(spec.signature, secret)?),
+            None if spec.signature == SignatureScheme::Standard => {
+                return Err(format!("a standard signature for {shown} needs a secret"));
+            }
+            None => None,
+        };
         Ok(HttpSink {
             client,
             url,
             shown,
-            secret: spec.secret,
+            signer,
             timeout: spec.timeout,
         })
     }
@@ -193,11 +201,19 @@ impl HttpSink {
             put(TRACEPARENT, value("traceparent", traceparent)?);
         }
         put(TIMESTAMP, HeaderValue::from(timestamp));
-        if let Some(secret) = &self.secret {
-            let mut signed = HeaderValue::from_str(&signature(secret, timestamp, body))
-                .expect("hex is a valid header value");
+        if let Some(signer) = &self.signer {
+            let id = &task.envelope.id;
+            let mut signed = HeaderValue::from_str(&signer.sign(id, timestamp, body))
+                .expect("hex and base64 are valid header values");
             signed.set_sensitive(true);
-            put(SIGNATURE, signed);
+            match signer.scheme() {
+                SignatureScheme::Hmac => put(SIGNATURE, signed),
+                SignatureScheme::Standard => {
+                    put(WEBHOOK_ID, value("envelope id", id)?);
+                    put(WEBHOOK_TIMESTAMP, HeaderValue::from(timestamp));
+                    put(WEBHOOK_SIGNATURE, signed);
+                }
+            }
         }
         Ok(headers)
     }
@@ -248,7 +264,7 @@ impl std::fmt::Debug for HttpSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpSink")
             .field("url", &self.shown)
-            .field("signed", &self.secret.is_some())
+            .field("signed", &self.signer.as_ref().map(Signer::scheme))
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -257,12 +273,9 @@ impl std::fmt::Debug for HttpSink {
 /// `sha256=` and the lowercase hex HMAC-SHA256 of `"{timestamp}.{body}"` keyed with the secret:
 /// the value of `X-Event-Bridge-Signature`.
 pub fn signature(secret: &Secret, timestamp: u64, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose().as_bytes())
-        .expect("HMAC takes a key of any length");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    Signer::new(SignatureScheme::Hmac, secret)
+        .expect("any secret keys an HMAC")
+        .sign("", timestamp, body)
 }
 
 /// Whole seconds since the Unix epoch.
@@ -281,6 +294,7 @@ mod tests {
         HttpSink::new(HttpSpec {
             url: url.into(),
             secret: secret.map(Secret::new),
+            signature: SignatureScheme::Hmac,
             timeout: Duration::from_secs(5),
         })
         .map_err(|e| e.0)
@@ -295,6 +309,34 @@ mod tests {
             envelope,
             fencing_token: 7,
         }
+    }
+
+    #[test]
+    fn a_standard_signature_sends_the_three_webhook_headers_and_not_ours() {
+        let sink = HttpSink::new(HttpSpec {
+            url: "https://example.com/hook".into(),
+            secret: Some(Secret::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")),
+            signature: SignatureScheme::Standard,
+            timeout: Duration::from_secs(5),
+        })
+        .unwrap();
+        let task = task(None);
+        let headers = sink.headers(&task, 1_700_000_000, b"{}").unwrap();
+        let get = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(
+            get("webhook-id").as_deref(),
+            Some(task.envelope.id.as_str())
+        );
+        assert_eq!(get("webhook-timestamp").as_deref(), Some("1700000000"));
+        assert!(get("webhook-signature").unwrap().starts_with("v1,"));
+        assert!(get(SIGNATURE).is_none());
+        let unsigned = HttpSink::new(HttpSpec {
+            url: "https://example.com/hook".into(),
+            secret: None,
+            signature: SignatureScheme::Standard,
+            timeout: Duration::from_secs(5),
+        });
+        assert!(unsigned.unwrap_err().0.contains("needs a secret"));
     }
 
     #[test]
@@ -419,6 +461,7 @@ mod tests {
         let err = HttpSink::new(HttpSpec {
             url: "https://example.com/".into(),
             secret: None,
+            signature: SignatureScheme::Hmac,
             timeout: Duration::ZERO,
         })
         .unwrap_err()

@@ -20,6 +20,8 @@ pub mod router;
 mod answer;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "http")]
+pub mod signature;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 

@@ -68,10 +68,11 @@ pub struct RouteTable {
 pub enum SinkSpec {
     /// Log the task and succeed.
     Log,
-    /// POST the envelope to `url`, signed with `secret` when there is one.
+    /// POST the envelope to `url`, signed with `secret` when there is one, by `signature`.
     Http {
         url: String,
         secret: Option<Secret>,
+        signature: SignatureScheme,
         timeout: Duration,
     },
     /// Send the payload to an SQS queue; `group` is the FIFO group when the task has none;
@@ -81,6 +82,18 @@ pub enum SinkSpec {
         group: Option<String>,
         batch: bool,
     },
+}
+
+/// How an HTTP route signs its requests (with its secret).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignatureScheme {
+    /// `X-Event-Bridge-Signature: sha256=<hex>` (the default).
+    #[default]
+    Hmac,
+    /// Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64>`,
+    /// with a `whsec_` secret.
+    Standard,
 }
 
 /// What happens to a task whose event type has no route and there is no default.
@@ -112,6 +125,8 @@ enum RawSink {
     Http {
         url: String,
         secret_env: Option<String>,
+        #[serde(default)]
+        signature: SignatureScheme,
         timeout_ms: Option<u64>,
     },
     Sqs {
@@ -184,19 +199,24 @@ fn sink(spec: Value, lookup: &impl Fn(&str) -> Option<String>) -> Result<SinkSpe
         RawSink::Http {
             url,
             secret_env,
+            signature,
             timeout_ms,
         } => {
             http_url(&url)?;
-            let secret = match secret_env {
+            let secret = match &secret_env {
                 Some(var) => Some(Secret::new(
-                    lookup(&var).ok_or(format!("secret_env {var} is not set"))?,
+                    lookup(var).ok_or(format!("secret_env {var} is not set"))?,
                 )),
                 None => None,
             };
+            if signature == SignatureScheme::Standard {
+                standard_secret(secret_env.as_deref(), secret.as_ref())?;
+            }
             let timeout = timeout_ms.map_or(HTTP_TIMEOUT, Duration::from_millis);
             SinkSpec::Http {
                 url,
                 secret,
+                signature,
                 timeout,
             }
         }
@@ -227,6 +247,26 @@ fn http_url(raw: &str) -> Result<(), String> {
     }
 }
 
+/// A standard signature needs a secret, `whsec_` and base64 (the variable is named, never
+/// its value).
+fn standard_secret(var: Option<&str>, secret: Option<&Secret>) -> Result<(), String> {
+    let (Some(var), Some(secret)) = (var, secret) else {
+        return Err("\"signature\": \"standard\" needs a secret_env (a whsec_ secret)".into());
+    };
+    let Some(encoded) = secret.expose().strip_prefix("whsec_") else {
+        return Err(format!(
+            "secret_env {var}: a standard signature's secret starts with whsec_"
+        ));
+    };
+    use base64::Engine;
+    match base64::engine::general_purpose::STANDARD.decode(encoded) {
+        Ok(key) if !key.is_empty() => Ok(()),
+        _ => Err(format!(
+            "secret_env {var}: a standard signature's secret is whsec_ and base64 of its key"
+        )),
+    }
+}
+
 impl std::fmt::Debug for SinkSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -234,11 +274,13 @@ impl std::fmt::Debug for SinkSpec {
             SinkSpec::Http {
                 url,
                 secret,
+                signature,
                 timeout,
             } => f
                 .debug_struct("Http")
                 .field("url", &redacted(url))
                 .field("secret", secret)
+                .field("signature", signature)
                 .field("timeout", timeout)
                 .finish(),
             SinkSpec::Sqs {
@@ -285,6 +327,7 @@ mod tests {
             Some(&SinkSpec::Http {
                 url: "https://h.example/x".into(),
                 secret: Some(Secret::new("s3cret")),
+                signature: SignatureScheme::Hmac,
                 timeout: Duration::from_millis(500)
             })
         );
@@ -386,6 +429,18 @@ mod tests {
                 "not a route table",
             ),
             (r#"{"rutes": {}}"#, "not a route table"),
+            (
+                r#"{"routes": {"a": {"sink": "http", "url": "https://x", "signature": "standard"}}}"#,
+                "\"signature\": \"standard\" needs a secret_env",
+            ),
+            (
+                r#"{"routes": {"a": {"sink": "http", "url": "https://x", "signature": "standard", "secret_env": "HOOK_SECRET"}}}"#,
+                "secret_env HOOK_SECRET: a standard signature's secret starts with whsec_",
+            ),
+            (
+                r#"{"routes": {"a": {"sink": "http", "url": "https://x", "signature": "ed25519"}}}"#,
+                "unknown variant `ed25519`",
+            ),
         ] {
             let err = parse(text, &env).unwrap_err().0;
             assert!(err.starts_with(want) || err.contains(want), "{text}: {err}");

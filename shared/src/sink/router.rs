@@ -107,6 +107,7 @@ impl Builder {
         let SinkSpec::Http {
             url,
             secret,
+            signature,
             timeout,
         } = spec
         else {
@@ -115,6 +116,7 @@ impl Builder {
         let spec = super::http::HttpSpec {
             url: url.clone(),
             secret: secret.clone(),
+            signature: *signature,
             timeout: *timeout,
         };
         let sink = super::http::HttpSink::new(spec).map_err(|e| e.0)?;
