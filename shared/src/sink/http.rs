@@ -67,6 +67,7 @@ use super::answer::{BODY_EXCERPT_BYTES, cause, excerpt, is_retryable, read_up_to
 use super::error::{InvalidSpec, SinkError};
 use super::redact::shown;
 use super::route::SignatureScheme;
+pub use super::signature::signature;
 use super::signature::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::secret::Secret;
 use crate::task::Task;
@@ -268,14 +269,6 @@ impl std::fmt::Debug for HttpSink {
             .field("timeout", &self.timeout)
             .finish()
     }
-}
-
-/// `sha256=` and the lowercase hex HMAC-SHA256 of `"{timestamp}.{body}"` keyed with the secret:
-/// the value of `X-Event-Bridge-Signature`.
-pub fn signature(secret: &Secret, timestamp: u64, body: &[u8]) -> String {
-    Signer::new(SignatureScheme::Hmac, secret)
-        .expect("any secret keys an HMAC")
-        .sign("", timestamp, body)
 }
 
 /// Whole seconds since the Unix epoch.

@@ -61,6 +61,14 @@ impl Signer {
     }
 }
 
+/// `sha256=` and the lowercase hex HMAC-SHA256 of `"{timestamp}.{body}"` keyed with the secret:
+/// the value of `X-Event-Bridge-Signature`.
+pub fn signature(secret: &Secret, timestamp: u64, body: &[u8]) -> String {
+    Signer::new(SignatureScheme::Hmac, secret)
+        .expect("any secret keys an HMAC")
+        .sign("", timestamp, body)
+}
+
 /// The key bytes of a Standard Webhooks secret: `whsec_` and base64.
 pub fn standard_key(secret: &str) -> Result<Vec<u8>, String> {
     let Some(encoded) = secret.strip_prefix("whsec_") else {
