@@ -31,7 +31,8 @@ moto-down:
 ## tools: what the tests use besides Rust: cargo-lambda and cfn-lint (PyPI), kazoo for the
 ## Python producer, prometheus-client (its text parser reads /metrics), node-zookeeper-client
 ## for the Node producer and the 000-design consumer, the Standard Webhooks verifiers (PyPI and
-## npm `standardwebhooks`, which check the HTTP sink's standard signatures), Debian's chromium and chromium-driver
+## npm `standardwebhooks`, which check the HTTP sink's standard signatures), openapi-spec-validator
+## (docs/openapi.yaml and the functions' replies against it), Debian's chromium and chromium-driver
 ## for the dashboard's browser tests
 tools:
 	@command -v chromedriver >/dev/null && [ -x /usr/bin/chromium ] || { \
@@ -47,6 +48,8 @@ tools:
 	  $(PIP) install -q --disable-pip-version-check 'prometheus-client>=0.20'
 	@python3 -c 'import standardwebhooks' 2>/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'standardwebhooks>=1.1'
+	@python3 -c 'import openapi_spec_validator' 2>/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check 'openapi-spec-validator>=0.7'
 	@command -v moto_server >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'moto[server,sqs]'
 	@[ -f examples/node/node_modules/node-zookeeper-client/package.json ] && \

@@ -5,3 +5,4 @@
 
 mod emf;
 mod functions;
+mod openapi;
