@@ -31,36 +31,13 @@ pub(super) fn span(
     let Some(raw) = get(variable) else {
         return Ok(None);
     };
-    let text = raw.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => DAY_MS,
-        _ => {
-            return Err(invalid(
-                variable,
-                &raw,
-                "must be a number with a unit: ms, s, m, h or d",
-            ));
-        }
-    };
-    let ms = number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| {
-            invalid(
-                variable,
-                &raw,
-                "must be a number with a unit: ms, s, m, h or d",
-            )
-        })?;
+    let ms = crate::clock::span_ms(&raw).ok_or_else(|| {
+        invalid(
+            variable,
+            &raw,
+            "must be a number with a unit: ms, s, m, h or d",
+        )
+    })?;
     if !(min_ms..=max_ms).contains(&ms) {
         let problem = format!("must be at least {min_ms} ms and at most {max_ms} ms");
         return Err(invalid(variable, &raw, problem));

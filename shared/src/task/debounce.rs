@@ -58,30 +58,12 @@ impl Debounce {
     }
 }
 
-/// A duration as publishers write it: a whole number and `ms`, `s`, `m` or `h` (`30s`, `5m`).
+/// A duration as publishers write it: a whole number and `ms`, `s`, `m`, `h` or `d` (`30s`,
+/// `5m`); the problem names `field`.
 pub fn parse_span(field: &str, text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => 0,
-    };
-    match number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-    {
-        Some(ms) if scale > 0 => Ok(ms),
-        _ => Err(format!(
-            "\"{field}\" must be a number with a unit (ms, s, m or h), not {text:?}"
-        )),
-    }
+    crate::clock::span_ms(text).ok_or_else(|| {
+        format!("\"{field}\" must be a number with a unit (ms, s, m, h or d), not {text:?}")
+    })
 }
 
 #[cfg(test)]
