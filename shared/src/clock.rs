@@ -50,6 +50,25 @@ impl ZkTime {
     }
 }
 
+/// A span of time written with its unit (`1500ms`, `90s`, `30m`, `1h`, `7d`) in ms; `None` for
+/// anything else (no unit, another unit, a number that does not fit).
+pub fn span_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(scale)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -70,23 +89,4 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(time.now_ms(), 5_000);
     }
-}
-
-/// A span of time written with its unit (`1500ms`, `90s`, `30m`, `1h`, `7d`) in ms; `None` for
-/// anything else (no unit, another unit, a number that does not fit).
-pub fn span_ms(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    number.parse::<u64>().ok()?.checked_mul(scale)
 }

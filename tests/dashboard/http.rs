@@ -13,12 +13,12 @@ pub fn get(address: &str, path: &str) -> Option<Answer> {
     send(address, "GET", path, &[], "")
 }
 
-/// A GET with extra headers.
+/// A GET with extra headers (a `Host` among them replaces the address's).
 pub fn get_with(address: &str, path: &str, headers: &[(&str, &str)]) -> Option<Answer> {
     send(address, "GET", path, headers, "")
 }
 
-/// A form POST with extra headers.
+/// A form POST with extra headers (a `Host` among them replaces the address's).
 pub fn post(address: &str, path: &str, headers: &[(&str, &str)], form: &str) -> Option<Answer> {
     let mut all = vec![("Content-Type", "application/x-www-form-urlencoded")];
     all.extend_from_slice(headers);
@@ -34,9 +34,16 @@ fn send(
 ) -> Option<Answer> {
     let mut stream = std::net::TcpStream::connect(address).ok()?;
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    // The address connected to, unless the test names another host.
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request.push_str(&format!("Host: {address}\r\n"));
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }

@@ -1,6 +1,7 @@
 //! What the dashboard refuses, asked over plain HTTP: changes on a read-only dashboard, changes
-//! without signing in, without the form's CSRF token or from another site, and `--admin` with
-//! no token configured. Each refusal leaves the dead letters where they are.
+//! without signing in, without the form's CSRF token or from another site, more wrong tokens
+//! than the limit (sent at once), names that cannot be dead letters, and `--admin` with no
+//! token configured. Each refusal leaves the dead letters where they are.
 
 use std::process::{Command, Stdio};
 
@@ -102,6 +103,72 @@ async fn changes_need_a_sign_in_the_forms_csrf_token_and_our_origin() {
     let done = http::post(&serve.address, "/dead/act", &own, &form(&csrf)).unwrap();
     assert_eq!(done.status, 200, "{}", done.body);
     assert_eq!(dead_letters(&t).await, 1);
+}
+
+/// The dashboard's limit on wrong tokens a minute, across every connection.
+const WRONG_TOKENS_A_MINUTE: usize = 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_tokens_sent_at_once_beyond_the_limit_are_not_checked() {
+    let t = TestQueue::new().await;
+    let serve = Serve::start(&t, &["--admin"], &[("DASHBOARD_TOKEN", TOKEN)]).await;
+    // All sent before the first answer comes back (each wrong one waits a second): a limit
+    // that only delays one attempt after another lets every one of them be checked.
+    let burst = 3 * WRONG_TOKENS_A_MINUTE;
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let sent: Vec<_> = (0..burst)
+            .map(|i| {
+                let address = serve.address.as_str();
+                s.spawn(move || {
+                    let form = format!("token=guess-{i}");
+                    http::post(address, "/login", &[], &form).unwrap().status
+                })
+            })
+            .collect();
+        sent.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let count = |status: u16| statuses.iter().filter(|s| **s == status).count();
+    assert_eq!(
+        (count(403), count(429)),
+        (WRONG_TOKENS_A_MINUTE, burst - WRONG_TOKENS_A_MINUTE),
+        "{statuses:?}"
+    );
+    // Within the minute even the right token is not looked at.
+    let right = http::post(&serve.address, "/login", &[], &format!("token={TOKEN}")).unwrap();
+    assert_eq!(right.status, 429, "{}", right.body);
+    assert!(right.header("retry-after").is_some());
+    assert!(right.header("set-cookie").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_cannot_be_dead_letters_are_not_found() {
+    let t = TestQueue::new().await;
+    scene::build(&t).await;
+    let serve = Serve::start(&t, &["--admin"], &[("ALLOW_UNAUTHENTICATED", "1")]).await;
+    for path in [
+        "/dead/%00",
+        "/dead/..%2Ftasks",
+        "/dead/..",
+        "/dead/task-0000000001~..%2F..",
+        "/dead/task-1",
+    ] {
+        let answer = http::get(&serve.address, path).unwrap();
+        assert_eq!(answer.status, 404, "{path}: {}", answer.body);
+    }
+    let csrf = {
+        let page = http::get(&serve.address, "/dead").unwrap().body;
+        between(&page, "name=\"csrf\" value=\"", "\"").expect("a csrf field")
+    };
+    for name in ["%00", "..%2Ftasks"] {
+        for action in ["redrive", "purge"] {
+            let form = format!("csrf={csrf}&action={action}&confirmed=yes&name={name}");
+            for path in ["/dead/confirm", "/dead/act"] {
+                let answer = http::post(&serve.address, path, &[], &form).unwrap();
+                assert_eq!(answer.status, 400, "{path} {form}: {}", answer.body);
+            }
+        }
+    }
+    assert_eq!(dead_letters(&t).await, 2);
 }
 
 fn send_get(address: &str, path: &str, cookie: &str) -> String {

@@ -1,5 +1,6 @@
 //! `/dead`: the dead letters, filtered by event type and reason, a page at a time; one letter
 //! whole; and for admins, redrive or purge of the selected ones after a confirmation page.
+//! A name that cannot be a dead letter's is not looked for: 404 for a letter, 400 for a form.
 
 use std::collections::HashMap;
 
@@ -16,6 +17,7 @@ use super::shell::{Here, message, page};
 use super::signin::refused;
 use super::{Shared, unavailable};
 use crate::dead::{self, Filter};
+use crate::layout::{DEAD_NAME_SUFFIX, sequence};
 
 /// Dead letters shown on one page.
 const PAGE_SIZE: usize = 50;
@@ -112,6 +114,9 @@ pub(super) async fn show(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
+    if !is_dead_letter_name(&name) {
+        return not_found(&shared, &headers, &name);
+    }
     let n = name.clone();
     let record = shared
         .session
@@ -123,11 +128,7 @@ pub(super) async fn show(
     let viewer = shared.access.viewer(&headers);
     let record = match record {
         Ok(Some(record)) => record,
-        Ok(None) => {
-            let text = format!("There is no dead letter {name} (redriven or purged, perhaps).");
-            let page = message("Not found", &viewer, &text, true);
-            return (StatusCode::NOT_FOUND, page).into_response();
-        }
+        Ok(None) => return not_found(&shared, &headers, &name),
         Err(e) => return unavailable(&shared, &headers, &e),
     };
     let pretty = serde_json::to_string_pretty(&record).unwrap_or_default();
@@ -172,6 +173,9 @@ pub(super) async fn confirm(
         );
         return (StatusCode::BAD_REQUEST, page).into_response();
     }
+    if let Some(bad) = not_dead_letter_names(&shared, &headers, &names) {
+        return bad;
+    }
     let Viewer::Admin { csrf } = &viewer else {
         return refused(&shared, &headers, "sign in first");
     };
@@ -203,6 +207,9 @@ pub(super) async fn act(State(shared): State<Shared>, headers: HeaderMap, body: 
         return refused(&shared, &headers, "not confirmed");
     };
     let names = form.all("name");
+    if let Some(bad) = not_dead_letter_names(&shared, &headers, &names) {
+        return bad;
+    }
     let viewer = shared.access.viewer(&headers);
     let done = match action {
         Action::Redrive => redrive(&shared, &names).await,
@@ -245,6 +252,43 @@ async fn purge(shared: &Shared, names: &[String]) -> crate::error::Result<Markup
         h1 { "Purged " span data-figure="purged" { (purged) } " of " (names.len()) }
         p { a href="/dead" { "Back to the dead letters" } " · " a href="/" { "Overview" } }
     })
+}
+
+/// Whether `name` has the shape of a dead letter's: its task's name (`task-0000000042`, or a
+/// lane's `high-0000000042`), with the sequential suffix a taken name gets
+/// (`~0000000003`) or without. No other name is listed, or can be read or changed.
+fn is_dead_letter_name(name: &str) -> bool {
+    let (task, suffix) = match name.split_once(DEAD_NAME_SUFFIX) {
+        Some((task, suffix)) => (task, Some(suffix)),
+        None => (name, None),
+    };
+    let sequential = |s: &str| {
+        s.len() == 10
+            && s.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+            && s.parse::<i32>().is_ok()
+    };
+    sequence(task).is_some() && suffix.is_none_or(sequential)
+}
+
+/// 404: no such dead letter (gone, or a name none can have).
+fn not_found(shared: &Shared, headers: &HeaderMap, name: &str) -> Response {
+    let viewer = shared.access.viewer(headers);
+    let text = format!("There is no dead letter {name} (redriven or purged, perhaps).");
+    let page = message("Not found", &viewer, &text, true);
+    (StatusCode::NOT_FOUND, page).into_response()
+}
+
+/// 400 when a form names something that cannot be a dead letter.
+fn not_dead_letter_names(
+    shared: &Shared,
+    headers: &HeaderMap,
+    names: &[String],
+) -> Option<Response> {
+    let bad = names.iter().find(|n| !is_dead_letter_name(n))?;
+    let viewer = shared.access.viewer(headers);
+    let text = format!("{bad:?} is not the name of a dead letter.");
+    let page = message("Not a dead letter", &viewer, &text, true);
+    Some((StatusCode::BAD_REQUEST, page).into_response())
 }
 
 #[derive(Clone, Copy)]
@@ -319,4 +363,36 @@ fn next_link(filter: &Filter, after: &str) -> String {
 
 fn encode(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_names_dead_letters_get_are_looked_for() {
+        for name in [
+            "task-0000000042",
+            "high-0000000042",
+            "task--2147483648",
+            "task-0000000042~0000000003",
+            "task-0000000042~-000000003",
+        ] {
+            assert!(is_dead_letter_name(name), "{name}");
+        }
+        for name in [
+            "",
+            "\0",
+            "..",
+            "../tasks",
+            "task-1",
+            "task-0000000042/x",
+            "task-0000000042~",
+            "task-0000000042~../..",
+            "task-0000000042~00000000003",
+            "task-0000000042~0000000003~0000000001",
+        ] {
+            assert!(!is_dead_letter_name(name), "{name:?}");
+        }
+    }
 }

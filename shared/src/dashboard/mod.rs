@@ -6,17 +6,22 @@
 //! a sampler records the figures every `sample_every` for the chart and for `/metrics`.
 //!
 //! - [`access`]: read-only, or admin behind a token, a session cookie and CSRF tokens.
+//! - [`guard`]: around every route: the `Host` a request names must be ours (421 otherwise),
+//!   and no answer may be framed.
 //! - [`overview`]: `/`: figures, chart, leases, types, pauses, groups and schedules.
 //! - [`dead_pages`]: `/dead`: dead letters by type and reason; show, redrive, purge.
 //! - [`sampler`]: the figures over time, and the Prometheus gauges.
-//! - [`signin`]: signing in with `DASHBOARD_TOKEN`, and out.
+//! - [`signin`]: signing in with `DASHBOARD_TOKEN`, and out; [`attempts`]: the limit on wrong
+//!   tokens, across connections.
 //! - [`history`], [`chart`], [`shell`], [`form`]: the samples, the SVG chart, what pages
 //!   share, posted forms.
 
 pub mod access;
+mod attempts;
 pub mod chart;
 mod dead_pages;
 mod form;
+mod guard;
 pub mod history;
 mod overview;
 mod sampler;
@@ -29,13 +34,19 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
 
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use access::Access;
+use attempts::Attempts;
+use guard::Hosts;
+pub use guard::public_name;
 use history::History;
 
 /// How `serve` runs.
@@ -44,8 +55,11 @@ pub struct Options {
     pub listen: SocketAddr,
     /// Redrive and purge from the page (behind `DASHBOARD_TOKEN`).
     pub admin: bool,
-    /// How often the figures are sampled for the chart and `/metrics`.
+    /// How often the figures are sampled for the chart and `/metrics` (more than zero).
     pub sample_every: Duration,
+    /// Names the dashboard answers to besides its own address (`HOST` or `HOST:PORT`, as
+    /// [`public_name`] reads them): what a proxy in front of it passes on as `Host`.
+    pub public_names: Vec<String>,
 }
 
 /// What the chart covers.
@@ -57,48 +71,102 @@ struct Dashboard {
     access: Access,
     history: Mutex<History>,
     metrics: PrometheusHandle,
+    /// The wrong tokens of the last minute, across every connection.
+    attempts: Attempts,
 }
 
 type Shared = Arc<Dashboard>;
 
-/// Serves the dashboard until `stop` turns true.
-///
-/// # Notable errors
-/// - [`Error::Dashboard`] when `--admin` has no token and no opt-out, when the address cannot
-///   be bound, or when another metrics recorder is installed.
-pub async fn serve(
-    session: Session,
-    options: Options,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<()> {
-    let refuse = |problem: String| Error::Dashboard {
-        listen: options.listen.to_string(),
-        problem,
-    };
-    let access = Access::new(options.admin, session.config()).map_err(refuse)?;
-    let metrics = sampler::install_recorder().map_err(refuse)?;
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .map_err(|e| refuse(format!("cannot listen: {e}")))?;
-    let address = listener.local_addr().map_err(|e| refuse(e.to_string()))?;
-    tracing::info!(listen = %address, mode = access.mode(), root = %session.config().root, "dashboard serving");
-    let shared = Arc::new(Dashboard {
-        session: Arc::new(session),
-        access,
-        history: Mutex::new(History::new(SPAN.as_millis() as i64)),
-        metrics,
-    });
-    let sampling = tokio::spawn(sampler::run(shared.clone(), options.sample_every));
-    let served = axum::serve(listener, router(shared))
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|stopped| *stopped).await;
-        })
-        .await;
-    sampling.abort();
-    served.map_err(|e| refuse(e.to_string()))
+/// A dashboard bound to its address, not serving yet: what [`Server::run`] serves.
+pub struct Server {
+    listener: TcpListener,
+    address: SocketAddr,
+    access: Access,
+    metrics: PrometheusHandle,
+    hosts: Hosts,
+    sample_every: Duration,
 }
 
-fn router(shared: Shared) -> Router {
+impl Server {
+    /// Checks the options and the mode, installs the metrics recorder and binds the address.
+    /// Connects to nothing: a dashboard that cannot start says so before ZooKeeper is asked.
+    ///
+    /// # Notable errors
+    /// - [`Error::Dashboard`] when `--admin` has no token and no opt-out, when the sample
+    ///   period is zero or a public name is not one, when the address cannot be bound, or
+    ///   when another metrics recorder is installed.
+    pub async fn bind(options: Options, config: &Config) -> Result<Server> {
+        let refuse = |problem: String| Error::Dashboard {
+            listen: options.listen.to_string(),
+            problem,
+        };
+        if options.sample_every.is_zero() {
+            return Err(refuse("the sample period must be more than zero".into()));
+        }
+        let public_names = (options.public_names.iter())
+            .map(|name| public_name(name))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(refuse)?;
+        let access = Access::new(options.admin, config).map_err(refuse)?;
+        let metrics = sampler::install_recorder().map_err(refuse)?;
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .map_err(|e| refuse(format!("cannot listen: {e}")))?;
+        let address = listener.local_addr().map_err(|e| refuse(e.to_string()))?;
+        Ok(Server {
+            listener,
+            address,
+            access,
+            metrics,
+            hosts: Hosts::new(address, &public_names),
+            sample_every: options.sample_every,
+        })
+    }
+
+    /// The address bound (its port chosen by the system when asked for port 0).
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The mode's name: read-only, or how admins get in.
+    pub fn mode(&self) -> &'static str {
+        self.access.mode()
+    }
+
+    /// Serves the dashboard until `stop` turns true.
+    ///
+    /// # Notable errors
+    /// - [`Error::Dashboard`] when serving fails.
+    pub async fn run(
+        self,
+        session: Session,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<()> {
+        let address = self.address;
+        tracing::info!(listen = %address, mode = self.access.mode(), hosts = ?self.hosts, root = %session.config().root, "dashboard serving");
+        let shared = Arc::new(Dashboard {
+            session: Arc::new(session),
+            access: self.access,
+            history: Mutex::new(History::new(SPAN.as_millis() as i64)),
+            metrics: self.metrics,
+            attempts: Attempts::default(),
+        });
+        let sampling = tokio::spawn(sampler::run(shared.clone(), self.sample_every));
+        let served = axum::serve(self.listener, router(shared, self.hosts))
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            })
+            .await;
+        sampling.abort();
+        served.map_err(|e| Error::Dashboard {
+            listen: address.to_string(),
+            problem: e.to_string(),
+        })
+    }
+}
+
+/// The routes, inside the guard: the host check first, the framing ban on every answer.
+fn router(shared: Shared, hosts: Hosts) -> Router {
     let mut router = Router::new()
         .route("/", get(overview::page))
         .route("/dead", get(dead_pages::list))
@@ -112,7 +180,10 @@ fn router(shared: Shared) -> Router {
             .route("/dead/confirm", post(dead_pages::confirm))
             .route("/dead/act", post(dead_pages::act));
     }
-    router.with_state(shared)
+    router
+        .layer(middleware::from_fn_with_state(Arc::new(hosts), guard::host))
+        .layer(middleware::map_response(guard::no_framing))
+        .with_state(shared)
 }
 
 async fn metrics(axum::extract::State(shared): axum::extract::State<Shared>) -> Response {

@@ -1,6 +1,7 @@
-//! Signing in to an admin dashboard with `DASHBOARD_TOKEN`, and out again.
+//! Signing in to an admin dashboard with `DASHBOARD_TOKEN`, and out again. Wrong tokens are
+//! limited across every connection ([`super::attempts`]) and each waits a second for its answer.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -43,9 +44,14 @@ pub(super) async fn sign_in(
     if !same_origin(&headers) {
         return refused(&shared, &headers, "the request came from another site");
     }
+    let place = match shared.attempts.take(Instant::now()) {
+        Ok(place) => place,
+        Err(wait) => return too_many(&shared, &headers, wait),
+    };
     let typed = fields(&body).first("token").unwrap_or_default().to_string();
     match shared.access.sign_in(&typed) {
         Some(id) => {
+            shared.attempts.give_back(place);
             tracing::info!("dashboard: an operator signed in");
             let cookie = [(header::SET_COOKIE, session_cookie(&id))];
             (cookie, Redirect::to("/")).into_response()
@@ -69,6 +75,17 @@ pub(super) async fn sign_out(
     }
     shared.access.sign_out(&headers);
     ([(header::SET_COOKIE, expired_cookie())], Redirect::to("/")).into_response()
+}
+
+/// 429: the limit of wrong tokens is reached; the token was not looked at.
+fn too_many(shared: &Shared, headers: &HeaderMap, wait: Duration) -> Response {
+    tracing::warn!("dashboard: a sign-in refused, too many wrong tokens");
+    let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
+    let why = format!("Too many wrong tokens of late: try again in {seconds} s.");
+    let viewer = shared.access.viewer(headers);
+    let page = message("Too many sign-ins", &viewer, &why, true);
+    let retry = [(header::RETRY_AFTER, seconds.to_string())];
+    (StatusCode::TOO_MANY_REQUESTS, retry, page).into_response()
 }
 
 /// 403 with the reason.

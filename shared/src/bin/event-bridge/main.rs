@@ -148,8 +148,13 @@ enum Command {
         #[arg(long)]
         admin: bool,
         /// How often the figures of the chart and /metrics are sampled, e.g. 10s, 1m.
-        #[arg(long, default_value = "10s", value_parser = lines::parse_delay)]
+        #[arg(long, default_value = "10s", value_parser = sample_period)]
         sample_every: Duration,
+        /// A name the dashboard also answers to, HOST or HOST:PORT as browsers send it in
+        /// Host (e.g. the name of a proxy in front of it); repeatable. Requests naming any
+        /// other host than these and the listen address (and localhost on loopback) get 421.
+        #[arg(long, value_name = "HOST[:PORT]", value_parser = event_bridge::dashboard::public_name)]
+        public_name: Vec<String>,
     },
 }
 
@@ -291,6 +296,14 @@ pub(crate) struct ScheduleAdd {
     pub(crate) misfire: String,
 }
 
+/// A `--sample-every` value: a delay, more than zero.
+fn sample_period(value: &str) -> Result<Duration, String> {
+    match lines::parse_delay(value)? {
+        period if period.is_zero() => Err("the sample period must be more than zero".into()),
+        period => Ok(period),
+    }
+}
+
 /// A `--traceparent` value, checked.
 fn traceparent(value: &str) -> Result<String, String> {
     match event_bridge::task::is_traceparent(value) {
@@ -357,12 +370,14 @@ async fn run(command: Command) -> Result<i32, Failure> {
         listen,
         admin,
         sample_every,
+        public_name,
     } = command
     {
         let options = event_bridge::dashboard::Options {
             listen,
             admin,
             sample_every,
+            public_names: public_name,
         };
         return runs::serve(config, options).await;
     }

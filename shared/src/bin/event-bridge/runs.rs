@@ -46,10 +46,11 @@ pub(crate) async fn worker(config: &Config, concurrency: usize) -> Result<i32, F
     Ok(0)
 }
 
-/// Serves the dashboard until SIGTERM or SIGINT.
+/// Serves the dashboard until SIGTERM or SIGINT. Says where only once the address is bound
+/// and ZooKeeper answers.
 pub(crate) async fn serve(config: Config, options: Options) -> Result<i32, Failure> {
-    // Refused before connecting: --admin with neither a token nor the opt-out.
-    let mode = dashboard::access::Access::new(options.admin, &config)?.mode();
+    // Refused before connecting: --admin with neither a token nor the opt-out, a port in use.
+    let server = dashboard::Server::bind(options, &config).await?;
     let session = Session::open(config, "dashboard", None).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -57,10 +58,11 @@ pub(crate) async fn serve(config: Config, options: Options) -> Result<i32, Failu
         let _ = stop.send(true);
     });
     eprintln!(
-        "event-bridge: dashboard on http://{}/ ({mode})",
-        options.listen
+        "event-bridge: dashboard on http://{}/ ({})",
+        server.address(),
+        server.mode()
     );
-    dashboard::serve(session, options, stopped).await?;
+    server.run(session, stopped).await?;
     Ok(0)
 }
 

@@ -1,0 +1,70 @@
+//! How `serve` starts: a sample period of zero is a usage error, and the "dashboard on" line
+//! comes only once the address is bound (a port in use ends it without that line).
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{TestQueue, binary};
+
+/// How `serve` ended: its exit code (`None`: still serving after a minute, then killed) and
+/// what it wrote to stderr.
+struct Ended {
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// Runs `serve` with `args`, expecting it to end by itself.
+async fn serve(t: &TestQueue, args: &[&str]) -> Ended {
+    let mut child = Command::new(binary("event-bridge"))
+        .arg("serve")
+        .args(args)
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .env_remove("DASHBOARD_TOKEN")
+        .env_remove("ALLOW_UNAUTHENTICATED")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+    Ended { code, stderr }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sample_period_of_zero_is_a_usage_error() {
+    let t = TestQueue::new().await;
+    for zero in ["0s", "0", "0ms"] {
+        let out = serve(&t, &["--listen", "127.0.0.1:0", "--sample-every", zero]).await;
+        let stderr = out.stderr;
+        assert_eq!(out.code, Some(2), "{zero}: {stderr}");
+        assert!(stderr.contains("--sample-every"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_in_use_ends_serve_before_it_says_where_it_serves() {
+    let t = TestQueue::new().await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let out = serve(&t, &["--listen", &address]).await;
+    let stderr = out.stderr;
+    assert_eq!(out.code, Some(1), "{stderr}");
+    assert!(stderr.contains("cannot listen"), "{stderr}");
+    assert!(!stderr.contains("dashboard on http"), "{stderr}");
+}
