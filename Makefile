@@ -10,7 +10,7 @@ export AWS_EC2_METADATA_DISABLED := true
 CARGO ?= cargo
 PIP ?= python3 -m pip
 
-.PHONY: demo test test-queue test-functions test-sinks test-interop test-deploy test-dashboard screenshot bench chaos soak zk-up zk-down moto-up moto-down tools lambda-build deploy-check clean
+.PHONY: demo demo-rails test test-queue test-functions test-sinks test-interop test-deploy test-dashboard screenshot bench chaos soak zk-up zk-down moto-up moto-down tools lambda-build deploy-check clean
 
 ## zk-up: start a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) (installs Debian's package if missing)
 zk-up:
@@ -33,13 +33,20 @@ moto-down:
 ## for the Node producer and the 000-design consumer, the Standard Webhooks verifiers (PyPI and
 ## npm `standardwebhooks`, which check the HTTP sink's standard signatures), openapi-spec-validator
 ## (docs/openapi.yaml and the functions' replies against it), Debian's chromium and chromium-driver
-## for the dashboard's browser tests
+## for the dashboard's browser tests, Debian's ruby with ActiveJob, Rack and WEBrick for the Rails
+## flow (examples/ruby)
 tools:
 	@command -v chromedriver >/dev/null && [ -x /usr/bin/chromium ] || { \
 	  echo "make tools: installing Debian's chromium and chromium-driver" >&2; \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@command -v ruby >/dev/null && \
+	  ruby -e 'require "active_job"; require "rack"; require "webrick"' 2>/dev/null || { \
+	  echo "make tools: installing Debian's ruby, ruby-activejob, ruby-rack and ruby-webrick" >&2; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq ruby ruby-activejob ruby-rack ruby-webrick >/dev/null; }
 	@command -v cargo-lambda >/dev/null && command -v cfn-lint >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'cargo-lambda>=1.8' 'cfn-lint>=1'
 	@python3 -c 'import kazoo' 2>/dev/null || \
@@ -59,6 +66,12 @@ tools:
 ## demo: publish sample tasks, drain them with process_events' work, print the report and stats
 demo: zk-up
 	@scripts/demo.sh
+
+## demo-rails: the Rails flow: Ruby's ActiveJob enqueues three jobs through the event_bridge
+## adapter (HTTP publish to process_events' Vercel build, serving locally), drains deliver them
+## signed to EventBridge::JobRunner behind WEBrick; prints what each job recorded
+demo-rails: zk-up tools
+	@examples/ruby/demo/demo.sh
 
 ## test: every test (unit, then each topic's target on a real ZooKeeper), then fmt and clippy
 test: zk-up moto-up tools

@@ -2,9 +2,10 @@
 
 # Publish event-bridge tasks from Ruby with the `zk` gem (gem install zk).
 #
-# NOT RUN BY THE TESTS: Ruby is not installed on the project's machines. The Python and Node
-# producers beside this directory write the same envelope and are tested against our consumers
-# (tests/integration/interop.rs).
+# NOT RUN BY THE TESTS: Debian packages no ZooKeeper client for Ruby (the zk gem). The Python
+# and Node producers beside this directory write the same envelope and are tested against our
+# consumers (tests/interop/interop.rs). A Rails app publishes over HTTP instead, with no
+# ZooKeeper client: lib/event_bridge/rails.rb (tested in tests/interop/rails.rs).
 #
 # A task is a persistent sequential znode ROOT/tasks/task-NNNNNNNNNN holding an
 # event-bridge/1 envelope (docs/ARCHITECTURE.md, "The task envelope").

@@ -5,3 +5,4 @@
 
 mod interop;
 mod producer_fields;
+mod rails;

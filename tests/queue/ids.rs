@@ -151,3 +151,29 @@ async fn publish_batch_refuses_repeated_ids_and_oversized_batches_writing_nothin
     let fits = t.queue.publish_batch(&keyed[..100]).await.unwrap();
     assert_eq!(fits.len(), 100);
 }
+
+/// A line's `delay` makes the task due that long after the publish, by ZooKeeper's clock; a
+/// delay that is not a span is refused naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lines_delay_makes_its_task_due_later_by_zookeepers_clock() {
+    let t = TestQueue::new().await;
+    let before = t.now().await.now_ms();
+    let line = json!({"type": "a", "payload": 1, "delay": "60s"}).to_string();
+    let out = eb(&t, &["publish", "-f", "-"], &line);
+    assert!(out.status.success(), "{out:?}");
+    let after = t.now().await.now_ms();
+    let task = t.children("tasks").await.remove(0);
+    let retry_at = t.read_json(&format!("tasks/{task}")).await["retry_at"]
+        .as_i64()
+        .expect("a due time");
+    assert!(
+        (before + 60_000..=after + 60_000).contains(&retry_at),
+        "{before} {retry_at} {after}"
+    );
+    let bad = json!({"type": "a", "payload": 2, "delay": "soon"}).to_string();
+    refused(
+        &eb(&t, &["publish", "-f", "-"], &bad),
+        &["\"delay\" must be a number"],
+    );
+    assert_eq!(t.children("tasks").await.len(), 1);
+}

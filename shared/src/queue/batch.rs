@@ -56,6 +56,7 @@ impl Queue {
     /// answer says whether the item made a task or met its key taken.
     pub async fn publish_batch(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
         self.check_batch(envelopes)?;
+        let envelopes = &*self.with_due_times(envelopes).await?;
         for _ in 0..TRIES {
             let items = self.batch_items(envelopes).await?;
             // Each item's task goes to the tail of its lane.

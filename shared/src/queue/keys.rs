@@ -125,6 +125,7 @@ impl Queue {
     /// created together with its key in one multi-op, or not at all when the key is taken
     /// (pending, held, or completed within `DEDUP_WINDOW_MS`).
     pub async fn publish_all(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
+        let envelopes = &*self.with_due_times(envelopes).await?;
         let mut published = Vec::with_capacity(envelopes.len());
         for window in envelopes.chunks(PUBLISH_WINDOW) {
             let each = window.iter().map(|e| self.publish_one(e));

@@ -53,4 +53,24 @@ impl Queue {
             })
             .collect()
     }
+
+    /// `envelopes` with the delays they ask for (`delay_ms`) made due times (`retry_at`, by
+    /// ZooKeeper's clock read once); as they are when none asks.
+    pub(crate) async fn with_due_times<'e>(
+        &self,
+        envelopes: &'e [Envelope],
+    ) -> Result<std::borrow::Cow<'e, [Envelope]>> {
+        if envelopes.iter().all(|e| e.delay_ms.is_none()) {
+            return Ok(std::borrow::Cow::Borrowed(envelopes));
+        }
+        let now = self.server_time().await?.now_ms();
+        let due = envelopes.iter().map(|e| {
+            let mut e = e.clone();
+            if let Some(delay) = e.delay_ms.take() {
+                e.retry_at = Some(e.retry_at.unwrap_or(0).max(now + delay as i64));
+            }
+            e
+        });
+        Ok(std::borrow::Cow::Owned(due.collect()))
+    }
 }

@@ -86,6 +86,10 @@ pub struct Envelope {
     /// Not claimable before this ZooKeeper time (ms since the epoch, by the server's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<i64>,
+    /// Asked of a publish, never written: not claimable before this long after the publish,
+    /// by ZooKeeper's clock (the publish sets `retry_at` from it).
+    #[serde(skip)]
+    pub delay_ms: Option<u64>,
     /// Fields a newer producer added, kept as they are.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -179,6 +183,7 @@ impl Envelope {
             moved_from: Vec::new(),
             last_error: None,
             retry_at: None,
+            delay_ms: None,
             extra: Map::new(),
         }
     }

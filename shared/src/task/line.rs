@@ -1,7 +1,7 @@
 //! One task as a producer without a ZooKeeper client sends it (a JSON line of `event-bridge
 //! publish -f`, an item of an HTTP publish): an object with `payload` names its own `type`,
-//! `id`, `group`, `idempotency_key`, `concurrency_key`, `priority`, `on_dead` and
-//! `traceparent`; any other value is the payload itself, of
+//! `id`, `group`, `idempotency_key`, `concurrency_key`, `priority`, `delay`, `debounce_key` (`debounce`, `debounce_max`),
+//! `on_dead` and `traceparent`; any other value is the payload itself, of
 //! the default type when there is one. An item a publish would refuse (an empty id, a key too
 //! long for a znode name: [`Envelope::check_publishable`]) is an error here already.
 
@@ -56,6 +56,7 @@ pub fn envelope_from_value(
         envelope.priority = super::Priority::parse(&priority)?;
     }
     envelope.debounce = debounce(&text)?;
+    envelope.delay_ms = text("delay")?.map(|d| delay(&d)).transpose()?;
     envelope.traceparent = match text("traceparent")? {
         Some(t) if !super::is_traceparent(&t) => {
             return Err(format!(
@@ -76,6 +77,20 @@ pub fn envelope_from_value(
     };
     envelope.check_publishable()?;
     Ok(envelope)
+}
+
+/// The longest delay a publish takes: a year.
+const MAX_DELAY_MS: u64 = 365 * 24 * 3_600_000;
+
+/// A line's `delay`: a span with its unit, at most a year.
+fn delay(text: &str) -> Result<u64, String> {
+    let ms = super::parse_span("delay", text)?;
+    if ms > MAX_DELAY_MS {
+        return Err(format!(
+            "\"delay\" must be at most {MAX_DELAY_MS} ms (a year)"
+        ));
+    }
+    Ok(ms)
 }
 
 /// The debounce a line asks for: `debounce_key` with `debounce` (and `debounce_max`), or
@@ -179,6 +194,17 @@ mod tests {
         let lane = json!({"type": "t", "payload": {}, "priority": 1});
         let lane = envelope_from_value(lane, None).unwrap_err();
         assert!(lane.contains("\"priority\" must be a string"), "{lane}");
+        let later = json!({"type": "t", "payload": {}, "delay": "2s"});
+        assert_eq!(
+            envelope_from_value(later, None).unwrap().delay_ms,
+            Some(2_000)
+        );
+        let never = json!({"type": "t", "payload": {}, "delay": "soon"});
+        assert!(
+            envelope_from_value(never, None)
+                .unwrap_err()
+                .contains("\"delay\"")
+        );
         let high = json!({"type": "t", "payload": {}, "priority": "high"});
         assert_eq!(
             envelope_from_value(high, None).unwrap().priority,

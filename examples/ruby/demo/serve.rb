@@ -1,0 +1,27 @@
+# frozen_string_literal: true
+
+# The job runner behind WEBrick, as a Rails app would mount it, on 127.0.0.1:$PORT (0: any
+# free port). Prints "runner listening on http://127.0.0.1:<port>/event_bridge/jobs" once it
+# listens.
+#
+#   EVENT_BRIDGE_WEBHOOK_SECRET=whsec_… ruby -I examples/ruby/lib examples/ruby/demo/serve.rb
+
+require "rack"
+require "rack/handler/webrick"
+require "webrick"
+require_relative "jobs"
+
+# Jobs that retry_on re-enqueue publish like any other when a publish URL is given.
+ActiveJob::Base.queue_adapter = :event_bridge if ENV["EVENT_BRIDGE_PUBLISH_URL"]
+
+app = Rack::Builder.new do
+  map("/event_bridge/jobs") { run EventBridge::JobRunner.new }
+end
+
+server = WEBrick::HTTPServer.new(BindAddress: "127.0.0.1", Port: Integer(ENV.fetch("PORT", "0")),
+                                 AccessLog: [], Logger: WEBrick::Log.new($stderr, WEBrick::Log::WARN))
+server.mount("/", Rack::Handler::WEBrick, app)
+%w[INT TERM].each { |signal| trap(signal) { server.shutdown } }
+$stdout.puts "runner listening on http://127.0.0.1:#{server.listeners.first.addr[1]}/event_bridge/jobs"
+$stdout.flush
+server.start
