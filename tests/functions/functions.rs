@@ -2,8 +2,6 @@
 //! Lambda binary under `cargo lambda watch`, the Vercel binaries as local HTTP servers, and the
 //! session they keep across invocations.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use event_bridge::Config;
@@ -11,9 +9,9 @@ use event_bridge::Session;
 use lambda_runtime::{Context, LambdaEvent};
 use process_events::App;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::time::timeout;
 use zookeeper_client as zk;
 
@@ -177,7 +175,7 @@ async fn other_errors_are_not_retried() {
 
 #[tokio::test]
 async fn cold_start_names_an_unreachable_address() {
-    let address = format!("127.0.0.1:{}", free_port());
+    let address = format!("127.0.0.1:{}", harness::vercel::free_port());
     let mut config = Config::default();
     config.zookeeper = address.clone();
     config.connect_timeout = Duration::from_secs(2);
@@ -637,68 +635,23 @@ async fn expired(queue: &event_bridge::Queue) {
         .expect("client learns its session ended");
 }
 
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
-
-/// A function binary run as Vercel runs it: an HTTP server on `127.0.0.1:$VERCEL_DEV_PORT`.
-/// Killed when dropped.
+/// A function binary run as Vercel runs it, and requests to it.
 struct VercelServer {
-    port: u16,
-    _child: Child,
-    log: PathBuf,
+    server: harness::vercel::VercelBinary,
 }
 
 impl VercelServer {
     /// Starts `bin` with the test's ZooKeeper and `env` (no `CRON_SECRET` or
     /// `ALLOW_UNAUTHENTICATED` but what `env` sets).
     async fn start(bin: &str, config: &Config, env: &[(&str, &str)]) -> Self {
-        let port = free_port();
-        let log = std::env::temp_dir().join(format!("{bin}-{port}.log"));
-        let stderr = std::fs::File::create(&log).expect("server log");
-        let mut child = Command::new(binary(bin))
-            .env("VERCEL_DEV_PORT", port.to_string())
-            .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
-            .env("EVENT_BRIDGE_ROOT", &config.root)
-            .env_remove("CRON_SECRET")
-            .env_remove("ALLOW_UNAUTHENTICATED")
-            .envs(env.iter().copied())
-            .env_remove("VERCEL_IPC_PATH")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the Vercel binary");
-        // vercel_runtime prints this line once it listens (when no Vercel IPC socket is set).
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let ready = async {
-            while let Some(line) = lines.next_line().await.expect("read stdout") {
-                if line.starts_with("Dev server listening") {
-                    return true;
-                }
-            }
-            false
-        };
-        let ready = timeout(Duration::from_secs(60), ready)
-            .await
-            .expect("server starts");
-        assert!(
-            ready,
-            "{bin} exited before listening:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
         VercelServer {
-            port,
-            _child: child,
-            log,
+            server: harness::vercel::VercelBinary::start(bin, config, env).await,
         }
     }
 
     /// What the server logged so far.
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.server.log()
     }
 
     /// `GET path` with an optional `Authorization` header: the status and the JSON body.
@@ -718,7 +671,7 @@ impl VercelServer {
         authorization: Option<&str>,
         body: &[u8],
     ) -> (u16, Value) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
+        let mut stream = TcpStream::connect(("127.0.0.1", self.server.port))
             .await
             .expect("connect");
         let auth = authorization
@@ -742,12 +695,6 @@ impl VercelServer {
             .unwrap_or_else(|| panic!("{head}"));
         let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}"));
         (status, body)
-    }
-}
-
-impl Drop for VercelServer {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.log);
     }
 }
 

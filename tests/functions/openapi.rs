@@ -10,13 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
 use std::time::Duration;
 
-use harness::{TestQueue, binary, workspace_root};
+use harness::{TestQueue, workspace_root};
 use lambda_runtime::{Context, LambdaEvent};
 use process_events::App;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
 
 /// The Lambda Function URL's path in the spec, and the Vercel function's.
 const LAMBDA: &str = "/";
@@ -405,50 +404,19 @@ impl FunctionUrl<'_> {
 
 /// The Vercel binary as a local HTTP server (`VERCEL_DEV_PORT`), killed when dropped.
 struct Vercel {
-    port: u16,
-    _child: Child,
+    server: harness::vercel::VercelBinary,
 }
 
 impl Vercel {
     async fn start(tq: &TestQueue, env: &[(&str, &str)]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let mut child = Command::new(binary("process_events_vercel"))
-            .env("VERCEL_DEV_PORT", port.to_string())
-            .env("ZOOKEEPER_CONNECTION_STRING", &tq.config.zookeeper)
-            .env("EVENT_BRIDGE_ROOT", &tq.config.root)
-            .env_remove("ALLOW_UNAUTHENTICATED")
-            .env_remove("VERCEL_IPC_PATH")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start process_events_vercel");
-        // vercel_runtime prints this once it listens (when no Vercel IPC socket is set).
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let listening = async {
-            while let Some(line) = lines.next_line().await.expect("stdout") {
-                if line.starts_with("Dev server listening") {
-                    return;
-                }
-            }
-            panic!("process_events_vercel exited before listening");
-        };
-        tokio::time::timeout(Duration::from_secs(60), listening)
-            .await
-            .expect("process_events_vercel listens");
-        Vercel {
-            port,
-            _child: child,
-        }
+        let server =
+            harness::vercel::VercelBinary::start("process_events_vercel", &tq.config, env).await;
+        Vercel { server }
     }
 
     /// `method VERCEL?query` with an optional `Authorization` header and `body`.
     async fn send(&self, method: &str, query: &str, auth: Option<&str>, body: &str) -> Reply {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
+        let mut stream = TcpStream::connect(("127.0.0.1", self.server.port))
             .await
             .expect("connect");
         let auth = auth.map(|a| format!("Authorization: {a}\r\n"));

@@ -22,7 +22,8 @@ use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep, timeout};
 
-use harness::{TestQueue, binary, uuid_like, workspace_root};
+use harness::vercel::free_port;
+use harness::{TestQueue, uuid_like, workspace_root};
 
 const PUBLISH_SECRET: &str = "publish-secret";
 const CRON_SECRET: &str = "cron-secret";
@@ -202,11 +203,6 @@ fn new_record() -> PathBuf {
     std::env::temp_dir().join(format!("rails-{}.jsonl", uuid_like()))
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("a free port").port()
-}
-
 /// `ruby -I examples/ruby/lib examples/ruby/demo/<script>`, from the workspace.
 fn ruby(script: &str) -> Command {
     let mut command = Command::new("ruby");
@@ -269,47 +265,30 @@ impl Drop for Runner {
     }
 }
 
-/// `process_events_vercel` on a free port, routing `active_job.default` to the runner with
-/// standard signatures. Killed when dropped.
+/// `process_events_vercel` on `port`, routing `active_job.default` to the runner with standard
+/// signatures. Killed when dropped.
 struct Bridge {
     port: u16,
-    _child: Child,
+    _server: harness::vercel::VercelBinary,
 }
 
 async fn bridge(tq: &TestQueue, port: u16, runner: &Runner, secret: &str) -> Bridge {
     let url = format!("http://127.0.0.1:{}{}", runner.port, runner.path);
     let routes = json!({"routes": {"active_job.default": {"sink": "http", "url": url,
-        "signature": "standard", "secret_env": "RAILS_JOBS_SECRET", "timeout_ms": 10000}}});
-    let mut child = Command::new(binary("process_events_vercel"))
-        .env("VERCEL_DEV_PORT", port.to_string())
-        .env("ZOOKEEPER_CONNECTION_STRING", &tq.config.zookeeper)
-        .env("EVENT_BRIDGE_ROOT", &tq.config.root)
-        .env("CRON_SECRET", CRON_SECRET)
-        .env("PUBLISH_SECRET", PUBLISH_SECRET)
-        .env("ROUTES", routes.to_string())
-        .env("RAILS_JOBS_SECRET", secret)
-        .env("BACKOFF_BASE_MS", "200")
-        .env_remove("ALLOW_UNAUTHENTICATED")
-        .env_remove("VERCEL_IPC_PATH")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start process_events_vercel");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let listening = async {
-        while let Some(line) = lines.next_line().await.expect("read stdout") {
-            if line.starts_with("Dev server listening") {
-                return true;
-            }
-        }
-        false
-    };
-    let listening = timeout(Duration::from_secs(30), listening).await;
-    assert!(listening == Ok(true), "process_events_vercel did not start");
+        "signature": "standard", "secret_env": "RAILS_JOBS_SECRET", "timeout_ms": 10000}}})
+    .to_string();
+    let env = [
+        ("CRON_SECRET", CRON_SECRET),
+        ("PUBLISH_SECRET", PUBLISH_SECRET),
+        ("ROUTES", routes.as_str()),
+        ("RAILS_JOBS_SECRET", secret),
+        ("BACKOFF_BASE_MS", "200"),
+    ];
+    let bin = "process_events_vercel";
+    let server = harness::vercel::VercelBinary::start_on(bin, port, &tq.config, &env).await;
     Bridge {
         port,
-        _child: child,
+        _server: server,
     }
 }
 

@@ -6,6 +6,7 @@
 //! `ZK_TEST_ADDRESS`, default 127.0.0.1:2181); the failure message says so when it is missing.
 
 pub mod prometheus;
+pub mod vercel;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
