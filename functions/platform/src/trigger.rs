@@ -119,15 +119,22 @@ pub fn time_left(deadline_ms: u64, now_ms: u64, budget: Duration) -> Duration {
     }
 }
 
-/// Whether an `Authorization` header carries `Bearer <secret>`; with no secret set, whether
-/// unauthenticated requests were explicitly allowed (`open`). Compared in constant time.
+/// Whether an `Authorization` header carries `Bearer <secret>` (the scheme's name in any
+/// case, as HTTP has it); with no secret set, whether unauthenticated requests were explicitly
+/// allowed (`open`). The token is compared in constant time.
 pub fn authorized(header: Option<&str>, secret: Option<&str>, open: bool) -> bool {
     let Some(secret) = secret else { return open };
-    let Some(token) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
+    let Some(token) = header.and_then(bearer_token) else {
         return false;
     };
     let (a, b) = (token.as_bytes(), secret.as_bytes());
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The token of a `Bearer` credential: after the scheme's name (any case) and one space.
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, token) = header.split_at_checked(7)?;
+    scheme.eq_ignore_ascii_case("bearer ").then_some(token)
 }
 
 #[cfg(test)]
@@ -225,6 +232,11 @@ mod tests {
             assert!(!authorized(Some("Bearer s4"), Some("s3"), open));
             assert!(!authorized(Some("s3"), Some("s3"), open));
             assert!(!authorized(Some("Bearer s33"), Some("s3"), open));
+            // The scheme's name is case-insensitive (RFC 9110, 11.1); the token is not.
+            assert!(authorized(Some("bearer s3"), Some("s3"), open));
+            assert!(authorized(Some("BEARER s3"), Some("s3"), open));
+            assert!(!authorized(Some("Bearer S3"), Some("s3"), open));
+            assert!(!authorized(Some("Bearers3"), Some("s3"), open));
         }
     }
 
