@@ -10,8 +10,6 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::keys::created_name;
-use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
 use crate::task::{Debounce, Envelope};
 
@@ -103,23 +101,13 @@ impl Queue {
     /// Moves the pending envelope at `path` (read at `version`) to the tail of its lane;
     /// `false` when a publish or another firing got in first.
     async fn fire_one(&self, path: &str, body: &[u8], version: i32) -> Result<bool> {
-        let lane = crate::lane::Priority::of_body(body);
-        let prefix = self.layout().lane_prefix(lane);
-        let mut multi = Multi::new();
-        multi
-            .push(Part::Waiting, Op::Delete(path, version))
-            .push(Part::NewTask, Op::CreateSequential(&prefix, body));
-        match self.commit("fire debounced", &multi).await? {
-            Ok(results) => {
-                let task = created_name(multi.result(&results, Part::NewTask), &prefix)?;
-                tracing::debug!(%task, debounced = %path, "debounced task due");
-                Ok(true)
-            }
-            Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
-                Ok(false)
-            }
-            Err(failed) => Err(failed.unexpected("fire debounced")),
+        let fired = self
+            .to_lane_tail("fire debounced", path, version, body)
+            .await?;
+        if let Some(task) = &fired {
+            tracing::debug!(%task, debounced = %path, "debounced task due");
         }
+        Ok(fired.is_some())
     }
 }
 

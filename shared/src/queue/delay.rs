@@ -176,28 +176,13 @@ impl Queue {
         };
         let name = parse_waiting(node).map_or(node, |(_, name)| name);
         let body = back_in_line(&body, name);
-        let prefix = self
-            .layout()
-            .lane_prefix(crate::lane::Priority::of_body(&body));
-        let mut multi = Multi::new();
-        multi
-            .push(Part::NewTask, Op::CreateSequential(&prefix, &body))
-            .push(Part::Waiting, Op::Delete(&path, stat.version));
-        match self.commit("promote", &multi).await? {
-            Ok(results) => {
-                let created = multi.result(&results, Part::NewTask);
-                if let Some(zk::MultiWriteResult::Create { path: new, .. }) = created {
-                    let new = new.rsplit('/').next().unwrap_or(new);
-                    debug_assert!(crate::layout::sequence(new).is_some());
-                    tracing::debug!(task = %name, now = %new, "due task back in the queue");
-                }
-                Ok(true)
-            }
-            Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
-                Ok(false)
-            }
-            Err(failed) => Err(failed.unexpected("promote")),
+        let moved = self
+            .to_lane_tail("promote", &path, stat.version, &body)
+            .await?;
+        if let Some(new) = &moved {
+            tracing::debug!(task = %name, now = %new, "due task back in the queue");
         }
+        Ok(moved.is_some())
     }
 
     async fn remove_bucket(&self, bucket: i64) -> Result<()> {
@@ -217,6 +202,39 @@ fn back_in_line(body: &[u8], name: &str) -> Vec<u8> {
     envelope.retry_at = None;
     envelope.moved_from.push(name.to_string());
     envelope.to_bytes().unwrap_or_else(|_| body.to_vec())
+}
+
+impl Queue {
+    /// Moves a task that waits at `waiting` (read at `version`, with `body`) to the tail of
+    /// the lane its body names, in one multi-op: the delete at that version and the sequential
+    /// create. Promoting a due task and firing a debounced one are both this move. Its new
+    /// name; `None` when the waiting node changed or went meanwhile (another mover, or a
+    /// publish that replaced it).
+    pub(super) async fn to_lane_tail(
+        &self,
+        what: &'static str,
+        waiting: &str,
+        version: i32,
+        body: &[u8],
+    ) -> Result<Option<String>> {
+        let prefix = self
+            .layout()
+            .lane_prefix(crate::lane::Priority::of_body(body));
+        let mut multi = Multi::new();
+        multi
+            .push(Part::Waiting, Op::Delete(waiting, version))
+            .push(Part::NewTask, Op::CreateSequential(&prefix, body));
+        match self.commit(what, &multi).await? {
+            Ok(results) => {
+                let created = multi.result(&results, Part::NewTask);
+                super::keys::created_name(created, &prefix).map(Some)
+            }
+            Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
+                Ok(None)
+            }
+            Err(failed) => Err(failed.unexpected(what)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub(crate) enum Part {
     Guard,
     /// A new task at the tail of `tasks/`.
     NewTask,
-    /// Where the task waits under `delayed/`.
+    /// Where the task waits: under `delayed/`, or under `debounce/` (a debounced publish).
     Waiting,
     /// Its dead-letter record (created by a bury, deleted by a redrive).
     Record,
