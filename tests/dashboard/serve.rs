@@ -7,6 +7,20 @@ use harness::{TestQueue, binary};
 
 use crate::http;
 
+/// `event-bridge serve` on the test's queue, with no token and no opt-out of authentication
+/// but what a test adds, stdin closed.
+pub fn command(t: &TestQueue) -> Command {
+    let mut command = Command::new(binary("event-bridge"));
+    command
+        .arg("serve")
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .env_remove("DASHBOARD_TOKEN")
+        .env_remove("ALLOW_UNAUTHENTICATED")
+        .stdin(Stdio::null());
+    command
+}
+
 /// A running dashboard; killed when dropped.
 pub struct Serve {
     pub address: String,
@@ -17,15 +31,10 @@ impl Serve {
     /// Starts `serve` with `args` and `env` on the test's root; waits until it answers.
     pub async fn start(t: &TestQueue, args: &[&str], env: &[(&str, &str)]) -> Serve {
         let address = format!("127.0.0.1:{}", free_port());
-        let mut command = Command::new(binary("event-bridge"));
+        let mut command = command(t);
         command
-            .args(["serve", "--listen", &address, "--sample-every", "1s"])
+            .args(["--listen", &address, "--sample-every", "1s"])
             .args(args)
-            .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
-            .env("EVENT_BRIDGE_ROOT", &t.config.root)
-            .env_remove("DASHBOARD_TOKEN")
-            .env_remove("ALLOW_UNAUTHENTICATED")
-            .stdin(Stdio::null())
             .stdout(Stdio::null());
         for (name, value) in env {
             command.env(name, value);

@@ -2,10 +2,10 @@
 //! comes only once the address is bound (a port in use ends it without that line).
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use harness::{TestQueue, binary};
+use harness::TestQueue;
 
 /// How `serve` ended: its exit code (`None`: still serving after a minute, then killed) and
 /// what it wrote to stderr.
@@ -16,14 +16,8 @@ struct Ended {
 
 /// Runs `serve` with `args`, expecting it to end by itself.
 async fn serve(t: &TestQueue, args: &[&str]) -> Ended {
-    let mut child = Command::new(binary("event-bridge"))
-        .arg("serve")
+    let mut child = crate::serve::command(t)
         .args(args)
-        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
-        .env("EVENT_BRIDGE_ROOT", &t.config.root)
-        .env_remove("DASHBOARD_TOKEN")
-        .env_remove("ALLOW_UNAUTHENTICATED")
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
