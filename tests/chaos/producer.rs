@@ -353,7 +353,10 @@ pub async fn publish(
                 kind,
                 task,
                 at,
-                due_ms: envelope.retry_at,
+                // A delay's due time is at least ZooKeeper's time before the publish (as the
+                // producer reads it, never ahead of the server) and the delay.
+                due_ms: (envelope.retry_at)
+                    .or(envelope.delay_ms.map(|delay| now_ms + delay as i64)),
                 key: envelope.idempotency_key,
                 group: envelope
                     .group
@@ -406,10 +409,14 @@ impl Plan {
         let mut envelope = Envelope::new(kind.event_type(), json!({ "n": n }));
         match kind {
             Kind::Delayed => {
-                envelope.retry_at = Some(now_ms + fastrand::i64(1_000..=3_000));
-                // Half wait in the high lane: back there when due.
+                let delay = fastrand::i64(1_000..=3_000);
+                // Half wait in the high lane: back there when due. The other half ask for a
+                // `delay`, which the publish makes a due time by ZooKeeper's clock.
                 if n % 20 == 8 {
+                    envelope.retry_at = Some(now_ms + delay);
                     envelope.priority = Priority::High;
+                } else {
+                    envelope.delay_ms = Some(delay as u64);
                 }
             }
             Kind::Debounced => envelope.debounce = Some(debounce(n)),
