@@ -225,10 +225,7 @@ impl Queue {
     async fn debounce_write(&self, envelope: &Envelope, key: &str) -> Result<DebounceWrite> {
         let path = self.layout().debounced(key);
         let pending = match self.client().get_data(&path).await {
-            Ok((data, stat)) => {
-                let id = serde_json::from_slice::<Envelope>(&data).map(|e| e.id);
-                Some((stat.version, id.unwrap_or_default()))
-            }
+            Ok((data, stat)) => Some((stat.version, super::debounce::pending_id(&data))),
             Err(zk::Error::NoNode) => None,
             Err(e) => return Err(Error::zk("get", path, e)),
         };

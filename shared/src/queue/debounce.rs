@@ -119,7 +119,7 @@ fn due_ms(body: &[u8], stat: &zk::Stat) -> Option<i64> {
 }
 
 /// The id of the pending envelope `data` (empty when unreadable).
-fn pending_id(data: &[u8]) -> String {
+pub(super) fn pending_id(data: &[u8]) -> String {
     serde_json::from_slice::<Envelope>(data)
         .map(|e| e.id)
         .unwrap_or_default()
