@@ -6,7 +6,8 @@ use std::sync::Arc;
 use process_events::{App, vercel};
 use vercel_runtime::service_fn;
 
-#[tokio::main]
+// One thread: concurrent requests all wait on ZooKeeper and the sinks, not on the CPU.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), vercel_runtime::Error> {
     let app = Arc::new(platform::cold_start(|config| App::open(config, "vercel")).await?);
     platform::announce_access(app.session.config());

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use reap_leases::vercel;
 use vercel_runtime::service_fn;
 
-#[tokio::main]
+// One thread: concurrent requests all wait on ZooKeeper, not on the CPU.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), vercel_runtime::Error> {
     let session =
         Arc::new(platform::cold_start(|config| reap_leases::open(config, "vercel")).await?);

@@ -59,22 +59,41 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// Reads the counts: one multi-read of three stats, a stat per waiting bucket, one probe.
+/// Reads the counts, `now` being ZooKeeper's time (for the oldest task's age).
 pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
-    let counters = counters(queue).await?;
-    let keys_in_flight = queue.keys_in_flight(KEY_GATES).await?;
+    collect_with(queue, Some(*now)).await
+}
+
+/// As [`collect`]; without `now`, ZooKeeper's clock is read only when there is a task to age
+/// (a look at an empty queue writes nothing). The reads go out together: one multi-read of
+/// five stats, the key gates, the delay buckets (then a stat each), the debounced count and
+/// what is paused; then one probe per lane that has tasks.
+pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
+    let (counters, keys_in_flight, delayed, debounced, paused, paused_groups) = tokio::try_join!(
+        counters(queue),
+        queue.keys_in_flight(KEY_GATES),
+        queue.count_delayed(),
+        queue.count_debounced(),
+        queue.paused(),
+        queue.paused_groups(PAUSED_GROUPS)
+    )?;
+    let oldest_task_age_ms = match (counters.depth, now) {
+        (0, _) => None,
+        (_, Some(now)) => oldest_age(queue, &now, &counters.lanes).await?,
+        (_, None) => oldest_age(queue, &queue.server_time().await?, &counters.lanes).await?,
+    };
     Ok(Stats {
         keys_at_limit: keys_in_flight.iter().filter(|k| k.at_limit()).count(),
         keys_in_flight,
         depth: counters.depth,
         lanes: counters.lanes,
         leased: counters.leased,
-        delayed: queue.count_delayed().await?,
+        delayed,
         dead: counters.dead,
-        debounced: queue.count_debounced().await?,
-        oldest_task_age_ms: oldest_age(queue, now, &counters.lanes).await?,
-        paused: queue.paused().await?,
-        paused_groups: queue.paused_groups(PAUSED_GROUPS).await?,
+        debounced,
+        oldest_task_age_ms,
+        paused,
+        paused_groups,
         counters,
     })
 }

@@ -28,10 +28,11 @@
 //! real SQS would do; batched/unbatched is the comparison that carries.
 //!
 //! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
-//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`. No tracing subscriber is installed, so
-//! logging costs nothing.
+//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart` (only the cold
+//! start section: [`coldstart`]). No tracing subscriber is installed, so logging costs nothing.
 
 mod baseline;
+mod coldstart;
 mod rss;
 mod scale;
 mod semantics;
@@ -98,6 +99,9 @@ async fn bench() -> Result<()> {
     let sizes: Vec<usize> = env_list("BENCH_SIZES", default_sizes)?;
     if smoke {
         println!("queue bench: smoke run (cargo test); `make bench` measures");
+    }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("coldstart") {
+        return coldstart::section(&addr, smoke).await;
     }
     let concurrency = env_list("BENCH_CONCURRENCY", "")?
         .first()
@@ -179,6 +183,7 @@ async fn bench() -> Result<()> {
     if !smoke {
         baseline::section(&addr).await?;
     }
+    coldstart::section(&addr, smoke).await?;
     let max = env_list("BENCH_MAX", "1000000")?
         .first()
         .copied()

@@ -13,22 +13,16 @@
 //! loopback. They are `#[ignore]`d and run by `make deploy-check`
 //! (`cargo test -p event-bridge-tests --test deploy -- --ignored`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 
+use harness::lambda_api::{NEXT, Request, RuntimeApi, function_env};
 use harness::workspace_root;
-
-const NEXT: &str = "/2018-06-01/runtime/invocation/next";
-const INVOCATION: &str = "/2018-06-01/runtime/invocation/";
 
 #[test]
 fn the_panic_probe_builds_with_the_workspace_release_profile() {
@@ -188,14 +182,6 @@ async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
     bootstrap
 }
 
-/// One HTTP request the runtime made.
-#[derive(Debug)]
-struct Request {
-    method: String,
-    path: String,
-    body: Vec<u8>,
-}
-
 /// What a run of the probe did.
 struct Run {
     requests: Vec<Request>,
@@ -208,27 +194,14 @@ struct Run {
 /// runtime asks for an event after the last (it survived everything), when it exits, or after
 /// a minute.
 async fn run_probe(bootstrap: &Path, events: Vec<(&str, Value)>) -> Run {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let address = listener.local_addr().expect("address");
     let given = events.len();
-    let events: Arc<Mutex<VecDeque<(String, Value)>>> = Arc::new(Mutex::new(
-        events
-            .into_iter()
-            .map(|(id, event)| (id.to_string(), event))
-            .collect(),
-    ));
-    let (seen, mut requests) = mpsc::unbounded_channel();
-    let server = tokio::spawn(serve(listener, events, seen));
+    let mut api = RuntimeApi::start(events).await.expect("runtime api");
 
     let log_path = bootstrap.with_file_name("run.log");
     let log = std::fs::File::create(&log_path).expect("log");
     let mut child = tokio::process::Command::new(bootstrap)
-        .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "panic_probe")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/panic_probe")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
+        .env("AWS_LAMBDA_RUNTIME_API", &api.address)
+        .envs(function_env("panic_probe"))
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
@@ -246,7 +219,7 @@ async fn run_probe(bootstrap: &Path, events: Vec<(&str, Value)>) -> Run {
                 exit = Some(status.expect("wait"));
                 break;
             }
-            request = requests.recv() => {
+            request = api.requests.recv() => {
                 let Some(request) = request else { break };
                 let asks_past_the_last =
                     request.path == NEXT && seen.iter().filter(|r: &&Request| r.path == NEXT).count() == given;
@@ -267,8 +240,7 @@ async fn run_probe(bootstrap: &Path, events: Vec<(&str, Value)>) -> Run {
         exit = child.try_wait().expect("try_wait");
     }
     let _ = child.kill().await;
-    server.abort();
-    while let Ok(request) = requests.try_recv() {
+    while let Ok(request) = api.requests.try_recv() {
         seen.push(request);
     }
     Run {
@@ -276,110 +248,4 @@ async fn run_probe(bootstrap: &Path, events: Vec<(&str, Value)>) -> Run {
         exit,
         log: read(&log_path),
     }
-}
-
-async fn serve(
-    listener: TcpListener,
-    events: Arc<Mutex<VecDeque<(String, Value)>>>,
-    seen: mpsc::UnboundedSender<Request>,
-) {
-    while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(connection(stream, events.clone(), seen.clone()));
-    }
-}
-
-/// One keep-alive connection of the runtime's HTTP client: `next` hands out the next event (or
-/// never answers when there is none: the runtime waits, as on Lambda); posts are accepted.
-async fn connection(
-    stream: TcpStream,
-    events: Arc<Mutex<VecDeque<(String, Value)>>>,
-    seen: mpsc::UnboundedSender<Request>,
-) {
-    let mut stream = BufReader::new(stream);
-    while let Some(request) = read_request(&mut stream).await {
-        let next = request.method == "GET" && request.path == NEXT;
-        let posted = request.method == "POST" && request.path.starts_with(INVOCATION);
-        let _ = seen.send(request);
-        let reply = if next {
-            let event = events.lock().unwrap().pop_front();
-            let Some((id, event)) = event else {
-                std::future::pending::<()>().await;
-                return;
-            };
-            let body = event.to_string();
-            let deadline = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis()
-                + 30_000;
-            format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
-                 Lambda-Runtime-Aws-Request-Id: {id}\r\n\
-                 Lambda-Runtime-Deadline-Ms: {deadline}\r\n\
-                 Lambda-Runtime-Invoked-Function-Arn: arn:aws:lambda:us-east-1:123456789012:function:panic_probe\r\n\
-                 Lambda-Runtime-Trace-Id: Root=1-00000000-000000000000000000000000\r\n\
-                 Content-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-        } else if posted {
-            let body = r#"{"status":"OK"}"#;
-            format!(
-                "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-        } else {
-            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string()
-        };
-        if stream.get_mut().write_all(reply.as_bytes()).await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Reads one HTTP/1.1 request (a body by Content-Length or chunked); `None` at end of stream.
-async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Request> {
-    let mut line = String::new();
-    if stream.read_line(&mut line).await.ok()? == 0 {
-        return None;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_string();
-    let path = parts.next()?.to_string();
-    let mut length = 0;
-    let mut chunked = false;
-    loop {
-        let mut header = String::new();
-        if stream.read_line(&mut header).await.ok()? == 0 {
-            return None;
-        }
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        let (name, value) = header.split_once(':')?;
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            length = value.parse().ok()?;
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = value.eq_ignore_ascii_case("chunked");
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            let mut size = String::new();
-            stream.read_line(&mut size).await.ok()?;
-            let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0; size + 2];
-            stream.read_exact(&mut chunk).await.ok()?;
-            if size == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..size]);
-        }
-    } else {
-        body.resize(length, 0);
-        stream.read_exact(&mut body).await.ok()?;
-    }
-    Some(Request { method, path, body })
 }

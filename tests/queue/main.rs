@@ -11,6 +11,7 @@ mod dedup;
 mod done;
 mod groups;
 mod holding;
+mod idle;
 mod ids;
 mod key_gates;
 mod lanes;

@@ -5,6 +5,7 @@
 //! Each test target needs the ZooKeeper `make test` starts (`make zk-up`, address in
 //! `ZK_TEST_ADDRESS`, default 127.0.0.1:2181); the failure message says so when it is missing.
 
+pub mod lambda_api;
 pub mod prometheus;
 pub mod vercel;
 

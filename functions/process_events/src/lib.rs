@@ -64,17 +64,15 @@ pub async fn run(app: &App, trigger: Trigger, time_left: Duration) -> Result<Pro
 }
 
 /// The run's CloudWatch Embedded Metric Format line, with the queue's state after it, when
-/// `METRICS_EMF` is on (the state costs one look at the queue: `stats::collect`).
+/// `METRICS_EMF` is on (the state costs one look at the queue, which reads ZooKeeper's clock
+/// only when there are tasks to age: `stats::collect_with`).
 pub async fn metrics_line(app: &App, report: &ProcessReport) -> Option<serde_json::Value> {
     let config = app.session.config();
     if !config.metrics_emf {
         return None;
     }
     let queue = app.session.queue();
-    let stats = match queue.server_time().await {
-        Ok(now) => event_bridge::stats::collect(&queue, &now).await.ok(),
-        Err(_) => None,
-    };
+    let stats = event_bridge::stats::collect_with(&queue, None).await.ok();
     let metrics = platform::metrics::process_metrics(report, stats.as_ref());
     let now = platform::metrics::now_ms();
     Some(platform::metrics::document(

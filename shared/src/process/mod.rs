@@ -33,7 +33,7 @@ use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::Handler;
 use crate::limit::RouteLimits;
-use crate::queue::{Queue, Restraints, Walk};
+use crate::queue::{LaneStart, Queue, Restraints, Start, Walk};
 use crate::session::{Recovery, Session, recovery};
 use crate::task::OnDeadPolicy;
 use pass::Pass;
@@ -117,13 +117,20 @@ async fn run_with<H: Handler>(
         consumer_id: queue.consumer_id().to_string(),
         ..Default::default()
     };
-    // The clock, what is held and the head, together: a scheduled run waits on one round
-    // trip, not three. (A head read early is only more cautious: it never moves back.)
-    let (now, restraints, head) = tokio::try_join!(
-        queue.server_time(),
-        read_restraints(&queue, handler.on_dead_policy(), handler.limits()),
-        queue.read_lanes()
-    )?;
+    // What is held, the lanes' heads and whether anything waits to join them, in one request.
+    // A run on an idle queue ends there, having written nothing; any other run reads the
+    // clock next. (A head read early is only more cautious: it never moves back.)
+    let start = queue.read_start().await?;
+    let idle = start.idle();
+    let (restraints, head) = restraints_from(start, handler.on_dead_policy(), handler.limits());
+    if idle {
+        report.queue_paused = restraints.paused.queue.is_some();
+        report.remaining_depth = Some(0);
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        report.log();
+        return Ok(report);
+    }
+    let now = queue.server_time().await?;
     let run = Run {
         source,
         handler,
@@ -231,6 +238,21 @@ async fn run_with<H: Handler>(
     Ok(report)
 }
 
+/// The restraints in a [`Start`], and where its lanes start.
+fn restraints_from(
+    start: Start,
+    on_dead: OnDeadPolicy,
+    limits: RouteLimits,
+) -> (Restraints, Vec<LaneStart>) {
+    let restraints = Restraints {
+        paused: start.paused,
+        cancelled: start.cancelled,
+        on_dead,
+        limits,
+    };
+    (restraints, start.lanes)
+}
+
 /// What a run must not run: what is paused, and the marks of tasks cancelled while held;
 /// with what groups do when a task dies (`on_dead`, the handler's).
 async fn read_restraints(
@@ -294,9 +316,8 @@ impl<H> Run<'_, H> {
     /// Before a pass but the first: what is held, read again (a worker's run may last for
     /// hours), and the head the pass starts from, together.
     async fn before_pass(&self) -> Result<Vec<crate::queue::LaneStart>> {
-        let queue = self.queue();
-        let restraints = read_restraints(&queue, self.on_dead(), self.limits());
-        let (fresh, head) = tokio::try_join!(restraints, queue.read_lanes())?;
+        let start = self.queue().read_start().await?;
+        let (fresh, head) = restraints_from(start, self.on_dead(), self.limits());
         self.set_restraints(fresh);
         Ok(head)
     }

@@ -58,6 +58,7 @@ pub(crate) mod record;
 #[cfg(feature = "schedule")]
 mod schedule_store;
 mod stale;
+mod start;
 mod walk;
 
 use std::sync::Arc;
@@ -84,6 +85,7 @@ pub use reads::TaskRead;
 pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
 pub use schedule_store::{SlotTaken, StoredSchedule};
+pub use start::Start;
 pub use walk::{WIDEST, WINDOW, Walk};
 
 use crate::clock::ZkTime;

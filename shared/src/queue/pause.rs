@@ -36,6 +36,14 @@ pub enum PauseTarget {
 }
 
 impl Paused {
+    /// The `paused` znode's data at `path`, read.
+    pub(super) fn parse(path: &str, data: &[u8]) -> Result<Paused> {
+        serde_json::from_slice(data).map_err(|e| Error::Unreadable {
+            path: path.to_string(),
+            problem: e.to_string(),
+        })
+    }
+
     /// Whether a task of `event_type` may not be claimed now.
     pub fn covers(&self, event_type: &str) -> bool {
         self.queue.is_some() || self.types.contains_key(event_type)
@@ -83,13 +91,7 @@ impl Queue {
     async fn read_paused(&self) -> Result<(Paused, Option<i32>)> {
         let path = self.layout().paused();
         match self.client().get_data(&path).await {
-            Ok((data, stat)) => {
-                let paused = serde_json::from_slice(&data).map_err(|e| Error::Unreadable {
-                    path: path.clone(),
-                    problem: e.to_string(),
-                })?;
-                Ok((paused, Some(stat.version)))
-            }
+            Ok((data, stat)) => Ok((Paused::parse(&path, &data)?, Some(stat.version))),
             Err(zk::Error::NoNode) => Ok((Paused::default(), None)),
             Err(e) => Err(Error::zk("get", path, e)),
         }

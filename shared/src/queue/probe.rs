@@ -191,44 +191,28 @@ impl Queue {
     /// how many children it has).
     pub async fn read_lanes(&self) -> Result<Vec<LaneStart>> {
         let mut reader = self.client().new_multi_reader();
-        let mut paths = Vec::new();
-        for lane in Priority::ALL {
-            paths.push(self.layout().lane_head(lane));
-            paths.push(self.layout().lane_tasks(lane));
-        }
-        for path in &paths {
-            reader
-                .add_get_data(path)
-                .map_err(|e| Error::zk("get", path, e))?;
-        }
+        self.add_lane_reads(&mut reader)?;
         let head = self.layout().head();
-        let mut results = reader
+        let results = reader
             .commit()
             .await
-            .map_err(|e| Error::zk("get", &head, e))?
-            .into_iter();
-        let mut starts = Vec::new();
+            .map_err(|e| Error::zk("get", &head, e))?;
+        Ok(lane_starts(&mut results.into_iter()))
+    }
+
+    /// Adds what [`Queue::read_lanes`] reads to `reader`: each lane's head, and its parent.
+    pub(super) fn add_lane_reads(&self, reader: &mut zk::MultiReader<'_>) -> Result<()> {
         for lane in Priority::ALL {
-            let head = match results.next() {
-                Some(zk::MultiReadResult::Data { data, stat }) => Some(Head {
-                    data: serde_json::from_slice(&data).unwrap_or_default(),
-                    version: Some(stat.version),
-                    lane,
-                }),
-                _ => None,
-            };
-            let parent = match results.next() {
-                Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
-                _ => None,
-            };
-            starts.push(LaneStart {
-                lane,
-                head,
-                tail: parent.as_ref().map_or(0, tail_of),
-                children: parent.map_or(0, |s| s.num_children as usize),
-            });
+            for path in [
+                self.layout().lane_head(lane),
+                self.layout().lane_tasks(lane),
+            ] {
+                reader
+                    .add_get_data(&path)
+                    .map_err(|e| Error::zk("get", &path, e))?;
+            }
         }
-        Ok(starts)
+        Ok(())
     }
 
     /// One number's pair of reads; `None` when no task has that number.
@@ -340,6 +324,34 @@ impl Queue {
         let junk = total - numbers.len();
         Ok((numbers, junk))
     }
+}
+
+/// Where each lane starts, from the answers to what [`Queue::add_lane_reads`] added.
+pub(super) fn lane_starts(
+    results: &mut impl Iterator<Item = zk::MultiReadResult>,
+) -> Vec<LaneStart> {
+    let mut starts = Vec::new();
+    for lane in Priority::ALL {
+        let head = match results.next() {
+            Some(zk::MultiReadResult::Data { data, stat }) => Some(Head {
+                data: serde_json::from_slice(&data).unwrap_or_default(),
+                version: Some(stat.version),
+                lane,
+            }),
+            _ => None,
+        };
+        let parent = match results.next() {
+            Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
+            _ => None,
+        };
+        starts.push(LaneStart {
+            lane,
+            head,
+            tail: parent.as_ref().map_or(0, tail_of),
+            children: parent.map_or(0, |s| s.num_children as usize),
+        });
+    }
+    starts
 }
 
 fn unexpected(path: &str, result: Option<zk::MultiReadResult>) -> Error {

@@ -1,0 +1,97 @@
+//! What a pass starts from, in one request: what is paused, the marks of tasks cancelled while
+//! held, where each lane starts, and whether anything waits to join the lanes later (tasks
+//! under `delayed/`, debounced publishes, recurring schedules). A run on an idle queue needs
+//! nothing more; before, these were five requests.
+
+use std::collections::BTreeSet;
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::pause::Paused;
+use super::probe::{LaneStart, lane_starts};
+use crate::error::{Error, Result};
+
+/// What [`Queue::read_start`] found.
+#[derive(Clone, Debug)]
+pub struct Start {
+    pub paused: Paused,
+    /// The names under `cancelled/`.
+    pub cancelled: BTreeSet<String>,
+    pub lanes: Vec<LaneStart>,
+    /// Whether `delayed/`, `debounce/` or `schedules/` has children.
+    pub waiting: bool,
+}
+
+impl Start {
+    /// Nothing in the lanes and nothing waiting to join them.
+    pub fn idle(&self) -> bool {
+        !self.waiting && self.lanes.iter().all(|lane| lane.children == 0)
+    }
+}
+
+impl Queue {
+    /// Reads a [`Start`] in one multi-read.
+    ///
+    /// # Notable errors
+    /// - [`Error::Unreadable`] when the `paused` znode holds something else than its JSON.
+    pub async fn read_start(&self) -> Result<Start> {
+        let layout = self.layout();
+        let (paused, cancelled) = (layout.paused(), layout.cancelled());
+        let waiting = [layout.delayed(), layout.debounce(), layout.schedules()];
+        let mut reader = self.client().new_multi_reader();
+        self.add_lane_reads(&mut reader)?;
+        reader
+            .add_get_data(&paused)
+            .map_err(|e| Error::zk("get", &paused, e))?;
+        reader
+            .add_get_children(&cancelled)
+            .map_err(|e| Error::zk("list", &cancelled, e))?;
+        for path in &waiting {
+            reader
+                .add_get_data(path)
+                .map_err(|e| Error::zk("get", path, e))?;
+        }
+        let results = reader
+            .commit()
+            .await
+            .map_err(|e| Error::zk("get", layout.root(), e))?;
+        let mut results = results.into_iter();
+        let lanes = lane_starts(&mut results);
+        let paused = match results.next() {
+            Some(zk::MultiReadResult::Data { data, .. }) => Paused::parse(&paused, &data)?,
+            read => nothing_there(read, &paused).map(|()| Paused::default())?,
+        };
+        let cancelled = match results.next() {
+            Some(zk::MultiReadResult::Children { children }) => children.into_iter().collect(),
+            read => nothing_there(read, &cancelled).map(|()| BTreeSet::new())?,
+        };
+        // A parent we may not read is taken as holding something: the run looks.
+        let waiting = results.any(|read| match read {
+            zk::MultiReadResult::Data { stat, .. } => stat.num_children > 0,
+            zk::MultiReadResult::Error { err } => err != zk::Error::NoNode,
+            _ => true,
+        });
+        Ok(Start {
+            paused,
+            cancelled,
+            lanes,
+            waiting,
+        })
+    }
+}
+
+/// `Ok` when the read found no node at `path`; the error otherwise.
+fn nothing_there(read: Option<zk::MultiReadResult>, path: &str) -> Result<()> {
+    match read {
+        Some(zk::MultiReadResult::Error {
+            err: zk::Error::NoNode,
+        }) => Ok(()),
+        Some(zk::MultiReadResult::Error { err }) => Err(Error::zk("get", path, err)),
+        other => Err(Error::zk(
+            "get",
+            path,
+            zk::Error::UnexpectedError(format!("multi-read returned {other:?}")),
+        )),
+    }
+}

@@ -1,0 +1,75 @@
+//! A run on an idle queue: nothing in the lanes, nothing waiting to join them. Such a run (a
+//! scheduled run on a quiet queue, every minute) reads once and writes nothing, not even
+//! ZooKeeper's clock; a queue whose only tasks wait under `delayed/` or `debounce/` is not
+//! idle, and its run brings them in when they are due.
+
+use std::time::Duration;
+
+use event_bridge::task::Debounce;
+use event_bridge::{Envelope, process};
+use serde_json::json;
+
+use harness::{Recorder, TestQueue};
+
+/// The version of the `clock` znode: every reading of ZooKeeper's clock writes it.
+async fn clock_version(t: &TestQueue) -> i32 {
+    let path = format!("{}/clock", t.config.root);
+    let (_, stat) = t.raw.get_data(&path).await.expect("the clock");
+    stat.version
+}
+
+#[tokio::test]
+async fn a_run_on_an_idle_queue_writes_nothing() {
+    let t = TestQueue::new().await;
+    let before = clock_version(&t).await;
+    let recorder = Recorder::default();
+    let report = process::run(&t.queue, &recorder, &harness::options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!((report.claimed, report.remaining_depth), (0, Some(0)));
+    assert_eq!(clock_version(&t).await, before, "the run read the clock");
+}
+
+#[tokio::test]
+async fn a_task_waiting_under_delayed_makes_the_queue_not_idle() {
+    let t = TestQueue::new().await;
+    let mut envelope = Envelope::new("test", json!({"n": 1}));
+    envelope.delay_ms = Some(1_000);
+    t.queue.publish_all(&[envelope]).await.unwrap();
+    let recorder = Recorder::default();
+    let first = process::run(&t.queue, &recorder, &harness::options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!((first.claimed, first.in_backoff), (0, 1), "{first:?}");
+    assert!(
+        t.children("tasks").await.is_empty(),
+        "it waits under delayed/"
+    );
+
+    // Due a second after its publish by ZooKeeper's clock, which has moved on as much.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let second = process::run(&t.queue, &recorder, &harness::options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(second.completed, 1, "{second:?}");
+    assert_eq!(recorder.count(), 1);
+}
+
+#[tokio::test]
+async fn a_pending_debounced_publish_makes_the_queue_not_idle() {
+    let t = TestQueue::new().await;
+    let mut envelope = Envelope::new("test", json!({"n": 1}));
+    envelope.debounce = Some(Debounce {
+        key: "k".into(),
+        period_ms: 1_000,
+        max_ms: None,
+    });
+    t.queue.publish_all(&[envelope]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let recorder = Recorder::default();
+    let report = process::run(&t.queue, &recorder, &harness::options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert!(t.children("debounce").await.is_empty());
+}
