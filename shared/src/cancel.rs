@@ -51,7 +51,8 @@ pub async fn cancel(queue: &Queue, key: &str) -> Result<Cancelled> {
             Status::Dead { name, .. } => Some(Cancelled::Dead { name }),
             // Completed already (its record kept): nothing to cancel.
             Status::Completed { record } => Some(Cancelled::Finished { name: record.task }),
-            Status::NotFound => Some(Cancelled::NotFound),
+            // Not a task yet: nothing to cancel here.
+            Status::Debounced(_) | Status::NotFound => Some(Cancelled::NotFound),
         };
         if let Some(done) = done {
             return Ok(done);
@@ -106,7 +107,8 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
     queue.mark_cancelled(id, name).await?;
     let now = queue.server_time().await?;
     let after = match inspect::status(queue, &now, key).await? {
-        Status::Leased { .. } => {
+        // Held still, or a debounced publish with the same id met first: the mark stays.
+        Status::Leased { .. } | Status::Debounced(_) => {
             return Ok(Cancelled::Marked {
                 name: name.to_string(),
             });

@@ -85,6 +85,10 @@ async fn function_url_replies_match_the_openapi_spec() {
         replacing.body["published"][0]["replaced"],
         first.body["published"][0]["id"]
     );
+    let pending_id = replacing.body["published"][0]["id"].as_str().unwrap();
+    let debounced = url.get(&format!("status={pending_id}")).await;
+    replies.expect(LAMBDA, "get", 200, "status: debounced", &debounced);
+    assert_eq!(debounced.body["state"], "debounced", "{}", debounced.body);
     let not_json = url
         .post("", "{\"type\": \"a\", \"payload\": 1}\nnot json")
         .await;
@@ -238,6 +242,9 @@ fn wrong_bodies(real: &Replies) -> Replies {
     });
     break_one("status: pending", "get", 200, &|b| {
         b["task"]["envelope"]["time"] = json!("yesterday")
+    });
+    break_one("status: debounced", "get", 200, &|b| {
+        b.as_object_mut().unwrap().remove("due_at_ms");
     });
     break_one("status: not found", "get", 404, &|b| {
         b["state"] = json!("pending")

@@ -68,7 +68,8 @@ enum Command {
         #[arg(default_value_t = 1)]
         count: usize,
     },
-    /// Where a task is: pending, leased, waiting, dead, or not found (exit 3).
+    /// Where a task is: pending, leased, waiting, dead, or not found (exit 3); by id, also a
+    /// debounced publish still pending under its key (debounced).
     Status {
         /// A task name (task-0000000042) or an envelope id.
         task: String,
