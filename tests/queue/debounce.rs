@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use event_bridge::cancel::cancel;
 use event_bridge::inspect;
 use event_bridge::queue::Published;
 use event_bridge::task::Debounce;
@@ -255,4 +256,39 @@ async fn status_finds_a_pending_debounced_publish_by_its_id() {
     let fired = status_of(&t, &last.id).await;
     assert_eq!(fired["state"], "pending", "{fired}");
     assert!(fired["task"]["name"].as_str().unwrap().starts_with("task-"));
+}
+
+/// `cancel` withdraws a pending debounced publish by its id: its key's znode is deleted, no
+/// task is made and no dead letter written; the id of a publish a later one replaced is not
+/// found, and the later one stays pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_withdraws_a_pending_debounced_publish() {
+    let t = TestQueue::new().await;
+    let only = debounced("doc-7", 1, 30_000, None);
+    t.queue.publish(&only).await.unwrap();
+    let withdrawn = serde_json::to_value(cancel(&t.queue, &only.id).await.unwrap()).unwrap();
+    assert_eq!(withdrawn, json!({ "state": "withdrawn", "key": "doc-7" }));
+    assert!(t.children("debounce").await.is_empty());
+    assert!(t.children("dead").await.is_empty(), "it never was a task");
+    assert_eq!(status_of(&t, &only.id).await["state"], "not_found");
+
+    let first = debounced("doc-9", 1, 30_000, None);
+    let last = debounced("doc-9", 2, 30_000, None);
+    t.queue.publish(&first).await.unwrap();
+    t.queue.publish(&last).await.unwrap();
+    let out = eb(&t, &["cancel", &first.id], "");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&first.id), "{stderr}");
+    assert_eq!(t.read_json("debounce/doc-9").await["id"], json!(last.id));
+    let out = eb(&t, &["cancel", &last.id], "");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer,
+        json!({ "state": "withdrawn", "key": "doc-9" }),
+        "{out:?}"
+    );
+    assert!(t.children("debounce").await.is_empty());
+    assert_eq!(t.queue.fire_debounced(i64::MAX / 2).await.unwrap(), 0);
+    assert!(t.children("tasks").await.is_empty(), "nothing runs");
 }

@@ -147,6 +147,28 @@ impl Queue {
         Ok(None)
     }
 
+    /// Withdraws the publish with envelope id `id` pending under debounce key `key`: deletes
+    /// its node at the version read, so it never fires. `false` when the key holds another
+    /// publish (a later one replaced it) or none.
+    ///
+    /// # Notable behaviors
+    /// A publish or a firing between the read and the delete fails the delete (`BadVersion`,
+    /// `NoNode`): `false`, and nothing is deleted.
+    pub async fn withdraw_debounced(&self, key: &str, id: &str) -> Result<bool> {
+        let path = self.layout().debounced(key);
+        let Some((body, stat)) = self.read_path(&path).await? else {
+            return Ok(false);
+        };
+        if pending_id(&body) != id {
+            return Ok(false);
+        }
+        match self.client().delete(&path, Some(stat.version)).await {
+            Ok(()) => Ok(true),
+            Err(zk::Error::BadVersion | zk::Error::NoNode) => Ok(false),
+            Err(e) => Err(Error::zk("delete", path, e)),
+        }
+    }
+
     /// Debounced tasks pending (the children of `debounce/`).
     pub async fn count_debounced(&self) -> Result<usize> {
         self.count(&self.layout().debounce()).await

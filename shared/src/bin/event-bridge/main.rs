@@ -101,7 +101,9 @@ enum Command {
     Reap,
     /// Cancel a task: pending or waiting, it goes to the dead letters (reason `cancelled`);
     /// held, it is marked so that its running attempt may still complete it but it is not run
-    /// again. Exit 3 when there is no such task.
+    /// again; a debounced publish still pending (by its id) is withdrawn: deleted, it never
+    /// runs. Exit 3 when there is no such task (also for the id of a debounced publish a later
+    /// one of its key replaced: only the last one is pending).
     Cancel {
         /// A task name (task-0000000042), a name it had, or an envelope id.
         task: String,
