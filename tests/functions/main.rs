@@ -6,3 +6,4 @@
 mod emf;
 mod functions;
 mod openapi;
+mod requests;
