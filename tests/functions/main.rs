@@ -6,5 +6,6 @@
 mod debounced;
 mod emf;
 mod functions;
+mod methods;
 mod openapi;
 mod requests;

@@ -118,6 +118,9 @@ async fn function_url_replies_match_the_openapi_spec() {
     let bad_cap = url.get("drain=1&max_tasks=0").await;
     replies.expect(LAMBDA, "get", 400, "max_tasks=0", &bad_cap);
 
+    let head = url.send("HEAD", "drain=1", None).await;
+    replies.expect(LAMBDA, "head", 405, "HEAD refused", &head);
+
     let drained = url.send("POST", "drain=1", None).await;
     replies.expect(LAMBDA, "post", 200, "a drain's report", &drained);
     assert_eq!(drained.body["completed"], 3, "{}", drained.body);

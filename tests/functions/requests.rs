@@ -90,10 +90,11 @@ impl VercelServer {
     }
 }
 
-/// An HTTP answer: its status and body.
+/// An HTTP answer: its status, headers (names in lower case) and body.
 #[derive(Debug)]
 pub(crate) struct Answer {
     pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: String,
 }
 
@@ -102,13 +103,25 @@ impl Answer {
         let (head, body) = response
             .split_once("\r\n\r\n")
             .unwrap_or_else(|| panic!("{response}"));
-        let status = (head.split(' ').nth(1))
+        let mut lines = head.lines();
+        let status = (lines.next().and_then(|l| l.split(' ').nth(1)))
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("{head}"));
+        let headers = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, value)| (name.to_ascii_lowercase(), value.trim().to_string()))
+            .collect();
         Answer {
             status,
+            headers,
             body: body.to_string(),
         }
+    }
+
+    /// The value of header `name` (lower case), if sent.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        let found = self.headers.iter().find(|(n, _)| n == name);
+        found.map(|(_, value)| value.as_str())
     }
 }
 

@@ -1,6 +1,7 @@
 //! The Vercel handler. `GET` with `Authorization: Bearer $CRON_SECRET` runs one scheduled
 //! batch (Vercel's cron), `?drain=1[&max_tasks=N]` drains; `POST` publishes and
-//! `GET ?status=<task>` answers a task's status, both with `Bearer $PUBLISH_SECRET`. Vercel
+//! `GET ?status=<task>` answers a task's status, both with `Bearer $PUBLISH_SECRET`; any other
+//! method (`HEAD` too) is 405. Vercel
 //! gives no deadline, so a run takes at most `TIME_BUDGET_MS`, which must stay under the
 //! function's `maxDuration`.
 
@@ -32,7 +33,7 @@ pub async fn handle(
     };
     let has_body = !body.iter().all(u8::is_ascii_whitespace);
     let reply = match intake::ask(&method, &query, has_body) {
-        Err(problem) => HttpReply::bad_request(&problem),
+        Err(refused) => refused,
         Ok(Ask::Run(_)) => respond(&app, &query, authorization).await,
         Ok(Ask::Status(key)) => match admit_publish(app.session.config(), authorization) {
             Ok(()) => crate::intake::status(&app, &key).await,

@@ -1,0 +1,54 @@
+//! What `process_events`' HTTP entries answer by method: a method other than GET and POST is
+//! 405 with `Allow` (HEAD included: it would run a drain otherwise).
+
+use process_events::App;
+use serde_json::Value;
+
+use crate::requests::{VercelServer, url_request};
+use harness::TestQueue;
+
+const PATH: &str = "/api/process_events_vercel";
+
+/// The Vercel binary with both secrets and a small body limit.
+async fn vercel(tq: &TestQueue) -> VercelServer {
+    let env = [
+        ("CRON_SECRET", "cron"),
+        ("PUBLISH_SECRET", "pub"),
+        ("PUBLISH_MAX_BYTES", "2000"),
+        ("EVENT_BRIDGE_HANDLER", "noop"),
+    ];
+    VercelServer::start("process_events_vercel", &tq.config, &env).await
+}
+
+#[tokio::test]
+async fn vercel_answers_other_methods_405_with_allow_and_runs_nothing_for_head() {
+    let tq = TestQueue::new().await;
+    tq.publish(2).await;
+    let server = vercel(&tq).await;
+    for method in ["DELETE", "PUT", "PATCH", "HEAD"] {
+        let drain = format!("{PATH}?drain=1");
+        let answer = server.send(method, &drain, Some("Bearer cron"), b"").await;
+        assert_eq!(answer.status, 405, "{method}: {answer:?}");
+        assert_eq!(answer.header("allow"), Some("GET, POST"), "{method}");
+        if method != "HEAD" {
+            let body: Value = serde_json::from_str(&answer.body).unwrap();
+            assert_eq!(body["error"], "MethodNotAllowed", "{body}");
+            assert!(body["message"].as_str().unwrap().contains(method), "{body}");
+        }
+    }
+    assert_eq!(tq.children("tasks").await.len(), 2, "nothing ran");
+}
+
+#[tokio::test]
+async fn a_function_url_answers_other_methods_405_and_runs_nothing_for_head() {
+    let tq = TestQueue::new().await;
+    tq.publish(2).await;
+    let app = App::open(tq.config.clone(), "test").await.expect("app");
+    for method in ["DELETE", "HEAD"] {
+        let (status, headers, body) = url_request(&app, method, "drain=1", "").await;
+        assert_eq!(status, 405, "{method}: {body}");
+        assert_eq!(headers["allow"], "GET, POST", "{method}: {headers}");
+        assert_eq!(body["error"], "MethodNotAllowed", "{body}");
+    }
+    assert_eq!(tq.children("tasks").await.len(), 2, "nothing ran");
+}
