@@ -1,8 +1,9 @@
-//! What `process_events`' HTTP entries answer by method: a method other than GET and POST is
-//! 405 with `Allow` (HEAD included: it would run a drain otherwise).
+//! What `process_events`' HTTP entries answer by method and in what order they look at a
+//! request: a method other than GET and POST is 405 with `Allow` (HEAD included: it would run
+//! a drain otherwise), and Vercel checks the secret before it says anything about the body.
 
 use process_events::App;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::requests::{VercelServer, url_request};
 use harness::TestQueue;
@@ -51,4 +52,33 @@ async fn a_function_url_answers_other_methods_405_and_runs_nothing_for_head() {
         assert_eq!(body["error"], "MethodNotAllowed", "{body}");
     }
     assert_eq!(tq.children("tasks").await.len(), 2, "nothing ran");
+}
+
+/// An unauthenticated caller learns nothing about its body: 401 whatever the body is, and 413
+/// or 400 only once the secret matched.
+#[tokio::test]
+async fn vercel_checks_the_secret_before_the_body() {
+    let tq = TestQueue::new().await;
+    let server = vercel(&tq).await;
+    let large = json!({"type": "a", "payload": "x".repeat(3_000)}).to_string();
+    let bad = "{\"type\": \"a\", \"payload\": 1}\nnot json";
+    for auth in [None, Some("Bearer wrong"), Some("Bearer cron")] {
+        for body in [large.as_str(), bad] {
+            let answer = server.send("POST", PATH, auth, body.as_bytes()).await;
+            assert_eq!(answer.status, 401, "{auth:?}: {answer:?}");
+        }
+    }
+    let drain = format!("{PATH}?drain=1");
+    let answer = server.send("POST", &drain, None, large.as_bytes()).await;
+    assert_eq!(answer.status, 401, "a run's secret first: {answer:?}");
+
+    let answer = server
+        .send("POST", PATH, Some("Bearer pub"), large.as_bytes())
+        .await;
+    assert_eq!(answer.status, 413, "{answer:?}");
+    let answer = server
+        .send("POST", PATH, Some("Bearer pub"), bad.as_bytes())
+        .await;
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert!(tq.children("tasks").await.is_empty(), "nothing published");
 }

@@ -175,7 +175,15 @@ async fn vercel_replies_match_the_openapi_spec() {
         .await;
     replies.expect(VERCEL, "get", 401, "a run with the wrong bearer", &cron);
     let large = format!("{{\"type\": \"a\", \"payload\": \"{}\"}}", "x".repeat(3000));
-    let large = server.send("POST", "", None, &large).await;
+    let anonymous = server.send("POST", "", None, &large).await;
+    replies.expect(
+        VERCEL,
+        "post",
+        401,
+        "a large body without a bearer",
+        &anonymous,
+    );
+    let large = server.send("POST", "", Some("Bearer pub"), &large).await;
     replies.expect(VERCEL, "post", 413, "a body over the limit", &large);
 
     let created = server.send("POST", "", Some("Bearer pub"), task).await;
