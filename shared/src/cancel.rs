@@ -1,7 +1,9 @@
 //! Cancelling one task by name or id (`event-bridge cancel`): a pending or waiting task goes
 //! to the dead letters with the reason `cancelled`, so nothing vanishes without a trace; a
 //! held one is marked, so that its holder's completion still counts but it is not run again
-//! (see [`crate::queue`]'s `cancel`).
+//! (see [`crate::queue`]'s `cancel`). A debounced publish still pending under its key (by its
+//! id) is not a task yet: it is withdrawn, its node deleted at the version read. The id of a
+//! publish a later one of its key replaced is pending no more: not found.
 
 use serde::Serialize;
 
@@ -31,6 +33,11 @@ pub enum Cancelled {
     Dead {
         name: String,
     },
+    /// It was a debounced publish pending under `key`, not a task yet: its node is deleted,
+    /// so it never runs (no dead letter: there was no task to bury).
+    Withdrawn {
+        key: String,
+    },
     NotFound,
 }
 
@@ -51,6 +58,7 @@ pub async fn cancel(queue: &Queue, key: &str) -> Result<Cancelled> {
             Status::Dead { name, .. } => Some(Cancelled::Dead { name }),
             // Completed already (its record kept): nothing to cancel.
             Status::Completed { record } => Some(Cancelled::Finished { name: record.task }),
+            Status::Debounced(pending) => withdraw(queue, &pending.key, &pending.id).await?,
             Status::NotFound => Some(Cancelled::NotFound),
         };
         if let Some(done) = done {
@@ -100,13 +108,23 @@ async fn waiting(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
     Ok(None)
 }
 
+/// Withdraws the debounced publish `id` pending under `key`; `None` when a publish of the key
+/// replaced it or it fired meanwhile (the caller looks again).
+async fn withdraw(queue: &Queue, key: &str, id: &str) -> Result<Option<Cancelled>> {
+    let withdrawn = queue.withdraw_debounced(key, id).await?;
+    Ok(withdrawn.then(|| Cancelled::Withdrawn {
+        key: key.to_string(),
+    }))
+}
+
 /// Marks held task `name` (envelope id `id`), then looks again: a task that went to wait
 /// meanwhile is buried, one that ended needs no mark.
 async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelled> {
     queue.mark_cancelled(id, name).await?;
     let now = queue.server_time().await?;
     let after = match inspect::status(queue, &now, key).await? {
-        Status::Leased { .. } => {
+        // Held still, or a debounced publish with the same id met first: the mark stays.
+        Status::Leased { .. } | Status::Debounced(_) => {
             return Ok(Cancelled::Marked {
                 name: name.to_string(),
             });

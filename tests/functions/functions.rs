@@ -9,13 +9,12 @@ use event_bridge::Session;
 use lambda_runtime::{Context, LambdaEvent};
 use process_events::App;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::process::Command;
 use tokio::time::timeout;
 use zookeeper_client as zk;
 
-use harness::{Proxy, TestQueue, binary, workspace_root};
+use crate::requests::{VercelServer, event_file, url_request};
+use harness::{Proxy, TestQueue, binary};
 
 // ---- Lambda handlers, called directly ----
 
@@ -421,14 +420,8 @@ async fn a_function_url_post_publishes_and_a_status_request_answers() {
 
 /// Sends `body` as a Function URL publish: the reply's status and JSON body.
 async fn url_publish(app: &App, body: &str) -> (u16, Value) {
-    let mut post = event_file("publish.json");
-    post["body"] = json!(body);
-    let reply = process_events::lambda::handle(app, LambdaEvent::new(post, Context::default()))
-        .await
-        .expect("a reply");
-    let status = reply["statusCode"].as_u64().expect("a status") as u16;
-    let body = serde_json::from_str(reply["body"].as_str().expect("a body")).expect("JSON");
-    (status, body)
+    let (status, _, json) = url_request(app, "POST", "", body).await;
+    (status, json)
 }
 
 #[tokio::test]
@@ -600,12 +593,6 @@ async fn open_session(tq: &TestQueue) -> Session {
         .expect("session")
 }
 
-fn event_file(name: &str) -> Value {
-    let path = workspace_root().join("events").join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 fn zk_error(source: zk::Error) -> event_bridge::Error {
     event_bridge::Error::Zk {
         op: "get",
@@ -633,69 +620,6 @@ async fn expired(queue: &event_bridge::Queue) {
     timeout(Duration::from_secs(60), ended)
         .await
         .expect("client learns its session ended");
-}
-
-/// A function binary run as Vercel runs it, and requests to it.
-struct VercelServer {
-    server: harness::vercel::VercelBinary,
-}
-
-impl VercelServer {
-    /// Starts `bin` with the test's ZooKeeper and `env` (no `CRON_SECRET` or
-    /// `ALLOW_UNAUTHENTICATED` but what `env` sets).
-    async fn start(bin: &str, config: &Config, env: &[(&str, &str)]) -> Self {
-        VercelServer {
-            server: harness::vercel::VercelBinary::start(bin, config, env).await,
-        }
-    }
-
-    /// What the server logged so far.
-    fn log(&self) -> String {
-        self.server.log()
-    }
-
-    /// `GET path` with an optional `Authorization` header: the status and the JSON body.
-    async fn get(&self, path: &str, authorization: Option<&str>) -> (u16, Value) {
-        self.request("GET", path, authorization, b"").await
-    }
-
-    /// `POST path` with `body`.
-    async fn post(&self, path: &str, authorization: Option<&str>, body: &[u8]) -> (u16, Value) {
-        self.request("POST", path, authorization, body).await
-    }
-
-    async fn request(
-        &self,
-        method: &str,
-        path: &str,
-        authorization: Option<&str>,
-        body: &[u8],
-    ) -> (u16, Value) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.server.port))
-            .await
-            .expect("connect");
-        let auth = authorization
-            .map(|a| format!("Authorization: {a}\r\n"))
-            .unwrap_or_default();
-        let length = body.len();
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Length: {length}\r\nConnection: close\r\n\r\n"
-        );
-        stream.write_all(request.as_bytes()).await.expect("send");
-        stream.write_all(body).await.expect("send the body");
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.expect("read");
-        let (head, body) = response
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("{response}"));
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("{head}"));
-        let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}"));
-        (status, body)
-    }
 }
 
 #[tokio::test]

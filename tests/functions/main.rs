@@ -3,6 +3,9 @@
 //! the Vercel builds as local HTTP servers).
 //! Needs: ZooKeeper (`make zk-up`), the binaries (`cargo build --workspace --bins`).
 
+mod debounced;
 mod emf;
 mod functions;
+mod methods;
 mod openapi;
+mod requests;

@@ -85,6 +85,10 @@ async fn function_url_replies_match_the_openapi_spec() {
         replacing.body["published"][0]["replaced"],
         first.body["published"][0]["id"]
     );
+    let pending_id = replacing.body["published"][0]["id"].as_str().unwrap();
+    let debounced = url.get(&format!("status={pending_id}")).await;
+    replies.expect(LAMBDA, "get", 200, "status: debounced", &debounced);
+    assert_eq!(debounced.body["state"], "debounced", "{}", debounced.body);
     let not_json = url
         .post("", "{\"type\": \"a\", \"payload\": 1}\nnot json")
         .await;
@@ -113,6 +117,9 @@ async fn function_url_replies_match_the_openapi_spec() {
     );
     let bad_cap = url.get("drain=1&max_tasks=0").await;
     replies.expect(LAMBDA, "get", 400, "max_tasks=0", &bad_cap);
+
+    let head = url.send("HEAD", "drain=1", None).await;
+    replies.expect(LAMBDA, "head", 405, "HEAD refused", &head);
 
     let drained = url.send("POST", "drain=1", None).await;
     replies.expect(LAMBDA, "post", 200, "a drain's report", &drained);
@@ -168,7 +175,15 @@ async fn vercel_replies_match_the_openapi_spec() {
         .await;
     replies.expect(VERCEL, "get", 401, "a run with the wrong bearer", &cron);
     let large = format!("{{\"type\": \"a\", \"payload\": \"{}\"}}", "x".repeat(3000));
-    let large = server.send("POST", "", None, &large).await;
+    let anonymous = server.send("POST", "", None, &large).await;
+    replies.expect(
+        VERCEL,
+        "post",
+        401,
+        "a large body without a bearer",
+        &anonymous,
+    );
+    let large = server.send("POST", "", Some("Bearer pub"), &large).await;
     replies.expect(VERCEL, "post", 413, "a body over the limit", &large);
 
     let created = server.send("POST", "", Some("Bearer pub"), task).await;
@@ -238,6 +253,9 @@ fn wrong_bodies(real: &Replies) -> Replies {
     });
     break_one("status: pending", "get", 200, &|b| {
         b["task"]["envelope"]["time"] = json!("yesterday")
+    });
+    break_one("status: debounced", "get", 200, &|b| {
+        b.as_object_mut().unwrap().remove("due_at_ms");
     });
     break_one("status: not found", "get", 404, &|b| {
         b["state"] = json!("pending")

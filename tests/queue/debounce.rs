@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
+use event_bridge::cancel::cancel;
+use event_bridge::inspect;
 use event_bridge::queue::Published;
 use event_bridge::task::Debounce;
 use event_bridge::{Envelope, process};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::cli::eb;
 use harness::{Recorder, TestQueue};
@@ -191,4 +193,102 @@ async fn publish_debounces_and_refuses_what_does_not_make_sense() {
         "nothing more published"
     );
     assert!(t.children("tasks").await.is_empty());
+}
+
+/// Where `key` (a task name or an id) is, as `status --json` prints it.
+async fn status_of(t: &TestQueue, key: &str) -> Value {
+    let status = inspect::status(&t.queue, &t.now().await, key)
+        .await
+        .unwrap();
+    serde_json::to_value(status).unwrap()
+}
+
+/// `status` finds a debounced publish pending under its key by its id, with the key, when it
+/// is due and the maximum wait's deadline (null without one); the id of a publish a later one
+/// of its key replaced is pending no more; once fired, the id is its task's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_finds_a_pending_debounced_publish_by_its_id() {
+    let t = TestQueue::new().await;
+    let first = debounced("doc-7", 1, 30_000, Some(300_000));
+    let last = debounced("doc-7", 2, 30_000, Some(300_000));
+    let uncapped = debounced("doc-8", 3, 20_000, None);
+    for envelope in [&first, &last, &uncapped] {
+        t.queue.publish(envelope).await.unwrap();
+    }
+    let (ctime, mtime) = times(&t, "doc-7").await;
+
+    let status = status_of(&t, &last.id).await;
+    assert_eq!(status["state"], "debounced", "{status}");
+    assert_eq!(
+        (&status["key"], &status["id"]),
+        (&json!("doc-7"), &json!(last.id))
+    );
+    assert_eq!(status["due_at_ms"], mtime + 30_000, "{status}");
+    assert_eq!(status["max_wait_until_ms"], ctime + 300_000, "{status}");
+    let due_in = status["due_in_ms"].as_i64().unwrap();
+    assert!(due_in > 0 && due_in <= 30_000, "{status}");
+    assert_eq!(status["envelope"]["payload"], json!({ "n": 2 }));
+    let (_, mtime_8) = times(&t, "doc-8").await;
+    let status = status_of(&t, &uncapped.id).await;
+    assert_eq!(status["due_at_ms"], mtime_8 + 20_000, "{status}");
+    assert_eq!(status["max_wait_until_ms"], Value::Null, "{status}");
+
+    let replaced = status_of(&t, &first.id).await;
+    assert_eq!(replaced["state"], "not_found", "{replaced}");
+
+    let text = eb(&t, &["status", &last.id], "");
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(text.status.success(), "{text:?}");
+    assert!(
+        stdout.contains("debounced") && stdout.contains("\"doc-7\""),
+        "{stdout}"
+    );
+    let json = eb(&t, &["status", "--json", &last.id], "");
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        (&json["state"], &json["key"]),
+        (&json!("debounced"), &json!("doc-7"))
+    );
+    assert_eq!(eb(&t, &["status", &first.id], "").status.code(), Some(3));
+
+    // doc-8 (due 20 s after its publish) fires too.
+    assert_eq!(t.queue.fire_debounced(mtime + 30_000).await.unwrap(), 2);
+    let fired = status_of(&t, &last.id).await;
+    assert_eq!(fired["state"], "pending", "{fired}");
+    assert!(fired["task"]["name"].as_str().unwrap().starts_with("task-"));
+}
+
+/// `cancel` withdraws a pending debounced publish by its id: its key's znode is deleted, no
+/// task is made and no dead letter written; the id of a publish a later one replaced is not
+/// found, and the later one stays pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_withdraws_a_pending_debounced_publish() {
+    let t = TestQueue::new().await;
+    let only = debounced("doc-7", 1, 30_000, None);
+    t.queue.publish(&only).await.unwrap();
+    let withdrawn = serde_json::to_value(cancel(&t.queue, &only.id).await.unwrap()).unwrap();
+    assert_eq!(withdrawn, json!({ "state": "withdrawn", "key": "doc-7" }));
+    assert!(t.children("debounce").await.is_empty());
+    assert!(t.children("dead").await.is_empty(), "it never was a task");
+    assert_eq!(status_of(&t, &only.id).await["state"], "not_found");
+
+    let first = debounced("doc-9", 1, 30_000, None);
+    let last = debounced("doc-9", 2, 30_000, None);
+    t.queue.publish(&first).await.unwrap();
+    t.queue.publish(&last).await.unwrap();
+    let out = eb(&t, &["cancel", &first.id], "");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&first.id), "{stderr}");
+    assert_eq!(t.read_json("debounce/doc-9").await["id"], json!(last.id));
+    let out = eb(&t, &["cancel", &last.id], "");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer,
+        json!({ "state": "withdrawn", "key": "doc-9" }),
+        "{out:?}"
+    );
+    assert!(t.children("debounce").await.is_empty());
+    assert_eq!(t.queue.fire_debounced(i64::MAX / 2).await.unwrap(), 0);
+    assert!(t.children("tasks").await.is_empty(), "nothing runs");
 }

@@ -8,10 +8,15 @@ use event_bridge::Envelope;
 use event_bridge::task::{MAX_BODY_BYTES, envelope_from_value};
 use serde_json::Value;
 
+use crate::HttpReply;
 use crate::trigger::{self, Trigger};
 
 /// Tasks one publish may carry, at most.
 pub const MAX_BATCH: usize = 1_000;
+
+/// The methods the endpoint answers (the `Allow` of a 405). Not `HEAD`: answering it as `GET`
+/// would run what the `GET` runs (a drain), and a `HEAD` must change nothing.
+pub const ALLOWED_METHODS: &str = "GET, POST";
 
 /// What a request asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,22 +32,31 @@ pub enum Ask {
 /// Reads the method, query string and whether there is a body. A `POST` with a body
 /// publishes, unless its query asks for a run (`drain=`, `max_tasks=`); a `POST` without a
 /// body is a run, as Lambda Function URL drains have always been sent.
-pub fn ask(method: &str, query: &str, has_body: bool) -> Result<Ask, String> {
+///
+/// # Notable errors
+/// - 405 (with `Allow`) for any method but `GET` and `POST`, `HEAD` included;
+/// - 400 for an empty `status=` or a `max_tasks` that is not a positive whole number.
+pub fn ask(method: &str, query: &str, has_body: bool) -> Result<Ask, HttpReply> {
     let runs = query
         .split('&')
         .any(|pair| pair.starts_with("drain=") || pair.starts_with("max_tasks="));
-    match method {
+    let asked = match method {
         "POST" if has_body && !runs => Ok(Ask::Publish),
         "POST" => trigger::from_query(query).map(Ask::Run),
-        "GET" | "HEAD" => match status_of(query) {
+        "GET" => match status_of(query) {
             Some(task) if task.is_empty() => Err("status= needs a task name or id".into()),
             Some(task) => Ok(Ask::Status(task)),
             None => trigger::from_query(query).map(Ask::Run),
         },
-        other => Err(format!(
-            "method {other} is not allowed: GET runs or asks for a status, POST publishes"
-        )),
-    }
+        other => {
+            let problem = format!(
+                "method {other} is not allowed: GET runs or asks for a status, POST publishes \
+                 or runs"
+            );
+            return Err(HttpReply::method_not_allowed(&problem, ALLOWED_METHODS));
+        }
+    };
+    asked.map_err(|problem: String| HttpReply::bad_request(&problem))
 }
 
 fn status_of(query: &str) -> Option<String> {
@@ -178,8 +192,14 @@ mod tests {
         let escaped = ask("GET", "status=order%2F7", false);
         assert_eq!(escaped, Ok(Ask::Status("order/7".into())));
         assert_eq!(ask("GET", "", false), Ok(Ask::Run(Trigger::Scheduled)));
-        assert!(ask("GET", "status=", false).is_err());
-        assert!(ask("DELETE", "", false).unwrap_err().contains("DELETE"));
+        assert_eq!(ask("GET", "status=", false).unwrap_err().status, 400);
+        assert_eq!(ask("GET", "max_tasks=0", false).unwrap_err().status, 400);
+        for method in ["DELETE", "PUT", "HEAD", "OPTIONS"] {
+            let refused = ask(method, "drain=1", false).unwrap_err();
+            assert_eq!(refused.status, 405, "{method}");
+            assert!(refused.body["message"].as_str().unwrap().contains(method));
+            assert_eq!(refused.headers, [("allow", ALLOWED_METHODS.to_string())]);
+        }
     }
 
     #[test]

@@ -27,9 +27,13 @@ pub fn bad_event(problem: String) -> Diagnostic {
 
 /// The response object a Lambda Function URL expects.
 pub fn function_url_reply(reply: HttpReply) -> Value {
+    let mut headers = json!({ "content-type": "application/json" });
+    for (name, value) in reply.headers {
+        headers[name] = json!(value);
+    }
     json!({
         "statusCode": reply.status,
-        "headers": { "content-type": "application/json" },
+        "headers": headers,
         "body": reply.body.to_string(),
     })
 }

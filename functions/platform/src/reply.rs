@@ -23,13 +23,24 @@ pub fn error_type(err: &Error) -> &'static str {
 pub struct HttpReply {
     pub status: u16,
     pub body: Value,
+    /// Headers besides `content-type` (`Allow` on a 405).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl HttpReply {
+    /// A reply with `status` and `body`, and no header of its own.
+    pub fn new(status: u16, body: Value) -> Self {
+        HttpReply {
+            status,
+            body,
+            headers: Vec::new(),
+        }
+    }
+
     /// 200 with a report.
     pub fn ok(report: &impl Serialize) -> Self {
         let body = serde_json::to_value(report).expect("reports are plain data");
-        HttpReply { status: 200, body }
+        HttpReply::new(200, body)
     }
 
     /// 401: the request lacks `Authorization: Bearer $CRON_SECRET`.
@@ -50,6 +61,13 @@ impl HttpReply {
         HttpReply::error(400, "BadRequest", problem)
     }
 
+    /// 405: a method the endpoint does not answer, with `Allow` listing those it does.
+    pub fn method_not_allowed(problem: &str, allow: &str) -> Self {
+        let mut reply = HttpReply::error(405, "MethodNotAllowed", problem);
+        reply.headers.push(("allow", allow.to_string()));
+        reply
+    }
+
     /// 503 when ZooKeeper failed us (worth retrying), 500 otherwise.
     pub fn failed(err: &Error) -> Self {
         let status = match err {
@@ -61,15 +79,12 @@ impl HttpReply {
 
     /// 202 with what a publish created.
     pub fn accepted(body: Value) -> Self {
-        HttpReply { status: 202, body }
+        HttpReply::new(202, body)
     }
 
     /// A status: 200, or 404 when there is no such task.
     pub fn status(found: bool, body: Value) -> Self {
-        HttpReply {
-            status: if found { 200 } else { 404 },
-            body,
-        }
+        HttpReply::new(if found { 200 } else { 404 }, body)
     }
 
     /// 413: a publish over the limit.
@@ -80,7 +95,7 @@ impl HttpReply {
     /// A reply with a JSON error body.
     pub fn error(status: u16, label: &str, message: &str) -> Self {
         let body = json!({ "error": label, "message": message });
-        HttpReply { status, body }
+        HttpReply::new(status, body)
     }
 }
 
@@ -120,6 +135,12 @@ mod tests {
         assert_eq!(HttpReply::unauthorized().status, 401);
         assert_eq!(HttpReply::unauthorized().body["error"], "Unauthorized");
         assert_eq!(HttpReply::bad_request("max_tasks").status, 400);
+        let refused = HttpReply::method_not_allowed("DELETE", "GET, POST");
+        assert_eq!(
+            (refused.status, &refused.body["error"]),
+            (405, &json!("MethodNotAllowed"))
+        );
+        assert_eq!(refused.headers, [("allow", "GET, POST".to_string())]);
         assert_eq!(
             HttpReply::failed(&zk_error(zk::Error::SessionExpired)).status,
             503

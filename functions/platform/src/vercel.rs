@@ -13,11 +13,13 @@ pub fn authorization(req: &Request) -> Option<&str> {
 
 /// The response a Vercel function returns.
 pub fn response(reply: HttpReply) -> Result<Response<String>, vercel_runtime::Error> {
-    let response = Response::builder()
+    let mut response = Response::builder()
         .status(reply.status)
-        .header("content-type", "application/json")
-        .body(reply.body.to_string())?;
-    Ok(response)
+        .header("content-type", "application/json");
+    for (name, value) in &reply.headers {
+        response = response.header(*name, value);
+    }
+    Ok(response.body(reply.body.to_string())?)
 }
 
 #[cfg(test)]
@@ -32,5 +34,7 @@ mod tests {
         assert_eq!(response.headers()["content-type"], "application/json");
         let body: Value = serde_json::from_str(response.body()).unwrap();
         assert_eq!(body["error"], "Unauthorized");
+        let refused = super::response(HttpReply::method_not_allowed("PUT", "GET, POST")).unwrap();
+        assert_eq!(refused.headers()["allow"], "GET, POST");
     }
 }

@@ -1,6 +1,7 @@
 //! Publishing and status over HTTP (the Function URL and the Vercel function): a `POST` of one
 //! task or of JSON lines is published all or nothing and answered `202` with each task's name
-//! and status URL; `GET ?status=<task name or id>` answers where that task is.
+//! and status URL (a debounced item's asks by its id, escaped); `GET ?status=<task name or id>`
+//! answers where that task is.
 
 use event_bridge::inspect::{self, Status};
 use event_bridge::queue::Published;
@@ -79,6 +80,14 @@ fn answer(envelopes: &[Envelope], published: &[Published], path: &str) -> Value 
                 "state": state,
                 "idempotency_key": envelope.idempotency_key,
                 "status_url": task.as_deref().map(url),
+            }),
+            // Asked for by id: it has no task name until it fires.
+            Published::Debounced { id, key, replaced } => json!({
+                "published": "debounced",
+                "id": id,
+                "key": key,
+                "replaced": replaced,
+                "status_url": url(&event_bridge::layout::encode_segment(id)),
             }),
             // An outcome added later: as it serializes.
             other => json!(other),

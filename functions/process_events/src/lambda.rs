@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use crate::App;
 
-/// A Function URL `POST` (publish) or `GET ?status=` (a task's status), answered; `None` for
-/// every other event. The URL's IAM authorization (`AuthType: AWS_IAM`) admitted the caller.
+/// A Function URL `POST` (publish) or `GET ?status=` (a task's status), answered, or a request
+/// refused (another method: 405; a bad query: 400); `None` for a run request and every other
+/// event. The URL's IAM authorization (`AuthType: AWS_IAM`) admitted the caller.
 async fn publish_or_status(app: &App, event: &Value) -> Option<HttpReply> {
     let request = match function_url_request(event)? {
         Ok(request) => request,
@@ -25,7 +26,9 @@ async fn publish_or_status(app: &App, event: &Value) -> Option<HttpReply> {
         Ok(Ask::Status(key)) => Some(crate::intake::status(app, &key).await),
         // A run: the trigger is read below, as for every other event.
         Ok(Ask::Run(_)) => None,
-        Err(problem) => Some(HttpReply::bad_request(&problem)),
+        // A method the URL does not answer (405, `HEAD` included: it must not drain), a bad
+        // query (400).
+        Err(refused) => Some(refused),
     }
 }
 

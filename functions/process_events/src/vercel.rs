@@ -1,49 +1,68 @@
 //! The Vercel handler. `GET` with `Authorization: Bearer $CRON_SECRET` runs one scheduled
 //! batch (Vercel's cron), `?drain=1[&max_tasks=N]` drains; `POST` publishes and
-//! `GET ?status=<task>` answers a task's status, both with `Bearer $PUBLISH_SECRET`. Vercel
-//! gives no deadline, so a run takes at most `TIME_BUDGET_MS`, which must stay under the
-//! function's `maxDuration`.
+//! `GET ?status=<task>` answers a task's status, both with `Bearer $PUBLISH_SECRET`; any other
+//! method (`HEAD` too) is 405. The secret is checked before the body: a caller without it gets
+//! 401 whatever it sent. Vercel gives no deadline, so a run takes at most `TIME_BUDGET_MS`,
+//! which must stay under the function's `maxDuration`.
 
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Limited};
 use platform::intake::{self, Ask};
+use platform::trigger::Trigger;
 use platform::{HttpReply, admit, admit_publish};
 use vercel_runtime::{Request, Response};
 
 use crate::App;
 
-/// Handles one request.
+/// Handles one request: what it asks for (a method or query that says nothing clear is
+/// refused first), then the secret it needs, then its body, then the work.
 pub async fn handle(
     app: Arc<App>,
     req: Request,
 ) -> Result<Response<String>, vercel_runtime::Error> {
     let authorization = platform::vercel::authorization(&req).map(str::to_string);
-    let authorization = authorization.as_deref();
     let query = req.uri().query().unwrap_or("").to_string();
     let path = req.uri().path().to_string();
     let method = req.method().as_str().to_string();
     let body = match method.as_str() {
-        "POST" => match read_body(app.session.config().publish_max_bytes, req).await {
-            Ok(body) => body,
-            Err(refused) => return platform::vercel::response(refused),
-        },
-        _ => Default::default(),
+        "POST" => read_body(app.session.config().publish_max_bytes, req).await,
+        _ => Ok(Vec::new()),
     };
-    let has_body = !body.iter().all(u8::is_ascii_whitespace);
+    // A body too large or unreadable is a body all the same: it asks for a publish.
+    let has_body = body
+        .as_ref()
+        .map_or(true, |b| !b.iter().all(u8::is_ascii_whitespace));
     let reply = match intake::ask(&method, &query, has_body) {
-        Err(problem) => HttpReply::bad_request(&problem),
-        Ok(Ask::Run(_)) => respond(&app, &query, authorization).await,
-        Ok(Ask::Status(key)) => match admit_publish(app.session.config(), authorization) {
-            Ok(()) => crate::intake::status(&app, &key).await,
-            Err(refused) => refused,
-        },
-        Ok(Ask::Publish) => match admit_publish(app.session.config(), authorization) {
-            Ok(()) => crate::intake::publish(&app, &body, &path).await,
-            Err(refused) => refused,
-        },
+        Err(refused) => refused,
+        Ok(ask) => answer(&app, ask, authorization.as_deref(), body, &path).await,
     };
     platform::vercel::response(reply)
+}
+
+/// The reply to `ask`: the secret it needs is checked before the body is looked at, so a
+/// caller without it learns nothing of how its body would be taken.
+async fn answer(
+    app: &App,
+    ask: Ask,
+    authorization: Option<&str>,
+    body: Result<Vec<u8>, HttpReply>,
+    path: &str,
+) -> HttpReply {
+    let config = app.session.config();
+    let admitted = match ask {
+        Ask::Run(_) => admit(config, authorization),
+        Ask::Status(_) | Ask::Publish => admit_publish(config, authorization),
+    };
+    let body = match admitted.and(body) {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    match ask {
+        Ask::Run(trigger) => run(app, trigger).await,
+        Ask::Status(key) => crate::intake::status(app, &key).await,
+        Ask::Publish => crate::intake::publish(app, &body, path).await,
+    }
 }
 
 /// Reads a body of no more than one byte over `limit` (a larger one is refused with 413).
@@ -59,17 +78,9 @@ async fn read_body(limit: usize, req: Request) -> Result<Vec<u8>, HttpReply> {
     }
 }
 
-/// The reply to a run request (`GET`) with this query string and `Authorization` header.
-pub async fn respond(app: &App, query: &str, authorization: Option<&str>) -> HttpReply {
-    let config = app.session.config();
-    if let Err(refused) = admit(config, authorization) {
-        return refused;
-    }
-    let trigger = match platform::trigger::from_query(query) {
-        Ok(trigger) => trigger,
-        Err(problem) => return HttpReply::bad_request(&problem),
-    };
-    match crate::run(app, trigger, config.time_budget).await {
+/// The reply to an admitted run: its report.
+async fn run(app: &App, trigger: Trigger) -> HttpReply {
+    match crate::run(app, trigger, app.session.config().time_budget).await {
         Ok(report) => HttpReply::ok(&report),
         Err(e) => HttpReply::failed(&e),
     }

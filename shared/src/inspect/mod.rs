@@ -5,15 +5,18 @@
 //! for every invocation ([`crate::stats`] is the cheap look).
 //!
 //! - `pending` (here): the oldest pending tasks, each with its lease.
-//! - [`status`]: where one task is, by name or by id.
+//! - [`status`]: where one task is, by name or by id (`debounced`: a debounced publish
+//!   pending under its key, shown as [`DebouncedInfo`]).
 //! - [`counts`]: counts by type, from a sample of the head or from the whole queue.
 //! - [`leased`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
 
 mod counts;
+mod debounced;
 mod leased;
 mod status;
 
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
+pub use debounced::DebouncedInfo;
 pub use leased::leased;
 pub use status::{Status, status};
 

@@ -1,15 +1,18 @@
 //! Where one task is: pending, leased, waiting out a backoff, dead, completed (while its record
-//! is kept, `KEEP_DONE`), or not found; by its task name or by its envelope id.
+//! is kept, `KEEP_DONE`), not found; by its task name or by its envelope id. An id may also be
+//! that of a debounced publish still pending under its key, not a task yet (`debounced`).
 //!
 //! By name it looks where that name can be: its number in `tasks/` (one probe), the waiting
 //! nodes under `delayed/`, the dead letter of that name. A task that waited out a backoff came
 //! back under a new name and keeps the old ones in `moved_from`; such a name, and any id, is
-//! found by paging through the whole queue (a window at a time), the waiting tasks and the dead
-//! letters, in bounded memory.
+//! found by reading the pending debounced publishes (`debounce/`, first: a firing moves one from
+//! there to a lane, so looking in that order cannot miss it on its way), then paging through the
+//! whole queue (a window at a time), the waiting tasks and the dead letters, in bounded memory.
 
 use serde::Serialize;
 use serde_json::Value;
 
+use super::debounced::{self, DebouncedInfo};
 use super::{TaskInfo, body_info, info};
 use crate::clock::ZkTime;
 use crate::error::Result;
@@ -22,6 +25,8 @@ use crate::task::{self, Body};
 #[serde(tag = "state", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Status {
+    /// Published debounced, pending under its key until its period ends: not a task yet.
+    Debounced(Box<DebouncedInfo>),
     Pending {
         task: Box<TaskInfo>,
     },
@@ -95,9 +100,13 @@ async fn by_name(queue: &Queue, now: &ZkTime, name: &str) -> Result<Option<Statu
         }))
 }
 
-/// Pages through pending tasks, waiting tasks and dead letters for the one `key` names: its
-/// id, a name it had, or its dead letter's task.
+/// Looks through the pending debounced publishes, then pages through pending tasks, waiting
+/// tasks and dead letters for the one `key` names: its id, a name it had, or its dead letter's
+/// task.
 async fn scan(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
+    if let Some(pending) = queue.find_debounced(key).await? {
+        return Ok(Status::Debounced(Box::new(debounced::info(pending, now))));
+    }
     let wanted = |name: &str, body: &[u8]| matches(key, name, body);
     let mut walk = Walk::new();
     while let Some(window) = walk.next_window(queue).await? {

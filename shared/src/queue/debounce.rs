@@ -6,6 +6,10 @@
 //! deletes the pending node at the version read and creates the task at the tail of its lane,
 //! so a publish that lands in between (which rewrites the node) makes the firing fail, and the
 //! key goes on waiting with the new payload. Once fired, the next publish starts a new one.
+//!
+//! A pending publish is found by its envelope id by reading every pending key (ids have no
+//! index; keys pending are as many as keys published within their period, which every run
+//! lists anyway), and withdrawn (`cancel`) by deleting its node at the version read.
 
 use zookeeper_client as zk;
 
@@ -19,6 +23,9 @@ const TRIES: usize = 5;
 /// Debounce keys a run looks at, at most.
 pub const FIRE_PER_RUN: usize = 256;
 
+/// Pending publishes read in one request when looking for an id.
+const FIND_PAGE: usize = 32;
+
 /// What a debounced publish did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Debounced {
@@ -26,6 +33,32 @@ pub enum Debounced {
     Started,
     /// It replaced the pending envelope with this id.
     Replaced { previous: String },
+}
+
+/// A debounced publish pending under its key, as read.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct PendingDebounced {
+    pub envelope: Envelope,
+    /// What it asked for: its key, period and maximum wait.
+    pub debounce: Debounce,
+    /// When its key's first pending publish was written (ZooKeeper ms; the node's `ctime`).
+    pub first_ms: i64,
+    /// When this publish was written (ZooKeeper ms; the node's `mtime`).
+    pub last_ms: i64,
+}
+
+impl PendingDebounced {
+    /// When it is due (ZooKeeper ms): a period after this publish, no later than the
+    /// maximum wait after the first.
+    pub fn due_ms(&self) -> i64 {
+        self.debounce.due_ms(self.first_ms, self.last_ms)
+    }
+
+    /// When the maximum wait ends (ZooKeeper ms), when there is one.
+    pub fn max_wait_until_ms(&self) -> Option<i64> {
+        (self.debounce.max_ms).map(|max| self.first_ms.saturating_add(max as i64))
+    }
 }
 
 impl Queue {
@@ -93,6 +126,49 @@ impl Queue {
         Ok(fired)
     }
 
+    /// The pending debounced publish whose envelope id is `id`, if any: `debounce/` listed,
+    /// then read `FIND_PAGE` keys to a request.
+    pub async fn find_debounced(&self, id: &str) -> Result<Option<PendingDebounced>> {
+        let parent = self.layout().debounce();
+        let names = match self.client().list_children(&parent).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(Error::zk("list", parent, e)),
+        };
+        for page in names.chunks(FIND_PAGE) {
+            let paths: Vec<String> = page.iter().map(|n| format!("{parent}/{n}")).collect();
+            for (body, stat) in self.read_paths(&paths).await?.into_iter().flatten() {
+                match pending(&body, &stat) {
+                    Some(found) if found.envelope.id == id => return Ok(Some(found)),
+                    _ => {}
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Withdraws the publish with envelope id `id` pending under debounce key `key`: deletes
+    /// its node at the version read, so it never fires. `false` when the key holds another
+    /// publish (a later one replaced it) or none.
+    ///
+    /// # Notable behaviors
+    /// A publish or a firing between the read and the delete fails the delete (`BadVersion`,
+    /// `NoNode`): `false`, and nothing is deleted.
+    pub async fn withdraw_debounced(&self, key: &str, id: &str) -> Result<bool> {
+        let path = self.layout().debounced(key);
+        let Some((body, stat)) = self.read_path(&path).await? else {
+            return Ok(false);
+        };
+        if pending_id(&body) != id {
+            return Ok(false);
+        }
+        match self.client().delete(&path, Some(stat.version)).await {
+            Ok(()) => Ok(true),
+            Err(zk::Error::BadVersion | zk::Error::NoNode) => Ok(false),
+            Err(e) => Err(Error::zk("delete", path, e)),
+        }
+    }
+
     /// Debounced tasks pending (the children of `debounce/`).
     pub async fn count_debounced(&self) -> Result<usize> {
         self.count(&self.layout().debounce()).await
@@ -114,8 +190,19 @@ impl Queue {
 /// When the pending envelope `body` (its node's `stat`) is due; `None` for a body that is not
 /// a debounced envelope (never fired: `event-bridge` shows it, an operator deletes it).
 fn due_ms(body: &[u8], stat: &zk::Stat) -> Option<i64> {
+    pending(body, stat).map(|p| p.due_ms())
+}
+
+/// The pending publish `body` (its node's `stat`); `None` for a body that is not a debounced
+/// envelope.
+fn pending(body: &[u8], stat: &zk::Stat) -> Option<PendingDebounced> {
     let envelope: Envelope = serde_json::from_slice(body).ok()?;
-    Some(envelope.debounce?.due_ms(stat.ctime, stat.mtime))
+    Some(PendingDebounced {
+        debounce: envelope.debounce.clone()?,
+        envelope,
+        first_ms: stat.ctime,
+        last_ms: stat.mtime,
+    })
 }
 
 /// The id of the pending envelope `data` (empty when unreadable).

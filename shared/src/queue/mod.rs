@@ -4,6 +4,8 @@
 //!   `batch`: all or nothing in one multi-op (HTTP publishing).
 //! - `probe`, `walk`: finding tasks by number from the head, without listing `tasks/`.
 //! - `delay`: tasks that wait out a backoff or a delay under `delayed/`.
+//! - `debounce`: debounced publishes pending under `debounce/<key>`: published, found by id,
+//!   withdrawn, fired into their lanes.
 //! - `reads`: reading znodes, one or many to a request.
 //! - `claim`: taking a task ([`ClaimOutcome`]).
 //! - `holder`: what the holder of a [`Lease`] does while it runs the task: extend, release
@@ -68,7 +70,7 @@ use zookeeper_client as zk;
 
 pub use bury::Burial;
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Lease, Restraints};
-pub use debounce::{Debounced, FIRE_PER_RUN};
+pub use debounce::{Debounced, FIRE_PER_RUN, PendingDebounced};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};

@@ -68,7 +68,8 @@ enum Command {
         #[arg(default_value_t = 1)]
         count: usize,
     },
-    /// Where a task is: pending, leased, waiting, dead, or not found (exit 3).
+    /// Where a task is: pending, leased, waiting, dead, or not found (exit 3); by id, also a
+    /// debounced publish still pending under its key (debounced).
     Status {
         /// A task name (task-0000000042) or an envelope id.
         task: String,
@@ -100,7 +101,9 @@ enum Command {
     Reap,
     /// Cancel a task: pending or waiting, it goes to the dead letters (reason `cancelled`);
     /// held, it is marked so that its running attempt may still complete it but it is not run
-    /// again. Exit 3 when there is no such task.
+    /// again; a debounced publish still pending (by its id) is withdrawn: deleted, it never
+    /// runs. Exit 3 when there is no such task (also for the id of a debounced publish a later
+    /// one of its key replaced: only the last one is pending).
     Cancel {
         /// A task name (task-0000000042), a name it had, or an envelope id.
         task: String,

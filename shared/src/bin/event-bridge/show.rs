@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use event_bridge::Config;
-use event_bridge::inspect::{DetailedStats, Status, TaskInfo};
+use event_bridge::inspect::{DebouncedInfo, DetailedStats, Status, TaskInfo};
 
 use crate::Failure;
 
@@ -118,6 +118,7 @@ pub(crate) fn describe(status: &Status) -> String {
         _ => "",
     };
     let described = match status {
+        Status::Debounced(pending) => debounced(pending),
         Status::Pending { task } => match task.backoff_left_ms {
             Some(left) => format!(
                 "{}: pending, in backoff for {}, {} attempts",
@@ -157,11 +158,11 @@ pub(crate) fn describe(status: &Status) -> String {
                 }) => format!(", {sink}"),
                 _ => String::new(),
             };
-            let at = chrono::DateTime::from_timestamp_millis(record.completed_at_ms)
-                .map_or_else(|| "?".into(), |t| t.to_rfc3339());
             format!(
-                "{}: completed at {at} after {} attempts{answer}",
-                record.task, record.attempts
+                "{}: completed at {} after {} attempts{answer}",
+                record.task,
+                at(record.completed_at_ms),
+                record.attempts
             )
         }
         Status::NotFound => "not found".into(),
@@ -169,6 +170,30 @@ pub(crate) fn describe(status: &Status) -> String {
         other => serde_json::json!(other).to_string(),
     };
     format!("{described}{paused}")
+}
+
+/// A pending debounced publish: its key, when it is due, when its maximum wait ends.
+fn debounced(pending: &DebouncedInfo) -> String {
+    let due = match pending.due_in_ms {
+        left if left > 0 => format!("in {}", seconds(left)),
+        late => format!("{} ago: the next run fires it", seconds(-late)),
+    };
+    let max = match pending.max_wait_until_ms {
+        Some(ms) => format!("; its maximum wait ends at {}", at(ms)),
+        None => String::new(),
+    };
+    format!(
+        "{}: debounced under key {:?} ({}), due at {} ({due}){max}",
+        pending.id,
+        pending.key,
+        pending.event_type,
+        at(pending.due_at_ms)
+    )
+}
+
+/// Milliseconds since the epoch, in RFC 3339.
+fn at(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(|| "?".into(), |t| t.to_rfc3339())
 }
 
 fn seconds(ms: i64) -> String {
