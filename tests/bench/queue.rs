@@ -28,8 +28,8 @@
 //! real SQS would do; batched/unbatched is the comparison that carries.
 //!
 //! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
-//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart` (only the cold
-//! start section: [`coldstart`]). No tracing subscriber is installed, so logging costs nothing.
+//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart` or `semantics` (only
+//! that section, [`coldstart`] or [`semantics`], the latter at the first of `BENCH_SIZES`). No tracing subscriber is installed, so logging costs nothing.
 
 mod baseline;
 mod coldstart;
@@ -100,8 +100,16 @@ async fn bench() -> Result<()> {
     if smoke {
         println!("queue bench: smoke run (cargo test); `make bench` measures");
     }
-    if std::env::var("BENCH_ONLY").as_deref() == Ok("coldstart") {
-        return coldstart::section(&addr, smoke).await;
+    match std::env::var("BENCH_ONLY").as_deref() {
+        Ok("coldstart") => return coldstart::section(&addr, smoke).await,
+        Ok("semantics") => {
+            let size = *env_list("BENCH_SIZES", "2000")?
+                .first()
+                .ok_or("BENCH_SIZES is empty")?;
+            let concurrency = Config::default().drain_concurrency;
+            return semantics::section(&addr, size, concurrency).await;
+        }
+        _ => {}
     }
     let concurrency = env_list("BENCH_CONCURRENCY", "")?
         .first()

@@ -57,6 +57,19 @@ impl Queue {
     pub async fn publish_batch(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
         self.check_batch(envelopes)?;
         let envelopes = &*self.with_due_times(envelopes).await?;
+        match self.try_batch(envelopes).await? {
+            Some(published) => Ok(published),
+            None => Err(Error::Unreadable {
+                path: self.layout().keys(),
+                problem: "the batch's keys kept changing while it was published; try again".into(),
+            }),
+        }
+    }
+
+    /// [`Queue::publish_batch`] of checked `envelopes` with their due times; `None` when
+    /// their keys kept changing (taken, or a debounced key published or fired) through
+    /// [`TRIES`] tries.
+    pub(super) async fn try_batch(&self, envelopes: &[Envelope]) -> Result<Option<Vec<Published>>> {
         for _ in 0..TRIES {
             let items = self.batch_items(envelopes).await?;
             // Each item's task goes to the tail of its lane.
@@ -94,25 +107,32 @@ impl Queue {
                 }
             }
             if multi.is_empty() {
-                return Ok(answers(envelopes, items, &[]));
+                return Ok(Some(answers(envelopes, items, &[])));
             }
             match self.commit("publish batch", &multi).await? {
                 Ok(results) => {
                     let mut names = Vec::with_capacity(items.len());
                     for (i, item) in items.iter().enumerate() {
-                        let name = match item {
+                        names.push(match item {
                             Item::Plain(_) | Item::Keyed(_) => {
                                 let created = multi.result(&results, (i, Part::NewTask));
                                 Some(created_name(created, &prefixes[i])?)
                             }
                             Item::Existing(_) | Item::SameAs(_) | Item::Debounced(_) => None,
-                        };
-                        if let (Item::Keyed(write), Some(name)) = (item, &name) {
-                            self.name_key(write, name).await?;
-                        }
-                        names.push(name);
+                        });
                     }
-                    return Ok(answers(envelopes, items, &names));
+                    let named: Vec<(&KeyedWrite, &str)> = items
+                        .iter()
+                        .zip(&names)
+                        .filter_map(|(item, name)| match (item, name) {
+                            (Item::Keyed(write), Some(name)) => Some((write, name.as_str())),
+                            _ => None,
+                        })
+                        .collect();
+                    if !named.is_empty() {
+                        self.name_keys(&named).await?;
+                    }
+                    return Ok(Some(answers(envelopes, items, &names)));
                 }
                 Err(failed) => match failed.error {
                     // A key was taken meanwhile, or a debounce key published or fired: look
@@ -123,10 +143,7 @@ impl Queue {
                 },
             }
         }
-        Err(Error::Unreadable {
-            path: self.layout().keys(),
-            problem: "the batch's keys kept changing while it was published; try again".into(),
-        })
+        Ok(None)
     }
 
     /// Refuses `envelopes` before anything is written ([`Error::Unpublishable`], naming the
@@ -209,11 +226,30 @@ impl Queue {
                 continue;
             }
             first_with.insert(key, i);
-            let write = self.keyed_write(envelope, key)?;
-            items.push(match self.existing(&write.key_path).await? {
-                Some(existing) => Item::Existing(existing),
-                None => Item::Keyed(write),
-            });
+            items.push(Item::Keyed(self.keyed_write(envelope, key)?));
+        }
+        self.taken_keys(items).await
+    }
+
+    /// `items` with each keyed one whose key is taken answered by the task that has it: the
+    /// keys read in one multi-read, and only a taken one looked at again.
+    async fn taken_keys(&self, mut items: Vec<Item>) -> Result<Vec<Item>> {
+        let (keyed, paths): (Vec<usize>, Vec<String>) = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| match item {
+                Item::Keyed(write) => Some((i, write.key_path.clone())),
+                _ => None,
+            })
+            .unzip();
+        let found = self.read_paths(&paths).await?;
+        for ((i, path), read) in keyed.into_iter().zip(&paths).zip(found) {
+            if read.is_none() {
+                continue;
+            }
+            if let Some(existing) = self.existing(path).await? {
+                items[i] = Item::Existing(existing);
+            }
         }
         Ok(items)
     }

@@ -52,6 +52,17 @@ pub(super) struct KeyData {
     pub(super) completed_at: Option<i64>,
 }
 
+impl KeyData {
+    /// The data of `write`'s key once its task is named `task`.
+    pub(super) fn named(write: &KeyedWrite, task: &str) -> Self {
+        KeyData {
+            id: write.id.clone(),
+            task: Some(task.to_string()),
+            completed_at: None,
+        }
+    }
+}
+
 /// Where the task that has a key is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -128,15 +139,12 @@ impl Queue {
         let envelopes = &*self.with_due_times(envelopes).await?;
         let mut published = Vec::with_capacity(envelopes.len());
         for window in envelopes.chunks(PUBLISH_WINDOW) {
-            let each = window.iter().map(|e| self.publish_one(e));
-            for one in futures::future::join_all(each).await {
-                published.push(one?);
-            }
+            published.extend(self.publish_window(window).await?);
         }
         Ok(published)
     }
 
-    async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
+    pub(super) async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
         // An empty id, a key too long (its requests would drop the connection), a
         // concurrency key no gate can be named after: refused first. (A body within a task's
         // limit and a key within its own always fit one request, so this costs no
@@ -277,12 +285,7 @@ impl Queue {
     /// Writes the name of the task a keyed publish just created into its key; whoever meets
     /// the key before this lands waits for it (see `existing`).
     pub(super) async fn name_key(&self, write: &KeyedWrite, task: &str) -> Result<()> {
-        let data = KeyData {
-            id: write.id.clone(),
-            task: Some(task.to_string()),
-            completed_at: None,
-        };
-        let named = serde_json::to_vec(&data)?;
+        let named = serde_json::to_vec(&KeyData::named(write, task))?;
         if let Err(e) = self
             .client()
             .set_data(&write.key_path, &named, Some(0))

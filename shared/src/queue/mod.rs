@@ -35,6 +35,7 @@
 //! task's version has moved on, so the stale holder's write fails and changes nothing.
 
 mod batch;
+mod bulk;
 mod bury;
 mod cancel_marks;
 mod claim;

@@ -1,0 +1,83 @@
+//! Bulk publishing with idempotency keys: a run of keyed envelopes in a bulk publish goes out as
+//! one all-or-nothing batch ([`Queue::publish_batch`]: one multi-read of the keys, one multi-op
+//! for the keys and the tasks, one multi-op naming the keys) instead of two writes a task. A
+//! run the batch refuses (two ids alike, more than one request carries), or whose keys other
+//! producers kept taking through its tries, goes one by one, as every other envelope does.
+
+use super::Queue;
+use super::keys::{KeyData, KeyedWrite, Published};
+use super::ops::{Multi, Op, Part};
+use crate::error::Result;
+use crate::task::Envelope;
+
+/// Keyed envelopes published together in one batch, at most.
+pub(super) const KEYED_RUN: usize = 32;
+
+impl Queue {
+    /// Publishes `window` (pipelined, in order): runs of keyed envelopes as batches, the
+    /// others one by one.
+    pub(super) async fn publish_window(&self, window: &[Envelope]) -> Result<Vec<Published>> {
+        let runs = keyed_runs(window);
+        let each = runs.iter().map(|run| self.publish_run(run));
+        let mut published = Vec::with_capacity(window.len());
+        for answers in futures::future::join_all(each).await {
+            published.extend(answers?);
+        }
+        Ok(published)
+    }
+
+    async fn publish_run(&self, run: &[Envelope]) -> Result<Vec<Published>> {
+        // Due times are set already (`publish_all`). Keys another producer keeps taking
+        // meanwhile send the run one by one, as before.
+        if run.len() > 1
+            && self.check_batch(run).is_ok()
+            && let Some(published) = self.try_batch(run).await?
+        {
+            return Ok(published);
+        }
+        let each = run.iter().map(|e| self.publish_one(e));
+        futures::future::join_all(each).await.into_iter().collect()
+    }
+
+    /// Writes the names of the tasks a publish just created into their keys, in one multi-op;
+    /// key by key when that fails (a key may have moved on already: its task completed).
+    pub(super) async fn name_keys(&self, named: &[(&KeyedWrite, &str)]) -> Result<()> {
+        if let [(write, task)] = named {
+            return self.name_key(write, task).await;
+        }
+        let datas: Vec<Vec<u8>> = named
+            .iter()
+            .map(|(write, task)| serde_json::to_vec(&KeyData::named(write, task)))
+            .collect::<std::result::Result<_, _>>()?;
+        let mut multi = Multi::new();
+        for ((write, _), data) in named.iter().zip(&datas) {
+            multi.push(Part::Key, Op::Set(&write.key_path, data, 0));
+        }
+        if self.commit("name keys", &multi).await?.is_ok() {
+            return Ok(());
+        }
+        for (write, task) in named {
+            self.name_key(write, task).await?;
+        }
+        Ok(())
+    }
+}
+
+/// `window` cut into runs: consecutive keyed envelopes (not debounced), up to [`KEYED_RUN`]
+/// each, and every other envelope alone.
+fn keyed_runs(window: &[Envelope]) -> Vec<&[Envelope]> {
+    let batchable = |e: &Envelope| e.idempotency_key.is_some() && e.debounce.is_none();
+    let mut runs = Vec::new();
+    let mut start = 0;
+    while start < window.len() {
+        let mut end = start + 1;
+        if batchable(&window[start]) {
+            while end < window.len() && end - start < KEYED_RUN && batchable(&window[end]) {
+                end += 1;
+            }
+        }
+        runs.push(&window[start..end]);
+        start = end;
+    }
+    runs
+}
