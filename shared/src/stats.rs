@@ -1,8 +1,9 @@
 //! A look at the queue's state, cheap enough for every invocation and flat whatever the
-//! backlog: the counts come from the stats of the lanes, `leases/` and `dead/` (one
-//! multi-read), the waiting tasks from one stat per bucket of `delayed/`, the oldest task's age
-//! from one probe at the head of each lane that has tasks, what is paused from `ROOT/paused`, and the concurrency keys in flight from
-//! their gates (a listing of `concurrency/`, none without `per_key` routes).
+//! backlog: one multi-read of the stats of the lanes, `leases/`, `dead/`, the parents of what
+//! waits or is held aside and of `paused` gives the counts, what is paused and whether there is
+//! more to read; then, only where there is something: one stat per bucket of `delayed/`, the
+//! gates of the concurrency keys in flight (`concurrency/`), the locks of paused groups, and the
+//! oldest task's age from one probe at the head of each lane that has tasks.
 
 use serde::Serialize;
 use zookeeper_client as zk;
@@ -10,6 +11,8 @@ use zookeeper_client as zk;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::lane::Priority;
+use std::future::Future;
+
 use crate::queue::{KeyInFlight, LaneWalk, Paused, Queue, TaskRead};
 
 /// Counts and the age of the oldest task.
@@ -65,18 +68,18 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
 }
 
 /// As [`collect`]; without `now`, ZooKeeper's clock is read only when there is a task to age
-/// (a look at an empty queue writes nothing). The reads go out together: one multi-read of
-/// five stats, the key gates, the delay buckets (then a stat each), the debounced count and
-/// what is paused; then one probe per lane that has tasks.
+/// (a look at an empty queue writes nothing). One multi-read of ten stats (the lanes,
+/// `leases/`, `dead/`, `delayed/`, `debounce/`, `concurrency/`, `groups/` and `paused`) answers
+/// an idle queue; the delay buckets, the key gates and the group locks are read only when
+/// their parent has children, and the oldest task's age only when there is one.
 pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
-    let (counters, keys_in_flight, delayed, debounced, paused, paused_groups) = tokio::try_join!(
-        counters(queue),
-        queue.keys_in_flight(KEY_GATES),
-        queue.count_delayed(),
-        queue.count_debounced(),
-        queue.paused(),
-        queue.paused_groups(PAUSED_GROUPS)
+    let glance = glance(queue).await?;
+    let (keys_in_flight, delayed, paused_groups) = tokio::try_join!(
+        when(glance.gates, queue.keys_in_flight(KEY_GATES)),
+        when(glance.buckets, queue.count_delayed()),
+        when(glance.groups, queue.paused_groups(PAUSED_GROUPS))
     )?;
+    let counters = glance.counters;
     let oldest_task_age_ms = match (counters.depth, now) {
         (0, _) => None,
         (_, Some(now)) => oldest_age(queue, &now, &counters.lanes).await?,
@@ -90,12 +93,62 @@ pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
         leased: counters.leased,
         delayed,
         dead: counters.dead,
-        debounced,
+        debounced: glance.debounced,
         oldest_task_age_ms,
-        paused,
+        paused: glance.paused,
         paused_groups,
         counters,
     })
+}
+
+/// `read`'s answer when `has` (the parent it reads under has children), else nothing.
+async fn when<T: Default>(has: bool, read: impl Future<Output = Result<T>>) -> Result<T> {
+    match has {
+        true => read.await,
+        false => Ok(T::default()),
+    }
+}
+
+/// What one multi-read of the queue's parents says.
+struct Glance {
+    counters: Counters,
+    /// Whether `delayed/`, `concurrency/` and `groups/` have children.
+    buckets: bool,
+    gates: bool,
+    groups: bool,
+    debounced: usize,
+    paused: Paused,
+}
+
+async fn glance(queue: &Queue) -> Result<Glance> {
+    let layout = queue.layout();
+    let mut paths = counter_paths(queue).to_vec();
+    paths.extend([
+        layout.delayed(),
+        layout.concurrency(),
+        layout.groups(),
+        layout.debounce(),
+        layout.paused(),
+    ]);
+    let reads = queue.read_paths(&paths).await?;
+    let stats: Vec<Option<zk::Stat>> = reads.iter().map(|r| r.as_ref().map(|r| r.1)).collect();
+    let has = |i: usize| children(&stats[i]) > 0;
+    let paused = match &reads[9] {
+        Some((data, _)) => Paused::parse(&paths[9], data)?,
+        None => Paused::default(),
+    };
+    Ok(Glance {
+        counters: counters_from(&stats[..5]),
+        buckets: has(5),
+        gates: has(6),
+        groups: has(7),
+        debounced: children(&stats[8]),
+        paused,
+    })
+}
+
+fn children(stat: &Option<zk::Stat>) -> usize {
+    stat.map_or(0, |s| s.num_children.max(0) as usize)
 }
 
 /// Tasks pending in each lane.
@@ -135,39 +188,24 @@ pub struct Counters {
 /// One multi-read of five stats (the three lanes, `leases/`, `dead/`). `cversion` counts the creates and deletes of a node's
 /// children and `numChildren` creates less deletes, so the two totals follow from them.
 pub async fn counters(queue: &Queue) -> Result<Counters> {
+    let reads = queue.read_paths(&counter_paths(queue)).await?;
+    let stats: Vec<Option<zk::Stat>> = reads.iter().map(|r| r.as_ref().map(|r| r.1)).collect();
+    Ok(counters_from(&stats))
+}
+
+/// `leases/`, `dead/` and the three lanes, in the order [`counters_from`] takes their stats.
+fn counter_paths(queue: &Queue) -> [String; 5] {
     let layout = queue.layout();
-    let paths = [
+    [
         layout.leases(),
         layout.dead(),
         layout.lane_tasks(Priority::High),
         layout.tasks(),
         layout.lane_tasks(Priority::Low),
-    ];
-    let mut reader = queue.client().new_multi_reader();
-    for path in &paths {
-        reader
-            .add_get_data(path)
-            .map_err(|e| Error::zk("stat", path, e))?;
-    }
-    let results = reader
-        .commit()
-        .await
-        .map_err(|e| Error::zk("stat", layout.root(), e))?;
-    let mut stats = [None; 5];
-    for ((slot, result), path) in stats.iter_mut().zip(results).zip(&paths) {
-        *slot = match result {
-            zk::MultiReadResult::Data { stat, .. } => Some(stat),
-            zk::MultiReadResult::Error {
-                err: zk::Error::NoNode,
-            } => None,
-            zk::MultiReadResult::Error { err } => return Err(Error::zk("stat", path, err)),
-            other => {
-                let msg = format!("multi-read returned {other:?}");
-                return Err(Error::zk("stat", path, zk::Error::UnexpectedError(msg)));
-            }
-        };
-    }
-    let children = |stat: &Option<zk::Stat>| stat.map_or(0, |s| s.num_children.max(0) as usize);
+    ]
+}
+
+fn counters_from(stats: &[Option<zk::Stat>]) -> Counters {
     let lanes = &stats[2..];
     let (changes, depth) = lanes.iter().flatten().fold((0, 0), |(c, d), s| {
         (c + i64::from(s.cversion), d + i64::from(s.num_children))
@@ -177,14 +215,14 @@ pub async fn counters(queue: &Queue) -> Result<Counters> {
         normal: children(&lanes[1]),
         low: children(&lanes[2]),
     };
-    Ok(Counters {
+    Counters {
         depth: lanes.high + lanes.normal + lanes.low,
         lanes,
         leased: children(&stats[0]),
         dead: children(&stats[1]),
         tasks_created: ((changes + depth) / 2).max(0) as u64,
         tasks_removed: ((changes - depth) / 2).max(0) as u64,
-    })
+    }
 }
 
 /// The age of the oldest task: of the first task at each lane's head that has any, the

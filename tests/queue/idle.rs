@@ -73,3 +73,31 @@ async fn a_pending_debounced_publish_makes_the_queue_not_idle() {
     assert_eq!(report.completed, 1, "{report:?}");
     assert!(t.children("debounce").await.is_empty());
 }
+
+/// `stats` without a time reads ZooKeeper's clock only to age a task: a look at an idle queue
+/// (the metrics line after every scheduled run) writes nothing.
+#[tokio::test]
+async fn a_look_at_an_idle_queue_writes_nothing_and_a_task_is_aged_by_zookeepers_clock() {
+    let t = TestQueue::new().await;
+    let before = clock_version(&t).await;
+    let stats = event_bridge::stats::collect_with(&t.queue, None)
+        .await
+        .unwrap();
+    assert_eq!((stats.depth, stats.oldest_task_age_ms), (0, None));
+    assert_eq!(clock_version(&t).await, before, "the look read the clock");
+
+    t.publish(1).await;
+    let stats = event_bridge::stats::collect_with(&t.queue, None)
+        .await
+        .unwrap();
+    assert_eq!(stats.depth, 1);
+    assert!(
+        stats.oldest_task_age_ms.is_some_and(|age| age >= 0),
+        "{stats:?}"
+    );
+    assert_eq!(
+        clock_version(&t).await,
+        before + 1,
+        "aged by one clock reading"
+    );
+}

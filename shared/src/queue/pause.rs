@@ -37,7 +37,7 @@ pub enum PauseTarget {
 
 impl Paused {
     /// The `paused` znode's data at `path`, read.
-    pub(super) fn parse(path: &str, data: &[u8]) -> Result<Paused> {
+    pub(crate) fn parse(path: &str, data: &[u8]) -> Result<Paused> {
         serde_json::from_slice(data).map_err(|e| Error::Unreadable {
             path: path.to_string(),
             problem: e.to_string(),
