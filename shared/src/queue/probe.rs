@@ -202,17 +202,16 @@ impl Queue {
 
     /// Adds what [`Queue::read_lanes`] reads to `reader`: each lane's head, and its parent.
     pub(super) fn add_lane_reads(&self, reader: &mut zk::MultiReader<'_>) -> Result<()> {
-        for lane in Priority::ALL {
-            for path in [
-                self.layout().lane_head(lane),
-                self.layout().lane_tasks(lane),
-            ] {
-                reader
-                    .add_get_data(&path)
-                    .map_err(|e| Error::zk("get", &path, e))?;
-            }
-        }
-        Ok(())
+        let paths: Vec<String> = Priority::ALL
+            .into_iter()
+            .flat_map(|lane| {
+                [
+                    self.layout().lane_head(lane),
+                    self.layout().lane_tasks(lane),
+                ]
+            })
+            .collect();
+        super::reads::add_get_data(reader, &paths)
     }
 
     /// One number's pair of reads; `None` when no task has that number.

@@ -35,11 +35,7 @@ impl Queue {
             return Ok(Vec::new());
         }
         let mut reader = self.client().new_multi_reader();
-        for path in paths {
-            reader
-                .add_get_data(path)
-                .map_err(|e| Error::zk("get", path, e))?;
-        }
+        add_get_data(&mut reader, paths)?;
         let results = reader
             .commit()
             .await
@@ -60,4 +56,14 @@ impl Queue {
             })
             .collect()
     }
+}
+
+/// Adds a read of each of `paths` to `reader`.
+pub(super) fn add_get_data(reader: &mut zk::MultiReader<'_>, paths: &[String]) -> Result<()> {
+    for path in paths {
+        reader
+            .add_get_data(path)
+            .map_err(|e| Error::zk("get", path, e))?;
+    }
+    Ok(())
 }

@@ -10,6 +10,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::pause::Paused;
 use super::probe::{LaneStart, lane_starts};
+use super::reads::add_get_data;
 use crate::error::{Error, Result};
 
 /// What [`Queue::read_start`] found.
@@ -47,11 +48,7 @@ impl Queue {
         reader
             .add_get_children(&cancelled)
             .map_err(|e| Error::zk("list", &cancelled, e))?;
-        for path in &waiting {
-            reader
-                .add_get_data(path)
-                .map_err(|e| Error::zk("get", path, e))?;
-        }
+        add_get_data(&mut reader, &waiting)?;
         let results = reader
             .commit()
             .await
