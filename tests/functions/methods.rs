@@ -82,3 +82,25 @@ async fn vercel_checks_the_secret_before_the_body() {
     assert_eq!(answer.status, 400, "{answer:?}");
     assert!(tq.children("tasks").await.is_empty(), "nothing published");
 }
+
+/// The reaper's Vercel entry runs on GET and POST (Vercel's cron sends GET) and answers any
+/// other method 405, even with the secret: a HEAD ran a reap.
+#[tokio::test]
+async fn the_reapers_vercel_entry_answers_other_methods_405_and_reaps_nothing() {
+    let tq = TestQueue::new().await;
+    let server =
+        VercelServer::start("reap_leases_vercel", &tq.config, &[("CRON_SECRET", "cron")]).await;
+    let path = "/api/reap_leases_vercel";
+    let clock = format!("{}/clock", tq.config.root);
+    let version = || async { tq.raw.get_data(&clock).await.expect("clock").1.version };
+    let before = version().await;
+    for method in ["HEAD", "DELETE", "PUT"] {
+        let answer = server.send(method, path, Some("Bearer cron"), b"").await;
+        assert_eq!(answer.status, 405, "{method}: {answer:?}");
+        assert_eq!(answer.header("allow"), Some("GET, POST"), "{method}");
+    }
+    assert_eq!(version().await, before, "a reap read ZooKeeper's clock");
+    let answer = server.send("GET", path, Some("Bearer cron"), b"").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(version().await > before, "the GET reaped");
+}

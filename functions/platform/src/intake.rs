@@ -18,6 +18,20 @@ pub const MAX_BATCH: usize = 1_000;
 /// would run what the `GET` runs (a drain), and a `HEAD` must change nothing.
 pub const ALLOWED_METHODS: &str = "GET, POST";
 
+/// `Ok` for `GET` and `POST`, the methods an entry that only runs (the reaper's) answers; 405
+/// with `Allow` for any other, `HEAD` included.
+pub fn run_method(method: &str) -> Result<(), HttpReply> {
+    match method {
+        "GET" | "POST" => Ok(()),
+        other => Err(not_allowed(other, "GET and POST run")),
+    }
+}
+
+fn not_allowed(method: &str, what: &str) -> HttpReply {
+    let problem = format!("method {method} is not allowed: {what}");
+    HttpReply::method_not_allowed(&problem, ALLOWED_METHODS)
+}
+
 /// What a request asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ask {
@@ -49,11 +63,10 @@ pub fn ask(method: &str, query: &str, has_body: bool) -> Result<Ask, HttpReply> 
             None => trigger::from_query(query).map(Ask::Run),
         },
         other => {
-            let problem = format!(
-                "method {other} is not allowed: GET runs or asks for a status, POST publishes \
-                 or runs"
-            );
-            return Err(HttpReply::method_not_allowed(&problem, ALLOWED_METHODS));
+            return Err(not_allowed(
+                other,
+                "GET runs or asks for a status, POST publishes or runs",
+            ));
         }
     };
     asked.map_err(|problem: String| HttpReply::bad_request(&problem))

@@ -1,5 +1,5 @@
-//! The Vercel handler: a cron request with `Authorization: Bearer $CRON_SECRET` runs the
-//! reaper once.
+//! The Vercel handler: a cron request (`GET`, or `POST`) with `Authorization: Bearer
+//! $CRON_SECRET` runs the reaper once; any other method is 405.
 
 use std::sync::Arc;
 
@@ -12,6 +12,9 @@ pub async fn handle(
     session: Arc<Session>,
     req: Request,
 ) -> Result<Response<String>, vercel_runtime::Error> {
+    if let Err(refused) = platform::intake::run_method(req.method().as_str()) {
+        return platform::vercel::response(refused);
+    }
     let authorization = platform::vercel::authorization(&req);
     platform::vercel::response(respond(&session, authorization).await)
 }
