@@ -250,6 +250,36 @@ impl Queue {
             Ok(found) => found,
             Err(_) => vec![None; all.len()],
         };
+        self.create_missing(all, found).await
+    }
+
+    /// As [`Queue::ensure_paths`], reading the session's root (`/`: the chroot, when the
+    /// connection string names one) in the same request; `false`, creating nothing, when it
+    /// is missing. (A cold start so saves the round trip of a separate look at the chroot.)
+    pub(crate) async fn ensure_paths_under_root(&self) -> Result<bool> {
+        let mut all = vec!["/".to_string()];
+        all.extend(self.layout.base_paths());
+        let Ok(mut found) = self.read_paths(&all).await else {
+            // Something we may not read: the chroot looked at alone, then as before.
+            return match self.client.check_stat("/").await {
+                Ok(Some(_)) => self.ensure_paths().await.map(|()| true),
+                Ok(None) | Err(zk::Error::NoNode) => Ok(false),
+                Err(e) => Err(Error::zk("stat", "/", e)),
+            };
+        };
+        if found.remove(0).is_none() {
+            return Ok(false);
+        }
+        all.remove(0);
+        self.create_missing(all, found).await.map(|()| true)
+    }
+
+    /// Creates those of `all` that `found` says are missing.
+    async fn create_missing(
+        &self,
+        all: Vec<String>,
+        found: Vec<Option<(Vec<u8>, zk::Stat)>>,
+    ) -> Result<()> {
         let paths: Vec<String> = all
             .into_iter()
             .zip(found)

@@ -20,6 +20,13 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// - [`Error::Config`] naming `ZOOKEEPER_CONNECTION_STRING` when its chroot does not exist, or
 ///   when ZooKeeper refused the credentials of `ZOOKEEPER_AUTH`.
 pub async fn connect(config: &Config) -> Result<zk::Client> {
+    checked(open(config).await?, config).await
+}
+
+/// As [`connect`], without looking at the chroot: for a caller that reads it together with
+/// other nodes ([`crate::Session::open`], with the base paths), and names it with
+/// [`missing_chroot`] when it is not there.
+pub(super) async fn open(config: &Config) -> Result<zk::Client> {
     let deadline = Instant::now() + config.connect_timeout;
     let unreachable = |reason: String| Error::Unreachable {
         address: config.zookeeper.clone(),
@@ -30,7 +37,7 @@ pub async fn connect(config: &Config) -> Result<zk::Client> {
     loop {
         match tokio::time::timeout_at(deadline, connector(config).connect(&config.zookeeper)).await
         {
-            Ok(Ok(client)) => return checked(client, config).await,
+            Ok(Ok(client)) => return Ok(client),
             Ok(Err(zk::Error::AuthFailed)) => return Err(refused_credentials(config)),
             Ok(Err(e)) => reason = e.to_string(),
             Err(_) => return Err(unreachable(reason)),
@@ -61,15 +68,20 @@ async fn checked(client: zk::Client, config: &Config) -> Result<zk::Client> {
     };
     match client.check_stat("/").await {
         Ok(Some(_)) => Ok(client),
-        Ok(None) | Err(zk::Error::NoNode) => Err(Error::Config(ConfigError {
-            variable: "ZOOKEEPER_CONNECTION_STRING",
-            value: config.zookeeper.clone(),
-            problem: format!(
-                "its chroot {chroot} does not exist on ZooKeeper: create it, or leave it out"
-            ),
-        })),
+        Ok(None) | Err(zk::Error::NoNode) => Err(missing_chroot(config, chroot)),
         Err(e) => Err(Error::zk("stat", chroot, e)),
     }
+}
+
+/// The error of a connection string whose chroot `chroot` does not exist.
+pub(super) fn missing_chroot(config: &Config, chroot: &str) -> Error {
+    Error::Config(ConfigError {
+        variable: "ZOOKEEPER_CONNECTION_STRING",
+        value: config.zookeeper.clone(),
+        problem: format!(
+            "its chroot {chroot} does not exist on ZooKeeper: create it, or leave it out"
+        ),
+    })
 }
 
 fn refused_credentials(config: &Config) -> Error {
@@ -84,7 +96,7 @@ fn refused_credentials(config: &Config) -> Error {
 }
 
 /// The chroot of a connection string (`h1:2181,h2:2181/app` → `/app`), if it names one.
-fn chroot(connection: &str) -> Option<&str> {
+pub(super) fn chroot(connection: &str) -> Option<&str> {
     let at = connection.find('/')?;
     let chroot = connection[at..].trim_end_matches('/');
     (!chroot.is_empty()).then_some(chroot)

@@ -60,8 +60,13 @@ impl Session {
         dead_letters: Option<Arc<dyn DeadLetterSink>>,
     ) -> Result<Self> {
         let consumer_id = Queue::new_consumer_id(consumer_prefix);
-        let queue = new_queue(&config, &consumer_id, &dead_letters).await?;
-        queue.ensure_paths().await?;
+        let client = connect::open(&config).await?;
+        let queue = with_sink(Queue::new(client, &config, &consumer_id), &dead_letters);
+        // The chroot and the base paths in one read.
+        if !queue.ensure_paths_under_root().await? {
+            let chroot = connect::chroot(&config.zookeeper).unwrap_or("/");
+            return Err(connect::missing_chroot(&config, chroot));
+        }
         Ok(Session {
             config,
             consumer_id,
@@ -132,9 +137,15 @@ async fn new_queue(
     dead_letters: &Option<Arc<dyn DeadLetterSink>>,
 ) -> Result<Queue> {
     let client = connect(config).await?;
-    let queue = Queue::new(client, config, consumer_id);
-    Ok(match dead_letters {
+    Ok(with_sink(
+        Queue::new(client, config, consumer_id),
+        dead_letters,
+    ))
+}
+
+fn with_sink(queue: Queue, dead_letters: &Option<Arc<dyn DeadLetterSink>>) -> Queue {
+    match dead_letters {
         Some(sink) => queue.with_dead_letters(sink.clone()),
         None => queue,
-    })
+    }
 }
