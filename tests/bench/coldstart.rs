@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use harness::lambda_api::{RuntimeApi, function_env};
+use harness::lambda_api::{RuntimeApi, copy_probe, function_env};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -190,13 +190,8 @@ fn median(starts: &[Start]) -> Start {
 /// `target/hello-lambda`, with the cargo that runs the bench (release, but a debug build for
 /// the smoke run, as its `process_events` is); its binary's path.
 async fn hello_world(smoke: bool) -> Result<PathBuf> {
-    let root = harness::workspace_root();
-    let dir = root.join("target/hello-lambda");
-    let probe = root.join("tests/deploy/panic_probe");
-    std::fs::create_dir_all(dir.join("src"))?;
-    std::fs::copy(probe.join("Cargo.toml"), dir.join("Cargo.toml"))?;
-    std::fs::copy(probe.join("src/main.rs"), dir.join("src/main.rs"))?;
-    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock"))?;
+    let dir = harness::workspace_root().join("target/hello-lambda");
+    copy_probe(&dir, |manifest| manifest)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let profile = if smoke { "debug" } else { "release" };
     let built = tokio::process::Command::new(cargo)

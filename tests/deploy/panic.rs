@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use harness::lambda_api::{NEXT, Request, RuntimeApi, function_env};
+use harness::lambda_api::{NEXT, Request, RuntimeApi, copy_probe, function_env};
 use harness::workspace_root;
 
 #[test]
@@ -149,16 +149,15 @@ fn release_profile(manifest: &str) -> BTreeMap<String, String> {
 async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
     let root = workspace_root();
     let dir = root.join("target/panic-probe").join(variant);
-    std::fs::create_dir_all(dir.join("src")).expect("probe copy");
-    let mut manifest = read(&probe_dir().join("Cargo.toml"));
-    if let Some(strategy) = panic_strategy {
-        let line = "panic = \"unwind\"";
-        assert!(manifest.contains(line), "the probe's manifest has {line}");
-        manifest = manifest.replace(line, &format!("panic = \"{strategy}\""));
-    }
-    std::fs::write(dir.join("Cargo.toml"), manifest).expect("write manifest");
-    std::fs::copy(probe_dir().join("src/main.rs"), dir.join("src/main.rs")).expect("copy main.rs");
-    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).expect("copy Cargo.lock");
+    copy_probe(&dir, |manifest| match panic_strategy {
+        None => manifest,
+        Some(strategy) => {
+            let line = "panic = \"unwind\"";
+            assert!(manifest.contains(line), "the probe's manifest has {line}");
+            manifest.replace(line, &format!("panic = \"{strategy}\""))
+        }
+    })
+    .expect("probe copy");
 
     let target_dir = dir.join("target");
     let build = tokio::process::Command::new("cargo")

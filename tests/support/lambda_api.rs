@@ -4,6 +4,7 @@
 //! request the runtime makes is reported with the time it arrived.
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -83,6 +84,20 @@ pub fn function_env(name: &str) -> Vec<(&'static str, String)> {
         ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{name}")),
         ("AWS_LAMBDA_LOG_STREAM_NAME", "test".into()),
     ]
+}
+
+/// Copies the tiny Lambda function of `tests/deploy/panic_probe` (it echoes its event, or
+/// panics on request) to `dir` with the workspace's Cargo.lock, so it links the same
+/// `lambda_runtime` and tokio as the functions; `edit` may change its manifest first.
+pub fn copy_probe(dir: &Path, edit: impl FnOnce(String) -> String) -> std::io::Result<()> {
+    let root = crate::workspace_root();
+    let probe = root.join("tests/deploy/panic_probe");
+    std::fs::create_dir_all(dir.join("src"))?;
+    let manifest = std::fs::read_to_string(probe.join("Cargo.toml"))?;
+    std::fs::write(dir.join("Cargo.toml"), edit(manifest))?;
+    std::fs::copy(probe.join("src/main.rs"), dir.join("src/main.rs"))?;
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock"))?;
+    Ok(())
 }
 
 type Events = Arc<Mutex<VecDeque<(String, Value)>>>;

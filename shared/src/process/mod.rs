@@ -254,19 +254,15 @@ fn restraints_from(
 }
 
 /// What a run must not run: what is paused, and the marks of tasks cancelled while held;
-/// with what groups do when a task dies (`on_dead`, the handler's).
+/// with what groups do when a task dies (`on_dead`, the handler's). Read as a pass's start
+/// is (one request), the lanes left aside.
 async fn read_restraints(
     queue: &Queue,
     on_dead: OnDeadPolicy,
     limits: RouteLimits,
 ) -> Result<Restraints> {
-    let (paused, cancelled) = tokio::try_join!(queue.paused(), queue.cancel_marks())?;
-    Ok(Restraints {
-        paused,
-        cancelled,
-        on_dead,
-        limits,
-    })
+    let start = queue.read_start().await?;
+    Ok(restraints_from(start, on_dead, limits).0)
 }
 
 /// Tasks a run found over their route's limit: each counted once, and the soonest moment one
