@@ -339,7 +339,11 @@ pub fn judge(input: &Inputs) -> Figures {
         .filter(|id| !dead_cancelled.contains(*id))
         .map(|id| id.to_string())
         .collect();
-    let any_cancel = |id: &str| cancelled.contains(id) || late.contains(id);
+    let probed: HashSet<&str> = (published.probes.iter())
+        .filter(|p| p.order.cancel && p.last.state == "cancelled")
+        .map(|p| p.order.last.as_str())
+        .collect();
+    let any_cancel = |id: &str| cancelled.contains(id) || late.contains(id) || probed.contains(id);
     f.other_dead = (input.left.dead.iter())
         .filter(|d| !(any_cancel(d.id.as_str()) && d.reason == "cancelled"))
         .map(|d| format!("{} ({}, id {}): {}", d.name, d.event_type, d.id, d.reason))

@@ -1,12 +1,176 @@
 //! Debounce under mixed traffic: every debounced task is published three times with its key;
 //! the publishes' answers say which envelope replaced which. A replaced envelope is never
 //! delivered, and the one left of each key is (the lost check counts it).
+//!
+//! Some keys are probed right after their publish, on a session of the prober's: half of them
+//! by `status` of the envelope left and of the first, replaced, one; a quarter by `cancel` of
+//! the envelope left. `status` must find the pending publish as `debounced` under its key (or,
+//! once it fired, as a task with its id) and must never find a replaced one. A cancel that
+//! answers `withdrawn` must mean the envelope never runs and leaves no dead letter.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use event_bridge::{Config, Queue};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::checks::Inputs;
-use crate::producer::Kind;
+use crate::producer::{Kind, new_queue};
 use crate::receiver::Delivery;
+
+/// A key to probe: its number, the envelope left and the first (replaced) one.
+#[derive(Clone, Debug)]
+pub struct ProbeOrder {
+    pub key: String,
+    pub last: String,
+    pub first: String,
+    /// Cancel the envelope left instead of asking its status.
+    pub cancel: bool,
+}
+
+/// What one probe saw.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    pub order: ProbeOrder,
+    /// `status` of the envelope left, and of the replaced one (the state, then whether the
+    /// answer named the envelope's id and key), or the cancel's answer.
+    pub last: Seen,
+    pub first: Option<Seen>,
+    /// When the answer about the envelope left came.
+    pub answered: Instant,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub state: String,
+    /// The answer named this envelope (its id, and its key when it is `debounced`).
+    pub names_it: bool,
+}
+
+/// Which debounced keys a run probes: half by status, a quarter (of the others) by cancel.
+pub fn order_for(n: usize, key: &str, ids: &[String]) -> Option<ProbeOrder> {
+    let (first, last) = (ids.first()?, ids.last()?);
+    if ids.len() != 3 || (n / 20) % 2 == 1 {
+        return None;
+    }
+    Some(ProbeOrder {
+        key: key.to_string(),
+        last: last.clone(),
+        first: first.clone(),
+        cancel: (n / 20) % 4 == 2,
+    })
+}
+
+/// Probes each key it is sent, each at once on a task of its own, on the prober's session;
+/// returns what the probes saw once the channel closes.
+pub async fn probe_loop(config: Config, mut rx: mpsc::UnboundedReceiver<ProbeOrder>) -> Vec<Probe> {
+    let queue = new_queue(&config, "chaos-prober")
+        .await
+        .expect("the prober's session");
+    let queue = Arc::new(tokio::sync::Mutex::new(queue));
+    let mut running = Vec::new();
+    while let Some(order) = rx.recv().await {
+        let (config, queue) = (config.clone(), Arc::clone(&queue));
+        running.push(tokio::spawn(probe(config, queue, order)));
+    }
+    let mut done = Vec::new();
+    for probe in running {
+        done.push(probe.await.expect("a probe"));
+    }
+    done
+}
+
+async fn probe(config: Config, queue: Arc<tokio::sync::Mutex<Queue>>, order: ProbeOrder) -> Probe {
+    let last = if order.cancel {
+        ask(&config, &queue, |q| {
+            cancel(q, order.last.clone(), order.key.clone())
+        })
+        .await
+    } else {
+        ask(&config, &queue, |q| {
+            status(q, order.last.clone(), order.key.clone())
+        })
+        .await
+    };
+    let answered = Instant::now();
+    let first = if order.cancel {
+        None
+    } else {
+        Some(
+            ask(&config, &queue, |q| {
+                status(q, order.first.clone(), order.key.clone())
+            })
+            .await,
+        )
+    };
+    Probe {
+        order,
+        last,
+        first,
+        answered,
+    }
+}
+
+/// Runs `call` until it answers (on a new session when the old one is over), at most 150
+/// tries; the last error otherwise, as the state `error: …`.
+async fn ask<F, Fut>(config: &Config, queue: &tokio::sync::Mutex<Queue>, call: F) -> Seen
+where
+    F: Fn(Queue) -> Fut,
+    Fut: std::future::Future<Output = event_bridge::Result<Seen>>,
+{
+    let mut seen = Seen {
+        state: "never answered".into(),
+        names_it: false,
+    };
+    for _ in 0..150 {
+        let current = queue.lock().await.clone();
+        match call(current).await {
+            Ok(answer) => return answer,
+            Err(e) => seen.state = format!("error: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut shared = queue.lock().await;
+        if shared.session_over()
+            && let Ok(fresh) = new_queue(config, "chaos-prober").await
+        {
+            *shared = fresh;
+        }
+    }
+    seen
+}
+
+async fn status(queue: Queue, id: String, key: String) -> event_bridge::Result<Seen> {
+    let now = queue.server_time().await?;
+    let status = event_bridge::inspect::status(&queue, &now, &id).await?;
+    Ok(seen(
+        serde_json::to_value(&status).expect("a status"),
+        &id,
+        &key,
+    ))
+}
+
+async fn cancel(queue: Queue, id: String, key: String) -> event_bridge::Result<Seen> {
+    let cancelled = event_bridge::cancel::cancel(&queue, &id).await?;
+    let answer = serde_json::to_value(&cancelled).expect("a cancel's answer");
+    let state = answer["state"].as_str().unwrap_or("?").to_string();
+    let names_it = state != "withdrawn" || answer["key"] == key.as_str();
+    Ok(Seen { state, names_it })
+}
+
+/// The state of a status answer, and whether it names envelope `id` (and key `key` when it is
+/// still debounced).
+fn seen(answer: Value, id: &str, key: &str) -> Seen {
+    let state = answer["state"].as_str().unwrap_or("?").to_string();
+    let names_it = match state.as_str() {
+        "debounced" => answer["id"] == id && answer["key"] == key,
+        "pending" | "leased" | "waiting" => answer["task"]["id"] == id,
+        _ => true,
+    };
+    Seen { state, names_it }
+}
 
 #[derive(Default)]
 pub struct DebounceFigures {
@@ -17,6 +181,15 @@ pub struct DebounceFigures {
     /// again after a failed publish (not judged: their answers are the retry's).
     pub delivered_replaced: Vec<String>,
     pub uncertain: usize,
+    /// Keys probed by status, and what the envelope left was found as.
+    pub statuses: usize,
+    pub status_states: HashMap<String, usize>,
+    /// Keys probed by cancel, and how many were withdrawn.
+    pub cancels: usize,
+    pub withdrawn: usize,
+    pub cancel_states: HashMap<String, usize>,
+    /// Probe answers that break the contract.
+    pub probe_violations: Vec<String>,
 }
 
 pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> DebounceFigures {
@@ -41,5 +214,70 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> DebounceF
             ));
         }
     }
+    let dead: HashSet<&str> = input.left.dead.iter().map(|d| d.id.as_str()).collect();
+    for probe in &published.probes {
+        let delivered = by_id.get(probe.order.last.as_str()).map_or(&[][..], |l| l);
+        if let Some(wrong) = judge_probe(probe, delivered, &dead) {
+            f.probe_violations.push(wrong);
+        }
+        let states = match probe.order.cancel {
+            true => &mut f.cancel_states,
+            false => &mut f.status_states,
+        };
+        *states.entry(probe.last.state.clone()).or_default() += 1;
+        f.cancels += usize::from(probe.order.cancel);
+        f.statuses += usize::from(!probe.order.cancel);
+        f.withdrawn += usize::from(probe.order.cancel && probe.last.state == "withdrawn");
+    }
     f
+}
+
+/// What is wrong with `probe`'s answers, given the deliveries of the envelope left and the ids
+/// of the dead letters.
+fn judge_probe(probe: &Probe, delivered: &[&Delivery], dead: &HashSet<&str>) -> Option<String> {
+    let (order, last) = (&probe.order, &probe.last);
+    let who = format!("{} (key {})", order.last, order.key);
+    if last.state.starts_with("error") || last.state == "never answered" {
+        return None;
+    }
+    if !last.names_it {
+        return Some(format!(
+            "{who}: {} answered for another envelope",
+            last.state
+        ));
+    }
+    if let Some(first) = &probe.first
+        && first.state != "not_found"
+    {
+        return Some(format!(
+            "{} was replaced by {}, yet status found it {}",
+            order.first, order.last, first.state
+        ));
+    }
+    // Before its first delivery, the envelope left is pending under its key, or a task in its
+    // lane (fired), or held.
+    let before = delivered.iter().any(|d| d.arrived <= probe.answered);
+    let expected: &[&str] = match order.cancel {
+        false => &["debounced", "pending", "leased"],
+        true => &["withdrawn", "cancelled", "marked"],
+    };
+    if !before && !expected.contains(&last.state.as_str()) {
+        return Some(format!(
+            "{who}: answered {} before any delivery",
+            last.state
+        ));
+    }
+    match last.state.as_str() {
+        "withdrawn" | "cancelled" if delivered.iter().any(|d| d.arrived > probe.answered) => {
+            Some(format!("{who}: {}, yet delivered after", last.state))
+        }
+        "withdrawn" if dead.contains(order.last.as_str()) => {
+            Some(format!("{who}: withdrawn, yet a dead letter"))
+        }
+        "cancelled" if !dead.contains(order.last.as_str()) => {
+            Some(format!("{who}: cancelled, yet no dead letter"))
+        }
+        "dead" => Some(format!("{who}: status found it dead")),
+        _ => None,
+    }
 }

@@ -13,7 +13,8 @@
 //! Afterwards (`checks`): nothing lost, nothing stuck, groups in publish order, nothing of the
 //! paused type started while paused, one task per key, the limited route within its limits,
 //! no tenant over its per-key cap, no high task left behind the low lane, no replaced
-//! debounced envelope delivered (and the last of each key delivered),
+//! debounced envelope delivered (and the last of each key delivered), the status of a pending
+//! debounced publish found under its key, a withdrawn one never delivered,
 //! one task per schedule slot, cancelled tasks never delivered and dead, no stale fencing
 //! token, duplicates no more than the faults explain, retries neither early nor (generously)
 //! late, a victim's tasks back; every figure printed.

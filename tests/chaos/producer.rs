@@ -28,6 +28,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::debounce::Probe;
+
 const TICK: Duration = Duration::from_millis(100);
 pub const GROUPS: usize = 30;
 /// Limited tasks wait this long between bursts.
@@ -194,15 +196,23 @@ pub struct Published {
     pub key_anomalies: Vec<String>,
     /// Debounced envelopes another one replaced (never to be delivered).
     pub replaced: HashSet<String>,
+    /// Debounced keys probed by status or cancel right after their publish.
+    pub probes: Vec<Probe>,
     /// From the first tick to the last envelope published.
     pub took: Duration,
 }
 
 impl Published {
-    /// The ids of tasks that must be delivered: every one published but the cancelled.
+    /// The ids of tasks that must be delivered: every one published but the cancelled (and the
+    /// debounced publishes a probe cancelled).
     pub fn deliverable(&self) -> Vec<String> {
+        let probed: HashSet<&str> = (self.probes.iter())
+            .filter(|p| p.order.cancel)
+            .map(|p| p.order.last.as_str())
+            .collect();
         (self.sent.iter())
             .filter(|s| s.kind != Kind::Cancelled && !self.replaced.contains(&s.id))
+            .filter(|s| !probed.contains(s.id.as_str()))
             .filter(|s| !(s.kind == Kind::Debounced && self.uncertain.contains(&s.id)))
             .map(|s| s.id.clone())
             .collect()
@@ -224,6 +234,8 @@ pub async fn publish(
     let mut producer = Producer::connect(config).await;
     let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
     let canceller = tokio::spawn(cancel_loop(config.clone(), cancel_rx));
+    let (probe_tx, probe_rx) = mpsc::unbounded_channel();
+    let prober = tokio::spawn(crate::debounce::probe_loop(config.clone(), probe_rx));
     let mut plan = Plan::default();
     let mut sent_count = 0;
     let mut last_burst = Instant::now();
@@ -298,7 +310,11 @@ pub async fn publish(
         let envelopes: Vec<Envelope> = batch.iter().map(|(_, e)| e.clone()).collect();
         let answers = producer.publish(&envelopes).await;
         let at = Instant::now();
+        let mut debounced: HashMap<String, Vec<String>> = HashMap::new();
         for ((kind, envelope), answer) in batch.into_iter().zip(answers) {
+            if let Some(debounce) = &envelope.debounce {
+                (debounced.entry(debounce.key.clone()).or_default()).push(envelope.id.clone());
+            }
             if let Some((key, original)) = plan.repeat_of.remove(&envelope.id) {
                 let answer = match answer {
                     Answer::Existing { id, state, .. } => RepeatAnswer::Existing {
@@ -363,10 +379,24 @@ pub async fn publish(
                     .map(|g| (g, envelope.payload["seq"].as_u64().unwrap_or(0))),
             });
         }
+        for (key, ids) in debounced {
+            let n = key
+                .trim_start_matches("deb-")
+                .parse()
+                .expect("a debounce key's number");
+            if ids.iter().any(|id| producer.uncertain.contains(id)) {
+                continue;
+            }
+            if let Some(order) = crate::debounce::order_for(n, &key, &ids) {
+                let _ = probe_tx.send(order);
+            }
+        }
     }
     let took = start.elapsed();
     drop(cancel_tx);
+    drop(probe_tx);
     let cancels = canceller.await.expect("the canceller");
+    let probes = prober.await.expect("the prober");
     Published {
         sent: producer.sent,
         repeats: producer.repeats,
@@ -376,6 +406,7 @@ pub async fn publish(
         uncertain: producer.uncertain,
         key_anomalies: producer.key_anomalies,
         replaced: producer.replaced,
+        probes,
         took,
     }
 }

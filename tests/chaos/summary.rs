@@ -242,6 +242,17 @@ impl Outcome {
             some(&f.debounce.delivered_replaced),
             flag(!f.debounce.delivered_replaced.is_empty())
         );
+        println!(
+            "debounce    {:>6}  probe answers against the contract (status of {} keys right after publishing: {}; cancel of {}: {}, {} withdrawn){}{}",
+            f.debounce.probe_violations.len(),
+            f.debounce.statuses,
+            counts(&f.debounce.status_states),
+            f.debounce.cancels,
+            counts(&f.debounce.cancel_states),
+            f.debounce.withdrawn,
+            some(&f.debounce.probe_violations),
+            flag(!f.debounce.probe_violations.is_empty())
+        );
         let slots: Vec<String> = (f.slots.iter())
             .map(|(s, n)| format!("{} x{n}", crate::receiver::clock(*s)))
             .collect();
@@ -523,6 +534,18 @@ impl Outcome {
             ),
         );
         fail(
+            !f.debounce.probe_violations.is_empty(),
+            format!(
+                "status or cancel of a debounced publish answered against the contract{}",
+                some(&f.debounce.probe_violations)
+            ),
+        );
+        fail(
+            f.debounce.withdrawn == 0 || !f.debounce.status_states.contains_key("debounced"),
+            "no debounced publish was withdrawn, or none found pending: the probes saw nothing"
+                .into(),
+        );
+        fail(
             f.debounce.replaced == 0,
             "no debounced envelope was replaced: the debounce check saw nothing".into(),
         );
@@ -636,4 +659,11 @@ fn limited_retry_bound(f: &crate::checks::Figures) -> f64 {
         .map(|(_, spread)| spread.max)
         .fold(0.0, f64::max);
     backlog + RETRY_LATE_LIMITED_BOUND.as_secs_f64()
+}
+
+/// `state xN, …`, sorted.
+fn counts(states: &std::collections::HashMap<String, usize>) -> String {
+    let mut all: Vec<String> = states.iter().map(|(s, n)| format!("{s} x{n}")).collect();
+    all.sort();
+    all.join(", ")
 }
