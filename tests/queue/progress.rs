@@ -14,7 +14,17 @@ use event_bridge::queue::{ClaimOutcome, Lease, Settled};
 use event_bridge::{Config, Error, Task, process};
 use tokio::sync::Notify;
 
+use crate::cli::eb;
 use harness::{Proxy, TestQueue, options};
+
+fn stdout(output: std::process::Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
 
 fn claimed(outcome: ClaimOutcome) -> Lease {
     match outcome {
@@ -64,6 +74,19 @@ async fn the_next_extension_carries_the_latest_report_and_status_and_list_show_i
     let (held, _) = inspect::leased(&t.queue, &t.now().await, 10).await.unwrap();
     let listed: Vec<&TaskInfo> = held.iter().filter(|i| &i.name == name).collect();
     assert_eq!(listed[0].lease.as_ref().unwrap().progress, Some(latest));
+    // The command: `status` (a line, and JSON) and `list`.
+    let line = stdout(eb(&t, &["status", name], ""));
+    assert!(line.contains(", at 40% copied 4 of 10 files"), "{line}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(eb(&t, &["status", name, "--json"], ""))).unwrap();
+    assert_eq!(json["task"]["lease"]["progress"]["percent"], 40, "{json}");
+    let table = stdout(eb(&t, &["list"], ""));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(name.as_str()) && l.ends_with("40% copied 4 of 10 files")),
+        "{table}"
+    );
 
     // One write per extension, as before; a reader of the 000 design finds its two fields.
     let (data, version) = lease_znode(&t, name).await;

@@ -81,6 +81,14 @@ async fn each_result_is_kept_with_its_own_task_when_consumers_race() {
     let printed = serde_json::to_value(&status).unwrap();
     assert_eq!(printed["state"], "completed");
     assert_eq!(printed["record"]["result"]["task"], json!(names[0]));
+    let output = crate::cli::eb(&t, &["status", &names[0], "--json"], "");
+    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(printed["record"]["result"]["task"], json!(names[0]));
+    let output = crate::cli::eb(&t, &["status", &names[0]], "");
+    let line = String::from_utf8(output.stdout).unwrap();
+    let token = printed["record"]["fencing_token"].clone();
+    let shown = format!(r#", result {{"task":"{}","token":{token}}}"#, names[0]);
+    assert!(line.contains(&shown), "{line}");
 }
 
 #[tokio::test]
@@ -110,6 +118,12 @@ async fn a_result_over_the_limit_is_refused_when_built_and_kept_as_its_size() {
     let omitted = over.result_omitted.as_ref().expect("its size");
     assert_eq!(omitted.bytes, Some(MAX_RESULT_BYTES as u64 + 2));
     assert_eq!(omitted.reason, format!("over {MAX_RESULT_BYTES} bytes"));
+    let output = crate::cli::eb(&t, &["status", &names[0]], "");
+    let line = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        line.contains(", result not kept (over 65536 bytes: 65538 bytes, application/json)"),
+        "{line}"
+    );
     let fine = record(&t, &names[1]).await;
     assert_eq!(fine.result.as_ref().unwrap()["task"], json!(names[1]));
 }
