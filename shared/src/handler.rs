@@ -82,8 +82,9 @@ impl Delivered {
 pub trait Handler: Send + Sync {
     fn handle(&self, task: &Task) -> impl Future<Output = Result<(), HandlerError>> + Send;
 
-    /// As [`Handler::handle`], and what the delivery came to (kept in the completion record
-    /// when `KEEP_DONE` is set). By default: nothing more than that it succeeded.
+    /// As [`Handler::handle`], and what the delivery came to, its result included (kept in
+    /// the completion record when `KEEP_DONE` is set). By default: nothing more than that it
+    /// succeeded. A handler that reports progress does so through `task.progress`.
     fn handle_delivered(
         &self,
         task: &Task,

@@ -1,7 +1,10 @@
 //! Completion records (`KEEP_DONE`): a completed task leaves `done/<bucket>/<name>` (what it
 //! was, when it completed, after how many attempts, with which fencing token, what the sink
-//! answered) and `done/<bucket>/@<id>` (its name), both created in the completion's own
-//! multi-op, so a record exists exactly when the completion landed. `<bucket>` is the start of
+//! answered, the handler's result) and `done/<bucket>/@<id>` (its name), both created in the
+//! completion's own multi-op, so a record exists exactly when the completion landed. A record
+//! is at most about 66 KB (a result over 64 KiB is kept as its size), and a completion puts
+//! at most [`RECORD_BYTES_PER_REQUEST`] of records in one multi-op, so that a batch of large
+//! results stays within ZooKeeper's request limit. `<bucket>` is the start of
 //! the 10 minutes in which the record expires; the reaper deletes whole expired buckets, a
 //! bounded number of records per run. `status` finds a record by name or id with one list of
 //! `done/` (a bucket per 10 minutes of the window) and one multi-read.
