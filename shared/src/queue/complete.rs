@@ -79,7 +79,7 @@ impl Queue {
     /// committed again without it. A key that is missing is left out.
     ///
     /// Completion records with large results are split over several multi-ops, so each
-    /// stays within ZooKeeper's request limit (see [`within_request`]).
+    /// stays within ZooKeeper's request limit (see `done::within_request`).
     pub async fn complete_many(&self, leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
         let extras = self.completion_extras(&leases).await?;
         let pairs: Vec<(Lease, Extras)> = leases.into_iter().zip(extras).collect();
