@@ -67,6 +67,14 @@ pub enum Error {
     #[error("dead letter {name} cannot be redriven: {problem}")]
     NotRedrivable { name: String, problem: String },
 
+    /// A handler's result over the limit a completion record keeps; nothing was built.
+    #[error("result is {bytes} bytes of JSON, over the {limit}-byte limit")]
+    ResultTooLarge { bytes: usize, limit: usize },
+
+    /// A handler's progress report breaks a rule (see [`crate::progress`]); nothing was kept.
+    #[error("progress not reported: {0}")]
+    BadProgress(String),
+
     /// The dashboard cannot start as asked (its address, its mode, its metrics).
     #[error("dashboard on {listen}: {problem}")]
     Dashboard { listen: String, problem: String },

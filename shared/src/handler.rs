@@ -7,6 +7,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::task::{OnDeadPolicy, Task};
+use crate::task_result::TaskResult;
 
 /// Which built-in handler runs tasks (`EVENT_BRIDGE_HANDLER`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +45,15 @@ pub enum HandlerError {
 }
 
 /// What a finished delivery came to, for the completion record (`KEEP_DONE`): the sink that
-/// took the task and what it answered, where it says.
+/// took the task and what it answered, where it says. A handler of one's own returns its
+/// result here:
+///
+/// ```
+/// # use event_bridge::{handler::Delivered, TaskResult};
+/// let answer = serde_json::json!({"invoice": "F-1042"});
+/// let delivered = Delivered::with_result(TaskResult::json(answer)?);
+/// # Ok::<(), event_bridge::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Delivered {
     /// `http`, `sqs`, `log`; absent for a handler of one's own.
@@ -53,14 +62,29 @@ pub struct Delivered {
     /// The HTTP status of the webhook's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// What the handler answered: the record keeps it beside `delivered`, as `result` (or
+    /// `result_omitted`), not inside it.
+    #[serde(skip)]
+    pub result: Option<TaskResult>,
+}
+
+impl Delivered {
+    /// A delivery by a handler of one's own that answered `result`.
+    pub fn with_result(result: TaskResult) -> Self {
+        Delivered {
+            result: Some(result),
+            ..Delivered::default()
+        }
+    }
 }
 
 /// Runs one claimed task. The lease is extended while the returned future runs.
 pub trait Handler: Send + Sync {
     fn handle(&self, task: &Task) -> impl Future<Output = Result<(), HandlerError>> + Send;
 
-    /// As [`Handler::handle`], and what the delivery came to (kept in the completion record
-    /// when `KEEP_DONE` is set). By default: nothing more than that it succeeded.
+    /// As [`Handler::handle`], and what the delivery came to, its result included (kept in
+    /// the completion record when `KEEP_DONE` is set). By default: nothing more than that it
+    /// succeeded. A handler that reports progress does so through `task.progress`.
     fn handle_delivered(
         &self,
         task: &Task,

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::progress::ProgressReport;
+
 /// The data of a lease znode. The field names are the 000 design's, so its consumers can read
 /// our leases and judge their age the same way; `timestamp` is refreshed by every extension.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -15,6 +17,14 @@ pub struct LeaseData {
     pub consumer_id: String,
     /// When the lease was taken or last extended, ms since the epoch, holder's clock.
     pub timestamp: i64,
+    /// The handler's latest progress, as of the extension that wrote it (absent until it
+    /// reports one). Not a 000-design field: its readers ignore it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::progress::lenient"
+    )]
+    pub progress: Option<ProgressReport>,
 }
 
 impl LeaseData {
@@ -24,7 +34,13 @@ impl LeaseData {
         LeaseData {
             consumer_id: consumer_id.to_string(),
             timestamp: chrono::Utc::now().timestamp_millis(),
+            progress: None,
         }
+    }
+
+    /// The same, carrying the handler's latest `progress` (an extension's data).
+    pub fn with_progress(self, progress: Option<ProgressReport>) -> Self {
+        LeaseData { progress, ..self }
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {

@@ -38,6 +38,8 @@
 //! - [`session`]: a queue on a live session, connecting and the one retry policy.
 //! - [`queue`]: publish, claim, extend, complete, release and bury on ZooKeeper.
 //! - [`handler`]: the [`Handler`] trait and the built-in handlers.
+//! - [`task_result`]: what a handler answered, kept in the completion record (`KEEP_DONE`).
+//! - [`progress`]: a running handler's progress, carried by its lease's extensions.
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
 //! - [`dead`]: the dead letters (list, show, redrive, purge) and the [`dead::DeadLetterSink`].
@@ -72,6 +74,7 @@ pub mod layout;
 pub mod lease;
 pub mod limit;
 pub mod process;
+pub mod progress;
 pub mod queue;
 pub mod reap;
 #[cfg(feature = "schedule")]
@@ -83,6 +86,7 @@ pub mod secret;
 pub mod session;
 pub mod stats;
 pub mod task;
+pub mod task_result;
 pub mod worker;
 
 #[cfg(any(feature = "http", feature = "sqs"))]
@@ -97,8 +101,10 @@ pub use config::Config;
 pub use error::{Error, Result};
 pub use handler::{Builtin, Handler, HandlerError};
 pub use process::{ProcessReport, RunOptions};
+pub use progress::Progress;
 pub use queue::Queue;
 pub use reap::ReapReport;
 pub use secret::Secret;
 pub use session::Session;
 pub use task::{Envelope, Task};
+pub use task_result::TaskResult;

@@ -125,6 +125,8 @@ impl Launcher {
             ("MAX_ATTEMPTS", MAX_ATTEMPTS.to_string()),
             ("MAX_TASKS_PER_RUN", MAX_TASKS_PER_RUN.to_string()),
             ("DRAIN_CONCURRENCY", DRAIN_CONCURRENCY.to_string()),
+            // Completion records, with the receiver's answers as results (`results`).
+            ("KEEP_DONE", crate::results::KEEP_DONE.to_string()),
             (
                 "RUST_LOG",
                 "warn,event_bridge::process::task=debug".to_string(),

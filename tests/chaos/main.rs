@@ -16,7 +16,8 @@
 //! debounced envelope delivered (and the last of each key delivered), the status of a pending
 //! debounced publish found under its key, a withdrawn one never delivered,
 //! one task per schedule slot, cancelled tasks never delivered and dead, no stale fencing
-//! token, duplicates no more than the faults explain, retries neither early nor (generously)
+//! token, each sampled task's completion record keeping the receiver's answer to the claim
+//! that completed it as its result (`results`), duplicates no more than the faults explain, retries neither early nor (generously)
 //! late, a victim's tasks back; every figure printed.
 //!
 //! Size: `CHAOS_TASKS` (2800) at `CHAOS_RATE` a second (40), about two minutes in all;
@@ -35,6 +36,7 @@ mod logs;
 mod monitor;
 mod producer;
 mod receiver;
+mod results;
 mod scratch;
 mod summary;
 mod tree;
@@ -145,6 +147,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let reaps = reaper.stop().await;
     let minutes = monitor.stop().await;
     let left = tree.left().await;
+    let results = results::check(&tree, receiver.with(results::sample)).await;
     let stored_schedule = tree.schedule(control::SCHEDULE_NAME).await;
     let logs = logs::scan(&launcher.logs());
     let figures = receiver.with(|ledger| {
@@ -170,6 +173,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
         published,
         figures,
         left,
+        results,
         faults,
         workers: stopped,
         drains: drains.to_vec(),

@@ -6,7 +6,8 @@
 //! the sink gives up at its route's timeout and closes the connection: a timeout), the rest
 //! `200` after a short random delay (5–30 ms; about 1% of requests 0.3–1 s, so that kills
 //! catch consumers holding tasks; the limited route 20–60 ms, so that its `max_in_flight`
-//! binds). Every request goes into the ledger: envelope id, task name, type, group and
+//! binds), whose body is JSON naming the request's task and fencing token (the task's result,
+//! which the completion record keeps). Every request goes into the ledger: envelope id, task name, type, group and
 //! sequence number (payload `seq`), idempotency key, schedule slot, attempt (the sink's
 //! `X-Event-Bridge-Attempt`), fencing token, arrival, answer and when it was answered.
 //!
@@ -342,17 +343,17 @@ async fn serve(stream: TcpStream, ledger: Arc<Mutex<Ledger>>, limited: LimitedRo
         let is_limited = parsed
             .as_ref()
             .is_some_and(|p| limited.is_limited(&p.event_type));
-        let (reply, answer) = match plan(is_limited) {
+        let (reply, answer): (String, Answer) = match plan(is_limited) {
             Plan::Ok(delay) => {
                 tokio::time::sleep(delay).await;
-                ("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", Answer::Ok)
+                (ok(parsed.as_ref()), Answer::Ok)
             }
             Plan::Error => (
-                "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\noops",
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\noops".into(),
                 Answer::Error,
             ),
             Plan::Busy => (
-                "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 4\r\n\r\nbusy",
+                "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 4\r\n\r\nbusy".into(),
                 Answer::Busy,
             ),
             Plan::Hang => {
@@ -374,7 +375,7 @@ async fn serve(stream: TcpStream, ledger: Arc<Mutex<Ledger>>, limited: LimitedRo
                 }
                 // Not closed within the guard: answer after all, as a failure.
                 (
-                    "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nslow",
+                    "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nslow".into(),
                     Answer::Error,
                 )
             }
@@ -397,6 +398,16 @@ async fn serve(stream: TcpStream, ledger: Arc<Mutex<Ledger>>, limited: LimitedRo
         }
         record(answer);
     }
+}
+
+/// A `200` whose JSON body names the request's task and fencing token (the result the
+/// completion record keeps: see `results`); empty for a request that said neither.
+fn ok(parsed: Option<&Parsed>) -> String {
+    let body = parsed.map_or(String::new(), |p| crate::results::answer(&p.task, p.token));
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// A request as read: lowercased header names, the raw body.

@@ -40,6 +40,8 @@ pub struct Outcome {
     pub published: Published,
     pub figures: Figures,
     pub left: Left,
+    /// The sampled completion records' results (`results`).
+    pub results: crate::results::ResultFigures,
     pub faults: Vec<Record>,
     pub workers: Vec<Option<ExitStatus>>,
     pub drains: Vec<LoopReport>,
@@ -252,6 +254,16 @@ impl Outcome {
             f.debounce.withdrawn,
             some(&f.debounce.probe_violations),
             flag(!f.debounce.probe_violations.is_empty())
+        );
+        let r = &self.results;
+        println!(
+            "results     {:>6}  completion records without the receiver's answer to their claim as result ({} ids looked up of {} answered 200){}{}{}",
+            r.missing.len() + r.wrong.len(),
+            r.sampled,
+            r.succeeded,
+            some(&r.missing),
+            some(&r.wrong),
+            flag(!r.missing.is_empty() || !r.wrong.is_empty() || r.sampled == 0)
         );
         let slots: Vec<String> = (f.slots.iter())
             .map(|(s, n)| format!("{} x{n}", crate::receiver::clock(*s)))
@@ -568,6 +580,15 @@ impl Outcome {
         fail(
             !f.violations.is_empty(),
             format!("stale holders delivered: {:?}", f.violations),
+        );
+        let r = &self.results;
+        fail(
+            !r.missing.is_empty() || !r.wrong.is_empty(),
+            format!("results not kept{}{}", some(&r.missing), some(&r.wrong)),
+        );
+        fail(
+            r.sampled == 0,
+            "no completion record was looked up: the results check saw nothing".into(),
         );
         fail(
             f.malformed > 0 || !f.strangers.is_empty(),

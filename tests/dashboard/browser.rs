@@ -127,10 +127,11 @@ async fn the_page_shows_the_queue_and_an_admin_redrives_a_dead_letter_from_it() 
     assert_eq!(lanes, ["0", "4", "1"]);
     assert_eq!(text(&browser, "[data-type='mail.send']").await, "3");
     assert_eq!(text(&browser, "[data-type='report.export']").await, "2");
+    let leased = text(&browser, "#leased").await;
+    assert!(leased.contains(scene.holder.consumer_id()), "{leased}");
     assert!(
-        text(&browser, "#leased")
-            .await
-            .contains(scene.holder.consumer_id())
+        leased.contains(&format!("40% {}", scene::PROGRESS)),
+        "{leased}"
     );
     let key = text(&browser, &format!("#keys tr[data-key='{}']", scene::KEY)).await;
     assert!(

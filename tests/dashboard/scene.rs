@@ -10,6 +10,9 @@ use harness::TestQueue;
 use serde_json::json;
 
 /// What the scene holds.
+/// The held task's progress message.
+pub const PROGRESS: &str = "copied 4 of 10 files";
+
 pub struct Scene {
     /// The dead letters, oldest first.
     pub dead: Vec<String>,
@@ -61,9 +64,12 @@ pub async fn build(t: &TestQueue) -> Scene {
     let claimed = holder
         .claim_read(&names[0], &body, &stat, &t.now().await, &restraints)
         .await;
-    match claimed.unwrap() {
-        ClaimOutcome::Claimed(_) => {}
+    let mut lease = match claimed.unwrap() {
+        ClaimOutcome::Claimed(lease) => lease,
         other => panic!("not claimed: {other:?}"),
-    }
+    };
+    // Its handler reported progress, and an extension carried it.
+    lease.task.progress.report(40, PROGRESS).unwrap();
+    holder.extend(&mut lease).await.unwrap();
     Scene { dead, holder }
 }

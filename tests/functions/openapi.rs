@@ -10,11 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
 use std::time::Duration;
 
+use event_bridge::config::RouteSource;
+use event_bridge::queue::ClaimOutcome;
 use harness::{TestQueue, workspace_root};
 use lambda_runtime::{Context, LambdaEvent};
 use process_events::App;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The Lambda Function URL's path in the spec, and the Vercel function's.
@@ -49,9 +51,15 @@ fn the_openapi_spec_is_valid_and_a_broken_copy_is_not() {
 
 #[tokio::test]
 async fn function_url_replies_match_the_openapi_spec() {
+    let hook = answering(RECEIPT).await;
     let tq = TestQueue::with(|c| {
         c.publish_max_bytes = 4_000;
         c.keep_done = Some(Duration::from_secs(3_600));
+        c.routes = Some(RouteSource {
+            variable: "ROUTES",
+            origin: "<inline JSON>".into(),
+            text: json!({"default": {"sink": "http", "url": hook}}).to_string(),
+        });
     })
     .await;
     let app = App::open(tq.config.clone(), "test").await.expect("app");
@@ -118,6 +126,29 @@ async fn function_url_replies_match_the_openapi_spec() {
     let bad_cap = url.get("drain=1&max_tasks=0").await;
     replies.expect(LAMBDA, "get", 400, "max_tasks=0", &bad_cap);
 
+    // A task held by another consumer whose handler reported progress, carried by an
+    // extension: its status shows it.
+    let held = tq.publish(1).await.remove(0);
+    let now = tq.now().await;
+    let ClaimOutcome::Claimed(mut lease) = tq.queue.claim(&held, &now).await.unwrap() else {
+        panic!("not claimed")
+    };
+    lease
+        .task
+        .progress
+        .report(40, "copied 4 of 10 files")
+        .unwrap();
+    tq.queue.extend(&mut lease).await.unwrap();
+    let leased = url.get(&format!("status={held}")).await;
+    replies.expect(LAMBDA, "get", 200, "status: leased, with progress", &leased);
+    assert_eq!(
+        leased.body["task"]["lease"]["progress"],
+        json!({"percent": 40, "message": "copied 4 of 10 files"}),
+        "{}",
+        leased.body
+    );
+    tq.queue.complete(lease).await.unwrap();
+
     let head = url.send("HEAD", "drain=1", None).await;
     replies.expect(LAMBDA, "head", 405, "HEAD refused", &head);
 
@@ -127,6 +158,12 @@ async fn function_url_replies_match_the_openapi_spec() {
     let completed = url.get(&format!("status={task}")).await;
     replies.expect(LAMBDA, "get", 200, "status: completed", &completed);
     assert_eq!(completed.body["state"], "completed");
+    assert_eq!(
+        completed.body["record"]["result"],
+        serde_json::from_str::<Value>(RECEIPT).unwrap(),
+        "the webhook's answer, as the result: {}",
+        completed.body
+    );
     let again = url.post("", &lines[0]).await;
     replies.expect(
         LAMBDA,
@@ -158,11 +195,14 @@ async fn function_url_replies_match_the_openapi_spec() {
 #[tokio::test]
 async fn vercel_replies_match_the_openapi_spec() {
     let tq = TestQueue::new().await;
+    let routes = json!({"default": {"sink": "http", "url": answering(RECEIPT).await}});
+    let routes = routes.to_string();
     let env = [
         ("CRON_SECRET", "cron"),
         ("PUBLISH_SECRET", "pub"),
         ("PUBLISH_MAX_BYTES", "2000"),
-        ("EVENT_BRIDGE_HANDLER", "noop"),
+        ("KEEP_DONE", "1h"),
+        ("ROUTES", routes.as_str()),
     ];
     let server = Vercel::start(&tq, &env).await;
     let mut replies = Replies::default();
@@ -211,6 +251,16 @@ async fn vercel_replies_match_the_openapi_spec() {
         .await;
     replies.expect(VERCEL, "get", 200, "a drain's report", &drained);
     assert_eq!(drained.body["completed"], 1, "{}", drained.body);
+    let completed = server
+        .send("GET", status_query, Some("Bearer pub"), "")
+        .await;
+    replies.expect(VERCEL, "get", 200, "status: completed", &completed);
+    assert_eq!(
+        completed.body["record"]["result"],
+        serde_json::from_str::<Value>(RECEIPT).unwrap(),
+        "{}",
+        completed.body
+    );
     let scheduled = server.send("POST", "", Some("Bearer cron"), "").await;
     replies.expect(VERCEL, "post", 200, "a POST run without a body", &scheduled);
 
@@ -256,6 +306,12 @@ fn wrong_bodies(real: &Replies) -> Replies {
     });
     break_one("status: debounced", "get", 200, &|b| {
         b.as_object_mut().unwrap().remove("due_at_ms");
+    });
+    break_one("status: leased, with progress", "get", 200, &|b| {
+        b["task"]["lease"]["progress"]["percent"] = json!(101)
+    });
+    break_one("status: completed", "get", 200, &|b| {
+        b["record"]["result_omitted"] = json!({"bytes": 70000})
     });
     break_one("status: not found", "get", 404, &|b| {
         b["state"] = json!("pending")
@@ -379,6 +435,57 @@ fn output_text(output: &std::process::Output) -> String {
         String::from_utf8_lossy(out),
         String::from_utf8_lossy(err)
     )
+}
+
+// ---- A webhook receiver ----
+
+/// What the receiver answers every delivery: the tasks' result.
+const RECEIPT: &str = r#"{"receipt": "r-1", "lines": [1, 2]}"#;
+
+/// A webhook receiver on loopback answering every request 200 with `body` as JSON; its URL.
+async fn answering(body: &'static str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(answer(stream, body));
+        }
+    });
+    url
+}
+
+/// Answers the requests of one connection until the client closes it.
+async fn answer(stream: TcpStream, body: &str) {
+    let mut reader = tokio::io::BufReader::new(stream);
+    loop {
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            match reader.read_line(&mut line).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line.trim_end().is_empty() => break,
+                Ok(_) => {}
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut request = vec![0; length];
+        if reader.read_exact(&mut request).await.is_err() {
+            return;
+        }
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if reader.get_mut().write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
 }
 
 // ---- The two entries ----

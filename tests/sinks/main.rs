@@ -5,6 +5,7 @@
 mod gauge;
 mod key_limits;
 mod limits;
+mod results;
 mod routing;
 mod sink_http;
 mod sink_sqs;

@@ -146,6 +146,7 @@ fn claimed(envelope: Envelope) -> Task {
             ..envelope
         },
         fencing_token: 1,
+        progress: Default::default(),
     }
 }
 

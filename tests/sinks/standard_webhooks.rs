@@ -75,8 +75,9 @@ async fn the_reference_verifiers_accept_a_standard_signature_and_refuse_a_change
         name: "task-0000000042".into(),
         envelope: Envelope::new("invoice.paid", json!({ "invoice": "in_7", "amount": 1200 })),
         fencing_token: 9,
+        progress: Default::default(),
     };
-    assert_eq!(sink.deliver(&task).await.unwrap(), 200);
+    assert_eq!(sink.deliver(&task).await.unwrap().status, 200);
     let request = receiver.requests().remove(0);
     assert_eq!(request.header("webhook-id"), task.envelope.id);
     assert!(request.header("x-event-bridge-signature").is_empty());

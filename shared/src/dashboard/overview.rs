@@ -1,5 +1,5 @@
 //! `/`: the queue at a glance: counts, the oldest task's age, what is paused, the concurrency
-//! keys in flight, the chart, the held tasks with their holders, counts by type, paused groups
+//! keys in flight, the chart, the held tasks with their holders and progress, counts by type, paused groups
 //! and schedules. Reloads itself
 //! every ten seconds.
 
@@ -12,6 +12,7 @@ use super::shell::{Here, duration, page as shell_page, time};
 use super::{Shared, chart, unavailable};
 use crate::error::Result;
 use crate::inspect::{self, DetailedStats, TaskInfo};
+use crate::progress::ProgressReport;
 use crate::queue::{Queue, StoredSchedule};
 use crate::stats::Stats;
 
@@ -157,7 +158,7 @@ fn leased(look: &Look) -> Markup {
             table id="leased" {
                 tr {
                     th { "Task" } th { "Type" } th { "Attempts" } th { "Holder" }
-                    th { "Fencing token" } th { "Expires in" }
+                    th { "Fencing token" } th { "Expires in" } th { "Progress" }
                 }
                 @for task in &look.leased {
                     @let lease = task.lease.as_ref();
@@ -168,12 +169,26 @@ fn leased(look: &Look) -> Markup {
                         td { (lease.and_then(|l| l.consumer_id.as_deref()).unwrap_or("?")) }
                         td.num { (lease.map_or(0, |l| l.fencing_token)) }
                         td.num { (lease.map_or("—".into(), |l| duration(l.expires_in_ms))) }
+                        td { (progress(lease.and_then(|l| l.progress.as_ref()))) }
                     }
                 }
             }
             @if look.leases_total > look.leased.len() {
                 p.muted { "The first " (look.leased.len()) " of " (look.leases_total) "." }
             }
+        }
+    }
+}
+
+/// A held task's latest progress, as of its holder's last extension: a bar and its message.
+fn progress(report: Option<&ProgressReport>) -> Markup {
+    html! {
+        @if let Some(report) = report {
+            progress max="100" value=(report.percent) {}
+            " " (report.percent) "%"
+            @if !report.message.is_empty() { " " span.muted { (report.message) } }
+        } @else {
+            "—"
         }
     }
 }

@@ -25,6 +25,7 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::progress::ProgressReport;
 use crate::queue::{LeaseSeen, Paused, Probed, Queue, TaskRead, Walk};
 use crate::task::{self, Body, Envelope};
 
@@ -66,6 +67,9 @@ pub struct LeaseInfo {
     pub fencing_token: i64,
     /// Time until the reaper may free it (negative: overdue), by ZooKeeper's clock.
     pub expires_in_ms: i64,
+    /// Its handler's latest progress, as of the holder's last extension.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressReport>,
 }
 
 /// Pending tasks oldest first, at most `limit`, each with its lease: a window of the walk at
@@ -171,5 +175,6 @@ pub(crate) fn lease_info(lease: &LeaseSeen, queue: &Queue, now: &ZkTime) -> Leas
             .mtime
             .saturating_add(crate::lease::millis(queue.lease_timeout()))
             - now.now_ms(),
+        progress: lease.progress.clone(),
     }
 }

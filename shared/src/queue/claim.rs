@@ -126,6 +126,7 @@ impl Take {
             name: self.name,
             envelope: self.envelope,
             fencing_token: token,
+            progress: Default::default(),
         };
         Ok(ClaimOutcome::Claimed(Lease {
             task,

@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
-use super::done::DoneWrite;
+use super::done::{DoneWrite, within_request};
 use super::group_lock::HeldLock;
 use super::holder::Settled;
 use super::key_owner::CompletedKey;
@@ -77,10 +77,31 @@ impl Queue {
     /// nothing and names it: that lease is read again when only its version is off (and kept
     /// when it is still ours), else its task is reported lost or gone, and the rest are
     /// committed again without it. A key that is missing is left out.
-    pub async fn complete_many(&self, mut leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
+    ///
+    /// Completion records with large results are split over several multi-ops, so each
+    /// stays within ZooKeeper's request limit (see `done::within_request`).
+    pub async fn complete_many(&self, leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
+        let extras = self.completion_extras(&leases).await?;
+        let pairs: Vec<(Lease, Extras)> = leases.into_iter().zip(extras).collect();
+        let mut settled = Vec::with_capacity(pairs.len());
+        for part in within_request(pairs, |(_, extra)| {
+            extra.done.as_ref().map_or(0, DoneWrite::bytes)
+        }) {
+            let (leases, extras) = part.into_iter().unzip();
+            settled.extend(self.commit_completions(leases, extras).await?);
+        }
+        Ok(settled)
+    }
+
+    /// One completion multi-op for `leases` and their `extras`, committed again without the
+    /// task or the part that failed it, until it lands.
+    async fn commit_completions(
+        &self,
+        mut leases: Vec<Lease>,
+        mut extras: Vec<Extras>,
+    ) -> Result<Vec<(String, Settled)>> {
         let mut settled = Vec::with_capacity(leases.len());
         let mut reread = std::collections::HashSet::new();
-        let mut extras = self.completion_extras(&leases).await?;
         while !leases.is_empty() {
             let paths: Vec<(String, String)> = leases
                 .iter()

@@ -1,13 +1,17 @@
 //! Completion records (`KEEP_DONE`): a completed task leaves `done/<bucket>/<name>` (what it
 //! was, when it completed, after how many attempts, with which fencing token, what the sink
-//! answered) and `done/<bucket>/@<id>` (its name), both created in the completion's own
-//! multi-op, so a record exists exactly when the completion landed. `<bucket>` is the start of
+//! answered, the handler's result) and `done/<bucket>/@<id>` (its name), both created in the
+//! completion's own multi-op, so a record exists exactly when the completion landed. A record
+//! is at most about 66 KB (a result over 64 KiB is kept as its size), and a completion puts
+//! at most [`RECORD_BYTES_PER_REQUEST`] of records in one multi-op, so that a batch of large
+//! results stays within ZooKeeper's request limit. `<bucket>` is the start of
 //! the 10 minutes in which the record expires; the reaper deletes whole expired buckets, a
 //! bounded number of records per run. `status` finds a record by name or id with one list of
 //! `done/` (a bucket per 10 minutes of the window) and one multi-read.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use zookeeper_client as zk;
 
 use super::Queue;
@@ -16,6 +20,7 @@ use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;
 use crate::layout::{self, DONE_BUCKET_MS};
+use crate::task_result::{MAX_RESULT_BYTES, ResultOmitted, TaskResult};
 
 /// What a completed task leaves behind.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,6 +44,35 @@ pub struct DoneRecord {
     /// Names it had before (after a backoff it came back under a new one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moved_from: Vec<String>,
+    /// What the handler answered, when it is JSON of at most 64 KiB (see
+    /// [`crate::task_result`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// What it answered otherwise: its size and type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_omitted: Option<ResultOmitted>,
+}
+
+/// The record's `result` and `result_omitted` for `delivered`; a value a handler built over
+/// the limit is kept as its size, and said so in the log, the completion going on.
+fn kept_result(
+    task: &str,
+    delivered: Option<&Delivered>,
+) -> (Option<Value>, Option<ResultOmitted>) {
+    let Some(result) = delivered.and_then(|d| d.result.clone()) else {
+        return (None, None);
+    };
+    let built = matches!(result, TaskResult::Json(_));
+    let (value, omitted) = result.kept();
+    if let (true, Some(omitted)) = (built, &omitted) {
+        tracing::warn!(
+            task,
+            bytes = omitted.bytes,
+            limit = MAX_RESULT_BYTES,
+            "result over the limit: the completion record keeps its size only"
+        );
+    }
+    (value, omitted)
 }
 
 /// What completing one task writes for its record.
@@ -48,6 +82,42 @@ pub(super) struct DoneWrite {
     /// Absent once an earlier task with the same id turned out to have one in the bucket.
     pub(super) id_entry: Option<String>,
     pub(super) id_data: Vec<u8>,
+}
+
+/// The most bytes of completion records one completion multi-op carries. With the rest of up
+/// to 32 completions (paths, keys of up to 4 KiB written twice) it stays well under
+/// ZooKeeper's 1 MiB `jute.maxbuffer`: eight records with results at the 64 KiB limit.
+pub(super) const RECORD_BYTES_PER_REQUEST: usize = 512 * 1024;
+
+impl DoneWrite {
+    /// What its record and id entry add to a request, paths and data.
+    pub(super) fn bytes(&self) -> usize {
+        self.record.len()
+            + self.record_data.len()
+            + self.id_data.len()
+            + self.id_entry.as_ref().map_or(0, String::len)
+    }
+}
+
+/// `items` in order, in runs whose `bytes` add up to at most [`RECORD_BYTES_PER_REQUEST`]
+/// (an item over it alone makes a run of one).
+pub(super) fn within_request<T>(items: Vec<T>, bytes: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
+    let mut runs: Vec<Vec<T>> = Vec::new();
+    let mut total = 0;
+    for item in items {
+        let size = bytes(&item);
+        match runs.last_mut() {
+            Some(run) if total + size <= RECORD_BYTES_PER_REQUEST => {
+                total += size;
+                run.push(item);
+            }
+            _ => {
+                total = size;
+                runs.push(vec![item]);
+            }
+        }
+    }
+    runs
 }
 
 impl Queue {
@@ -71,6 +141,7 @@ impl Queue {
             .iter()
             .map(|lease| {
                 let task = &lease.task;
+                let (result, result_omitted) = kept_result(&task.name, lease.delivered.as_ref());
                 let record = DoneRecord {
                     task: task.name.clone(),
                     id: task.envelope.id.clone(),
@@ -82,6 +153,8 @@ impl Queue {
                     fencing_token: task.fencing_token,
                     delivered: lease.delivered.clone(),
                     moved_from: task.envelope.moved_from.clone(),
+                    result,
+                    result_omitted,
                 };
                 Ok(Some(DoneWrite {
                     record: self.layout().done_record(bucket, &task.name),
@@ -181,6 +254,29 @@ impl Queue {
             Ok(names) => Ok(names.iter().filter_map(|b| b.parse().ok()).collect()),
             Err(zk::Error::NoNode) => Ok(Vec::new()),
             Err(e) => Err(Error::zk("list", dir, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_split_into_runs_within_a_request() {
+        const K: usize = 1024;
+        for (sizes, runs) in [
+            (vec![], vec![]),
+            (vec![0; 32], vec![32]),
+            (vec![66 * K; 32], vec![7, 7, 7, 7, 4]),
+            (vec![600 * K, 1, 1], vec![1, 2]),
+            (vec![1, 600 * K, 1], vec![1, 1, 1]),
+            (vec![256 * K, 256 * K, 1], vec![2, 1]),
+        ] {
+            let split = within_request(sizes.clone(), |s| *s);
+            let lengths: Vec<usize> = split.iter().map(Vec::len).collect();
+            assert_eq!(lengths, runs, "{sizes:?}");
+            assert_eq!(split.concat(), sizes, "order and every item kept");
         }
     }
 }

@@ -50,7 +50,8 @@ pub enum Settled {
 }
 
 impl Queue {
-    /// Refreshes a held lease (its `mtime` and `timestamp`), if it is still ours.
+    /// Refreshes a held lease (its `mtime` and `timestamp`), if it is still ours, writing the
+    /// handler's latest progress (`lease.task.progress`) into it.
     pub async fn extend(&self, lease: &mut Lease) -> Result<Settled> {
         match self.try_extend(lease).await? {
             // The lease's version moved: an earlier extension whose reply was lost may have
@@ -71,7 +72,10 @@ impl Queue {
     async fn try_extend(&self, lease: &mut Lease) -> Result<std::result::Result<(), Part>> {
         let name = &lease.task.name;
         let (task_path, lease_path) = (self.layout().task(name), self.layout().lease(name));
-        let data = LeaseData::new(self.consumer_id()).to_bytes();
+        // The handler's latest progress rides in the write the extension makes anyway.
+        let data = LeaseData::new(self.consumer_id())
+            .with_progress(lease.task.progress.latest())
+            .to_bytes();
         let mut multi = Multi::new();
         multi
             .push(Part::Task, Op::Check(&task_path, lease.task_version))

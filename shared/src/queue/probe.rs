@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::lane::Priority;
 use crate::layout::{self, lane_task_name};
 use crate::lease::LeaseData;
+use crate::progress::ProgressReport;
 
 /// What a probe saw of one sequence number whose task exists.
 #[derive(Clone, Debug)]
@@ -41,17 +42,21 @@ pub struct LeaseSeen {
     pub fencing_token: i64,
     /// When it was last written, by ZooKeeper's clock.
     pub mtime: i64,
+    /// The holder's latest progress, as of that write.
+    pub progress: Option<ProgressReport>,
 }
 
 impl LeaseSeen {
     /// A lease znode's data and stat as read.
     pub fn from_read(data: &[u8], stat: &zk::Stat) -> Self {
+        let data = serde_json::from_slice::<LeaseData>(data).ok();
+        let (consumer_id, progress) =
+            data.map_or((None, None), |l| (Some(l.consumer_id), l.progress));
         LeaseSeen {
-            consumer_id: serde_json::from_slice::<LeaseData>(data)
-                .ok()
-                .map(|l| l.consumer_id),
+            consumer_id,
             fencing_token: stat.czxid,
             mtime: stat.mtime,
+            progress,
         }
     }
 }
@@ -245,6 +250,7 @@ impl Queue {
                 consumer_id: None,
                 fencing_token: 0,
                 mtime: 0,
+                progress: None,
             }),
             other => return Err(unexpected(&self.layout().lease(&name), other)),
         };

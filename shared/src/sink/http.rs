@@ -56,6 +56,11 @@
 //! nobody configured; point the sink at the final URL. The status table is the test
 //! `statuses_are_classified` below, beside `is_retryable`.
 //!
+//! The body of a 2xx answer is the task's result ([`TaskResult::from_answer`]): kept in the
+//! completion record (`KEEP_DONE`) when it is JSON of at most 64 KiB, else as its size and
+//! `Content-Type`. At most 64 KiB and one byte of it is read; the size of a longer one is its
+//! `Content-Length` (unknown without one).
+//!
 //! Error messages name the status and the URL without its credentials, query or fragment, and
 //! quote at most 200 bytes of the response body: `HTTP 503 from https://host/path: busy`.
 //! A whole attempt, connecting and reading the response included, is bounded by the spec's
@@ -71,6 +76,7 @@ pub use super::signature::signature;
 use super::signature::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::secret::Secret;
 use crate::task::Task;
+use crate::task_result::{MAX_RESULT_BYTES, TaskResult};
 use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
@@ -85,8 +91,17 @@ pub const TRACEPARENT: &str = "traceparent";
 pub const TIMESTAMP: &str = "x-event-bridge-timestamp";
 pub const SIGNATURE: &str = "x-event-bridge-signature";
 
-/// The most of a successful response's body read, so the connection can be reused.
-const DRAIN_BYTES: usize = 64 * 1024;
+/// The most of a successful response's body read: the result's limit and one byte, which
+/// tells a body over it.
+const RESULT_READ_BYTES: usize = MAX_RESULT_BYTES + 1;
+
+/// A webhook's successful answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpAnswer {
+    pub status: u16,
+    /// Its body, as the completion record keeps it; none when it was empty.
+    pub result: Option<TaskResult>,
+}
 
 /// Where and how to deliver.
 #[derive(Clone, Debug)]
@@ -156,8 +171,8 @@ impl HttpSink {
         })
     }
 
-    /// POSTs the task's envelope as JSON; the status of a successful answer.
-    pub async fn deliver(&self, task: &Task) -> Result<u16, SinkError> {
+    /// POSTs the task's envelope as JSON; the status and body of a successful answer.
+    pub async fn deliver(&self, task: &Task) -> Result<HttpAnswer, SinkError> {
         let body = serde_json::to_vec(&task.envelope)
             .map_err(|e| SinkError::Permanent(format!("envelope is not serializable: {e}")))?;
         let headers = self.headers(task, unix_seconds(SystemTime::now()), &body)?;
@@ -171,7 +186,11 @@ impl HttpSink {
         let response = sent.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         tracing::debug!(task = %task.name, url = %self.shown, status = status.as_u16(), "webhook answered");
-        self.read_answer(response).await.map(|()| status.as_u16())
+        let result = self.read_answer(response).await?;
+        Ok(HttpAnswer {
+            status: status.as_u16(),
+            result,
+        })
     }
 
     /// Every header of one attempt, the signature over `body` included.
@@ -219,12 +238,25 @@ impl HttpSink {
         Ok(headers)
     }
 
-    /// Reads a response into the task's result.
-    async fn read_answer(&self, response: reqwest::Response) -> Result<(), SinkError> {
+    /// Reads a response into the task's result: what a success answered, or the error.
+    async fn read_answer(
+        &self,
+        response: reqwest::Response,
+    ) -> Result<Option<TaskResult>, SinkError> {
         let status = response.status();
         if status.is_success() {
-            read_up_to(response, DRAIN_BYTES).await;
-            return Ok(());
+            let length = response.content_length();
+            let content_type = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let read = read_up_to(response, RESULT_READ_BYTES).await;
+            return Ok(TaskResult::from_answer(
+                &read,
+                length,
+                content_type.as_deref(),
+            ));
         }
         let after = response
             .headers()
@@ -301,6 +333,7 @@ mod tests {
             name: "task-0000000042".into(),
             envelope,
             fencing_token: 7,
+            progress: Default::default(),
         }
     }
 

@@ -24,22 +24,26 @@ pub enum Sink {
 impl Sink {
     /// Delivers `task`; what the sink answered.
     pub async fn deliver(&self, task: &Task) -> Result<Delivered, HandlerError> {
-        let (sink, status) = match self {
+        let (sink, status, result) = match self {
             Sink::Log => {
                 Builtin(HandlerKind::Log).handle(task).await?;
-                ("log", None)
+                ("log", None, None)
             }
             #[cfg(feature = "http")]
-            Sink::Http(sink) => ("http", Some(sink.deliver(task).await?)),
+            Sink::Http(sink) => {
+                let answer = sink.deliver(task).await?;
+                ("http", Some(answer.status), answer.result)
+            }
             #[cfg(feature = "sqs")]
             Sink::Sqs(sink) => {
                 sink.deliver(task).await?;
-                ("sqs", None)
+                ("sqs", None, None)
             }
         };
         Ok(Delivered {
             sink: Some(sink.into()),
             status,
+            result,
         })
     }
 }

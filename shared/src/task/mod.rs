@@ -13,6 +13,7 @@ mod line;
 mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
+use crate::progress::Progress;
 pub use body::{Body, group_of, parse};
 pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, parse_span};
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
@@ -30,6 +31,9 @@ pub struct Task {
     /// the highest token they saw for a task id can reject a write from a consumer whose lease
     /// has passed on.
     pub fencing_token: i64,
+    /// Where the handler reports how far it is: the holder's next lease extension writes the
+    /// latest report (see [`crate::progress`]).
+    pub progress: Progress,
 }
 
 impl Task {

@@ -14,13 +14,14 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
 
 pub(crate) fn print_table(tasks: &[TaskInfo]) -> Result<(), Failure> {
     out!(
-        "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}",
+        "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}  {}",
         "TASK",
         "AGE",
         "ATTEMPTS",
         "TYPE",
         "HOLDER",
-        "EXPIRES IN"
+        "EXPIRES IN",
+        "PROGRESS"
     );
     for t in tasks {
         let (holder, expires) = match &t.lease {
@@ -36,14 +37,20 @@ pub(crate) fn print_table(tasks: &[TaskInfo]) -> Result<(), Failure> {
             None if t.unreadable => "(unreadable)".into(),
             None => "(poison)".into(),
         };
+        let progress = t
+            .lease
+            .as_ref()
+            .and_then(|l| l.progress.as_ref())
+            .map_or("-".into(), progress);
         out!(
-            "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}",
+            "{:<16} {:>9} {:>8}  {:<20} {:<22} {:>10}  {}",
             t.name,
             seconds(t.age_ms),
             t.attempts,
             kind,
             holder,
-            expires
+            expires,
+            progress
         );
     }
     Ok(())
@@ -131,8 +138,12 @@ pub(crate) fn describe(status: &Status) -> String {
         Status::Leased { task } => {
             let lease = task.lease.as_ref().expect("leased");
             let holder = lease.consumer_id.as_deref().unwrap_or("?");
+            let done = lease
+                .progress
+                .as_ref()
+                .map_or(String::new(), |p| format!(", at {}", progress(p)));
             format!(
-                "{}: leased by {holder}, expires in {}",
+                "{}: leased by {holder}, expires in {}{done}",
                 task.name,
                 seconds(lease.expires_in_ms)
             )
@@ -152,6 +163,7 @@ pub(crate) fn describe(status: &Status) -> String {
                 Some(event_bridge::handler::Delivered {
                     sink: Some(sink),
                     status: Some(status),
+                    ..
                 }) => format!(", {sink} {status}"),
                 Some(event_bridge::handler::Delivered {
                     sink: Some(sink), ..
@@ -159,10 +171,11 @@ pub(crate) fn describe(status: &Status) -> String {
                 _ => String::new(),
             };
             format!(
-                "{}: completed at {} after {} attempts{answer}",
+                "{}: completed at {} after {} attempts{answer}{}",
                 record.task,
                 at(record.completed_at_ms),
-                record.attempts
+                record.attempts,
+                result(record)
             )
         }
         Status::NotFound => "not found".into(),
@@ -189,6 +202,34 @@ fn debounced(pending: &DebouncedInfo) -> String {
         pending.event_type,
         at(pending.due_at_ms)
     )
+}
+
+/// A held task's progress: `40% copied 4 of 10 files`.
+fn progress(p: &event_bridge::progress::ProgressReport) -> String {
+    match p.message.as_str() {
+        "" => format!("{}%", p.percent),
+        message => format!("{}% {message}", p.percent),
+    }
+}
+
+/// A completion record's result, on the status line: its JSON, cut at 200 characters, or what
+/// it was when it was not kept.
+fn result(record: &event_bridge::queue::DoneRecord) -> String {
+    if let Some(value) = &record.result {
+        let text = value.to_string();
+        return match text.char_indices().nth(200) {
+            Some((cut, _)) => format!(", result {}…", &text[..cut]),
+            None => format!(", result {text}"),
+        };
+    }
+    let Some(omitted) = &record.result_omitted else {
+        return String::new();
+    };
+    let bytes = omitted
+        .bytes
+        .map_or("size unknown".into(), |b| format!("{b} bytes"));
+    let kind = omitted.content_type.as_deref().unwrap_or("no content type");
+    format!(", result not kept ({}: {bytes}, {kind})", omitted.reason)
 }
 
 /// Milliseconds since the epoch, in RFC 3339.
