@@ -63,6 +63,11 @@ pub enum Error {
     #[error("schedule {name}: {problem}")]
     Schedule { name: String, problem: String },
 
+    /// A batch that cannot be opened, joined or sealed as asked (unknown, sealed, opened
+    /// twice, a bad name); nothing was written.
+    #[error("batch {name}: {problem}")]
+    Batch { name: String, problem: String },
+
     /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
     #[error("dead letter {name} cannot be redriven: {problem}")]
     NotRedrivable { name: String, problem: String },

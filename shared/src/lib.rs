@@ -60,6 +60,7 @@
 //! - `dashboard`: `event-bridge serve`'s web pages and `/metrics` (axum, maud).
 //! - `cli` (default): the `event-bridge` command, with every sink and the dashboard.
 
+pub mod batch;
 pub mod cancel;
 pub mod clock;
 pub mod config;

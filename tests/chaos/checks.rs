@@ -172,6 +172,8 @@ pub struct Figures {
     pub lanes: crate::lanes::LaneFigures,
     // debounce
     pub debounce: crate::debounce::DebounceFigures,
+    // batch
+    pub batch: crate::batches::BatchFigures,
 }
 
 pub struct PauseFigures {
@@ -199,6 +201,7 @@ pub struct Inputs<'a> {
     pub stored_schedule: Option<serde_json::Value>,
     pub left: &'a Left,
     pub claims: &'a [Claim],
+    pub batch: Option<&'a event_bridge::batch::BatchStatus>,
 }
 
 fn secs(d: Duration) -> f64 {
@@ -294,9 +297,12 @@ pub fn judge(input: &Inputs) -> Figures {
         .filter(|id| !succeeded(id))
         .map(str::to_string)
         .collect();
+    f.batch = crate::batches::judge(input, &by_id);
     let sent: HashSet<&str> = published.sent.iter().map(|s| s.id.as_str()).collect();
+    let callbacks = &f.batch.callback_ids;
     f.strangers = (by_id.keys())
         .filter(|id| !sent.contains(*id) && !scheduled.contains(*id))
+        .filter(|id| !callbacks.contains(**id))
         .map(|id| id.to_string())
         .collect();
 

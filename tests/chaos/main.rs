@@ -25,6 +25,7 @@
 //! every five, and judges the workers' memory (`make soak`). Needs Debian's zookeeper package
 //! and the binaries (`cargo build --workspace --bins`), not the ZooKeeper of the other tests.
 
+mod batches;
 mod checks;
 mod consumers;
 mod control;
@@ -147,6 +148,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let reaps = reaper.stop().await;
     let minutes = monitor.stop().await;
     let left = tree.left().await;
+    let batch = batches::read(&tree.config).await;
     let results = results::check(&tree, receiver.with(results::sample)).await;
     let stored_schedule = tree.schedule(control::SCHEDULE_NAME).await;
     let logs = logs::scan(&launcher.logs());
@@ -162,6 +164,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
             stored_schedule,
             left: &left,
             claims: &logs.claimed,
+            batch: batch.as_ref(),
         };
         checks::dump(scratch.path(), &inputs);
         checks::judge(&inputs)

@@ -145,6 +145,8 @@ pub struct Sent {
     pub due_ms: Option<i64>,
     pub key: Option<String>,
     pub group: Option<(String, u64)>,
+    /// It joined the batch.
+    pub batch: bool,
 }
 
 /// A key published again: what the publish answered.
@@ -232,6 +234,7 @@ pub async fn publish(
     times: PublishTimes,
 ) -> Published {
     let mut producer = Producer::connect(config).await;
+    crate::batches::open(&producer.queue).await;
     let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
     let canceller = tokio::spawn(cancel_loop(config.clone(), cancel_rx));
     let (probe_tx, probe_rx) = mpsc::unbounded_channel();
@@ -374,6 +377,7 @@ pub async fn publish(
                 due_ms: (envelope.retry_at)
                     .or(envelope.delay_ms.map(|delay| now_ms + delay as i64)),
                 key: envelope.idempotency_key,
+                batch: envelope.batch.is_some(),
                 group: envelope
                     .group
                     .map(|g| (g, envelope.payload["seq"].as_u64().unwrap_or(0))),
@@ -393,6 +397,7 @@ pub async fn publish(
         }
     }
     let took = start.elapsed();
+    crate::batches::seal(&producer.queue).await;
     drop(cancel_tx);
     drop(probe_tx);
     let cancels = canceller.await.expect("the canceller");
@@ -465,6 +470,9 @@ impl Plan {
                 envelope.retry_at = Some(now_ms + CANCEL_DUE.as_millis() as i64);
             }
             Kind::Tenant => envelope.concurrency_key = Some(format!("tenant-{}", n % TENANT_KEYS)),
+            Kind::Plain if crate::batches::joins(n) => {
+                envelope.batch = Some(crate::batches::BATCH.into())
+            }
             Kind::Plain | Kind::Limited | Kind::Pausable => {}
         }
         (kind, envelope)

@@ -255,6 +255,17 @@ impl Outcome {
             some(&f.debounce.probe_violations),
             flag(!f.debounce.probe_violations.is_empty())
         );
+        println!(
+            "batch       {:>6}  violations ({} members published; the batch at the end: {}){}{}",
+            f.batch.violations.len(),
+            f.batch.members,
+            f.batch
+                .status
+                .as_ref()
+                .map_or("unread".into(), |s| s.to_string()),
+            some(&f.batch.violations),
+            flag(!f.batch.violations.is_empty())
+        );
         let r = &self.results;
         println!(
             "results     {:>6}  completion records without the receiver's answer to their claim as result ({} ids looked up of {} answered 200){}{}{}",
@@ -543,6 +554,14 @@ impl Outcome {
             format!(
                 "debounced envelopes delivered after another replaced them{}",
                 some(&f.debounce.delivered_replaced)
+            ),
+        );
+        fail(
+            !f.batch.violations.is_empty() || f.batch.members == 0,
+            format!(
+                "the batch's callbacks or counts broke the contract ({} members){}",
+                f.batch.members,
+                some(&f.batch.violations)
             ),
         );
         fail(

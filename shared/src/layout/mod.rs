@@ -192,6 +192,16 @@ impl Layout {
     }
 
     /// Marks of tasks cancelled while a consumer held them.
+    /// Where batches are kept.
+    pub fn batches(&self) -> String {
+        format!("{}/batches", self.root)
+    }
+
+    /// Batch `name`'s counters (see [`crate::batch`]).
+    pub fn batch(&self, name: &str) -> String {
+        format!("{}/batches/{}", self.root, encode_segment(name))
+    }
+
     pub fn cancelled(&self) -> String {
         format!("{}/cancelled", self.root)
     }

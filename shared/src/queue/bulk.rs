@@ -27,6 +27,13 @@ impl Queue {
     }
 
     async fn publish_run(&self, run: &[Envelope]) -> Result<Vec<Published>> {
+        if let Some(batch) = run[0].batch.as_deref() {
+            for envelope in run {
+                (envelope.check_publishable())
+                    .map_err(|problem| crate::error::Error::Unpublishable { item: 1, problem })?;
+            }
+            return self.publish_members(run, batch).await;
+        }
         // Due times are set already (`publish_all`). Keys another producer keeps taking
         // meanwhile send the run one by one, as before.
         if run.len() > 1
@@ -63,16 +70,24 @@ impl Queue {
     }
 }
 
-/// `window` cut into runs: consecutive keyed envelopes (not debounced), up to [`KEYED_RUN`]
-/// each, and every other envelope alone.
+/// `window` cut into runs: consecutive keyed envelopes (not debounced), or consecutive
+/// members of one batch, up to [`KEYED_RUN`] each, and every other envelope alone.
 fn keyed_runs(window: &[Envelope]) -> Vec<&[Envelope]> {
-    let batchable = |e: &Envelope| e.idempotency_key.is_some() && e.debounce.is_none();
+    let keyed = |e: &Envelope| e.idempotency_key.is_some() && e.debounce.is_none();
+    let together = |a: &Envelope, b: &Envelope| match (&a.batch, &b.batch) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => keyed(a) && keyed(b),
+        _ => false,
+    };
     let mut runs = Vec::new();
     let mut start = 0;
     while start < window.len() {
         let mut end = start + 1;
-        if batchable(&window[start]) {
-            while end < window.len() && end - start < KEYED_RUN && batchable(&window[end]) {
+        if window[start].batch.is_some() || keyed(&window[start]) {
+            while end < window.len()
+                && end - start < KEYED_RUN
+                && together(&window[start], &window[end])
+            {
                 end += 1;
             }
         }

@@ -26,6 +26,8 @@ use crate::task::{self, Body, OnDead};
 /// Tries of a bury, at most: one, and one more for each write that may be sent again (the key
 /// twice: named meanwhile, then gone; the lock; the mark; the lease; the record's name).
 const TRIES: usize = 7;
+/// Re-reads of its batch a member's bury may make besides, when other writers keep changing it.
+const BATCH_TRIES: usize = 64;
 
 /// A task on its way to the dead letters, as its burier has it. (It lives for one call;
 /// boxing the lease would buy nothing.)
@@ -109,9 +111,20 @@ impl Queue {
         let mut reread = false;
         let mut settled = Settled::LeaseLost;
         let held = matches!(task, Burial::Held { .. });
+        let batch = batch_of(&task, &body);
+        let mut seen = match &batch {
+            Some(b) => self.read_batch(b).await?,
+            None => None,
+        };
+        let prefix = self.layout().lane_prefix(crate::task::Priority::Normal);
+        let dead_name = [name.clone()];
         let paths = Paths::of(self, &task);
         let guard = LeaseData::new(self.consumer_id()).to_bytes();
-        for _ in 0..TRIES {
+        let tries = TRIES + if batch.is_some() { BATCH_TRIES } else { 0 };
+        for _ in 0..tries {
+            let tally = (batch.as_deref()).and_then(|b| {
+                super::members::tally(seen.as_ref(), self.layout().batch(b), 0, &dead_name)
+            });
             let mut multi = Multi::new();
             if record_name_taken {
                 // A record of an earlier queue under the same root (or sequence numbers
@@ -125,13 +138,27 @@ impl Queue {
                 .push_some(Part::Key, along.key.as_ref().map(OwnedKey::delete))
                 .push_some(Part::Lock, along.lock.as_ref().map(Release::op))
                 .push_some(Part::Mark, along.mark.as_deref().map(|m| Op::Delete(m, -1)));
+            if let Some(tally) = &tally {
+                tally.push(&mut multi, Part::Batch, &prefix);
+            }
             let failed = match self.commit("bury", &multi).await? {
-                Ok(_) => {
+                Ok(results) => {
+                    if let Some(tally) = tally.as_ref().filter(|t| !t.callbacks.is_empty()) {
+                        let mine = multi.results_of(&results, Part::Batch);
+                        self.name_callback(tally, mine).await;
+                    }
                     settled = Settled::Done;
                     break;
                 }
                 Err(failed) => failed,
             };
+            // Another settlement or publish changed the batch: counted again from a new read.
+            if let (Part::Batch, zk::Error::BadVersion | zk::Error::NoNode, Some(b)) =
+                (failed.tag, &failed.error, &batch)
+            {
+                seen = self.read_batch(b).await?;
+                continue;
+            }
             use zk::Error::{BadVersion, NoNode, NodeExists};
             // Our lease's version moved: an extension whose reply was lost may have landed.
             if let (Part::Lease, BadVersion, Burial::Held { lease, .. }) =
@@ -306,6 +333,17 @@ impl Paths {
 }
 
 /// The attempts an envelope in `body` counts; 0 for any other body.
+/// The batch the task being buried is a member of.
+fn batch_of(task: &Burial<'_>, body: &[u8]) -> Option<String> {
+    match task {
+        Burial::Held { lease, .. } => lease.task.envelope.batch.clone(),
+        _ => match task::parse(body) {
+            Body::Envelope(envelope) => envelope.batch,
+            _ => None,
+        },
+    }
+}
+
 pub(super) fn attempts_in(body: &[u8]) -> u32 {
     match task::parse(body) {
         Body::Envelope(envelope) => envelope.attempts,

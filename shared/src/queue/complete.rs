@@ -24,6 +24,24 @@ struct Extras {
     slots: Vec<String>,
 }
 
+/// Re-reads of a batch a completion may make when other writers keep changing it.
+const BATCH_TRIES: usize = 64;
+
+/// The batches `leases`' tasks are members of, each once.
+fn batch_names(leases: &[Lease]) -> Vec<String> {
+    let mut names: Vec<String> = (leases.iter())
+        .filter_map(|l| l.task.envelope.batch.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// `leases`' tasks that are members of a batch: index and batch name.
+fn members(leases: &[Lease]) -> impl Iterator<Item = (usize, &str)> {
+    (leases.iter().enumerate()).filter_map(|(i, l)| Some((i, l.task.envelope.batch.as_deref()?)))
+}
+
 /// A completion's multi-op for `leases` (with their task and lease `paths`): each operation
 /// tagged with the index of its lease and what it writes.
 fn completion<'a>(
@@ -102,6 +120,9 @@ impl Queue {
     ) -> Result<Vec<(String, Settled)>> {
         let mut settled = Vec::with_capacity(leases.len());
         let mut reread = std::collections::HashSet::new();
+        let mut batches = self.read_batches(&batch_names(&leases)).await?;
+        let prefix = self.layout().lane_prefix(crate::task::Priority::Normal);
+        let mut batch_tries = 0;
         while !leases.is_empty() {
             let paths: Vec<(String, String)> = leases
                 .iter()
@@ -110,17 +131,37 @@ impl Queue {
                     (self.layout().task(name), self.layout().lease(name))
                 })
                 .collect();
-            let multi = completion(&leases, &paths, &extras);
+            let tallies = self.completion_tallies(members(&leases), &batches);
+            let mut multi = completion(&leases, &paths, &extras);
+            for (i, _, tally) in &tallies {
+                tally.push(&mut multi, (*i, Part::Batch), &prefix);
+            }
             // On an error the caller tries again or gives up; one that gives up frees the
             // slots (the pass does, when the completion does not happen).
             let failed = match self.commit("complete", &multi).await? {
-                Ok(_) => {
+                Ok(results) => {
+                    for (i, _, tally) in tallies.iter().filter(|t| !t.2.callbacks.is_empty()) {
+                        let mine = multi.results_of(&results, (*i, Part::Batch));
+                        self.name_callback(tally, mine).await;
+                    }
                     settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
                     break;
                 }
                 Err(failed) => failed,
             };
             let ((at, part), error) = (failed.tag, failed.error.clone());
+            // Another settlement or publish changed the batch: counted again from a new read.
+            if part == Part::Batch && batch_tries < BATCH_TRIES {
+                batch_tries += 1;
+                let name = tallies.iter().find(|t| t.0 == at).map(|t| t.1.clone());
+                if let Some(name) = name {
+                    self.reread_batch(&mut batches, &name).await?;
+                    continue;
+                }
+            }
+            if part == Part::Batch {
+                return Err(failed.unexpected("complete (a batch that kept changing)"));
+            }
             let expected = match error {
                 zk::Error::BadVersion | zk::Error::NoNode => true,
                 zk::Error::NodeExists => matches!(part, Part::Key | Part::Done | Part::DoneId),

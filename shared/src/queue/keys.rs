@@ -137,6 +137,7 @@ impl Queue {
     /// (pending, held, or completed within `DEDUP_WINDOW_MS`).
     pub async fn publish_all(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
         let envelopes = &*self.with_due_times(envelopes).await?;
+        self.check_batches(envelopes).await?;
         let mut published = Vec::with_capacity(envelopes.len());
         for window in envelopes.chunks(PUBLISH_WINDOW) {
             published.extend(self.publish_window(window).await?);
@@ -152,6 +153,12 @@ impl Queue {
         envelope
             .check_publishable()
             .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
+        if let Some(batch) = &envelope.batch {
+            let mut one = self
+                .publish_members(std::slice::from_ref(envelope), batch)
+                .await?;
+            return Ok(one.remove(0));
+        }
         if let Some(debounce) = &envelope.debounce {
             let done = self.publish_debounced(envelope, debounce).await?;
             return Ok(Published::Debounced {
@@ -226,9 +233,26 @@ impl Queue {
         let prefix = self
             .layout()
             .lane_prefix(crate::lane::Priority::of_body(body));
-        for _ in 0..3 {
+        let batch = match crate::task::parse(body) {
+            crate::task::Body::Envelope(e) => e.batch,
+            _ => None,
+        };
+        let mut seen = match &batch {
+            Some(b) => self.read_batch(b).await?,
+            None => None,
+        };
+        let letter = dead.rsplit('/').next().unwrap_or(dead);
+        for _ in 0..3 + super::members::TRIES {
+            // A member of a batch not over yet is pending in it again.
+            let rejoin = (seen.clone()).and_then(|(mut state, v)| {
+                let path = self.layout().batch(&state.name);
+                state.rejoin(letter).then(|| (path, state.to_bytes(), v))
+            });
             let mut multi = Multi::new();
             multi.push(Part::Record, Op::Delete(dead, version));
+            if let Some((path, data, v)) = &rejoin {
+                multi.push(Part::Batch, Op::Set(path, data, *v));
+            }
             if let Some(w) = &write {
                 multi.push(Part::Key, Op::Create(&w.key_path, &w.unnamed));
             }
@@ -245,6 +269,11 @@ impl Queue {
             };
             match (failed.tag, &failed.error, &write) {
                 (Part::Record, zk::Error::NoNode | zk::Error::BadVersion, _) => return Ok(None),
+                (Part::Batch, zk::Error::NoNode | zk::Error::BadVersion, _) => {
+                    seen = self
+                        .read_batch(batch.as_deref().unwrap_or_default())
+                        .await?;
+                }
                 (Part::Key, zk::Error::NodeExists, Some(w)) => {
                     if let Some(existing) = self.existing(&w.key_path).await? {
                         return Ok(Some(Requeued::KeyTaken(existing)));

@@ -51,6 +51,7 @@ mod key_gates;
 mod key_owner;
 mod keys;
 mod lane_walk;
+mod members;
 mod ops;
 mod pause;
 mod probe;

@@ -59,6 +59,8 @@ pub(crate) enum Part {
     Slot,
     /// Its completion record.
     Done,
+    /// The batch it is a member of (its counters), or a batch's callback task.
+    Batch,
     /// Its completion record's entry by envelope id.
     DoneId,
     /// A schedule's znode, at the version its firer read.
@@ -101,6 +103,17 @@ impl<'a, T: Copy + PartialEq> Multi<'a, T> {
     ) -> Option<&'r zk::MultiWriteResult> {
         let at = self.ops.iter().position(|(t, _)| *t == tag)?;
         results.get(at)
+    }
+
+    /// The results of every operation tagged `tag`, in order.
+    pub(crate) fn results_of<'r>(
+        &'r self,
+        results: &'r [zk::MultiWriteResult],
+        tag: T,
+    ) -> impl Iterator<Item = &'r zk::MultiWriteResult> + 'r {
+        (self.ops.iter().zip(results))
+            .filter(move |((t, _), _)| *t == tag)
+            .map(|(_, r)| r)
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -1,6 +1,6 @@
 //! One task as a producer without a ZooKeeper client sends it (a JSON line of `event-bridge
 //! publish -f`, an item of an HTTP publish): an object with `payload` names its own `type`,
-//! `id`, `group`, `idempotency_key`, `concurrency_key`, `priority`, `delay`, `debounce_key` (`debounce`, `debounce_max`),
+//! `id`, `group`, `idempotency_key`, `concurrency_key`, `batch`, `priority`, `delay`, `debounce_key` (`debounce`, `debounce_max`),
 //! `on_dead` and `traceparent`; any other value is the payload itself, of
 //! the default type when there is one. An item a publish would refuse (an empty id, a key too
 //! long for a znode name: [`Envelope::check_publishable`]) is an error here already.
@@ -52,6 +52,7 @@ pub fn envelope_from_value(
     envelope.group = text("group")?;
     envelope.idempotency_key = text("idempotency_key")?;
     envelope.concurrency_key = text("concurrency_key")?;
+    envelope.batch = text("batch")?;
     if let Some(priority) = text("priority")? {
         envelope.priority = super::Priority::parse(&priority)?;
     }

@@ -16,6 +16,7 @@ pub use crate::lane::{LaneWeights, Priority};
 use crate::progress::Progress;
 pub use body::{Body, group_of, parse};
 pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, parse_span};
+pub(crate) use envelope::fits_as_name;
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use line::envelope_from_value;
 pub use size::{MAX_BODY_BYTES, check_size};

@@ -20,6 +20,7 @@ macro_rules! out {
     };
 }
 
+mod batches;
 mod control;
 mod dead;
 mod lines;
@@ -129,6 +130,10 @@ enum Command {
     /// (fired by every `process` run, so by `process_events` each minute, and by workers).
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Batches: tasks published with --batch NAME, and one callback task once the batch is
+    /// sealed and every member completed or dead.
+    #[command(subcommand)]
+    Batch(BatchCommand),
     /// Run until SIGTERM or SIGINT, processing tasks as they are published (ZooKeeper watches).
     Worker {
         /// Tasks in flight at once.
@@ -187,6 +192,10 @@ pub(crate) struct Publish {
     /// with one key share their route's `per_key` limits, across every consumer.
     #[arg(long)]
     pub(crate) concurrency_key: Option<String>,
+    /// Batch the task(s) join (opened with `batch open`, not sealed): its callback follows
+    /// the last member settled. A JSON line's own `batch` comes first.
+    #[arg(long)]
+    pub(crate) batch: Option<String>,
     /// Lane of the task(s): consumers take high before normal before low (or by
     /// LANE_WEIGHTS). A JSON line's own `high` or `low` comes first.
     #[arg(long, value_parser = ["high", "normal", "low"])]
@@ -215,7 +224,7 @@ pub(crate) struct Publish {
     pub(crate) delay: Option<Duration>,
     /// Write --payload as the task body verbatim, without an envelope, as a producer that
     /// knows nothing of event-bridge would (it need not even be JSON).
-    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "priority", "debounce_key", "on_dead", "traceparent"])]
+    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "batch", "priority", "debounce_key", "on_dead", "traceparent"])]
     pub(crate) raw: bool,
 }
 
@@ -245,6 +254,32 @@ pub(crate) enum DeadCommand {
         names: Vec<String>,
         #[arg(long, short)]
         yes: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum BatchCommand {
+    /// Open a batch (exit 1 when one of that name exists).
+    Open {
+        name: String,
+        /// Event type of the callback task published once the batch is sealed and settled.
+        #[arg(long)]
+        on_complete: String,
+        /// Event type of a second callback, published too when no member is dead.
+        #[arg(long)]
+        on_success: Option<String>,
+        /// JSON the callbacks carry (as `payload.payload`).
+        #[arg(long, default_value = "{}")]
+        payload: String,
+    },
+    /// Seal a batch: no member joins after; its callback comes once nothing is pending.
+    Seal { name: String },
+    /// A batch's counts: total, pending, completed, dead, sealed, callback (exit 3 when there
+    /// is none).
+    Status {
+        name: String,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -405,6 +440,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
         } => control::resume_group(&queue, &group).await?,
         Command::Resume { event_type, .. } => control::pause(&queue, event_type, false).await?,
         Command::Schedule(command) => return schedules::command(&queue, command).await,
+        Command::Batch(command) => return batches::command(&queue, command).await,
         Command::Worker { .. } | Command::Serve { .. } => unreachable!("handled above"),
     }
     Ok(0)

@@ -65,6 +65,7 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
             .concurrency_key
             .take()
             .or_else(|| args.concurrency_key.clone());
+        envelope.batch = envelope.batch.take().or_else(|| args.batch.clone());
         envelope.traceparent = envelope
             .traceparent
             .take()

@@ -1,0 +1,74 @@
+//! Batches: tasks that join a named batch while it is open, and one callback task once it is
+//! sealed and every member is settled (completed, or dead).
+//!
+//! A batch is one znode, `batches/<name>`, holding [`BatchState`]: counters, not a list of
+//! members, so a batch of 10^5 members costs what one of ten does. Every change to it goes in
+//! the multi-op that makes the change true: a member's publish raises `total` with the task's
+//! create; a member's completion or burial raises `completed` or `dead` with the task's
+//! removal; the write that leaves it sealed with nothing pending also creates its callback
+//! task. So the callback can come neither early (a member still pending) nor twice (it is
+//! created at the version that had none) nor never (the last settlement cannot commit without
+//! it).
+
+mod callback;
+mod state;
+
+pub use callback::callback_envelopes;
+pub use state::{BatchState, BatchStatus, MAX_DEAD_NAMES, check_batch_name};
+
+use crate::error::{Error, Result};
+use crate::queue::Queue;
+
+/// What opening a batch asks for.
+#[derive(Clone, Debug, Default)]
+pub struct Open {
+    pub on_complete: String,
+    pub on_success: Option<String>,
+    pub payload: serde_json::Value,
+}
+
+/// Opens batch `name`; an error naming it when a batch of that name exists or an argument is
+/// bad (nothing is written then).
+pub async fn open(queue: &Queue, name: &str, open: Open) -> Result<BatchStatus> {
+    check_batch_name(name).map_err(|problem| batch_error(name, problem))?;
+    for (field, kind) in [
+        ("--on-complete", Some(&open.on_complete)),
+        ("--on-success", open.on_success.as_ref()),
+    ] {
+        if kind.is_some_and(|k| k.is_empty()) {
+            return Err(batch_error(name, format!("{field} is an empty event type")));
+        }
+    }
+    let now_ms = queue.server_time().await?.now_ms();
+    let state = BatchState::open(name, open, now_ms);
+    queue.open_batch(&state).await?;
+    Ok(state.status())
+}
+
+/// Seals batch `name`: no member joins after. When nothing is pending, its callback is
+/// published in the same write.
+pub async fn seal(queue: &Queue, name: &str) -> Result<BatchStatus> {
+    queue.seal_batch(name).await
+}
+
+/// Batch `name` as it stands.
+pub async fn status(queue: &Queue, name: &str) -> Result<BatchStatus> {
+    match queue.read_batch(name).await? {
+        Some((state, _)) => Ok(state.status()),
+        None => Err(unknown(name)),
+    }
+}
+
+pub(crate) fn batch_error(name: &str, problem: impl Into<String>) -> Error {
+    Error::Batch {
+        name: name.to_string(),
+        problem: problem.into(),
+    }
+}
+
+pub(crate) fn unknown(name: &str) -> Error {
+    batch_error(
+        name,
+        "no such batch (open it with `event-bridge batch open`)",
+    )
+}

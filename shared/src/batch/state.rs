@@ -1,0 +1,214 @@
+//! A batch's znode: what it asked for and its counters.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Open;
+
+/// Dead members named in a batch (and its callback), at most; the count goes on past it.
+pub const MAX_DEAD_NAMES: usize = 100;
+/// A batch name's limit, as a znode name.
+const MAX_BATCH_NAME_BYTES: usize = 512;
+
+/// `batches/<name>`'s JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchState {
+    pub name: String,
+    pub on_complete: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<String>,
+    #[serde(default)]
+    pub payload: Value,
+    pub opened_at_ms: i64,
+    #[serde(default)]
+    pub sealed: bool,
+    #[serde(default)]
+    pub total: u64,
+    #[serde(default)]
+    pub completed: u64,
+    #[serde(default)]
+    pub dead: u64,
+    /// The first [`MAX_DEAD_NAMES`] dead members' task names.
+    #[serde(default)]
+    pub dead_members: Vec<String>,
+    /// The callback's envelope id, set in the write that published it; then the batch is
+    /// over and counts nothing more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_id: Option<String>,
+    /// The `on_success` callback's envelope id, when it was published too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_callback_id: Option<String>,
+    /// The callback task's name, written just after (absent if that write was lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback: Option<String>,
+}
+
+/// What `batch status` answers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct BatchStatus {
+    pub name: String,
+    pub total: u64,
+    pub pending: u64,
+    pub completed: u64,
+    pub dead: u64,
+    pub sealed: bool,
+    /// The callback task's name (its id until the name is written), or null.
+    pub callback: Option<String>,
+    pub callback_id: Option<String>,
+    pub success_callback_id: Option<String>,
+    pub dead_members: Vec<String>,
+    pub on_complete: String,
+    pub on_success: Option<String>,
+}
+
+impl BatchState {
+    pub(crate) fn open(name: &str, open: Open, now_ms: i64) -> Self {
+        BatchState {
+            name: name.to_string(),
+            on_complete: open.on_complete,
+            on_success: open.on_success,
+            payload: open.payload,
+            opened_at_ms: now_ms,
+            sealed: false,
+            total: 0,
+            completed: 0,
+            dead: 0,
+            dead_members: Vec::new(),
+            callback_id: None,
+            success_callback_id: None,
+            callback: None,
+        }
+    }
+
+    /// Members neither completed nor dead.
+    pub fn pending(&self) -> u64 {
+        self.total.saturating_sub(self.completed + self.dead)
+    }
+
+    /// Its callback was published: it counts nothing more.
+    pub fn over(&self) -> bool {
+        self.callback_id.is_some()
+    }
+
+    /// Counts `completed` members completed and `dead` ones buried; `false` (nothing
+    /// changed) once the batch is over.
+    pub(crate) fn settle(&mut self, completed: u64, dead: &[String]) -> bool {
+        if self.over() {
+            return false;
+        }
+        self.completed += completed;
+        self.dead += dead.len() as u64;
+        let room = MAX_DEAD_NAMES.saturating_sub(self.dead_members.len());
+        self.dead_members.extend(dead.iter().take(room).cloned());
+        true
+    }
+
+    /// Counts dead member `name` pending again (it was redriven); `false` (nothing changed)
+    /// once the batch is over, or when it counts no dead member.
+    pub(crate) fn rejoin(&mut self, name: &str) -> bool {
+        if self.over() || self.dead == 0 {
+            return false;
+        }
+        self.dead -= 1;
+        if let Some(at) = self.dead_members.iter().position(|n| n == name) {
+            self.dead_members.remove(at);
+        }
+        true
+    }
+
+    /// Sealed, with nothing pending, and no callback yet: its callback is due now.
+    pub(crate) fn due(&self) -> bool {
+        self.sealed && self.pending() == 0 && !self.over()
+    }
+
+    pub fn status(&self) -> BatchStatus {
+        BatchStatus {
+            name: self.name.clone(),
+            total: self.total,
+            pending: self.pending(),
+            completed: self.completed,
+            dead: self.dead,
+            sealed: self.sealed,
+            callback: self.callback.clone().or_else(|| self.callback_id.clone()),
+            callback_id: self.callback_id.clone(),
+            success_callback_id: self.success_callback_id.clone(),
+            dead_members: self.dead_members.clone(),
+            on_complete: self.on_complete.clone(),
+            on_success: self.on_success.clone(),
+        }
+    }
+
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a batch serializes")
+    }
+}
+
+/// A batch name: at least one character, at most 512 bytes as a znode name.
+pub fn check_batch_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("\"batch\" is empty: give a name of at least one character, or none".into());
+    }
+    crate::task::fits_as_name("batch", name, MAX_BATCH_NAME_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch() -> BatchState {
+        let open = Open {
+            on_complete: "done".into(),
+            ..Open::default()
+        };
+        BatchState::open("b", open, 0)
+    }
+
+    #[test]
+    fn due_only_when_sealed_and_nothing_pending() {
+        let mut b = batch();
+        b.total = 2;
+        assert!(b.settle(1, &["task-1".into()]));
+        assert!(!b.due(), "not sealed");
+        b.sealed = true;
+        assert!(b.due());
+        b.total = 3;
+        assert!(!b.due(), "one pending");
+    }
+
+    #[test]
+    fn an_over_batch_counts_nothing() {
+        let mut b = batch();
+        b.callback_id = Some("x".into());
+        assert!(!b.settle(1, &[]));
+        assert_eq!(b.completed, 0);
+    }
+
+    #[test]
+    fn dead_names_are_capped_not_the_count() {
+        let mut b = batch();
+        let names: Vec<String> = (0..150).map(|n| format!("task-{n}")).collect();
+        b.settle(0, &names);
+        assert_eq!((b.dead, b.dead_members.len()), (150, MAX_DEAD_NAMES));
+    }
+
+    #[test]
+    fn a_redriven_member_is_pending_again_until_the_batch_is_over() {
+        let mut b = batch();
+        b.total = 2;
+        b.settle(1, &["task-2".into()]);
+        assert!(b.rejoin("task-2"));
+        assert_eq!((b.pending(), b.dead, b.dead_members.len()), (1, 0, 0));
+        assert!(!b.rejoin("task-2"), "no dead member left to count");
+        b.settle(0, &["task-2".into()]);
+        b.callback_id = Some("x".into());
+        assert!(!b.rejoin("task-2"), "over");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_batch_name("").is_err());
+        assert!(check_batch_name(&"x".repeat(600)).is_err());
+        assert!(check_batch_name("import-2026-11").is_ok());
+    }
+}

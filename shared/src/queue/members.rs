@@ -1,0 +1,316 @@
+//! Batches in the queue (see [`crate::batch`]): opening and sealing one, a member's publish
+//! (the task created with the batch's `total` raised, in one multi-op), and the tally a
+//! completion or a burial folds into its own multi-op (the batch's counters raised at the
+//! version read, its callback tasks created when that leaves it sealed and settled).
+
+use std::collections::HashMap;
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::keys::{Published, created_name};
+use super::ops::{Multi, Op, Part};
+use crate::batch::{self, BatchState, BatchStatus, batch_error, unknown};
+use crate::error::{Error, Result};
+use crate::task::{Envelope, Priority};
+
+/// Tries of a write to a batch that other writers keep changing.
+pub(super) const TRIES: usize = 64;
+/// Bodies of one batch published in one multi-op, at most (well within a request).
+const MEMBERS_BYTES: usize = 512 * 1024;
+
+/// Batches as a settlement read them: by name, the state and version, or `None` when gone.
+pub(super) type BatchesSeen = HashMap<String, Option<(BatchState, i32)>>;
+
+/// What a settlement writes to one batch: its counters at the version read, and the bodies
+/// of the callback tasks it publishes.
+pub(super) struct Tally {
+    pub path: String,
+    pub version: i32,
+    pub data: Vec<u8>,
+    pub callbacks: Vec<Vec<u8>>,
+}
+
+impl Tally {
+    /// Its operations, tagged `tag`: the counters, then the callbacks at the normal lane's
+    /// tail (`prefix`).
+    pub(super) fn push<'a, T: Copy + PartialEq>(
+        &'a self,
+        multi: &mut Multi<'a, T>,
+        tag: T,
+        prefix: &'a str,
+    ) {
+        multi.push(tag, Op::Set(&self.path, &self.data, self.version));
+        for body in &self.callbacks {
+            multi.push(tag, Op::CreateSequential(prefix, body));
+        }
+    }
+}
+
+/// The tally of `completed` members completed and `dead` ones buried in the batch `seen`
+/// holds; `None` when the batch is gone or over (its callback published: nothing to count).
+pub(super) fn tally(
+    seen: Option<&(BatchState, i32)>,
+    path: String,
+    completed: u64,
+    dead: &[String],
+) -> Option<Tally> {
+    let (state, version) = seen?;
+    let mut state = state.clone();
+    if !state.settle(completed, dead) {
+        return None;
+    }
+    let callbacks = callback_bodies(&mut state);
+    Some(Tally {
+        path,
+        version: *version,
+        data: state.to_bytes(),
+        callbacks,
+    })
+}
+
+/// The batches `members` (index, batch name) belong to, each once, by the index of its first
+/// member, with how many members it has there.
+pub(super) fn by_batch<'a>(
+    members: impl Iterator<Item = (usize, &'a str)>,
+) -> Vec<(usize, &'a str, u64)> {
+    let mut out: Vec<(usize, &str, u64)> = Vec::new();
+    for (i, name) in members {
+        match out.iter_mut().find(|(_, n, _)| *n == name) {
+            Some((_, _, count)) => *count += 1,
+            None => out.push((i, name, 1)),
+        }
+    }
+    out
+}
+
+/// The bodies of `state`'s callbacks when they are due (their ids set in `state`).
+fn callback_bodies(state: &mut BatchState) -> Vec<Vec<u8>> {
+    if !state.due() {
+        return Vec::new();
+    }
+    (batch::callback_envelopes(state).iter())
+        .map(|e| serde_json::to_vec(e).expect("an envelope serializes"))
+        .collect()
+}
+
+impl Queue {
+    /// What completing `members` (index, batch name) writes to their batches: by the index of
+    /// each batch's first member, the batch and its tally (none for a batch gone or over).
+    pub(super) fn completion_tallies<'a>(
+        &self,
+        members: impl Iterator<Item = (usize, &'a str)>,
+        seen: &BatchesSeen,
+    ) -> Vec<(usize, String, Tally)> {
+        (by_batch(members).into_iter())
+            .filter_map(|(i, name, count)| {
+                let state = seen.get(name).and_then(Option::as_ref);
+                let tally = tally(state, self.layout().batch(name), count, &[])?;
+                Some((i, name.to_string(), tally))
+            })
+            .collect()
+    }
+
+    /// `seen` with batch `name` read again (after a write to it failed).
+    pub(super) async fn reread_batch(&self, seen: &mut BatchesSeen, name: &str) -> Result<()> {
+        let state = self.read_batch(name).await?;
+        seen.insert(name.to_string(), state);
+        Ok(())
+    }
+
+    /// Creates `batches/<name>` holding `state`; an error when one of that name exists.
+    pub(crate) async fn open_batch(&self, state: &BatchState) -> Result<()> {
+        let path = self.layout().batch(&state.name);
+        let data = state.to_bytes();
+        for _ in 0..2 {
+            match self.client().create(&path, &data, &self.persistent()).await {
+                Ok(_) => return Ok(()),
+                Err(zk::Error::NodeExists) => {
+                    return Err(batch_error(&state.name, "a batch of that name exists"));
+                }
+                Err(zk::Error::NoNode) => self.ensure_parent(&self.layout().batches()).await?,
+                Err(e) => return Err(Error::zk("create", &path, e)),
+            }
+        }
+        Err(Error::zk("create", &path, zk::Error::NoNode))
+    }
+
+    /// Batch `name` and its version, `None` when there is none.
+    pub async fn read_batch(&self, name: &str) -> Result<Option<(BatchState, i32)>> {
+        let path = self.layout().batch(name);
+        let Some((data, stat)) = self.read_path(&path).await? else {
+            return Ok(None);
+        };
+        Ok(Some((parse(&path, &data)?, stat.version)))
+    }
+
+    /// The batches `names` (one multi-read).
+    pub(super) async fn read_batches(&self, names: &[String]) -> Result<BatchesSeen> {
+        let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
+        let read = self.read_paths(&paths).await?;
+        let mut seen = HashMap::new();
+        for ((name, path), found) in names.iter().zip(&paths).zip(read) {
+            let state = match found {
+                Some((data, stat)) => Some((parse(path, &data)?, stat.version)),
+                None => None,
+            };
+            seen.insert(name.clone(), state);
+        }
+        Ok(seen)
+    }
+
+    /// Seals batch `name`; its callbacks go in the same write when nothing is pending.
+    pub(crate) async fn seal_batch(&self, name: &str) -> Result<BatchStatus> {
+        let path = self.layout().batch(name);
+        let prefix = self.layout().lane_prefix(Priority::Normal);
+        for _ in 0..TRIES {
+            let Some((mut state, version)) = self.read_batch(name).await? else {
+                return Err(unknown(name));
+            };
+            if state.sealed {
+                return Err(batch_error(name, "sealed already"));
+            }
+            state.sealed = true;
+            let tally = Tally {
+                callbacks: callback_bodies(&mut state),
+                path: path.clone(),
+                version,
+                data: state.to_bytes(),
+            };
+            let mut multi = Multi::new();
+            tally.push(&mut multi, Part::Batch, &prefix);
+            match self.commit("seal batch", &multi).await? {
+                Ok(results) => {
+                    let named = self.name_callback(&tally, results.iter()).await;
+                    return Ok(named.unwrap_or(state).status());
+                }
+                Err(failed) if failed.error == zk::Error::BadVersion => continue,
+                Err(failed) if failed.error == zk::Error::NoNode => return Err(unknown(name)),
+                Err(failed) => return Err(failed.unexpected("seal batch")),
+            }
+        }
+        Err(busy(name))
+    }
+
+    /// Publishes `run` (envelopes of one batch, `batch`) as members: their tasks created and
+    /// the batch's `total` raised, in one multi-op; an error when the batch is unknown or
+    /// sealed (nothing is created then). A run too large for one request goes one by one.
+    pub(super) async fn publish_members(
+        &self,
+        run: &[Envelope],
+        batch: &str,
+    ) -> Result<Vec<Published>> {
+        let bodies = run
+            .iter()
+            .map(Envelope::to_bytes)
+            .collect::<Result<Vec<_>>>()?;
+        if run.len() > 1 && bodies.iter().map(Vec::len).sum::<usize>() > MEMBERS_BYTES {
+            let mut published = Vec::with_capacity(run.len());
+            for one in run.chunks(1) {
+                published.extend(Box::pin(self.publish_members(one, batch)).await?);
+            }
+            return Ok(published);
+        }
+        let path = self.layout().batch(batch);
+        let prefixes: Vec<String> = (run.iter())
+            .map(|e| self.layout().lane_prefix(e.priority))
+            .collect();
+        for _ in 0..TRIES {
+            let Some((mut state, version)) = self.read_batch(batch).await? else {
+                return Err(unknown(batch));
+            };
+            if state.sealed {
+                return Err(batch_error(batch, "sealed: no member joins it any more"));
+            }
+            state.total += run.len() as u64;
+            let data = state.to_bytes();
+            let mut multi = Multi::new();
+            multi.push(usize::MAX, Op::Set(&path, &data, version));
+            for (i, (prefix, body)) in prefixes.iter().zip(&bodies).enumerate() {
+                multi.push(i, Op::CreateSequential(prefix, body));
+            }
+            match self.commit("publish", &multi).await? {
+                Ok(results) => return self.members_created(run, &prefixes, &multi, &results),
+                Err(failed) if failed.tag != usize::MAX => return Err(failed.unexpected("publish")),
+                Err(failed) if failed.error == zk::Error::BadVersion => {}
+                Err(_) => return Err(unknown(batch)),
+            }
+        }
+        Err(busy(batch))
+    }
+
+    fn members_created(
+        &self,
+        run: &[Envelope],
+        prefixes: &[String],
+        multi: &Multi<'_, usize>,
+        results: &[zk::MultiWriteResult],
+    ) -> Result<Vec<Published>> {
+        let each = run.iter().zip(prefixes).enumerate();
+        each.map(|(i, (envelope, prefix))| {
+            Ok(Published::Created {
+                id: envelope.id.clone(),
+                task: created_name(multi.result(results, i), prefix)?,
+            })
+        })
+        .collect()
+    }
+
+    /// Refuses a publish whose envelopes join a batch that is unknown or sealed, before
+    /// anything is written (one multi-read of the batches named).
+    pub(super) async fn check_batches(&self, envelopes: &[Envelope]) -> Result<()> {
+        let mut names: Vec<String> = envelopes.iter().filter_map(|e| e.batch.clone()).collect();
+        names.sort();
+        names.dedup();
+        if names.is_empty() {
+            return Ok(());
+        }
+        for (name, seen) in self.read_batches(&names).await? {
+            match seen {
+                None => return Err(unknown(&name)),
+                Some((state, _)) if state.sealed => {
+                    return Err(batch_error(&name, "sealed: no member joins it any more"));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the name of the callback `tally`'s write created (`results`: that write's results
+    /// for the tally's operations) into its batch, at the version that write left, for `batch
+    /// status`. A failure leaves the callback's id there, and is logged.
+    pub(super) async fn name_callback<'r>(
+        &self,
+        tally: &Tally,
+        results: impl Iterator<Item = &'r zk::MultiWriteResult>,
+    ) -> Option<BatchState> {
+        let mut state: BatchState = serde_json::from_slice(&tally.data).ok()?;
+        let created = results.into_iter().find_map(|r| match r {
+            zk::MultiWriteResult::Create { path, .. } => Some(path),
+            _ => None,
+        })?;
+        let name = created.rsplit('/').next().unwrap_or(created).to_string();
+        state.callback = Some(name.clone());
+        let version = Some(tally.version + 1);
+        if let Err(e) = (self.client())
+            .set_data(&tally.path, &state.to_bytes(), version)
+            .await
+        {
+            tracing::warn!(batch = %state.name, callback = %name, error = %e, "batch callback published; its name not written");
+        }
+        tracing::info!(batch = %state.name, callback = %name, total = state.total, completed = state.completed, dead = state.dead, "batch settled: callback published");
+        Some(state)
+    }
+}
+
+fn parse(path: &str, data: &[u8]) -> Result<BatchState> {
+    serde_json::from_slice(data).map_err(|e| Error::Unreadable {
+        path: path.to_string(),
+        problem: format!("not a batch: {e}"),
+    })
+}
+
+fn busy(name: &str) -> Error {
+    batch_error(name, "it kept changing while it was written; try again")
+}

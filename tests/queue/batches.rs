@@ -1,0 +1,260 @@
+//! Batches on the real ZooKeeper: members counted as they are published, completed and buried
+//! (by concurrent consumers, by a reaper after a consumer died holding the last one); one
+//! callback, published with the last settlement; bad input refused with nothing written.
+
+use std::sync::{Arc, Mutex};
+
+use event_bridge::batch::{self, Open};
+use event_bridge::error::Error;
+use event_bridge::handler::FnHandler;
+use event_bridge::queue::ClaimOutcome;
+use event_bridge::{Envelope, HandlerError, Task, process, reap};
+use serde_json::{Value, json};
+
+use harness::{Recorder, TestQueue};
+
+fn open_args() -> Open {
+    Open {
+        on_complete: "import.done".into(),
+        on_success: Some("import.ok".into()),
+        payload: json!({"import": 7}),
+    }
+}
+
+fn member(batch: &str, n: u64) -> Envelope {
+    let mut e = Envelope::new("import.row", json!({ "n": n }));
+    e.batch = Some(batch.into());
+    e
+}
+
+/// The tasks of `event_type` the queue holds, as JSON.
+async fn tasks_of(t: &TestQueue, event_type: &str) -> Vec<Value> {
+    let mut found = Vec::new();
+    for name in t.children("tasks").await {
+        let body = t.read_json(&format!("tasks/{name}")).await;
+        if body["type"] == event_type {
+            found.push(body);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_callback_follows_the_last_member_once_with_its_counts() {
+    let t = TestQueue::new().await;
+    batch::open(&t.queue, "b", open_args()).await.unwrap();
+    let members: Vec<Envelope> = (0..6).map(|n| member("b", n)).collect();
+    t.queue.publish_all(&members).await.unwrap();
+    t.publish(1).await; // not a member
+    let sealed = batch::seal(&t.queue, "b").await.unwrap();
+    assert_eq!(
+        (sealed.total, sealed.pending, sealed.callback),
+        (6, 6, None)
+    );
+
+    // Two consumers race through the members; the row with n = 2 fails for good.
+    let seen = Arc::new(Mutex::new(Vec::<Task>::new()));
+    let handler = {
+        let seen = Arc::clone(&seen);
+        FnHandler(move |task: Task| {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.lock().unwrap().push(task.clone());
+                match task.envelope.payload["n"].as_u64() {
+                    Some(2) if task.envelope.event_type == "import.row" => {
+                        Err(HandlerError::Permanent("bad row".into()))
+                    }
+                    _ => Ok(()),
+                }
+            }
+        })
+    };
+    let a = t.consumer("a").await;
+    let b = t.consumer("b").await;
+    let options = harness::options(4, 2);
+    let (ra, rb) = tokio::join!(
+        process::run(&a, &handler, &options),
+        process::run(&b, &handler, &options)
+    );
+    ra.unwrap();
+    rb.unwrap();
+    // Whatever is left, the callbacks included.
+    harness::run(&t.queue, &handler, 50).await;
+    harness::run(&t.queue, &handler, 50).await;
+
+    let status = batch::status(&t.queue, "b").await.unwrap();
+    assert_eq!(
+        (status.total, status.pending, status.completed, status.dead),
+        (6, 0, 5, 1),
+        "{status:?}"
+    );
+    assert_eq!(status.dead_members.len(), 1);
+    let seen = seen.lock().unwrap();
+    let callbacks: Vec<&Task> = (seen.iter())
+        .filter(|t| {
+            t.envelope.event_type.starts_with("import.") && t.envelope.event_type != "import.row"
+        })
+        .collect();
+    assert_eq!(
+        callbacks.len(),
+        1,
+        "one callback, on_complete only (a member is dead)"
+    );
+    let callback = callbacks[0];
+    assert_eq!(callback.envelope.event_type, "import.done");
+    assert_eq!(status.callback.as_deref(), Some(callback.name.as_str()));
+    let p = &callback.envelope.payload;
+    assert_eq!(
+        (&p["total"], &p["completed"], &p["dead"], &p["payload"]),
+        (&json!(6), &json!(5), &json!(1), &json!({"import": 7}))
+    );
+    assert_eq!(p["dead_members"], json!(status.dead_members));
+    // After every member: the callback's number is above theirs.
+    let last_member = (seen.iter())
+        .filter(|t| t.envelope.event_type == "import.row")
+        .map(|t| t.name.clone())
+        .max()
+        .unwrap();
+    assert!(
+        callback.name > last_member,
+        "{} after {last_member}",
+        callback.name
+    );
+}
+
+#[tokio::test]
+async fn a_batch_all_completed_also_publishes_its_success_callback() {
+    let t = TestQueue::new().await;
+    batch::open(&t.queue, "ok", open_args()).await.unwrap();
+    t.queue
+        .publish_all(&[member("ok", 1), member("ok", 2)])
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    harness::run(&t.queue, &recorder, 10).await;
+    assert_eq!(
+        tasks_of(&t, "import.done").await.len(),
+        0,
+        "not sealed: no callback"
+    );
+    batch::seal(&t.queue, "ok").await.unwrap();
+    // Sealed with nothing pending: the seal's own write published them.
+    let done = tasks_of(&t, "import.done").await;
+    let ok = tasks_of(&t, "import.ok").await;
+    assert_eq!((done.len(), ok.len()), (1, 1));
+    assert_eq!(ok[0]["payload"]["outcome"], "success");
+    let status = batch::status(&t.queue, "ok").await.unwrap();
+    assert_eq!((status.completed, status.sealed), (2, true));
+    assert!(status.callback.is_some() && status.success_callback_id.is_some());
+}
+
+#[tokio::test]
+async fn a_consumer_killed_holding_the_last_member_delays_the_callback_and_does_not_lose_it() {
+    let t = TestQueue::new().await;
+    batch::open(&t.queue, "k", open_args()).await.unwrap();
+    let names = t.queue.publish_many(&[member("k", 1)]).await.unwrap();
+    batch::seal(&t.queue, "k").await.unwrap();
+    let name = &names[0];
+
+    // A consumer claims the only member and dies holding it.
+    let victim = t.consumer("victim").await;
+    let claimed = victim.claim(name, &t.now().await).await.unwrap();
+    assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+    drop(victim);
+    assert!(
+        tasks_of(&t, "import.done").await.is_empty(),
+        "held: no callback"
+    );
+
+    // The reaper frees it past its lease (a clock the test drives); another run completes it.
+    let later = t.past_lease_of(name).await;
+    assert_eq!(reap::reap_at(&t.queue, &later).await.unwrap().reaped, 1);
+    let recorder = Recorder::default();
+    harness::run(&t.queue, &recorder, 10).await;
+    harness::run(&t.queue, &recorder, 10).await;
+    let types: Vec<String> = (recorder.seen.lock().unwrap().iter())
+        .map(|t| t.envelope.event_type.clone())
+        .collect();
+    assert_eq!(types, ["import.row", "import.done", "import.ok"]);
+    let status = batch::status(&t.queue, "k").await.unwrap();
+    assert_eq!((status.total, status.completed, status.pending), (1, 1, 0));
+}
+
+#[tokio::test]
+async fn a_redriven_dead_member_is_pending_again_in_its_batch() {
+    let t = TestQueue::new().await;
+    batch::open(&t.queue, "r", open_args()).await.unwrap();
+    let names = t
+        .queue
+        .publish_many(&[member("r", 1), member("r", 2)])
+        .await
+        .unwrap();
+    let fail_once = FnHandler(|task: Task| async move {
+        match task.envelope.payload["n"].as_u64() {
+            Some(1) => Err(HandlerError::Permanent("no".into())),
+            _ => Ok(()),
+        }
+    });
+    harness::run(&t.queue, &fail_once, 10).await;
+    let status = batch::status(&t.queue, "r").await.unwrap();
+    assert_eq!((status.dead, status.pending), (1, 0));
+
+    let report = event_bridge::dead::redrive(&t.queue, &names[..1])
+        .await
+        .unwrap();
+    assert_eq!(report.redriven.len(), 1, "{report:?}");
+    let status = batch::status(&t.queue, "r").await.unwrap();
+    assert_eq!(
+        (status.dead, status.pending, status.dead_members.len()),
+        (0, 1, 0)
+    );
+    batch::seal(&t.queue, "r").await.unwrap();
+    assert!(
+        tasks_of(&t, "import.done").await.is_empty(),
+        "the redriven member is pending"
+    );
+    harness::run(&t.queue, &Recorder::default(), 10).await;
+    let status = batch::status(&t.queue, "r").await.unwrap();
+    assert_eq!((status.completed, status.dead, status.pending), (2, 0, 0));
+    assert!(status.callback.is_some());
+}
+
+#[tokio::test]
+async fn bad_batch_input_is_refused_and_writes_nothing() {
+    let t = TestQueue::new().await;
+    let unknown = t.queue.publish_all(&[member("nope", 1)]).await.unwrap_err();
+    assert!(
+        matches!(&unknown, Error::Batch { name, problem } if name == "nope" && problem.contains("no such batch")),
+        "{unknown}"
+    );
+    batch::open(&t.queue, "b", open_args()).await.unwrap();
+    let twice = batch::open(&t.queue, "b", open_args()).await.unwrap_err();
+    assert!(twice.to_string().contains("exists"), "{twice}");
+    // One good member beside one of an unknown batch: neither is published.
+    let mixed = t
+        .queue
+        .publish_all(&[member("b", 1), member("nope", 2)])
+        .await;
+    assert!(mixed.is_err());
+    assert!(t.children("tasks").await.is_empty());
+    batch::seal(&t.queue, "b").await.unwrap();
+    let again = batch::seal(&t.queue, "b").await.unwrap_err();
+    assert!(again.to_string().contains("sealed already"), "{again}");
+    let late = t.queue.publish_all(&[member("b", 3)]).await.unwrap_err();
+    assert!(late.to_string().contains("sealed"), "{late}");
+    let long = batch::open(&t.queue, &"x".repeat(600), open_args())
+        .await
+        .unwrap_err();
+    assert!(
+        long.to_string().contains("\"batch\" is 600 bytes"),
+        "{long}"
+    );
+    let mut keyed = member("b", 4);
+    keyed.idempotency_key = Some("k".into());
+    assert!(t.queue.publish_all(&[keyed]).await.is_err());
+    // Only the seal's callbacks are there (on_complete, and on_success: nobody died).
+    let left: Vec<String> = t.children("tasks").await;
+    assert_eq!(left.len(), 2, "{left:?}");
+    let status = batch::status(&t.queue, "b").await.unwrap();
+    assert_eq!((status.total, status.sealed), (0, true));
+}
