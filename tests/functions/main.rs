@@ -3,6 +3,7 @@
 //! the Vercel builds as local HTTP servers).
 //! Needs: ZooKeeper (`make zk-up`), the binaries (`cargo build --workspace --bins`).
 
+mod batches;
 mod debounced;
 mod emf;
 mod functions;

@@ -258,3 +258,78 @@ async fn bad_batch_input_is_refused_and_writes_nothing() {
     let status = batch::status(&t.queue, "b").await.unwrap();
     assert_eq!((status.total, status.sealed), (0, true));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_opens_joins_seals_and_shows_a_batch() {
+    use crate::cli::eb;
+    let t = TestQueue::new().await;
+    let opened = eb(
+        &t,
+        &[
+            "batch",
+            "open",
+            "nightly",
+            "--on-complete",
+            "nightly.done",
+            "--payload",
+            "{\"day\":1}",
+        ],
+        "",
+    );
+    assert!(
+        opened.status.success(),
+        "{}",
+        String::from_utf8_lossy(&opened.stderr)
+    );
+    let published = eb(
+        &t,
+        &["publish", "--type", "row", "--batch", "nightly", "-f", "-"],
+        "{\"n\":1}\n{\"n\":2}\n",
+    );
+    assert!(
+        published.status.success(),
+        "{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+    let status = eb(&t, &["batch", "status", "nightly", "--json"], "");
+    let status: Value = serde_json::from_slice(&status.stdout).expect("JSON");
+    assert_eq!(
+        (&status["total"], &status["pending"], &status["sealed"]),
+        (&json!(2), &json!(2), &json!(false))
+    );
+    let text = eb(&t, &["batch", "status", "nightly"], "");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("2 members, 2 pending") && text.contains("open"),
+        "{text}"
+    );
+
+    let stray = eb(
+        &t,
+        &[
+            "publish",
+            "--type",
+            "row",
+            "--batch",
+            "nope",
+            "--payload",
+            "{}",
+        ],
+        "",
+    );
+    assert!(!stray.status.success());
+    assert!(String::from_utf8_lossy(&stray.stderr).contains("batch nope: no such batch"));
+    assert_eq!(
+        t.children("tasks").await.len(),
+        2,
+        "the stray publish wrote nothing"
+    );
+    let missing = eb(&t, &["batch", "status", "nope"], "");
+    assert_eq!(missing.status.code(), Some(3));
+
+    let sealed = eb(&t, &["batch", "seal", "nightly"], "");
+    assert!(sealed.status.success());
+    let again = eb(&t, &["batch", "seal", "nightly"], "");
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("sealed already"));
+}

@@ -41,6 +41,8 @@ pub enum Ask {
     Publish,
     /// `GET ?status=<task>`: where that task is.
     Status(String),
+    /// `GET ?batch=<name>`: a batch's counts.
+    Batch(String),
 }
 
 /// Reads the method, query string and whether there is a body. A `POST` with a body
@@ -57,10 +59,12 @@ pub fn ask(method: &str, query: &str, has_body: bool) -> Result<Ask, HttpReply> 
     let asked = match method {
         "POST" if has_body && !runs => Ok(Ask::Publish),
         "POST" => trigger::from_query(query).map(Ask::Run),
-        "GET" => match status_of(query) {
-            Some(task) if task.is_empty() => Err("status= needs a task name or id".into()),
-            Some(task) => Ok(Ask::Status(task)),
-            None => trigger::from_query(query).map(Ask::Run),
+        "GET" => match (status_of(query, "status="), status_of(query, "batch=")) {
+            (Some(task), _) if task.is_empty() => Err("status= needs a task name or id".into()),
+            (Some(task), _) => Ok(Ask::Status(task)),
+            (None, Some(name)) if name.is_empty() => Err("batch= needs a batch name".into()),
+            (None, Some(name)) => Ok(Ask::Batch(name)),
+            (None, None) => trigger::from_query(query).map(Ask::Run),
         },
         other => {
             return Err(not_allowed(
@@ -72,10 +76,10 @@ pub fn ask(method: &str, query: &str, has_body: bool) -> Result<Ask, HttpReply> 
     asked.map_err(|problem: String| HttpReply::bad_request(&problem))
 }
 
-fn status_of(query: &str) -> Option<String> {
+fn status_of(query: &str, field: &str) -> Option<String> {
     query
         .split('&')
-        .find_map(|pair| pair.strip_prefix("status="))
+        .find_map(|pair| pair.strip_prefix(field))
         .map(percent_decode)
 }
 
@@ -206,6 +210,11 @@ mod tests {
         assert_eq!(escaped, Ok(Ask::Status("order/7".into())));
         assert_eq!(ask("GET", "", false), Ok(Ask::Run(Trigger::Scheduled)));
         assert_eq!(ask("GET", "status=", false).unwrap_err().status, 400);
+        assert_eq!(
+            ask("GET", "batch=import%2F7", false),
+            Ok(Ask::Batch("import/7".into()))
+        );
+        assert_eq!(ask("GET", "batch=", false).unwrap_err().status, 400);
         assert_eq!(ask("GET", "max_tasks=0", false).unwrap_err().status, 400);
         for method in ["DELETE", "PUT", "HEAD", "OPTIONS"] {
             let refused = ask(method, "drain=1", false).unwrap_err();

@@ -39,6 +39,11 @@ pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
             tracing::warn!(line, tasks = envelopes.len(), %problem, "publish over HTTP refused");
             HttpReply::too_large(&format!("line {line}: {problem}"))
         }
+        // A batch that is unknown or sealed: nothing was written.
+        Err(e @ Error::Batch { .. }) => {
+            tracing::warn!(error = %e, tasks = envelopes.len(), "publish over HTTP refused");
+            HttpReply::bad_request(&e.to_string())
+        }
         Err(e) => {
             tracing::error!(error = %e, tasks = envelopes.len(), "publish over HTTP failed");
             HttpReply::failed(&e)
@@ -59,6 +64,22 @@ pub async fn status(app: &App, key: &str) -> HttpReply {
         Ok(status) => {
             let body = serde_json::to_value(&status).expect("statuses are plain data");
             HttpReply::status(status != Status::NotFound, body)
+        }
+        Err(e) => HttpReply::failed(&e),
+    }
+}
+
+/// `GET ?batch=<name>`: the batch's counts (`batch status --json`), 404 when there is none.
+pub async fn batch_status(app: &App, name: &str) -> HttpReply {
+    let found = (app.session)
+        .run(|queue| async move { event_bridge::batch::status(&queue, name).await })
+        .await;
+    match found {
+        Ok(status) => HttpReply::status(true, json!(status)),
+        Err(event_bridge::Error::Batch { name, problem })
+            if problem.starts_with("no such batch") =>
+        {
+            HttpReply::status(false, json!({ "batch": name, "error": problem }))
         }
         Err(e) => HttpReply::failed(&e),
     }

@@ -24,6 +24,7 @@ async fn publish_or_status(app: &App, event: &Value) -> Option<HttpReply> {
     match intake::ask(&request.method, &request.query, has_body) {
         Ok(Ask::Publish) => Some(crate::intake::publish(app, &request.body, &request.path).await),
         Ok(Ask::Status(key)) => Some(crate::intake::status(app, &key).await),
+        Ok(Ask::Batch(name)) => Some(crate::intake::batch_status(app, &name).await),
         // A run: the trigger is read below, as for every other event.
         Ok(Ask::Run(_)) => None,
         // A method the URL does not answer (405, `HEAD` included: it must not drain), a bad

@@ -52,7 +52,7 @@ async fn answer(
     let config = app.session.config();
     let admitted = match ask {
         Ask::Run(_) => admit(config, authorization),
-        Ask::Status(_) | Ask::Publish => admit_publish(config, authorization),
+        Ask::Status(_) | Ask::Batch(_) | Ask::Publish => admit_publish(config, authorization),
     };
     let body = match admitted.and(body) {
         Ok(body) => body,
@@ -61,6 +61,7 @@ async fn answer(
     match ask {
         Ask::Run(trigger) => run(app, trigger).await,
         Ask::Status(key) => crate::intake::status(app, &key).await,
+        Ask::Batch(name) => crate::intake::batch_status(app, &name).await,
         Ask::Publish => crate::intake::publish(app, &body, path).await,
     }
 }

@@ -70,8 +70,12 @@ impl Queue {
     /// their keys kept changing (taken, or a debounced key published or fired) through
     /// [`TRIES`] tries.
     pub(super) async fn try_batch(&self, envelopes: &[Envelope]) -> Result<Option<Vec<Published>>> {
-        for _ in 0..TRIES {
+        let joining = envelopes.iter().any(|e| e.batch.is_some());
+        let tries = TRIES + if joining { super::members::TRIES } else { 0 };
+        for _ in 0..tries {
             let items = self.batch_items(envelopes).await?;
+            // The batches its items join: their totals raised in the same multi-op.
+            let joins = self.batch_joins(envelopes).await?;
             // Each item's task goes to the tail of its lane.
             let prefixes: Vec<String> = envelopes
                 .iter()
@@ -105,6 +109,12 @@ impl Queue {
                     },
                     Item::Existing(_) | Item::SameAs(_) => {}
                 }
+            }
+            for join in &joins {
+                multi.push(
+                    (join.first, Part::Batch),
+                    Op::Set(&join.path, &join.data, join.version),
+                );
             }
             if multi.is_empty() {
                 return Ok(Some(answers(envelopes, items, &[])));

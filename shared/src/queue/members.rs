@@ -69,6 +69,15 @@ pub(super) fn tally(
     })
 }
 
+/// What an all-or-nothing publish writes to a batch its items join: the batch's `total`
+/// raised by their number, at the version read, tagged with the index of its first member.
+pub(super) struct Join {
+    pub first: usize,
+    pub path: String,
+    pub data: Vec<u8>,
+    pub version: i32,
+}
+
 /// The batches `members` (index, batch name) belong to, each once, by the index of its first
 /// member, with how many members it has there.
 pub(super) fn by_batch<'a>(
@@ -254,6 +263,34 @@ impl Queue {
             })
         })
         .collect()
+    }
+
+    /// What publishing `envelopes` together writes to the batches they join (one multi-read
+    /// of them); an error when one is unknown or sealed.
+    pub(super) async fn batch_joins(&self, envelopes: &[Envelope]) -> Result<Vec<Join>> {
+        let members =
+            (envelopes.iter().enumerate()).filter_map(|(i, e)| Some((i, e.batch.as_deref()?)));
+        let groups = by_batch(members);
+        let names: Vec<String> = groups.iter().map(|(_, n, _)| n.to_string()).collect();
+        let seen = self.read_batches(&names).await?;
+        let mut joins = Vec::with_capacity(groups.len());
+        for (first, name, count) in groups {
+            let Some(Some((state, version))) = seen.get(name) else {
+                return Err(unknown(name));
+            };
+            if state.sealed {
+                return Err(batch_error(name, "sealed: no member joins it any more"));
+            }
+            let mut state = state.clone();
+            state.total += count;
+            joins.push(Join {
+                first,
+                path: self.layout().batch(name),
+                data: state.to_bytes(),
+                version: *version,
+            });
+        }
+        Ok(joins)
     }
 
     /// Refuses a publish whose envelopes join a batch that is unknown or sealed, before
