@@ -43,9 +43,7 @@ impl ZkTime {
 
     /// ZooKeeper's time now, ms since the epoch.
     pub fn now_ms(&self) -> i64 {
-        let elapsed = self
-            .read_at
-            .map_or(0, |read| crate::lease::millis(read.elapsed()));
+        let elapsed = self.read_at.map_or(0, |read| millis(read.elapsed()));
         self.server_ms.saturating_add(elapsed)
     }
 }
@@ -67,6 +65,11 @@ pub fn span_ms(text: &str) -> Option<u64> {
         _ => return None,
     };
     number.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+/// `duration` in milliseconds, saturating at `i64::MAX` instead of wrapping.
+pub fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

@@ -9,25 +9,7 @@ use std::time::Duration;
 use crate::task::{OnDeadPolicy, Task};
 use crate::task_result::TaskResult;
 
-/// Which built-in handler runs tasks (`EVENT_BRIDGE_HANDLER`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HandlerKind {
-    /// Log each task at INFO and succeed (the default, and the demo's).
-    Log,
-    /// Succeed without doing anything (benchmarks).
-    Noop,
-}
-
-impl HandlerKind {
-    /// `log` or `noop`.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "log" => Some(HandlerKind::Log),
-            "noop" => Some(HandlerKind::Noop),
-            _ => None,
-        }
-    }
-}
+pub use crate::config::HandlerKind;
 
 /// Why a handler did not finish a task.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -53,10 +53,7 @@ pub fn expired(mtime: i64, now: i64, timeout: Duration) -> bool {
     now.saturating_sub(mtime) > millis(timeout)
 }
 
-/// `duration` in milliseconds, saturating at `i64::MAX` instead of wrapping.
-pub fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
+pub use crate::clock::millis;
 
 /// How often a holder extends its lease: a third of the timeout, so two extensions can fail
 /// before the lease runs out.

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use crate::handler::HandlerKind;
 use crate::secret::Secret;
 
 mod parse;
@@ -229,6 +228,26 @@ impl Config {
             return Err(invalid("DEADLINE_MARGIN_MS", &value, problem));
         }
         Ok(config)
+    }
+}
+
+/// Which built-in handler runs tasks (`EVENT_BRIDGE_HANDLER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandlerKind {
+    /// Log each task at INFO and succeed (the default, and the demo's).
+    Log,
+    /// Succeed without doing anything (benchmarks).
+    Noop,
+}
+
+impl HandlerKind {
+    /// `log` or `noop`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "log" => Some(HandlerKind::Log),
+            "noop" => Some(HandlerKind::Noop),
+            _ => None,
+        }
     }
 }
 

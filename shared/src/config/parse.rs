@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use super::HandlerKind;
 use super::{ConfigError, DAY_MS, RouteSource};
-use crate::handler::HandlerKind;
 use crate::secret::Secret;
 
 pub(super) fn invalid(

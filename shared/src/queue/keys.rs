@@ -131,6 +131,9 @@ impl Published {
     }
 }
 
+/// Re-reads of its batch a redrive of a batch member may make when others keep changing it.
+const BATCH_REREADS: usize = 64;
+
 impl Queue {
     /// Publishes `envelopes` pipelined, in order. An envelope with an idempotency key is
     /// created together with its key in one multi-op, or not at all when the key is taken
@@ -242,7 +245,7 @@ impl Queue {
             None => None,
         };
         let letter = dead.rsplit('/').next().unwrap_or(dead);
-        for _ in 0..3 + super::members::TRIES {
+        for _ in 0..3 + BATCH_REREADS {
             // A member of a batch not over yet is pending in it again.
             let rejoin = (seen.clone()).and_then(|(mut state, v)| {
                 let path = self.layout().batch(&state.name);

@@ -10,8 +10,8 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::keys::{Published, created_name};
 use super::ops::{Multi, Op, Part};
-use crate::batch::{self, BatchState, BatchStatus, batch_error, unknown};
 use crate::error::{Error, Result};
+use crate::task::batch::{BatchState, BatchStatus, callback_envelopes};
 use crate::task::{Envelope, Priority};
 
 /// Tries of a write to a batch that other writers keep changing.
@@ -98,7 +98,7 @@ fn callback_bodies(state: &mut BatchState) -> Vec<Vec<u8>> {
     if !state.due() {
         return Vec::new();
     }
-    (batch::callback_envelopes(state).iter())
+    (callback_envelopes(state).iter())
         .map(|e| serde_json::to_vec(e).expect("an envelope serializes"))
         .collect()
 }
@@ -174,7 +174,7 @@ impl Queue {
         let prefix = self.layout().lane_prefix(Priority::Normal);
         for _ in 0..TRIES {
             let Some((mut state, version)) = self.read_batch(name).await? else {
-                return Err(unknown(name));
+                return Err(unknown_batch(name));
             };
             if state.sealed {
                 return Err(batch_error(name, "sealed already"));
@@ -194,7 +194,9 @@ impl Queue {
                     return Ok(named.unwrap_or(state).status());
                 }
                 Err(failed) if failed.error == zk::Error::BadVersion => continue,
-                Err(failed) if failed.error == zk::Error::NoNode => return Err(unknown(name)),
+                Err(failed) if failed.error == zk::Error::NoNode => {
+                    return Err(unknown_batch(name));
+                }
                 Err(failed) => return Err(failed.unexpected("seal batch")),
             }
         }
@@ -226,7 +228,7 @@ impl Queue {
             .collect();
         for _ in 0..TRIES {
             let Some((mut state, version)) = self.read_batch(batch).await? else {
-                return Err(unknown(batch));
+                return Err(unknown_batch(batch));
             };
             if state.sealed {
                 return Err(batch_error(batch, "sealed: no member joins it any more"));
@@ -242,7 +244,7 @@ impl Queue {
                 Ok(results) => return self.members_created(run, &prefixes, &multi, &results),
                 Err(failed) if failed.tag != usize::MAX => return Err(failed.unexpected("publish")),
                 Err(failed) if failed.error == zk::Error::BadVersion => {}
-                Err(_) => return Err(unknown(batch)),
+                Err(_) => return Err(unknown_batch(batch)),
             }
         }
         Err(busy(batch))
@@ -276,7 +278,7 @@ impl Queue {
         let mut joins = Vec::with_capacity(groups.len());
         for (first, name, count) in groups {
             let Some(Some((state, version))) = seen.get(name) else {
-                return Err(unknown(name));
+                return Err(unknown_batch(name));
             };
             if state.sealed {
                 return Err(batch_error(name, "sealed: no member joins it any more"));
@@ -304,7 +306,7 @@ impl Queue {
         }
         for (name, seen) in self.read_batches(&names).await? {
             match seen {
-                None => return Err(unknown(&name)),
+                None => return Err(unknown_batch(&name)),
                 Some((state, _)) if state.sealed => {
                     return Err(batch_error(&name, "sealed: no member joins it any more"));
                 }
@@ -350,4 +352,20 @@ fn parse(path: &str, data: &[u8]) -> Result<BatchState> {
 
 fn busy(name: &str) -> Error {
     batch_error(name, "it kept changing while it was written; try again")
+}
+
+/// An error about batch `name` (nothing was written).
+pub(crate) fn batch_error(name: &str, problem: impl Into<String>) -> Error {
+    Error::Batch {
+        name: name.to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// The error for a batch that does not exist.
+pub(crate) fn unknown_batch(name: &str) -> Error {
+    batch_error(
+        name,
+        "no such batch (open it with `event-bridge batch open`)",
+    )
 }

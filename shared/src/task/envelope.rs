@@ -235,7 +235,7 @@ impl Envelope {
             }
         }
         if let Some(batch) = &self.batch {
-            crate::batch::check_batch_name(batch)?;
+            super::batch::check_batch_name(batch)?;
             if self.debounce.is_some() || self.idempotency_key.is_some() {
                 return Err(
                     "\"batch\" does not go with \"debounce_key\" or \"idempotency_key\" \

@@ -5,6 +5,7 @@
 //! JSON becomes the payload. A body that is not UTF-8 JSON, or claims to be an envelope and is
 //! not one, is *poison*: it goes to the dead letters on its first claim, with the reason.
 
+pub mod batch;
 mod body;
 mod debounce;
 mod envelope;

@@ -8,16 +8,12 @@
 //! removal; the write that leaves it sealed with nothing pending also creates its callback
 //! task. So the callback can come neither early (a member still pending) nor twice (it is
 //! created at the version that had none) nor never (the last settlement cannot commit without
-//! it).
+//! it). The znode's JSON and the callbacks' are in [`crate::task::batch`].
 
-mod callback;
-mod state;
+pub use crate::task::batch::{BatchState, BatchStatus, MAX_DEAD_NAMES, check_batch_name};
 
-pub use callback::callback_envelopes;
-pub use state::{BatchState, BatchStatus, MAX_DEAD_NAMES, check_batch_name};
-
-use crate::error::{Error, Result};
-use crate::queue::Queue;
+use crate::error::Result;
+use crate::queue::{Queue, batch_error, unknown_batch};
 
 /// What opening a batch asks for.
 #[derive(Clone, Debug, Default)]
@@ -31,16 +27,23 @@ pub struct Open {
 /// bad (nothing is written then).
 pub async fn open(queue: &Queue, name: &str, open: Open) -> Result<BatchStatus> {
     check_batch_name(name).map_err(|problem| batch_error(name, problem))?;
-    for (field, kind) in [
+    let types = [
         ("--on-complete", Some(&open.on_complete)),
         ("--on-success", open.on_success.as_ref()),
-    ] {
-        if kind.is_some_and(|k| k.is_empty()) {
+    ];
+    for (field, event_type) in types {
+        if event_type.is_some_and(|t| t.is_empty()) {
             return Err(batch_error(name, format!("{field} is an empty event type")));
         }
     }
     let now_ms = queue.server_time().await?.now_ms();
-    let state = BatchState::open(name, open, now_ms);
+    let state = BatchState::open(
+        name,
+        open.on_complete,
+        open.on_success,
+        open.payload,
+        now_ms,
+    );
     queue.open_batch(&state).await?;
     Ok(state.status())
 }
@@ -55,20 +58,6 @@ pub async fn seal(queue: &Queue, name: &str) -> Result<BatchStatus> {
 pub async fn status(queue: &Queue, name: &str) -> Result<BatchStatus> {
     match queue.read_batch(name).await? {
         Some((state, _)) => Ok(state.status()),
-        None => Err(unknown(name)),
+        None => Err(unknown_batch(name)),
     }
-}
-
-pub(crate) fn batch_error(name: &str, problem: impl Into<String>) -> Error {
-    Error::Batch {
-        name: name.to_string(),
-        problem: problem.into(),
-    }
-}
-
-pub(crate) fn unknown(name: &str) -> Error {
-    batch_error(
-        name,
-        "no such batch (open it with `event-bridge batch open`)",
-    )
 }

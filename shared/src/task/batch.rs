@@ -1,9 +1,10 @@
-//! A batch's znode: what it asked for and its counters.
+//! A batch's znode (`batches/<name>`): what it asked for, its counters, and the callback
+//! tasks published once it is sealed and settled (see [`crate::batch`]).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::Open;
+use super::Envelope;
 
 /// Dead members named in a batch (and its callback), at most; the count goes on past it.
 pub const MAX_DEAD_NAMES: usize = 100;
@@ -63,12 +64,18 @@ pub struct BatchStatus {
 }
 
 impl BatchState {
-    pub(crate) fn open(name: &str, open: Open, now_ms: i64) -> Self {
+    pub(crate) fn open(
+        name: &str,
+        on_complete: String,
+        on_success: Option<String>,
+        payload: Value,
+        now_ms: i64,
+    ) -> Self {
         BatchState {
             name: name.to_string(),
-            on_complete: open.on_complete,
-            on_success: open.on_success,
-            payload: open.payload,
+            on_complete,
+            on_success,
+            payload,
             opened_at_ms: now_ms,
             sealed: false,
             total: 0,
@@ -149,7 +156,36 @@ pub fn check_batch_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("\"batch\" is empty: give a name of at least one character, or none".into());
     }
-    crate::task::fits_as_name("batch", name, MAX_BATCH_NAME_BYTES)
+    super::fits_as_name("batch", name, MAX_BATCH_NAME_BYTES)
+}
+
+/// The callback envelopes of `state` (which is due): one of `on_complete`, and one of
+/// `on_success` too when it asks for one and no member is dead. Their ids are set in `state`.
+pub(crate) fn callback_envelopes(state: &mut BatchState) -> Vec<Envelope> {
+    let mut out = vec![envelope(state, &state.on_complete, "complete")];
+    state.callback_id = Some(out[0].id.clone());
+    if let Some(on_success) = state.on_success.clone().filter(|_| state.dead == 0) {
+        let success = envelope(state, &on_success, "success");
+        state.success_callback_id = Some(success.id.clone());
+        out.push(success);
+    }
+    out
+}
+
+fn envelope(state: &BatchState, event_type: &str, outcome: &str) -> Envelope {
+    Envelope::new(
+        event_type,
+        json!({
+            "batch": state.name,
+            "outcome": outcome,
+            "payload": state.payload,
+            "total": state.total,
+            "completed": state.completed,
+            "dead": state.dead,
+            "dead_members": state.dead_members,
+            "dead_members_truncated": state.dead > state.dead_members.len() as u64,
+        }),
+    )
 }
 
 #[cfg(test)]
@@ -157,11 +193,7 @@ mod tests {
     use super::*;
 
     fn batch() -> BatchState {
-        let open = Open {
-            on_complete: "done".into(),
-            ..Open::default()
-        };
-        BatchState::open("b", open, 0)
+        BatchState::open("b", "done".into(), None, Value::Null, 0)
     }
 
     #[test]
