@@ -138,6 +138,17 @@ async fn the_page_shows_the_queue_and_an_admin_redrives_a_dead_letter_from_it() 
         key.contains("@default") && key.contains("at its cap"),
         "{key}"
     );
+    let batch = text(
+        &browser,
+        &format!("#batches tr[data-batch='{}']", scene::BATCH),
+    )
+    .await;
+    let cells: Vec<&str> = batch.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [scene::BATCH, "1", "0", "0", "1", "open", "—"],
+        "{batch}"
+    );
     screenshot(&browser).await;
 
     // Signed out, the dead letters have no buttons; signing in brings them.

@@ -23,6 +23,8 @@ pub struct Scene {
 
 /// The concurrency key of the held task.
 pub const KEY: &str = "tenant-1";
+/// A batch with one member, dead.
+pub const BATCH: &str = "invoices-nightly";
 
 /// Restraints whose routes let each concurrency key run one task at a time.
 fn one_per_key() -> Restraints {
@@ -34,9 +36,18 @@ fn one_per_key() -> Restraints {
 }
 
 pub async fn build(t: &TestQueue) -> Scene {
-    let doomed: Vec<Envelope> = (0..2)
+    // The second joins a batch: once cancelled, the batch counts it dead.
+    let open = event_bridge::batch::Open {
+        on_complete: "invoices.done".into(),
+        ..Default::default()
+    };
+    event_bridge::batch::open(&t.queue, BATCH, open)
+        .await
+        .unwrap();
+    let mut doomed: Vec<Envelope> = (0..2)
         .map(|i| Envelope::new("invoice.send", json!({ "n": i })))
         .collect();
+    doomed[1].batch = Some(BATCH.into());
     let doomed = t.queue.publish_many(&doomed).await.unwrap();
     let mut dead = Vec::new();
     for name in &doomed {

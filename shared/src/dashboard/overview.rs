@@ -13,7 +13,7 @@ use super::{Shared, chart, unavailable};
 use crate::error::Result;
 use crate::inspect::{self, DetailedStats, TaskInfo};
 use crate::progress::ProgressReport;
-use crate::queue::{Queue, StoredSchedule};
+use crate::queue::{BatchRead, Queue, StoredSchedule};
 use crate::stats::Stats;
 
 /// Held tasks the page lists, at most.
@@ -25,8 +25,13 @@ struct Look {
     leased: Vec<TaskInfo>,
     leases_total: usize,
     schedules: Vec<(String, std::result::Result<StoredSchedule, String>)>,
+    batches: Vec<BatchRead>,
+    batches_total: usize,
     now_ms: i64,
 }
+
+/// Batches shown, at most (by name).
+const BATCHES_SHOWN: usize = 50;
 
 pub(super) async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
     let look = shared
@@ -56,6 +61,7 @@ pub(super) async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Re
         (leased(&look))
         (by_type(&look.detailed))
         (schedules(&look))
+        (batches(&look))
     };
     shell_page("Overview", Here::Overview, &viewer, Some(10), body).into_response()
 }
@@ -64,7 +70,10 @@ async fn look(queue: &Queue) -> Result<Look> {
     let now = queue.server_time().await?;
     let detailed = inspect::detailed_stats(queue, &now, false).await?;
     let (leased, leases_total) = inspect::leased(queue, &now, LEASES_SHOWN).await?;
+    let (batches, batches_total) = queue.batches(BATCHES_SHOWN).await?;
     Ok(Look {
+        batches,
+        batches_total,
         detailed,
         leased,
         leases_total,
@@ -237,6 +246,31 @@ fn schedules(look: &Look) -> Markup {
                             }
                         }
                         Err(problem) => tr { td { code { (name) } } td colspan="5" { "unreadable: " (problem) } },
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn batches(look: &Look) -> Markup {
+    html! {
+        @if !look.batches.is_empty() {
+            h2 { "Batches" }
+            @if look.batches_total > look.batches.len() {
+                p.muted { "the first " (look.batches.len()) " of " (look.batches_total) " by name" }
+            }
+            table id="batches" {
+                tr { th { "Name" } th { "Members" } th { "Pending" } th { "Completed" } th { "Dead" } th { "State" } th { "Callback" } }
+                @for (name, read) in &look.batches {
+                    @match read {
+                        Ok(b) => tr data-batch=(name) {
+                            td { code { (name) } }
+                            td { (b.total) } td { (b.pending()) } td { (b.completed) } td { (b.dead) }
+                            td { @if b.over() { "called back" } @else if b.sealed { "sealed" } @else { "open" } }
+                            td { @match b.callback.as_ref().or(b.callback_id.as_ref()) { Some(c) => code { (c) }, None => "—" } }
+                        },
+                        Err(problem) => tr { td { code { (name) } } td colspan="6" { "unreadable: " (problem) } },
                     }
                 }
             }

@@ -19,6 +19,9 @@ pub(super) const TRIES: usize = 64;
 /// Bodies of one batch published in one multi-op, at most (well within a request).
 const MEMBERS_BYTES: usize = 512 * 1024;
 
+/// A batch as a listing read it: its name, and its state or why it cannot be read.
+pub type BatchRead = (String, std::result::Result<BatchState, String>);
+
 /// Batches as a settlement read them: by name, the state and version, or `None` when gone.
 pub(super) type BatchesSeen = HashMap<String, Option<(BatchState, i32)>>;
 
@@ -125,6 +128,28 @@ impl Queue {
         let state = self.read_batch(name).await?;
         seen.insert(name.to_string(), state);
         Ok(())
+    }
+
+    /// The first `most` batches by name (one listing, one multi-read), and how many there are.
+    /// A batch that cannot be read shows as its name and the problem.
+    pub async fn batches(&self, most: usize) -> Result<(Vec<BatchRead>, usize)> {
+        let dir = self.layout().batches();
+        let mut names = match self.client().list_children(&dir).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok((Vec::new(), 0)),
+            Err(e) => return Err(Error::zk("list", dir, e)),
+        };
+        let total = names.len();
+        names.sort();
+        names.truncate(most);
+        let paths: Vec<String> = names.iter().map(|n| format!("{dir}/{n}")).collect();
+        let reads = self.read_paths(&paths).await?;
+        let shown = (names.iter().zip(&paths).zip(reads)).filter_map(|((name, path), read)| {
+            let (data, _) = read?;
+            let name = crate::layout::decode_segment(name);
+            Some((name, parse(path, &data).map_err(|e| e.to_string())))
+        });
+        Ok((shown.collect(), total))
     }
 
     /// Creates `batches/<name>` holding `state`; an error when one of that name exists.

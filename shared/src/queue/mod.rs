@@ -82,6 +82,7 @@ pub use key_gates::{KEY_GATE_IDLE_MS, KeyInFlight};
 pub(crate) use keys::Requeued;
 pub use keys::{KeyState, Published};
 pub use lane_walk::LaneWalk;
+pub use members::BatchRead;
 pub(crate) use members::{batch_error, unknown_batch};
 pub(crate) use ops::{Multi, Op, Part};
 pub use pause::{PauseTarget, Paused, PausedSince};
