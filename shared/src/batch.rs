@@ -10,7 +10,9 @@
 //! created at the version that had none) nor never (the last settlement cannot commit without
 //! it). The znode's JSON and the callbacks' are in [`crate::task::batch`].
 
-pub use crate::task::batch::{BatchState, BatchStatus, MAX_DEAD_NAMES, check_batch_name};
+pub use crate::task::batch::{
+    BatchState, BatchStatus, MAX_BATCH_PAYLOAD_BYTES, MAX_DEAD_NAMES, check_batch_name,
+};
 
 use crate::error::Result;
 use crate::queue::{Queue, batch_error, unknown_batch};
@@ -35,6 +37,13 @@ pub async fn open(queue: &Queue, name: &str, open: Open) -> Result<BatchStatus> 
         if event_type.is_some_and(|t| t.is_empty()) {
             return Err(batch_error(name, format!("{field} is an empty event type")));
         }
+    }
+    let payload = serde_json::to_vec(&open.payload)?.len();
+    if payload > MAX_BATCH_PAYLOAD_BYTES {
+        let problem = format!(
+            "--payload is {payload} bytes of JSON, over the {MAX_BATCH_PAYLOAD_BYTES} a batch keeps"
+        );
+        return Err(batch_error(name, problem));
     }
     let now_ms = queue.server_time().await?.now_ms();
     let state = BatchState::open(

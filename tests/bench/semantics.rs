@@ -59,6 +59,8 @@ struct Round {
     gated: f64,
     keyed_drain: f64,
     laned: f64,
+    batch_publish: f64,
+    batch_drain: f64,
 }
 
 /// Measures every row once over `n` tasks.
@@ -87,7 +89,11 @@ async fn round(addr: &str, n: usize, concurrency: usize) -> Result<Round> {
     };
     let key = |i: usize| Some(format!("tenant-{}", i % CONCURRENCY_KEYS));
     let keyed_drain = gated_drain_rate(addr, n, concurrency, per_key, key).await?;
+    let batch_publish = batch_rate(addr, n, concurrency, false).await?;
+    let batch_drain = batch_rate(addr, n, concurrency, true).await?;
     Ok(Round {
+        batch_publish,
+        batch_drain,
         plain,
         keyed,
         ungrouped,
@@ -116,7 +122,7 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
         "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}; medians of {ROUNDS} rounds):"
     );
     type Rate = fn(&Round) -> f64;
-    let rows: [(&str, Rate, String, Rate, String); 6] = [
+    let rows: [(&str, Rate, String, Rate, String); 8] = [
         (
             "publish",
             |r| r.plain,
@@ -160,6 +166,20 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
             "normal only".into(),
             |r| r.laned,
             "a third each high, normal, low".into(),
+        ),
+        (
+            "publish",
+            |r| r.plain,
+            "without keys".into(),
+            |r| r.batch_publish,
+            "into one batch".into(),
+        ),
+        (
+            "drain",
+            |r| r.ungrouped,
+            "no batch".into(),
+            |r| r.batch_drain,
+            "all of one batch (counted, one callback)".into(),
         ),
     ];
     for (what, base, base_label, rate, label) in rows {
@@ -240,6 +260,43 @@ async fn gated_drain_rate(
     }
     queue.publish_many(&batch).await?;
     let rate = drain_with(&queue, &Gated(limit), n, concurrency).await?;
+    delete_tree(&admin, &chroot).await?;
+    Ok(rate)
+}
+
+/// Opens a batch, publishes `n` members into it and seals it: the publish's tasks per
+/// second, or (`drain`) those of a drain of the members after it.
+async fn batch_rate(addr: &str, n: usize, concurrency: usize, drain: bool) -> Result<f64> {
+    let (admin, chroot, config) = fresh_chroot(addr).await?;
+    let queue = bench_queue(&config).await?;
+    let open = event_bridge::batch::Open {
+        on_complete: "bench.done".into(),
+        ..Default::default()
+    };
+    event_bridge::batch::open(&queue, "bench", open).await?;
+    let mut batch = envelopes(n, |_| None);
+    for envelope in &mut batch {
+        envelope.batch = Some("bench".into());
+    }
+    let started = Instant::now();
+    queue.publish_all(&batch).await?;
+    let publish = n as f64 / started.elapsed().as_secs_f64();
+    event_bridge::batch::seal(&queue, "bench").await?;
+    let rate = match drain {
+        false => publish,
+        true => {
+            let noop = FnHandler(|_task: Task| async { Ok(()) });
+            drain_with(&queue, &noop, n, concurrency).await?
+        }
+    };
+    if drain {
+        let status = event_bridge::batch::status(&queue, "bench").await?;
+        assert_eq!(
+            (status.completed, status.pending),
+            (n as u64, 0),
+            "{status:?}"
+        );
+    }
     delete_tree(&admin, &chroot).await?;
     Ok(rate)
 }

@@ -333,3 +333,36 @@ async fn the_command_opens_joins_seals_and_shows_a_batch() {
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("sealed already"));
 }
+
+#[tokio::test]
+async fn producers_publishing_into_one_batch_at_once_are_all_counted() {
+    let t = TestQueue::new().await;
+    batch::open(&t.queue, "many", open_args()).await.unwrap();
+    let producers = ["p1", "p2", "p3"];
+    let mut queues = Vec::new();
+    for p in producers {
+        queues.push(t.consumer(p).await);
+    }
+    let publish = queues.iter().map(|q| async move {
+        let members: Vec<Envelope> = (0..700).map(|n| member("many", n)).collect();
+        q.publish_all(&members).await.map(|p| p.len())
+    });
+    let published: Vec<usize> = futures::future::try_join_all(publish).await.unwrap();
+    assert_eq!(published, [700, 700, 700]);
+    let status = batch::status(&t.queue, "many").await.unwrap();
+    assert_eq!((status.total, status.pending), (2100, 2100));
+    assert_eq!(t.children("tasks").await.len(), 2100);
+}
+
+#[tokio::test]
+async fn a_batch_payload_over_its_limit_is_refused() {
+    let t = TestQueue::new().await;
+    let mut args = open_args();
+    args.payload = json!({ "blob": "x".repeat(5_000) });
+    let refused = batch::open(&t.queue, "big", args).await.unwrap_err();
+    assert!(refused.to_string().contains("--payload is"), "{refused}");
+    assert!(matches!(
+        batch::status(&t.queue, "big").await,
+        Err(Error::Batch { .. })
+    ));
+}

@@ -72,7 +72,10 @@ impl Queue {
     pub(super) async fn try_batch(&self, envelopes: &[Envelope]) -> Result<Option<Vec<Published>>> {
         let joining = envelopes.iter().any(|e| e.batch.is_some());
         let tries = TRIES + if joining { super::members::TRIES } else { 0 };
-        for _ in 0..tries {
+        for attempt in 0..tries {
+            if joining && attempt > 0 {
+                super::members::batch_backoff(attempt).await;
+            }
             let items = self.batch_items(envelopes).await?;
             // The batches its items join: their totals raised in the same multi-op.
             let joins = self.batch_joins(envelopes).await?;

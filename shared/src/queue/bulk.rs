@@ -83,10 +83,15 @@ fn keyed_runs(window: &[Envelope]) -> Vec<&[Envelope]> {
     let mut start = 0;
     while start < window.len() {
         let mut end = start + 1;
+        // A batch's members go as one run (written one chunk after another: they share the
+        // batch's znode), keyed envelopes in runs of up to KEYED_RUN.
+        let most = if window[start].batch.is_some() {
+            window.len()
+        } else {
+            KEYED_RUN
+        };
         if window[start].batch.is_some() || keyed(&window[start]) {
-            while end < window.len()
-                && end - start < KEYED_RUN
-                && together(&window[start], &window[end])
+            while end < window.len() && end - start < most && together(&window[start], &window[end])
             {
                 end += 1;
             }

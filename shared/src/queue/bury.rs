@@ -121,6 +121,7 @@ impl Queue {
         let paths = Paths::of(self, &task);
         let guard = LeaseData::new(self.consumer_id()).to_bytes();
         let tries = TRIES + if batch.is_some() { BATCH_TRIES } else { 0 };
+        let mut batch_rereads = 0;
         for _ in 0..tries {
             let tally = (batch.as_deref()).and_then(|b| {
                 super::members::tally(seen.as_ref(), self.layout().batch(b), 0, &dead_name)
@@ -156,6 +157,8 @@ impl Queue {
             if let (Part::Batch, zk::Error::BadVersion | zk::Error::NoNode, Some(b)) =
                 (failed.tag, &failed.error, &batch)
             {
+                batch_rereads += 1;
+                super::members::batch_backoff(batch_rereads).await;
                 seen = self.read_batch(b).await?;
                 continue;
             }

@@ -13,6 +13,7 @@ use super::key_owner::CompletedKey;
 use super::ops::{Multi, Op, Part};
 use crate::error::Result;
 use crate::task::Task;
+use crate::task::batch::MAX_TALLY_BYTES;
 
 /// What completing one task writes besides deleting task and lease.
 struct Extras {
@@ -102,9 +103,19 @@ impl Queue {
         let extras = self.completion_extras(&leases).await?;
         let pairs: Vec<(Lease, Extras)> = leases.into_iter().zip(extras).collect();
         let mut settled = Vec::with_capacity(pairs.len());
-        for part in within_request(pairs, |(_, extra)| {
-            extra.done.as_ref().map_or(0, DoneWrite::bytes)
+        // A member whose batch is not counted yet in the part: what its tally may add.
+        let mut batches_seen = std::collections::HashSet::new();
+        let weights: Vec<usize> = (pairs.iter())
+            .map(|(lease, _)| match &lease.task.envelope.batch {
+                Some(b) if batches_seen.insert(b.clone()) => MAX_TALLY_BYTES,
+                _ => 0,
+            })
+            .collect();
+        let weighed: Vec<((Lease, Extras), usize)> = pairs.into_iter().zip(weights).collect();
+        for part in within_request(weighed, |((_, extra), tally)| {
+            extra.done.as_ref().map_or(0, DoneWrite::bytes) + tally
         }) {
+            let part: Vec<(Lease, Extras)> = part.into_iter().map(|(pair, _)| pair).collect();
             let (leases, extras) = part.into_iter().unzip();
             settled.extend(self.commit_completions(leases, extras).await?);
         }
@@ -155,7 +166,7 @@ impl Queue {
                 batch_tries += 1;
                 let name = tallies.iter().find(|t| t.0 == at).map(|t| t.1.clone());
                 if let Some(name) = name {
-                    self.reread_batch(&mut batches, &name).await?;
+                    self.reread_batch(&mut batches, &name, batch_tries).await?;
                     continue;
                 }
             }

@@ -244,7 +244,10 @@ impl Queue {
             Some(b) => self.read_batch(b).await?,
             None => None,
         };
+        // The task's name: a record whose name was taken has a `~` suffix the batch never saw.
         let letter = dead.rsplit('/').next().unwrap_or(dead);
+        let letter =
+            (letter.split_once(crate::layout::DEAD_NAME_SUFFIX)).map_or(letter, |(task, _)| task);
         for _ in 0..3 + BATCH_REREADS {
             // A member of a batch not over yet is pending in it again.
             let rejoin = (seen.clone()).and_then(|(mut state, v)| {

@@ -16,8 +16,10 @@ use crate::task::{Envelope, Priority};
 
 /// Tries of a write to a batch that other writers keep changing.
 pub(super) const TRIES: usize = 64;
-/// Bodies of one batch published in one multi-op, at most (well within a request).
+/// Bodies of one batch published in one multi-op, at most (well within a request), and how
+/// many.
 const MEMBERS_BYTES: usize = 512 * 1024;
+const MEMBERS_PER_WRITE: usize = 256;
 
 /// A batch as a listing read it: its name, and its state or why it cannot be read.
 pub type BatchRead = (String, std::result::Result<BatchState, String>);
@@ -81,6 +83,13 @@ pub(super) struct Join {
     pub version: i32,
 }
 
+/// Waits before write number `attempt` (from 1) to a batch another writer just changed: a few
+/// milliseconds, growing to 50, jittered, so writers that met on its version spread out.
+pub(super) async fn batch_backoff(attempt: usize) {
+    let most = (2u64 << attempt.min(5)).min(50);
+    tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(1..=most))).await;
+}
+
 /// The batches `members` (index, batch name) belong to, each once, by the index of its first
 /// member, with how many members it has there.
 pub(super) fn by_batch<'a>(
@@ -124,7 +133,13 @@ impl Queue {
     }
 
     /// `seen` with batch `name` read again (after a write to it failed).
-    pub(super) async fn reread_batch(&self, seen: &mut BatchesSeen, name: &str) -> Result<()> {
+    pub(super) async fn reread_batch(
+        &self,
+        seen: &mut BatchesSeen,
+        name: &str,
+        attempt: usize,
+    ) -> Result<()> {
+        batch_backoff(attempt).await;
         let state = self.read_batch(name).await?;
         seen.insert(name.to_string(), state);
         Ok(())
@@ -197,7 +212,10 @@ impl Queue {
     pub(crate) async fn seal_batch(&self, name: &str) -> Result<BatchStatus> {
         let path = self.layout().batch(name);
         let prefix = self.layout().lane_prefix(Priority::Normal);
-        for _ in 0..TRIES {
+        for attempt in 0..TRIES {
+            if attempt > 0 {
+                batch_backoff(attempt).await;
+            }
             let Some((mut state, version)) = self.read_batch(name).await? else {
                 return Err(unknown_batch(name));
             };
@@ -240,18 +258,43 @@ impl Queue {
             .iter()
             .map(Envelope::to_bytes)
             .collect::<Result<Vec<_>>>()?;
-        if run.len() > 1 && bodies.iter().map(Vec::len).sum::<usize>() > MEMBERS_BYTES {
-            let mut published = Vec::with_capacity(run.len());
-            for one in run.chunks(1) {
-                published.extend(Box::pin(self.publish_members(one, batch)).await?);
+        let mut published = Vec::with_capacity(run.len());
+        let mut start = 0;
+        while start < run.len() {
+            // As many as one request carries, in order; the chunks one after another (they
+            // write the same batch).
+            let mut end = start + 1;
+            let mut bytes = bodies[start].len();
+            while end < run.len()
+                && end - start < MEMBERS_PER_WRITE
+                && bytes + bodies[end].len() <= MEMBERS_BYTES
+            {
+                bytes += bodies[end].len();
+                end += 1;
             }
-            return Ok(published);
+            published.extend(
+                self.publish_chunk(&run[start..end], &bodies[start..end], batch)
+                    .await?,
+            );
+            start = end;
         }
+        Ok(published)
+    }
+
+    async fn publish_chunk(
+        &self,
+        run: &[Envelope],
+        bodies: &[Vec<u8>],
+        batch: &str,
+    ) -> Result<Vec<Published>> {
         let path = self.layout().batch(batch);
         let prefixes: Vec<String> = (run.iter())
             .map(|e| self.layout().lane_prefix(e.priority))
             .collect();
-        for _ in 0..TRIES {
+        for attempt in 0..TRIES {
+            if attempt > 0 {
+                batch_backoff(attempt).await;
+            }
             let Some((mut state, version)) = self.read_batch(batch).await? else {
                 return Err(unknown_batch(batch));
             };
@@ -262,7 +305,7 @@ impl Queue {
             let data = state.to_bytes();
             let mut multi = Multi::new();
             multi.push(usize::MAX, Op::Set(&path, &data, version));
-            for (i, (prefix, body)) in prefixes.iter().zip(&bodies).enumerate() {
+            for (i, (prefix, body)) in prefixes.iter().zip(bodies).enumerate() {
                 multi.push(i, Op::CreateSequential(prefix, body));
             }
             match self.commit("publish", &multi).await? {

@@ -8,6 +8,12 @@ use super::Envelope;
 
 /// Dead members named in a batch (and its callback), at most; the count goes on past it.
 pub const MAX_DEAD_NAMES: usize = 100;
+/// A batch's payload, at most, as JSON (the batch's znode and its callbacks carry it, and the
+/// multi-op that publishes them must fit one request with a completion's other writes).
+pub const MAX_BATCH_PAYLOAD_BYTES: usize = 4 * 1024;
+/// What one batch's tally may add to a multi-op, at most: its state and two callbacks, each
+/// bounded by the payload, the name and the dead members' names.
+pub const MAX_TALLY_BYTES: usize = 40 * 1024;
 /// A batch name's limit, as a znode name.
 const MAX_BATCH_NAME_BYTES: usize = 512;
 
@@ -102,6 +108,13 @@ impl BatchState {
     /// changed) once the batch is over.
     pub(crate) fn settle(&mut self, completed: u64, dead: &[String]) -> bool {
         if self.over() {
+            return false;
+        }
+        // More settled than ever joined: a member the batch never counted (a producer that
+        // wrote `batch` into a body by hand). Refused, though one settled before the counted
+        // ones are cannot be told from them.
+        if self.completed + self.dead + completed + dead.len() as u64 > self.total {
+            tracing::warn!(batch = %self.name, total = self.total, "a member the batch never counted was settled; not counted");
             return false;
         }
         self.completed += completed;
@@ -209,6 +222,15 @@ mod tests {
     }
 
     #[test]
+    fn a_member_never_counted_is_not_counted_when_settled() {
+        let mut b = batch();
+        b.total = 1;
+        b.sealed = true;
+        assert!(!b.settle(2, &[]));
+        assert_eq!((b.completed, b.due()), (0, false));
+    }
+
+    #[test]
     fn an_over_batch_counts_nothing() {
         let mut b = batch();
         b.callback_id = Some("x".into());
@@ -219,6 +241,7 @@ mod tests {
     #[test]
     fn dead_names_are_capped_not_the_count() {
         let mut b = batch();
+        b.total = 150;
         let names: Vec<String> = (0..150).map(|n| format!("task-{n}")).collect();
         b.settle(0, &names);
         assert_eq!((b.dead, b.dead_members.len()), (150, MAX_DEAD_NAMES));
