@@ -51,6 +51,7 @@ pub async fn cancel(queue: &Queue, key: &str) -> Result<Cancelled> {
         let done = match inspect::status(queue, &now, key).await? {
             Status::Pending { task } => pending(queue, &task.name).await?,
             Status::Waiting { task } => waiting(queue, &task.name).await?,
+            Status::Blocked { task } => blocked(queue, &task).await?,
             Status::Leased { task } => {
                 let id = task.id.clone().unwrap_or_else(|| task.name.clone());
                 Some(held(queue, key, &id, &task.name).await?)
@@ -108,6 +109,21 @@ async fn waiting(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
     Ok(None)
 }
 
+/// Buries the task waiting for its parents that `task` shows; `None` when it changed (a
+/// parent settled) or went meanwhile.
+async fn blocked(queue: &Queue, task: &crate::inspect::TaskInfo) -> Result<Option<Cancelled>> {
+    let Some(id) = &task.id else {
+        return Ok(None);
+    };
+    let Some((body, stat)) = queue.read_path(&queue.layout().blocked(id)).await? else {
+        return Ok(None);
+    };
+    let done = queue.cancel_blocked(id, &body, stat.version).await?;
+    Ok(done.then(|| Cancelled::Cancelled {
+        name: task.name.clone(),
+    }))
+}
+
 /// Withdraws the debounced publish `id` pending under `key`; `None` when a publish of the key
 /// replaced it or it fired meanwhile (the caller looks again).
 async fn withdraw(queue: &Queue, key: &str, id: &str) -> Result<Option<Cancelled>> {
@@ -145,9 +161,12 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
             },
         },
         Status::Dead { name, .. } => Cancelled::Dead { name },
-        Status::Completed { .. } | Status::NotFound => Cancelled::Finished {
-            name: name.to_string(),
-        },
+        // Not a state a held task goes to: as one that ended.
+        Status::Blocked { .. } | Status::Completed { .. } | Status::NotFound => {
+            Cancelled::Finished {
+                name: name.to_string(),
+            }
+        }
     };
     if !matches!(after, Cancelled::Marked { .. }) {
         queue.unmark_cancelled(id).await?;

@@ -68,6 +68,11 @@ pub enum Error {
     #[error("batch {name}: {problem}")]
     Batch { name: String, problem: String },
 
+    /// A task published to run after `parent` cannot wait for it (unknown, a debounced
+    /// publish, a body that can never run); nothing was written.
+    #[error("parent {parent}: {problem}")]
+    Parent { parent: String, problem: String },
+
     /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
     #[error("dead letter {name} cannot be redriven: {problem}")]
     NotRedrivable { name: String, problem: String },

@@ -65,6 +65,9 @@ pub struct ReapReport {
     pub key_gates_swept: u32,
     /// Completion records (and their id entries) deleted because `KEEP_DONE` had passed.
     pub done_swept: u32,
+    /// Children of settled parents seen to, left by a consumer that stopped between a
+    /// parent's settlement and its children.
+    pub children_settled: u32,
     #[serde(flatten)]
     pub stats: Stats,
     pub duration_ms: u64,
@@ -137,6 +140,7 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
     report.keys_expired = queue.sweep_keys(&now, KEYS_PER_RUN).await? as u32;
     report.key_gates_swept = queue.sweep_key_gates(&now, KEY_GATES_PER_RUN).await? as u32;
     report.done_swept = queue.sweep_done(&now, DONE_PER_RUN).await? as u32;
+    report.children_settled = queue.sweep_dependents().await? as u32;
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();
@@ -157,6 +161,7 @@ impl ReapReport {
             key_gates_swept = self.key_gates_swept,
             keys_at_limit = self.stats.keys_at_limit,
             done_swept = self.done_swept,
+            children_settled = self.children_settled,
             depth = self.stats.depth,
             delayed = self.stats.delayed,
             leased = self.stats.leased,

@@ -9,6 +9,7 @@ mod connect;
 mod dead;
 mod debounce;
 mod dedup;
+mod dependencies;
 mod done;
 mod groups;
 mod holding;

@@ -1,4 +1,5 @@
-//! Where one task is: pending, leased, waiting out a backoff, dead, completed (while its record
+//! Where one task is: pending, leased, waiting out a backoff, waiting for its parents
+//! (`blocked`, under `after/`), dead, completed (while its record
 //! is kept, `KEEP_DONE`), not found; by its task name or by its envelope id. An id may also be
 //! that of a debounced publish still pending under its key, not a task yet (`debounced`).
 //!
@@ -37,6 +38,11 @@ pub enum Status {
     Waiting {
         task: Box<TaskInfo>,
     },
+    /// Waiting for its parents under `after/` (its envelope's `waiting_on` names those it
+    /// still waits for): not in a lane yet.
+    Blocked {
+        task: Box<TaskInfo>,
+    },
     Dead {
         name: String,
         record: Value,
@@ -56,7 +62,7 @@ const DEAD_PAGE: usize = 32;
 pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
     let found = match layout::sequence(key) {
         Some(_) => by_name(queue, now, key).await?,
-        None => None,
+        None => blocked(queue, now, key).await?,
     };
     let mut status = match found {
         Some(found) => found,
@@ -98,6 +104,21 @@ async fn by_name(queue: &Queue, now: &ZkTime, name: &str) -> Result<Option<Statu
             name: name.to_string(),
             record,
         }))
+}
+
+/// The task waiting for its parents that `key` names: by its id, or by `after-` and its id
+/// encoded (the name it would have among the dead letters).
+async fn blocked(queue: &Queue, now: &ZkTime, key: &str) -> Result<Option<Status>> {
+    let id = match key.strip_prefix(layout::BLOCKED_PREFIX) {
+        Some(encoded) => layout::decode_segment(encoded),
+        None => key.to_string(),
+    };
+    let Some((body, stat)) = queue.read_path(&queue.layout().blocked(&id)).await? else {
+        return Ok(None);
+    };
+    let name = layout::Layout::blocked_name(&id);
+    let task = Box::new(body_info(&name, &body, &stat, now));
+    Ok(Some(Status::Blocked { task }))
 }
 
 /// Looks through the pending debounced publishes, then pages through pending tasks, waiting

@@ -21,6 +21,9 @@
 //! ├── done/<bucket>/<task>, @<id>       a completion record and its id's entry (`KEEP_DONE`)
 //! ├── limits/<route>/<task>             a limited route's gate (its rate's bucket) and the
 //! │                                     ephemeral slots of its running tasks
+//! ├── after/<id>                         a task waiting for its parents (`<id>` encoded)
+//! ├── dependents/<parent id>            a parent's marker: empty, then how it was settled
+//! │   └── <child id>                    a child waiting for it (both ids encoded)
 //! ├── schedules/<name>                  a recurring schedule (JSON; `<name>` encoded)
 //! │   └── <slot>                        the latest slot that made its task (ms, 13 digits)
 //! └── clock                             persistent, written to read ZooKeeper's own time
@@ -191,7 +194,37 @@ impl Layout {
         format!("{}/{slot_ms:013}", self.schedule(name))
     }
 
-    /// Marks of tasks cancelled while a consumer held them.
+    /// Where tasks wait for their parents.
+    pub fn after(&self) -> String {
+        format!("{}/after", self.root)
+    }
+
+    /// The task with envelope id `id`, waiting for its parents.
+    pub fn blocked(&self, id: &str) -> String {
+        format!("{}/after/{}", self.root, encode_segment(id))
+    }
+
+    /// The name a task that dies while it waits for its parents has among the dead letters
+    /// (it never had a task name): `after-` and its id, encoded.
+    pub fn blocked_name(id: &str) -> String {
+        format!("{BLOCKED_PREFIX}{}", encode_segment(id))
+    }
+
+    /// The markers of parents that have children waiting.
+    pub fn dependents(&self) -> String {
+        format!("{}/dependents", self.root)
+    }
+
+    /// The marker of the task with envelope id `id`: present while children wait for it.
+    pub fn dependents_of(&self, id: &str) -> String {
+        format!("{}/dependents/{}", self.root, encode_segment(id))
+    }
+
+    /// Child `child`'s entry under its parent `parent`'s marker (both envelope ids).
+    pub fn dependent(&self, parent: &str, child: &str) -> String {
+        format!("{}/{}", self.dependents_of(parent), encode_segment(child))
+    }
+
     /// Where batches are kept.
     pub fn batches(&self) -> String {
         format!("{}/batches", self.root)
@@ -202,6 +235,7 @@ impl Layout {
         format!("{}/batches/{}", self.root, encode_segment(name))
     }
 
+    /// Marks of tasks cancelled while a consumer held them.
     pub fn cancelled(&self) -> String {
         format!("{}/cancelled", self.root)
     }
@@ -313,6 +347,8 @@ impl Layout {
             self.keys(),
             self.key_expiry(),
             self.schedules(),
+            self.after(),
+            self.dependents(),
             self.clock(),
         ]);
         paths
@@ -366,6 +402,8 @@ mod tests {
                 "/a/b/keys",
                 "/a/b/keys-expiry",
                 "/a/b/schedules",
+                "/a/b/after",
+                "/a/b/dependents",
                 "/a/b/clock"
             ]
         );

@@ -95,16 +95,23 @@ pub fn delay_bucket_of(due_ms: i64) -> i64 {
     due_ms.div_euclid(DELAY_BUCKET_MS) * DELAY_BUCKET_MS
 }
 
+/// What the dead-letter name of a task that died waiting for its parents starts with.
+pub const BLOCKED_PREFIX: &str = "after-";
+
 /// Separates a dead letter's task name from the suffix it gets when that name was taken
 /// (`dead/task-0000000007~0000000003`).
 pub const DEAD_NAME_SUFFIX: char = '~';
 
-/// Dead-letter names sorted by their task's sequence number, then by suffix; other names are
+/// Dead-letter names sorted by their task's sequence number, then by suffix; the letters of
+/// tasks that died waiting for their parents (`after-<id>`) follow, by name; other names are
 /// dropped.
 pub fn dead_oldest_first(names: Vec<String>) -> Vec<String> {
     let mut dead: Vec<((i64, String), String)> = names
         .into_iter()
         .filter_map(|n| {
+            if n.starts_with(BLOCKED_PREFIX) {
+                return Some(((i64::MAX, n.clone()), n));
+            }
             let (task, suffix) = n.split_once(DEAD_NAME_SUFFIX).unwrap_or((&n, ""));
             Some(((sequence(task)?, suffix.to_string()), n))
         })
@@ -187,13 +194,17 @@ mod tests {
             "task-0000000002~0000000001".to_string(),
             "task-0000000002".to_string(),
             "junk".to_string(),
+            "after-b".to_string(),
+            "after-a".to_string(),
         ];
         assert_eq!(
             dead_oldest_first(names),
             [
                 "task-0000000002",
                 "task-0000000002~0000000001",
-                "task-0000000010"
+                "task-0000000010",
+                "after-a",
+                "after-b"
             ]
         );
     }

@@ -13,6 +13,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
+use super::dependents::MarkerWrite;
 use super::group_lock::{HeldLock, Release};
 use super::holder::Settled;
 use super::key_owner::OwnedKey;
@@ -28,6 +29,8 @@ use crate::task::{self, Body, OnDead};
 const TRIES: usize = 7;
 /// Re-reads of its batch a member's bury may make besides, when other writers keep changing it.
 const BATCH_TRIES: usize = 64;
+/// Re-reads of its marker a bury may make besides, when children keep registering.
+const MARKER_TRIES: usize = 64;
 
 /// A task on its way to the dead letters, as its burier has it. (It lives for one call;
 /// boxing the lease would buy nothing.)
@@ -120,7 +123,17 @@ impl Queue {
         let dead_name = [name.clone()];
         let paths = Paths::of(self, &task);
         let guard = LeaseData::new(self.consumer_id()).to_bytes();
-        let tries = TRIES + if batch.is_some() { BATCH_TRIES } else { 0 };
+        // Children waiting for it learn in the same write that it died.
+        let mut marker = id_of(&task, &body).map(|id| {
+            let settled = crate::task::after::Settled::Dead {
+                task: name.clone(),
+                reason: reason.to_string(),
+            };
+            MarkerWrite::new(self.layout(), &id, &settled)
+        });
+        let tries = TRIES
+            + if batch.is_some() { BATCH_TRIES } else { 0 }
+            + if marker.is_some() { MARKER_TRIES } else { 0 };
         let mut batch_rereads = 0;
         for _ in 0..tries {
             let tally = (batch.as_deref()).and_then(|b| {
@@ -142,6 +155,9 @@ impl Queue {
             if let Some(tally) = &tally {
                 tally.push(&mut multi, Part::Batch, &prefix);
             }
+            if let Some(marker) = &marker {
+                marker.push(&mut multi, Part::Dependents);
+            }
             let failed = match self.commit("bury", &multi).await? {
                 Ok(results) => {
                     if let Some(tally) = tally.as_ref().filter(|t| !t.callbacks.is_empty()) {
@@ -160,6 +176,11 @@ impl Queue {
                 batch_rereads += 1;
                 super::members::batch_backoff(batch_rereads).await;
                 seen = self.read_batch(b).await?;
+                continue;
+            }
+            // A child registered (or its marker went) meanwhile: the marker read again.
+            if let (Part::Dependents, Some(m)) = (failed.tag, marker.as_mut()) {
+                m.after_failure(self, &failed.error).await?;
                 continue;
             }
             use zk::Error::{BadVersion, NoNode, NodeExists};
@@ -205,6 +226,7 @@ impl Queue {
         if settled == Settled::Done {
             tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, reason, "task dead-lettered");
             self.forward_dead(&name, &record_json).await;
+            self.see_to_children(marker.iter()).await;
         }
         Ok(settled)
     }
@@ -343,6 +365,18 @@ fn batch_of(task: &Burial<'_>, body: &[u8]) -> Option<String> {
         _ => match task::parse(body) {
             Body::Envelope(envelope) => envelope.batch,
             _ => None,
+        },
+    }
+}
+
+/// The envelope id of the task being buried (a plain body's is its name); none for poison.
+fn id_of(task: &Burial<'_>, body: &[u8]) -> Option<String> {
+    match task {
+        Burial::Held { lease, .. } => Some(lease.task.envelope.id.clone()),
+        _ => match task::parse(body) {
+            Body::Envelope(envelope) => Some(envelope.id),
+            Body::Plain(_) => Some(task.name().to_string()),
+            Body::Poison(_) => None,
         },
     }
 }

@@ -6,6 +6,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
+use super::dependents::MarkerWrite;
 use super::done::{DoneWrite, within_request};
 use super::group_lock::HeldLock;
 use super::holder::Settled;
@@ -23,10 +24,14 @@ struct Extras {
     /// The slots it still holds in gates: deleted in the completion's multi-op, so a limited
     /// task costs no request of its own to free them.
     slots: Vec<String>,
+    /// Its marker's write: settled for the children waiting for it (see `dependents`).
+    marker: MarkerWrite,
 }
 
 /// Re-reads of a batch a completion may make when other writers keep changing it.
 const BATCH_TRIES: usize = 64;
+/// Re-reads of markers a completion may make when children keep registering.
+const MARKER_TRIES: usize = 64;
 
 /// The batches `leases`' tasks are members of, each once.
 fn batch_names(leases: &[Lease]) -> Vec<String> {
@@ -69,6 +74,7 @@ fn completion<'a>(
         for slot in &extra.slots {
             multi.push((i, Part::Slot), Op::Delete(slot, -1));
         }
+        extra.marker.push(&mut multi, (i, Part::Dependents));
         if let Some(done) = &extra.done {
             multi.push((i, Part::Done), Op::Create(&done.record, &done.record_data));
             if let Some(entry) = &done.id_entry {
@@ -134,6 +140,7 @@ impl Queue {
         let mut batches = self.read_batches(&batch_names(&leases)).await?;
         let prefix = self.layout().lane_prefix(crate::task::Priority::Normal);
         let mut batch_tries = 0;
+        let mut marker_tries = 0;
         while !leases.is_empty() {
             let paths: Vec<(String, String)> = leases
                 .iter()
@@ -155,6 +162,8 @@ impl Queue {
                         let mine = multi.results_of(&results, (*i, Part::Batch));
                         self.name_callback(tally, mine).await;
                     }
+                    drop(multi);
+                    self.see_to_children(extras.iter().map(|e| &e.marker)).await;
                     settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
                     break;
                 }
@@ -172,6 +181,13 @@ impl Queue {
             }
             if part == Part::Batch {
                 return Err(failed.unexpected("complete (a batch that kept changing)"));
+            }
+            // A child registered (or its marker went) meanwhile: the marker read again.
+            if part == Part::Dependents && marker_tries < MARKER_TRIES {
+                marker_tries += 1;
+                drop(multi);
+                extras[at].marker.after_failure(self, &error).await?;
+                continue;
             }
             let expected = match error {
                 zk::Error::BadVersion | zk::Error::NoNode => true,
@@ -232,6 +248,13 @@ impl Queue {
         let extras = leases.iter().zip(dones).zip(keys);
         Ok(extras
             .map(|((lease, done), key)| Extras {
+                marker: MarkerWrite::new(
+                    self.layout(),
+                    &lease.task.envelope.id,
+                    &crate::task::after::Settled::Completed {
+                        task: lease.task.name.clone(),
+                    },
+                ),
                 key,
                 // A grouped task's lock goes with it: the group's next task may run.
                 lock: lease.group_lock.clone(),

@@ -118,6 +118,16 @@ pub enum Published {
         key: String,
         replaced: Option<String>,
     },
+    /// Published with `after`: it waits under `after/<id>` for the parents (ids) in
+    /// `waiting_on`, and goes to its lane when they are settled.
+    Blocked { id: String, waiting_on: Vec<String> },
+    /// Published with `after`, a parent already dead and the task failing with it: it went
+    /// straight to the dead letters as `dead_letter`.
+    Buried {
+        id: String,
+        dead_letter: String,
+        reason: String,
+    },
 }
 
 impl Published {
@@ -126,9 +136,34 @@ impl Published {
         match self {
             Published::Created { task, .. } => Some(task),
             Published::Existing { task, .. } => task.as_deref(),
-            Published::Debounced { .. } => None,
+            Published::Debounced { .. } | Published::Blocked { .. } | Published::Buried { .. } => {
+                None
+            }
         }
     }
+}
+
+/// Refuses a publish where a task waits for itself or for one published after it (only a
+/// task published before can be a parent, so dependencies can form no cycle); names the item.
+pub(crate) fn check_order(envelopes: &[Envelope]) -> Result<()> {
+    let at: std::collections::HashMap<&str, usize> = (envelopes.iter().enumerate())
+        .map(|(i, e)| (e.id.as_str(), i))
+        .collect();
+    for (i, envelope) in envelopes.iter().enumerate() {
+        for parent in &envelope.after {
+            if let Some(&j) = at.get(parent.as_str()).filter(|&&j| j >= i) {
+                return Err(Error::Unpublishable {
+                    item: i + 1,
+                    problem: format!(
+                        "\"after\" names {parent}, the id of item {}: a task waits only for \
+                         tasks published before it, so dependencies cannot form a cycle",
+                        j + 1
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Re-reads of its batch a redrive of a batch member may make when others keep changing it.
@@ -141,14 +176,50 @@ impl Queue {
     pub async fn publish_all(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
         let envelopes = &*self.with_due_times(envelopes).await?;
         self.check_batches(envelopes).await?;
+        check_order(envelopes)?;
         let mut published = Vec::with_capacity(envelopes.len());
-        for window in envelopes.chunks(PUBLISH_WINDOW) {
-            published.extend(self.publish_window(window).await?);
+        // Runs of tasks without parents go pipelined; a task with parents goes alone, after
+        // them, naming those of this publish by the task names they got.
+        let mut names = std::collections::HashMap::new();
+        let mut rest = envelopes;
+        while !rest.is_empty() {
+            let run = rest.iter().take_while(|e| e.after.is_empty()).count();
+            let (plain, after) = rest.split_at(run);
+            for window in plain.chunks(PUBLISH_WINDOW) {
+                let done = self.publish_window(window).await?;
+                names.extend(done.iter().filter_map(|p| match p {
+                    Published::Created { id, task } => Some((id.clone(), task.clone())),
+                    _ => None,
+                }));
+                published.extend(done);
+            }
+            if let Some((child, tail)) = after.split_first() {
+                let mut child = child.clone();
+                for parent in &mut child.after {
+                    if let Some(name) = names.get(parent) {
+                        *parent = name.clone();
+                    }
+                }
+                let one = self.publish_child(&child).await?;
+                if let Published::Created { id, task } = &one {
+                    names.insert(id.clone(), task.clone());
+                }
+                published.push(one);
+                rest = tail;
+            } else {
+                rest = after;
+            }
         }
         Ok(published)
     }
 
     pub(super) async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
+        if !envelope.after.is_empty() {
+            envelope
+                .check_publishable()
+                .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
+            return self.publish_child(envelope).await;
+        }
         // An empty id, a key too long (its requests would drop the connection), a
         // concurrency key no gate can be named after: refused first. (A body within a task's
         // limit and a key within its own always fit one request, so this costs no

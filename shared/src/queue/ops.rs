@@ -63,6 +63,14 @@ pub(crate) enum Part {
     Batch,
     /// Its completion record's entry by envelope id.
     DoneId,
+    /// Its marker under `dependents/`: created and deleted in the write that settles it (which
+    /// then fails when children wait for it), or set to how it was settled when they do.
+    Dependents,
+    /// A parent a child's publish waits for: checked where it is, its marker created or
+    /// checked, the child's entry under it created.
+    Parent,
+    /// A task waiting for its parents under `after/`.
+    Blocked,
     /// A schedule's znode, at the version its firer read.
     #[cfg(feature = "schedule")]
     Schedule,

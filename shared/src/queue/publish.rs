@@ -45,6 +45,8 @@ impl Queue {
                     task: Some(task), ..
                 } => Ok(task),
                 Published::Debounced { key, .. } => Ok(format!("debounce/{key}")),
+                Published::Blocked { id, .. } => Ok(format!("after/{id}")),
+                Published::Buried { dead_letter, .. } => Ok(format!("dead/{dead_letter}")),
                 Published::Existing { id, task: None, .. } => Err(Error::Unreadable {
                     path: id,
                     problem: "its idempotency key is taken by a task whose name was never written"

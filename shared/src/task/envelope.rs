@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::Debounce;
+use super::after::{OnParentDead, check_after};
 use super::size::check_size;
 use crate::lane::Priority;
 use crate::layout::encode_segment;
@@ -57,6 +58,17 @@ pub struct Envelope {
     /// counted there, and the batch's callback follows the last of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<String>,
+    /// The tasks it runs after (their ids): it waits under `after/<id>` until each is
+    /// completed (see [`crate::task::after`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    /// What it does when a parent goes to the dead letters (`fail` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_parent_dead: Option<OnParentDead>,
+    /// The parents (ids) it still waits for, while it waits under `after/`; written by the
+    /// queue, empty once it is in a lane.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_on: Vec<String>,
     /// The lane the task waits in: consumers take high before normal before low. Normal is
     /// left out when written.
     #[serde(default, skip_serializing_if = "Priority::is_normal")]
@@ -179,6 +191,9 @@ impl Envelope {
             idempotency_key: None,
             concurrency_key: None,
             batch: None,
+            after: Vec::new(),
+            on_parent_dead: None,
+            waiting_on: Vec::new(),
             priority: Priority::Normal,
             debounce: None,
             traceparent: None,
@@ -244,10 +259,31 @@ impl Envelope {
                 );
             }
         }
+        self.check_after()?;
         match &self.idempotency_key {
             Some(key) => fits_as_name("idempotency_key", key, MAX_KEY_NAME_BYTES),
             None => Ok(()),
         }
+    }
+
+    /// Dependencies: parents named well, and not with what counts a task when it is published
+    /// (a batch, a key, a debounce).
+    fn check_after(&self) -> Result<(), String> {
+        if self.after.is_empty() {
+            if self.on_parent_dead.is_some() {
+                return Err("\"on_parent_dead\" needs \"after\"".into());
+            }
+            return Ok(());
+        }
+        check_after(&self.id, &self.after)?;
+        if self.batch.is_some() || self.debounce.is_some() || self.idempotency_key.is_some() {
+            return Err(
+                "\"after\" does not go with \"batch\", \"debounce_key\" or \"idempotency_key\" \
+                 (not supported yet: each counts a task when it is published)"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     /// A concurrency key must name its gate: at least one character, and at most

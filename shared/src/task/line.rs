@@ -1,6 +1,6 @@
 //! One task as a producer without a ZooKeeper client sends it (a JSON line of `event-bridge
 //! publish -f`, an item of an HTTP publish): an object with `payload` names its own `type`,
-//! `id`, `group`, `idempotency_key`, `concurrency_key`, `batch`, `priority`, `delay`, `debounce_key` (`debounce`, `debounce_max`),
+//! `id`, `group`, `idempotency_key`, `concurrency_key`, `batch`, `after`, `on_parent_dead`, `priority`, `delay`, `debounce_key` (`debounce`, `debounce_max`),
 //! `on_dead` and `traceparent`; any other value is the payload itself, of
 //! the default type when there is one. An item a publish would refuse (an empty id, a key too
 //! long for a znode name: [`Envelope::check_publishable`]) is an error here already.
@@ -53,6 +53,10 @@ pub fn envelope_from_value(
     envelope.idempotency_key = text("idempotency_key")?;
     envelope.concurrency_key = text("concurrency_key")?;
     envelope.batch = text("batch")?;
+    envelope.after = after(value.get("after"))?;
+    envelope.on_parent_dead = (text("on_parent_dead")?)
+        .map(|t| super::OnParentDead::parse(&t))
+        .transpose()?;
     if let Some(priority) = text("priority")? {
         envelope.priority = super::Priority::parse(&priority)?;
     }
@@ -78,6 +82,20 @@ pub fn envelope_from_value(
     };
     envelope.check_publishable()?;
     Ok(envelope)
+}
+
+/// A line's `after`: an array of task names or ids, or one string of them separated by commas.
+fn after(value: Option<&Value>) -> Result<Vec<String>, String> {
+    let names: Vec<String> = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => s.split(',').map(|n| n.trim().to_string()).collect(),
+        Some(Value::Array(items)) => (items.iter())
+            .map(|i| i.as_str().map(str::to_string))
+            .collect::<Option<_>>()
+            .ok_or("\"after\" must be task names or ids (strings)")?,
+        Some(_) => return Err("\"after\" must be a string or an array of strings".into()),
+    };
+    Ok(names)
 }
 
 /// The longest delay a publish takes: a year.

@@ -5,6 +5,7 @@
 //! JSON becomes the payload. A body that is not UTF-8 JSON, or claims to be an envelope and is
 //! not one, is *poison*: it goes to the dead letters on its first claim, with the reason.
 
+pub mod after;
 pub mod batch;
 mod body;
 mod debounce;
@@ -15,6 +16,7 @@ mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
 use crate::progress::Progress;
+pub use after::OnParentDead;
 pub use body::{Body, group_of, parse};
 pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, parse_span};
 pub(crate) use envelope::fits_as_name;

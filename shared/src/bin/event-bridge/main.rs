@@ -175,7 +175,8 @@ pub(crate) struct Publish {
     #[arg(long, conflicts_with = "input")]
     pub(crate) payload: Option<String>,
     /// JSON lines to publish: each line is a payload, or an object with `payload` (and
-    /// optionally `type`, `id`, `group`, `idempotency_key`, `concurrency_key`, `priority`,
+    /// optionally `type`, `id`, `group`, `idempotency_key`, `concurrency_key`, `after`,
+    /// `on_parent_dead`, `priority`,
     /// `debounce_key` with `debounce` and `debounce_max`, `on_dead`). `-` reads stdin, as
     /// does a publish without --payload whose stdin is a pipe or a file.
     #[arg(long, short = 'f', value_name = "FILE")]
@@ -196,6 +197,15 @@ pub(crate) struct Publish {
     /// the last member settled. A JSON line's own `batch` comes first.
     #[arg(long)]
     pub(crate) batch: Option<String>,
+    /// Run the task(s) only after these tasks (task names or ids, separated by commas) have
+    /// completed; a JSON line's own `after` comes first. A task not found (pending, dead, or
+    /// completed with a record kept by KEEP_DONE) is an error and publishes nothing.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) after: Vec<String>,
+    /// With --after: when a parent goes to the dead letters, go too, with a reason that names
+    /// it (`fail`, the default), or run anyway (`run`).
+    #[arg(long, value_parser = ["fail", "run"], requires = "after")]
+    pub(crate) on_parent_dead: Option<String>,
     /// Lane of the task(s): consumers take high before normal before low (or by
     /// LANE_WEIGHTS). A JSON line's own `high` or `low` comes first.
     #[arg(long, value_parser = ["high", "normal", "low"])]
@@ -224,7 +234,7 @@ pub(crate) struct Publish {
     pub(crate) delay: Option<Duration>,
     /// Write --payload as the task body verbatim, without an envelope, as a producer that
     /// knows nothing of event-bridge would (it need not even be JSON).
-    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "batch", "priority", "debounce_key", "on_dead", "traceparent"])]
+    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "batch", "after", "priority", "debounce_key", "on_dead", "traceparent"])]
     pub(crate) raw: bool,
 }
 

@@ -32,6 +32,10 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         Some(_) => Some(event_bridge::task::OnDead::Continue),
         None => None,
     };
+    let on_parent_dead = (args.on_parent_dead.as_deref())
+        .map(event_bridge::task::OnParentDead::parse)
+        .transpose()
+        .map_err(Failure::from)?;
     let priority = args
         .priority
         .as_deref()
@@ -66,6 +70,10 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
             .take()
             .or_else(|| args.concurrency_key.clone());
         envelope.batch = envelope.batch.take().or_else(|| args.batch.clone());
+        if envelope.after.is_empty() {
+            envelope.after = args.after.clone();
+        }
+        envelope.on_parent_dead = envelope.on_parent_dead.or(on_parent_dead);
         envelope.traceparent = envelope
             .traceparent
             .take()
@@ -169,6 +177,8 @@ fn check(
 ) -> Result<u64, Failure> {
     let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
     let mut given: HashMap<String, usize> = HashMap::new();
+    // Parents named by id, with the line naming them: one given at or after it is refused.
+    let mut parents: Vec<(String, usize)> = Vec::new();
     let mut count = 0;
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| format!("{path}: {e}"))?;
@@ -186,8 +196,19 @@ fn check(
         {
             return Err(format!("{at}: {}", repeated(&envelope.id, "line", first)).into());
         }
-        check_one(queue, &stamp(envelope)).map_err(|e| format!("{at}: {e}"))?;
+        let envelope = stamp(envelope);
+        parents.extend(envelope.after.iter().map(|p| (p.clone(), i + 1)));
+        check_one(queue, &envelope).map_err(|e| format!("{at}: {e}"))?;
         count += 1;
+    }
+    for (parent, line) in parents {
+        if let Some(&at) = given.get(&parent).filter(|&&at| at >= line) {
+            return Err(format!(
+                "{path}:{line}: \"after\" names {parent}, the id of line {at}: a task waits only \
+                 for tasks published before it, so dependencies cannot form a cycle"
+            )
+            .into());
+        }
     }
     Ok(count)
 }

@@ -154,6 +154,15 @@ pub(crate) fn describe(status: &Status) -> String {
             seconds(task.backoff_left_ms.unwrap_or(0)),
             task.attempts
         ),
+        Status::Blocked { task } => {
+            let waiting_on = (task.envelope.as_ref()).map_or(Vec::new(), |e| e.waiting_on.clone());
+            format!(
+                "{}: waiting for {} parent(s): {}",
+                task.id.as_deref().unwrap_or(&task.name),
+                waiting_on.len(),
+                waiting_on.join(", ")
+            )
+        }
         Status::Dead { name, record } => format!(
             "{name}: dead ({})",
             record["reason"].as_str().unwrap_or("?")

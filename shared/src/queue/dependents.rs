@@ -1,0 +1,335 @@
+//! Settling the children of a settled parent (see `parents` for how a child waits).
+//!
+//! Every write that settles a task (a completion, a bury) carries its marker's write, in the
+//! same multi-op, tagged [`Part::Dependents`]:
+//!
+//! - When no marker was seen: `dependents/<id>` created and deleted. It costs no request and
+//!   no read, and it fails the multi-op when a child registered meanwhile (the marker exists).
+//! - Then, or when the marker was seen: the marker set, at the version read, to how the task
+//!   was settled ([`AfterSettled`]).
+//!
+//! A child's publish checks the parent where it is and creates (or checks) the marker in one
+//! multi-op, so a parent is settled either before a child registers (and the child sees it
+//! settled) or after (and the settlement writes the marker). Nothing in between.
+//!
+//! The children are then seen to one multi-op each, right after the settlement
+//! ([`Queue::settle_children`]): the child's entry deleted with what the settlement means for
+//! it (released to its lane when it waits for nothing more, rewritten with one parent less, or
+//! buried when the parent died and it fails with it). A child buried so is settled too: its
+//! own children follow. A consumer that dies in between leaves the marker settled, and the
+//! reaper's sweep ([`Queue::sweep_dependents`]) finishes the work.
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::ops::{Multi, Op, Part};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::task::after::Settled as AfterSettled;
+use crate::task::{self, Body, Envelope, OnParentDead};
+
+/// Tries of a child's settlement when its parents settle at once (each rewrites it).
+const CHILD_TRIES: usize = 16;
+
+/// What settling one task writes to its marker.
+#[derive(Clone, Debug)]
+pub(crate) struct MarkerWrite {
+    /// The task's envelope id.
+    pub id: String,
+    path: String,
+    data: Vec<u8>,
+    /// The marker's version when it was seen (children wait); `None`: created and deleted.
+    version: Option<i32>,
+}
+
+impl MarkerWrite {
+    pub(crate) fn new(layout: &Layout, id: &str, settled: &AfterSettled) -> Self {
+        MarkerWrite {
+            id: id.to_string(),
+            path: layout.dependents_of(id),
+            data: settled.to_bytes(),
+            version: None,
+        }
+    }
+
+    /// Whether children wait: the committed write set the marker.
+    pub(crate) fn has_children(&self) -> bool {
+        self.version.is_some()
+    }
+
+    /// Adds the marker's write to `multi`, tagged `tag`.
+    pub(crate) fn push<'a, T: Copy + PartialEq>(&'a self, multi: &mut Multi<'a, T>, tag: T) {
+        match self.version {
+            None => multi
+                .push(tag, Op::Create(&self.path, b""))
+                .push(tag, Op::Delete(&self.path, -1)),
+            Some(version) => multi.push(tag, Op::Set(&self.path, &self.data, version)),
+        };
+    }
+
+    /// Catches up after the marker's write failed the multi-op with `error`: reads the marker
+    /// (it was created, changed or deleted meanwhile), or makes `dependents/` in a queue made
+    /// before it.
+    pub(crate) async fn after_failure(&mut self, queue: &Queue, error: &zk::Error) -> Result<()> {
+        if *error == zk::Error::NoNode && self.version.is_none() {
+            return queue.ensure_parent(&queue.layout().dependents()).await;
+        }
+        self.version = queue.read_path(&self.path).await?.map(|(_, s)| s.version);
+        Ok(())
+    }
+}
+
+/// What a parent's settlement does to one child.
+enum Outcome {
+    /// Waits for nothing more: to the tail of its lane.
+    Release(Vec<u8>),
+    /// Waits for other parents still: rewritten without this one.
+    Rewrite(Vec<u8>),
+    /// Dies with its parent: to the dead letters under its blocked name.
+    Bury {
+        record: Vec<u8>,
+        json: serde_json::Value,
+        reason: String,
+    },
+}
+
+impl Queue {
+    /// Sees to the children of the task with envelope id `parent`, once its marker says how it
+    /// was settled, and to theirs when they die with it; how many children it moved. A marker
+    /// not settled (its parent pending) is left as it is.
+    pub async fn settle_children(&self, parent: &str) -> Result<usize> {
+        let mut work = vec![parent.to_string()];
+        let mut moved = 0;
+        while let Some(id) = work.pop() {
+            let marker = self.layout().dependents_of(&id);
+            let Some((data, _)) = self.read_path(&marker).await? else {
+                continue;
+            };
+            let Some(settled) = AfterSettled::parse(&data) else {
+                continue;
+            };
+            let children = match self.client().list_children(&marker).await {
+                Ok(children) => children,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(Error::zk("list", marker, e)),
+            };
+            for child in children {
+                if let Some(buried) = self.settle_child(&id, &settled, &child).await? {
+                    work.push(buried);
+                }
+                moved += 1;
+            }
+            // Nothing registers under a settled marker: it goes.
+            match self.client().delete(&marker, None).await {
+                Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => {}
+                Err(e) => return Err(Error::zk("delete", marker, e)),
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Sees to the children of the settled tasks whose `markers` say children wait, one
+    /// after another; a failure is logged (the reaper's sweep finishes the work).
+    pub(crate) async fn see_to_children(&self, markers: impl Iterator<Item = &MarkerWrite>) {
+        for marker in markers.filter(|m| m.has_children()) {
+            if let Err(error) = self.settle_children(&marker.id).await {
+                tracing::warn!(parent = %marker.id, %error, "children left for the reaper's sweep");
+            }
+        }
+    }
+
+    /// Settles the children of every settled marker (the reaper's sweep after a consumer that
+    /// died between a settlement and its children); how many it moved.
+    pub async fn sweep_dependents(&self) -> Result<usize> {
+        let root = self.layout().dependents();
+        let names = match self.client().list_children(&root).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(0),
+            Err(e) => return Err(Error::zk("list", root, e)),
+        };
+        let paths: Vec<String> = names.iter().map(|n| format!("{root}/{n}")).collect();
+        let mut moved = 0;
+        for (chunk, reads) in paths.chunks(64).zip(names.chunks(64)) {
+            let found = self.read_paths(chunk).await?;
+            for (read, name) in found.into_iter().zip(reads) {
+                let settled = read.is_some_and(|(data, _)| AfterSettled::parse(&data).is_some());
+                if settled {
+                    let id = crate::layout::decode_segment(name);
+                    moved += self.settle_children(&id).await?;
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    /// One child's entry (`child`, an encoded id) under the settled parent `parent`: the
+    /// child's id when it was buried and has a marker of its own (its children are next).
+    async fn settle_child(
+        &self,
+        parent: &str,
+        settled: &AfterSettled,
+        child: &str,
+    ) -> Result<Option<String>> {
+        let entry = format!("{}/{child}", self.layout().dependents_of(parent));
+        let path = format!("{}/{child}", self.layout().after());
+        for _ in 0..CHILD_TRIES {
+            let Some((body, stat)) = self.read_path(&path).await? else {
+                // Gone (cancelled, or an earlier try of this landed): only the entry is left.
+                self.delete_entry(&entry).await?;
+                return Ok(None);
+            };
+            let Body::Envelope(envelope) = task::parse(&body) else {
+                self.delete_entry(&entry).await?;
+                return Ok(None);
+            };
+            let outcome = self.outcome(envelope.clone(), parent, settled)?;
+            let name = Layout::blocked_name(&envelope.id);
+            let dead = self.layout().dead_letter(&name);
+            let own = match &outcome {
+                Outcome::Bury { reason, .. } => Some(MarkerWrite::new(
+                    self.layout(),
+                    &envelope.id,
+                    &AfterSettled::Dead {
+                        task: name.clone(),
+                        reason: reason.clone(),
+                    },
+                )),
+                _ => None,
+            };
+            let mut own = own;
+            let prefix = self.layout().lane_prefix(envelope.priority);
+            for _ in 0..4 {
+                let mut multi = Multi::new();
+                multi.push(Part::Parent, Op::Delete(&entry, -1));
+                match &outcome {
+                    Outcome::Release(new) => multi
+                        .push(Part::Blocked, Op::Delete(&path, stat.version))
+                        .push(Part::NewTask, Op::CreateSequential(&prefix, new)),
+                    Outcome::Rewrite(new) => {
+                        multi.push(Part::Blocked, Op::Set(&path, new, stat.version))
+                    }
+                    Outcome::Bury { record, .. } => multi
+                        .push(Part::Blocked, Op::Delete(&path, stat.version))
+                        .push(Part::Record, Op::Create(&dead, record)),
+                };
+                if let Some(own) = &own {
+                    own.push(&mut multi, Part::Dependents);
+                }
+                let failed = match self.commit("settle child", &multi).await? {
+                    Ok(_) => return Ok(self.settled_child(&envelope, &outcome, own).await),
+                    Err(failed) => failed,
+                };
+                match (failed.tag, &failed.error) {
+                    (Part::Dependents, e) => {
+                        if let Some(own) = own.as_mut() {
+                            own.after_failure(self, e).await?;
+                        }
+                    }
+                    // Another parent rewrote it, or it went: read again.
+                    (Part::Blocked, zk::Error::BadVersion | zk::Error::NoNode) => break,
+                    (Part::Parent, zk::Error::NoNode) => return Ok(None),
+                    // A letter of an earlier life of the same id: leave the child waiting
+                    // (visible, not lost) rather than overwrite it.
+                    _ => return Err(failed.unexpected("settle child")),
+                }
+            }
+        }
+        Err(Error::Unreadable {
+            path,
+            problem: "a waiting child kept changing while its parent was settled".into(),
+        })
+    }
+
+    /// What `parent`'s settlement does to the child `envelope`.
+    fn outcome(
+        &self,
+        mut envelope: Envelope,
+        parent: &str,
+        settled: &AfterSettled,
+    ) -> Result<Outcome> {
+        envelope.waiting_on.retain(|p| p != parent);
+        let fails = envelope.on_parent_dead.unwrap_or_default() == OnParentDead::Fail;
+        if let Some(reason) = settled.child_reason(parent).filter(|_| fails) {
+            envelope.waiting_on.clear();
+            let body = serde_json::to_vec(&envelope)?;
+            let name = Layout::blocked_name(&envelope.id);
+            let (json, record) = self.dead_record(&name, &body, &reason, 0, None);
+            return Ok(Outcome::Bury {
+                record,
+                json,
+                reason,
+            });
+        }
+        let body = envelope.to_bytes()?;
+        Ok(match envelope.waiting_on.is_empty() {
+            true => Outcome::Release(body),
+            false => Outcome::Rewrite(body),
+        })
+    }
+
+    /// After a child's settlement landed: logged, its letter forwarded; its id when it died
+    /// and has children of its own.
+    async fn settled_child(
+        &self,
+        envelope: &Envelope,
+        outcome: &Outcome,
+        own: Option<MarkerWrite>,
+    ) -> Option<String> {
+        match outcome {
+            Outcome::Release(_) => {
+                tracing::debug!(task = %envelope.id, "parents settled: the task is in its lane")
+            }
+            Outcome::Rewrite(_) => {}
+            Outcome::Bury { reason, json, .. } => {
+                tracing::warn!(task = %envelope.id, reason, "task dead-lettered with its parent");
+                self.forward_dead(&Layout::blocked_name(&envelope.id), json)
+                    .await;
+            }
+        }
+        own.filter(MarkerWrite::has_children).map(|m| m.id)
+    }
+
+    /// Cancels the task with envelope id `id` that waits for its parents (its node read with
+    /// `body` at `version`): to the dead letters as `after-<id>`, with its own children told
+    /// in the same multi-op. `false` when it changed or went meanwhile.
+    pub async fn cancel_blocked(&self, id: &str, body: &[u8], version: i32) -> Result<bool> {
+        let path = self.layout().blocked(id);
+        let name = Layout::blocked_name(id);
+        let reason = super::record::CANCELLED;
+        let (json, record) = self.dead_record(&name, body, reason, 0, None);
+        let dead = self.layout().dead_letter(&name);
+        let settled = AfterSettled::Dead {
+            task: name.clone(),
+            reason: reason.to_string(),
+        };
+        let mut own = MarkerWrite::new(self.layout(), id, &settled);
+        for _ in 0..CHILD_TRIES {
+            let mut multi = Multi::new();
+            multi
+                .push(Part::Blocked, Op::Delete(&path, version))
+                .push(Part::Record, Op::Create(&dead, &record));
+            own.push(&mut multi, Part::Dependents);
+            let failed = match self.commit("cancel", &multi).await? {
+                Ok(_) => {
+                    self.forward_dead(&name, &json).await;
+                    self.see_to_children(std::iter::once(&own)).await;
+                    return Ok(true);
+                }
+                Err(failed) => failed,
+            };
+            match (failed.tag, &failed.error) {
+                (Part::Dependents, e) => own.after_failure(self, e).await?,
+                (Part::Blocked, zk::Error::BadVersion | zk::Error::NoNode) => return Ok(false),
+                _ => return Err(failed.unexpected("cancel")),
+            }
+        }
+        Ok(false)
+    }
+
+    async fn delete_entry(&self, entry: &str) -> Result<()> {
+        match self.client().delete(entry, None).await {
+            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+            Err(e) => Err(Error::zk("delete", entry, e)),
+        }
+    }
+}
