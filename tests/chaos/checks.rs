@@ -174,6 +174,8 @@ pub struct Figures {
     pub debounce: crate::debounce::DebounceFigures,
     // batch
     pub batch: crate::batches::BatchFigures,
+    // dependencies
+    pub after: crate::after::AfterFigures,
 }
 
 pub struct PauseFigures {
@@ -350,8 +352,10 @@ pub fn judge(input: &Inputs) -> Figures {
         .map(|p| p.order.last.as_str())
         .collect();
     let any_cancel = |id: &str| cancelled.contains(id) || late.contains(id) || probed.contains(id);
+    let died_with_parent = crate::after::AfterFigures::expected_dead(input);
     f.other_dead = (input.left.dead.iter())
         .filter(|d| !(any_cancel(d.id.as_str()) && d.reason == "cancelled"))
+        .filter(|d| !died_with_parent.contains(&d.id))
         .map(|d| format!("{} ({}, id {}): {}", d.name, d.event_type, d.id, d.reason))
         .collect();
 
@@ -361,6 +365,7 @@ pub fn judge(input: &Inputs) -> Figures {
     limit(&mut f, input);
     f.lanes = crate::lanes::judge(input, &by_id);
     f.debounce = crate::debounce::judge(input, &by_id);
+    f.after = crate::after::judge(input, &by_id);
     schedule(&mut f, input, &by_id);
 
     // Fencing, as the receiver judged it; ids maybe published twice are not judged.

@@ -25,6 +25,7 @@
 //! every five, and judges the workers' memory (`make soak`). Needs Debian's zookeeper package
 //! and the binaries (`cargo build --workspace --bins`), not the ZooKeeper of the other tests.
 
+mod after;
 mod batches;
 mod checks;
 mod consumers;

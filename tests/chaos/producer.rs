@@ -147,6 +147,10 @@ pub struct Sent {
     pub group: Option<(String, u64)>,
     /// It joined the batch.
     pub batch: bool,
+    /// The ids of the tasks it runs after.
+    pub after: Vec<String>,
+    /// It fails with its parent (a task the producer cancels).
+    pub dies_with_parent: bool,
 }
 
 /// A key published again: what the publish answered.
@@ -214,6 +218,7 @@ impl Published {
             .collect();
         (self.sent.iter())
             .filter(|s| s.kind != Kind::Cancelled && !self.replaced.contains(&s.id))
+            .filter(|s| !s.dies_with_parent)
             .filter(|s| !probed.contains(s.id.as_str()))
             .filter(|s| !(s.kind == Kind::Debounced && self.uncertain.contains(&s.id)))
             .map(|s| s.id.clone())
@@ -345,6 +350,8 @@ pub async fn publish(
                     None
                 }
                 Answer::Existing { id, task, .. } if id == envelope.id => task,
+                // A child waiting for its parents, or dead with one: no task name.
+                Answer::Blocked { .. } | Answer::Buried { .. } => None,
                 Answer::Existing { id, .. } => {
                     producer.key_anomalies.push(format!(
                         "fresh key {:?} of {} answered with task id {id}",
@@ -367,6 +374,8 @@ pub async fn publish(
                 let due = envelope.retry_at.expect("a cancelled task is delayed");
                 let _ = cancel_tx.send((envelope.id.clone(), task.clone(), when, due));
             }
+            let dies_with_parent =
+                kind == Kind::Plain && crate::after::dies_with_parent(n_of(&envelope));
             producer.sent.push(Sent {
                 id: envelope.id,
                 kind,
@@ -378,6 +387,8 @@ pub async fn publish(
                     .or(envelope.delay_ms.map(|delay| now_ms + delay as i64)),
                 key: envelope.idempotency_key,
                 batch: envelope.batch.is_some(),
+                dies_with_parent,
+                after: envelope.after,
                 group: envelope
                     .group
                     .map(|g| (g, envelope.payload["seq"].as_u64().unwrap_or(0))),
@@ -416,6 +427,11 @@ pub async fn publish(
     }
 }
 
+/// The task number an envelope's payload carries.
+fn n_of(envelope: &Envelope) -> usize {
+    envelope.payload["n"].as_u64().unwrap_or(u64::MAX) as usize
+}
+
 /// The debounce of task number `n`'s three publishes.
 fn debounce(n: usize) -> Debounce {
     Debounce {
@@ -436,6 +452,8 @@ struct Plan {
     repeat_of: HashMap<String, (String, String)>,
     /// Tasks of the limited route and of tenants, published in bursts.
     held: Vec<(Kind, Envelope)>,
+    /// Each task's id by its number, for the children that name it.
+    ids: HashMap<usize, String>,
 }
 
 impl Plan {
@@ -473,8 +491,14 @@ impl Plan {
             Kind::Plain if crate::batches::joins(n) => {
                 envelope.batch = Some(crate::batches::BATCH.into())
             }
+            Kind::Plain if crate::after::parents_of(n).is_some() => {
+                let (parents, on_parent_dead) = crate::after::parents_of(n).expect("parents");
+                envelope.after = parents.iter().map(|p| self.ids[p].clone()).collect();
+                envelope.on_parent_dead = on_parent_dead;
+            }
             Kind::Plain | Kind::Limited | Kind::Pausable => {}
         }
+        self.ids.insert(n, envelope.id.clone());
         (kind, envelope)
     }
 }

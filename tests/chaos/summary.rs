@@ -109,7 +109,7 @@ impl Outcome {
         );
         let stuck = l.stuck();
         println!(
-            "stuck       {:>6}  lanes {}, delayed/ {}, leases/ {}, groups/ {} (paused {}), limit slots {}, debounce/ {}; cancel marks {}{}",
+            "stuck       {:>6}  lanes {}, delayed/ {}, leases/ {}, groups/ {} (paused {}), limit slots {}, debounce/ {}, after/ {}, dependents/ {}; cancel marks {}{}",
             stuck,
             l.tasks,
             l.delayed,
@@ -118,6 +118,8 @@ impl Outcome {
             l.paused_groups,
             l.limit_slots,
             l.debounced,
+            l.blocked,
+            l.markers,
             l.cancel_marks,
             flag(stuck > 0)
         );
@@ -265,6 +267,17 @@ impl Outcome {
                 .map_or("unread".into(), |s| s.to_string()),
             some(&f.batch.violations),
             flag(!f.batch.violations.is_empty())
+        );
+        let a = &f.after;
+        println!(
+            "after       {:>6}  violations ({} children of plain tasks, {} running after a cancelled parent, {} failing with one: {} dead with it){}{}",
+            a.violations.len(),
+            a.after_plain,
+            a.run_anyway,
+            a.fail_with,
+            a.died,
+            some(&a.violations),
+            flag(!a.violations.is_empty())
         );
         let r = &self.results;
         println!(
@@ -562,6 +575,15 @@ impl Outcome {
                 "the batch's callbacks or counts broke the contract ({} members){}",
                 f.batch.members,
                 some(&f.batch.violations)
+            ),
+        );
+        fail(
+            !f.after.violations.is_empty() || f.after.after_plain == 0 || f.after.fail_with == 0,
+            format!(
+                "children ran before their parents, or did not die with them ({} children of plain tasks, {} failing with a cancelled parent){}",
+                f.after.after_plain,
+                f.after.fail_with,
+                some(&f.after.violations)
             ),
         );
         fail(

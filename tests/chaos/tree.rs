@@ -44,12 +44,17 @@ pub struct Left {
     pub debounced: usize,
     /// Cancel marks (`cancelled/`).
     pub cancel_marks: usize,
+    /// Tasks still waiting for their parents (`after/`), and parents' markers
+    /// (`dependents/`).
+    pub blocked: usize,
+    pub markers: usize,
     pub dead: Vec<DeadLetter>,
 }
 
 impl Left {
     /// What should be gone once the queue settled: tasks, leases, waiting tasks, unpaused
-    /// group locks, slots, unfired debounced publishes.
+    /// group locks, slots, unfired debounced publishes, tasks waiting for parents and the
+    /// parents' markers (every parent is settled by then).
     pub fn stuck(&self) -> usize {
         self.tasks
             + self.leases
@@ -57,6 +62,8 @@ impl Left {
             + (self.groups - self.paused_groups)
             + self.limit_slots
             + self.debounced
+            + self.blocked
+            + self.markers
     }
 }
 
@@ -178,6 +185,8 @@ impl Tree {
             limit_slots,
             debounced: self.children_if_any(&self.path("debounce")).await.len(),
             cancel_marks: self.children_if_any(&self.path("cancelled")).await.len(),
+            blocked: self.children_if_any(&self.path("after")).await.len(),
+            markers: self.children_if_any(&self.path("dependents")).await.len(),
             dead,
         }
     }
