@@ -270,12 +270,13 @@ impl Outcome {
         );
         let a = &f.after;
         println!(
-            "after       {:>6}  violations ({} children of plain tasks, {} running after a cancelled parent, {} failing with one: {} dead with it){}{}",
+            "after       {:>6}  violations ({} children of plain tasks, {} running after a cancelled parent, {} failing with one: {} dead with it; {} with a parent maybe published twice, not judged){}{}",
             a.violations.len(),
             a.after_plain,
             a.run_anyway,
             a.fail_with,
             a.died,
+            a.unjudged,
             some(&a.violations),
             flag(!a.violations.is_empty())
         );

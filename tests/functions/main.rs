@@ -5,6 +5,7 @@
 
 mod batches;
 mod debounced;
+mod dependencies;
 mod emf;
 mod functions;
 mod methods;

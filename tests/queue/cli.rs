@@ -163,11 +163,13 @@ async fn init_creates_the_base_paths() {
     assert_eq!(
         t.children("").await,
         [
+            "after",
             "cancelled",
             "clock",
             "dead",
             "debounce",
             "delayed",
+            "dependents",
             "groups",
             "heads",
             "keys",
@@ -614,4 +616,54 @@ async fn publish_carries_a_checked_traceparent() {
         1,
         "the bad one published nothing"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_after_waits_names_a_missing_parent_and_refuses_a_forward_line() {
+    let t = TestQueue::new().await;
+    let parent = ok_json(&eb(&t, &["publish", "--type", "report.build"], ""));
+    let parent_task = parent["task"].as_str().unwrap();
+    let child = ok_json(&eb(
+        &t,
+        &["publish", "--type", "report.mail", "--after", parent_task],
+        "",
+    ));
+    assert_eq!(child["published"], "blocked", "{child}");
+    assert_eq!(child["waiting_on"], json!([parent["id"]]));
+    let status = eb(&t, &["status", child["id"].as_str().unwrap()], "");
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(said.contains("waiting for 1 parent(s)"), "{said}");
+
+    // A parent that is nowhere: exit 1, one line naming it, nothing written.
+    let missing = eb(
+        &t,
+        &[
+            "publish",
+            "--type",
+            "report.mail",
+            "--after",
+            "task-0000009999",
+        ],
+        "",
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("parent task-0000009999: no such task"),
+        "{err}"
+    );
+    // A line waiting for a later line's id: refused before anything is published.
+    let file = std::env::temp_dir().join(format!("after-{}.jsonl", harness::uuid_like()));
+    std::fs::write(
+        &file,
+        "{\"type\":\"a\",\"payload\":{},\"after\":\"later\"}\n{\"type\":\"a\",\"payload\":{},\"id\":\"later\"}\n",
+    )
+    .unwrap();
+    let forward = eb(&t, &["publish", "-f", file.to_str().unwrap()], "");
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(forward.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&forward.stderr);
+    assert!(err.contains("cycle"), "{err}");
+    assert_eq!(t.children("tasks").await.len(), 1, "only the parent");
+    assert_eq!(t.children("after").await.len(), 1, "only the first child");
 }

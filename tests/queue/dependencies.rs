@@ -374,3 +374,28 @@ async fn a_cancelled_waiting_child_is_dead_and_its_own_child_with_it() {
     assert!(t.children("after").await.is_empty());
     assert!(t.children("dependents").await.is_empty());
 }
+
+#[tokio::test]
+async fn a_child_registered_after_a_consumer_saw_no_children_still_follows_its_parent() {
+    let t = TestQueue::new().await;
+    let name = t.queue.publish(&task("parent", 1)).await.unwrap();
+    // The consumer starts a pass while no parent has children: one check of `dependents/`
+    // stands for its completions' markers from then on.
+    let consumer = t.consumer("consumer").await;
+    consumer.read_start().await.unwrap();
+    let ClaimOutcome::Claimed(lease) = consumer.claim(&name, &t.now().await).await.unwrap() else {
+        panic!("claimable");
+    };
+    // A child registers while the parent is held.
+    let child = child_of(&[&name], 2);
+    assert!(matches!(
+        publish_one(&t, &child).await,
+        Published::Blocked { .. }
+    ));
+    consumer.complete(lease).await.unwrap();
+    assert!(
+        matches!(status(&t, &child.id).await, Status::Pending { .. }),
+        "released by the completion"
+    );
+    assert!(t.children("dependents").await.is_empty());
+}

@@ -1,7 +1,7 @@
 //! Publishing and status over HTTP (the Function URL and the Vercel function): a `POST` of one
 //! task or of JSON lines is published all or nothing and answered `202` with each task's name
-//! and status URL (a debounced item's asks by its id, escaped); `GET ?status=<task name or id>`
-//! answers where that task is.
+//! and status URL (a debounced item's, a child's waiting for its parents and one dead with a
+//! parent ask by id, escaped); `GET ?status=<task name or id>` answers where that task is.
 
 use event_bridge::inspect::{self, Status};
 use event_bridge::queue::Published;
@@ -33,14 +33,22 @@ pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
     match queue.publish_batch(&envelopes).await {
         Ok(published) => HttpReply::accepted(answer(&envelopes, &published, path)),
         // The body read well, but its multi-op would be more than ZooKeeper takes in one
-        // request (keys' paths count): refused before anything was written.
+        // request (keys' paths count), or an item waits for a later one, or its id is a
+        // child's that waits or died already: refused before anything was written.
         Err(Error::Unpublishable { item, problem }) => {
             let line = lines.get(item.saturating_sub(1)).copied().unwrap_or(item);
             tracing::warn!(line, tasks = envelopes.len(), %problem, "publish over HTTP refused");
-            HttpReply::too_large(&format!("line {line}: {problem}"))
+            let message = format!("line {line}: {problem}");
+            // Of what `check_batch` checks, only the size is left once `read_batch` read the
+            // body: a line it lets through was refused for what it asks (400), not its size.
+            match queue.check_batch(&envelopes[..item.min(envelopes.len())]) {
+                Err(_) => HttpReply::too_large(&message),
+                Ok(()) => HttpReply::bad_request(&message),
+            }
         }
-        // A batch that is unknown or sealed: nothing was written.
-        Err(e @ Error::Batch { .. }) => {
+        // A batch that is unknown or sealed, a parent that is unknown (or can never complete):
+        // nothing was written.
+        Err(e @ (Error::Batch { .. } | Error::Parent { .. })) => {
             tracing::warn!(error = %e, tasks = envelopes.len(), "publish over HTTP refused");
             HttpReply::bad_request(&e.to_string())
         }
@@ -108,6 +116,25 @@ fn answer(envelopes: &[Envelope], published: &[Published], path: &str) -> Value 
                 "id": id,
                 "key": key,
                 "replaced": replaced,
+                "status_url": url(&event_bridge::layout::encode_segment(id)),
+            }),
+            // Waiting for its parents, asked for by id: it has no task name until released.
+            Published::Blocked { id, waiting_on } => json!({
+                "published": "blocked",
+                "id": id,
+                "waiting_on": waiting_on,
+                "status_url": url(&event_bridge::layout::encode_segment(id)),
+            }),
+            // Dead with a parent before it ever ran: its letter is found by its id.
+            Published::Buried {
+                id,
+                dead_letter,
+                reason,
+            } => json!({
+                "published": "buried",
+                "id": id,
+                "dead_letter": dead_letter,
+                "reason": reason,
                 "status_url": url(&event_bridge::layout::encode_segment(id)),
             }),
             // An outcome added later: as it serializes.

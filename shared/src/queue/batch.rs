@@ -2,9 +2,15 @@
 //! batch (with its idempotency key, when it has one) is created in one multi-op, or none is.
 //! A key already taken is no error: its item is answered with the task that has it, and the
 //! rest is created; a key given twice in one batch makes one task. A batch is checked before
-//! anything is written: ids must differ (`status` and `cancel` by id find one task), and the
-//! multi-op must fit in one request, counting what the body does not show: each key's path,
-//! where a byte other than ASCII letters, digits, `-` and `_` takes three.
+//! anything is written: ids must differ (`status` and `cancel` by id find one task), a task
+//! may wait only for tasks published before it (`after`), and the multi-op must fit in one
+//! request, counting what the body does not show: each key's path, where a byte other than
+//! ASCII letters, digits, `-` and `_` takes three, and a child's writes for its parents.
+//!
+//! A task with `after` (a child) is planned as `parents` says, its parents found anew at each
+//! try: to its lane, to the dead letters, or waiting under `after/`, its parents checked and
+//! its entries made in the same multi-op as the other items. A parent settled or moved
+//! meanwhile fails the multi-op, and the batch is tried again.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,8 +18,11 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::keys::{KeyState, KeyedWrite, Published, created_name};
-use super::ops::{Multi, Op, Part};
+use super::members::Join;
+use super::ops::{Failed, Multi, Op, Part};
+use super::parents::{ChildPlan, Earlier};
 use crate::error::{Error, Result};
+use crate::layout::{Layout, encode_segment};
 use crate::task::Envelope;
 
 /// Times a batch is tried again when a key was taken or a base path made meanwhile.
@@ -31,6 +40,17 @@ const MULTI_FRAMING: usize = 8 + 9;
 /// (`world:anyone`, 23 bytes).
 const CREATE_FRAMING: usize = 9 + 4 + 4 + 4 + 23 + 4;
 
+/// What a check adds to a multi-op besides its path: the operation's header, the path's
+/// length and the version.
+const CHECK_FRAMING: usize = 9 + 4 + 4;
+
+/// What a child's writes are counted at before its parents are found, which they seldom
+/// pass: a parent's path below the root (a task waiting under `delayed/` has the longest), a
+/// parent's id (a UUID has 36 bytes), and what a dead child's record adds to its body.
+const PARENT_PATH: usize = 64;
+const PARENT_ID: usize = 64;
+const RECORD_FIELDS: usize = 1_024;
+
 /// What one item of a batch writes, or where its answer comes from.
 enum Item {
     Plain(Vec<u8>),
@@ -41,6 +61,8 @@ enum Item {
     SameAs(usize),
     /// Debounced: written to `debounce/<key>` (created, or rewritten at the version read).
     Debounced(DebounceWrite),
+    /// With `after`: to its lane, to the dead letters, or waiting for its parents.
+    Child(ChildPlan),
 }
 
 struct DebounceWrite {
@@ -53,25 +75,32 @@ struct DebounceWrite {
 
 impl Queue {
     /// Publishes `envelopes` in one multi-op: all of them, or (on an error) none. Each
-    /// answer says whether the item made a task or met its key taken.
+    /// answer says whether the item made a task, met its key taken, or (with `after`) waits
+    /// for its parents or went to the dead letters with one.
     pub async fn publish_batch(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
         self.check_batch(envelopes)?;
+        super::keys::check_order(envelopes)?;
         let envelopes = &*self.with_due_times(envelopes).await?;
         match self.try_batch(envelopes).await? {
             Some(published) => Ok(published),
             None => Err(Error::Unreadable {
                 path: self.layout().keys(),
-                problem: "the batch's keys kept changing while it was published; try again".into(),
+                problem: "the batch's keys or parents kept changing while it was published; \
+                          try again"
+                    .into(),
             }),
         }
     }
 
     /// [`Queue::publish_batch`] of checked `envelopes` with their due times; `None` when
-    /// their keys kept changing (taken, or a debounced key published or fired) through
-    /// [`TRIES`] tries.
+    /// their keys kept changing (taken, or a debounced key published or fired), or their
+    /// parents (settled or moved), through the tries.
     pub(super) async fn try_batch(&self, envelopes: &[Envelope]) -> Result<Option<Vec<Published>>> {
         let joining = envelopes.iter().any(|e| e.batch.is_some());
-        let tries = TRIES + if joining { super::members::TRIES } else { 0 };
+        let children = envelopes.iter().any(|e| !e.after.is_empty());
+        let tries = TRIES
+            + if joining { super::members::TRIES } else { 0 }
+            + if children { super::parents::TRIES } else { 0 };
         for attempt in 0..tries {
             if joining && attempt > 0 {
                 super::members::batch_backoff(attempt).await;
@@ -84,41 +113,7 @@ impl Queue {
                 .iter()
                 .map(|e| self.layout().lane_prefix(e.priority))
                 .collect();
-            // Each operation tagged with its item's index.
-            let mut multi = Multi::new();
-            for (i, item) in items.iter().enumerate() {
-                match item {
-                    Item::Plain(body) => {
-                        multi.push((i, Part::NewTask), Op::CreateSequential(&prefixes[i], body));
-                    }
-                    Item::Keyed(write) => {
-                        multi
-                            .push((i, Part::Key), Op::Create(&write.key_path, &write.unnamed))
-                            .push(
-                                (i, Part::NewTask),
-                                Op::CreateSequential(&prefixes[i], &write.body),
-                            );
-                    }
-                    Item::Debounced(write) => match &write.pending {
-                        Some((version, _)) => {
-                            multi.push(
-                                (i, Part::Waiting),
-                                Op::Set(&write.path, &write.body, *version),
-                            );
-                        }
-                        None => {
-                            multi.push((i, Part::Waiting), Op::Create(&write.path, &write.body));
-                        }
-                    },
-                    Item::Existing(_) | Item::SameAs(_) => {}
-                }
-            }
-            for join in &joins {
-                multi.push(
-                    (join.first, Part::Batch),
-                    Op::Set(&join.path, &join.data, join.version),
-                );
-            }
+            let multi = batch_multi(&items, &prefixes, &joins);
             if multi.is_empty() {
                 return Ok(Some(answers(envelopes, items, &[])));
             }
@@ -127,43 +122,81 @@ impl Queue {
                     let mut names = Vec::with_capacity(items.len());
                     for (i, item) in items.iter().enumerate() {
                         names.push(match item {
-                            Item::Plain(_) | Item::Keyed(_) => {
+                            Item::Plain(_) | Item::Keyed(_) | Item::Child(ChildPlan::Lane(_)) => {
                                 let created = multi.result(&results, (i, Part::NewTask));
                                 Some(created_name(created, &prefixes[i])?)
                             }
-                            Item::Existing(_) | Item::SameAs(_) | Item::Debounced(_) => None,
+                            _ => None,
                         });
                     }
-                    let named: Vec<(&KeyedWrite, &str)> = items
-                        .iter()
-                        .zip(&names)
-                        .filter_map(|(item, name)| match (item, name) {
-                            (Item::Keyed(write), Some(name)) => Some((write, name.as_str())),
-                            _ => None,
-                        })
-                        .collect();
-                    if !named.is_empty() {
-                        self.name_keys(&named).await?;
-                    }
+                    self.batch_landed(&items, &names).await?;
                     return Ok(Some(answers(envelopes, items, &names)));
                 }
-                Err(failed) => match failed.error {
-                    // A key was taken meanwhile, or a debounce key published or fired: look
-                    // at them again.
-                    zk::Error::NodeExists | zk::Error::BadVersion => continue,
-                    zk::Error::NoNode => self.ensure_paths().await?,
-                    _ => return Err(failed.unexpected("publish batch")),
-                },
+                Err(failed) => self.batch_failed(envelopes, &items, failed).await?,
             }
         }
         Ok(None)
     }
 
+    /// After a batch's multi-op landed: its keys named with their tasks, the letters of its
+    /// children that died with a parent sent to the dead-letter sink.
+    async fn batch_landed(&self, items: &[Item], names: &[Option<String>]) -> Result<()> {
+        let named: Vec<(&KeyedWrite, &str)> = items
+            .iter()
+            .zip(names)
+            .filter_map(|(item, name)| match (item, name) {
+                (Item::Keyed(write), Some(name)) => Some((write, name.as_str())),
+                _ => None,
+            })
+            .collect();
+        if !named.is_empty() {
+            self.name_keys(&named).await?;
+        }
+        for item in items {
+            if let Item::Child(ChildPlan::Dead(dead)) = item {
+                self.forward_dead(&dead.name, &dead.json).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Catches up after `failed` failed the multi-op of `items`, for the next try: a key
+    /// taken, a debounce key published or fired, a parent settled or moved or a child
+    /// registered with it (all looked at again), a base path missing (made). A child whose id
+    /// waits or died already, or a parent of the batch whose id has children already, refuses
+    /// the batch.
+    async fn batch_failed(
+        &self,
+        envelopes: &[Envelope],
+        items: &[Item],
+        failed: Failed<(usize, Part)>,
+    ) -> Result<()> {
+        let (i, part) = failed.tag;
+        if let (Part::Parent, zk::Error::NodeExists, Item::Child(plan)) =
+            (part, &failed.error, &items[i])
+            && let Some(refused) = plan.marker_taken(&failed.path)
+        {
+            return Err(refused);
+        }
+        let refuse = |problem: &str| Error::Unpublishable {
+            item: i + 1,
+            problem: format!("a task with id {} {problem}", envelopes[i].id),
+        };
+        match (part, &failed.error) {
+            (Part::Blocked, zk::Error::NodeExists) => Err(refuse("already waits for its parents")),
+            (Part::Record, zk::Error::NodeExists) => Err(refuse("is among the dead letters")),
+            (_, zk::Error::NodeExists | zk::Error::BadVersion) => Ok(()),
+            (_, zk::Error::NoNode) => self.ensure_paths().await,
+            _ => Err(failed.unexpected("publish batch")),
+        }
+    }
+
     /// Refuses `envelopes` before anything is written ([`Error::Unpublishable`], naming the
     /// task) when one is not publishable ([`Envelope::check_publishable`]), two share an id,
     /// or their multi-op would be more than one request carries (1 MiB − 1, ZooKeeper's default
-    /// `jute.maxbuffer`; a key's path counts). An item repeating an earlier one's key writes
-    /// nothing; one whose key turns out taken is counted all the same.
+    /// `jute.maxbuffer`; a key's path counts, and a child's writes for its parents). An item
+    /// repeating an earlier one's key writes nothing; one whose key turns out taken is counted
+    /// all the same.
     pub fn check_batch(&self, envelopes: &[Envelope]) -> Result<()> {
         let refuse = |i: usize, problem: String| Error::Unpublishable {
             item: i + 1,
@@ -205,12 +238,16 @@ impl Queue {
     }
 
     /// The bytes publishing `envelope` adds to a multi-op: its task's create and, with an
-    /// idempotency key, its key's, their paths as the server gets them (chroot included).
+    /// idempotency key, its key's, their paths as the server gets them (chroot included); for
+    /// a child, the most its plan may write ([`Queue::child_bytes`]).
     fn publish_bytes(&self, envelope: &Envelope) -> Result<usize> {
         let chroot = self.client().path().trim_end_matches('/').len();
         let create = |path: &str, data: &[u8]| CREATE_FRAMING + chroot + path.len() + data.len();
         let prefix = self.layout().lane_prefix(envelope.priority);
         Ok(match envelope.idempotency_key.as_deref() {
+            None if !envelope.after.is_empty() => {
+                self.child_bytes(envelope, envelope.to_bytes()?.len(), chroot)
+            }
             None => create(&prefix, &envelope.to_bytes()?),
             Some(key) => {
                 let write = self.keyed_write(envelope, key)?;
@@ -219,52 +256,81 @@ impl Queue {
         })
     }
 
-    /// What each envelope of a batch writes, its key looked up first.
-    async fn batch_items(&self, envelopes: &[Envelope]) -> Result<Vec<Item>> {
-        let mut items = Vec::with_capacity(envelopes.len());
-        let mut first_with: HashMap<&str, usize> = HashMap::new();
-        for (i, envelope) in envelopes.iter().enumerate() {
-            if let Some(debounce) = &envelope.debounce {
-                items.push(Item::Debounced(
-                    self.debounce_write(envelope, &debounce.key).await?,
-                ));
-                continue;
-            }
-            let Some(key) = envelope.idempotency_key.as_deref() else {
-                items.push(Item::Plain(envelope.to_bytes()?));
-                continue;
-            };
-            if let Some(first) = first_with.get(key) {
-                items.push(Item::SameAs(*first));
-                continue;
-            }
-            first_with.insert(key, i);
-            items.push(Item::Keyed(self.keyed_write(envelope, key)?));
-        }
-        self.taken_keys(items).await
+    /// The most a child (`envelope`, whose body is `body` bytes) may add to a multi-op under
+    /// a chroot of `chroot` bytes: waiting, its node and for each parent a check, its marker
+    /// and its entry (the parent's id also in the body's `after` and `waiting_on`); dead, its
+    /// record. Parents are counted at [`PARENT_PATH`] and [`PARENT_ID`], as they are not
+    /// found yet.
+    fn child_bytes(&self, envelope: &Envelope, body: usize, chroot: usize) -> usize {
+        let layout = self.layout();
+        let child = encode_segment(&envelope.id).len();
+        let markers = chroot + layout.dependents().len() + 1;
+        let per_parent = |key: &String| {
+            let id = encode_segment(key).len().max(PARENT_ID);
+            let check = CHECK_FRAMING + chroot + layout.root().len() + PARENT_PATH;
+            check + 2 * (CREATE_FRAMING + markers + id) + 1 + child + 2 * (id + 3)
+        };
+        let keys: HashSet<&String> = envelope.after.iter().collect();
+        let parents: usize = keys.into_iter().map(per_parent).sum();
+        let node = CREATE_FRAMING + chroot + layout.blocked(&envelope.id).len() + body;
+        let name = Layout::blocked_name(&envelope.id);
+        let dead = CREATE_FRAMING + chroot + layout.dead_letter(&name).len() + body;
+        (node + parents).max(dead + RECORD_FIELDS)
     }
 
-    /// `items` with each keyed one whose key is taken answered by the task that has it: the
-    /// keys read in one multi-read, and only a taken one looked at again.
-    async fn taken_keys(&self, mut items: Vec<Item>) -> Result<Vec<Item>> {
-        let (keyed, paths): (Vec<usize>, Vec<String>) = items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, item)| match item {
-                Item::Keyed(write) => Some((i, write.key_path.clone())),
-                _ => None,
-            })
-            .unzip();
+    /// What each envelope of a batch writes, its key looked up first. A child is planned
+    /// with the items before it, by id, as a later child that names them takes them.
+    async fn batch_items(&self, envelopes: &[Envelope]) -> Result<Vec<Item>> {
+        let mut taken = self.taken_keys(envelopes).await?;
+        let mut items: Vec<Item> = Vec::with_capacity(envelopes.len());
+        let mut first_with: HashMap<&str, usize> = HashMap::new();
+        let mut earlier: HashMap<String, Earlier> = HashMap::new();
+        for (i, envelope) in envelopes.iter().enumerate() {
+            let item = if let Some(debounce) = &envelope.debounce {
+                Item::Debounced(self.debounce_write(envelope, &debounce.key).await?)
+            } else if !envelope.after.is_empty() {
+                Item::Child(self.plan_child(envelope, &earlier).await?)
+            } else if let Some(key) = envelope.idempotency_key.as_deref() {
+                if let Some(first) = first_with.get(key) {
+                    Item::SameAs(*first)
+                } else {
+                    first_with.insert(key, i);
+                    match taken.remove(key) {
+                        Some(existing) => Item::Existing(existing),
+                        None => Item::Keyed(self.keyed_write(envelope, key)?),
+                    }
+                }
+            } else {
+                Item::Plain(envelope.to_bytes()?)
+            };
+            let parent = as_parent(&item, &envelope.id, envelopes, &earlier);
+            earlier.insert(envelope.id.clone(), parent);
+            items.push(item);
+        }
+        Ok(items)
+    }
+
+    /// The idempotency keys of `envelopes` that are taken, each with the task that has it:
+    /// the keys read in one multi-read, and only a taken one looked at again.
+    async fn taken_keys(&self, envelopes: &[Envelope]) -> Result<HashMap<String, Published>> {
+        let mut keys: Vec<&str> = (envelopes.iter())
+            .filter(|e| e.debounce.is_none())
+            .filter_map(|e| e.idempotency_key.as_deref())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let paths: Vec<String> = keys.iter().map(|k| self.layout().key(k)).collect();
         let found = self.read_paths(&paths).await?;
-        for ((i, path), read) in keyed.into_iter().zip(&paths).zip(found) {
+        let mut taken = HashMap::new();
+        for ((key, path), read) in keys.into_iter().zip(&paths).zip(found) {
             if read.is_none() {
                 continue;
             }
             if let Some(existing) = self.existing(path).await? {
-                items[i] = Item::Existing(existing);
+                taken.insert(key.to_string(), existing);
             }
         }
-        Ok(items)
+        Ok(taken)
     }
 }
 
@@ -284,6 +350,76 @@ impl Queue {
             body: envelope.to_bytes()?,
             pending,
         })
+    }
+}
+
+/// The multi-op of a batch: each item's writes, tagged with its index (a marker several
+/// children wait on created once), then the batches its items join.
+fn batch_multi<'a>(
+    items: &'a [Item],
+    prefixes: &'a [String],
+    joins: &'a [Join],
+) -> Multi<'a, (usize, Part)> {
+    let mut multi = Multi::new();
+    let mut markers = HashSet::new();
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Item::Plain(body) | Item::Child(ChildPlan::Lane(body)) => {
+                multi.push((i, Part::NewTask), Op::CreateSequential(&prefixes[i], body));
+            }
+            Item::Keyed(write) => {
+                multi
+                    .push((i, Part::Key), Op::Create(&write.key_path, &write.unnamed))
+                    .push(
+                        (i, Part::NewTask),
+                        Op::CreateSequential(&prefixes[i], &write.body),
+                    );
+            }
+            Item::Debounced(write) => match &write.pending {
+                Some((version, _)) => {
+                    multi.push(
+                        (i, Part::Waiting),
+                        Op::Set(&write.path, &write.body, *version),
+                    );
+                }
+                None => {
+                    multi.push((i, Part::Waiting), Op::Create(&write.path, &write.body));
+                }
+            },
+            Item::Child(ChildPlan::Dead(dead)) => {
+                multi.push((i, Part::Record), Op::Create(&dead.path, &dead.record));
+            }
+            Item::Child(ChildPlan::Wait(wait)) => wait.push(&mut multi, i, &mut markers),
+            Item::Existing(_) | Item::SameAs(_) => {}
+        }
+    }
+    for join in joins {
+        multi.push(
+            (join.first, Part::Batch),
+            Op::Set(&join.path, &join.data, join.version),
+        );
+    }
+    multi
+}
+
+/// What `item` (the item with envelope id `id`) is to a later child that names it, given
+/// what the items before it are (`earlier`).
+fn as_parent(
+    item: &Item,
+    id: &str,
+    envelopes: &[Envelope],
+    earlier: &HashMap<String, Earlier>,
+) -> Earlier {
+    match item {
+        Item::Plain(_) | Item::Keyed(_) => Earlier::Made(id.to_string()),
+        Item::Child(plan) => plan.as_earlier(id),
+        Item::Existing(Published::Existing {
+            task: Some(task), ..
+        }) => Earlier::Elsewhere(task.clone()),
+        Item::Existing(Published::Existing { id, .. }) => Earlier::Elsewhere(id.clone()),
+        Item::Existing(_) => Earlier::Elsewhere(id.to_string()),
+        Item::SameAs(first) => earlier[&envelopes[*first].id].clone(),
+        Item::Debounced(_) => Earlier::Debounced,
     }
 }
 
@@ -313,9 +449,20 @@ fn answers(envelopes: &[Envelope], items: Vec<Item>, names: &[Option<String>]) -
     let mut out: Vec<Published> = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         let answer = match item {
-            Item::Plain(_) | Item::Keyed(_) => Published::Created {
+            Item::Plain(_) | Item::Keyed(_) | Item::Child(ChildPlan::Lane(_)) => {
+                Published::Created {
+                    id: envelopes[i].id.clone(),
+                    task: name(i).unwrap_or_default(),
+                }
+            }
+            Item::Child(ChildPlan::Dead(dead)) => Published::Buried {
                 id: envelopes[i].id.clone(),
-                task: name(i).unwrap_or_default(),
+                dead_letter: dead.name,
+                reason: dead.reason,
+            },
+            Item::Child(ChildPlan::Wait(wait)) => Published::Blocked {
+                id: envelopes[i].id.clone(),
+                waiting_on: wait.waiting_on,
             },
             Item::Existing(existing) => existing,
             Item::Debounced(write) => Published::Debounced {

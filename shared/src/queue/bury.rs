@@ -131,6 +131,7 @@ impl Queue {
             };
             MarkerWrite::new(self.layout(), &id, &settled)
         });
+        let mut covered = self.no_children();
         let tries = TRIES
             + if batch.is_some() { BATCH_TRIES } else { 0 }
             + if marker.is_some() { MARKER_TRIES } else { 0 };
@@ -155,8 +156,11 @@ impl Queue {
             if let Some(tally) = &tally {
                 tally.push(&mut multi, Part::Batch, &prefix);
             }
-            if let Some(marker) = &marker {
-                marker.push(&mut multi, Part::Dependents);
+            match (&covered, &marker) {
+                // One check of `dependents/` stands for the marker (see `dependents`).
+                (Some(covered), Some(_)) => covered.push(&mut multi, Part::Dependents),
+                (None, Some(marker)) => marker.push(&mut multi, Part::Dependents),
+                (_, None) => {}
             }
             let failed = match self.commit("bury", &multi).await? {
                 Ok(results) => {
@@ -176,6 +180,11 @@ impl Queue {
                 batch_rereads += 1;
                 super::members::batch_backoff(batch_rereads).await;
                 seen = self.read_batch(b).await?;
+                continue;
+            }
+            // A child registered since `dependents/` was seen without children: read again.
+            if failed.tag == Part::Dependents && covered.is_some() {
+                covered = self.no_children_now().await?;
                 continue;
             }
             // A child registered (or its marker went) meanwhile: the marker read again.
@@ -226,7 +235,9 @@ impl Queue {
         if settled == Settled::Done {
             tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, reason, "task dead-lettered");
             self.forward_dead(&name, &record_json).await;
-            self.see_to_children(marker.iter()).await;
+            if covered.is_none() {
+                self.see_to_children(marker.iter()).await;
+            }
         }
         Ok(settled)
     }

@@ -6,7 +6,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::claim::Lease;
-use super::dependents::MarkerWrite;
+use super::dependents::{MarkerWrite, NoChildren};
 use super::done::{DoneWrite, within_request};
 use super::group_lock::HeldLock;
 use super::holder::Settled;
@@ -32,6 +32,8 @@ struct Extras {
 const BATCH_TRIES: usize = 64;
 /// Re-reads of markers a completion may make when children keep registering.
 const MARKER_TRIES: usize = 64;
+/// The tag index of the check that stands for every task's marker.
+const COVERED: usize = usize::MAX;
 
 /// The batches `leases`' tasks are members of, each once.
 fn batch_names(leases: &[Lease]) -> Vec<String> {
@@ -54,8 +56,13 @@ fn completion<'a>(
     leases: &'a [Lease],
     paths: &'a [(String, String)],
     extras: &'a [Extras],
+    covered: Option<&'a NoChildren>,
 ) -> Multi<'a, (usize, Part)> {
     let mut multi = Multi::new();
+    // One check of `dependents/` stands for every task's marker (see `dependents`).
+    if let Some(covered) = covered {
+        covered.push(&mut multi, (COVERED, Part::Dependents));
+    }
     for (i, ((l, (task, lease)), extra)) in leases.iter().zip(paths).zip(extras).enumerate() {
         multi
             .push((i, Part::Task), Op::Delete(task, l.task_version))
@@ -74,7 +81,9 @@ fn completion<'a>(
         for slot in &extra.slots {
             multi.push((i, Part::Slot), Op::Delete(slot, -1));
         }
-        extra.marker.push(&mut multi, (i, Part::Dependents));
+        if covered.is_none() {
+            extra.marker.push(&mut multi, (i, Part::Dependents));
+        }
         if let Some(done) = &extra.done {
             multi.push((i, Part::Done), Op::Create(&done.record, &done.record_data));
             if let Some(entry) = &done.id_entry {
@@ -141,6 +150,7 @@ impl Queue {
         let prefix = self.layout().lane_prefix(crate::task::Priority::Normal);
         let mut batch_tries = 0;
         let mut marker_tries = 0;
+        let mut covered = self.no_children();
         while !leases.is_empty() {
             let paths: Vec<(String, String)> = leases
                 .iter()
@@ -150,7 +160,7 @@ impl Queue {
                 })
                 .collect();
             let tallies = self.completion_tallies(members(&leases), &batches);
-            let mut multi = completion(&leases, &paths, &extras);
+            let mut multi = completion(&leases, &paths, &extras, covered.as_ref());
             for (i, _, tally) in &tallies {
                 tally.push(&mut multi, (*i, Part::Batch), &prefix);
             }
@@ -163,7 +173,9 @@ impl Queue {
                         self.name_callback(tally, mine).await;
                     }
                     drop(multi);
-                    self.see_to_children(extras.iter().map(|e| &e.marker)).await;
+                    if covered.is_none() {
+                        self.see_to_children(extras.iter().map(|e| &e.marker)).await;
+                    }
                     settled.extend(leases.drain(..).map(|l| (l.task.name, Settled::Done)));
                     break;
                 }
@@ -181,6 +193,13 @@ impl Queue {
             }
             if part == Part::Batch {
                 return Err(failed.unexpected("complete (a batch that kept changing)"));
+            }
+            // A child registered since `dependents/` was seen without children: read again.
+            if (at, part) == (COVERED, Part::Dependents) && marker_tries < MARKER_TRIES {
+                marker_tries += 1;
+                drop(multi);
+                covered = self.no_children_now().await?;
+                continue;
             }
             // A child registered (or its marker went) meanwhile: the marker read again.
             if part == Part::Dependents && marker_tries < MARKER_TRIES {

@@ -3,8 +3,13 @@
 //! Every write that settles a task (a completion, a bury) carries its marker's write, in the
 //! same multi-op, tagged [`Part::Dependents`]:
 //!
-//! - When no marker was seen: `dependents/<id>` created and deleted. It costs no request and
-//!   no read, and it fails the multi-op when a child registered meanwhile (the marker exists).
+//! - When `dependents/` was last seen without children (at the start of a pass: one more read
+//!   in its multi-read), a `check` of `dependents/` at that data version stands for every task
+//!   of the multi-op: a child's publish sets `dependents/` (any version) in its own multi-op, so
+//!   no marker can have appeared since. One operation per multi-op.
+//! - Otherwise, when no marker was seen: `dependents/<id>` created and deleted. It costs no
+//!   request and no read, and it fails the multi-op when a child registered meanwhile (the
+//!   marker exists).
 //! - Then, or when the marker was seen: the marker set, at the version read, to how the task
 //!   was settled ([`AfterSettled`]).
 //!
@@ -40,6 +45,53 @@ pub(crate) struct MarkerWrite {
     data: Vec<u8>,
     /// The marker's version when it was seen (children wait); `None`: created and deleted.
     version: Option<i32>,
+}
+
+/// The check of `dependents/` that stands for the markers of a multi-op's tasks, when it was
+/// seen without children at data version `version`.
+#[derive(Clone, Debug)]
+pub(crate) struct NoChildren {
+    path: String,
+    version: i32,
+}
+
+impl NoChildren {
+    /// Adds the check to `multi`, tagged `tag`.
+    pub(crate) fn push<'a, T: Copy + PartialEq>(&'a self, multi: &mut Multi<'a, T>, tag: T) {
+        multi.push(tag, Op::Check(&self.path, self.version));
+    }
+}
+
+impl Queue {
+    /// Remembers what a read of `dependents/` found (`None`: nothing readable).
+    pub(crate) fn saw_dependents(&self, stat: Option<zk::Stat>) {
+        let seen = match stat {
+            Some(stat) if stat.num_children == 0 => i64::from(stat.version),
+            _ => -1,
+        };
+        self.dependents_empty_at
+            .store(seen, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The check that stands for every marker of a settlement, when `dependents/` was last
+    /// seen without children; `None` when each task needs its own marker write.
+    pub(crate) fn no_children(&self) -> Option<NoChildren> {
+        let seen = (self.dependents_empty_at).load(std::sync::atomic::Ordering::Relaxed);
+        (seen >= 0).then(|| NoChildren {
+            path: self.layout().dependents(),
+            version: seen as i32,
+        })
+    }
+
+    /// Reads `dependents/` again after its check failed a settlement (a child registered);
+    /// the check to send now, if it still has no children.
+    pub(crate) async fn no_children_now(&self) -> Result<Option<NoChildren>> {
+        let path = self.layout().dependents();
+        let stat =
+            (self.client().check_stat(&path).await).map_err(|e| Error::zk("stat", path, e))?;
+        self.saw_dependents(stat);
+        Ok(self.no_children())
+    }
 }
 
 impl MarkerWrite {

@@ -122,6 +122,9 @@ pub struct Queue {
     done_bucket: Arc<std::sync::atomic::AtomicI64>,
     /// The bucket of completed keys this queue last made sure of.
     key_bucket: Arc<std::sync::atomic::AtomicI64>,
+    /// The data version at which `dependents/` was last seen without children, or -1 (see
+    /// `dependents`).
+    dependents_empty_at: Arc<std::sync::atomic::AtomicI64>,
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
@@ -154,6 +157,7 @@ impl Queue {
             lane_weights: config.lane_weights,
             done_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             key_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+            dependents_empty_at: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
             acls: acls(config),
             dead_letters: None,
         }

@@ -6,10 +6,16 @@
 //! - A parent dead, for a child that fails with it: the child goes straight to the dead
 //!   letters (as `after-<id>`), with a reason that names the parent.
 //! - Otherwise it waits under `after/<id>`, with the parents it waits for in `waiting_on`. One
-//!   multi-op: for each unsettled parent, its znode checked where it is, its marker
-//!   (`dependents/<parent id>`) created or checked at the version read, the child's entry
-//!   created under it; and the child's node. A parent settled (or moved) since it was read
-//!   fails it, and the parents are found again.
+//!   multi-op: the child's node; for each unsettled parent, its znode checked where it is, its
+//!   marker (`dependents/<parent id>`) created or checked at the version read, the child's
+//!   entry created under it. A parent settled (or moved) since it was read fails it, and the
+//!   parents are found again.
+//!
+//! Which of the three is a [`ChildPlan`], made before anything is written; the batch publish
+//! (`batch`) writes it in its multi-op with the other items, and a child published alone is
+//! such a batch of one. A child may name an earlier item of the same publish by its id
+//! ([`Earlier`]): a task made in the same multi-op is unsettled by construction, so it is not
+//! checked, and its marker is created there (once, however many children name it).
 //!
 //! A parent is found by name where that name can be (its lane, `delayed/`, the dead letters,
 //! the completion records) and by id under `after/`, among the settled markers and the
@@ -17,6 +23,8 @@
 //! costs a walk of the queue (as `status` by id does). A completed task is found only while
 //! its completion record is kept (`KEEP_DONE`): without one it cannot be told from a task that
 //! never was, and the publish is refused.
+
+use std::collections::{HashMap, HashSet};
 
 use zookeeper_client as zk;
 
@@ -29,8 +37,17 @@ use crate::queue::{TaskRead, Walk, parse_waiting};
 use crate::task::after::Settled as AfterSettled;
 use crate::task::{self, Body, Envelope, OnParentDead};
 
-/// Times the parents are found again when one settled or moved while the child registered.
-const TRIES: usize = 8;
+/// Tries a publish with children makes besides a batch's own, for parents that settled or
+/// moved while it was written (each try finds them again).
+pub(super) const TRIES: usize = 8;
+
+/// Why a debounced publish cannot be a parent.
+const DEBOUNCED: &str = "a debounced publish is not a task until its period ends";
+
+/// Why a parent made by the same publish cannot have its marker: it is there already.
+const MARKER_TAKEN: &str = "another task with this id has children waiting for it (or had, and \
+                            they are not seen to yet; was this publish sent before?): a parent \
+                            needs an id of its own";
 
 /// A parent as a child's publish finds it.
 #[derive(Clone, Debug)]
@@ -41,6 +58,10 @@ enum Parent {
         path: String,
         marker: Option<i32>,
     },
+    /// Made by the same multi-op as the child (an earlier item of its publish): unsettled.
+    Along {
+        id: String,
+    },
     Settled {
         id: String,
         settled: AfterSettled,
@@ -50,7 +71,144 @@ enum Parent {
 impl Parent {
     fn id(&self) -> &str {
         match self {
-            Parent::Pending { id, .. } | Parent::Settled { id, .. } => id,
+            Parent::Pending { id, .. } | Parent::Along { id } | Parent::Settled { id, .. } => id,
+        }
+    }
+
+    /// What registering the child `child` (an envelope id) writes for this parent; `None`
+    /// for a settled one, which keeps no child waiting.
+    fn write(&self, layout: &Layout, child: &str) -> Option<ParentWrite> {
+        let (id, check, version) = match self {
+            Parent::Pending { id, path, marker } => (id, Some(path.clone()), *marker),
+            Parent::Along { id } => (id, None, None),
+            Parent::Settled { .. } => return None,
+        };
+        Some(ParentWrite {
+            id: id.clone(),
+            check,
+            marker: layout.dependents_of(id),
+            version,
+            entry: layout.dependent(id, child),
+        })
+    }
+}
+
+/// An earlier item of the same publish, as a child that names it by its id takes it.
+#[derive(Clone, Debug)]
+pub(super) enum Earlier {
+    /// A task made by the same multi-op (to its lane, or waiting for its own parents), with
+    /// this envelope id (the first item's, for an idempotency key given twice).
+    Made(String),
+    /// Sent to the dead letters by the same multi-op, as it was settled.
+    Dead(AfterSettled),
+    /// Nothing made (its idempotency key was taken): the task that has the key, by its name
+    /// (or id, when its name was never written), found as any parent.
+    Elsewhere(String),
+    /// A debounced publish: not a task until its period ends.
+    Debounced,
+}
+
+/// What publishing a child writes, decided from its parents as they were found.
+pub(super) enum ChildPlan {
+    /// No parent keeps it waiting: its body, to the tail of its lane as any task.
+    Lane(Vec<u8>),
+    /// A parent is dead and the child fails with it: straight to the dead letters.
+    Dead(DeadChild),
+    /// It waits for its unsettled parents under `after/<id>`.
+    Wait(WaitingChild),
+}
+
+/// A child on its way to the dead letters with its parent.
+pub(super) struct DeadChild {
+    /// Its name there: `after-<id>` (it never had a task name).
+    pub(super) name: String,
+    /// Its record's path and data, and the record as JSON for the dead-letter sink.
+    pub(super) path: String,
+    pub(super) record: Vec<u8>,
+    pub(super) json: serde_json::Value,
+    pub(super) reason: String,
+}
+
+/// A child that waits for its parents: their writes, and its own node.
+pub(super) struct WaitingChild {
+    parents: Vec<ParentWrite>,
+    /// `after/<id>`, with its envelope (`waiting_on` set) as data.
+    path: String,
+    body: Vec<u8>,
+    /// The parents (ids) it waits for.
+    pub(super) waiting_on: Vec<String>,
+    /// `dependents/`, set (any version) so that a settlement that checked it saw no marker
+    /// fails (see `dependents`).
+    dir: String,
+}
+
+/// What a waiting child writes for one unsettled parent (with envelope id `id`).
+struct ParentWrite {
+    id: String,
+    /// The parent's znode, checked where it was found; none for one of the same multi-op.
+    check: Option<String>,
+    /// Its marker, checked at `version` when it was read, else created.
+    marker: String,
+    version: Option<i32>,
+    /// The child's entry under the marker.
+    entry: String,
+}
+
+impl ChildPlan {
+    /// What this plan makes of the child (envelope id `id`) for a later item that names it.
+    pub(super) fn as_earlier(&self, id: &str) -> Earlier {
+        match self {
+            ChildPlan::Dead(dead) => Earlier::Dead(AfterSettled::Dead {
+                task: dead.name.clone(),
+                reason: dead.reason.clone(),
+            }),
+            ChildPlan::Lane(_) | ChildPlan::Wait(_) => Earlier::Made(id.to_string()),
+        }
+    }
+
+    /// Why the publish is refused when creating the marker at `path` failed (it exists), if
+    /// that is the marker of a parent made by the same multi-op: another task with the
+    /// parent's id has (or had) children, and a settlement of either would be taken for the
+    /// other's. `None` for any other marker (a child registered meanwhile: try again).
+    pub(super) fn marker_taken(&self, path: &str) -> Option<Error> {
+        let ChildPlan::Wait(wait) = self else {
+            return None;
+        };
+        let along = (wait.parents.iter()).find(|p| p.check.is_none() && p.marker == path)?;
+        Some(parent_error(&along.id, MARKER_TAKEN))
+    }
+}
+
+impl WaitingChild {
+    /// Adds its writes to `multi`, tagged with item `i`: the child's node; then for each
+    /// parent, its check, its marker's check or create, the child's entry. The node goes first,
+    /// so a child whose id waits already (a publish sent again) fails on it, not on an entry it
+    /// made then. A marker in `created` (made by an earlier child of the same multi-op) is not
+    /// created again, and one this adds goes into it.
+    pub(super) fn push<'a>(
+        &'a self,
+        multi: &mut Multi<'a, (usize, Part)>,
+        i: usize,
+        created: &mut HashSet<&'a str>,
+    ) {
+        multi
+            .push((i, Part::Blocked), Op::Create(&self.path, &self.body))
+            .push((i, Part::Parent), Op::Set(&self.dir, b"", -1));
+        for write in &self.parents {
+            multi.push_some(
+                (i, Part::Parent),
+                write.check.as_deref().map(|p| Op::Check(p, -1)),
+            );
+            match write.version {
+                Some(version) => {
+                    multi.push((i, Part::Parent), Op::Check(&write.marker, version));
+                }
+                None if created.insert(&write.marker) => {
+                    multi.push((i, Part::Parent), Op::Create(&write.marker, b""));
+                }
+                None => {}
+            }
+            multi.push((i, Part::Parent), Op::Create(&write.entry, b""));
         }
     }
 }
@@ -85,149 +243,160 @@ fn matches(key: &str, name: &str, body: &[u8]) -> bool {
         }
 }
 
+/// Why `child` dies at once: the first dead parent's settlement, when it fails with it.
+fn dead_reason(child: &Envelope, parents: &[Parent]) -> Option<String> {
+    if child.on_parent_dead.unwrap_or_default() != OnParentDead::Fail {
+        return None;
+    }
+    parents.iter().find_map(|p| match p {
+        Parent::Settled { id, settled } => settled.child_reason(id),
+        _ => None,
+    })
+}
+
 impl Queue {
-    /// Publishes `envelope`, whose `after` names its parents (see the module documentation).
+    /// Publishes `envelope`, whose `after` names its parents (see the module documentation):
+    /// an all-or-nothing batch of one.
     pub(super) async fn publish_child(&self, envelope: &Envelope) -> Result<Published> {
-        let mut keys = envelope.after.clone();
-        keys.dedup();
-        for _ in 0..TRIES {
-            let mut parents = Vec::with_capacity(keys.len());
-            for key in &keys {
-                let found = self.find_parent(key).await?;
-                parents.push(found.ok_or_else(|| {
-                    parent_error(
-                        key,
-                        "no such task: not pending, not dead, and no completion record \
-                         (a completed task is found only while KEEP_DONE keeps its record)",
-                    )
-                })?);
-            }
-            let mut child = envelope.clone();
-            child.after = parents.iter().map(|p| p.id().to_string()).collect();
-            child.after.dedup();
-            if let Some(published) = self.publish_settled(&mut child, &parents).await? {
-                return Ok(published);
-            }
-            if let Some(published) = self.register(&child, &parents).await? {
-                return Ok(published);
-            }
+        // Sent again (its first try's reply lost): the child that waits, or died, already.
+        if let Some(published) = self.child_published(&envelope.id).await? {
+            return Ok(published);
         }
-        Err(parent_error(
-            &keys.join(","),
-            "the parents kept changing while the task was published; try again",
-        ))
+        match self.try_batch(std::slice::from_ref(envelope)).await? {
+            Some(mut one) => Ok(one.remove(0)),
+            None => Err(parent_error(
+                &envelope.after.join(","),
+                "the parents kept changing while the task was published; try again",
+            )),
+        }
     }
 
-    /// Publishes `child` when no parent keeps it waiting: to its lane, or (a parent dead and
-    /// the child failing with it) to the dead letters. `None` when it has to wait.
-    async fn publish_settled(
-        &self,
-        child: &mut Envelope,
-        parents: &[Parent],
-    ) -> Result<Option<Published>> {
-        let fails = child.on_parent_dead.unwrap_or_default() == OnParentDead::Fail;
-        let dead = parents.iter().find_map(|p| match p {
-            Parent::Settled { id, settled } if fails => settled.child_reason(id),
-            _ => None,
-        });
-        if let Some(reason) = dead {
-            let name = Layout::blocked_name(&child.id);
-            let body = serde_json::to_vec(&child)?;
-            let (json, record) = self.dead_record(&name, &body, &reason, 0, None);
-            let path = self.layout().dead_letter(&name);
-            match self
-                .client()
-                .create(&path, &record, &self.persistent())
-                .await
-            {
-                Ok(_) => {}
-                Err(zk::Error::NodeExists) => {
-                    return Err(Error::Unpublishable {
-                        item: 1,
-                        problem: format!("a task with id {} is among the dead letters", child.id),
-                    });
-                }
-                Err(e) => return Err(Error::zk("create", path, e)),
-            }
-            self.forward_dead(&name, &json).await;
-            return Ok(Some(Published::Buried {
-                id: child.id.clone(),
-                dead_letter: name,
-                reason,
+    /// The child with envelope id `id` as an earlier publish left it: waiting under `after/`, or
+    /// dead with a parent (its letter's reason names one); `None` otherwise.
+    async fn child_published(&self, id: &str) -> Result<Option<Published>> {
+        if let Some((body, _)) = self.read_path(&self.layout().blocked(id)).await? {
+            let waiting_on = match task::parse(&body) {
+                Body::Envelope(e) => e.waiting_on,
+                _ => Vec::new(),
+            };
+            return Ok(Some(Published::Blocked {
+                id: id.to_string(),
+                waiting_on,
             }));
         }
-        if parents.iter().any(|p| matches!(p, Parent::Pending { .. })) {
+        let name = Layout::blocked_name(id);
+        let Some((data, _)) = self.read_path(&self.layout().dead_letter(&name)).await? else {
             return Ok(None);
-        }
-        let task = self.publish_in(child.priority, &child.to_bytes()?).await?;
-        Ok(Some(Published::Created {
-            id: child.id.clone(),
-            task,
+        };
+        let record: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
+        let reason = record["reason"].as_str().unwrap_or_default().to_string();
+        Ok(reason.starts_with("parent ").then(|| Published::Buried {
+            id: id.to_string(),
+            dead_letter: name,
+            reason,
         }))
     }
 
-    /// Registers `child` with its unsettled `parents` and leaves it waiting under `after/`, in
-    /// one multi-op; `None` when a parent settled or moved meanwhile.
-    async fn register(&self, child: &Envelope, parents: &[Parent]) -> Result<Option<Published>> {
-        let pending: Vec<(&str, &str, Option<i32>)> = (parents.iter())
-            .filter_map(|p| match p {
-                Parent::Pending { id, path, marker } => Some((id.as_str(), path.as_str(), *marker)),
-                Parent::Settled { .. } => None,
-            })
+    /// What publishing `envelope` (whose `after` names its parents) writes, from its parents
+    /// as they are now. `earlier` has the items before it in the same publish, by envelope id:
+    /// one it names is taken as it is there, any other parent is found in the queue. A parent
+    /// it cannot wait for is an [`Error::Parent`]; nothing is written here.
+    pub(super) async fn plan_child(
+        &self,
+        envelope: &Envelope,
+        earlier: &HashMap<String, Earlier>,
+    ) -> Result<ChildPlan> {
+        let parents = self.find_parents(envelope, earlier).await?;
+        let mut child = envelope.clone();
+        child.after = parents.iter().map(|p| p.id().to_string()).collect();
+        if let Some(reason) = dead_reason(&child, &parents) {
+            return self.dead_child(&child, reason).map(ChildPlan::Dead);
+        }
+        if parents.iter().all(|p| matches!(p, Parent::Settled { .. })) {
+            return Ok(ChildPlan::Lane(child.to_bytes()?));
+        }
+        let writes: Vec<ParentWrite> = (parents.iter())
+            .filter_map(|p| p.write(self.layout(), &child.id))
             .collect();
-        let mut child = child.clone();
-        child.waiting_on = pending.iter().map(|(id, ..)| id.to_string()).collect();
-        child.waiting_on.dedup();
-        let body = child.to_bytes()?;
-        let markers: Vec<(String, String)> = (pending.iter())
-            .map(|(id, ..)| {
-                let layout = self.layout();
-                (layout.dependents_of(id), layout.dependent(id, &child.id))
-            })
+        child.waiting_on = (parents.iter())
+            .filter(|p| !matches!(p, Parent::Settled { .. }))
+            .map(|p| p.id().to_string())
             .collect();
-        let blocked = self.layout().blocked(&child.id);
-        let mut multi = Multi::new();
-        for ((_, path, marker), (marker_path, entry)) in pending.iter().zip(&markers) {
-            multi.push(Part::Parent, Op::Check(path, -1));
-            match marker {
-                Some(version) => multi.push(Part::Parent, Op::Check(marker_path, *version)),
-                None => multi.push(Part::Parent, Op::Create(marker_path, b"")),
+        Ok(ChildPlan::Wait(WaitingChild {
+            parents: writes,
+            path: self.layout().blocked(&child.id),
+            body: child.to_bytes()?,
+            waiting_on: child.waiting_on,
+            dir: self.layout().dependents(),
+        }))
+    }
+
+    /// The parents `envelope`'s `after` names, each once (by its id) in the order named.
+    async fn find_parents(
+        &self,
+        envelope: &Envelope,
+        earlier: &HashMap<String, Earlier>,
+    ) -> Result<Vec<Parent>> {
+        let mut parents: Vec<Parent> = Vec::with_capacity(envelope.after.len());
+        for (n, key) in envelope.after.iter().enumerate() {
+            if envelope.after[..n].contains(key) {
+                continue;
+            }
+            let parent = match earlier.get(key) {
+                Some(item) => self.earlier_parent(key, item).await?,
+                None => self.known_parent(key).await?,
             };
-            multi.push(Part::Parent, Op::Create(entry, b""));
-        }
-        multi.push(Part::Blocked, Op::Create(&blocked, &body));
-        let failed = match self.commit("publish after", &multi).await? {
-            Ok(_) => {
-                return Ok(Some(Published::Blocked {
-                    id: child.id.clone(),
-                    waiting_on: child.waiting_on,
-                }));
+            if !parents.iter().any(|p| p.id() == parent.id()) {
+                parents.push(parent);
             }
-            Err(failed) => failed,
-        };
-        match (failed.tag, &failed.error) {
-            (Part::Blocked, zk::Error::NodeExists) => Err(Error::Unpublishable {
-                item: 1,
-                problem: format!("a task with id {} already waits for its parents", child.id),
+        }
+        Ok(parents)
+    }
+
+    /// The parent `key` names, or an error saying there is none.
+    async fn known_parent(&self, key: &str) -> Result<Parent> {
+        self.find_parent(key).await?.ok_or_else(|| {
+            parent_error(
+                key,
+                "no such task: not pending, not dead, and no completion record \
+                 (a completed task is found only while KEEP_DONE keeps its record)",
+            )
+        })
+    }
+
+    /// The parent an earlier item of the same publish (with id `key`) is. One made by the
+    /// same multi-op gets its marker created there ([`ChildPlan::marker_taken`] when one is
+    /// there already).
+    async fn earlier_parent(&self, key: &str, item: &Earlier) -> Result<Parent> {
+        match item {
+            Earlier::Made(id) => Ok(Parent::Along { id: id.clone() }),
+            Earlier::Dead(settled) => Ok(Parent::Settled {
+                id: key.to_string(),
+                settled: settled.clone(),
             }),
-            (Part::Blocked, zk::Error::NoNode) => {
-                self.ensure_parent(&self.layout().after()).await?;
-                Ok(None)
-            }
-            (Part::Parent, zk::Error::NoNode | zk::Error::BadVersion | zk::Error::NodeExists) => {
-                Ok(None)
-            }
-            _ => Err(failed.unexpected("publish after")),
+            Earlier::Elsewhere(name) => self.known_parent(name).await,
+            Earlier::Debounced => Err(parent_error(key, DEBOUNCED)),
         }
+    }
+
+    /// `child` on its way to the dead letters with the reason its parent gives.
+    fn dead_child(&self, child: &Envelope, reason: String) -> Result<DeadChild> {
+        let name = Layout::blocked_name(&child.id);
+        let body = serde_json::to_vec(child)?;
+        let (json, record) = self.dead_record(&name, &body, &reason, 0, None);
+        Ok(DeadChild {
+            path: self.layout().dead_letter(&name),
+            name,
+            record,
+            json,
+            reason,
+        })
     }
 
     /// The parent `key` (a task name or an envelope id) names, if there is one.
     async fn find_parent(&self, key: &str) -> Result<Option<Parent>> {
         if self.find_debounced(key).await?.is_some() {
-            return Err(parent_error(
-                key,
-                "a debounced publish is not a task until its period ends",
-            ));
+            return Err(parent_error(key, DEBOUNCED));
         }
         let by_name = match layout::sequence(key) {
             Some(_) => self.parent_by_name(key).await?,

@@ -1,6 +1,7 @@
 //! What a pass starts from, in one request: what is paused, the marks of tasks cancelled while
-//! held, where each lane starts, and whether anything waits to join the lanes later (tasks
-//! under `delayed/`, debounced publishes, recurring schedules). A run on an idle queue needs
+//! held, where each lane starts, whether any parent has children waiting (`dependents/`, see
+//! `dependents`), and whether anything waits to join the lanes later (tasks under `delayed/`,
+//! debounced publishes, recurring schedules). A run on an idle queue needs
 //! nothing more; before, these were five requests.
 
 use std::collections::BTreeSet;
@@ -48,6 +49,10 @@ impl Queue {
         reader
             .add_get_children(&cancelled)
             .map_err(|e| Error::zk("list", &cancelled, e))?;
+        let dependents = layout.dependents();
+        reader
+            .add_get_data(&dependents)
+            .map_err(|e| Error::zk("get", &dependents, e))?;
         add_get_data(&mut reader, &waiting)?;
         let results = reader
             .commit()
@@ -63,6 +68,10 @@ impl Queue {
             Some(zk::MultiReadResult::Children { children }) => children.into_iter().collect(),
             read => nothing_there(read, &cancelled).map(|()| BTreeSet::new())?,
         };
+        self.saw_dependents(match results.next() {
+            Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
+            _ => None,
+        });
         // A parent we may not read is taken as holding something: the run looks.
         let waiting = results.any(|read| match read {
             zk::MultiReadResult::Data { stat, .. } => stat.num_children > 0,

@@ -372,6 +372,10 @@ mod tests {
         full.group = Some("g".into());
         full.idempotency_key = Some("k".into());
         full.concurrency_key = Some("c".into());
+        full.batch = Some("b".into());
+        full.after = vec!["p".into()];
+        full.on_parent_dead = Some(OnParentDead::Run);
+        full.waiting_on = vec!["p".into()];
         full.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
         full.last_error = Some("e".into());
         full.retry_at = Some(1);
