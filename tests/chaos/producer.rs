@@ -361,6 +361,9 @@ pub async fn publish(
                 }
                 other => unreachable!("a publish answered {other:?}"),
             };
+            if let Some(task) = &task {
+                plan.names.insert(envelope.id.clone(), task.clone());
+            }
             if kind == Kind::Plain {
                 times
                     .lock()
@@ -376,6 +379,12 @@ pub async fn publish(
             }
             let dies_with_parent =
                 kind == Kind::Plain && crate::after::dies_with_parent(n_of(&envelope));
+            // The parents' ids (the envelope may name them by task name).
+            let after = (crate::after::parents_of(n_of(&envelope)))
+                .filter(|_| kind == Kind::Plain)
+                .map_or(Vec::new(), |(parents, _)| {
+                    parents.iter().map(|p| plan.ids[p].clone()).collect()
+                });
             producer.sent.push(Sent {
                 id: envelope.id,
                 kind,
@@ -388,7 +397,7 @@ pub async fn publish(
                 key: envelope.idempotency_key,
                 batch: envelope.batch.is_some(),
                 dies_with_parent,
-                after: envelope.after,
+                after,
                 group: envelope
                     .group
                     .map(|g| (g, envelope.payload["seq"].as_u64().unwrap_or(0))),
@@ -454,6 +463,9 @@ struct Plan {
     held: Vec<(Kind, Envelope)>,
     /// Each task's id by its number, for the children that name it.
     ids: HashMap<usize, String>,
+    /// Task names by id, once published: a child names a parent of an earlier publish by its
+    /// name (one read finds it; an id of a pending task costs a walk of the queue).
+    names: HashMap<String, String>,
 }
 
 impl Plan {
@@ -493,7 +505,10 @@ impl Plan {
             }
             Kind::Plain if crate::after::parents_of(n).is_some() => {
                 let (parents, on_parent_dead) = crate::after::parents_of(n).expect("parents");
-                envelope.after = parents.iter().map(|p| self.ids[p].clone()).collect();
+                envelope.after = (parents.iter())
+                    .map(|p| &self.ids[p])
+                    .map(|id| self.names.get(id).unwrap_or(id).clone())
+                    .collect();
                 envelope.on_parent_dead = on_parent_dead;
             }
             Kind::Plain | Kind::Limited | Kind::Pausable => {}

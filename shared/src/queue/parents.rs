@@ -432,7 +432,10 @@ impl Queue {
                 marker: None,
             }));
         }
-        if let Some(found) = self.delayed_parent(name, &|n, _| n == name).await? {
+        if let Some(found) = self
+            .delayed_parent(name, Some(name), &|n, _| n == name)
+            .await?
+        {
             return Ok(Some(found));
         }
         if let Some((data, _)) = self.read_path(&self.layout().dead_letter(name)).await? {
@@ -482,20 +485,26 @@ impl Queue {
                 }
             }
         }
-        if let Some(found) = self.delayed_parent(key, &wanted).await? {
+        if let Some(found) = self.delayed_parent(key, None, &wanted).await? {
             return Ok(Some(found));
         }
         self.dead_parent_by_id(key).await
     }
 
-    /// The waiting task under `delayed/` that `wanted` picks (by its name and body).
+    /// The waiting task under `delayed/` that `wanted` picks (by its name and body); with
+    /// `named`, only the node of that task name is read.
     async fn delayed_parent(
         &self,
         key: &str,
+        named: Option<&str>,
         wanted: &(dyn Fn(&str, &[u8]) -> bool + Sync),
     ) -> Result<Option<Parent>> {
         for bucket in self.buckets().await? {
             for (_, node) in self.waiting_in(bucket).await? {
+                let task = parse_waiting(&node).map(|(_, name)| name);
+                if named.is_some_and(|n| task != Some(n)) {
+                    continue;
+                }
                 let path = format!("{}/{node}", self.layout().delay_bucket(bucket));
                 let Some((body, _)) = self.read_path(&path).await? else {
                     continue;
