@@ -18,8 +18,7 @@ use super::{TaskInfo, body_info, info};
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::layout;
-use crate::queue::{DoneRecord, Queue, TaskRead, Walk, parse_waiting};
-use crate::task::{self, Body};
+use crate::queue::{DoneRecord, Queue, names_task, parse_waiting};
 
 /// Where a task is in its life.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -128,32 +127,14 @@ async fn scan(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
     if let Some(pending) = queue.find_debounced(key).await? {
         return Ok(Status::Debounced(Box::new(debounced::info(pending, now))));
     }
-    let wanted = |name: &str, body: &[u8]| matches(key, name, body);
-    let mut walk = Walk::new();
-    while let Some(window) = walk.next_window(queue).await? {
-        for probed in &window {
-            if let TaskRead::Found { body, .. } = &probed.read
-                && wanted(&probed.name, body)
-            {
-                return Ok(classify(info(queue, probed, now).await?));
-            }
-        }
+    if let Some(probed) = queue.find_in_lanes(key).await? {
+        return Ok(classify(info(queue, &probed, now).await?));
     }
+    let wanted = |name: &str, body: &[u8]| names_task(key, name, body);
     if let Some(found) = waiting(queue, now, &wanted).await? {
         return Ok(found);
     }
     dead(queue, key).await
-}
-
-/// Whether task `name` with `body` is the one `key` names.
-fn matches(key: &str, name: &str, body: &[u8]) -> bool {
-    if name == key {
-        return true;
-    }
-    match task::parse(body) {
-        Body::Envelope(e) => e.id == key || e.moved_from.iter().any(|m| m == key),
-        _ => false,
-    }
 }
 
 /// The first waiting task `wanted` picks (by its name and body).

@@ -94,7 +94,7 @@ pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
 pub use schedule_store::{SlotTaken, StoredSchedule};
 pub use start::Start;
-pub use walk::{WIDEST, WINDOW, Walk};
+pub use walk::{WIDEST, WINDOW, Walk, names_task};
 
 use crate::clock::ZkTime;
 use crate::config::Config;

@@ -33,7 +33,7 @@ use super::keys::Published;
 use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
 use crate::layout::{self, Layout};
-use crate::queue::{TaskRead, Walk, parse_waiting};
+use crate::queue::{TaskRead, names_task, parse_waiting};
 use crate::task::after::Settled as AfterSettled;
 use crate::task::{self, Body, Envelope, OnParentDead};
 
@@ -232,15 +232,6 @@ fn id_in(key: &str, name: &str, body: &[u8]) -> Result<String> {
             format!("its body can never run ({problem}), so it can never complete"),
         )),
     }
-}
-
-/// Whether the task `name` with `body` is the one `key` names: by name, id or earlier name.
-fn matches(key: &str, name: &str, body: &[u8]) -> bool {
-    name == key
-        || match task::parse(body) {
-            Body::Envelope(e) => e.id == key || e.moved_from.iter().any(|m| m == key),
-            _ => false,
-        }
 }
 
 /// Why `child` dies at once: the first dead parent's settlement, when it fails with it.
@@ -470,21 +461,16 @@ impl Queue {
                 settled: AfterSettled::Completed { task: record.task },
             }));
         }
-        let wanted = |name: &str, body: &[u8]| matches(key, name, body);
-        let mut walk = Walk::new();
-        while let Some(window) = walk.next_window(self).await? {
-            for probed in &window {
-                if let TaskRead::Found { body, .. } = &probed.read
-                    && wanted(&probed.name, body)
-                {
-                    return Ok(Some(Parent::Pending {
-                        id: id_in(key, &probed.name, body)?,
-                        path: self.layout().task(&probed.name),
-                        marker: None,
-                    }));
-                }
-            }
+        if let Some(probed) = self.find_in_lanes(key).await?
+            && let TaskRead::Found { body, .. } = &probed.read
+        {
+            return Ok(Some(Parent::Pending {
+                id: id_in(key, &probed.name, body)?,
+                path: self.layout().task(&probed.name),
+                marker: None,
+            }));
         }
+        let wanted = |name: &str, body: &[u8]| names_task(key, name, body);
         if let Some(found) = self.delayed_parent(key, None, &wanted).await? {
             return Ok(Some(found));
         }

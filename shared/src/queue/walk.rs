@@ -182,3 +182,31 @@ impl Walk {
         }
     }
 }
+
+/// Whether the task `name` with `body` is the one `key` names: by its name, its envelope id, or
+/// a name it had before a retry moved it.
+pub fn names_task(key: &str, name: &str, body: &[u8]) -> bool {
+    name == key
+        || match crate::task::parse(body) {
+            crate::task::Body::Envelope(e) => e.id == key || e.moved_from.iter().any(|m| m == key),
+            _ => false,
+        }
+}
+
+impl Queue {
+    /// The first task in the lanes that `key` names (see [`names_task`]), found by walking the
+    /// whole queue a window at a time: a request per window, for `status` and the like.
+    pub async fn find_in_lanes(&self, key: &str) -> Result<Option<Probed>> {
+        let mut walk = Walk::new();
+        while let Some(window) = walk.next_window(self).await? {
+            for probed in window {
+                if let super::TaskRead::Found { body, .. } = &probed.read
+                    && names_task(key, &probed.name, body)
+                {
+                    return Ok(Some(probed));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
