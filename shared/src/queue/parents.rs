@@ -346,7 +346,13 @@ impl Queue {
 
     /// The parent `key` names, or an error saying there is none.
     async fn known_parent(&self, key: &str) -> Result<Parent> {
-        self.find_parent(key).await?.ok_or_else(|| {
+        // Twice: a task that moved while it was looked for (from `delayed/` back to a lane,
+        // between the look at the lanes and the look at `delayed/`) is found the second time.
+        let found = match self.find_parent(key).await? {
+            Some(found) => Some(found),
+            None => self.find_parent(key).await?,
+        };
+        found.ok_or_else(|| {
             parent_error(
                 key,
                 "no such task: not pending, not dead, and no completion record \
@@ -455,12 +461,6 @@ impl Queue {
                 settled,
             }));
         }
-        if let Some(record) = self.find_done(key).await? {
-            return Ok(Some(Parent::Settled {
-                id: record.id,
-                settled: AfterSettled::Completed { task: record.task },
-            }));
-        }
         if let Some(probed) = self.find_in_lanes(key).await?
             && let TaskRead::Found { body, .. } = &probed.read
         {
@@ -474,7 +474,15 @@ impl Queue {
         if let Some(found) = self.delayed_parent(key, None, &wanted).await? {
             return Ok(Some(found));
         }
-        self.dead_parent_by_id(key).await
+        if let Some(found) = self.dead_parent_by_id(key).await? {
+            return Ok(Some(found));
+        }
+        // Looked for last: a task that completes while it is looked for leaves the lanes
+        // before its record is there, never after.
+        Ok(self.find_done(key).await?.map(|record| Parent::Settled {
+            id: record.id,
+            settled: AfterSettled::Completed { task: record.task },
+        }))
     }
 
     /// The waiting task under `delayed/` that `wanted` picks (by its name and body); with
