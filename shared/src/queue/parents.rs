@@ -461,6 +461,14 @@ impl Queue {
                 settled,
             }));
         }
+        // Completed already (the common case, and the cheap look), or still pending: the
+        // records are looked at again last, for a task that completes while it is looked for.
+        if let Some(record) = self.find_done(key).await? {
+            return Ok(Some(Parent::Settled {
+                id: record.id,
+                settled: AfterSettled::Completed { task: record.task },
+            }));
+        }
         if let Some(probed) = self.find_in_lanes(key).await?
             && let TaskRead::Found { body, .. } = &probed.read
         {
@@ -477,8 +485,8 @@ impl Queue {
         if let Some(found) = self.dead_parent_by_id(key).await? {
             return Ok(Some(found));
         }
-        // Looked for last: a task that completes while it is looked for leaves the lanes
-        // before its record is there, never after.
+        // Again: a task that completes while it is looked for leaves the lanes before its
+        // record is there, never after.
         Ok(self.find_done(key).await?.map(|record| Parent::Settled {
             id: record.id,
             settled: AfterSettled::Completed { task: record.task },
