@@ -3,7 +3,9 @@
 #   scripts/zk.sh up     install Debian's zookeeper package if missing, start, wait for imok
 #   scripts/zk.sh down   stop the server this script started
 #   scripts/zk.sh status say whether one answers
-# Settings: ZK_PORT (2181), ZK_DIR (.zk), ZK_HEAP (256m).
+# Settings: ZK_PORT (2181), ZK_DIR (.zk), ZK_HEAP (256m), ZK_KEEP_DATA (unset).
+# A scratch server: up starts from an empty data directory unless ZK_KEEP_DATA=1, because every
+# test leaves its chroot behind and a directory kept across many runs outgrows the heap.
 set -euo pipefail
 
 port=${ZK_PORT:-2181}
@@ -31,6 +33,7 @@ install() {
 up() {
   if [ "$(ruok)" = imok ]; then echo "zk.sh: ZooKeeper already answers on 127.0.0.1:$port"; return; fi
   install
+  [ -n "${ZK_KEEP_DATA:-}" ] || rm -rf "$dir/data"
   mkdir -p "$dir/data"
   cat > "$dir/zoo.cfg" <<CFG
 tickTime=2000

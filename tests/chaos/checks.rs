@@ -161,6 +161,8 @@ pub struct Figures {
     /// Victims' tasks whose handler had succeeded before the fault, not delivered again
     /// (their completion landed).
     pub back_done_before: usize,
+    /// Victims' tasks cancelled while held and buried as cancelled, not delivered again.
+    pub back_cancelled: usize,
     pub delayed_early: Vec<String>,
     /// How early the earliest delayed task came (s; 0 when none was early).
     pub delayed_earliest: f64,
@@ -347,9 +349,16 @@ pub fn judge(input: &Inputs) -> Figures {
         .filter(|id| !dead_cancelled.contains(*id))
         .map(|id| id.to_string())
         .collect();
+    // A probe's cancel that found the task held answers `marked`: its holder's completion
+    // still counts, but a holder that dies leaves it to be buried as cancelled, not run again.
     let probed: HashSet<&str> = (published.probes.iter())
-        .filter(|p| p.order.cancel && p.last.state == "cancelled")
+        .filter(|p| p.order.cancel && ["cancelled", "marked"].contains(&p.last.state.as_str()))
         .map(|p| p.order.last.as_str())
+        .collect();
+    let marked_dead: HashSet<&str> = (published.probes.iter())
+        .filter(|p| p.order.cancel && p.last.state == "marked")
+        .map(|p| p.order.last.as_str())
+        .filter(|id| dead_cancelled.contains(id))
         .collect();
     let any_cancel = |id: &str| cancelled.contains(id) || late.contains(id) || probed.contains(id);
     let died_with_parent = crate::after::AfterFigures::expected_dead(input);
@@ -400,7 +409,7 @@ pub fn judge(input: &Inputs) -> Figures {
     f.allowed_duplicates = held + published.resent;
 
     retries(&mut f, input, &by_id);
-    back_after_faults(&mut f, input, &by_id);
+    back_after_faults(&mut f, input, &by_id, &marked_dead);
 
     // Delayed tasks: never before due; how long after.
     let claimers: HashMap<(&str, i64), &Claim> = (input.claims.iter())
@@ -796,7 +805,14 @@ fn retries(f: &mut Figures, input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>
 }
 
 /// For each task a killed or frozen consumer held: from the fault to its next delivery.
-fn back_after_faults(f: &mut Figures, input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) {
+/// How soon what a killed or frozen consumer held came back. A task cancelled while held
+/// (`marked`, in `buried`) and buried as cancelled is not expected back.
+fn back_after_faults(
+    f: &mut Figures,
+    input: &Inputs,
+    by_id: &HashMap<&str, Vec<&Delivery>>,
+    buried: &HashSet<&str>,
+) {
     let mut by_kind: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for r in input.faults {
         let at = input.start + r.at;
@@ -819,6 +835,7 @@ fn back_after_faults(f: &mut Figures, input: &Inputs, by_id: &HashMap<&str, Vec<
             match next {
                 Some(after) => by_kind.entry(kind).or_default().push(after),
                 None if succeeded_before => f.back_done_before += 1,
+                None if buried.contains(id.as_str()) => f.back_cancelled += 1,
                 None => f.never_back.push(format!(
                     "{name} (id {id}), held at {kind} +{:.1}s",
                     secs(r.at)

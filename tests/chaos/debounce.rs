@@ -6,7 +6,9 @@
 //! by `status` of the envelope left and of the first, replaced, one; a quarter by `cancel` of
 //! the envelope left. `status` must find the pending publish as `debounced` under its key (or,
 //! once it fired, as a task with its id) and must never find a replaced one. A cancel that
-//! answers `withdrawn` must mean the envelope never runs and leaves no dead letter.
+//! answers `withdrawn` must mean the envelope never runs and leaves no dead letter; one that
+//! answers `marked` (held) that no attempt but the holder's runs, and that it ends completed or
+//! a dead letter.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::checks::Inputs;
 use crate::producer::{Kind, new_queue};
-use crate::receiver::Delivery;
+use crate::receiver::{Answer, Delivery};
 
 /// A key to probe: its number, the envelope left and the first (replaced) one.
 #[derive(Clone, Debug)]
@@ -276,6 +278,25 @@ fn judge_probe(probe: &Probe, delivered: &[&Delivery], dead: &HashSet<&str>) -> 
         }
         "cancelled" if !dead.contains(order.last.as_str()) => {
             Some(format!("{who}: cancelled, yet no dead letter"))
+        }
+        // Held when marked: the holder's attempt may still reach the receiver after the answer,
+        // no later one; it ends completed by that attempt or buried as cancelled.
+        "marked"
+            if delivered
+                .iter()
+                .filter(|d| d.arrived > probe.answered)
+                .count()
+                > 1 =>
+        {
+            Some(format!("{who}: marked, yet delivered twice after"))
+        }
+        "marked"
+            if !dead.contains(order.last.as_str())
+                && !delivered.iter().any(|d| d.answer == Answer::Ok) =>
+        {
+            Some(format!(
+                "{who}: marked, yet neither completed nor a dead letter"
+            ))
         }
         "dead" => Some(format!("{who}: status found it dead")),
         _ => None,

@@ -376,13 +376,14 @@ impl Outcome {
             .collect();
         let worst = f.back_after_fault.last().map_or(0.0, |(_, s)| s.max);
         println!(
-            "back       {:>6}  tasks a killed or frozen consumer held never came back; fault -> next delivery: {} (design target <= {:?}: lease {:?} + reaper; asserted <= {:?}; {} whose handler had succeeded before the fault not run again: their completion landed){}{}",
+            "back       {:>6}  tasks a killed or frozen consumer held never came back; fault -> next delivery: {} (design target <= {:?}: lease {:?} + reaper; asserted <= {:?}; {} whose handler had succeeded before the fault not run again: their completion landed; {} cancelled while held, buried as cancelled){}{}",
             f.never_back.len(),
             back.join("; "),
             BACK_AFTER_FAULT_TARGET,
             LEASE_TIMEOUT,
             BACK_AFTER_FAULT_BOUND,
             f.back_done_before,
+            f.back_cancelled,
             some(&f.never_back),
             flag(!f.never_back.is_empty() || worst > BACK_AFTER_FAULT_BOUND.as_secs_f64())
         );

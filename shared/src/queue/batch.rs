@@ -79,7 +79,7 @@ impl Queue {
     /// for its parents or went to the dead letters with one.
     pub async fn publish_batch(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
         self.check_batch(envelopes)?;
-        super::keys::check_order(envelopes)?;
+        super::parents::check_order(envelopes)?;
         let envelopes = &*self.with_due_times(envelopes).await?;
         match self.try_batch(envelopes).await? {
             Some(published) => Ok(published),

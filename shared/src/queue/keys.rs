@@ -24,9 +24,6 @@ use crate::error::{Error, Result};
 use crate::layout;
 use crate::task::Envelope;
 
-/// Publishes a bulk publish keeps in flight.
-const PUBLISH_WINDOW: usize = 1_000;
-
 /// How long a publish that met a taken key waits for the winner to write its task's name.
 const NAME_WAIT: Duration = Duration::from_millis(50);
 const NAME_TRIES: usize = 20;
@@ -143,76 +140,10 @@ impl Published {
     }
 }
 
-/// Refuses a publish where a task waits for itself or for one published after it (only a
-/// task published before can be a parent, so dependencies can form no cycle); names the item.
-pub(crate) fn check_order(envelopes: &[Envelope]) -> Result<()> {
-    let at: std::collections::HashMap<&str, usize> = (envelopes.iter().enumerate())
-        .map(|(i, e)| (e.id.as_str(), i))
-        .collect();
-    for (i, envelope) in envelopes.iter().enumerate() {
-        for parent in &envelope.after {
-            if let Some(&j) = at.get(parent.as_str()).filter(|&&j| j >= i) {
-                return Err(Error::Unpublishable {
-                    item: i + 1,
-                    problem: format!(
-                        "\"after\" names {parent}, the id of item {}: a task waits only for \
-                         tasks published before it, so dependencies cannot form a cycle",
-                        j + 1
-                    ),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Re-reads of its batch a redrive of a batch member may make when others keep changing it.
 const BATCH_REREADS: usize = 64;
 
 impl Queue {
-    /// Publishes `envelopes` pipelined, in order. An envelope with an idempotency key is
-    /// created together with its key in one multi-op, or not at all when the key is taken
-    /// (pending, held, or completed within `DEDUP_WINDOW_MS`).
-    pub async fn publish_all(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
-        let envelopes = &*self.with_due_times(envelopes).await?;
-        self.check_batches(envelopes).await?;
-        check_order(envelopes)?;
-        let mut published = Vec::with_capacity(envelopes.len());
-        // Runs of tasks without parents go pipelined; a task with parents goes alone, after
-        // them, naming those of this publish by the task names they got.
-        let mut names = std::collections::HashMap::new();
-        let mut rest = envelopes;
-        while !rest.is_empty() {
-            let run = rest.iter().take_while(|e| e.after.is_empty()).count();
-            let (plain, after) = rest.split_at(run);
-            for window in plain.chunks(PUBLISH_WINDOW) {
-                let done = self.publish_window(window).await?;
-                names.extend(done.iter().filter_map(|p| match p {
-                    Published::Created { id, task } => Some((id.clone(), task.clone())),
-                    _ => None,
-                }));
-                published.extend(done);
-            }
-            if let Some((child, tail)) = after.split_first() {
-                let mut child = child.clone();
-                for parent in &mut child.after {
-                    if let Some(name) = names.get(parent) {
-                        *parent = name.clone();
-                    }
-                }
-                let one = self.publish_child(&child).await?;
-                if let Published::Created { id, task } = &one {
-                    names.insert(id.clone(), task.clone());
-                }
-                published.push(one);
-                rest = tail;
-            } else {
-                rest = after;
-            }
-        }
-        Ok(published)
-    }
-
     pub(super) async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
         if !envelope.after.is_empty() {
             envelope

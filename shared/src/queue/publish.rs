@@ -6,7 +6,53 @@ use super::keys::Published;
 use crate::error::{Error, Result};
 use crate::task::{self, Envelope, Priority};
 
+/// Publishes a bulk publish keeps in flight.
+const PUBLISH_WINDOW: usize = 1_000;
+
 impl Queue {
+    /// Publishes `envelopes` pipelined, in order. An envelope with an idempotency key is
+    /// created together with its key in one multi-op, or not at all when the key is taken
+    /// (pending, held, or completed within `DEDUP_WINDOW_MS`).
+    pub async fn publish_all(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
+        let envelopes = &*self.with_due_times(envelopes).await?;
+        self.check_batches(envelopes).await?;
+        super::parents::check_order(envelopes)?;
+        let mut published = Vec::with_capacity(envelopes.len());
+        // Runs of tasks without parents go pipelined; a task with parents goes alone, after
+        // them, naming those of this publish by the task names they got.
+        let mut names = std::collections::HashMap::new();
+        let mut rest = envelopes;
+        while !rest.is_empty() {
+            let run = rest.iter().take_while(|e| e.after.is_empty()).count();
+            let (plain, after) = rest.split_at(run);
+            for window in plain.chunks(PUBLISH_WINDOW) {
+                let done = self.publish_window(window).await?;
+                names.extend(done.iter().filter_map(|p| match p {
+                    Published::Created { id, task } => Some((id.clone(), task.clone())),
+                    _ => None,
+                }));
+                published.extend(done);
+            }
+            if let Some((child, tail)) = after.split_first() {
+                let mut child = child.clone();
+                for parent in &mut child.after {
+                    if let Some(name) = names.get(parent) {
+                        *parent = name.clone();
+                    }
+                }
+                let one = self.publish_child(&child).await?;
+                if let Published::Created { id, task } = &one {
+                    names.insert(id.clone(), task.clone());
+                }
+                published.push(one);
+                rest = tail;
+            } else {
+                rest = after;
+            }
+        }
+        Ok(published)
+    }
+
     /// Publishes one envelope; returns the task's name. With an idempotency key that is
     /// taken, nothing is created and the name is that of the task that has the key
     /// ([`Queue::publish_all`] says which happened).
