@@ -246,3 +246,41 @@ async fn consumers_draining_together_leave_the_head_at_the_oldest_task_left() {
     }
     assert_eq!(names.len(), 800);
 }
+
+/// A walk that falls back to listing after its own consumer settled tasks, while another
+/// consumer moved the head (so the listing's head write loses): what it settled is not
+/// forgotten. Every number below the lowest task listed is gone, and its save moves the head
+/// there. The four-drain test above found the head left behind a window so settled.
+#[tokio::test]
+async fn a_walk_that_lists_keeps_what_its_consumer_settled_for_the_head() {
+    let t = TestQueue::new().await;
+    let names = t.publish(40).await;
+    // The head exists (a first walk lists an unknown queue once and writes it).
+    let mut first = event_bridge::queue::Walk::from_lanes(t.queue.read_lanes().await.unwrap());
+    while first.next_window(&t.queue).await.unwrap().is_some() {}
+    let mut walk = event_bridge::queue::Walk::from_lanes(t.queue.read_lanes().await.unwrap());
+    // Children that are not tasks, more than the walk will see: at the tail it lists.
+    let tasks = format!("{}/tasks", t.config.root);
+    for i in 0..50 {
+        let path = format!("{tasks}/not-a-task-{i}");
+        t.raw.create(&path, b"", &open()).await.unwrap();
+    }
+    let window = walk.next_window(&t.queue).await.unwrap().expect("a window");
+    assert_eq!(window.len(), 32);
+    // Its consumer settles the window's tasks.
+    for name in &names[..32] {
+        t.raw
+            .delete(&format!("{tasks}/{name}"), None)
+            .await
+            .unwrap();
+        walk.mark_gone(name);
+    }
+    // Another consumer writes the head meanwhile (the same data, a new version).
+    let head = format!("{}/head", t.config.root);
+    let (data, _) = t.raw.get_data(&head).await.unwrap();
+    t.raw.set_data(&head, &data, None).await.unwrap();
+    while walk.next_window(&t.queue).await.unwrap().is_some() {}
+    walk.save_head(&t.queue).await.unwrap();
+    let head = t.read_json("head").await;
+    assert_eq!(head["next"], json!(32), "head {head}");
+}

@@ -315,13 +315,16 @@ impl LaneWalk {
     /// The fallback: lists the lane and puts the head, the tail and the junk count right.
     async fn list(&mut self, queue: &Queue) -> Result<()> {
         self.listed = true;
+        // The tail before the listing: a number under it that the listing lacks was given
+        // before it, so it is gone for good.
+        let before = queue.probe_in(self.lane, 0, 0).await?.tail;
         let (numbers, junk) = queue.list_numbers(self.lane).await?;
         let probe = queue.probe_in(self.lane, 0, 0).await?;
         let head = self
             .head
             .clone()
             .unwrap_or_else(|| Head::missing(self.lane));
-        let lowest = numbers.first().copied().unwrap_or(probe.tail);
+        let lowest = numbers.first().copied().unwrap_or(before);
         let highest_next = numbers.last().map_or(probe.tail, |n| n + 1);
         let data = HeadData {
             next: lowest,
@@ -348,9 +351,12 @@ impl LaneWalk {
         };
         self.children = numbers.len() + junk;
         self.tail = highest_next.max(probe.tail);
-        // Walk again from the lowest task, counting afresh: every number below it is gone.
+        // Walk again from the lowest task, counting afresh: every number below it is gone, and
+        // so is every gap between the tasks listed. That knowledge is kept for the head even
+        // when the write above lost to another consumer's: it holds what this walk's own
+        // consumer settled, which no other consumer knows.
         self.next = lowest;
-        self.known = Ranges::new();
+        self.known = listed_gaps(&numbers, lowest);
         self.open.clear();
         self.seen = 0;
         self.found_any = false;
@@ -358,6 +364,22 @@ impl LaneWalk {
         self.ended = numbers.is_empty();
         Ok(())
     }
+}
+
+/// What a listing of `numbers` (sorted, the lowest `lowest`, or none) proves gone: every number
+/// below the lowest, and the gaps between the numbers listed (each was given before the number
+/// above it, which was listed).
+fn listed_gaps(numbers: &[i64], lowest: i64) -> Ranges {
+    let mut gone = Ranges::new();
+    if lowest > 0 {
+        gone.insert(0, lowest);
+    }
+    for pair in numbers.windows(2) {
+        if pair[1] > pair[0] + 1 {
+            gone.insert(pair[0] + 1, pair[1]);
+        }
+    }
+    gone
 }
 
 #[cfg(test)]
@@ -375,6 +397,14 @@ mod tests {
 
     fn settled_through(walk: &LaneWalk) -> i64 {
         walk.head_after(&HeadData::default()).next
+    }
+
+    #[test]
+    fn a_listing_proves_gone_what_lies_below_and_between_its_numbers() {
+        let gone = listed_gaps(&[5, 6, 9, 20], 5);
+        assert_eq!(gone.to_pairs(10), vec![[0, 5], [7, 9], [10, 20]]);
+        assert_eq!(listed_gaps(&[], 0).to_pairs(10), Vec::<[i64; 2]>::new());
+        assert_eq!(listed_gaps(&[], 12).to_pairs(10), vec![[0, 12]]);
     }
 
     #[test]
