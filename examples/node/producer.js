@@ -47,6 +47,11 @@ const FORMAT = 'event-bridge/1';
 const MAX_BODY_BYTES = 1000000;
 // Written by consumers only; a producer must never set them.
 const CONSUMER_FIELDS = ['attempts', 'last_error', 'retry_at', 'keyed'];
+
+// Fields whose publish writes more than the task: `after` registers a child with its parents
+// (it waits under after/<id>), `batch` counts a member in its batch. This producer writes only
+// the task, so it refuses them; the HTTP publish and `event-bridge publish` offer them.
+const NOT_OFFERED = ['after', 'on_parent_dead', 'batch'];
 // How long an idempotency key stays taken after its task completed (DEDUP_WINDOW_MS).
 const DEDUP_WINDOW_MS = Number(process.env.DEDUP_WINDOW_MS || 24 * 3600 * 1000);
 
@@ -189,11 +194,18 @@ function taskPrefix(root, priority = 'normal') {
 /**
  * An `event-bridge/1` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
  * `fields` adds optional fields (`group`, `idempotency_key`, `concurrency_key`, `priority`,
- * `debounce`, or your own) and may give `id` (your event's id, kept across retries) or `time`.
+ * `debounce`, or your own; not `after`, `on_parent_dead` or `batch`) and may give `id` (your
+ * event's id, kept across retries) or `time`.
  */
 function envelope(eventType, payload, fields = {}) {
   for (const name of CONSUMER_FIELDS) {
     if (name in fields) throw new Error(`'${name}' is written by consumers, not producers`);
+  }
+  for (const name of NOT_OFFERED) {
+    if (name in fields) {
+      throw new Error(`'${name}' is not offered by this producer: its publish writes more than `
+        + 'the task; publish it through the HTTP publish or `event-bridge publish`');
+    }
   }
   if ('concurrency_key' in fields) checkConcurrencyKey(fields.concurrency_key);
   if ('priority' in fields) checkPriority(fields.priority);

@@ -54,6 +54,11 @@ FORMAT = "event-bridge/1"
 MAX_BODY_BYTES = 1_000_000
 # Written by consumers only; a producer must never set them.
 CONSUMER_FIELDS = ("attempts", "last_error", "retry_at", "keyed")
+
+# Fields whose publish writes more than the task: ``after`` registers a child with its parents
+# (it waits under after/<id>), ``batch`` counts a member in its batch. This producer writes only
+# the task, so it refuses them; the HTTP publish and ``event-bridge publish`` offer them.
+NOT_OFFERED = ("after", "on_parent_dead", "batch")
 # A W3C traceparent of version 00.
 TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
@@ -181,12 +186,17 @@ def envelope(event_type, payload, **fields):
     """An ``event-bridge/1`` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
 
     ``fields`` adds optional fields (``group``, ``idempotency_key``, ``concurrency_key``,
-    ``priority``, ``debounce``, or your own) and may give ``id`` (your event's id, kept across
-    retries) or ``time``.
+    ``priority``, ``debounce``, or your own; not ``after``, ``on_parent_dead`` or ``batch``) and
+    may give ``id`` (your event's id, kept across retries) or ``time``.
     """
     for name in CONSUMER_FIELDS:
         if name in fields:
             raise ValueError(f"{name!r} is written by consumers, not producers")
+    for name in NOT_OFFERED:
+        if name in fields:
+            raise ValueError(
+                f"{name!r} is not offered by this producer: its publish writes more than the "
+                "task; publish it through the HTTP publish or `event-bridge publish`")
     if "concurrency_key" in fields:
         check_concurrency_key(fields["concurrency_key"])
     if "priority" in fields:

@@ -21,6 +21,7 @@ pub mod queue {
     pub const LEASED: &str = "event_bridge_queue_leased";
     pub const DELAYED: &str = "event_bridge_queue_delayed";
     pub const DEAD: &str = "event_bridge_queue_dead";
+    pub const BLOCKED: &str = "event_bridge_queue_blocked";
     pub const OLDEST_AGE: &str = "event_bridge_oldest_task_age_seconds";
     pub const PENDING_BY_TYPE: &str = "event_bridge_pending_tasks";
     pub const PAUSED: &str = "event_bridge_queue_paused";

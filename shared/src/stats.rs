@@ -31,6 +31,8 @@ pub struct Stats {
     pub dead: usize,
     /// Debounced publishes waiting for their period to end (each becomes one task).
     pub debounced: usize,
+    /// Children waiting under `after/` for their parents to settle.
+    pub blocked: usize,
     /// How long the oldest pending task has waited, by ZooKeeper's clock.
     pub oldest_task_age_ms: Option<i64>,
     /// What is paused (absent when nothing is).
@@ -68,8 +70,8 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
 }
 
 /// As [`collect`]; without `now`, ZooKeeper's clock is read only when there is a task to age
-/// (a look at an empty queue writes nothing). One multi-read of ten stats (the lanes,
-/// `leases/`, `dead/`, `delayed/`, `debounce/`, `concurrency/`, `groups/` and `paused`) answers
+/// (a look at an empty queue writes nothing). One multi-read of eleven stats (the lanes,
+/// `leases/`, `dead/`, `delayed/`, `debounce/`, `concurrency/`, `groups/`, `paused` and `after/`) answers
 /// an idle queue; the delay buckets, the key gates and the group locks are read only when
 /// their parent has children, and the oldest task's age only when there is one.
 pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
@@ -94,6 +96,7 @@ pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
         delayed,
         dead: counters.dead,
         debounced: glance.debounced,
+        blocked: glance.blocked,
         oldest_task_age_ms,
         paused: glance.paused,
         paused_groups,
@@ -117,6 +120,7 @@ struct Glance {
     gates: bool,
     groups: bool,
     debounced: usize,
+    blocked: usize,
     paused: Paused,
 }
 
@@ -129,6 +133,7 @@ async fn glance(queue: &Queue) -> Result<Glance> {
         layout.groups(),
         layout.debounce(),
         layout.paused(),
+        layout.after(),
     ]);
     let reads = queue.read_paths(&paths).await?;
     let stats: Vec<Option<zk::Stat>> = reads.iter().map(|r| r.as_ref().map(|r| r.1)).collect();
@@ -143,6 +148,7 @@ async fn glance(queue: &Queue) -> Result<Glance> {
         gates: has(6),
         groups: has(7),
         debounced: children(&stats[8]),
+        blocked: children(&stats[10]),
         paused,
     })
 }

@@ -28,11 +28,13 @@
 //! real SQS would do; batched/unbatched is the comparison that carries.
 //!
 //! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
-//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart` or `semantics` (only
-//! that section, [`coldstart`] or [`semantics`], the latter at the first of `BENCH_SIZES`). No tracing subscriber is installed, so logging costs nothing.
+//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics` or `fairness`
+//! (only that section, [`coldstart`], [`semantics`] or [`fairness`], the second at the first of
+//! `BENCH_SIZES`), `BENCH_FAIR_BIG` (100000: the backlog of the fairness section). No tracing subscriber is installed, so logging costs nothing.
 
 mod baseline;
 mod coldstart;
+mod fairness;
 mod rss;
 mod scale;
 mod semantics;
@@ -102,6 +104,7 @@ async fn bench() -> Result<()> {
     }
     match std::env::var("BENCH_ONLY").as_deref() {
         Ok("coldstart") => return coldstart::section(&addr, smoke).await,
+        Ok("fairness") => return fairness::section(&addr, smoke).await,
         Ok("semantics") => {
             let size = *env_list("BENCH_SIZES", "2000")?
                 .first()
@@ -188,6 +191,7 @@ async fn bench() -> Result<()> {
     }
     worker_section(&addr, smoke).await?;
     semantics::section(&addr, smallest.size, concurrency).await?;
+    fairness::section(&addr, smoke).await?;
     if !smoke {
         baseline::section(&addr).await?;
     }

@@ -35,8 +35,9 @@ async fn serve_exposes_the_queue_figures_a_prometheus_parser_reads() {
             figure("event_bridge_queue_leased"),
             figure("event_bridge_queue_dead"),
             figure("event_bridge_queue_delayed"),
+            figure("event_bridge_queue_blocked"),
         ),
-        (Some(5.0), Some(1.0), Some(2.0), Some(0.0)),
+        (Some(5.0), Some(1.0), Some(2.0), Some(0.0), Some(0.0)),
         "{samples:?}"
     );
     assert_eq!(

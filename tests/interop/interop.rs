@@ -21,7 +21,7 @@ use zookeeper_client as zk;
 use harness::{Recorder, TestQueue, options};
 
 /// The workspace's root: the example scripts are addressed from there.
-fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -29,7 +29,7 @@ fn workspace() -> PathBuf {
 }
 
 /// The Python interpreter: `$PYTHON` (a virtualenv's, say), else `python3`.
-fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
 

@@ -159,3 +159,42 @@ async fn producers_debounce_by_key_and_refuse_a_bad_period() {
         "a debounced publish creates no task"
     );
 }
+
+/// Fields whose publish must write more than the task (`after` registers the child with its
+/// parents, `batch` counts the member in its batch) are not offered by the Python and Node
+/// producers: their libraries refuse them by name, rather than write a task that would run at
+/// once, or a member its batch never counted. The HTTP publish and our CLI offer them.
+#[tokio::test]
+async fn producers_refuse_the_fields_only_our_publish_offers() {
+    require_python();
+    require_node();
+    for field in ["after", "on_parent_dead", "batch"] {
+        let python = format!(
+            "import sys; sys.path.insert(0, 'examples/python'); import producer\n\
+             try:\n    producer.envelope('t', {{}}, {field}='x')\n\
+             except ValueError as e:\n    print(e)\n    sys.exit(2)"
+        );
+        let node = format!(
+            "const p = require('./examples/node/producer.js');\n\
+             try {{ p.envelope('t', {{}}, {{ {field}: 'x' }}); }}\n\
+             catch (e) {{ console.log(e.message); process.exit(2); }}"
+        );
+        let python_program = crate::interop::python();
+        for (program, flag, code) in [
+            (python_program.as_str(), "-c", python),
+            ("node", "-e", node),
+        ] {
+            let output = Command::new(program)
+                .args([flag, &code])
+                .current_dir(crate::interop::workspace())
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&output.stdout);
+            assert_eq!(output.status.code(), Some(2), "{program} {field}: {said}");
+            assert!(
+                said.contains(field) && said.contains("HTTP publish"),
+                "{program} {field}: {said}"
+            );
+        }
+    }
+}

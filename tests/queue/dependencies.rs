@@ -78,6 +78,10 @@ async fn a_child_waits_for_each_parent_by_name_or_id_and_then_runs_once() {
         [a.id.clone(), b.id.clone()]
     );
     assert_eq!(t.children("tasks").await.len(), 2, "not in the lane");
+    let stats = event_bridge::stats::collect_with(&t.queue, None)
+        .await
+        .unwrap();
+    assert_eq!((stats.depth, stats.blocked), (2, 1), "stats count it apart");
 
     complete(&t, &names[0]).await;
     assert_eq!(
@@ -91,6 +95,10 @@ async fn a_child_waits_for_each_parent_by_name_or_id_and_then_runs_once() {
     };
     assert_eq!(task.envelope.unwrap().after, [a.id, b.id]);
     assert!(t.children("after").await.is_empty());
+    let stats = event_bridge::stats::collect_with(&t.queue, None)
+        .await
+        .unwrap();
+    assert_eq!((stats.depth, stats.blocked), (1, 0));
     assert!(
         t.children("dependents").await.is_empty(),
         "markers go once their children are seen to"

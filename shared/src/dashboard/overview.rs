@@ -90,6 +90,7 @@ fn cards(stats: &Stats) -> Markup {
             (card("Leased", "leased", &stats.leased.to_string(), false))
             (card("In backoff or delayed", "delayed", &stats.delayed.to_string(), false))
             (card("Debounced", "debounced", &stats.debounced.to_string(), false))
+            (card("Waiting for parents", "blocked", &stats.blocked.to_string(), false))
             (card("Dead letters", "dead", &stats.dead.to_string(), stats.dead > 0))
             (card("Oldest task", "oldest", &oldest, false))
         }

@@ -70,6 +70,7 @@ fn record(sample: &Sample, detailed: &DetailedStats, types: &mut BTreeSet<String
     gauge!(names::LEASED).set(sample.leased as f64);
     gauge!(names::DELAYED).set(stats.delayed as f64);
     gauge!(names::DEAD).set(sample.dead as f64);
+    gauge!(names::BLOCKED).set(stats.blocked as f64);
     let age = stats.oldest_task_age_ms.unwrap_or(0).max(0) as f64 / 1000.0;
     gauge!(names::OLDEST_AGE).set(age);
     gauge!(names::PAUSED).set(if stats.paused.queue.is_some() {

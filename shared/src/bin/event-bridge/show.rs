@@ -70,6 +70,7 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
     out!("leased       {}", s.stats.leased);
     out!("waiting      {}", s.stats.delayed);
     out!("debounced    {}", s.stats.debounced);
+    out!("blocked      {} (waiting for parents)", s.stats.blocked);
     out!("dead         {}", s.stats.dead);
     if s.unreadable > 0 {
         out!(
