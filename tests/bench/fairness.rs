@@ -129,32 +129,10 @@ async fn measure(addr: &str, big: usize, samples: usize, period: Duration) -> Re
     // On an empty queue `samples` tasks; behind a backlog, one a period for as long as `big`
     // has tasks left (at least one), so that every sample waited behind it.
     let publish = async {
-        let mut published = 0;
-        loop {
-            let left = big > *completed.lock().expect("not poisoned");
-            let more = if big == 0 {
-                published < samples
-            } else {
-                left || published == 0
-            };
-            if !more {
-                break;
-            }
-            let envelope = keyed("small", json!({ "at_ms": now_ms() }));
-            producer.publish(&envelope).await?;
-            published += 1;
-            tokio::time::sleep(period).await;
-        }
-        // Until every `small` task ran (ten minutes at most), then the consumers stop.
-        let until = tokio::time::Instant::now() + Duration::from_secs(600);
-        while waits.lock().expect("not poisoned").len() < published {
-            if tokio::time::Instant::now() > until {
-                return Err("small's tasks did not all run".into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let published = publish_small(&producer, big, samples, period, &completed, &waits).await;
+        // The consumers stop however the publishing ended.
         stop.store(true, Ordering::Relaxed);
-        Result::Ok(())
+        published
     };
     let (drained, published) = tokio::join!(drains, publish);
     drained?;
@@ -165,6 +143,44 @@ async fn measure(addr: &str, big: usize, samples: usize, period: Duration) -> Re
     let rate = *completed.lock().expect("not poisoned") as f64 / elapsed;
     delete_tree(&admin, &chroot).await?;
     Ok(Waits { small, rate })
+}
+
+/// Publishes `small`'s tasks one every `period` (`samples` of them on an empty queue, else
+/// while `big` has tasks left, at least one), then waits until each has started (ten minutes
+/// at most).
+async fn publish_small(
+    producer: &Queue,
+    big: usize,
+    samples: usize,
+    period: Duration,
+    handled: &Mutex<usize>,
+    waits: &Mutex<Vec<f64>>,
+) -> Result<()> {
+    let mut published = 0;
+    loop {
+        // Handled so far, less `small`'s: `big`'s.
+        let big_done = (handled.lock().expect("not poisoned"))
+            .saturating_sub(waits.lock().expect("not poisoned").len());
+        let more = match big {
+            0 => published < samples,
+            _ => big_done < big || published == 0,
+        };
+        if !more {
+            break;
+        }
+        let envelope = keyed("small", json!({ "at_ms": now_ms() }));
+        producer.publish(&envelope).await?;
+        published += 1;
+        tokio::time::sleep(period).await;
+    }
+    let until = tokio::time::Instant::now() + Duration::from_secs(600);
+    while waits.lock().expect("not poisoned").len() < published {
+        if tokio::time::Instant::now() > until {
+            return Err("small's tasks did not all start within ten minutes".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
 }
 
 /// A consumer's loop of runs until `stop`: a run that found nothing is followed by a short

@@ -219,7 +219,8 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> DebounceF
     let dead: HashSet<&str> = input.left.dead.iter().map(|d| d.id.as_str()).collect();
     for probe in &published.probes {
         let delivered = by_id.get(probe.order.last.as_str()).map_or(&[][..], |l| l);
-        if let Some(wrong) = judge_probe(probe, delivered, &dead) {
+        let holder = holder_at(input, probe, delivered);
+        if let Some(wrong) = judge_probe(probe, delivered, &dead, holder) {
             f.probe_violations.push(wrong);
         }
         let states = match probe.order.cancel {
@@ -234,9 +235,27 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> DebounceF
     f
 }
 
-/// What is wrong with `probe`'s answers, given the deliveries of the envelope left and the ids
-/// of the dead letters.
-fn judge_probe(probe: &Probe, delivered: &[&Delivery], dead: &HashSet<&str>) -> Option<String> {
+/// The fencing token of the latest claim of the envelope left (under any of the names its
+/// deliveries came under) that the consumers logged before `probe` answered: the holder a
+/// `marked` answer means. `None` when no such claim was logged.
+fn holder_at(input: &Inputs, probe: &Probe, delivered: &[&Delivery]) -> Option<i64> {
+    let since = probe.answered.saturating_duration_since(input.start);
+    let answered_ms = input.start_ms + since.as_millis() as i64;
+    let names: HashSet<&str> = delivered.iter().map(|d| d.task.as_str()).collect();
+    (input.claims.iter())
+        .filter(|c| names.contains(c.task.as_str()) && c.at_ms <= answered_ms)
+        .map(|c| c.token)
+        .max()
+}
+
+/// What is wrong with `probe`'s answers, given the deliveries of the envelope left, the ids
+/// of the dead letters, and the token of the claim held when it answered (see [`holder_at`]).
+fn judge_probe(
+    probe: &Probe,
+    delivered: &[&Delivery],
+    dead: &HashSet<&str>,
+    holder: Option<i64>,
+) -> Option<String> {
     let (order, last) = (&probe.order, &probe.last);
     let who = format!("{} (key {})", order.last, order.key);
     if last.state.starts_with("error") || last.state == "never answered" {
@@ -289,6 +308,17 @@ fn judge_probe(probe: &Probe, delivered: &[&Delivery], dead: &HashSet<&str>) -> 
                 > 1 =>
         {
             Some(format!("{who}: marked, yet delivered twice after"))
+        }
+        "marked"
+            if let Some(later) = (delivered.iter())
+                .filter(|d| d.arrived > probe.answered)
+                .find(|d| holder.is_some_and(|h| d.token > h)) =>
+        {
+            Some(format!(
+                "{who}: marked while token {} held it, yet run after by token {}",
+                holder.unwrap_or_default(),
+                later.token
+            ))
         }
         "marked"
             if !dead.contains(order.last.as_str())

@@ -284,3 +284,45 @@ async fn a_walk_that_lists_keeps_what_its_consumer_settled_for_the_head() {
     let head = t.read_json("head").await;
     assert_eq!(head["next"], json!(32), "head {head}");
 }
+
+/// As above, in the high lane: a listing whose head write lost reads its own lane's head
+/// again, and the walk's save moves that head, never the normal lane's (`ROOT/head`).
+#[tokio::test]
+async fn a_high_lane_walk_that_lists_saves_to_its_own_head() {
+    let t = TestQueue::new().await;
+    let envelopes: Vec<Envelope> = (0..40)
+        .map(|i| {
+            let mut e = Envelope::new("high", json!({ "i": i }));
+            e.priority = event_bridge::task::Priority::High;
+            e
+        })
+        .collect();
+    let names = t.queue.publish_many(&envelopes).await.unwrap();
+    // One normal task, so that the normal lane has a head to be confused with.
+    t.publish(1).await;
+    let mut first = event_bridge::queue::Walk::from_lanes(t.queue.read_lanes().await.unwrap());
+    while first.next_window(&t.queue).await.unwrap().is_some() {}
+    let normal = format!("{}/head", t.config.root);
+    let normal_before = t.raw.get_data(&normal).await.ok().map(|(data, _)| data);
+    let mut walk = event_bridge::queue::Walk::from_lanes(t.queue.read_lanes().await.unwrap());
+    let lane = format!("{}/lanes/high", t.config.root);
+    for i in 0..50 {
+        let path = format!("{lane}/not-a-task-{i}");
+        t.raw.create(&path, b"", &open()).await.unwrap();
+    }
+    let window = walk.next_window(&t.queue).await.unwrap().expect("a window");
+    assert_eq!(window.len(), 32);
+    for name in &names[..32] {
+        t.raw.delete(&format!("{lane}/{name}"), None).await.unwrap();
+        walk.mark_gone(name);
+    }
+    let head = format!("{}/heads/high", t.config.root);
+    let (data, _) = t.raw.get_data(&head).await.unwrap();
+    t.raw.set_data(&head, &data, None).await.unwrap();
+    while walk.next_window(&t.queue).await.unwrap().is_some() {}
+    walk.save_head(&t.queue).await.unwrap();
+    let high = t.read_json("heads/high").await;
+    assert_eq!(high["next"], json!(32), "high head {high}");
+    let normal_after = t.raw.get_data(&normal).await.ok().map(|(data, _)| data);
+    assert_eq!(normal_after, normal_before, "the normal lane's head");
+}

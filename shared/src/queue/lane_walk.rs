@@ -210,7 +210,7 @@ impl LaneWalk {
                 tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
                 return Ok(());
             }
-            self.head = queue.read_head().await?;
+            self.head = queue.read_head_in(self.lane).await?;
         }
         tracing::debug!("head not moved: other consumers kept writing it first");
         Ok(())
@@ -347,7 +347,7 @@ impl LaneWalk {
         };
         self.head = match written {
             Some(written) => Some(written),
-            None => queue.read_head().await?,
+            None => queue.read_head_in(self.lane).await?,
         };
         self.children = numbers.len() + junk;
         self.tail = highest_next.max(probe.tail);
@@ -356,7 +356,7 @@ impl LaneWalk {
         // when the write above lost to another consumer's: it holds what this walk's own
         // consumer settled, which no other consumer knows.
         self.next = lowest;
-        self.known = listed_gaps(&numbers, lowest);
+        self.known = listed_gaps(&numbers, lowest, before);
         self.open.clear();
         self.seen = 0;
         self.found_any = false;
@@ -366,18 +366,22 @@ impl LaneWalk {
     }
 }
 
-/// What a listing of `numbers` (sorted, the lowest `lowest`, or none) proves gone: every number
-/// below the lowest, and the gaps between the numbers listed (each was given before the number
-/// above it, which was listed).
-fn listed_gaps(numbers: &[i64], lowest: i64) -> Ranges {
+/// What a listing of `numbers` (sorted, the lowest `lowest`, or none) proves gone, `before`
+/// being the tail read before it: the numbers under `before` that it lacks, below the lowest
+/// and between the numbers listed. Under the tail each was given before the listing, so it is
+/// gone for good; a number at or past it (a task created by name beyond the tail) proves
+/// nothing about the numbers below it that ZooKeeper has yet to give.
+fn listed_gaps(numbers: &[i64], lowest: i64, before: i64) -> Ranges {
     let mut gone = Ranges::new();
-    if lowest > 0 {
-        gone.insert(0, lowest);
-    }
-    for pair in numbers.windows(2) {
-        if pair[1] > pair[0] + 1 {
-            gone.insert(pair[0] + 1, pair[1]);
+    let mut insert = |from: i64, to: i64| {
+        let to = to.min(before);
+        if from < to {
+            gone.insert(from, to);
         }
+    };
+    insert(0, lowest);
+    for pair in numbers.windows(2) {
+        insert(pair[0] + 1, pair[1]);
     }
     gone
 }
@@ -401,10 +405,17 @@ mod tests {
 
     #[test]
     fn a_listing_proves_gone_what_lies_below_and_between_its_numbers() {
-        let gone = listed_gaps(&[5, 6, 9, 20], 5);
+        let gone = listed_gaps(&[5, 6, 9, 20], 5, 21);
         assert_eq!(gone.to_pairs(10), vec![[0, 5], [7, 9], [10, 20]]);
-        assert_eq!(listed_gaps(&[], 0).to_pairs(10), Vec::<[i64; 2]>::new());
-        assert_eq!(listed_gaps(&[], 12).to_pairs(10), vec![[0, 12]]);
+        assert_eq!(listed_gaps(&[], 0, 0).to_pairs(10), Vec::<[i64; 2]>::new());
+        assert_eq!(listed_gaps(&[], 12, 12).to_pairs(10), vec![[0, 12]]);
+        // A task created by name far past the tail (12): nothing at or past the tail is gone.
+        let gone = listed_gaps(&[3, 50_000], 3, 12);
+        assert_eq!(gone.to_pairs(10), vec![[0, 3], [4, 12]]);
+        assert_eq!(
+            listed_gaps(&[50_000], 50_000, 12).to_pairs(10),
+            vec![[0, 12]]
+        );
     }
 
     #[test]
