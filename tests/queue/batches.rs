@@ -366,3 +366,40 @@ async fn a_batch_payload_over_its_limit_is_refused() {
         Err(Error::Batch { .. })
     ));
 }
+
+/// A batch's znode overwritten with what is not a batch (by hand, by another tool): its members
+/// still complete, or go to the dead letters, and the tasks that settle with them in the same
+/// multi-op are not held back. (Before the fix, the completion's read of the batch failed,
+/// and with it the completion of every task it carried: they ran again and again.)
+#[tokio::test]
+async fn members_of_an_unreadable_batch_still_settle_with_the_tasks_beside_them() {
+    let t = TestQueue::new().await;
+    batch::open(&t.queue, "b", open_args()).await.unwrap();
+    t.queue
+        .publish_all(&[member("b", 1), member("b", 2), member("b", 3)])
+        .await
+        .unwrap();
+    t.publish(3).await; // not members
+    let path = format!("{}/batches/b", t.config.root);
+    t.raw.set_data(&path, b"not a batch", None).await.unwrap();
+    let handler = FnHandler(|task: Task| async move {
+        let row = task.envelope.event_type == "import.row";
+        match task.envelope.payload["n"].as_u64() {
+            Some(2) if row => Err(HandlerError::Permanent("bad row".into())),
+            _ => Ok(()),
+        }
+    });
+    let report = process::run(&t.queue, &handler, &harness::options(10, 8))
+        .await
+        .expect("a run over an unreadable batch");
+    assert_eq!(
+        (report.completed, report.dead_lettered),
+        (5, 1),
+        "{report:?}"
+    );
+    assert!(t.children("tasks").await.is_empty());
+    assert!(t.children("leases").await.is_empty());
+    // The batch is left as it was found, for its owner to look at.
+    let (data, _) = t.raw.get_data(&path).await.unwrap();
+    assert_eq!(data, b"not a batch");
+}

@@ -441,3 +441,55 @@ async fn a_group_whose_waiting_head_is_cancelled_goes_on() {
     assert_eq!(log.done("g"), [1], "{report:?}");
     assert!(t.children("groups").await.is_empty(), "no lock left");
 }
+
+/// A claim batch meets a group another consumer holds: that task is answered "group busy" with
+/// the holder's id, and the tasks after it in the batch are claimed all the same. (The claim
+/// creates a group's lock without reading it first, and reads it only when the create fails:
+/// that failure must answer the one task, not leave the rest of the batch untried.)
+#[tokio::test]
+async fn a_claim_batch_that_meets_a_busy_group_takes_the_tasks_after_it() {
+    let t = TestQueue::new().await;
+    let envelopes = [
+        grouped("g", 0),
+        grouped("g", 1),
+        Envelope::new("plain", json!({})),
+        grouped("h", 0),
+    ];
+    let names = t.queue.publish_many(&envelopes).await.unwrap();
+    let other = t.consumer("other").await;
+    let now = t.now().await;
+    let ClaimOutcome::Claimed(_held) = other.claim(&names[0], &now).await.unwrap() else {
+        panic!("claim of the group's head");
+    };
+    let mut reads = Vec::new();
+    for name in &names[1..] {
+        let path = format!("{}/tasks/{name}", t.config.root);
+        let (body, stat) = t.raw.get_data(&path).await.unwrap();
+        reads.push((name.clone(), body, stat));
+    }
+    let outcomes = t
+        .queue
+        .claim_many(&reads, &now, &Default::default())
+        .await
+        .unwrap();
+    match &outcomes[0] {
+        Some(ClaimOutcome::GroupBusy { owner }) => {
+            assert_eq!(owner.as_deref(), Some(envelopes[0].id.as_str()))
+        }
+        other => panic!("the busy group's task: {other:?}"),
+    }
+    for (name, outcome) in names[2..].iter().zip(&outcomes[1..]) {
+        assert!(
+            matches!(outcome, Some(ClaimOutcome::Claimed(_))),
+            "{name}: {outcome:?}"
+        );
+    }
+    assert_eq!(
+        t.read_json("groups/h").await["id"],
+        envelopes[3].id.as_str()
+    );
+    assert_eq!(
+        t.read_json("groups/g").await["id"],
+        envelopes[0].id.as_str()
+    );
+}

@@ -116,7 +116,7 @@ impl Queue {
         let held = matches!(task, Burial::Held { .. });
         let batch = batch_of(&task, &body);
         let mut seen = match &batch {
-            Some(b) => self.read_batch(b).await?,
+            Some(b) => self.settling_batch(b).await?,
             None => None,
         };
         let prefix = self.layout().lane_prefix(crate::task::Priority::Normal);
@@ -179,7 +179,7 @@ impl Queue {
             {
                 batch_rereads += 1;
                 super::members::batch_backoff(batch_rereads).await;
-                seen = self.read_batch(b).await?;
+                seen = self.settling_batch(b).await?;
                 continue;
             }
             // A child registered since `dependents/` was seen without children: read again.

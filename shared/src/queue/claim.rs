@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::gate::{GateWrite, Wanting};
-use super::group_lock::{HeldLock, LockOp};
+use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::ops::{Multi, Op};
 use super::pause::Paused;
 use crate::clock::ZkTime;
@@ -289,7 +289,8 @@ impl Queue {
     /// one, after creating or taking over its group's lock) its lease created and bumped to
     /// version 1, and the task rewritten at the version read. When one fails, that task's
     /// outcome is known (taken, gone, or its group busy); those before it passed ZooKeeper's
-    /// checks and are sent again; those after it are left untried.
+    /// checks and are sent again; those after it are left untried, unless it failed at its
+    /// group's lock (see [`Queue::lock_failed`]).
     async fn take_many(
         &self,
         mut takes: Vec<(usize, Take)>,
@@ -362,13 +363,19 @@ impl Queue {
                 }
                 Owner::Task(task, step) => (task, step),
             };
+            if step == Step::Lock {
+                if self
+                    .lock_failed(&mut takes, task, &failed.error, &mut outcomes)
+                    .await?
+                {
+                    continue;
+                }
+                return Err(failed.unexpected("claim"));
+            }
             let outcome = match (step, &failed.error) {
                 (Step::Slot, zk::Error::NodeExists | zk::Error::NoNode) => {
                     let retry_in_ms = crate::limit::SLOT_POLL_MS;
                     ClaimOutcome::Limited { retry_in_ms }
-                }
-                (Step::Lock, zk::Error::NodeExists | zk::Error::BadVersion | zk::Error::NoNode) => {
-                    ClaimOutcome::GroupBusy { owner: None }
                 }
                 (Step::Lease, zk::Error::NodeExists) | (Step::Task, zk::Error::BadVersion) => {
                     ClaimOutcome::Taken
@@ -380,5 +387,38 @@ impl Queue {
             takes.truncate(task);
         }
         Ok(outcomes)
+    }
+
+    /// Task `task` of `takes` failed the claim's multi-op at its group's lock with `error`:
+    /// a create that met a lock reads it, and takes it over when it names the task (the
+    /// multi-op is sent again with the task); a busy or paused group, or a lock that moved
+    /// since it was read, answers the task [`ClaimOutcome::GroupBusy`] and the multi-op is
+    /// sent again without it (a busy group says nothing about the tasks after it). `false`:
+    /// `error` is none a lock's operation meets.
+    async fn lock_failed(
+        &self,
+        takes: &mut Vec<(usize, Take)>,
+        task: usize,
+        error: &zk::Error,
+        outcomes: &mut Vec<(usize, ClaimOutcome)>,
+    ) -> Result<bool> {
+        let take = &mut takes[task].1;
+        let owner = match (&take.lock, error) {
+            (Some(LockOp::Create { .. }), zk::Error::NodeExists) => {
+                let group = take.envelope.group.as_deref().unwrap_or_default();
+                match self.lock_met(group, &take.name, &take.envelope).await? {
+                    LockDecision::Free(op) => {
+                        take.lock = Some(op);
+                        return Ok(true);
+                    }
+                    LockDecision::Busy(owner) => owner,
+                }
+            }
+            (Some(LockOp::TakeOver { .. }), zk::Error::BadVersion | zk::Error::NoNode) => None,
+            _ => return Ok(false),
+        };
+        let (index, _) = takes.remove(task);
+        outcomes.push((index, ClaimOutcome::GroupBusy { owner }));
+        Ok(true)
     }
 }

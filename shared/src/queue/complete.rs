@@ -146,7 +146,7 @@ impl Queue {
     ) -> Result<Vec<(String, Settled)>> {
         let mut settled = Vec::with_capacity(leases.len());
         let mut reread = std::collections::HashSet::new();
-        let mut batches = self.read_batches(&batch_names(&leases)).await?;
+        let mut batches = self.settling_batches(&batch_names(&leases)).await?;
         let prefix = self.layout().lane_prefix(crate::task::Priority::Normal);
         let mut batch_tries = 0;
         let mut marker_tries = 0;

@@ -2,8 +2,9 @@
 //!
 //! A group's lock, `groups/<group>`, exists while one of its tasks runs, waits for a retry, or
 //! the group is paused, and names that task's id. A claim of a grouped task creates the lock in
-//! its multi-op (so of two claims of one group, one fails), or takes it over when it names the
-//! task's own id (a retry come back, a task whose consumer died). Completing the task deletes
+//! its multi-op (so of two claims of one group, one fails), without reading it first: only a
+//! create that fails reads the lock, and takes it over when it names the task's own id (a retry
+//! come back, a task whose consumer died), in the multi-op sent again. Completing the task deletes
 //! the lock in the same multi-op; a retry keeps it, so the group waits for its head; burying
 //! deletes it, or marks the group paused when the task or its route asks. Which task of a group
 //! is next is decided by the walk (see `process::pass`): only a walk that has seen every number
@@ -34,21 +35,26 @@ pub struct LockRead {
     pub version: i32,
 }
 
-impl Queue {
-    /// Group `group`'s lock, if it has one.
-    pub async fn group_lock(&self, group: &str) -> Result<Option<LockRead>> {
-        let path = self.layout().group(group);
-        let Some((bytes, stat)) = self.read_path(&path).await? else {
-            return Ok(None);
-        };
+impl LockRead {
+    /// The lock at `path` from its data and stat; unreadable data is an error naming it.
+    fn parse(path: String, (bytes, stat): (Vec<u8>, zk::Stat)) -> Result<LockRead> {
         let lock = serde_json::from_slice(&bytes).map_err(|e| Error::Unreadable {
             path,
             problem: e.to_string(),
         })?;
-        Ok(Some(LockRead {
+        Ok(LockRead {
             lock,
             version: stat.version,
-        }))
+        })
+    }
+}
+
+impl Queue {
+    /// Group `group`'s lock, if it has one.
+    pub async fn group_lock(&self, group: &str) -> Result<Option<LockRead>> {
+        let path = self.layout().group(group);
+        let read = self.read_path(&path).await?;
+        read.map(|read| LockRead::parse(path, read)).transpose()
     }
 
     /// Resumes a group paused after one of its tasks went to the dead letters: deletes its
@@ -131,25 +137,48 @@ pub struct HeldLock {
 }
 
 impl Queue {
-    /// What a claim of task `name` (of `envelope`'s group) does to the group's lock.
-    pub(super) async fn lock_for_claim(
+    /// What a claim of task `name` (of `envelope`'s group) does to the group's lock, read
+    /// from nothing: it creates the lock. Most claims find their group free (the task before
+    /// completed), so the claim reads the lock only when the create meets one
+    /// ([`Queue::lock_met`]).
+    pub(super) fn lock_for_claim(
+        &self,
+        group: &str,
+        name: &str,
+        envelope: &crate::task::Envelope,
+    ) -> Result<LockOp> {
+        Ok(LockOp::Create {
+            path: self.layout().group(group),
+            data: self.lock_data(name, envelope)?,
+        })
+    }
+
+    /// The lock a claim of task `name` holds.
+    fn lock_data(&self, name: &str, envelope: &crate::task::Envelope) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec(&GroupLock {
+            id: envelope.id.clone(),
+            task: name.to_string(),
+            paused: None,
+        })?)
+    }
+
+    /// Whether a claim of task `name` whose create of its group's lock met one may take the
+    /// group: when the lock names this very task (a retry come back, a task whose consumer
+    /// died), by taking it over at the version read; otherwise the group is busy (with its
+    /// holder's id), or paused, or its lock went meanwhile (busy, for a later pass).
+    pub(super) async fn lock_met(
         &self,
         group: &str,
         name: &str,
         envelope: &crate::task::Envelope,
     ) -> Result<LockDecision> {
         let path = self.layout().group(group);
-        let data = serde_json::to_vec(&GroupLock {
-            id: envelope.id.clone(),
-            task: name.to_string(),
-            paused: None,
-        })?;
         Ok(match self.group_lock(group).await? {
-            None => LockDecision::Free(LockOp::Create { path, data }),
+            None => LockDecision::Busy(None),
             Some(read) if read.lock.paused.is_some() => LockDecision::Busy(None),
             Some(read) if read.lock.id == envelope.id => LockDecision::Free(LockOp::TakeOver {
                 path,
-                data,
+                data: self.lock_data(name, envelope)?,
                 version: read.version,
             }),
             Some(read) => LockDecision::Busy(Some(read.lock.id)),

@@ -132,7 +132,8 @@ impl Queue {
             .collect()
     }
 
-    /// `seen` with batch `name` read again (after a write to it failed).
+    /// `seen` with batch `name` read again (after a write to it failed), as a settlement
+    /// reads it.
     pub(super) async fn reread_batch(
         &self,
         seen: &mut BatchesSeen,
@@ -140,9 +141,29 @@ impl Queue {
         attempt: usize,
     ) -> Result<()> {
         batch_backoff(attempt).await;
-        let state = self.read_batch(name).await?;
+        let state = self.settling_batch(name).await?;
         seen.insert(name.to_string(), state);
         Ok(())
+    }
+
+    /// Batch `name` as a completion or a burial of one of its members reads it: a znode that
+    /// is not a batch (written by hand, or by another tool) counts as gone, with a warning
+    /// naming it, so that the member settles (and the tasks settling beside it in one
+    /// multi-op) instead of failing with it; the batch is left as it is.
+    pub(super) async fn settling_batch(&self, name: &str) -> Result<Option<(BatchState, i32)>> {
+        let path = self.layout().batch(name);
+        let found = self.read_path(&path).await?;
+        Ok(found.and_then(|found| settleable(&path, found)))
+    }
+
+    /// The batches `names` as a settlement reads them (one multi-read; see
+    /// [`Queue::settling_batch`]).
+    pub(super) async fn settling_batches(&self, names: &[String]) -> Result<BatchesSeen> {
+        let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
+        let read = self.read_paths(&paths).await?;
+        let states = (paths.iter().zip(read))
+            .map(|(path, found)| found.and_then(|found| settleable(path, found)));
+        Ok(names.iter().cloned().zip(states).collect())
     }
 
     /// The first `most` batches by name (one listing, one multi-read), and how many there are.
@@ -408,6 +429,18 @@ impl Queue {
         }
         tracing::info!(batch = %state.name, callback = %name, total = state.total, completed = state.completed, dead = state.dead, "batch settled: callback published");
         Some(state)
+    }
+}
+
+/// A batch read for a settlement: its state and version, or `None` (with a warning) when its
+/// data is not a batch.
+fn settleable(path: &str, (data, stat): (Vec<u8>, zk::Stat)) -> Option<(BatchState, i32)> {
+    match parse(path, &data) {
+        Ok(state) => Some((state, stat.version)),
+        Err(e) => {
+            tracing::warn!(batch = path, error = %e, "member settled without being counted in its batch");
+            None
+        }
     }
 }
 

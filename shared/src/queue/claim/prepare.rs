@@ -1,7 +1,8 @@
 //! What a claim of a task just read comes to, short of taking it: a task that can never run
 //! (poison, out of attempts, a concurrency key no gate can be named after) or was cancelled
-//! is buried here; one in backoff, paused or in a busy group is answered; the rest is
-//! rewritten with this attempt counted, ready for the claim's multi-op.
+//! is buried here; one in backoff or paused is answered; the rest is rewritten with this
+//! attempt counted, ready for the claim's multi-op (which finds out whether a grouped task's
+//! group is busy).
 
 use zookeeper_client as zk;
 
@@ -10,7 +11,6 @@ use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::queue::Queue;
 use crate::queue::bury::Burial;
-use crate::queue::group_lock::LockDecision;
 use crate::queue::holder::Settled;
 use crate::queue::record::CANCELLED;
 use crate::task::{self, Body, Envelope, OnDead, json};
@@ -109,12 +109,7 @@ impl Queue {
         }
         let lock = match &envelope.group {
             None => None,
-            Some(group) => match self.lock_for_claim(group, name, &envelope).await? {
-                LockDecision::Free(op) => Some(op),
-                LockDecision::Busy(owner) => {
-                    return Ok(Prepared::Decided(ClaimOutcome::GroupBusy { owner }));
-                }
-            },
+            Some(group) => Some(self.lock_for_claim(group, name, &envelope)?),
         };
         envelope.attempts += 1;
         envelope.retry_at = None;
