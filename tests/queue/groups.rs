@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_bridge::handler::FnHandler;
-use event_bridge::queue::ClaimOutcome;
+use event_bridge::limit::{Limit, RouteLimits};
+use event_bridge::queue::{ClaimOutcome, Restraints};
 use event_bridge::task::OnDead;
 use event_bridge::{Envelope, HandlerError, Task, reap};
 use serde_json::json;
@@ -491,5 +492,53 @@ async fn a_claim_batch_that_meets_a_busy_group_takes_the_tasks_after_it() {
     assert_eq!(
         t.read_json("groups/g").await["id"],
         envelopes[0].id.as_str()
+    );
+}
+
+/// A busy group's task and a free task of the same route, whose gate lets one in: the free
+/// task is claimed. (A claim that went through the gate before finding the group busy took the
+/// one place, and the free task behind it waited for as long as the group stayed busy.)
+#[tokio::test]
+async fn a_busy_group_takes_no_place_in_its_routes_gate() {
+    let t = TestQueue::new().await;
+    let envelopes = [
+        grouped("g", 0),
+        grouped("g", 1),
+        Envelope::new("ordered", json!({})),
+    ];
+    let names = t.queue.publish_many(&envelopes).await.unwrap();
+    let other = t.consumer("other").await;
+    let now = t.now().await;
+    let ClaimOutcome::Claimed(_held) = other.claim(&names[0], &now).await.unwrap() else {
+        panic!("claim of the group's head");
+    };
+    let mut reads = Vec::new();
+    for name in &names[1..] {
+        let path = format!("{}/tasks/{name}", t.config.root);
+        let (body, stat) = t.raw.get_data(&path).await.unwrap();
+        reads.push((name.clone(), body, stat));
+    }
+    let one = Limit {
+        max_in_flight: Some(1),
+        ..Limit::default()
+    };
+    let restraints = Restraints {
+        limits: RouteLimits {
+            types: [("ordered".to_string(), one)].into(),
+            default: Limit::default(),
+        },
+        ..Restraints::default()
+    };
+    let outcomes = t.queue.claim_many(&reads, &now, &restraints).await.unwrap();
+    match &outcomes[0] {
+        Some(ClaimOutcome::GroupBusy { owner }) => {
+            assert_eq!(owner.as_deref(), Some(envelopes[0].id.as_str()))
+        }
+        other => panic!("the busy group's task: {other:?}"),
+    }
+    assert!(
+        matches!(outcomes[1], Some(ClaimOutcome::Claimed(_))),
+        "the free task: {:?}",
+        outcomes[1]
     );
 }

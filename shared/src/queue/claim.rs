@@ -354,7 +354,9 @@ impl Queue {
                 // Another consumer went through the gate meanwhile: its tasks wait.
                 Owner::Gate(g) => {
                     let gate = gates.remove(g);
-                    for index in gate.admitted {
+                    // Those answered already (a busy group) keep their answer.
+                    let waiting = |i: &usize| takes.iter().any(|(index, _)| index == i);
+                    for index in gate.admitted.into_iter().filter(waiting) {
                         let retry_in_ms = crate::limit::SLOT_POLL_MS;
                         outcomes.push((index, ClaimOutcome::Limited { retry_in_ms }));
                     }
@@ -414,7 +416,9 @@ impl Queue {
                     LockDecision::Busy(owner) => owner,
                 }
             }
-            (Some(LockOp::TakeOver { .. }), zk::Error::BadVersion | zk::Error::NoNode) => None,
+            // A lock that moved since it was read, or `groups/` itself gone: busy for now.
+            (Some(LockOp::TakeOver { .. }), zk::Error::BadVersion | zk::Error::NoNode)
+            | (Some(LockOp::Create { .. }), zk::Error::NoNode) => None,
             _ => return Ok(false),
         };
         let (index, _) = takes.remove(task);

@@ -2,9 +2,10 @@
 //!
 //! A group's lock, `groups/<group>`, exists while one of its tasks runs, waits for a retry, or
 //! the group is paused, and names that task's id. A claim of a grouped task creates the lock in
-//! its multi-op (so of two claims of one group, one fails), without reading it first: only a
-//! create that fails reads the lock, and takes it over when it names the task's own id (a retry
-//! come back, a task whose consumer died), in the multi-op sent again. Completing the task deletes
+//! its multi-op (so of two claims of one group, one fails), without reading it first unless the
+//! task goes through a gate: only a create that fails reads the lock, and takes it over when it
+//! names the task's own id (a retry come back, a task whose consumer died), in the multi-op
+//! sent again. Completing the task deletes
 //! the lock in the same multi-op; a retry keeps it, so the group waits for its head; burying
 //! deletes it, or marks the group paused when the task or its route asks. Which task of a group
 //! is next is decided by the walk (see `process::pass`): only a walk that has seen every number
@@ -137,20 +138,34 @@ pub struct HeldLock {
 }
 
 impl Queue {
-    /// What a claim of task `name` (of `envelope`'s group) does to the group's lock, read
-    /// from nothing: it creates the lock. Most claims find their group free (the task before
-    /// completed), so the claim reads the lock only when the create meets one
-    /// ([`Queue::lock_met`]).
-    pub(super) fn lock_for_claim(
+    /// What a claim of task `name` (of `envelope`'s group) does to the group's lock. Most
+    /// claims find their group free (the task before completed), so a claim creates the lock
+    /// without reading it first and reads it only when the create meets one
+    /// ([`Queue::lock_met`]), unless `read_first`: a task that goes through a gate reads the
+    /// lock before, so that a busy or paused group never takes a place in the gate (nor a
+    /// token of its bucket) from a task that can run.
+    pub(super) async fn lock_for_claim(
         &self,
         group: &str,
         name: &str,
         envelope: &crate::task::Envelope,
-    ) -> Result<LockOp> {
-        Ok(LockOp::Create {
-            path: self.layout().group(group),
-            data: self.lock_data(name, envelope)?,
-        })
+        read_first: bool,
+    ) -> Result<LockDecision> {
+        if !read_first {
+            return Ok(LockDecision::Free(LockOp::Create {
+                path: self.layout().group(group),
+                data: self.lock_data(name, envelope)?,
+            }));
+        }
+        Ok(
+            match self.read_lock_decision(group, name, envelope).await? {
+                Some(decision) => decision,
+                None => LockDecision::Free(LockOp::Create {
+                    path: self.layout().group(group),
+                    data: self.lock_data(name, envelope)?,
+                }),
+            },
+        )
     }
 
     /// The lock a claim of task `name` holds.
@@ -172,17 +187,30 @@ impl Queue {
         name: &str,
         envelope: &crate::task::Envelope,
     ) -> Result<LockDecision> {
-        let path = self.layout().group(group);
-        Ok(match self.group_lock(group).await? {
-            None => LockDecision::Busy(None),
-            Some(read) if read.lock.paused.is_some() => LockDecision::Busy(None),
-            Some(read) if read.lock.id == envelope.id => LockDecision::Free(LockOp::TakeOver {
-                path,
+        let decision = self.read_lock_decision(group, name, envelope).await?;
+        Ok(decision.unwrap_or(LockDecision::Busy(None)))
+    }
+
+    /// The group's lock read: taken over when it names this very task, else busy (with the
+    /// holder's id, or `None` when paused); `None` when there is no lock.
+    async fn read_lock_decision(
+        &self,
+        group: &str,
+        name: &str,
+        envelope: &crate::task::Envelope,
+    ) -> Result<Option<LockDecision>> {
+        let Some(read) = self.group_lock(group).await? else {
+            return Ok(None);
+        };
+        Ok(Some(match read {
+            read if read.lock.paused.is_some() => LockDecision::Busy(None),
+            read if read.lock.id == envelope.id => LockDecision::Free(LockOp::TakeOver {
+                path: self.layout().group(group),
                 data: self.lock_data(name, envelope)?,
                 version: read.version,
             }),
-            Some(read) => LockDecision::Busy(Some(read.lock.id)),
-        })
+            read => LockDecision::Busy(Some(read.lock.id)),
+        }))
     }
 
     /// The data of a paused group's lock, held by the task `id` named `name`.

@@ -1,8 +1,8 @@
 //! What a claim of a task just read comes to, short of taking it: a task that can never run
 //! (poison, out of attempts, a concurrency key no gate can be named after) or was cancelled
-//! is buried here; one in backoff or paused is answered; the rest is rewritten with this
-//! attempt counted, ready for the claim's multi-op (which finds out whether a grouped task's
-//! group is busy).
+//! is buried here; one in backoff or paused is answered, as is one whose group is busy when
+//! its lock is read first; the rest is rewritten with this attempt counted, ready for the
+//! claim's multi-op (which finds out whether a grouped task's group is busy otherwise).
 
 use zookeeper_client as zk;
 
@@ -11,6 +11,7 @@ use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::queue::Queue;
 use crate::queue::bury::Burial;
+use crate::queue::group_lock::LockDecision;
 use crate::queue::holder::Settled;
 use crate::queue::record::CANCELLED;
 use crate::task::{self, Body, Envelope, OnDead, json};
@@ -109,7 +110,16 @@ impl Queue {
         }
         let lock = match &envelope.group {
             None => None,
-            Some(group) => Some(self.lock_for_claim(group, name, &envelope)?),
+            Some(group) => {
+                let key = envelope.concurrency_key.as_deref();
+                let gated = restraints.limits.gates(&envelope.event_type, key);
+                match self.lock_for_claim(group, name, &envelope, gated).await? {
+                    LockDecision::Free(op) => Some(op),
+                    LockDecision::Busy(owner) => {
+                        return Ok(Prepared::Decided(ClaimOutcome::GroupBusy { owner }));
+                    }
+                }
+            }
         };
         envelope.attempts += 1;
         envelope.retry_at = None;
