@@ -292,3 +292,26 @@ async fn cancel_withdraws_a_pending_debounced_publish() {
     assert_eq!(t.queue.fire_debounced(i64::MAX / 2).await.unwrap(), 0);
     assert!(t.children("tasks").await.is_empty(), "nothing runs");
 }
+
+/// Many publishes of one key in one bulk publish (a JSON lines file, say): the envelope left
+/// pending is the last one, and each replaced the one before it. (The checker found the bulk
+/// publish's pipelined writes landing out of order: an earlier envelope that lost a race with a
+/// later one wrote over it.)
+#[tokio::test]
+async fn a_bulk_publish_of_one_key_leaves_its_last_envelope() {
+    let t = TestQueue::new().await;
+    let envelopes: Vec<Envelope> = (0..40)
+        .map(|n| debounced("user-9", n, 60_000, None))
+        .collect();
+    let answers = t.queue.publish_all(&envelopes).await.unwrap();
+    for (n, answer) in answers.iter().enumerate() {
+        let expected = n.checked_sub(1).map(|before| envelopes[before].id.clone());
+        match answer {
+            Published::Debounced { replaced, .. } => assert_eq!(replaced, &expected, "#{n}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let pending = t.read_json("debounce/user-9").await;
+    assert_eq!(pending["id"], envelopes[39].id.as_str());
+    assert_eq!(pending["payload"], json!({ "n": 39 }));
+}

@@ -17,11 +17,13 @@ impl Queue {
     /// Publishes `window` (pipelined, in order): runs of keyed envelopes as batches, the
     /// others one by one.
     pub(super) async fn publish_window(&self, window: &[Envelope]) -> Result<Vec<Published>> {
-        let runs = keyed_runs(window);
-        let each = runs.iter().map(|run| self.publish_run(run));
         let mut published = Vec::with_capacity(window.len());
-        for answers in futures::future::join_all(each).await {
-            published.extend(answers?);
+        for segment in debounce_segments(window) {
+            let runs = keyed_runs(segment);
+            let each = runs.iter().map(|run| self.publish_run(run));
+            for answers in futures::future::join_all(each).await {
+                published.extend(answers?);
+            }
         }
         Ok(published)
     }
@@ -68,6 +70,28 @@ impl Queue {
         }
         Ok(())
     }
+}
+
+/// `window` cut where a debounce key comes again: each segment is published pipelined after
+/// the one before, so that publishes of one key land in order (the last one's envelope is the
+/// one left pending, and each replaced the one before it). Most windows are one segment.
+fn debounce_segments(window: &[Envelope]) -> Vec<&[Envelope]> {
+    let mut segments = Vec::new();
+    let mut keys = std::collections::HashSet::new();
+    let mut start = 0;
+    for (i, envelope) in window.iter().enumerate() {
+        let Some(debounce) = &envelope.debounce else {
+            continue;
+        };
+        if !keys.insert(debounce.key.as_str()) {
+            segments.push(&window[start..i]);
+            start = i;
+            keys.clear();
+            keys.insert(debounce.key.as_str());
+        }
+    }
+    segments.push(&window[start..]);
+    segments
 }
 
 /// `window` cut into runs: consecutive keyed envelopes (not debounced), or consecutive
