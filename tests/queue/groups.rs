@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use event_bridge::handler::FnHandler;
 use event_bridge::limit::{Limit, RouteLimits};
-use event_bridge::queue::{ClaimOutcome, Restraints};
+use event_bridge::queue::{ClaimOutcome, Lease, Restraints};
 use event_bridge::task::OnDead;
 use event_bridge::{Envelope, HandlerError, Task, reap};
 use serde_json::json;
+use zookeeper_client as zk;
 
 use harness::{TestQueue, options};
 
@@ -443,6 +444,27 @@ async fn a_group_whose_waiting_head_is_cancelled_goes_on() {
     assert!(t.children("groups").await.is_empty(), "no lock left");
 }
 
+/// Publishes `envelopes`, has another consumer claim the first (a group's head), and reads the
+/// rest as a claim batch would: their names, the reads, and the other consumer's lease.
+async fn head_held_by_another(
+    t: &TestQueue,
+    envelopes: &[Envelope],
+) -> (Vec<String>, Vec<(String, Vec<u8>, zk::Stat)>, Lease) {
+    let names = t.queue.publish_many(envelopes).await.unwrap();
+    let other = t.consumer("other").await;
+    let now = t.now().await;
+    let ClaimOutcome::Claimed(held) = other.claim(&names[0], &now).await.unwrap() else {
+        panic!("claim of the group's head");
+    };
+    let mut reads = Vec::new();
+    for name in &names[1..] {
+        let path = format!("{}/tasks/{name}", t.config.root);
+        let (body, stat) = t.raw.get_data(&path).await.unwrap();
+        reads.push((name.clone(), body, stat));
+    }
+    (names, reads, held)
+}
+
 /// A claim batch meets a group another consumer holds: that task is answered "group busy" with
 /// the holder's id, and the tasks after it in the batch are claimed all the same. (The claim
 /// creates a group's lock without reading it first, and reads it only when the create fails:
@@ -456,18 +478,8 @@ async fn a_claim_batch_that_meets_a_busy_group_takes_the_tasks_after_it() {
         Envelope::new("plain", json!({})),
         grouped("h", 0),
     ];
-    let names = t.queue.publish_many(&envelopes).await.unwrap();
-    let other = t.consumer("other").await;
+    let (names, reads, _held) = head_held_by_another(&t, &envelopes).await;
     let now = t.now().await;
-    let ClaimOutcome::Claimed(_held) = other.claim(&names[0], &now).await.unwrap() else {
-        panic!("claim of the group's head");
-    };
-    let mut reads = Vec::new();
-    for name in &names[1..] {
-        let path = format!("{}/tasks/{name}", t.config.root);
-        let (body, stat) = t.raw.get_data(&path).await.unwrap();
-        reads.push((name.clone(), body, stat));
-    }
     let outcomes = t
         .queue
         .claim_many(&reads, &now, &Default::default())
@@ -506,18 +518,8 @@ async fn a_busy_group_takes_no_place_in_its_routes_gate() {
         grouped("g", 1),
         Envelope::new("ordered", json!({})),
     ];
-    let names = t.queue.publish_many(&envelopes).await.unwrap();
-    let other = t.consumer("other").await;
+    let (_, reads, _held) = head_held_by_another(&t, &envelopes).await;
     let now = t.now().await;
-    let ClaimOutcome::Claimed(_held) = other.claim(&names[0], &now).await.unwrap() else {
-        panic!("claim of the group's head");
-    };
-    let mut reads = Vec::new();
-    for name in &names[1..] {
-        let path = format!("{}/tasks/{name}", t.config.root);
-        let (body, stat) = t.raw.get_data(&path).await.unwrap();
-        reads.push((name.clone(), body, stat));
-    }
     let one = Limit {
         max_in_flight: Some(1),
         ..Limit::default()
