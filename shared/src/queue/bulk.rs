@@ -3,6 +3,7 @@
 //! for the keys and the tasks, one multi-op naming the keys) instead of two writes a task. A
 //! run the batch refuses (two ids alike, more than one request carries), or whose keys other
 //! producers kept taking through its tries, goes one by one, as every other envelope does.
+//! Publishes of one debounce key go in order: a window is cut where a key comes again.
 
 use super::Queue;
 use super::keys::{KeyData, KeyedWrite, Published};
@@ -15,7 +16,8 @@ pub(super) const KEYED_RUN: usize = 32;
 
 impl Queue {
     /// Publishes `window` (pipelined, in order): runs of keyed envelopes as batches, the
-    /// others one by one.
+    /// others one by one; a part of it after a repeated debounce key once the part before it
+    /// has landed.
     pub(super) async fn publish_window(&self, window: &[Envelope]) -> Result<Vec<Published>> {
         let mut published = Vec::with_capacity(window.len());
         for segment in debounce_segments(window) {
