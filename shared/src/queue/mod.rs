@@ -48,6 +48,7 @@ mod forward;
 mod gate;
 mod group_lock;
 mod holder;
+mod key_expiry;
 mod key_gates;
 mod key_owner;
 mod keys;
