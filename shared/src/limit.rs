@@ -87,14 +87,6 @@ pub struct RouteLimits {
 }
 
 impl RouteLimits {
-    /// Whether a claim of a task of `event_type` with concurrency key `key` goes through a
-    /// gate: its route's, or its key's within the route.
-    pub fn gates(&self, event_type: &str, key: Option<&str>) -> bool {
-        self.for_type(event_type).is_some_and(|(_, limit)| {
-            limit.gates_route() || (limit.per_key.is_some() && key.is_some())
-        })
-    }
-
     /// The gate (a znode name under `limits/`: the encoded type, or `@default`) and the limit
     /// of an event type's route, when that route is limited.
     pub fn for_type(&self, event_type: &str) -> Option<(String, Limit)> {

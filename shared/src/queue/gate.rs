@@ -147,6 +147,17 @@ impl Queue {
         Ok(gated)
     }
 
+    /// Whether a claim of a task of `event_type` with concurrency key `key` goes through a
+    /// gate under `limits`: its route's, or its key's within the route.
+    pub(super) fn goes_through_gate(
+        &self,
+        event_type: &str,
+        key: Option<&str>,
+        limits: &RouteLimits,
+    ) -> bool {
+        !self.gates_of(&[(event_type, "", key)], limits).is_empty()
+    }
+
     /// The gates `tasks` go through, each with the tasks in their order.
     fn gates_of(&self, tasks: &[Wanting<'_>], limits: &RouteLimits) -> Vec<Gate> {
         let layout = self.layout();

@@ -112,7 +112,7 @@ impl Queue {
             None => None,
             Some(group) => {
                 let key = envelope.concurrency_key.as_deref();
-                let gated = restraints.limits.gates(&envelope.event_type, key);
+                let gated = self.goes_through_gate(&envelope.event_type, key, &restraints.limits);
                 match self.lock_for_claim(group, name, &envelope, gated).await? {
                     LockDecision::Free(op) => Some(op),
                     LockDecision::Busy(owner) => {
