@@ -106,7 +106,7 @@ bench: moto-up
 	    --manifest-path $(BASELINE_DIR)/src/Cargo.toml --target-dir $(BASELINE_DIR)/target && \
 	  cp $(BASELINE_DIR)/target/release/event-bridge $(BASELINE_DIR)/event-bridge && \
 	  git worktree remove --force $(BASELINE_DIR)/src; fi
-	$(CARGO) build --release -p event-bridge --bin event-bridge
+	$(CARGO) build --release --bin event-bridge --bin process_events
 	@$(BENCH_ZK) scripts/zk.sh down >/dev/null 2>&1; rm -rf $(CURDIR)/.zk-bench/data
 	@$(BENCH_ZK) scripts/zk.sh up
 	$(if $(BASELINE_REV),BENCH_BASELINE_BIN=$(BASELINE_DIR)/event-bridge BASELINE_REV=$(BASELINE_REV)) \
