@@ -1,12 +1,18 @@
-//! A task's priority, and the lane of the queue it waits in (a leaf: `layout` and `task` take
-//! it from here).
+//! A task's priority, and the lane of the queue it waits in (`layout` and `task` take it from
+//! here; it asks `layout` only how a key becomes one znode name).
 //!
 //! Each priority has a lane of its own: a parent of persistent sequential tasks with its own
 //! numbering and head. `normal` is the 000 design's `tasks/`, with its `task-` names, so a
 //! task without a priority is where any producer puts it; `high` and `low` are
-//! `lanes/high/high-N` and `lanes/low/low-N`. A task's name therefore says its lane, and every
-//! path derived from a name (its lease, its dead letter, its completion record) stays unique
-//! across lanes.
+//! `lanes/high/high-N` and `lanes/low/low-N`.
+//!
+//! A normal task with a concurrency key, in no ordered group, waits in its key's lane instead:
+//! `lanes/keys/<key>/key.<key>.N` (`<key>` encoded as one znode name), so that consumers can
+//! take keys in turn (see `queue::walk`). A key lane's parent is made by the first publish of
+//! its key and never deleted: its numbering goes on, and a name is never given twice.
+//!
+//! A task's name therefore says its lane, and every path derived from a name (its lease, its
+//! dead letter, its completion record) stays unique across lanes.
 
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +90,108 @@ impl Priority {
             .ok()
             .and_then(|asks| asks.priority)
             .unwrap_or_default()
+    }
+}
+
+/// The lane a task waits in: its priority's, or (normal, with a concurrency key, in no ordered
+/// group) its key's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lane {
+    Priority(Priority),
+    /// A key's lane; the key as one znode name (encoded).
+    Key(String),
+}
+
+/// What a key lane's task names start with, before the encoded key.
+pub const KEY_PREFIX: &str = "key.";
+
+impl Lane {
+    /// The normal lane, `tasks/`.
+    pub const NORMAL: Lane = Lane::Priority(Priority::Normal);
+
+    /// The lane of concurrency key `key`.
+    pub fn of_key(key: &str) -> Lane {
+        Lane::Key(crate::layout::encode_segment(key))
+    }
+
+    /// Where a task of `priority`, `concurrency_key` and `group` waits: high and low tasks in
+    /// their priority's lane whatever their key, a grouped task in its priority's lane (its
+    /// group's order is one lane's), any other task with a key in the key's lane.
+    pub fn for_task(priority: Priority, key: Option<&str>, group: Option<&str>) -> Lane {
+        match (priority, key, group) {
+            (Priority::Normal, Some(key), None) => Lane::of_key(key),
+            _ => Lane::Priority(priority),
+        }
+    }
+
+    /// What ZooKeeper's sequence number is appended to in this lane.
+    pub fn prefix(&self) -> String {
+        match self {
+            Lane::Priority(p) => p.prefix().to_string(),
+            Lane::Key(key) => format!("{KEY_PREFIX}{key}."),
+        }
+    }
+
+    /// The lane a task name is in, by its prefix (a name of no lane is normal's: `tasks/`
+    /// holds whatever other producers create by name).
+    pub fn of_name(name: &str) -> Lane {
+        if let Some(rest) = name.strip_prefix(KEY_PREFIX)
+            && let Some((key, _)) = rest.split_once('.')
+        {
+            return Lane::Key(key.to_string());
+        }
+        Lane::Priority(Priority::of_name(name))
+    }
+
+    /// The lane a task body asks for (see [`Lane::for_task`]); a body that is not JSON, or
+    /// asks for nothing, is normal's.
+    pub fn of_body(body: &[u8]) -> Lane {
+        #[derive(Deserialize)]
+        struct Asks {
+            priority: Option<Priority>,
+            concurrency_key: Option<String>,
+            group: Option<String>,
+        }
+        match serde_json::from_slice::<Asks>(body) {
+            Ok(asks) => Lane::for_task(
+                asks.priority.unwrap_or_default(),
+                asks.concurrency_key.as_deref().filter(|k| !k.is_empty()),
+                asks.group.as_deref(),
+            ),
+            // A bad priority: the task still goes somewhere, and its claim buries it.
+            Err(_) => Lane::Priority(Priority::of_body(body)),
+        }
+    }
+
+    /// The priority whose turn this lane takes: a key lane is in normal's.
+    pub fn priority(&self) -> Priority {
+        match self {
+            Lane::Priority(p) => *p,
+            Lane::Key(_) => Priority::Normal,
+        }
+    }
+
+    /// The key of a key lane, decoded.
+    pub fn key(&self) -> Option<String> {
+        match self {
+            Lane::Key(key) => Some(crate::layout::decode_segment(key)),
+            Lane::Priority(_) => None,
+        }
+    }
+}
+
+impl From<Priority> for Lane {
+    fn from(p: Priority) -> Lane {
+        Lane::Priority(p)
+    }
+}
+
+impl std::fmt::Display for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lane::Priority(p) => p.fmt(f),
+            Lane::Key(key) => write!(f, "key {}", crate::layout::decode_segment(key)),
+        }
     }
 }
 
@@ -169,6 +277,38 @@ mod tests {
             Priority::of_body(br#"{"event":"signup"}"#),
             Priority::Normal
         );
+    }
+
+    #[test]
+    fn a_keyed_normal_task_waits_in_its_keys_lane() {
+        let lane = Lane::for_task(Priority::Normal, Some("tenant/7"), None);
+        assert_eq!(lane, Lane::Key("tenant%2F7".into()));
+        assert_eq!(lane.prefix(), "key.tenant%2F7.");
+        assert_eq!(Lane::of_name("key.tenant%2F7.0000000003"), lane);
+        assert_eq!(lane.key().as_deref(), Some("tenant/7"));
+        assert_eq!(lane.priority(), Priority::Normal);
+        // Priority first, and a group's order is one lane's.
+        let high = Lane::for_task(Priority::High, Some("t"), None);
+        assert_eq!(high, Lane::Priority(Priority::High));
+        assert_eq!(
+            Lane::for_task(Priority::Normal, Some("t"), Some("g")),
+            Lane::NORMAL
+        );
+        assert_eq!(Lane::of_name("task-0000000001"), Lane::NORMAL);
+        assert_eq!(Lane::of_name("key.0000000001"), Lane::NORMAL);
+        assert_eq!(
+            Lane::of_body(br#"{"concurrency_key":"a","payload":{}}"#),
+            Lane::of_key("a")
+        );
+        assert_eq!(
+            Lane::of_body(br#"{"concurrency_key":"a","group":"g"}"#),
+            Lane::NORMAL
+        );
+        assert_eq!(
+            Lane::of_body(br#"{"priority":"urgent","concurrency_key":"a"}"#),
+            Lane::NORMAL
+        );
+        assert_eq!(Lane::of_body(b"plain text"), Lane::NORMAL);
     }
 
     #[test]

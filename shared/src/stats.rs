@@ -138,17 +138,17 @@ async fn glance(queue: &Queue) -> Result<Glance> {
     let reads = queue.read_paths(&paths).await?;
     let stats: Vec<Option<zk::Stat>> = reads.iter().map(|r| r.as_ref().map(|r| r.1)).collect();
     let has = |i: usize| children(&stats[i]) > 0;
-    let paused = match &reads[9] {
-        Some((data, _)) => Paused::parse(&paths[9], data)?,
+    let paused = match &reads[10] {
+        Some((data, _)) => Paused::parse(&paths[10], data)?,
         None => Paused::default(),
     };
     Ok(Glance {
-        counters: counters_from(&stats[..5]),
-        buckets: has(5),
-        gates: has(6),
-        groups: has(7),
-        debounced: children(&stats[8]),
-        blocked: children(&stats[10]),
+        counters: with_key_lanes(queue, &stats[..6]).await?,
+        buckets: has(6),
+        gates: has(7),
+        groups: has(8),
+        debounced: children(&stats[9]),
+        blocked: children(&stats[11]),
         paused,
     })
 }
@@ -161,8 +161,13 @@ fn children(stat: &Option<zk::Stat>) -> usize {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LaneDepths {
     pub high: usize,
+    /// `tasks/` and the key lanes.
     pub normal: usize,
     pub low: usize,
+    /// Of normal's, those in key lanes.
+    pub keyed: usize,
+    /// Key lanes that have tasks.
+    pub keys: usize,
 }
 
 impl LaneDepths {
@@ -196,23 +201,44 @@ pub struct Counters {
 pub async fn counters(queue: &Queue) -> Result<Counters> {
     let reads = queue.read_paths(&counter_paths(queue)).await?;
     let stats: Vec<Option<zk::Stat>> = reads.iter().map(|r| r.as_ref().map(|r| r.1)).collect();
-    Ok(counters_from(&stats))
+    with_key_lanes(queue, &stats).await
 }
 
-/// `leases/`, `dead/` and the three lanes, in the order [`counters_from`] takes their stats.
-fn counter_paths(queue: &Queue) -> [String; 5] {
+/// `leases/`, `dead/`, the three lanes and `lanes/keys`, in the order [`counters_from`] takes
+/// their stats.
+fn counter_paths(queue: &Queue) -> [String; 6] {
     let layout = queue.layout();
     [
         layout.leases(),
         layout.dead(),
-        layout.lane_tasks(Priority::High),
+        layout.lane_tasks(&Priority::High.into()),
         layout.tasks(),
-        layout.lane_tasks(Priority::Low),
+        layout.lane_tasks(&Priority::Low.into()),
+        layout.key_lanes(),
     ]
 }
 
+/// The counters of `stats`, with the key lanes' when `lanes/keys` has any (a listing and a
+/// multi-read more: see `queue::key_lanes`).
+async fn with_key_lanes(queue: &Queue, stats: &[Option<zk::Stat>]) -> Result<Counters> {
+    let mut counters = counters_from(stats);
+    if children(&stats[5]) == 0 {
+        return Ok(counters);
+    }
+    for lane in queue.read_key_lanes().await?.starts {
+        let tail = lane.tail.max(0) as u64;
+        counters.tasks_created += tail;
+        counters.tasks_removed += tail.saturating_sub(lane.children as u64);
+        counters.lanes.keyed += lane.children;
+        counters.lanes.keys += usize::from(lane.children > 0);
+    }
+    counters.lanes.normal += counters.lanes.keyed;
+    counters.depth += counters.lanes.keyed;
+    Ok(counters)
+}
+
 fn counters_from(stats: &[Option<zk::Stat>]) -> Counters {
-    let lanes = &stats[2..];
+    let lanes = &stats[2..5];
     let (changes, depth) = lanes.iter().flatten().fold((0, 0), |(c, d), s| {
         (c + i64::from(s.cversion), d + i64::from(s.num_children))
     });
@@ -220,6 +246,7 @@ fn counters_from(stats: &[Option<zk::Stat>]) -> Counters {
         high: children(&lanes[0]),
         normal: children(&lanes[1]),
         low: children(&lanes[2]),
+        ..LaneDepths::default()
     };
     Counters {
         depth: lanes.high + lanes.normal + lanes.low,
@@ -231,13 +258,25 @@ fn counters_from(stats: &[Option<zk::Stat>]) -> Counters {
     }
 }
 
+/// Key lanes whose oldest task a look at the queue probes, at most.
+const KEY_LANES_AGED: usize = 100;
+
 /// The age of the oldest task: of the first task at each lane's head that has any, the
-/// oldest (a probe, or past a gap a few, from each head).
+/// oldest (a probe, or past a gap a few, from each head; of the key lanes, the first
+/// [`KEY_LANES_AGED`] that have tasks).
 async fn oldest_age(queue: &Queue, now: &ZkTime, depths: &LaneDepths) -> Result<Option<i64>> {
     let mut oldest: Option<i64> = None;
-    for lane in Priority::ALL.into_iter().filter(|l| depths.of(*l) > 0) {
-        let mut walk = LaneWalk::new(lane);
-        let Some(window) = walk.next_window(queue).await? else {
+    let mut walks: Vec<LaneWalk> = (Priority::ALL.into_iter())
+        .filter(|l| depths.of(*l) > depths.keyed * usize::from(*l == Priority::Normal))
+        .map(|l| LaneWalk::new(l.into()))
+        .collect();
+    if depths.keyed > 0 {
+        let keys = queue.read_key_lanes().await?.starts.into_iter();
+        let keys = keys.filter(|k| k.children > 0).take(KEY_LANES_AGED);
+        walks.extend(keys.map(LaneWalk::from_start));
+    }
+    for mut walk in walks {
+        let Some(window) = walk.next_window(queue, &[]).await? else {
             continue;
         };
         let Some(first) = window.first() else {

@@ -172,6 +172,8 @@ pub struct Figures {
     pub latency_by_kind: Vec<(&'static str, Spread)>,
     // lanes
     pub lanes: crate::lanes::LaneFigures,
+    // fairness across keys
+    pub fairness: crate::fairness::FairFigures,
     // debounce
     pub debounce: crate::debounce::DebounceFigures,
     // batch
@@ -373,6 +375,7 @@ pub fn judge(input: &Inputs) -> Figures {
     keys(&mut f, input);
     limit(&mut f, input);
     f.lanes = crate::lanes::judge(input, &by_id);
+    f.fairness = crate::fairness::judge(input, &by_id);
     f.debounce = crate::debounce::judge(input, &by_id);
     f.after = crate::after::judge(input, &by_id);
     schedule(&mut f, input, &by_id);

@@ -32,6 +32,7 @@ mod consumers;
 mod control;
 mod debounce;
 mod ensemble;
+mod fairness;
 mod faults;
 mod lanes;
 mod logs;

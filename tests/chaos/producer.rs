@@ -53,10 +53,14 @@ pub enum Kind {
     Low,
     /// Published three times with one debounce key: one of them runs, the last.
     Debounced,
+    /// A burst of one concurrency key ([`FLOOD`] tasks at once), and a task a tick of
+    /// another key while it drains: fairness across keys (see `fairness`).
+    Flood,
+    Trickle,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Plain,
         Kind::Delayed,
         Kind::Keyed,
@@ -68,6 +72,8 @@ impl Kind {
         Kind::High,
         Kind::Low,
         Kind::Debounced,
+        Kind::Flood,
+        Kind::Trickle,
     ];
 
     pub fn event_type(self) -> &'static str {
@@ -83,6 +89,8 @@ impl Kind {
             Kind::High => HIGH_TYPE,
             Kind::Low => LOW_TYPE,
             Kind::Debounced => "chaos.debounced",
+            Kind::Flood => FLOOD_TYPE,
+            Kind::Trickle => TRICKLE_TYPE,
         }
     }
 
@@ -99,6 +107,8 @@ impl Kind {
             Kind::High => "high",
             Kind::Low => "low",
             Kind::Debounced => "debounced",
+            Kind::Flood => "flood",
+            Kind::Trickle => "trickle",
         }
     }
 
@@ -130,6 +140,12 @@ pub const LOW_TYPE: &str = "chaos.low";
 /// The concurrency keys tenant tasks carry.
 pub const TENANT_KEYS: usize = 3;
 pub const PAUSABLE_TYPE: &str = "chaos.pausable";
+pub const FLOOD_TYPE: &str = "chaos.flood";
+pub const TRICKLE_TYPE: &str = "chaos.trickle";
+/// Tasks of the flood's burst, published once a fifth of the run is out (between leader
+/// kills), and ticks after it that each publish a trickle task.
+pub const FLOOD: usize = 1_500;
+const TRICKLE_TICKS: usize = 40;
 pub const SCHEDULED_TYPE: &str = "chaos.tick";
 
 /// One task the producer published (or may have: a batch sent again).
@@ -247,6 +263,8 @@ pub async fn publish(
     let mut plan = Plan::default();
     let mut sent_count = 0;
     let mut last_burst = Instant::now();
+    // Ticks left that publish a trickle task; `None` before the flood.
+    let mut trickle: Option<usize> = None;
     let end_estimate = Duration::from_secs_f64(total as f64 / rate);
     while sent_count < total || !plan.held.is_empty() {
         tokio::time::sleep(TICK).await;
@@ -291,6 +309,14 @@ pub async fn publish(
             batch.extend(follower.map(|f| (Kind::Grouped, f)));
         }
         sent_count = due;
+        if trickle.is_none() && sent_count * 7 >= total * 2 {
+            batch.extend((0..FLOOD).map(|i| fair(Kind::Flood, i)));
+            trickle = Some(TRICKLE_TICKS);
+        }
+        if let Some(left) = trickle.as_mut().filter(|left| **left > 0) {
+            *left -= 1;
+            batch.push(fair(Kind::Trickle, TRICKLE_TICKS - *left));
+        }
         let elapsed = start.elapsed();
         let (now, later): (Vec<_>, Vec<_>) = (plan.repeats.drain(..)).partition(|r| r.0 <= elapsed);
         plan.repeats = later;
@@ -441,6 +467,14 @@ fn n_of(envelope: &Envelope) -> usize {
     envelope.payload["n"].as_u64().unwrap_or(u64::MAX) as usize
 }
 
+/// Task `i` of the flood or the trickle: its kind's concurrency key, on a route without
+/// limits.
+fn fair(kind: Kind, i: usize) -> (Kind, Envelope) {
+    let mut envelope = Envelope::new(kind.event_type(), json!({ "fair": i }));
+    envelope.concurrency_key = Some(kind.name().into());
+    (kind, envelope)
+}
+
 /// The debounce of task number `n`'s three publishes.
 fn debounce(n: usize) -> Debounce {
     Debounce {
@@ -511,7 +545,7 @@ impl Plan {
                     .collect();
                 envelope.on_parent_dead = on_parent_dead;
             }
-            Kind::Plain | Kind::Limited | Kind::Pausable => {}
+            Kind::Plain | Kind::Limited | Kind::Pausable | Kind::Flood | Kind::Trickle => {}
         }
         self.ids.insert(n, envelope.id.clone());
         (kind, envelope)

@@ -238,6 +238,16 @@ impl Outcome {
             flag(!f.lanes.violations.is_empty())
         );
         println!(
+            "fairness    {:>6}  most flood tasks first delivered between a trickle task's publish and its delivery ({} flood published, {} trickle delivered, {} judged; bound {}){}{}",
+            f.fairness.worst,
+            f.fairness.flood,
+            f.fairness.trickle,
+            f.fairness.judged,
+            f.fairness.bound,
+            some(&f.fairness.violations),
+            flag(!f.fairness.violations.is_empty())
+        );
+        println!(
             "debounce    {:>6}  replaced envelopes delivered ({} debounced publishes, three a key; {} replaced; {} sent again after a failed publish, not judged){}{}",
             f.debounce.delivered_replaced.len(),
             f.debounce.publishes,
@@ -565,6 +575,13 @@ impl Outcome {
             ),
         );
         fail(
+            !f.fairness.violations.is_empty(),
+            format!(
+                "a key's tasks left behind another key's burst{}",
+                some(&f.fairness.violations)
+            ),
+        );
+        fail(
             !f.debounce.delivered_replaced.is_empty(),
             format!(
                 "debounced envelopes delivered after another replaced them{}",
@@ -603,6 +620,10 @@ impl Outcome {
         fail(
             f.debounce.replaced == 0,
             "no debounced envelope was replaced: the debounce check saw nothing".into(),
+        );
+        fail(
+            f.fairness.judged == 0,
+            "no trickle task was judged: the fairness check saw nothing".into(),
         );
         fail(
             f.lanes.judged == 0,

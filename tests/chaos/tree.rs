@@ -128,12 +128,14 @@ impl Tree {
         let client = self.client().await;
         let mut ids = Vec::new();
         for name in names {
-            let lane = match event_bridge::task::Priority::of_name(name) {
-                event_bridge::task::Priority::High => "lanes/high",
-                event_bridge::task::Priority::Low => "lanes/low",
-                event_bridge::task::Priority::Normal => "tasks",
+            use event_bridge::lane::{Lane, Priority};
+            let lane = match Lane::of_name(name) {
+                Lane::Priority(Priority::High) => "lanes/high".to_string(),
+                Lane::Priority(Priority::Low) => "lanes/low".to_string(),
+                Lane::Priority(Priority::Normal) => "tasks".to_string(),
+                Lane::Key(key) => format!("lanes/keys/{key}"),
             };
-            let path = format!("{}/{name}", self.path(lane));
+            let path = format!("{}/{name}", self.path(&lane));
             let id = match client.get_data(&path).await {
                 Ok((data, _)) => serde_json::from_slice::<serde_json::Value>(&data)
                     .ok()
@@ -243,11 +245,15 @@ impl Tree {
         self.children(&path).await.len()
     }
 
-    /// Tasks in every lane: `tasks/`, `lanes/high`, `lanes/low`.
+    /// Tasks in every lane: `tasks/`, `lanes/high`, `lanes/low` and each key's lane.
     pub async fn tasks(&self) -> usize {
         let mut tasks = 0;
         for lane in ["tasks", "lanes/high", "lanes/low"] {
             tasks += self.children_if_any(&self.path(lane)).await.len();
+        }
+        let keys = self.path("lanes/keys");
+        for key in self.children_if_any(&keys).await {
+            tasks += self.children_if_any(&format!("{keys}/{key}")).await.len();
         }
         tasks
     }

@@ -120,8 +120,11 @@ async fn publish_refuses_a_concurrency_key_that_names_no_gate() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let task = t.children("tasks").await.remove(0);
-    let body = t.read_json(&format!("tasks/{task}")).await;
+    // It waits in its key's lane.
+    assert!(t.children("tasks").await.is_empty());
+    let task = t.children("lanes/keys/tenant-2").await.remove(0);
+    assert_eq!(task, "key.tenant-2.0000000000");
+    let body = t.read_json(&format!("lanes/keys/tenant-2/{task}")).await;
     assert_eq!(body["concurrency_key"], "tenant-2");
 }
 

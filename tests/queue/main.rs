@@ -11,6 +11,7 @@ mod debounce;
 mod dedup;
 mod dependencies;
 mod done;
+mod fairness;
 mod groups;
 mod holding;
 mod idle;

@@ -98,6 +98,8 @@ fn cards(stats: &Stats) -> Markup {
             "Pending by lane: high " span data-lane="high" { (stats.lanes.high) }
             " · normal " span data-lane="normal" { (stats.lanes.normal) }
             " · low " span data-lane="low" { (stats.lanes.low) }
+            " (of normal's, " span data-lane="keyed" { (stats.lanes.keyed) }
+            " in the lanes of " span data-lane="keys" { (stats.lanes.keys) } " keys)"
         }
     }
 }

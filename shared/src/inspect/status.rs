@@ -89,8 +89,8 @@ pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
 /// Where task `name` is under that very name, if anywhere.
 async fn by_name(queue: &Queue, now: &ZkTime, name: &str) -> Result<Option<Status>> {
     let number = layout::sequence(name).expect("a task name");
-    let lane = crate::lane::Priority::of_name(name);
-    let probe = queue.probe_in(lane, number, 1).await?;
+    let lane = crate::lane::Lane::of_name(name);
+    let probe = queue.probe_in(&lane, &[], number, 1).await?;
     if let Some(probed) = probe.found.first() {
         return Ok(Some(classify(info(queue, probed, now).await?)));
     }

@@ -5,6 +5,9 @@
 //! ├── tasks/task-0000000042             persistent sequential, the task body (JSON): the
 //! │                                     normal lane
 //! ├── lanes/high/high-0000000007        the high lane's tasks (and `lanes/low/low-…`)
+//! ├── lanes/keys/<key>/key.<key>.0000000003
+//! │                                     a concurrency key's lane (`<key>` encoded); the
+//! │                                     parent's data is the lane's head
 //! ├── heads/high                        the high (or low) lane's head, as `head` is normal's
 //! ├── debounce/<key>                    a debounced publish's pending task (`<key>` encoded)
 //! ├── leases/task-0000000042            persistent, present while a consumer holds the task
@@ -32,7 +35,7 @@
 //! The `tasks` and `leases` names, and a lease named after its task, are the 000 design's,
 //! so its producers and consumers can share a queue with ours.
 
-use crate::lane::Priority;
+use crate::lane::{Lane, Priority};
 
 mod names;
 pub use names::*;
@@ -289,30 +292,39 @@ impl Layout {
         format!("{}/heads", self.root)
     }
 
-    /// Where tasks of `lane` are: `tasks/` for normal, `lanes/<lane>/` for the others.
-    pub fn lane_tasks(&self, lane: Priority) -> String {
+    /// The parent of the key lanes (`lanes/keys`).
+    pub fn key_lanes(&self) -> String {
+        format!("{}/lanes/keys", self.root)
+    }
+
+    /// Where tasks of `lane` are: `tasks/` for normal, `lanes/<lane>/` for high and low,
+    /// `lanes/keys/<key>/` for a key's.
+    pub fn lane_tasks(&self, lane: &Lane) -> String {
         match lane {
-            Priority::Normal => self.tasks(),
-            other => format!("{}/lanes/{other}", self.root),
+            Lane::Priority(Priority::Normal) => self.tasks(),
+            Lane::Priority(other) => format!("{}/lanes/{other}", self.root),
+            Lane::Key(key) => format!("{}/lanes/keys/{key}", self.root),
         }
     }
 
-    /// The head of `lane`: `head` for normal, `heads/<lane>` for the others.
-    pub fn lane_head(&self, lane: Priority) -> String {
+    /// The head of `lane`: `head` for normal, `heads/<lane>` for high and low, the lane's
+    /// parent itself for a key's (its data).
+    pub fn lane_head(&self, lane: &Lane) -> String {
         match lane {
-            Priority::Normal => self.head(),
-            other => format!("{}/heads/{other}", self.root),
+            Lane::Priority(Priority::Normal) => self.head(),
+            Lane::Priority(other) => format!("{}/heads/{other}", self.root),
+            Lane::Key(_) => self.lane_tasks(lane),
         }
     }
 
     /// The path sequential tasks of `lane` are created under (`…/lanes/high/high-`).
-    pub fn lane_prefix(&self, lane: Priority) -> String {
+    pub fn lane_prefix(&self, lane: &Lane) -> String {
         format!("{}/{}", self.lane_tasks(lane), lane.prefix())
     }
 
     /// Task `name`, in the lane its name says.
     pub fn task(&self, name: &str) -> String {
-        format!("{}/{name}", self.lane_tasks(Priority::of_name(name)))
+        format!("{}/{name}", self.lane_tasks(&Lane::of_name(name)))
     }
 
     pub fn lease(&self, name: &str) -> String {
@@ -335,8 +347,9 @@ impl Layout {
         paths.extend([
             self.tasks(),
             self.lanes(),
-            self.lane_tasks(Priority::High),
-            self.lane_tasks(Priority::Low),
+            self.lane_tasks(&Priority::High.into()),
+            self.lane_tasks(&Priority::Low.into()),
+            self.key_lanes(),
             self.heads(),
             self.debounce(),
             self.leases(),
@@ -375,9 +388,22 @@ mod tests {
             l.task("high-0000000001"),
             "/event-bridge/lanes/high/high-0000000001"
         );
-        assert_eq!(l.lane_prefix(Priority::Low), "/event-bridge/lanes/low/low-");
-        assert_eq!(l.lane_head(Priority::High), "/event-bridge/heads/high");
-        assert_eq!(l.lane_head(Priority::Normal), "/event-bridge/head");
+        assert_eq!(
+            l.lane_prefix(&Priority::Low.into()),
+            "/event-bridge/lanes/low/low-"
+        );
+        assert_eq!(
+            l.lane_head(&Priority::High.into()),
+            "/event-bridge/heads/high"
+        );
+        assert_eq!(l.lane_head(&Lane::NORMAL), "/event-bridge/head");
+        let key = Lane::of_key("a/b");
+        assert_eq!(
+            l.task("key.a%2Fb.0000000002"),
+            "/event-bridge/lanes/keys/a%2Fb/key.a%2Fb.0000000002"
+        );
+        assert_eq!(l.lane_head(&key), "/event-bridge/lanes/keys/a%2Fb");
+        assert_eq!(sequence("key.a%2Fb.0000000002"), Some(2));
     }
 
     #[test]
@@ -392,6 +418,7 @@ mod tests {
                 "/a/b/lanes",
                 "/a/b/lanes/high",
                 "/a/b/lanes/low",
+                "/a/b/lanes/keys",
                 "/a/b/heads",
                 "/a/b/debounce",
                 "/a/b/leases",

@@ -1,7 +1,7 @@
 //! Names of znodes: how a text becomes one segment, and how sequential task names and dead
 //! letters' names carry their numbers.
 
-use crate::lane::Priority;
+use crate::lane::Lane;
 
 /// `text` as one znode name: bytes other than ASCII letters, digits, `-` and `_` become `%XX`
 /// (so `/`, `.` and `..` never appear), and the empty text is `%`.
@@ -52,7 +52,7 @@ pub fn decode_segment(name: &str) -> String {
 /// unsigned it keeps counting up, to 2^32 − 1. Sorting by this, not by `getChildren` order,
 /// gives the oldest.
 pub fn sequence(name: &str) -> Option<i64> {
-    let digits = name.strip_prefix(Priority::of_name(name).prefix())?;
+    let digits = name.strip_prefix(Lane::of_name(name).prefix().as_str())?;
     let (negative, magnitude) = match digits.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, digits),
@@ -68,11 +68,11 @@ pub fn sequence(name: &str) -> Option<i64> {
 
 /// The name ZooKeeper gives the task of sequence number `n` (the inverse of [`sequence`]).
 pub fn task_name(n: i64) -> String {
-    lane_task_name(Priority::Normal, n)
+    lane_task_name(&Lane::NORMAL, n)
 }
 
 /// The name ZooKeeper gives the task of sequence number `n` in `lane`.
-pub fn lane_task_name(lane: Priority, n: i64) -> String {
+pub fn lane_task_name(lane: &Lane, n: i64) -> String {
     format!("{}{:010}", lane.prefix(), n as u32 as i32)
 }
 
@@ -123,6 +123,7 @@ pub fn dead_oldest_first(names: Vec<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lane::Priority;
     use crate::layout::{Layout, TASK_PREFIX};
 
     #[test]
@@ -150,7 +151,7 @@ mod tests {
         assert_eq!(sequence("lock-0000000001"), None);
         assert_eq!(sequence("high-0000000007"), Some(7));
         assert_eq!(sequence("low--000000001"), Some(4_294_967_295));
-        assert_eq!(lane_task_name(Priority::High, 7), "high-0000000007");
+        assert_eq!(lane_task_name(&Priority::High.into(), 7), "high-0000000007");
         assert_eq!(Priority::Normal.prefix(), TASK_PREFIX);
         assert_eq!(sequence("task-00000000x1"), None);
     }

@@ -33,7 +33,7 @@ use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::Handler;
 use crate::limit::RouteLimits;
-use crate::queue::{LaneStart, Queue, Restraints, Start, Walk};
+use crate::queue::{Lanes, Queue, Restraints, Start, Walk};
 use crate::session::{Recovery, Session, recovery};
 use crate::task::OnDeadPolicy;
 use pass::Pass;
@@ -243,7 +243,7 @@ fn restraints_from(
     start: Start,
     on_dead: OnDeadPolicy,
     limits: RouteLimits,
-) -> (Restraints, Vec<LaneStart>) {
+) -> (Restraints, Lanes) {
     let restraints = Restraints {
         paused: start.paused,
         cancelled: start.cancelled,
@@ -311,7 +311,7 @@ impl<H> Run<'_, H> {
 
     /// Before a pass but the first: what is held, read again (a worker's run may last for
     /// hours), and the head the pass starts from, together.
-    async fn before_pass(&self) -> Result<Vec<crate::queue::LaneStart>> {
+    async fn before_pass(&self) -> Result<Lanes> {
         let start = self.queue().read_start().await?;
         let (fresh, head) = restraints_from(start, self.on_dead(), self.limits());
         self.set_restraints(fresh);

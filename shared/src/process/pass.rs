@@ -28,7 +28,7 @@ use crate::handler::Handler;
 mod completion;
 mod refill;
 
-use crate::lane::Priority;
+use crate::lane::Lane;
 use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Settled, TaskRead, Walk};
 
 /// How far a lost race jumps ahead, at most, per place of the run's concurrency: a window for
@@ -361,11 +361,9 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             self.ready.push_back(task);
             return;
         }
-        let rank = Priority::of_name(&task.0).rank();
-        let after = self
-            .ready
-            .iter()
-            .rposition(|(name, _)| Priority::of_name(name).rank() <= rank);
+        let rank = |name: &str| Lane::of_name(name).priority().rank();
+        let mine = rank(&task.0);
+        let after = self.ready.iter().rposition(|(name, _)| rank(name) <= mine);
         self.ready.insert(after.map_or(0, |i| i + 1), task);
     }
 

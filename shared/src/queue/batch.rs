@@ -109,10 +109,10 @@ impl Queue {
             // The batches its items join: their totals raised in the same multi-op.
             let joins = self.batch_joins(envelopes).await?;
             // Each item's task goes to the tail of its lane.
-            let prefixes: Vec<String> = envelopes
-                .iter()
-                .map(|e| self.layout().lane_prefix(e.priority))
-                .collect();
+            let lanes: Vec<_> = envelopes.iter().map(Envelope::lane).collect();
+            self.ensure_lanes(&lanes).await?;
+            let prefixes: Vec<String> =
+                lanes.iter().map(|l| self.layout().lane_prefix(l)).collect();
             let multi = batch_multi(&items, &prefixes, &joins);
             if multi.is_empty() {
                 return Ok(Some(answers(envelopes, items, &[])));
@@ -243,7 +243,7 @@ impl Queue {
     fn publish_bytes(&self, envelope: &Envelope) -> Result<usize> {
         let chroot = self.client().path().trim_end_matches('/').len();
         let create = |path: &str, data: &[u8]| CREATE_FRAMING + chroot + path.len() + data.len();
-        let prefix = self.layout().lane_prefix(envelope.priority);
+        let prefix = self.layout().lane_prefix(&envelope.lane());
         Ok(match envelope.idempotency_key.as_deref() {
             None if !envelope.after.is_empty() => {
                 self.child_bytes(envelope, envelope.to_bytes()?.len(), chroot)

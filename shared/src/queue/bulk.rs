@@ -20,6 +20,8 @@ impl Queue {
     /// has landed.
     pub(super) async fn publish_window(&self, window: &[Envelope]) -> Result<Vec<Published>> {
         let mut published = Vec::with_capacity(window.len());
+        let lanes: Vec<_> = window.iter().map(Envelope::lane).collect();
+        self.ensure_lanes(&lanes).await?;
         for segment in debounce_segments(window) {
             let runs = keyed_runs(segment);
             let each = runs.iter().map(|run| self.publish_run(run));

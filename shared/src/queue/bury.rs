@@ -119,7 +119,7 @@ impl Queue {
             Some(b) => self.settling_batch(b).await?,
             None => None,
         };
-        let prefix = self.layout().lane_prefix(crate::task::Priority::Normal);
+        let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
         let dead_name = [name.clone()];
         let paths = Paths::of(self, &task);
         let guard = LeaseData::new(self.consumer_id()).to_bytes();

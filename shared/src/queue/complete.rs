@@ -147,7 +147,7 @@ impl Queue {
         let mut settled = Vec::with_capacity(leases.len());
         let mut reread = std::collections::HashSet::new();
         let mut batches = self.settling_batches(&batch_names(&leases)).await?;
-        let prefix = self.layout().lane_prefix(crate::task::Priority::Normal);
+        let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
         let mut batch_tries = 0;
         let mut marker_tries = 0;
         let mut covered = self.no_children();

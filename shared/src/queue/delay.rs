@@ -217,9 +217,7 @@ impl Queue {
         version: i32,
         body: &[u8],
     ) -> Result<Option<String>> {
-        let prefix = self
-            .layout()
-            .lane_prefix(crate::lane::Priority::of_body(body));
+        let prefix = self.layout().lane_prefix(&self.lane_of_body(body).await?);
         let mut multi = Multi::new();
         multi
             .push(Part::Waiting, Op::Delete(waiting, version))

@@ -249,7 +249,7 @@ impl Queue {
                 _ => None,
             };
             let mut own = own;
-            let prefix = self.layout().lane_prefix(envelope.priority);
+            let prefix = self.layout().lane_prefix(&self.lane_for(&envelope).await?);
             for _ in 0..4 {
                 let mut multi = Multi::new();
                 multi.push(Part::Parent, Op::Delete(&entry, -1));

@@ -176,18 +176,19 @@ impl Queue {
         }
         match &envelope.idempotency_key {
             Some(key) => self.publish_keyed(envelope, key).await,
-            None => Ok(Published::Created {
-                id: envelope.id.clone(),
-                task: self
-                    .publish_in(envelope.priority, &envelope.to_bytes()?)
-                    .await?,
-            }),
+            None => {
+                let lane = self.lane_for(envelope).await?;
+                Ok(Published::Created {
+                    id: envelope.id.clone(),
+                    task: self.publish_in(&lane, &envelope.to_bytes()?).await?,
+                })
+            }
         }
     }
 
     async fn publish_keyed(&self, envelope: &Envelope, key: &str) -> Result<Published> {
         let write = self.keyed_write(envelope, key)?;
-        let prefix = self.layout().lane_prefix(envelope.priority);
+        let prefix = self.layout().lane_prefix(&self.lane_for(envelope).await?);
         for _ in 0..3 {
             let mut multi = Multi::new();
             multi
@@ -234,9 +235,7 @@ impl Queue {
         let write = keyed.map(|(e, key)| self.keyed_write(e, key)).transpose()?;
         let body = write.as_ref().map_or(body, |w| &w.body[..]);
         // Back to the tail of the lane it was published in.
-        let prefix = self
-            .layout()
-            .lane_prefix(crate::lane::Priority::of_body(body));
+        let prefix = self.layout().lane_prefix(&self.lane_of_body(body).await?);
         let batch = match crate::task::parse(body) {
             crate::task::Body::Envelope(e) => e.batch,
             _ => None,
@@ -376,8 +375,8 @@ impl Queue {
         let Some(number) = layout::sequence(name) else {
             return Ok(KeyState::Pending);
         };
-        let lane = crate::lane::Priority::of_name(name);
-        let probe = self.probe_in(lane, number, 1).await?;
+        let lane = crate::lane::Lane::of_name(name);
+        let probe = self.probe_in(&lane, &[], number, 1).await?;
         Ok(match probe.found.first() {
             Some(found) if found.lease.is_some() => KeyState::Leased,
             Some(_) => KeyState::Pending,

@@ -28,7 +28,7 @@ use super::Queue;
 use super::probe::{Head, HeadData, LaneStart, Probed};
 use super::ranges::Ranges;
 use crate::error::Result;
-use crate::lane::Priority;
+use crate::lane::Lane;
 
 /// Numbers in one probe.
 pub const WINDOW: usize = 32;
@@ -46,7 +46,7 @@ pub const HEAD_RANGES: usize = 64;
 /// Where a walk of one lane is.
 #[derive(Debug)]
 pub struct LaneWalk {
-    lane: Priority,
+    lane: Lane,
     head: Option<Head>,
     /// The next number to probe.
     next: i64,
@@ -70,15 +70,18 @@ pub struct LaneWalk {
     /// The highest number seen existing (never passed by the frontier while open).
     highest: i64,
     /// The tails of the other lanes, read with the last probe.
-    others: Vec<(Priority, i64)>,
+    others: Vec<(Lane, i64)>,
+    /// `cversion` of `lanes/keys`, read with the last probe.
+    key_lanes: Option<i32>,
 }
 
 impl LaneWalk {
     /// A walk of `lane` that starts at its head.
-    pub fn new(lane: Priority) -> Self {
+    pub fn new(lane: Lane) -> Self {
         LaneWalk {
             lane,
             others: Vec::new(),
+            key_lanes: None,
             head: None,
             next: 0,
             tail: 0,
@@ -118,13 +121,18 @@ impl LaneWalk {
         }
     }
 
-    pub fn lane(&self) -> Priority {
-        self.lane
+    pub fn lane(&self) -> &Lane {
+        &self.lane
     }
 
     /// The tails of the other lanes that the last probe read (taken: each is learnt once).
-    pub fn take_others(&mut self) -> Vec<(Priority, i64)> {
+    pub fn take_others(&mut self) -> Vec<(Lane, i64)> {
         std::mem::take(&mut self.others)
+    }
+
+    /// `cversion` of `lanes/keys` as the last probe read it.
+    pub fn key_lanes_version(&self) -> Option<i32> {
+        self.key_lanes
     }
 
     /// Another lane's probe read this lane's tail: past what the walk knew, there are tasks
@@ -210,15 +218,19 @@ impl LaneWalk {
                 tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
                 return Ok(());
             }
-            self.head = queue.read_head_in(self.lane).await?;
+            self.head = queue.read_head_in(&self.lane).await?;
         }
         tracing::debug!("head not moved: other consumers kept writing it first");
         Ok(())
     }
 
     /// The tasks of the next window that has any, in number order; `None` once the walk has
-    /// reached the tail.
-    pub async fn next_window(&mut self, queue: &Queue) -> Result<Option<Vec<Probed>>> {
+    /// reached the tail. Each probe also reads the tails of `others`.
+    pub async fn next_window(
+        &mut self,
+        queue: &Queue,
+        others: &[Lane],
+    ) -> Result<Option<Vec<Probed>>> {
         if self.head.is_none() {
             self.start(queue).await?;
         }
@@ -226,8 +238,9 @@ impl LaneWalk {
             // Ranges known gone (from the head, or settled) are passed without a probe.
             self.next = self.known.reach(self.next).min(self.tail.max(self.next));
             let count = if self.found_any { WINDOW } else { self.width };
-            let probe = queue.probe_in(self.lane, self.next, count).await?;
+            let probe = queue.probe_in(&self.lane, others, self.next, count).await?;
             self.others = probe.others.clone();
+            self.key_lanes = probe.key_lanes;
             let offset = self.head_data().tail_offset;
             self.tail = self.tail.max(probe.tail + offset);
             self.children = probe.children;
@@ -265,17 +278,17 @@ impl LaneWalk {
 
     /// Reads the head; without one, lists the lane once to write it.
     async fn start(&mut self, queue: &Queue) -> Result<()> {
-        match queue.read_head_in(self.lane).await? {
+        match queue.read_head_in(&self.lane).await? {
             Some(head) => {
                 *self = LaneWalk {
                     next: head.data.next,
                     known: Ranges::from_pairs(&head.data.gone),
                     head: Some(head),
-                    ..LaneWalk::new(self.lane)
+                    ..LaneWalk::new(self.lane.clone())
                 }
             }
             None => {
-                self.head = Some(Head::missing(self.lane));
+                self.head = Some(Head::missing(self.lane.clone()));
                 return self.list(queue).await;
             }
         }
@@ -317,13 +330,13 @@ impl LaneWalk {
         self.listed = true;
         // The tail before the listing: a number under it that the listing lacks was given
         // before it, so it is gone for good.
-        let before = queue.probe_in(self.lane, 0, 0).await?.tail;
-        let (numbers, junk) = queue.list_numbers(self.lane).await?;
-        let probe = queue.probe_in(self.lane, 0, 0).await?;
+        let before = queue.probe_in(&self.lane, &[], 0, 0).await?.tail;
+        let (numbers, junk) = queue.list_numbers(&self.lane).await?;
+        let probe = queue.probe_in(&self.lane, &[], 0, 0).await?;
         let head = self
             .head
             .clone()
-            .unwrap_or_else(|| Head::missing(self.lane));
+            .unwrap_or_else(|| Head::missing(self.lane.clone()));
         let lowest = numbers.first().copied().unwrap_or(before);
         let highest_next = numbers.last().map_or(probe.tail, |n| n + 1);
         let data = HeadData {
@@ -347,7 +360,7 @@ impl LaneWalk {
         };
         self.head = match written {
             Some(written) => Some(written),
-            None => queue.read_head_in(self.lane).await?,
+            None => queue.read_head_in(&self.lane).await?,
         };
         self.children = numbers.len() + junk;
         self.tail = highest_next.max(probe.tail);
@@ -420,7 +433,7 @@ mod tests {
 
     #[test]
     fn the_head_passes_only_what_is_known_gone() {
-        let mut walk = LaneWalk::new(Priority::Normal);
+        let mut walk = LaneWalk::new(Lane::NORMAL);
         // A window of 32 from 0 that saw tasks 3 and 7, with the tail at 10.
         walk.observe(&[probed(3), probed(7)], WINDOW, 10);
         // 0..3 were seen missing below the tail: gone. 3 and 7 are open.
@@ -433,7 +446,7 @@ mod tests {
 
     #[test]
     fn numbers_jumped_over_are_never_passed() {
-        let mut walk = LaneWalk::new(Priority::Normal);
+        let mut walk = LaneWalk::new(Lane::NORMAL);
         walk.observe(&[probed(1)], WINDOW, 1_000);
         walk.mark_gone(1);
         walk.next = 32;
@@ -451,7 +464,7 @@ mod tests {
     #[test]
     fn knowledge_of_several_consumers_adds_up_in_the_head() {
         // Consumer a walked 0..32 and jumped to 96; b walked 32..96 (say, after a lost race).
-        let mut a = LaneWalk::new(Priority::Normal);
+        let mut a = LaneWalk::new(Lane::NORMAL);
         a.observe(&[probed(5)], WINDOW, 1_000);
         a.mark_gone(5);
         a.next = 96;
@@ -461,14 +474,14 @@ mod tests {
             (head.next, head.gone.clone()),
             (32, vec![[96, 100], [101, 128]])
         );
-        let mut b = LaneWalk::new(Priority::Normal);
+        let mut b = LaneWalk::new(Lane::NORMAL);
         b.next = 32;
         b.observe(&[], 64, 1_000);
         let head = b.head_after(&head);
         assert_eq!(head.next, 100, "a's open task 100 stops the head");
         assert_eq!(head.gone, [[101, 128]]);
         // A walk starting from that head passes what it knows gone without a probe.
-        let mut c = LaneWalk::new(Priority::Normal);
+        let mut c = LaneWalk::new(Lane::NORMAL);
         c.known = Ranges::from_pairs(&head.gone);
         c.next = 101;
         c.tail = 1_000;

@@ -11,8 +11,8 @@ use super::Queue;
 use super::keys::{Published, created_name};
 use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
+use crate::task::Envelope;
 use crate::task::batch::{BatchState, BatchStatus, callback_envelopes};
-use crate::task::{Envelope, Priority};
 
 /// Tries of a write to a batch that other writers keep changing.
 pub(super) const TRIES: usize = 64;
@@ -232,7 +232,7 @@ impl Queue {
     /// Seals batch `name`; its callbacks go in the same write when nothing is pending.
     pub(crate) async fn seal_batch(&self, name: &str) -> Result<BatchStatus> {
         let path = self.layout().batch(name);
-        let prefix = self.layout().lane_prefix(Priority::Normal);
+        let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
         for attempt in 0..TRIES {
             if attempt > 0 {
                 batch_backoff(attempt).await;
@@ -309,9 +309,9 @@ impl Queue {
         batch: &str,
     ) -> Result<Vec<Published>> {
         let path = self.layout().batch(batch);
-        let prefixes: Vec<String> = (run.iter())
-            .map(|e| self.layout().lane_prefix(e.priority))
-            .collect();
+        let lanes: Vec<_> = run.iter().map(Envelope::lane).collect();
+        self.ensure_lanes(&lanes).await?;
+        let prefixes: Vec<String> = lanes.iter().map(|l| self.layout().lane_prefix(l)).collect();
         for attempt in 0..TRIES {
             if attempt > 0 {
                 batch_backoff(attempt).await;

@@ -50,6 +50,7 @@ mod group_lock;
 mod holder;
 mod key_expiry;
 mod key_gates;
+mod key_lanes;
 mod key_owner;
 mod keys;
 mod lane_walk;
@@ -82,6 +83,7 @@ pub use forward::{DeadLetterSink, SendError};
 pub use group_lock::{GroupLock, HeldLock, LockRead};
 pub use holder::Settled;
 pub use key_gates::{KEY_GATE_IDLE_MS, KeyInFlight};
+pub use key_lanes::KeyLanes;
 pub(crate) use keys::Requeued;
 pub use keys::{KeyState, Published};
 pub use lane_walk::LaneWalk;
@@ -89,7 +91,7 @@ pub use members::BatchRead;
 pub(crate) use members::{batch_error, unknown_batch};
 pub(crate) use ops::{Multi, Op, Part};
 pub use pause::{PauseTarget, Paused, PausedSince};
-pub use probe::{Head, HeadData, LaneStart, LeaseSeen, Probe, Probed};
+pub use probe::{Head, HeadData, LaneStart, Lanes, LeaseSeen, Probe, Probed};
 pub use reads::TaskRead;
 pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
@@ -126,6 +128,8 @@ pub struct Queue {
     /// The data version at which `dependents/` was last seen without children, or -1 (see
     /// `dependents`).
     dependents_empty_at: Arc<std::sync::atomic::AtomicI64>,
+    /// Key lanes this process knows exist (made or met by its publishes; see `key_lanes`).
+    key_lanes_seen: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
@@ -159,6 +163,7 @@ impl Queue {
             done_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             key_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             dependents_empty_at: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
+            key_lanes_seen: Arc::default(),
             acls: acls(config),
             dead_letters: None,
         }

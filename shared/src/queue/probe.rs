@@ -18,7 +18,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::reads::TaskRead;
 use crate::error::{Error, Result};
-use crate::lane::Priority;
+use crate::lane::{Lane, Priority};
 use crate::layout::{self, lane_task_name};
 use crate::lease::LeaseData;
 use crate::progress::ProgressReport;
@@ -71,13 +71,15 @@ pub struct Probe {
     /// Children of the lane's parent (tasks and anything else), from its stat.
     pub children: usize,
     /// The tails of the other lanes, read with it.
-    pub others: Vec<(Priority, i64)>,
+    pub others: Vec<(Lane, i64)>,
+    /// `cversion` of `lanes/keys`, read with it: it moves when a key lane is made.
+    pub key_lanes: Option<i32>,
 }
 
 /// Where a lane starts, as [`Queue::read_lanes`] read it.
 #[derive(Clone, Debug)]
 pub struct LaneStart {
-    pub lane: Priority,
+    pub lane: Lane,
     /// `None` when no consumer of this version wrote one yet.
     pub head: Option<Head>,
     /// The next number ZooKeeper will give in the lane.
@@ -88,7 +90,7 @@ pub struct LaneStart {
 
 /// The next number ZooKeeper will give under a parent of this stat: `cversion` counts creates
 /// and deletes of children, `numChildren` creates less deletes.
-fn tail_of(stat: &zk::Stat) -> i64 {
+pub(super) fn tail_of(stat: &zk::Stat) -> i64 {
     (stat.cversion as i64 + stat.num_children as i64) / 2
 }
 
@@ -118,15 +120,25 @@ pub struct Head {
     pub data: HeadData,
     /// `None` when the znode does not exist yet.
     version: Option<i32>,
-    pub lane: Priority,
+    pub lane: Lane,
 }
 
 impl Head {
     /// The head of a lane that has none yet: writing it creates it.
-    pub fn missing(lane: Priority) -> Self {
+    pub fn missing(lane: Lane) -> Self {
         Head {
             data: HeadData::default(),
             version: None,
+            lane,
+        }
+    }
+
+    /// The head of `lane` as read from its znode (data that is not a head reads as none
+    /// yet: a key lane's parent starts empty).
+    pub fn read(lane: Lane, data: &[u8], stat: &zk::Stat) -> Self {
+        Head {
+            data: serde_json::from_slice(data).unwrap_or_default(),
+            version: Some(stat.version),
             lane,
         }
     }
@@ -139,18 +151,25 @@ impl Head {
 impl Queue {
     /// Reads `count` numbers from `from` of the normal lane (`tasks/`) in one request.
     pub async fn probe(&self, from: i64, count: usize) -> Result<Probe> {
-        self.probe_in(Priority::Normal, from, count).await
+        let others = [Priority::High, Priority::Low].map(Lane::from);
+        self.probe_in(&Lane::NORMAL, &others, from, count).await
     }
 
     /// Reads `count` numbers from `from` of `lane` in one request: each task and its lease,
-    /// the stat of the lane's parent, and the tails of the other lanes (so that a walk learns
-    /// of tasks published in a lane it left without a request of its own).
-    pub async fn probe_in(&self, lane: Priority, from: i64, count: usize) -> Result<Probe> {
+    /// the stat of the lane's parent, the tails of the `others` lanes (so that a walk learns
+    /// of tasks published in a lane it left without a request of its own), and the stat of
+    /// `lanes/keys` (so that it learns of a key lane made since it listed them).
+    pub async fn probe_in(
+        &self,
+        lane: &Lane,
+        others: &[Lane],
+        from: i64,
+        count: usize,
+    ) -> Result<Probe> {
         let tasks = self.layout().lane_tasks(lane);
-        let others: Vec<Priority> = Priority::ALL.into_iter().filter(|p| *p != lane).collect();
         let mut reader = self.client().new_multi_reader();
-        let mut paths = vec![tasks.clone()];
-        paths.extend(others.iter().map(|p| self.layout().lane_tasks(*p)));
+        let mut paths = vec![tasks.clone(), self.layout().key_lanes()];
+        paths.extend(others.iter().map(|p| self.layout().lane_tasks(p)));
         for number in from..from + count as i64 {
             let name = lane_task_name(lane, number);
             paths.push(self.layout().task(&name));
@@ -175,12 +194,16 @@ impl Queue {
             tail: tail_of(&stat),
             children: stat.num_children as usize,
             others: Vec::new(),
+            key_lanes: None,
         };
+        if let Some(zk::MultiReadResult::Data { stat, .. }) = results.next() {
+            probe.key_lanes = Some(stat.cversion);
+        }
         for other in others {
             // A lane whose parent is missing (a queue no consumer of this version set up)
             // has no tasks.
             if let Some(zk::MultiReadResult::Data { stat, .. }) = results.next() {
-                probe.others.push((other, tail_of(&stat)));
+                probe.others.push((other.clone(), tail_of(&stat)));
             }
         }
         for number in from..from + count as i64 {
@@ -193,8 +216,8 @@ impl Queue {
     }
 
     /// Where each lane starts, in one request: its head and its parent's stat (the tail, and
-    /// how many children it has).
-    pub async fn read_lanes(&self) -> Result<Vec<LaneStart>> {
+    /// how many children it has); when key lanes exist, two more (see [`Queue::with_key_lanes`]).
+    pub async fn read_lanes(&self) -> Result<Lanes> {
         let mut reader = self.client().new_multi_reader();
         self.add_lane_reads(&mut reader)?;
         let head = self.layout().head();
@@ -202,19 +225,35 @@ impl Queue {
             .commit()
             .await
             .map_err(|e| Error::zk("get", &head, e))?;
-        Ok(lane_starts(&mut results.into_iter()))
+        self.with_key_lanes(lane_starts(&mut results.into_iter()))
+            .await
     }
 
-    /// Adds what [`Queue::read_lanes`] reads to `reader`: each lane's head, and its parent.
+    /// `lanes` with the key lanes' starts, listed and read when `lanes/keys` has any.
+    pub async fn with_key_lanes(&self, mut lanes: Lanes) -> Result<Lanes> {
+        if lanes.key_lanes_listed {
+            return Ok(lanes);
+        }
+        let keys = self.read_key_lanes().await?;
+        lanes.starts.extend(keys.starts);
+        lanes.key_version = keys.version;
+        lanes.key_lanes_listed = true;
+        Ok(lanes)
+    }
+
+    /// Adds what [`Queue::read_lanes`] reads to `reader`: each lane's head, and its parent;
+    /// then `lanes/keys`.
     pub(super) fn add_lane_reads(&self, reader: &mut zk::MultiReader<'_>) -> Result<()> {
         let paths: Vec<String> = Priority::ALL
             .into_iter()
             .flat_map(|lane| {
+                let lane = Lane::from(lane);
                 [
-                    self.layout().lane_head(lane),
-                    self.layout().lane_tasks(lane),
+                    self.layout().lane_head(&lane),
+                    self.layout().lane_tasks(&lane),
                 ]
             })
+            .chain([self.layout().key_lanes()])
             .collect();
         super::reads::add_get_data(reader, &paths)
     }
@@ -264,17 +303,17 @@ impl Queue {
 
     /// The normal lane's head, or `None` when no consumer of this version wrote one yet.
     pub async fn read_head(&self) -> Result<Option<Head>> {
-        self.read_head_in(Priority::Normal).await
+        self.read_head_in(&Lane::NORMAL).await
     }
 
     /// The head of `lane`, or `None` when no consumer of this version wrote one yet.
-    pub async fn read_head_in(&self, lane: Priority) -> Result<Option<Head>> {
+    pub async fn read_head_in(&self, lane: &Lane) -> Result<Option<Head>> {
         let path = self.layout().lane_head(lane);
         match self.client().get_data(&path).await {
             Ok((data, stat)) => Ok(Some(Head {
                 data: serde_json::from_slice(&data).unwrap_or_default(),
                 version: Some(stat.version),
-                lane,
+                lane: lane.clone(),
             })),
             Err(zk::Error::NoNode) => Ok(None),
             Err(e) => Err(Error::zk("get", path, e)),
@@ -285,7 +324,7 @@ impl Queue {
     /// error (the other writer moved it too). Returns the head as written (with its new
     /// version, so no read is needed to write it again), or `None` when the race was lost.
     pub async fn write_head(&self, head: &Head, data: &HeadData) -> Result<Option<Head>> {
-        let path = self.layout().lane_head(head.lane);
+        let path = self.layout().lane_head(&head.lane);
         let bytes = serde_json::to_vec(data)?;
         let version = match head.version {
             Some(version) => self
@@ -303,7 +342,7 @@ impl Queue {
             Ok(version) => Ok(Some(Head {
                 data: data.clone(),
                 version: Some(version),
-                lane: head.lane,
+                lane: head.lane.clone(),
             })),
             Err(zk::Error::BadVersion | zk::Error::NodeExists) => Ok(None),
             Err(e) => Err(Error::zk("set", path, e)),
@@ -312,17 +351,19 @@ impl Queue {
 
     /// Lists `lane`'s tasks: the fallback when probes cannot find them (no head yet, a jump
     /// in numbering). The numbers of the tasks, sorted, and how many children are not tasks.
-    pub async fn list_numbers(&self, lane: Priority) -> Result<(Vec<i64>, usize)> {
+    pub async fn list_numbers(&self, lane: &Lane) -> Result<(Vec<i64>, usize)> {
         let path = self.layout().lane_tasks(lane);
-        let names = self
-            .client()
-            .list_children(&path)
-            .await
-            .map_err(|e| Error::zk("list", &path, e))?;
+        let names = match self.client().list_children(&path).await {
+            Ok(names) => names,
+            // A lane not made yet has no task.
+            Err(zk::Error::NoNode) => Vec::new(),
+            Err(e) => return Err(Error::zk("list", &path, e)),
+        };
         let total = names.len();
+        let prefix = lane.prefix();
         let numbers = names
             .iter()
-            .filter(|n| n.starts_with(lane.prefix()))
+            .filter(|n| n.starts_with(&prefix))
             .filter_map(|n| layout::sequence(n));
         let mut numbers: Vec<i64> = numbers.collect();
         numbers.sort_unstable();
@@ -331,17 +372,33 @@ impl Queue {
     }
 }
 
-/// Where each lane starts, from the answers to what [`Queue::add_lane_reads`] added.
-pub(super) fn lane_starts(
-    results: &mut impl Iterator<Item = zk::MultiReadResult>,
-) -> Vec<LaneStart> {
+/// Where the lanes start: the priority lanes', then the key lanes' (see `key_lanes`).
+#[derive(Clone, Debug, Default)]
+pub struct Lanes {
+    pub starts: Vec<LaneStart>,
+    /// `cversion` of `lanes/keys` when the key lanes were listed.
+    pub key_version: Option<i32>,
+    /// Whether `starts` has every key lane (none exist, or they were listed).
+    pub key_lanes_listed: bool,
+}
+
+impl Lanes {
+    /// Whether no lane has a task (key lanes not listed yet may have some).
+    pub fn empty(&self) -> bool {
+        self.key_lanes_listed && self.starts.iter().all(|lane| lane.children == 0)
+    }
+}
+
+/// Where each lane starts, from the answers to what [`Queue::add_lane_reads`] added: the
+/// priority lanes; the key lanes are listed already when there are none.
+pub(super) fn lane_starts(results: &mut impl Iterator<Item = zk::MultiReadResult>) -> Lanes {
     let mut starts = Vec::new();
-    for lane in Priority::ALL {
+    for lane in Priority::ALL.map(Lane::from) {
         let head = match results.next() {
             Some(zk::MultiReadResult::Data { data, stat }) => Some(Head {
                 data: serde_json::from_slice(&data).unwrap_or_default(),
                 version: Some(stat.version),
-                lane,
+                lane: lane.clone(),
             }),
             _ => None,
         };
@@ -356,7 +413,15 @@ pub(super) fn lane_starts(
             children: parent.map_or(0, |s| s.num_children as usize),
         });
     }
-    starts
+    let keys = match results.next() {
+        Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
+        _ => None,
+    };
+    Lanes {
+        starts,
+        key_version: keys.map(|s| s.cversion),
+        key_lanes_listed: keys.is_none_or(|s| s.num_children == 0),
+    }
 }
 
 fn unexpected(path: &str, result: Option<zk::MultiReadResult>) -> Error {

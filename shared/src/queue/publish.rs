@@ -4,7 +4,8 @@
 use super::Queue;
 use super::keys::Published;
 use crate::error::{Error, Result};
-use crate::task::{self, Envelope, Priority};
+use crate::lane::Lane;
+use crate::task::{self, Envelope};
 
 /// Publishes a bulk publish keeps in flight.
 const PUBLISH_WINDOW: usize = 1_000;
@@ -64,11 +65,11 @@ impl Queue {
     /// Publishes a body as it is (any producer's JSON) in the normal lane, as a 000 producer
     /// does; returns the task's name.
     pub async fn publish_raw(&self, body: &[u8]) -> Result<String> {
-        self.publish_in(Priority::Normal, body).await
+        self.publish_in(&Lane::NORMAL, body).await
     }
 
-    /// Publishes a body at the tail of `lane`; returns the task's name.
-    pub(crate) async fn publish_in(&self, lane: Priority, body: &[u8]) -> Result<String> {
+    /// Publishes a body at the tail of `lane` (made already); returns the task's name.
+    pub(crate) async fn publish_in(&self, lane: &Lane, body: &[u8]) -> Result<String> {
         task::check_size(body)?;
         let prefix = self.layout().lane_prefix(lane);
         let (_, seq) = self

@@ -172,6 +172,7 @@ impl Queue {
             };
         };
         let mark = self.layout().schedule_slot(name, slot_ms);
+        self.ensure_lanes(&[envelope.lane()]).await?;
         let firing = self.firing(name, &path, &moved, &mark, envelope)?;
         let taken = self.fire(&firing, stored.version).await?;
         let fired = matches!(taken, SlotTaken::Fired { .. } | SlotTaken::Existing { .. });
@@ -227,7 +228,7 @@ impl Queue {
             ),
             other => other,
         })?;
-        let prefix = self.layout().lane_prefix(envelope.priority);
+        let prefix = self.layout().lane_prefix(&envelope.lane());
         let firing = Firing {
             path,
             moved,

@@ -10,7 +10,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::pause::Paused;
-use super::probe::{LaneStart, lane_starts};
+use super::probe::{Lanes, lane_starts};
 use super::reads::add_get_data;
 use crate::error::{Error, Result};
 
@@ -20,20 +20,22 @@ pub struct Start {
     pub paused: Paused,
     /// The names under `cancelled/`.
     pub cancelled: BTreeSet<String>,
-    pub lanes: Vec<LaneStart>,
+    pub lanes: Lanes,
     /// Whether `delayed/`, `debounce/` or `schedules/` has children.
     pub waiting: bool,
 }
 
 impl Start {
-    /// Nothing in the lanes and nothing waiting to join them.
+    /// Nothing in the lanes and nothing waiting to join them (key lanes that exist, unlisted,
+    /// count as something).
     pub fn idle(&self) -> bool {
-        !self.waiting && self.lanes.iter().all(|lane| lane.children == 0)
+        !self.waiting && self.lanes.empty()
     }
 }
 
 impl Queue {
-    /// Reads a [`Start`] in one multi-read.
+    /// Reads a [`Start`] in one multi-read. Its lanes are the priority lanes': a walk needs
+    /// the key lanes too ([`Queue::with_key_lanes`]).
     ///
     /// # Notable errors
     /// - [`Error::Unreadable`] when the `paused` znode holds something else than its JSON.

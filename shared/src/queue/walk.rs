@@ -1,36 +1,53 @@
-//! A walk over the whole queue: its lanes (high, normal, low) in turn, each walked from its
-//! own head a window at a time ([`LaneWalk`]).
+//! A walk over the whole queue: its lanes (high, normal, low, and the key lanes, which take
+//! normal's turn between them) in turn, each walked from its own head a window at a time
+//! ([`LaneWalk`]).
 //!
-//! Strict (the default): the walk takes a window of the highest lane that has one. Every
-//! probe also reads the tails of the other lanes (one more read in the same multi-read, no
+//! Strict (the default): the walk takes a window of the highest priority that has one. Every
+//! probe also reads the tails of the other lanes (more reads in the same multi-read, no
 //! request of its own), so a task published in a higher lane while the walk is in a lower one
 //! is seen with the next window, and the walk goes back up for it: a high task published
 //! behind 10^5 low ones is claimed with the next claim batch, not after them.
 //!
-//! Weighted ([`LaneWeights`]): the walk takes windows of the lanes that have any in
+//! Weighted ([`LaneWeights`]): the walk takes windows of the priorities that have any in
 //! proportion to their weights (smooth weighted round robin, per window of 32 numbers), so a
 //! low lane is never starved by a busy high one.
+//!
+//! Keys in turn: normal's turn goes round its lanes, `tasks/` and each key lane that has tasks,
+//! a window each (round robin). A key with a backlog therefore gives one window and then waits
+//! for every other key that has tasks to give one: a key publishing a few tasks behind it is
+//! taken within a window of each key, whatever the backlog. The walk finds the key lanes
+//! without listing tasks: it lists `lanes/keys` (one child per key) when it starts, its
+//! probes read the tails of the key lanes it knows, and the stat of `lanes/keys`, whose
+//! `cversion` moves when a key lane is made: the walk lists again before its next window.
+
+use std::collections::HashMap;
 
 use super::Queue;
 use super::lane_walk::LaneWalk;
-use super::probe::{LaneStart, Probed};
+use super::probe::{Lanes, Probed};
 use crate::error::Result;
-use crate::lane::{LaneWeights, Priority};
+use crate::lane::{Lane, LaneWeights, Priority};
 
 pub use super::lane_walk::{WIDEST, WINDOW};
 
 /// Where a walk of the whole queue is.
 #[derive(Debug)]
 pub struct Walk {
-    /// One walk per lane, high first.
+    /// One walk per lane: high, normal and low first, then the key lanes.
     lanes: Vec<LaneWalk>,
-    /// The lane of the last window given (0 for high).
+    /// Where each lane's walk is in `lanes`.
+    index: HashMap<Lane, usize>,
+    /// The lane of the last window given.
     current: usize,
     weights: Option<LaneWeights>,
-    /// Smooth weighted round robin: each lane's credit.
+    /// Smooth weighted round robin: each priority's credit.
     credit: [i64; 3],
     /// Strict: the last probe found tasks in a lane above the one it probed.
     higher: bool,
+    /// `cversion` of `lanes/keys` when the walk last listed it.
+    key_version: Option<i32>,
+    /// The key lanes must be listed before the next window.
+    relist: bool,
 }
 
 impl Default for Walk {
@@ -40,25 +57,41 @@ impl Default for Walk {
 }
 
 impl Walk {
-    /// A strict walk that starts at each lane's head, reading the heads itself.
+    /// A strict walk that starts at each lane's head, reading the heads itself (and listing
+    /// the key lanes before its first window).
     pub fn new() -> Self {
-        Walk::of(Priority::ALL.map(LaneWalk::new).into())
+        let lanes = Priority::ALL.map(|p| LaneWalk::new(p.into())).into();
+        Walk::of(lanes, None, true)
     }
 
     /// A strict walk that starts where [`Queue::read_lanes`] found the lanes: lanes with no
     /// task cost no request until a probe of another lane sees their tail move.
-    pub fn from_lanes(starts: Vec<LaneStart>) -> Self {
-        Walk::of(starts.into_iter().map(LaneWalk::from_start).collect())
+    pub fn from_lanes(lanes: Lanes) -> Self {
+        let walks = lanes.starts.into_iter().map(LaneWalk::from_start).collect();
+        Walk::of(walks, lanes.key_version, !lanes.key_lanes_listed)
     }
 
-    fn of(lanes: Vec<LaneWalk>) -> Self {
-        debug_assert!(lanes.iter().map(LaneWalk::lane).eq(Priority::ALL));
+    fn of(lanes: Vec<LaneWalk>, key_version: Option<i32>, relist: bool) -> Self {
+        let priorities: Vec<Lane> = Priority::ALL.map(Lane::from).into();
+        debug_assert!(
+            lanes
+                .iter()
+                .take(3)
+                .map(LaneWalk::lane)
+                .eq(priorities.iter())
+        );
+        let index = (lanes.iter().enumerate())
+            .map(|(i, walk)| (walk.lane().clone(), i))
+            .collect();
         Walk {
             current: Priority::Normal.rank(),
             lanes,
+            index,
             weights: None,
             credit: [0; 3],
             higher: false,
+            key_version,
+            relist,
         }
     }
 
@@ -70,7 +103,7 @@ impl Walk {
 
     /// Whether every lane's walk has reached its tail.
     pub fn ended(&self) -> bool {
-        self.lanes.iter().all(LaneWalk::ended)
+        !self.relist && self.lanes.iter().all(LaneWalk::ended)
     }
 
     /// Lets an ended walk go on: the lane it was last in probes past its old tail, and that
@@ -82,10 +115,11 @@ impl Walk {
     /// Lets every lane's walk go on past its old tail (after the walker itself published).
     pub fn resume_all(&mut self) {
         self.lanes.iter_mut().for_each(LaneWalk::resume);
+        self.relist = true;
     }
 
     /// The lane of the last window given.
-    pub fn lane(&self) -> Priority {
+    pub fn lane(&self) -> &Lane {
         self.lanes[self.current].lane()
     }
 
@@ -110,7 +144,9 @@ impl Walk {
         let Some(number) = crate::layout::sequence(name) else {
             return;
         };
-        self.lanes[Priority::of_name(name).rank()].mark_gone(number);
+        if let Some(i) = self.index.get(&Lane::of_name(name)) {
+            self.lanes[*i].mark_gone(number);
+        }
     }
 
     /// Adds what each lane's walk knows gone to its head (see [`LaneWalk::save_head`]).
@@ -125,8 +161,15 @@ impl Walk {
     /// it is; `None` once every lane's walk has reached its tail.
     pub async fn next_window(&mut self, queue: &Queue) -> Result<Option<Vec<Probed>>> {
         self.higher = false;
-        while let Some(i) = self.pick() {
-            let found = self.lanes[i].next_window(queue).await?;
+        loop {
+            if self.relist {
+                self.list_keys(queue).await?;
+            }
+            let Some(i) = self.pick() else {
+                return Ok(None);
+            };
+            let others = self.others_of(i);
+            let found = self.lanes[i].next_window(queue, &others).await?;
             self.learn_others(i);
             if let Some(found) = found {
                 self.current = i;
@@ -134,17 +177,51 @@ impl Walk {
                 return Ok(Some(found));
             }
         }
-        Ok(None)
+    }
+
+    /// Lists the key lanes: a walk for each new one, and the tails of those it knew.
+    async fn list_keys(&mut self, queue: &Queue) -> Result<()> {
+        let keys = queue.read_key_lanes().await?;
+        self.relist = false;
+        self.key_version = keys.version;
+        for start in keys.starts {
+            match self.index.get(&start.lane) {
+                Some(i) => {
+                    self.lanes[*i].learn_tail(start.tail);
+                }
+                None => {
+                    self.index.insert(start.lane.clone(), self.lanes.len());
+                    self.lanes.push(LaneWalk::from_start(start));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The lanes whose tails a probe of lane `i` reads: all the others.
+    fn others_of(&self, i: usize) -> Vec<Lane> {
+        (self.lanes.iter().enumerate())
+            .filter(|(j, _)| *j != i)
+            .map(|(_, walk)| walk.lane().clone())
+            .collect()
     }
 
     /// The tails lane `i`'s probes read of the other lanes: a lane whose tail moved has tasks
-    /// its walk has not seen.
+    /// its walk has not seen. A key lane made since the listing is listed next.
     fn learn_others(&mut self, i: usize) {
+        let rank = self.lanes[i].lane().priority().rank();
         for (lane, tail) in self.lanes[i].take_others() {
-            if self.lanes[lane.rank()].learn_tail(tail) {
+            let Some(&j) = self.index.get(&lane) else {
+                continue;
+            };
+            if self.lanes[j].learn_tail(tail) {
                 tracing::debug!(lane = %lane, tail, "tasks published in another lane");
-                self.higher |= lane.rank() < i && self.weights.is_none();
+                self.higher |= lane.priority().rank() < rank && self.weights.is_none();
             }
+        }
+        let version = self.lanes[i].key_lanes_version();
+        if version.is_some() && version != self.key_version {
+            self.relist = true;
         }
     }
 
@@ -155,30 +232,49 @@ impl Walk {
         self.higher
     }
 
-    /// The lane whose turn it is: strict, the highest not ended; weighted, the one with the
-    /// most credit.
-    fn pick(&mut self) -> Option<usize> {
-        let open: Vec<usize> = (0..self.lanes.len())
-            .filter(|i| !self.lanes[*i].ended())
-            .collect();
-        let Some(weights) = self.weights else {
-            return open.first().copied();
-        };
-        for &i in &open {
-            self.credit[i] += i64::from(weights.weights[i]);
-        }
-        open.into_iter()
-            .max_by_key(|i| (self.credit[*i], -(*i as i64)))
+    /// Whether a lane of priority `rank` has a window to give.
+    fn rank_open(&self, rank: usize) -> bool {
+        (self.lanes.iter()).any(|walk| !walk.ended() && walk.lane().priority().rank() == rank)
     }
 
-    /// Lane `i` gave a window: it pays for it with the weights of the lanes that wanted one.
+    /// The lane whose turn it is: of the priority whose turn it is (strict, the highest with
+    /// an open lane; weighted, the one with the most credit), and in normal's, the next open
+    /// lane after the last one given a window.
+    fn pick(&mut self) -> Option<usize> {
+        let open: Vec<usize> = (0..3).filter(|rank| self.rank_open(*rank)).collect();
+        let rank = match self.weights {
+            None => *open.first()?,
+            Some(weights) => {
+                for &rank in &open {
+                    self.credit[rank] += i64::from(weights.weights[rank]);
+                }
+                (open.into_iter()).max_by_key(|rank| (self.credit[*rank], -(*rank as i64)))?
+            }
+        };
+        if rank != Priority::Normal.rank() {
+            return Some(rank);
+        }
+        // Normal's lanes in turn: `tasks/` (1), then the key lanes (3 on).
+        let turn: Vec<usize> = std::iter::once(1).chain(3..self.lanes.len()).collect();
+        let after = turn
+            .iter()
+            .position(|i| *i == self.current)
+            .map_or(0, |p| p + 1);
+        (turn.iter().cycle().skip(after).take(turn.len()))
+            .copied()
+            .find(|i| !self.lanes[*i].ended())
+    }
+
+    /// Lane `i` gave a window: its priority pays for it with the weights of the priorities
+    /// that wanted one.
     fn took(&mut self, i: usize) {
         if let Some(weights) = self.weights {
-            let total: i64 = (0..self.lanes.len())
-                .filter(|j| !self.lanes[*j].ended() || *j == i)
-                .map(|j| i64::from(weights.weights[j]))
+            let rank = self.lanes[i].lane().priority().rank();
+            let total: i64 = (0..3)
+                .filter(|r| self.rank_open(*r) || *r == rank)
+                .map(|r| i64::from(weights.weights[r]))
                 .sum();
-            self.credit[i] -= total;
+            self.credit[rank] -= total;
         }
     }
 }

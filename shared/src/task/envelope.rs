@@ -178,6 +178,15 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl Envelope {
+    /// The lane it waits in (see [`crate::lane::Lane::for_task`]).
+    pub fn lane(&self) -> crate::lane::Lane {
+        crate::lane::Lane::for_task(
+            self.priority,
+            self.concurrency_key.as_deref(),
+            self.group.as_deref(),
+        )
+    }
+
     /// A fresh envelope with a random id, stamped now.
     pub fn new(event_type: impl Into<String>, payload: Value) -> Self {
         Envelope {

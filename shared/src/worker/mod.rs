@@ -209,18 +209,29 @@ impl<H: Handler> Worker<H> {
         report.sessions += 1;
         tracing::info!(consumer = %report.consumer_id, session = %queue.session_id(), "worker session open");
         let refill = Arc::new(Notify::new());
-        // One watch per lane: a task published in any of them wakes the drain.
-        for lane in crate::lane::Priority::ALL {
-            let tasks = queue.layout().lane_tasks(lane);
+        // One watch per priority lane, and one recursive watch over the key lanes: a task
+        // published in any of them wakes the drain.
+        let lanes = (crate::lane::Priority::ALL.into_iter()).map(|p| {
+            (
+                queue.layout().lane_tasks(&p.into()),
+                zk::AddWatchMode::Persistent,
+            )
+        });
+        let keys = (
+            queue.layout().key_lanes(),
+            zk::AddWatchMode::PersistentRecursive,
+        );
+        for (tasks, mode) in lanes.chain([keys]) {
             let watcher = queue
                 .client()
-                .watch(&tasks, zk::AddWatchMode::Persistent)
+                .watch(&tasks, mode)
                 .await
                 .map_err(|e| crate::Error::zk("watch", &tasks, e))?;
             let client = queue.client().clone();
             tokio::spawn(tasks_watch::keep_watching(
                 client,
                 tasks,
+                mode,
                 watcher,
                 refill.clone(),
             ));

@@ -17,6 +17,7 @@ use zookeeper_client as zk;
 pub(super) async fn keep_watching(
     client: zk::Client,
     path: String,
+    mode: zk::AddWatchMode,
     mut watcher: zk::PersistentWatcher,
     refill: Arc<Notify>,
 ) {
@@ -35,7 +36,7 @@ pub(super) async fn keep_watching(
                 }
                 if now == zk::SessionState::SyncConnected {
                     // Added before the old one is dropped, so the server keeps the watch.
-                    match client.watch(&path, zk::AddWatchMode::Persistent).await {
+                    match client.watch(&path, mode).await {
                         Ok(fresh) => watcher = fresh,
                         Err(e) => tracing::warn!(%path, error = %e, "cannot watch again after a reconnect"),
                     }

@@ -67,6 +67,13 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
         lanes.normal,
         lanes.low
     );
+    if lanes.keyed > 0 {
+        out!(
+            "in key lanes {} of normal's, over {} keys",
+            lanes.keyed,
+            lanes.keys
+        );
+    }
     out!("leased       {}", s.stats.leased);
     out!("waiting      {}", s.stats.delayed);
     out!("debounced    {}", s.stats.debounced);
