@@ -4,10 +4,10 @@
 //! in the same run and on the same server.
 //!
 //! The target (issue 20) is a p99 within one claim batch of the empty queue's: the empty
-//! queue's p99 plus the time the backlog run takes to drain [`CLAIM_BATCH`] tasks. Consumers
-//! today take tasks in publish order whatever their key, so `small` waits behind the whole
-//! backlog; this section says by how much, and says when the target is met. It asserts
-//! nothing: figures of a shared machine are not a test's outcome.
+//! queue's p99 plus the time the backlog run takes to drain [`CLAIM_BATCH`] tasks. Each key
+//! waits in its own lane and consumers take the lanes in turn, so `small` should not wait
+//! behind `big`'s backlog; this section says how long it waits, and whether the target is met.
+//! It asserts nothing: figures of a shared machine are not a test's outcome.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -81,7 +81,7 @@ pub async fn section(addr: &str, smoke: bool) -> Result<()> {
         if met {
             "met"
         } else {
-            "NOT MET (consumers take keys in publish order: fairness across keys is not built)"
+            "NOT MET"
         }
     );
     Ok(())

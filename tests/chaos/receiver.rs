@@ -343,7 +343,14 @@ async fn serve(stream: TcpStream, ledger: Arc<Mutex<Ledger>>, limited: LimitedRo
         let is_limited = parsed
             .as_ref()
             .is_some_and(|p| limited.is_limited(&p.event_type));
-        let (reply, answer): (String, Answer) = match plan(is_limited) {
+        let flood = (parsed.as_ref()).is_some_and(|p| p.event_type == crate::producer::FLOOD_TYPE);
+        let plan = match flood {
+            // The flood's burst is answered at once: it is there to stand in front of the
+            // trickle, not to load the run for longer than it takes to drain.
+            true => Plan::Ok(Duration::from_millis(fastrand::u64(0..=5))),
+            false => plan(is_limited),
+        };
+        let (reply, answer): (String, Answer) = match plan {
             Plan::Ok(delay) => {
                 tokio::time::sleep(delay).await;
                 (ok(parsed.as_ref()), Answer::Ok)
