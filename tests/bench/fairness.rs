@@ -78,11 +78,7 @@ pub async fn section(addr: &str, smoke: bool) -> Result<()> {
     let met = behind.quantile(0.99) <= target;
     println!(
         "  target: p99 behind the backlog <= the empty queue's + one claim batch ({CLAIM_BATCH} tasks, {batch:.3} s) = {target:.3} s: {}",
-        if met {
-            "met"
-        } else {
-            "NOT MET"
-        }
+        if met { "met" } else { "NOT MET" }
     );
     Ok(())
 }

@@ -16,9 +16,10 @@
 //! a window each (round robin). A key with a backlog therefore gives one window and then waits
 //! for every other key that has tasks to give one: a key publishing a few tasks behind it is
 //! taken within a window of each key, whatever the backlog. The walk finds the key lanes
-//! without listing tasks: it lists `lanes/keys` (one child per key) when it starts, its
-//! probes read the tails of the key lanes it knows, and the stat of `lanes/keys`, whose
-//! `cversion` moves when a key lane is made: the walk lists again before its next window.
+//! without listing tasks: it lists `lanes/keys` (one child per key) when it starts; the probe
+//! that starts each round of normal's turn (and any probe of a priority lane) reads the tails
+//! of the key lanes it knows, and every probe the stat of `lanes/keys`, whose `cversion` moves
+//! when a key lane is made: the walk lists again before its next window.
 
 use std::collections::HashMap;
 
@@ -168,7 +169,7 @@ impl Walk {
             let Some(i) = self.pick() else {
                 return Ok(None);
             };
-            let others = self.others_of(i);
+            let others = self.others_of(i, self.starts_round(i));
             let found = self.lanes[i].next_window(queue, &others).await?;
             self.learn_others(i);
             if let Some(found) = found {
@@ -198,12 +199,29 @@ impl Walk {
         Ok(())
     }
 
-    /// The lanes whose tails a probe of lane `i` reads: all the others.
-    fn others_of(&self, i: usize) -> Vec<Lane> {
-        (self.lanes.iter().enumerate())
+    /// The lanes whose tails a probe of lane `i` reads: the other priority lanes, and the key
+    /// lanes too when `keys`.
+    fn others_of(&self, i: usize, keys: bool) -> Vec<Lane> {
+        let upto = if keys { self.lanes.len() } else { 3 };
+        (self.lanes[..upto].iter().enumerate())
             .filter(|(j, _)| *j != i)
             .map(|(_, walk)| walk.lane().clone())
             .collect()
+    }
+
+    /// Whether a window of lane `i` starts a round of normal's turn (or is no key lane's):
+    /// its probe reads the key lanes' tails, once a round rather than once a window (with
+    /// K keys, K reads a round instead of K a window).
+    fn starts_round(&self, i: usize) -> bool {
+        let turn = |lane: usize| match lane {
+            1 => Some(0),
+            0 | 2 => None,
+            key => Some(key - 2),
+        };
+        match (turn(i), turn(self.current)) {
+            (Some(next), Some(last)) => next <= last,
+            _ => true,
+        }
     }
 
     /// The tails lane `i`'s probes read of the other lanes: a lane whose tail moved has tasks
