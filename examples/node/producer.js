@@ -183,10 +183,15 @@ function checkDebounce(debounce, idempotencyKey) {
 
 /**
  * Where a task of `priority` is created: `ROOT/tasks/task-` for normal,
- * `ROOT/lanes/high/high-` or `ROOT/lanes/low/low-` for the two others.
+ * `ROOT/lanes/high/high-` or `ROOT/lanes/low/low-` for the two others; a normal task with a
+ * concurrency key and no group in its key's lane, `ROOT/lanes/keys/<key>/key.<key>.`.
  */
-function taskPrefix(root, priority = 'normal') {
+function taskPrefix(root, priority = 'normal', concurrencyKey = undefined, group = undefined) {
   const base = root.replace(/\/+$/, '');
+  if (priority === 'normal' && concurrencyKey && group === undefined) {
+    const node = keyNode(concurrencyKey);
+    return `${base}/lanes/keys/${node}/key.${node}.`;
+  }
   if (priority === 'normal') return `${base}/tasks/task-`;
   return `${base}/lanes/${priority}/${priority}-`;
 }
@@ -243,6 +248,18 @@ function ensurePaths(client, root = '/event-bridge', acls = zookeeper.ACL.OPEN_A
   return Promise.all(paths.map((path) => mkdirp(`${base}/${path}`)));
 }
 
+/**
+ * Creates the base paths and the parent of `prefix` (a key's lane is made by the first
+ * publish of its key) when missing.
+ */
+async function ensureLane(client, root, prefix, acls) {
+  await ensurePaths(client, root, acls);
+  const parent = prefix.slice(0, prefix.lastIndexOf('/'));
+  await new Promise((resolve, reject) =>
+    client.mkdirp(parent, null, acls, zookeeper.CreateMode.PERSISTENT,
+      (err) => (err ? reject(err) : resolve())));
+}
+
 /** `key` as one znode name: bytes other than ASCII letters, digits, `-`, `_` as %XX. */
 function keyNode(key) {
   let out = '';
@@ -297,10 +314,10 @@ async function existing(client, keyPath) {
  * false when the key was taken and nothing was created (`task` is then the task that has it,
  * or null if unknown).
  */
-async function publishKeyed(client, data, key, id, root, acls, priority = 'normal') {
+async function publishKeyed(client, data, key, id, root, acls, priority = 'normal', lane = undefined) {
   const base = root.replace(/\/+$/, '');
   const keyPath = `${base}/keys/${keyNode(key)}`;
-  const prefix = taskPrefix(base, priority);
+  const prefix = lane || taskPrefix(base, priority);
   for (let i = 0; i < 5; i++) {
     const keyData = Buffer.from(JSON.stringify({ id }), 'utf8');
     let failed;
@@ -322,7 +339,7 @@ async function publishKeyed(client, data, key, id, root, acls, priority = 'norma
     }
     const code = codeOf(failed);
     if (code === zookeeper.Exception.NO_NODE) {
-      await ensurePaths(client, root, acls);
+      await ensureLane(client, root, prefix, acls);
     } else if (code === zookeeper.Exception.NODE_EXISTS) {
       const task = await existing(client, keyPath);
       if (task !== false) return { task, created: false };
@@ -448,10 +465,10 @@ async function publishDetailed(client, eventType, payload, options = {}) {
   if (body.idempotency_key !== undefined) body.keyed = true;
   const data = bodyBytes(body);
   const priority = body.priority || 'normal';
+  const prefix = taskPrefix(root, priority, body.concurrency_key, body.group);
   if (body.keyed) {
-    return publishKeyed(client, data, body.idempotency_key, body.id, root, acls, priority);
+    return publishKeyed(client, data, body.idempotency_key, body.id, root, acls, priority, prefix);
   }
-  const prefix = taskPrefix(root, priority);
   const create = () =>
     new Promise((resolve, reject) =>
       client.create(prefix, data, acls, zookeeper.CreateMode.PERSISTENT_SEQUENTIAL,
@@ -461,8 +478,8 @@ async function publishDetailed(client, eventType, payload, options = {}) {
     path = await create();
   } catch (err) {
     if (err.getCode === undefined || err.getCode() !== zookeeper.Exception.NO_NODE) throw err;
-    // First task under this root: create the base paths, then try again.
-    await ensurePaths(client, root, acls);
+    // First task under this root, or of this key: create the paths, then try again.
+    await ensureLane(client, root, prefix, acls);
     path = await create();
   }
   return { task: path.slice(path.lastIndexOf('/') + 1), created: true };

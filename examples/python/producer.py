@@ -5,7 +5,10 @@ A task is a persistent sequential znode ``ROOT/tasks/task-NNNNNNNNNN`` holding a
 ``event-bridge/1`` envelope (docs/ARCHITECTURE.md, "The task envelope"). A task with
 ``priority="high"`` (or ``"low"``) waits in a lane of its own instead,
 ``ROOT/lanes/high/high-NNNNNNNNNN`` (``ROOT/lanes/low/low-…``): consumers take high before
-normal before low (docs/WIRE-FORMAT.md, "Priority lanes")::
+normal before low (docs/WIRE-FORMAT.md, "Priority lanes"). A normal task with a
+``concurrency_key`` (in no ``group``) waits in its key's lane,
+``ROOT/lanes/keys/<key>/key.<key>.NNNNNNNNNN``, so that consumers take keys in turn
+(docs/WIRE-FORMAT.md, "Key lanes")::
 
     from kazoo.client import KazooClient
     from producer import publish
@@ -173,13 +176,24 @@ def check_debounce(debounce, idempotency_key=None):
         )
 
 
-def task_prefix(root, priority="normal"):
+def task_prefix(root, priority="normal", concurrency_key=None, group=None):
     """Where a task of ``priority`` is created: ``ROOT/tasks/task-`` for normal,
-    ``ROOT/lanes/high/high-`` or ``ROOT/lanes/low/low-`` for the two others."""
+    ``ROOT/lanes/high/high-`` or ``ROOT/lanes/low/low-`` for the two others; a normal task with
+    a ``concurrency_key`` and no ``group`` in its key's lane, ``ROOT/lanes/keys/<key>/key.<key>.``."""
     root = root.rstrip("/")
+    if priority == "normal" and concurrency_key and group is None:
+        node = key_node(concurrency_key)
+        return f"{root}/lanes/keys/{node}/key.{node}."
     if priority == "normal":
         return root + "/tasks/task-"
     return f"{root}/lanes/{priority}/{priority}-"
+
+
+def ensure_lane(zk, root, prefix, acl=None):
+    """Creates the base paths and the parent of ``prefix`` (a key's lane is made by the first
+    publish of its key) when missing."""
+    ensure_paths(zk, root, acl)
+    zk.ensure_path(prefix.rsplit("/", 1)[0], acl=acl)
 
 
 def envelope(event_type, payload, **fields):
@@ -237,14 +251,15 @@ def key_node(key):
     return encoded or "%"
 
 
-def publish_keyed(zk, data, key, event_id, root="/event-bridge", acl=None, priority="normal"):
+def publish_keyed(zk, data, key, event_id, root="/event-bridge", acl=None, priority="normal",
+                  lane=None):
     """Creates ``keys/<key>`` and the task, in the lane of ``priority``, in one transaction
     (docs/WIRE-FORMAT.md, "Idempotency keys"). Returns ``(name, True)`` for a new task,
     ``(name, False)`` when the key was taken (nothing created; ``name`` is the task that has
     it, or None if unknown)."""
     root = root.rstrip("/")
     key_path = f"{root}/keys/{key_node(key)}"
-    prefix = task_prefix(root, priority)
+    prefix = lane or task_prefix(root, priority)
     for _ in range(5):
         tx = zk.transaction()
         tx.create(key_path, json.dumps({"id": event_id}).encode(), acl=acl)
@@ -256,7 +271,7 @@ def publish_keyed(zk, data, key, event_id, root="/event-bridge", acl=None, prior
             zk.set(key_path, json.dumps(named).encode(), version=0)
             return name, True
         if isinstance(results[0], NoNodeError):
-            ensure_paths(zk, root, acl)
+            ensure_lane(zk, root, prefix, acl)
             continue
         if not isinstance(results[0], NodeExistsError):
             raise results[0]
@@ -380,14 +395,15 @@ def publish_detailed(zk, event_type, payload, root="/event-bridge", acl=None, **
         body["keyed"] = True
     data = body_bytes(body)
     priority = body.get("priority", "normal")
+    prefix = task_prefix(root, priority, body.get("concurrency_key"), body.get("group"))
     if body.get("keyed"):
-        return publish_keyed(zk, data, body["idempotency_key"], body["id"], root, acl, priority)
-    prefix = task_prefix(root, priority)
+        return publish_keyed(zk, data, body["idempotency_key"], body["id"], root, acl, priority,
+                             prefix)
     try:
         path = zk.create(prefix, data, acl=acl, sequence=True)
     except NoNodeError:
-        # First task under this root: create the base paths, then try again.
-        ensure_paths(zk, root, acl)
+        # First task under this root, or of this key: create the paths, then try again.
+        ensure_lane(zk, root, prefix, acl)
         path = zk.create(prefix, data, acl=acl, sequence=True)
     return path.rsplit("/", 1)[1], True
 

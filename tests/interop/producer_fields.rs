@@ -42,11 +42,13 @@ async fn producers_write_a_concurrency_key_and_refuse_one_that_names_no_gate() {
     require_python();
     require_node();
     let t = TestQueue::new().await;
-    for mut producer in producers(&t, &["--concurrency-key", "tenant-9"]) {
+    // Each in the key's lane, made by the first publish of the key.
+    for mut producer in producers(&t, &["--concurrency-key", "tenant/9"]) {
         let published = run_producer(&mut producer);
         let (task, _) = &published[0];
-        let body = t.read_json(&format!("tasks/{task}")).await;
-        assert_eq!(body["concurrency_key"], "tenant-9", "{producer:?}");
+        assert!(task.starts_with("key.tenant%2F9."), "{producer:?}: {task}");
+        let body = t.read_json(&format!("lanes/keys/tenant%2F9/{task}")).await;
+        assert_eq!(body["concurrency_key"], "tenant/9", "{producer:?}");
     }
     let too_long = "/".repeat(400); // 1 200 bytes as a znode name
     for key in ["", too_long.as_str()] {
@@ -58,10 +60,11 @@ async fn producers_write_a_concurrency_key_and_refuse_one_that_names_no_gate() {
         }
     }
     assert_eq!(
-        t.children("tasks").await.len(),
+        t.children("lanes/keys/tenant%2F9").await.len(),
         2,
         "nothing more was published"
     );
+    assert!(t.children("tasks").await.is_empty());
 }
 
 #[tokio::test]
