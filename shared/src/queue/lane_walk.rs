@@ -252,6 +252,7 @@ impl LaneWalk {
             self.found_any = true;
             self.seen += probe.found.len();
             self.advance(count);
+            self.end_at_tail();
             return Ok(Some(probe.found));
         }
         Ok(None)
@@ -317,6 +318,17 @@ impl LaneWalk {
         self.advance(count);
         self.ended = true;
         Ok(())
+    }
+
+    /// A window that reached the tail read with it, the walk having seen as many tasks as the
+    /// lane has children, is the lane's last: the walk ends without probing past the tail (a
+    /// lane of a few tasks, a key's, costs one probe instead of two). Fewer seen than there are
+    /// children goes on, to the listing an empty window at the tail makes.
+    fn end_at_tail(&mut self) {
+        let expected = self.children.saturating_sub(self.head_data().junk);
+        if self.next >= self.tail && self.seen >= expected {
+            self.ended = true;
+        }
     }
 
     /// Past a probed window, but never past the tail: a walk that goes on after new tasks were
