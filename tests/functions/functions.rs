@@ -473,14 +473,16 @@ async fn a_url_publish_refuses_a_concurrency_key_that_names_no_gate() {
         "{body}"
     );
     assert!(
-        tq.children("tasks").await.is_empty(),
-        "nothing is published"
+        tq.children("lanes/keys").await.is_empty(),
+        "nothing is published, not even the key's lane"
     );
     let (status, body) = url_publish(&app, &lines[..lines.find('\n').unwrap()]).await;
     assert_eq!(status, 202, "{body}");
-    let task = tq.children("tasks").await.remove(0);
+    // In the key's lane.
+    assert!(tq.children("tasks").await.is_empty());
+    let task = tq.children("lanes/keys/tenant-1").await.remove(0);
     assert_eq!(
-        tq.read_json(&format!("tasks/{task}")).await["concurrency_key"],
+        tq.read_json(&format!("lanes/keys/tenant-1/{task}")).await["concurrency_key"],
         "tenant-1"
     );
 }

@@ -109,6 +109,8 @@ pub(super) struct Pass<'r, 'a, H> {
     weighted: bool,
     /// A window of a lane above the tasks waiting in `ready` is being probed.
     higher_out: bool,
+    /// The tasks in `ready` already waited for one more window to fill their claim batch.
+    topped_up: bool,
 }
 
 /// How a pass ended.
@@ -133,6 +135,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             steady,
             weighted: run.queue().lane_weights().is_some(),
             higher_out: false,
+            topped_up: false,
             jump: run.options.concurrency.max(1) * JUMP_PER_PLACE,
             run,
             report,
@@ -210,7 +213,8 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             // A higher lane woke: its window first (nothing is claimed while it is probed),
             // so that its tasks go out in the next batch.
             let higher = self.walk.as_ref().is_some_and(|walk| walk.higher_waiting());
-            if !self.ready.is_empty() && !higher && !self.higher_out {
+            if !self.ready.is_empty() && !higher && !self.higher_out && !self.tops_up() {
+                self.topped_up = false;
                 let batch = self.next_batch();
                 self.flight.running += batch.len();
                 self.jobs.push(Box::pin(async move {
@@ -228,12 +232,24 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 return;
             }
             self.higher_out = higher;
+            self.topped_up = !self.ready.is_empty();
             self.jobs.push(Box::pin(async move {
                 let window = walk.next_window(&run.queue()).await;
                 Event::Probed(walk, window)
             }));
             return;
         }
+    }
+
+    /// Whether the tasks ready wait for the walk's next window before they are claimed: fewer
+    /// than a claim batch (and than there is room for) while the walk has more to give, and
+    /// only once. Windows of lanes with a few tasks each (key lanes) then go out together, a
+    /// claim multi-op for two windows instead of one each; a full window goes out at once.
+    fn tops_up(&self) -> bool {
+        let want = self.room().min(CLAIM_BATCH);
+        !self.topped_up
+            && self.ready.len() < want
+            && self.walk.as_ref().is_some_and(|walk| !walk.ended())
     }
 
     /// The next tasks to claim together: as many as there is room for, up to
