@@ -307,10 +307,11 @@ impl Queue {
             // it belongs to.
             let mut multi = Multi::new();
             for (g, gate) in gates.iter().enumerate() {
-                multi.push(
-                    Owner::Gate(g),
-                    Op::Set(&gate.path, &gate.data, gate.version),
-                );
+                let op = match gate.version {
+                    Some(version) => Op::Set(&gate.path, &gate.data, version),
+                    None => Op::Create(&gate.path, &gate.data),
+                };
+                multi.push(Owner::Gate(g), op);
             }
             for (i, ((_, take), (task_path, lease_path))) in takes.iter().zip(&paths).enumerate() {
                 let step = |step| Owner::Task(i, step);
@@ -353,6 +354,9 @@ impl Queue {
             let (task, step) = match failed.tag {
                 // Another consumer went through the gate meanwhile: its tasks wait.
                 Owner::Gate(g) => {
+                    if failed.error == zk::Error::NoNode {
+                        self.forget_gate_parents();
+                    }
                     let gate = gates.remove(g);
                     // Those answered already (a busy group) keep their answer.
                     let waiting = |i: &usize| takes.iter().any(|(index, _)| index == i);

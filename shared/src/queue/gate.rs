@@ -16,14 +16,15 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use crate::clock::ZkTime;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
 
 /// A gate's rewrite, sent first in the claim's multi-op.
 pub(super) struct GateWrite {
     pub(super) path: String,
     pub(super) data: Vec<u8>,
-    pub(super) version: i32,
+    /// The version read; `None` for a gate not made yet, which the multi-op creates.
+    pub(super) version: Option<i32>,
     /// The tasks admitted through it (indices in the caller's list).
     pub(super) admitted: Vec<usize>,
 }
@@ -62,11 +63,12 @@ impl Gate {
     }
 }
 
-/// A gate as read: slots held, its bucket, its version.
+/// A gate as read: slots held, its bucket, its version (`None`: not made yet, so nothing in
+/// flight and a full bucket).
 struct GateRead {
     in_flight: usize,
     bucket: Option<Bucket>,
-    version: i32,
+    version: Option<i32>,
 }
 
 /// How often a slot whose delete was lost is tried again, and how many times at most (the
@@ -194,54 +196,53 @@ impl Queue {
         gates
     }
 
-    /// Reads gates in one multi-read; a gate not made yet is made first.
+    /// Reads gates in one multi-read. A gate not made yet reads as empty, to be created by
+    /// the claim's multi-op (a new key costs no request of its own); its parents are made
+    /// first, once per process.
     async fn read_gates(&self, gates: &[Gate]) -> Result<Vec<GateRead>> {
         let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
-        for _ in 0..2 {
-            let reads = self.read_paths(&paths).await?;
-            let mut missing = Vec::new();
-            let mut read = Vec::with_capacity(reads.len());
-            for (found, gate) in reads.into_iter().zip(gates) {
-                let Some((data, stat)) = found else {
-                    missing.push(gate);
-                    continue;
-                };
-                read.push(GateRead {
+        let reads = self.read_paths(&paths).await?;
+        let mut read = Vec::with_capacity(reads.len());
+        let mut missing = Vec::new();
+        for (found, gate) in reads.into_iter().zip(gates) {
+            read.push(match found {
+                Some((data, stat)) => GateRead {
                     in_flight: stat.num_children as usize,
                     bucket: GateData::read(&data).bucket,
-                    version: stat.version,
-                });
-            }
-            if missing.is_empty() {
-                return Ok(read);
-            }
-            // A batch over many new keys makes their gates together, not one after another.
-            let made = missing.iter().map(|gate| self.make_gate(gate));
-            futures::future::try_join_all(made).await?;
+                    version: Some(stat.version),
+                },
+                None => {
+                    missing.push(gate);
+                    GateRead {
+                        in_flight: 0,
+                        bucket: None,
+                        version: None,
+                    }
+                }
+            });
         }
-        Err(Error::Unreadable {
-            path: self.layout().limits(),
-            problem: "a route's or a key's gate could not be made".into(),
-        })
+        let made = missing.iter().map(|gate| self.make_gate_parents(gate));
+        futures::future::try_join_all(made).await?;
+        Ok(read)
     }
 
-    /// Makes a missing gate: the gate alone when its parents are there (a new key of a route
-    /// already limiting keys), else its parents first.
-    async fn make_gate(&self, gate: &Gate) -> Result<()> {
-        match self
-            .client()
-            .create(&gate.path, b"", &self.persistent())
-            .await
-        {
-            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(zk::Error::NoNode) => {
-                for path in &gate.makes {
-                    self.ensure_parent(path).await?;
-                }
-                Ok(())
+    /// Makes the parents of a missing gate, unless this process made or met them already.
+    async fn make_gate_parents(&self, gate: &Gate) -> Result<()> {
+        let parents = &gate.makes[..gate.makes.len().saturating_sub(1)];
+        for path in parents {
+            if self.gate_parents.lock().expect("not poisoned").contains(path) {
+                continue;
             }
-            Err(e) => Err(Error::zk("create", &gate.path, e)),
+            self.ensure_parent(path).await?;
+            (self.gate_parents.lock().expect("not poisoned")).insert(path.clone());
         }
+        Ok(())
+    }
+
+    /// A gate's create failed with `NoNode`: its parents were deleted since this process
+    /// made them (by hand); the next claim through it makes them again.
+    pub(super) fn forget_gate_parents(&self) {
+        self.gate_parents.lock().expect("not poisoned").clear();
     }
 
     /// Frees the slot a task held while its handler ran. A delete lost with the link (a

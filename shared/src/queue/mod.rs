@@ -130,6 +130,9 @@ pub struct Queue {
     dependents_empty_at: Arc<std::sync::atomic::AtomicI64>,
     /// Key lanes this process knows exist (made or met by its publishes; see `key_lanes`).
     key_lanes_seen: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Parents of gates this process made or met (`limits/`, `concurrency/<route>`): a new
+    /// gate is created in the claim's multi-op, under them.
+    gate_parents: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
@@ -164,6 +167,7 @@ impl Queue {
             key_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             dependents_empty_at: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
             key_lanes_seen: Arc::default(),
+            gate_parents: Arc::default(),
             acls: acls(config),
             dead_letters: None,
         }
