@@ -222,3 +222,42 @@ async fn the_stats_command_lists_the_keys_in_flight() {
     assert_eq!(json["keys_in_flight"][0]["key"], "tenant/7", "{json}");
     assert_eq!(json["keys_at_limit"], 1);
 }
+
+/// A key's first claim creates its gate in the claim's own multi-op (the gate's parents made
+/// before it, once per process); parents deleted by hand since then fail that create once,
+/// and the next claim makes them again.
+#[tokio::test]
+async fn a_new_keys_gate_is_made_by_the_claim_and_again_after_its_parents_were_deleted() {
+    let t = TestQueue::new().await;
+    let restraints = per_key(KeyLimit {
+        max_in_flight: Some(2),
+        rate_per_ms: None,
+    });
+    let first = publish(&t, "tenant-a").await;
+    let mut held = claimed(claim(&t, &first, &restraints).await);
+    assert_eq!(t.children("concurrency/@default/tenant-a").await, [first]);
+    for slot in held.take_slots() {
+        t.queue.free_slot(&slot).await;
+    }
+    // The whole of `concurrency/` goes (by hand): this queue made its parents already.
+    for path in [
+        "concurrency/@default/tenant-a",
+        "concurrency/@default",
+        "concurrency",
+    ] {
+        t.raw
+            .delete(&format!("{}/{path}", t.config.root), None)
+            .await
+            .unwrap();
+    }
+    let second = publish(&t, "tenant-b").await;
+    assert!(
+        matches!(
+            claim(&t, &second, &restraints).await,
+            ClaimOutcome::Limited { .. }
+        ),
+        "the create under a missing parent fails, as a race lost"
+    );
+    claimed(claim(&t, &second, &restraints).await);
+    assert_eq!(t.children("concurrency/@default/tenant-b").await, [second]);
+}

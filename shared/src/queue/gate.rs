@@ -230,7 +230,12 @@ impl Queue {
     async fn make_gate_parents(&self, gate: &Gate) -> Result<()> {
         let parents = &gate.makes[..gate.makes.len().saturating_sub(1)];
         for path in parents {
-            if self.gate_parents.lock().expect("not poisoned").contains(path) {
+            if self
+                .gate_parents
+                .lock()
+                .expect("not poisoned")
+                .contains(path)
+            {
                 continue;
             }
             self.ensure_parent(path).await?;
