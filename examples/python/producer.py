@@ -270,7 +270,9 @@ def publish_keyed(zk, data, key, event_id, root="/event-bridge", acl=None, prior
             named = {"id": event_id, "task": name}
             zk.set(key_path, json.dumps(named).encode(), version=0)
             return name, True
-        if isinstance(results[0], NoNodeError):
+        # The operation that failed has its error; those before it were rolled back (the key
+        # was free, the task's lane missing: a new concurrency key's).
+        if any(isinstance(result, NoNodeError) for result in results):
             ensure_lane(zk, root, prefix, acl)
             continue
         if not isinstance(results[0], NodeExistsError):

@@ -135,8 +135,14 @@ impl Lane {
     /// The lane a task name is in, by its prefix (a name of no lane is normal's: `tasks/`
     /// holds whatever other producers create by name).
     pub fn of_name(name: &str) -> Lane {
+        // A key as `encode_segment` writes it: letters, digits, `-`, `_` and `%`.
+        let encoded = |key: &str| {
+            !key.is_empty()
+                && (key.bytes()).all(|b| b.is_ascii_alphanumeric() || b"-_%".contains(&b))
+        };
         if let Some(rest) = name.strip_prefix(KEY_PREFIX)
             && let Some((key, _)) = rest.split_once('.')
+            && encoded(key)
         {
             return Lane::Key(key.to_string());
         }
@@ -296,6 +302,12 @@ mod tests {
         );
         assert_eq!(Lane::of_name("task-0000000001"), Lane::NORMAL);
         assert_eq!(Lane::of_name("key.0000000001"), Lane::NORMAL);
+        assert_eq!(
+            Lane::of_name("key.a/b.0000000001"),
+            Lane::NORMAL,
+            "not an encoding"
+        );
+        assert_eq!(Lane::of_name("key.%.0000000001"), Lane::of_key(""));
         assert_eq!(
             Lane::of_body(br#"{"concurrency_key":"a","payload":{}}"#),
             Lane::of_key("a")

@@ -50,6 +50,19 @@ async fn producers_write_a_concurrency_key_and_refuse_one_that_names_no_gate() {
         let body = t.read_json(&format!("lanes/keys/tenant%2F9/{task}")).await;
         assert_eq!(body["concurrency_key"], "tenant/9", "{producer:?}");
     }
+    // With an idempotency key too, for a key whose lane is not made yet: the key and the task
+    // go in one transaction, which fails at the lane until the producer makes it.
+    for (i, mut producer) in producers(&t, &["--concurrency-key", "new"])
+        .into_iter()
+        .enumerate()
+    {
+        producer.args(["--idempotency-key", &format!("idem-{i}")]);
+        let published = run_producer(&mut producer);
+        let (task, _) = &published[0];
+        assert!(task.starts_with("key.new."), "{producer:?}: {task}");
+        assert!(t.read_json(&format!("keys/idem-{i}")).await["task"] == *task);
+    }
+    assert_eq!(t.children("lanes/keys/new").await.len(), 2);
     let too_long = "/".repeat(400); // 1 200 bytes as a znode name
     for key in ["", too_long.as_str()] {
         for mut producer in producers(&t, &["--concurrency-key", key]) {

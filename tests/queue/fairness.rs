@@ -134,6 +134,10 @@ async fn a_keyed_task_keeps_its_lane_through_a_retry_and_a_redrive() {
     let status = eb(&t, &["status", &back[0]], "");
     let out = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success() && out.contains("pending"), "{out}");
+    // A name in the lane of a key that never had a task is no task, not an error.
+    let missing = eb(&t, &["status", "key.nope.0000000001"], "");
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.contains("no task key.nope.0000000001"), "{stderr}");
 
     let report = process::run(&t.queue, &failing, &harness::options(10, 1))
         .await

@@ -30,6 +30,35 @@ async fn a_run_on_an_idle_queue_writes_nothing() {
     assert_eq!(clock_version(&t).await, before, "the run read the clock");
 }
 
+/// Key lanes stay after their last task: a run over empty ones lists and reads them (no
+/// write) and is idle too; one with a task in a key lane is not.
+#[tokio::test]
+async fn a_run_over_empty_key_lanes_writes_nothing() {
+    let t = TestQueue::new().await;
+    let mut keyed = Envelope::new("test", json!({"n": 1}));
+    keyed.concurrency_key = Some("tenant-1".into());
+    t.queue.publish_all(&[keyed]).await.unwrap();
+    let recorder = Recorder::default();
+    let first = process::run(&t.queue, &recorder, &harness::options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.completed, 1,
+        "a task in a key lane is found: {first:?}"
+    );
+    assert_eq!(
+        t.children("lanes/keys").await,
+        ["tenant-1"],
+        "the lane stays"
+    );
+    let before = clock_version(&t).await;
+    let report = process::run(&t.queue, &recorder, &harness::options(10, 4))
+        .await
+        .unwrap();
+    assert_eq!((report.claimed, report.remaining_depth), (0, Some(0)));
+    assert_eq!(clock_version(&t).await, before, "the run read the clock");
+}
+
 #[tokio::test]
 async fn a_task_waiting_under_delayed_makes_the_queue_not_idle() {
     let t = TestQueue::new().await;

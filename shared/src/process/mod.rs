@@ -120,7 +120,12 @@ async fn run_with<H: Handler>(
     // What is held, the lanes' heads and whether anything waits to join them, in one request.
     // A run on an idle queue ends there, having written nothing; any other run reads the
     // clock next. (A head read early is only more cautious: it never moves back.)
-    let start = queue.read_start().await?;
+    let mut start = queue.read_start().await?;
+    // Key lanes exist: listed and read now (two requests, no write), so that a run over
+    // empty ones is idle too; the first walk starts from what they say.
+    if !start.lanes.key_lanes_listed {
+        start.lanes = queue.with_key_lanes(start.lanes).await?;
+    }
     let idle = start.idle();
     let (restraints, head) = restraints_from(start, handler.on_dead_policy(), handler.limits());
     if idle {

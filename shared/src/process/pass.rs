@@ -247,8 +247,15 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     /// claim multi-op for two windows instead of one each; a full window goes out at once.
     fn tops_up(&self) -> bool {
         let want = self.room().min(CLAIM_BATCH);
+        let bytes: usize = (self.ready.iter())
+            .map(|(_, read)| match read {
+                TaskRead::Found { body, .. } => body.len(),
+                _ => 0,
+            })
+            .sum();
         !self.topped_up
             && self.ready.len() < want
+            && bytes < CLAIM_BATCH_BYTES
             && self.walk.as_ref().is_some_and(|walk| !walk.ended())
     }
 

@@ -217,7 +217,8 @@ impl Queue {
         version: i32,
         body: &[u8],
     ) -> Result<Option<String>> {
-        let prefix = self.layout().lane_prefix(&self.lane_of_body(body).await?);
+        let lane = self.lane_of_body(body).await?;
+        let prefix = self.layout().lane_prefix(&lane);
         let mut multi = Multi::new();
         multi
             .push(Part::Waiting, Op::Delete(waiting, version))
@@ -228,6 +229,10 @@ impl Queue {
                 super::keys::created_name(created, &prefix).map(Some)
             }
             Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
+                if failed.tag == Part::NewTask {
+                    // Its key's lane deleted by hand: made again by the next try.
+                    self.forget_key_lane(&lane);
+                }
                 Ok(None)
             }
             Err(failed) => Err(failed.unexpected(what)),

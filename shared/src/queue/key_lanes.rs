@@ -5,9 +5,12 @@
 //!   `NodeExists` when another producer made it: once per key and process). Lanes are never
 //!   deleted, so what a process has seen stays true.
 //! - A walk lists `lanes/keys` (one request, the number of keys long, never the number of
-//!   tasks) and reads every key lane's parent in one multi-read: its data is the lane's head,
-//!   its stat the lane's tail and children. Every probe then reads `lanes/keys`' stat, and the
-//!   walk lists again when a key lane was made since.
+//!   tasks) and reads every key lane's parent, [`READ_BATCH`] to a multi-read: its data is the
+//!   lane's head, its stat the lane's tail and children. Every probe then reads `lanes/keys`'
+//!   stat, and the walk lists again when a key lane was made since.
+//! - A key lane's parent is made empty and keeps only its head: it is never deleted, and a
+//!   publish that finds it gone (deleted by hand) forgets what the process knew and makes it
+//!   again.
 
 use std::collections::HashSet;
 
@@ -19,7 +22,15 @@ use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::task::Envelope;
 
-/// The key lanes that exist, as one listing and one multi-read found them.
+/// Key lanes' parents read in one multi-read, at most (a parent's path and head are at most
+/// about 3 KB: a key's name up to 1 KiB, 64 ranges).
+pub const READ_BATCH: usize = 128;
+
+/// Key lanes whose tails a probe reads along with its window, at most: with more, the walk
+/// reads them apart ([`Queue::read_key_lanes`]) when they are due.
+pub const TAILS_PER_PROBE: usize = 64;
+
+/// The key lanes that exist, as one listing and its multi-reads found them.
 #[derive(Clone, Debug, Default)]
 pub struct KeyLanes {
     pub starts: Vec<LaneStart>,
@@ -67,6 +78,17 @@ impl Queue {
         Ok(())
     }
 
+    /// A create in key lane `lane` failed with `NoNode`: the lane was deleted since this
+    /// process saw it (by hand); the next publish into it makes it again.
+    pub(crate) fn forget_key_lane(&self, lane: &Lane) {
+        if let Lane::Key(key) = lane {
+            self.key_lanes_seen
+                .lock()
+                .expect("not poisoned")
+                .remove(key);
+        }
+    }
+
     /// Creates `lanes/keys/<key>` (and `lanes/keys` when a queue set up by an earlier version
     /// lacks it); one that exists is no error.
     async fn make_key_lane(&self, key: &str) -> Result<()> {
@@ -100,8 +122,15 @@ impl Queue {
         keys.sort_unstable();
         let lanes: Vec<Lane> = keys.into_iter().map(Lane::Key).collect();
         let paths: Vec<String> = lanes.iter().map(|l| self.layout().lane_tasks(l)).collect();
+        // Pipelined multi-reads of READ_BATCH each: a listing of many long keys read in one
+        // would pass the megabyte ZooKeeper takes in one request.
+        let chunks = paths.chunks(READ_BATCH).map(|chunk| self.read_paths(chunk));
+        let reads = futures::future::try_join_all(chunks)
+            .await?
+            .into_iter()
+            .flatten();
         let mut starts = Vec::with_capacity(lanes.len());
-        for (lane, read) in lanes.into_iter().zip(self.read_paths(&paths).await?) {
+        for (lane, read) in lanes.into_iter().zip(reads) {
             // A lane deleted by hand since the listing has no task.
             let Some((data, stat)) = read else { continue };
             starts.push(LaneStart {

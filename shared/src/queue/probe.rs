@@ -187,6 +187,10 @@ impl Queue {
             .into_iter();
         let stat = match results.next() {
             Some(zk::MultiReadResult::Data { stat, .. }) => stat,
+            // A lane not made yet (a key's that never had a task) has none.
+            Some(zk::MultiReadResult::Error {
+                err: zk::Error::NoNode,
+            }) => return Ok(Probe::default()),
             other => return Err(unexpected(&tasks, other)),
         };
         let mut probe = Probe {

@@ -1,6 +1,8 @@
 //! Publishing: sequential creates in the task's lane (`tasks/` for normal) (with an idempotency key, together with the
 //! key: see [`super::keys`]).
 
+use zookeeper_client as zk;
+
 use super::Queue;
 use super::keys::Published;
 use crate::error::{Error, Result};
@@ -72,11 +74,20 @@ impl Queue {
     pub(crate) async fn publish_in(&self, lane: &Lane, body: &[u8]) -> Result<String> {
         task::check_size(body)?;
         let prefix = self.layout().lane_prefix(lane);
-        let (_, seq) = self
+        let mut created = self
             .client()
             .create(&prefix, body, &self.sequential())
-            .await
-            .map_err(|e| Error::zk("create", &prefix, e))?;
+            .await;
+        if matches!(lane, Lane::Key(_)) && created == Err(zk::Error::NoNode) {
+            // A key lane deleted by hand since this process made it: made again.
+            self.forget_key_lane(lane);
+            self.ensure_lanes(std::slice::from_ref(lane)).await?;
+            created = self
+                .client()
+                .create(&prefix, body, &self.sequential())
+                .await;
+        }
+        let (_, seq) = created.map_err(|e| Error::zk("create", &prefix, e))?;
         Ok(format!("{}{seq}", lane.prefix()))
     }
 

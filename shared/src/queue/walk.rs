@@ -17,9 +17,10 @@
 //! for every other key that has tasks to give one: a key publishing a few tasks behind it is
 //! taken within a window of each key, whatever the backlog. The walk finds the key lanes
 //! without listing tasks: it lists `lanes/keys` (one child per key) when it starts; the probe
-//! that starts each round of normal's turn (and any probe of a priority lane) reads the tails
-//! of the key lanes it knows, and every probe the stat of `lanes/keys`, whose `cversion` moves
-//! when a key lane is made: the walk lists again before its next window.
+//! that starts each round of normal's turn, or that comes [`TAILS_EVERY`] windows after the
+//! last that did, reads the tails of the key lanes it knows (past [`TAILS_PER_PROBE`] keys,
+//! the walk reads them apart, less often); every probe reads the stat of `lanes/keys`, whose
+//! `cversion` moves when a key lane is made: the walk lists again before its next window.
 
 use std::collections::HashMap;
 
@@ -29,7 +30,11 @@ use super::probe::{Lanes, Probed};
 use crate::error::Result;
 use crate::lane::{Lane, LaneWeights, Priority};
 
+use super::key_lanes::TAILS_PER_PROBE;
 pub use super::lane_walk::{WIDEST, WINDOW};
+
+/// Windows a walk gives at most before it reads the key lanes' tails again.
+pub const TAILS_EVERY: usize = 8;
 
 /// Where a walk of the whole queue is.
 #[derive(Debug)]
@@ -49,6 +54,8 @@ pub struct Walk {
     key_version: Option<i32>,
     /// The key lanes must be listed before the next window.
     relist: bool,
+    /// Windows given since the key lanes' tails were last read.
+    since_tails: usize,
 }
 
 impl Default for Walk {
@@ -93,6 +100,7 @@ impl Walk {
             higher: false,
             key_version,
             relist,
+            since_tails: 0,
         }
     }
 
@@ -172,7 +180,15 @@ impl Walk {
             let Some(i) = self.pick() else {
                 return Ok(None);
             };
-            let others = self.others_of(i, self.starts_round(i));
+            let keys = self.lanes.len() - 3;
+            let due = self.tails_due(i);
+            if due && keys > TAILS_PER_PROBE {
+                // Too many to read along with a window: listed and read apart.
+                self.list_keys(queue).await?;
+                continue;
+            }
+            let others = self.others_of(i, due);
+            self.since_tails = if due { 0 } else { self.since_tails + 1 };
             let found = self.lanes[i].next_window(queue, &others).await?;
             self.learn_others(i);
             if let Some(found) = found {
@@ -187,6 +203,7 @@ impl Walk {
     async fn list_keys(&mut self, queue: &Queue) -> Result<()> {
         let keys = queue.read_key_lanes().await?;
         self.relist = false;
+        self.since_tails = 0;
         self.key_version = keys.version;
         for start in keys.starts {
             match self.index.get(&start.lane) {
@@ -212,19 +229,29 @@ impl Walk {
             .collect()
     }
 
-    /// Whether a window of lane `i` starts a round of normal's turn (or is no key lane's):
-    /// its probe reads the key lanes' tails, once a round rather than once a window (with
-    /// K keys, K reads a round instead of K a window).
-    fn starts_round(&self, i: usize) -> bool {
+    /// Whether the key lanes' tails are due with the window of lane `i`: when it starts a
+    /// round of normal's turn, or [`TAILS_EVERY`] windows went by without them (a walk in
+    /// the high lane, or in one key's backlog, still learns of the others'). With K keys that
+    /// is K reads a round, not K a window; past [`TAILS_PER_PROBE`] keys, at most every
+    /// K / [`TAILS_PER_PROBE`] windows, read apart.
+    fn tails_due(&self, i: usize) -> bool {
+        let keys = self.lanes.len() - 3;
+        if keys == 0 {
+            return false;
+        }
+        if keys > TAILS_PER_PROBE {
+            return self.since_tails >= TAILS_EVERY.max(keys / TAILS_PER_PROBE);
+        }
         let turn = |lane: usize| match lane {
             1 => Some(0),
             0 | 2 => None,
             key => Some(key - 2),
         };
-        match (turn(i), turn(self.current)) {
+        let starts_round = match (turn(i), turn(self.current)) {
             (Some(next), Some(last)) => next <= last,
-            _ => true,
-        }
+            _ => false,
+        };
+        starts_round || self.since_tails >= TAILS_EVERY
     }
 
     /// The tails lane `i`'s probes read of the other lanes: a lane whose tail moved has tasks

@@ -1,6 +1,7 @@
-//! The worker's watches: a persistent watch on each lane (`tasks/`, `lanes/high`, `lanes/low`)
-//! whose every event raises a notification (kept as a permit when nobody waits, so none is
-//! missed).
+//! The worker's watches: a persistent watch on each lane (`tasks/`, `lanes/high`, `lanes/low`),
+//! and a recursive one over the key lanes (`lanes/keys`), whose events raise a notification
+//! (kept as a permit when nobody waits, so none is missed). A change of data wakes nobody:
+//! under `lanes/keys` it is a key lane's head moving, which every pass writes.
 //!
 //! zookeeper-client 0.11.2 does not send persistent watches again when it reconnects (its
 //! `resend_watches` never leaves `SetWatches` for `SetWatches2`: the index it keeps is
@@ -28,7 +29,9 @@ pub(super) async fn keep_watching(
                 if event.session_state.is_terminated() {
                     break;
                 }
-                refill.notify_one();
+                if event.event_type != zk::EventType::NodeDataChanged {
+                    refill.notify_one();
+                }
             }
             now = state.changed() => {
                 if now.is_terminated() {
