@@ -28,7 +28,7 @@ pub const READ_BATCH: usize = 128;
 
 /// Key lanes whose tails a probe reads along with its window, at most: with more, the walk
 /// reads them apart ([`Queue::read_key_lanes`]) when they are due.
-pub const TAILS_PER_PROBE: usize = 64;
+pub const TAILS_PER_PROBE: usize = 128;
 
 /// The key lanes that exist, as one listing and its multi-reads found them.
 #[derive(Clone, Debug, Default)]

@@ -232,15 +232,15 @@ impl Walk {
     /// Whether the key lanes' tails are due with the window of lane `i`: when it starts a
     /// round of normal's turn, or [`TAILS_EVERY`] windows went by without them (a walk in
     /// the high lane, or in one key's backlog, still learns of the others'). With K keys that
-    /// is K reads a round, not K a window; past [`TAILS_PER_PROBE`] keys, at most every
-    /// K / [`TAILS_PER_PROBE`] windows, read apart.
+    /// is K reads a round, not K a window; past [`TAILS_PER_PROBE`] keys, at most every K / 16
+    /// windows, read apart (a request per 128 keys: under one request every 2 windows).
     fn tails_due(&self, i: usize) -> bool {
         let keys = self.lanes.len() - 3;
         if keys == 0 {
             return false;
         }
         if keys > TAILS_PER_PROBE {
-            return self.since_tails >= TAILS_EVERY.max(keys / TAILS_PER_PROBE);
+            return self.since_tails >= TAILS_EVERY.max(keys / 16);
         }
         let turn = |lane: usize| match lane {
             1 => Some(0),
