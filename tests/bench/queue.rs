@@ -28,7 +28,8 @@
 //! real SQS would do; batched/unbatched is the comparison that carries.
 //!
 //! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
-//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics` or `fairness`
+//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics`, `fairness` or `baseline` (the before/after alone, with
+//! `BENCH_BASELINE_BIN` set)
 //! (only that section, [`coldstart`], [`semantics`] or [`fairness`], the second at the first of
 //! `BENCH_SIZES`), `BENCH_FAIR_BIG` (100000: the backlog of the fairness section). No tracing subscriber is installed, so logging costs nothing.
 
@@ -105,6 +106,7 @@ async fn bench() -> Result<()> {
     match std::env::var("BENCH_ONLY").as_deref() {
         Ok("coldstart") => return coldstart::section(&addr, smoke).await,
         Ok("fairness") => return fairness::section(&addr, smoke).await,
+        Ok("baseline") => return baseline::section(&addr).await,
         Ok("semantics") => {
             let size = *env_list("BENCH_SIZES", "2000")?
                 .first()
