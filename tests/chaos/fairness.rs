@@ -46,12 +46,7 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> FairFigur
     let held: HashSet<&str> = (input.faults.iter())
         .flat_map(|fault| fault.victim_held.iter().map(|(_, id)| id.as_str()))
         .collect();
-    let mut floods: Vec<_> = (by_id.values())
-        .filter_map(|list| list.first())
-        .filter(|d| d.event_type == FLOOD_TYPE && d.attempt == 1)
-        .map(|d| d.arrived)
-        .collect();
-    floods.sort();
+    let floods = crate::lanes::first_arrivals(by_id, FLOOD_TYPE);
     for sent in input
         .published
         .sent
@@ -66,9 +61,7 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> FairFigur
             continue;
         }
         f.judged += 1;
-        let from = floods.partition_point(|at| *at <= sent.at);
-        let to = floods.partition_point(|at| *at < first.arrived);
-        let before = to.saturating_sub(from);
+        let before = crate::lanes::arrived_between(&floods, sent.at, first.arrived);
         f.worst = f.worst.max(before);
         if before > f.bound {
             f.violations.push(format!(

@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 
+use tokio::time::Instant;
+
 use event_bridge::queue::WINDOW;
 
 use crate::checks::Inputs;
@@ -37,13 +39,7 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> LaneFigur
         bound: bound(),
         ..LaneFigures::default()
     };
-    // The first delivery of each low task that came on its first claim, in arrival order.
-    let mut lows: Vec<_> = (by_id.values())
-        .filter_map(|list| list.first())
-        .filter(|d| d.event_type == LOW_TYPE && d.attempt == 1)
-        .map(|d| d.arrived)
-        .collect();
-    lows.sort();
+    let lows = first_arrivals(by_id, LOW_TYPE);
     for sent in input.published.sent.iter().filter(|s| s.kind == Kind::High) {
         let Some(first) = by_id.get(sent.id.as_str()).and_then(|l| l.first()) else {
             continue;
@@ -53,9 +49,7 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> LaneFigur
             continue;
         }
         f.judged += 1;
-        let from = lows.partition_point(|at| *at <= sent.at);
-        let to = lows.partition_point(|at| *at < first.arrived);
-        let before = to.saturating_sub(from);
+        let before = arrived_between(&lows, sent.at, first.arrived);
         f.worst = f.worst.max(before);
         if before > f.bound {
             f.violations.push(format!(
@@ -65,4 +59,23 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> LaneFigur
         }
     }
     f
+}
+
+/// When the tasks of `event_type` whose first delivery came on their first claim arrived, in
+/// order.
+pub fn first_arrivals(by_id: &HashMap<&str, Vec<&Delivery>>, event_type: &str) -> Vec<Instant> {
+    let mut arrivals: Vec<Instant> = (by_id.values())
+        .filter_map(|list| list.first())
+        .filter(|d| d.event_type == event_type && d.attempt == 1)
+        .map(|d| d.arrived)
+        .collect();
+    arrivals.sort();
+    arrivals
+}
+
+/// How many of `arrivals` (in order) came after `published` and before `first`.
+pub fn arrived_between(arrivals: &[Instant], published: Instant, first: Instant) -> usize {
+    let from = arrivals.partition_point(|at| *at <= published);
+    let to = arrivals.partition_point(|at| *at < first);
+    to.saturating_sub(from)
 }

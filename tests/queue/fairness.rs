@@ -2,15 +2,14 @@
 //! normal's lanes in turn, a window each, so a key with a backlog does not hold back the keys
 //! behind it; a keyed task keeps its key's lane through a retry and a redrive.
 
-use std::sync::{Arc, Mutex};
-
 use event_bridge::handler::FnHandler;
-use event_bridge::process::{self, RunOptions};
+use event_bridge::process;
 use event_bridge::queue::WINDOW;
 use event_bridge::{Envelope, HandlerError, Task};
 use serde_json::json;
 
 use crate::cli::eb;
+use crate::lanes::drain_publishing_at;
 use harness::{Recorder, TestQueue};
 
 fn keyed(key: Option<&str>, i: usize) -> Envelope {
@@ -70,36 +69,13 @@ async fn keys_take_turns_a_window_each() {
 async fn a_new_key_published_behind_a_backlog_goes_out_with_the_next_window() {
     let t = TestQueue::new().await;
     publish(&t, Some("big"), 2_000).await;
-    let seen: Arc<Mutex<Vec<Task>>> = Arc::default();
-    let published_at: Arc<Mutex<Option<usize>>> = Arc::default();
-    let queue = t.queue.clone();
-    let (record, at) = (seen.clone(), published_at.clone());
-    let handler = FnHandler(move |task: Task| {
-        let count = {
-            let mut seen = record.lock().unwrap();
-            seen.push(task);
-            seen.len()
-        };
-        let (queue, at) = (queue.clone(), at.clone());
-        async move {
-            if count == 100 {
-                queue.publish(&keyed(Some("small"), 0)).await.unwrap();
-                *at.lock().unwrap() = Some(count);
-            }
-            Ok::<(), HandlerError>(())
-        }
-    });
     let concurrency = 8;
-    let options = RunOptions {
-        max_tasks: 600,
-        ..harness::options(600, concurrency)
-    };
-    process::run(&t.queue, &handler, &options).await.unwrap();
-    let seen = seen.lock().unwrap();
+    let (seen, published_at) =
+        drain_publishing_at(&t, keyed(Some("small"), 0), 100, concurrency).await;
     let small = (seen.iter())
         .position(|task| task.envelope.concurrency_key.as_deref() == Some("small"))
         .expect("the small task ran");
-    let after = small - published_at.lock().unwrap().unwrap();
+    let after = small - published_at;
     // Started after the publish and before it, at most: what was left of the window probed
     // then, the window whose probe learned of the new lane, and what was in flight.
     let bound = 2 * WINDOW + 2 * concurrency;

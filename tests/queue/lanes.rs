@@ -55,37 +55,14 @@ async fn lanes_are_taken_high_then_normal_then_low() {
 async fn a_high_task_published_behind_a_low_backlog_goes_out_with_the_next_batch() {
     let t = TestQueue::new().await;
     publish(&t, Priority::Low, 2_000).await;
-    let seen: Arc<Mutex<Vec<Task>>> = Arc::default();
-    let published_at: Arc<Mutex<Option<usize>>> = Arc::default();
-    let queue = t.queue.clone();
-    let (record, at) = (seen.clone(), published_at.clone());
-    let handler = FnHandler(move |task: Task| {
-        let count = {
-            let mut seen = record.lock().unwrap();
-            seen.push(task);
-            seen.len()
-        };
-        let (queue, at) = (queue.clone(), at.clone());
-        async move {
-            if count == 100 {
-                queue.publish(&in_lane(Priority::High, 0)).await.unwrap();
-                *at.lock().unwrap() = Some(count);
-            }
-            Ok::<(), HandlerError>(())
-        }
-    });
     let concurrency = 8;
-    let options = RunOptions {
-        max_tasks: 600,
-        ..harness::options(600, concurrency)
-    };
-    process::run(&t.queue, &handler, &options).await.unwrap();
-    let seen = seen.lock().unwrap();
+    let (seen, published_at) =
+        drain_publishing_at(&t, in_lane(Priority::High, 0), 100, concurrency).await;
     let high = seen
         .iter()
         .position(|task| task.envelope.priority == Priority::High)
         .expect("the high task ran");
-    let after = high - published_at.lock().unwrap().unwrap();
+    let after = high - published_at;
     // Started after the publish and before it: at most the window probed then, and what was
     // in flight.
     let bound = event_bridge::queue::WINDOW + 2 * concurrency;
@@ -93,6 +70,39 @@ async fn a_high_task_published_behind_a_low_backlog_goes_out_with_the_next_batch
         after <= bound,
         "{after} low tasks went first (bound {bound})"
     );
+}
+
+/// A drain of up to 600 tasks at `concurrency` that publishes `envelope` when the handler
+/// meets its `at`-th task: the tasks in the order their handlers started, and `at`.
+pub(crate) async fn drain_publishing_at(
+    t: &TestQueue,
+    envelope: Envelope,
+    at: usize,
+    concurrency: usize,
+) -> (Vec<Task>, usize) {
+    let seen: Arc<Mutex<Vec<Task>>> = Arc::default();
+    let (queue, record) = (t.queue.clone(), seen.clone());
+    let handler = FnHandler(move |task: Task| {
+        let count = {
+            let mut seen = record.lock().unwrap();
+            seen.push(task);
+            seen.len()
+        };
+        let (queue, envelope) = (queue.clone(), envelope.clone());
+        async move {
+            if count == at {
+                queue.publish(&envelope).await.unwrap();
+            }
+            Ok::<(), HandlerError>(())
+        }
+    });
+    let options = RunOptions {
+        max_tasks: 600,
+        ..harness::options(600, concurrency)
+    };
+    process::run(&t.queue, &handler, &options).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    (seen, at)
 }
 
 /// Weighted lanes share the walk: with high=3,low=1, low gets one window in four while high
