@@ -1,5 +1,5 @@
 //! A task's priority, and the lane of the queue it waits in (`layout` and `task` take it from
-//! here; it asks `layout` only how a key becomes one znode name).
+//! here; a key becomes a znode name as `segment` says).
 //!
 //! Each priority has a lane of its own: a parent of persistent sequential tasks with its own
 //! numbering and head. `normal` is the 000 design's `tasks/`, with its `task-` names, so a
@@ -111,7 +111,7 @@ impl Lane {
 
     /// The lane of concurrency key `key`.
     pub fn of_key(key: &str) -> Lane {
-        Lane::Key(crate::layout::encode_segment(key))
+        Lane::Key(crate::segment::encode_segment(key))
     }
 
     /// Where a task of `priority`, `concurrency_key` and `group` waits: high and low tasks in
@@ -180,7 +180,7 @@ impl Lane {
     /// The key of a key lane, decoded.
     pub fn key(&self) -> Option<String> {
         match self {
-            Lane::Key(key) => Some(crate::layout::decode_segment(key)),
+            Lane::Key(key) => Some(crate::segment::decode_segment(key)),
             Lane::Priority(_) => None,
         }
     }
@@ -196,7 +196,7 @@ impl std::fmt::Display for Lane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Lane::Priority(p) => p.fmt(f),
-            Lane::Key(key) => write!(f, "key {}", crate::layout::decode_segment(key)),
+            Lane::Key(key) => write!(f, "key {}", crate::segment::decode_segment(key)),
         }
     }
 }

@@ -84,6 +84,7 @@ pub mod run_metrics;
 #[cfg(feature = "schedule")]
 pub mod schedule;
 pub mod secret;
+pub mod segment;
 pub mod session;
 pub mod stats;
 pub mod task;

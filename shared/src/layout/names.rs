@@ -3,48 +3,7 @@
 
 use crate::lane::Lane;
 
-/// `text` as one znode name: bytes other than ASCII letters, digits, `-` and `_` become `%XX`
-/// (so `/`, `.` and `..` never appear), and the empty text is `%`.
-pub fn encode_segment(text: &str) -> String {
-    if text.is_empty() {
-        return "%".into();
-    }
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// The text [`encode_segment`] made `name` of (a malformed escape stays as it is).
-pub fn decode_segment(name: &str) -> String {
-    if name == "%" {
-        return String::new();
-    }
-    let bytes = name.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = name
-            .get(i + 1..i + 3)
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+pub use crate::segment::{decode_segment, encode_segment};
 
 /// The sequence number of a task name (`task-0000000042` → 42, `high-0000000042` → 42 in its
 /// lane), or `None` for a name that no sequential create made. ZooKeeper prints the parent's counter as a signed 32-bit
