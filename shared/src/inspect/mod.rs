@@ -72,8 +72,9 @@ pub struct LeaseInfo {
     pub progress: Option<ProgressReport>,
 }
 
-/// Pending tasks oldest first, at most `limit`, each with its lease: a window of the walk at
-/// a time.
+/// Pending tasks in the order consumers take them (high first; normal's lanes, `tasks/` and
+/// the key lanes, a window each in turn; each lane oldest first), at most `limit`, each with
+/// its lease: a window of the walk at a time.
 pub async fn pending(queue: &Queue, now: &ZkTime, limit: usize) -> Result<Vec<TaskInfo>> {
     let paused = queue.paused().await?;
     let mut walk = Walk::new();

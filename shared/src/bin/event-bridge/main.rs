@@ -55,7 +55,8 @@ enum Command {
     Init,
     /// Publish one task from arguments, or many from JSON lines (a file, or `-` for stdin).
     Publish(Publish),
-    /// Pending tasks, oldest first, with age, attempts, lease holder and expiry.
+    /// Pending tasks in the order consumers take them (each lane oldest first), with age,
+    /// attempts, lease holder and expiry.
     List {
         /// Show at most this many.
         #[arg(long, default_value_t = 50)]
