@@ -3,7 +3,8 @@
 //!
 //! 1. [`Pass::start`]: fill the free places (the run's concurrency): run tasks already probed, else probe the walk's
 //!    next window, else wait at the tail: a worker for a refill notification, any pass with
-//!    tasks running for the tasks it found over a limit (`pass/refill.rs`);
+//!    tasks running for the tasks it found over a limit (`pass/refill.rs`); how many may
+//!    start and which go out together in one claim batch is `pass/batching.rs`;
 //! 2. [`Pass::next_events`]: wait for the next job to end, and take every other that has;
 //! 3. [`Pass::apply`]: account for each event in the report and the in-flight counts;
 //! 4. [`Pass::complete`]: send the tasks that succeeded together as one completion
@@ -25,11 +26,12 @@ use super::report::{Outcome, ProcessReport};
 use super::task_steps::{Claimed, Ran, Sent};
 use crate::error::{Error, Result};
 use crate::handler::Handler;
+mod batching;
 mod completion;
 mod refill;
 
 use crate::lane::Lane;
-use crate::queue::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Lease, Probed, Settled, TaskRead, Walk};
+use crate::queue::{Lease, Probed, Settled, TaskRead, Walk};
 
 /// How far a lost race jumps ahead, at most, per place of the run's concurrency: a window for
 /// a scheduled run of one task, 2 048 numbers for a drain of 64. Far enough that consumers
@@ -179,31 +181,6 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
         self.first_error.map_or(Ok(end), Err)
     }
 
-    /// How many more tasks may start now.
-    fn room(&self) -> usize {
-        let options = self.run.options;
-        if *self.run.stop.borrow() || Instant::now() + options.margin >= options.deadline {
-            return 0;
-        }
-        if self.run.queue_paused() {
-            return 0;
-        }
-        // Tasks whose handlers are done and whose completion is on its way take no place, so
-        // the next claims go out meanwhile; at most as many as the concurrency wait at once.
-        let flight = &self.flight;
-        if flight.completing >= options.concurrency {
-            return 0;
-        }
-        let by_concurrency = options.concurrency.saturating_sub(flight.running);
-        by_concurrency.min(self.budget())
-    }
-
-    /// Claims the cap still allows, counting those in flight.
-    fn budget(&self) -> usize {
-        (self.run.options.max_tasks as usize)
-            .saturating_sub(self.report.claimed as usize + self.flight.running)
-    }
-
     /// Step 1: starts tasks already probed while there is room; else probes the walk's next
     /// window (a whole window ahead: places free up one by one, and one request per free place
     /// would cost a request per task), or waits for a refill once the walk has ended.
@@ -239,50 +216,6 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             }));
             return;
         }
-    }
-
-    /// Whether the tasks ready wait for the walk's next window before they are claimed: after
-    /// a key lane's window (a key's few tasks), fewer than a claim batch (and than there is
-    /// room for) while the walk has more to give, and only once. Key lanes' small windows then
-    /// go out together, a claim multi-op for two windows instead of one each. A priority
-    /// lane's tasks never wait: there a partial batch is what the room left, and waiting for
-    /// a probe cost an ungrouped drain 5% of its rate.
-    fn tops_up(&self) -> bool {
-        let want = self.room().min(CLAIM_BATCH);
-        let bytes: usize = (self.ready.iter())
-            .map(|(_, read)| match read {
-                TaskRead::Found { body, .. } => body.len(),
-                _ => 0,
-            })
-            .sum();
-        !self.topped_up
-            && self.ready.len() < want
-            && bytes < CLAIM_BATCH_BYTES
-            && (self.walk.as_ref())
-                .is_some_and(|walk| !walk.ended() && matches!(walk.lane(), Lane::Key(_)))
-    }
-
-    /// The next tasks to claim together: as many as there is room for, up to
-    /// [`CLAIM_BATCH`] tasks and [`CLAIM_BATCH_BYTES`] of bodies (the first goes whatever
-    /// its size).
-    fn next_batch(&mut self) -> Vec<(String, TaskRead)> {
-        let most = self.room().min(CLAIM_BATCH);
-        let mut batch = Vec::with_capacity(most);
-        let mut bytes = 0;
-        while batch.len() < most {
-            let Some((_, read)) = self.ready.front() else {
-                break;
-            };
-            bytes += match read {
-                TaskRead::Found { body, .. } => body.len(),
-                _ => 0,
-            };
-            if !batch.is_empty() && bytes > CLAIM_BATCH_BYTES {
-                break;
-            }
-            batch.extend(self.ready.pop_front());
-        }
-        batch
     }
 
     /// Step 2: the next event, and every other that is ready now.
