@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::lane::Priority;
 use std::future::Future;
 
-use crate::queue::{KeyInFlight, LaneWalk, Paused, Queue, TaskRead};
+use crate::queue::{KeyInFlight, LaneStart, LaneWalk, Paused, Queue, TaskRead};
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -84,8 +84,11 @@ pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
     let counters = glance.counters;
     let oldest_task_age_ms = match (counters.depth, now) {
         (0, _) => None,
-        (_, Some(now)) => oldest_age(queue, &now, &counters.lanes).await?,
-        (_, None) => oldest_age(queue, &queue.server_time().await?, &counters.lanes).await?,
+        (_, Some(now)) => oldest_age(queue, &now, &counters.lanes, glance.key_lanes).await?,
+        (_, None) => {
+            let now = queue.server_time().await?;
+            oldest_age(queue, &now, &counters.lanes, glance.key_lanes).await?
+        }
     };
     Ok(Stats {
         keys_at_limit: keys_in_flight.iter().filter(|k| k.at_limit()).count(),
@@ -115,6 +118,8 @@ async fn when<T: Default>(has: bool, read: impl Future<Output = Result<T>>) -> R
 /// What one multi-read of the queue's parents says.
 struct Glance {
     counters: Counters,
+    /// The key lanes that have tasks, as the counters read them.
+    key_lanes: Vec<LaneStart>,
     /// Whether `delayed/`, `concurrency/` and `groups/` have children.
     buckets: bool,
     gates: bool,
@@ -142,8 +147,10 @@ async fn glance(queue: &Queue) -> Result<Glance> {
         Some((data, _)) => Paused::parse(&paths[10], data)?,
         None => Paused::default(),
     };
+    let (counters, key_lanes) = with_key_lanes(queue, &stats[..6]).await?;
     Ok(Glance {
-        counters: with_key_lanes(queue, &stats[..6]).await?,
+        counters,
+        key_lanes,
         buckets: has(6),
         gates: has(7),
         groups: has(8),
@@ -201,7 +208,7 @@ pub struct Counters {
 pub async fn counters(queue: &Queue) -> Result<Counters> {
     let reads = queue.read_paths(&counter_paths(queue)).await?;
     let stats: Vec<Option<zk::Stat>> = reads.iter().map(|r| r.as_ref().map(|r| r.1)).collect();
-    with_key_lanes(queue, &stats).await
+    Ok(with_key_lanes(queue, &stats).await?.0)
 }
 
 /// `leases/`, `dead/`, the three lanes and `lanes/keys`, in the order [`counters_from`] takes
@@ -219,22 +226,29 @@ fn counter_paths(queue: &Queue) -> [String; 6] {
 }
 
 /// The counters of `stats`, with the key lanes' when `lanes/keys` has any (a listing and a
-/// multi-read more: see `queue::key_lanes`).
-async fn with_key_lanes(queue: &Queue, stats: &[Option<zk::Stat>]) -> Result<Counters> {
+/// multi-read more: see `queue::key_lanes`), and the key lanes that have tasks.
+async fn with_key_lanes(
+    queue: &Queue,
+    stats: &[Option<zk::Stat>],
+) -> Result<(Counters, Vec<LaneStart>)> {
     let mut counters = counters_from(stats);
     if children(&stats[5]) == 0 {
-        return Ok(counters);
+        return Ok((counters, Vec::new()));
     }
+    let mut busy = Vec::new();
     for lane in queue.read_key_lanes().await?.starts {
         let tail = lane.tail.max(0) as u64;
         counters.tasks_created += tail;
         counters.tasks_removed += tail.saturating_sub(lane.children as u64);
         counters.lanes.keyed += lane.children;
-        counters.lanes.keys += usize::from(lane.children > 0);
+        if lane.children > 0 {
+            counters.lanes.keys += 1;
+            busy.push(lane);
+        }
     }
     counters.lanes.normal += counters.lanes.keyed;
     counters.depth += counters.lanes.keyed;
-    Ok(counters)
+    Ok((counters, busy))
 }
 
 fn counters_from(stats: &[Option<zk::Stat>]) -> Counters {
@@ -262,39 +276,42 @@ fn counters_from(stats: &[Option<zk::Stat>]) -> Counters {
 const KEY_LANES_AGED: usize = 100;
 
 /// The age of the oldest task: of the first task at each lane's head that has any, the
-/// oldest (a probe, or past a gap a few, from each head; of the key lanes, the first
-/// [`KEY_LANES_AGED`] that have tasks).
-async fn oldest_age(queue: &Queue, now: &ZkTime, depths: &LaneDepths) -> Result<Option<i64>> {
-    let mut oldest: Option<i64> = None;
+/// oldest (a probe, or past a gap a few, from each head, the lanes' probes pipelined; of the
+/// key lanes that have tasks, `key_lanes`, the first [`KEY_LANES_AGED`]).
+async fn oldest_age(
+    queue: &Queue,
+    now: &ZkTime,
+    depths: &LaneDepths,
+    key_lanes: Vec<LaneStart>,
+) -> Result<Option<i64>> {
     let mut walks: Vec<LaneWalk> = (Priority::ALL.into_iter())
         .filter(|l| depths.of(*l) > depths.keyed * usize::from(*l == Priority::Normal))
         .map(|l| LaneWalk::new(l.into()))
         .collect();
-    if depths.keyed > 0 {
-        let keys = queue.read_key_lanes().await?.starts.into_iter();
-        let keys = keys.filter(|k| k.children > 0).take(KEY_LANES_AGED);
-        walks.extend(keys.map(LaneWalk::from_start));
-    }
-    for mut walk in walks {
-        let Some(window) = walk.next_window(queue, &[]).await? else {
-            continue;
-        };
-        let Some(first) = window.first() else {
-            continue;
-        };
-        let created = match &first.read {
-            TaskRead::Found { stat, .. } => Some(stat.ctime),
-            _ => {
-                let path = queue.layout().task(&first.name);
-                let stat = queue.client().check_stat(&path).await;
-                stat.map_err(|e| Error::zk("stat", &path, e))?
-                    .map(|s| s.ctime)
-            }
-        };
-        oldest = match (oldest, created) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
+    let keys = key_lanes.into_iter().take(KEY_LANES_AGED);
+    walks.extend(keys.map(LaneWalk::from_start));
+    let firsts = walks.into_iter().map(|walk| first_created(queue, walk));
+    let created = futures::future::try_join_all(firsts).await?;
+    let oldest = created.into_iter().flatten().min();
     Ok(oldest.map(|ctime| now.now_ms() - ctime))
+}
+
+/// When the first task `walk` finds was created (`None`: the lane has none).
+async fn first_created(queue: &Queue, mut walk: LaneWalk) -> Result<Option<i64>> {
+    let Some(window) = walk.next_window(queue, &[]).await? else {
+        return Ok(None);
+    };
+    let Some(first) = window.first() else {
+        return Ok(None);
+    };
+    match &first.read {
+        TaskRead::Found { stat, .. } => Ok(Some(stat.ctime)),
+        _ => {
+            let path = queue.layout().task(&first.name);
+            let stat = queue.client().check_stat(&path).await;
+            Ok(stat
+                .map_err(|e| Error::zk("stat", &path, e))?
+                .map(|s| s.ctime))
+        }
+    }
 }
