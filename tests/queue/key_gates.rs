@@ -22,11 +22,20 @@ async fn publish(t: &TestQueue, key: &str) -> String {
 }
 
 async fn claim(t: &TestQueue, name: &str, restraints: &Restraints) -> ClaimOutcome {
-    let path = t.queue.layout().task(name);
+    claim_by(t, &t.queue, name, restraints).await
+}
+
+/// Claims task `name` as consumer `queue`.
+async fn claim_by(
+    t: &TestQueue,
+    queue: &event_bridge::Queue,
+    name: &str,
+    restraints: &Restraints,
+) -> ClaimOutcome {
+    let path = queue.layout().task(name);
     let (body, stat) = t.raw.get_data(&path).await.unwrap();
-    let now = t.queue.server_time().await.unwrap();
-    t.queue
-        .claim_read(name, &body, &stat, &now, restraints)
+    let now = queue.server_time().await.unwrap();
+    (queue.claim_read(name, &body, &stat, &now, restraints))
         .await
         .unwrap()
 }
@@ -224,8 +233,8 @@ async fn the_stats_command_lists_the_keys_in_flight() {
 }
 
 /// A key's first claim creates its gate in the claim's own multi-op (the gate's parents made
-/// before it, once per process); parents deleted by hand since then fail that create once,
-/// and the next claim makes them again.
+/// before it, once per process); parents deleted by hand since then fail that create, and the
+/// claim reads the gate afresh, makes them again and goes through.
 #[tokio::test]
 async fn a_new_keys_gate_is_made_by_the_claim_and_again_after_its_parents_were_deleted() {
     let t = TestQueue::new().await;
@@ -251,13 +260,39 @@ async fn a_new_keys_gate_is_made_by_the_claim_and_again_after_its_parents_were_d
             .unwrap();
     }
     let second = publish(&t, "tenant-b").await;
-    assert!(
-        matches!(
-            claim(&t, &second, &restraints).await,
-            ClaimOutcome::Limited { .. }
-        ),
-        "the create under a missing parent fails, as a race lost"
-    );
     claimed(claim(&t, &second, &restraints).await);
     assert_eq!(t.children("concurrency/@default/tenant-b").await, [second]);
+}
+
+/// A consumer claims through a gate as it last knew it, without reading it first. When
+/// another consumer went through since, the claim fails at the gate's version, reads the gate
+/// afresh and goes through in the same call (it does not wait as if the key were at its cap),
+/// and the cap still holds across both.
+#[tokio::test]
+async fn a_claim_through_a_gate_another_consumer_moved_reads_it_afresh_and_goes_through() {
+    let t = TestQueue::new().await;
+    let restraints = per_key(KeyLimit {
+        max_in_flight: Some(3),
+        rate_per_ms: None,
+    });
+    let other = t.consumer("other").await;
+    let mut names = Vec::new();
+    for _ in 0..4 {
+        names.push(publish(&t, "tenant-a").await);
+    }
+    claimed(claim(&t, &names[0], &restraints).await);
+    claimed(claim_by(&t, &other, &names[1], &restraints).await);
+    claimed(claim(&t, &names[2], &restraints).await);
+    let mut slots = t.children("concurrency/@default/tenant-a").await;
+    slots.sort();
+    assert_eq!(slots, names[..3]);
+    for queue in [&t.queue, &other] {
+        assert!(
+            matches!(
+                claim_by(&t, queue, &names[3], &restraints).await,
+                ClaimOutcome::Limited { .. }
+            ),
+            "three in flight: the key is at its cap for either consumer"
+        );
+    }
 }

@@ -9,6 +9,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::gate::{GateWrite, Wanting};
+use super::gate_cache::Turns;
 use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::ops::{Multi, Op};
 use super::pause::Paused;
@@ -139,6 +140,16 @@ impl Take {
     }
 }
 
+/// The gates a claim goes through: their rewrites, and this process's turn at them.
+struct GatePass {
+    writes: Vec<GateWrite>,
+    _turns: Option<Turns>,
+}
+
+/// What came of a claim's multi-op: the outcomes known, and the tasks to take through the
+/// gates again (read afresh) when one of them had moved since this process knew it.
+type Taken = (Vec<(usize, ClaimOutcome)>, Option<Vec<(usize, Take)>>);
+
 /// What a run must not run, as it read it: paused event types (or the whole queue), and the
 /// marks of cancelled tasks.
 #[derive(Clone, Debug, Default)]
@@ -238,28 +249,39 @@ impl Queue {
                 }
             }
         }
-        let gates = self
-            .gate(&mut takes, &mut outcomes, now, restraints)
-            .await?;
-        let tried: Vec<usize> = takes.iter().map(|(i, _)| *i).collect();
-        for (index, outcome) in self.take_many(takes, gates).await? {
-            outcomes[index] = Some(outcome);
+        // Through the gates as this process knows them; once more, read afresh, when one of
+        // them moved since (another consumer's admission).
+        let mut tried: Option<Vec<usize>> = None;
+        let mut fresh = false;
+        loop {
+            let gates = (self.gate(&mut takes, &mut outcomes, now, restraints, fresh)).await?;
+            tried.get_or_insert_with(|| takes.iter().map(|(i, _)| *i).collect());
+            let (done, again) = self.take_many(takes, gates, !fresh).await?;
+            for (index, outcome) in done {
+                outcomes[index] = Some(outcome);
+            }
+            match again {
+                Some(rest) if !rest.is_empty() => (takes, fresh) = (rest, true),
+                _ => break,
+            }
         }
-        self.learn_stale(reads, &tried, &mut outcomes).await;
+        self.learn_stale(reads, &tried.unwrap_or_default(), &mut outcomes)
+            .await;
         Ok(outcomes)
     }
 
-    /// Takes `takes` through the gates of their routes: those admitted get their slot (when
-    /// the route caps tasks in flight) and stay; the others are answered
-    /// [`ClaimOutcome::Limited`] in `outcomes` and leave. Returns the gates' rewrites, whose
-    /// `admitted` are indices in `outcomes`.
+    /// Takes `takes` through the gates of their routes (read afresh when `fresh`): those
+    /// admitted get their slot (when the route caps tasks in flight) and stay; the others are
+    /// answered [`ClaimOutcome::Limited`] in `outcomes` and leave. Returns the gates'
+    /// rewrites, whose `admitted` are indices in `outcomes`, with this process's turn at them.
     async fn gate(
         &self,
         takes: &mut Vec<(usize, Take)>,
         outcomes: &mut [Option<ClaimOutcome>],
         now: &ZkTime,
         restraints: &Restraints,
-    ) -> Result<Vec<GateWrite>> {
+        fresh: bool,
+    ) -> Result<GatePass> {
         let tasks: Vec<Wanting> = takes
             .iter()
             .map(|(_, t)| {
@@ -268,7 +290,7 @@ impl Queue {
                 (envelope.event_type.as_str(), t.name.as_str(), key)
             })
             .collect();
-        let gated = self.through_gates(&tasks, now, &restraints.limits).await?;
+        let gated = (self.through_gates(&tasks, now, &restraints.limits, fresh)).await?;
         for ((_, take), slots) in takes.iter_mut().zip(gated.slots) {
             take.slots = slots;
         }
@@ -282,7 +304,10 @@ impl Queue {
             let (index, _) = takes.remove(pos);
             outcomes[index] = Some(ClaimOutcome::Limited { retry_in_ms });
         }
-        Ok(writes)
+        Ok(GatePass {
+            writes,
+            _turns: gated.turns,
+        })
     }
 
     /// The claim's multi-op, for every task of `takes` at once: per task (for a grouped
@@ -294,8 +319,14 @@ impl Queue {
     async fn take_many(
         &self,
         mut takes: Vec<(usize, Take)>,
-        mut gates: Vec<GateWrite>,
-    ) -> Result<Vec<(usize, ClaimOutcome)>> {
+        pass: GatePass,
+        may_regate: bool,
+    ) -> Result<Taken> {
+        // The turns are held until the multi-op is answered.
+        let GatePass {
+            writes: mut gates,
+            _turns,
+        } = pass;
         let mut outcomes = Vec::with_capacity(takes.len());
         let lease_data = LeaseData::new(self.consumer_id()).to_bytes();
         while !takes.is_empty() {
@@ -339,8 +370,14 @@ impl Queue {
                         Op::Set(task_path, &take.body, take.read_version),
                     );
             }
-            let failed = match self.commit("claim", &multi).await? {
+            let committed = self.commit("claim", &multi).await;
+            if committed.is_err() {
+                // Whether the gates' rewrites landed is not known.
+                gates.iter().for_each(|g| self.gate_cache.forget(&g.path));
+            }
+            let failed = match committed? {
                 Ok(results) => {
+                    self.learn_gates(&gates, &results, &takes);
                     let mut results = &results[gates.len()..];
                     for ((index, take), (_, lease_path)) in takes.drain(..).zip(&paths) {
                         let (mine, rest) = results.split_at(take.op_count());
@@ -358,6 +395,10 @@ impl Queue {
                         self.forget_gate_parents();
                     }
                     let gate = gates.remove(g);
+                    self.gate_cache.forget(&gate.path);
+                    if may_regate {
+                        return Ok((outcomes, Some(takes)));
+                    }
                     // Those answered already (a busy group) keep their answer.
                     let waiting = |i: &usize| takes.iter().any(|(index, _)| index == i);
                     for index in gate.admitted.into_iter().filter(waiting) {
@@ -392,7 +433,28 @@ impl Queue {
             outcomes.push((takes[task].0, outcome));
             takes.truncate(task);
         }
-        Ok(outcomes)
+        Ok((outcomes, None))
+    }
+
+    /// What this process knows of `gates` after a claim's multi-op through them landed with
+    /// `results`, `takes` taken: each at its new version, with their slots.
+    fn learn_gates(
+        &self,
+        gates: &[GateWrite],
+        results: &[zk::MultiWriteResult],
+        takes: &[(usize, Take)],
+    ) {
+        for (gate, result) in gates.iter().zip(results) {
+            let version = match result {
+                zk::MultiWriteResult::SetData { stat } => stat.version,
+                _ => 0,
+            };
+            let under = format!("{}/", gate.path);
+            let slots = (takes.iter())
+                .filter(|(_, t)| t.slots.iter().any(|s| s.starts_with(&under)))
+                .count();
+            (self.gate_cache).admitted(&gate.path, gate.base, version, slots, gate.bucket);
+        }
     }
 
     /// Task `task` of `takes` failed the claim's multi-op at its group's lock with `error`:

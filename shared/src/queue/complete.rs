@@ -166,8 +166,11 @@ impl Queue {
             }
             // On an error the caller tries again or gives up; one that gives up frees the
             // slots (the pass does, when the completion does not happen).
+            let slots: Vec<String> = extras.iter().flat_map(|e| e.slots.clone()).collect();
+            let freeing = self.gate_cache.freeing(&slots);
             let failed = match self.commit("complete", &multi).await? {
                 Ok(results) => {
+                    self.gate_cache.freed(&freeing);
                     for (i, _, tally) in tallies.iter().filter(|t| !t.2.callbacks.is_empty()) {
                         let mine = multi.results_of(&results, (*i, Part::Batch));
                         self.name_callback(tally, mine).await;

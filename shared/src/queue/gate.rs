@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::gate_cache::{Known, Turns};
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
@@ -27,6 +28,9 @@ pub(super) struct GateWrite {
     pub(super) version: Option<i32>,
     /// The tasks admitted through it (indices in the caller's list).
     pub(super) admitted: Vec<usize>,
+    /// What the admission was worked out from, and the bucket it leaves (for `gate_cache`).
+    pub(super) base: Known,
+    pub(super) bucket: Option<Bucket>,
 }
 
 /// A task wanting in: its event type, name and concurrency key.
@@ -41,6 +45,8 @@ pub(super) struct Gated {
     pub(super) slots: Vec<Vec<String>>,
     /// The tasks left out (indices in the caller's list), and when they may try again.
     pub(super) refused: Vec<(usize, i64)>,
+    /// This process's turn at the gates, held until the claim's multi-op is answered.
+    pub(super) turns: Option<Turns>,
 }
 
 /// A gate some of the tasks go through: a route's, or a concurrency key's within a route.
@@ -63,29 +69,47 @@ impl Gate {
     }
 }
 
-/// A gate as read: slots held, its bucket, its version (`None`: not made yet, so nothing in
-/// flight and a full bucket).
-struct GateRead {
-    in_flight: usize,
-    bucket: Option<Bucket>,
-    version: Option<i32>,
-}
-
 /// How often a slot whose delete was lost is tried again, and how many times at most (the
 /// session, whose end deletes it anyway, is over well before).
 const SLOT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 const SLOT_TRIES: usize = 120;
 
+/// Which of `tasks` tasks the gates refuse, as `known`, at `now_ms`, and when each refused may
+/// try again: keys' gates decide first, the route's gate then counts only those they let
+/// through.
+fn refusals(gates: &[Gate], known: &[Known], tasks: usize, now_ms: i64) -> Vec<Option<i64>> {
+    let mut refused: Vec<Option<i64>> = vec![None; tasks];
+    for phase in [true, false] {
+        for (gate, known) in gates.iter().zip(known).filter(|(g, _)| g.per_key == phase) {
+            let wanting = gate.still_in(&refused);
+            let admission = limit::admit(
+                &gate.limit,
+                known.in_flight,
+                known.bucket,
+                now_ms,
+                wanting.len(),
+            );
+            let retry_in_ms = admission.retry_in_ms.unwrap_or(limit::SLOT_POLL_MS);
+            for pos in &wanting[admission.admitted..] {
+                refused[*pos] = Some(retry_in_ms);
+            }
+        }
+    }
+    refused
+}
+
 impl Queue {
     /// Takes `tasks` through the gates of their routes, and of their concurrency keys where
     /// their route limits keys, under `limits`. A task is admitted when every gate it goes
-    /// through lets it in: keys' gates decide first, the route's gate then counts only those
-    /// they let through, and each gate's bucket is charged for the tasks finally admitted.
+    /// through lets it in, and each gate's bucket is charged for the tasks finally admitted.
+    /// The gates are taken as this process last knew them (see `gate_cache`), read when it
+    /// knows nothing of one, when what it knows would refuse a task, or when `fresh`.
     pub(super) async fn through_gates(
         &self,
         tasks: &[Wanting<'_>],
         now: &ZkTime,
         limits: &RouteLimits,
+        fresh: bool,
     ) -> Result<Gated> {
         let mut gated = Gated {
             slots: vec![Vec::new(); tasks.len()],
@@ -95,35 +119,28 @@ impl Queue {
         if gates.is_empty() {
             return Ok(gated);
         }
-        let reads = self.read_gates(&gates).await?;
+        let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
+        gated.turns = Some(self.gate_cache.turns(&paths).await);
         let now_ms = now.now_ms();
-        // Whether each task is still in, and when a refused one may try again.
-        let mut refused: Vec<Option<i64>> = vec![None; tasks.len()];
-        for phase in [true, false] {
-            for (gate, read) in gates.iter().zip(&reads).filter(|(g, _)| g.per_key == phase) {
-                let wanting = gate.still_in(&refused);
-                let admission = limit::admit(
-                    &gate.limit,
-                    read.in_flight,
-                    read.bucket,
-                    now_ms,
-                    wanting.len(),
-                );
-                let retry_in_ms = admission.retry_in_ms.unwrap_or(limit::SLOT_POLL_MS);
-                for pos in &wanting[admission.admitted..] {
-                    refused[*pos] = Some(retry_in_ms);
-                }
-            }
+        let cached = |path: &String| self.gate_cache.known(path).filter(|_| !fresh);
+        let known: Vec<Option<Known>> = paths.iter().map(cached).collect();
+        let any_cached = known.iter().any(Option::is_some);
+        let mut known = self.read_gates(&gates, known).await?;
+        let mut refused = refusals(&gates, &known, tasks.len(), now_ms);
+        if any_cached && refused.iter().any(Option::is_some) {
+            // Others' slots may have gone since: what is known is read again before refusing.
+            known = self.read_gates(&gates, vec![None; gates.len()]).await?;
+            refused = refusals(&gates, &known, tasks.len(), now_ms);
         }
-        for (gate, read) in gates.into_iter().zip(reads) {
+        for (gate, base) in gates.into_iter().zip(known) {
             let admitted = gate.still_in(&refused);
             if admitted.is_empty() {
                 continue;
             }
             let admission = limit::admit(
                 &gate.limit,
-                read.in_flight,
-                read.bucket,
+                base.in_flight,
+                base.bucket,
                 now_ms,
                 admitted.len(),
             );
@@ -137,8 +154,10 @@ impl Queue {
             gated.writes.push(GateWrite {
                 path: gate.path,
                 data: serde_json::to_vec(&data)?,
-                version: read.version,
+                version: base.version,
                 admitted,
+                base,
+                bucket: admission.bucket,
             });
         }
         gated.refused = refused
@@ -196,34 +215,41 @@ impl Queue {
         gates
     }
 
-    /// Reads gates in one multi-read. A gate not made yet reads as empty, to be created by
-    /// the claim's multi-op (a new key costs no request of its own); its parents are made
-    /// first, once per process.
-    async fn read_gates(&self, gates: &[Gate]) -> Result<Vec<GateRead>> {
-        let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
-        let reads = self.read_paths(&paths).await?;
-        let mut read = Vec::with_capacity(reads.len());
+    /// What is known of `gates`: `known` where given, the rest read in one multi-read (and
+    /// known from then on). A gate not made yet reads as empty, to be created by the claim's
+    /// multi-op (a new key costs no request of its own); its parents are made first, once per
+    /// process.
+    async fn read_gates(&self, gates: &[Gate], known: Vec<Option<Known>>) -> Result<Vec<Known>> {
+        let unknown: Vec<&Gate> = (gates.iter().zip(&known))
+            .filter(|(_, k)| k.is_none())
+            .map(|(g, _)| g)
+            .collect();
+        let paths: Vec<String> = unknown.iter().map(|g| g.path.clone()).collect();
+        let mut reads = self.read_paths(&paths).await?.into_iter();
         let mut missing = Vec::new();
-        for (found, gate) in reads.into_iter().zip(gates) {
-            read.push(match found {
-                Some((data, stat)) => GateRead {
-                    in_flight: stat.num_children as usize,
-                    bucket: GateData::read(&data).bucket,
-                    version: Some(stat.version),
-                },
+        let mut all = Vec::with_capacity(gates.len());
+        for (gate, known) in gates.iter().zip(known) {
+            if let Some(known) = known {
+                all.push(known);
+                continue;
+            }
+            let read = reads.next().flatten();
+            let (version, in_flight, bucket) = match read {
+                Some((data, stat)) => (
+                    Some(stat.version),
+                    stat.num_children as usize,
+                    GateData::read(&data).bucket,
+                ),
                 None => {
                     missing.push(gate);
-                    GateRead {
-                        in_flight: 0,
-                        bucket: None,
-                        version: None,
-                    }
+                    (None, 0, None)
                 }
-            });
+            };
+            all.push(self.gate_cache.read(&gate.path, version, in_flight, bucket));
         }
         let made = missing.iter().map(|gate| self.make_gate_parents(gate));
         futures::future::try_join_all(made).await?;
-        Ok(read)
+        Ok(all)
     }
 
     /// Makes the parents of a missing gate, unless this process made or met them already.
@@ -273,8 +299,13 @@ impl Queue {
 
     /// One delete of `slot`: whether it is settled (deleted, gone, or not worth another try).
     async fn try_free_slot(&self, slot: &str) -> bool {
+        let freeing = self.gate_cache.freeing(&[slot.to_string()]);
         match self.client().delete(slot, None).await {
-            Ok(()) | Err(zk::Error::NoNode) => true,
+            Ok(()) => {
+                self.gate_cache.freed(&freeing);
+                true
+            }
+            Err(zk::Error::NoNode) => true,
             Err(e @ (zk::Error::ConnectionLoss | zk::Error::Custom(_) | zk::Error::Timeout)) => {
                 tracing::warn!(slot, error = %e, "slot not freed yet: the link dropped; again soon");
                 false

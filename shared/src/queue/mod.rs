@@ -19,7 +19,8 @@
 //!   waiting task (a bury).
 //! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
 //! - `schedule_store`: recurring schedules' znodes, and taking a slot (feature `schedule`).
-//! - `gate`: the gates of limited routes (`limits/<route>`), passed in the claim's multi-op.
+//! - `gate`: the gates of limited routes (`limits/<route>`), passed in the claim's multi-op;
+//!   `gate_cache`: what this process knows of them, so a claim need not read them first.
 //! - `ops`: the multi-op every write above is made of.
 //!
 //! # Fencing
@@ -46,6 +47,7 @@ mod dependents;
 mod done;
 mod forward;
 mod gate;
+mod gate_cache;
 mod group_lock;
 mod holder;
 mod key_expiry;
@@ -133,6 +135,8 @@ pub struct Queue {
     /// Parents of gates this process made or met (`limits/`, `concurrency/<route>`): a new
     /// gate is created in the claim's multi-op, under them.
     gate_parents: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// What this process knows of the gates its claims go through, and their turns.
+    gate_cache: Arc<gate_cache::GateCache>,
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
@@ -168,6 +172,7 @@ impl Queue {
             dependents_empty_at: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
             key_lanes_seen: Arc::default(),
             gate_parents: Arc::default(),
+            gate_cache: Arc::default(),
             acls: acls(config),
             dead_letters: None,
         }

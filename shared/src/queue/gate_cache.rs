@@ -1,0 +1,232 @@
+//! What this process knows of the gates its claims go through (see `gate`): a claim through a
+//! gate this process wrote last needs no read of it first, and claims of one process through
+//! one gate take turns instead of racing each other to its version.
+//!
+//! Every admission, by any consumer, moves a gate's data version; slots go without moving it
+//! (a handler's end, a session's). So while the version known is still the gate's, its bucket
+//! is exactly the one known and it holds at most the slots known: an admission worked out
+//! from that never lets in more than the gate allows, and one through a gate written by
+//! someone else since fails at its version and reads the gate again (`claim`).
+//!
+//! Slots this process frees come off the count. A read made while a free was on its way may
+//! already lack that slot, so a free counts only against the knowledge it was sent under (its
+//! epoch, which every read renews): an uncounted free leaves the count too high, which costs a
+//! read when it would refuse a task, never a slot too many.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OwnedMutexGuard;
+
+use crate::limit::Bucket;
+
+/// A gate as this process last knew it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Known {
+    /// The data version; `None` for a gate not made yet.
+    pub(super) version: Option<i32>,
+    /// Slots held, at most.
+    pub(super) in_flight: usize,
+    pub(super) bucket: Option<Bucket>,
+    /// The read this knowledge comes from.
+    epoch: u64,
+}
+
+/// One gate's turn and knowledge.
+#[derive(Default)]
+struct Entry {
+    /// Held by the claim going through the gate, from its read to its multi-op's answer.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    known: Mutex<Option<Known>>,
+}
+
+/// The gates of one queue's claims (shared by its clones).
+#[derive(Default)]
+pub(super) struct GateCache {
+    entries: Mutex<HashMap<String, Arc<Entry>>>,
+    epochs: AtomicU64,
+}
+
+/// The turns one claim holds, a gate each, until it drops them.
+pub(super) struct Turns(#[allow(dead_code)] Vec<OwnedMutexGuard<()>>);
+
+/// A free sent under what was known of its gate: the slot and the epoch.
+pub(super) type Freeing = (String, Option<u64>);
+
+impl GateCache {
+    fn entry(&self, gate: &str) -> Arc<Entry> {
+        let mut entries = self.entries.lock().expect("not poisoned");
+        entries.entry(gate.to_string()).or_default().clone()
+    }
+
+    /// Waits for the turn of every gate of `gates`, in name order (so that two claims through
+    /// the same gates cannot each hold one the other waits for).
+    pub(super) async fn turns(&self, gates: &[String]) -> Turns {
+        let mut names: Vec<&String> = gates.iter().collect();
+        names.sort();
+        names.dedup();
+        let mut held = Vec::with_capacity(names.len());
+        for gate in names {
+            let turn = self.entry(gate).turn.clone();
+            held.push(turn.lock_owned().await);
+        }
+        Turns(held)
+    }
+
+    /// What is known of `gate`, if anything.
+    pub(super) fn known(&self, gate: &str) -> Option<Known> {
+        *self.entry(gate).known.lock().expect("not poisoned")
+    }
+
+    /// `gate` was just read (by a claim holding its turn): what is known of it from now on.
+    pub(super) fn read(
+        &self,
+        gate: &str,
+        version: Option<i32>,
+        in_flight: usize,
+        bucket: Option<Bucket>,
+    ) -> Known {
+        let known = Known {
+            version,
+            in_flight,
+            bucket,
+            epoch: self.epochs.fetch_add(1, Ordering::Relaxed),
+        };
+        *self.entry(gate).known.lock().expect("not poisoned") = Some(known);
+        known
+    }
+
+    /// A claim that worked from `base` took `slots` slots of `gate` and left it at `version`
+    /// with `bucket`.
+    pub(super) fn admitted(
+        &self,
+        gate: &str,
+        base: Known,
+        version: i32,
+        slots: usize,
+        bucket: Option<Bucket>,
+    ) {
+        let entry = self.entry(gate);
+        let mut known = entry.known.lock().expect("not poisoned");
+        // Frees counted since `base` was taken stay counted.
+        let in_flight = match *known {
+            Some(now) if now.epoch == base.epoch => now.in_flight,
+            _ => base.in_flight,
+        };
+        *known = Some(Known {
+            version: Some(version),
+            in_flight: in_flight + slots,
+            bucket,
+            epoch: base.epoch,
+        });
+    }
+
+    /// Nothing is known of `gate` any more (a write to it failed, or may have landed unseen).
+    pub(super) fn forget(&self, gate: &str) {
+        *self.entry(gate).known.lock().expect("not poisoned") = None;
+    }
+
+    /// The frees of `slots` about to be sent, each with the epoch of its gate's knowledge.
+    pub(super) fn freeing(&self, slots: &[String]) -> Vec<Freeing> {
+        let epoch = |slot: &str| {
+            let gate = gate_of(slot)?;
+            let entries = self.entries.lock().expect("not poisoned");
+            let known = *entries.get(gate)?.known.lock().expect("not poisoned");
+            known.map(|k| k.epoch)
+        };
+        slots.iter().map(|s| (s.clone(), epoch(s))).collect()
+    }
+
+    /// The frees of `freed` landed: each comes off its gate's count, if the knowledge it was
+    /// sent under is still the gate's.
+    pub(super) fn freed(&self, freed: &[Freeing]) {
+        for (slot, epoch) in freed {
+            let (Some(gate), Some(epoch)) = (gate_of(slot), epoch) else {
+                continue;
+            };
+            let entries = self.entries.lock().expect("not poisoned");
+            let Some(entry) = entries.get(gate) else {
+                continue;
+            };
+            let mut known = entry.known.lock().expect("not poisoned");
+            if let Some(k) = known.as_mut().filter(|k| k.epoch == *epoch) {
+                k.in_flight = k.in_flight.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// The gate a slot is in: its parent.
+fn gate_of(slot: &str) -> Option<&str> {
+    slot.rsplit_once('/').map(|(gate, _)| gate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GATE: &str = "/q/limits/route";
+
+    fn slot(n: u32) -> String {
+        format!("{GATE}/task-{n:010}")
+    }
+
+    #[test]
+    fn a_free_counts_against_the_knowledge_it_was_sent_under() {
+        let cache = GateCache::default();
+        let base = cache.read(GATE, Some(3), 2, None);
+        cache.admitted(GATE, base, 4, 3, None);
+        assert_eq!(
+            cache.known(GATE).map(|k| (k.version, k.in_flight)),
+            Some((Some(4), 5))
+        );
+        let sent = cache.freeing(&[slot(1)]);
+        cache.freed(&sent);
+        assert_eq!(cache.known(GATE).map(|k| k.in_flight), Some(4));
+        // A read while a free is out may already lack its slot: the free no longer counts.
+        let sent = cache.freeing(&[slot(2)]);
+        cache.read(GATE, Some(5), 3, None);
+        cache.freed(&sent);
+        assert_eq!(cache.known(GATE).map(|k| k.in_flight), Some(3));
+    }
+
+    #[test]
+    fn frees_during_a_claim_stay_counted_after_it() {
+        let cache = GateCache::default();
+        let base = cache.read(GATE, Some(1), 4, None);
+        let sent = cache.freeing(&[slot(1), slot(2)]);
+        cache.freed(&sent);
+        cache.admitted(GATE, base, 2, 1, None);
+        assert_eq!(cache.known(GATE).map(|k| k.in_flight), Some(3));
+    }
+
+    #[test]
+    fn a_forgotten_gate_counts_no_free_and_knows_nothing() {
+        let cache = GateCache::default();
+        cache.read(GATE, None, 0, None);
+        let sent = cache.freeing(&[slot(1)]);
+        cache.forget(GATE);
+        cache.freed(&sent);
+        assert_eq!(cache.known(GATE), None);
+        let never_known = cache.freeing(&["/q/limits/other/task-1".into()]);
+        assert_eq!(never_known[0].1, None);
+    }
+
+    #[tokio::test]
+    async fn claims_through_a_gate_take_turns() {
+        use futures::FutureExt;
+        let cache = GateCache::default();
+        let (a, b) = (GATE.to_string(), "/q/limits/a".to_string());
+        let first = cache.turns(&[b.clone(), a]).await;
+        assert!(
+            cache
+                .turns(std::slice::from_ref(&b))
+                .now_or_never()
+                .is_none(),
+            "a turn held is waited for"
+        );
+        drop(first);
+        assert!(cache.turns(&[b]).now_or_never().is_some());
+    }
+}
