@@ -105,6 +105,15 @@ impl RouteLimits {
     pub fn is_empty(&self) -> bool {
         self.types.values().all(|l| !l.is_some()) && !self.default.is_some()
     }
+
+    /// The routes (znode names under `concurrency/`) that limit concurrency keys.
+    pub fn key_routes(&self) -> Vec<String> {
+        let types = (self.types.iter())
+            .filter(|(_, limit)| limit.per_key.is_some())
+            .map(|(event_type, _)| crate::layout::encode_segment(event_type));
+        let default = self.default.per_key.map(|_| "@default".to_string());
+        types.chain(default).collect()
+    }
 }
 
 /// A gate's data: the token bucket, as of a moment of ZooKeeper's clock.

@@ -40,6 +40,17 @@ async fn claim_by(
         .unwrap()
 }
 
+/// The slots under `gate`: how many tasks each stands for, and the task that led its claim.
+async fn slots(t: &TestQueue, gate: &str) -> Vec<(usize, String)> {
+    let names = t.children(gate).await;
+    (names.iter())
+        .map(|name| {
+            let lead = name.splitn(3, '.').nth(2).unwrap_or(name);
+            (event_bridge::queue::slot_tasks(name), lead.to_string())
+        })
+        .collect()
+}
+
 fn claimed(outcome: ClaimOutcome) -> Lease {
     match outcome {
         ClaimOutcome::Claimed(lease) => lease,
@@ -72,11 +83,12 @@ async fn a_key_at_its_cap_waits_without_an_attempt_while_another_key_goes() {
         .unwrap();
     let attempts = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["attempts"].clone();
     assert_eq!(attempts, 0, "waiting costs no attempt");
-    assert_eq!(t.children("concurrency/@default/tenant-a").await, [first]);
+    assert_eq!(
+        slots(&t, "concurrency/@default/tenant-a").await,
+        [(1, first)]
+    );
     // Its handler ends: the slot goes, and the key's next task may run.
-    for slot in held.take_slots() {
-        t.queue.free_slot(&slot).await;
-    }
+    t.queue.free_slots(&held.take_slots()).await;
     claimed(claim(&t, &second, &restraints).await);
 }
 
@@ -132,9 +144,7 @@ async fn the_reaper_sweeps_a_keys_gate_only_once_it_is_idle_and_its_bucket_full(
         0,
         "a slot is held; the bucket is empty"
     );
-    for slot in held.take_slots() {
-        t.queue.free_slot(&slot).await;
-    }
+    t.queue.free_slots(&held.take_slots()).await;
     assert_eq!(swept(later(0)).await, 0, "just used");
     assert_eq!(
         swept(later(2 * KEY_GATE_IDLE_MS)).await,
@@ -193,7 +203,8 @@ async fn a_completion_deletes_its_slots_and_completes_without_one_already_gone()
     assert!(t.children("concurrency/@default/a").await.is_empty());
     // A slot gone with a session replaced while the handler ran: the rest still goes.
     let held = claimed(claim(&t, &second, &restraints).await);
-    let key_slot = format!("{}/concurrency/@default/b/{second}", t.config.root);
+    let key_slot = t.children("concurrency/@default/b").await.remove(0);
+    let key_slot = format!("{}/concurrency/@default/b/{key_slot}", t.config.root);
     t.raw.delete(&key_slot, None).await.unwrap();
     assert_eq!(
         t.queue.complete(held).await.unwrap(),
@@ -244,10 +255,11 @@ async fn a_new_keys_gate_is_made_by_the_claim_and_again_after_its_parents_were_d
     });
     let first = publish(&t, "tenant-a").await;
     let mut held = claimed(claim(&t, &first, &restraints).await);
-    assert_eq!(t.children("concurrency/@default/tenant-a").await, [first]);
-    for slot in held.take_slots() {
-        t.queue.free_slot(&slot).await;
-    }
+    assert_eq!(
+        slots(&t, "concurrency/@default/tenant-a").await,
+        [(1, first)]
+    );
+    t.queue.free_slots(&held.take_slots()).await;
     // The whole of `concurrency/` goes (by hand): this queue made its parents already.
     for path in [
         "concurrency/@default/tenant-a",
@@ -261,7 +273,10 @@ async fn a_new_keys_gate_is_made_by_the_claim_and_again_after_its_parents_were_d
     }
     let second = publish(&t, "tenant-b").await;
     claimed(claim(&t, &second, &restraints).await);
-    assert_eq!(t.children("concurrency/@default/tenant-b").await, [second]);
+    assert_eq!(
+        slots(&t, "concurrency/@default/tenant-b").await,
+        [(1, second)]
+    );
 }
 
 /// A consumer claims through a gate as it last knew it, without reading it first. When
@@ -283,9 +298,10 @@ async fn a_claim_through_a_gate_another_consumer_moved_reads_it_afresh_and_goes_
     claimed(claim(&t, &names[0], &restraints).await);
     claimed(claim_by(&t, &other, &names[1], &restraints).await);
     claimed(claim(&t, &names[2], &restraints).await);
-    let mut slots = t.children("concurrency/@default/tenant-a").await;
-    slots.sort();
-    assert_eq!(slots, names[..3]);
+    let mut held = slots(&t, "concurrency/@default/tenant-a").await;
+    held.sort();
+    let one_each: Vec<(usize, String)> = names[..3].iter().map(|n| (1, n.clone())).collect();
+    assert_eq!(held, one_each);
     for queue in [&t.queue, &other] {
         assert!(
             matches!(
@@ -295,4 +311,106 @@ async fn a_claim_through_a_gate_another_consumer_moved_reads_it_afresh_and_goes_
             "three in flight: the key is at its cap for either consumer"
         );
     }
+}
+
+/// Claims `names` together, in one claim batch, as `t.queue`.
+async fn claim_together(t: &TestQueue, names: &[String], restraints: &Restraints) -> Vec<Lease> {
+    let mut reads = Vec::new();
+    for name in names {
+        let (body, stat) = t.raw.get_data(&t.queue.layout().task(name)).await.unwrap();
+        reads.push((name.clone(), body, stat));
+    }
+    let now = t.queue.server_time().await.unwrap();
+    let outcomes = t.queue.claim_many(&reads, &now, restraints).await.unwrap();
+    outcomes.into_iter().map(|o| claimed(o.unwrap())).collect()
+}
+
+/// The tasks one claim admits through a gate hold one slot together, named with how many of
+/// them still run: renamed as they end (a completion, a handler that failed), deleted with the
+/// last. The cap counts the tasks, not the slots.
+#[tokio::test]
+async fn a_claims_tasks_hold_one_slot_together_until_the_last_of_them_ends() {
+    let t = TestQueue::new().await;
+    let restraints = per_key(KeyLimit {
+        max_in_flight: Some(3),
+        rate_per_ms: None,
+    });
+    let mut names = Vec::new();
+    for _ in 0..5 {
+        names.push(publish(&t, "tenant-a").await);
+    }
+    let gate = "concurrency/@default/tenant-a";
+    let mut held = claim_together(&t, &names[..3], &restraints).await;
+    assert_eq!(slots(&t, gate).await, [(3, names[0].clone())]);
+    assert!(
+        matches!(
+            claim(&t, &names[3], &restraints).await,
+            ClaimOutcome::Limited { .. }
+        ),
+        "three tasks in flight in one slot: the key is at its cap"
+    );
+    let done = held.remove(0);
+    assert_eq!(
+        t.queue.complete(done).await.unwrap(),
+        event_bridge::queue::Settled::Done
+    );
+    assert_eq!(slots(&t, gate).await, [(2, names[0].clone())]);
+    // A handler that failed frees its place at once; a clone of its lease frees nothing more.
+    let mut failed = held.remove(0);
+    let mut clone = failed.clone();
+    t.queue.free_slots(&failed.take_slots()).await;
+    t.queue.free_slots(&clone.take_slots()).await;
+    assert_eq!(slots(&t, gate).await, [(1, names[0].clone())]);
+    let mut next = claim_together(&t, &names[3..5], &restraints).await;
+    let mut now_held = slots(&t, gate).await;
+    now_held.sort();
+    assert_eq!(now_held, [(1, names[0].clone()), (2, names[3].clone())]);
+    t.queue.free_slots(&held.remove(0).take_slots()).await;
+    for lease in next.iter_mut() {
+        t.queue.free_slots(&lease.take_slots()).await;
+    }
+    assert!(
+        t.children(gate).await.is_empty(),
+        "each slot went with its last task"
+    );
+}
+
+/// A slot of an older consumer, named by its one task, counts one task.
+#[tokio::test]
+async fn an_older_consumers_slot_counts_one_task() {
+    let t = TestQueue::new().await;
+    let restraints = per_key(KeyLimit {
+        max_in_flight: Some(2),
+        rate_per_ms: None,
+    });
+    let first = publish(&t, "tenant-a").await;
+    let mut held = claimed(claim(&t, &first, &restraints).await);
+    t.queue.free_slots(&held.take_slots()).await;
+    let older = format!(
+        "{}/concurrency/@default/tenant-a/task-0000000999",
+        t.config.root
+    );
+    let ephemeral =
+        zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+    t.raw.create(&older, b"", &ephemeral).await.unwrap();
+    // Its claim rewrote the gate with the slot, as every admission does.
+    let gate = format!("{}/concurrency/@default/tenant-a", t.config.root);
+    let (data, _) = t.raw.get_data(&gate).await.unwrap();
+    t.raw.set_data(&gate, &data, None).await.unwrap();
+    let names = [publish(&t, "tenant-a").await, publish(&t, "tenant-a").await];
+    let mut reads = Vec::new();
+    for name in &names {
+        let (body, stat) = t.raw.get_data(&t.queue.layout().task(name)).await.unwrap();
+        reads.push((name.clone(), body, stat));
+    }
+    let now = t.queue.server_time().await.unwrap();
+    let outcomes = t.queue.claim_many(&reads, &now, &restraints).await.unwrap();
+    assert!(
+        matches!(outcomes[0], Some(ClaimOutcome::Claimed(_))),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[1], Some(ClaimOutcome::Limited { .. })),
+        "{outcomes:?}"
+    );
 }

@@ -127,7 +127,9 @@ async fn run_with<H: Handler>(
         start.lanes = queue.with_key_lanes(start.lanes).await?;
     }
     let idle = start.idle();
-    let (restraints, head) = restraints_from(start, handler.on_dead_policy(), handler.limits());
+    let limits = handler.limits();
+    queue.prefetch_key_gates(&limits);
+    let (restraints, head) = restraints_from(start, handler.on_dead_policy(), limits);
     if idle {
         report.queue_paused = restraints.paused.queue.is_some();
         report.remaining_depth = Some(0);

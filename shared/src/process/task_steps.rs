@@ -129,13 +129,11 @@ impl<H: Handler> Run<'_, H> {
             crate::run_metrics::outcome(result),
             started.elapsed(),
         );
-        // The handler is done (or stopped): its slots (its route's, its key's) go at once,
-        // whatever comes next; a task that succeeded keeps them for its completion's
-        // multi-op, sent right after, which deletes them with it.
+        // The handler is done (or stopped): its places (in its route's gate, its key's) are
+        // freed at once, whatever comes next; a task that succeeded keeps them for its
+        // completion's multi-op, sent right after, which frees them with it.
         if !matches!(ended, Ok(HandlerEnd::Finished(Ok(_)))) {
-            let queue = self.queue();
-            let slots = lease.take_slots();
-            futures::future::join_all(slots.iter().map(|slot| queue.free_slot(slot))).await;
+            self.queue().free_slots(&lease.take_slots()).await;
         }
         let outcome = match ended? {
             HandlerEnd::Finished(Ok(delivered)) => {

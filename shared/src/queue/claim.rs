@@ -13,12 +13,14 @@ use super::gate_cache::Turns;
 use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::ops::{Multi, Op};
 use super::pause::Paused;
+use super::slots::{Slot, SlotShare, slot_path};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;
 use crate::lease::LeaseData;
 use crate::limit::RouteLimits;
 use crate::task::{Envelope, OnDeadPolicy, Task};
+use std::sync::Arc;
 
 /// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
 /// second write finds the versions moved on and reports [`super::Settled::LeaseLost`].
@@ -31,19 +33,19 @@ pub struct Lease {
     pub(super) group_lock: Option<HeldLock>,
     /// What the handler's delivery came to, for the completion record.
     pub(super) delivered: Option<Delivered>,
-    /// The slots the task holds while its handler runs: in its route's gate, in its
-    /// concurrency key's.
-    pub(super) slots: Vec<String>,
+    /// The places the task holds while its handler runs: in its route's gate, in its
+    /// concurrency key's (each in the slot of the claim that took it).
+    pub(super) slots: Vec<SlotShare>,
 }
 
 impl Lease {
-    /// The slots the task holds in gates.
-    pub fn slots(&self) -> &[String] {
+    /// The places the task holds in gates.
+    pub fn slots(&self) -> &[SlotShare] {
         &self.slots
     }
 
-    /// Takes the slots the task holds in gates (see [`Queue::free_slot`]).
-    pub fn take_slots(&mut self) -> Vec<String> {
+    /// Takes the places the task holds in gates (see [`Queue::free_slots`]).
+    pub fn take_slots(&mut self) -> Vec<SlotShare> {
         std::mem::take(&mut self.slots)
     }
 
@@ -68,13 +70,14 @@ pub const CLAIM_BATCH_BYTES: usize = 256 * 1024;
 enum Owner {
     /// A gate's rewrite (its index).
     Gate(usize),
+    /// The slot the tasks admitted through a gate hold (the gate's index).
+    Slot(usize),
     /// A task's (its index in the takes), and which of its operations.
     Task(usize, Step),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Step {
-    Slot,
     Lock,
     Lease,
     Bump,
@@ -87,7 +90,7 @@ struct Take {
     envelope: Envelope,
     body: Vec<u8>,
     read_version: i32,
-    /// The slots it takes in gates that cap tasks in flight (its first operations).
+    /// The gates that cap tasks in flight it takes a place in.
     slots: Vec<String>,
     /// For a grouped task, what the claim does to the group's lock (the next one).
     lock: Option<LockOp>,
@@ -96,12 +99,16 @@ struct Take {
 impl Take {
     /// Operations of this task in the claim's multi-op.
     fn op_count(&self) -> usize {
-        3 + usize::from(self.lock.is_some()) + self.slots.len()
+        3 + usize::from(self.lock.is_some())
     }
 
     /// The lease of a task whose claim landed, from its results.
-    fn taken(self, results: &[zk::MultiWriteResult], lease_path: &str) -> Result<ClaimOutcome> {
-        let results = &results[self.slots.len()..];
+    fn taken(
+        self,
+        results: &[zk::MultiWriteResult],
+        lease_path: &str,
+        slots: Vec<SlotShare>,
+    ) -> Result<ClaimOutcome> {
         let (lock, claim) = results.split_at(usize::from(self.lock.is_some()));
         // The lease's `czxid` is the claim's zxid: the fencing token.
         let (lease_version, task_version, token) = match claim {
@@ -135,7 +142,7 @@ impl Take {
             lease_version,
             group_lock,
             delivered: None,
-            slots: self.slots,
+            slots,
         }))
     }
 }
@@ -334,8 +341,9 @@ impl Queue {
                 .iter()
                 .map(|(_, t)| (self.layout().task(&t.name), self.layout().lease(&t.name)))
                 .collect();
-            // The gates' rewrites first, then each task's operations, each tagged with what
-            // it belongs to.
+            let slots = slots_of(&gates, &takes);
+            // The gates' rewrites first, then the slots, then each task's operations, each
+            // tagged with what it belongs to.
             let mut multi = Multi::new();
             for (g, gate) in gates.iter().enumerate() {
                 let op = match gate.version {
@@ -344,11 +352,11 @@ impl Queue {
                 };
                 multi.push(Owner::Gate(g), op);
             }
+            for (g, (path, _)) in slots.iter().enumerate().filter(|(_, s)| !s.1.is_empty()) {
+                multi.push(Owner::Slot(g), Op::CreateEphemeral(path, b""));
+            }
             for (i, ((_, take), (task_path, lease_path))) in takes.iter().zip(&paths).enumerate() {
                 let step = |step| Owner::Task(i, step);
-                for slot in &take.slots {
-                    multi.push(step(Step::Slot), Op::CreateEphemeral(slot, b""));
-                }
                 match &take.lock {
                     Some(LockOp::Create { path, data }) => {
                         multi.push(step(Step::Lock), Op::Create(path, data));
@@ -377,20 +385,25 @@ impl Queue {
             }
             let failed = match committed? {
                 Ok(results) => {
-                    self.learn_gates(&gates, &results, &takes);
-                    let mut results = &results[gates.len()..];
+                    self.learn_gates(&gates, &results, &slots);
+                    let held = held_slots(&gates, slots);
+                    let slot_ops = held.iter().flatten().count();
+                    let mut results = &results[gates.len() + slot_ops..];
                     for ((index, take), (_, lease_path)) in takes.drain(..).zip(&paths) {
                         let (mine, rest) = results.split_at(take.op_count());
                         results = rest;
-                        outcomes.push((index, take.taken(mine, lease_path)?));
+                        let shares = shares_of(&gates, &held, &take);
+                        outcomes.push((index, take.taken(mine, lease_path, shares)?));
                     }
                     break;
                 }
                 Err(failed) => failed,
             };
             let (task, step) = match failed.tag {
-                // Another consumer went through the gate meanwhile: its tasks wait.
-                Owner::Gate(g) => {
+                // Another consumer went through the gate meanwhile: its tasks wait. (A slot
+                // fails only on a name already taken, which its random tag makes as good as
+                // impossible: it counts as a gate that moved.)
+                Owner::Gate(g) | Owner::Slot(g) => {
                     if failed.error == zk::Error::NoNode {
                         self.forget_gate_parents();
                     }
@@ -420,10 +433,6 @@ impl Queue {
                 return Err(failed.unexpected("claim"));
             }
             let outcome = match (step, &failed.error) {
-                (Step::Slot, zk::Error::NodeExists | zk::Error::NoNode) => {
-                    let retry_in_ms = crate::limit::SLOT_POLL_MS;
-                    ClaimOutcome::Limited { retry_in_ms }
-                }
                 (Step::Lease, zk::Error::NodeExists) | (Step::Task, zk::Error::BadVersion) => {
                     ClaimOutcome::Taken
                 }
@@ -437,23 +446,20 @@ impl Queue {
     }
 
     /// What this process knows of `gates` after a claim's multi-op through them landed with
-    /// `results`, `takes` taken: each at its new version, with their slots.
+    /// `results`: each at its new version, with the tasks of its slot (`slots`, per gate).
     fn learn_gates(
         &self,
         gates: &[GateWrite],
         results: &[zk::MultiWriteResult],
-        takes: &[(usize, Take)],
+        slots: &[(String, Vec<String>)],
     ) {
-        for (gate, result) in gates.iter().zip(results) {
+        for ((gate, result), (_, tasks)) in gates.iter().zip(results).zip(slots) {
             let version = match result {
                 zk::MultiWriteResult::SetData { stat } => stat.version,
                 _ => 0,
             };
-            let under = format!("{}/", gate.path);
-            let slots = (takes.iter())
-                .filter(|(_, t)| t.slots.iter().any(|s| s.starts_with(&under)))
-                .count();
-            (self.gate_cache).admitted(&gate.path, gate.base, version, slots, gate.bucket);
+            let (base, bucket) = (gate.base, gate.bucket);
+            (self.gate_cache).admitted(&gate.path, base, version, tasks.len(), bucket);
         }
     }
 
@@ -491,4 +497,39 @@ impl Queue {
         outcomes.push((index, ClaimOutcome::GroupBusy { owner }));
         Ok(true)
     }
+}
+
+/// Per gate, the path of the slot its admitted tasks among `takes` hold together, and their
+/// names (none for a gate that does not cap tasks in flight, or whose tasks all left).
+fn slots_of(gates: &[GateWrite], takes: &[(usize, Take)]) -> Vec<(String, Vec<String>)> {
+    (gates.iter())
+        .map(|gate| {
+            let Some(tag) = &gate.slot_tag else {
+                return (String::new(), Vec::new());
+            };
+            let tasks: Vec<String> = (takes.iter())
+                .filter(|(_, t)| t.slots.contains(&gate.path))
+                .map(|(_, t)| t.name.clone())
+                .collect();
+            (slot_path(&gate.path, tasks.len(), tag), tasks)
+        })
+        .collect()
+}
+
+/// The slots a landed claim holds, per gate.
+fn held_slots(gates: &[GateWrite], slots: Vec<(String, Vec<String>)>) -> Vec<Option<Arc<Slot>>> {
+    (gates.iter().zip(slots))
+        .map(|(gate, (_, tasks))| {
+            let tag = gate.slot_tag.clone().filter(|_| !tasks.is_empty())?;
+            Some(Slot::new(&gate.path, tag, &tasks))
+        })
+        .collect()
+}
+
+/// The places `take` holds in the slots `held` of `gates`.
+fn shares_of(gates: &[GateWrite], held: &[Option<Arc<Slot>>], take: &Take) -> Vec<SlotShare> {
+    (gates.iter().zip(held))
+        .filter(|(gate, _)| take.slots.contains(&gate.path))
+        .filter_map(|(_, slot)| Some(SlotShare::new(slot.clone()?, &take.name)))
+        .collect()
 }

@@ -12,6 +12,7 @@ use super::group_lock::HeldLock;
 use super::holder::Settled;
 use super::key_owner::CompletedKey;
 use super::ops::{Multi, Op, Part};
+use super::slots::{self, Shrink, SlotShare};
 use crate::error::Result;
 use crate::task::Task;
 use crate::task::batch::MAX_TALLY_BYTES;
@@ -21,9 +22,9 @@ struct Extras {
     key: Option<CompletedKey>,
     lock: Option<HeldLock>,
     done: Option<DoneWrite>,
-    /// The slots it still holds in gates: deleted in the completion's multi-op, so a limited
-    /// task costs no request of its own to free them.
-    slots: Vec<String>,
+    /// The places it still holds in gates: freed in the completion's multi-op (its slots
+    /// renamed or deleted), so a limited task costs no request of its own to free them.
+    slots: Vec<SlotShare>,
     /// Its marker's write: settled for the children waiting for it (see `dependents`).
     marker: MarkerWrite,
 }
@@ -77,9 +78,6 @@ fn completion<'a>(
         }
         if let Some(lock) = &extra.lock {
             multi.push((i, Part::Lock), Op::Delete(&lock.path, lock.version));
-        }
-        for slot in &extra.slots {
-            multi.push((i, Part::Slot), Op::Delete(slot, -1));
         }
         if covered.is_none() {
             extra.marker.push(&mut multi, (i, Part::Dependents));
@@ -164,13 +162,29 @@ impl Queue {
             for (i, _, tally) in &tallies {
                 tally.push(&mut multi, (*i, Part::Batch), &prefix);
             }
+            // The slots' renames: tagged with their index among `shrinks`.
+            let shares: Vec<SlotShare> = extras.iter().flat_map(|e| e.slots.clone()).collect();
+            let mut shrinks = slots::shrinks(&shares).await;
+            let renames: Vec<(String, Option<String>)> = (shrinks.iter())
+                .map(|s| (s.from.clone(), s.to.clone()))
+                .collect();
+            for (k, (from, to)) in renames.iter().enumerate() {
+                multi.push((k, Part::Slot), Op::Delete(from, -1));
+                if let Some(to) = to {
+                    multi.push((k, Part::Slot), Op::CreateEphemeral(to, b""));
+                }
+            }
+            let frees: Vec<(String, usize)> = (shrinks.iter())
+                .map(|s| (s.gate().to_string(), s.freed()))
+                .collect();
+            let freeing = self.gate_cache.freeing(&frees);
             // On an error the caller tries again or gives up; one that gives up frees the
             // slots (the pass does, when the completion does not happen).
-            let slots: Vec<String> = extras.iter().flat_map(|e| e.slots.clone()).collect();
-            let freeing = self.gate_cache.freeing(&slots);
-            let failed = match self.commit("complete", &multi).await? {
+            let committed = self.commit("complete", &multi).await;
+            let failed = match committed? {
                 Ok(results) => {
                     self.gate_cache.freed(&freeing);
+                    shrinks.into_iter().for_each(Shrink::done);
                     for (i, _, tally) in tallies.iter().filter(|t| !t.2.callbacks.is_empty()) {
                         let mine = multi.results_of(&results, (*i, Part::Batch));
                         self.name_callback(tally, mine).await;
@@ -185,6 +199,16 @@ impl Queue {
                 Err(failed) => failed,
             };
             let ((at, part), error) = (failed.tag, failed.error.clone());
+            // A slot gone with the session that made it (one replaced while the handler ran):
+            // its tasks hold nothing any more.
+            if part == Part::Slot {
+                if error != zk::Error::NoNode {
+                    tracing::warn!(slot = %failed.path, %error, "slot left to its session's end");
+                }
+                shrinks.remove(at).gone();
+                continue;
+            }
+            drop(shrinks);
             // Another settlement or publish changed the batch: counted again from a new read.
             if part == Part::Batch && batch_tries < BATCH_TRIES {
                 batch_tries += 1;
@@ -238,7 +262,7 @@ impl Queue {
                 Settled::LeaseLost
             };
             let lost = leases.remove(at);
-            self.free_slots(&mut extras[at..=at]).await;
+            self.release_slots(&mut extras[at..=at]).await;
             extras.remove(at);
             match outcome {
                 Settled::Gone => {
@@ -255,9 +279,9 @@ impl Queue {
 
     /// Frees the slots of completions that will not be committed (a lost lease), as a
     /// handler's end does when its task is not completed.
-    async fn free_slots(&self, extras: &mut [Extras]) {
-        let slots: Vec<String> = extras.iter_mut().flat_map(|e| e.slots.drain(..)).collect();
-        futures::future::join_all(slots.iter().map(|slot| self.free_slot(slot))).await;
+    async fn release_slots(&self, extras: &mut [Extras]) {
+        let shares: Vec<SlotShare> = extras.iter_mut().flat_map(|e| e.slots.drain(..)).collect();
+        self.free_slots(&shares).await;
     }
 
     /// What completing each of `leases` writes besides deleting task and lease: its key marked
@@ -292,13 +316,13 @@ impl Queue {
         &self,
         extras: &mut Extras,
         part: Part,
-        (name, path): (&str, &str),
+        (name, _): (&str, &str),
         error: &zk::Error,
     ) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         match part {
-            // Gone with the session that made it (one replaced while the handler ran).
-            Part::Slot => extras.slots.retain(|slot| slot != path),
+            // Answered before (see `commit_completions`).
+            Part::Slot => {}
             // A key named meanwhile by its publisher is still ours: at its new version. One
             // gone, taken by another task, or already filed: complete the task without it.
             // Its expiry bucket may have been swept: make sure of it next time.

@@ -16,6 +16,8 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::gate_cache::{Known, Turns};
+use super::ops::{Multi, Op};
+use super::slots::{self, Shrink, SlotShare};
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
@@ -31,6 +33,9 @@ pub(super) struct GateWrite {
     /// What the admission was worked out from, and the bucket it leaves (for `gate_cache`).
     pub(super) base: Known,
     pub(super) bucket: Option<Bucket>,
+    /// For a gate that caps tasks in flight, the name of the slot its admitted tasks hold
+    /// together, after the count (see `slots`).
+    pub(super) slot_tag: Option<String>,
 }
 
 /// A task wanting in: its event type, name and concurrency key.
@@ -40,8 +45,8 @@ pub(super) type Wanting<'a> = (&'a str, &'a str, Option<&'a str>);
 #[derive(Default)]
 pub(super) struct Gated {
     pub(super) writes: Vec<GateWrite>,
-    /// Per task: the slots it takes (its route's, its key's), when admitted through gates that
-    /// cap tasks in flight.
+    /// Per task: the gates it takes a place in (its route's, its key's), when admitted through
+    /// gates that cap tasks in flight.
     pub(super) slots: Vec<Vec<String>>,
     /// The tasks left out (indices in the caller's list), and when they may try again.
     pub(super) refused: Vec<(usize, i64)>,
@@ -144,12 +149,13 @@ impl Queue {
                 now_ms,
                 admitted.len(),
             );
-            if gate.limit.max_in_flight.is_some() {
+            let slotted = gate.limit.max_in_flight.is_some();
+            if slotted {
                 for pos in &admitted {
-                    // A slot is the task's name under the gate.
-                    gated.slots[*pos].push(format!("{}/{}", gate.path, tasks[*pos].1));
+                    gated.slots[*pos].push(gate.path.clone());
                 }
             }
+            let slot_tag = slotted.then(|| slots::new_tag(tasks[admitted[0]].1));
             let data = GateData::after(&gate.limit, admission.bucket);
             gated.writes.push(GateWrite {
                 path: gate.path,
@@ -158,6 +164,7 @@ impl Queue {
                 admitted,
                 base,
                 bucket: admission.bucket,
+                slot_tag,
             });
         }
         gated.refused = refused
@@ -166,6 +173,13 @@ impl Queue {
             .filter_map(|(pos, retry)| Some((pos, retry?)))
             .collect();
         Ok(gated)
+    }
+
+    /// The routes `limits` names that limit concurrency keys: a probe of a key's lane reads
+    /// that key's gates in them along with its window, so that a claim of the window's tasks
+    /// need not read them first.
+    pub fn prefetch_key_gates(&self, limits: &RouteLimits) {
+        self.gate_cache.set_key_routes(limits.key_routes());
     }
 
     /// Whether a claim of a task of `event_type` with concurrency key `key` goes through a
@@ -225,7 +239,7 @@ impl Queue {
             .map(|(g, _)| g)
             .collect();
         let paths: Vec<String> = unknown.iter().map(|g| g.path.clone()).collect();
-        let mut reads = self.read_paths(&paths).await?.into_iter();
+        let mut reads = self.read_with_children(&paths).await?.into_iter();
         let mut missing = Vec::new();
         let mut all = Vec::with_capacity(gates.len());
         for (gate, known) in gates.iter().zip(known) {
@@ -235,9 +249,9 @@ impl Queue {
             }
             let read = reads.next().flatten();
             let (version, in_flight, bucket) = match read {
-                Some((data, stat)) => (
+                Some((data, stat, slots)) => (
                     Some(stat.version),
-                    stat.num_children as usize,
+                    slots::tasks_in_all(&slots),
                     GateData::read(&data).bucket,
                 ),
                 None => {
@@ -276,44 +290,79 @@ impl Queue {
         self.gate_parents.lock().expect("not poisoned").clear();
     }
 
-    /// Frees the slot a task held while its handler ran. A delete lost with the link (a
-    /// leader change, a dropped connection) is sent again in the background every
-    /// [`SLOT_RETRY`] until it lands or the session ends (which deletes the slot anyway): a
-    /// slot left behind would shrink its route for as long as the session lives, which for a
-    /// worker is as long as it runs.
-    pub async fn free_slot(&self, slot: &str) {
-        if self.try_free_slot(slot).await {
+    /// Frees the places `shares` held in slots while their handlers ran: each slot renamed to
+    /// the tasks it has left, or deleted with its last. A write lost with the link (a leader
+    /// change, a dropped connection) is sent again in the background every [`SLOT_RETRY`]
+    /// until it lands or the session ends (which deletes the slot anyway): a place left held
+    /// would shrink its gate for as long as the session lives, which for a worker is as long
+    /// as it runs.
+    pub async fn free_slots(&self, shares: &[SlotShare]) {
+        if shares.is_empty() || self.try_free_slots(shares).await {
             return;
         }
-        let (queue, slot) = (self.clone(), slot.to_string());
+        let (queue, shares) = (self.clone(), shares.to_vec());
         tokio::spawn(async move {
             for _ in 0..SLOT_TRIES {
                 tokio::time::sleep(SLOT_RETRY).await;
-                if queue.session_over() || queue.try_free_slot(&slot).await {
+                if queue.session_over() || queue.try_free_slots(&shares).await {
                     return;
                 }
             }
-            tracing::warn!(%slot, "slot left to its session's end");
+            tracing::warn!(?shares, "slot left to its session's end");
         });
     }
 
-    /// One delete of `slot`: whether it is settled (deleted, gone, or not worth another try).
-    async fn try_free_slot(&self, slot: &str) -> bool {
-        let freeing = self.gate_cache.freeing(&[slot.to_string()]);
-        match self.client().delete(slot, None).await {
-            Ok(()) => {
-                self.gate_cache.freed(&freeing);
-                true
+    /// Whether a slot that was not found under its name is there under the name `shrink`
+    /// gives it (a free that landed, its answer lost).
+    async fn renamed(&self, shrink: &Shrink) -> bool {
+        let Some(to) = &shrink.to else {
+            return false;
+        };
+        matches!(self.client().check_stat(to).await, Ok(Some(_)))
+    }
+
+    /// One multi-op freeing `shares`: whether it is settled (landed, the slot gone, or not
+    /// worth another try).
+    async fn try_free_slots(&self, shares: &[SlotShare]) -> bool {
+        let mut shrinks = slots::shrinks(shares).await;
+        while !shrinks.is_empty() {
+            let mut multi = Multi::new();
+            for (k, shrink) in shrinks.iter().enumerate() {
+                multi.push(k, Op::Delete(&shrink.from, -1));
+                if let Some(to) = &shrink.to {
+                    multi.push(k, Op::CreateEphemeral(to, b""));
+                }
             }
-            Err(zk::Error::NoNode) => true,
-            Err(e @ (zk::Error::ConnectionLoss | zk::Error::Custom(_) | zk::Error::Timeout)) => {
-                tracing::warn!(slot, error = %e, "slot not freed yet: the link dropped; again soon");
-                false
-            }
-            Err(e) => {
-                tracing::warn!(slot, error = %e, "slot left to its session's end");
-                true
+            let frees: Vec<(String, usize)> = (shrinks.iter())
+                .map(|s| (s.gate().to_string(), s.freed()))
+                .collect();
+            let freeing = self.gate_cache.freeing(&frees);
+            let failed = match self.commit("free slot", &multi).await {
+                Ok(Ok(_)) => {
+                    drop(multi);
+                    self.gate_cache.freed(&freeing);
+                    shrinks.into_iter().for_each(Shrink::done);
+                    return true;
+                }
+                Ok(Err(failed)) => failed,
+                Err(e) => {
+                    tracing::warn!(error = %e, "slot not freed yet: the link dropped; again soon");
+                    return false;
+                }
+            };
+            drop(multi);
+            let shrink = shrinks.remove(failed.tag);
+            match failed.error {
+                // Renamed already by a try whose answer was lost with the link.
+                zk::Error::NoNode if self.renamed(&shrink).await => shrink.done(),
+                // Gone with the session that made it (one replaced while the handler ran).
+                zk::Error::NoNode => shrink.gone(),
+                e => {
+                    tracing::warn!(slot = %shrink.from, error = %e, "slot left to its session's end");
+                    shrink.gone();
+                }
             }
         }
+        true
     }
 }

@@ -8,7 +8,7 @@
 //! from that never lets in more than the gate allows, and one through a gate written by
 //! someone else since fails at its version and reads the gate again (`claim`).
 //!
-//! Slots this process frees come off the count. A read made while a free was on its way may
+//! Tasks this process frees from its slots come off the count. A read made while a free was on its way may
 //! already lack that slot, so a free counts only against the knowledge it was sent under (its
 //! epoch, which every read renews): an uncounted free leaves the count too high, which costs a
 //! read when it would refuse a task, never a slot too many.
@@ -46,13 +46,19 @@ struct Entry {
 pub(super) struct GateCache {
     entries: Mutex<HashMap<String, Arc<Entry>>>,
     epochs: AtomicU64,
+    /// The routes that limit concurrency keys, as the last run said: a probe of a key's lane
+    /// reads that key's gates with its window (see [`GateCache::prefetched`]).
+    key_routes: Mutex<Vec<String>>,
 }
+
+/// Routes whose key gates a probe reads along, at most.
+const PREFETCH_ROUTES: usize = 4;
 
 /// The turns one claim holds, a gate each, until it drops them.
 pub(super) struct Turns(#[allow(dead_code)] Vec<OwnedMutexGuard<()>>);
 
-/// A free sent under what was known of its gate: the slot and the epoch.
-pub(super) type Freeing = (String, Option<u64>);
+/// A free sent under what was known of its gate: the gate, the tasks freed, the epoch.
+pub(super) type Freeing = (String, usize, Option<u64>);
 
 impl GateCache {
     fn entry(&self, gate: &str) -> Arc<Entry> {
@@ -77,6 +83,38 @@ impl GateCache {
     /// What is known of `gate`, if anything.
     pub(super) fn known(&self, gate: &str) -> Option<Known> {
         *self.entry(gate).known.lock().expect("not poisoned")
+    }
+
+    /// The routes whose gates of a key a probe of that key's lane reads along.
+    pub(super) fn key_routes(&self) -> Vec<String> {
+        self.key_routes.lock().expect("not poisoned").clone()
+    }
+
+    pub(super) fn set_key_routes(&self, mut routes: Vec<String>) {
+        routes.truncate(PREFETCH_ROUTES);
+        *self.key_routes.lock().expect("not poisoned") = routes;
+    }
+
+    /// `gate` was read along with a probe, by no claim's turn: known from now on unless
+    /// something is known of it already (a claim's knowledge is never older than a probe's).
+    /// Knowledge gone stale this way costs a claim one multi-op that fails at the version.
+    pub(super) fn prefetched(
+        &self,
+        gate: &str,
+        version: Option<i32>,
+        in_flight: usize,
+        bucket: Option<Bucket>,
+    ) {
+        let entry = self.entry(gate);
+        let mut known = entry.known.lock().expect("not poisoned");
+        if known.is_none() {
+            *known = Some(Known {
+                version,
+                in_flight,
+                bucket,
+                epoch: self.epochs.fetch_add(1, Ordering::Relaxed),
+            });
+        }
     }
 
     /// `gate` was just read (by a claim holding its turn): what is known of it from now on.
@@ -127,39 +165,32 @@ impl GateCache {
         *self.entry(gate).known.lock().expect("not poisoned") = None;
     }
 
-    /// The frees of `slots` about to be sent, each with the epoch of its gate's knowledge.
-    pub(super) fn freeing(&self, slots: &[String]) -> Vec<Freeing> {
-        let epoch = |slot: &str| {
-            let gate = gate_of(slot)?;
-            let entries = self.entries.lock().expect("not poisoned");
+    /// The frees about to be sent, (gate, tasks) each, with the epoch of the gate's knowledge.
+    pub(super) fn freeing(&self, frees: &[(String, usize)]) -> Vec<Freeing> {
+        let entries = self.entries.lock().expect("not poisoned");
+        let epoch = |gate: &str| {
             let known = *entries.get(gate)?.known.lock().expect("not poisoned");
             known.map(|k| k.epoch)
         };
-        slots.iter().map(|s| (s.clone(), epoch(s))).collect()
+        (frees.iter())
+            .map(|(gate, tasks)| (gate.clone(), *tasks, epoch(gate)))
+            .collect()
     }
 
-    /// The frees of `freed` landed: each comes off its gate's count, if the knowledge it was
-    /// sent under is still the gate's.
+    /// The frees `freed` landed: each comes off its gate's count, if the knowledge it was sent
+    /// under is still the gate's.
     pub(super) fn freed(&self, freed: &[Freeing]) {
-        for (slot, epoch) in freed {
-            let (Some(gate), Some(epoch)) = (gate_of(slot), epoch) else {
-                continue;
-            };
-            let entries = self.entries.lock().expect("not poisoned");
-            let Some(entry) = entries.get(gate) else {
+        let entries = self.entries.lock().expect("not poisoned");
+        for (gate, tasks, epoch) in freed {
+            let (Some(entry), Some(epoch)) = (entries.get(gate), epoch) else {
                 continue;
             };
             let mut known = entry.known.lock().expect("not poisoned");
             if let Some(k) = known.as_mut().filter(|k| k.epoch == *epoch) {
-                k.in_flight = k.in_flight.saturating_sub(1);
+                k.in_flight = k.in_flight.saturating_sub(*tasks);
             }
         }
     }
-}
-
-/// The gate a slot is in: its parent.
-fn gate_of(slot: &str) -> Option<&str> {
-    slot.rsplit_once('/').map(|(gate, _)| gate)
 }
 
 #[cfg(test)]
@@ -168,8 +199,9 @@ mod tests {
 
     const GATE: &str = "/q/limits/route";
 
-    fn slot(n: u32) -> String {
-        format!("{GATE}/task-{n:010}")
+    /// Frees of `tasks` tasks of the gate.
+    fn frees(tasks: usize) -> [(String, usize); 1] {
+        [(GATE.to_string(), tasks)]
     }
 
     #[test]
@@ -181,21 +213,35 @@ mod tests {
             cache.known(GATE).map(|k| (k.version, k.in_flight)),
             Some((Some(4), 5))
         );
-        let sent = cache.freeing(&[slot(1)]);
+        let sent = cache.freeing(&frees(1));
         cache.freed(&sent);
         assert_eq!(cache.known(GATE).map(|k| k.in_flight), Some(4));
         // A read while a free is out may already lack its slot: the free no longer counts.
-        let sent = cache.freeing(&[slot(2)]);
+        let sent = cache.freeing(&frees(1));
         cache.read(GATE, Some(5), 3, None);
         cache.freed(&sent);
         assert_eq!(cache.known(GATE).map(|k| k.in_flight), Some(3));
     }
 
     #[test]
+    fn a_probes_read_never_replaces_what_a_claim_knows() {
+        let cache = GateCache::default();
+        cache.prefetched(GATE, None, 0, None);
+        assert_eq!(cache.known(GATE).map(|k| k.version), Some(None));
+        let base = cache.read(GATE, Some(2), 1, None);
+        cache.admitted(GATE, base, 3, 1, None);
+        cache.prefetched(GATE, Some(2), 1, None);
+        assert_eq!(
+            cache.known(GATE).map(|k| (k.version, k.in_flight)),
+            Some((Some(3), 2))
+        );
+    }
+
+    #[test]
     fn frees_during_a_claim_stay_counted_after_it() {
         let cache = GateCache::default();
         let base = cache.read(GATE, Some(1), 4, None);
-        let sent = cache.freeing(&[slot(1), slot(2)]);
+        let sent = cache.freeing(&frees(2));
         cache.freed(&sent);
         cache.admitted(GATE, base, 2, 1, None);
         assert_eq!(cache.known(GATE).map(|k| k.in_flight), Some(3));
@@ -205,12 +251,12 @@ mod tests {
     fn a_forgotten_gate_counts_no_free_and_knows_nothing() {
         let cache = GateCache::default();
         cache.read(GATE, None, 0, None);
-        let sent = cache.freeing(&[slot(1)]);
+        let sent = cache.freeing(&frees(1));
         cache.forget(GATE);
         cache.freed(&sent);
         assert_eq!(cache.known(GATE), None);
-        let never_known = cache.freeing(&["/q/limits/other/task-1".into()]);
-        assert_eq!(never_known[0].1, None);
+        let never_known = cache.freeing(&[("/q/limits/other".into(), 1)]);
+        assert_eq!(never_known[0].2, None);
     }
 
     #[tokio::test]

@@ -40,6 +40,8 @@ struct KeyGate {
     path: String,
     data: GateData,
     stat: zk::Stat,
+    /// The tasks its slots stand for.
+    in_flight: usize,
 }
 
 /// Gates read per multi-read.
@@ -56,11 +58,11 @@ impl Queue {
         let gates = self.read_key_gates(limit).await?;
         let mut keys: Vec<KeyInFlight> = gates
             .into_iter()
-            .filter(|g| g.stat.num_children > 0)
+            .filter(|g| g.in_flight > 0)
             .map(|g| KeyInFlight {
                 route: decode_segment(&g.route),
                 key: decode_segment(&g.name),
-                in_flight: g.stat.num_children as usize,
+                in_flight: g.in_flight,
                 max_in_flight: g.data.max_in_flight,
             })
             .collect();
@@ -104,15 +106,18 @@ impl Queue {
             for chunk in names.chunks(READ_BATCH) {
                 let paths: Vec<String> =
                     chunk.iter().map(|n| format!("{route_path}/{n}")).collect();
-                let reads = self.read_paths(&paths).await?;
+                let reads = self.read_with_children(&paths).await?;
                 for ((name, path), read) in chunk.iter().zip(paths).zip(reads) {
-                    let Some((data, stat)) = read else { continue };
+                    let Some((data, stat, slots)) = read else {
+                        continue;
+                    };
                     gates.push(KeyGate {
                         route: route.clone(),
                         name: name.clone(),
                         path,
                         data: GateData::read(&data),
                         stat,
+                        in_flight: super::slots::tasks_in_all(&slots),
                     });
                 }
             }

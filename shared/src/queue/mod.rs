@@ -20,7 +20,8 @@
 //! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
 //! - `schedule_store`: recurring schedules' znodes, and taking a slot (feature `schedule`).
 //! - `gate`: the gates of limited routes (`limits/<route>`), passed in the claim's multi-op;
-//!   `gate_cache`: what this process knows of them, so a claim need not read them first.
+//!   `gate_cache`: what this process knows of them, so a claim need not read them first;
+//!   `slots`: the places a claim's tasks hold in them together.
 //! - `ops`: the multi-op every write above is made of.
 //!
 //! # Fencing
@@ -67,6 +68,7 @@ mod reads;
 pub(crate) mod record;
 #[cfg(feature = "schedule")]
 mod schedule_store;
+mod slots;
 mod stale;
 mod start;
 mod walk;
@@ -98,6 +100,7 @@ pub use reads::TaskRead;
 pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
 pub use schedule_store::{SlotTaken, StoredSchedule};
+pub use slots::{SlotShare, tasks_in as slot_tasks};
 pub use start::Start;
 pub use walk::{WIDEST, WINDOW, Walk, names_task};
 

@@ -180,6 +180,12 @@ impl Queue {
                 .add_get_data(path)
                 .map_err(|e| Error::zk("probe", path, e))?;
         }
+        let gates = self.gates_to_prefetch(lane, count);
+        for path in &gates {
+            let add = |e| Error::zk("probe", path, e);
+            reader.add_get_data(path).map_err(add)?;
+            reader.add_get_children(path).map_err(add)?;
+        }
         let mut results = reader
             .commit()
             .await
@@ -216,7 +222,51 @@ impl Queue {
                 probe.found.push(probed);
             }
         }
+        for gate in &gates {
+            self.prefetched_gate(gate, results.next(), results.next());
+        }
         Ok(probe)
+    }
+
+    /// The gates of a key lane's key a probe of `count` numbers reads along (see
+    /// `gate_cache`): the key's gate in each route that limits keys, so that the claim of the
+    /// window's tasks need not read them first.
+    fn gates_to_prefetch(&self, lane: &Lane, count: usize) -> Vec<String> {
+        let Lane::Key(key) = lane else {
+            return Vec::new();
+        };
+        if count == 0 {
+            return Vec::new();
+        }
+        (self.gate_cache.key_routes().iter())
+            .map(|route| format!("{}/{key}", self.layout().key_gates(route)))
+            .collect()
+    }
+
+    /// Learns gate `gate` from its data and children as a probe read them.
+    fn prefetched_gate(
+        &self,
+        gate: &str,
+        data: Option<zk::MultiReadResult>,
+        children: Option<zk::MultiReadResult>,
+    ) {
+        use zk::MultiReadResult::{Children, Data, Error as Failed};
+        match (data, children) {
+            (Some(Data { data, stat }), Some(Children { children })) => {
+                let bucket = crate::limit::GateData::read(&data).bucket;
+                let in_flight = super::slots::tasks_in_all(&children);
+                (self.gate_cache).prefetched(gate, Some(stat.version), in_flight, bucket);
+            }
+            (
+                Some(Failed {
+                    err: zk::Error::NoNode,
+                }),
+                _,
+            ) => {
+                self.gate_cache.prefetched(gate, None, 0, None);
+            }
+            _ => {}
+        }
     }
 
     /// Where each lane starts, in one request: its head and its parent's stat (the tail, and

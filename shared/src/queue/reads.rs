@@ -5,6 +5,9 @@ use zookeeper_client as zk;
 use super::Queue;
 use crate::error::{Error, Result};
 
+/// A znode's data, stat and children, as read together.
+pub(super) type WithChildren = Option<(Vec<u8>, zk::Stat, Vec<String>)>;
+
 /// What reading a task found.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -27,6 +30,52 @@ impl Queue {
             Err(zk::Error::NoNode) => Ok(None),
             Err(e) => Err(Error::zk("get", path, e)),
         }
+    }
+
+    /// Several znodes' data, stats and children in one request (a multi-read); `None` for
+    /// those gone.
+    pub(super) async fn read_with_children(&self, paths: &[String]) -> Result<Vec<WithChildren>> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut reader = self.client().new_multi_reader();
+        for path in paths {
+            let get = |e| Error::zk("get", path, e);
+            reader.add_get_data(path).map_err(get)?;
+            reader.add_get_children(path).map_err(get)?;
+        }
+        let results = (reader.commit().await).map_err(|e| Error::zk("get", &paths[0], e))?;
+        let mut results = results.into_iter();
+        let mut read = Vec::with_capacity(paths.len());
+        for path in paths {
+            read.push(match (results.next(), results.next()) {
+                (
+                    Some(zk::MultiReadResult::Data { data, stat }),
+                    Some(zk::MultiReadResult::Children { children }),
+                ) => Some((data, stat, children)),
+                (
+                    Some(zk::MultiReadResult::Error {
+                        err: zk::Error::NoNode,
+                    }),
+                    _,
+                )
+                | (
+                    _,
+                    Some(zk::MultiReadResult::Error {
+                        err: zk::Error::NoNode,
+                    }),
+                ) => None,
+                (Some(zk::MultiReadResult::Error { err }), _)
+                | (_, Some(zk::MultiReadResult::Error { err })) => {
+                    return Err(Error::zk("get", path, err));
+                }
+                other => {
+                    let msg = format!("multi-read returned {other:?}");
+                    return Err(Error::zk("get", path, zk::Error::UnexpectedError(msg)));
+                }
+            });
+        }
+        Ok(read)
     }
 
     /// Several znodes' data and stats in one request (a multi-read); `None` for those gone.

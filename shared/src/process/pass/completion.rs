@@ -5,7 +5,7 @@ use super::{COMPLETE_BATCH, Event, Pass};
 use crate::handler::Handler;
 use crate::process::report::Outcome;
 use crate::process::task_steps::Sent;
-use crate::queue::{Lease, Queue, Settled};
+use crate::queue::{Lease, Queue, Settled, SlotShare};
 
 impl<H: Handler> Pass<'_, '_, H> {
     /// Accounts for a batch of completions.
@@ -45,7 +45,7 @@ impl<H: Handler> Pass<'_, '_, H> {
             let names = batch.iter().map(|l| l.task.name.clone()).collect();
             // The slots the batch holds go with its completion; one that does not happen
             // (the deadline came first, an error) frees them here.
-            let slots: Vec<String> = batch.iter().flat_map(|l| l.slots().to_vec()).collect();
+            let slots: Vec<SlotShare> = batch.iter().flat_map(|l| l.slots().to_vec()).collect();
             self.jobs.push(Box::pin(async move {
                 let complete = |queue: Queue| {
                     let batch = batch.clone();
@@ -53,8 +53,7 @@ impl<H: Handler> Pass<'_, '_, H> {
                 };
                 let sent = run.settle(complete).await;
                 if !matches!(sent, Ok(Sent::Answered(..))) {
-                    let queue = run.queue();
-                    futures::future::join_all(slots.iter().map(|s| queue.free_slot(s))).await;
+                    run.queue().free_slots(&slots).await;
                 }
                 Event::Completed(names, sent)
             }));
