@@ -9,6 +9,8 @@ use serde_json::json;
 
 use harness::TestQueue;
 
+mod in_doubt;
+
 /// Restraints whose default route lets each key have `per_key` at once.
 fn per_key(per_key: KeyLimit) -> Restraints {
     harness::per_key_restraints(Limit::default(), per_key)
@@ -32,10 +34,21 @@ async fn claim_by(
     name: &str,
     restraints: &Restraints,
 ) -> ClaimOutcome {
+    let now = queue.server_time().await.unwrap();
+    claim_at(t, queue, name, restraints, &now).await
+}
+
+/// Claims task `name` as consumer `queue`, at ZooKeeper time `now`.
+async fn claim_at(
+    t: &TestQueue,
+    queue: &event_bridge::Queue,
+    name: &str,
+    restraints: &Restraints,
+    now: &ZkTime,
+) -> ClaimOutcome {
     let path = queue.layout().task(name);
     let (body, stat) = t.raw.get_data(&path).await.unwrap();
-    let now = queue.server_time().await.unwrap();
-    (queue.claim_read(name, &body, &stat, &now, restraints))
+    (queue.claim_read(name, &body, &stat, now, restraints))
         .await
         .unwrap()
 }

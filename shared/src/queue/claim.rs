@@ -1,8 +1,10 @@
 //! Taking a task: the claim's multi-op (what a claim of a task just read comes to, short of
 //! taking it, is in `claim/prepare.rs`; burying a task nobody can claim is in `bury`).
 
+mod places;
 mod prepare;
 
+use places::{SlotsInDoubt, held_slots, shares_of, slots_of};
 use prepare::Prepared;
 
 use zookeeper_client as zk;
@@ -13,14 +15,13 @@ use super::gate_cache::Turns;
 use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::ops::{Multi, Op};
 use super::pause::Paused;
-use super::slots::{Slot, SlotShare, slot_path};
+use super::slots::SlotShare;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;
 use crate::lease::LeaseData;
 use crate::limit::RouteLimits;
 use crate::task::{Envelope, OnDeadPolicy, Task};
-use std::sync::Arc;
 
 /// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
 /// second write finds the versions moved on and reports [`super::Settled::LeaseLost`].
@@ -378,10 +379,14 @@ impl Queue {
                         Op::Set(task_path, &take.body, take.read_version),
                     );
             }
+            // Until the multi-op is answered, its slots are in doubt (see `SlotsInDoubt`).
+            let doubt = SlotsInDoubt::new(self, &slots);
             let committed = self.commit("claim", &multi).await;
             if committed.is_err() {
                 // Whether the gates' rewrites landed is not known.
                 gates.iter().for_each(|g| self.gate_cache.forget(&g.path));
+            } else {
+                doubt.answered();
             }
             let failed = match committed? {
                 Ok(results) => {
@@ -458,8 +463,8 @@ impl Queue {
                 zk::MultiWriteResult::SetData { stat } => stat.version,
                 _ => 0,
             };
-            let (base, bucket) = (gate.base, gate.bucket);
-            (self.gate_cache).admitted(&gate.path, base, version, tasks.len(), bucket);
+            let (base, took) = (gate.base, (tasks.len(), gate.bucket));
+            (self.gate_cache).admitted(&gate.path, base, version, took, gate.at_ms);
         }
     }
 
@@ -497,39 +502,4 @@ impl Queue {
         outcomes.push((index, ClaimOutcome::GroupBusy { owner }));
         Ok(true)
     }
-}
-
-/// Per gate, the path of the slot its admitted tasks among `takes` hold together, and their
-/// names (none for a gate that does not cap tasks in flight, or whose tasks all left).
-fn slots_of(gates: &[GateWrite], takes: &[(usize, Take)]) -> Vec<(String, Vec<String>)> {
-    (gates.iter())
-        .map(|gate| {
-            let Some(tag) = &gate.slot_tag else {
-                return (String::new(), Vec::new());
-            };
-            let tasks: Vec<String> = (takes.iter())
-                .filter(|(_, t)| t.slots.contains(&gate.path))
-                .map(|(_, t)| t.name.clone())
-                .collect();
-            (slot_path(&gate.path, tasks.len(), tag), tasks)
-        })
-        .collect()
-}
-
-/// The slots a landed claim holds, per gate.
-fn held_slots(gates: &[GateWrite], slots: Vec<(String, Vec<String>)>) -> Vec<Option<Arc<Slot>>> {
-    (gates.iter().zip(slots))
-        .map(|(gate, (_, tasks))| {
-            let tag = gate.slot_tag.clone().filter(|_| !tasks.is_empty())?;
-            Some(Slot::new(&gate.path, tag, &tasks))
-        })
-        .collect()
-}
-
-/// The places `take` holds in the slots `held` of `gates`.
-fn shares_of(gates: &[GateWrite], held: &[Option<Arc<Slot>>], take: &Take) -> Vec<SlotShare> {
-    (gates.iter().zip(held))
-        .filter(|(gate, _)| take.slots.contains(&gate.path))
-        .filter_map(|(_, slot)| Some(SlotShare::new(slot.clone()?, &take.name)))
-        .collect()
 }

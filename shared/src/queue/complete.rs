@@ -12,7 +12,7 @@ use super::group_lock::HeldLock;
 use super::holder::Settled;
 use super::key_owner::CompletedKey;
 use super::ops::{Multi, Op, Part};
-use super::slots::{self, Shrink, SlotShare};
+use super::slots::{Rename, Shrink, SlotShare, push_rename};
 use crate::error::Result;
 use crate::task::Task;
 use crate::task::batch::MAX_TALLY_BYTES;
@@ -164,15 +164,10 @@ impl Queue {
             }
             // The slots' renames: tagged with their index among `shrinks`.
             let shares: Vec<SlotShare> = extras.iter().flat_map(|e| e.slots.clone()).collect();
-            let mut shrinks = slots::shrinks(&shares).await;
-            let renames: Vec<(String, Option<String>)> = (shrinks.iter())
-                .map(|s| (s.from.clone(), s.to.clone()))
-                .collect();
-            for (k, (from, to)) in renames.iter().enumerate() {
-                multi.push((k, Part::Slot), Op::Delete(from, -1));
-                if let Some(to) = to {
-                    multi.push((k, Part::Slot), Op::CreateEphemeral(to, b""));
-                }
+            let mut shrinks = self.shrinks(&shares).await?;
+            let renames: Vec<Rename> = shrinks.iter().map(Shrink::rename).collect();
+            for (k, rename) in renames.iter().enumerate() {
+                push_rename(&mut multi, (k, Part::Slot), rename);
             }
             let frees: Vec<(String, usize)> = (shrinks.iter())
                 .map(|s| (s.gate().to_string(), s.freed()))
@@ -206,9 +201,10 @@ impl Queue {
                     tracing::warn!(slot = %failed.path, %error, "slot left to its session's end");
                 }
                 shrinks.remove(at).gone();
+                shrinks.into_iter().for_each(Shrink::unchanged);
                 continue;
             }
-            drop(shrinks);
+            shrinks.into_iter().for_each(Shrink::unchanged);
             // Another settlement or publish changed the batch: counted again from a new read.
             if part == Part::Batch && batch_tries < BATCH_TRIES {
                 batch_tries += 1;

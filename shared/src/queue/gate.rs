@@ -2,9 +2,10 @@
 //! it through the gate in the claim's own multi-op. The gate's data is the rate's token bucket
 //! (see [`crate::limit`]); every admission rewrites it at the version read, so admissions by
 //! any number of consumers are serialized by ZooKeeper, and counting the gate's children (the
-//! slots) and writing it happen as one. Each admitted task of a route with `max_in_flight`
-//! creates an ephemeral slot, `limits/<route>/<task>`, deleted when its handler ends, or by
-//! ZooKeeper when its consumer's session ends (a crashed holder's slot frees itself).
+//! slots) and writing it happen as one. The tasks a claim admits through the gate of a route
+//! with `max_in_flight` hold one ephemeral slot together, `limits/<route>/<n>.<tag>.<task>`
+//! (see `slots`), given up as their handlers end, or by ZooKeeper when their consumer's
+//! session ends (a crashed holder's slot frees itself).
 //!
 //! A route with `per_key` limits has a gate per concurrency key in use as well,
 //! `concurrency/<route>/<key>`, which works the same way for that key's tasks; the reaper
@@ -12,12 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use zookeeper_client as zk;
-
 use super::Queue;
 use super::gate_cache::{Known, Turns};
-use super::ops::{Multi, Op};
-use super::slots::{self, Shrink, SlotShare};
+use super::slots;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
@@ -33,6 +31,8 @@ pub(super) struct GateWrite {
     /// What the admission was worked out from, and the bucket it leaves (for `gate_cache`).
     pub(super) base: Known,
     pub(super) bucket: Option<Bucket>,
+    /// When it was worked out (ZooKeeper time, ms): the rewrite lands after.
+    pub(super) at_ms: i64,
     /// For a gate that caps tasks in flight, the name of the slot its admitted tasks hold
     /// together, after the count (see `slots`).
     pub(super) slot_tag: Option<String>,
@@ -73,11 +73,6 @@ impl Gate {
         positions.filter(|pos| refused[*pos].is_none()).collect()
     }
 }
-
-/// How often a slot whose delete was lost is tried again, and how many times at most (the
-/// session, whose end deletes it anyway, is over well before).
-const SLOT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-const SLOT_TRIES: usize = 120;
 
 /// Which of `tasks` tasks the gates refuse, as `known`, at `now_ms`, and when each refused may
 /// try again: keys' gates decide first, the route's gate then counts only those they let
@@ -127,7 +122,7 @@ impl Queue {
         let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
         gated.turns = Some(self.gate_cache.turns(&paths).await);
         let now_ms = now.now_ms();
-        let cached = |path: &String| self.gate_cache.known(path).filter(|_| !fresh);
+        let cached = |path: &String| self.gate_cache.known(path, now_ms).filter(|_| !fresh);
         let known: Vec<Option<Known>> = paths.iter().map(cached).collect();
         let any_cached = known.iter().any(Option::is_some);
         let mut known = self.read_gates(&gates, known).await?;
@@ -164,6 +159,7 @@ impl Queue {
                 admitted,
                 base,
                 bucket: admission.bucket,
+                at_ms: now_ms,
                 slot_tag,
             });
         }
@@ -244,22 +240,28 @@ impl Queue {
         let mut all = Vec::with_capacity(gates.len());
         for (gate, known) in gates.iter().zip(known) {
             if let Some(known) = known {
+                // Known not to be made yet (a probe found it missing): its parents may not be.
+                if known.version.is_none() {
+                    missing.push(gate);
+                }
                 all.push(known);
                 continue;
             }
             let read = reads.next().flatten();
-            let (version, in_flight, bucket) = match read {
+            let (version, in_flight, bucket, written_ms) = match read {
                 Some((data, stat, slots)) => (
                     Some(stat.version),
                     slots::tasks_in_all(&slots),
                     GateData::read(&data).bucket,
+                    stat.mtime,
                 ),
                 None => {
                     missing.push(gate);
-                    (None, 0, None)
+                    (None, 0, None, 0)
                 }
             };
-            all.push(self.gate_cache.read(&gate.path, version, in_flight, bucket));
+            let cache = &self.gate_cache;
+            all.push(cache.read(&gate.path, version, in_flight, bucket, written_ms));
         }
         let made = missing.iter().map(|gate| self.make_gate_parents(gate));
         futures::future::try_join_all(made).await?;
@@ -288,81 +290,5 @@ impl Queue {
     /// made them (by hand); the next claim through it makes them again.
     pub(super) fn forget_gate_parents(&self) {
         self.gate_parents.lock().expect("not poisoned").clear();
-    }
-
-    /// Frees the places `shares` held in slots while their handlers ran: each slot renamed to
-    /// the tasks it has left, or deleted with its last. A write lost with the link (a leader
-    /// change, a dropped connection) is sent again in the background every [`SLOT_RETRY`]
-    /// until it lands or the session ends (which deletes the slot anyway): a place left held
-    /// would shrink its gate for as long as the session lives, which for a worker is as long
-    /// as it runs.
-    pub async fn free_slots(&self, shares: &[SlotShare]) {
-        if shares.is_empty() || self.try_free_slots(shares).await {
-            return;
-        }
-        let (queue, shares) = (self.clone(), shares.to_vec());
-        tokio::spawn(async move {
-            for _ in 0..SLOT_TRIES {
-                tokio::time::sleep(SLOT_RETRY).await;
-                if queue.session_over() || queue.try_free_slots(&shares).await {
-                    return;
-                }
-            }
-            tracing::warn!(?shares, "slot left to its session's end");
-        });
-    }
-
-    /// Whether a slot that was not found under its name is there under the name `shrink`
-    /// gives it (a free that landed, its answer lost).
-    async fn renamed(&self, shrink: &Shrink) -> bool {
-        let Some(to) = &shrink.to else {
-            return false;
-        };
-        matches!(self.client().check_stat(to).await, Ok(Some(_)))
-    }
-
-    /// One multi-op freeing `shares`: whether it is settled (landed, the slot gone, or not
-    /// worth another try).
-    async fn try_free_slots(&self, shares: &[SlotShare]) -> bool {
-        let mut shrinks = slots::shrinks(shares).await;
-        while !shrinks.is_empty() {
-            let mut multi = Multi::new();
-            for (k, shrink) in shrinks.iter().enumerate() {
-                multi.push(k, Op::Delete(&shrink.from, -1));
-                if let Some(to) = &shrink.to {
-                    multi.push(k, Op::CreateEphemeral(to, b""));
-                }
-            }
-            let frees: Vec<(String, usize)> = (shrinks.iter())
-                .map(|s| (s.gate().to_string(), s.freed()))
-                .collect();
-            let freeing = self.gate_cache.freeing(&frees);
-            let failed = match self.commit("free slot", &multi).await {
-                Ok(Ok(_)) => {
-                    drop(multi);
-                    self.gate_cache.freed(&freeing);
-                    shrinks.into_iter().for_each(Shrink::done);
-                    return true;
-                }
-                Ok(Err(failed)) => failed,
-                Err(e) => {
-                    tracing::warn!(error = %e, "slot not freed yet: the link dropped; again soon");
-                    return false;
-                }
-            };
-            drop(multi);
-            let shrink = shrinks.remove(failed.tag);
-            match failed.error {
-                // Renamed already by a try whose answer was lost with the link.
-                zk::Error::NoNode if self.renamed(&shrink).await => shrink.done(),
-                // Gone with the session that made it (one replaced while the handler ran).
-                zk::Error::NoNode => shrink.gone(),
-                e => {
-                    tracing::warn!(slot = %shrink.from, error = %e, "slot left to its session's end");
-                    shrink.gone();
-                }
-            }
-        }
-        true
     }
 }

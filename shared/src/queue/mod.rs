@@ -68,6 +68,7 @@ mod reads;
 pub(crate) mod record;
 #[cfg(feature = "schedule")]
 mod schedule_store;
+mod slot_writes;
 mod slots;
 mod stale;
 mod start;

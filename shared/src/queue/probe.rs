@@ -255,7 +255,8 @@ impl Queue {
             (Some(Data { data, stat }), Some(Children { children })) => {
                 let bucket = crate::limit::GateData::read(&data).bucket;
                 let in_flight = super::slots::tasks_in_all(&children);
-                (self.gate_cache).prefetched(gate, Some(stat.version), in_flight, bucket);
+                let version = Some(stat.version);
+                (self.gate_cache).prefetched(gate, version, in_flight, bucket, stat.mtime);
             }
             (
                 Some(Failed {
@@ -263,7 +264,7 @@ impl Queue {
                 }),
                 _,
             ) => {
-                self.gate_cache.prefetched(gate, None, 0, None);
+                self.gate_cache.prefetched(gate, None, 0, None, 0);
             }
             _ => {}
         }

@@ -10,12 +10,16 @@
 //! the others. When the last ends, it is deleted; ZooKeeper deletes it with its session. A
 //! claim batch of 32 tasks through a gate thus costs two operations where one per task cost
 //! 64. Only this process writes its slots, one write to a slot at a time (a lock per slot,
-//! taken in name order), so each write knows the name the slot has.
+//! taken in name order), so each write knows the name the slot has, but for one whose answer
+//! never came (the link dropped, the call was dropped): the slot is then in doubt, and the
+//! next write to it first finds its name among the gate's children (see [`Locked::resolve`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use super::ops::{Multi, Op};
 
 /// A slot this process holds: its tasks still running, under one znode.
 pub struct Slot {
@@ -29,6 +33,8 @@ pub struct Slot {
 struct Held {
     tasks: BTreeSet<String>,
     gone: bool,
+    /// The tasks a write whose answer never came would have freed: it may have landed.
+    doubt: Option<Vec<String>>,
 }
 
 impl Slot {
@@ -40,6 +46,7 @@ impl Slot {
             held: Arc::new(Mutex::new(Held {
                 tasks: tasks.iter().cloned().collect(),
                 gone: false,
+                doubt: None,
             })),
         })
     }
@@ -109,16 +116,31 @@ pub fn tasks_in_all(names: &[String]) -> usize {
 }
 
 /// What freeing some of a slot's tasks writes, with the slot's lock held: the name it has,
-/// and the name it gets (none when no task is left).
+/// and the name it gets (none when no task is left). One dropped without being told what came
+/// of its write leaves the slot in doubt.
 pub(super) struct Shrink {
     slot: Arc<Slot>,
     tasks: Vec<String>,
     pub(super) from: String,
     pub(super) to: Option<String>,
     held: OwnedMutexGuard<Held>,
+    answered: bool,
+}
+
+impl Drop for Shrink {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.held.doubt = Some(std::mem::take(&mut self.tasks));
+        }
+    }
 }
 
 impl Shrink {
+    /// Its write: the name the slot has, and the one it gets.
+    pub(super) fn rename(&self) -> Rename {
+        (self.from.clone(), self.to.clone())
+    }
+
     /// How many tasks it frees.
     pub(super) fn freed(&self) -> usize {
         self.tasks.len()
@@ -130,21 +152,121 @@ impl Shrink {
 
     /// The write landed: the slot stands for the tasks left.
     pub(super) fn done(mut self) {
-        for task in &self.tasks {
-            self.held.tasks.remove(task);
+        for task in std::mem::take(&mut self.tasks) {
+            self.held.tasks.remove(&task);
         }
+        self.answered = true;
+    }
+
+    /// The write failed and changed nothing (its multi-op failed elsewhere).
+    pub(super) fn unchanged(mut self) {
+        self.answered = true;
     }
 
     /// The slot's znode is gone (its session was replaced): nothing of it is held any more.
     pub(super) fn gone(mut self) {
         self.held.tasks.clear();
         self.held.gone = true;
+        self.answered = true;
     }
 }
 
-/// The writes that free `shares`, a slot at a time, their locks taken in name order. A share
-/// already freed (by a clone of its lease, say) or whose slot is gone writes nothing.
-pub(super) async fn shrinks(shares: &[SlotShare]) -> Vec<Shrink> {
+/// A slot's write: the name it has, and the one it gets (none: deleted).
+pub(super) type Rename = (String, Option<String>);
+
+/// Adds `rename` to `multi` under `tag`: a delete of the name the slot has, and a create of
+/// the one it gets.
+pub(super) fn push_rename<'a, T>(multi: &mut Multi<'a, T>, tag: T, rename: &'a Rename)
+where
+    T: Copy + PartialEq,
+{
+    multi.push(tag, Op::Delete(&rename.0, -1));
+    if let Some(to) = &rename.1 {
+        multi.push(tag, Op::CreateEphemeral(to, b""));
+    }
+}
+
+/// A slot locked for a write, with the tasks of it that are to be freed.
+pub(super) struct Locked {
+    slot: Arc<Slot>,
+    tasks: Vec<String>,
+    held: OwnedMutexGuard<Held>,
+}
+
+impl Locked {
+    /// Whether a write to the slot may have landed unseen: its name is to be found first.
+    pub(super) fn in_doubt(&self) -> bool {
+        self.held.doubt.is_some()
+    }
+
+    pub(super) fn gate(&self) -> &str {
+        self.slot.gate()
+    }
+
+    /// Settles the doubt from `children`, the gate's as read after that write (a session's
+    /// requests are answered in order): the slot under the count the write gave means it
+    /// landed, under the count before means it did not, and no slot of this tag means it
+    /// landed as the delete of its last task or went with its session.
+    pub(super) fn resolve(&mut self, children: &[String]) {
+        let Some(doubt) = self.held.doubt.take() else {
+            return;
+        };
+        let before = self.held.tasks.len();
+        let freed: Vec<String> = (doubt.into_iter())
+            .filter(|t| self.held.tasks.contains(t))
+            .collect();
+        let after = before - freed.len();
+        let suffix = format!(".{}", self.slot.tag);
+        let found = (children.iter())
+            .find(|name| name.ends_with(&suffix))
+            .map(|name| tasks_in(name));
+        let landed = match found {
+            Some(count) if count == before => false,
+            Some(count) if count == after => true,
+            Some(count) => {
+                let slot = self.slot.path(count);
+                tracing::warn!(%slot, expected = before, "a slot's count is not this process's");
+                false
+            }
+            None if after == 0 => true,
+            None => {
+                self.held.tasks.clear();
+                self.held.gone = true;
+                return;
+            }
+        };
+        if landed {
+            for task in freed {
+                self.held.tasks.remove(&task);
+            }
+        }
+    }
+
+    /// The write that frees its tasks, unless none of them is held any more (freed already,
+    /// by a clone of its lease, say, or the slot gone).
+    pub(super) fn shrink(mut self) -> Option<Shrink> {
+        let held = &self.held;
+        self.tasks.retain(|task| held.tasks.contains(task));
+        self.tasks.sort();
+        self.tasks.dedup();
+        if self.held.gone || self.tasks.is_empty() {
+            return None;
+        }
+        let left = self.held.tasks.len() - self.tasks.len();
+        Some(Shrink {
+            from: self.slot.path(self.held.tasks.len()),
+            to: (left > 0).then(|| self.slot.path(left)),
+            slot: self.slot,
+            tasks: self.tasks,
+            held: self.held,
+            answered: false,
+        })
+    }
+}
+
+/// The slots of `shares`, each locked, their locks taken in name order, with the tasks of the
+/// shares in it.
+pub(super) async fn lock(shares: &[SlotShare]) -> Vec<Locked> {
     let mut by_slot: Vec<(Arc<Slot>, Vec<String>)> = Vec::new();
     for share in shares {
         match by_slot
@@ -156,24 +278,20 @@ pub(super) async fn shrinks(shares: &[SlotShare]) -> Vec<Shrink> {
         }
     }
     by_slot.sort_by(|(a, _), (b, _)| (&a.gate, &a.tag).cmp(&(&b.gate, &b.tag)));
-    let mut shrinks = Vec::with_capacity(by_slot.len());
-    for (slot, mut tasks) in by_slot {
+    let mut locked = Vec::with_capacity(by_slot.len());
+    for (slot, tasks) in by_slot {
         let held = slot.held.clone().lock_owned().await;
-        tasks.retain(|task| held.tasks.contains(task));
-        tasks.dedup();
-        if held.gone || tasks.is_empty() {
-            continue;
-        }
-        let left = held.tasks.len() - tasks.len();
-        shrinks.push(Shrink {
-            from: slot.path(held.tasks.len()),
-            to: (left > 0).then(|| slot.path(left)),
-            slot,
-            tasks,
-            held,
-        });
+        locked.push(Locked { slot, tasks, held });
     }
-    shrinks
+    locked
+}
+
+/// The writes that free `shares` (see [`lock`]), for slots in no doubt. For tests.
+#[cfg(test)]
+async fn shrinks(shares: &[SlotShare]) -> Vec<Shrink> {
+    let locked = lock(shares).await;
+    assert!(locked.iter().all(|l| !l.in_doubt()));
+    locked.into_iter().filter_map(Locked::shrink).collect()
 }
 
 #[cfg(test)]
@@ -218,6 +336,61 @@ mod tests {
         let last = shrinks(&[share(1), share(1)]).await;
         assert_eq!((&last[0].from, &last[0].to), (&slot.path(1), &None));
         assert_eq!(last[0].freed(), 1);
+    }
+
+    /// The slot's name under `gate`, as a listing of the gate gives it.
+    fn child(slot: &Slot, count: usize) -> String {
+        slot.path(count).rsplit('/').next().unwrap().to_string()
+    }
+
+    /// What freeing `task` of `slot` writes, after `children` settled any doubt.
+    async fn write_after(slot: &Arc<Slot>, task: &str, children: &[String]) -> Option<Shrink> {
+        let mut locked = lock(&[SlotShare::new(slot.clone(), task)]).await;
+        assert!(locked[0].in_doubt());
+        locked[0].resolve(children);
+        locked.pop().unwrap().shrink()
+    }
+
+    #[tokio::test]
+    async fn a_write_never_answered_is_settled_by_the_name_the_gate_lists() {
+        let tasks = names(3);
+        let slot = Slot::new("/q/limits/r", new_tag(&tasks[0]), &tasks);
+        let other = "1.0000beef.task-0000000077".to_string();
+        // The free of task 0 was sent and never answered.
+        drop(shrinks(&[SlotShare::new(slot.clone(), &tasks[0])]).await);
+        // It landed: the slot is listed under the count it gave.
+        let landed = [other.clone(), child(&slot, 2)];
+        let next = write_after(&slot, &tasks[1], &landed).await.unwrap();
+        assert_eq!((&next.from, &next.to), (&slot.path(2), &Some(slot.path(1))));
+        drop(next);
+        // That one did not land: the slot is still listed under the count before it.
+        let next = write_after(&slot, &tasks[1], &[child(&slot, 2)])
+            .await
+            .unwrap();
+        assert_eq!((&next.from, &next.to), (&slot.path(2), &Some(slot.path(1))));
+        next.done();
+        // The last task's delete, never answered, then no slot of this tag: it landed.
+        drop(shrinks(&[SlotShare::new(slot.clone(), &tasks[2])]).await);
+        assert!(write_after(&slot, &tasks[2], &[other]).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_slot_in_doubt_not_listed_went_with_its_session() {
+        let tasks = names(3);
+        let slot = Slot::new("/q/limits/r", new_tag(&tasks[0]), &tasks);
+        drop(shrinks(&[SlotShare::new(slot.clone(), &tasks[0])]).await);
+        assert!(write_after(&slot, &tasks[1], &[]).await.is_none());
+        assert!(shrinks(&[SlotShare::new(slot, &tasks[2])]).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_write_that_failed_elsewhere_leaves_no_doubt() {
+        let tasks = names(2);
+        let slot = Slot::new("/q/limits/r", new_tag(&tasks[0]), &tasks);
+        let first = shrinks(&[SlotShare::new(slot.clone(), &tasks[0])]).await;
+        first.into_iter().for_each(Shrink::unchanged);
+        let again = shrinks(&[SlotShare::new(slot.clone(), &tasks[0])]).await;
+        assert_eq!(again[0].from, slot.path(2), "still under its count");
     }
 
     #[tokio::test]

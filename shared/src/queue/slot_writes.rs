@@ -1,0 +1,145 @@
+//! Writing slots (see `slots`): freeing the places of tasks whose handlers ended, finding a
+//! slot's name after a write whose answer never came, and taking back the slots of a claim
+//! whose answer never came.
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::ops::Multi;
+use super::slots::{self, Rename, Shrink, SlotShare, push_rename};
+use crate::error::{Error, Result};
+
+/// How often a slot write lost with the link is tried again, and how many times at most (the
+/// session, whose end deletes the slot anyway, is over well before).
+const SLOT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+const SLOT_TRIES: usize = 120;
+
+impl Queue {
+    /// The writes that free `shares`, a slot at a time (locked in name order until each write
+    /// is answered). A slot in doubt is found among its gate's children first, one read per
+    /// gate; a share already freed (by a clone of its lease, say) or whose slot is gone writes
+    /// nothing.
+    pub(super) async fn shrinks(&self, shares: &[SlotShare]) -> Result<Vec<Shrink>> {
+        let mut locked = slots::lock(shares).await;
+        let mut listed: Vec<(String, Vec<String>)> = Vec::new();
+        for slot in locked.iter_mut().filter(|l| l.in_doubt()) {
+            let gate = slot.gate().to_string();
+            if !listed.iter().any(|(g, _)| *g == gate) {
+                let children = match self.client().list_children(&gate).await {
+                    Ok(children) => children,
+                    Err(zk::Error::NoNode) => Vec::new(),
+                    Err(e) => return Err(Error::zk("list", gate, e)),
+                };
+                listed.push((gate.clone(), children));
+            }
+            let (_, children) = listed.iter().find(|(g, _)| *g == gate).expect("listed");
+            slot.resolve(children);
+        }
+        Ok(locked.into_iter().filter_map(|l| l.shrink()).collect())
+    }
+
+    /// Frees the places `shares` held in slots while their handlers ran: each slot renamed to
+    /// the tasks it has left, or deleted with its last. A write lost with the link (a leader
+    /// change, a dropped connection) is sent again in the background every [`SLOT_RETRY`]
+    /// until it lands or the session ends (which deletes the slot anyway): a place left held
+    /// would shrink its gate for as long as the session lives, which for a worker is as long
+    /// as it runs.
+    pub async fn free_slots(&self, shares: &[SlotShare]) {
+        if shares.is_empty() || self.try_free_slots(shares).await {
+            return;
+        }
+        let (queue, shares) = (self.clone(), shares.to_vec());
+        tokio::spawn(async move {
+            for _ in 0..SLOT_TRIES {
+                tokio::time::sleep(SLOT_RETRY).await;
+                if queue.session_over() || queue.try_free_slots(&shares).await {
+                    return;
+                }
+            }
+            tracing::warn!(?shares, "slot left to its session's end");
+        });
+    }
+
+    /// One multi-op freeing `shares`: whether it is settled (landed, the slot gone, or not
+    /// worth another try).
+    async fn try_free_slots(&self, shares: &[SlotShare]) -> bool {
+        let mut shrinks = match self.shrinks(shares).await {
+            Ok(shrinks) => shrinks,
+            Err(e) => {
+                tracing::warn!(error = %e, "slot not freed yet: its gate unread; again soon");
+                return false;
+            }
+        };
+        while !shrinks.is_empty() {
+            let renames: Vec<Rename> = shrinks.iter().map(Shrink::rename).collect();
+            let mut multi = Multi::new();
+            for (k, rename) in renames.iter().enumerate() {
+                push_rename(&mut multi, k, rename);
+            }
+            let frees: Vec<(String, usize)> = (shrinks.iter())
+                .map(|s| (s.gate().to_string(), s.freed()))
+                .collect();
+            let freeing = self.gate_cache.freeing(&frees);
+            let failed = match self.commit("free slot", &multi).await {
+                Ok(Ok(_)) => {
+                    drop(multi);
+                    self.gate_cache.freed(&freeing);
+                    shrinks.into_iter().for_each(Shrink::done);
+                    return true;
+                }
+                Ok(Err(failed)) => failed,
+                Err(e) => {
+                    tracing::warn!(error = %e, "slot not freed yet: the link dropped; again soon");
+                    return false;
+                }
+            };
+            drop(multi);
+            let shrink = shrinks.remove(failed.tag);
+            if failed.error != zk::Error::NoNode {
+                tracing::warn!(slot = %shrink.from, error = %failed.error, "slot left to its session's end");
+            }
+            // Gone with the session that made it (one replaced while the handler ran).
+            shrink.gone();
+        }
+        true
+    }
+
+    /// Takes back the slots `paths` that a claim whose answer never came may have made: had
+    /// it landed, its tasks' leases are nobody's (they expire, and the tasks run again), but
+    /// the slots would hold their places for the session's life. Deleted in the background
+    /// (a session's requests are answered in order, so after the claim), again every
+    /// [`SLOT_RETRY`] while the link is down.
+    pub(super) fn unmake_slots(&self, paths: Vec<String>) {
+        if paths.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let queue = self.clone();
+        runtime.spawn(async move {
+            for _ in 0..SLOT_TRIES {
+                if queue.session_over() || queue.try_unmake_slots(&paths).await {
+                    return;
+                }
+                tokio::time::sleep(SLOT_RETRY).await;
+            }
+            tracing::warn!(?paths, "a claim's slots left to their session's end");
+        });
+    }
+
+    /// Deletes `paths` where they exist: whether every one was answered.
+    async fn try_unmake_slots(&self, paths: &[String]) -> bool {
+        for path in paths {
+            match self.client().delete(path, None).await {
+                Ok(()) => tracing::info!(slot = %path, "slot of a claim in doubt taken back"),
+                Err(zk::Error::NoNode) => {}
+                Err(e) => {
+                    tracing::warn!(slot = %path, error = %e, "slot of a claim in doubt not taken back yet");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
