@@ -1,9 +1,11 @@
 //! Taking a task: the claim's multi-op (what a claim of a task just read comes to, short of
 //! taking it, is in `claim/prepare.rs`; burying a task nobody can claim is in `bury`).
 
+mod multi;
 mod places;
 mod prepare;
 
+use multi::{Owner, Step, claim_multi};
 use places::{SlotsInDoubt, held_slots, shares_of, slots_of};
 use prepare::Prepared;
 
@@ -13,7 +15,7 @@ use super::Queue;
 use super::gate::{GateWrite, Wanting};
 use super::gate_cache::Turns;
 use super::group_lock::{HeldLock, LockDecision, LockOp};
-use super::ops::{Multi, Op};
+
 use super::pause::Paused;
 use super::slots::SlotShare;
 use crate::clock::ZkTime;
@@ -65,25 +67,6 @@ pub const CLAIM_BATCH: usize = 32;
 
 /// Bytes of task bodies claimed in one multi-op, at most (a larger task is claimed alone).
 pub const CLAIM_BATCH_BYTES: usize = 256 * 1024;
-
-/// What an operation of a claim's multi-op belongs to.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Owner {
-    /// A gate's rewrite (its index).
-    Gate(usize),
-    /// The slot the tasks admitted through a gate hold (the gate's index).
-    Slot(usize),
-    /// A task's (its index in the takes), and which of its operations.
-    Task(usize, Step),
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Step {
-    Lock,
-    Lease,
-    Bump,
-    Task,
-}
 
 /// A task checked and ready to take: its envelope with this attempt counted, rewritten.
 struct Take {
@@ -343,42 +326,7 @@ impl Queue {
                 .map(|(_, t)| (self.layout().task(&t.name), self.layout().lease(&t.name)))
                 .collect();
             let slots = slots_of(&gates, &takes);
-            // The gates' rewrites first, then the slots, then each task's operations, each
-            // tagged with what it belongs to.
-            let mut multi = Multi::new();
-            for (g, gate) in gates.iter().enumerate() {
-                let op = match gate.version {
-                    Some(version) => Op::Set(&gate.path, &gate.data, version),
-                    None => Op::Create(&gate.path, &gate.data),
-                };
-                multi.push(Owner::Gate(g), op);
-            }
-            for (g, (path, _)) in slots.iter().enumerate().filter(|(_, s)| !s.1.is_empty()) {
-                multi.push(Owner::Slot(g), Op::CreateEphemeral(path, b""));
-            }
-            for (i, ((_, take), (task_path, lease_path))) in takes.iter().zip(&paths).enumerate() {
-                let step = |step| Owner::Task(i, step);
-                match &take.lock {
-                    Some(LockOp::Create { path, data }) => {
-                        multi.push(step(Step::Lock), Op::Create(path, data));
-                    }
-                    Some(LockOp::TakeOver {
-                        path,
-                        data,
-                        version,
-                    }) => {
-                        multi.push(step(Step::Lock), Op::Set(path, data, *version));
-                    }
-                    None => {}
-                }
-                multi
-                    .push(step(Step::Lease), Op::Create(lease_path, &lease_data))
-                    .push(step(Step::Bump), Op::Set(lease_path, &lease_data, 0))
-                    .push(
-                        step(Step::Task),
-                        Op::Set(task_path, &take.body, take.read_version),
-                    );
-            }
+            let multi = claim_multi(&gates, &slots, &takes, &paths, &lease_data);
             // Until the multi-op is answered, its slots are in doubt (see `SlotsInDoubt`).
             let doubt = SlotsInDoubt::new(self, &slots);
             let committed = self.commit("claim", &multi).await;
