@@ -31,7 +31,7 @@
 //! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics`, `fairness` or `baseline` (the before/after alone, with
 //! `BENCH_BASELINE_BIN` set)
 //! (only that section, [`coldstart`], [`semantics`] or [`fairness`], the second at the first of
-//! `BENCH_SIZES`), `BENCH_FAIR_BIG` (100000: the backlog of the fairness section). No tracing subscriber is installed, so logging costs nothing.
+//! `BENCH_SIZES`), `BENCH_FAIR_BIG` (100000: the backlog of the fairness section), `BENCH_SEMANTICS_ROUNDS` (5). No tracing subscriber is installed, so logging costs nothing.
 
 mod baseline;
 mod coldstart;

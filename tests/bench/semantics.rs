@@ -44,10 +44,16 @@ impl Handler for Gated {
     }
 }
 
-/// Rounds of the section: each measures every row and its baseline once, one after the other,
-/// and a row's figure is the median of its rounds' ratios (the machine's speed drifts between
-/// rounds, less within one).
-const ROUNDS: usize = 5;
+/// Rounds of the section (`BENCH_SEMANTICS_ROUNDS`, default 5): each measures every row and
+/// its baseline once, one after the other, and a row's figure is the median of its rounds'
+/// ratios (the machine's speed drifts between rounds, less within one).
+fn rounds() -> usize {
+    std::env::var("BENCH_SEMANTICS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .filter(|r| *r > 0)
+        .unwrap_or(5)
+}
 
 /// One round's rates, tasks per second.
 struct Round {
@@ -110,16 +116,17 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// Measures [`ROUNDS`] rounds over `n` tasks and prints each row: the median rates, and the
+/// Measures [`rounds`] rounds over `n` tasks and prints each row: the median rates, and the
 /// median of the rounds' ratios with their range.
 pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
-    let mut rounds = Vec::with_capacity(ROUNDS);
-    for _ in 0..ROUNDS {
+    let count = rounds();
+    let mut rounds = Vec::with_capacity(count);
+    for _ in 0..count {
         rounds.push(round(addr, n, concurrency).await?);
     }
     println!();
     println!(
-        "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}; medians of {ROUNDS} rounds):"
+        "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}; medians of {count} rounds):"
     );
     type Rate = fn(&Round) -> f64;
     let rows: [(&str, Rate, String, Rate, String); 8] = [
