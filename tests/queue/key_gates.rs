@@ -8,12 +8,21 @@ use event_bridge::{Envelope, reap, stats};
 use serde_json::json;
 
 use harness::TestQueue;
+use zookeeper_client as zk;
 
 mod in_doubt;
 
 /// Restraints whose default route lets each key have `per_key` at once.
 fn per_key(per_key: KeyLimit) -> Restraints {
     harness::per_key_restraints(Limit::default(), per_key)
+}
+
+/// Restraints whose default route lets each key have `max` tasks in flight.
+fn capped(max: u32) -> Restraints {
+    per_key(KeyLimit {
+        max_in_flight: Some(max),
+        rate_per_ms: None,
+    })
 }
 
 /// Publishes a task with concurrency key `key`; its name.
@@ -74,10 +83,7 @@ fn claimed(outcome: ClaimOutcome) -> Lease {
 #[tokio::test]
 async fn a_key_at_its_cap_waits_without_an_attempt_while_another_key_goes() {
     let t = TestQueue::new().await;
-    let restraints = per_key(KeyLimit {
-        max_in_flight: Some(1),
-        rate_per_ms: None,
-    });
+    let restraints = capped(1);
     let (first, second, other) = (
         publish(&t, "tenant-a").await,
         publish(&t, "tenant-a").await,
@@ -108,10 +114,7 @@ async fn a_key_at_its_cap_waits_without_an_attempt_while_another_key_goes() {
 #[tokio::test]
 async fn stats_show_the_keys_in_flight_and_those_at_their_cap() {
     let t = TestQueue::new().await;
-    let restraints = per_key(KeyLimit {
-        max_in_flight: Some(2),
-        rate_per_ms: None,
-    });
+    let restraints = capped(2);
     for key in ["full", "full", "half"] {
         let name = publish(&t, key).await;
         claimed(claim(&t, &name, &restraints).await);
@@ -138,15 +141,12 @@ async fn stats_show_the_keys_in_flight_and_those_at_their_cap() {
 #[tokio::test]
 async fn the_reaper_sweeps_a_keys_gate_only_once_it_is_idle_and_its_bucket_full() {
     let t = TestQueue::new().await;
-    let capped = per_key(KeyLimit {
-        max_in_flight: Some(1),
-        rate_per_ms: None,
-    });
+    let cap_one = capped(1);
     let rated = per_key(KeyLimit {
         max_in_flight: None,
         rate_per_ms: Some(1.0 / 3_600_000.0), // 1/h
     });
-    let mut held = claimed(claim(&t, &publish(&t, "capped").await, &capped).await);
+    let mut held = claimed(claim(&t, &publish(&t, "capped").await, &cap_one).await);
     claimed(claim(&t, &publish(&t, "rated").await, &rated).await);
     let now = t.queue.server_time().await.unwrap().now_ms();
     let later = |ms: i64| ZkTime::at(now + ms);
@@ -230,10 +230,7 @@ async fn a_completion_deletes_its_slots_and_completes_without_one_already_gone()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stats_command_lists_the_keys_in_flight() {
     let t = TestQueue::new().await;
-    let one = per_key(KeyLimit {
-        max_in_flight: Some(1),
-        rate_per_ms: None,
-    });
+    let one = capped(1);
     claimed(claim(&t, &publish(&t, "tenant/7").await, &one).await);
     let out = crate::cli::eb(&t, &["stats"], "");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -262,10 +259,7 @@ async fn the_stats_command_lists_the_keys_in_flight() {
 #[tokio::test]
 async fn a_new_keys_gate_is_made_by_the_claim_and_again_after_its_parents_were_deleted() {
     let t = TestQueue::new().await;
-    let restraints = per_key(KeyLimit {
-        max_in_flight: Some(2),
-        rate_per_ms: None,
-    });
+    let restraints = capped(2);
     let first = publish(&t, "tenant-a").await;
     let mut held = claimed(claim(&t, &first, &restraints).await);
     assert_eq!(
@@ -299,10 +293,7 @@ async fn a_new_keys_gate_is_made_by_the_claim_and_again_after_its_parents_were_d
 #[tokio::test]
 async fn a_claim_through_a_gate_another_consumer_moved_reads_it_afresh_and_goes_through() {
     let t = TestQueue::new().await;
-    let restraints = per_key(KeyLimit {
-        max_in_flight: Some(3),
-        rate_per_ms: None,
-    });
+    let restraints = capped(3);
     let other = t.consumer("other").await;
     let mut names = Vec::new();
     for _ in 0..4 {
@@ -326,13 +317,25 @@ async fn a_claim_through_a_gate_another_consumer_moved_reads_it_afresh_and_goes_
     }
 }
 
-/// Claims `names` together, in one claim batch, as `t.queue`.
-async fn claim_together(t: &TestQueue, names: &[String], restraints: &Restraints) -> Vec<Lease> {
+/// Tasks `names` as a claim takes them: name, body and stat, just read.
+async fn reads_of(t: &TestQueue, names: &[String]) -> Vec<(String, Vec<u8>, zk::Stat)> {
     let mut reads = Vec::new();
     for name in names {
         let (body, stat) = t.raw.get_data(&t.queue.layout().task(name)).await.unwrap();
         reads.push((name.clone(), body, stat));
     }
+    reads
+}
+
+/// Claims a task of `tenant-a` and frees its place: `t.queue` knows the key's gate from then on.
+async fn learn_gate(t: &TestQueue, restraints: &Restraints) {
+    let mut first = claimed(claim(t, &publish(t, "tenant-a").await, restraints).await);
+    t.queue.free_slots(&first.take_slots()).await;
+}
+
+/// Claims `names` together, in one claim batch, as `t.queue`.
+async fn claim_together(t: &TestQueue, names: &[String], restraints: &Restraints) -> Vec<Lease> {
+    let reads = reads_of(t, names).await;
     let now = t.queue.server_time().await.unwrap();
     let outcomes = t.queue.claim_many(&reads, &now, restraints).await.unwrap();
     outcomes.into_iter().map(|o| claimed(o.unwrap())).collect()
@@ -344,10 +347,7 @@ async fn claim_together(t: &TestQueue, names: &[String], restraints: &Restraints
 #[tokio::test]
 async fn a_claims_tasks_hold_one_slot_together_until_the_last_of_them_ends() {
     let t = TestQueue::new().await;
-    let restraints = per_key(KeyLimit {
-        max_in_flight: Some(3),
-        rate_per_ms: None,
-    });
+    let restraints = capped(3);
     let mut names = Vec::new();
     for _ in 0..5 {
         names.push(publish(&t, "tenant-a").await);
@@ -392,13 +392,8 @@ async fn a_claims_tasks_hold_one_slot_together_until_the_last_of_them_ends() {
 #[tokio::test]
 async fn an_older_consumers_slot_counts_one_task() {
     let t = TestQueue::new().await;
-    let restraints = per_key(KeyLimit {
-        max_in_flight: Some(2),
-        rate_per_ms: None,
-    });
-    let first = publish(&t, "tenant-a").await;
-    let mut held = claimed(claim(&t, &first, &restraints).await);
-    t.queue.free_slots(&held.take_slots()).await;
+    let restraints = capped(2);
+    learn_gate(&t, &restraints).await;
     let older = format!(
         "{}/concurrency/@default/tenant-a/task-0000000999",
         t.config.root
@@ -411,11 +406,7 @@ async fn an_older_consumers_slot_counts_one_task() {
     let (data, _) = t.raw.get_data(&gate).await.unwrap();
     t.raw.set_data(&gate, &data, None).await.unwrap();
     let names = [publish(&t, "tenant-a").await, publish(&t, "tenant-a").await];
-    let mut reads = Vec::new();
-    for name in &names {
-        let (body, stat) = t.raw.get_data(&t.queue.layout().task(name)).await.unwrap();
-        reads.push((name.clone(), body, stat));
-    }
+    let reads = reads_of(&t, &names).await;
     let now = t.queue.server_time().await.unwrap();
     let outcomes = t.queue.claim_many(&reads, &now, &restraints).await.unwrap();
     assert!(

@@ -5,22 +5,14 @@
 use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
-use event_bridge::limit::KeyLimit;
-use event_bridge::queue::{ClaimOutcome, KEY_GATE_IDLE_MS, Restraints, Settled};
+use event_bridge::queue::{ClaimOutcome, KEY_GATE_IDLE_MS, Settled};
 use event_bridge::reap;
 use futures::FutureExt;
 
-use super::{claim, claim_at, claim_together, claimed, per_key, publish, slots};
+use super::{capped, claim_at, claim_together, claimed, learn_gate, publish, reads_of, slots};
 use harness::TestQueue;
 
 const GATE: &str = "concurrency/@default/tenant-a";
-
-fn capped(max: u32) -> Restraints {
-    per_key(KeyLimit {
-        max_in_flight: Some(max),
-        rate_per_ms: None,
-    })
-}
 
 /// A consumer that knew a key's gate at version 0 meets it swept by the reaper and made again
 /// by another consumer, at version 0 again, with that consumer's task in it: it reads the gate
@@ -30,8 +22,7 @@ async fn a_gate_swept_and_made_again_is_read_before_a_claim_goes_through_it() {
     let t = TestQueue::new().await;
     let restraints = capped(1);
     let other = t.consumer("other").await;
-    let mut first = claimed(claim(&t, &publish(&t, "tenant-a").await, &restraints).await);
-    t.queue.free_slots(&first.take_slots()).await;
+    learn_gate(&t, &restraints).await;
     let now = t.queue.server_time().await.unwrap().now_ms();
     let later = ZkTime::at(now + 2 * KEY_GATE_IDLE_MS);
     let swept = reap::reap_at(&t.queue, &later).await.unwrap();
@@ -90,15 +81,10 @@ async fn a_free_whose_answer_never_came_is_found_under_the_name_it_gave() {
 async fn a_claim_whose_answer_never_came_gives_its_slot_back() {
     let t = TestQueue::new().await;
     let restraints = capped(2);
-    // A claim through the gate first: this consumer knows it and claims without a read.
-    let mut first = claimed(claim(&t, &publish(&t, "tenant-a").await, &restraints).await);
-    t.queue.free_slots(&first.take_slots()).await;
+    // This consumer knows the gate, so its claim goes without a read.
+    learn_gate(&t, &restraints).await;
     let names = [publish(&t, "tenant-a").await, publish(&t, "tenant-a").await];
-    let mut reads = Vec::new();
-    for name in &names {
-        let (body, stat) = t.raw.get_data(&t.queue.layout().task(name)).await.unwrap();
-        reads.push((name.clone(), body, stat));
-    }
+    let reads = reads_of(&t, &names).await;
     let now = t.queue.server_time().await.unwrap();
     let claim_many = t.queue.claim_many(&reads, &now, &restraints);
     assert!(
