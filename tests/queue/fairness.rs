@@ -159,3 +159,40 @@ async fn stats_count_the_key_lanes() {
     );
     assert!(stats.oldest_task_age_ms.is_some());
 }
+
+/// A key lane's head moves only once it is a window behind: a drain of a key's few tasks
+/// writes no head (its next walk's first window covers them anyway), and the key's next
+/// tasks are still found; a drain of more than a window moves it.
+#[tokio::test]
+async fn a_key_lanes_head_is_written_once_it_is_a_window_behind() {
+    let t = TestQueue::new().await;
+    let head = |t: &TestQueue| {
+        let path = format!("{}/lanes/keys/few", t.config.root);
+        let raw = t.raw.clone();
+        async move { raw.get_data(&path).await.unwrap() }
+    };
+    publish(&t, Some("few"), 5).await;
+    let (_, before) = head(&t).await;
+    let drain = harness::options(1_000, 8);
+    let report = process::run(&t.queue, &Recorder::default(), &drain).await;
+    assert_eq!(report.unwrap().completed, 5);
+    let (_, after) = head(&t).await;
+    assert_eq!(
+        after.mzxid, before.mzxid,
+        "five tasks: the head is not written"
+    );
+    publish(&t, Some("few"), WINDOW + 3).await;
+    let report = process::run(&t.queue, &Recorder::default(), &drain).await;
+    assert_eq!(
+        report.unwrap().completed,
+        WINDOW as u32 + 3,
+        "found from the old head"
+    );
+    let (data, moved) = head(&t).await;
+    assert_ne!(
+        moved.mzxid, before.mzxid,
+        "a window and more behind: written"
+    );
+    let head: serde_json::Value = serde_json::from_slice(&data).unwrap();
+    assert_eq!(head["next"], WINDOW + 8, "{head}");
+}
