@@ -55,37 +55,80 @@ fn rounds() -> usize {
         .unwrap_or(5)
 }
 
-/// One round's rates, tasks per second.
-struct Round {
-    plain: f64,
-    keyed: f64,
-    ungrouped: f64,
-    grouped: f64,
-    kept: f64,
-    gated: f64,
-    keyed_drain: f64,
-    laned: f64,
-    batch_publish: f64,
-    batch_drain: f64,
+/// One round: per row (in [`rows`]' order), the baseline's rate and the semantic's, tasks per
+/// second, measured one right after the other.
+type Round = [(f64, f64); ROWS];
+
+/// Rows of the section.
+const ROWS: usize = 8;
+
+/// The rows: what is measured, the baseline's label and the semantic's.
+fn rows() -> [(&'static str, &'static str, String); ROWS] {
+    [
+        ("publish", "without keys", "with a key each".into()),
+        ("drain", "ungrouped", format!("in {GROUPS} ordered groups")),
+        (
+            "drain",
+            "without KEEP_DONE",
+            "with completion records".into(),
+        ),
+        (
+            "drain",
+            "unlimited",
+            format!("through a route with max_in_flight {GATE_SLOTS}"),
+        ),
+        (
+            "drain",
+            "without keys",
+            format!(
+                "over {CONCURRENCY_KEYS} concurrency keys, per_key max_in_flight {PER_KEY_SLOTS}"
+            ),
+        ),
+        (
+            "drain",
+            "normal only",
+            "a third each high, normal, low".into(),
+        ),
+        ("publish", "without keys", "into one batch".into()),
+        (
+            "drain",
+            "no batch",
+            "all of one batch (counted, one callback)".into(),
+        ),
+    ]
 }
 
-/// Measures every row once over `n` tasks.
-async fn round(addr: &str, n: usize, concurrency: usize) -> Result<Round> {
-    let plain = publish_rate(addr, n, |_| None).await?;
-    let keyed = publish_rate(addr, n, |i| Some(format!("key-{i}"))).await?;
-    let ungrouped = drain_rate(addr, n, concurrency, |_, _| {}, |_| {}).await?;
+/// Two rates measured one right after the other, the semantic's first when `flip` (every other
+/// round), so that neither always meets the server as the other left it: (baseline, semantic).
+async fn pair<B, S>(flip: bool, base: B, semantic: S) -> Result<(f64, f64)>
+where
+    B: std::future::Future<Output = Result<f64>>,
+    S: std::future::Future<Output = Result<f64>>,
+{
+    if flip {
+        let semantic = semantic.await?;
+        Ok((base.await?, semantic))
+    } else {
+        let base = base.await?;
+        Ok((base, semantic.await?))
+    }
+}
+
+/// Measures every row once over `n` tasks, each against a baseline of its own taken beside it
+/// (one baseline for every row let a slow or fast baseline drain move them all at once).
+async fn round(addr: &str, n: usize, concurrency: usize, flip: bool) -> Result<Round> {
+    let plain = || publish_rate(addr, n, |_| None);
+    let ungrouped = || drain_rate(addr, n, concurrency, |_, _| {}, |_| {});
+    let keyed = publish_rate(addr, n, |i| Some(format!("key-{i}")));
     let group = |i: usize, e: &mut Envelope| e.group = Some(format!("g{}", i % GROUPS));
-    let grouped = drain_rate(addr, n, concurrency, group, |_| {}).await?;
+    let grouped = drain_rate(addr, n, concurrency, group, |_| {});
     let keep = |c: &mut Config| c.keep_done = Some(Duration::from_secs(3600));
-    let kept = drain_rate(addr, n, concurrency, |_, _| {}, keep).await?;
-    let lanes = [Priority::High, Priority::Normal, Priority::Low];
-    let lane = |i: usize, e: &mut Envelope| e.priority = lanes[i % 3];
-    let laned = drain_rate(addr, n, concurrency, lane, |_| {}).await?;
+    let kept = drain_rate(addr, n, concurrency, |_, _| {}, keep);
     let capped = Limit {
         max_in_flight: Some(GATE_SLOTS),
         ..Limit::default()
     };
-    let gated = gated_drain_rate(addr, n, concurrency, capped, |_| None).await?;
+    let gated = gated_drain_rate(addr, n, concurrency, capped, |_| None);
     let per_key = Limit {
         per_key: Some(KeyLimit {
             max_in_flight: Some(PER_KEY_SLOTS),
@@ -94,21 +137,20 @@ async fn round(addr: &str, n: usize, concurrency: usize) -> Result<Round> {
         ..Limit::default()
     };
     let key = |i: usize| Some(format!("tenant-{}", i % CONCURRENCY_KEYS));
-    let keyed_drain = gated_drain_rate(addr, n, concurrency, per_key, key).await?;
-    let batch_publish = batch_rate(addr, n, concurrency, false).await?;
-    let batch_drain = batch_rate(addr, n, concurrency, true).await?;
-    Ok(Round {
-        batch_publish,
-        batch_drain,
-        plain,
-        keyed,
-        ungrouped,
-        grouped,
-        kept,
-        gated,
-        keyed_drain,
-        laned,
-    })
+    let keyed_drain = gated_drain_rate(addr, n, concurrency, per_key, key);
+    let lanes = [Priority::High, Priority::Normal, Priority::Low];
+    let lane = |i: usize, e: &mut Envelope| e.priority = lanes[i % 3];
+    let laned = drain_rate(addr, n, concurrency, lane, |_| {});
+    Ok([
+        pair(flip, plain(), keyed).await?,
+        pair(flip, ungrouped(), grouped).await?,
+        pair(flip, ungrouped(), kept).await?,
+        pair(flip, ungrouped(), gated).await?,
+        pair(flip, ungrouped(), keyed_drain).await?,
+        pair(flip, ungrouped(), laned).await?,
+        pair(flip, plain(), batch_rate(addr, n, concurrency, false)).await?,
+        pair(flip, ungrouped(), batch_rate(addr, n, concurrency, true)).await?,
+    ])
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -120,82 +162,21 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// median of the rounds' ratios with their range.
 pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
     let count = rounds();
-    let mut rounds = Vec::with_capacity(count);
-    for _ in 0..count {
-        rounds.push(round(addr, n, concurrency).await?);
+    let mut rounds: Vec<Round> = Vec::with_capacity(count);
+    for r in 0..count {
+        rounds.push(round(addr, n, concurrency, r % 2 == 1).await?);
     }
     println!();
     println!(
-        "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}; medians of {count} rounds):"
+        "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}; medians of {count} rounds, each row beside a baseline of its own, in turn first and second):"
     );
-    type Rate = fn(&Round) -> f64;
-    let rows: [(&str, Rate, String, Rate, String); 8] = [
-        (
-            "publish",
-            |r| r.plain,
-            "without keys".into(),
-            |r| r.keyed,
-            "with a key each".into(),
-        ),
-        (
-            "drain",
-            |r| r.ungrouped,
-            "ungrouped".into(),
-            |r| r.grouped,
-            format!("in {GROUPS} ordered groups"),
-        ),
-        (
-            "drain",
-            |r| r.ungrouped,
-            "without KEEP_DONE".into(),
-            |r| r.kept,
-            "with completion records".into(),
-        ),
-        (
-            "drain",
-            |r| r.ungrouped,
-            "unlimited".into(),
-            |r| r.gated,
-            format!("through a route with max_in_flight {GATE_SLOTS}"),
-        ),
-        (
-            "drain",
-            |r| r.ungrouped,
-            "without keys".into(),
-            |r| r.keyed_drain,
-            format!(
-                "over {CONCURRENCY_KEYS} concurrency keys, per_key max_in_flight {PER_KEY_SLOTS}"
-            ),
-        ),
-        (
-            "drain",
-            |r| r.ungrouped,
-            "normal only".into(),
-            |r| r.laned,
-            "a third each high, normal, low".into(),
-        ),
-        (
-            "publish",
-            |r| r.plain,
-            "without keys".into(),
-            |r| r.batch_publish,
-            "into one batch".into(),
-        ),
-        (
-            "drain",
-            |r| r.ungrouped,
-            "no batch".into(),
-            |r| r.batch_drain,
-            "all of one batch (counted, one callback)".into(),
-        ),
-    ];
-    for (what, base, base_label, rate, label) in rows {
-        let ratios: Vec<f64> = rounds.iter().map(|r| rate(r) / base(r)).collect();
+    for (row, (what, base_label, label)) in rows().into_iter().enumerate() {
+        let ratios: Vec<f64> = rounds.iter().map(|r| r[row].1 / r[row].0).collect();
         let (low, high) = ratios
             .iter()
             .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
-        let base = median(rounds.iter().map(base).collect());
-        let semantic = median(rounds.iter().map(rate).collect());
+        let base = median(rounds.iter().map(|r| r[row].0).collect());
+        let semantic = median(rounds.iter().map(|r| r[row].1).collect());
         println!(
             "  {what:<8} {base:>8.0}/s {base_label}, {semantic:>8.0}/s {label} ({:.2}x; rounds {low:.2}-{high:.2})",
             median(ratios)
