@@ -15,11 +15,15 @@
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
+mod window;
+
+pub use window::{Along, AlongRead};
+
 use super::Queue;
 use super::reads::TaskRead;
 use crate::error::{Error, Result};
 use crate::lane::{Lane, Priority};
-use crate::layout::{self, lane_task_name};
+use crate::layout;
 use crate::lease::LeaseData;
 use crate::progress::ProgressReport;
 
@@ -74,6 +78,8 @@ pub struct Probe {
     pub others: Vec<(Lane, i64)>,
     /// `cversion` of `lanes/keys`, read with it: it moves when a key lane is made.
     pub key_lanes: Option<i32>,
+    /// The windows of other lanes read along with it, in the order asked.
+    pub along: Vec<AlongRead>,
 }
 
 /// Where a lane starts, as [`Queue::read_lanes`] read it.
@@ -149,127 +155,6 @@ impl Head {
 }
 
 impl Queue {
-    /// Reads `count` numbers from `from` of the normal lane (`tasks/`) in one request.
-    pub async fn probe(&self, from: i64, count: usize) -> Result<Probe> {
-        let others = [Priority::High, Priority::Low].map(Lane::from);
-        self.probe_in(&Lane::NORMAL, &others, from, count).await
-    }
-
-    /// Reads `count` numbers from `from` of `lane` in one request: each task and its lease,
-    /// the stat of the lane's parent, the tails of the `others` lanes (so that a walk learns
-    /// of tasks published in a lane it left without a request of its own), and the stat of
-    /// `lanes/keys` (so that it learns of a key lane made since it listed them).
-    pub async fn probe_in(
-        &self,
-        lane: &Lane,
-        others: &[Lane],
-        from: i64,
-        count: usize,
-    ) -> Result<Probe> {
-        let tasks = self.layout().lane_tasks(lane);
-        let mut reader = self.client().new_multi_reader();
-        let mut paths = vec![tasks.clone(), self.layout().key_lanes()];
-        paths.extend(others.iter().map(|p| self.layout().lane_tasks(p)));
-        for number in from..from + count as i64 {
-            let name = lane_task_name(lane, number);
-            paths.push(self.layout().task(&name));
-            paths.push(self.layout().lease(&name));
-        }
-        for path in &paths {
-            reader
-                .add_get_data(path)
-                .map_err(|e| Error::zk("probe", path, e))?;
-        }
-        let gates = self.gates_to_prefetch(lane, count);
-        for path in &gates {
-            let add = |e| Error::zk("probe", path, e);
-            reader.add_get_data(path).map_err(add)?;
-            reader.add_get_children(path).map_err(add)?;
-        }
-        let mut results = reader
-            .commit()
-            .await
-            .map_err(|e| Error::zk("probe", &tasks, e))?
-            .into_iter();
-        let stat = match results.next() {
-            Some(zk::MultiReadResult::Data { stat, .. }) => stat,
-            // A lane not made yet (a key's that never had a task) has none.
-            Some(zk::MultiReadResult::Error {
-                err: zk::Error::NoNode,
-            }) => return Ok(Probe::default()),
-            other => return Err(unexpected(&tasks, other)),
-        };
-        let mut probe = Probe {
-            found: Vec::new(),
-            tail: tail_of(&stat),
-            children: stat.num_children as usize,
-            others: Vec::new(),
-            key_lanes: None,
-        };
-        if let Some(zk::MultiReadResult::Data { stat, .. }) = results.next() {
-            probe.key_lanes = Some(stat.cversion);
-        }
-        for other in others {
-            // A lane whose parent is missing (a queue no consumer of this version set up)
-            // has no tasks.
-            if let Some(zk::MultiReadResult::Data { stat, .. }) = results.next() {
-                probe.others.push((other.clone(), tail_of(&stat)));
-            }
-        }
-        for number in from..from + count as i64 {
-            let (task, lease) = (results.next(), results.next());
-            if let Some(probed) = self.probed(lane_task_name(lane, number), number, task, lease)? {
-                probe.found.push(probed);
-            }
-        }
-        for gate in &gates {
-            self.prefetched_gate(gate, results.next(), results.next());
-        }
-        Ok(probe)
-    }
-
-    /// The gates of a key lane's key a probe of `count` numbers reads along (see
-    /// `gate_cache`): the key's gate in each route that limits keys, so that the claim of the
-    /// window's tasks need not read them first.
-    fn gates_to_prefetch(&self, lane: &Lane, count: usize) -> Vec<String> {
-        let Lane::Key(key) = lane else {
-            return Vec::new();
-        };
-        if count == 0 {
-            return Vec::new();
-        }
-        (self.gate_cache.key_routes().iter())
-            .map(|route| format!("{}/{key}", self.layout().key_gates(route)))
-            .collect()
-    }
-
-    /// Learns gate `gate` from its data and children as a probe read them.
-    fn prefetched_gate(
-        &self,
-        gate: &str,
-        data: Option<zk::MultiReadResult>,
-        children: Option<zk::MultiReadResult>,
-    ) {
-        use zk::MultiReadResult::{Children, Data, Error as Failed};
-        match (data, children) {
-            (Some(Data { data, stat }), Some(Children { children })) => {
-                let bucket = crate::limit::GateData::read(&data).bucket;
-                let in_flight = super::slots::tasks_in_all(&children);
-                let version = Some(stat.version);
-                (self.gate_cache).prefetched(gate, version, in_flight, bucket, stat.mtime);
-            }
-            (
-                Some(Failed {
-                    err: zk::Error::NoNode,
-                }),
-                _,
-            ) => {
-                self.gate_cache.prefetched(gate, None, 0, None, 0);
-            }
-            _ => {}
-        }
-    }
-
     /// Where each lane starts, in one request: its head and its parent's stat (the tail, and
     /// how many children it has); when key lanes exist, two more (see [`Queue::with_key_lanes`]).
     pub async fn read_lanes(&self) -> Result<Lanes> {
@@ -311,49 +196,6 @@ impl Queue {
             .chain([self.layout().key_lanes()])
             .collect();
         super::reads::add_get_data(reader, &paths)
-    }
-
-    /// One number's pair of reads; `None` when no task has that number.
-    fn probed(
-        &self,
-        name: String,
-        number: i64,
-        task: Option<zk::MultiReadResult>,
-        lease: Option<zk::MultiReadResult>,
-    ) -> Result<Option<Probed>> {
-        use zk::MultiReadResult::{Data, Error as Failed};
-        let read = match task {
-            Some(Data { data, stat }) => TaskRead::Found { body: data, stat },
-            Some(Failed {
-                err: zk::Error::NoNode,
-            }) => return Ok(None),
-            Some(Failed {
-                err: zk::Error::NoAuth,
-            }) => TaskRead::Unreadable("not authorized to read it".into()),
-            other => return Err(unexpected(&self.layout().task(&name), other)),
-        };
-        let lease = match lease {
-            Some(Data { data, stat }) => Some(LeaseSeen::from_read(&data, &stat)),
-            Some(Failed {
-                err: zk::Error::NoNode,
-            }) => None,
-            // A lease we may not read is someone's lease all the same.
-            Some(Failed {
-                err: zk::Error::NoAuth,
-            }) => Some(LeaseSeen {
-                consumer_id: None,
-                fencing_token: 0,
-                mtime: 0,
-                progress: None,
-            }),
-            other => return Err(unexpected(&self.layout().lease(&name), other)),
-        };
-        Ok(Some(Probed {
-            number,
-            name,
-            read,
-            lease,
-        }))
     }
 
     /// The normal lane's head, or `None` when no consumer of this version wrote one yet.
