@@ -115,7 +115,10 @@ impl LaneWalk {
             };
         };
         let tail = start.tail + head.data.tail_offset;
-        let empty = tail <= head.data.next && start.children <= head.data.junk;
+        // A lane with no child has no task, wherever its head is (a key lane's head may stay
+        // short of its tail: see `not_worth_a_write`).
+        let empty =
+            start.children == 0 || (tail <= head.data.next && start.children <= head.data.junk);
         LaneWalk {
             next: head.data.next,
             known: Ranges::from_pairs(&head.data.gone),
@@ -274,13 +277,17 @@ impl LaneWalk {
 
     /// Whether moving a key lane's head from `before` to `after` would save the next walk
     /// less than a probe: it starts at the head, and its first window covers a head short of
-    /// a window behind. A drain over 100 keys of 20 tasks wrote a head per key at its end, as
-    /// many writes as its claims and completions together; a key lane's head is now written
-    /// once it is a window behind. Other lanes' heads are written as they move (a walk lists
+    /// a window behind (a lane with no task left costs a walk nothing: see `from_start`). A
+    /// drain over 100 keys of 20 tasks wrote a head per key at its end, as many writes as its
+    /// claims and completions together; a key lane's head is now written once it is a window
+    /// behind, or when the ranges it keeps known gone beyond its number change (a slow task
+    /// holding it back while the tasks after it went). Other lanes' heads are written as they move (a walk lists
     /// `tasks/` when it finds a head missing or far off, and the normal lane holds tasks of
     /// every producer).
     fn not_worth_a_write(&self, before: &HeadData, after: &HeadData) -> bool {
-        matches!(self.lane, Lane::Key(_)) && after.next - before.next < WINDOW as i64
+        matches!(self.lane, Lane::Key(_))
+            && after.next - before.next < WINDOW as i64
+            && after.gone == before.gone
     }
 
     /// The tasks of the next window that has any, in number order; `None` once the walk has

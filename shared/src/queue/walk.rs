@@ -5,7 +5,7 @@
 //! Strict (the default): the walk takes a window of the highest priority that has one. Every
 //! probe also reads the tails of the other lanes (more reads in the same multi-read, no
 //! request of its own), so a task published in a higher lane while the walk is in a lower one
-//! is seen with the next window, and the walk goes back up for it: a high task published
+//! is seen with the next probe, and the walk goes back up for it: a high task published
 //! behind 10^5 low ones is claimed with the next claim batch, not after them.
 //!
 //! Weighted ([`LaneWeights`]): the walk takes windows of the priorities that have any in
@@ -20,7 +20,10 @@
 //! that starts each round of normal's turn, or that comes [`TAILS_EVERY`] windows after the
 //! last that did, reads the tails of the key lanes it knows (past [`TAILS_PER_PROBE`] keys,
 //! the walk reads them apart, less often); every probe reads the stat of `lanes/keys`, whose
-//! `cversion` moves when a key lane is made: the walk lists again before its next window.
+//! `cversion` moves when a key lane is made: the walk lists again before its next window. A
+//! key lane with less than a window left is probed with the windows of the key lanes whose
+//! turns come next (as many as fit in a window together), which the walk then gives in turn
+//! without a request ([`Walk::along_of`]).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -33,7 +36,7 @@ use crate::lane::{Lane, LaneWeights, Priority};
 use super::key_lanes::TAILS_PER_PROBE;
 pub use super::lane_walk::{WIDEST, WINDOW};
 
-/// Windows a walk gives at most before it reads the key lanes' tails again.
+/// Probes a walk sends at most before it reads the key lanes' tails again.
 pub const TAILS_EVERY: usize = 8;
 
 /// Where a walk of the whole queue is.
@@ -54,7 +57,7 @@ pub struct Walk {
     key_version: Option<i32>,
     /// The key lanes must be listed before the next window.
     relist: bool,
-    /// Windows given since the key lanes' tails were last read.
+    /// Probes since the key lanes' tails were last read.
     since_tails: usize,
     /// Windows of key lanes read along with an earlier probe (each with its lane's index),
     /// given in turn before the next probe of normal's lanes.
@@ -178,14 +181,17 @@ impl Walk {
     pub async fn next_window(&mut self, queue: &Queue) -> Result<Option<Vec<Probed>>> {
         self.higher = false;
         loop {
+            // Windows read along go first, before a listing costs a request.
+            if !self.along.is_empty() {
+                let picked = self.pick();
+                if let Some(found) = self.give_along(picked) {
+                    return Ok(Some(found));
+                }
+            }
             if self.relist {
                 self.list_keys(queue).await?;
             }
-            let picked = self.pick();
-            if let Some(found) = self.give_along(picked) {
-                return Ok(Some(found));
-            }
-            let Some(i) = picked else {
+            let Some(i) = self.pick() else {
                 return Ok(None);
             };
             let keys = self.lanes.len() - 3;

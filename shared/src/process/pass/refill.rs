@@ -86,6 +86,8 @@ impl<H: Handler> Pass<'_, '_, H> {
     /// Saves what `walk` knows to the head and starts a new walk from it.
     fn walk_again(&mut self, mut walk: Walk) {
         let run = self.run;
+        // No batch waits for a new walk as for a window (see `tops_up`).
+        self.topped_up = false;
         self.jobs.push(Box::pin(async move {
             let queue = run.queue();
             let again = async {
