@@ -12,7 +12,7 @@ use super::group_lock::HeldLock;
 use super::holder::Settled;
 use super::key_owner::CompletedKey;
 use super::ops::{Multi, Op, Part};
-use super::slots::{Rename, Shrink, SlotShare, push_rename};
+use super::slots::{Shrink, SlotShare, push_rename};
 use crate::error::Result;
 use crate::task::Task;
 use crate::task::batch::MAX_TALLY_BYTES;
@@ -165,14 +165,10 @@ impl Queue {
             // The slots' renames: tagged with their index among `shrinks`.
             let shares: Vec<SlotShare> = extras.iter().flat_map(|e| e.slots.clone()).collect();
             let mut shrinks = self.shrinks(&shares).await?;
-            let renames: Vec<Rename> = shrinks.iter().map(Shrink::rename).collect();
+            let (renames, freeing) = self.slot_frees(&shrinks);
             for (k, rename) in renames.iter().enumerate() {
                 push_rename(&mut multi, (k, Part::Slot), rename);
             }
-            let frees: Vec<(String, usize)> = (shrinks.iter())
-                .map(|s| (s.gate().to_string(), s.freed()))
-                .collect();
-            let freeing = self.gate_cache.freeing(&frees);
             // On an error the caller tries again or gives up; one that gives up frees the
             // slots (the pass does, when the completion does not happen).
             let committed = self.commit("complete", &multi).await;
@@ -201,10 +197,12 @@ impl Queue {
                     tracing::warn!(slot = %failed.path, %error, "slot left to its session's end");
                 }
                 shrinks.remove(at).gone();
-                shrinks.into_iter().for_each(Shrink::unchanged);
+            }
+            // Nothing of the multi-op landed: the other slots keep their names.
+            shrinks.into_iter().for_each(Shrink::unchanged);
+            if part == Part::Slot {
                 continue;
             }
-            shrinks.into_iter().for_each(Shrink::unchanged);
             // Another settlement or publish changed the batch: counted again from a new read.
             if part == Part::Batch && batch_tries < BATCH_TRIES {
                 batch_tries += 1;

@@ -44,7 +44,7 @@ pub(super) struct Known {
 
 /// How long after a gate's last known write what is known of it is used: half the idle time
 /// after which the reaper may delete a key's gate (see the module's comment).
-pub(super) const FRESH_MS: i64 = KEY_GATE_IDLE_MS / 2;
+const FRESH_MS: i64 = KEY_GATE_IDLE_MS / 2;
 
 /// Gates known before the ones nobody is waiting at are let go (they cost a read when met
 /// again).
@@ -132,13 +132,24 @@ impl GateCache {
         let entry = self.entry(gate);
         let mut known = entry.known.lock().expect("not poisoned");
         if known.is_none() {
-            *known = Some(Known {
-                version,
-                in_flight,
-                bucket,
-                written_ms,
-                epoch: self.epochs.fetch_add(1, Ordering::Relaxed),
-            });
+            *known = Some(self.learnt(version, in_flight, bucket, written_ms));
+        }
+    }
+
+    /// Knowledge from a read just made, under an epoch of its own.
+    fn learnt(
+        &self,
+        version: Option<i32>,
+        in_flight: usize,
+        bucket: Option<Bucket>,
+        written_ms: i64,
+    ) -> Known {
+        Known {
+            version,
+            in_flight,
+            bucket,
+            written_ms,
+            epoch: self.epochs.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -152,13 +163,7 @@ impl GateCache {
         bucket: Option<Bucket>,
         written_ms: i64,
     ) -> Known {
-        let known = Known {
-            version,
-            in_flight,
-            bucket,
-            written_ms,
-            epoch: self.epochs.fetch_add(1, Ordering::Relaxed),
-        };
+        let known = self.learnt(version, in_flight, bucket, written_ms);
         *self.entry(gate).known.lock().expect("not poisoned") = Some(known);
         known
     }

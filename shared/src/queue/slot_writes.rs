@@ -5,6 +5,7 @@
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::gate_cache::Freeing;
 use super::ops::Multi;
 use super::slots::{self, Rename, Shrink, SlotShare, push_rename};
 use crate::error::{Error, Result};
@@ -36,6 +37,16 @@ impl Queue {
             slot.resolve(children);
         }
         Ok(locked.into_iter().filter_map(|l| l.shrink()).collect())
+    }
+
+    /// What `shrinks` write (each slot's rename, in their order) and the frees they send,
+    /// under what this process knows of their gates (see `gate_cache`).
+    pub(super) fn slot_frees(&self, shrinks: &[Shrink]) -> (Vec<Rename>, Vec<Freeing>) {
+        let renames = shrinks.iter().map(Shrink::rename).collect();
+        let frees: Vec<(String, usize)> = (shrinks.iter())
+            .map(|s| (s.gate().to_string(), s.freed()))
+            .collect();
+        (renames, self.gate_cache.freeing(&frees))
     }
 
     /// Frees the places `shares` held in slots while their handlers ran: each slot renamed to
@@ -71,15 +82,11 @@ impl Queue {
             }
         };
         while !shrinks.is_empty() {
-            let renames: Vec<Rename> = shrinks.iter().map(Shrink::rename).collect();
+            let (renames, freeing) = self.slot_frees(&shrinks);
             let mut multi = Multi::new();
             for (k, rename) in renames.iter().enumerate() {
                 push_rename(&mut multi, k, rename);
             }
-            let frees: Vec<(String, usize)> = (shrinks.iter())
-                .map(|s| (s.gate().to_string(), s.freed()))
-                .collect();
-            let freeing = self.gate_cache.freeing(&frees);
             let failed = match self.commit("free slot", &multi).await {
                 Ok(Ok(_)) => {
                     drop(multi);
