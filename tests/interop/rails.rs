@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -18,11 +19,11 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, sleep, timeout};
 
-use harness::vercel::free_port;
+use harness::vercel::{VercelBinary, free_port};
 use harness::{TestQueue, uuid_like, workspace_root};
 
 const PUBLISH_SECRET: &str = "publish-secret";
@@ -34,7 +35,7 @@ async fn active_jobs_publish_over_http_and_run_in_the_signed_job_runner() {
     require_ruby();
     let tq = TestQueue::new().await;
     let (secret, record) = (new_secret(), new_record());
-    let runner = Runner::start(&secret, &record, None).await;
+    let runner = Runner::start(Some(&secret), &record, None).await;
     let bridge = bridge(&tq, free_port(), &runner, &secret).await;
 
     let enqueued = enqueue(bridge.port, &[]).await;
@@ -83,7 +84,7 @@ async fn where_they_wait(tq: &TestQueue, plain: &Value, delayed: &Value, urgent:
 async fn a_forged_or_stale_delivery_gets_401_and_runs_nothing() {
     require_ruby();
     let (secret, record) = (new_secret(), new_record());
-    let runner = Runner::start(&secret, &record, None).await;
+    let runner = Runner::start(Some(&secret), &record, None).await;
     let body = json!({"format": "event-bridge/1", "id": "forged", "type": "active_job.default",
         "payload": {"job_class": "Demo::WelcomeJob", "job_id": "forged-job", "queue_name": "default",
             "arguments": ["mallory"], "executions": 0, "locale": "en"}})
@@ -119,7 +120,7 @@ async fn a_refused_publish_raises_in_perform_later_with_the_servers_message() {
     require_ruby();
     let tq = TestQueue::new().await;
     let (secret, record) = (new_secret(), new_record());
-    let runner = Runner::start(&secret, &record, None).await;
+    let runner = Runner::start(Some(&secret), &record, None).await;
     let bridge = bridge(&tq, free_port(), &runner, &secret).await;
 
     let output = run_enqueue(bridge.port, "not the publish secret", &[]).await;
@@ -141,8 +142,8 @@ async fn a_job_whose_retry_on_gives_up_goes_to_the_dead_letters_at_once() {
     let (secret, record) = (new_secret(), new_record());
     let port = free_port();
     // The runner publishes retry_on's re-enqueue through the same bridge.
-    let publish = format!("http://127.0.0.1:{port}/api/process_events_vercel");
-    let runner = Runner::start(&secret, &record, Some(&publish)).await;
+    let publish = publish_url(port);
+    let runner = Runner::start(Some(&secret), &record, Some(&publish)).await;
     let bridge = bridge(&tq, port, &runner, &secret).await;
 
     let enqueued = enqueue(bridge.port, &["retrying"]).await;
@@ -173,6 +174,152 @@ async fn a_job_whose_retry_on_gives_up_goes_to_the_dead_letters_at_once() {
         "{letter}"
     );
     assert_eq!(dead.len(), 1, "{dead:?}");
+}
+
+#[tokio::test]
+async fn the_adapter_is_set_without_the_publish_url_and_the_first_perform_later_names_it() {
+    require_ruby();
+    let tq = TestQueue::new().await;
+    let server = publish_server(&tq).await;
+    // As a Rails app boots (a process that only runs jobs, `rails assets:precompile`): the
+    // adapter is set with no publish URL; the URL comes later, and then the jobs publish.
+    let program = r##"
+        ActiveJob::Base.queue_adapter = :event_bridge
+        puts "adapter set"
+        begin
+          Demo::WelcomeJob.perform_later("ada")
+        rescue StandardError => e
+          puts "#{e.class}: #{e.message}"
+        end
+        ENV["EVENT_BRIDGE_PUBLISH_URL"] = ENV.fetch("LATER_URL")
+        ENV["EVENT_BRIDGE_PUBLISH_SECRET"] = ENV.fetch("LATER_SECRET")
+        puts Demo::WelcomeJob.perform_later("grace").provider_job_id
+    "##;
+    let mut command = ruby_program(program);
+    command
+        .env("LATER_URL", publish_url(server.port))
+        .env("LATER_SECRET", PUBLISH_SECRET);
+    let stdout = run_ruby(command).await;
+    let lines: Vec<_> = stdout.lines().collect();
+    let [set, refused, published] = lines[..] else {
+        panic!("three lines: {stdout}");
+    };
+    assert_eq!(set, "adapter set");
+    assert!(
+        refused.starts_with("KeyError: EVENT_BRIDGE_PUBLISH_URL is not set"),
+        "{refused}"
+    );
+    assert_eq!(tq.children("tasks").await, [published], "only grace's job");
+}
+
+#[tokio::test]
+async fn enqueue_all_publishes_every_job_in_one_request_and_sets_each_provider_job_id() {
+    require_ruby();
+    let tq = TestQueue::new().await;
+    let server = publish_server(&tq).await;
+    let (proxy, seen) = recording_proxy(server.port).await;
+    // Debian's ActiveJob 6.1 has no perform_all_later, so the adapter's enqueue_all is called
+    // as Rails 7.1 calls it, on jobs given the two members 7.1 adds: `successfully_enqueued=`,
+    // which the adapter sets, and `successfully_enqueued?`, which Rails reads back.
+    let program = r##"
+        ActiveJob::Base.attr_writer :successfully_enqueued
+        ActiveJob::Base.define_method(:successfully_enqueued?) { @successfully_enqueued }
+        ActiveJob::Base.queue_adapter = :event_bridge
+        adapter = ActiveJob::Base.queue_adapter
+        first = Demo::WelcomeJob.perform_later("ada")
+        again = Demo::WelcomeJob.new("ada").tap { |job| job.job_id = first.job_id }
+        later = Demo::ReminderJob.new("grace").tap { |job| job.scheduled_at = Time.now.to_f + 60 }
+        urgent = Demo::FlakyJob.new("linus").tap { |job| job.priority = -1 }
+        jobs = [Demo::WelcomeJob.new("barbara"), later, urgent, again]
+        count = adapter.enqueue_all(jobs)
+        empty = adapter.enqueue_all([])
+        refused = [Demo::WelcomeJob.new("mallory")]
+        publisher = EventBridge::Publisher.new(url: ENV["EVENT_BRIDGE_PUBLISH_URL"], secret: "wrong")
+        refusal = begin
+          ActiveJob::QueueAdapters::EventBridgeAdapter.new(publisher).enqueue_all(refused)
+        rescue EventBridge::PublishError => e
+          e.message
+        end
+        shown = lambda do |job|
+          { job_id: job.job_id, provider_job_id: job.provider_job_id,
+            enqueued: job.successfully_enqueued? }
+        end
+        puts JSON.generate(first: first.provider_job_id, count: count, jobs: jobs.map(&shown),
+                           empty: empty, refusal: refusal, refused: refused.map(&shown))
+    "##;
+    let mut command = ruby_program(program);
+    command
+        .env("EVENT_BRIDGE_PUBLISH_URL", publish_url(proxy))
+        .env("EVENT_BRIDGE_PUBLISH_SECRET", PUBLISH_SECRET);
+    let stdout = run_ruby(command).await;
+    let out: Value = serde_json::from_str(stdout.trim()).expect(&stdout);
+
+    let requests = seen.lock().expect("not poisoned").clone();
+    let tasks_sent: Vec<_> = requests
+        .iter()
+        .map(|(_, body)| body.lines().count())
+        .collect();
+    assert_eq!(
+        tasks_sent,
+        [1, 4, 1],
+        "perform_later, the 4 jobs in one request, none for no job, the refused one: {requests:#?}"
+    );
+    assert_eq!(
+        (&out["count"], &out["empty"]),
+        (&json!(4), &json!(0)),
+        "{out}"
+    );
+    let jobs = out["jobs"].as_array().expect(&stdout);
+    let [fresh, later, urgent, again] = &jobs[..] else {
+        panic!("{out}");
+    };
+    assert!(jobs.iter().all(|job| job["enqueued"] == true), "{out}");
+    // The high lane's tasks live under lanes/high, the others under tasks/.
+    for (job, dir) in [(fresh, "tasks"), (later, "tasks"), (urgent, "lanes/high")] {
+        let name = job["provider_job_id"].as_str().expect(&stdout);
+        let task = tq.read_json(&format!("{dir}/{name}")).await;
+        assert_eq!(task["payload"]["job_id"], job["job_id"], "{task}");
+    }
+    assert_eq!(
+        again["provider_job_id"], out["first"],
+        "a job whose key is taken gets the task that has it"
+    );
+    let name = later["provider_job_id"].as_str().unwrap_or_default();
+    let due = tq.read_json(&format!("tasks/{name}")).await["retry_at"].as_u64();
+    let soonest = unix_seconds() * 1000 + 50_000;
+    assert!(
+        due.is_some_and(|due| due >= soonest),
+        "due a minute on: {due:?}"
+    );
+    let normal = tq.children("tasks").await.len();
+    assert_eq!(normal, 3, "ada's, then 2 new (and 1 in the high lane)");
+
+    let refusal = out["refusal"].as_str().unwrap_or_default();
+    assert!(refusal.contains("HTTP 401"), "{out}");
+    let refused = &out["refused"][0];
+    assert!(
+        refused["provider_job_id"].is_null() && refused["enqueued"] != true,
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_runner_without_its_webhook_secret_boots_and_answers_500_naming_it() {
+    require_ruby();
+    let record = new_record();
+    let runner = Runner::start(None, &record, None).await;
+    let body = json!({"format": "event-bridge/1", "id": "unchecked", "type": "active_job.default",
+        "payload": {"job_class": "Demo::WelcomeJob", "job_id": "unchecked-job", "queue_name": "default",
+            "arguments": ["ada"], "executions": 0, "locale": "en"}})
+    .to_string();
+    let signed = standard_headers(&new_secret(), "unchecked", unix_seconds(), &body);
+    let (status, answer) = post(runner.port, &runner.path, &signed, &body).await;
+    assert_eq!(status, 500, "{answer}");
+    assert!(
+        answer.contains("EVENT_BRIDGE_WEBHOOK_SECRET: not set"),
+        "{answer}"
+    );
+    assert!(read_runs(&record).is_empty(), "nothing ran");
 }
 
 // ---- Helpers ----
@@ -223,16 +370,20 @@ struct Runner {
 }
 
 impl Runner {
-    /// Starts the runner; with `publish`, its jobs' re-enqueues publish there.
-    async fn start(secret: &str, record: &PathBuf, publish: Option<&str>) -> Self {
+    /// Starts the runner (with `secret` as EVENT_BRIDGE_WEBHOOK_SECRET, none if `None`); with
+    /// `publish`, its jobs' re-enqueues publish there.
+    async fn start(secret: Option<&str>, record: &PathBuf, publish: Option<&str>) -> Self {
         let mut command = ruby("serve.rb");
+        command.env_remove("EVENT_BRIDGE_WEBHOOK_SECRET");
+        if let Some(secret) = secret {
+            command.env("EVENT_BRIDGE_WEBHOOK_SECRET", secret);
+        }
         if let Some(url) = publish {
             command
                 .env("EVENT_BRIDGE_PUBLISH_URL", url)
                 .env("EVENT_BRIDGE_PUBLISH_SECRET", PUBLISH_SECRET);
         }
         let mut child = command
-            .env("EVENT_BRIDGE_WEBHOOK_SECRET", secret)
             .env("EVENT_BRIDGE_DEMO_RECORD", record)
             .env("PORT", "0")
             .stdout(Stdio::piped())
@@ -292,12 +443,105 @@ async fn bridge(tq: &TestQueue, port: u16, runner: &Runner, secret: &str) -> Bri
     }
 }
 
+/// `process_events_vercel` taking publishes with PUBLISH_SECRET, with no route (nothing is
+/// delivered). Killed when dropped.
+async fn publish_server(tq: &TestQueue) -> VercelBinary {
+    let env = [("PUBLISH_SECRET", PUBLISH_SECRET)];
+    VercelBinary::start("process_events_vercel", &tq.config, &env).await
+}
+
+/// The publish URL of a server on `port`.
+fn publish_url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}/api/process_events_vercel")
+}
+
+/// `ruby -e program` after `demo/jobs.rb` (the gem and the demo jobs), from the workspace, with
+/// no publish setting but what the test gives.
+fn ruby_program(program: &str) -> Command {
+    let mut command = Command::new("ruby");
+    command
+        .args(["-I", "examples/ruby/lib", "-r", "./examples/ruby/demo/jobs"])
+        .args(["-e", program])
+        .current_dir(workspace_root())
+        .env_remove("EVENT_BRIDGE_PUBLISH_URL")
+        .env_remove("EVENT_BRIDGE_PUBLISH_SECRET")
+        .kill_on_drop(true);
+    command
+}
+
+/// What `command` printed, once it exited 0.
+async fn run_ruby(mut command: Command) -> String {
+    let output = command.output().await.expect("run ruby");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "ruby failed: {stdout}{stderr}");
+    stdout
+}
+
+/// The requests a proxy passed on, each as its request line and body.
+type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A proxy on a port of its own that passes each request on to `port` and keeps it: how many
+/// requests a publish took, and what each carried. It ends with the test's runtime.
+async fn recording_proxy(port: u16) -> (u16, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let own = listener.local_addr().expect("addr").port();
+    let seen = Seen::default();
+    let kept = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move { pass_on(stream, port, &kept).await });
+        }
+    });
+    (own, seen)
+}
+
+/// Reads one request (its body as long as its Content-Length), keeps it, sends it on to `port`
+/// with its Authorization, and the answer back.
+async fn pass_on(stream: TcpStream, port: u16, kept: &Mutex<Vec<(String, String)>>) {
+    let mut reader = BufReader::new(stream);
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).await.expect("read a request");
+        match line.trim_end() {
+            "" => break,
+            line => head.push(line.to_string()),
+        }
+    }
+    let header = |name: &str| {
+        head.iter().skip(1).find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_string())
+        })
+    };
+    let length = header("content-length").map_or(0, |n| n.parse().expect(&n));
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).await.expect("read the body");
+    let body = String::from_utf8(body).expect("UTF-8");
+    let mut words = head[0].split(' ');
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    kept.lock()
+        .expect("not poisoned")
+        .push((format!("{method} {path}"), body.clone()));
+    let auth = header("authorization").map(|value| ("Authorization", value));
+    let (status, answer) = request(port, method, path, auth.as_slice(), &body).await;
+    let reply = format!(
+        "HTTP/1.1 {status} Passed on\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{answer}",
+        answer.len()
+    );
+    let mut stream = reader.into_inner();
+    stream.write_all(reply.as_bytes()).await.expect("answer");
+}
+
 /// Runs `demo/enqueue.rb` against the bridge with `secret`.
 async fn run_enqueue(port: u16, secret: &str, jobs: &[&str]) -> std::process::Output {
-    let url = format!("http://127.0.0.1:{port}/api/process_events_vercel");
     ruby("enqueue.rb")
         .args(jobs)
-        .env("EVENT_BRIDGE_PUBLISH_URL", url)
+        .env("EVENT_BRIDGE_PUBLISH_URL", publish_url(port))
         .env("EVENT_BRIDGE_PUBLISH_SECRET", secret)
         .output()
         .await

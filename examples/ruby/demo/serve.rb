@@ -11,11 +11,14 @@ require "rack/handler/webrick"
 require "webrick"
 require_relative "jobs"
 
-# Jobs that retry_on re-enqueue publish like any other when a publish URL is given.
-ActiveJob::Base.queue_adapter = :event_bridge if ENV["EVENT_BRIDGE_PUBLISH_URL"]
+# As in a Rails app, whether or not this process publishes: the adapter reads
+# EVENT_BRIDGE_PUBLISH_URL at the first publish (a retry_on re-enqueue), so it boots without.
+ActiveJob::Base.queue_adapter = :event_bridge
 
+# Made at boot, as config/routes.rb makes it (`mount EventBridge::JobRunner.new => …`).
+runner = EventBridge::JobRunner.new
 app = Rack::Builder.new do
-  map("/event_bridge/jobs") { run EventBridge::JobRunner.new }
+  map("/event_bridge/jobs") { run runner }
 end
 
 server = WEBrick::HTTPServer.new(BindAddress: "127.0.0.1", Port: Integer(ENV.fetch("PORT", "0")),

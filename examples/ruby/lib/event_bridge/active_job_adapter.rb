@@ -50,18 +50,15 @@ module ActiveJob
     # `ActiveJob::Base.queue_adapter = :event_bridge`: `perform_later` publishes the job as
     # one task over HTTP to `process_events` (EVENT_BRIDGE_PUBLISH_URL, with
     # `Authorization: Bearer $EVENT_BRIDGE_PUBLISH_SECRET`) and sets `provider_job_id` to the
-    # task's name. A refused or failed publish raises EventBridge::PublishError from
-    # `perform_later` with the server's message; it is not an ActiveJob::EnqueueError, so
-    # Rails 7's perform_later does not turn it into a `false`.
+    # task's name. The variables are read at the first publish, not when the adapter is set: an
+    # app that only runs jobs, or a `rails assets:precompile` without runtime secrets, boots
+    # without them, and without the URL the first `perform_later` raises KeyError naming it. A
+    # refused or failed publish raises EventBridge::PublishError from `perform_later` with the
+    # server's message; it is not an ActiveJob::EnqueueError, so Rails 7's perform_later does
+    # not turn it into a `false`.
     class EventBridgeAdapter
       def initialize(publisher = nil)
-        @publisher = publisher || EventBridge::Publisher.new(
-          url: ENV.fetch("EVENT_BRIDGE_PUBLISH_URL") do
-            raise KeyError, "EVENT_BRIDGE_PUBLISH_URL is not set: the URL of process_events " \
-                            "(https://<app>.vercel.app/api/process_events_vercel)"
-          end,
-          secret: ENV["EVENT_BRIDGE_PUBLISH_SECRET"]
-        )
+        @publisher = publisher
       end
 
       def enqueue(job)
@@ -72,10 +69,13 @@ module ActiveJob
         publish(job, timestamp)
       end
 
-      # Rails 7.1's perform_all_later: one request, all or nothing.
+      # Rails 7.1's perform_all_later: every job in one publish, all or nothing. Each job gets
+      # its task as provider_job_id (one whose key is taken gets the task that has it, as with
+      # perform_later) and, on Rails 7.1+, successfully_enqueued; the count is all of them. A
+      # refused or failed publish raises PublishError and enqueues none.
       def enqueue_all(jobs)
         tasks = jobs.map { |job| EventBridge::JobTask.task(job, job.scheduled_at&.to_f) }
-        @publisher.publish(tasks).zip(jobs).each do |item, job|
+        publisher.publish(tasks).zip(jobs) do |item, job|
           job.provider_job_id = name_of(item)
           job.successfully_enqueued = true if job.respond_to?(:successfully_enqueued=)
         end
@@ -89,8 +89,20 @@ module ActiveJob
 
       private
 
+      def publisher
+        @publisher ||= begin
+          url = ENV["EVENT_BRIDGE_PUBLISH_URL"].to_s
+          if url.empty?
+            raise KeyError, "EVENT_BRIDGE_PUBLISH_URL is not set: the URL of process_events " \
+                            "(https://<app>.vercel.app/api/process_events_vercel)"
+          end
+
+          EventBridge::Publisher.new(url: url, secret: ENV["EVENT_BRIDGE_PUBLISH_SECRET"])
+        end
+      end
+
       def publish(job, timestamp)
-        item = @publisher.publish([EventBridge::JobTask.task(job, timestamp)]).first
+        item = publisher.publish([EventBridge::JobTask.task(job, timestamp)]).first
         job.provider_job_id = name_of(item)
         item
       end

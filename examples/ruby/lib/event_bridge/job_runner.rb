@@ -48,24 +48,22 @@ module EventBridge
   class JobRunner
     JSON_TYPE = { "Content-Type" => "application/json" }.freeze
 
-    def initialize(secret: ENV["EVENT_BRIDGE_WEBHOOK_SECRET"],
-                   tolerance: WebhookSignature::TOLERANCE_SECONDS, retry_stopped_status: 422)
-      raise KeyError, "EVENT_BRIDGE_WEBHOOK_SECRET is not set: the route's whsec_ secret" if secret.nil? || secret.empty?
-
-      @signature = begin
-        WebhookSignature.new(secret, tolerance: tolerance)
-      rescue ArgumentError => e
-        raise ArgumentError, "EVENT_BRIDGE_WEBHOOK_SECRET: #{e.message}"
-      end
+    # `secret` defaults to EVENT_BRIDGE_WEBHOOK_SECRET as it is at the first request, so that
+    # routes.rb loads without it (a `rails assets:precompile` without runtime secrets); until
+    # it is set (and a whsec_ secret), every delivery gets 500 naming it and runs nothing.
+    def initialize(secret: nil, tolerance: WebhookSignature::TOLERANCE_SECONDS, retry_stopped_status: 422)
+      @secret = secret
+      @tolerance = tolerance
       @retry_stopped_status = retry_stopped_status
     end
 
     def call(env)
       return answer(405, error: "Method Not Allowed", message: "POST a task") unless env["REQUEST_METHOD"] == "POST"
+      return answer(500, error: "Misconfigured", message: @misconfigured) unless signature
 
       body = read(env)
-      problem = @signature.problem(id: env["HTTP_WEBHOOK_ID"], timestamp: env["HTTP_WEBHOOK_TIMESTAMP"],
-                                   signature: env["HTTP_WEBHOOK_SIGNATURE"], body: body)
+      problem = signature.problem(id: env["HTTP_WEBHOOK_ID"], timestamp: env["HTTP_WEBHOOK_TIMESTAMP"],
+                                  signature: env["HTTP_WEBHOOK_SIGNATURE"], body: body)
       return answer(401, error: "Unauthorized", message: problem) if problem
 
       payload, problem = job_data(body)
@@ -75,6 +73,20 @@ module EventBridge
     end
 
     private
+
+    # The signature check, made at the first request; nil (and why, in @misconfigured) while
+    # the secret is unset or not a whsec_ one.
+    def signature
+      @signature ||= begin
+        secret = @secret || ENV["EVENT_BRIDGE_WEBHOOK_SECRET"]
+        raise ArgumentError, "not set (the route's whsec_ secret)" if secret.to_s.empty?
+
+        WebhookSignature.new(secret, tolerance: @tolerance)
+      rescue ArgumentError => e
+        @misconfigured = "EVENT_BRIDGE_WEBHOOK_SECRET: #{e.message}"
+        nil
+      end
+    end
 
     def read(env)
       input = env["rack.input"]

@@ -49,8 +49,11 @@ module EventBridge
 
     # Sends `tasks` (hashes with :type and :payload, and optionally the other fields the HTTP
     # publish takes) in one request; returns the answer's `published` items in order.
-    # Raises PublishError with the server's message on any answer but 202.
+    # Raises PublishError with the server's message on any answer but 202. No task, no request:
+    # a POST without a body is a run, not a publish.
     def publish(tasks)
+      return [] if tasks.empty?
+
       body = tasks.map { |task| JSON.generate(task) }.join("\n")
       headers = @sign ? @sign.call(@uri.to_s, body) : {}
       response = post(body, headers)

@@ -6,7 +6,7 @@
 #   ActiveJob::Base.queue_adapter = :event_bridge      # or config.active_job.queue_adapter
 #   mount EventBridge::JobRunner.new => "/event_bridge/jobs"   # config/routes.rb
 #
-# Settings, from the environment:
+# Settings, from the environment, read when first needed (so that the app boots without them):
 #
 # - EVENT_BRIDGE_PUBLISH_URL: process_events' HTTP entry
 #   (https://<app>.vercel.app/api/process_events_vercel)
