@@ -350,32 +350,59 @@ async function publishKeyed(client, data, key, id, root, acls, priority = 'norma
   throw new Error(`idempotency key ${JSON.stringify(key)} kept changing; try again`);
 }
 
+// The due index's bucket for keys no consumer has filed yet (docs/WIRE-FORMAT.md, "Debounce").
+const UNFILED_BUCKET = '0000000000000';
+// A place's due time, 9999-12-31T23:59:59Z in ms (docs/WIRE-FORMAT.md, "Places").
+const PLACE_DUE_MS = 253402300799000;
+
 /**
  * Writes the envelope `data` to `ROOT/debounce/<key>` (docs/WIRE-FORMAT.md, "Debounce"):
- * created when nothing is pending for the key, else rewritten at the version read. Resolves
- * to the id of the envelope it replaced, or null when it created the node.
+ * created when nothing is pending for the key, with the key's entry in the due index's
+ * unfiled bucket (and, for a grouped task, its place in its lane) in the same transaction;
+ * else rewritten at the version read (with the entry too when the rewrite may make the key due
+ * sooner). Resolves to the id of the envelope it replaced, or null when it created the node.
+ * A key pending in another group than `data`'s is refused.
  */
 async function writeDebounced(client, data, key, root = '/event-bridge',
   acls = zookeeper.ACL.OPEN_ACL_UNSAFE) {
   const base = root.replace(/\/+$/, '');
-  const path = `${base}/debounce/${keyNode(key)}`;
+  const node = keyNode(key);
+  const path = `${base}/debounce/${node}`;
+  const entry = `${base}/debounce-due/${UNFILED_BUCKET}/${node}`;
+  const body = JSON.parse(data.toString('utf8'));
   for (let i = 0; i < 5; i++) {
-    let pending;
+    let pending = null;
     let stat;
     try {
       [pending, stat] = await call((cb) => client.getData(path, cb));
     } catch (err) {
       if (codeOf(err) !== zookeeper.Exception.NO_NODE) throw err;
-      if (await createDebounced(client, path, data, acls)) return null;
+    }
+    const [filed] = await call((cb) => client.exists(entry, cb));
+    if (pending === null) {
+      if (await createDebounced(client, base, path, filed ? null : entry, body, acls)) return null;
       continue;
     }
+    const old = pendingEnvelope(pending);
+    if ((old.group ?? null) !== (body.group ?? null)) {
+      throw new Error(`debounce_key ${JSON.stringify(key)} is pending in ` +
+        `${groupName(old.group)}: a publish of it keeps that group until it fires`);
+    }
+    const rewrite = old.placed === undefined ? body : { ...body, placed: old.placed };
+    const tx = client.transaction().setData(path, bodyBytes(rewrite), stat.version);
+    if (!filed && fallsDueSooner(body.debounce || {}, old.debounce)) {
+      tx.create(entry, Buffer.alloc(0), acls, zookeeper.CreateMode.PERSISTENT);
+    }
     try {
-      await call((cb) => client.setData(path, data, stat.version, cb));
+      await call((cb) => tx.commit(cb));
       return pendingId(pending);
     } catch (err) {
       const code = codeOf(err);
       // Another publish, or a consumer firing the task, got in first: read again.
-      if (code !== zookeeper.Exception.BAD_VERSION && code !== zookeeper.Exception.NO_NODE) {
+      if (code === zookeeper.Exception.NO_NODE) {
+        await ensureDebouncePaths(client, base, acls);
+      } else if (code !== zookeeper.Exception.BAD_VERSION &&
+        code !== zookeeper.Exception.NODE_EXISTS) {
         throw err;
       }
     }
@@ -385,21 +412,80 @@ async function writeDebounced(client, data, key, root = '/event-bridge',
 }
 
 /**
- * Creates the pending node `path`; false when another publish created it first, or when its
- * parent `ROOT/debounce` was missing (created now): look again.
+ * Creates the pending node `path` with the key's unfiled `entry` (null: one is there already)
+ * and, for a grouped task, its place; false when another publish created it first, or when a
+ * parent was missing (created now): look again.
  */
-async function createDebounced(client, path, data, acls) {
+async function createDebounced(client, base, path, entry, body, acls) {
+  const grouped = body.group !== undefined && body.group !== null;
+  const task = grouped ? { ...body, placed: body.id } : body;
+  const tx = client.transaction().create(path, bodyBytes(task), acls,
+    zookeeper.CreateMode.PERSISTENT);
+  if (entry !== null) tx.create(entry, Buffer.alloc(0), acls, zookeeper.CreateMode.PERSISTENT);
+  if (grouped) {
+    const place = placeBody(body, { debounce: { key: body.debounce.key } });
+    const prefix = taskPrefix(base, body.priority || 'normal', undefined, body.group);
+    tx.create(prefix, bodyBytes(place), acls, zookeeper.CreateMode.PERSISTENT_SEQUENTIAL);
+  }
   try {
-    await call((cb) => client.create(path, data, acls, zookeeper.CreateMode.PERSISTENT, cb));
+    await call((cb) => tx.commit(cb));
     return true;
   } catch (err) {
     const code = codeOf(err);
     if (code === zookeeper.Exception.NODE_EXISTS) return false;
     if (code !== zookeeper.Exception.NO_NODE) throw err;
   }
-  const parent = path.slice(0, path.lastIndexOf('/'));
-  await call((cb) => client.mkdirp(parent, null, acls, zookeeper.CreateMode.PERSISTENT, cb));
+  await ensureDebouncePaths(client, base, acls);
   return false;
+}
+
+/** Creates the base paths and the parents a debounced publish writes under. */
+async function ensureDebouncePaths(client, base, acls) {
+  await ensurePaths(client, base, acls);
+  for (const parent of ['debounce', `debounce-due/${UNFILED_BUCKET}`]) {
+    await call((cb) => client.mkdirp(`${base}/${parent}`, null, acls,
+      zookeeper.CreateMode.PERSISTENT, cb));
+  }
+}
+
+/**
+ * The place that keeps grouped `task`'s turn in its lane while it waits elsewhere
+ * (docs/WIRE-FORMAT.md, "Places").
+ */
+function placeBody(task, standsFor) {
+  const place = {
+    format: FORMAT, id: task.id, type: task.type, time: task.time, payload: null,
+    group: task.group, retry_at: PLACE_DUE_MS, place: standsFor,
+  };
+  if (task.on_dead !== undefined) place.on_dead = task.on_dead;
+  return place;
+}
+
+/** The pending envelope `data` as an object ({} when it is not one). */
+function pendingEnvelope(data) {
+  try {
+    const body = JSON.parse(data.toString('utf8'));
+    return body && typeof body === 'object' ? body : {};
+  } catch {
+    return {};
+  }
+}
+
+function groupName(group) {
+  return group === undefined || group === null ? 'no group' : `group ${JSON.stringify(group)}`;
+}
+
+/**
+ * Whether a publish asking for `debounce` may make a key pending with `pending` (its debounce,
+ * undefined when unreadable) due sooner: a shorter period, or a maximum shorter or new.
+ */
+function fallsDueSooner(debounce, pending) {
+  if (!pending || typeof pending !== 'object') return true;
+  const mine = debounce.max_ms;
+  const theirs = pending.max_ms;
+  const shorterMax = mine !== undefined && mine !== null &&
+    (theirs === undefined || theirs === null || mine < theirs);
+  return (debounce.period_ms || 0) < (pending.period_ms || 0) || shorterMax;
 }
 
 /** The `id` of the pending envelope `data` ('' when it is not one). */

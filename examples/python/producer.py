@@ -305,38 +305,119 @@ def existing(zk, key_path):
     return None
 
 
+# The due index's bucket for keys no consumer has filed yet (docs/WIRE-FORMAT.md, "Debounce").
+UNFILED_BUCKET = "0000000000000"
+# A place's due time, 9999-12-31T23:59:59Z in ms (docs/WIRE-FORMAT.md, "Places").
+PLACE_DUE_MS = 253_402_300_799_000
+
+
 def write_debounced(zk, data, key, root="/event-bridge", acl=None):
     """Writes the envelope ``data`` to ``ROOT/debounce/<key>`` (docs/WIRE-FORMAT.md,
-    "Debounce"): created when nothing is pending for the key, else rewritten at the version
-    read. Returns the id of the envelope it replaced, or None when it created the node."""
+    "Debounce"): created when nothing is pending for the key, with the key's entry in the due
+    index's unfiled bucket (and, for a grouped task, its place in its lane) in the same
+    transaction; else rewritten at the version read (with the entry too when the rewrite may
+    make the key due sooner). Returns the id of the envelope it replaced, or None when it
+    created the node. A key pending in another group than ``data``'s is refused
+    (``ValueError``)."""
     root = root.rstrip("/")
-    path = f"{root}/debounce/{key_node(key)}"
+    node = key_node(key)
+    path = f"{root}/debounce/{node}"
+    entry = f"{root}/debounce-due/{UNFILED_BUCKET}/{node}"
+    body = json.loads(data)
     for _ in range(5):
         try:
             pending, stat = zk.get(path)
         except NoNodeError:
-            if create_debounced(zk, path, data, acl):
+            pending = None
+        filed = zk.exists(entry) is not None
+        if pending is None:
+            done = create_debounced(zk, root, path, None if filed else entry, body, acl)
+            if done:
                 return None
             continue
-        try:
-            zk.set(path, data, version=stat.version)
+        old = pending_envelope(pending)
+        if old.get("group") != body.get("group"):
+            raise ValueError(
+                f"debounce_key {key!r} is pending in {group_name(old.get('group'))}: a publish "
+                "of it keeps that group until it fires")
+        rewrite = dict(body)
+        if old.get("placed") is not None:
+            rewrite["placed"] = old["placed"]
+        sooner = falls_due_sooner(body.get("debounce", {}), old.get("debounce"))
+        tx = zk.transaction()
+        tx.set_data(path, body_bytes(rewrite), version=stat.version)
+        if sooner and not filed:
+            tx.create(entry, b"", acl=acl)
+        results = tx.commit()
+        if not any(isinstance(r, Exception) for r in results):
             return pending_id(pending)
-        except (BadVersionError, NoNodeError):
-            pass  # another publish, or a consumer firing the task, got in first: read again
+        if any(isinstance(r, NoNodeError) for r in results[1:]):
+            ensure_debounce_paths(zk, root, acl)
+        # Otherwise another publish, or a consumer firing the task, got in first: read again.
     raise KazooException(f"debounce key {key!r} kept changing while it was published; try again")
 
 
-def create_debounced(zk, path, data, acl=None):
-    """Creates the pending node ``path``; False when another publish created it first, or when
-    its parent ``ROOT/debounce`` was missing (created now): look again."""
-    try:
-        zk.create(path, data, acl=acl)
+def create_debounced(zk, root, path, entry, body, acl=None):
+    """Creates the pending node ``path`` with the key's unfiled ``entry`` (None: one is there
+    already) and, for a grouped task, its place; False when another publish created it first,
+    or when a parent was missing (created now): look again."""
+    tx = zk.transaction()
+    if body.get("group") is not None:
+        body = dict(body, placed=body["id"])
+        place = place_body(body, {"debounce": {"key": body["debounce"]["key"]}})
+        prefix = task_prefix(root, body.get("priority", "normal"), None, body["group"])
+    tx.create(path, body_bytes(body), acl=acl)
+    if entry is not None:
+        tx.create(entry, b"", acl=acl)
+    if body.get("group") is not None:
+        tx.create(prefix, body_bytes(place), acl=acl, sequence=True)
+    results = tx.commit()
+    if not any(isinstance(r, Exception) for r in results):
         return True
-    except NodeExistsError:
-        return False
-    except NoNodeError:
-        zk.ensure_path(path.rsplit("/", 1)[0], acl=acl)
-        return False
+    if any(isinstance(r, NoNodeError) for r in results):
+        ensure_debounce_paths(zk, root, acl)
+    return False
+
+
+def ensure_debounce_paths(zk, root, acl=None):
+    """Creates the base paths and the parents a debounced publish writes under."""
+    ensure_paths(zk, root, acl)
+    for parent in ("/debounce", f"/debounce-due/{UNFILED_BUCKET}"):
+        zk.ensure_path(root + parent, acl=acl)
+
+
+def place_body(task, stands_for):
+    """The place that keeps grouped ``task``'s turn in its lane while it waits elsewhere
+    (docs/WIRE-FORMAT.md, "Places")."""
+    place = {"format": FORMAT, "id": task["id"], "type": task["type"], "time": task["time"],
+             "payload": None, "group": task["group"], "retry_at": PLACE_DUE_MS,
+             "place": stands_for}
+    if task.get("on_dead") is not None:
+        place["on_dead"] = task["on_dead"]
+    return place
+
+
+def pending_envelope(data):
+    """The pending envelope ``data`` as a dict ({} when it is not one)."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def group_name(group):
+    return "no group" if group is None else f"group {group!r}"
+
+
+def falls_due_sooner(debounce, pending):
+    """Whether a publish asking for ``debounce`` may make a key pending with ``pending`` (its
+    debounce, None when unreadable) due sooner: a shorter period, or a maximum shorter or new."""
+    if not isinstance(pending, dict):
+        return True
+    mine, theirs = debounce.get("max_ms"), pending.get("max_ms")
+    shorter_max = mine is not None and (theirs is None or mine < theirs)
+    return debounce.get("period_ms", 0) < pending.get("period_ms", 0) or shorter_max
 
 
 def pending_id(data):

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::inspect::{self, Status};
 use crate::queue::{ClaimOutcome, Queue, parse_waiting};
+use crate::task::StandsFor;
 
 /// What a cancel did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -52,6 +53,7 @@ pub async fn cancel(queue: &Queue, key: &str) -> Result<Cancelled> {
             Status::Pending { task } => pending(queue, &task.name).await?,
             Status::Waiting { task } => waiting(queue, &task.name).await?,
             Status::Blocked { task } => blocked(queue, &task).await?,
+            Status::Place { task } => place(queue, &task).await?,
             Status::Leased { task } => {
                 let id = task.id.clone().unwrap_or_else(|| task.name.clone());
                 Some(held(queue, key, &id, &task.name).await?)
@@ -124,6 +126,38 @@ async fn blocked(queue: &Queue, task: &crate::inspect::TaskInfo) -> Result<Optio
     }))
 }
 
+/// Cancels what the place `task` shows stands for (a place is never cancelled itself: it
+/// goes when its group's turn comes); `None` when that changed meanwhile.
+async fn place(queue: &Queue, task: &crate::inspect::TaskInfo) -> Result<Option<Cancelled>> {
+    let (Some(place), Some(id)) = (&task.place, &task.id) else {
+        return Ok(None);
+    };
+    match &place.stands_for {
+        StandsFor::Parents => {
+            let Some((body, stat)) = queue.read_path(&queue.layout().blocked(id)).await? else {
+                return Ok(None);
+            };
+            let done = queue.cancel_blocked(id, &body, stat.version).await?;
+            Ok(done.then(|| Cancelled::Cancelled {
+                name: crate::layout::Layout::blocked_name(id),
+            }))
+        }
+        StandsFor::Debounce { key } => {
+            let pending = queue.read_path(&queue.layout().debounced(key)).await?;
+            let Some((body, _)) = pending else {
+                return Ok(None);
+            };
+            match serde_json::from_slice::<crate::Envelope>(&body) {
+                Ok(e) if e.placed.as_deref() == Some(id) => withdraw(queue, key, &e.id).await,
+                _ => Ok(None),
+            }
+        }
+        StandsFor::Dead { letter, .. } => Ok(Some(Cancelled::Dead {
+            name: letter.clone(),
+        })),
+    }
+}
+
 /// Withdraws the debounced publish `id` pending under `key`; `None` when a publish of the key
 /// replaced it or it fired meanwhile (the caller looks again).
 async fn withdraw(queue: &Queue, key: &str, id: &str) -> Result<Option<Cancelled>> {
@@ -162,11 +196,12 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
         },
         Status::Dead { name, .. } => Cancelled::Dead { name },
         // Not a state a held task goes to: as one that ended.
-        Status::Blocked { .. } | Status::Completed { .. } | Status::NotFound => {
-            Cancelled::Finished {
-                name: name.to_string(),
-            }
-        }
+        Status::Blocked { .. }
+        | Status::Place { .. }
+        | Status::Completed { .. }
+        | Status::NotFound => Cancelled::Finished {
+            name: name.to_string(),
+        },
     };
     if !matches!(after, Cancelled::Marked { .. }) {
         queue.unmark_cancelled(id).await?;

@@ -115,6 +115,7 @@ proptest! {
                 prop_assert_eq!(back, value);
             }
             Body::Envelope(_) => prop_assert!(matches!(task::parse(&again), Body::Envelope(_))),
+            Body::Place(_) => prop_assert!(matches!(task::parse(&again), Body::Place(_))),
             Body::Poison(_) => prop_assert_eq!(again, body),
         }
     }

@@ -174,6 +174,56 @@ async fn producers_debounce_by_key_and_refuse_a_bad_period() {
         t.children("tasks").await.is_empty(),
         "a debounced publish creates no task"
     );
+    // Each key is in the due index, so a run finds it once it is due (30 s after its last
+    // publish, by ZooKeeper's clock).
+    let (mut first, mut last) = (i64::MAX, 0);
+    for key in ["doc-node", "doc-python"] {
+        let path = format!("{}/debounce/{key}", t.config.root);
+        let mtime = t.raw.get_data(&path).await.unwrap().1.mtime;
+        (first, last) = (first.min(mtime), last.max(mtime));
+    }
+    assert_eq!(t.queue.fire_debounced(first + 29_999).await.unwrap(), 0);
+    assert_eq!(t.queue.fire_debounced(last + 30_000).await.unwrap(), 2);
+    assert_eq!(t.children("tasks").await.len(), 2);
+}
+
+/// A grouped debounced publish keeps its turn in its group: the producers create its place in
+/// its lane with it, and a grouped task published after it runs after it.
+#[tokio::test]
+async fn producers_keep_a_debounced_grouped_tasks_turn() {
+    require_python();
+    require_node();
+    for (i, language) in ["python", "node"].into_iter().enumerate() {
+        let t = TestQueue::new().await;
+        let debounced = ["--group", "g", "--debounce-key", "k", "--debounce", "1ms"];
+        let mut first = producers_with(&t, r#"{"n":1}"#, &debounced)
+            .into_iter()
+            .nth(i);
+        published(first.as_mut().unwrap());
+        let mut second = producers_with(&t, r#"{"n":2}"#, &["--group", "g"])
+            .into_iter()
+            .nth(i);
+        published(second.as_mut().unwrap());
+        let lane = t.children("tasks").await;
+        assert_eq!(lane.len(), 2, "{language}: the place and the second task");
+        let place = t.read_json(&format!("tasks/{}", lane[0])).await;
+        assert_eq!(
+            place["place"]["debounce"]["key"], "k",
+            "{language}: {place}"
+        );
+        // Due a millisecond after its publish: by the time the run reads ZooKeeper's clock.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let recorder = harness::Recorder::default();
+        let options = harness::options(10, 2);
+        let run = event_bridge::process::run(&t.queue, &recorder, &options);
+        run.await.unwrap();
+        let seen = recorder.seen.lock().unwrap().clone();
+        let order: Vec<&Value> = seen
+            .iter()
+            .map(|task| &task.envelope.payload["n"])
+            .collect();
+        assert_eq!(order, [1, 2], "{language}");
+    }
 }
 
 /// Fields whose publish must write more than the task (`after` registers the child with its

@@ -168,6 +168,7 @@ async fn init_creates_the_base_paths() {
             "clock",
             "dead",
             "debounce",
+            "debounce-due",
             "delayed",
             "dependents",
             "groups",

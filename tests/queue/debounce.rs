@@ -315,3 +315,41 @@ async fn a_bulk_publish_of_one_key_leaves_its_last_envelope() {
     assert_eq!(pending["id"], envelopes[39].id.as_str());
     assert_eq!(pending["payload"], json!({ "n": 39 }));
 }
+
+/// A due key fires whatever the number of keys pending: 10 000 keys wait an hour, and the one
+/// ZooKeeper lists last (where a look at the first 256 names never reaches) is made due at
+/// once by a publish with a shorter period. The next run fires it, and only it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_due_key_fires_among_ten_thousand_pending() {
+    let t = TestQueue::new().await;
+    let hour = 3_600_000;
+    let envelopes: Vec<Envelope> = (0..10_000)
+        .map(|n| debounced(&format!("doc-{n}"), n, hour, None))
+        .collect();
+    t.queue.publish_all(&envelopes).await.unwrap();
+    let (_, mtime) = times(&t, "doc-0").await;
+    assert_eq!(t.queue.fire_debounced(mtime + 1).await.unwrap(), 0);
+
+    let listed = t.children("debounce").await;
+    assert_eq!(listed.len(), 10_000);
+    let path = format!("{}/debounce", t.config.root);
+    let order = t.raw.list_children(&path).await.unwrap();
+    let last = order.last().unwrap().clone();
+    assert!(
+        order.len() > 256,
+        "listed where a look at the first 256 never reaches"
+    );
+    let n: usize = last.trim_start_matches("doc-").parse().unwrap();
+    t.queue
+        .publish(&debounced(&last, n, 1, None))
+        .await
+        .unwrap();
+    let (_, mtime) = times(&t, &last).await;
+
+    assert_eq!(t.queue.fire_debounced(mtime + 1).await.unwrap(), 1);
+    let tasks = t.children("tasks").await;
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    let fired = t.read_json(&format!("tasks/{}", tasks[0])).await;
+    assert_eq!(fired["payload"], json!({ "n": n }));
+    assert_eq!(t.children("debounce").await.len(), 9_999);
+}

@@ -12,6 +12,7 @@ mod dedup;
 mod dependencies;
 mod done;
 mod fairness;
+mod group_places;
 mod groups;
 mod holding;
 mod idle;

@@ -318,3 +318,89 @@ async fn a_busy_worker_still_brings_back_retries_and_frees_a_dead_consumers_task
     assert_eq!(report.reaped, 1, "{report:?}");
     assert!(t.children("tasks").await.is_empty());
 }
+
+/// The grouped tasks of `kinds` (event types), published in order in group `g`.
+fn grouped(kinds: &[&str]) -> Vec<event_bridge::Envelope> {
+    (kinds.iter())
+        .map(|kind| {
+            let mut envelope = event_bridge::Envelope::new(*kind, serde_json::json!({}));
+            envelope.group = Some("g".into());
+            envelope
+        })
+        .collect()
+}
+
+fn types(recorder: &Recorder) -> Vec<String> {
+    (recorder.seen.lock().unwrap().iter())
+        .map(|task| task.envelope.event_type.clone())
+        .collect()
+}
+
+/// A grouped debounced task falls due while a worker waits with nothing in its lanes changing:
+/// the worker's upkeep finds it due and wakes the lane, and its place is taken, with no timer
+/// to fall back on; the group's next task follows.
+#[tokio::test]
+async fn a_worker_runs_a_grouped_debounced_task_when_it_falls_due() {
+    let t = TestQueue::new().await;
+    let mut envelopes = grouped(&["debounced", "next"]);
+    envelopes[0].debounce = Some(event_bridge::task::Debounce {
+        key: "k".into(),
+        period_ms: 300,
+        max_ms: None,
+    });
+    t.queue.publish_many(&envelopes).await.unwrap();
+    let recorder = Recorder::default();
+    let (stop, join) = start(watching(config(&t), recorder.clone(), 2));
+    eventually(async || recorder.count() == 2, "both tasks").await;
+    assert_eq!(types(&recorder), ["debounced", "next"]);
+    stop.send(true).unwrap();
+    within(join).await.unwrap();
+}
+
+/// A grouped child whose parent's settlement was left to the reaper's sweep (its consumer died
+/// after the completion, before seeing to the children): the sweep readies the child and wakes
+/// its lane, and the waiting worker runs it, then the rest of its group.
+#[tokio::test]
+async fn a_worker_runs_a_grouped_child_the_sweep_readies() {
+    let t = TestQueue::new().await;
+    let parent = event_bridge::Envelope::new("parent", serde_json::json!({}));
+    let mut envelopes = grouped(&["child", "next"]);
+    envelopes[0].after = vec![parent.id.clone()];
+    let names = (t.queue.publish_many(std::slice::from_ref(&parent)).await).unwrap();
+    t.queue.publish_many(&envelopes).await.unwrap();
+    let recorder = Recorder::default();
+    let (stop, join) = start(watching(config(&t), recorder.clone(), 2));
+    // The parent completes and its consumer dies before its children: what that leaves, by hand.
+    let other = t.consumer("other").await;
+    let held = match other.claim(&names[0], &t.now().await).await.unwrap() {
+        event_bridge::queue::ClaimOutcome::Claimed(lease) => lease,
+        outcome => panic!("{outcome:?}"),
+    };
+    let root = &t.config.root;
+    let marker = format!("{root}/dependents/{}", parent.id);
+    let settled = serde_json::json!({"settled": "completed", "task": names[0]}).to_string();
+    t.raw
+        .set_data(&marker, settled.as_bytes(), None)
+        .await
+        .unwrap();
+    t.raw
+        .delete(&format!("{root}/leases/{}", names[0]), None)
+        .await
+        .unwrap();
+    t.raw
+        .delete(&format!("{root}/tasks/{}", names[0]), None)
+        .await
+        .unwrap();
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        recorder.count(),
+        0,
+        "the child waits for its parent's settlement"
+    );
+    assert_eq!(t.queue.sweep_dependents().await.unwrap(), 1);
+    eventually(async || recorder.count() == 2, "the child and the next").await;
+    assert_eq!(types(&recorder), ["child", "next"]);
+    stop.send(true).unwrap();
+    within(join).await.unwrap();
+}

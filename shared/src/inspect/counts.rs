@@ -51,6 +51,7 @@ pub async fn detailed_stats(queue: &Queue, now: &ZkTime, full: bool) -> Result<D
             };
             let event_type = match task::parse(body) {
                 Body::Envelope(e) => e.event_type,
+                Body::Place(place) => place.event_type,
                 Body::Plain(v) => task::Envelope::from_plain(&probed.name, v, 0).event_type,
                 Body::Poison(_) => "(poison)".into(),
             };

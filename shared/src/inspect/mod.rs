@@ -27,7 +27,7 @@ use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::progress::ProgressReport;
 use crate::queue::{LeaseSeen, Paused, Probed, Queue, TaskRead, Walk};
-use crate::task::{self, Body, Envelope};
+use crate::task::{self, Body, Envelope, Place, StandsFor};
 
 /// A task as `list` and `status` show it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -53,9 +53,23 @@ pub struct TaskInfo {
     /// Set when its event type (or the whole queue) is paused: no consumer claims it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Set for a place (see [`crate::task::Place`]): not a task, but the turn in its group
+    /// of the task it stands for (its `id`), which waits elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub place: Option<PlaceInfo>,
     /// The envelope (or plain body wrapped as one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub envelope: Option<Envelope>,
+}
+
+/// What a place keeps the turn of.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct PlaceInfo {
+    pub group: String,
+    /// What its task waits for: its parents (under `after/`), its debounce (under
+    /// `debounce/<key>`), or nothing more: it died, and the group pauses at its turn.
+    pub stands_for: StandsFor,
 }
 
 /// A lease as `list` and `status` show it.
@@ -106,6 +120,7 @@ pub(crate) async fn info(queue: &Queue, probed: &Probed, now: &ZkTime) -> Result
 pub(crate) fn body_info(name: &str, body: &[u8], stat: &zk::Stat, now: &ZkTime) -> TaskInfo {
     let (envelope, poison) = match task::parse(body) {
         Body::Envelope(e) => (Some(e), None),
+        Body::Place(place) => return place_info(name, place, stat, now),
         Body::Plain(v) => (Some(Envelope::from_plain(name, v, stat.ctime)), None),
         Body::Poison(reason) => (None, Some(reason)),
     };
@@ -126,7 +141,30 @@ pub(crate) fn body_info(name: &str, body: &[u8], stat: &zk::Stat, now: &ZkTime) 
         poison,
         unreadable: false,
         paused: false,
+        place: None,
         envelope,
+    }
+}
+
+/// A place as operators see it: the task it keeps the turn of, and what that task waits for.
+fn place_info(name: &str, place: Place, stat: &zk::Stat, now: &ZkTime) -> TaskInfo {
+    TaskInfo {
+        name: name.to_string(),
+        id: Some(place.id),
+        event_type: Some(place.event_type),
+        attempts: 0,
+        age_ms: now.now_ms() - stat.ctime,
+        backoff_left_ms: None,
+        last_error: None,
+        lease: None,
+        poison: None,
+        unreadable: false,
+        paused: false,
+        place: Some(PlaceInfo {
+            group: place.group,
+            stands_for: place.stands_for,
+        }),
+        envelope: None,
     }
 }
 
@@ -164,6 +202,7 @@ async fn unreadable(
         poison: None,
         unreadable: true,
         paused: false,
+        place: None,
         envelope: None,
     })
 }

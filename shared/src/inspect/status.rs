@@ -38,8 +38,15 @@ pub enum Status {
         task: Box<TaskInfo>,
     },
     /// Waiting for its parents under `after/` (its envelope's `waiting_on` names those it
-    /// still waits for): not in a lane yet.
+    /// still waits for): not in a lane yet. (A grouped one that waits for nothing more waits
+    /// for its group to reach its place.)
     Blocked {
+        task: Box<TaskInfo>,
+    },
+    /// A place in a lane (asked for by its name): the turn in its group of the task it stands
+    /// for (`task.place`; `task.id` is that task's, or its debounced publish's), which waits
+    /// elsewhere. Never run itself.
+    Place {
         task: Box<TaskInfo>,
     },
     Dead {
@@ -183,7 +190,11 @@ async fn dead(queue: &Queue, key: &str) -> Result<Status> {
 }
 
 fn classify(info: TaskInfo) -> Status {
-    if info.lease.is_some() {
+    if info.place.is_some() {
+        Status::Place {
+            task: Box::new(info),
+        }
+    } else if info.lease.is_some() {
         Status::Leased {
             task: Box::new(info),
         }

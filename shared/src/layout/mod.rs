@@ -282,6 +282,26 @@ impl Layout {
         format!("{}/debounce/{}", self.root, encode_segment(key))
     }
 
+    /// The due index of debounced keys: one bucket per 10 s in which keys fall due, and the
+    /// bucket of keys no run has filed yet ([`UNFILED_BUCKET`]).
+    pub fn debounce_due(&self) -> String {
+        format!("{}/debounce-due", self.root)
+    }
+
+    /// The index bucket `bucket` (ZooKeeper ms; [`UNFILED_BUCKET`] for keys not filed yet).
+    pub fn debounce_due_bucket(&self, bucket: i64) -> String {
+        format!("{}/debounce-due/{bucket:013}", self.root)
+    }
+
+    /// Debounce key `key`'s entry in index bucket `bucket`.
+    pub fn debounce_due_entry(&self, bucket: i64, key: &str) -> String {
+        format!(
+            "{}/debounce-due/{bucket:013}/{}",
+            self.root,
+            encode_segment(key)
+        )
+    }
+
     /// The parent of the lanes other than normal's (`tasks/`).
     pub fn lanes(&self) -> String {
         format!("{}/lanes", self.root)
@@ -352,6 +372,8 @@ impl Layout {
             self.key_lanes(),
             self.heads(),
             self.debounce(),
+            self.debounce_due(),
+            self.debounce_due_bucket(UNFILED_BUCKET),
             self.leases(),
             self.delayed(),
             self.dead(),
@@ -421,6 +443,8 @@ mod tests {
                 "/a/b/lanes/keys",
                 "/a/b/heads",
                 "/a/b/debounce",
+                "/a/b/debounce-due",
+                "/a/b/debounce-due/0000000000000",
                 "/a/b/leases",
                 "/a/b/delayed",
                 "/a/b/dead",

@@ -54,6 +54,11 @@ pub fn delay_bucket_of(due_ms: i64) -> i64 {
     due_ms.div_euclid(DELAY_BUCKET_MS) * DELAY_BUCKET_MS
 }
 
+/// The due index's bucket of debounce keys that no run has filed yet: a publish that starts a
+/// key (or may make it due sooner) files it there, since only a run knows ZooKeeper's time of
+/// its write; every run looks at it, and files each key in the bucket its due time falls in.
+pub const UNFILED_BUCKET: i64 = 0;
+
 /// What the dead-letter name of a task that died waiting for its parents starts with.
 pub const BLOCKED_PREFIX: &str = "after-";
 

@@ -89,6 +89,8 @@ impl<H: Handler> Run<'_, H> {
                 Some(ClaimOutcome::GroupBusy { owner }) => {
                     Claimed::Settled(Outcome::GroupBusy(owner), name)
                 }
+                // A place whose task is not ready holds back its group.
+                Some(ClaimOutcome::InPlace) => Claimed::Settled(Outcome::NotDueInGroup, name),
                 // A grouped task not due yet stays in its place: moving it would let the rest
                 // of its group pass it.
                 Some(ClaimOutcome::Backoff { .. }) if crate::task::group_of(&body).is_some() => {

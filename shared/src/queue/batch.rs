@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::debounce::DebounceWrite;
 use super::keys::{KeyState, KeyedWrite, Published, created_name};
 use super::members::Join;
 use super::ops::{Failed, Multi, Op, Part};
@@ -63,14 +64,6 @@ enum Item {
     Debounced(DebounceWrite),
     /// With `after`: to its lane, to the dead letters, or waiting for its parents.
     Child(ChildPlan),
-}
-
-struct DebounceWrite {
-    path: String,
-    key: String,
-    body: Vec<u8>,
-    /// The pending node's version and envelope id, when one was there.
-    pending: Option<(i32, String)>,
 }
 
 impl Queue {
@@ -287,7 +280,8 @@ impl Queue {
         let mut earlier: HashMap<String, Earlier> = HashMap::new();
         for (i, envelope) in envelopes.iter().enumerate() {
             let item = if let Some(debounce) = &envelope.debounce {
-                Item::Debounced(self.debounce_write(envelope, &debounce.key).await?)
+                let write = self.debounce_write(envelope, debounce).await;
+                Item::Debounced(write.map_err(|e| as_item(e, i))?)
             } else if !envelope.after.is_empty() {
                 Item::Child(self.plan_child(envelope, &earlier).await?)
             } else if let Some(key) = envelope.idempotency_key.as_deref() {
@@ -334,25 +328,6 @@ impl Queue {
     }
 }
 
-impl Queue {
-    /// What a debounced item of a batch writes: its envelope at `debounce/<key>`, over what is
-    /// pending there.
-    async fn debounce_write(&self, envelope: &Envelope, key: &str) -> Result<DebounceWrite> {
-        let path = self.layout().debounced(key);
-        let pending = match self.client().get_data(&path).await {
-            Ok((data, stat)) => Some((stat.version, super::debounce::pending_id(&data))),
-            Err(zk::Error::NoNode) => None,
-            Err(e) => return Err(Error::zk("get", path, e)),
-        };
-        Ok(DebounceWrite {
-            path,
-            key: key.to_string(),
-            body: envelope.to_bytes()?,
-            pending,
-        })
-    }
-}
-
 /// The multi-op of a batch: each item's writes, tagged with its index (a marker several
 /// children wait on created once), then the batches its items join.
 fn batch_multi<'a>(
@@ -375,17 +350,7 @@ fn batch_multi<'a>(
                         Op::CreateSequential(&prefixes[i], &write.body),
                     );
             }
-            Item::Debounced(write) => match &write.pending {
-                Some((version, _)) => {
-                    multi.push(
-                        (i, Part::Waiting),
-                        Op::Set(&write.path, &write.body, *version),
-                    );
-                }
-                None => {
-                    multi.push((i, Part::Waiting), Op::Create(&write.path, &write.body));
-                }
-            },
+            Item::Debounced(write) => write.push(&mut multi, |part| (i, part)),
             Item::Child(ChildPlan::Dead(dead)) => {
                 multi.push((i, Part::Record), Op::Create(&dead.path, &dead.record));
             }
@@ -420,6 +385,17 @@ fn as_parent(
         Item::Existing(_) => Earlier::Elsewhere(id.to_string()),
         Item::SameAs(first) => earlier[&envelopes[*first].id].clone(),
         Item::Debounced(_) => Earlier::Debounced,
+    }
+}
+
+/// `error`, refusing an item, as refusing item `i` (0-based) of a batch.
+fn as_item(error: Error, i: usize) -> Error {
+    match error {
+        Error::Unpublishable { problem, .. } => Error::Unpublishable {
+            item: i + 1,
+            problem,
+        },
+        other => other,
     }
 }
 

@@ -22,7 +22,7 @@ use super::record::CANCELLED;
 use crate::error::Result;
 use crate::layout::DEAD_NAME_SUFFIX;
 use crate::lease::LeaseData;
-use crate::task::{self, Body, OnDead};
+use crate::task::{self, Body, OnDead, Place, StandsFor};
 
 /// Tries of a bury, at most: one, and one more for each write that may be sent again (the key
 /// twice: named meanwhile, then gone; the lock; the mark; the lease; the record's name).
@@ -68,6 +68,15 @@ impl From<Lease> for Burial<'_> {
 }
 
 impl Burial<'_> {
+    /// Whether it is buried at its group's turn (by the claim that met it), not before (a
+    /// cancel of a pending task).
+    fn at_turn(&self, reason: &str) -> bool {
+        match self {
+            Burial::Unclaimed { marked, .. } => *marked || reason != CANCELLED,
+            _ => true,
+        }
+    }
+
     fn name(&self) -> &str {
         match self {
             Burial::Held { lease, .. } => &lease.task.name,
@@ -108,6 +117,7 @@ impl Queue {
         let name = task.name().to_string();
         let (record_json, record) = self.dead_record(&name, &body, reason, attempts, last_error);
         let mut along = self.along(&task, &body, reason).await?;
+        let tombstone = tombstone_of(&task, &body, reason);
         let dead = self.layout().dead_letter(&name);
         let other_name = format!("{dead}{DEAD_NAME_SUFFIX}");
         let mut record_name_taken = false;
@@ -148,7 +158,10 @@ impl Queue {
             } else {
                 multi.push(Part::Record, Op::Create(&dead, &record));
             }
-            paths.removal(&task, &guard, &mut multi);
+            // A grouped task buried before its turn leaves a place for its death, so that its
+            // group pauses there if it must (see `place`).
+            let tombstone = tombstone.as_deref().filter(|_| along.lock.is_none());
+            paths.removal(&task, &guard, tombstone, &mut multi);
             multi
                 .push_some(Part::Key, along.key.as_ref().map(OwnedKey::delete))
                 .push_some(Part::Lock, along.lock.as_ref().map(Release::op))
@@ -215,7 +228,7 @@ impl Queue {
                     along.key = along.key.take().and_then(|k| k.after_failure(&e));
                     continue;
                 }
-                (Part::Lock, NoNode | BadVersion) => {
+                (Part::Lock, NoNode | BadVersion | NodeExists) => {
                     along.lock = None;
                     continue;
                 }
@@ -261,18 +274,20 @@ impl Queue {
                 (self.owned_key(&task.envelope).await?, lock)
             }
             Burial::Unclaimed { name, on_dead, .. } => {
+                let at_turn = task.at_turn(reason);
                 futures::future::try_join(
                     self.owned_key_of_body(body),
-                    self.lock_to_release(name, body, *on_dead, reason),
+                    self.lock_to_release(name, body, *on_dead, reason, at_turn),
                 )
                 .await?
             }
             // A waiting task keeps its group's lock while it waits (a retry keeps it): a
             // cancel releases it, so the group goes on.
+            // (A cancel does not know the routes: the task's own `on_dead` decides.)
             Burial::Waiting { name, .. } => {
                 futures::future::try_join(
                     self.owned_key_of_body(body),
-                    self.lock_to_release(name, body, OnDead::Continue, reason),
+                    self.lock_to_release(name, body, own_on_dead(body), reason, false),
                 )
                 .await?
             }
@@ -297,13 +312,15 @@ impl Queue {
     }
 
     /// What burying the task in `body` (named `name`) does to its group's lock, when the
-    /// task holds it: release it, or pause the group.
+    /// task holds it: release it, or pause the group. A task `at_turn` (the claim that found
+    /// it could never run) that does not hold it yet pauses a group without one.
     async fn lock_to_release(
         &self,
         name: &str,
         body: &[u8],
         on_dead: OnDead,
         reason: &str,
+        at_turn: bool,
     ) -> Result<Option<Release>> {
         let Body::Envelope(envelope) = task::parse(body) else {
             return Ok(None);
@@ -312,7 +329,13 @@ impl Queue {
             return Ok(None);
         };
         let Some(read) = self.group_lock(group).await? else {
-            return Ok(None);
+            let pause = at_turn && on_dead == OnDead::Pause;
+            return Ok(pause.then(|| Release::PauseFree {
+                path: self.layout().group(group),
+                data: self
+                    .paused_lock(&envelope.id, name, reason)
+                    .unwrap_or_default(),
+            }));
         };
         if read.lock.id != envelope.id {
             return Ok(None);
@@ -348,7 +371,14 @@ impl Paths {
 
     /// The operations that take `task` out of where it is: checked against its holder's
     /// versions, or against a `guard` lease when nobody holds it.
-    fn removal<'a>(&'a self, task: &Burial<'a>, guard: &'a [u8], multi: &mut Multi<'a, Part>) {
+    /// A task nobody holds is replaced by `tombstone` instead, when it has one.
+    fn removal<'a>(
+        &'a self,
+        task: &Burial<'a>,
+        guard: &'a [u8],
+        tombstone: Option<&'a [u8]>,
+        multi: &mut Multi<'a, Part>,
+    ) {
         match *task {
             Burial::Held { ref lease, .. } => {
                 multi
@@ -356,9 +386,13 @@ impl Paths {
                     .push(Part::Lease, Op::Delete(&self.lease, lease.lease_version));
             }
             Burial::Unclaimed { version, .. } => {
+                let removal = match tombstone {
+                    Some(place) => Op::Set(&self.task, place, version),
+                    None => Op::Delete(&self.task, version),
+                };
                 multi
                     .push(Part::Guard, Op::Create(&self.lease, guard))
-                    .push(Part::Task, Op::Delete(&self.task, version))
+                    .push(Part::Task, removal)
                     .push(Part::Guard, Op::Delete(&self.lease, -1));
             }
             Burial::Waiting { path, version, .. } => {
@@ -366,6 +400,36 @@ impl Paths {
             }
         }
     }
+}
+
+/// What the task in `body` asks its group to do when it dies (go on, when it does not say).
+fn own_on_dead(body: &[u8]) -> OnDead {
+    match task::parse(body) {
+        Body::Envelope(envelope) => envelope.on_dead.unwrap_or_default(),
+        _ => OnDead::Continue,
+    }
+}
+
+/// The place a pending grouped task leaves where it was when a cancel buries it before its
+/// turn (unless it holds its group's lock, which the bury releases or pauses itself): the
+/// group's turn decides there, with the routes' `on_dead`, which a cancel does not know.
+/// `None` for any other burial.
+fn tombstone_of(task: &Burial<'_>, body: &[u8], reason: &str) -> Option<Vec<u8>> {
+    let Burial::Unclaimed { name, .. } = task else {
+        return None;
+    };
+    if task.at_turn(reason) {
+        return None;
+    }
+    let Body::Envelope(envelope) = task::parse(body) else {
+        return None;
+    };
+    let group = envelope.group.as_deref()?;
+    let stands_for = StandsFor::Dead {
+        letter: name.to_string(),
+        reason: reason.to_string(),
+    };
+    Some(Place::of(&envelope, group, &envelope.id, stands_for).to_bytes())
 }
 
 /// The attempts an envelope in `body` counts; 0 for any other body.
@@ -387,7 +451,7 @@ fn id_of(task: &Burial<'_>, body: &[u8]) -> Option<String> {
         _ => match task::parse(body) {
             Body::Envelope(envelope) => Some(envelope.id),
             Body::Plain(_) => Some(task.name().to_string()),
-            Body::Poison(_) => None,
+            Body::Place(_) | Body::Poison(_) => None,
         },
     }
 }

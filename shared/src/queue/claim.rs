@@ -168,6 +168,9 @@ pub enum ClaimOutcome {
     Gone,
     /// The task waits out a retry backoff until this ZooKeeper time.
     Backoff { until_ms: i64 },
+    /// A place whose task is not ready (its parents not all completed, its debounce not
+    /// due): it holds back its group (see `place`).
+    InPlace,
     /// The task's event type (or the whole queue) is paused: it is left as it is.
     Paused,
     /// The task was cancelled while another consumer held it: it went to the dead letters.

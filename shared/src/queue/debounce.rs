@@ -2,26 +2,27 @@
 //! created when the key has nothing pending, else rewritten at the version read (the last
 //! publish wins, and ZooKeeper's `mtime` moves with it). The task is due a period after the
 //! last write (`mtime`) and no later than the maximum wait after the first (`ctime`), both by
-//! ZooKeeper's clock. Runs fire what is due, as they promote waiting tasks: one multi-op
-//! deletes the pending node at the version read and creates the task at the tail of its lane,
-//! so a publish that lands in between (which rewrites the node) makes the firing fail, and the
-//! key goes on waiting with the new payload. Once fired, the next publish starts a new one.
+//! ZooKeeper's clock. Runs find due keys through the due index (`debounce_due`), which the
+//! publish that starts a key files it in, and fire them: one multi-op deletes the pending node
+//! at the version read and creates the task at the tail of its lane, so a publish that lands in
+//! between (which rewrites the node) makes the firing fail, and the key goes on waiting with
+//! the new payload. Once fired, the next publish starts a new one.
 //!
 //! A pending publish is found by its envelope id by reading every pending key (ids have no
-//! index; keys pending are as many as keys published within their period, which every run
-//! lists anyway), and withdrawn (`cancel`) by deleting its node at the version read.
+//! index; this is `status` and `cancel` by id, never a run), and withdrawn (`cancel`) by
+//! deleting its node at the version read.
 
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::ops::{Multi, Op, Part};
+use super::place::PlaceWrite;
 use crate::error::{Error, Result};
-use crate::task::{Debounce, Envelope};
+use crate::layout::UNFILED_BUCKET;
+use crate::task::{Debounce, Envelope, StandsFor};
 
 /// Tries of a debounced publish that lost a race with another publish or a firing.
 const TRIES: usize = 5;
-
-/// Debounce keys a run looks at, at most.
-pub const FIRE_PER_RUN: usize = 256;
 
 /// Pending publishes read in one request when looking for an id.
 const FIND_PAGE: usize = 32;
@@ -61,6 +62,53 @@ impl PendingDebounced {
     }
 }
 
+/// What a debounced publish writes: its envelope at `debounce/<key>` (created, or rewritten
+/// at the version read), and its key's entry in the due index's unfiled bucket when the
+/// publish starts the key or may make it due sooner (see `debounce_due`).
+pub(super) struct DebounceWrite {
+    path: String,
+    pub(super) key: String,
+    body: Vec<u8>,
+    /// The pending node's version and envelope id, when one was there.
+    pub(super) pending: Option<(i32, String)>,
+    /// The key's unfiled entry, to create (none there yet).
+    entry: Option<String>,
+    /// For a grouped publish that starts its key, its place in its lane (see `place`).
+    place: Option<PlaceWrite>,
+}
+
+impl DebounceWrite {
+    /// Adds its writes to `multi`, each tagged by `tag` from what it is for.
+    pub(super) fn push<'a, T: Copy + PartialEq>(
+        &'a self,
+        multi: &mut Multi<'a, T>,
+        tag: impl Fn(Part) -> T,
+    ) {
+        match &self.pending {
+            Some((version, _)) => multi.push(
+                tag(Part::Waiting),
+                Op::Set(&self.path, &self.body, *version),
+            ),
+            None => multi.push(tag(Part::Waiting), Op::Create(&self.path, &self.body)),
+        };
+        let entry = self.entry.as_deref().map(|e| Op::Create(e, b""));
+        multi.push_some(tag(Part::DueEntry), entry);
+        if let Some(place) = &self.place {
+            place.push(multi, tag(Part::Place));
+        }
+    }
+
+    /// What the publish did, once its writes landed.
+    pub(super) fn answer(&self) -> Debounced {
+        match &self.pending {
+            Some((_, previous)) => Debounced::Replaced {
+                previous: previous.clone(),
+            },
+            None => Debounced::Started,
+        }
+    }
+}
+
 impl Queue {
     /// Publishes `envelope` debounced by `debounce`: it waits under `debounce/<key>`, replacing
     /// what is pending there.
@@ -69,61 +117,82 @@ impl Queue {
         envelope: &Envelope,
         debounce: &Debounce,
     ) -> Result<Debounced> {
-        let path = self.layout().debounced(&debounce.key);
-        let body = envelope.to_bytes()?;
         for _ in 0..TRIES {
-            let written = match self.client().get_data(&path).await {
-                Ok((data, stat)) => {
-                    let set = self
-                        .client()
-                        .set_data(&path, &body, Some(stat.version))
-                        .await;
-                    set.map(|_| Debounced::Replaced {
-                        previous: pending_id(&data),
-                    })
-                }
-                Err(zk::Error::NoNode) => {
-                    let created = self.client().create(&path, &body, &self.persistent()).await;
-                    created.map(|_| Debounced::Started)
-                }
-                Err(e) => return Err(Error::zk("get", path, e)),
+            let write = self.debounce_write(envelope, debounce).await?;
+            let mut multi = Multi::new();
+            write.push(&mut multi, |part| part);
+            let failed = match self.commit("publish debounced", &multi).await? {
+                Ok(_) => return Ok(write.answer()),
+                Err(failed) => failed,
             };
-            match written {
-                Ok(done) => return Ok(done),
-                // Another publish or a firing got in first: look again.
-                Err(zk::Error::BadVersion | zk::Error::NodeExists) => {}
-                Err(zk::Error::NoNode) => self.ensure_parent(&self.layout().debounce()).await?,
-                Err(e) => return Err(Error::zk("publish", path, e)),
+            match failed.error {
+                // Another publish or a firing got in first, or filed the key: look again.
+                zk::Error::BadVersion | zk::Error::NodeExists => {}
+                zk::Error::NoNode if failed.tag == Part::Waiting && write.pending.is_some() => {}
+                // A queue made before `debounce/` or the due index: made.
+                zk::Error::NoNode => self.ensure_paths().await?,
+                _ => return Err(failed.unexpected("publish debounced")),
             }
         }
         Err(Error::Unreadable {
-            path,
+            path: self.layout().debounced(&debounce.key),
             problem: "the debounce key kept changing while it was published; try again".into(),
         })
     }
 
-    /// Fires the debounced tasks due by `now_ms` (ZooKeeper time), at most [`FIRE_PER_RUN`]
-    /// looked at; returns how many went to their lanes.
-    pub async fn fire_debounced(&self, now_ms: i64) -> Result<usize> {
-        let parent = self.layout().debounce();
-        let names = match self.client().list_children(&parent).await {
-            Ok(names) => names,
-            Err(zk::Error::NoNode) => return Ok(0),
-            Err(e) => return Err(Error::zk("list", parent, e)),
-        };
-        let paths: Vec<String> = (names.iter().take(FIRE_PER_RUN))
-            .map(|name| format!("{parent}/{name}"))
-            .collect();
-        let mut fired = 0;
-        for (path, read) in paths.iter().zip(self.read_paths(&paths).await?) {
-            let Some((body, stat)) = read else {
-                continue;
-            };
-            if due_ms(&body, &stat).is_some_and(|due| due <= now_ms) {
-                fired += self.fire_one(path, &body, stat.version).await? as usize;
-            }
+    /// What publishing `envelope` debounced by `debounce` writes now: its key's pending node
+    /// and its unfiled entry read together. A grouped publish that starts its key makes its
+    /// place; one that rewrites it keeps the place the key has.
+    ///
+    /// # Notable errors
+    /// - [`Error::Unpublishable`] (as item 1) when the key is pending in another group (or in
+    ///   none, or this publish is in none): its turn in its group is where its first publish
+    ///   put it, so the group a pending key runs in cannot change.
+    pub(super) async fn debounce_write(
+        &self,
+        envelope: &Envelope,
+        debounce: &Debounce,
+    ) -> Result<DebounceWrite> {
+        let path = self.layout().debounced(&debounce.key);
+        let entry = (self.layout()).debounce_due_entry(UNFILED_BUCKET, &debounce.key);
+        let (pending, filed) =
+            futures::future::try_join(self.read_path(&path), self.read_path(&entry)).await?;
+        let read: Option<Envelope> =
+            (pending.as_ref()).and_then(|(data, _)| serde_json::from_slice(data).ok());
+        if let Some(pending) = read.as_ref().filter(|p| p.group != envelope.group) {
+            return Err(Error::Unpublishable {
+                item: 1,
+                problem: group_change(&debounce.key, pending.group.as_deref()),
+            });
         }
-        Ok(fired)
+        let place = match &pending {
+            None => {
+                let key = debounce.key.clone();
+                self.place_write(envelope, &envelope.id, StandsFor::Debounce { key })
+            }
+            Some(_) => None,
+        };
+        let mut task = envelope.clone();
+        task.placed = match &place {
+            Some(_) => Some(envelope.id.clone()),
+            None => read.and_then(|pending| pending.placed),
+        };
+        let sooner = pending
+            .as_ref()
+            .is_none_or(|(data, _)| falls_due_sooner(debounce, data));
+        Ok(DebounceWrite {
+            path,
+            key: debounce.key.clone(),
+            body: task.to_bytes()?,
+            pending: pending.map(|(data, stat)| (stat.version, pending_id(&data))),
+            entry: (sooner && filed.is_none()).then_some(entry),
+            place,
+        })
+    }
+
+    /// Fires the debounced tasks due by `now_ms` (ZooKeeper time): see `debounce_due`.
+    pub async fn fire_debounced(&self, now_ms: i64) -> Result<usize> {
+        self.fire_due_keys(now_ms).await
     }
 
     /// The pending debounced publish whose envelope id is `id`, if any: `debounce/` listed,
@@ -168,34 +237,35 @@ impl Queue {
             Err(e) => Err(Error::zk("delete", path, e)),
         }
     }
-
-    /// Debounced tasks pending (the children of `debounce/`).
-    pub async fn count_debounced(&self) -> Result<usize> {
-        self.count(&self.layout().debounce()).await
-    }
-
-    /// Moves the pending envelope at `path` (read at `version`) to the tail of its lane;
-    /// `false` when a publish or another firing got in first.
-    async fn fire_one(&self, path: &str, body: &[u8], version: i32) -> Result<bool> {
-        let fired = self
-            .to_lane_tail("fire debounced", path, version, body)
-            .await?;
-        if let Some(task) = &fired {
-            tracing::debug!(%task, debounced = %path, "debounced task due");
-        }
-        Ok(fired.is_some())
-    }
 }
 
-/// When the pending envelope `body` (its node's `stat`) is due; `None` for a body that is not
-/// a debounced envelope (never fired: `event-bridge` shows it, an operator deletes it).
-fn due_ms(body: &[u8], stat: &zk::Stat) -> Option<i64> {
-    pending(body, stat).map(|p| p.due_ms())
+/// Why a publish of debounce key `key`, pending in group `group`, is refused in another.
+fn group_change(key: &str, group: Option<&str>) -> String {
+    let now = match group {
+        Some(group) => format!("in group {group:?}"),
+        None => "in no group".to_string(),
+    };
+    format!(
+        "debounce_key {key:?} is pending {now}: a publish of it keeps that group until it \
+         fires (its turn in its group is where its first publish put it)"
+    )
+}
+
+/// Whether a publish asking for `debounce` may make the key pending with `data` due sooner
+/// than it was (an unreadable pending envelope: it may).
+fn falls_due_sooner(debounce: &Debounce, data: &[u8]) -> bool {
+    match serde_json::from_slice::<Envelope>(data)
+        .ok()
+        .and_then(|e| e.debounce)
+    {
+        Some(pending) => debounce.may_fall_due_sooner_than(&pending),
+        None => true,
+    }
 }
 
 /// The pending publish `body` (its node's `stat`); `None` for a body that is not a debounced
-/// envelope.
-fn pending(body: &[u8], stat: &zk::Stat) -> Option<PendingDebounced> {
+/// envelope (never fired: `event-bridge` shows it, an operator deletes it).
+pub(super) fn pending(body: &[u8], stat: &zk::Stat) -> Option<PendingDebounced> {
     let envelope: Envelope = serde_json::from_slice(body).ok()?;
     Some(PendingDebounced {
         debounce: envelope.debounce.clone()?,

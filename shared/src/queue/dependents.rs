@@ -135,6 +135,9 @@ impl MarkerWrite {
 enum Outcome {
     /// Waits for nothing more: to the tail of its lane.
     Release(Vec<u8>),
+    /// Waits for nothing more, and keeps a place in its lane: rewritten ready, to be taken
+    /// into its place when its group reaches it (see `place`).
+    Ready(Vec<u8>),
     /// Waits for other parents still: rewritten without this one.
     Rewrite(Vec<u8>),
     /// Dies with its parent: to the dead letters under its blocked name.
@@ -257,7 +260,7 @@ impl Queue {
                     Outcome::Release(new) => multi
                         .push(Part::Blocked, Op::Delete(&path, stat.version))
                         .push(Part::NewTask, Op::CreateSequential(&prefix, new)),
-                    Outcome::Rewrite(new) => {
+                    Outcome::Rewrite(new) | Outcome::Ready(new) => {
                         multi.push(Part::Blocked, Op::Set(&path, new, stat.version))
                     }
                     Outcome::Bury { record, .. } => multi
@@ -313,9 +316,10 @@ impl Queue {
             });
         }
         let body = envelope.to_bytes()?;
-        Ok(match envelope.waiting_on.is_empty() {
-            true => Outcome::Release(body),
-            false => Outcome::Rewrite(body),
+        Ok(match (envelope.waiting_on.is_empty(), &envelope.placed) {
+            (true, None) => Outcome::Release(body),
+            (true, Some(_)) => Outcome::Ready(body),
+            (false, _) => Outcome::Rewrite(body),
         })
     }
 
@@ -330,6 +334,13 @@ impl Queue {
         match outcome {
             Outcome::Release(_) => {
                 tracing::debug!(task = %envelope.id, "parents settled: the task is in its lane")
+            }
+            // Its lane's workers learn that its place can be taken.
+            Outcome::Ready(_) => {
+                tracing::debug!(task = %envelope.id, "parents settled: the task waits for its turn");
+                if let Err(error) = self.wake_lane(&envelope.lane()).await {
+                    tracing::warn!(task = %envelope.id, %error, "lane not woken");
+                }
             }
             Outcome::Rewrite(_) => {}
             Outcome::Bury { reason, json, .. } => {

@@ -234,6 +234,9 @@ pub(super) enum Release {
         version: i32,
         data: Vec<u8>,
     },
+    /// A task at its group's turn that did not take the lock yet pauses the group: the lock
+    /// made, paused.
+    PauseFree { path: String, data: Vec<u8> },
 }
 
 impl Release {
@@ -246,6 +249,7 @@ impl Release {
                 version,
                 data,
             } => super::ops::Op::Set(path, data, *version),
+            Release::PauseFree { path, data } => super::ops::Op::Create(path, data),
         }
     }
 }

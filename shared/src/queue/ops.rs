@@ -46,6 +46,10 @@ pub(crate) enum Part {
     NewTask,
     /// Where the task waits: under `delayed/`, or under `debounce/` (a debounced publish).
     Waiting,
+    /// A debounce key's entry in the due index (`debounce-due/<bucket>/<key>`).
+    DueEntry,
+    /// A place keeping a grouped task's turn in its lane (see `place`).
+    Place,
     /// Its dead-letter record (created by a bury, deleted by a redrive).
     Record,
     /// Its idempotency key, or the key's expiry entry.

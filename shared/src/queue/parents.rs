@@ -31,10 +31,11 @@ use std::collections::{HashMap, HashSet};
 use super::Queue;
 use super::keys::Published;
 use super::ops::{Multi, Op, Part};
+use super::place::PlaceWrite;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::task::after::Settled as AfterSettled;
-use crate::task::{self, Body, Envelope, OnParentDead};
+use crate::task::{self, Body, Envelope, OnParentDead, StandsFor};
 
 /// Tries a publish with children makes besides a batch's own, for parents that settled or
 /// moved while it was written (each try finds them again).
@@ -139,6 +140,8 @@ pub(super) struct WaitingChild {
     /// `dependents/`, set (any version) so that a settlement that checked it saw no marker
     /// fails (see `dependents`).
     dir: String,
+    /// For a grouped child, its place in its lane, which keeps its turn (see `place`).
+    place: Option<PlaceWrite>,
 }
 
 /// What a waiting child writes for one unsettled parent (with envelope id `id`).
@@ -193,6 +196,9 @@ impl WaitingChild {
         multi
             .push((i, Part::Blocked), Op::Create(&self.path, &self.body))
             .push((i, Part::Parent), Op::Set(&self.dir, b"", -1));
+        if let Some(place) = &self.place {
+            place.push(multi, (i, Part::Place));
+        }
         for write in &self.parents {
             multi.push_some(
                 (i, Part::Parent),
@@ -299,7 +305,11 @@ impl Queue {
             .filter(|p| !matches!(p, Parent::Settled { .. }))
             .map(|p| p.id().to_string())
             .collect();
+        // A grouped child keeps its turn in its group while it waits.
+        let place = self.place_write(&child, &child.id, StandsFor::Parents);
+        child.placed = place.as_ref().map(|_| child.id.clone());
         Ok(ChildPlan::Wait(WaitingChild {
+            place,
             parents: writes,
             path: self.layout().blocked(&child.id),
             body: child.to_bytes()?,

@@ -22,11 +22,15 @@ impl Queue {
         super::parents::check_order(envelopes)?;
         let mut published = Vec::with_capacity(envelopes.len());
         // Runs of tasks without parents go pipelined; a task with parents goes alone, after
-        // them, naming those of this publish by the task names they got.
+        // them, naming those of this publish by the task names they got. So does a grouped
+        // debounced task: its place must land between the tasks around it, and its write
+        // needs a read first, which pipelined creates would pass.
         let mut names = std::collections::HashMap::new();
         let mut rest = envelopes;
         while !rest.is_empty() {
-            let run = rest.iter().take_while(|e| e.after.is_empty()).count();
+            let alone =
+                |e: &Envelope| !e.after.is_empty() || e.group.is_some() && e.debounce.is_some();
+            let run = rest.iter().take_while(|e| !alone(e)).count();
             let (plain, after) = rest.split_at(run);
             for window in plain.chunks(PUBLISH_WINDOW) {
                 let done = self.publish_window(window).await?;
@@ -43,7 +47,10 @@ impl Queue {
                         *parent = name.clone();
                     }
                 }
-                let one = self.publish_child(&child).await?;
+                let one = match child.after.is_empty() {
+                    true => self.publish_one(&child).await?,
+                    false => self.publish_child(&child).await?,
+                };
                 if let Published::Created { id, task } = &one {
                     names.insert(id.clone(), task.clone());
                 }

@@ -3,12 +3,16 @@
 use serde_json::Value;
 
 use super::envelope::{Envelope, FORMAT};
+use super::place::Place;
 
 /// A task body, read. (It lives for one `match`; boxing the envelope would buy nothing.)
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Body {
     Envelope(Envelope),
+    /// A place that keeps a grouped task's turn in its lane while the task waits elsewhere
+    /// (see [`Place`]): never run itself.
+    Place(Place),
     /// Any other JSON, written by a producer that does not know the envelope.
     Plain(Value),
     /// Not a task we can run; the reason says why.
@@ -28,13 +32,18 @@ pub fn parse(bytes: &[u8]) -> Body {
     if value.get("format").and_then(Value::as_str) != Some(FORMAT) {
         return Body::Plain(value);
     }
-    match serde_json::from_value(value) {
-        Ok(envelope) => Body::Envelope(envelope),
-        Err(e) => Body::Poison(format!("malformed {FORMAT} envelope: {e}")),
+    let envelope: Envelope = match serde_json::from_value(value) {
+        Ok(envelope) => envelope,
+        Err(e) => return Body::Poison(format!("malformed {FORMAT} envelope: {e}")),
+    };
+    match Place::from_envelope(&envelope) {
+        None => Body::Envelope(envelope),
+        Some(Ok(place)) => Body::Place(place),
+        Some(Err(problem)) => Body::Poison(format!("malformed {FORMAT} place: {problem}")),
     }
 }
 
-/// The group and id of a task body that is an envelope with a group. A body without the word
+/// The group and id of a task body that is an envelope with a group, or a place. A body without the word
 /// `"group"` is not parsed at all, so ungrouped tasks cost a scan of their bytes.
 pub fn group_of(body: &[u8]) -> Option<(String, String)> {
     const FIELD: &[u8] = b"\"group\"";
@@ -43,6 +52,7 @@ pub fn group_of(body: &[u8]) -> Option<(String, String)> {
     }
     match parse(body) {
         Body::Envelope(envelope) => envelope.group.map(|group| (group, envelope.id)),
+        Body::Place(place) => Some((place.group, place.id)),
         _ => None,
     }
 }

@@ -56,6 +56,18 @@ impl Debounce {
             None => trailing,
         }
     }
+
+    /// Whether a publish asking for this, over one pending that asked for `pending`, may make
+    /// its key due sooner than it was: a shorter period, or a maximum wait shorter or new.
+    /// (Otherwise a rewrite only moves the due time later, as the last write moves on.)
+    pub fn may_fall_due_sooner_than(&self, pending: &Debounce) -> bool {
+        let shorter_max = match (self.max_ms, pending.max_ms) {
+            (Some(mine), Some(theirs)) => mine < theirs,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        self.period_ms < pending.period_ms || shorter_max
+    }
 }
 
 /// A duration as publishers write it: a whole number and `ms`, `s`, `m`, `h` or `d` (`30s`,
@@ -83,6 +95,16 @@ mod tests {
         assert_eq!(spec(1_000, None).due_ms(0, 5_000), 6_000);
         assert_eq!(spec(1_000, Some(3_000)).due_ms(0, 500), 1_500);
         assert_eq!(spec(1_000, Some(3_000)).due_ms(0, 2_900), 3_000);
+    }
+
+    #[test]
+    fn only_a_shorter_period_or_maximum_may_make_a_key_due_sooner() {
+        let pending = spec(1_000, Some(5_000));
+        assert!(!spec(1_000, Some(5_000)).may_fall_due_sooner_than(&pending));
+        assert!(!spec(2_000, None).may_fall_due_sooner_than(&pending));
+        assert!(spec(999, Some(5_000)).may_fall_due_sooner_than(&pending));
+        assert!(spec(1_000, Some(4_000)).may_fall_due_sooner_than(&pending));
+        assert!(spec(1_000, Some(9_000)).may_fall_due_sooner_than(&spec(1_000, None)));
     }
 
     #[test]

@@ -102,6 +102,11 @@ pub struct Envelope {
     /// Not claimable before this ZooKeeper time (ms since the epoch, by the server's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<i64>,
+    /// Written by the queue while a grouped task waits outside its lane (for its parents, or
+    /// debounced): the id its place in the lane stands under, which keeps its turn in its
+    /// group's order (see [`crate::task::Place`]). Producers leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed: Option<String>,
     /// Asked of a publish, never written: not claimable before this long after the publish,
     /// by ZooKeeper's clock (the publish sets `retry_at` from it).
     #[serde(skip)]
@@ -135,12 +140,12 @@ impl OnDeadPolicy {
     /// What `envelope`'s group does when it goes to the dead letters: what the task says,
     /// else what its type's route says.
     pub fn for_task(&self, envelope: &Envelope) -> OnDead {
-        envelope.on_dead.unwrap_or_else(|| {
-            *self
-                .types
-                .get(&envelope.event_type)
-                .unwrap_or(&self.default)
-        })
+        self.for_type(envelope.on_dead, &envelope.event_type)
+    }
+
+    /// What a task of `event_type` whose own choice is `own` makes its group do.
+    pub fn for_type(&self, own: Option<OnDead>, event_type: &str) -> OnDead {
+        own.unwrap_or_else(|| *self.types.get(event_type).unwrap_or(&self.default))
     }
 }
 
@@ -210,6 +215,7 @@ impl Envelope {
             attempts: 0,
             interruptions: 0,
             moved_from: Vec::new(),
+            placed: None,
             last_error: None,
             retry_at: None,
             delay_ms: None,

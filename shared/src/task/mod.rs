@@ -12,6 +12,7 @@ mod debounce;
 mod envelope;
 pub mod json;
 mod line;
+mod place;
 mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
@@ -22,6 +23,7 @@ pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, parse_span};
 pub(crate) use envelope::fits_as_name;
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use line::envelope_from_value;
+pub use place::{PLACE_DUE_MS, Place, StandsFor};
 pub use size::{MAX_BODY_BYTES, check_size};
 
 /// A claimed task, as a handler sees it.

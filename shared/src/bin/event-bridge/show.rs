@@ -164,13 +164,20 @@ pub(crate) fn describe(status: &Status) -> String {
         ),
         Status::Blocked { task } => {
             let waiting_on = (task.envelope.as_ref()).map_or(Vec::new(), |e| e.waiting_on.clone());
-            format!(
-                "{}: waiting for {} parent(s): {}",
-                task.id.as_deref().unwrap_or(&task.name),
-                waiting_on.len(),
-                waiting_on.join(", ")
-            )
+            let placed = task.envelope.as_ref().is_some_and(|e| e.placed.is_some());
+            let id = task.id.as_deref().unwrap_or(&task.name);
+            match (waiting_on.is_empty(), placed) {
+                (true, true) => {
+                    format!("{id}: its parents completed; it runs when its group reaches its place")
+                }
+                _ => format!(
+                    "{id}: waiting for {} parent(s): {}",
+                    waiting_on.len(),
+                    waiting_on.join(", ")
+                ),
+            }
         }
+        Status::Place { task } => place(task),
         Status::Dead { name, record } => format!(
             "{name}: dead ({})",
             record["reason"].as_str().unwrap_or("?")
@@ -200,6 +207,28 @@ pub(crate) fn describe(status: &Status) -> String {
         other => serde_json::json!(other).to_string(),
     };
     format!("{described}{paused}")
+}
+
+/// A place: whose turn it keeps, in which group, and what that task waits for.
+fn place(task: &event_bridge::inspect::TaskInfo) -> String {
+    use event_bridge::task::StandsFor;
+    let id = task.id.as_deref().unwrap_or("?");
+    let Some(place) = &task.place else {
+        return format!("{}: a place", task.name);
+    };
+    let waits = match &place.stands_for {
+        StandsFor::Parents => format!("task {id}, which waits for its parents (status {id})"),
+        StandsFor::Debounce { key } => {
+            format!("the debounced publish {id} of key {key:?} (status {id})")
+        }
+        StandsFor::Dead { letter, .. } => {
+            format!("{letter}, dead: the group pauses when its turn comes")
+        }
+    };
+    format!(
+        "{}: a place in group {:?}, keeping the turn of {waits}",
+        task.name, place.group
+    )
 }
 
 /// A pending debounced publish: its key, when it is due, when its maximum wait ends.

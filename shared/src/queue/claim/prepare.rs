@@ -13,8 +13,9 @@ use crate::queue::Queue;
 use crate::queue::bury::Burial;
 use crate::queue::group_lock::LockDecision;
 use crate::queue::holder::Settled;
+use crate::queue::place::PlaceTaken;
 use crate::queue::record::CANCELLED;
-use crate::task::{self, Body, Envelope, OnDead, json};
+use crate::task::{self, Body, Envelope, OnDead, Place, json};
 
 /// What a claim of a task just read comes to, short of taking it.
 #[allow(clippy::large_enum_variant)]
@@ -62,8 +63,13 @@ impl Queue {
         restraints: &Restraints,
     ) -> Result<Prepared> {
         let read = (name, body, stat.version);
-        let mut envelope = match task::parse(body) {
+        let envelope = match task::parse(body) {
             Body::Envelope(envelope) => envelope,
+            Body::Place(place) => {
+                return self
+                    .prepare_place(name, &place, stat, now, restraints)
+                    .await;
+            }
             // Its envelope nests it one level deeper: past the limit it could not be read back.
             Body::Plain(_) if json::depth(body) >= json::MAX_DEPTH => {
                 let reason = format!(
@@ -82,6 +88,41 @@ impl Queue {
                     .await;
             }
         };
+        self.prepare_envelope(read, envelope, now, restraints).await
+    }
+
+    /// A claim that met a place (see `place`): the task it stands for, written into it when
+    /// ready, prepared as any task read there.
+    async fn prepare_place(
+        &self,
+        name: &str,
+        place: &Place,
+        stat: &zk::Stat,
+        now: &ZkTime,
+        restraints: &Restraints,
+    ) -> Result<Prepared> {
+        if restraints.paused.covers(&place.event_type) {
+            return Ok(Prepared::Decided(ClaimOutcome::Paused));
+        }
+        let taken = self.take_place(name, place, stat.version, now.now_ms(), restraints);
+        match taken.await? {
+            PlaceTaken::Decided(outcome) => Ok(Prepared::Decided(outcome)),
+            PlaceTaken::Filled(envelope, body, stat) => {
+                let read = (name, &body[..], stat.version);
+                self.prepare_envelope(read, envelope, now, restraints).await
+            }
+        }
+    }
+
+    /// [`Queue::prepare`] of the task `read` (name, body, version) whose body is `envelope`.
+    async fn prepare_envelope(
+        &self,
+        read: (&str, &[u8], i32),
+        mut envelope: Envelope,
+        now: &ZkTime,
+        restraints: &Restraints,
+    ) -> Result<Prepared> {
+        let name = read.0;
         // A key no gate can be named after (another producer's): it could never be admitted.
         if let Err(problem) = envelope.check_concurrency_key() {
             let reason = format!("malformed {} envelope: {problem}", task::FORMAT);
@@ -128,7 +169,7 @@ impl Queue {
                 name: name.to_string(),
                 envelope,
                 body: rewritten,
-                read_version: stat.version,
+                read_version: read.2,
                 slots: Vec::new(),
                 lock,
             })),

@@ -17,6 +17,13 @@ fn id_in(key: &str, name: &str, body: &[u8]) -> Result<String> {
     match task::parse(body) {
         Body::Envelope(e) => Ok(e.id),
         Body::Plain(_) => Ok(name.to_string()),
+        Body::Place(place) => Err(parent_error(
+            key,
+            format!(
+                "it is a place keeping the turn of task {} in group {}: name that task by its id",
+                place.id, place.group
+            ),
+        )),
         Body::Poison(problem) => Err(parent_error(
             key,
             format!("its body can never run ({problem}), so it can never complete"),

@@ -1,0 +1,270 @@
+//! The due index of debounced keys: how a run finds the keys whose period ended without
+//! reading every key pending.
+//!
+//! ```text
+//! debounce-due/<bucket>/<key>    bucket: the start of the 10 s in which the key falls due
+//! debounce-due/0000000000000/<key>    the unfiled bucket: keys no run has filed yet
+//! ```
+//!
+//! A key's due time is known only from its node's `ctime` and `mtime`, by ZooKeeper's clock,
+//! so a publish cannot file it where it belongs: the publish that starts a key creates its
+//! entry in the unfiled bucket, in the same multi-op as the key's node. So does a rewrite that
+//! may make the key due sooner (a shorter period or maximum wait); any other rewrite only moves
+//! the due time later, and the entry stays a lower bound.
+//!
+//! A run lists the index's buckets (one name per 10 s that holds keys), and looks only at the
+//! buckets whose time has come (the unfiled one always has): for each entry it reads the key,
+//! fires it when it is due, files it in its due time's bucket when it is not, and drops the
+//! entry of a key that is gone. A due key that keeps a place in its group (`place`) is not
+//! fired here: its place takes it when the group's turn comes, and the run wakes the workers
+//! of its lane instead. A key never falls
+//! due before the bucket it is filed in, so a run's cost grows with the keys due and the keys
+//! published since the last run, never with those that wait.
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::ops::{Multi, Op};
+use crate::error::{Error, Result};
+use crate::lane::Lane;
+use crate::layout::{UNFILED_BUCKET, decode_segment, delay_bucket_of};
+
+/// Debounced tasks a run fires, at most.
+pub const FIRE_PER_RUN: usize = 256;
+
+/// Index entries a run looks at, at most (a burst of publishes is filed over several runs).
+pub const LOOK_PER_RUN: usize = 16_384;
+
+/// Entries read in one multi-read, and moved in one multi-op.
+const PAGE: usize = 128;
+
+/// The two writes of an entry's move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    From,
+    To,
+}
+
+/// What a look at one entry decided.
+enum Look {
+    /// Due: fire it (its node read at this version, with this body).
+    Fire(String, i32, Vec<u8>),
+    /// Due, and its group's place takes it: wake its lane's workers (see `place`).
+    Wake(Lane),
+    /// Not due yet: file it in this bucket.
+    File(i64),
+    /// Where it belongs already.
+    Stay,
+    /// Gone, unreadable, or fired by its place: its entry goes.
+    Drop,
+}
+
+impl Queue {
+    /// Fires the debounced tasks due by `now_ms` (ZooKeeper time), at most [`FIRE_PER_RUN`],
+    /// and files the keys it looked at that are not due yet; returns how many it fired.
+    pub(super) async fn fire_due_keys(&self, now_ms: i64) -> Result<usize> {
+        let (mut fired, mut looked) = (0, 0);
+        for bucket in self.due_buckets(now_ms).await? {
+            let entries = self.entries_of(bucket).await?;
+            for page in entries.chunks(PAGE) {
+                if fired >= FIRE_PER_RUN || looked >= LOOK_PER_RUN {
+                    return Ok(fired);
+                }
+                looked += page.len();
+                fired += self
+                    .look_at(bucket, page, now_ms, FIRE_PER_RUN - fired)
+                    .await?;
+            }
+            if bucket != UNFILED_BUCKET {
+                self.remove_due_bucket(bucket).await?;
+            }
+        }
+        if fired > 0 {
+            tracing::debug!(fired, "debounced tasks due");
+        }
+        Ok(fired)
+    }
+
+    /// The index's buckets whose time has come by `now_ms`, oldest first (the unfiled one
+    /// first of all).
+    async fn due_buckets(&self, now_ms: i64) -> Result<Vec<i64>> {
+        let path = self.layout().debounce_due();
+        let names = match self.client().list_children(&path).await {
+            Ok(names) => names,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::zk("list", path, e)),
+        };
+        let mut buckets: Vec<i64> = (names.iter())
+            .filter_map(|n| n.parse().ok())
+            .filter(|b| *b <= now_ms)
+            .collect();
+        buckets.sort_unstable();
+        Ok(buckets)
+    }
+
+    /// The entries (encoded keys) of index bucket `bucket`.
+    async fn entries_of(&self, bucket: i64) -> Result<Vec<String>> {
+        let path = self.layout().debounce_due_bucket(bucket);
+        match self.client().list_children(&path).await {
+            Ok(names) => Ok(names),
+            Err(zk::Error::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(Error::zk("list", path, e)),
+        }
+    }
+
+    /// Looks at the keys of `entries` (of `bucket`): fires those due (at most `room`), files
+    /// the others where they belong; how many it fired.
+    async fn look_at(
+        &self,
+        bucket: i64,
+        entries: &[String],
+        now_ms: i64,
+        room: usize,
+    ) -> Result<usize> {
+        let root = self.layout().debounce();
+        let paths: Vec<String> = entries.iter().map(|e| format!("{root}/{e}")).collect();
+        let reads = self.read_paths(&paths).await?;
+        let (mut fired, mut moves, mut drops) = (0, Vec::new(), Vec::new());
+        let mut woken: Vec<Lane> = Vec::new();
+        for ((entry, path), read) in entries.iter().zip(paths).zip(reads) {
+            match look(bucket, path, read, now_ms) {
+                Look::Fire(..) if fired >= room => {}
+                // Fired: its entry goes. Not fired (a publish rewrote it, or another run fired
+                // it): the entry stays, and the next run looks again.
+                Look::Fire(path, version, body) => {
+                    let moved = self.to_lane_tail("fire debounced", &path, version, &body);
+                    if let Some(task) = moved.await? {
+                        tracing::debug!(%task, debounced = %path, "debounced task due");
+                        fired += 1;
+                        drops.push(entry.as_str());
+                    }
+                }
+                // Its place takes it when its group's turn comes; the lane's workers are told
+                // it may, once.
+                Look::Wake(lane) => {
+                    if !woken.contains(&lane) {
+                        self.wake_lane(&lane).await?;
+                        woken.push(lane);
+                    }
+                    drops.push(entry.as_str());
+                }
+                Look::File(to) => moves.push((entry.as_str(), to)),
+                Look::Stay => {}
+                Look::Drop => drops.push(entry.as_str()),
+            }
+        }
+        self.file_entries(bucket, &moves).await?;
+        self.drop_entries(bucket, &drops).await?;
+        Ok(fired)
+    }
+
+    /// Moves `moves` (entries of `bucket`, each with the bucket it belongs in) in multi-ops of
+    /// [`PAGE`]; one by one when one of them fails (an entry there already, or moved by
+    /// another run).
+    async fn file_entries(&self, bucket: i64, moves: &[(&str, i64)]) -> Result<()> {
+        if moves.is_empty() {
+            return Ok(());
+        }
+        let paths: Vec<(String, String)> = (moves.iter())
+            .map(|(entry, to)| {
+                let key = decode_segment(entry);
+                let layout = self.layout();
+                let from = layout.debounce_due_entry(bucket, &key);
+                (from, layout.debounce_due_entry(*to, &key))
+            })
+            .collect();
+        let mut targets: Vec<i64> = moves.iter().map(|(_, to)| *to).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        for target in targets {
+            self.ensure_due_bucket(target).await?;
+        }
+        let mut multi = Multi::new();
+        for (from, to) in &paths {
+            multi
+                .push(Entry::From, Op::Delete(from, -1))
+                .push(Entry::To, Op::Create(to, b""));
+        }
+        if self.commit("file debounced keys", &multi).await?.is_ok() {
+            return Ok(());
+        }
+        for (from, to) in &paths {
+            self.file_entry(from, to).await?;
+        }
+        Ok(())
+    }
+
+    /// Moves one entry from `from` to `to`: only deleted when the key is filed at `to`
+    /// already; left when another run moved it.
+    async fn file_entry(&self, from: &str, to: &str) -> Result<()> {
+        let mut multi = Multi::new();
+        multi
+            .push(Entry::From, Op::Delete(from, -1))
+            .push(Entry::To, Op::Create(to, b""));
+        match self.commit("file debounced key", &multi).await? {
+            Ok(_) => Ok(()),
+            Err(failed) => match (failed.tag, &failed.error) {
+                (Entry::From, zk::Error::NoNode) => Ok(()),
+                (Entry::To, zk::Error::NodeExists) => self.delete_entry_at(from).await,
+                // Its bucket removed by another run between its creation and this: it waits
+                // where it is for the next run.
+                (Entry::To, zk::Error::NoNode) => Ok(()),
+                _ => Err(failed.unexpected("file debounced key")),
+            },
+        }
+    }
+
+    /// Deletes the entries `entries` of `bucket`, pipelined.
+    async fn drop_entries(&self, bucket: i64, entries: &[&str]) -> Result<()> {
+        let dir = self.layout().debounce_due_bucket(bucket);
+        let paths: Vec<String> = entries.iter().map(|e| format!("{dir}/{e}")).collect();
+        let deletes = paths.iter().map(|p| self.delete_entry_at(p));
+        futures::future::try_join_all(deletes).await.map(drop)
+    }
+
+    async fn delete_entry_at(&self, path: &str) -> Result<()> {
+        match self.client().delete(path, None).await {
+            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+            Err(e) => Err(Error::zk("delete", path, e)),
+        }
+    }
+
+    async fn ensure_due_bucket(&self, bucket: i64) -> Result<()> {
+        let path = self.layout().debounce_due_bucket(bucket);
+        match self.client().create(&path, b"", &self.persistent()).await {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(zk::Error::NoNode) => self.ensure_paths().await,
+            Err(e) => Err(Error::zk("create", path, e)),
+        }
+    }
+
+    /// Removes a time bucket left empty (never the unfiled one, which publishes write into).
+    async fn remove_due_bucket(&self, bucket: i64) -> Result<()> {
+        let path = self.layout().debounce_due_bucket(bucket);
+        match self.client().delete(&path, None).await {
+            Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => Ok(()),
+            Err(e) => Err(Error::zk("delete", path, e)),
+        }
+    }
+}
+
+/// What to do with the entry in `bucket` of the key at `path`, read as `read`, at `now_ms`.
+fn look(bucket: i64, path: String, read: Option<(Vec<u8>, zk::Stat)>, now_ms: i64) -> Look {
+    let Some((body, stat)) = read else {
+        return Look::Drop;
+    };
+    let Some(pending) = super::debounce::pending(&body, &stat) else {
+        return Look::Drop;
+    };
+    let due = pending.due_ms();
+    if due <= now_ms {
+        return match pending.envelope.placed {
+            Some(_) => Look::Wake(pending.envelope.lane()),
+            None => Look::Fire(path, stat.version, body),
+        };
+    }
+    match delay_bucket_of(due) {
+        to if to == bucket => Look::Stay,
+        to => Look::File(to),
+    }
+}

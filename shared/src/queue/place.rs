@@ -1,0 +1,290 @@
+//! Places: a grouped task that waits outside its lane keeps its turn in its group's order (see
+//! [`crate::task::Place`] for what a place is).
+//!
+//! - **Made** with the task: the publish of a grouped child that waits for its parents, or of
+//!   a debounced grouped task that starts its key, creates the place at the tail of its lane in
+//!   the same multi-op ([`PlaceWrite`]); the task carries the place's id in `placed`. A bury of a
+//!   pending grouped task that pauses its group, when it does not hold its group's lock, leaves
+//!   a place standing for its death where the task was.
+//! - **Taken** by the claim that meets the place as its group's next task
+//!   ([`Queue::take_place`]): when the task is ready (its parents settled, its debounce due), one
+//!   multi-op deletes it where it waited and writes it into the place, which the claim then
+//!   takes as any task. Not ready: the place holds its group back, as a grouped task not due
+//!   yet does. Gone (the child died with a parent or was cancelled, the debounced publish was
+//!   withdrawn) or dead: the place is deleted, and the group pauses there when the task or its
+//!   route says `on_dead: pause`.
+//! - **Woken**: a task getting ready changes nothing in its lane, so the write that readies it
+//!   (a child's last parent settling; a run finding a placed debounce key due) also creates and
+//!   deletes `<lane>/wake`, which fires the workers' watches on the lane.
+
+use serde_json::Value;
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::claim::{ClaimOutcome, Restraints};
+use super::group_lock::GroupLock;
+use super::ops::{Multi, Op, Part};
+use crate::error::{Error, Result};
+use crate::lane::Lane;
+use crate::layout::Layout;
+use crate::task::{self, Body, Envelope, OnDead, Place, StandsFor};
+
+/// The child of a lane a wake-up creates and deletes in one multi-op.
+const WAKE: &str = "wake";
+
+/// A place to create with its task, at the tail of the task's lane.
+#[derive(Clone, Debug)]
+pub(super) struct PlaceWrite {
+    prefix: String,
+    body: Vec<u8>,
+}
+
+impl PlaceWrite {
+    /// Adds the place's create to `multi`, tagged `tag`.
+    pub(super) fn push<'a, T: Copy + PartialEq>(&'a self, multi: &mut Multi<'a, T>, tag: T) {
+        multi.push(tag, Op::CreateSequential(&self.prefix, &self.body));
+    }
+}
+
+/// What the claim that met a place comes to.
+pub(super) enum PlaceTaken {
+    /// The task is in the place now: its envelope, body and stat, to claim.
+    Filled(Envelope, Vec<u8>, zk::Stat),
+    Decided(ClaimOutcome),
+}
+
+impl Queue {
+    /// The place grouped `task` keeps in its lane while it waits for `stands_for`, under `id`;
+    /// `None` for a task in no group.
+    pub(super) fn place_write(
+        &self,
+        task: &Envelope,
+        id: &str,
+        stands_for: StandsFor,
+    ) -> Option<PlaceWrite> {
+        let group = task.group.as_deref()?;
+        Some(PlaceWrite {
+            prefix: self.layout().lane_prefix(&task.lane()),
+            body: Place::of(task, group, id, stands_for).to_bytes(),
+        })
+    }
+
+    /// Wakes the workers watching `lane`: `<lane>/wake` created and deleted in one multi-op
+    /// (nobody sees it; the lane's watchers see its children change).
+    pub(super) async fn wake_lane(&self, lane: &Lane) -> Result<()> {
+        let path = format!("{}/{WAKE}", self.layout().lane_tasks(lane));
+        let mut multi = Multi::new();
+        multi
+            .push((), Op::Create(&path, b""))
+            .push((), Op::Delete(&path, -1));
+        match self.commit("wake", &multi).await? {
+            Ok(_) => Ok(()),
+            Err(failed) => Err(failed.unexpected("wake")),
+        }
+    }
+
+    /// The claim of place `name` (read at `version`) met as its group's next task: the task
+    /// it stands for written into it when ready, else what the claim comes to (see the
+    /// module documentation).
+    pub(super) async fn take_place(
+        &self,
+        name: &str,
+        place: &Place,
+        version: i32,
+        now_ms: i64,
+        restraints: &Restraints,
+    ) -> Result<PlaceTaken> {
+        let ending = match &place.stands_for {
+            StandsFor::Parents => {
+                let path = self.layout().blocked(&place.id);
+                match self.ready_child(&path, &place.id).await? {
+                    Waits::Ready(child, at) => {
+                        return self.fill_place(name, version, (&path, at), &child).await;
+                    }
+                    Waits::NotYet => return Ok(PlaceTaken::Decided(ClaimOutcome::InPlace)),
+                    Waits::Gone => self.letter_of(&Layout::blocked_name(&place.id)).await?,
+                }
+            }
+            StandsFor::Debounce { key } => {
+                let path = self.layout().debounced(key);
+                match self.ready_debounced(&path, &place.id, now_ms).await? {
+                    Waits::Ready(task, at) => {
+                        return self.fill_place(name, version, (&path, at), &task).await;
+                    }
+                    Waits::NotYet => return Ok(PlaceTaken::Decided(ClaimOutcome::InPlace)),
+                    Waits::Gone => Ending {
+                        letter: format!("debounce/{key}"),
+                        why: format!(
+                            "debounce/{key}: the debounced publish {} was withdrawn before its turn",
+                            place.id
+                        ),
+                    },
+                }
+            }
+            StandsFor::Dead { letter, reason } => Ending {
+                letter: letter.clone(),
+                why: format!("{letter} went to the dead letters: {reason}"),
+            },
+        };
+        let on_dead = restraints
+            .on_dead
+            .for_type(place.on_dead, &place.event_type);
+        self.end_place(name, version, place, on_dead, &ending).await
+    }
+
+    /// Whether the child at `path` that the place `id` stands for is ready (every parent
+    /// completed).
+    async fn ready_child(&self, path: &str, id: &str) -> Result<Waits> {
+        let Some((body, stat)) = self.read_path(path).await? else {
+            return Ok(Waits::Gone);
+        };
+        Ok(match task::parse(&body) {
+            Body::Envelope(child) if child.placed.as_deref() != Some(id) => Waits::Gone,
+            Body::Envelope(child) if !child.waiting_on.is_empty() => Waits::NotYet,
+            Body::Envelope(child) => Waits::Ready(Box::new(child), stat.version),
+            _ => Waits::Gone,
+        })
+    }
+
+    /// Whether the debounced publish at `path` that the place `id` stands for is due by
+    /// `now_ms`.
+    async fn ready_debounced(&self, path: &str, id: &str, now_ms: i64) -> Result<Waits> {
+        let Some((body, stat)) = self.read_path(path).await? else {
+            return Ok(Waits::Gone);
+        };
+        Ok(match super::debounce::pending(&body, &stat) {
+            Some(p) if p.envelope.placed.as_deref() != Some(id) => Waits::Gone,
+            Some(p) if p.due_ms() > now_ms => Waits::NotYet,
+            Some(p) => Waits::Ready(Box::new(p.envelope), stat.version),
+            None => Waits::Gone,
+        })
+    }
+
+    /// Writes `task` (waiting at the target path, read at its version) into place `name`
+    /// (read at `version`), in one multi-op with the target's delete.
+    async fn fill_place(
+        &self,
+        name: &str,
+        version: i32,
+        (target, at): (&str, i32),
+        task: &Envelope,
+    ) -> Result<PlaceTaken> {
+        let mut task = task.clone();
+        task.placed = None;
+        let body = task.to_bytes()?;
+        let path = self.layout().task(name);
+        let mut multi = Multi::new();
+        multi
+            .push(Part::Waiting, Op::Delete(target, at))
+            .push(Part::Task, Op::Set(&path, &body, version));
+        let failed = match self.commit("take place", &multi).await? {
+            Ok(results) => match multi.result(&results, Part::Task) {
+                Some(zk::MultiWriteResult::SetData { stat }) => {
+                    tracing::debug!(task = %name, id = %task.id, "task in its place");
+                    return Ok(PlaceTaken::Filled(task, body, *stat));
+                }
+                other => {
+                    let e = zk::Error::UnexpectedError(format!("place write returned {other:?}"));
+                    return Err(Error::zk("take place", path, e));
+                }
+            },
+            Err(failed) => failed,
+        };
+        use zk::Error::{BadVersion, NoNode};
+        Ok(PlaceTaken::Decided(match (failed.tag, &failed.error) {
+            (Part::Task, BadVersion | NoNode) => ClaimOutcome::Taken,
+            // Changed meanwhile (a parent, a publish of the key): looked at again later.
+            (Part::Waiting, BadVersion | NoNode) => ClaimOutcome::InPlace,
+            _ => return Err(failed.unexpected("take place")),
+        }))
+    }
+
+    /// The dead letter `letter` as a place's ending: its reason, when it is still there.
+    async fn letter_of(&self, letter: &str) -> Result<Ending> {
+        let read = self.read_path(&self.layout().dead_letter(letter)).await?;
+        let reason = read
+            .and_then(|(data, _)| serde_json::from_slice::<Value>(&data).ok())
+            .and_then(|record| record["reason"].as_str().map(str::to_string));
+        Ok(Ending {
+            letter: letter.to_string(),
+            why: match reason {
+                Some(reason) => format!("{letter} went to the dead letters: {reason}"),
+                None => format!("{letter} went to the dead letters"),
+            },
+        })
+    }
+
+    /// Deletes place `name` (read at `version`), whose task ended as `ending`, pausing its
+    /// group there when `on_dead` says so: with a lock of its own when the group has none,
+    /// as it is when it is paused already; another task's lock holds the place back.
+    async fn end_place(
+        &self,
+        name: &str,
+        version: i32,
+        place: &Place,
+        on_dead: OnDead,
+        ending: &Ending,
+    ) -> Result<PlaceTaken> {
+        let path = self.layout().task(name);
+        let lock_path = self.layout().group(&place.group);
+        let lock = serde_json::to_vec(&GroupLock {
+            id: place.id.clone(),
+            task: ending.letter.clone(),
+            paused: Some(ending.why.clone()),
+        })?;
+        let mut pause = on_dead == OnDead::Pause;
+        for _ in 0..3 {
+            let mut multi = Multi::new();
+            multi.push(Part::Task, Op::Delete(&path, version));
+            if pause {
+                multi.push(Part::Lock, Op::Create(&lock_path, &lock));
+            }
+            let failed = match self.commit("end place", &multi).await? {
+                Ok(_) => {
+                    tracing::info!(task = %name, group = %place.group, paused = pause,
+                        why = %ending.why, "place ended");
+                    let owner = None;
+                    return Ok(PlaceTaken::Decided(match pause {
+                        true => ClaimOutcome::GroupBusy { owner },
+                        false => ClaimOutcome::Gone,
+                    }));
+                }
+                Err(failed) => failed,
+            };
+            use zk::Error::{BadVersion, NoNode, NodeExists};
+            match (failed.tag, &failed.error) {
+                (Part::Task, BadVersion | NoNode) => {
+                    return Ok(PlaceTaken::Decided(ClaimOutcome::Taken));
+                }
+                (Part::Lock, NoNode) => self.ensure_parent(&self.layout().groups()).await?,
+                (Part::Lock, NodeExists) => match self.group_lock(&place.group).await? {
+                    // Paused already: it stays so, and the place goes.
+                    Some(read) if read.lock.paused.is_some() => pause = false,
+                    Some(read) => {
+                        let owner = Some(read.lock.id);
+                        return Ok(PlaceTaken::Decided(ClaimOutcome::GroupBusy { owner }));
+                    }
+                    None => {}
+                },
+                _ => return Err(failed.unexpected("end place")),
+            }
+        }
+        Ok(PlaceTaken::Decided(ClaimOutcome::Taken))
+    }
+}
+
+/// Where the task a place stands for is.
+enum Waits {
+    /// Ready, with the version it was read at.
+    Ready(Box<Envelope>, i32),
+    NotYet,
+    /// Gone: it died, or was withdrawn.
+    Gone,
+}
+
+/// How a place's task ended: the name it left (a dead letter's), and why, as its group's
+/// pause says.
+struct Ending {
+    letter: String,
+    why: String,
+}
