@@ -77,17 +77,17 @@ pub async fn status(app: &App, key: &str) -> HttpReply {
     }
 }
 
-/// `GET ?batch=<name>`: the batch's counts (`batch status --json`), 404 when there is none.
+/// `GET ?batch=<name>`: the batch's counts (`batch status --json`); 404 `{"state":
+/// "not_found"}` when there is none, as a task's status answers for a task that is nowhere.
 pub async fn batch_status(app: &App, name: &str) -> HttpReply {
     let found = (app.session)
         .run(|queue| async move { event_bridge::batch::status(&queue, name).await })
         .await;
     match found {
         Ok(status) => HttpReply::status(true, json!(status)),
-        Err(event_bridge::Error::Batch { name, problem })
-            if problem.starts_with("no such batch") =>
-        {
-            HttpReply::status(false, json!({ "batch": name, "error": problem }))
+        Err(Error::Batch { problem, .. }) if problem.starts_with("no such batch") => {
+            let body = serde_json::to_value(Status::NotFound).expect("statuses are plain data");
+            HttpReply::status(false, body)
         }
         Err(e) => HttpReply::failed(&e),
     }
