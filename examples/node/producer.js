@@ -231,7 +231,45 @@ function envelope(eventType, payload, fields = {}) {
     body.debounce = max_ms === undefined || max_ms === null
       ? { key, period_ms } : { key, period_ms, max_ms };
   }
+  checkTextFields(body);
   return body;
+}
+
+// Fields a delivery sends as HTTP headers, or the queue names znodes after: one holding a
+// control character (C0, which takes CR, LF and NUL in, or DEL) could never be delivered.
+const TEXT_FIELDS = ['id', 'type', 'group', 'idempotency_key', 'concurrency_key'];
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+// The most of a bad value a message quotes, in bytes.
+const SHOWN_BYTES = 100;
+
+/** `value` quoted for a message: whole when short, else its first bytes and its length. */
+function shown(value) {
+  const raw = Buffer.from(value, 'utf8');
+  if (raw.length <= SHOWN_BYTES) return JSON.stringify(value);
+  const head = raw.subarray(0, SHOWN_BYTES).toString('utf8').replace(/\uFFFD$/, '');
+  return `${JSON.stringify(head)}… (${raw.length} bytes)`;
+}
+
+/**
+ * Throws naming the field when a text field of the envelope `body` holds a control character,
+ * or `group` or `type` is empty.
+ */
+function checkTextFields(body) {
+  const texts = TEXT_FIELDS.map((name) => [name, body[name]]);
+  texts.push(['debounce_key', body.debounce ? body.debounce.key : undefined]);
+  for (const [name, value] of texts) {
+    if (typeof value !== 'string') continue;
+    if (value === '' && (name === 'type' || name === 'group')) {
+      throw new Error(`'${name}' is empty: give one of at least one character`);
+    }
+    const bad = CONTROL.exec(value);
+    if (bad) {
+      const code = bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0');
+      throw new Error(`'${name}' holds a control character (U+${code}), which no header or ` +
+        `znode name can carry: ${shown(value)}`);
+    }
+  }
 }
 
 /**

@@ -196,6 +196,40 @@ def ensure_lane(zk, root, prefix, acl=None):
     zk.ensure_path(prefix.rsplit("/", 1)[0], acl=acl)
 
 
+# Fields a delivery sends as HTTP headers, or the queue names znodes after: one holding a
+# control character (C0, which takes CR, LF and NUL in, or DEL) could never be delivered.
+TEXT_FIELDS = ("id", "type", "group", "idempotency_key", "concurrency_key")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# The most of a bad value a message quotes, in bytes.
+SHOWN_BYTES = 100
+
+
+def shown(value):
+    """``value`` quoted for a message: whole when short, else its first SHOWN_BYTES bytes and
+    its length."""
+    raw = value.encode("utf-8")
+    if len(raw) <= SHOWN_BYTES:
+        return json.dumps(value)
+    return json.dumps(raw[:SHOWN_BYTES].decode("utf-8", "ignore")) + f"… ({len(raw)} bytes)"
+
+
+def check_text_fields(body):
+    """Raises ``ValueError`` naming the field when a text field of the envelope ``body`` holds
+    a control character, or ``group`` or ``type`` is empty."""
+    texts = [(name, body.get(name)) for name in TEXT_FIELDS]
+    texts.append(("debounce_key", (body.get("debounce") or {}).get("key")))
+    for name, value in texts:
+        if not isinstance(value, str):
+            continue
+        if value == "" and name in ("type", "group"):
+            raise ValueError(f"'{name}' is empty: give one of at least one character")
+        bad = CONTROL.search(value)
+        if bad is not None:
+            raise ValueError(
+                f"'{name}' holds a control character (U+{ord(bad[0]):04X}), which no header "
+                f"or znode name can carry: {shown(value)}")
+
+
 def envelope(event_type, payload, **fields):
     """An ``event-bridge/1`` envelope: a fresh uuid id and the time now (UTC, RFC 3339).
 
@@ -232,6 +266,7 @@ def envelope(event_type, payload, **fields):
         "payload": payload,
     }
     body.update(fields)
+    check_text_fields(body)
     return body
 
 

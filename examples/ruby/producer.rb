@@ -20,6 +20,7 @@ require "json"
 require "securerandom"
 require "time"
 require "zk"
+require_relative "lib/event_bridge/fields"
 
 module EventBridge
   FORMAT = "event-bridge/1"
@@ -32,8 +33,8 @@ module EventBridge
     bad = fields.keys.map(&:to_sym) & CONSUMER_FIELDS
     raise ArgumentError, "#{bad.join(', ')}: written by consumers only" unless bad.empty?
 
-    body = { format: FORMAT, id: SecureRandom.uuid, type: type,
-             time: Time.now.utc.iso8601(3), payload: payload }.merge(fields).to_json
+    body = Fields.check!({ format: FORMAT, id: SecureRandom.uuid, type: type,
+                           time: Time.now.utc.iso8601(3), payload: payload }.merge(fields)).to_json
     if body.bytesize > MAX_BODY_BYTES
       raise ArgumentError, "task body is #{body.bytesize} bytes, over #{MAX_BODY_BYTES}"
     end

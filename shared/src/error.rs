@@ -51,6 +51,17 @@ pub enum Error {
     #[error("task {item} of the publish: {problem}")]
     Unpublishable { item: usize, problem: String },
 
+    /// A publish cut by a lost connection that could not tell what became of its task `item`
+    /// (counted from 1), with envelope id `id`: its answer was lost, and it may exist (or have
+    /// run already) or not; or the connection did not come back in time, and it was not sent.
+    /// The problem says which, and what became of the tasks after it.
+    #[error("task {item} of the publish (id {id}): {problem}")]
+    InDoubt {
+        item: usize,
+        id: String,
+        problem: String,
+    },
+
     /// Input that should have been JSON was not.
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
@@ -70,7 +81,7 @@ pub enum Error {
 
     /// A task published to run after `parent` cannot wait for it (unknown, a debounced
     /// publish, a body that can never run); nothing was written.
-    #[error("parent {parent}: {problem}")]
+    #[error("parent {}: {problem}", crate::task::clipped(parent))]
     Parent { parent: String, problem: String },
 
     /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.

@@ -1,4 +1,7 @@
-//! Debounce under mixed traffic: every debounced task is published three times with its key;
+//! Debounce under mixed traffic, beside a backdrop of [`BACKDROP`] keys that wait an hour (so
+//! more keys are pending than a run fired from before the due index: it looked at the first
+//! 256 names `debounce/` listed, and a due key listed after them never fired). Every debounced
+//! task is published three times with its key;
 //! the publishes' answers say which envelope replaced which. A replaced envelope is never
 //! delivered, and the one left of each key is (the lost check counts it).
 //!
@@ -22,6 +25,29 @@ use tokio::time::Instant;
 use crate::checks::Inputs;
 use crate::producer::{Kind, new_queue};
 use crate::receiver::{Answer, Delivery};
+
+/// Keys published at the start, due in an hour: pending through the whole run, never fired
+/// (`summary` checks every one is still there).
+pub const BACKDROP: usize = 600;
+
+/// What the backdrop's keys start with.
+pub const BACKDROP_PREFIX: &str = "backdrop-";
+
+/// The backdrop's envelopes.
+pub fn backdrop() -> Vec<event_bridge::Envelope> {
+    (0..BACKDROP)
+        .map(|i| {
+            let mut envelope =
+                event_bridge::Envelope::new("chaos.backdrop", serde_json::json!({ "i": i }));
+            envelope.debounce = Some(event_bridge::task::Debounce {
+                key: format!("{BACKDROP_PREFIX}{i}"),
+                period_ms: 3_600_000,
+                max_ms: None,
+            });
+            envelope
+        })
+        .collect()
+}
 
 /// A key to probe: its number, the envelope left and the first (replaced) one.
 #[derive(Clone, Debug)]

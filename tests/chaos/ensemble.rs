@@ -128,6 +128,16 @@ impl Ensemble {
             .sum()
     }
 
+    /// Server `index`'s client port.
+    pub fn port(&self, index: usize) -> u16 {
+        self.servers[index].client_port
+    }
+
+    /// Every server's client port.
+    pub fn ports(&self) -> Vec<u16> {
+        self.servers.iter().map(|s| s.client_port).collect()
+    }
+
     /// Server `index`'s number in the ensemble (`myid`).
     pub fn id(&self, index: usize) -> usize {
         self.servers[index].id

@@ -1,18 +1,22 @@
 //! The producer: the library's `Queue` on a session of its own, publishing a steady mix of
-//! tasks (`publish_all` every tick, for the tasks due by then), riding out leader changes.
+//! tasks (`publish_each` every tick, for the tasks due by then), riding out leader changes.
 //!
 //! The mix, by the task's number modulo 20: 7 plain, 1 of a tenant (one of three concurrency
 //! keys, on a route that lets each key run one task at a time; held back and published in
 //! bursts with the limited ones, so that the cap binds), 2 delayed (due in 1–3 s), 2 keyed (a
 //! third of the keys published again once or twice, 2–12 s later, by a new envelope with the
-//! same key), 3 grouped (30 groups; the payload carries the group's sequence number), 2 to
+//! same key), 3 grouped (30 groups; the payload carries the group's sequence number; one in 20
+//! of them a child of a plain task, one in 20 debounced, each keeping its turn), 2 to
 //! the limited route (held back and published in bursts every 5 s, so that its limits bind),
 //! 2 of the type that is paused mid-run, 1 cancelled (published due in 8 s, cancelled by
 //! [`event_bridge::cancel::cancel`] 1–2 s after, on a session of its own; half of them head
 //! a group of their own with one task behind them, which must run once the head is gone).
 //!
-//! A batch that fails is published again whole: some of it may have landed before the link
-//! dropped, so those envelopes may exist twice (their ids are kept as uncertain, and allowed
+//! `publish_each` rides out a leader change by itself (what landed is found, the rest sent
+//! again), and a session that expired under it is replaced (as the command does), so a batch
+//! should never fail (`summary` checks it). One that fails all the same is
+//! published again whole: some of it may have landed before the link dropped, so those
+//! envelopes may exist twice (their ids are kept as uncertain, and allowed
 //! for when duplicates and token order are judged). A keyed envelope sent again finds its own
 //! key and answers `Existing` with its own id.
 
@@ -21,9 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
-use event_bridge::queue::Published as Answer;
+use event_bridge::queue::{PublishOptions, Published as Answer};
 use event_bridge::task::{Debounce, Priority};
 use event_bridge::{Config, Envelope, Queue};
+use futures::future::BoxFuture;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -256,6 +261,8 @@ pub async fn publish(
 ) -> Published {
     let mut producer = Producer::connect(config).await;
     crate::batches::open(&producer.queue).await;
+    // Keys that wait the whole run, beside the debounced traffic (see `debounce`).
+    producer.publish(&crate::debounce::backdrop()).await;
     let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
     let canceller = tokio::spawn(cancel_loop(config.clone(), cancel_rx));
     let (probe_tx, probe_rx) = mpsc::unbounded_channel();
@@ -387,9 +394,6 @@ pub async fn publish(
                 }
                 other => unreachable!("a publish answered {other:?}"),
             };
-            if let Some(task) = &task {
-                plan.names.insert(envelope.id.clone(), task.clone());
-            }
             if kind == Kind::Plain {
                 times
                     .lock()
@@ -430,10 +434,10 @@ pub async fn publish(
             });
         }
         for (key, ids) in debounced {
-            let n = key
-                .trim_start_matches("deb-")
-                .parse()
-                .expect("a debounce key's number");
+            // Only the debounced kind's keys are probed (not grouped debounced tasks').
+            let Some(n) = key.strip_prefix("deb-").and_then(|n| n.parse().ok()) else {
+                continue;
+            };
             if ids.iter().any(|id| producer.uncertain.contains(id)) {
                 continue;
             }
@@ -497,9 +501,6 @@ struct Plan {
     held: Vec<(Kind, Envelope)>,
     /// Each task's id by its number, for the children that name it.
     ids: HashMap<usize, String>,
-    /// Task names by id, once published: a child names a parent of an earlier publish by its
-    /// name (one read finds it; an id of a pending task costs a walk of the queue).
-    names: HashMap<String, String>,
 }
 
 impl Plan {
@@ -529,6 +530,21 @@ impl Plan {
                 *seq += 1;
                 envelope.payload = json!({ "n": n, "group": group, "seq": *seq });
                 envelope.group = Some(group);
+                // Some wait before they can run, and keep their turn in their group all the
+                // same (the order check holds them to it): a child of the plain task 8
+                // before it, a debounced task (its own key, published once).
+                match n % 60 {
+                    // By id: its parent may have completed under a later name (a retry
+                    // moves a task), which only its id finds.
+                    12 => envelope.after = vec![self.ids[&(n - 8)].clone()],
+                    33 => {
+                        envelope.debounce = Some(Debounce {
+                            key: format!("gdeb-{n}"),
+                            ..debounce(n)
+                        })
+                    }
+                    _ => {}
+                }
             }
             Kind::Cancelled => {
                 envelope.retry_at = Some(now_ms + CANCEL_DUE.as_millis() as i64);
@@ -539,10 +555,10 @@ impl Plan {
             }
             Kind::Plain if crate::after::parents_of(n).is_some() => {
                 let (parents, on_parent_dead) = crate::after::parents_of(n).expect("parents");
-                envelope.after = (parents.iter())
-                    .map(|p| &self.ids[p])
-                    .map(|id| self.names.get(id).unwrap_or(id).clone())
-                    .collect();
+                // By id: a retry moves a task under a new name, and a name it had finds it
+                // no more once it completed (the checker once named parents of an earlier
+                // publish by name, and a publish kept failing on one that had moved).
+                envelope.after = parents.iter().map(|p| self.ids[p].clone()).collect();
                 envelope.on_parent_dead = on_parent_dead;
             }
             Kind::Plain | Kind::Limited | Kind::Pausable | Kind::Flood | Kind::Trickle => {}
@@ -597,9 +613,26 @@ impl Producer {
             return Vec::new();
         }
         for _ in 0..300 {
-            let e = match self.queue.publish_all(batch).await {
-                Ok(answers) => return answers,
-                Err(e) => e,
+            if self.queue.session_over()
+                && let Ok(queue) = new_queue(&self.config, "chaos-producer").await
+            {
+                self.queue = queue;
+            }
+            // A session that expires under the publish is replaced, as the command does.
+            let config = self.config.clone();
+            let renew = |_: Queue| -> BoxFuture<'_, event_bridge::Result<Queue>> {
+                Box::pin(new_queue(&config, "chaos-producer"))
+            };
+            let options = PublishOptions {
+                renew: Some(&renew),
+                ..PublishOptions::default()
+            };
+            let e = match self.queue.publish_each(batch, &options, |_, _| {}).await {
+                Ok(outcomes) => match outcomes.iter().map(|o| o.published().cloned()).collect() {
+                    Some(answers) => return answers,
+                    None => format!("{:?}", outcomes.iter().find(|o| o.published().is_none())),
+                },
+                Err(e) => e.to_string(),
             };
             self.retries += 1;
             self.resent += batch.len();

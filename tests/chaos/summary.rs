@@ -109,7 +109,7 @@ impl Outcome {
         );
         let stuck = l.stuck();
         println!(
-            "stuck       {:>6}  lanes {}, delayed/ {}, leases/ {}, groups/ {} (paused {}), limit slots {}, debounce/ {}, after/ {}, dependents/ {}; cancel marks {}{}",
+            "stuck       {:>6}  lanes {}, delayed/ {}, leases/ {}, groups/ {} (paused {}), limit slots {}, debounce/ {} (and the backdrop's {} of {}, due in an hour), after/ {}, dependents/ {}; cancel marks {}{}",
             stuck,
             l.tasks,
             l.delayed,
@@ -118,6 +118,8 @@ impl Outcome {
             l.paused_groups,
             l.limit_slots,
             l.debounced,
+            l.backdrop,
+            crate::debounce::BACKDROP,
             l.blocked,
             l.markers,
             l.cancel_marks,
@@ -505,6 +507,24 @@ impl Outcome {
             format!("{} tasks never answered 200{}", f.lost.len(), some(&f.lost)),
         );
         fail(l.stuck() > 0, format!("stuck: {l:?}"));
+        fail(
+            l.backdrop != crate::debounce::BACKDROP,
+            format!(
+                "{} of the {} backdrop keys (due in an hour) still pending: one fired early, \
+                 or went",
+                l.backdrop,
+                crate::debounce::BACKDROP
+            ),
+        );
+        // A bulk publish cut by a leader kill finds what landed and sends the rest itself.
+        fail(
+            self.published.retries > 0,
+            format!(
+                "{} bulk publishes failed under the faults ({} tasks sent again, each perhaps \
+                 twice)",
+                self.published.retries, self.published.resent
+            ),
+        );
         fail(
             !f.order_violations.is_empty(),
             format!("groups out of order{}", some(&f.order_violations)),

@@ -40,8 +40,11 @@ pub struct Left {
     pub paused_groups: usize,
     /// Slots held under the limited routes' gates.
     pub limit_slots: usize,
-    /// Debounced publishes never fired (`debounce/`).
+    /// Debounced publishes never fired (`debounce/`), the backdrop's keys apart.
     pub debounced: usize,
+    /// The backdrop's keys still pending: all of them, none due during the run (see
+    /// `debounce::backdrop`).
+    pub backdrop: usize,
     /// Cancel marks (`cancelled/`).
     pub cancel_marks: usize,
     /// Tasks still waiting for their parents (`after/`), and parents' markers
@@ -166,6 +169,7 @@ impl Tree {
                 limit_slots += self.children_if_any(&format!("{route}/{key}")).await.len();
             }
         }
+        let debounce = self.children_if_any(&self.path("debounce")).await;
         let dead = (self.datas("dead").await.into_iter())
             .map(|(name, data)| {
                 let record: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
@@ -185,12 +189,24 @@ impl Tree {
             groups: groups.len(),
             paused_groups,
             limit_slots,
-            debounced: self.children_if_any(&self.path("debounce")).await.len(),
+            debounced: (debounce.iter())
+                .filter(|k| !k.starts_with(crate::debounce::BACKDROP_PREFIX))
+                .count(),
+            backdrop: (debounce.iter())
+                .filter(|k| k.starts_with(crate::debounce::BACKDROP_PREFIX))
+                .count(),
             cancel_marks: self.children_if_any(&self.path("cancelled")).await.len(),
             blocked: self.children_if_any(&self.path("after")).await.len(),
             markers: self.children_if_any(&self.path("dependents")).await.len(),
             dead,
         }
+    }
+
+    /// Debounced publishes pending, the backdrop's keys apart.
+    pub async fn debouncing(&self) -> usize {
+        let keys = self.children_if_any(&self.path("debounce")).await;
+        let backdrop = |k: &&String| k.starts_with(crate::debounce::BACKDROP_PREFIX);
+        keys.iter().filter(|k| !backdrop(k)).count()
     }
 
     /// Schedule `name`'s stored form (`schedules/<name>`), if it exists.

@@ -264,3 +264,71 @@ async fn producers_refuse_the_fields_only_our_publish_offers() {
         }
     }
 }
+
+/// A control character in a field a delivery sends as a header (here the group, the
+/// idempotency key and the type), and an empty group or type, are refused by every producer,
+/// naming the field, and nothing is published; Ruby's check (the `zk` producer's and the Rails
+/// adapter's, which Debian cannot run against ZooKeeper) is asked directly.
+#[tokio::test]
+async fn producers_refuse_control_characters_and_empty_names() {
+    require_python();
+    require_node();
+    let t = TestQueue::new().await;
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--group", "a\nb"],
+            "'group' holds a control character (U+000A)",
+        ),
+        (
+            &["--idempotency-key", "k\r\nX-Injected: 1"],
+            "'idempotency_key' holds",
+        ),
+        (&["--group", ""], "'group' is empty"),
+        (
+            &["--concurrency-key", "tenant\u{7f}"],
+            "holds a control character (U+007F)",
+        ),
+    ];
+    for (args, problem) in cases {
+        for mut producer in producers(&t, args) {
+            let output = producer.stdin(Stdio::null()).output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(!output.status.success(), "{producer:?}: {stderr}");
+            assert!(stderr.contains(problem), "{producer:?}: {stderr}");
+        }
+    }
+    assert!(t.children("tasks").await.is_empty(), "nothing published");
+    assert!(t.children("keys").await.is_empty());
+
+    let script = r#"
+        require "event_bridge/fields"
+        [{ type: "a", group: "x\ny" }, { type: "" }, { "type" => "a", "id" => "i\0d" },
+         { type: "a", idempotency_key: "p" * 100_000 + "\n" }].each do |task|
+          EventBridge::Fields.check!(task)
+          puts "accepted"
+        rescue ArgumentError => e
+          puts e.message
+        end
+    "#;
+    let output = Command::new("ruby")
+        .args(["-I", "examples/ruby/lib", "-e", script])
+        .current_dir(harness::workspace_root())
+        .output()
+        .expect("ruby (make tools installs it)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(
+        lines[0].starts_with("'group' holds a control character (U+000A)"),
+        "{stdout}"
+    );
+    assert!(lines[1].starts_with("'type' is empty"), "{stdout}");
+    assert!(
+        lines[2].starts_with("'id' holds a control character (U+0000)"),
+        "{stdout}"
+    );
+    assert!(
+        lines[3].contains("(100001 bytes)") && lines[3].len() < 300,
+        "{stdout}"
+    );
+}

@@ -11,6 +11,7 @@ mod debounce;
 mod dedup;
 mod dependencies;
 mod done;
+mod doors;
 mod fairness;
 mod group_places;
 mod groups;

@@ -1,11 +1,12 @@
 //! Publishing and status over HTTP (the Function URL and the Vercel function): a `POST` of one
-//! task or of JSON lines is published all or nothing and answered `202` with each task's name
+//! task or of JSON lines is published all or nothing (riding out a lost connection: what landed
+//! is found, what did not is sent again) and answered `202` with each task's name
 //! and status URL (a debounced item's, a child's waiting for its parents and one dead with a
 //! parent ask by id, escaped); `GET ?status=<task name or id>` answers where that task is.
 
 use event_bridge::inspect::{self, Status};
-use event_bridge::queue::Published;
-use event_bridge::{Envelope, Error};
+use event_bridge::queue::{Outcome, PublishOptions, Published};
+use event_bridge::{Envelope, Error, Queue};
 use platform::HttpReply;
 use platform::intake::{Batch, Refused, read_batch};
 use serde_json::{Value, json};
@@ -21,8 +22,6 @@ pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
         Err(Refused::TooLarge(problem)) => return HttpReply::too_large(&problem),
         Err(Refused::Bad(problem)) => return HttpReply::bad_request(&problem),
     };
-    // Sent once: after a dropped link the batch may or may not have landed, and sending it
-    // again could publish it twice. The client decides (idempotency keys make that safe).
     let mut queue = app.session.queue();
     if queue.session_over() {
         queue = match app.session.renew(&queue, "the session is over").await {
@@ -30,8 +29,27 @@ pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
             Err(e) => return HttpReply::failed(&e),
         };
     }
-    match queue.publish_batch(&envelopes).await {
-        Ok(published) => HttpReply::accepted(answer(&envelopes, &published, path)),
+    // A link dropped under the batch (a leader election) is ridden out within the run's time:
+    // once a session answers, a batch that landed is found and answered, one that did not is
+    // sent again, as the library's bulk publish does. Only a batch whose fate cannot be told
+    // is a 503 naming its first line.
+    let config = app.session.config();
+    let renew = |stale: Queue| -> Renewed<'_> {
+        Box::pin(async move { app.session.renew(&stale, "the session is over").await })
+    };
+    let options = PublishOptions {
+        retry_for: config.time_budget.saturating_sub(config.deadline_margin),
+        renew: Some(&renew),
+    };
+    let line_of = |item: usize| lines.get(item.saturating_sub(1)).copied().unwrap_or(item);
+    match queue.publish_batch_with(&envelopes, &options).await {
+        Ok(outcomes) => match settled(&outcomes) {
+            Ok(published) => HttpReply::accepted(answer(&envelopes, &published, path)),
+            Err((item, id, reason)) => in_doubt(line_of(item), &id, &reason, envelopes.len()),
+        },
+        Err(Error::InDoubt { item, id, problem }) => {
+            in_doubt(line_of(item), &id, &problem, envelopes.len())
+        }
         // The body read well, but its multi-op would be more than ZooKeeper takes in one
         // request (keys' paths count), or an item waits for a later one, or its id is a
         // child's that waits or died already: refused before anything was written.
@@ -57,6 +75,35 @@ pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
             HttpReply::failed(&e)
         }
     }
+}
+
+/// A queue on a new session, once it is open (what [`event_bridge::queue::Renew`] answers).
+type Renewed<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = event_bridge::Result<Queue>> + Send + 'a>>;
+
+/// What each item of a publish did; the first item whose fate is unknown (from 1, its id
+/// and why) when there is one.
+fn settled(outcomes: &[Outcome]) -> Result<Vec<Published>, (usize, String, String)> {
+    (outcomes.iter().enumerate())
+        .map(|(i, outcome)| match outcome {
+            Outcome::Published(published) => Ok(published.clone()),
+            Outcome::Unknown { id, reason } => Err((i + 1, id.clone(), reason.clone())),
+        })
+        .collect()
+}
+
+/// 503: a publish cut by a lost connection whose fate cannot be told, from line `line` (id
+/// `id`) on.
+fn in_doubt(line: usize, id: &str, problem: &str, tasks: usize) -> HttpReply {
+    tracing::error!(
+        line,
+        id,
+        problem,
+        tasks,
+        "publish over HTTP cut by a lost connection"
+    );
+    let message = format!("line {line} (id {id}): {problem}");
+    HttpReply::error(503, "PublishInDoubt", &message)
 }
 
 /// Where the task `key` names (its name, a name it had, or its envelope id) is now.

@@ -127,6 +127,7 @@ async fn run_with<H: Handler>(
         start.lanes = queue.with_key_lanes(start.lanes).await?;
     }
     let idle = start.idle();
+    let debounced = start.debounced;
     let limits = handler.limits();
     queue.prefetch_key_gates(&limits);
     let (restraints, head) = restraints_from(start, handler.on_dead_policy(), limits);
@@ -149,7 +150,7 @@ async fn run_with<H: Handler>(
         restraints: std::sync::RwLock::new((restraints, Instant::now())),
         limited: std::sync::Mutex::new(Limited::default()),
     };
-    let (promoted, fired, failed) = run.before_passes().await?;
+    let (promoted, fired, failed) = run.before_passes(debounced).await?;
     (report.schedules_fired, report.schedules_failed) = (fired, failed);
     // Tasks found unreadable are counted once and not tried again in this run.
     let mut passed_over = HashSet::new();
@@ -410,15 +411,20 @@ impl<H> Run<'_, H> {
     /// Before the first pass, together: moves due tasks back from `delayed/`, and fires due
     /// schedules (a schedule that cannot be fired never stops the tasks). Returns the tasks
     /// the schedules made, and the schedules that could not be fired.
-    async fn before_passes(&self) -> Result<(usize, u32, u32)> {
+    async fn before_passes(&self, debounced: bool) -> Result<(usize, u32, u32)> {
         let queue = self.queue();
         let now_ms = self.now.now_ms();
-        // Due tasks back in their lanes, and debounced tasks whose period ended into theirs.
+        // Due tasks back in their lanes, and debounced tasks whose period ended into theirs
+        // (the due index looked at only when a debounced publish is pending).
+        let fire = async {
+            match debounced {
+                true => queue.fire_debounced(now_ms).await,
+                false => Ok(0),
+            }
+        };
         let promote = async {
-            let (promoted, fired) = tokio::try_join!(
-                queue.promote_due(&self.now, PROMOTE_PER_RUN),
-                queue.fire_debounced(now_ms)
-            )?;
+            let (promoted, fired) =
+                tokio::try_join!(queue.promote_due(&self.now, PROMOTE_PER_RUN), fire)?;
             Ok::<_, crate::Error>(promoted + fired)
         };
         #[cfg(feature = "schedule")]

@@ -203,15 +203,18 @@ impl Queue {
             envelope.check_publishable().map_err(|p| refuse(i, p))?;
             if let Some(first) = ids.insert(&envelope.id, i + 1) {
                 let id = &envelope.id;
-                let problem = format!("id {id:?} is also task {first}'s: {UNIQUE_IDS}");
+                let id = crate::task::shown(id);
+                let problem = format!("id {id} is also task {first}'s: {UNIQUE_IDS}");
                 return Err(refuse(i, problem));
             }
             if let Some(debounce) = &envelope.debounce
                 && !debounced.insert(debounce.key.as_str())
             {
                 let key = &debounce.key;
-                let problem =
-                    format!("debounce_key {key:?} is also an earlier task's: one a batch");
+                let problem = format!(
+                    "debounce_key {} is also an earlier task's: one a batch",
+                    crate::task::shown(key)
+                );
                 return Err(refuse(i, problem));
             }
             if let Some(key) = &envelope.idempotency_key

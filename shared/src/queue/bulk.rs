@@ -3,40 +3,128 @@
 //! for the keys and the tasks, one multi-op naming the keys) instead of two writes a task. A
 //! run the batch refuses (two ids alike, more than one request carries), or whose keys other
 //! producers kept taking through its tries, goes one by one, as every other envelope does.
-//! Publishes of one debounce key go in order: a window is cut where a key comes again.
+//! Publishes of one debounce key go in order: a window is cut where a key comes again. Answers
+//! are handed on as they come; a run whose connection is lost under it is left in doubt, for
+//! the publish to settle (`landed`).
+
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
 
 use super::Queue;
 use super::keys::{KeyData, KeyedWrite, Published};
+use super::landed::Floors;
 use super::ops::{Multi, Op, Part};
-use crate::error::Result;
+use super::outage::in_doubt;
+use crate::error::{Error, Result};
 use crate::task::Envelope;
 
 /// Keyed envelopes published together in one batch, at most.
 pub(super) const KEYED_RUN: usize = 32;
 
+/// What sending a window came to (see [`Queue::send_window`]).
+#[derive(Debug, Default)]
+pub(super) struct Sent {
+    /// Its lanes' tails as read before its creates, when that read was answered.
+    pub(super) floors: Option<Floors>,
+    /// Items (by index in the window) sent whose answers were lost with the connection.
+    pub(super) doubts: Vec<usize>,
+    /// Items not sent: the window's segments after the one the connection was lost in.
+    pub(super) unsent: Vec<usize>,
+    /// The failure that left items in doubt or unsent.
+    pub(super) lost: Option<Error>,
+}
+
 impl Queue {
     /// Publishes `window` (pipelined, in order): runs of keyed envelopes as batches, the
     /// others one by one; a part of it after a repeated debounce key once the part before it
-    /// has landed.
-    pub(super) async fn publish_window(&self, window: &[Envelope]) -> Result<Vec<Published>> {
-        let mut published = Vec::with_capacity(window.len());
+    /// has landed. Each item's answer goes to `answered` (with its index in the window) as
+    /// its run is answered, in order. The tails of the window's lanes are read before its
+    /// first create ([`Sent::floors`]), so that what landed can be found if answers are lost:
+    /// pipelined with the creates when `known` has a floor for each of its lanes already (one
+    /// read before, which the pipelined one may only raise), else first, on their own.
+    ///
+    /// A run whose connection is lost under it leaves its items in doubt, and the segments
+    /// after it unsent ([`Sent`]); any other failure is returned once the window's requests
+    /// are answered.
+    pub(super) async fn send_window(
+        &self,
+        window: &[Envelope],
+        known: &Floors,
+        answered: &mut (impl FnMut(usize, Published) + Send),
+    ) -> Result<Sent> {
         let lanes: Vec<_> = window.iter().map(Envelope::lane).collect();
-        self.ensure_lanes(&lanes).await?;
-        for segment in debounce_segments(window) {
-            let runs = keyed_runs(segment);
-            let each = runs.iter().map(|run| self.publish_run(run));
-            for answers in futures::future::join_all(each).await {
-                published.extend(answers?);
+        let unsent = |e: Error| {
+            if !in_doubt(&e, self.session_over()) {
+                return Err(e);
+            }
+            // Nothing of the window was sent.
+            Ok(Sent {
+                unsent: (0..window.len()).collect(),
+                lost: Some(e),
+                ..Sent::default()
+            })
+        };
+        if let Err(e) = self.ensure_lanes(&lanes).await {
+            return unsent(e);
+        }
+        let (mut pipelined, mut first) = (None, None);
+        if lanes.iter().all(|lane| known.contains_key(lane)) {
+            pipelined = Some(self.read_floors(&lanes));
+        } else {
+            match self.read_floors(&lanes).await {
+                Ok(floors) => first = Some(floors),
+                Err(e) => return unsent(e),
             }
         }
-        Ok(published)
+        let mut sent = Sent::default();
+        let mut failed = None;
+        let mut at = 0;
+        for segment in debounce_segments(window) {
+            let first = at;
+            at += segment.len();
+            if sent.lost.is_some() || failed.is_some() {
+                sent.unsent.extend(first..at);
+                continue;
+            }
+            let mut start = first;
+            let mut runs = FuturesOrdered::new();
+            for run in keyed_runs(segment) {
+                let from = start;
+                start += run.len();
+                runs.push_back(async move { (from, run.len(), self.publish_run(run).await) });
+            }
+            while let Some((from, len, result)) = runs.next().await {
+                match result {
+                    Ok(published) => {
+                        for (i, one) in published.into_iter().enumerate() {
+                            answered(from + i, one);
+                        }
+                    }
+                    Err(e) if in_doubt(&e, self.session_over()) => {
+                        sent.doubts.extend(from..from + len);
+                        sent.lost.get_or_insert(e);
+                    }
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        sent.floors = match pipelined {
+            Some(read) => read.await.ok(),
+            None => first,
+        };
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(sent),
+        }
     }
 
     async fn publish_run(&self, run: &[Envelope]) -> Result<Vec<Published>> {
         if let Some(batch) = run[0].batch.as_deref() {
             for envelope in run {
                 (envelope.check_publishable())
-                    .map_err(|problem| crate::error::Error::Unpublishable { item: 1, problem })?;
+                    .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
             }
             return self.publish_members(run, batch).await;
         }

@@ -242,12 +242,13 @@ impl Queue {
 /// Why a publish of debounce key `key`, pending in group `group`, is refused in another.
 fn group_change(key: &str, group: Option<&str>) -> String {
     let now = match group {
-        Some(group) => format!("in group {group:?}"),
+        Some(group) => format!("in group {}", crate::task::shown(group)),
         None => "in no group".to_string(),
     };
     format!(
-        "debounce_key {key:?} is pending {now}: a publish of it keeps that group until it \
-         fires (its turn in its group is where its first publish put it)"
+        "debounce_key {} is pending {now}: a publish of it keeps that group until it fires \
+         (its turn in its group is where its first publish put it)",
+        crate::task::shown(key)
     )
 }
 

@@ -257,6 +257,15 @@ impl Queue {
     /// The child with envelope id `id` as an earlier publish left it: waiting under `after/`, or
     /// dead with a parent (its letter's reason names one); `None` otherwise.
     async fn child_published(&self, id: &str) -> Result<Option<Published>> {
+        Ok(self.child_found(id).await?.filter(|found| match found {
+            Published::Buried { reason, .. } => reason.starts_with("parent "),
+            _ => true,
+        }))
+    }
+
+    /// The child with envelope id `id`: waiting under `after/`, or among the dead letters
+    /// under its blocked name (for any reason); `None` otherwise.
+    pub(super) async fn child_found(&self, id: &str) -> Result<Option<Published>> {
         if let Some((body, _)) = self.read_path(&self.layout().blocked(id)).await? {
             let waiting_on = match task::parse(&body) {
                 Body::Envelope(e) => e.waiting_on,
@@ -273,7 +282,7 @@ impl Queue {
         };
         let record: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
         let reason = record["reason"].as_str().unwrap_or_default().to_string();
-        Ok(reason.starts_with("parent ").then(|| Published::Buried {
+        Ok(Some(Published::Buried {
             id: id.to_string(),
             dead_letter: name,
             reason,
@@ -399,8 +408,9 @@ pub(super) fn check_order(envelopes: &[Envelope]) -> Result<()> {
                 return Err(Error::Unpublishable {
                     item: i + 1,
                     problem: format!(
-                        "\"after\" names {parent}, the id of item {}: a task waits only for \
+                        "\"after\" names {}, the id of item {}: a task waits only for \
                          tasks published before it, so dependencies cannot form a cycle",
+                        crate::task::clipped(parent),
                         j + 1
                     ),
                 });

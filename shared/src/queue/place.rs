@@ -14,8 +14,9 @@
 //!   withdrawn) or dead: the place is deleted, and the group pauses there when the task or its
 //!   route says `on_dead: pause`.
 //! - **Woken**: a task getting ready changes nothing in its lane, so the write that readies it
-//!   (a child's last parent settling; a run finding a placed debounce key due) also creates and
-//!   deletes `<lane>/wake`, which fires the workers' watches on the lane.
+//!   (a child's last parent settling; a run finding a placed debounce key due) is followed by a
+//!   `setData` of the lane's own znode (`tasks`, `lanes/high`, `lanes/low`, whose data nobody
+//!   reads), which fires the workers' watches on the lane and takes no number from it.
 
 use serde_json::Value;
 use zookeeper_client as zk;
@@ -28,9 +29,6 @@ use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::layout::Layout;
 use crate::task::{self, Body, Envelope, OnDead, Place, StandsFor};
-
-/// The child of a lane a wake-up creates and deletes in one multi-op.
-const WAKE: &str = "wake";
 
 /// A place to create with its task, at the tail of the task's lane.
 #[derive(Clone, Debug)]
@@ -69,17 +67,17 @@ impl Queue {
         })
     }
 
-    /// Wakes the workers watching `lane`: `<lane>/wake` created and deleted in one multi-op
-    /// (nobody sees it; the lane's watchers see its children change).
+    /// Wakes the workers watching `lane` (a priority lane: a grouped task is in no key lane):
+    /// its znode's data set (empty, at any version), which its watchers see change.
     pub(super) async fn wake_lane(&self, lane: &Lane) -> Result<()> {
-        let path = format!("{}/{WAKE}", self.layout().lane_tasks(lane));
-        let mut multi = Multi::new();
-        multi
-            .push((), Op::Create(&path, b""))
-            .push((), Op::Delete(&path, -1));
-        match self.commit("wake", &multi).await? {
+        // A key lane's znode holds its head.
+        if matches!(lane, Lane::Key(_)) {
+            return Ok(());
+        }
+        let path = self.layout().lane_tasks(lane);
+        match self.client().set_data(&path, b"", None).await {
             Ok(_) => Ok(()),
-            Err(failed) => Err(failed.unexpected("wake")),
+            Err(e) => Err(Error::zk("wake", path, e)),
         }
     }
 

@@ -1,10 +1,15 @@
 //! Publishing: sequential creates in the task's lane (`tasks/` for normal) (with an idempotency key, together with the
 //! key: see [`super::keys`]).
 
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
 use zookeeper_client as zk;
 
 use super::Queue;
 use super::keys::Published;
+use super::landed::{Fate, Floors};
+use super::outage::{Outage, PublishOptions, in_doubt};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::task::{self, Envelope};
@@ -12,55 +17,263 @@ use crate::task::{self, Envelope};
 /// Publishes a bulk publish keeps in flight.
 const PUBLISH_WINDOW: usize = 1_000;
 
+/// What became of one item of a publish that rides out lost connections
+/// ([`Queue::publish_each`], [`Queue::publish_batch_with`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered; or, its answer lost with the connection, found where it landed.
+    Published(Published),
+    /// Sent, its answer lost with the connection, and whether it landed cannot be told (its
+    /// lane lost tasks meanwhile that nothing explains, one of which may have been it, run
+    /// already; or no session answered again in time). Sending it again may make a twin:
+    /// `status` by its id may find it.
+    Unknown { id: String, reason: String },
+}
+
+impl Outcome {
+    /// What the publish did, when that is known.
+    pub fn published(&self) -> Option<&Published> {
+        match self {
+            Outcome::Published(published) => Some(published),
+            Outcome::Unknown { .. } => None,
+        }
+    }
+}
+
 impl Queue {
     /// Publishes `envelopes` pipelined, in order. An envelope with an idempotency key is
     /// created together with its key in one multi-op, or not at all when the key is taken
     /// (pending, held, or completed within `DEDUP_WINDOW_MS`).
+    ///
+    /// A connection lost under it (a leader election) is ridden out on the same session, as
+    /// [`Queue::publish_each`] does with the default [`PublishOptions`]: what landed is found,
+    /// the rest sent again, each envelope published once.
+    ///
+    /// # Notable errors
+    /// - [`Error::InDoubt`] naming the first envelope whose fate cannot be told (the session
+    ///   ended, or ZooKeeper did not answer again within [`super::PUBLISH_RETRY_FOR`], or it
+    ///   may have landed and run already).
     pub async fn publish_all(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
-        let envelopes = &*self.with_due_times(envelopes).await?;
-        self.check_batches(envelopes).await?;
-        super::parents::check_order(envelopes)?;
-        let mut published = Vec::with_capacity(envelopes.len());
+        let outcomes =
+            (self.publish_each(envelopes, &PublishOptions::default(), |_, _| {})).await?;
+        (outcomes.into_iter().enumerate())
+            .map(|(i, outcome)| match outcome {
+                Outcome::Published(published) => Ok(published),
+                Outcome::Unknown { id, reason } => Err(Error::InDoubt {
+                    item: i + 1,
+                    id,
+                    problem: format!("cannot tell whether it was published: {reason}"),
+                }),
+            })
+            .collect()
+    }
+
+    /// As [`Queue::publish_all`], handing each envelope's outcome (with its index) to `each`
+    /// in order, as soon as it and those before it are known: as they land.
+    ///
+    /// When the connection is lost under a window, what was in flight is in doubt. Once a
+    /// session answers again (the same one, which the client reconnects while it lives, or a
+    /// new one from `options.renew`), the items in doubt are looked for where they would have
+    /// landed (see `landed`): those found are answered as found, the others sent again, all
+    /// within `options.retry_for` of the failure. An item that may have landed and left its
+    /// lane already is [`Outcome::Unknown`], and the publish goes on.
+    ///
+    /// # Notable errors
+    /// - [`Error::InDoubt`] when no session answered within `options.retry_for` (or the session
+    ///   ended and `options.renew` is `None`): the items in doubt were handed on as
+    ///   [`Outcome::Unknown`], and the error names the first item without an answer; those
+    ///   after the window were not sent;
+    /// - [`Error::Unpublishable`] naming the first envelope that can never be published
+    ///   ([`Envelope::check_publishable`]): nothing is written;
+    /// - any error of [`Queue::publish_all`] before that: unknown parents, batches.
+    pub async fn publish_each<F>(
+        &self,
+        envelopes: &[Envelope],
+        options: &PublishOptions<'_>,
+        mut each: F,
+    ) -> Result<Vec<Outcome>>
+    where
+        F: FnMut(usize, &Outcome) + Send,
+    {
+        // What can never be published refuses the publish before anything is written.
+        for (i, envelope) in envelopes.iter().enumerate() {
+            (envelope.check_publishable()).map_err(|problem| Error::Unpublishable {
+                item: i + 1,
+                problem,
+            })?;
+        }
+        let mut queue = self.clone();
+        let mut outage = Outage::new(options);
+        // Due times and checks are reads: made again once a session answers.
+        let envelopes = loop {
+            let checked = async {
+                let due = queue.with_due_times(envelopes).await?;
+                queue.check_batches(&due).await?;
+                super::parents::check_order(&due)?;
+                Ok::<_, Error>(due)
+            };
+            match checked.await {
+                Ok(due) => break due,
+                Err(e) => queue = outage.back(&queue, e).await?,
+            }
+        };
+        outage.over();
+        let mut answers = Answers::new(&envelopes, &mut each);
         // Runs of tasks without parents go pipelined; a task with parents goes alone, after
         // them, naming those of this publish by the task names they got. So does a grouped
         // debounced task: its place must land between the tasks around it, and its write
         // needs a read first, which pipelined creates would pass.
-        let mut names = std::collections::HashMap::new();
-        let mut rest = envelopes;
-        while !rest.is_empty() {
-            let alone =
-                |e: &Envelope| !e.after.is_empty() || e.group.is_some() && e.debounce.is_some();
-            let run = rest.iter().take_while(|e| !alone(e)).count();
-            let (plain, after) = rest.split_at(run);
-            for window in plain.chunks(PUBLISH_WINDOW) {
-                let done = self.publish_window(window).await?;
-                names.extend(done.iter().filter_map(|p| match p {
-                    Published::Created { id, task } => Some((id.clone(), task.clone())),
-                    _ => None,
-                }));
-                published.extend(done);
-            }
-            if let Some((child, tail)) = after.split_first() {
-                let mut child = child.clone();
-                for parent in &mut child.after {
-                    if let Some(name) = names.get(parent) {
-                        *parent = name.clone();
+        let alone = |e: &Envelope| !e.after.is_empty() || e.group.is_some() && e.debounce.is_some();
+        let mut names: HashMap<String, String> = HashMap::new();
+        let mut floors = Floors::new();
+        let mut start = 0;
+        while start < envelopes.len() {
+            let rest = &envelopes[start..];
+            let plain = rest.iter().take_while(|e| !alone(e)).count();
+            let step: Cow<[Envelope]> = match plain {
+                0 => {
+                    let mut child = rest[0].clone();
+                    for parent in &mut child.after {
+                        if let Some(name) = names.get(parent) {
+                            *parent = name.clone();
+                        }
                     }
+                    Cow::Owned(vec![child])
                 }
-                let one = match child.after.is_empty() {
-                    true => self.publish_one(&child).await?,
-                    false => self.publish_child(&child).await?,
-                };
-                if let Published::Created { id, task } = &one {
+                _ => Cow::Borrowed(&rest[..plain.min(PUBLISH_WINDOW)]),
+            };
+            let len = step.len();
+            let renamed = plain == 0 && step[0].after != rest[0].after;
+            let at = (start, &mut answers);
+            match publish_step(&mut queue, &mut outage, &mut floors, &step, at).await {
+                // A parent named by the task name it got in this publish was claimed, moved
+                // by a retry and completed meanwhile: a name it had finds it no more, its id
+                // does (its completion record).
+                Err(Error::Parent { .. }) if renamed => {
+                    let at = (start, &mut answers);
+                    publish_step(&mut queue, &mut outage, &mut floors, &rest[..1], at).await?
+                }
+                done => done?,
+            }
+            for outcome in &answers.outcomes[start..start + len] {
+                if let Some(Outcome::Published(Published::Created { id, task })) = outcome {
                     names.insert(id.clone(), task.clone());
                 }
-                published.push(one);
-                rest = tail;
-            } else {
-                rest = after;
             }
+            start += len;
         }
-        Ok(published)
+        Ok(answers.into_outcomes())
+    }
+
+    /// Publishes `envelopes` in one multi-op, all of them or none ([`Queue::publish_batch`]),
+    /// riding out a lost connection as [`Queue::publish_each`] does: once a session answers
+    /// again, a batch that landed is found (its items answered as found), one that did not is
+    /// sent again, within `options.retry_for`.
+    ///
+    /// # Notable errors
+    /// - those of [`Queue::publish_batch`];
+    /// - [`Error::InDoubt`] naming the first item without an answer when no session answered
+    ///   in time.
+    pub async fn publish_batch_with(
+        &self,
+        envelopes: &[Envelope],
+        options: &PublishOptions<'_>,
+    ) -> Result<Vec<Outcome>> {
+        self.check_batch(envelopes)?;
+        super::parents::check_order(envelopes)?;
+        let mut queue = self.clone();
+        let mut outage = Outage::new(options);
+        let envelopes = loop {
+            match queue.with_due_times(envelopes).await {
+                Ok(due) => break due,
+                Err(e) => queue = outage.back(&queue, e).await?,
+            }
+        };
+        outage.over();
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; envelopes.len()];
+        let mut answered = HashSet::new();
+        let mut known = Floors::new();
+        let mut pending: Vec<usize> = (0..envelopes.len()).collect();
+        while !pending.is_empty() {
+            let batch: Vec<Envelope> = pending.iter().map(|&i| envelopes[i].clone()).collect();
+            let lanes: Vec<Lane> = batch.iter().map(Envelope::lane).collect();
+            // The lanes' floors: read first when a lane has none yet, else along.
+            if !lanes.iter().all(|lane| known.contains_key(lane)) {
+                match queue.read_floors(&lanes).await {
+                    Ok(floors) => known.extend(floors),
+                    Err(e) if !in_doubt(&e, queue.session_over()) => return Err(e),
+                    Err(e) => match outage.back(&queue, e).await {
+                        Ok(back) => {
+                            queue = back;
+                            continue;
+                        }
+                        Err(e) => {
+                            let ids: Vec<String> = envelopes.iter().map(|e| e.id.clone()).collect();
+                            return Err(cut_short(e, &ids, &outcomes, options.retry_for));
+                        }
+                    },
+                }
+            }
+            let floors = queue.read_floors(&lanes);
+            let tried = queue.try_batch(&batch).await;
+            let floors = floors.await.ok();
+            let lost = match tried {
+                Ok(Some(published)) => {
+                    for (&i, one) in pending.iter().zip(published) {
+                        outcomes[i] = Some(Outcome::Published(one));
+                    }
+                    break;
+                }
+                Ok(None) => {
+                    return Err(Error::Unreadable {
+                        path: self.layout().keys(),
+                        problem: "the batch's keys or parents kept changing while it was \
+                                  published; try again"
+                            .into(),
+                    });
+                }
+                Err(e) if in_doubt(&e, queue.session_over()) => e,
+                Err(e) => return Err(e),
+            };
+            let floors = match floors {
+                Some(fresh) => {
+                    known.extend(fresh.clone());
+                    fresh
+                }
+                None => known.clone(),
+            };
+            let doubts: Vec<&Envelope> = batch.iter().collect();
+            let fates = settle(&mut queue, &mut outage, lost, &doubts, &floors, &answered);
+            let fates = match fates.await {
+                Ok(fates) => fates,
+                Err(e) => {
+                    for &i in &pending {
+                        let (id, reason) = (envelopes[i].id.clone(), format!("{e}"));
+                        outcomes[i] = Some(Outcome::Unknown { id, reason });
+                    }
+                    let ids: Vec<String> = envelopes.iter().map(|e| e.id.clone()).collect();
+                    return Err(cut_short(e, &ids, &outcomes, options.retry_for));
+                }
+            };
+            let mut next = Vec::new();
+            for (&i, fate) in pending.iter().zip(fates) {
+                match fate {
+                    Fate::Landed(published) => {
+                        if let Published::Created { task, .. } = &published {
+                            answered.insert(task.clone());
+                        }
+                        outcomes[i] = Some(Outcome::Published(published));
+                    }
+                    Fate::Unknown(reason) => {
+                        let id = envelopes[i].id.clone();
+                        outcomes[i] = Some(Outcome::Unknown { id, reason });
+                    }
+                    Fate::NotLanded => next.push(i),
+                }
+            }
+            pending = next;
+        }
+        Ok(outcomes.into_iter().map(|o| o.expect("settled")).collect())
     }
 
     /// Publishes one envelope; returns the task's name. With an idempotency key that is
@@ -139,5 +352,160 @@ impl Queue {
             e
         });
         Ok(std::borrow::Cow::Owned(due.collect()))
+    }
+}
+
+/// The outcomes of a publish, handed on in order as soon as they and those before them are
+/// known; and the names of the tasks it was answered for (a number missing from a lane that is
+/// one of them is explained).
+struct Answers<'f, F> {
+    ids: Vec<String>,
+    outcomes: Vec<Option<Outcome>>,
+    next: usize,
+    each: &'f mut F,
+    names: HashSet<String>,
+}
+
+impl<'f, F: FnMut(usize, &Outcome)> Answers<'f, F> {
+    fn new(envelopes: &[Envelope], each: &'f mut F) -> Self {
+        Answers {
+            ids: envelopes.iter().map(|e| e.id.clone()).collect(),
+            outcomes: vec![None; envelopes.len()],
+            next: 0,
+            each,
+            names: HashSet::new(),
+        }
+    }
+
+    fn set(&mut self, i: usize, outcome: Outcome) {
+        if let Outcome::Published(Published::Created { task, .. }) = &outcome {
+            self.names.insert(task.clone());
+        }
+        self.outcomes[i] = Some(outcome);
+        while let Some(Some(outcome)) = self.outcomes.get(self.next) {
+            (self.each)(self.next, outcome);
+            self.next += 1;
+        }
+    }
+
+    fn into_outcomes(self) -> Vec<Outcome> {
+        (self.outcomes.into_iter())
+            .map(|o| o.expect("every item settled"))
+            .collect()
+    }
+}
+
+/// Publishes `items` (a window of tasks without parents, or one child), item `i` of them being
+/// item `first + i` of the publish: sent, and after a lost connection, what was in doubt found
+/// or sent again, until every item has its outcome in `answers`. `floors` are the latest tails
+/// read of each lane (a floor for a window whose own read was lost).
+async fn publish_step<F: FnMut(usize, &Outcome) + Send>(
+    queue: &mut Queue,
+    outage: &mut Outage<'_, '_>,
+    floors: &mut Floors,
+    items: &[Envelope],
+    (first, answers): (usize, &mut Answers<'_, F>),
+) -> Result<()> {
+    let mut pending: Vec<usize> = (0..items.len()).collect();
+    while !pending.is_empty() {
+        let window: Cow<[Envelope]> = match pending.len() == items.len() {
+            true => Cow::Borrowed(items),
+            false => Cow::Owned(pending.iter().map(|&i| items[i].clone()).collect()),
+        };
+        let mut landed = |j: usize, one: Published| {
+            answers.set(first + pending[j], Outcome::Published(one));
+        };
+        let sent = queue.send_window(&window, floors, &mut landed).await?;
+        let round = match sent.floors {
+            Some(fresh) => {
+                floors.extend(fresh.clone());
+                fresh
+            }
+            None => floors.clone(),
+        };
+        let Some(lost) = sent.lost else {
+            outage.over();
+            return Ok(());
+        };
+        let doubts: Vec<&Envelope> = sent.doubts.iter().map(|&j| &window[j]).collect();
+        let fates = settle(queue, outage, lost, &doubts, &round, &answers.names).await;
+        let fates = match fates {
+            Ok(fates) => fates,
+            Err(e) => {
+                // No session in time: what was sent is unknown, the rest not sent.
+                for &j in &sent.doubts {
+                    let (i, id) = (pending[j], window[j].id.clone());
+                    let reason = format!("its answer was lost with the connection, and {e}");
+                    answers.set(first + i, Outcome::Unknown { id, reason });
+                }
+                let outcomes = &answers.outcomes;
+                return Err(cut_short(e, &answers.ids, outcomes, outage.retry_for()));
+            }
+        };
+        let mut next = Vec::new();
+        for (&j, fate) in sent.doubts.iter().zip(fates) {
+            let i = pending[j];
+            match fate {
+                Fate::Landed(published) => answers.set(first + i, Outcome::Published(published)),
+                Fate::Unknown(reason) => {
+                    let id = items[i].id.clone();
+                    answers.set(first + i, Outcome::Unknown { id, reason });
+                }
+                Fate::NotLanded => next.push(i),
+            }
+        }
+        next.extend(sent.unsent.iter().map(|&j| pending[j]));
+        next.sort_unstable();
+        pending = next;
+    }
+    Ok(())
+}
+
+/// Once a session answers again after `lost`: what became of `doubts`, sent after `floors`
+/// were read (see `landed`), on the session the publish goes on with (in `queue`).
+async fn settle(
+    queue: &mut Queue,
+    outage: &mut Outage<'_, '_>,
+    lost: Error,
+    doubts: &[&Envelope],
+    floors: &Floors,
+    answered: &HashSet<String>,
+) -> Result<Vec<Fate>> {
+    *queue = outage.back(queue, lost).await?;
+    loop {
+        match queue.landed(doubts, floors, answered).await {
+            Ok(fates) => return Ok(fates),
+            Err(e) => *queue = outage.back(queue, e).await?,
+        }
+    }
+}
+
+/// The error of a publish cut short by `error` (no session in time): it names the first item
+/// with no outcome, or the first unknown one, among `ids` (the publish's envelope ids).
+fn cut_short(
+    error: Error,
+    ids: &[String],
+    outcomes: &[Option<Outcome>],
+    retry_for: std::time::Duration,
+) -> Error {
+    let first = outcomes
+        .iter()
+        .position(|o| !matches!(o, Some(Outcome::Published(_))))
+        .unwrap_or(0);
+    let unknown = (outcomes.iter())
+        .filter(|o| matches!(o, Some(Outcome::Unknown { .. })))
+        .count();
+    let unsent = outcomes.iter().filter(|o| o.is_none()).count();
+    let why = match &error {
+        Error::Timeout { .. } => format!("no ZooKeeper session answered within {retry_for:?}"),
+        other => other.to_string(),
+    };
+    Error::InDoubt {
+        item: first + 1,
+        id: ids.get(first).cloned().unwrap_or_default(),
+        problem: format!(
+            "the connection was lost and {why}: {unknown} task(s) sent may or may not exist \
+             (their answers say \"unknown\"), {unsent} were not published"
+        ),
     }
 }

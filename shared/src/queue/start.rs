@@ -23,6 +23,9 @@ pub struct Start {
     pub lanes: Lanes,
     /// Whether `delayed/`, `debounce/` or `schedules/` has children.
     pub waiting: bool,
+    /// Whether `debounce/` has children: a run that found none does not look at the due
+    /// index.
+    pub debounced: bool,
 }
 
 impl Start {
@@ -75,16 +78,19 @@ impl Queue {
             _ => None,
         });
         // A parent we may not read is taken as holding something: the run looks.
-        let waiting = results.any(|read| match read {
-            zk::MultiReadResult::Data { stat, .. } => stat.num_children > 0,
-            zk::MultiReadResult::Error { err } => err != zk::Error::NoNode,
-            _ => true,
-        });
+        let holds: Vec<bool> = (results)
+            .map(|read| match read {
+                zk::MultiReadResult::Data { stat, .. } => stat.num_children > 0,
+                zk::MultiReadResult::Error { err } => err != zk::Error::NoNode,
+                _ => true,
+            })
+            .collect();
         Ok(Start {
             paused,
             cancelled,
             lanes,
-            waiting,
+            waiting: holds.iter().any(|h| *h),
+            debounced: holds.get(1).copied().unwrap_or(true),
         })
     }
 }

@@ -81,7 +81,8 @@ pub fn check_after(id: &str, after: &[String]) -> Result<(), String> {
     }
     if after.iter().any(|a| a == id) {
         return Err(format!(
-            "\"after\" names the task itself ({id}): a cycle of dependencies"
+            "\"after\" names the task itself ({}): a cycle of dependencies",
+            super::clipped(id)
         ));
     }
     Ok(())

@@ -74,7 +74,10 @@ impl Debounce {
 /// `5m`); the problem names `field`.
 pub fn parse_span(field: &str, text: &str) -> Result<u64, String> {
     crate::clock::span_ms(text).ok_or_else(|| {
-        format!("\"{field}\" must be a number with a unit (ms, s, m, h or d), not {text:?}")
+        format!(
+            "\"{field}\" must be a number with a unit (ms, s, m, h or d), not {}",
+            super::shown(text)
+        )
     })
 }
 

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::Debounce;
 use super::after::{OnParentDead, check_after};
+use super::field::{check_named, check_text};
 use super::size::check_size;
 use crate::lane::Priority;
 use crate::layout::encode_segment;
@@ -243,15 +244,27 @@ impl Envelope {
     }
 
     /// What a publish refuses before writing anything: an empty id (the schema asks for one
-    /// character at least; `status` and `cancel` by id could not name the task), and an
-    /// idempotency key over `MAX_KEY_NAME_BYTES` (4 096) as a znode name. The problem names
-    /// the field.
+    /// character at least; `status` and `cancel` by id could not name the task), an empty
+    /// type or group, a control character in any of the fields a delivery sends as a header
+    /// or the queue names a znode after (id, type, group, keys), and an idempotency key over
+    /// `MAX_KEY_NAME_BYTES` (4 096) as a znode name. The problem names the field.
     pub fn check_publishable(&self) -> Result<(), String> {
         if self.id.is_empty() {
             return Err(
                 "\"id\" is empty: give one of at least one character, or none for a fresh one"
                     .into(),
             );
+        }
+        check_text("id", &self.id)?;
+        check_named("type", &self.event_type)?;
+        if let Some(group) = &self.group {
+            check_named("group", group)?;
+        }
+        if let Some(key) = &self.idempotency_key {
+            check_text("idempotency_key", key)?;
+        }
+        if let Some(debounce) = &self.debounce {
+            check_text("debounce_key", &debounce.key)?;
         }
         self.check_concurrency_key()?;
         if let Some(debounce) = &self.debounce {
@@ -313,6 +326,7 @@ impl Envelope {
                 "\"concurrency_key\" is empty: give one of at least one character, or none".into(),
             );
         }
+        check_text("concurrency_key", key)?;
         fits_as_name("concurrency_key", key, MAX_CONCURRENCY_KEY_NAME_BYTES)
     }
 

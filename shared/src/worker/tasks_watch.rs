@@ -1,7 +1,9 @@
 //! The worker's watches: a persistent watch on each lane (`tasks/`, `lanes/high`, `lanes/low`),
 //! and a recursive one over the key lanes (`lanes/keys`), whose events raise a notification
-//! (kept as a permit when nobody waits, so none is missed). A change of data wakes nobody:
-//! under `lanes/keys` it is a key lane's head moving, which every pass writes.
+//! (kept as a permit when nobody waits, so none is missed). A change of a priority lane's own
+//! data is a wake-up (a grouped task got ready for its place: see `queue::place`); under
+//! `lanes/keys` a change of data wakes nobody: it is a key lane's head moving, which every
+//! pass writes.
 //!
 //! zookeeper-client 0.11.2 does not send persistent watches again when it reconnects (its
 //! `resend_watches` never leaves `SetWatches` for `SetWatches2`: the index it keeps is
@@ -29,7 +31,11 @@ pub(super) async fn keep_watching(
                 if event.session_state.is_terminated() {
                     break;
                 }
-                if event.event_type != zk::EventType::NodeDataChanged {
+                // A persistent watch reports its own node's data; a recursive one, the key
+                // lanes' heads.
+                let head_moved = mode == zk::AddWatchMode::PersistentRecursive
+                    && event.event_type == zk::EventType::NodeDataChanged;
+                if !head_moved {
                     refill.notify_one();
                 }
             }

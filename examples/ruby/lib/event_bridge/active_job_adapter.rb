@@ -2,6 +2,7 @@
 
 require "active_job"
 require_relative "publisher"
+require_relative "fields"
 
 module EventBridge
   # How a job becomes a task (the adapter below uses it; a test can too).
@@ -33,7 +34,7 @@ module EventBridge
       task[:priority] = lane if lane
       delay_ms = timestamp && ((timestamp.to_f - now) * 1000).ceil
       task[:delay] = "#{delay_ms}ms" if delay_ms&.positive?
-      task
+      Fields.check!(task)
     end
 
     # The job id on its first enqueue; a retry_on re-enqueue of the same job (same id, more

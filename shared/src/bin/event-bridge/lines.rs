@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use event_bridge::Envelope;
 
-/// The envelopes of a JSON-lines input (a file, or `-` for stdin), one at a time; a bad line
-/// is an error naming its number. Blank lines are skipped.
+/// The envelopes of a JSON-lines input (a file, or `-` for stdin), one at a time, each with
+/// its line's number (from 1); a bad line is an error naming its number. Blank lines are
+/// skipped.
 pub(crate) fn envelopes(
     path: &str,
     default_type: &str,
-) -> Result<impl Iterator<Item = Result<Envelope, String>>, String> {
+) -> Result<impl Iterator<Item = Result<(usize, Envelope), String>>, String> {
     let reader: Box<dyn BufRead> = if path == "-" {
         Box::new(std::io::stdin().lock())
     } else {
@@ -29,6 +30,7 @@ pub(crate) fn envelopes(
                 .map_err(|e| format!("{path}:{}: not JSON: {e}", i + 1))
                 .and_then(|value| {
                     event_bridge::task::envelope_from_value(value, Some(&default_type))
+                        .map(|envelope| (i + 1, envelope))
                         .map_err(|e| format!("{path}:{}: {e}", i + 1))
                 }),
         )

@@ -233,6 +233,12 @@ pub(crate) struct Publish {
     /// Not claimable before this delay has passed, e.g. 30s, 5m, 1500ms.
     #[arg(long, value_parser = lines::parse_delay)]
     pub(crate) delay: Option<Duration>,
+    /// How long a connection lost under the publish (a leader election) may stay lost: once
+    /// ZooKeeper answers again within it, the tasks whose answers were lost are looked for
+    /// (found ones printed) and the others sent again; past it, the publish stops, naming the
+    /// first line without an answer. E.g. 30s, 5m.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = lines::parse_delay)]
+    pub(crate) retry_for: Duration,
     /// Write --payload as the task body verbatim, without an envelope, as a producer that
     /// knows nothing of event-bridge would (it need not even be JSON).
     #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "batch", "after", "priority", "debounce_key", "on_dead", "traceparent"])]
@@ -434,7 +440,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
     let queue = session.queue();
     match command {
         Command::Init => look::init(&config, &queue)?,
-        Command::Publish(args) => publish::publish(&queue, args).await?,
+        Command::Publish(args) => publish::publish(&session, args).await?,
         Command::List { limit, json } => look::list(&queue, limit, json).await?,
         Command::Peek { count } => look::peek(&queue, count).await?,
         Command::Status { task, json } => return look::status(&config, &queue, &task, json).await,

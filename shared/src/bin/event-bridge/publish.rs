@@ -1,13 +1,20 @@
 //! `publish`: one task from arguments, or many from JSON lines, pipelined and streamed: a
 //! window of lines at a time, so a file of any size is published in constant memory (but for
-//! the ids its lines give, kept to refuse one given twice).
+//! the ids its lines give, kept to refuse one given twice). Each task is printed as it lands.
+//!
+//! A connection lost under a window (a leader election) is ridden out for `--retry-for`:
+//! once a session answers again, the lines whose answers were lost are looked for where they
+//! would have landed, found ones printed, the others sent again
+//! ([`Queue::publish_each`]). A line that may have landed and run already is printed with
+//! `"published": "unknown"`, the publish goes on, and it exits 1 naming the first such line.
 
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 
-use event_bridge::queue::Published;
+use event_bridge::queue::{Outcome, PublishOptions, Published};
 use event_bridge::task::envelope_from_value;
-use event_bridge::{Envelope, Error, Queue};
+use event_bridge::{Envelope, Error, Queue, Session};
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::lines::envelopes;
@@ -16,7 +23,17 @@ use crate::{Failure, Publish};
 /// Lines published together (pipelined), at most.
 const WINDOW: usize = 1_000;
 
-pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure> {
+pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Failure> {
+    let queue = &session.queue();
+    // A session that ends under the publish is replaced, and the publish goes on.
+    let renew = |stale: Queue| -> BoxFuture<'_, event_bridge::Result<Queue>> {
+        Box::pin(async move { session.renew(&stale, "the session is over").await })
+    };
+    let options = PublishOptions {
+        retry_for: args.retry_for,
+        renew: Some(&renew),
+    };
+    let mut unknown = Unknown::default();
     if args.raw {
         let body = args.payload.unwrap_or_default();
         let name = queue.publish_raw(body.as_bytes()).await?;
@@ -97,7 +114,11 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
     let path = match (&args.input, implicit) {
         (Some(path), _) => path.clone(),
         (None, true) => "-".to_string(),
-        (None, false) => return publish_window(queue, &[single()?]).await,
+        (None, false) => {
+            let one = [single()?];
+            publish_window(session, &options, &one, &[], &mut unknown).await?;
+            return unknown.verdict();
+        }
     };
     let keyed_lines = || -> Failure {
         "--idempotency-key is for one task (with --payload); give each JSON line its own \
@@ -118,11 +139,13 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
     let mut lines = envelopes(&path, &args.event_type)?;
     let mut published = 0;
     loop {
-        let window: Vec<Envelope> = lines
+        let (numbers, window): (Vec<usize>, Vec<Envelope>) = lines
             .by_ref()
             .take(WINDOW)
-            .map(|line| line.map(stamp))
-            .collect::<Result<_, _>>()?;
+            .map(|line| line.map(|(number, envelope)| (number, stamp(envelope))))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
         if window.is_empty() {
             break;
         }
@@ -132,38 +155,114 @@ pub(crate) async fn publish(queue: &Queue, args: Publish) -> Result<(), Failure>
         if total.is_none() {
             check_window(queue, &window, published + 1)?;
         }
-        publish_window(queue, &window).await?;
+        publish_window(session, &options, &window, &numbers, &mut unknown).await?;
         published += window.len();
         if let Some(bar) = &bar {
             bar.inc(window.len() as u64);
         }
     }
     if implicit && published == 0 {
-        return publish_window(queue, &[single()?]).await;
+        publish_window(session, &options, &[single()?], &[], &mut unknown).await?;
+        return unknown.verdict();
     }
     if let Some(bar) = bar {
         bar.finish_with_message("published");
     }
-    Ok(())
+    unknown.verdict()
 }
 
-/// Publishes `window` and prints each task's name and id; for an idempotency key that was
-/// taken, the task that has it, with `"duplicate": true` and where it is.
-async fn publish_window(queue: &Queue, window: &[Envelope]) -> Result<(), Failure> {
-    let published = queue.publish_all(window).await?;
-    let mut stdout = std::io::stdout().lock();
-    for one in published {
-        let line = match one {
-            Published::Created { id, task } => json!({ "task": task, "id": id }),
-            Published::Existing { id, task, state } => {
-                json!({ "task": task, "id": id, "duplicate": true, "state": state })
-            }
-            // An outcome added later: as it serializes.
-            other => json!(other),
-        };
-        writeln!(stdout, "{line}")?;
+/// Publishes `window` (`numbers`: its lines' numbers, none for the task of the arguments) on
+/// the session's queue and prints each task's name and id as it lands; for an idempotency key
+/// that was taken, the task that has it, with `"duplicate": true` and where it is; for a line
+/// whose fate cannot be told (its answer lost with the connection, and it may have run
+/// already), `"published": "unknown"` with the line and why, kept in `unknown`.
+///
+/// A connection that does not come back within the options' budget fails it, naming the first
+/// line with no answer.
+async fn publish_window(
+    session: &Session,
+    options: &PublishOptions<'_>,
+    window: &[Envelope],
+    numbers: &[usize],
+    unknown: &mut Unknown,
+) -> Result<(), Failure> {
+    let line = |i: usize| numbers.get(i).copied();
+    let mut written = Ok(());
+    let print = |i: usize, outcome: &Outcome| {
+        if written.is_err() {
+            return;
+        }
+        if let Outcome::Unknown { id, reason } = outcome {
+            unknown.note(line(i), id, reason);
+        }
+        written = writeln!(std::io::stdout().lock(), "{}", answer(outcome, line(i)));
+    };
+    let queue = session.queue();
+    let published = queue.publish_each(window, options, print).await;
+    written?;
+    match published {
+        Ok(_) => Ok(()),
+        Err(Error::InDoubt { item, id, problem }) => {
+            let at = at(line(item.saturating_sub(1)));
+            Err(format!("{at} (id {id}): {problem}").into())
+        }
+        Err(e) => Err(e.into()),
     }
-    Ok(())
+}
+
+/// A publish's answer for one line (`line`, when it came from one) as printed.
+fn answer(outcome: &Outcome, line: Option<usize>) -> Value {
+    match outcome {
+        Outcome::Published(Published::Created { id, task }) => json!({ "task": task, "id": id }),
+        Outcome::Published(Published::Existing { id, task, state }) => {
+            json!({ "task": task, "id": id, "duplicate": true, "state": state })
+        }
+        // An outcome added later: as it serializes.
+        Outcome::Published(other) => json!(other),
+        Outcome::Unknown { id, reason } => {
+            json!({ "published": "unknown", "id": id, "line": line, "reason": reason })
+        }
+    }
+}
+
+/// Where a task came from, as an error says it: its line, or the arguments.
+fn at(line: Option<usize>) -> String {
+    match line {
+        Some(line) => format!("line {line}"),
+        None => "the task".to_string(),
+    }
+}
+
+/// The lines whose fate could not be told: the first, and how many.
+#[derive(Default)]
+struct Unknown {
+    first: Option<(Option<usize>, String, String)>,
+    count: usize,
+}
+
+impl Unknown {
+    fn note(&mut self, line: Option<usize>, id: &str, reason: &str) {
+        self.count += 1;
+        self.first
+            .get_or_insert_with(|| (line, id.to_string(), reason.to_string()));
+    }
+
+    /// Exit 1 naming the first line whose fate is unknown, if any.
+    fn verdict(&self) -> Result<(), Failure> {
+        let Some((line, id, reason)) = &self.first else {
+            return Ok(());
+        };
+        let more = match self.count {
+            1 => String::new(),
+            n => format!(" ({n} lines in all, printed with \"published\": \"unknown\")"),
+        };
+        Err(format!(
+            "{} (id {id}): cannot tell whether it was published: {reason}{more}; `event-bridge \
+             status {id}` may find it: send it again only if it is not found",
+            at(*line)
+        )
+        .into())
+    }
 }
 
 /// Checks every line of file `path` before any is published (as `stamp` will make it): a
