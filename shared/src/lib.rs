@@ -43,6 +43,7 @@
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
 //! - [`dead`]: the dead letters (list, show, redrive, purge) and the [`dead::DeadLetterSink`].
+//! - [`state`]: a task's states and the transitions between them, the one list.
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
 //! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
@@ -86,6 +87,7 @@ pub mod schedule;
 pub mod secret;
 pub mod segment;
 pub mod session;
+pub mod state;
 pub mod stats;
 pub mod task;
 pub mod task_result;

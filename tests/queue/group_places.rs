@@ -237,3 +237,50 @@ async fn a_grouped_task_cancelled_before_its_turn_lets_its_group_go_on_by_defaul
     assert!(t.children("tasks").await.is_empty(), "no place left");
     assert!(t.children("groups").await.is_empty());
 }
+
+/// A place asked for by its name: `status` says whose turn it keeps (not a pending task), and
+/// `cancel` of that name cancels the task it stands for (the child waiting for its parent),
+/// never the place itself; the group goes on at its turn.
+#[tokio::test]
+async fn status_and_cancel_of_a_place_are_of_the_task_it_stands_for() {
+    let t = TestQueue::new().await;
+    let p = task("P");
+    let g1 = after(grouped("G1"), &p);
+    t.queue
+        .publish_all(&[p, g1.clone(), grouped("G2")])
+        .await
+        .unwrap();
+    let lane = t.children("tasks").await;
+    let place = &lane[1];
+    let status = event_bridge::inspect::status(&t.queue, &t.now().await, place)
+        .await
+        .unwrap();
+    let status = serde_json::to_value(status).unwrap();
+    assert_eq!(status["state"], "place", "{status}");
+    assert_eq!(status["task"]["id"], g1.id.as_str(), "{status}");
+    assert_eq!(status["task"]["place"]["stands_for"], "parents", "{status}");
+    let by_id = event_bridge::inspect::status(&t.queue, &t.now().await, &g1.id)
+        .await
+        .unwrap();
+    assert_eq!(serde_json::to_value(by_id).unwrap()["state"], "blocked");
+
+    let cancelled = event_bridge::cancel::cancel(&t.queue, place).await.unwrap();
+    let answer = serde_json::to_value(&cancelled).unwrap();
+    assert_eq!(answer["state"], "cancelled", "{answer}");
+    assert!(
+        t.children("after").await.is_empty(),
+        "the child is a dead letter"
+    );
+    assert!(
+        t.children("dead")
+            .await
+            .iter()
+            .any(|d| d.starts_with("after-")),
+        "{:?}",
+        t.children("dead").await
+    );
+    let log = Arc::default();
+    drain(&t, &log).await;
+    assert_eq!(names(&log), ["P", "G2"]);
+    assert!(t.children("tasks").await.is_empty(), "no place left");
+}

@@ -19,6 +19,7 @@ use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::layout;
 use crate::queue::{DoneRecord, Queue, names_task, parse_waiting};
+use crate::state::State;
 
 /// Where a task is in its life.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -58,6 +59,23 @@ pub enum Status {
         record: Box<DoneRecord>,
     },
     NotFound,
+}
+
+impl Status {
+    /// The task's state (see [`State`], whose names the answer's `state` carries); `None` for
+    /// a place (its task's state is its own: `status` of its id) and for nothing found.
+    pub fn state(&self) -> Option<State> {
+        Some(match self {
+            Status::Debounced(_) => State::Debounced,
+            Status::Pending { .. } => State::Pending,
+            Status::Leased { .. } => State::Leased,
+            Status::Waiting { .. } => State::Waiting,
+            Status::Blocked { .. } => State::Blocked,
+            Status::Dead { .. } => State::Dead,
+            Status::Completed { .. } => State::Completed,
+            Status::Place { .. } | Status::NotFound => return None,
+        })
+    }
 }
 
 /// Dead letters read in one request.
@@ -202,5 +220,72 @@ fn classify(info: TaskInfo) -> Status {
         Status::Pending {
             task: Box::new(info),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Envelope;
+
+    fn task() -> Box<TaskInfo> {
+        let stat = zookeeper_client::Stat {
+            czxid: 1,
+            mzxid: 1,
+            ctime: 0,
+            mtime: 0,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: 0,
+            data_length: 0,
+            num_children: 0,
+            pzxid: 1,
+        };
+        let body = Envelope::new("a", Value::Null).to_bytes().unwrap();
+        Box::new(body_info("task-0000000001", &body, &stat, &ZkTime::at(0)))
+    }
+
+    /// What `status` answers names its state as [`State`] does.
+    #[test]
+    fn every_answer_names_its_state_as_the_enum_does() {
+        let record: DoneRecord = serde_json::from_value(serde_json::json!({
+            "task": "task-0000000001", "id": "i", "type": "a", "time": "2026-11-27T00:00:00Z",
+            "completed_at_ms": 0, "kept_until_ms": 0, "attempts": 1, "fencing_token": 1
+        }))
+        .unwrap();
+        let debounced = DebouncedInfo {
+            key: "k".into(),
+            id: "i".into(),
+            event_type: "a".into(),
+            due_at_ms: 0,
+            due_in_ms: 0,
+            max_wait_until_ms: None,
+            envelope: Envelope::new("a", Value::Null),
+        };
+        let answers = [
+            Status::Debounced(Box::new(debounced)),
+            Status::Pending { task: task() },
+            Status::Leased { task: task() },
+            Status::Waiting { task: task() },
+            Status::Blocked { task: task() },
+            Status::Dead {
+                name: "task-0000000001".into(),
+                record: Value::Null,
+            },
+            Status::Completed {
+                record: Box::new(record),
+            },
+        ];
+        let mut named = Vec::new();
+        for answer in answers {
+            let state = answer.state().expect("a task's state");
+            let json = serde_json::to_value(&answer).unwrap();
+            assert_eq!(json["state"], state.name(), "{answer:?}");
+            named.push(state);
+        }
+        named.sort();
+        assert_eq!(named, State::ALL, "every state is an answer");
+        assert_eq!(Status::NotFound.state(), None);
     }
 }

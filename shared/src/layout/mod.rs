@@ -159,11 +159,6 @@ impl Layout {
         format!("{}/limits/{gate}", self.root)
     }
 
-    /// The slot task `name` holds in `gate` while its handler runs (ephemeral).
-    pub fn limit_slot(&self, gate: &str, name: &str) -> String {
-        format!("{}/limits/{gate}/{name}", self.root)
-    }
-
     /// The gates of concurrency keys, by route.
     pub fn concurrency(&self) -> String {
         format!("{}/concurrency", self.root)

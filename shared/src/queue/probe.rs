@@ -198,11 +198,6 @@ impl Queue {
         super::reads::add_get_data(reader, &paths)
     }
 
-    /// The normal lane's head, or `None` when no consumer of this version wrote one yet.
-    pub async fn read_head(&self) -> Result<Option<Head>> {
-        self.read_head_in(&Lane::NORMAL).await
-    }
-
     /// The head of `lane`, or `None` when no consumer of this version wrote one yet.
     pub async fn read_head_in(&self, lane: &Lane) -> Result<Option<Head>> {
         let path = self.layout().lane_head(lane);
