@@ -424,6 +424,44 @@ async fn url_publish(app: &App, body: &str) -> (u16, Value) {
     (status, json)
 }
 
+/// A control character in a field a delivery sends as a header (a group with a line break, a
+/// key with CR LF, a type with NUL), or an empty group, refuses the HTTP publish with 400
+/// naming the line and the field, and nothing of it is published.
+#[tokio::test]
+async fn a_url_publish_refuses_control_characters_and_empty_names() {
+    let tq = TestQueue::new().await;
+    let app = open_app(&tq).await;
+    let cases = [
+        (
+            r#"{"type": "a", "payload": 1, "group": "g\nh"}"#,
+            "\"group\" holds a control",
+        ),
+        (
+            r#"{"type": "a", "payload": 1, "idempotency_key": "k\r\nX-Injected: 1"}"#,
+            "\"idempotency_key\" holds a control",
+        ),
+        (
+            r#"{"type": "a\u0000b", "payload": 1}"#,
+            "\"type\" holds a control",
+        ),
+        (
+            r#"{"type": "a", "payload": 1, "group": ""}"#,
+            "\"group\" is empty",
+        ),
+    ];
+    for (bad, problem) in cases {
+        let body = format!("{{\"type\": \"a\", \"payload\": 0}}\n{bad}");
+        let (status, answer) = url_publish(&app, &body).await;
+        assert_eq!(status, 400, "{bad}: {answer}");
+        let message = answer["message"].as_str().unwrap();
+        assert!(
+            message.contains("line 2") && message.contains(problem),
+            "{answer}"
+        );
+    }
+    assert!(tq.children("tasks").await.is_empty(), "nothing published");
+}
+
 #[tokio::test]
 async fn a_url_publish_refuses_an_empty_or_repeated_id_naming_the_line() {
     let tq = TestQueue::new().await;
