@@ -147,7 +147,7 @@ impl Queue {
         }
         for item in items {
             if let Item::Child(ChildPlan::Dead(dead)) = item {
-                self.forward_dead(&dead.name, &dead.json).await;
+                dead.landed(self).await;
             }
         }
         Ok(())
@@ -354,9 +354,7 @@ fn batch_multi<'a>(
                     );
             }
             Item::Debounced(write) => write.push(&mut multi, |part| (i, part)),
-            Item::Child(ChildPlan::Dead(dead)) => {
-                multi.push((i, Part::Record), Op::Create(&dead.path, &dead.record));
-            }
+            Item::Child(ChildPlan::Dead(dead)) => dead.push(&mut multi, (i, Part::Record)),
             Item::Child(ChildPlan::Wait(wait)) => wait.push(&mut multi, i, &mut markers),
             Item::Existing(_) | Item::SameAs(_) => {}
         }

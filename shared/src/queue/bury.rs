@@ -20,7 +20,6 @@ use super::key_owner::OwnedKey;
 use super::ops::{Multi, Op, Part};
 use super::record::CANCELLED;
 use crate::error::Result;
-use crate::layout::DEAD_NAME_SUFFIX;
 use crate::lease::LeaseData;
 use crate::task::{self, Body, OnDead, Place, StandsFor};
 
@@ -115,12 +114,9 @@ impl Queue {
             Burial::Waiting { body, .. } => (body.to_vec(), attempts_in(body)),
         };
         let name = task.name().to_string();
-        let (record_json, record) = self.dead_record(&name, &body, reason, attempts, last_error);
+        let mut letter = self.dead_letter_of(&name, &body, reason, attempts, last_error);
         let mut along = self.along(&task, &body, reason).await?;
         let tombstone = tombstone_of(&task, &body, reason);
-        let dead = self.layout().dead_letter(&name);
-        let other_name = format!("{dead}{DEAD_NAME_SUFFIX}");
-        let mut record_name_taken = false;
         let mut reread = false;
         let mut settled = Settled::LeaseLost;
         let held = matches!(task, Burial::Held { .. });
@@ -151,13 +147,7 @@ impl Queue {
                 super::members::tally(seen.as_ref(), self.layout().batch(b), 0, &dead_name)
             });
             let mut multi = Multi::new();
-            if record_name_taken {
-                // A record of an earlier queue under the same root (or sequence numbers
-                // wrapped) has the name: this one gets a name of its own.
-                multi.push(Part::Record, Op::CreateSequential(&other_name, &record));
-            } else {
-                multi.push(Part::Record, Op::Create(&dead, &record));
-            }
+            letter.push(&mut multi, Part::Record);
             // A grouped task buried before its turn leaves a place for its death, so that its
             // group pauses there if it must (see `place`).
             let tombstone = tombstone.as_deref().filter(|_| along.lock.is_none());
@@ -217,9 +207,10 @@ impl Queue {
                 }
             }
             settled = match (failed.tag, failed.error.clone()) {
-                (Part::Record, NodeExists) if !record_name_taken => {
-                    tracing::warn!(dead_letter = %dead, "dead-letter name taken; the record gets a name of its own");
-                    record_name_taken = true;
+                // A record of an earlier queue under the same root (or sequence numbers
+                // wrapped) has the name: this one gets a name of its own.
+                (Part::Record, NodeExists) if letter.rename() => {
+                    tracing::warn!(dead_letter = %name, "dead-letter name taken; the record gets a name of its own");
                     continue;
                 }
                 // A key, lock or mark gone (or changed hands) meanwhile is no reason not to
@@ -247,7 +238,7 @@ impl Queue {
         }
         if settled == Settled::Done {
             tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, reason, "task dead-lettered");
-            self.forward_dead(&name, &record_json).await;
+            letter.landed(self).await;
             if covered.is_none() {
                 self.see_to_children(marker.iter()).await;
             }

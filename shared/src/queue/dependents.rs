@@ -28,6 +28,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::ops::{Multi, Op, Part};
+use super::record::DeadLetter;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::task::after::Settled as AfterSettled;
@@ -141,11 +142,7 @@ enum Outcome {
     /// Waits for other parents still: rewritten without this one.
     Rewrite(Vec<u8>),
     /// Dies with its parent: to the dead letters under its blocked name.
-    Bury {
-        record: Vec<u8>,
-        json: serde_json::Value,
-        reason: String,
-    },
+    Bury(Box<DeadLetter>),
 }
 
 impl Queue {
@@ -238,15 +235,13 @@ impl Queue {
                 return Ok(None);
             };
             let outcome = self.outcome(envelope.clone(), parent, settled)?;
-            let name = Layout::blocked_name(&envelope.id);
-            let dead = self.layout().dead_letter(&name);
             let own = match &outcome {
-                Outcome::Bury { reason, .. } => Some(MarkerWrite::new(
+                Outcome::Bury(letter) => Some(MarkerWrite::new(
                     self.layout(),
                     &envelope.id,
                     &AfterSettled::Dead {
-                        task: name.clone(),
-                        reason: reason.clone(),
+                        task: letter.name.clone(),
+                        reason: letter.reason.clone(),
                     },
                 )),
                 _ => None,
@@ -263,9 +258,11 @@ impl Queue {
                     Outcome::Rewrite(new) | Outcome::Ready(new) => {
                         multi.push(Part::Blocked, Op::Set(&path, new, stat.version))
                     }
-                    Outcome::Bury { record, .. } => multi
-                        .push(Part::Blocked, Op::Delete(&path, stat.version))
-                        .push(Part::Record, Op::Create(&dead, record)),
+                    Outcome::Bury(letter) => {
+                        multi.push(Part::Blocked, Op::Delete(&path, stat.version));
+                        letter.push(&mut multi, Part::Record);
+                        &mut multi
+                    }
                 };
                 if let Some(own) = &own {
                     own.push(&mut multi, Part::Dependents);
@@ -308,12 +305,8 @@ impl Queue {
             envelope.waiting_on.clear();
             let body = serde_json::to_vec(&envelope)?;
             let name = Layout::blocked_name(&envelope.id);
-            let (json, record) = self.dead_record(&name, &body, &reason, 0, None);
-            return Ok(Outcome::Bury {
-                record,
-                json,
-                reason,
-            });
+            let letter = self.dead_letter_of(&name, &body, &reason, 0, None);
+            return Ok(Outcome::Bury(Box::new(letter)));
         }
         let body = envelope.to_bytes()?;
         Ok(match (envelope.waiting_on.is_empty(), &envelope.placed) {
@@ -343,10 +336,10 @@ impl Queue {
                 }
             }
             Outcome::Rewrite(_) => {}
-            Outcome::Bury { reason, json, .. } => {
+            Outcome::Bury(letter) => {
+                let reason = &letter.reason;
                 tracing::warn!(task = %envelope.id, reason, "task dead-lettered with its parent");
-                self.forward_dead(&Layout::blocked_name(&envelope.id), json)
-                    .await;
+                letter.landed(self).await;
             }
         }
         own.filter(MarkerWrite::has_children).map(|m| m.id)
@@ -359,8 +352,7 @@ impl Queue {
         let path = self.layout().blocked(id);
         let name = Layout::blocked_name(id);
         let reason = super::record::CANCELLED;
-        let (json, record) = self.dead_record(&name, body, reason, 0, None);
-        let dead = self.layout().dead_letter(&name);
+        let letter = self.dead_letter_of(&name, body, reason, 0, None);
         let settled = AfterSettled::Dead {
             task: name.clone(),
             reason: reason.to_string(),
@@ -368,13 +360,12 @@ impl Queue {
         let mut own = MarkerWrite::new(self.layout(), id, &settled);
         for _ in 0..CHILD_TRIES {
             let mut multi = Multi::new();
-            multi
-                .push(Part::Blocked, Op::Delete(&path, version))
-                .push(Part::Record, Op::Create(&dead, &record));
+            multi.push(Part::Blocked, Op::Delete(&path, version));
+            letter.push(&mut multi, Part::Record);
             own.push(&mut multi, Part::Dependents);
             let failed = match self.commit("cancel", &multi).await? {
                 Ok(_) => {
-                    self.forward_dead(&name, &json).await;
+                    letter.landed(self).await;
                     self.see_to_children(std::iter::once(&own)).await;
                     return Ok(true);
                 }

@@ -32,6 +32,7 @@ use super::Queue;
 use super::keys::Published;
 use super::ops::{Multi, Op, Part};
 use super::place::PlaceWrite;
+use super::record::DeadLetter;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::task::after::Settled as AfterSettled;
@@ -113,20 +114,9 @@ pub(super) enum ChildPlan {
     /// No parent keeps it waiting: its body, to the tail of its lane as any task.
     Lane(Vec<u8>),
     /// A parent is dead and the child fails with it: straight to the dead letters.
-    Dead(DeadChild),
+    Dead(Box<DeadLetter>),
     /// It waits for its unsettled parents under `after/<id>`.
     Wait(WaitingChild),
-}
-
-/// A child on its way to the dead letters with its parent.
-pub(super) struct DeadChild {
-    /// Its name there: `after-<id>` (it never had a task name).
-    pub(super) name: String,
-    /// Its record's path and data, and the record as JSON for the dead-letter sink.
-    pub(super) path: String,
-    pub(super) record: Vec<u8>,
-    pub(super) json: serde_json::Value,
-    pub(super) reason: String,
 }
 
 /// A child that waits for its parents: their writes, and its own node.
@@ -382,17 +372,12 @@ impl Queue {
     }
 
     /// `child` on its way to the dead letters with the reason its parent gives.
-    fn dead_child(&self, child: &Envelope, reason: String) -> Result<DeadChild> {
+    fn dead_child(&self, child: &Envelope, reason: String) -> Result<Box<DeadLetter>> {
         let name = Layout::blocked_name(&child.id);
         let body = serde_json::to_vec(child)?;
-        let (json, record) = self.dead_record(&name, &body, &reason, 0, None);
-        Ok(DeadChild {
-            path: self.layout().dead_letter(&name),
-            name,
-            record,
-            json,
-            reason,
-        })
+        Ok(Box::new(
+            self.dead_letter_of(&name, &body, &reason, 0, None),
+        ))
     }
 }
 

@@ -1,11 +1,15 @@
-//! Dead-letter records: why a task died, how often it ran, its last error and its body as it
-//! was (capped); and their copy to the [`DeadLetterSink`](super::DeadLetterSink).
+//! Dead letters: the record of why a task died, how often it ran, its last error and its body
+//! as it was (capped), written by one writer ([`DeadLetter`]) in the multi-op of whatever
+//! buries the task (a bury, a child dying with its parent or cancelled, a publish whose parent
+//! is dead), and copied to the [`DeadLetterSink`](super::DeadLetterSink) once it landed.
 
 use std::time::Duration;
 
 use serde_json::json;
 
 use super::Queue;
+use super::ops::{Multi, Op};
+use crate::layout::DEAD_NAME_SUFFIX;
 use crate::task::json;
 
 /// The dead-letter reason of a cancelled task.
@@ -33,9 +37,70 @@ pub(crate) fn short(error: String) -> String {
     }
 }
 
+/// A dead letter on its way to `dead/<name>`: the one writer of `dead/`. Whatever buries a
+/// task adds [`DeadLetter::push`] to the multi-op that takes the task away, and calls
+/// [`DeadLetter::landed`] once that multi-op committed.
+#[derive(Clone, Debug)]
+pub(crate) struct DeadLetter {
+    /// Its name under `dead/` (the task's, or `after-<id>` for a child that never had one).
+    pub(crate) name: String,
+    pub(crate) reason: String,
+    path: String,
+    /// The path of a name of its own, when its name was taken (see [`DeadLetter::renamed`]).
+    other: String,
+    renamed: bool,
+    json: serde_json::Value,
+    bytes: Vec<u8>,
+}
+
+impl DeadLetter {
+    /// Adds the record's create to `multi`, tagged `tag`.
+    pub(crate) fn push<'a, T: Copy + PartialEq>(&'a self, multi: &mut Multi<'a, T>, tag: T) {
+        match self.renamed {
+            false => multi.push(tag, Op::Create(&self.path, &self.bytes)),
+            true => multi.push(tag, Op::CreateSequential(&self.other, &self.bytes)),
+        };
+    }
+
+    /// Its name was taken (a record of an earlier queue under the same root, or sequence
+    /// numbers wrapped): the next push writes it under a name of its own, `<name>~<n>`. False
+    /// when it had one already.
+    pub(crate) fn rename(&mut self) -> bool {
+        !std::mem::replace(&mut self.renamed, true)
+    }
+
+    /// After its multi-op committed: copied to the dead-letter sink, when there is one.
+    pub(crate) async fn landed(&self, queue: &Queue) {
+        queue.forward_dead(&self.name, &self.json).await;
+    }
+}
+
 impl Queue {
+    /// The dead letter of task `name` (with `body`), dying for `reason` after `attempts`, its
+    /// last error `last_error`, written by this consumer now; see [`build_record`].
+    pub(crate) fn dead_letter_of(
+        &self,
+        name: &str,
+        body: &[u8],
+        reason: &str,
+        attempts: u32,
+        last_error: Option<String>,
+    ) -> DeadLetter {
+        let (json, bytes) = self.dead_record(name, body, reason, attempts, last_error);
+        let path = self.layout().dead_letter(name);
+        DeadLetter {
+            name: name.to_string(),
+            reason: reason.to_string(),
+            other: format!("{path}{DEAD_NAME_SUFFIX}"),
+            path,
+            renamed: false,
+            json,
+            bytes,
+        }
+    }
+
     /// A dead-letter record written by this consumer now; see [`build_record`].
-    pub(crate) fn dead_record(
+    fn dead_record(
         &self,
         name: &str,
         body: &[u8],
@@ -56,7 +121,7 @@ impl Queue {
 
     /// Also sends a committed dead letter to the dead-letter sink, when there is one. The
     /// record stays under `ROOT/dead` either way, so a failed send loses nothing: it is logged.
-    pub(crate) async fn forward_dead(&self, name: &str, record: &serde_json::Value) {
+    async fn forward_dead(&self, name: &str, record: &serde_json::Value) {
         let Some(sink) = &self.dead_letters else {
             return;
         };
