@@ -81,7 +81,7 @@ pub enum Error {
 
     /// A task published to run after `parent` cannot wait for it (unknown, a debounced
     /// publish, a body that can never run); nothing was written.
-    #[error("parent {}: {problem}", crate::task::clipped(parent))]
+    #[error("parent {}: {problem}", crate::quoted::clipped(parent))]
     Parent { parent: String, problem: String },
 
     /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.

@@ -49,7 +49,8 @@
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
 //! - [`run_metrics`]: what runs record through the `metrics` facade (a no-op until a
 //!   program installs a recorder; feature `prometheus` serves them at `/metrics`).
-//! - [`secret`], [`error`]: leaves: a value that is never shown, and the one error type.
+//! - [`secret`], [`quoted`], [`error`]: leaves: a value that is never shown, a value quoted
+//!   short for a message, and the one error type.
 //!
 //! Behind cargo features:
 //!
@@ -78,6 +79,7 @@ pub mod limit;
 pub mod process;
 pub mod progress;
 pub mod queue;
+pub mod quoted;
 pub mod reap;
 #[cfg(feature = "schedule")]
 pub mod recurrence;

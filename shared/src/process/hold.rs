@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use tokio::time::Instant;
 
-use super::task_steps::Sent;
+use super::send::Sent;
 use super::{Run, stopped};
 use crate::error::Result;
 use crate::handler::{Delivered, Handler, HandlerError};

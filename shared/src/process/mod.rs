@@ -18,6 +18,7 @@ mod group_order;
 mod hold;
 mod pass;
 mod report;
+mod send;
 mod source;
 mod task_steps;
 

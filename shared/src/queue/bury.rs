@@ -12,10 +12,10 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::Lease;
 use super::dependents::MarkerWrite;
 use super::group_lock::{HeldLock, Release};
-use super::holder::Settled;
+use super::held::Lease;
+use super::held::Settled;
 use super::key_owner::OwnedKey;
 use super::ops::{Multi, Op, Part};
 use super::record::CANCELLED;

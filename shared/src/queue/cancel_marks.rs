@@ -14,7 +14,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::bury::{Burial, attempts_in};
 use super::claim::ClaimOutcome;
-use super::holder::Settled;
+use super::held::Settled;
 use super::record::CANCELLED;
 use crate::error::{Error, Result};
 use crate::layout::encode_segment;

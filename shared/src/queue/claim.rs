@@ -15,52 +15,15 @@ use super::Queue;
 use super::gate::{GateWrite, Wanting};
 use super::gate_cache::Turns;
 use super::group_lock::{HeldLock, LockDecision, LockOp};
+use super::held::Lease;
 
 use super::pause::Paused;
 use super::slots::SlotShare;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::handler::Delivered;
 use crate::lease::LeaseData;
 use crate::limit::RouteLimits;
 use crate::task::{Envelope, OnDeadPolicy, Task};
-
-/// A claimed task and what its holder needs to settle it. A clone settles nothing twice: the
-/// second write finds the versions moved on and reports [`super::Settled::LeaseLost`].
-#[derive(Clone, Debug)]
-pub struct Lease {
-    pub task: Task,
-    pub(super) task_version: i32,
-    pub(super) lease_version: i32,
-    /// The group's lock, for a grouped task.
-    pub(super) group_lock: Option<HeldLock>,
-    /// What the handler's delivery came to, for the completion record.
-    pub(super) delivered: Option<Delivered>,
-    /// The places the task holds while its handler runs: in its route's gate, in its
-    /// concurrency key's (each in the slot of the claim that took it).
-    pub(super) slots: Vec<SlotShare>,
-}
-
-impl Lease {
-    /// The places the task holds in gates.
-    pub fn slots(&self) -> &[SlotShare] {
-        &self.slots
-    }
-
-    /// Takes the places the task holds in gates (see [`Queue::free_slots`]).
-    pub fn take_slots(&mut self) -> Vec<SlotShare> {
-        std::mem::take(&mut self.slots)
-    }
-
-    /// The lease of a task whose delivery came to `delivered` (kept in its completion record
-    /// when `KEEP_DONE` is set).
-    pub fn delivered(self, delivered: Delivered) -> Self {
-        Lease {
-            delivered: Some(delivered),
-            ..self
-        }
-    }
-}
 
 /// Tasks claimed in one multi-op, at most.
 pub const CLAIM_BATCH: usize = 32;

@@ -5,11 +5,11 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::Lease;
 use super::dependents::{MarkerWrite, NoChildren};
 use super::done::{DoneWrite, within_request};
 use super::group_lock::HeldLock;
-use super::holder::Settled;
+use super::held::Lease;
+use super::held::Settled;
 use super::key_owner::CompletedKey;
 use super::ops::{Multi, Op, Part};
 use super::slots::{Shrink, SlotShare, push_rename};

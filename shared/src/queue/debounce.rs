@@ -19,7 +19,7 @@ use super::ops::{Multi, Op, Part};
 use super::place::PlaceWrite;
 use crate::error::{Error, Result};
 use crate::layout::UNFILED_BUCKET;
-use crate::task::{Debounce, Envelope, StandsFor};
+use crate::task::{Debounce, Envelope, PendingDebounced, StandsFor};
 
 /// Tries of a debounced publish that lost a race with another publish or a firing.
 const TRIES: usize = 5;
@@ -34,32 +34,6 @@ pub enum Debounced {
     Started,
     /// It replaced the pending envelope with this id.
     Replaced { previous: String },
-}
-
-/// A debounced publish pending under its key, as read.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct PendingDebounced {
-    pub envelope: Envelope,
-    /// What it asked for: its key, period and maximum wait.
-    pub debounce: Debounce,
-    /// When its key's first pending publish was written (ZooKeeper ms; the node's `ctime`).
-    pub first_ms: i64,
-    /// When this publish was written (ZooKeeper ms; the node's `mtime`).
-    pub last_ms: i64,
-}
-
-impl PendingDebounced {
-    /// When it is due (ZooKeeper ms): a period after this publish, no later than the
-    /// maximum wait after the first.
-    pub fn due_ms(&self) -> i64 {
-        self.debounce.due_ms(self.first_ms, self.last_ms)
-    }
-
-    /// When the maximum wait ends (ZooKeeper ms), when there is one.
-    pub fn max_wait_until_ms(&self) -> Option<i64> {
-        (self.debounce.max_ms).map(|max| self.first_ms.saturating_add(max as i64))
-    }
 }
 
 /// What a debounced publish writes: its envelope at `debounce/<key>` (created, or rewritten
@@ -207,7 +181,7 @@ impl Queue {
         for page in names.chunks(FIND_PAGE) {
             let paths: Vec<String> = page.iter().map(|n| format!("{parent}/{n}")).collect();
             for (body, stat) in self.read_paths(&paths).await?.into_iter().flatten() {
-                match pending(&body, &stat) {
+                match PendingDebounced::read(&body, &stat) {
                     Some(found) if found.envelope.id == id => return Ok(Some(found)),
                     _ => {}
                 }
@@ -262,18 +236,6 @@ fn falls_due_sooner(debounce: &Debounce, data: &[u8]) -> bool {
         Some(pending) => debounce.may_fall_due_sooner_than(&pending),
         None => true,
     }
-}
-
-/// The pending publish `body` (its node's `stat`); `None` for a body that is not a debounced
-/// envelope (never fired: `event-bridge` shows it, an operator deletes it).
-pub(super) fn pending(body: &[u8], stat: &zk::Stat) -> Option<PendingDebounced> {
-    let envelope: Envelope = serde_json::from_slice(body).ok()?;
-    Some(PendingDebounced {
-        debounce: envelope.debounce.clone()?,
-        envelope,
-        first_ms: stat.ctime,
-        last_ms: stat.mtime,
-    })
 }
 
 /// The id of the pending envelope `data` (empty when unreadable).

@@ -253,7 +253,7 @@ fn look(bucket: i64, path: String, read: Option<(Vec<u8>, zk::Stat)>, now_ms: i6
     let Some((body, stat)) = read else {
         return Look::Drop;
     };
-    let Some(pending) = super::debounce::pending(&body, &stat) else {
+    let Some(pending) = crate::task::PendingDebounced::read(&body, &stat) else {
         return Look::Drop;
     };
     let due = pending.due_ms();

@@ -15,7 +15,7 @@ use serde_json::Value;
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::Lease;
+use super::held::Lease;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;

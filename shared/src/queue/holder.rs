@@ -16,8 +16,8 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::Lease;
 use super::delay::waiting_name;
+use super::held::{Lease, Settled};
 use super::ops::{Multi, Op, Part};
 use super::record::short;
 use crate::clock::ZkTime;
@@ -28,26 +28,6 @@ use crate::lease::LeaseData;
 /// Tries of a release, at most: one, one more after reading the lease again, one after making
 /// a missing parent, one after a due bucket went meanwhile.
 const RELEASE_TRIES: usize = 4;
-
-/// Whether a holder's write took effect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Settled {
-    Done,
-    /// The lease is no longer ours (expired and reaped, perhaps claimed again): nothing changed.
-    LeaseLost,
-    /// Nothing changed, because what the write would have done is done: the task is gone (or,
-    /// for a release, already released). Sent after an earlier try of the same write whose
-    /// reply was lost, this is that try having landed; otherwise another holder settled the
-    /// task after our lease passed on.
-    Gone,
-    /// Nothing changed: the task was cancelled while held, so it may not be given back for
-    /// another run (its holder buries it instead). Only a release says so.
-    Cancelled,
-    /// Nothing changed: a task we did not hold was taken, or changed, since it was read. Only
-    /// a bury of a task nobody held, or of a waiting one, says so.
-    Moved,
-}
 
 impl Queue {
     /// Refreshes a held lease (its `mtime` and `timestamp`), if it is still ours, writing the

@@ -73,14 +73,20 @@ pub enum KeyState {
 }
 
 impl KeyState {
-    /// The state's word, as the JSON answers spell it.
-    pub fn as_str(self) -> &'static str {
+    /// The state of the task that has the key.
+    pub fn state(self) -> crate::state::State {
+        use crate::state::State;
         match self {
-            KeyState::Pending => "pending",
-            KeyState::Leased => "leased",
-            KeyState::Waiting => "waiting",
-            KeyState::Completed => "completed",
+            KeyState::Pending => State::Pending,
+            KeyState::Leased => State::Leased,
+            KeyState::Waiting => State::Waiting,
+            KeyState::Completed => State::Completed,
         }
+    }
+
+    /// The state's name, as the JSON answers spell it ([`crate::state::State::name`]).
+    pub fn as_str(self) -> &'static str {
+        self.state().name()
     }
 }
 

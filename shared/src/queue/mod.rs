@@ -51,6 +51,7 @@ mod forward;
 mod gate;
 mod gate_cache;
 mod group_lock;
+mod held;
 mod holder;
 mod key_expiry;
 mod key_gates;
@@ -83,15 +84,16 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+pub use crate::task::PendingDebounced;
 pub use bury::Burial;
-pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Lease, Restraints};
-pub use debounce::{Debounced, PendingDebounced};
+pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Restraints};
+pub use debounce::Debounced;
 pub use debounce_due::{FIRE_PER_RUN, LOOK_PER_RUN};
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};
 pub use group_lock::{GroupLock, HeldLock, LockRead};
-pub use holder::Settled;
+pub use held::{Lease, Settled};
 pub use key_gates::{KEY_GATE_IDLE_MS, KeyInFlight};
 pub use key_lanes::KeyLanes;
 pub(crate) use keys::Requeued;

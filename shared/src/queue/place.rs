@@ -22,7 +22,6 @@ use serde_json::Value;
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::{ClaimOutcome, Restraints};
 use super::group_lock::GroupLock;
 use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
@@ -47,8 +46,17 @@ impl PlaceWrite {
 /// What the claim that met a place comes to.
 pub(super) enum PlaceTaken {
     /// The task is in the place now: its envelope, body and stat, to claim.
-    Filled(Envelope, Vec<u8>, zk::Stat),
-    Decided(ClaimOutcome),
+    Filled(Box<Envelope>, Vec<u8>, zk::Stat),
+    /// Its task is not ready: the place holds its group back.
+    NotReady,
+    /// Its task is gone or dead: the place is deleted, and its group paused there (`true`)
+    /// or going on.
+    Ended { paused: bool },
+    /// Its task is gone or dead, and the group's lock is another task's (its id): the place
+    /// waits for its turn to pause the group.
+    GroupBusy(String),
+    /// The place changed or went meanwhile: another consumer's.
+    Taken,
 }
 
 impl Queue {
@@ -83,14 +91,15 @@ impl Queue {
 
     /// The claim of place `name` (read at `version`) met as its group's next task: the task
     /// it stands for written into it when ready, else what the claim comes to (see the
-    /// module documentation).
+    /// module documentation); `on_dead`: what its group does if its task died (the place's
+    /// own, else its route's).
     pub(super) async fn take_place(
         &self,
         name: &str,
         place: &Place,
         version: i32,
         now_ms: i64,
-        restraints: &Restraints,
+        on_dead: OnDead,
     ) -> Result<PlaceTaken> {
         let ending = match &place.stands_for {
             StandsFor::Parents => {
@@ -99,7 +108,7 @@ impl Queue {
                     Waits::Ready(child, at) => {
                         return self.fill_place(name, version, (&path, at), &child).await;
                     }
-                    Waits::NotYet => return Ok(PlaceTaken::Decided(ClaimOutcome::InPlace)),
+                    Waits::NotYet => return Ok(PlaceTaken::NotReady),
                     Waits::Gone => self.letter_of(&Layout::blocked_name(&place.id)).await?,
                 }
             }
@@ -109,7 +118,7 @@ impl Queue {
                     Waits::Ready(task, at) => {
                         return self.fill_place(name, version, (&path, at), &task).await;
                     }
-                    Waits::NotYet => return Ok(PlaceTaken::Decided(ClaimOutcome::InPlace)),
+                    Waits::NotYet => return Ok(PlaceTaken::NotReady),
                     Waits::Gone => Ending {
                         letter: format!("debounce/{key}"),
                         why: format!(
@@ -124,9 +133,6 @@ impl Queue {
                 why: format!("{letter} went to the dead letters: {reason}"),
             },
         };
-        let on_dead = restraints
-            .on_dead
-            .for_type(place.on_dead, &place.event_type);
         self.end_place(name, version, place, on_dead, &ending).await
     }
 
@@ -150,7 +156,7 @@ impl Queue {
         let Some((body, stat)) = self.read_path(path).await? else {
             return Ok(Waits::Gone);
         };
-        Ok(match super::debounce::pending(&body, &stat) {
+        Ok(match crate::task::PendingDebounced::read(&body, &stat) {
             Some(p) if p.envelope.placed.as_deref() != Some(id) => Waits::Gone,
             Some(p) if p.due_ms() > now_ms => Waits::NotYet,
             Some(p) => Waits::Ready(Box::new(p.envelope), stat.version),
@@ -179,7 +185,7 @@ impl Queue {
             Ok(results) => match multi.result(&results, Part::Task) {
                 Some(zk::MultiWriteResult::SetData { stat }) => {
                     tracing::debug!(task = %name, id = %task.id, "task in its place");
-                    return Ok(PlaceTaken::Filled(task, body, *stat));
+                    return Ok(PlaceTaken::Filled(Box::new(task), body, *stat));
                 }
                 other => {
                     let e = zk::Error::UnexpectedError(format!("place write returned {other:?}"));
@@ -189,12 +195,12 @@ impl Queue {
             Err(failed) => failed,
         };
         use zk::Error::{BadVersion, NoNode};
-        Ok(PlaceTaken::Decided(match (failed.tag, &failed.error) {
-            (Part::Task, BadVersion | NoNode) => ClaimOutcome::Taken,
+        Ok(match (failed.tag, &failed.error) {
+            (Part::Task, BadVersion | NoNode) => PlaceTaken::Taken,
             // Changed meanwhile (a parent, a publish of the key): looked at again later.
-            (Part::Waiting, BadVersion | NoNode) => ClaimOutcome::InPlace,
+            (Part::Waiting, BadVersion | NoNode) => PlaceTaken::NotReady,
             _ => return Err(failed.unexpected("take place")),
-        }))
+        })
     }
 
     /// The dead letter `letter` as a place's ending: its reason, when it is still there.
@@ -241,33 +247,28 @@ impl Queue {
                 Ok(_) => {
                     tracing::info!(task = %name, group = %place.group, paused = pause,
                         why = %ending.why, "place ended");
-                    let owner = None;
-                    return Ok(PlaceTaken::Decided(match pause {
-                        true => ClaimOutcome::GroupBusy { owner },
-                        false => ClaimOutcome::Gone,
-                    }));
+                    return Ok(PlaceTaken::Ended { paused: pause });
                 }
                 Err(failed) => failed,
             };
             use zk::Error::{BadVersion, NoNode, NodeExists};
             match (failed.tag, &failed.error) {
                 (Part::Task, BadVersion | NoNode) => {
-                    return Ok(PlaceTaken::Decided(ClaimOutcome::Taken));
+                    return Ok(PlaceTaken::Taken);
                 }
                 (Part::Lock, NoNode) => self.ensure_parent(&self.layout().groups()).await?,
                 (Part::Lock, NodeExists) => match self.group_lock(&place.group).await? {
                     // Paused already: it stays so, and the place goes.
                     Some(read) if read.lock.paused.is_some() => pause = false,
                     Some(read) => {
-                        let owner = Some(read.lock.id);
-                        return Ok(PlaceTaken::Decided(ClaimOutcome::GroupBusy { owner }));
+                        return Ok(PlaceTaken::GroupBusy(read.lock.id));
                     }
                     None => {}
                 },
                 _ => return Err(failed.unexpected("end place")),
             }
         }
-        Ok(PlaceTaken::Decided(ClaimOutcome::Taken))
+        Ok(PlaceTaken::Taken)
     }
 }
 

@@ -18,12 +18,13 @@ mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
 use crate::progress::Progress;
+pub use crate::quoted::{SHOWN_BYTES, clipped, shown};
 pub use after::OnParentDead;
 pub use body::{Body, group_of, parse};
-pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, parse_span};
+pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, PendingDebounced, parse_span};
 pub(crate) use envelope::fits_as_name;
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
-pub use field::{SHOWN_BYTES, check_text, clipped, shown};
+pub use field::check_text;
 pub use line::envelope_from_value;
 pub use place::{PLACE_DUE_MS, Place, StandsFor};
 pub use size::{MAX_BODY_BYTES, check_size};

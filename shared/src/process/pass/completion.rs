@@ -4,7 +4,7 @@
 use super::{COMPLETE_BATCH, Event, Pass};
 use crate::handler::Handler;
 use crate::process::report::Outcome;
-use crate::process::task_steps::Sent;
+use crate::process::send::Sent;
 use crate::queue::{Lease, Queue, Settled, SlotShare};
 
 impl<H: Handler> Pass<'_, '_, H> {

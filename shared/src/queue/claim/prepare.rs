@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::queue::Queue;
 use crate::queue::bury::Burial;
 use crate::queue::group_lock::LockDecision;
-use crate::queue::holder::Settled;
+use crate::queue::held::Settled;
 use crate::queue::place::PlaceTaken;
 use crate::queue::record::CANCELLED;
 use crate::task::{self, Body, Envelope, OnDead, Place, json};
@@ -104,14 +104,24 @@ impl Queue {
         if restraints.paused.covers(&place.event_type) {
             return Ok(Prepared::Decided(ClaimOutcome::Paused));
         }
-        let taken = self.take_place(name, place, stat.version, now.now_ms(), restraints);
-        match taken.await? {
-            PlaceTaken::Decided(outcome) => Ok(Prepared::Decided(outcome)),
+        let on_dead = restraints
+            .on_dead
+            .for_type(place.on_dead, &place.event_type);
+        let taken = self.take_place(name, place, stat.version, now.now_ms(), on_dead);
+        let outcome = match taken.await? {
             PlaceTaken::Filled(envelope, body, stat) => {
                 let read = (name, &body[..], stat.version);
-                self.prepare_envelope(read, envelope, now, restraints).await
+                return self
+                    .prepare_envelope(read, *envelope, now, restraints)
+                    .await;
             }
-        }
+            PlaceTaken::NotReady => ClaimOutcome::InPlace,
+            PlaceTaken::Ended { paused: false } => ClaimOutcome::Gone,
+            PlaceTaken::Ended { paused: true } => ClaimOutcome::GroupBusy { owner: None },
+            PlaceTaken::GroupBusy(owner) => ClaimOutcome::GroupBusy { owner: Some(owner) },
+            PlaceTaken::Taken => ClaimOutcome::Taken,
+        };
+        Ok(Prepared::Decided(outcome))
     }
 
     /// [`Queue::prepare`] of the task `read` (name, body, version) whose body is `envelope`.
