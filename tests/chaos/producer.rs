@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
-use event_bridge::queue::{PublishOptions, Published as Answer};
+use event_bridge::queue::{KeyState, Outcome, PublishOptions, Published as Answer};
 use event_bridge::task::{Debounce, Priority};
 use event_bridge::{Config, Envelope, Queue};
 use futures::future::BoxFuture;
@@ -628,10 +628,10 @@ impl Producer {
                 ..PublishOptions::default()
             };
             let e = match self.queue.publish_each(batch, &options, |_, _| {}).await {
-                Ok(outcomes) => match outcomes.iter().map(|o| o.published().cloned()).collect() {
-                    Some(answers) => return answers,
-                    None => format!("{:?}", outcomes.iter().find(|o| o.published().is_none())),
-                },
+                Ok(outcomes) if outcomes.iter().all(Outcome::landed) => {
+                    return outcomes.into_iter().map(answer).collect();
+                }
+                Ok(outcomes) => format!("{:?}", outcomes.iter().find(|o| !o.landed())),
                 Err(e) => e.to_string(),
             };
             self.retries += 1;
@@ -705,6 +705,20 @@ async fn cancel_loop(
         done.push(cancel.await.expect("a cancel"));
     }
     done
+}
+
+/// A landed item's answer; one published whose name nothing tells (its answer lost, its task
+/// gone from its lane already) as a key's own task of unknown name, which the checks judge by
+/// id as any other.
+fn answer(outcome: Outcome) -> Answer {
+    match outcome {
+        Outcome::Unnamed { id, .. } => Answer::Existing {
+            id,
+            task: None,
+            state: KeyState::Pending,
+        },
+        landed => landed.published().cloned().expect("a landed item's answer"),
+    }
 }
 
 pub async fn new_queue(config: &Config, prefix: &str) -> event_bridge::Result<Queue> {

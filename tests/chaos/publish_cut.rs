@@ -6,6 +6,10 @@
 //! creates that never left, however fast the machine. The command must find what landed, send
 //! the rest once a session is back, print one answer per line (in order), and exit 0, with
 //! every line published exactly once.
+//!
+//! The tests after those put a fault at an exact step of a publish on the test ZooKeeper
+//! (standalone), through a [`Tap`]: an answer lost, a request refused or held while the test
+//! moves a task, so that each way a task can be missed or sent twice is met every run.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -20,7 +24,7 @@ use tokio::process::Command;
 use zookeeper_client as zk;
 
 use crate::ensemble::Ensemble;
-use crate::link::Link;
+use crate::link::{Aim, Fault, Link, Tap};
 use crate::scratch::Scratch;
 use crate::tree::Tree;
 
@@ -73,6 +77,11 @@ impl Cut {
 
     /// `event-bridge publish -f -` through the link, `lines` written to its stdin.
     fn publish(&self, lines: &[Value]) -> Publisher {
+        self.publish_with(lines, &[])
+    }
+
+    /// As [`Cut::publish`], with more environment variables.
+    fn publish_with(&self, lines: &[Value], env: &[(&str, &str)]) -> Publisher {
         let mut command = Command::new(harness::binary("event-bridge"))
             .args(["publish", "-f", "-"])
             .env_clear()
@@ -80,6 +89,7 @@ impl Cut {
             .env("ZOOKEEPER_CONNECTION_STRING", &self.connection)
             .env("ZOOKEEPER_SESSION_TIMEOUT_MS", "10000")
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -120,6 +130,11 @@ impl Cut {
     /// Once the link let its writes through and `landed` tasks are in the lanes: the leader
     /// SIGKILLed (the two others elect a new one).
     async fn kill_leader_once(&self, landed: usize) {
+        self.kill_leader_after(landed, Duration::ZERO).await;
+    }
+
+    /// As [`Cut::kill_leader_once`], `wait` later.
+    async fn kill_leader_after(&self, landed: usize, wait: Duration) {
         within(self.link.passed()).await;
         within(async {
             while self.reader.tasks().await.len() < landed {
@@ -127,6 +142,7 @@ impl Cut {
             }
         })
         .await;
+        tokio::time::sleep(wait).await;
         self.ensemble.kill(self.leader);
     }
 
@@ -164,6 +180,24 @@ async fn a_publish_cut_by_a_leader_kill_finds_what_landed_and_sends_the_rest_onc
     let publisher = cut.publish(&lines);
     // The creates let through have landed, most of their answers lost: the leader dies.
     cut.kill_leader_once(PASS).await;
+    check_every_line_once(&cut, publisher).await;
+}
+
+/// As above, the kill coming long after the answers stopped: longer than the client waits
+/// for a silent connection (its connection timeout, 1 s here). The pings the link lets
+/// through keep the connection up, so it is still the kill that cuts it, however slow the
+/// machine, and the outcome is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_cut_by_a_late_leader_kill_is_cut_by_the_kill_and_finishes_alike() {
+    let cut = Cut::start(PASS, HOLD_REPLIES_FROM).await;
+    let lines: Vec<Value> = (0..LINES).map(line).collect();
+    let publisher = cut.publish_with(&lines, &[("ZOOKEEPER_CONNECT_TIMEOUT_MS", "1000")]);
+    cut.kill_leader_after(PASS, Duration::from_secs(3)).await;
+    check_every_line_once(&cut, publisher).await;
+}
+
+/// The publish ended with exit 0, every line published once and answered once, in order.
+async fn check_every_line_once(cut: &Cut, publisher: Publisher) {
     let (status, answers, errors) = publisher.end().await;
     cut.assert_cut();
     assert!(
@@ -282,7 +316,12 @@ async fn an_http_publish_cut_by_a_leader_kill_answers_what_landed() {
         .map(|n| format!("{}\n", json!({"type": "chaos.cut", "payload": {"n": n}})))
         .collect();
     let (reply, ()) = tokio::join!(
-        within(process_events::intake::publish(&app, body.as_bytes(), "/")),
+        within(process_events::intake::publish(
+            &app,
+            body.as_bytes(),
+            "/",
+            GUARD
+        )),
         cut.kill_leader_once(20)
     );
     cut.assert_cut();
@@ -439,6 +478,7 @@ async fn a_bulk_publish_whose_session_ended_goes_on_on_a_new_one() {
         let options = PublishOptions {
             retry_for: Duration::from_secs(60),
             renew: Some(renew),
+            ..PublishOptions::default()
         };
         let mut order = Vec::new();
         let outcomes = (queue.publish_each(&sent, &options, |i, _| order.push(i))).await;
@@ -482,4 +522,586 @@ async fn end_session(session: &zk::SessionInfo, hosts: &str) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+// Faults at an exact step, on the test ZooKeeper: a publish through a [`Tap`] whose answer is
+// lost (or refused), and what happens to its tasks meanwhile, done on a session of the test's
+// own. Each of these failed before the fix it names.
+
+/// A queue in a chroot of its own on the test ZooKeeper, and one on the same chroot reached
+/// through a [`Tap`].
+struct Tapped {
+    t: harness::TestQueue,
+    tap: Tap,
+    /// The config through the tap.
+    config: event_bridge::Config,
+    queue: Queue,
+}
+
+impl Tapped {
+    async fn start() -> Self {
+        Self::with(|_| {}).await
+    }
+
+    async fn with(change: impl FnOnce(&mut event_bridge::Config)) -> Self {
+        let t = harness::TestQueue::with(change).await;
+        let tap = Tap::start(harness::zk_address()).await;
+        let mut config = t.config.clone();
+        let chroot = &config.zookeeper[config.zookeeper.find('/').expect("a chroot")..];
+        config.zookeeper = format!("{}{chroot}", tap.address);
+        let client = event_bridge::session::connect(&config)
+            .await
+            .expect("connect through the tap");
+        let queue = Queue::new(client, &config, "tapped");
+        Tapped {
+            t,
+            tap,
+            config,
+            queue,
+        }
+    }
+
+    /// `publish_each` of `envelopes` through the tap, on a task of its own.
+    fn publish(
+        &self,
+        envelopes: Vec<Envelope>,
+        retry_for: Duration,
+    ) -> tokio::task::JoinHandle<event_bridge::Result<Vec<Outcome>>> {
+        let queue = self.queue.clone();
+        tokio::spawn(async move {
+            let options = PublishOptions {
+                retry_for,
+                ..PublishOptions::default()
+            };
+            queue.publish_each(&envelopes, &options, |_, _| {}).await
+        })
+    }
+
+    /// The tasks of `lane` (below the root: `tasks`, `lanes/high`) with their ids.
+    async fn lane(&self, lane: &str) -> Vec<(String, String)> {
+        let mut tasks = Vec::new();
+        for name in self.t.children(lane).await {
+            let body = self.t.read_json(&format!("{lane}/{name}")).await;
+            tasks.push((name, body["id"].as_str().unwrap_or_default().to_string()));
+        }
+        tasks
+    }
+
+    /// Waits until `lane` holds `n` tasks.
+    async fn until_lane_holds(&self, lane: &str, n: usize) -> Vec<(String, String)> {
+        within(async {
+            loop {
+                let tasks = self.lane(lane).await;
+                if tasks.len() >= n {
+                    return tasks;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
+    /// Whether the znode at `path` (below the root) exists.
+    async fn exists(&self, path: &str) -> bool {
+        let full = format!("{}/{path}", self.t.config.root);
+        self.t.raw.check_stat(&full).await.expect("stat").is_some()
+    }
+
+    async fn delete(&self, path: &str) {
+        let full = format!("{}/{path}", self.t.config.root);
+        self.t.raw.delete(&full, None).await.expect("delete");
+    }
+}
+
+fn debounced(key: &str, period_ms: u64) -> Envelope {
+    let mut envelope = Envelope::new("cut.debounced", json!({}));
+    envelope.debounce = Some(event_bridge::task::Debounce {
+        key: key.to_string(),
+        period_ms,
+        max_ms: None,
+    });
+    envelope
+}
+
+fn the_outcome(outcomes: event_bridge::Result<Vec<Outcome>>) -> Outcome {
+    let mut outcomes = outcomes.expect("published");
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    outcomes.remove(0)
+}
+
+/// Item 1: a debounced publish whose answer was lost fires between the publish's reads. Its
+/// key is read first, then its lane, so it is found in one or the other; read the other way
+/// round, it was in neither, sent again, and pending twice.
+#[tokio::test]
+async fn a_debounced_publish_that_fires_while_its_fate_is_read_is_found_once() {
+    let c = Tapped::start().await;
+    let key = format!("k-{}", harness::uuid_like());
+    let d = debounced(&key, 1);
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    let publish = c.publish(vec![d.clone()], Duration::from_secs(20));
+    within(c.tap.fired()).await;
+    // Its key's read, once the session is back, waits for the firing.
+    c.tap
+        .arm(Aim::naming(&format!("/debounce/{key}")), Fault::Hold);
+    within(c.tap.fired()).await;
+    // Due a millisecond after its publish: fired as of a second later.
+    let now = c.t.now().await.now_ms() + 1_000;
+    assert_eq!(c.t.queue.fire_debounced(now).await.expect("fire"), 1);
+    c.tap.release();
+    let outcome = the_outcome(within(publish).await.expect("joined"));
+    let tasks = c.lane("tasks").await;
+    assert_eq!(tasks.len(), 1, "one task: {tasks:?}");
+    assert_eq!(tasks[0].1, d.id);
+    assert!(
+        !c.exists(&format!("debounce/{key}")).await,
+        "not pending again"
+    );
+    assert_eq!(
+        outcome,
+        Outcome::Published(Published::Created {
+            id: d.id.clone(),
+            task: tasks[0].0.clone()
+        })
+    );
+}
+
+/// Item 1: a child whose answer was lost is released to its lane (its parent completed)
+/// between the publish's reads: found there, not published again.
+#[tokio::test]
+async fn a_child_released_while_its_fate_is_read_is_found_once() {
+    let c = Tapped::start().await;
+    let parent = Envelope::new("cut.parent", json!({}));
+    c.t.queue
+        .publish_all(std::slice::from_ref(&parent))
+        .await
+        .expect("the parent");
+    let mut child = Envelope::new("cut.child", json!({}));
+    child.after = vec![parent.id.clone()];
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    let publish = c.publish(vec![child.clone()], Duration::from_secs(20));
+    within(c.tap.fired()).await;
+    c.tap
+        .arm(Aim::naming(&format!("/after/{}", child.id)), Fault::Hold);
+    within(c.tap.fired()).await;
+    // The parent completes: the child goes to its lane.
+    let recorder = harness::Recorder::default();
+    harness::run(&c.t.queue, &recorder, 1).await;
+    assert_eq!(recorder.count(), 1);
+    c.tap.release();
+    let outcome = the_outcome(within(publish).await.expect("joined"));
+    let tasks = c.lane("tasks").await;
+    assert_eq!(tasks.len(), 1, "the child once: {tasks:?}");
+    assert_eq!(tasks[0].1, child.id);
+    assert_eq!(
+        outcome,
+        Outcome::Published(Published::Created {
+            id: child.id.clone(),
+            task: tasks[0].0.clone()
+        })
+    );
+}
+
+/// Item 1: a grouped debounced publish whose answer was lost, withdrawn before the publish
+/// looked: its key is gone, but the place it made in its lane (in its own multi-op) says it
+/// landed. It is not published again, which would undo the withdrawal.
+#[tokio::test]
+async fn a_place_made_with_a_publish_says_it_landed() {
+    let c = Tapped::start().await;
+    let key = format!("k-{}", harness::uuid_like());
+    let mut d = debounced(&key, 3_600_000);
+    d.group = Some("g".into());
+    c.tap.refuse(true);
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    let publish = c.publish(vec![d.clone()], Duration::from_secs(20));
+    within(c.tap.fired()).await;
+    within(async {
+        while !c.exists(&format!("debounce/{key}")).await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    event_bridge::cancel::cancel(&c.t.queue, &d.id)
+        .await
+        .expect("withdrawn");
+    c.tap.refuse(false);
+    let outcome = the_outcome(within(publish).await.expect("joined"));
+    assert_eq!(
+        outcome,
+        Outcome::Published(Published::Debounced {
+            id: d.id.clone(),
+            key: key.clone(),
+            replaced: None
+        })
+    );
+    assert!(
+        !c.exists(&format!("debounce/{key}")).await,
+        "still withdrawn"
+    );
+}
+
+/// Item 2: a line that landed and went to the dead letters before the publish looked, its body
+/// kept as text in the record (too deeply nested to nest once more): it is read, found to be
+/// the line's, and the line is answered with its task, not sent again.
+#[tokio::test]
+async fn a_dead_letter_whose_body_is_kept_as_text_is_read() {
+    let c = Tapped::start().await;
+    let mut payload = json!(1);
+    for _ in 0..255 {
+        payload = json!([payload]);
+    }
+    let deep = Envelope::new("cut.deep", payload);
+    c.tap.refuse(true);
+    c.tap.arm(Aim::create(), Fault::LoseReply);
+    let publish = c.publish(vec![deep.clone()], Duration::from_secs(20));
+    within(c.tap.fired()).await;
+    let landed = c.until_lane_holds("tasks", 1).await;
+    event_bridge::cancel::cancel(&c.t.queue, &landed[0].0)
+        .await
+        .expect("cancelled");
+    let record = c.t.read_json(&format!("dead/{}", landed[0].0)).await;
+    assert!(record.get("body_text").is_some(), "kept as text: {record}");
+    c.tap.refuse(false);
+    let outcome = the_outcome(within(publish).await.expect("joined"));
+    assert_eq!(
+        outcome,
+        Outcome::Published(Published::Created {
+            id: deep.id.clone(),
+            task: landed[0].0.clone()
+        })
+    );
+    assert!(c.lane("tasks").await.is_empty(), "not published again");
+}
+
+/// Item 3: an all-or-nothing batch whose answer was lost, one of its tasks found and the other
+/// gone from its lane (taken and completed, no record): the batch landed whole, so the other
+/// landed too, at the one number its lane lost; nothing is sent again.
+#[tokio::test]
+async fn a_batch_with_one_task_found_landed_whole() {
+    let c = Tapped::start().await;
+    let normal = Envelope::new("cut.batch", json!({"n": 0}));
+    let mut high = Envelope::new("cut.batch", json!({"n": 1}));
+    high.priority = event_bridge::task::Priority::parse("high").expect("a priority");
+    c.tap.refuse(true);
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    let queue = c.queue.clone();
+    let batch = vec![normal.clone(), high.clone()];
+    let publish = tokio::spawn(async move {
+        let options = PublishOptions {
+            retry_for: Duration::from_secs(20),
+            ..PublishOptions::default()
+        };
+        queue.publish_batch_with(&batch, &options).await
+    });
+    within(c.tap.fired()).await;
+    let first = c.until_lane_holds("tasks", 1).await;
+    let gone = c.until_lane_holds("lanes/high", 1).await;
+    c.delete(&format!("lanes/high/{}", gone[0].0)).await;
+    c.tap.refuse(false);
+    let outcomes = within(publish).await.expect("joined").expect("published");
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Published(Published::Created {
+                id: normal.id.clone(),
+                task: first[0].0.clone()
+            }),
+            Outcome::Published(Published::Created {
+                id: high.id.clone(),
+                task: gone[0].0.clone()
+            }),
+        ]
+    );
+    assert_eq!(c.lane("tasks").await.len(), 1, "nothing sent again");
+    assert!(c.lane("lanes/high").await.is_empty(), "nothing sent again");
+}
+
+/// Item 4: a task that landed past the tail its lane's stat gives (a server whose numbering
+/// jumped): found past it, by the head's `tail_offset` or by reading on while numbers hold
+/// tasks, not sent again.
+#[tokio::test]
+async fn a_task_past_the_tail_the_stat_gives_is_found() {
+    let c = Tapped::start().await;
+    let lane = event_bridge::lane::Lane::NORMAL;
+    let tasks = c.t.queue.layout().lane_tasks(&lane);
+    for (ahead, offset) in [(5, None), (200, Some(300))] {
+        let one = Envelope::new("cut.far", json!({}));
+        c.tap.refuse(true);
+        c.tap.arm(Aim::create(), Fault::LoseRequest);
+        let publish = c.publish(vec![one.clone()], Duration::from_secs(20));
+        within(c.tap.fired()).await;
+        // It "landed" where the stat does not reach.
+        let stat = c.t.raw.check_stat(&tasks).await.unwrap().unwrap();
+        let tail = (stat.cversion as i64 + stat.num_children as i64) / 2;
+        let name = event_bridge::layout::lane_task_name(&lane, tail + ahead);
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let body = one.to_bytes().unwrap();
+        c.t.raw
+            .create(&format!("{tasks}/{name}"), &body, &persistent)
+            .await
+            .expect("the task far ahead");
+        if let Some(offset) = offset {
+            let head = c.t.queue.layout().lane_head(&lane);
+            let data = serde_json::to_vec(&json!({"next": 0, "tail_offset": offset})).unwrap();
+            match c.t.raw.create(&head, &data, &persistent).await {
+                Ok(_) => {}
+                Err(zk::Error::NodeExists) => {
+                    c.t.raw.set_data(&head, &data, None).await.expect("head");
+                }
+                Err(e) => panic!("head: {e}"),
+            }
+        }
+        c.tap.refuse(false);
+        let outcome = the_outcome(within(publish).await.expect("joined"));
+        assert_eq!(
+            outcome,
+            Outcome::Published(Published::Created {
+                id: one.id.clone(),
+                task: name.clone()
+            }),
+            "{ahead} ahead"
+        );
+        let copies = (c.lane("tasks").await.into_iter())
+            .filter(|(_, id)| *id == one.id)
+            .count();
+        assert_eq!(copies, 1, "not sent again");
+    }
+}
+
+/// Item 5: a create the server refused (throttled) was not applied: it is sent again, even
+/// when its lane lost a task meanwhile that nothing explains (which would make a create in
+/// doubt unknown).
+#[tokio::test]
+async fn a_throttled_create_is_sent_again() {
+    let c = Tapped::start().await;
+    let lines: Vec<Envelope> = (0..2)
+        .map(|n| Envelope::new("cut.throttled", json!({ "n": n })))
+        .collect();
+    // The second create waits; meanwhile another producer's task comes and goes.
+    c.tap.arm(
+        Aim {
+            skip: 1,
+            ..Aim::create()
+        },
+        Fault::Hold,
+    );
+    let publish = c.publish(lines.clone(), Duration::from_secs(20));
+    within(c.tap.fired()).await;
+    let other = c.t.publish(1).await;
+    c.delete(&format!("tasks/{}", other[0])).await;
+    c.tap.arm(Aim::create(), Fault::Throttle);
+    c.tap.release();
+    let outcomes = within(publish).await.expect("joined").expect("published");
+    assert!(c.tap.has_fired(), "throttled");
+    let tasks = c.lane("tasks").await;
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    for (line, outcome) in lines.iter().zip(&outcomes) {
+        let task = tasks
+            .iter()
+            .find(|(_, id)| *id == line.id)
+            .expect("published");
+        assert_eq!(
+            outcome,
+            &Outcome::Published(Published::Created {
+                id: line.id.clone(),
+                task: task.0.clone()
+            })
+        );
+    }
+}
+
+/// Item 6: two envelopes with one id refuse the publish (a publish in doubt looks for what
+/// landed by id), naming the second, and nothing is written.
+#[tokio::test]
+async fn a_publish_with_an_id_twice_is_refused() {
+    let t = harness::TestQueue::new().await;
+    let first = Envelope::new("cut.twice", json!({"n": 0}));
+    let mut second = Envelope::new("cut.twice", json!({"n": 1}));
+    second.id = first.id.clone();
+    let options = PublishOptions::default();
+    let refused = t
+        .queue
+        .publish_each(&[first, second], &options, |_, _| {})
+        .await
+        .expect_err("refused");
+    match refused {
+        event_bridge::Error::Unpublishable { item, problem } => {
+            assert_eq!(item, 2, "{problem}");
+            assert!(problem.contains("also task 1's"), "{problem}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(t.children("tasks").await.is_empty(), "nothing written");
+}
+
+/// Item 7: a debounced publish whose answer was lost, its key holding another producer's
+/// newer publish by the time the publish looks: answered as replaced, not sent again (which
+/// would overwrite the newer one).
+#[tokio::test]
+async fn a_debounced_publish_whose_key_holds_a_newer_one_is_not_sent_again() {
+    let c = Tapped::start().await;
+    let key = format!("k-{}", harness::uuid_like());
+    let ours = debounced(&key, 3_600_000);
+    let newer = debounced(&key, 3_600_000);
+    c.tap.refuse(true);
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    let publish = c.publish(vec![ours.clone()], Duration::from_secs(20));
+    within(c.tap.fired()).await;
+    within(async {
+        while !c.exists(&format!("debounce/{key}")).await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    c.t.queue
+        .publish_all(std::slice::from_ref(&newer))
+        .await
+        .expect("the newer publish");
+    c.tap.refuse(false);
+    let outcome = the_outcome(within(publish).await.expect("joined"));
+    assert_eq!(
+        outcome,
+        Outcome::Replaced {
+            published: Published::Debounced {
+                id: ours.id.clone(),
+                key: key.clone(),
+                replaced: None
+            },
+            by: newer.id.clone(),
+        }
+    );
+    let pending = c.t.read_json(&format!("debounce/{key}")).await;
+    assert_eq!(
+        pending["id"].as_str(),
+        Some(newer.id.as_str()),
+        "the newer one stays"
+    );
+}
+
+/// Item 7, the other way round: a debounced publish that never reached the server, its key
+/// holding an older publish (the one it was to replace): the key was not written since before
+/// the publish, so it did not land, and it is sent again (it replaces the older one), rather
+/// than taken as replaced and lost.
+#[tokio::test]
+async fn a_debounced_publish_that_never_landed_replaces_the_older_one_when_sent_again() {
+    let c = Tapped::start().await;
+    let key = format!("k-{}", harness::uuid_like());
+    let older = debounced(&key, 3_600_000);
+    c.t.queue
+        .publish_all(std::slice::from_ref(&older))
+        .await
+        .expect("the older publish");
+    let ours = debounced(&key, 3_600_000);
+    c.tap.arm(Aim::multi(), Fault::LoseRequest);
+    let publish = c.publish(vec![ours.clone()], Duration::from_secs(20));
+    let outcome = the_outcome(within(publish).await.expect("joined"));
+    assert!(c.tap.has_fired(), "its write was lost");
+    assert_eq!(
+        outcome,
+        Outcome::Published(Published::Debounced {
+            id: ours.id.clone(),
+            key: key.clone(),
+            replaced: Some(older.id.clone())
+        })
+    );
+    let pending = c.t.read_json(&format!("debounce/{key}")).await;
+    assert_eq!(
+        pending["id"].as_str(),
+        Some(ours.id.as_str()),
+        "ours, the last"
+    );
+}
+
+/// Item 8: an outage settled with nothing to send again ends there: a later one, in a later
+/// step of the publish, has a budget of its own, not what was left of the first.
+#[tokio::test]
+async fn a_later_outage_has_a_budget_of_its_own() {
+    let c = Tapped::start().await;
+    let parent = Envelope::new("cut.parent", json!({}));
+    let mut child = Envelope::new("cut.child", json!({}));
+    child.after = vec![parent.id.clone()];
+    let retry_for = Duration::from_secs(2);
+    // The parent's answer is lost (an outage, settled: it landed).
+    c.tap.arm(Aim::create(), Fault::LoseReply);
+    let publish = c.publish(vec![parent.clone(), child.clone()], retry_for);
+    within(c.tap.fired()).await;
+    // The child goes in a step of its own: held past the first outage's budget, then its
+    // answer lost too.
+    c.tap.arm(Aim::multi(), Fault::Hold);
+    within(c.tap.fired()).await;
+    tokio::time::sleep(retry_for + Duration::from_millis(500)).await;
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    c.tap.release();
+    let outcomes = within(publish).await.expect("joined").expect("published");
+    assert!(c.tap.has_fired(), "the child's answer was lost");
+    let tasks = c.lane("tasks").await;
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert_eq!(
+        outcomes[0],
+        Outcome::Published(Published::Created {
+            id: parent.id.clone(),
+            task: tasks[0].0.clone()
+        })
+    );
+    assert!(
+        matches!(&outcomes[1], Outcome::Published(Published::Blocked { id, .. }) if *id == child.id),
+        "{outcomes:?}"
+    );
+}
+
+/// Item 9: a keyed line whose answer was lost, its key never named with its task, and its task
+/// gone from its lane (taken and completed, no record) before the publish looked: it landed
+/// (its key names its id), under a name nothing tells. Not someone else's duplicate.
+#[tokio::test]
+async fn a_keyed_line_whose_key_names_it_landed_even_unnamed() {
+    let c = Tapped::start().await;
+    let mut keyed = Envelope::new("cut.keyed", json!({}));
+    keyed.idempotency_key = Some(format!("key-{}", harness::uuid_like()));
+    c.tap.refuse(true);
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    let publish = c.publish(vec![keyed.clone()], Duration::from_secs(20));
+    within(c.tap.fired()).await;
+    let landed = c.until_lane_holds("tasks", 1).await;
+    c.delete(&format!("tasks/{}", landed[0].0)).await;
+    c.tap.refuse(false);
+    let outcome = the_outcome(within(publish).await.expect("joined"));
+    match &outcome {
+        Outcome::Unnamed { id, .. } => assert_eq!(*id, keyed.id),
+        other => panic!("{other:?}"),
+    }
+    assert!(c.lane("tasks").await.is_empty(), "not sent again");
+}
+
+/// Item 10: the HTTP publish rides out a lost connection within the invocation's time left,
+/// not the run's whole budget: with no session back, it answers 503 by then.
+#[tokio::test]
+async fn an_http_publish_answers_within_the_time_left() {
+    let c = Tapped::with(|config| {
+        config.time_budget = Duration::from_secs(60);
+        config.deadline_margin = Duration::from_millis(500);
+    })
+    .await;
+    let app = process_events::App::open(c.config.clone(), "lambda")
+        .await
+        .expect("the function starts");
+    c.tap.refuse(true);
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    let body = format!("{}\n", json!({"type": "cut.http", "payload": {}}));
+    let started = tokio::time::Instant::now();
+    let publish =
+        process_events::intake::publish(&app, body.as_bytes(), "/", Duration::from_secs(3));
+    let reply = tokio::time::timeout(Duration::from_secs(15), publish)
+        .await
+        .expect("answered within the invocation's time, not the run's budget");
+    c.tap.refuse(false);
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(reply.status, 503, "{}", reply.body);
+    assert!(
+        reply.body.to_string().contains("PublishInDoubt"),
+        "{}",
+        reply.body
+    );
 }

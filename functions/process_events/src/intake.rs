@@ -4,18 +4,23 @@
 //! and status URL (a debounced item's, a child's waiting for its parents and one dead with a
 //! parent ask by id, escaped); `GET ?status=<task name or id>` answers where that task is.
 
+use std::time::Duration;
+
 use event_bridge::inspect::{self, Status};
 use event_bridge::queue::{Outcome, PublishOptions, Published};
 use event_bridge::{Envelope, Error, Queue};
 use platform::HttpReply;
 use platform::intake::{Batch, Refused, read_batch};
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use crate::App;
 
-/// Publishes the tasks in `body` (a request to `path`); the reply names each task and where to
-/// ask for its status. A body that is refused publishes nothing.
-pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
+/// Publishes the tasks in `body` (a request to `path`), answering within `time_left` (the
+/// invocation's, less nothing: the deadline margin is kept here); the reply names each task and
+/// where to ask for its status. A body that is refused publishes nothing.
+pub async fn publish(app: &App, body: &[u8], path: &str, time_left: Duration) -> HttpReply {
+    let deadline = Instant::now() + time_left.saturating_sub(app.session.config().deadline_margin);
     let limit = app.session.config().publish_max_bytes;
     let Batch { envelopes, lines } = match read_batch(body, limit) {
         Ok(batch) => batch,
@@ -29,17 +34,17 @@ pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
             Err(e) => return HttpReply::failed(&e),
         };
     }
-    // A link dropped under the batch (a leader election) is ridden out within the run's time:
-    // once a session answers, a batch that landed is found and answered, one that did not is
-    // sent again, as the library's bulk publish does. Only a batch whose fate cannot be told
-    // is a 503 naming its first line.
-    let config = app.session.config();
+    // A link dropped under the batch (a leader election) is ridden out within the invocation's
+    // time left (less the deadline margin): once a session answers, a batch that landed is
+    // found and answered, one that did not is sent again, as the library's bulk publish does.
+    // Only a batch whose fate cannot be told is a 503 naming its first line.
     let renew = |stale: Queue| -> Renewed<'_> {
         Box::pin(async move { app.session.renew(&stale, "the session is over").await })
     };
     let options = PublishOptions {
-        retry_for: config.time_budget.saturating_sub(config.deadline_margin),
+        retry_for: deadline.saturating_duration_since(Instant::now()),
         renew: Some(&renew),
+        deadline: Some(deadline),
     };
     let line_of = |item: usize| lines.get(item.saturating_sub(1)).copied().unwrap_or(item);
     match queue.publish_batch_with(&envelopes, &options).await {
@@ -81,15 +86,28 @@ pub async fn publish(app: &App, body: &[u8], path: &str) -> HttpReply {
 type Renewed<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = event_bridge::Result<Queue>> + Send + 'a>>;
 
-/// What each item of a publish did; the first item whose fate is unknown (from 1, its id
-/// and why) when there is one.
-fn settled(outcomes: &[Outcome]) -> Result<Vec<Published>, (usize, String, String)> {
+/// What each item of a publish did, as answered; the first item whose fate is unknown (from 1,
+/// its id and why) when there is one.
+fn settled(outcomes: &[Outcome]) -> Result<Vec<Answer>, (usize, String, String)> {
     (outcomes.iter().enumerate())
         .map(|(i, outcome)| match outcome {
-            Outcome::Published(published) => Ok(published.clone()),
+            Outcome::Published(published) => Ok(Answer::Published(published.clone())),
+            Outcome::Replaced { published, by } => {
+                Ok(Answer::Replaced(published.clone(), by.clone()))
+            }
+            Outcome::Unnamed { id, reason } => Ok(Answer::Unnamed(id.clone(), reason.clone())),
             Outcome::Unknown { id, reason } => Err((i + 1, id.clone(), reason.clone())),
         })
         .collect()
+}
+
+/// What one item of a publish is answered with.
+enum Answer {
+    Published(Published),
+    /// Debounced, and its key found holding a later publish (this id) after a lost connection.
+    Replaced(Published, String),
+    /// Published (its id), its task's name unknown (why).
+    Unnamed(String, String),
 }
 
 /// 503: a publish cut by a lost connection whose fate cannot be told, from line `line` (id
@@ -140,53 +158,73 @@ pub async fn batch_status(app: &App, name: &str) -> HttpReply {
     }
 }
 
-fn answer(envelopes: &[Envelope], published: &[Published], path: &str) -> Value {
+fn answer(envelopes: &[Envelope], answers: &[Answer], path: &str) -> Value {
     let url = |task: &str| format!("{path}?status={task}");
+    let by_id = |id: &str| url(&event_bridge::layout::encode_segment(id));
     let tasks: Vec<Value> = envelopes
         .iter()
-        .zip(published)
+        .zip(answers)
         .map(|(envelope, one)| match one {
-            Published::Created { id, task } => {
-                json!({ "task": task, "id": id, "status_url": url(task) })
+            Answer::Published(one) => published(envelope, one, &url),
+            Answer::Replaced(one, by) => {
+                let mut answer = published(envelope, one, &url);
+                answer["replaced_by"] = json!(by);
+                answer
             }
-            Published::Existing { id, task, state } => json!({
-                "task": task,
+            // Published, its task left its lane under a name nothing tells: asked for by id.
+            Answer::Unnamed(id, reason) => json!({
+                "task": null,
                 "id": id,
-                "duplicate": true,
-                "state": state,
-                "idempotency_key": envelope.idempotency_key,
-                "status_url": task.as_deref().map(url),
-            }),
-            // Asked for by id: it has no task name until it fires.
-            Published::Debounced { id, key, replaced } => json!({
-                "published": "debounced",
-                "id": id,
-                "key": key,
-                "replaced": replaced,
-                "status_url": url(&event_bridge::layout::encode_segment(id)),
-            }),
-            // Waiting for its parents, asked for by id: it has no task name until released.
-            Published::Blocked { id, waiting_on } => json!({
-                "published": "blocked",
-                "id": id,
-                "waiting_on": waiting_on,
-                "status_url": url(&event_bridge::layout::encode_segment(id)),
-            }),
-            // Dead with a parent before it ever ran: its letter is found by its id.
-            Published::Buried {
-                id,
-                dead_letter,
-                reason,
-            } => json!({
-                "published": "buried",
-                "id": id,
-                "dead_letter": dead_letter,
                 "reason": reason,
-                "status_url": url(&event_bridge::layout::encode_segment(id)),
+                "status_url": by_id(id),
             }),
-            // An outcome added later: as it serializes.
-            other => json!(other),
         })
         .collect();
     json!({ "published": tasks })
+}
+
+/// The answer for an item that published `one`.
+fn published(envelope: &Envelope, one: &Published, url: &dyn Fn(&str) -> String) -> Value {
+    match one {
+        Published::Created { id, task } => {
+            json!({ "task": task, "id": id, "status_url": url(task) })
+        }
+        Published::Existing { id, task, state } => json!({
+            "task": task,
+            "id": id,
+            "duplicate": true,
+            "state": state,
+            "idempotency_key": envelope.idempotency_key,
+            "status_url": task.as_deref().map(url),
+        }),
+        // Asked for by id: it has no task name until it fires.
+        Published::Debounced { id, key, replaced } => json!({
+            "published": "debounced",
+            "id": id,
+            "key": key,
+            "replaced": replaced,
+            "status_url": url(&event_bridge::layout::encode_segment(id)),
+        }),
+        // Waiting for its parents, asked for by id: it has no task name until released.
+        Published::Blocked { id, waiting_on } => json!({
+            "published": "blocked",
+            "id": id,
+            "waiting_on": waiting_on,
+            "status_url": url(&event_bridge::layout::encode_segment(id)),
+        }),
+        // Dead with a parent before it ever ran: its letter is found by its id.
+        Published::Buried {
+            id,
+            dead_letter,
+            reason,
+        } => json!({
+            "published": "buried",
+            "id": id,
+            "dead_letter": dead_letter,
+            "reason": reason,
+            "status_url": url(&event_bridge::layout::encode_segment(id)),
+        }),
+        // An outcome added later: as it serializes.
+        other => json!(other),
+    }
 }

@@ -1,6 +1,8 @@
 //! The Lambda handler: reads the event, takes the deadline from the invocation, runs, and
 //! answers as the event expects (plain JSON, or an HTTP response for a Function URL).
 
+use std::time::Duration;
+
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use platform::HttpReply;
 use platform::intake::{self, Ask};
@@ -12,17 +14,21 @@ use serde_json::Value;
 
 use crate::App;
 
-/// A Function URL `POST` (publish) or `GET ?status=` (a task's status), answered, or a request
-/// refused (another method: 405; a bad query: 400); `None` for a run request and every other
-/// event. The URL's IAM authorization (`AuthType: AWS_IAM`) admitted the caller.
-async fn publish_or_status(app: &App, event: &Value) -> Option<HttpReply> {
+/// A Function URL `POST` (publish, answered within `time_left`) or `GET ?status=` (a task's
+/// status), answered, or a request refused (another method: 405; a bad query: 400); `None` for
+/// a run request and every other event. The URL's IAM authorization (`AuthType: AWS_IAM`)
+/// admitted the caller.
+async fn publish_or_status(app: &App, event: &Value, time_left: Duration) -> Option<HttpReply> {
     let request = match function_url_request(event)? {
         Ok(request) => request,
         Err(problem) => return Some(HttpReply::bad_request(&problem)),
     };
     let has_body = !request.body.iter().all(u8::is_ascii_whitespace);
     match intake::ask(&request.method, &request.query, has_body) {
-        Ok(Ask::Publish) => Some(crate::intake::publish(app, &request.body, &request.path).await),
+        Ok(Ask::Publish) => {
+            let path = &request.path;
+            Some(crate::intake::publish(app, &request.body, path, time_left).await)
+        }
         Ok(Ask::Status(key)) => Some(crate::intake::status(app, &key).await),
         Ok(Ask::Batch(name)) => Some(crate::intake::batch_status(app, &name).await),
         // A run: the trigger is read below, as for every other event.
@@ -52,7 +58,10 @@ pub async fn handle_printing_to(
     event: LambdaEvent<Value>,
     mut out: impl std::io::Write,
 ) -> Result<Value, Diagnostic> {
-    if let Some(reply) = publish_or_status(app, &event.payload).await {
+    // The invocation's time left (its deadline, within the configured budget).
+    let budget = app.session.config().time_budget;
+    let time_left = time_left(event.context.deadline, budget);
+    if let Some(reply) = publish_or_status(app, &event.payload, time_left).await {
         return Ok(function_url_reply(reply));
     }
     let is_http = event.payload.pointer("/requestContext/http").is_some();
@@ -61,8 +70,6 @@ pub async fn handle_printing_to(
         Err(problem) if is_http => return Ok(function_url_reply(HttpReply::bad_request(&problem))),
         Err(problem) => return Err(bad_event(problem)),
     };
-    let budget = app.session.config().time_budget;
-    let time_left = time_left(event.context.deadline, budget);
     let report = match crate::run(app, trigger, time_left).await {
         Ok(report) => report,
         Err(e) if reply == Reply::Http => {

@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Limited};
 use platform::intake::{self, Ask};
 use platform::trigger::Trigger;
 use platform::{HttpReply, admit, admit_publish};
+use tokio::time::Instant;
 use vercel_runtime::{Request, Response};
 
 use crate::App;
@@ -21,6 +22,8 @@ pub async fn handle(
     app: Arc<App>,
     req: Request,
 ) -> Result<Response<String>, vercel_runtime::Error> {
+    // Vercel gives no deadline: the budget counts from the request's arrival.
+    let deadline = Instant::now() + app.session.config().time_budget;
     let authorization = platform::vercel::authorization(&req).map(str::to_string);
     let query = req.uri().query().unwrap_or("").to_string();
     let path = req.uri().path().to_string();
@@ -35,7 +38,7 @@ pub async fn handle(
         .map_or(true, |b| !b.iter().all(u8::is_ascii_whitespace));
     let reply = match intake::ask(&method, &query, has_body) {
         Err(refused) => refused,
-        Ok(ask) => answer(&app, ask, authorization.as_deref(), body, &path).await,
+        Ok(ask) => answer(&app, ask, authorization.as_deref(), body, (&path, deadline)).await,
     };
     platform::vercel::response(reply)
 }
@@ -47,7 +50,7 @@ async fn answer(
     ask: Ask,
     authorization: Option<&str>,
     body: Result<Vec<u8>, HttpReply>,
-    path: &str,
+    (path, deadline): (&str, Instant),
 ) -> HttpReply {
     let config = app.session.config();
     let admitted = match ask {
@@ -62,7 +65,10 @@ async fn answer(
         Ask::Run(trigger) => run(app, trigger).await,
         Ask::Status(key) => crate::intake::status(app, &key).await,
         Ask::Batch(name) => crate::intake::batch_status(app, &name).await,
-        Ask::Publish => crate::intake::publish(app, &body, path).await,
+        Ask::Publish => {
+            let time_left = deadline.saturating_duration_since(Instant::now());
+            crate::intake::publish(app, &body, path, time_left).await
+        }
     }
 }
 

@@ -5,16 +5,17 @@
 //! producers kept taking through its tries, goes one by one, as every other envelope does.
 //! Publishes of one debounce key go in order: a window is cut where a key comes again. Answers
 //! are handed on as they come; a run whose connection is lost under it is left in doubt, for
-//! the publish to settle (`landed`).
+//! the publish to settle (`landed`), tagged with the loss it failed on; a run the server
+//! refused (throttled) is left unsent.
 
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 
 use super::Queue;
 use super::keys::{KeyData, KeyedWrite, Published};
-use super::landed::Floors;
+use super::landed::{Floors, Losses};
 use super::ops::{Multi, Op, Part};
-use super::outage::in_doubt;
+use super::outage::{in_doubt, refused, retriable};
 use crate::error::{Error, Result};
 use crate::task::Envelope;
 
@@ -24,11 +25,15 @@ pub(super) const KEYED_RUN: usize = 32;
 /// What sending a window came to (see [`Queue::send_window`]).
 #[derive(Debug, Default)]
 pub(super) struct Sent {
-    /// Its lanes' tails as read before its creates, when that read was answered.
+    /// Its lanes' tails (and its debounce keys' nodes) as read before its writes, when that
+    /// read was answered.
     pub(super) floors: Option<Floors>,
     /// Items (by index in the window) sent whose answers were lost with the connection.
     pub(super) doubts: Vec<usize>,
-    /// Items not sent: the window's segments after the one the connection was lost in.
+    /// The connection loss each of `doubts` failed on ([`Losses`]).
+    pub(super) losses: Vec<u64>,
+    /// Items not sent: the window's segments after the one the connection was lost in, and
+    /// runs the server refused (throttled) before applying anything of them.
     pub(super) unsent: Vec<usize>,
     /// The failure that left items in doubt or unsent.
     pub(super) lost: Option<Error>,
@@ -41,11 +46,13 @@ impl Queue {
     /// its run is answered, in order. The tails of the window's lanes are read before its
     /// first create ([`Sent::floors`]), so that what landed can be found if answers are lost:
     /// pipelined with the creates when `known` has a floor for each of its lanes already (one
-    /// read before, which the pipelined one may only raise), else first, on their own.
+    /// read before, which the pipelined one may only raise) and it has no debounced item, else
+    /// first, on their own.
     ///
-    /// A run whose connection is lost under it leaves its items in doubt, and the segments
-    /// after it unsent ([`Sent`]); any other failure is returned once the window's requests
-    /// are answered.
+    /// A run whose connection is lost under it leaves its items in doubt (tagged with the loss
+    /// it failed on), and the segments after it unsent ([`Sent`]); a run the server refused
+    /// before it wrote anything (throttled) is unsent; any other failure is returned once the
+    /// window's requests are answered.
     pub(super) async fn send_window(
         &self,
         window: &[Envelope],
@@ -53,8 +60,11 @@ impl Queue {
         answered: &mut (impl FnMut(usize, Published) + Send),
     ) -> Result<Sent> {
         let lanes: Vec<_> = window.iter().map(Envelope::lane).collect();
+        // Watches the session from before the window's first request on.
+        let mut losses = Losses::new(self);
         let unsent = |e: Error| {
-            if !in_doubt(&e, self.session_over()) {
+            // Nothing was sent: any failure a publish rides out leaves the window unsent.
+            if !retriable(&e, self.session_over()) {
                 return Err(e);
             }
             // Nothing of the window was sent.
@@ -68,10 +78,10 @@ impl Queue {
             return unsent(e);
         }
         let (mut pipelined, mut first) = (None, None);
-        if lanes.iter().all(|lane| known.contains_key(lane)) {
-            pipelined = Some(self.read_floors(&lanes));
+        if known.pipelinable(window) {
+            pipelined = Some(self.read_floors(window));
         } else {
-            match self.read_floors(&lanes).await {
+            match self.read_floors(window).await {
                 Ok(floors) => first = Some(floors),
                 Err(e) => return unsent(e),
             }
@@ -100,8 +110,14 @@ impl Queue {
                             answered(from + i, one);
                         }
                     }
-                    Err(e) if in_doubt(&e, self.session_over()) => {
+                    Err(e) if refused(&e) && !wrote_before(&e, &segment[from - first..][..len]) => {
+                        sent.unsent.extend(from..from + len);
+                        sent.lost.get_or_insert(e);
+                    }
+                    Err(e) if in_doubt(&e, self.session_over()) || refused(&e) => {
+                        let loss = losses.tag(&e);
                         sent.doubts.extend(from..from + len);
+                        sent.losses.extend(std::iter::repeat_n(loss, len));
                         sent.lost.get_or_insert(e);
                     }
                     Err(e) => {
@@ -162,6 +178,20 @@ impl Queue {
         }
         Ok(())
     }
+}
+
+/// Whether a publish of `run` that failed with `error` (a request the server refused) may
+/// have written some of it before: a batch's members go in chunks, one multi-op after another,
+/// and a keyed run names its keys after its multi-op landed.
+pub(super) fn wrote_before(error: &Error, run: &[Envelope]) -> bool {
+    run.iter().any(|e| e.batch.is_some())
+        || matches!(
+            error,
+            Error::Zk {
+                op: "name keys",
+                ..
+            }
+        )
 }
 
 /// `window` cut where a debounce key comes again: each segment is published pipelined after

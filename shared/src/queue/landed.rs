@@ -4,266 +4,507 @@
 //! Every envelope carries an id, and a task lands at its lane's tail. So the tails of the lanes
 //! a window publishes into are read in the same pipeline, before its creates (its *floors*:
 //! ZooKeeper answers a session's requests in order, so every task the window makes has a number
-//! at or above them). After a loss, once a session answers again, the numbers from each floor
-//! to the lane's tail are read (after a `sync`, so that the server has every write the ensemble
-//! committed), looking for the ids in doubt. Other producers' tasks in that range are read
-//! and passed over. An item in doubt
+//! at or above them). After a loss, once a session answers again, everything is read after a
+//! `sync` (so that the server has every write the ensemble committed), in this order:
 //!
-//! - found in its lane landed (a keyed one's key is named now, if its naming was lost too);
-//! - debounced, landed when `debounce/<key>` holds its id (or it fired already, and was found);
-//! - with `after`, landed when it waits under `after/<id>` or died with a parent;
-//! - with an idempotency key, landed when its key names its id;
+//! 1. the *side stores* of the items in doubt: a debounced one's `debounce/<key>`, a child's
+//!    `after/<id>` (and its dead letter), a keyed one's `keys/<key>`;
+//! 2. then each lane, from its floor to its tail (the stat's, plus the head's `tail_offset`,
+//!    and on past it while the numbers there hold tasks), looking for the ids in doubt, as
+//!    tasks and as the places grouped tasks keep in their lanes. Other producers' tasks in
+//!    that range are read and passed over.
+//!
+//! A task leaves a side store for its lane in one multi-op (a debounced publish that fires, a
+//! child whose last parent settles), and its place is created with it: so whatever moves
+//! between the two reads is seen in its lane, which is read second. An item in doubt
+//!
+//! - found in its lane (or its place) landed (a keyed one's key is named now, if its naming
+//!   was lost too);
+//! - debounced, landed when `debounce/<key>` holds its id. When the key holds another
+//!   publish's envelope: if the key's node was not written since before the window (its
+//!   `mzxid`, read with the floors), the item did not land and is sent again (the one there is
+//!   older); if it was, the item landed and a later publish replaced it, or a publish as late
+//!   got in first: it is answered as replaced and never sent again (it would overwrite a newer
+//!   publish);
+//! - with `after`, landed when it waits under `after/<id>` or died;
+//! - with an idempotency key, landed when its key names its id (its task's name as the key
+//!   says, or as found; a key never named, and a task not found, leave the name unknown: it
+//!   is [`Fate::Unnamed`]); a key another task has makes a resend harmless (it is answered
+//!   with that task);
 //! - else did not land, and is sent again: unless numbers between the floor and the tail are
 //!   missing that nothing explains. A consumer may have taken the very task and completed it
 //!   already, so a missing number is looked for in the completion records (`KEEP_DONE`), in
-//!   `delayed/` and among the dead letters; one found nowhere leaves the items of its lane that
-//!   were not found [`Fate::Unknown`]: sending them again could make a twin.
+//!   `delayed/` and among the dead letters (a letter whose body cannot be read explains
+//!   nothing); one found nowhere leaves the items of its lane that were not found
+//!   [`Fate::Unknown`]: sending them again could make a twin.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
+
+use futures::FutureExt;
+use zookeeper_client as zk;
 
 use super::Queue;
 use super::keys::{KeyData, Published};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::layout;
-use crate::task::{self, Body, Envelope};
+use crate::task::{self, Body, Envelope, StandsFor};
 
 /// Numbers read in one request when a lane's tail is searched.
 const SEARCH_CHUNK: usize = 64;
 
-/// A number below every task a window makes, by lane: its tail as read before the window.
-pub(super) type Floors = HashMap<Lane, i64>;
+/// What a window is judged against after a lost connection, read before its writes: by lane, a
+/// number below every task it makes (the lane's tail as read); by debounce key of its debounced
+/// items, the `mzxid` of the key's pending node (`None`: nothing pending), which tells a key
+/// rewritten since (by this window, or a later publish) from one that was not.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Floors {
+    lanes: HashMap<Lane, i64>,
+    keys: HashMap<String, Option<i64>>,
+}
+
+impl Floors {
+    pub(super) fn new() -> Self {
+        Floors::default()
+    }
+
+    /// Whether `window`'s floors can be read along with its writes (pipelined): a floor is
+    /// known for each of its lanes already (the pipelined read may only raise it), and it has
+    /// no debounced item (whose key is read before the window, on its own: a read whose answer
+    /// is lost with the writes' leaves no older one to go by).
+    pub(super) fn pipelinable(&self, window: &[Envelope]) -> bool {
+        window
+            .iter()
+            .all(|e| e.debounce.is_none() && self.lanes.contains_key(&e.lane()))
+    }
+
+    /// Takes the floors of a later read in: its lanes' (at or above those known), and only its
+    /// keys' (an earlier window's would pass the writes made since).
+    pub(super) fn update(&mut self, fresh: &Floors) {
+        self.lanes
+            .extend(fresh.lanes.iter().map(|(l, n)| (l.clone(), *n)));
+        self.keys = fresh.keys.clone();
+    }
+}
 
 /// What became of one item whose answer was lost.
 #[derive(Debug)]
 pub(super) enum Fate {
     /// It landed: its answer, as found.
     Landed(Published),
+    /// Debounced, and its key holds another publish's envelope (`by`, its id) now, written
+    /// since the item was sent: it landed and that publish replaced it, or that one got in
+    /// first. `published` is its answer as a debounced publish.
+    Replaced { published: Published, by: String },
+    /// It landed, but its task left its lane before it could be found, under a name nothing
+    /// tells: why.
+    Unnamed(String),
     /// It did not land: it can be sent again.
     NotLanded,
     /// It may have landed and left its lane already: why it cannot be told.
     Unknown(String),
 }
 
+impl Fate {
+    /// Whether it surely landed (found, or a side store names it).
+    fn landed(&self) -> bool {
+        matches!(self, Fate::Landed(_) | Fate::Unnamed(_))
+    }
+}
+
+/// Tells apart the connection losses a window's failures came from. Every request in flight
+/// on a connection fails with one error when the connection dies; a request sent after that
+/// waits for the next connection, and fails with that one's loss, if any. Two items sent in
+/// one order on one connection landed as a prefix of that order; on two connections, not
+/// necessarily. So a failure is tagged with the loss it came from: the one before when the
+/// session's state did not change since the failure before it was seen and the error is the
+/// same, a new one otherwise (a reconnect between them changes the state).
+pub(super) struct Losses {
+    watcher: zk::StateWatcher,
+    count: u64,
+    last: Option<String>,
+}
+
+impl Losses {
+    /// Tags the failures of requests sent on `queue` from now on.
+    pub(super) fn new(queue: &Queue) -> Self {
+        Losses {
+            watcher: queue.client().state_watcher(),
+            count: 0,
+            last: None,
+        }
+    }
+
+    /// The loss `error`, just seen, came from.
+    pub(super) fn tag(&mut self, error: &Error) -> u64 {
+        let mut changed = false;
+        while self.watcher.changed().now_or_never().is_some() {
+            changed = true;
+        }
+        let text = match error {
+            Error::Zk { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        if changed || self.last.as_deref() != Some(text.as_str()) {
+            self.count += 1;
+            self.last = Some(text);
+        }
+        self.count
+    }
+}
+
+/// What an item's side store said, read before its lane.
+#[derive(Debug)]
+enum Side {
+    /// Neither debounced, nor a child, nor keyed.
+    Nothing,
+    /// Debounced: the id of the envelope pending under its key and the node's `mzxid`, `None`
+    /// when none is pending.
+    Pending(Option<(String, i64)>),
+    /// A child: waiting under `after/<id>`, or dead under its blocked name; `None` otherwise.
+    Child(Option<Published>),
+    /// Keyed: its key's data, `None` when there is no key.
+    Key(Option<KeyData>),
+}
+
 /// What the tail of one lane holds, from its floor on.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Tail {
     /// Task numbers and names by envelope id, for the ids looked for; `None` for the number
     /// of a task that came back to its lane after an attempt (its number is not the one it
     /// landed at).
     found: HashMap<String, (Option<i64>, String)>,
+    /// Places (grouped tasks' turns, made with them) by the id they stand under, for the ids
+    /// looked for: their names and what they stand for.
+    places: HashMap<String, (String, StandsFor)>,
     /// Numbers (and names) between the floor and the tail with no task, that neither an answer
     /// of this publish nor a task back at the tail after a retry explains.
     missing: Vec<(i64, String)>,
 }
 
+/// Everything read about the items in doubt: their side stores, their lanes' tails, where the
+/// numbers missing from those went.
+#[derive(Debug, Default)]
+struct Look {
+    sides: Vec<Side>,
+    tails: HashMap<Lane, Tail>,
+    /// Items in doubt found where tasks go when they leave their lane: task names by id.
+    elsewhere: HashMap<String, String>,
+    /// By lane, the numbers missing that nothing explains.
+    unexplained: HashMap<Lane, Vec<(i64, String)>>,
+    /// By debounce key, its pending node's `mzxid` before the items were sent (`None`: none
+    /// pending); keys not read before are missing.
+    marks: HashMap<String, Option<i64>>,
+}
+
 impl Queue {
-    /// Sends a read of the tails of `lanes` now, before whatever is sent after it; the future
-    /// answers them as floors (a lane not made yet has 0).
+    /// Sends a read of the floors of `window` now, before whatever is sent after it: the tails
+    /// of its lanes (a lane not made yet has 0) and the pending nodes of its debounce keys.
     pub(super) fn read_floors<'a>(
         &'a self,
-        lanes: &[Lane],
+        window: &[Envelope],
     ) -> impl Future<Output = Result<Floors>> + Send + 'a {
-        let mut lanes: Vec<Lane> = lanes.to_vec();
+        let mut lanes: Vec<Lane> = window.iter().map(Envelope::lane).collect();
         lanes.sort();
         lanes.dedup();
-        let paths: Vec<String> = lanes.iter().map(|l| self.layout().lane_tasks(l)).collect();
+        let mut keys: Vec<String> = (window.iter())
+            .filter_map(|e| Some(e.debounce.as_ref()?.key.clone()))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let paths: Vec<String> = (lanes.iter())
+            .map(|l| self.layout().lane_tasks(l))
+            .chain(keys.iter().map(|k| self.layout().debounced(k)))
+            .collect();
         let mut reader = self.client().new_multi_reader();
         let sent = super::reads::add_get_data(&mut reader, &paths).map(|()| reader.commit());
         async move {
             let read = sent?.await;
             let results = read.map_err(|e| Error::zk("get", paths.join(","), e))?;
-            let tail = |result| match result {
-                zookeeper_client::MultiReadResult::Data { stat, .. } => {
-                    super::probe::tail_of(&stat)
-                }
-                _ => 0,
+            let mut results = results.into_iter();
+            let stat = |result| match result {
+                Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
+                _ => None,
             };
-            Ok(lanes
-                .into_iter()
-                .zip(results.into_iter().map(tail))
-                .collect())
+            let lanes = (lanes.into_iter())
+                .map(|lane| {
+                    let tail = stat(results.next()).map_or(0, |s| super::probe::tail_of(&s));
+                    (lane, tail)
+                })
+                .collect();
+            let keys = (keys.into_iter())
+                .map(|key| (key, stat(results.next()).map(|s| s.mzxid)))
+                .collect();
+            Ok(Floors { lanes, keys })
         }
     }
 
     /// What became of `doubts`, published after `floors` were read (a lane missing from them
-    /// is searched from its head), their answers lost. `answered` holds the names of the tasks
-    /// this publish was answered for: a missing number that is one of them is explained.
+    /// is searched from its head), their answers lost; `losses` tags each with the connection
+    /// loss it failed on ([`Losses`]). `answered` holds the names of the tasks this publish
+    /// was answered for: a missing number that is one of them is explained.
     pub(super) async fn landed(
+        &self,
+        doubts: &[&Envelope],
+        losses: &[u64],
+        floors: &Floors,
+        answered: &HashSet<String>,
+    ) -> Result<Vec<Fate>> {
+        let look = self.look(doubts, floors, answered).await?;
+        let fates = look.fates(doubts, losses);
+        self.name_found_keys(doubts, &look, &fates).await?;
+        Ok(fates)
+    }
+
+    /// What became of `batch`, published in one multi-op after `floors` were read, its answer
+    /// lost: all of it landed or none did. So when any item is found, every item landed (each
+    /// answered as found, its task's name worked out from the numbers its batch took when it
+    /// left its lane, else [`Fate::Unnamed`]); when none is, and nothing is unknown, none did
+    /// and the batch can be sent again whole ([`Fate::NotLanded`] for each); an item whose fate
+    /// cannot be told makes every item's unknown. Debounced items whose keys hold other
+    /// publishes (and nothing else) are answered replaced.
+    pub(super) async fn landed_whole(
+        &self,
+        batch: &[&Envelope],
+        floors: &Floors,
+        answered: &HashSet<String>,
+    ) -> Result<Vec<Fate>> {
+        let look = self.look(batch, floors, answered).await?;
+        // One multi-op: one connection, one loss.
+        let mut fates = look.fates(batch, &vec![0; batch.len()]);
+        self.name_found_keys(batch, &look, &fates).await?;
+        if let Some(first) = fates.iter().position(Fate::landed) {
+            let found = batch[first].id.clone();
+            let worked = look.worked_out(batch, &fates);
+            for (i, fate) in fates.iter_mut().enumerate() {
+                if fate.landed() || matches!(fate, Fate::Replaced { .. }) {
+                    continue;
+                }
+                let envelope = batch[i];
+                *fate = match (&worked[i], &look.sides[i]) {
+                    (Some(task), _) => Fate::Landed(Published::Created {
+                        id: envelope.id.clone(),
+                        task: task.clone(),
+                    }),
+                    // A key another task has: answered with that task, as the batch did.
+                    (None, Side::Key(Some(key))) if key.id != envelope.id => {
+                        let path = self.layout().key(keyed(envelope).unwrap_or_default());
+                        match self.existing(&path).await? {
+                            Some(existing) => Fate::Landed(existing),
+                            None => Fate::Unnamed(batch_gone(&found)),
+                        }
+                    }
+                    // Fired or withdrawn since.
+                    (None, Side::Pending(_)) => Fate::Landed(Published::Debounced {
+                        id: envelope.id.clone(),
+                        key: envelope
+                            .debounce
+                            .as_ref()
+                            .map(|d| d.key.clone())
+                            .unwrap_or_default(),
+                        replaced: None,
+                    }),
+                    _ => Fate::Unnamed(batch_gone(&found)),
+                };
+            }
+            return Ok(fates);
+        }
+        if let Some(first) = fates.iter().position(|f| matches!(f, Fate::Unknown(_))) {
+            let Fate::Unknown(why) = &fates[first] else {
+                unreachable!("an unknown fate")
+            };
+            let why = format!(
+                "its batch (one multi-op: all of it landed or none did) cannot be told, as its \
+                 item {} (id {}) cannot: {why}",
+                first + 1,
+                batch[first].id
+            );
+            return Ok(batch.iter().map(|_| Fate::Unknown(why.clone())).collect());
+        }
+        if fates.iter().any(|f| matches!(f, Fate::NotLanded)) {
+            return Ok(batch.iter().map(|_| Fate::NotLanded).collect());
+        }
+        Ok(fates)
+    }
+
+    /// Reads what tells the fates of `doubts` (see the module documentation): side stores
+    /// first, then lanes, then where the numbers missing from them went.
+    async fn look(
         &self,
         doubts: &[&Envelope],
         floors: &Floors,
         answered: &HashSet<String>,
-    ) -> Result<Vec<Fate>> {
+    ) -> Result<Look> {
         // Everything the ensemble committed is on this server before anything is read.
         let root = self.layout().root().to_string();
         (self.client().sync(&root).await).map_err(|e| Error::zk("sync", &root, e))?;
+        // 1. Side stores: a task moves from one to its lane in one multi-op, so one that moves
+        // after this read is in its lane when the lane is read below.
+        let sides = self.read_sides(doubts).await?;
+        // 2. The lanes.
         let wanted: HashSet<&str> = doubts.iter().map(|e| e.id.as_str()).collect();
         let mut lanes: Vec<Lane> = doubts.iter().map(|e| e.lane()).collect();
         lanes.sort();
         lanes.dedup();
         let mut tails = HashMap::new();
         for lane in lanes {
-            let tail = self.search_tail(&lane, floors.get(&lane), &wanted, answered);
+            let floor = floors.lanes.get(&lane).copied();
+            let tail = self.search_tail(&lane, floor, &wanted, answered);
             let tail = tail.await?;
             tails.insert(lane, tail);
         }
-        let mut fates = Vec::with_capacity(doubts.len());
-        for envelope in doubts {
-            let lane = envelope.lane();
-            let found = tails.get(&lane).and_then(|t| t.found.get(&envelope.id));
-            fates.push(match found {
-                Some((_, task)) => {
-                    self.name_key_of(envelope, task).await?;
-                    Fate::Landed(Published::Created {
-                        id: envelope.id.clone(),
-                        task: task.clone(),
-                    })
-                }
-                None => match self.landed_elsewhere(envelope).await? {
-                    Some(published) => Fate::Landed(published),
-                    None => Fate::NotLanded,
-                },
-            });
-        }
-        // A lane that lost tasks meanwhile: where they went is looked for, and what is left
+        // 3. A lane that lost tasks meanwhile: where they went is looked for, and what is left
         // unexplained may have been items not found.
+        let mut elsewhere = HashMap::new();
+        let mut unexplained = HashMap::new();
         for (lane, tail) in &tails {
-            let open: HashSet<&str> = (doubts.iter().zip(&fates))
-                .filter(|(e, fate)| matches!(fate, Fate::NotLanded) && e.lane() == *lane)
-                .map(|(e, _)| e.id.as_str())
+            let open: HashSet<&str> = (doubts.iter())
+                .filter(|e| e.lane() == *lane && !tail.found.contains_key(&e.id))
+                .map(|e| e.id.as_str())
                 .collect();
             if tail.missing.is_empty() || open.is_empty() {
                 continue;
             }
-            let (ours, unexplained) = self.explain_missing(&tail.missing, &open).await?;
-            for (envelope, fate) in doubts.iter().zip(fates.iter_mut()) {
-                if let Some(task) = ours.get(&envelope.id).filter(|_| envelope.lane() == *lane) {
-                    *fate = Fate::Landed(Published::Created {
-                        id: envelope.id.clone(),
-                        task: task.clone(),
-                    });
-                }
-            }
-            let in_lane: Vec<usize> = (0..doubts.len())
-                .filter(|&i| doubts[i].lane() == *lane)
-                .collect();
-            judge_open(doubts, &mut fates, &in_lane, &tail.found, &unexplained);
+            let (ours, left) = self.explain_missing(&tail.missing, &open).await?;
+            elsewhere.extend(ours);
+            unexplained.insert(lane.clone(), left);
         }
-        Ok(fates)
+        Ok(Look {
+            sides,
+            tails,
+            elsewhere,
+            unexplained,
+            marks: floors.keys.clone(),
+        })
+    }
+
+    /// The side store of each of `doubts`, as it is now (see [`Side`]).
+    async fn read_sides(&self, doubts: &[&Envelope]) -> Result<Vec<Side>> {
+        // Debounce keys and idempotency keys in one multi-read; children one by one.
+        let paths: Vec<Option<String>> = (doubts.iter())
+            .map(|e| match (&e.debounce, keyed(e)) {
+                (Some(debounce), _) => Some(self.layout().debounced(&debounce.key)),
+                (None, Some(key)) => Some(self.layout().key(key)),
+                (None, None) => None,
+            })
+            .collect();
+        let asked: Vec<String> = paths.iter().flatten().cloned().collect();
+        let mut read = self.read_paths(&asked).await?.into_iter();
+        let mut sides = Vec::with_capacity(doubts.len());
+        for (envelope, path) in doubts.iter().zip(&paths) {
+            let (data, stat) = match path {
+                Some(_) => read.next().expect("a read per path").unzip(),
+                None => (None, None),
+            };
+            sides.push(if envelope.debounce.is_some() {
+                let pending = data.zip(stat);
+                Side::Pending(pending.map(|(d, s)| (super::debounce::pending_id(&d), s.mzxid)))
+            } else if !envelope.after.is_empty() {
+                Side::Child(self.child_found(&envelope.id).await?)
+            } else if path.is_some() {
+                Side::Key(data.and_then(|d| serde_json::from_slice::<KeyData>(&d).ok()))
+            } else {
+                Side::Nothing
+            });
+        }
+        Ok(sides)
     }
 
     /// The tasks of `lane` from `floor` (its head when unknown) to its tail: those with the ids
-    /// `wanted`, and the numbers with no task that are not among `answered`.
+    /// `wanted`, the places standing under them, and the numbers with no task that are not
+    /// among `answered`. The tail is the lane's stat's plus the head's `tail_offset` (a server
+    /// whose numbering jumped), and the numbers past it are read on while they hold tasks.
     async fn search_tail(
         &self,
         lane: &Lane,
-        floor: Option<&i64>,
+        floor: Option<i64>,
         wanted: &HashSet<&str>,
         answered: &HashSet<String>,
     ) -> Result<Tail> {
         let path = self.layout().lane_tasks(lane);
-        let stat = match self.client().check_stat(&path).await {
+        let (stat, head) = futures::join!(self.client().check_stat(&path), self.read_head_in(lane));
+        let stat = match stat {
             Ok(Some(stat)) => stat,
             // A lane that does not exist holds nothing.
             Ok(None) | Err(zookeeper_client::Error::NoNode) => return Ok(Tail::default()),
             Err(e) => return Err(Error::zk("stat", path, e)),
         };
-        let end = super::probe::tail_of(&stat);
+        let head = head?;
+        let offset = head.as_ref().map_or(0, |h| h.data.tail_offset.max(0));
+        let end = super::probe::tail_of(&stat) + offset;
         let from = match floor {
-            Some(floor) => *floor,
-            None => (self.read_head_in(lane).await?).map_or(0, |head| head.data.next),
+            Some(floor) => floor,
+            None => head.map_or(0, |head| head.data.next),
         };
-        let names: Vec<String> = (from..end)
-            .map(|n| layout::lane_task_name(lane, n))
-            .collect();
-        let reads = names.chunks(SEARCH_CHUNK).map(|chunk| {
-            let paths: Vec<String> = chunk.iter().map(|n| format!("{path}/{n}")).collect();
-            async move { self.read_paths(&paths).await }
-        });
-        let mut tail = Tail::default();
-        // Names tasks had before a retry brought them back to the tail: not missing.
-        let mut moved = HashSet::new();
-        let mut numbered = (from..end).zip(&names);
-        for chunk in futures::future::join_all(reads).await {
-            for read in chunk? {
-                let (number, name) = numbered.next().expect("a read per name");
-                match read {
-                    Some((body, _)) => {
-                        let Body::Envelope(e) = task::parse(&body) else {
-                            continue;
-                        };
-                        moved.extend(e.moved_from.iter().cloned());
-                        if wanted.contains(e.id.as_str()) {
-                            let first = e.moved_from.is_empty() && e.attempts == 0;
-                            let at = (first.then_some(number), name.clone());
-                            tail.found.entry(e.id).or_insert(at);
-                        }
-                    }
-                    None if !answered.contains(name) => tail.missing.push((number, name.clone())),
-                    None => {}
+        let mut scan = Scan::new(wanted);
+        let read = |numbers: std::ops::Range<i64>| {
+            let names: Vec<(i64, String)> = numbers
+                .map(|n| (n, layout::lane_task_name(lane, n)))
+                .collect();
+            let path = &path;
+            async move {
+                let reads = names.chunks(SEARCH_CHUNK).map(|chunk| {
+                    let paths: Vec<String> =
+                        chunk.iter().map(|(_, n)| format!("{path}/{n}")).collect();
+                    async move { self.read_paths(&paths).await }
+                });
+                let mut read = Vec::with_capacity(names.len());
+                for chunk in futures::future::join_all(reads).await {
+                    read.extend(chunk?);
                 }
+                Ok::<_, Error>(names.into_iter().zip(read))
             }
-        }
-        tail.missing.retain(|(_, name)| !moved.contains(name));
-        Ok(tail)
-    }
-
-    /// A keyed item found in its lane: its key named with its task, when that write was lost.
-    async fn name_key_of(&self, envelope: &Envelope, task: &str) -> Result<()> {
-        let Some(key) = keyed(envelope) else {
-            return Ok(());
         };
-        let write = self.keyed_write(envelope, key)?;
-        self.name_key(&write, task).await
+        for ((number, name), read) in read(from..end).await? {
+            scan.take(number, name, read.map(|(body, _)| body));
+        }
+        // Past the tail: on while a chunk holds a task.
+        let mut next = end.max(from);
+        loop {
+            let before = scan.highest;
+            let chunk = next..next + SEARCH_CHUNK as i64;
+            for ((number, name), read) in read(chunk).await? {
+                scan.take(number, name, read.map(|(body, _)| body));
+            }
+            if scan.highest == before {
+                break;
+            }
+            next += SEARCH_CHUNK as i64;
+        }
+        Ok(scan.into_tail(end, answered))
     }
 
-    /// An item not found in its lane that landed all the same: debounced (pending under its
-    /// key), a child (waiting for its parents, or dead with one), keyed (its key names it).
-    async fn landed_elsewhere(&self, envelope: &Envelope) -> Result<Option<Published>> {
-        let id = &envelope.id;
-        if let Some(debounce) = &envelope.debounce {
-            let path = self.layout().debounced(&debounce.key);
-            let Some((data, _)) = self.read_path(&path).await? else {
-                return Ok(None);
+    /// Names the keys of keyed items found in their lanes whose keys were read unnamed (their
+    /// naming lost with the connection too).
+    async fn name_found_keys(
+        &self,
+        doubts: &[&Envelope],
+        look: &Look,
+        fates: &[Fate],
+    ) -> Result<()> {
+        for ((envelope, side), fate) in doubts.iter().zip(&look.sides).zip(fates) {
+            let (Side::Key(Some(key)), Fate::Landed(Published::Created { task, .. })) =
+                (side, fate)
+            else {
+                continue;
             };
-            let pending = matches!(task::parse(&data), Body::Envelope(e) if e.id == *id);
-            return Ok(pending.then(|| Published::Debounced {
-                id: id.clone(),
-                key: debounce.key.clone(),
-                replaced: None,
-            }));
+            if key.id != envelope.id || key.task.is_some() {
+                continue;
+            }
+            let Some(name) = keyed(envelope) else {
+                continue;
+            };
+            let write = self.keyed_write(envelope, name)?;
+            self.name_key(&write, task).await?;
         }
-        if !envelope.after.is_empty() {
-            return self.child_found(id).await;
-        }
-        let Some(key) = keyed(envelope) else {
-            return Ok(None);
-        };
-        let path = self.layout().key(key);
-        let Some((data, _)) = self.read_path(&path).await? else {
-            return Ok(None);
-        };
-        let ours = serde_json::from_slice::<KeyData>(&data).is_ok_and(|k| k.id == *id);
-        if !ours {
-            return Ok(None);
-        }
-        // Its task left its lane already (claimed and moved, completed): as the key says.
-        Ok(match self.existing(&path).await? {
-            Some(Published::Existing {
-                task: Some(task), ..
-            }) => Some(Published::Created {
-                id: id.clone(),
-                task,
-            }),
-            other => other,
-        })
+        Ok(())
     }
 
     /// Looks for the tasks `missing` (names) where a task goes when it leaves its lane: its
     /// completion record, `delayed/`, the dead letters. Returns the names of those whose ids
-    /// are among `open`, by id, and the missing names found nowhere.
+    /// are among `open`, by id, and the missing names nothing explains: found nowhere, or
+    /// found with a body that cannot be read (a dead letter that kept only its body's digest).
     async fn explain_missing(
         &self,
         missing: &[(i64, String)],
@@ -271,6 +512,25 @@ impl Queue {
     ) -> Result<(HashMap<String, String>, Vec<(i64, String)>)> {
         let mut left: HashSet<&str> = missing.iter().map(|(_, name)| name.as_str()).collect();
         let mut ours = HashMap::new();
+        // What a body found for the task `name` says; explained unless it cannot be read.
+        let judge = |name: &str,
+                     body: Option<&[u8]>,
+                     left: &mut HashSet<&str>,
+                     ours: &mut HashMap<String, String>| {
+            match body.map(whose) {
+                Some(Whose::Id(id)) => {
+                    if open.contains(id.as_str()) {
+                        ours.insert(id, name.to_string());
+                    }
+                    left.remove(name);
+                }
+                Some(Whose::Foreign) => {
+                    left.remove(name);
+                }
+                // It may be one of ours: left unexplained.
+                Some(Whose::Unreadable) | None => {}
+            }
+        };
         // Completed, with a record kept (KEEP_DONE): the record names the task and its id.
         let done = self.layout().done();
         let kept = match self.client().list_children(&done).await {
@@ -293,13 +553,12 @@ impl Queue {
                     let Some((_, name)) = super::delay::parse_waiting(&node) else {
                         continue;
                     };
-                    if !left.contains(name) {
+                    let Some(&name) = left.get(name) else {
                         continue;
-                    }
+                    };
                     let path = format!("{}/{node}", self.layout().delay_bucket(bucket));
                     if let Some((body, _)) = self.read_path(&path).await? {
-                        explained(name, &body, open, &mut ours);
-                        left.remove(name);
+                        judge(name, Some(&body), &mut left, &mut ours);
                     }
                 }
             }
@@ -316,16 +575,12 @@ impl Queue {
                 let name = letter
                     .split_once(layout::DEAD_NAME_SUFFIX)
                     .map_or(letter.as_str(), |(name, _)| name);
-                if !left.contains(name) {
+                let Some(&name) = left.get(name) else {
                     continue;
-                }
+                };
                 let path = self.layout().dead_letter(&letter);
                 if let Some((data, _)) = self.read_path(&path).await? {
-                    let record: serde_json::Value =
-                        serde_json::from_slice(&data).unwrap_or_default();
-                    let body = serde_json::to_vec(&record["body"]).unwrap_or_default();
-                    explained(name, &body, open, &mut ours);
-                    left.remove(name);
+                    judge(name, letter_body(&data).as_deref(), &mut left, &mut ours);
                 }
             }
         }
@@ -337,24 +592,279 @@ impl Queue {
     }
 }
 
+impl Look {
+    /// The fate of each of `doubts` from what was read (`losses`: the loss each failed on).
+    fn fates(&self, doubts: &[&Envelope], losses: &[u64]) -> Vec<Fate> {
+        let empty = Tail::default();
+        let mut fates = Vec::with_capacity(doubts.len());
+        // Items not found that a resend cannot duplicate: never made unknown by gaps.
+        let mut harmless = vec![false; doubts.len()];
+        for (i, envelope) in doubts.iter().enumerate() {
+            let id = &envelope.id;
+            let tail = self.tails.get(&envelope.lane()).unwrap_or(&empty);
+            let place = tail.places.get(id);
+            let landed = |task: &String| {
+                Fate::Landed(Published::Created {
+                    id: id.clone(),
+                    task: task.clone(),
+                })
+            };
+            let debounced = || Published::Debounced {
+                id: id.clone(),
+                key: envelope
+                    .debounce
+                    .as_ref()
+                    .map(|d| d.key.clone())
+                    .unwrap_or_default(),
+                replaced: None,
+            };
+            let fate = if let Some((_, task)) = tail.found.get(id) {
+                landed(task)
+            } else if let Some(task) = self.elsewhere.get(id) {
+                landed(task)
+            } else {
+                let key = envelope.debounce.as_ref().map(|d| d.key.as_str());
+                let before = key.and_then(|key| self.marks.get(key));
+                match (&self.sides[i], place) {
+                    (Side::Pending(Some((pending, _))), _) if pending == id => {
+                        Fate::Landed(debounced())
+                    }
+                    // The key was not written since before the item was sent: it never landed,
+                    // and the publish it would have replaced is older.
+                    (Side::Pending(Some((_, mzxid))), _) if before == Some(&Some(*mzxid)) => {
+                        harmless[i] = true;
+                        Fate::NotLanded
+                    }
+                    // Written since: by this item and a later publish, or by a publish as late.
+                    (Side::Pending(Some((other, _))), _) => Fate::Replaced {
+                        published: debounced(),
+                        by: other.clone(),
+                    },
+                    // Its place was made with it: it started its key (fired or withdrawn since).
+                    (Side::Pending(None), Some(_)) => Fate::Landed(debounced()),
+                    // A grouped publish of a key that another started: once fired, it is in
+                    // that one's place, which may be below the floor.
+                    (Side::Pending(None), None) if envelope.group.is_some() => Fate::Unknown(
+                        "its answer was lost with the connection, its debounce key holds \
+                         nothing now and it is not in its lane from where the publish started: \
+                         it may have fired into its group's place, made by an earlier publish \
+                         of its key, and run already"
+                            .into(),
+                    ),
+                    (Side::Child(Some(found)), _) => Fate::Landed(found.clone()),
+                    (Side::Child(None), Some(_)) => Fate::Landed(Published::Blocked {
+                        id: id.clone(),
+                        waiting_on: envelope.after.clone(),
+                    }),
+                    (Side::Key(Some(key)), _) if key.id == *id => match &key.task {
+                        Some(task) => landed(task),
+                        None => Fate::Unnamed(
+                            "its answer was lost with the connection; its idempotency key names \
+                             it, so it was published, but the key was never named with its task \
+                             and the task left its lane before it could be found: its name \
+                             cannot be told"
+                                .into(),
+                        ),
+                    },
+                    (Side::Key(Some(_)), _) => {
+                        // Sent again, it is answered with the task that has the key.
+                        harmless[i] = true;
+                        Fate::NotLanded
+                    }
+                    // A place for a task that went to the dead letters before its turn: its
+                    // letter has its name.
+                    (_, Some((name, StandsFor::Dead { letter, .. }))) => {
+                        let task = letter
+                            .split_once(layout::DEAD_NAME_SUFFIX)
+                            .map_or(letter.as_str(), |(task, _)| task);
+                        let task = match task.is_empty() {
+                            true => name.clone(),
+                            false => task.to_string(),
+                        };
+                        landed(&task)
+                    }
+                    _ => Fate::NotLanded,
+                }
+            };
+            fates.push(fate);
+        }
+        for (lane, gaps) in &self.unexplained {
+            let in_lane: Vec<usize> = (0..doubts.len())
+                .filter(|&i| doubts[i].lane() == *lane && !harmless[i])
+                .collect();
+            let found = self.tails.get(lane).map(|t| &t.found);
+            let empty = HashMap::new();
+            let found = found.unwrap_or(&empty);
+            judge_open(doubts, &mut fates, &in_lane, found, gaps, losses);
+        }
+        fates
+    }
+
+    /// For a batch that landed (one multi-op: each lane's creates took consecutive numbers, in
+    /// the batch's order), the names of the items not found whose numbers can be worked out:
+    /// in a lane where every item of the batch makes one plain create, counted from an item
+    /// found there at the number it landed at, or, none found, when the numbers missing from
+    /// the lane that nothing explains are exactly as many as its items, and consecutive.
+    fn worked_out(&self, batch: &[&Envelope], fates: &[Fate]) -> Vec<Option<String>> {
+        let mut names = vec![None; batch.len()];
+        let mut lanes: BTreeMap<Lane, Vec<usize>> = BTreeMap::new();
+        for (i, envelope) in batch.iter().enumerate() {
+            lanes.entry(envelope.lane()).or_default().push(i);
+        }
+        for (lane, items) in lanes {
+            if !items.iter().all(|&i| simple(batch[i])) {
+                continue;
+            }
+            let Some(tail) = self.tails.get(&lane) else {
+                continue;
+            };
+            let missing: HashSet<i64> = tail.missing.iter().map(|(n, _)| *n).collect();
+            let anchor = items.iter().enumerate().find_map(|(k, &i)| {
+                let (number, _) = tail.found.get(&batch[i].id)?;
+                Some((k as i64, (*number)?))
+            });
+            let numbers: Vec<i64> = match anchor {
+                Some((k, at)) => (0..items.len() as i64).map(|j| at + j - k).collect(),
+                None => {
+                    let gaps = self.unexplained.get(&lane).cloned().unwrap_or_default();
+                    let consecutive = gaps.windows(2).all(|w| w[1].0 == w[0].0 + 1);
+                    if gaps.len() != items.len() || !consecutive {
+                        continue;
+                    }
+                    gaps.iter().map(|(n, _)| *n).collect()
+                }
+            };
+            for (&i, number) in items.iter().zip(numbers) {
+                if !fates[i].landed() && missing.contains(&number) {
+                    names[i] = Some(layout::lane_task_name(&lane, number));
+                }
+            }
+        }
+        names
+    }
+}
+
+/// Finds the ids looked for in what a lane's numbers hold.
+struct Scan<'w> {
+    wanted: &'w HashSet<&'w str>,
+    tail: Tail,
+    /// Numbers (and names) that hold nothing.
+    empty: Vec<(i64, String)>,
+    /// Names tasks had before a retry brought them back to the tail: not missing.
+    moved: HashSet<String>,
+    /// The highest number that holds a task.
+    highest: i64,
+}
+
+impl<'w> Scan<'w> {
+    fn new(wanted: &'w HashSet<&'w str>) -> Self {
+        Scan {
+            wanted,
+            tail: Tail::default(),
+            empty: Vec::new(),
+            moved: HashSet::new(),
+            highest: i64::MIN,
+        }
+    }
+
+    /// What number `number` (named `name`) holds: `body`, or nothing.
+    fn take(&mut self, number: i64, name: String, body: Option<Vec<u8>>) {
+        let Some(body) = body else {
+            self.empty.push((number, name));
+            return;
+        };
+        self.highest = self.highest.max(number);
+        match task::parse(&body) {
+            Body::Envelope(e) => {
+                self.moved.extend(e.moved_from.iter().cloned());
+                if self.wanted.contains(e.id.as_str()) {
+                    let first = e.moved_from.is_empty() && e.attempts == 0;
+                    let at = (first.then_some(number), name);
+                    self.tail.found.entry(e.id).or_insert(at);
+                }
+            }
+            Body::Place(place) if self.wanted.contains(place.id.as_str()) => {
+                let entry = (name, place.stands_for);
+                self.tail.places.entry(place.id).or_insert(entry);
+            }
+            _ => {}
+        }
+    }
+
+    /// The tail: the numbers that hold nothing below `end` (the lane's tail as read) or below
+    /// a task past it are missing, unless `answered` (or a task moved since) explains them.
+    fn into_tail(mut self, end: i64, answered: &HashSet<String>) -> Tail {
+        let limit = end.max(self.highest.saturating_add(1));
+        self.tail.missing = (self.empty.into_iter())
+            .filter(|(n, name)| {
+                *n < limit && !answered.contains(name) && !self.moved.contains(name)
+            })
+            .collect();
+        self.tail
+    }
+}
+
+/// Whose task a body found where tasks go is.
+#[derive(Debug, PartialEq, Eq)]
+enum Whose {
+    /// An envelope's, with this id.
+    Id(String),
+    /// Another producer's: plain JSON, which no publish of ours writes.
+    Foreign,
+    /// It cannot be read: it may be one of ours.
+    Unreadable,
+}
+
+fn whose(body: &[u8]) -> Whose {
+    match task::parse(body) {
+        Body::Envelope(e) => Whose::Id(e.id),
+        Body::Place(_) | Body::Plain(_) => Whose::Foreign,
+        Body::Poison(_) => Whose::Unreadable,
+    }
+}
+
+/// The body a dead-letter record (`data`) keeps, as its task had it: nested JSON (`body`),
+/// text (`body_text`) or bytes (`body_base64`); `None` when the record cannot be read or kept
+/// only the body's size and digest (`body_omitted`).
+fn letter_body(data: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    // A record nests its body one level deeper than the body: read without serde_json's own
+    // depth limit, as bodies are.
+    let record = task::json::parse(std::str::from_utf8(data).ok()?).ok()?;
+    if let Some(body) = record.get("body") {
+        return serde_json::to_vec(body).ok();
+    }
+    if let Some(text) = record.get("body_text").and_then(|t| t.as_str()) {
+        return Some(text.as_bytes().to_vec());
+    }
+    let encoded = record.get("body_base64").and_then(|b| b.as_str())?;
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()
+}
+
 /// The fates of the items of one lane (`in_lane`: their indices in `doubts`, in the order they
 /// were sent) that were not found, when the lane lost tasks nothing explains (`gaps`: their
 /// numbers and names, in order) between the floor and the tail; `found`: the numbers of the
-/// items that were found (where they landed), by id.
+/// items that were found (where they landed), by id; `losses`: the connection loss each item
+/// failed on.
 ///
-/// ZooKeeper applies a session's requests in the order they were sent, so the plain creates
-/// of one lane that landed did so in their order, at rising numbers: a run of plain items not
-/// found, between found ones at `lo` and `hi`, all landed (at numbers in between, gaps since:
-/// named when there are as many gaps as items); one after the last found landed only in part,
-/// a first few, each at a gap past `lo`: as many as there are such gaps are unknown, the rest
-/// did not land. Any other item not found (keyed, debounced, with `after`, a batch member) may
-/// be any gap: unknown.
+/// ZooKeeper applies the requests a connection carries in the order they were sent, so the
+/// plain creates of one lane that failed on one loss and landed did so in their order, at
+/// rising numbers: a run of such items not found, between found ones at `lo` and `hi`, all
+/// landed (at numbers in between, gaps since: named when there are as many gaps as items);
+/// one after the last found landed only in part, a first few, each at a gap past `lo`: as
+/// many as there are such gaps are unknown, the rest did not land. Items of different losses
+/// tell nothing of each other (a request sent after a loss goes on the next connection). Any
+/// other item not found (keyed, debounced, with `after`, a batch member) may be any gap:
+/// unknown.
 fn judge_open(
     doubts: &[&Envelope],
     fates: &mut [Fate],
     in_lane: &[usize],
     found: &HashMap<String, (Option<i64>, String)>,
     gaps: &[(i64, String)],
+    losses: &[u64],
 ) {
     if gaps.is_empty() {
         return;
@@ -365,39 +875,45 @@ fn judge_open(
             fates[i] = Fate::Unknown(gone(gaps));
         }
     }
-    let mut lo = i64::MIN;
-    let mut run: Vec<usize> = Vec::new();
+    let mut by_loss: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for &i in in_lane.iter().filter(|&&i| plain(doubts[i])) {
-        if open(fates, i) {
-            run.push(i);
-            continue;
-        }
-        // Landed where it is no more (found elsewhere, or back after an attempt): its number
-        // is not known, and the run goes on past it.
-        let Some(&(Some(hi), _)) = found.get(&doubts[i].id) else {
-            continue;
-        };
-        let between: Vec<&(i64, String)> =
-            gaps.iter().filter(|(n, _)| lo < *n && *n < hi).collect();
-        for (k, &j) in run.iter().enumerate() {
-            fates[j] = match between.len() == run.len() {
-                true => Fate::Landed(Published::Created {
-                    id: doubts[j].id.clone(),
-                    task: between[k].1.clone(),
-                }),
-                false => Fate::Unknown(format!(
-                    "it landed (a line sent after it did) and left its lane before it could be \
-                     found, as {} other task(s) did: which task it was cannot be told",
-                    between.len().saturating_sub(1)
-                )),
-            };
-        }
-        run.clear();
-        lo = hi;
+        by_loss.entry(losses[i]).or_default().push(i);
     }
-    let after: Vec<(i64, String)> = gaps.iter().filter(|(n, _)| lo < *n).cloned().collect();
-    for &j in run.iter().take(after.len()) {
-        fates[j] = Fate::Unknown(gone(&after));
+    for items in by_loss.values() {
+        let mut lo = i64::MIN;
+        let mut run: Vec<usize> = Vec::new();
+        for &i in items {
+            if open(fates, i) {
+                run.push(i);
+                continue;
+            }
+            // Landed where it is no more (found elsewhere, or back after an attempt): its number
+            // is not known, and the run goes on past it.
+            let Some(&(Some(hi), _)) = found.get(&doubts[i].id) else {
+                continue;
+            };
+            let between: Vec<&(i64, String)> =
+                gaps.iter().filter(|(n, _)| lo < *n && *n < hi).collect();
+            for (k, &j) in run.iter().enumerate() {
+                fates[j] = match between.len() == run.len() {
+                    true => Fate::Landed(Published::Created {
+                        id: doubts[j].id.clone(),
+                        task: between[k].1.clone(),
+                    }),
+                    false => Fate::Unknown(format!(
+                        "it landed (a line sent after it did) and left its lane before it could \
+                         be found, as {} other task(s) did: which task it was cannot be told",
+                        between.len().saturating_sub(1)
+                    )),
+                };
+            }
+            run.clear();
+            lo = hi;
+        }
+        let after: Vec<(i64, String)> = gaps.iter().filter(|(n, _)| lo < *n).cloned().collect();
+        for &j in run.iter().take(after.len()) {
+            fates[j] = Fate::Unknown(gone(&after));
+        }
     }
 }
 
@@ -412,29 +928,31 @@ fn gone(gaps: &[(i64, String)]) -> String {
     )
 }
 
+/// Why an item of a batch that landed has no name: the item with id `found` was found.
+fn batch_gone(found: &str) -> String {
+    format!(
+        "its answer was lost with the connection; its batch landed (one multi-op, and its task \
+         with id {found} was found), but this item's task left its lane before it could be \
+         found: its name cannot be told"
+    )
+}
+
 /// Whether publishing `envelope` is one create in its lane, sent as the window starts.
 fn plain(envelope: &Envelope) -> bool {
-    envelope.after.is_empty()
-        && envelope.debounce.is_none()
-        && envelope.idempotency_key.is_none()
-        && envelope.batch.is_none()
+    simple(envelope) && envelope.batch.is_none()
 }
 
-/// A task named `name` with `body`, found where tasks go when they leave their lane: kept in
-/// `ours` when its id is among `open`.
-fn explained(name: &str, body: &[u8], open: &HashSet<&str>, ours: &mut HashMap<String, String>) {
-    if let Body::Envelope(e) = task::parse(body)
-        && open.contains(e.id.as_str())
-    {
-        ours.insert(e.id, name.to_string());
-    }
+/// Whether `envelope`, in a batch's multi-op, is one create in its lane.
+fn simple(envelope: &Envelope) -> bool {
+    envelope.after.is_empty() && envelope.debounce.is_none() && envelope.idempotency_key.is_none()
 }
 
-/// The idempotency key a publish of `envelope` takes (a debounced one's key is not taken).
+/// The idempotency key a publish of `envelope` takes (a debounced one's key is not taken, nor
+/// a child's).
 fn keyed(envelope: &Envelope) -> Option<&str> {
-    match envelope.debounce {
-        None => envelope.idempotency_key.as_deref(),
-        Some(_) => None,
+    match (&envelope.debounce, envelope.after.is_empty()) {
+        (None, true) => envelope.idempotency_key.as_deref(),
+        _ => None,
     }
 }
 
@@ -455,8 +973,14 @@ mod tests {
             .collect()
     }
 
-    /// Items 0..n of one lane with `found` of them found at numbers, the others not.
-    fn judge(items: &[Envelope], found: &[(usize, i64)], missing: &[i64]) -> Vec<Fate> {
+    /// Items 0..n of one lane with `found` of them found at numbers, the others not; each
+    /// failed on the loss `losses` gives it (all on one when empty).
+    fn judge_with(
+        items: &[Envelope],
+        found: &[(usize, i64)],
+        missing: &[i64],
+        losses: &[u64],
+    ) -> Vec<Fate> {
         let doubts: Vec<&Envelope> = items.iter().collect();
         let mut fates: Vec<Fate> = (0..items.len()).map(|_| Fate::NotLanded).collect();
         let mut at = HashMap::new();
@@ -469,8 +993,16 @@ mod tests {
             });
         }
         let in_lane: Vec<usize> = (0..items.len()).collect();
-        judge_open(&doubts, &mut fates, &in_lane, &at, &gaps(missing));
+        let losses = match losses {
+            [] => vec![1; items.len()],
+            some => some.to_vec(),
+        };
+        judge_open(&doubts, &mut fates, &in_lane, &at, &gaps(missing), &losses);
         fates
+    }
+
+    fn judge(items: &[Envelope], found: &[(usize, i64)], missing: &[i64]) -> Vec<Fate> {
+        judge_with(items, found, missing, &[])
     }
 
     fn kinds(fates: &[Fate]) -> String {
@@ -479,6 +1011,8 @@ mod tests {
                 Fate::Landed(_) => 'L',
                 Fate::NotLanded => 'n',
                 Fate::Unknown(_) => '?',
+                Fate::Unnamed(_) => 'u',
+                Fate::Replaced { .. } => 'r',
             })
             .collect()
     }
@@ -520,5 +1054,98 @@ mod tests {
         items[2].idempotency_key = Some("k".into());
         assert_eq!(kinds(&judge(&items, &[(0, 10), (1, 12)], &[11])), "LL?");
         assert_eq!(kinds(&judge(&items, &[(0, 10)], &[])), "Lnn");
+    }
+
+    #[test]
+    fn lines_that_failed_on_another_loss_are_not_inferred_from_a_line_found() {
+        let items = envelopes(4);
+        // Line 1 failed on the first loss, line 2 (found) on a later one: line 1 may never have
+        // reached the server, so the gap before line 2 is not its.
+        let fates = judge_with(&items, &[(0, 10), (2, 12)], &[11], &[1, 1, 2, 2]);
+        assert_eq!(kinds(&fates), "L?Ln", "{fates:?}");
+        // And of the lines of its own loss, none found, as many as there are gaps may be them
+        // (a first few: those that landed did in order).
+        let fates = judge_with(&items, &[(2, 12)], &[11], &[1, 1, 2, 2]);
+        assert_eq!(kinds(&fates), "?nLn", "{fates:?}");
+        // On one loss, the same lines are inferred.
+        let fates = judge_with(&items, &[(0, 10), (2, 12)], &[11], &[1, 1, 1, 1]);
+        assert_eq!(kinds(&fates), "LLLn", "{fates:?}");
+    }
+
+    /// A dead-letter record of `body`, as a consumer builds it.
+    fn letter(body: &[u8]) -> Vec<u8> {
+        let about = serde_json::json!({"task": "task-0000000007", "reason": "cancelled"});
+        let (_, bytes) = super::super::record::build_record(about, body);
+        bytes
+    }
+
+    #[test]
+    fn a_dead_letter_tells_whose_task_it_was_however_it_keeps_the_body() {
+        let envelope = Envelope::new("t", serde_json::json!({"n": 1}));
+        let id = Whose::Id(envelope.id.clone());
+        let body = envelope.to_bytes().unwrap();
+        // Nested JSON.
+        assert_eq!(letter_body(&letter(&body)).map(|b| whose(&b)), Some(id));
+        // Nested too deep to nest once more: kept as text.
+        let mut payload = serde_json::json!(1);
+        for _ in 0..task::json::MAX_DEPTH - 1 {
+            payload = serde_json::json!([payload]);
+        }
+        let deep = Envelope::new("t", payload);
+        let record = letter(&deep.to_bytes().unwrap());
+        let read: serde_json::Value =
+            task::json::parse(std::str::from_utf8(&record).unwrap()).unwrap();
+        assert!(read.get("body_text").is_some(), "kept as text");
+        let body = letter_body(&record).expect("a body");
+        assert_eq!(whose(&body), Whose::Id(deep.id.clone()));
+        // Bytes that are not UTF-8: kept in base64, read back, and not an envelope.
+        let record = letter(&[0xff, 0xfe, b'{']);
+        assert_eq!(
+            letter_body(&record).as_deref(),
+            Some(&[0xff, 0xfe, b'{'][..])
+        );
+        assert_eq!(whose(&[0xff, 0xfe, b'{']), Whose::Unreadable);
+        // A body too large to keep: only its digest, which tells nothing.
+        let huge = Envelope::new("t", serde_json::json!("x".repeat(1_100_000)));
+        let record = letter(&serde_json::to_vec(&huge).unwrap());
+        assert!(String::from_utf8_lossy(&record).contains("body_omitted"));
+        assert_eq!(letter_body(&record), None);
+        // Another producer's plain JSON is not ours.
+        assert_eq!(whose(br#"{"job": 7}"#), Whose::Foreign);
+    }
+
+    #[test]
+    fn a_batch_that_landed_has_its_names_worked_out_from_the_numbers_it_took() {
+        let items = envelopes(3);
+        let batch: Vec<&Envelope> = items.iter().collect();
+        let lane = items[0].lane();
+        let mut tail = Tail::default();
+        let name = |n: i64| layout::lane_task_name(&lane, n);
+        tail.found.insert(items[1].id.clone(), (Some(21), name(21)));
+        tail.missing = vec![(20, name(20)), (22, name(22))];
+        let mut look = Look {
+            sides: (0..3).map(|_| Side::Nothing).collect(),
+            ..Look::default()
+        };
+        look.tails.insert(lane.clone(), tail);
+        let fates = look.fates(&batch, &[0, 0, 0]);
+        assert_eq!(kinds(&fates), "nLn");
+        let worked = look.worked_out(&batch, &fates);
+        assert_eq!(worked, [Some(name(20)), None, Some(name(22))]);
+        // None found in the lane: its unexplained gaps, when they are as many and consecutive.
+        let mut look = Look {
+            sides: (0..3).map(|_| Side::Nothing).collect(),
+            ..Look::default()
+        };
+        let gaps = vec![(5, name(5)), (6, name(6)), (7, name(7))];
+        let tail = Tail {
+            missing: gaps.clone(),
+            ..Tail::default()
+        };
+        look.tails.insert(lane.clone(), tail);
+        look.unexplained.insert(lane.clone(), gaps);
+        let fates: Vec<Fate> = (0..3).map(|_| Fate::NotLanded).collect();
+        let worked = look.worked_out(&batch, &fates);
+        assert_eq!(worked, [Some(name(5)), Some(name(6)), Some(name(7))]);
     }
 }

@@ -34,6 +34,10 @@ pub struct PublishOptions<'r> {
     /// Opens a new session when the publish's is over (expired); without it, an expiry ends
     /// the publish with what was in doubt unknown.
     pub renew: Option<&'r Renew<'r>>,
+    /// When the caller must have its answer (an invocation's deadline, less a margin): an
+    /// outage ends there at the latest, however much of `retry_for` is left, and so does the
+    /// search for what landed. `None`: `retry_for` alone bounds an outage.
+    pub deadline: Option<Instant>,
 }
 
 impl Default for PublishOptions<'_> {
@@ -41,6 +45,7 @@ impl Default for PublishOptions<'_> {
         PublishOptions {
             retry_for: PUBLISH_RETRY_FOR,
             renew: None,
+            deadline: None,
         }
     }
 }
@@ -50,13 +55,33 @@ impl std::fmt::Debug for PublishOptions<'_> {
         f.debug_struct("PublishOptions")
             .field("retry_for", &self.retry_for)
             .field("renew", &self.renew.is_some())
+            .field("deadline", &self.deadline)
             .finish()
     }
 }
 
+/// Whether the server refused the request `error` answered without applying it: ZooKeeper's
+/// throttle (`Throttled`) turns a request away before it is processed.
+pub(super) fn refused(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::Zk {
+            source: zookeeper_client::Error::Throttled,
+            ..
+        }
+    )
+}
+
 /// Whether `error` leaves what was sent with it in doubt: the link or the session failed
-/// under it (anything the retry policy would send again).
+/// under it (anything the retry policy would send again), but for a request the server
+/// refused ([`refused`]): that one was not applied.
 pub(super) fn in_doubt(error: &Error, session_over: bool) -> bool {
+    !refused(error) && retriable(error, session_over)
+}
+
+/// Whether a publish waits and goes on after `error`: a failure of the link or the session,
+/// or a request the server refused for now.
+pub(super) fn retriable(error: &Error, session_over: bool) -> bool {
     recovery(error, session_over) != Recovery::GiveUp
 }
 
@@ -79,29 +104,69 @@ impl<'o, 'r> Outage<'o, 'r> {
         self.options.retry_for
     }
 
-    /// The publish went on without a failure: the next one starts a new outage.
+    /// Nothing is pending any more (what was in doubt is settled and what was left sent): the
+    /// next failure starts a new outage, with a budget of its own.
     pub(super) fn over(&mut self) {
         self.deadline = None;
     }
 
+    /// When the current outage ends (its first failure plus `retry_for`, no later than the
+    /// options' deadline); the options' deadline when none is under way.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        match (self.deadline, self.options.deadline) {
+            (Some(outage), Some(caller)) => Some(outage.min(caller)),
+            (outage, caller) => outage.or(caller),
+        }
+    }
+
+    /// `work` (a search for what landed), within the current outage's deadline; a
+    /// [`Error::Timeout`] when it runs out first.
+    pub(super) async fn within<T>(
+        &self,
+        queue: &Queue,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some(deadline) = self.deadline() else {
+            return work.await;
+        };
+        match tokio::time::timeout_at(deadline, work).await {
+            Ok(done) => done,
+            Err(_) => Err(self.out_of_time(queue)),
+        }
+    }
+
+    fn out_of_time(&self, queue: &Queue) -> Error {
+        Error::Timeout {
+            op: "publish",
+            path: queue.layout().root().to_string(),
+            timeout_ms: self.options.retry_for.as_millis() as u64,
+        }
+    }
+
     /// After `error` failed a request on `queue`: the queue to go on with, once a session
-    /// answers, within the outage's budget. `error` itself when it is not a failure of the link
-    /// or the session; [`Error::Timeout`] when the budget ran out.
+    /// answers, within the outage's budget (and the options' deadline). `error` itself when it
+    /// is not a failure of the link or the session, nor a request the server refused for now;
+    /// [`Error::Timeout`] when the budget ran out.
     pub(super) async fn back(&mut self, queue: &Queue, error: Error) -> Result<Queue> {
-        if !in_doubt(&error, queue.session_over()) {
+        if !retriable(&error, queue.session_over()) {
             return Err(error);
         }
         let retry_for = self.options.retry_for;
-        let deadline = *self
-            .deadline
+        self.deadline
             .get_or_insert_with(|| Instant::now() + retry_for);
-        tracing::warn!(error = %error, "zookeeper connection lost under a publish; waiting for a session");
+        let deadline = self.deadline().expect("an outage is under way");
+        let out_of_time = || self.out_of_time(queue);
+        if refused(&error) {
+            // Turned away by a busy server: a pause before the request goes again.
+            tracing::warn!(error = %error, "zookeeper refused a publish's request for now; sending it again");
+            if Instant::now() + PAUSE >= deadline {
+                return Err(out_of_time());
+            }
+            tokio::time::sleep(PAUSE).await;
+        } else {
+            tracing::warn!(error = %error, "zookeeper connection lost under a publish; waiting for a session");
+        }
         let root = queue.layout().root().to_string();
-        let out_of_time = || Error::Timeout {
-            op: "publish",
-            path: root.clone(),
-            timeout_ms: retry_for.as_millis() as u64,
-        };
         let mut queue = queue.clone();
         let mut over = queue.session_over();
         loop {

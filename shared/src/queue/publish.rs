@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::keys::Published;
 use super::landed::{Fate, Floors};
-use super::outage::{Outage, PublishOptions, in_doubt};
+use super::outage::{Outage, PublishOptions, in_doubt, refused, retriable};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::task::{self, Envelope};
@@ -23,6 +23,15 @@ const PUBLISH_WINDOW: usize = 1_000;
 pub enum Outcome {
     /// Answered; or, its answer lost with the connection, found where it landed.
     Published(Published),
+    /// Debounced, its answer lost with the connection, and its key found holding another
+    /// publish's envelope (`by`, that publish's id), written since it was sent: it landed and
+    /// that later publish replaced it, or that one got in first. It is not sent again, which
+    /// would overwrite a newer publish. `published` is its answer as a debounced publish.
+    Replaced { published: Published, by: String },
+    /// Published, its answer lost with the connection (its idempotency key names it, or its
+    /// all-or-nothing batch was found), but its task left its lane before it could be found,
+    /// under a name nothing tells: why. It is not sent again; `status` by its id may find it.
+    Unnamed { id: String, reason: String },
     /// Sent, its answer lost with the connection, and whether it landed cannot be told (its
     /// lane lost tasks meanwhile that nothing explains, one of which may have been it, run
     /// already; or no session answered again in time). Sending it again may make a twin:
@@ -31,12 +40,29 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// What the publish did, when that is known.
+    /// What the publish did, when that is known (a replaced debounced publish: its answer as
+    /// one).
     pub fn published(&self) -> Option<&Published> {
         match self {
-            Outcome::Published(published) => Some(published),
-            Outcome::Unknown { .. } => None,
+            Outcome::Published(published) | Outcome::Replaced { published, .. } => Some(published),
+            Outcome::Unnamed { .. } | Outcome::Unknown { .. } => None,
         }
+    }
+
+    /// Whether it is known to have been published (every outcome but [`Outcome::Unknown`]).
+    pub fn landed(&self) -> bool {
+        !matches!(self, Outcome::Unknown { .. })
+    }
+
+    fn of(fate: Fate, id: &str) -> Option<Outcome> {
+        let id = id.to_string();
+        Some(match fate {
+            Fate::Landed(published) => Outcome::Published(published),
+            Fate::Replaced { published, by } => Outcome::Replaced { published, by },
+            Fate::Unnamed(reason) => Outcome::Unnamed { id, reason },
+            Fate::Unknown(reason) => Outcome::Unknown { id, reason },
+            Fate::NotLanded => return None,
+        })
     }
 }
 
@@ -52,13 +78,25 @@ impl Queue {
     /// # Notable errors
     /// - [`Error::InDoubt`] naming the first envelope whose fate cannot be told (the session
     ///   ended, or ZooKeeper did not answer again within [`super::PUBLISH_RETRY_FOR`], or it
-    ///   may have landed and run already).
+    ///   may have landed and run already), or that was published under a task name that cannot
+    ///   be told ([`Outcome::Unnamed`]);
+    /// - [`Error::Unpublishable`] as [`Queue::publish_each`] says.
+    ///
+    /// A debounced envelope whose key another publish holds after a lost connection is
+    /// answered as published debounced ([`Outcome::Replaced`]).
     pub async fn publish_all(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
         let outcomes =
             (self.publish_each(envelopes, &PublishOptions::default(), |_, _| {})).await?;
         (outcomes.into_iter().enumerate())
             .map(|(i, outcome)| match outcome {
-                Outcome::Published(published) => Ok(published),
+                Outcome::Published(published) | Outcome::Replaced { published, .. } => {
+                    Ok(published)
+                }
+                Outcome::Unnamed { id, reason } => Err(Error::InDoubt {
+                    item: i + 1,
+                    id,
+                    problem: format!("it was published, but its task's name is unknown: {reason}"),
+                }),
                 Outcome::Unknown { id, reason } => Err(Error::InDoubt {
                     item: i + 1,
                     id,
@@ -75,8 +113,10 @@ impl Queue {
     /// session answers again (the same one, which the client reconnects while it lives, or a
     /// new one from `options.renew`), the items in doubt are looked for where they would have
     /// landed (see `landed`): those found are answered as found, the others sent again, all
-    /// within `options.retry_for` of the failure. An item that may have landed and left its
-    /// lane already is [`Outcome::Unknown`], and the publish goes on.
+    /// within `options.retry_for` of the failure (and by `options.deadline`). An item that may
+    /// have landed and left its lane already is [`Outcome::Unknown`], and the publish goes on.
+    /// A request the server refused (throttled) was not applied: it is sent again after a
+    /// pause, within the same budget.
     ///
     /// # Notable errors
     /// - [`Error::InDoubt`] when no session answered within `options.retry_for` (or the session
@@ -84,7 +124,8 @@ impl Queue {
     ///   [`Outcome::Unknown`], and the error names the first item without an answer; those
     ///   after the window were not sent;
     /// - [`Error::Unpublishable`] naming the first envelope that can never be published
-    ///   ([`Envelope::check_publishable`]): nothing is written;
+    ///   ([`Envelope::check_publishable`]), or whose id an earlier envelope has (an item in
+    ///   doubt is looked for by its id): nothing is written;
     /// - any error of [`Queue::publish_all`] before that: unknown parents, batches.
     pub async fn publish_each<F>(
         &self,
@@ -95,12 +136,25 @@ impl Queue {
     where
         F: FnMut(usize, &Outcome) + Send,
     {
-        // What can never be published refuses the publish before anything is written.
+        // What can never be published refuses the publish before anything is written; so do
+        // two envelopes with one id (what is in doubt after a lost connection is found by id).
+        let mut ids: HashMap<&str, usize> = HashMap::new();
         for (i, envelope) in envelopes.iter().enumerate() {
             (envelope.check_publishable()).map_err(|problem| Error::Unpublishable {
                 item: i + 1,
                 problem,
             })?;
+            if let Some(first) = ids.insert(&envelope.id, i + 1) {
+                let id = crate::task::shown(&envelope.id);
+                return Err(Error::Unpublishable {
+                    item: i + 1,
+                    problem: format!(
+                        "id {id} is also task {first}'s: ids must be unique within a publish \
+                         (status and cancel by id would find only one task, and a publish cut \
+                         by a lost connection finds what landed by id)"
+                    ),
+                });
+            }
         }
         let mut queue = self.clone();
         let mut outage = Outage::new(options);
@@ -167,8 +221,11 @@ impl Queue {
 
     /// Publishes `envelopes` in one multi-op, all of them or none ([`Queue::publish_batch`]),
     /// riding out a lost connection as [`Queue::publish_each`] does: once a session answers
-    /// again, a batch that landed is found (its items answered as found), one that did not is
-    /// sent again, within `options.retry_for`.
+    /// again, a batch that landed is found (when any of its items is found, all of it landed:
+    /// each is answered as found, or with its task's name worked out, or
+    /// [`Outcome::Unnamed`]), one that did not is sent again whole, within `options.retry_for`
+    /// (and by `options.deadline`). One whose fate cannot be told is answered
+    /// [`Outcome::Unknown`] item by item; no part of it is ever sent again alone.
     ///
     /// # Notable errors
     /// - those of [`Queue::publish_batch`];
@@ -190,39 +247,33 @@ impl Queue {
             }
         };
         outage.over();
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; envelopes.len()];
-        let mut answered = HashSet::new();
+        let ids: Vec<String> = envelopes.iter().map(|e| e.id.clone()).collect();
+        let none: Vec<Option<Outcome>> = vec![None; envelopes.len()];
+        let answered = HashSet::new();
         let mut known = Floors::new();
-        let mut pending: Vec<usize> = (0..envelopes.len()).collect();
-        while !pending.is_empty() {
-            let batch: Vec<Envelope> = pending.iter().map(|&i| envelopes[i].clone()).collect();
-            let lanes: Vec<Lane> = batch.iter().map(Envelope::lane).collect();
-            // The lanes' floors: read first when a lane has none yet, else along.
-            if !lanes.iter().all(|lane| known.contains_key(lane)) {
-                match queue.read_floors(&lanes).await {
-                    Ok(floors) => known.extend(floors),
-                    Err(e) if !in_doubt(&e, queue.session_over()) => return Err(e),
+        loop {
+            // The floors: read first when a lane has none yet (or the batch has a debounced
+            // item), else along.
+            if !known.pipelinable(&envelopes) {
+                match queue.read_floors(&envelopes).await {
+                    Ok(floors) => known.update(&floors),
+                    Err(e) if !retriable(&e, queue.session_over()) => return Err(e),
                     Err(e) => match outage.back(&queue, e).await {
                         Ok(back) => {
                             queue = back;
                             continue;
                         }
-                        Err(e) => {
-                            let ids: Vec<String> = envelopes.iter().map(|e| e.id.clone()).collect();
-                            return Err(cut_short(e, &ids, &outcomes, options.retry_for));
-                        }
+                        Err(e) => return Err(cut_short(e, &ids, &none, options.retry_for)),
                     },
                 }
             }
-            let floors = queue.read_floors(&lanes);
-            let tried = queue.try_batch(&batch).await;
+            let floors = queue.read_floors(&envelopes);
+            let tried = queue.try_batch(&envelopes).await;
             let floors = floors.await.ok();
             let lost = match tried {
                 Ok(Some(published)) => {
-                    for (&i, one) in pending.iter().zip(published) {
-                        outcomes[i] = Some(Outcome::Published(one));
-                    }
-                    break;
+                    outage.over();
+                    return Ok(published.into_iter().map(Outcome::Published).collect());
                 }
                 Ok(None) => {
                     return Err(Error::Unreadable {
@@ -232,48 +283,60 @@ impl Queue {
                             .into(),
                     });
                 }
-                Err(e) if in_doubt(&e, queue.session_over()) => e,
+                // Refused by the server before its multi-op was applied: sent again whole.
+                Err(e) if refused(&e) && !super::bulk::wrote_before(&e, &envelopes) => {
+                    match outage.back(&queue, e).await {
+                        Ok(back) => {
+                            queue = back;
+                            continue;
+                        }
+                        Err(e) => return Err(cut_short(e, &ids, &none, options.retry_for)),
+                    }
+                }
+                Err(e) if in_doubt(&e, queue.session_over()) || refused(&e) => e,
                 Err(e) => return Err(e),
             };
             let floors = match floors {
                 Some(fresh) => {
-                    known.extend(fresh.clone());
+                    known.update(&fresh);
                     fresh
                 }
                 None => known.clone(),
             };
-            let doubts: Vec<&Envelope> = batch.iter().collect();
-            let fates = settle(&mut queue, &mut outage, lost, &doubts, &floors, &answered);
+            let batch: Vec<&Envelope> = envelopes.iter().collect();
+            let how = Settle::Batch;
+            let fates = settle(
+                &mut queue,
+                &mut outage,
+                lost,
+                (&batch, how),
+                &floors,
+                &answered,
+            );
             let fates = match fates.await {
                 Ok(fates) => fates,
                 Err(e) => {
-                    for &i in &pending {
-                        let (id, reason) = (envelopes[i].id.clone(), format!("{e}"));
-                        outcomes[i] = Some(Outcome::Unknown { id, reason });
-                    }
-                    let ids: Vec<String> = envelopes.iter().map(|e| e.id.clone()).collect();
+                    let outcomes: Vec<Option<Outcome>> = (ids.iter())
+                        .map(|id| {
+                            let reason = format!("{e}");
+                            Some(Outcome::Unknown {
+                                id: id.clone(),
+                                reason,
+                            })
+                        })
+                        .collect();
                     return Err(cut_short(e, &ids, &outcomes, options.retry_for));
                 }
             };
-            let mut next = Vec::new();
-            for (&i, fate) in pending.iter().zip(fates) {
-                match fate {
-                    Fate::Landed(published) => {
-                        if let Published::Created { task, .. } = &published {
-                            answered.insert(task.clone());
-                        }
-                        outcomes[i] = Some(Outcome::Published(published));
-                    }
-                    Fate::Unknown(reason) => {
-                        let id = envelopes[i].id.clone();
-                        outcomes[i] = Some(Outcome::Unknown { id, reason });
-                    }
-                    Fate::NotLanded => next.push(i),
-                }
+            // None of it landed: the whole batch again.
+            if fates.iter().all(|f| matches!(f, Fate::NotLanded)) {
+                continue;
             }
-            pending = next;
+            outage.over();
+            return Ok((fates.into_iter().zip(&ids))
+                .map(|(fate, id)| Outcome::of(fate, id).expect("a batch lands whole or not"))
+                .collect());
         }
-        Ok(outcomes.into_iter().map(|o| o.expect("settled")).collect())
     }
 
     /// Publishes one envelope; returns the task's name. With an idempotency key that is
@@ -418,17 +481,17 @@ async fn publish_step<F: FnMut(usize, &Outcome) + Send>(
         let sent = queue.send_window(&window, floors, &mut landed).await?;
         let round = match sent.floors {
             Some(fresh) => {
-                floors.extend(fresh.clone());
+                floors.update(&fresh);
                 fresh
             }
             None => floors.clone(),
         };
         let Some(lost) = sent.lost else {
-            outage.over();
-            return Ok(());
+            break;
         };
         let doubts: Vec<&Envelope> = sent.doubts.iter().map(|&j| &window[j]).collect();
-        let fates = settle(queue, outage, lost, &doubts, &round, &answers.names).await;
+        let how = Settle::Each(&sent.losses);
+        let fates = settle(queue, outage, lost, (&doubts, how), &round, &answers.names).await;
         let fates = match fates {
             Ok(fates) => fates,
             Err(e) => {
@@ -445,35 +508,58 @@ async fn publish_step<F: FnMut(usize, &Outcome) + Send>(
         let mut next = Vec::new();
         for (&j, fate) in sent.doubts.iter().zip(fates) {
             let i = pending[j];
-            match fate {
-                Fate::Landed(published) => answers.set(first + i, Outcome::Published(published)),
-                Fate::Unknown(reason) => {
-                    let id = items[i].id.clone();
-                    answers.set(first + i, Outcome::Unknown { id, reason });
+            // Its key holds an earlier item of this publish (answered, or found): it did not
+            // land, and goes after that one, as published.
+            let fate = match fate {
+                Fate::Replaced { by, .. } if answers.ids[..first + i].contains(&by) => {
+                    Fate::NotLanded
                 }
-                Fate::NotLanded => next.push(i),
+                fate => fate,
+            };
+            match Outcome::of(fate, &items[i].id) {
+                Some(outcome) => answers.set(first + i, outcome),
+                None => next.push(i),
             }
         }
         next.extend(sent.unsent.iter().map(|&j| pending[j]));
         next.sort_unstable();
         pending = next;
     }
+    // Nothing is pending: a later failure is an outage of its own.
+    outage.over();
     Ok(())
 }
 
+/// How the items in doubt were sent: one by one (each tagged with the connection loss it
+/// failed on), or as one all-or-nothing batch.
+#[derive(Clone, Copy)]
+enum Settle<'l> {
+    Each(&'l [u64]),
+    Batch,
+}
+
 /// Once a session answers again after `lost`: what became of `doubts`, sent after `floors`
-/// were read (see `landed`), on the session the publish goes on with (in `queue`).
+/// were read (see `landed`) as `how` says, on the session the publish goes on with (in
+/// `queue`). The search is bounded by the outage's deadline too.
 async fn settle(
     queue: &mut Queue,
     outage: &mut Outage<'_, '_>,
     lost: Error,
-    doubts: &[&Envelope],
+    (doubts, how): (&[&Envelope], Settle<'_>),
     floors: &Floors,
     answered: &HashSet<String>,
 ) -> Result<Vec<Fate>> {
     *queue = outage.back(queue, lost).await?;
     loop {
-        match queue.landed(doubts, floors, answered).await {
+        let on: &Queue = queue;
+        let look = async {
+            match how {
+                Settle::Each(losses) => on.landed(doubts, losses, floors, answered).await,
+                Settle::Batch => on.landed_whole(doubts, floors, answered).await,
+            }
+        };
+        let looked = outage.within(on, look).await;
+        match looked {
             Ok(fates) => return Ok(fates),
             Err(e) => *queue = outage.back(queue, e).await?,
         }
@@ -490,7 +576,7 @@ fn cut_short(
 ) -> Error {
     let first = outcomes
         .iter()
-        .position(|o| !matches!(o, Some(Outcome::Published(_))))
+        .position(|o| !o.as_ref().is_some_and(Outcome::landed))
         .unwrap_or(0);
     let unknown = (outcomes.iter())
         .filter(|o| matches!(o, Some(Outcome::Unknown { .. })))

@@ -7,6 +7,8 @@
 //! would have landed, found ones printed, the others sent again
 //! ([`Queue::publish_each`]). A line that may have landed and run already is printed with
 //! `"published": "unknown"`, the publish goes on, and it exits 1 naming the first such line.
+//! A line that landed under a task name nothing tells any more is printed with `"task": null`
+//! and why; a debounced line whose key holds a later publish now, with `"replaced_by"`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
@@ -32,6 +34,7 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
     let options = PublishOptions {
         retry_for: args.retry_for,
         renew: Some(&renew),
+        deadline: None,
     };
     let mut unknown = Unknown::default();
     if args.raw {
@@ -219,6 +222,14 @@ fn answer(outcome: &Outcome, line: Option<usize>) -> Value {
         }
         // An outcome added later: as it serializes.
         Outcome::Published(other) => json!(other),
+        // Debounced, its answer lost, and its key holding a later publish now.
+        Outcome::Replaced { published, by } => {
+            let mut answer = json!(published);
+            answer["replaced_by"] = json!(by);
+            answer
+        }
+        // Published, under a task name that cannot be told: `status` by its id finds it.
+        Outcome::Unnamed { id, reason } => json!({ "task": null, "id": id, "reason": reason }),
         Outcome::Unknown { id, reason } => {
             json!({ "published": "unknown", "id": id, "line": line, "reason": reason })
         }
