@@ -53,7 +53,7 @@ use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::layout;
 use crate::task::{self, Body, Envelope, StandsFor};
-use judge::{batch_gone, keyed};
+use judge::{batch_gone, debounced_answer, keyed};
 
 /// Numbers read in one request when a lane's tail is searched.
 const SEARCH_CHUNK: usize = 64;
@@ -300,15 +300,7 @@ impl Queue {
                         }
                     }
                     // Fired or withdrawn since.
-                    (None, Side::Pending(_)) => Fate::Landed(Published::Debounced {
-                        id: envelope.id.clone(),
-                        key: envelope
-                            .debounce
-                            .as_ref()
-                            .map(|d| d.key.clone())
-                            .unwrap_or_default(),
-                        replaced: None,
-                    }),
+                    (None, Side::Pending(_)) => Fate::Landed(debounced_answer(envelope)),
                     _ => Fate::Unnamed(batch_gone(&found)),
                 };
             }

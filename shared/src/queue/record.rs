@@ -86,7 +86,15 @@ impl Queue {
         attempts: u32,
         last_error: Option<String>,
     ) -> DeadLetter {
-        let (json, bytes) = self.dead_record(name, body, reason, attempts, last_error);
+        let about = json!({
+            "task": name,
+            "reason": reason,
+            "attempts": attempts,
+            "last_error": last_error.map(short),
+            "dead_at": chrono::Utc::now(),
+            "consumer_id": self.consumer_id(),
+        });
+        let (json, bytes) = build_record(about, body);
         let path = self.layout().dead_letter(name);
         DeadLetter {
             name: name.to_string(),
@@ -97,26 +105,6 @@ impl Queue {
             json,
             bytes,
         }
-    }
-
-    /// A dead-letter record written by this consumer now; see [`build_record`].
-    fn dead_record(
-        &self,
-        name: &str,
-        body: &[u8],
-        reason: &str,
-        attempts: u32,
-        last_error: Option<String>,
-    ) -> (serde_json::Value, Vec<u8>) {
-        let about = json!({
-            "task": name,
-            "reason": reason,
-            "attempts": attempts,
-            "last_error": last_error.map(short),
-            "dead_at": chrono::Utc::now(),
-            "consumer_id": self.consumer_id(),
-        });
-        build_record(about, body)
     }
 
     /// Also sends a committed dead letter to the dead-letter sink, when there is one. The

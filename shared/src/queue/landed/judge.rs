@@ -26,15 +26,7 @@ impl Look {
                     task: task.clone(),
                 })
             };
-            let debounced = || Published::Debounced {
-                id: id.clone(),
-                key: envelope
-                    .debounce
-                    .as_ref()
-                    .map(|d| d.key.clone())
-                    .unwrap_or_default(),
-                replaced: None,
-            };
+            let debounced = || debounced_answer(envelope);
             let fate = if let Some((_, task)) = tail.found.get(id) {
                 landed(task)
             } else if let Some(task) = self.elsewhere.get(id) {
@@ -271,6 +263,15 @@ pub(super) fn keyed(envelope: &Envelope) -> Option<&str> {
     match (&envelope.debounce, envelope.after.is_empty()) {
         (None, true) => envelope.idempotency_key.as_deref(),
         _ => None,
+    }
+}
+
+/// The answer of a debounced item that landed (nothing known of what it replaced).
+pub(super) fn debounced_answer(envelope: &Envelope) -> Published {
+    Published::Debounced {
+        id: envelope.id.clone(),
+        key: (envelope.debounce.as_ref()).map_or_else(String::new, |d| d.key.clone()),
+        replaced: None,
     }
 }
 
