@@ -84,8 +84,8 @@ pub struct Figures {
     // cancel
     pub cancels: usize,
     pub cancel_answers: BTreeMap<String, usize>,
-    pub cancels_late: usize,
-    /// Cancels that came after the task was due and found it run or running: not judged.
+    /// Cancels that came after the task was due: the task may have run before, so its
+    /// deliveries are not judged.
     pub cancels_unjudged: usize,
     /// Cancels answered otherwise than `cancelled`: id, task, answer.
     pub cancels_odd: Vec<String>,
@@ -313,11 +313,13 @@ pub fn judge(input: &Inputs) -> Figures {
         .collect();
 
     // Cancels: never delivered, dead with the reason `cancelled`; nothing else dead.
-    // A cancel that answered after the task was due came too late (the machine was slow): the
-    // task may have run, so it is not judged; every other cancel must have answered
+    // A cancel that answered after the task was due came too late (the machine was slow, or
+    // the publish rode out a leader election before it answered, past the task's due time):
+    // the task may have run, even before a cancel that then found it waiting out a retry and
+    // buried it, so its deliveries are not judged; every other cancel must have answered
     // `cancelled`.
     let late: HashSet<&str> = (published.cancels.iter())
-        .filter(|c| c.late && c.answer != "cancelled")
+        .filter(|c| c.late)
         .map(|c| c.id.as_str())
         .collect();
     let cancelled: HashSet<&str> = (published.sent.iter())
@@ -328,7 +330,6 @@ pub fn judge(input: &Inputs) -> Figures {
     f.cancels_unjudged = late.len();
     for c in &published.cancels {
         *f.cancel_answers.entry(c.answer.clone()).or_default() += 1;
-        f.cancels_late += usize::from(c.late);
         if c.answer != "cancelled" && !c.late {
             f.cancels_odd
                 .push(format!("{} ({}): {}", c.id, c.task, c.answer));

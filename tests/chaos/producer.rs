@@ -213,8 +213,12 @@ pub struct Published {
     pub sent: Vec<Sent>,
     pub repeats: Vec<Repeat>,
     pub cancels: Vec<Cancel>,
-    /// Failed `publish_all` calls, each sent again.
+    /// Failed publish calls (an error, not an unknown item), each sent again.
     pub retries: usize,
+    /// Items a publish could not tell the fate of (`unknown`), and of them those `status`
+    /// found (published after all) and those sent again (not found).
+    pub unknown: usize,
+    pub unknown_found: usize,
     /// Envelopes in those failed calls: each may have landed twice.
     pub resent: usize,
     /// Their ids.
@@ -457,6 +461,8 @@ pub async fn publish(
         repeats: producer.repeats,
         cancels,
         retries: producer.retries,
+        unknown: producer.unknown,
+        unknown_found: producer.unknown_found,
         resent: producer.resent,
         uncertain: producer.uncertain,
         key_anomalies: producer.key_anomalies,
@@ -575,6 +581,8 @@ struct Producer {
     sent: Vec<Sent>,
     repeats: Vec<Repeat>,
     retries: usize,
+    unknown: usize,
+    unknown_found: usize,
     resent: usize,
     uncertain: HashSet<String>,
     key_anomalies: Vec<String>,
@@ -594,6 +602,8 @@ impl Producer {
             sent: Vec::new(),
             repeats: Vec::new(),
             retries: 0,
+            unknown: 0,
+            unknown_found: 0,
             resent: 0,
             uncertain: HashSet::new(),
             key_anomalies: Vec::new(),
@@ -628,10 +638,7 @@ impl Producer {
                 ..PublishOptions::default()
             };
             let e = match self.queue.publish_each(batch, &options, |_, _| {}).await {
-                Ok(outcomes) if outcomes.iter().all(Outcome::landed) => {
-                    return outcomes.into_iter().map(answer).collect();
-                }
-                Ok(outcomes) => format!("{:?}", outcomes.iter().find(|o| !o.landed())),
+                Ok(outcomes) => return Box::pin(self.settle_unknown(batch, outcomes)).await,
                 Err(e) => e.to_string(),
             };
             self.retries += 1;
@@ -705,6 +712,68 @@ async fn cancel_loop(
         done.push(cancel.await.expect("a cancel"));
     }
     done
+}
+
+impl Producer {
+    /// The answers of `batch` from its publish's `outcomes`; an item whose fate the publish
+    /// could not tell is looked for by `status` (its id), as the command's answer advises: an
+    /// item found was published after all (answered as found), one not found is sent again
+    /// (its id kept as uncertain: it may exist twice).
+    async fn settle_unknown(&mut self, batch: &[Envelope], outcomes: Vec<Outcome>) -> Vec<Answer> {
+        let mut answers: Vec<Option<Answer>> = Vec::with_capacity(batch.len());
+        let mut again = Vec::new();
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            if outcome.landed() {
+                answers.push(Some(answer(outcome)));
+                continue;
+            }
+            self.unknown += 1;
+            let id = &batch[i].id;
+            match self.status_of(id).await {
+                Some(found) => {
+                    self.unknown_found += 1;
+                    answers.push(Some(found));
+                }
+                None => {
+                    self.uncertain.insert(id.clone());
+                    again.push(i);
+                    answers.push(None);
+                }
+            }
+        }
+        if !again.is_empty() {
+            let resend: Vec<Envelope> = again.iter().map(|&i| batch[i].clone()).collect();
+            let sent = Box::pin(self.publish(&resend)).await;
+            for (i, answer) in again.into_iter().zip(sent) {
+                answers[i] = Some(answer);
+            }
+        }
+        answers.into_iter().map(|a| a.expect("every item answered")).collect()
+    }
+
+    /// The task with envelope id `id` as `status` finds it, as the answer of a publish that
+    /// made it (its name when it has one); `None` when it is nowhere.
+    async fn status_of(&self, id: &str) -> Option<Answer> {
+        use event_bridge::inspect::Status;
+        let now = self.queue.server_time().await.ok()?;
+        let status = event_bridge::inspect::status(&self.queue, &now, id).await.ok()?;
+        let task = match &status {
+            Status::Pending { task }
+            | Status::Leased { task }
+            | Status::Waiting { task }
+            | Status::Blocked { task } => Some(task.name.clone()),
+            Status::Dead { name, .. } => Some(name.clone()),
+            Status::Completed { record } => Some(record.task.clone()),
+            Status::Debounced(_) | Status::Place { .. } => None,
+            Status::NotFound => return None,
+            _ => None,
+        };
+        Some(Answer::Existing {
+            id: id.to_string(),
+            task,
+            state: KeyState::Pending,
+        })
+    }
 }
 
 /// A landed item's answer; one published whose name nothing tells (its answer lost, its task

@@ -85,12 +85,15 @@ impl Outcome {
             .map(|k| format!("{} {}", k.name(), p.count(*k)))
             .collect();
         println!(
-            "published   {}; + {} repeats of keys; schedule slots {} (failed publish calls sent again: {}, envelopes in them: {})",
+            "published   {}; + {} repeats of keys; schedule slots {} (failed publish calls sent again: {}, envelopes in them: {}; items a publish could not tell: {}, of them found by status {}, sent again {})",
             kinds.join(", "),
             p.repeats.len(),
             f.slots.len(),
             p.retries,
-            p.resent
+            p.resent,
+            p.unknown,
+            p.unknown_found,
+            p.unknown - p.unknown_found
         );
         let answers: Vec<String> = (f.answers.iter())
             .map(|(a, n)| format!("{a} {n}"))
@@ -168,13 +171,12 @@ impl Outcome {
             .map(|(a, n)| format!("{a} {n}"))
             .collect();
         println!(
-            "cancel      {:>6}  cancelled tasks delivered (and {} published twice: the copy nobody cancelled); {} of {} dead with reason cancelled (cancel answered: {}; answered after due: {}, of which not judged, the machine being too slow for the test's timing: {}); other dead letters {}{}{}{}{}",
+            "cancel      {:>6}  cancelled tasks delivered (and {} published twice: the copy nobody cancelled); {} of {} dead with reason cancelled (cancel answered: {}; answered after due, their deliveries not judged, the task may have run before (a slow machine, or a publish riding out an election): {}); other dead letters {}{}{}{}{}",
             f.cancelled_delivered.len(),
             f.cancelled_delivered_exempt,
             f.cancelled_dead,
             f.cancels,
             cancel_answers.join(", "),
-            f.cancels_late,
             f.cancels_unjudged,
             f.other_dead.len(),
             some(&f.cancels_odd),
@@ -516,7 +518,9 @@ impl Outcome {
                 crate::debounce::BACKDROP
             ),
         );
-        // A bulk publish cut by a leader kill finds what landed and sends the rest itself.
+        // A bulk publish cut by a leader kill finds what landed and sends the rest itself; an
+        // item it cannot tell is `unknown` (judged by the checks as any other: no twin among
+        // the certain ones), never an error.
         fail(
             self.published.retries > 0,
             format!(
