@@ -748,7 +748,10 @@ impl Producer {
                 answers[i] = Some(answer);
             }
         }
-        answers.into_iter().map(|a| a.expect("every item answered")).collect()
+        answers
+            .into_iter()
+            .map(|a| a.expect("every item answered"))
+            .collect()
     }
 
     /// The task with envelope id `id` as `status` finds it, as the answer of a publish that
@@ -756,7 +759,9 @@ impl Producer {
     async fn status_of(&self, id: &str) -> Option<Answer> {
         use event_bridge::inspect::Status;
         let now = self.queue.server_time().await.ok()?;
-        let status = event_bridge::inspect::status(&self.queue, &now, id).await.ok()?;
+        let status = event_bridge::inspect::status(&self.queue, &now, id)
+            .await
+            .ok()?;
         let task = match &status {
             Status::Pending { task }
             | Status::Leased { task }
