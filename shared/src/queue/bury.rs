@@ -9,27 +9,17 @@
 //! of attempts or interruptions, a claim that meets a poison body or a cancelled task, a cancel
 //! of a pending or a waiting task.
 
-use zookeeper_client as zk;
-
 use super::Queue;
 use super::dependents::MarkerWrite;
+use super::end::{Ending, To, Where};
 use super::group_lock::{HeldLock, Release};
 use super::held::Lease;
 use super::held::Settled;
 use super::key_owner::OwnedKey;
-use super::ops::{Multi, Op, Part};
 use super::record::CANCELLED;
 use crate::error::Result;
 use crate::lease::LeaseData;
 use crate::task::{self, Body, OnDead, Place, StandsFor};
-
-/// Tries of a bury, at most: one, and one more for each write that may be sent again (the key
-/// twice: named meanwhile, then gone; the lock; the mark; the lease; the record's name).
-const TRIES: usize = 7;
-/// Re-reads of its batch a member's bury may make besides, when other writers keep changing it.
-const BATCH_TRIES: usize = 64;
-/// Re-reads of its marker a bury may make besides, when children keep registering.
-const MARKER_TRIES: usize = 64;
 
 /// A task on its way to the dead letters, as its burier has it. (It lives for one call;
 /// boxing the lease would buy nothing.)
@@ -93,17 +83,29 @@ struct Along {
 }
 
 impl Queue {
-    /// Moves a task to the dead letters with `reason` (see the module documentation).
-    /// [`Settled::Done`] when it went; [`Settled::Gone`] when the task was gone already;
-    /// [`Settled::LeaseLost`] when our lease passed on; [`Settled::Moved`] when a task we did
-    /// not hold was taken or changed since it was read.
+    /// Moves a task to the dead letters with `reason` (see the module documentation), as an
+    /// [`Ending`] (see `end`). [`Settled::Done`] when it went; [`Settled::Gone`] when the
+    /// task was gone already; [`Settled::LeaseLost`] when our lease passed on;
+    /// [`Settled::Moved`] when a task we did not hold was taken or changed since it was read.
     pub async fn bury(
         &self,
         task: impl Into<Burial<'_>>,
         reason: &str,
         last_error: Option<String>,
     ) -> Result<Settled> {
-        let mut task = task.into();
+        let ending = self.burial(task.into(), reason, last_error).await?;
+        let ended = self.end("bury", vec![ending]).await?;
+        self.see_to_children(ended.markers.iter()).await;
+        Ok(ended.settled.first().map_or(Settled::LeaseLost, |s| s.1))
+    }
+
+    /// The ending that buries `task` with `reason`.
+    async fn burial(
+        &self,
+        task: Burial<'_>,
+        reason: &str,
+        last_error: Option<String>,
+    ) -> Result<Ending> {
         let (body, attempts) = match &task {
             // The record keeps a capped copy of the body, so no size check here.
             Burial::Held { lease, .. } => (
@@ -114,136 +116,55 @@ impl Queue {
             Burial::Waiting { body, .. } => (body.to_vec(), attempts_in(body)),
         };
         let name = task.name().to_string();
-        let mut letter = self.dead_letter_of(&name, &body, reason, attempts, last_error);
-        let mut along = self.along(&task, &body, reason).await?;
-        let tombstone = tombstone_of(&task, &body, reason);
-        let mut reread = false;
-        let mut settled = Settled::LeaseLost;
-        let held = matches!(task, Burial::Held { .. });
-        let batch = batch_of(&task, &body);
-        let mut seen = match &batch {
-            Some(b) => self.settling_batch(b).await?,
-            None => None,
-        };
-        let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
-        let dead_name = [name.clone()];
-        let paths = Paths::of(self, &task);
-        let guard = LeaseData::new(self.consumer_id()).to_bytes();
+        let letter = self.dead_letter_of(&name, &body, reason, attempts, last_error);
+        let Along { key, lock, mark } = self.along(&task, &body, reason).await?;
         // Children waiting for it learn in the same write that it died.
-        let mut marker = id_of(&task, &body).map(|id| {
+        let marker = id_of(&task, &body).map(|id| {
             let settled = crate::task::after::Settled::Dead {
                 task: name.clone(),
                 reason: reason.to_string(),
             };
             MarkerWrite::new(self.layout(), &id, &settled)
         });
-        let mut covered = self.no_children();
-        let tries = TRIES
-            + if batch.is_some() { BATCH_TRIES } else { 0 }
-            + if marker.is_some() { MARKER_TRIES } else { 0 };
-        let mut batch_rereads = 0;
-        for _ in 0..tries {
-            let tally = (batch.as_deref()).and_then(|b| {
-                super::members::tally(seen.as_ref(), self.layout().batch(b), 0, &dead_name)
-            });
-            let mut multi = Multi::new();
-            letter.push(&mut multi, Part::Record);
-            // A grouped task buried before its turn leaves a place for its death, so that its
-            // group pauses there if it must (see `place`).
-            let tombstone = tombstone.as_deref().filter(|_| along.lock.is_none());
-            paths.removal(&task, &guard, tombstone, &mut multi);
-            multi
-                .push_some(Part::Key, along.key.as_ref().map(OwnedKey::delete))
-                .push_some(Part::Lock, along.lock.as_ref().map(Release::op))
-                .push_some(Part::Mark, along.mark.as_deref().map(|m| Op::Delete(m, -1)));
-            if let Some(tally) = &tally {
-                tally.push(&mut multi, Part::Batch, &prefix);
-            }
-            match (&covered, &marker) {
-                // One check of `dependents/` stands for the marker (see `dependents`).
-                (Some(covered), Some(_)) => covered.push(&mut multi, Part::Dependents),
-                (None, Some(marker)) => marker.push(&mut multi, Part::Dependents),
-                (_, None) => {}
-            }
-            let failed = match self.commit("bury", &multi).await? {
-                Ok(results) => {
-                    if let Some(tally) = tally.as_ref().filter(|t| !t.callbacks.is_empty()) {
-                        let mine = multi.results_of(&results, Part::Batch);
-                        self.name_callback(tally, mine).await;
-                    }
-                    settled = Settled::Done;
-                    break;
-                }
-                Err(failed) => failed,
-            };
-            // Another settlement or publish changed the batch: counted again from a new read.
-            if let (Part::Batch, zk::Error::BadVersion | zk::Error::NoNode, Some(b)) =
-                (failed.tag, &failed.error, &batch)
-            {
-                batch_rereads += 1;
-                super::members::batch_backoff(batch_rereads).await;
-                seen = self.settling_batch(b).await?;
-                continue;
-            }
-            // A child registered since `dependents/` was seen without children: read again.
-            if failed.tag == Part::Dependents && covered.is_some() {
-                covered = self.no_children_now().await?;
-                continue;
-            }
-            // A child registered (or its marker went) meanwhile: the marker read again.
-            if let (Part::Dependents, Some(m)) = (failed.tag, marker.as_mut()) {
-                m.after_failure(self, &failed.error).await?;
-                continue;
-            }
-            use zk::Error::{BadVersion, NoNode, NodeExists};
-            // Our lease's version moved: an extension whose reply was lost may have landed.
-            if let (Part::Lease, BadVersion, Burial::Held { lease, .. }) =
-                (failed.tag, &failed.error, &mut task)
-                && !reread
-            {
-                reread = true;
-                if self.still_ours(lease).await? {
-                    continue;
-                }
-            }
-            settled = match (failed.tag, failed.error.clone()) {
-                // A record of an earlier queue under the same root (or sequence numbers
-                // wrapped) has the name: this one gets a name of its own.
-                (Part::Record, NodeExists) if letter.rename() => {
-                    tracing::warn!(dead_letter = %name, "dead-letter name taken; the record gets a name of its own");
-                    continue;
-                }
-                // A key, lock or mark gone (or changed hands) meanwhile is no reason not to
-                // bury: without it.
-                (Part::Key, e @ (NoNode | BadVersion)) => {
-                    along.key = along.key.take().and_then(|k| k.after_failure(&e));
-                    continue;
-                }
-                (Part::Lock, NoNode | BadVersion | NodeExists) => {
-                    along.lock = None;
-                    continue;
-                }
-                (Part::Mark, NoNode) => {
-                    along.mark = None;
-                    continue;
-                }
-                (Part::Task | Part::Waiting, NoNode) => Settled::Gone,
-                (Part::Task | Part::Lease, NoNode | BadVersion) if held => Settled::LeaseLost,
-                (Part::Guard, NodeExists) | (Part::Task | Part::Waiting, BadVersion) => {
-                    Settled::Moved
-                }
-                _ => return Err(failed.unexpected("bury")),
-            };
-            break;
+        let batch = batch_of(&task, &body);
+        // A grouped task buried before its turn leaves a place for its death, so that its
+        // group pauses there if it must (see `place`).
+        let tombstone = tombstone_of(&task, &body, reason).filter(|_| lock.is_none());
+        let from = self.removal(task, tombstone);
+        let to = To::Dead {
+            letter: Box::new(letter),
+            key,
+            mark,
+        };
+        let mut ending = Ending::new(name, from, to);
+        ending.lock = lock;
+        ending.marker = marker;
+        ending.batch = batch;
+        Ok(ending)
+    }
+
+    /// Where `task` is taken from: checked against its holder's versions, or against a guard
+    /// lease when nobody holds it (replaced by `tombstone` then, when it has one).
+    fn removal(&self, task: Burial<'_>, tombstone: Option<Vec<u8>>) -> Where {
+        let name = task.name().to_string();
+        match task {
+            Burial::Held { lease, .. } => Where::Held {
+                task: self.layout().task(&name),
+                lease_path: self.layout().lease(&name),
+                lease: Box::new(lease),
+            },
+            Burial::Unclaimed { version, .. } => Where::Unclaimed {
+                path: self.layout().task(&name),
+                lease_path: self.layout().lease(&name),
+                guard: LeaseData::new(self.consumer_id()).to_bytes(),
+                version,
+                tombstone,
+            },
+            Burial::Waiting { path, version, .. } => Where::Waiting {
+                path: path.to_string(),
+                version,
+            },
         }
-        if settled == Settled::Done {
-            tracing::warn!(task = %name, consumer = %self.consumer_id(), attempts, reason, "task dead-lettered");
-            letter.landed(self).await;
-            if covered.is_none() {
-                self.see_to_children(marker.iter()).await;
-            }
-        }
-        Ok(settled)
     }
 
     /// What burying `task` (whose body is `body`) writes besides its record and removal: its
@@ -342,54 +263,6 @@ impl Queue {
             on_dead,
             reason,
         )?))
-    }
-}
-
-/// The paths a bury removes.
-struct Paths {
-    task: String,
-    lease: String,
-}
-
-impl Paths {
-    fn of(queue: &Queue, task: &Burial<'_>) -> Paths {
-        let name = task.name();
-        Paths {
-            task: queue.layout().task(name),
-            lease: queue.layout().lease(name),
-        }
-    }
-
-    /// The operations that take `task` out of where it is: checked against its holder's
-    /// versions, or against a `guard` lease when nobody holds it.
-    /// A task nobody holds is replaced by `tombstone` instead, when it has one.
-    fn removal<'a>(
-        &'a self,
-        task: &Burial<'a>,
-        guard: &'a [u8],
-        tombstone: Option<&'a [u8]>,
-        multi: &mut Multi<'a, Part>,
-    ) {
-        match *task {
-            Burial::Held { ref lease, .. } => {
-                multi
-                    .push(Part::Task, Op::Delete(&self.task, lease.task_version))
-                    .push(Part::Lease, Op::Delete(&self.lease, lease.lease_version));
-            }
-            Burial::Unclaimed { version, .. } => {
-                let removal = match tombstone {
-                    Some(place) => Op::Set(&self.task, place, version),
-                    None => Op::Delete(&self.task, version),
-                };
-                multi
-                    .push(Part::Guard, Op::Create(&self.lease, guard))
-                    .push(Part::Task, removal)
-                    .push(Part::Guard, Op::Delete(&self.lease, -1));
-            }
-            Burial::Waiting { path, version, .. } => {
-                multi.push(Part::Waiting, Op::Delete(path, version));
-            }
-        }
     }
 }
 

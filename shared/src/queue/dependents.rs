@@ -27,6 +27,8 @@
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::end::{Ending, To, Where};
+use super::held::Settled;
 use super::ops::{Multi, Op, Part};
 use super::record::DeadLetter;
 use crate::error::{Error, Result};
@@ -235,61 +237,75 @@ impl Queue {
                 return Ok(None);
             };
             let outcome = self.outcome(envelope.clone(), parent, settled)?;
-            let own = match &outcome {
-                Outcome::Bury(letter) => Some(MarkerWrite::new(
-                    self.layout(),
-                    &envelope.id,
-                    &AfterSettled::Dead {
-                        task: letter.name.clone(),
-                        reason: letter.reason.clone(),
-                    },
-                )),
-                _ => None,
-            };
-            let mut own = own;
+            if let Outcome::Bury(letter) = outcome {
+                let from = Where::Blocked {
+                    path: path.clone(),
+                    version: stat.version,
+                    entry: Some(entry.clone()),
+                };
+                match self.blocked_dies(&envelope.id, letter, from).await? {
+                    // Another parent rewrote it: read again.
+                    (Settled::Moved, _) => continue,
+                    // It went (cancelled), or its entry did (another settler of this parent).
+                    (Settled::Gone, _) => {
+                        self.delete_entry(&entry).await?;
+                        return Ok(None);
+                    }
+                    (_, own) => return Ok(own.map(|m| m.id)),
+                }
+            }
             let prefix = self.layout().lane_prefix(&self.lane_for(&envelope).await?);
-            for _ in 0..4 {
-                let mut multi = Multi::new();
-                multi.push(Part::Parent, Op::Delete(&entry, -1));
-                match &outcome {
-                    Outcome::Release(new) => multi
-                        .push(Part::Blocked, Op::Delete(&path, stat.version))
-                        .push(Part::NewTask, Op::CreateSequential(&prefix, new)),
-                    Outcome::Rewrite(new) | Outcome::Ready(new) => {
-                        multi.push(Part::Blocked, Op::Set(&path, new, stat.version))
-                    }
-                    Outcome::Bury(letter) => {
-                        multi.push(Part::Blocked, Op::Delete(&path, stat.version));
-                        letter.push(&mut multi, Part::Record);
-                        &mut multi
-                    }
-                };
-                if let Some(own) = &own {
-                    own.push(&mut multi, Part::Dependents);
+            let mut multi = Multi::new();
+            multi.push(Part::Parent, Op::Delete(&entry, -1));
+            match &outcome {
+                Outcome::Release(new) => multi
+                    .push(Part::Blocked, Op::Delete(&path, stat.version))
+                    .push(Part::NewTask, Op::CreateSequential(&prefix, new)),
+                Outcome::Rewrite(new) | Outcome::Ready(new) => {
+                    multi.push(Part::Blocked, Op::Set(&path, new, stat.version))
                 }
-                let failed = match self.commit("settle child", &multi).await? {
-                    Ok(_) => return Ok(self.settled_child(&envelope, &outcome, own).await),
-                    Err(failed) => failed,
-                };
-                match (failed.tag, &failed.error) {
-                    (Part::Dependents, e) => {
-                        if let Some(own) = own.as_mut() {
-                            own.after_failure(self, e).await?;
-                        }
-                    }
-                    // Another parent rewrote it, or it went: read again.
-                    (Part::Blocked, zk::Error::BadVersion | zk::Error::NoNode) => break,
-                    (Part::Parent, zk::Error::NoNode) => return Ok(None),
-                    // A letter of an earlier life of the same id: leave the child waiting
-                    // (visible, not lost) rather than overwrite it.
-                    _ => return Err(failed.unexpected("settle child")),
-                }
+                Outcome::Bury(_) => unreachable!("buried above"),
+            };
+            let failed = match self.commit("settle child", &multi).await? {
+                Ok(_) => return Ok(self.settled_child(&envelope, &outcome).await),
+                Err(failed) => failed,
+            };
+            match (failed.tag, &failed.error) {
+                // Another parent rewrote it, or it went: read again.
+                (Part::Blocked, zk::Error::BadVersion | zk::Error::NoNode) => {}
+                (Part::Parent, zk::Error::NoNode) => return Ok(None),
+                _ => return Err(failed.unexpected("settle child")),
             }
         }
         Err(Error::Unreadable {
             path,
             problem: "a waiting child kept changing while its parent was settled".into(),
         })
+    }
+
+    /// The blocked child with envelope id `id` dies (`letter`), taken `from` where it waits,
+    /// with its own children told in the same multi-op (see `end`): how that came out, and its
+    /// marker when children wait for it (they are next).
+    async fn blocked_dies(
+        &self,
+        id: &str,
+        letter: Box<DeadLetter>,
+        from: Where,
+    ) -> Result<(Settled, Option<MarkerWrite>)> {
+        let own = AfterSettled::Dead {
+            task: letter.name.clone(),
+            reason: letter.reason.clone(),
+        };
+        let to = To::Dead {
+            letter,
+            key: None,
+            mark: None,
+        };
+        let mut ending = Ending::new(Layout::blocked_name(id), from, to);
+        ending.marker = Some(MarkerWrite::new(self.layout(), id, &own));
+        let ended = self.end("settle child", vec![ending]).await?;
+        let settled = ended.settled.first().map_or(Settled::Moved, |s| s.1);
+        Ok((settled, ended.markers.into_iter().next()))
     }
 
     /// What `parent`'s settlement does to the child `envelope`.
@@ -316,14 +332,8 @@ impl Queue {
         })
     }
 
-    /// After a child's settlement landed: logged, its letter forwarded; its id when it died
-    /// and has children of its own.
-    async fn settled_child(
-        &self,
-        envelope: &Envelope,
-        outcome: &Outcome,
-        own: Option<MarkerWrite>,
-    ) -> Option<String> {
+    /// After a child's settlement landed: logged, its lane woken when its place can be taken.
+    async fn settled_child(&self, envelope: &Envelope, outcome: &Outcome) -> Option<String> {
         match outcome {
             Outcome::Release(_) => {
                 tracing::debug!(task = %envelope.id, "parents settled: the task is in its lane")
@@ -335,49 +345,26 @@ impl Queue {
                     tracing::warn!(task = %envelope.id, %error, "lane not woken");
                 }
             }
-            Outcome::Rewrite(_) => {}
-            Outcome::Bury(letter) => {
-                let reason = &letter.reason;
-                tracing::warn!(task = %envelope.id, reason, "task dead-lettered with its parent");
-                letter.landed(self).await;
-            }
+            Outcome::Rewrite(_) | Outcome::Bury(_) => {}
         }
-        own.filter(MarkerWrite::has_children).map(|m| m.id)
+        None
     }
 
     /// Cancels the task with envelope id `id` that waits for its parents (its node read with
     /// `body` at `version`): to the dead letters as `after-<id>`, with its own children told
     /// in the same multi-op. `false` when it changed or went meanwhile.
     pub async fn cancel_blocked(&self, id: &str, body: &[u8], version: i32) -> Result<bool> {
-        let path = self.layout().blocked(id);
         let name = Layout::blocked_name(id);
         let reason = super::record::CANCELLED;
-        let letter = self.dead_letter_of(&name, body, reason, 0, None);
-        let settled = AfterSettled::Dead {
-            task: name.clone(),
-            reason: reason.to_string(),
+        let letter = Box::new(self.dead_letter_of(&name, body, reason, 0, None));
+        let from = Where::Blocked {
+            path: self.layout().blocked(id),
+            version,
+            entry: None,
         };
-        let mut own = MarkerWrite::new(self.layout(), id, &settled);
-        for _ in 0..CHILD_TRIES {
-            let mut multi = Multi::new();
-            multi.push(Part::Blocked, Op::Delete(&path, version));
-            letter.push(&mut multi, Part::Record);
-            own.push(&mut multi, Part::Dependents);
-            let failed = match self.commit("cancel", &multi).await? {
-                Ok(_) => {
-                    letter.landed(self).await;
-                    self.see_to_children(std::iter::once(&own)).await;
-                    return Ok(true);
-                }
-                Err(failed) => failed,
-            };
-            match (failed.tag, &failed.error) {
-                (Part::Dependents, e) => own.after_failure(self, e).await?,
-                (Part::Blocked, zk::Error::BadVersion | zk::Error::NoNode) => return Ok(false),
-                _ => return Err(failed.unexpected("cancel")),
-            }
-        }
-        Ok(false)
+        let (settled, own) = self.blocked_dies(id, letter, from).await?;
+        self.see_to_children(own.iter()).await;
+        Ok(settled == Settled::Done)
     }
 
     async fn delete_entry(&self, entry: &str) -> Result<()> {

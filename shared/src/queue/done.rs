@@ -76,6 +76,7 @@ fn kept_result(
 }
 
 /// What completing one task writes for its record.
+#[derive(Debug)]
 pub(super) struct DoneWrite {
     pub(super) record: String,
     pub(super) record_data: Vec<u8>,

@@ -121,6 +121,7 @@ impl Queue {
 
 /// What completing a keyed task writes: its key, at the version read, marked completed, and
 /// its expiry entry.
+#[derive(Debug)]
 pub(crate) struct CompletedKey {
     pub key: OwnedKey,
     pub data: Vec<u8>,

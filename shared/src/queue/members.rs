@@ -116,22 +116,6 @@ fn callback_bodies(state: &mut BatchState) -> Vec<Vec<u8>> {
 }
 
 impl Queue {
-    /// What completing `members` (index, batch name) writes to their batches: by the index of
-    /// each batch's first member, the batch and its tally (none for a batch gone or over).
-    pub(super) fn completion_tallies<'a>(
-        &self,
-        members: impl Iterator<Item = (usize, &'a str)>,
-        seen: &BatchesSeen,
-    ) -> Vec<(usize, String, Tally)> {
-        (by_batch(members).into_iter())
-            .filter_map(|(i, name, count)| {
-                let state = seen.get(name).and_then(Option::as_ref);
-                let tally = tally(state, self.layout().batch(name), count, &[])?;
-                Some((i, name.to_string(), tally))
-            })
-            .collect()
-    }
-
     /// `seen` with batch `name` read again (after a write to it failed), as a settlement
     /// reads it.
     pub(super) async fn reread_batch(

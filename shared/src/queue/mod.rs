@@ -47,6 +47,7 @@ mod debounce_due;
 mod delay;
 mod dependents;
 mod done;
+mod end;
 mod forward;
 mod gate;
 mod gate_cache;

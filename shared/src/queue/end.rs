@@ -1,0 +1,494 @@
+//! Ending tasks: the one multi-op that takes tasks out of the queue for good, completed or
+//! dead, whoever has them. Completion ([`Queue::complete_many`]), burial of a held, pending
+//! or waiting task ([`Queue::bury`]), a blocked child's death with its parent and the cancel
+//! of a blocked child all describe each task as an [`Ending`] and commit through
+//! [`Queue::end`]: one builder, and one map ([`answer`]) from the operation that failed a try
+//! to what the next try does.
+//!
+//! Each task's part of the multi-op:
+//!
+//! - its removal, checked where it is ([`Where`]): its holder's task and lease versions; a
+//!   guard lease created and deleted around it when nobody holds it (the multi-op fails when
+//!   someone does); its waiting node's version under `delayed/` or `after/`;
+//! - its record ([`To`]): the completion record with `KEEP_DONE`, or its dead letter;
+//! - what goes with it: its idempotency key (marked completed, or deleted so the key may be
+//!   published again), its group's lock (released, or turned into the group's pause), its
+//!   cancel mark, its marker for the children waiting for it (see `dependents`), the slots it
+//!   held in gates;
+//! - once per batch among the tasks: the batch's counters, and its callback when they leave
+//!   it settled (see `members`).
+//!
+//! A failed try changes nothing. The part that failed it is read again (a batch, a marker,
+//! a lease whose extension landed unseen), or left out when the task can end without it (a key
+//! or lock that changed hands, a record an earlier life left), or it decides that task's
+//! [`Settled`] (gone, lease lost, moved) and the others are committed again without it.
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::dependents::MarkerWrite;
+use super::done::DoneWrite;
+use super::group_lock::Release;
+use super::held::{Lease, Settled};
+use super::key_owner::{CompletedKey, OwnedKey};
+use super::members::{BatchesSeen, Tally, tally};
+use super::ops::{Multi, Op, Part};
+use super::record::DeadLetter;
+use super::slots::{Shrink, SlotShare, push_rename};
+use crate::error::Result;
+
+/// Re-reads of batches one call may make when other writers keep changing them.
+const BATCH_TRIES: usize = 64;
+/// Re-reads of markers (or of `dependents/`) one call may make when children keep registering.
+const MARKER_TRIES: usize = 64;
+/// The tag index of the check that stands for every task's marker.
+const COVERED: usize = usize::MAX;
+
+/// Where a task is when it ends: what its removal is checked against.
+#[derive(Debug)]
+pub(super) enum Where {
+    /// Held under `lease`: task and lease deleted at their holder's versions.
+    Held {
+        lease: Box<Lease>,
+        task: String,
+        lease_path: String,
+    },
+    /// In its lane at `path`, read at `version`, held by nobody: a guard lease (`guard` its
+    /// data) created and deleted around its removal. Replaced by `tombstone` when it has one
+    /// (see `bury`'s `tombstone_of`).
+    Unclaimed {
+        path: String,
+        lease_path: String,
+        guard: Vec<u8>,
+        version: i32,
+        tombstone: Option<Vec<u8>>,
+    },
+    /// Waiting under `delayed/` at `path`, read at `version`.
+    Waiting { path: String, version: i32 },
+    /// A child waiting for its parents under `after/` at `path`, read at `version`; `entry`:
+    /// its entry under the parent whose death it dies with, deleted with it.
+    Blocked {
+        path: String,
+        version: i32,
+        entry: Option<String>,
+    },
+}
+
+/// How a task ends.
+#[derive(Debug)]
+pub(super) enum To {
+    /// Completed: its key, when its own, marked completed; its record with `KEEP_DONE`.
+    Completed {
+        key: Option<CompletedKey>,
+        done: Option<DoneWrite>,
+    },
+    /// Dead: its dead letter; its key, when its own, deleted; its cancel mark deleted.
+    Dead {
+        letter: Box<DeadLetter>,
+        key: Option<OwnedKey>,
+        mark: Option<String>,
+    },
+}
+
+/// One task on its way out of the queue, and everything its ending writes.
+#[derive(Debug)]
+pub(super) struct Ending {
+    /// Its name (in its lane, or `after-<id>`), as the outcome reports it.
+    pub(super) name: String,
+    pub(super) from: Where,
+    pub(super) to: To,
+    /// Its group's lock, when it holds it.
+    pub(super) lock: Option<Release>,
+    /// Its marker's write, for the children waiting for it; none for a body with no id.
+    pub(super) marker: Option<MarkerWrite>,
+    /// The batch it is a member of.
+    pub(super) batch: Option<String>,
+    /// The places it holds in gates, freed in the same multi-op.
+    pub(super) slots: Vec<SlotShare>,
+    /// Whether its lease was read again once already (an extension whose answer was lost).
+    reread: bool,
+}
+
+impl Ending {
+    pub(super) fn new(name: String, from: Where, to: To) -> Self {
+        Ending {
+            name,
+            from,
+            to,
+            lock: None,
+            marker: None,
+            batch: None,
+            slots: Vec::new(),
+            reread: false,
+        }
+    }
+
+    /// What its completion record adds to a request (see `done::within_request`).
+    pub(super) fn record_bytes(&self) -> usize {
+        match &self.to {
+            To::Completed {
+                done: Some(done), ..
+            } => done.bytes(),
+            _ => 0,
+        }
+    }
+
+    fn held(&self) -> bool {
+        matches!(self.from, Where::Held { .. })
+    }
+
+    /// Its operations, tagged with its index `i`; its marker's only when `covered` does not
+    /// stand for it.
+    fn push<'a>(&'a self, multi: &mut Multi<'a, (usize, Part)>, i: usize, covered: bool) {
+        let tag = |part| (i, part);
+        match &self.from {
+            Where::Held {
+                lease,
+                task,
+                lease_path,
+            } => {
+                multi
+                    .push(tag(Part::Task), Op::Delete(task, lease.task_version))
+                    .push(
+                        tag(Part::Lease),
+                        Op::Delete(lease_path, lease.lease_version),
+                    );
+            }
+            Where::Unclaimed {
+                path,
+                lease_path,
+                guard,
+                version,
+                tombstone,
+            } => {
+                let removal = match tombstone {
+                    Some(place) => Op::Set(path, place, *version),
+                    None => Op::Delete(path, *version),
+                };
+                multi
+                    .push(tag(Part::Guard), Op::Create(lease_path, guard))
+                    .push(tag(Part::Task), removal)
+                    .push(tag(Part::Guard), Op::Delete(lease_path, -1));
+            }
+            Where::Waiting { path, version } => {
+                multi.push(tag(Part::Waiting), Op::Delete(path, *version));
+            }
+            Where::Blocked {
+                path,
+                version,
+                entry,
+            } => {
+                let entry = entry.as_deref().map(|e| Op::Delete(e, -1));
+                multi
+                    .push_some(tag(Part::Parent), entry)
+                    .push(tag(Part::Blocked), Op::Delete(path, *version));
+            }
+        }
+        match &self.to {
+            To::Completed { key, done } => {
+                if let Some(key) = key {
+                    multi
+                        .push(
+                            tag(Part::Key),
+                            Op::Set(&key.key.path, &key.data, key.key.version),
+                        )
+                        .push(tag(Part::Key), Op::Create(&key.entry, b""));
+                }
+                if let Some(done) = done {
+                    multi.push(tag(Part::Done), Op::Create(&done.record, &done.record_data));
+                    let id = done.id_entry.as_deref();
+                    multi.push_some(tag(Part::DoneId), id.map(|e| Op::Create(e, &done.id_data)));
+                }
+            }
+            To::Dead { letter, key, mark } => {
+                letter.push(multi, tag(Part::Record));
+                multi
+                    .push_some(tag(Part::Key), key.as_ref().map(OwnedKey::delete))
+                    .push_some(tag(Part::Mark), mark.as_deref().map(|m| Op::Delete(m, -1)));
+            }
+        }
+        multi.push_some(tag(Part::Lock), self.lock.as_ref().map(Release::op));
+        if let Some(marker) = self.marker.as_ref().filter(|_| !covered) {
+            marker.push(multi, tag(Part::Dependents));
+        }
+    }
+}
+
+/// What the next try does after one part of an ending failed the multi-op.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    /// Try again: the part was left out or will be written differently.
+    Again,
+    /// Read the batch again (another settlement or publish changed it).
+    Batch,
+    /// Read the marker again (a child registered, or the marker went).
+    Marker,
+    /// Read the lease again: an extension whose answer was lost may have landed.
+    Lease,
+    /// The task ends so, and the others go on without it.
+    Ended(Settled),
+    /// Nothing explains it.
+    Unexpected,
+}
+
+/// The one map from the part that failed a try (`part`, with `error`) to what becomes of
+/// `ending` (changed here when a part is left out or renamed).
+fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
+    use zk::Error::{BadVersion, NoNode, NodeExists};
+    let held = ending.held();
+    match (part, error) {
+        (Part::Batch, BadVersion | NoNode) => Answer::Batch,
+        (Part::Dependents, _) => Answer::Marker,
+        // A record of an earlier queue under the same root (or sequence numbers wrapped) has
+        // the name: this one gets a name of its own.
+        (Part::Record, NodeExists) => match &mut ending.to {
+            To::Dead { letter, .. } => match letter.rename() {
+                true => Answer::Again,
+                false => Answer::Unexpected,
+            },
+            To::Completed { .. } => Answer::Unexpected,
+        },
+        // A key named meanwhile by its publisher is still ours at its new version; one gone,
+        // taken by another task, or already filed: the task ends without it.
+        (Part::Key, BadVersion | NoNode | NodeExists) => {
+            match &mut ending.to {
+                To::Completed { key, .. } => {
+                    *key = key.take().and_then(|mut k| {
+                        k.key = k.key.after_failure(error)?;
+                        Some(k)
+                    })
+                }
+                To::Dead { key, .. } => *key = key.take().and_then(|k| k.after_failure(error)),
+            }
+            Answer::Again
+        }
+        // The lock changed hands (an operator resumed the group): not ours to write.
+        (Part::Lock, BadVersion | NoNode | NodeExists) => {
+            ending.lock = None;
+            Answer::Again
+        }
+        (Part::Mark, NoNode) => {
+            if let To::Dead { mark, .. } = &mut ending.to {
+                *mark = None;
+            }
+            Answer::Again
+        }
+        // The record cannot be written: completed without it. An earlier task with this id
+        // left its entry within the window (a redriven task): the record goes in by name.
+        (Part::Done | Part::DoneId, BadVersion | NoNode | NodeExists) => {
+            if let To::Completed { done, .. } = &mut ending.to {
+                match part {
+                    Part::Done => *done = None,
+                    _ => done.iter_mut().for_each(|d| d.id_entry = None),
+                }
+            }
+            Answer::Again
+        }
+        (Part::Lease, BadVersion) if held && !std::mem::replace(&mut ending.reread, true) => {
+            Answer::Lease
+        }
+        (Part::Task | Part::Waiting | Part::Blocked | Part::Parent, NoNode) => {
+            Answer::Ended(Settled::Gone)
+        }
+        (Part::Task | Part::Lease, BadVersion | NoNode) if held => {
+            Answer::Ended(Settled::LeaseLost)
+        }
+        (Part::Guard, NodeExists) | (Part::Task | Part::Waiting | Part::Blocked, BadVersion) => {
+            Answer::Ended(Settled::Moved)
+        }
+        _ => Answer::Unexpected,
+    }
+}
+
+/// How each ending came out, and the ids of the ended tasks whose children wait for them
+/// (to be seen to: [`Queue::see_to_children`]).
+pub(super) struct Ended {
+    pub(super) settled: Vec<(String, Settled)>,
+    pub(super) markers: Vec<MarkerWrite>,
+}
+
+/// The batches of `endings`, each once.
+fn batch_names(endings: &[Ending]) -> Vec<String> {
+    let mut names: Vec<String> = endings.iter().filter_map(|e| e.batch.clone()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The reads a call made again, counted against their bounds.
+#[derive(Default)]
+struct Rereads {
+    batch: usize,
+    marker: usize,
+}
+
+impl Queue {
+    /// Ends `endings` in one multi-op (see the module documentation), committed again without
+    /// the part or the task that failed a try, until it lands; `what` names it in errors.
+    pub(super) async fn end(&self, what: &'static str, mut endings: Vec<Ending>) -> Result<Ended> {
+        let mut settled = Vec::with_capacity(endings.len());
+        let mut batches = self.settling_batches(&batch_names(&endings)).await?;
+        let mut covered = self.no_children();
+        let mut rereads = Rereads::default();
+        let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
+        while !endings.is_empty() {
+            let tallies = self.end_tallies(&endings, &batches);
+            let shares: Vec<SlotShare> = endings.iter().flat_map(|e| e.slots.clone()).collect();
+            let mut shrinks = self.shrinks(&shares).await?;
+            let (renames, freeing) = self.slot_frees(&shrinks);
+            let mut multi = Multi::new();
+            // One check of `dependents/` stands for every task's marker (see `dependents`).
+            if let Some(covered) = &covered {
+                covered.push(&mut multi, (COVERED, Part::Dependents));
+            }
+            for (i, ending) in endings.iter().enumerate() {
+                ending.push(&mut multi, i, covered.is_some());
+            }
+            for (i, tally) in &tallies {
+                tally.push(&mut multi, (*i, Part::Batch), &prefix);
+            }
+            for (k, rename) in renames.iter().enumerate() {
+                push_rename(&mut multi, (k, Part::Slot), rename);
+            }
+            let failed = match self.commit(what, &multi).await? {
+                Ok(results) => {
+                    self.gate_cache.freed(&freeing);
+                    shrinks.into_iter().for_each(Shrink::done);
+                    for (i, tally) in tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
+                        let mine = multi.results_of(&results, (*i, Part::Batch));
+                        self.name_callback(tally, mine).await;
+                    }
+                    drop(multi);
+                    return Ok(self.ended(endings, settled).await);
+                }
+                Err(failed) => failed,
+            };
+            drop(multi);
+            let (at, part) = failed.tag;
+            // A slot gone with the session that made it (one replaced while the handler ran):
+            // its tasks hold nothing any more. Nothing else of the multi-op landed.
+            if part == Part::Slot {
+                if failed.error != zk::Error::NoNode {
+                    let (slot, error) = (&failed.path, &failed.error);
+                    tracing::warn!(%slot, %error, "slot left to its session's end");
+                }
+                shrinks.remove(at).gone();
+            }
+            shrinks.into_iter().for_each(Shrink::unchanged);
+            if part == Part::Slot {
+                continue;
+            }
+            if at == COVERED {
+                rereads.marker += 1;
+                if rereads.marker > MARKER_TRIES {
+                    return Err(failed.unexpected(what));
+                }
+                covered = self.no_children_now().await?;
+                continue;
+            }
+            match answer(&mut endings[at], part, &failed.error) {
+                Answer::Again => {}
+                Answer::Batch => {
+                    rereads.batch += 1;
+                    let name = endings[at].batch.clone();
+                    let Some(name) = name.filter(|_| rereads.batch <= BATCH_TRIES) else {
+                        return Err(failed.unexpected(what));
+                    };
+                    self.reread_batch(&mut batches, &name, rereads.batch)
+                        .await?;
+                }
+                Answer::Marker => {
+                    rereads.marker += 1;
+                    let marker = endings[at].marker.as_mut();
+                    let Some(marker) = marker.filter(|_| rereads.marker <= MARKER_TRIES) else {
+                        return Err(failed.unexpected(what));
+                    };
+                    marker.after_failure(self, &failed.error).await?;
+                }
+                Answer::Lease => {
+                    if let Where::Held { lease, .. } = &mut endings[at].from
+                        && !self.still_ours(lease).await?
+                    {
+                        let ending = endings.remove(at);
+                        settled.push(self.not_ended(ending, Settled::LeaseLost).await);
+                    }
+                }
+                Answer::Ended(outcome) => {
+                    let ending = endings.remove(at);
+                    settled.push(self.not_ended(ending, outcome).await);
+                }
+                Answer::Unexpected => return Err(failed.unexpected(what)),
+            }
+        }
+        Ok(Ended {
+            settled,
+            markers: Vec::new(),
+        })
+    }
+
+    /// What ending `endings` writes to their batches: by the index of each batch's first
+    /// member, its tally (none for a batch gone or over).
+    fn end_tallies(&self, endings: &[Ending], seen: &BatchesSeen) -> Vec<(usize, Tally)> {
+        let mut firsts: Vec<(usize, &str, u64, Vec<String>)> = Vec::new();
+        for (i, ending) in endings.iter().enumerate() {
+            let Some(name) = ending.batch.as_deref() else {
+                continue;
+            };
+            let at = match firsts.iter().position(|f| f.1 == name) {
+                Some(at) => at,
+                None => {
+                    firsts.push((i, name, 0, Vec::new()));
+                    firsts.len() - 1
+                }
+            };
+            match ending.to {
+                To::Completed { .. } => firsts[at].2 += 1,
+                To::Dead { .. } => firsts[at].3.push(ending.name.clone()),
+            }
+        }
+        (firsts.into_iter())
+            .filter_map(|(i, name, completed, dead)| {
+                let state = seen.get(name).and_then(Option::as_ref);
+                Some((
+                    i,
+                    tally(state, self.layout().batch(name), completed, &dead)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// After the multi-op of `endings` landed: each dead letter logged and forwarded, and the
+    /// markers of those with children waiting.
+    async fn ended(&self, endings: Vec<Ending>, mut settled: Vec<(String, Settled)>) -> Ended {
+        let mut markers = Vec::new();
+        for ending in endings {
+            if let To::Dead { letter, .. } = &ending.to {
+                let (task, reason) = (&ending.name, &letter.reason);
+                let consumer = self.consumer_id();
+                tracing::warn!(%task, %consumer, %reason, "task dead-lettered");
+                letter.landed(self).await;
+            }
+            markers.extend(ending.marker.filter(MarkerWrite::has_children));
+            settled.push((ending.name, Settled::Done));
+        }
+        Ended { settled, markers }
+    }
+
+    /// A task left out of the multi-op: `outcome` decided it. The slots it held are freed, as
+    /// a handler's end does when its task is not completed.
+    async fn not_ended(&self, mut ending: Ending, outcome: Settled) -> (String, Settled) {
+        let shares = std::mem::take(&mut ending.slots);
+        self.free_slots(&shares).await;
+        let task = &ending.name;
+        match (&ending.to, outcome) {
+            (To::Completed { .. }, Settled::Gone) => {
+                tracing::info!(%task, "already gone: nothing to complete")
+            }
+            (To::Completed { .. }, _) => {
+                tracing::warn!(%task, "lease lost before completing; nothing changed")
+            }
+            (To::Dead { .. }, _) => tracing::debug!(%task, ?outcome, "not buried"),
+        }
+        (ending.name, outcome)
+    }
+}
