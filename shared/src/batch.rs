@@ -53,19 +53,19 @@ pub async fn open(queue: &Queue, name: &str, open: Open) -> Result<BatchStatus> 
         open.payload,
         now_ms,
     );
-    queue.open_batch(&state).await?;
+    queue.batches().open_batch(&state).await?;
     Ok(state.status())
 }
 
 /// Seals batch `name`: no member joins after. When nothing is pending, its callback is
 /// published in the same write.
 pub async fn seal(queue: &Queue, name: &str) -> Result<BatchStatus> {
-    queue.seal_batch(name).await
+    queue.batches().seal_batch(name).await
 }
 
 /// Batch `name` as it stands.
 pub async fn status(queue: &Queue, name: &str) -> Result<BatchStatus> {
-    match queue.read_batch(name).await? {
+    match queue.batches().read_batch(name).await? {
         Some((state, _)) => Ok(state.status()),
         None => Err(unknown_batch(name)),
     }

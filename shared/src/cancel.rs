@@ -80,7 +80,11 @@ async fn pending(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
         return Ok(None);
     };
     Ok(
-        match queue.cancel_pending(name, &body, stat.version).await? {
+        match queue
+            .cancels()
+            .cancel_pending(name, &body, stat.version)
+            .await?
+        {
             ClaimOutcome::Buried { .. } => Some(Cancelled::Cancelled {
                 name: name.to_string(),
             }),
@@ -101,6 +105,7 @@ async fn waiting(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
                 return Ok(None);
             };
             let done = queue
+                .cancels()
                 .cancel_waiting(&path, name, &body, stat.version)
                 .await?;
             return Ok(done.then(|| Cancelled::Cancelled {
@@ -120,7 +125,10 @@ async fn blocked(queue: &Queue, task: &crate::inspect::TaskInfo) -> Result<Optio
     let Some((body, stat)) = queue.read_path(&queue.layout().blocked(id)).await? else {
         return Ok(None);
     };
-    let done = queue.cancel_blocked(id, &body, stat.version).await?;
+    let done = queue
+        .dependencies()
+        .cancel_blocked(id, &body, stat.version)
+        .await?;
     Ok(done.then(|| Cancelled::Cancelled {
         name: task.name.clone(),
     }))
@@ -137,7 +145,10 @@ async fn place(queue: &Queue, task: &crate::inspect::TaskInfo) -> Result<Option<
             let Some((body, stat)) = queue.read_path(&queue.layout().blocked(id)).await? else {
                 return Ok(None);
             };
-            let done = queue.cancel_blocked(id, &body, stat.version).await?;
+            let done = queue
+                .dependencies()
+                .cancel_blocked(id, &body, stat.version)
+                .await?;
             Ok(done.then(|| Cancelled::Cancelled {
                 name: crate::layout::Layout::blocked_name(id),
             }))
@@ -161,7 +172,7 @@ async fn place(queue: &Queue, task: &crate::inspect::TaskInfo) -> Result<Option<
 /// Withdraws the debounced publish `id` pending under `key`; `None` when a publish of the key
 /// replaced it or it fired meanwhile (the caller looks again).
 async fn withdraw(queue: &Queue, key: &str, id: &str) -> Result<Option<Cancelled>> {
-    let withdrawn = queue.withdraw_debounced(key, id).await?;
+    let withdrawn = queue.debounce().withdraw_debounced(key, id).await?;
     Ok(withdrawn.then(|| Cancelled::Withdrawn {
         key: key.to_string(),
     }))
@@ -170,7 +181,7 @@ async fn withdraw(queue: &Queue, key: &str, id: &str) -> Result<Option<Cancelled
 /// Marks held task `name` (envelope id `id`), then looks again: a task that went to wait
 /// meanwhile is buried, one that ended needs no mark.
 async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelled> {
-    queue.mark_cancelled(id, name).await?;
+    queue.cancels().mark_cancelled(id, name).await?;
     let now = queue.server_time().await?;
     let after = match inspect::status(queue, &now, key).await? {
         // Held still, or a debounced publish with the same id met first: the mark stays.
@@ -204,7 +215,7 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
         },
     };
     if !matches!(after, Cancelled::Marked { .. }) {
-        queue.unmark_cancelled(id).await?;
+        queue.cancels().unmark_cancelled(id).await?;
     }
     Ok(after)
 }

@@ -36,7 +36,13 @@
 //! - [`limit`]: per-route limits (`max_in_flight`, `rate`) and the arithmetic of admitting.
 //! - [`clock`]: ZooKeeper's time, read from an `mtime`.
 //! - [`session`]: a queue on a live session, connecting and the one retry policy.
-//! - [`queue`]: publish, claim, extend, complete, release and bury on ZooKeeper.
+//! - [`lane`]: a task's priority and the lane it waits in; [`segment`]: a text as one znode
+//!   name and back.
+//! - [`queue`]: the core on ZooKeeper (publish, claim, extend, release, end: complete or
+//!   bury), and the features beside it as recipes, each reached from the queue
+//!   (`queue.groups()`, `queue.keys()`, `queue.batches()`, `queue.dependencies()`, …).
+//! - [`batch`]: what a batch is (its counters, its callback); [`cancel`]: cancelling one task
+//!   by name, id or key.
 //! - [`handler`]: the [`Handler`] trait and the built-in handlers.
 //! - [`task_result`]: what a handler answered, kept in the completion record (`KEEP_DONE`).
 //! - [`progress`]: a running handler's progress, carried by its lease's extensions.
@@ -61,6 +67,9 @@
 //!   `recurrence` (what a schedule is) and `schedule` (firing its slots).
 //! - `dashboard`: `event-bridge serve`'s web pages and `/metrics` (axum, maud).
 //! - `cli` (default): the `event-bridge` command, with every sink and the dashboard.
+//!
+//! Tests only: `proptests` (what reads bytes written by others never panics, and reads back
+//! what we write).
 
 pub mod batch;
 pub mod cancel;
@@ -102,6 +111,33 @@ pub mod sink;
 pub mod logs;
 #[cfg(test)]
 mod proptests;
+
+#[cfg(test)]
+mod layout_doc {
+    /// Every module this file declares is named in its `# Layout`.
+    #[test]
+    fn the_layout_names_every_module() {
+        let lib = include_str!("lib.rs");
+        let (doc, code) = lib.split_at(lib.find("\npub mod ").expect("modules"));
+        for line in code.lines() {
+            let Some(name) = line
+                .trim()
+                .strip_prefix("pub mod ")
+                .or(line.trim().strip_prefix("mod "))
+            else {
+                continue;
+            };
+            let name = name.trim_end_matches(';');
+            if name == "layout_doc" || name.contains('{') {
+                continue;
+            }
+            assert!(
+                doc.contains(&format!("[`{name}`]")) || doc.contains(&format!("`{name}`")),
+                "lib.rs's # Layout does not name `{name}`"
+            );
+        }
+    }
+}
 
 pub use config::Config;
 pub use error::{Error, Result};

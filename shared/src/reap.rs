@@ -136,11 +136,14 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
         }
     }
     report.promoted = queue.promote_due(&now, PROMOTE_PER_RUN).await? as u32;
-    report.marks_swept = queue.sweep_cancel_marks(SWEEP_PER_RUN).await? as u32;
-    report.keys_expired = queue.sweep_keys(&now, KEYS_PER_RUN).await? as u32;
-    report.key_gates_swept = queue.sweep_key_gates(&now, KEY_GATES_PER_RUN).await? as u32;
-    report.done_swept = queue.sweep_done(&now, DONE_PER_RUN).await? as u32;
-    report.children_settled = queue.sweep_dependents().await? as u32;
+    report.marks_swept = queue.cancels().sweep_cancel_marks(SWEEP_PER_RUN).await? as u32;
+    report.keys_expired = queue.keys().sweep_keys(&now, KEYS_PER_RUN).await? as u32;
+    report.key_gates_swept = queue
+        .gates()
+        .sweep_key_gates(&now, KEY_GATES_PER_RUN)
+        .await? as u32;
+    report.done_swept = queue.done().sweep_done(&now, DONE_PER_RUN).await? as u32;
+    report.children_settled = queue.dependencies().sweep_dependents().await? as u32;
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();

@@ -59,7 +59,7 @@ pub struct FireFailure {
 ///   after would meet it too, so the look ends there; slots fired before stay fired.
 pub async fn fire_due(queue: &Queue, now_ms: i64) -> Result<FireReport> {
     let mut report = FireReport::default();
-    for (name, read) in queue.schedules().await? {
+    for (name, read) in queue.schedules().list().await? {
         let stored = match read {
             Ok(stored) => stored,
             Err(problem) => {
@@ -126,7 +126,10 @@ async fn fire_one(
                 .map_err(|problem| schedule_error(&schedule.name, problem))?,
         ),
     };
-    let taken = queue.take_slot(stored, slot, envelope.as_ref()).await?;
+    let taken = queue
+        .schedules()
+        .take_slot(stored, slot, envelope.as_ref())
+        .await?;
     tracing::info!(schedule = %schedule.name, slot_ms = slot, outcome = ?taken, "schedule slot");
     match taken {
         SlotTaken::Fired { .. } => report.fired += 1,
@@ -147,7 +150,7 @@ pub async fn add(queue: &Queue, mut schedule: Schedule, now_ms: i64) -> Result<S
         .map_err(|problem| schedule_error(&schedule.name, problem))?;
     schedule.last_slot_ms = timing.latest_at_or_before(now_ms);
     check_fires(queue, &schedule, &timing, now_ms)?;
-    if !queue.put_schedule(&schedule, None).await? {
+    if !queue.schedules().put_schedule(&schedule, None).await? {
         let problem = "a schedule of that name exists (remove it first)".to_string();
         return Err(schedule_error(&schedule.name, problem));
     }
@@ -161,7 +164,7 @@ fn check_fires(queue: &Queue, schedule: &Schedule, timing: &Timing, now_ms: i64)
     let envelope = schedule
         .envelope(timing, slot)
         .map_err(|problem| schedule_error(&schedule.name, problem))?;
-    queue.check_firing(schedule, slot, &envelope)
+    queue.schedules().check_firing(schedule, slot, &envelope)
 }
 
 /// Pauses or resumes schedule `name`; `None` when there is none. A resumed schedule goes on
@@ -173,7 +176,7 @@ pub async fn set_paused(
     now_ms: i64,
 ) -> Result<Option<Schedule>> {
     for _ in 0..WRITE_TRIES {
-        let Some(stored) = queue.schedule(name).await? else {
+        let Some(stored) = queue.schedules().schedule(name).await? else {
             return Ok(None);
         };
         let mut schedule = stored.schedule;
@@ -186,7 +189,11 @@ pub async fn set_paused(
                 .max(schedule.last_slot_ms);
         }
         schedule.paused = paused;
-        if queue.put_schedule(&schedule, Some(stored.version)).await? {
+        if queue
+            .schedules()
+            .put_schedule(&schedule, Some(stored.version))
+            .await?
+        {
             return Ok(Some(schedule));
         }
     }
@@ -197,7 +204,7 @@ pub async fn set_paused(
 /// Publishes schedule `name`'s task now, outside its slots (its key template filled in for
 /// `now_ms`, so a key by slot time deduplicates with nothing); `None` when there is none.
 pub async fn run_now(queue: &Queue, name: &str, now_ms: i64) -> Result<Option<Published>> {
-    let Some(stored) = queue.schedule(name).await? else {
+    let Some(stored) = queue.schedules().schedule(name).await? else {
         return Ok(None);
     };
     let schedule = &stored.schedule;

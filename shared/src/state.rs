@@ -204,9 +204,9 @@ impl Transition {
     pub fn performed_by(self) -> &'static str {
         match self {
             Transition::Publish => "Queue::publish_each, Queue::publish_batch",
-            Transition::Fire => "Queue::fire_debounced",
-            Transition::Unblock | Transition::DieWithParent => "Queue::settle_children",
-            Transition::TakePlace => "Queue::take_place",
+            Transition::Fire => "DebounceKeys::fire_debounced",
+            Transition::Unblock | Transition::DieWithParent => "Dependencies::settle_children",
+            Transition::TakePlace => "Groups::take_place",
             Transition::Claim => "Queue::claim_many",
             Transition::Extend => "Queue::extend",
             Transition::Complete => "Queue::complete_many",
@@ -215,10 +215,10 @@ impl Transition {
             Transition::Promote => "Queue::promote_due",
             Transition::Free => "reap::free",
             Transition::Bury => "Queue::bury",
-            Transition::CancelBlocked => "Queue::cancel_blocked",
-            Transition::Withdraw => "Queue::withdraw_debounced",
-            Transition::Mark => "Queue::mark_cancelled",
-            Transition::Redrive => "Queue::redrive",
+            Transition::CancelBlocked => "Dependencies::cancel_blocked",
+            Transition::Withdraw => "DebounceKeys::withdraw_debounced",
+            Transition::Mark => "Cancels::mark_cancelled",
+            Transition::Redrive => "dead::redrive",
         }
     }
 }

@@ -77,9 +77,9 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
 pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
     let glance = glance(queue).await?;
     let (keys_in_flight, delayed, paused_groups) = tokio::try_join!(
-        when(glance.gates, queue.keys_in_flight(KEY_GATES)),
+        when(glance.gates, queue.gates().keys_in_flight(KEY_GATES)),
         when(glance.buckets, queue.count_delayed()),
-        when(glance.groups, queue.paused_groups(PAUSED_GROUPS))
+        when(glance.groups, queue.groups().paused_groups(PAUSED_GROUPS))
     )?;
     let counters = glance.counters;
     let oldest_task_age_ms = match (counters.depth, now) {
@@ -236,7 +236,7 @@ async fn with_key_lanes(
         return Ok((counters, Vec::new()));
     }
     let mut busy = Vec::new();
-    for lane in queue.read_key_lanes().await?.starts {
+    for lane in queue.key_lanes().read_key_lanes().await?.starts {
         let tail = lane.tail.max(0) as u64;
         counters.tasks_created += tail;
         counters.tasks_removed += tail.saturating_sub(lane.children as u64);

@@ -646,7 +646,14 @@ async fn a_debounced_publish_that_fires_while_its_fate_is_read_is_found_once() {
     within(c.tap.fired()).await;
     // Due a millisecond after its publish: fired as of a second later.
     let now = c.t.now().await.now_ms() + 1_000;
-    assert_eq!(c.t.queue.fire_debounced(now).await.expect("fire"), 1);
+    assert_eq!(
+        c.t.queue
+            .debounce()
+            .fire_debounced(now)
+            .await
+            .expect("fire"),
+        1
+    );
     c.tap.release();
     let outcome = the_outcome(within(publish).await.expect("joined"));
     let tasks = c.lane("tasks").await;

@@ -182,8 +182,22 @@ async fn producers_debounce_by_key_and_refuse_a_bad_period() {
         let mtime = t.raw.get_data(&path).await.unwrap().1.mtime;
         (first, last) = (first.min(mtime), last.max(mtime));
     }
-    assert_eq!(t.queue.fire_debounced(first + 29_999).await.unwrap(), 0);
-    assert_eq!(t.queue.fire_debounced(last + 30_000).await.unwrap(), 2);
+    assert_eq!(
+        t.queue
+            .debounce()
+            .fire_debounced(first + 29_999)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        t.queue
+            .debounce()
+            .fire_debounced(last + 30_000)
+            .await
+            .unwrap(),
+        2
+    );
     assert_eq!(t.children("tasks").await.len(), 2);
 }
 

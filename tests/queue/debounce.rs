@@ -57,8 +57,22 @@ async fn publishes_within_the_period_make_one_task_with_the_last_payload() {
     assert!(t.children("tasks").await.is_empty(), "nothing runs yet");
 
     let (_, mtime) = times(&t, "user-7").await;
-    assert_eq!(t.queue.fire_debounced(mtime + 9_999).await.unwrap(), 0);
-    assert_eq!(t.queue.fire_debounced(mtime + 10_000).await.unwrap(), 1);
+    assert_eq!(
+        t.queue
+            .debounce()
+            .fire_debounced(mtime + 9_999)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        t.queue
+            .debounce()
+            .fire_debounced(mtime + 10_000)
+            .await
+            .unwrap(),
+        1
+    );
     assert!(t.children("debounce").await.is_empty());
     let recorder = Recorder::default();
     let report = process::run(&t.queue, &recorder, &harness::options(10, 4))
@@ -103,7 +117,7 @@ async fn the_maximum_wait_bounds_a_key_published_again_and_again() {
     let (ctime_u, _) = times(&t, "uncapped").await;
     let at = ctime.max(ctime_u) + 10_000;
     assert_eq!(
-        t.queue.fire_debounced(at).await.unwrap(),
+        t.queue.debounce().fire_debounced(at).await.unwrap(),
         1,
         "the capped one"
     );
@@ -252,7 +266,14 @@ async fn status_finds_a_pending_debounced_publish_by_its_id() {
     assert_eq!(eb(&t, &["status", &first.id], "").status.code(), Some(3));
 
     // doc-8 (due 20 s after its publish) fires too.
-    assert_eq!(t.queue.fire_debounced(mtime + 30_000).await.unwrap(), 2);
+    assert_eq!(
+        t.queue
+            .debounce()
+            .fire_debounced(mtime + 30_000)
+            .await
+            .unwrap(),
+        2
+    );
     let fired = status_of(&t, &last.id).await;
     assert_eq!(fired["state"], "pending", "{fired}");
     assert!(fired["task"]["name"].as_str().unwrap().starts_with("task-"));
@@ -289,7 +310,14 @@ async fn cancel_withdraws_a_pending_debounced_publish() {
         "{out:?}"
     );
     assert!(t.children("debounce").await.is_empty());
-    assert_eq!(t.queue.fire_debounced(i64::MAX / 2).await.unwrap(), 0);
+    assert_eq!(
+        t.queue
+            .debounce()
+            .fire_debounced(i64::MAX / 2)
+            .await
+            .unwrap(),
+        0
+    );
     assert!(t.children("tasks").await.is_empty(), "nothing runs");
 }
 
@@ -328,7 +356,10 @@ async fn a_due_key_fires_among_ten_thousand_pending() {
         .collect();
     t.queue.publish_all(&envelopes).await.unwrap();
     let (_, mtime) = times(&t, "doc-0").await;
-    assert_eq!(t.queue.fire_debounced(mtime + 1).await.unwrap(), 0);
+    assert_eq!(
+        t.queue.debounce().fire_debounced(mtime + 1).await.unwrap(),
+        0
+    );
 
     let listed = t.children("debounce").await;
     assert_eq!(listed.len(), 10_000);
@@ -346,7 +377,10 @@ async fn a_due_key_fires_among_ten_thousand_pending() {
         .unwrap();
     let (_, mtime) = times(&t, &last).await;
 
-    assert_eq!(t.queue.fire_debounced(mtime + 1).await.unwrap(), 1);
+    assert_eq!(
+        t.queue.debounce().fire_debounced(mtime + 1).await.unwrap(),
+        1
+    );
     let tasks = t.children("tasks").await;
     assert_eq!(tasks.len(), 1, "{tasks:?}");
     let fired = t.read_json(&format!("tasks/{}", tasks[0])).await;

@@ -159,14 +159,14 @@ async fn a_child_that_dies_with_its_parent_pauses_its_group_when_asked() {
     drain(&t, &log).await;
     assert!(names(&log).is_empty(), "{:?}", names(&log));
     assert_eq!(t.children("dead").await.len(), 2, "P and G1");
-    let paused = t.queue.paused_groups(10).await.unwrap();
+    let paused = t.queue.groups().paused_groups(10).await.unwrap();
     assert_eq!(paused.len(), 1, "{paused:?}");
     assert!(
         paused[0].1.contains("went to the dead letters"),
         "{paused:?}"
     );
 
-    assert!(t.queue.resume_group("g").await.unwrap());
+    assert!(t.queue.groups().resume_group("g").await.unwrap());
     drain(&t, &log).await;
     assert_eq!(names(&log), ["G2"]);
 }
@@ -210,9 +210,9 @@ async fn a_grouped_task_cancelled_before_its_turn_pauses_its_group_there() {
         let log = Arc::default();
         drain(&t, &log).await;
         assert_eq!(names(&log), ["P"], "{how}: G2 waits, paused");
-        let paused = t.queue.paused_groups(10).await.unwrap();
+        let paused = t.queue.groups().paused_groups(10).await.unwrap();
         assert_eq!(paused.len(), 1, "{how}: {paused:?}");
-        assert!(t.queue.resume_group("g").await.unwrap(), "{how}");
+        assert!(t.queue.groups().resume_group("g").await.unwrap(), "{how}");
         drain(&t, &log).await;
         assert_eq!(names(&log), ["P", "G2"], "{how}");
     }

@@ -107,7 +107,7 @@ async fn a_key_at_its_cap_waits_without_an_attempt_while_another_key_goes() {
         [(1, first)]
     );
     // Its handler ends: the slot goes, and the key's next task may run.
-    t.queue.free_slots(&held.take_slots()).await;
+    t.queue.gates().free_slots(&held.take_slots()).await;
     claimed(claim(&t, &second, &restraints).await);
 }
 
@@ -157,7 +157,7 @@ async fn the_reaper_sweeps_a_keys_gate_only_once_it_is_idle_and_its_bucket_full(
         0,
         "a slot is held; the bucket is empty"
     );
-    t.queue.free_slots(&held.take_slots()).await;
+    t.queue.gates().free_slots(&held.take_slots()).await;
     assert_eq!(swept(later(0)).await, 0, "just used");
     assert_eq!(
         swept(later(2 * KEY_GATE_IDLE_MS)).await,
@@ -266,7 +266,7 @@ async fn a_new_keys_gate_is_made_by_the_claim_and_again_after_its_parents_were_d
         slots(&t, "concurrency/@default/tenant-a").await,
         [(1, first)]
     );
-    t.queue.free_slots(&held.take_slots()).await;
+    t.queue.gates().free_slots(&held.take_slots()).await;
     // The whole of `concurrency/` goes (by hand): this queue made its parents already.
     for path in [
         "concurrency/@default/tenant-a",
@@ -330,7 +330,7 @@ async fn reads_of(t: &TestQueue, names: &[String]) -> Vec<(String, Vec<u8>, zk::
 /// Claims a task of `tenant-a` and frees its place: `t.queue` knows the key's gate from then on.
 async fn learn_gate(t: &TestQueue, restraints: &Restraints) {
     let mut first = claimed(claim(t, &publish(t, "tenant-a").await, restraints).await);
-    t.queue.free_slots(&first.take_slots()).await;
+    t.queue.gates().free_slots(&first.take_slots()).await;
 }
 
 /// Claims `names` together, in one claim batch, as `t.queue`.
@@ -371,16 +371,19 @@ async fn a_claims_tasks_hold_one_slot_together_until_the_last_of_them_ends() {
     // A handler that failed frees its place at once; a clone of its lease frees nothing more.
     let mut failed = held.remove(0);
     let mut clone = failed.clone();
-    t.queue.free_slots(&failed.take_slots()).await;
-    t.queue.free_slots(&clone.take_slots()).await;
+    t.queue.gates().free_slots(&failed.take_slots()).await;
+    t.queue.gates().free_slots(&clone.take_slots()).await;
     assert_eq!(slots(&t, gate).await, [(1, names[0].clone())]);
     let mut next = claim_together(&t, &names[3..5], &restraints).await;
     let mut now_held = slots(&t, gate).await;
     now_held.sort();
     assert_eq!(now_held, [(1, names[0].clone()), (2, names[3].clone())]);
-    t.queue.free_slots(&held.remove(0).take_slots()).await;
+    t.queue
+        .gates()
+        .free_slots(&held.remove(0).take_slots())
+        .await;
     for lease in next.iter_mut() {
-        t.queue.free_slots(&lease.take_slots()).await;
+        t.queue.gates().free_slots(&lease.take_slots()).await;
     }
     assert!(
         t.children(gate).await.is_empty(),

@@ -35,8 +35,11 @@ fn types(recorder: &Recorder) -> Vec<String> {
 async fn a_paused_type_is_left_alone_by_four_consumers_and_runs_once_resumed() {
     let t = TestQueue::new().await;
     publish_mixed(&t, 200).await;
-    assert!(t.queue.pause(&email()).await.unwrap());
-    assert!(!t.queue.pause(&email()).await.unwrap(), "paused already");
+    assert!(t.queue.pauses().pause(&email()).await.unwrap());
+    assert!(
+        !t.queue.pauses().pause(&email()).await.unwrap(),
+        "paused already"
+    );
     let recorder = Recorder::default();
     let mut consumers = Vec::new();
     for i in 0..4 {
@@ -67,7 +70,7 @@ async fn a_paused_type_is_left_alone_by_four_consumers_and_runs_once_resumed() {
         panic!("pending");
     };
     assert!(task.paused);
-    assert!(t.queue.resume(&email()).await.unwrap());
+    assert!(t.queue.pauses().resume(&email()).await.unwrap());
     let report = run(&t.queue, &recorder, 1_000).await;
     assert_eq!((report.completed, report.paused), (101, 0));
     assert!(t.children("tasks").await.is_empty());
@@ -77,7 +80,7 @@ async fn a_paused_type_is_left_alone_by_four_consumers_and_runs_once_resumed() {
 async fn a_paused_queue_claims_nothing_and_the_run_says_so() {
     let t = TestQueue::new().await;
     let names = publish_mixed(&t, 4).await;
-    t.queue.pause(&PauseTarget::Queue).await.unwrap();
+    t.queue.pauses().pause(&PauseTarget::Queue).await.unwrap();
     let recorder = Recorder::default();
     let report = run(&t.queue, &recorder, 10).await;
     assert!(report.queue_paused);
@@ -87,7 +90,7 @@ async fn a_paused_queue_claims_nothing_and_the_run_says_so() {
         panic!("pending");
     };
     assert!(task.paused, "sms is held by the queue's pause");
-    t.queue.resume(&PauseTarget::Queue).await.unwrap();
+    t.queue.pauses().resume(&PauseTarget::Queue).await.unwrap();
     assert_eq!(run(&t.queue, &recorder, 10).await.completed, 4);
 }
 
@@ -99,7 +102,7 @@ async fn a_task_in_flight_when_its_type_is_paused_finishes() {
     let handler = FnHandler(move |_task: Task| {
         let pauser = pauser.clone();
         async move {
-            pauser.pause(&email()).await.unwrap();
+            pauser.pauses().pause(&email()).await.unwrap();
             tokio::time::sleep(Duration::from_millis(200)).await;
             Ok::<(), HandlerError>(())
         }
@@ -108,7 +111,7 @@ async fn a_task_in_flight_when_its_type_is_paused_finishes() {
         .await
         .unwrap();
     assert_eq!(report.completed, 1);
-    assert!(t.queue.paused().await.unwrap().covers("email"));
+    assert!(t.queue.pauses().paused().await.unwrap().covers("email"));
 }
 
 /// A pause reaches a run that is already draining: claims made after it see it within a
@@ -131,7 +134,7 @@ async fn a_pause_stops_a_running_drain(target: PauseTarget) {
             let n = task.envelope.payload["n"].as_u64().unwrap();
             seen.lock().unwrap().push(n);
             if n == 3 {
-                assert!(operator.pause(&target).await.unwrap());
+                assert!(operator.pauses().pause(&target).await.unwrap());
                 tokio::time::sleep(Duration::from_millis(1_200)).await;
             }
             Ok::<(), HandlerError>(())

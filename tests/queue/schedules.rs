@@ -309,9 +309,21 @@ async fn bad_patterns_zones_and_names_are_refused_and_removal_takes_the_marks() 
         1,
         "the slot's mark"
     );
-    assert!(t.queue.remove_schedule("minutely").await.unwrap());
+    assert!(
+        t.queue
+            .schedules()
+            .remove_schedule("minutely")
+            .await
+            .unwrap()
+    );
     assert!(t.children("schedules").await.is_empty());
-    assert!(!t.queue.remove_schedule("minutely").await.unwrap());
+    assert!(
+        !t.queue
+            .schedules()
+            .remove_schedule("minutely")
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -323,7 +335,13 @@ async fn a_firer_with_a_stale_read_of_its_schedule_writes_nothing() {
         .unwrap();
     // A firer reads the schedule, then stalls; meanwhile another takes two slots (the mark of
     // the first is gone by then).
-    let stale = t.queue.schedule("minutely").await.unwrap().unwrap();
+    let stale = t
+        .queue
+        .schedules()
+        .schedule("minutely")
+        .await
+        .unwrap()
+        .unwrap();
     let other = t.consumer("other").await;
     for minute in 1..=2 {
         schedule::fire_due(&other, start + minute * 60_000)
@@ -336,6 +354,7 @@ async fn a_firer_with_a_stale_read_of_its_schedule_writes_nothing() {
         .unwrap();
     let taken = t
         .queue
+        .schedules()
         .take_slot(&stale, slot, Some(&envelope))
         .await
         .unwrap();
@@ -345,7 +364,13 @@ async fn a_firer_with_a_stale_read_of_its_schedule_writes_nothing() {
         2,
         "no second task for 10:01"
     );
-    let now = t.queue.schedule("minutely").await.unwrap().unwrap();
+    let now = t
+        .queue
+        .schedules()
+        .schedule("minutely")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         now.schedule.last_slot_ms,
         Some(start + 120_000),

@@ -214,7 +214,7 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
     )
     .await;
     let email = PauseTarget::Type("email".into());
-    t.queue.pause(&email).await.unwrap();
+    t.queue.pauses().pause(&email).await.unwrap();
     let held = t
         .queue
         .publish(&Envelope::new("email", json!({})))
@@ -232,7 +232,7 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
     );
     release.notify_one();
     eventually(async || done.count() == 2, "the slow task finished").await;
-    t.queue.resume(&email).await.unwrap();
+    t.queue.pauses().resume(&email).await.unwrap();
     // Resuming changes nothing under tasks/: the worker sees it at its next wake-up.
     let next = t.publish(1).await.remove(0);
     eventually(
@@ -398,7 +398,7 @@ async fn a_worker_runs_a_grouped_child_the_sweep_readies() {
         0,
         "the child waits for its parent's settlement"
     );
-    assert_eq!(t.queue.sweep_dependents().await.unwrap(), 1);
+    assert_eq!(t.queue.dependencies().sweep_dependents().await.unwrap(), 1);
     eventually(async || recorder.count() == 2, "the child and the next").await;
     assert_eq!(types(&recorder), ["child", "next"]);
     stop.send(true).unwrap();

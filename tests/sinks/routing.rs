@@ -123,7 +123,13 @@ async fn with_keep_done_the_completion_record_keeps_what_the_webhook_answered() 
     let name = publish(&t, "user.signup").await;
     let report = run(&t.queue, &delivery, 10).await;
     assert_eq!(report.completed, 1);
-    let record = t.queue.find_done(&name).await.unwrap().expect("a record");
+    let record = t
+        .queue
+        .done()
+        .find_done(&name)
+        .await
+        .unwrap()
+        .expect("a record");
     let delivered = record.delivered.expect("what the sink answered");
     assert_eq!(
         (delivered.sink.as_deref(), delivered.status),

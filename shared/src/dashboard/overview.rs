@@ -70,14 +70,14 @@ async fn look(queue: &Queue) -> Result<Look> {
     let now = queue.server_time().await?;
     let detailed = inspect::detailed_stats(queue, &now, false).await?;
     let (leased, leases_total) = inspect::leased(queue, &now, LEASES_SHOWN).await?;
-    let (batches, batches_total) = queue.batches(BATCHES_SHOWN).await?;
+    let (batches, batches_total) = queue.batches().list(BATCHES_SHOWN).await?;
     Ok(Look {
         batches,
         batches_total,
         detailed,
         leased,
         leases_total,
-        schedules: queue.schedules().await?,
+        schedules: queue.schedules().list().await?,
         now_ms: now.now_ms(),
     })
 }

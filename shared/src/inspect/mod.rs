@@ -90,7 +90,7 @@ pub struct LeaseInfo {
 /// the key lanes, a window each in turn; each lane oldest first), at most `limit`, each with
 /// its lease: a window of the walk at a time.
 pub async fn pending(queue: &Queue, now: &ZkTime, limit: usize) -> Result<Vec<TaskInfo>> {
-    let paused = queue.paused().await?;
+    let paused = queue.pauses().paused().await?;
     let mut walk = Walk::new();
     let mut infos = Vec::new();
     while infos.len() < limit {

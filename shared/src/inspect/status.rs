@@ -93,13 +93,13 @@ pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
         None => scan(queue, now, key).await?,
     };
     if status == Status::NotFound
-        && let Some(record) = queue.find_done(key).await?
+        && let Some(record) = queue.done().find_done(key).await?
     {
         status = Status::Completed {
             record: Box::new(record),
         };
     }
-    let paused = queue.paused().await?;
+    let paused = queue.pauses().paused().await?;
     Ok(match status {
         Status::Pending { task } => Status::Pending {
             task: Box::new(task.marked(&paused)),
@@ -149,7 +149,7 @@ async fn blocked(queue: &Queue, now: &ZkTime, key: &str) -> Result<Option<Status
 /// tasks and dead letters for the one `key` names: its id, a name it had, or its dead letter's
 /// task.
 async fn scan(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
-    if let Some(pending) = queue.find_debounced(key).await? {
+    if let Some(pending) = queue.debounce().find_debounced(key).await? {
         return Ok(Status::Debounced(Box::new(debounced::info(pending, now))));
     }
     if let Some(probed) = queue.find_in_lanes(key).await? {

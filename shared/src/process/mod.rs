@@ -130,7 +130,7 @@ async fn run_with<H: Handler>(
     let idle = start.idle();
     let debounced = start.debounced;
     let limits = handler.limits();
-    queue.prefetch_key_gates(&limits);
+    queue.gates().prefetch_key_gates(&limits);
     let (restraints, head) = restraints_from(start, handler.on_dead_policy(), limits);
     if idle {
         report.queue_paused = restraints.paused.queue.is_some();
@@ -419,7 +419,7 @@ impl<H> Run<'_, H> {
         // (the due index looked at only when a debounced publish is pending).
         let fire = async {
             match debounced {
-                true => queue.fire_debounced(now_ms).await,
+                true => queue.debounce().fire_debounced(now_ms).await,
                 false => Ok(0),
             }
         };

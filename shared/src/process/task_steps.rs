@@ -133,7 +133,7 @@ impl<H: Handler> Run<'_, H> {
         // freed at once, whatever comes next; a task that succeeded keeps them for its
         // completion's multi-op, sent right after, which frees them with it.
         if !matches!(ended, Ok(HandlerEnd::Finished(Ok(_)))) {
-            self.queue().free_slots(&lease.take_slots()).await;
+            self.queue().gates().free_slots(&lease.take_slots()).await;
         }
         let outcome = match ended? {
             HandlerEnd::Finished(Ok(delivered)) => {

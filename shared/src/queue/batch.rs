@@ -100,10 +100,10 @@ impl Queue {
             }
             let items = self.batch_items(envelopes).await?;
             // The batches its items join: their totals raised in the same multi-op.
-            let joins = self.batch_joins(envelopes).await?;
+            let joins = self.batches().batch_joins(envelopes).await?;
             // Each item's task goes to the tail of its lane.
             let lanes: Vec<_> = envelopes.iter().map(Envelope::lane).collect();
-            self.ensure_lanes(&lanes).await?;
+            self.key_lanes().ensure_lanes(&lanes).await?;
             let prefixes: Vec<String> =
                 lanes.iter().map(|l| self.layout().lane_prefix(l)).collect();
             let multi = batch_multi(&items, &prefixes, &joins);
@@ -246,7 +246,7 @@ impl Queue {
             }
             None => create(&prefix, &envelope.to_bytes()?),
             Some(key) => {
-                let write = self.keyed_write(envelope, key)?;
+                let write = self.keys().keyed_write(envelope, key)?;
                 create(&write.key_path, &write.unnamed) + create(&prefix, &write.body)
             }
         })
@@ -283,10 +283,10 @@ impl Queue {
         let mut earlier: HashMap<String, Earlier> = HashMap::new();
         for (i, envelope) in envelopes.iter().enumerate() {
             let item = if let Some(debounce) = &envelope.debounce {
-                let write = self.debounce_write(envelope, debounce).await;
+                let write = self.debounce().debounce_write(envelope, debounce).await;
                 Item::Debounced(write.map_err(|e| as_item(e, i))?)
             } else if !envelope.after.is_empty() {
-                Item::Child(self.plan_child(envelope, &earlier).await?)
+                Item::Child(self.dependencies().plan_child(envelope, &earlier).await?)
             } else if let Some(key) = envelope.idempotency_key.as_deref() {
                 if let Some(first) = first_with.get(key) {
                     Item::SameAs(*first)
@@ -294,7 +294,7 @@ impl Queue {
                     first_with.insert(key, i);
                     match taken.remove(key) {
                         Some(existing) => Item::Existing(existing),
-                        None => Item::Keyed(self.keyed_write(envelope, key)?),
+                        None => Item::Keyed(self.keys().keyed_write(envelope, key)?),
                     }
                 }
             } else {
@@ -323,7 +323,7 @@ impl Queue {
             if read.is_none() {
                 continue;
             }
-            if let Some(existing) = self.existing(path).await? {
+            if let Some(existing) = self.keys().existing(path).await? {
                 taken.insert(key.to_string(), existing);
             }
         }

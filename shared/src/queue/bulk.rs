@@ -74,14 +74,14 @@ impl Queue {
                 ..Sent::default()
             })
         };
-        if let Err(e) = self.ensure_lanes(&lanes).await {
+        if let Err(e) = self.key_lanes().ensure_lanes(&lanes).await {
             return unsent(e);
         }
         let (mut pipelined, mut first) = (None, None);
         if known.pipelinable(window) {
-            pipelined = Some(self.read_floors(window));
+            pipelined = Some(self.in_doubt().read_floors(window));
         } else {
-            match self.read_floors(window).await {
+            match self.in_doubt().read_floors(window).await {
                 Ok(floors) => first = Some(floors),
                 Err(e) => return unsent(e),
             }
@@ -142,7 +142,7 @@ impl Queue {
                 (envelope.check_publishable())
                     .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
             }
-            return self.publish_members(run, batch).await;
+            return self.batches().publish_members(run, batch).await;
         }
         // Due times are set already (`publish_all`). Keys another producer keeps taking
         // meanwhile send the run one by one, as before.
@@ -152,7 +152,7 @@ impl Queue {
         {
             return Ok(published);
         }
-        let each = run.iter().map(|e| self.publish_one(e));
+        let each = run.iter().map(|e| self.keys().publish_one(e));
         futures::future::join_all(each).await.into_iter().collect()
     }
 
@@ -160,7 +160,7 @@ impl Queue {
     /// key by key when that fails (a key may have moved on already: its task completed).
     pub(super) async fn name_keys(&self, named: &[(&KeyedWrite, &str)]) -> Result<()> {
         if let [(write, task)] = named {
-            return self.name_key(write, task).await;
+            return self.keys().name_key(write, task).await;
         }
         let datas: Vec<Vec<u8>> = named
             .iter()
@@ -174,7 +174,7 @@ impl Queue {
             return Ok(());
         }
         for (write, task) in named {
-            self.name_key(write, task).await?;
+            self.keys().name_key(write, task).await?;
         }
         Ok(())
     }

@@ -95,7 +95,9 @@ impl Queue {
     ) -> Result<Settled> {
         let ending = self.burial(task.into(), reason, last_error).await?;
         let ended = self.end("bury", vec![ending]).await?;
-        self.see_to_children(ended.markers.iter()).await;
+        self.dependencies()
+            .see_to_children(ended.markers.iter())
+            .await;
         Ok(ended.settled.first().map_or(Settled::LeaseLost, |s| s.1))
     }
 
@@ -174,7 +176,7 @@ impl Queue {
             Burial::Held { lease, on_dead } => {
                 let task = &lease.task;
                 let lock = match lease.group_lock.clone() {
-                    Some(held) => Some(self.release_lock(
+                    Some(held) => Some(self.groups().release_lock(
                         held,
                         &task.envelope.id,
                         &task.name,
@@ -183,12 +185,12 @@ impl Queue {
                     )?),
                     None => None,
                 };
-                (self.owned_key(&task.envelope).await?, lock)
+                (self.keys().owned_key(&task.envelope).await?, lock)
             }
             Burial::Unclaimed { name, on_dead, .. } => {
                 let at_turn = task.at_turn(reason);
                 futures::future::try_join(
-                    self.owned_key_of_body(body),
+                    self.keys().owned_key_of_body(body),
                     self.lock_to_release(name, body, *on_dead, reason, at_turn),
                 )
                 .await?
@@ -198,7 +200,7 @@ impl Queue {
             // (A cancel does not know the routes: the task's own `on_dead` decides.)
             Burial::Waiting { name, .. } => {
                 futures::future::try_join(
-                    self.owned_key_of_body(body),
+                    self.keys().owned_key_of_body(body),
                     self.lock_to_release(name, body, own_on_dead(body), reason, false),
                 )
                 .await?
@@ -240,11 +242,12 @@ impl Queue {
         let Some(group) = &envelope.group else {
             return Ok(None);
         };
-        let Some(read) = self.group_lock(group).await? else {
+        let Some(read) = self.groups().group_lock(group).await? else {
             let pause = at_turn && on_dead == OnDead::Pause;
             return Ok(pause.then(|| Release::PauseFree {
                 path: self.layout().group(group),
                 data: self
+                    .groups()
                     .paused_lock(&envelope.id, name, reason)
                     .unwrap_or_default(),
             }));
@@ -256,7 +259,7 @@ impl Queue {
             path: self.layout().group(group),
             version: read.version,
         };
-        Ok(Some(self.release_lock(
+        Ok(Some(self.groups().release_lock(
             held,
             &envelope.id,
             name,

@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::bury::{Burial, attempts_in};
 use super::claim::ClaimOutcome;
 use super::held::Settled;
@@ -19,6 +18,13 @@ use super::record::CANCELLED;
 use crate::error::{Error, Result};
 use crate::layout::encode_segment;
 use crate::task::OnDead;
+
+recipe!(
+    /// Cancelling: the marks of tasks cancelled while held, and the cancel of a pending or
+    /// waiting task (`cancel_marks`).
+    Cancels,
+    cancels
+);
 
 /// What a cancel mark holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -29,9 +35,9 @@ struct Mark {
     since: i64,
 }
 
-impl Queue {
+impl Cancels<'_> {
     /// The marks (envelope ids, encoded as znode names) of tasks cancelled while held.
-    pub async fn cancel_marks(&self) -> Result<BTreeSet<String>> {
+    pub async fn cancel_marks(self) -> Result<BTreeSet<String>> {
         let path = self.layout().cancelled();
         match self.client().list_children(&path).await {
             Ok(names) => Ok(names.into_iter().collect()),
@@ -47,7 +53,7 @@ impl Queue {
 
     /// Marks the task with envelope id `id`, held under `name`, cancelled; `false` when it
     /// was marked already.
-    pub async fn mark_cancelled(&self, id: &str, name: &str) -> Result<bool> {
+    pub async fn mark_cancelled(self, id: &str, name: &str) -> Result<bool> {
         let path = self.layout().cancel_mark(id);
         let mark = Mark {
             task: name.to_string(),
@@ -63,7 +69,7 @@ impl Queue {
     }
 
     /// Removes the mark of `id`, if there is one.
-    pub async fn unmark_cancelled(&self, id: &str) -> Result<()> {
+    pub async fn unmark_cancelled(self, id: &str) -> Result<()> {
         let path = self.layout().cancel_mark(id);
         match self.client().delete(&path, None).await {
             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
@@ -74,7 +80,7 @@ impl Queue {
     /// Cancels pending task `name` (read at `version`), which nobody may hold: to the dead
     /// letters with the reason `cancelled`. [`ClaimOutcome::Taken`] when someone holds it now.
     pub async fn cancel_pending(
-        &self,
+        self,
         name: &str,
         body: &[u8],
         version: i32,
@@ -99,7 +105,7 @@ impl Queue {
     /// Cancels a task waiting at `path` under `delayed/` (read at `version`): to the dead
     /// letters, and its group goes on. `false` when it moved or went meanwhile.
     pub async fn cancel_waiting(
-        &self,
+        self,
         path: &str,
         name: &str,
         body: &[u8],
@@ -117,7 +123,7 @@ impl Queue {
     /// Removes marks whose task is no longer in `tasks/` under the name it was marked with
     /// (completed or buried: a marked task cannot move away), at most `limit` per call.
     /// Returns how many went.
-    pub async fn sweep_cancel_marks(&self, limit: usize) -> Result<usize> {
+    pub async fn sweep_cancel_marks(self, limit: usize) -> Result<usize> {
         let mut swept = 0;
         for mark in self.cancel_marks().await?.into_iter().take(limit) {
             let path = format!("{}/{mark}", self.layout().cancelled());
@@ -146,7 +152,7 @@ impl Queue {
     }
 
     /// Creates `path` (a base path of ours) when a queue made by an earlier version lacks it.
-    pub(super) async fn ensure_parent(&self, path: &str) -> Result<()> {
+    pub(super) async fn ensure_parent(self, path: &str) -> Result<()> {
         match self.client().create(path, b"", &self.persistent()).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(Error::zk("create", path, e)),

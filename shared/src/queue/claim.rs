@@ -247,7 +247,10 @@ impl Queue {
                 (envelope.event_type.as_str(), t.name.as_str(), key)
             })
             .collect();
-        let gated = (self.through_gates(&tasks, now, &restraints.limits, fresh)).await?;
+        let gated = (self
+            .gates()
+            .through_gates(&tasks, now, &restraints.limits, fresh))
+        .await?;
         for ((_, take), slots) in takes.iter_mut().zip(gated.slots) {
             take.slots = slots;
         }
@@ -324,7 +327,7 @@ impl Queue {
                 // impossible: it counts as a gate that moved.)
                 Owner::Gate(g) | Owner::Slot(g) => {
                     if failed.error == zk::Error::NoNode {
-                        self.forget_gate_parents();
+                        self.gates().forget_gate_parents();
                     }
                     let gate = gates.remove(g);
                     self.gate_cache.forget(&gate.path);
@@ -399,7 +402,11 @@ impl Queue {
         let owner = match (&take.lock, error) {
             (Some(LockOp::Create { .. }), zk::Error::NodeExists) => {
                 let group = take.envelope.group.as_deref().unwrap_or_default();
-                match self.lock_met(group, &take.name, &take.envelope).await? {
+                match self
+                    .groups()
+                    .lock_met(group, &take.name, &take.envelope)
+                    .await?
+                {
                     LockDecision::Free(op) => {
                         take.lock = Some(op);
                         return Ok(true);

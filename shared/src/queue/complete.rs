@@ -57,7 +57,9 @@ impl Queue {
     /// to once it landed.
     async fn commit_completions(&self, endings: Vec<Ending>) -> Result<Vec<(String, Settled)>> {
         let ended = self.end("complete", endings).await?;
-        self.see_to_children(ended.markers.iter()).await;
+        self.dependencies()
+            .see_to_children(ended.markers.iter())
+            .await;
         Ok(ended.settled)
     }
 
@@ -65,9 +67,11 @@ impl Queue {
     /// completed, its group's lock released, its completion record, its slots, its marker.
     async fn completions(&self, leases: Vec<Lease>) -> Result<Vec<Ending>> {
         let tasks: Vec<&Task> = leases.iter().map(|l| &l.task).collect();
-        let (dones, keys) =
-            futures::future::try_join(self.done_writes(&leases), self.completed_keys(&tasks))
-                .await?;
+        let (dones, keys) = futures::future::try_join(
+            self.done().done_writes(&leases),
+            self.keys().completed_keys(&tasks),
+        )
+        .await?;
         let each = leases.into_iter().zip(dones).zip(keys);
         Ok(each
             .map(|((lease, done), key)| self.completion(lease, done, key))

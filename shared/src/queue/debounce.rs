@@ -14,12 +14,18 @@
 
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::ops::{Multi, Op, Part};
 use super::place::PlaceWrite;
 use crate::error::{Error, Result};
 use crate::layout::UNFILED_BUCKET;
 use crate::task::{Debounce, Envelope, PendingDebounced, StandsFor};
+
+recipe!(
+    /// Debounced publishes: pending under `debounce/<key>`, filed in the due index, fired into
+    /// their lanes when due, withdrawn (`debounce`, `debounce_due`).
+    DebounceKeys,
+    debounce
+);
 
 /// Tries of a debounced publish that lost a race with another publish or a firing.
 const TRIES: usize = 5;
@@ -83,11 +89,11 @@ impl DebounceWrite {
     }
 }
 
-impl Queue {
+impl DebounceKeys<'_> {
     /// Publishes `envelope` debounced by `debounce`: it waits under `debounce/<key>`, replacing
     /// what is pending there.
     pub async fn publish_debounced(
-        &self,
+        self,
         envelope: &Envelope,
         debounce: &Debounce,
     ) -> Result<Debounced> {
@@ -123,7 +129,7 @@ impl Queue {
     ///   none, or this publish is in none): its turn in its group is where its first publish
     ///   put it, so the group a pending key runs in cannot change.
     pub(super) async fn debounce_write(
-        &self,
+        self,
         envelope: &Envelope,
         debounce: &Debounce,
     ) -> Result<DebounceWrite> {
@@ -142,7 +148,8 @@ impl Queue {
         let place = match &pending {
             None => {
                 let key = debounce.key.clone();
-                self.place_write(envelope, &envelope.id, StandsFor::Debounce { key })
+                self.groups()
+                    .place_write(envelope, &envelope.id, StandsFor::Debounce { key })
             }
             Some(_) => None,
         };
@@ -165,13 +172,13 @@ impl Queue {
     }
 
     /// Fires the debounced tasks due by `now_ms` (ZooKeeper time): see `debounce_due`.
-    pub async fn fire_debounced(&self, now_ms: i64) -> Result<usize> {
+    pub async fn fire_debounced(self, now_ms: i64) -> Result<usize> {
         self.fire_due_keys(now_ms).await
     }
 
     /// The pending debounced publish whose envelope id is `id`, if any: `debounce/` listed,
     /// then read `FIND_PAGE` keys to a request.
-    pub async fn find_debounced(&self, id: &str) -> Result<Option<PendingDebounced>> {
+    pub async fn find_debounced(self, id: &str) -> Result<Option<PendingDebounced>> {
         let parent = self.layout().debounce();
         let names = match self.client().list_children(&parent).await {
             Ok(names) => names,
@@ -197,7 +204,7 @@ impl Queue {
     /// # Notable behaviors
     /// A publish or a firing between the read and the delete fails the delete (`BadVersion`,
     /// `NoNode`): `false`, and nothing is deleted.
-    pub async fn withdraw_debounced(&self, key: &str, id: &str) -> Result<bool> {
+    pub async fn withdraw_debounced(self, key: &str, id: &str) -> Result<bool> {
         let path = self.layout().debounced(key);
         let Some((body, stat)) = self.read_path(&path).await? else {
             return Ok(false);

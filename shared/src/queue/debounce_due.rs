@@ -21,9 +21,9 @@
 //! due before the bucket it is filed in, so a run's cost grows with the keys due and the keys
 //! published since the last run, never with those that wait.
 
+use crate::queue::DebounceKeys;
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::ops::{Multi, Op};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
@@ -59,10 +59,10 @@ enum Look {
     Drop,
 }
 
-impl Queue {
+impl DebounceKeys<'_> {
     /// Fires the debounced tasks due by `now_ms` (ZooKeeper time), at most [`FIRE_PER_RUN`],
     /// and files the keys it looked at that are not due yet; returns how many it fired.
-    pub(super) async fn fire_due_keys(&self, now_ms: i64) -> Result<usize> {
+    pub(super) async fn fire_due_keys(self, now_ms: i64) -> Result<usize> {
         let (mut fired, mut looked) = (0, 0);
         for bucket in self.due_buckets(now_ms).await? {
             let entries = self.entries_of(bucket).await?;
@@ -87,7 +87,7 @@ impl Queue {
 
     /// The index's buckets whose time has come by `now_ms`, oldest first (the unfiled one
     /// first of all).
-    async fn due_buckets(&self, now_ms: i64) -> Result<Vec<i64>> {
+    async fn due_buckets(self, now_ms: i64) -> Result<Vec<i64>> {
         let path = self.layout().debounce_due();
         let names = match self.client().list_children(&path).await {
             Ok(names) => names,
@@ -103,7 +103,7 @@ impl Queue {
     }
 
     /// The entries (encoded keys) of index bucket `bucket`.
-    async fn entries_of(&self, bucket: i64) -> Result<Vec<String>> {
+    async fn entries_of(self, bucket: i64) -> Result<Vec<String>> {
         let path = self.layout().debounce_due_bucket(bucket);
         match self.client().list_children(&path).await {
             Ok(names) => Ok(names),
@@ -115,7 +115,7 @@ impl Queue {
     /// Looks at the keys of `entries` (of `bucket`): fires those due (at most `room`), files
     /// the others where they belong; how many it fired.
     async fn look_at(
-        &self,
+        self,
         bucket: i64,
         entries: &[String],
         now_ms: i64,
@@ -143,7 +143,7 @@ impl Queue {
                 // it may, once.
                 Look::Wake(lane) => {
                     if !woken.contains(&lane) {
-                        self.wake_lane(&lane).await?;
+                        self.groups().wake_lane(&lane).await?;
                         woken.push(lane);
                     }
                     drops.push(entry.as_str());
@@ -161,7 +161,7 @@ impl Queue {
     /// Moves `moves` (entries of `bucket`, each with the bucket it belongs in) in multi-ops of
     /// [`PAGE`]; one by one when one of them fails (an entry there already, or moved by
     /// another run).
-    async fn file_entries(&self, bucket: i64, moves: &[(&str, i64)]) -> Result<()> {
+    async fn file_entries(self, bucket: i64, moves: &[(&str, i64)]) -> Result<()> {
         if moves.is_empty() {
             return Ok(());
         }
@@ -196,7 +196,7 @@ impl Queue {
 
     /// Moves one entry from `from` to `to`: only deleted when the key is filed at `to`
     /// already; left when another run moved it.
-    async fn file_entry(&self, from: &str, to: &str) -> Result<()> {
+    async fn file_entry(self, from: &str, to: &str) -> Result<()> {
         let mut multi = Multi::new();
         multi
             .push(Entry::From, Op::Delete(from, -1))
@@ -215,21 +215,21 @@ impl Queue {
     }
 
     /// Deletes the entries `entries` of `bucket`, pipelined.
-    async fn drop_entries(&self, bucket: i64, entries: &[&str]) -> Result<()> {
+    async fn drop_entries(self, bucket: i64, entries: &[&str]) -> Result<()> {
         let dir = self.layout().debounce_due_bucket(bucket);
         let paths: Vec<String> = entries.iter().map(|e| format!("{dir}/{e}")).collect();
         let deletes = paths.iter().map(|p| self.delete_entry_at(p));
         futures::future::try_join_all(deletes).await.map(drop)
     }
 
-    async fn delete_entry_at(&self, path: &str) -> Result<()> {
+    async fn delete_entry_at(self, path: &str) -> Result<()> {
         match self.client().delete(path, None).await {
             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
             Err(e) => Err(Error::zk("delete", path, e)),
         }
     }
 
-    async fn ensure_due_bucket(&self, bucket: i64) -> Result<()> {
+    async fn ensure_due_bucket(self, bucket: i64) -> Result<()> {
         let path = self.layout().debounce_due_bucket(bucket);
         match self.client().create(&path, b"", &self.persistent()).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
@@ -239,7 +239,7 @@ impl Queue {
     }
 
     /// Removes a time bucket left empty (never the unfiled one, which publishes write into).
-    async fn remove_due_bucket(&self, bucket: i64) -> Result<()> {
+    async fn remove_due_bucket(self, bucket: i64) -> Result<()> {
         let path = self.layout().debounce_due_bucket(bucket);
         match self.client().delete(&path, None).await {
             Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => Ok(()),

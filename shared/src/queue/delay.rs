@@ -217,7 +217,7 @@ impl Queue {
         version: i32,
         body: &[u8],
     ) -> Result<Option<String>> {
-        let lane = self.lane_of_body(body).await?;
+        let lane = self.key_lanes().lane_of_body(body).await?;
         let prefix = self.layout().lane_prefix(&lane);
         let mut multi = Multi::new();
         multi
@@ -231,7 +231,7 @@ impl Queue {
             Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
                 if failed.tag == Part::NewTask {
                     // Its key's lane deleted by hand: made again by the next try.
-                    self.forget_key_lane(&lane);
+                    self.key_lanes().forget_key_lane(&lane);
                 }
                 Ok(None)
             }

@@ -18,11 +18,11 @@
 //! settled) or after (and the settlement writes the marker). Nothing in between.
 //!
 //! The children are then seen to one multi-op each, right after the settlement
-//! ([`Queue::settle_children`]): the child's entry deleted with what the settlement means for
+//! ([`Dependencies::settle_children`]): the child's entry deleted with what the settlement means for
 //! it (released to its lane when it waits for nothing more, rewritten with one parent less, or
 //! buried when the parent died and it fails with it). A child buried so is settled too: its
 //! own children follow. A consumer that dies in between leaves the marker settled, and the
-//! reaper's sweep ([`Queue::sweep_dependents`]) finishes the work.
+//! reaper's sweep ([`Dependencies::sweep_dependents`]) finishes the work.
 
 use zookeeper_client as zk;
 
@@ -35,6 +35,14 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::task::after::Settled as AfterSettled;
 use crate::task::{self, Body, Envelope, OnParentDead};
+
+recipe!(
+    /// Dependencies: children published with `after`, waiting under `after/` for their
+    /// parents, and the markers a parent's settlement writes for them (`dependents`,
+    /// `parents`).
+    Dependencies,
+    dependencies
+);
 
 /// Tries of a child's settlement when its parents settle at once (each rewrites it).
 const CHILD_TRIES: usize = 16;
@@ -65,7 +73,7 @@ impl NoChildren {
     }
 }
 
-impl Queue {
+impl Dependencies<'_> {
     /// Remembers what a read of `dependents/` found (`None`: nothing readable).
     pub(crate) fn saw_dependents(&self, stat: Option<zk::Stat>) {
         let seen = match stat {
@@ -88,7 +96,7 @@ impl Queue {
 
     /// Reads `dependents/` again after its check failed a settlement (a child registered);
     /// the check to send now, if it still has no children.
-    pub(crate) async fn no_children_now(&self) -> Result<Option<NoChildren>> {
+    pub(crate) async fn no_children_now(self) -> Result<Option<NoChildren>> {
         let path = self.layout().dependents();
         let stat =
             (self.client().check_stat(&path).await).map_err(|e| Error::zk("stat", path, e))?;
@@ -127,7 +135,10 @@ impl MarkerWrite {
     /// before it.
     pub(crate) async fn after_failure(&mut self, queue: &Queue, error: &zk::Error) -> Result<()> {
         if *error == zk::Error::NoNode && self.version.is_none() {
-            return queue.ensure_parent(&queue.layout().dependents()).await;
+            return queue
+                .cancels()
+                .ensure_parent(&queue.layout().dependents())
+                .await;
         }
         self.version = queue.read_path(&self.path).await?.map(|(_, s)| s.version);
         Ok(())
@@ -147,11 +158,11 @@ enum Outcome {
     Bury(Box<DeadLetter>),
 }
 
-impl Queue {
+impl Dependencies<'_> {
     /// Sees to the children of the task with envelope id `parent`, once its marker says how it
     /// was settled, and to theirs when they die with it; how many children it moved. A marker
     /// not settled (its parent pending) is left as it is.
-    pub async fn settle_children(&self, parent: &str) -> Result<usize> {
+    pub async fn settle_children(self, parent: &str) -> Result<usize> {
         let mut work = vec![parent.to_string()];
         let mut moved = 0;
         while let Some(id) = work.pop() {
@@ -184,7 +195,7 @@ impl Queue {
 
     /// Sees to the children of the settled tasks whose `markers` say children wait, one
     /// after another; a failure is logged (the reaper's sweep finishes the work).
-    pub(crate) async fn see_to_children(&self, markers: impl Iterator<Item = &MarkerWrite>) {
+    pub(crate) async fn see_to_children(self, markers: impl Iterator<Item = &MarkerWrite>) {
         for marker in markers.filter(|m| m.has_children()) {
             if let Err(error) = self.settle_children(&marker.id).await {
                 tracing::warn!(parent = %marker.id, %error, "children left for the reaper's sweep");
@@ -194,7 +205,7 @@ impl Queue {
 
     /// Settles the children of every settled marker (the reaper's sweep after a consumer that
     /// died between a settlement and its children); how many it moved.
-    pub async fn sweep_dependents(&self) -> Result<usize> {
+    pub async fn sweep_dependents(self) -> Result<usize> {
         let root = self.layout().dependents();
         let names = match self.client().list_children(&root).await {
             Ok(names) => names,
@@ -219,7 +230,7 @@ impl Queue {
     /// One child's entry (`child`, an encoded id) under the settled parent `parent`: the
     /// child's id when it was buried and has a marker of its own (its children are next).
     async fn settle_child(
-        &self,
+        self,
         parent: &str,
         settled: &AfterSettled,
         child: &str,
@@ -254,7 +265,9 @@ impl Queue {
                     (_, own) => return Ok(own.map(|m| m.id)),
                 }
             }
-            let prefix = self.layout().lane_prefix(&self.lane_for(&envelope).await?);
+            let prefix = self
+                .layout()
+                .lane_prefix(&self.key_lanes().lane_for(&envelope).await?);
             let mut multi = Multi::new();
             multi.push(Part::Parent, Op::Delete(&entry, -1));
             match &outcome {
@@ -287,7 +300,7 @@ impl Queue {
     /// with its own children told in the same multi-op (see `end`): how that came out, and its
     /// marker when children wait for it (they are next).
     async fn blocked_dies(
-        &self,
+        self,
         id: &str,
         letter: Box<DeadLetter>,
         from: Where,
@@ -333,7 +346,7 @@ impl Queue {
     }
 
     /// After a child's settlement landed: logged, its lane woken when its place can be taken.
-    async fn settled_child(&self, envelope: &Envelope, outcome: &Outcome) -> Option<String> {
+    async fn settled_child(self, envelope: &Envelope, outcome: &Outcome) -> Option<String> {
         match outcome {
             Outcome::Release(_) => {
                 tracing::debug!(task = %envelope.id, "parents settled: the task is in its lane")
@@ -341,7 +354,7 @@ impl Queue {
             // Its lane's workers learn that its place can be taken.
             Outcome::Ready(_) => {
                 tracing::debug!(task = %envelope.id, "parents settled: the task waits for its turn");
-                if let Err(error) = self.wake_lane(&envelope.lane()).await {
+                if let Err(error) = self.groups().wake_lane(&envelope.lane()).await {
                     tracing::warn!(task = %envelope.id, %error, "lane not woken");
                 }
             }
@@ -353,7 +366,7 @@ impl Queue {
     /// Cancels the task with envelope id `id` that waits for its parents (its node read with
     /// `body` at `version`): to the dead letters as `after-<id>`, with its own children told
     /// in the same multi-op. `false` when it changed or went meanwhile.
-    pub async fn cancel_blocked(&self, id: &str, body: &[u8], version: i32) -> Result<bool> {
+    pub async fn cancel_blocked(self, id: &str, body: &[u8], version: i32) -> Result<bool> {
         let name = Layout::blocked_name(id);
         let reason = super::record::CANCELLED;
         let letter = Box::new(self.dead_letter_of(&name, body, reason, 0, None));
@@ -367,7 +380,7 @@ impl Queue {
         Ok(settled == Settled::Done)
     }
 
-    async fn delete_entry(&self, entry: &str) -> Result<()> {
+    async fn delete_entry(self, entry: &str) -> Result<()> {
         match self.client().delete(entry, None).await {
             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
             Err(e) => Err(Error::zk("delete", entry, e)),

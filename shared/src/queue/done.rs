@@ -14,13 +14,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::held::Lease;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;
 use crate::layout::{self, DONE_BUCKET_MS};
 use crate::task_result::{MAX_RESULT_BYTES, ResultOmitted, TaskResult};
+
+recipe!(
+    /// Completion records (`KEEP_DONE`): written with the completion, found by name or id, swept
+    /// when they expire (`done`).
+    Done,
+    done
+);
 
 /// What a completed task leaves behind.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -121,10 +127,10 @@ pub(super) fn within_request<T>(items: Vec<T>, bytes: impl Fn(&T) -> usize) -> V
     runs
 }
 
-impl Queue {
+impl Done<'_> {
     /// The records completing `leases` writes, when `KEEP_DONE` is set (the bucket made here,
     /// once per bucket and queue).
-    pub(super) async fn done_writes(&self, leases: &[Lease]) -> Result<Vec<Option<DoneWrite>>> {
+    pub(super) async fn done_writes(self, leases: &[Lease]) -> Result<Vec<Option<DoneWrite>>> {
         let Some(keep) = self.keep_done else {
             return Ok(leases.iter().map(|_| None).collect());
         };
@@ -133,8 +139,9 @@ impl Queue {
         let bucket = until - until.rem_euclid(DONE_BUCKET_MS);
         use std::sync::atomic::Ordering::Relaxed;
         if self.done_bucket.load(Relaxed) != bucket {
-            self.ensure_parent(&self.layout().done()).await?;
-            self.ensure_parent(&self.layout().done_bucket(bucket))
+            self.cancels().ensure_parent(&self.layout().done()).await?;
+            self.cancels()
+                .ensure_parent(&self.layout().done_bucket(bucket))
                 .await?;
             self.done_bucket.store(bucket, Relaxed);
         }
@@ -169,7 +176,7 @@ impl Queue {
 
     /// The completion record of the task named `key` (a task name) or with envelope id `key`,
     /// newest first, if one is kept.
-    pub async fn find_done(&self, key: &str) -> Result<Option<DoneRecord>> {
+    pub async fn find_done(self, key: &str) -> Result<Option<DoneRecord>> {
         let mut buckets = self.done_buckets().await?;
         buckets.sort_unstable_by(|a, b| b.cmp(a));
         let by_name = layout::sequence(key).is_some();
@@ -209,7 +216,7 @@ impl Queue {
 
     /// Deletes the records of buckets that have expired by `now`, at most `limit` znodes a
     /// call; returns how many went. A bucket goes once it is empty.
-    pub async fn sweep_done(&self, now: &ZkTime, limit: usize) -> Result<usize> {
+    pub async fn sweep_done(self, now: &ZkTime, limit: usize) -> Result<usize> {
         let mut swept = 0;
         let mut due: Vec<i64> = self.done_buckets().await?;
         due.retain(|b| b.saturating_add(DONE_BUCKET_MS) <= now.now_ms());
@@ -249,7 +256,7 @@ impl Queue {
     }
 
     /// The buckets under `done/`.
-    async fn done_buckets(&self) -> Result<Vec<i64>> {
+    async fn done_buckets(self) -> Result<Vec<i64>> {
         let dir = self.layout().done();
         match self.client().list_children(&dir).await {
             Ok(names) => Ok(names.iter().filter_map(|b| b.parse().ok()).collect()),

@@ -301,7 +301,7 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
 }
 
 /// How each ending came out, and the ids of the ended tasks whose children wait for them
-/// (to be seen to: [`Queue::see_to_children`]).
+/// (to be seen to: [`Dependencies::see_to_children`]).
 pub(super) struct Ended {
     pub(super) settled: Vec<(String, Settled)>,
     pub(super) markers: Vec<MarkerWrite>,
@@ -327,15 +327,18 @@ impl Queue {
     /// the part or the task that failed a try, until it lands; `what` names it in errors.
     pub(super) async fn end(&self, what: &'static str, mut endings: Vec<Ending>) -> Result<Ended> {
         let mut settled = Vec::with_capacity(endings.len());
-        let mut batches = self.settling_batches(&batch_names(&endings)).await?;
-        let mut covered = self.no_children();
+        let mut batches = self
+            .batches()
+            .settling_batches(&batch_names(&endings))
+            .await?;
+        let mut covered = self.dependencies().no_children();
         let mut rereads = Rereads::default();
         let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
         while !endings.is_empty() {
             let tallies = self.end_tallies(&endings, &batches);
             let shares: Vec<SlotShare> = endings.iter().flat_map(|e| e.slots.clone()).collect();
-            let mut shrinks = self.shrinks(&shares).await?;
-            let (renames, freeing) = self.slot_frees(&shrinks);
+            let mut shrinks = self.gates().shrinks(&shares).await?;
+            let (renames, freeing) = self.gates().slot_frees(&shrinks);
             let mut multi = Multi::new();
             // One check of `dependents/` stands for every task's marker (see `dependents`).
             if let Some(covered) = &covered {
@@ -356,7 +359,7 @@ impl Queue {
                     shrinks.into_iter().for_each(Shrink::done);
                     for (i, tally) in tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
                         let mine = multi.results_of(&results, (*i, Part::Batch));
-                        self.name_callback(tally, mine).await;
+                        self.batches().name_callback(tally, mine).await;
                     }
                     drop(multi);
                     return Ok(self.ended(endings, settled).await);
@@ -383,7 +386,7 @@ impl Queue {
                 if rereads.marker > MARKER_TRIES {
                     return Err(failed.unexpected(what));
                 }
-                covered = self.no_children_now().await?;
+                covered = self.dependencies().no_children_now().await?;
                 continue;
             }
             match answer(&mut endings[at], part, &failed.error) {
@@ -394,7 +397,8 @@ impl Queue {
                     let Some(name) = name.filter(|_| rereads.batch <= BATCH_TRIES) else {
                         return Err(failed.unexpected(what));
                     };
-                    self.reread_batch(&mut batches, &name, rereads.batch)
+                    self.batches()
+                        .reread_batch(&mut batches, &name, rereads.batch)
                         .await?;
                 }
                 Answer::Marker => {
@@ -478,7 +482,7 @@ impl Queue {
     /// a handler's end does when its task is not completed.
     async fn not_ended(&self, mut ending: Ending, outcome: Settled) -> (String, Settled) {
         let shares = std::mem::take(&mut ending.slots);
-        self.free_slots(&shares).await;
+        self.gates().free_slots(&shares).await;
         let task = &ending.name;
         match (&ending.to, outcome) {
             (To::Completed { .. }, Settled::Gone) => {

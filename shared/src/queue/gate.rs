@@ -13,12 +13,18 @@
 
 use std::collections::BTreeMap;
 
-use super::Queue;
 use super::gate_cache::{Known, Turns};
 use super::slots;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
+
+recipe!(
+    /// Limited routes' and concurrency keys' gates, and the slots a claim's tasks hold in them
+    /// (`gate`, `slot_writes`, `key_gates`).
+    Gates,
+    gates
+);
 
 /// A gate's rewrite, sent first in the claim's multi-op.
 pub(super) struct GateWrite {
@@ -98,14 +104,14 @@ fn refusals(gates: &[Gate], known: &[Known], tasks: usize, now_ms: i64) -> Vec<O
     refused
 }
 
-impl Queue {
+impl Gates<'_> {
     /// Takes `tasks` through the gates of their routes, and of their concurrency keys where
     /// their route limits keys, under `limits`. A task is admitted when every gate it goes
     /// through lets it in, and each gate's bucket is charged for the tasks finally admitted.
     /// The gates are taken as this process last knew them (see `gate_cache`), read when it
     /// knows nothing of one, when what it knows would refuse a task, or when `fresh`.
     pub(super) async fn through_gates(
-        &self,
+        self,
         tasks: &[Wanting<'_>],
         now: &ZkTime,
         limits: &RouteLimits,
@@ -229,7 +235,7 @@ impl Queue {
     /// known from then on). A gate not made yet reads as empty, to be created by the claim's
     /// multi-op (a new key costs no request of its own); its parents are made first, once per
     /// process.
-    async fn read_gates(&self, gates: &[Gate], known: Vec<Option<Known>>) -> Result<Vec<Known>> {
+    async fn read_gates(self, gates: &[Gate], known: Vec<Option<Known>>) -> Result<Vec<Known>> {
         let unknown: Vec<&Gate> = (gates.iter().zip(&known))
             .filter(|(_, k)| k.is_none())
             .map(|(g, _)| g)
@@ -269,7 +275,7 @@ impl Queue {
     }
 
     /// Makes the parents of a missing gate, unless this process made or met them already.
-    async fn make_gate_parents(&self, gate: &Gate) -> Result<()> {
+    async fn make_gate_parents(self, gate: &Gate) -> Result<()> {
         let parents = &gate.makes[..gate.makes.len().saturating_sub(1)];
         for path in parents {
             if self
@@ -280,7 +286,7 @@ impl Queue {
             {
                 continue;
             }
-            self.ensure_parent(path).await?;
+            self.cancels().ensure_parent(path).await?;
             (self.gate_parents.lock().expect("not poisoned")).insert(path.clone());
         }
         Ok(())

@@ -14,8 +14,14 @@
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
-use super::Queue;
 use crate::error::{Error, Result};
+
+recipe!(
+    /// Ordered groups: their locks (`groups/<group>`), and the places that keep a grouped
+    /// task's turn in its lane while it waits elsewhere (`group_lock`, `place`).
+    Groups,
+    groups
+);
 
 /// `groups/<group>`'s data.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,9 +56,9 @@ impl LockRead {
     }
 }
 
-impl Queue {
+impl Groups<'_> {
     /// Group `group`'s lock, if it has one.
-    pub async fn group_lock(&self, group: &str) -> Result<Option<LockRead>> {
+    pub async fn group_lock(self, group: &str) -> Result<Option<LockRead>> {
         let path = self.layout().group(group);
         let read = self.read_path(&path).await?;
         read.map(|read| LockRead::parse(path, read)).transpose()
@@ -60,7 +66,7 @@ impl Queue {
 
     /// Resumes a group paused after one of its tasks went to the dead letters: deletes its
     /// lock if it is a pause. Whether it was paused.
-    pub async fn resume_group(&self, group: &str) -> Result<bool> {
+    pub async fn resume_group(self, group: &str) -> Result<bool> {
         let Some(read) = self.group_lock(group).await? else {
             return Ok(false);
         };
@@ -76,7 +82,7 @@ impl Queue {
     }
 
     /// The paused groups (their encoded names) and why, a bounded number.
-    pub async fn paused_groups(&self, limit: usize) -> Result<Vec<(String, String)>> {
+    pub async fn paused_groups(self, limit: usize) -> Result<Vec<(String, String)>> {
         let root = self.layout().groups();
         let names = match self.client().list_children(&root).await {
             Ok(names) => names,
@@ -137,15 +143,15 @@ pub struct HeldLock {
     pub version: i32,
 }
 
-impl Queue {
+impl Groups<'_> {
     /// What a claim of task `name` (of `envelope`'s group) does to the group's lock. Most
     /// claims find their group free (the task before completed), so a claim creates the lock
     /// without reading it first and reads it only when the create meets one
-    /// ([`Queue::lock_met`]), unless `read_first`: a task that goes through a gate reads the
+    /// ([`Groups::lock_met`]), unless `read_first`: a task that goes through a gate reads the
     /// lock before, so that a busy or paused group never takes a place in the gate (nor a
     /// token of its bucket) from a task that can run.
     pub(super) async fn lock_for_claim(
-        &self,
+        self,
         group: &str,
         name: &str,
         envelope: &crate::task::Envelope,
@@ -182,7 +188,7 @@ impl Queue {
     /// died), by taking it over at the version read; otherwise the group is busy (with its
     /// holder's id), or paused, or its lock went meanwhile (busy, for a later pass).
     pub(super) async fn lock_met(
-        &self,
+        self,
         group: &str,
         name: &str,
         envelope: &crate::task::Envelope,
@@ -194,7 +200,7 @@ impl Queue {
     /// The group's lock read: taken over when it names this very task, else busy (with the
     /// holder's id, or `None` when paused); `None` when there is no lock.
     async fn read_lock_decision(
-        &self,
+        self,
         group: &str,
         name: &str,
         envelope: &crate::task::Envelope,
@@ -254,7 +260,7 @@ impl Release {
     }
 }
 
-impl Queue {
+impl Groups<'_> {
     /// How burying task `name` (id `id`), which holds `held`, releases its group.
     pub(super) fn release_lock(
         &self,

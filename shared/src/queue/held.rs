@@ -29,7 +29,7 @@ impl Lease {
         &self.slots
     }
 
-    /// Takes the places the task holds in gates (see [`Queue::free_slots`]).
+    /// Takes the places the task holds in gates (see [`super::Gates::free_slots`]).
     pub fn take_slots(&mut self) -> Vec<SlotShare> {
         std::mem::take(&mut self.slots)
     }

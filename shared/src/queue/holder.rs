@@ -181,7 +181,9 @@ impl Queue {
                 (Part::Mark, NodeExists) => Settled::Cancelled,
                 // A queue made by an earlier version lacks `cancelled/`.
                 (Part::Mark, NoNode) => {
-                    self.ensure_parent(&self.layout().cancelled()).await?;
+                    self.cancels()
+                        .ensure_parent(&self.layout().cancelled())
+                        .await?;
                     continue;
                 }
                 // The bucket was promoted away between its creation and this: once more.

@@ -3,14 +3,14 @@
 //! reaper sweeps the keys filed under `keys-expiry/` by when they expire, a bounded number per
 //! run.
 
+use crate::queue::Keys;
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::keys::KeyData;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 
-impl Queue {
+impl Keys<'_> {
     /// Whether a key whose task completed at `completed_at` (ms since the epoch) is past its
     /// window by this machine's clock.
     pub(super) fn key_expired(&self, completed_at: i64) -> bool {
@@ -19,7 +19,7 @@ impl Queue {
     }
 
     /// Deletes the key at `key_path` if it is still an expired completed key.
-    pub(super) async fn delete_expired_key(&self, key_path: &str) -> Result<bool> {
+    pub(super) async fn delete_expired_key(self, key_path: &str) -> Result<bool> {
         let Some((bytes, stat)) = self.read_path(key_path).await? else {
             return Ok(false);
         };
@@ -31,7 +31,7 @@ impl Queue {
 
     /// Deletes the key at `key_path` if it is still at `version` (read as an expired completed
     /// key: free, whoever had it); `false` when it changed or went meanwhile.
-    pub(super) async fn delete_key_at(&self, key_path: &str, version: i32) -> Result<bool> {
+    pub(super) async fn delete_key_at(self, key_path: &str, version: i32) -> Result<bool> {
         match self.client().delete(key_path, Some(version)).await {
             Ok(()) => Ok(true),
             Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(false),
@@ -42,7 +42,7 @@ impl Queue {
     /// Deletes the keys whose window has passed (with their entries), at most `limit`
     /// looked at; returns how many keys went. Buckets are looked at from their start on;
     /// an entry not due yet stays.
-    pub async fn sweep_keys(&self, now: &ZkTime, limit: usize) -> Result<usize> {
+    pub async fn sweep_keys(self, now: &ZkTime, limit: usize) -> Result<usize> {
         let root = self.layout().key_expiry();
         let buckets = match self.client().list_children(&root).await {
             Ok(names) => names,
@@ -85,7 +85,7 @@ impl Queue {
     /// Looks at key `entry` (an encoded key) filed in `bucket_path`: a completed key past its
     /// window goes with its entry; an entry whose key is gone or was taken again since goes
     /// alone; a key still in its window stays.
-    async fn expire(&self, bucket_path: &str, entry: &str) -> Result<Expiry> {
+    async fn expire(self, bucket_path: &str, entry: &str) -> Result<Expiry> {
         let key = format!("{}/{entry}", self.layout().keys());
         let entry_path = format!("{bucket_path}/{entry}");
         let completed = self

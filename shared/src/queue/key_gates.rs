@@ -3,10 +3,10 @@
 //! first claim of a task with that key; without the sweep, every key ever used would leave
 //! one behind.
 
+use crate::queue::Gates;
 use serde::Serialize;
 use zookeeper_client as zk;
 
-use super::Queue;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::decode_segment;
@@ -51,10 +51,10 @@ const READ_BATCH: usize = 128;
 /// whose tasks come steadily keeps its gate instead of making it again and again.
 pub const KEY_GATE_IDLE_MS: i64 = 60_000;
 
-impl Queue {
+impl Gates<'_> {
     /// The concurrency keys with tasks in flight, by route and key, at most `limit` gates
     /// looked at (the rest are not counted).
-    pub async fn keys_in_flight(&self, limit: usize) -> Result<Vec<KeyInFlight>> {
+    pub async fn keys_in_flight(self, limit: usize) -> Result<Vec<KeyInFlight>> {
         let gates = self.read_key_gates(limit).await?;
         let mut keys: Vec<KeyInFlight> = gates
             .into_iter()
@@ -73,7 +73,7 @@ impl Queue {
     /// Deletes keys' gates with no slot held, untouched for [`KEY_GATE_IDLE_MS`], and whose
     /// bucket is full again by `now`, at most `limit` looked at; returns how many went. Each
     /// is deleted at the version read: a claim through it since (which rewrites it) keeps it.
-    pub async fn sweep_key_gates(&self, now: &ZkTime, limit: usize) -> Result<usize> {
+    pub async fn sweep_key_gates(self, now: &ZkTime, limit: usize) -> Result<usize> {
         let now_ms = now.now_ms();
         let mut swept = 0;
         for gate in self.read_key_gates(limit).await? {
@@ -97,7 +97,7 @@ impl Queue {
     }
 
     /// Every key's gate of every route, at most `limit`.
-    async fn read_key_gates(&self, limit: usize) -> Result<Vec<KeyGate>> {
+    async fn read_key_gates(self, limit: usize) -> Result<Vec<KeyGate>> {
         let mut gates = Vec::new();
         for route in self.children_or_none(&self.layout().concurrency()).await? {
             let route_path = self.layout().key_gates(&route);
@@ -129,7 +129,7 @@ impl Queue {
     }
 
     /// The children of `path`, none when it does not exist.
-    async fn children_or_none(&self, path: &str) -> Result<Vec<String>> {
+    async fn children_or_none(self, path: &str) -> Result<Vec<String>> {
         match self.client().list_children(path).await {
             Ok(names) => Ok(names),
             Err(zk::Error::NoNode) => Ok(Vec::new()),

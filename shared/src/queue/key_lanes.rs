@@ -16,46 +16,53 @@ use std::collections::HashSet;
 
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::probe::{Head, LaneStart};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::task::Envelope;
+
+recipe!(
+    /// Lanes made as publishes need them (the high and low lanes, and a concurrency key's own
+    /// lane, made by the first publish of the key), and key lanes listed for a walk
+    /// (`key_lanes`).
+    KeyLanes,
+    key_lanes
+);
 
 /// Key lanes' parents read in one multi-read, at most (a parent's path and head are at most
 /// about 3 KB: a key's name up to 1 KiB, 64 ranges).
 pub const READ_BATCH: usize = 128;
 
 /// Key lanes whose tails a probe reads along with its window, at most: with more, the walk
-/// reads them apart ([`Queue::read_key_lanes`]) when they are due.
+/// reads them apart ([`KeyLanes::read_key_lanes`]) when they are due.
 pub const TAILS_PER_PROBE: usize = 128;
 
 /// The key lanes that exist, as one listing and its multi-reads found them.
 #[derive(Clone, Debug, Default)]
-pub struct KeyLanes {
+pub struct KeyLaneList {
     pub starts: Vec<LaneStart>,
     /// `cversion` of `lanes/keys` with the listing: a probe that reads another knows that a
     /// lane was made since.
     pub version: Option<i32>,
 }
 
-impl Queue {
-    /// The lane `envelope` waits in, made sure of (see [`Queue::ensure_lanes`]).
-    pub(crate) async fn lane_for(&self, envelope: &Envelope) -> Result<Lane> {
+impl KeyLanes<'_> {
+    /// The lane `envelope` waits in, made sure of (see [`KeyLanes::ensure_lanes`]).
+    pub(crate) async fn lane_for(self, envelope: &Envelope) -> Result<Lane> {
         let lane = envelope.lane();
         self.ensure_lanes(std::slice::from_ref(&lane)).await?;
         Ok(lane)
     }
 
     /// The lane a task body asks for, made sure of.
-    pub(crate) async fn lane_of_body(&self, body: &[u8]) -> Result<Lane> {
+    pub(crate) async fn lane_of_body(self, body: &[u8]) -> Result<Lane> {
         let lane = Lane::of_body(body);
         self.ensure_lanes(std::slice::from_ref(&lane)).await?;
         Ok(lane)
     }
 
     /// Makes the key lanes among `lanes` that this process has not seen yet, pipelined.
-    pub(crate) async fn ensure_lanes(&self, lanes: &[Lane]) -> Result<()> {
+    pub(crate) async fn ensure_lanes(self, lanes: &[Lane]) -> Result<()> {
         let missing: HashSet<&str> = {
             let seen = self.key_lanes_seen.lock().expect("not poisoned");
             lanes
@@ -91,7 +98,7 @@ impl Queue {
 
     /// Creates `lanes/keys/<key>` (and `lanes/keys` when a queue set up by an earlier version
     /// lacks it); one that exists is no error.
-    async fn make_key_lane(&self, key: &str) -> Result<()> {
+    async fn make_key_lane(self, key: &str) -> Result<()> {
         let path = self.layout().lane_tasks(&Lane::Key(key.to_string()));
         for _ in 0..2 {
             match self.client().create(&path, &[], &self.persistent()).await {
@@ -103,7 +110,7 @@ impl Queue {
         Err(Error::zk("create", &path, zk::Error::NoNode))
     }
 
-    async fn make_parent(&self, path: &str) -> Result<()> {
+    async fn make_parent(self, path: &str) -> Result<()> {
         match self.client().create(path, &[], &self.persistent()).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(Error::zk("create", path, e)),
@@ -112,11 +119,11 @@ impl Queue {
 
     /// Every key lane, where it starts: one listing of `lanes/keys` and one multi-read of the
     /// lanes' parents. A queue without `lanes/keys` has none.
-    pub async fn read_key_lanes(&self) -> Result<KeyLanes> {
+    pub async fn read_key_lanes(self) -> Result<KeyLaneList> {
         let parent = self.layout().key_lanes();
         let (mut keys, stat) = match self.client().get_children(&parent).await {
             Ok(listed) => listed,
-            Err(zk::Error::NoNode) => return Ok(KeyLanes::default()),
+            Err(zk::Error::NoNode) => return Ok(KeyLaneList::default()),
             Err(e) => return Err(Error::zk("list", &parent, e)),
         };
         keys.sort_unstable();
@@ -140,7 +147,7 @@ impl Queue {
                 lane,
             });
         }
-        Ok(KeyLanes {
+        Ok(KeyLaneList {
             starts,
             version: Some(stat.cversion),
         })

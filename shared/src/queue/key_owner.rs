@@ -4,9 +4,9 @@
 //! the version read, so a key that changed hands since fails the multi-op instead of being
 //! overwritten. (Publishing with a key and sweeping expired keys are in `keys`.)
 
+use crate::queue::Keys;
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::keys::KeyData;
 use super::ops::Op;
 use crate::error::Result;
@@ -40,9 +40,9 @@ impl OwnedKey {
     }
 }
 
-impl Queue {
+impl Keys<'_> {
     /// The key of the task in `body` (any producer's), read, if it is that task's own.
-    pub(crate) async fn owned_key_of_body(&self, body: &[u8]) -> Result<Option<OwnedKey>> {
+    pub(crate) async fn owned_key_of_body(self, body: &[u8]) -> Result<Option<OwnedKey>> {
         match crate::task::parse(body) {
             crate::task::Body::Envelope(envelope) => self.owned_key(&envelope).await,
             _ => Ok(None),
@@ -51,7 +51,7 @@ impl Queue {
 
     /// The key of `envelope`'s task, read, if it is that task's own: one `getData`, and none
     /// for a task without a key.
-    pub(crate) async fn owned_key(&self, envelope: &Envelope) -> Result<Option<OwnedKey>> {
+    pub(crate) async fn owned_key(self, envelope: &Envelope) -> Result<Option<OwnedKey>> {
         let Some(path) = self.key_path(envelope) else {
             return Ok(None);
         };
@@ -61,7 +61,7 @@ impl Queue {
 
     /// The keys of `tasks` that are their own, read in one multi-read (no request when none
     /// has a key).
-    async fn owned_keys(&self, tasks: &[&Task]) -> Result<Vec<Option<OwnedKey>>> {
+    async fn owned_keys(self, tasks: &[&Task]) -> Result<Vec<Option<OwnedKey>>> {
         let paths: Vec<Option<String>> = tasks.iter().map(|t| self.key_path(&t.envelope)).collect();
         let wanted: Vec<String> = paths.iter().flatten().cloned().collect();
         let mut reads = self.read_paths(&wanted).await?.into_iter();
@@ -79,10 +79,7 @@ impl Queue {
     /// the key marked completed now (at the version read) and the path of its expiry entry
     /// (whose bucket is made here); nothing for a task without a key, or whose key another
     /// task has.
-    pub(crate) async fn completed_keys(
-        &self,
-        tasks: &[&Task],
-    ) -> Result<Vec<Option<CompletedKey>>> {
+    pub(crate) async fn completed_keys(self, tasks: &[&Task]) -> Result<Vec<Option<CompletedKey>>> {
         let owned = self.owned_keys(tasks).await?;
         if owned.iter().all(Option::is_none) {
             return Ok(owned.into_iter().map(|_| None).collect());
@@ -93,8 +90,11 @@ impl Queue {
         // Once per bucket and queue: a create that finds its node is a logged write all the same.
         use std::sync::atomic::Ordering::Relaxed;
         if self.key_bucket.load(Relaxed) != bucket {
-            self.ensure_parent(&self.layout().key_expiry()).await?;
-            self.ensure_parent(&self.layout().key_expiry_bucket(bucket))
+            self.cancels()
+                .ensure_parent(&self.layout().key_expiry())
+                .await?;
+            self.cancels()
+                .ensure_parent(&self.layout().key_expiry_bucket(bucket))
                 .await?;
             self.key_bucket.store(bucket, Relaxed);
         }

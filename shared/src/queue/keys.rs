@@ -10,24 +10,30 @@
 //! reads the key first (a completion batch in one multi-read) and writes or deletes it only at
 //! the version read, and only when it names the task's id and is not completed ([`OwnedKey`]).
 //! A redrive takes the key again in the multi-op that queues the task, or, when another task
-//! has it, queues nothing ([`Queue::redrive`]).
+//! has it, queues nothing ([`dead::redrive`]).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::task::Envelope;
 
+recipe!(
+    /// Idempotency keys: publishing with one, what settling a keyed task does to its key, and
+    /// keys past their window (`keys`, `key_owner`, `key_expiry`).
+    Keys,
+    keys
+);
+
 /// How long a publish that met a taken key waits for the winner to write its task's name.
 const NAME_WAIT: Duration = Duration::from_millis(50);
 const NAME_TRIES: usize = 20;
 
-/// What a keyed publish writes (see [`Queue::keyed_write`]).
+/// What a keyed publish writes (see [`Keys::keyed_write`]).
 pub(super) struct KeyedWrite {
     pub(super) key_path: String,
     pub(super) unnamed: Vec<u8>,
@@ -148,13 +154,13 @@ impl Published {
 /// Re-reads of its batch a redrive of a batch member may make when others keep changing it.
 const BATCH_REREADS: usize = 64;
 
-impl Queue {
-    pub(super) async fn publish_one(&self, envelope: &Envelope) -> Result<Published> {
+impl Keys<'_> {
+    pub(super) async fn publish_one(self, envelope: &Envelope) -> Result<Published> {
         if !envelope.after.is_empty() {
             envelope
                 .check_publishable()
                 .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
-            return self.publish_child(envelope).await;
+            return self.dependencies().publish_child(envelope).await;
         }
         // An empty id, a key too long (its requests would drop the connection), a
         // concurrency key no gate can be named after: refused first. (A body within a task's
@@ -165,12 +171,16 @@ impl Queue {
             .map_err(|problem| Error::Unpublishable { item: 1, problem })?;
         if let Some(batch) = &envelope.batch {
             let mut one = self
+                .batches()
                 .publish_members(std::slice::from_ref(envelope), batch)
                 .await?;
             return Ok(one.remove(0));
         }
         if let Some(debounce) = &envelope.debounce {
-            let done = self.publish_debounced(envelope, debounce).await?;
+            let done = self
+                .debounce()
+                .publish_debounced(envelope, debounce)
+                .await?;
             return Ok(Published::Debounced {
                 id: envelope.id.clone(),
                 key: debounce.key.clone(),
@@ -183,7 +193,7 @@ impl Queue {
         match &envelope.idempotency_key {
             Some(key) => self.publish_keyed(envelope, key).await,
             None => {
-                let lane = self.lane_for(envelope).await?;
+                let lane = self.key_lanes().lane_for(envelope).await?;
                 Ok(Published::Created {
                     id: envelope.id.clone(),
                     task: self.publish_in(&lane, &envelope.to_bytes()?).await?,
@@ -192,9 +202,11 @@ impl Queue {
         }
     }
 
-    async fn publish_keyed(&self, envelope: &Envelope, key: &str) -> Result<Published> {
+    async fn publish_keyed(self, envelope: &Envelope, key: &str) -> Result<Published> {
         let write = self.keyed_write(envelope, key)?;
-        let prefix = self.layout().lane_prefix(&self.lane_for(envelope).await?);
+        let prefix = self
+            .layout()
+            .lane_prefix(&self.key_lanes().lane_for(envelope).await?);
         for _ in 0..3 {
             let mut multi = Multi::new();
             multi
@@ -213,7 +225,7 @@ impl Queue {
                         }
                     }
                     (Part::Key, zk::Error::NoNode) => {
-                        self.ensure_parent(&self.layout().keys()).await?
+                        self.cancels().ensure_parent(&self.layout().keys()).await?
                     }
                     _ => return Err(failed.unexpected("publish")),
                 },
@@ -232,7 +244,7 @@ impl Queue {
     /// went meanwhile (redriven or purged by someone else); [`Requeued::KeyTaken`] when another
     /// task has the key (published after this one died): nothing is written.
     pub(crate) async fn redrive(
-        &self,
+        self,
         body: &[u8],
         keyed: Option<(&Envelope, &str)>,
         dead: &str,
@@ -241,13 +253,15 @@ impl Queue {
         let write = keyed.map(|(e, key)| self.keyed_write(e, key)).transpose()?;
         let body = write.as_ref().map_or(body, |w| &w.body[..]);
         // Back to the tail of the lane it was published in.
-        let prefix = self.layout().lane_prefix(&self.lane_of_body(body).await?);
+        let prefix = self
+            .layout()
+            .lane_prefix(&self.key_lanes().lane_of_body(body).await?);
         let batch = match crate::task::parse(body) {
             crate::task::Body::Envelope(e) => e.batch,
             _ => None,
         };
         let mut seen = match &batch {
-            Some(b) => self.read_batch(b).await?,
+            Some(b) => self.batches().read_batch(b).await?,
             None => None,
         };
         // The task's name: a record whose name was taken has a `~` suffix the batch never saw.
@@ -283,6 +297,7 @@ impl Queue {
                 (Part::Record, zk::Error::NoNode | zk::Error::BadVersion, _) => return Ok(None),
                 (Part::Batch, zk::Error::NoNode | zk::Error::BadVersion, _) => {
                     seen = self
+                        .batches()
                         .read_batch(batch.as_deref().unwrap_or_default())
                         .await?;
                 }
@@ -292,7 +307,7 @@ impl Queue {
                     }
                 }
                 (Part::Key, zk::Error::NoNode, _) => {
-                    self.ensure_parent(&self.layout().keys()).await?
+                    self.cancels().ensure_parent(&self.layout().keys()).await?
                 }
                 _ => return Err(failed.unexpected("redrive")),
             }
@@ -325,7 +340,7 @@ impl Queue {
 
     /// Writes the name of the task a keyed publish just created into its key; whoever meets
     /// the key before this lands waits for it (see `existing`).
-    pub(super) async fn name_key(&self, write: &KeyedWrite, task: &str) -> Result<()> {
+    pub(super) async fn name_key(self, write: &KeyedWrite, task: &str) -> Result<()> {
         let named = serde_json::to_vec(&KeyData::named(write, task))?;
         if let Err(e) = self
             .client()
@@ -338,7 +353,7 @@ impl Queue {
     }
 
     /// The task that has the key at `key_path`; `None` when the key went meanwhile.
-    pub(super) async fn existing(&self, key_path: &str) -> Result<Option<Published>> {
+    pub(super) async fn existing(self, key_path: &str) -> Result<Option<Published>> {
         let mut key = None;
         for _ in 0..NAME_TRIES {
             let Some((bytes, _)) = self.read_path(key_path).await? else {
@@ -377,7 +392,7 @@ impl Queue {
     }
 
     /// Where the task named `name` is, from one probe of its number.
-    async fn key_task_state(&self, name: &str) -> Result<KeyState> {
+    async fn key_task_state(self, name: &str) -> Result<KeyState> {
         let Some(number) = layout::sequence(name) else {
             return Ok(KeyState::Pending);
         };

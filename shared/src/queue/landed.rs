@@ -55,6 +55,12 @@ use crate::layout;
 use crate::task::{self, Body, Envelope, StandsFor};
 use judge::{batch_gone, debounced_answer, keyed};
 
+recipe!(
+    /// A publish whose answers were lost with its connection: what landed of it (`landed`).
+    InDoubt,
+    in_doubt
+);
+
 /// Numbers read in one request when a lane's tail is searched.
 const SEARCH_CHUNK: usize = 64;
 
@@ -202,13 +208,13 @@ struct Look {
     marks: HashMap<String, Option<i64>>,
 }
 
-impl Queue {
+impl<'q> InDoubt<'q> {
     /// Sends a read of the floors of `window` now, before whatever is sent after it: the tails
     /// of its lanes (a lane not made yet has 0) and the pending nodes of its debounce keys.
-    pub(super) fn read_floors<'a>(
-        &'a self,
+    pub(super) fn read_floors(
+        self,
         window: &[Envelope],
-    ) -> impl Future<Output = Result<Floors>> + Send + 'a {
+    ) -> impl Future<Output = Result<Floors>> + Send + 'q {
         let mut lanes: Vec<Lane> = window.iter().map(Envelope::lane).collect();
         lanes.sort();
         lanes.dedup();
@@ -221,7 +227,7 @@ impl Queue {
             .map(|l| self.layout().lane_tasks(l))
             .chain(keys.iter().map(|k| self.layout().debounced(k)))
             .collect();
-        let mut reader = self.client().new_multi_reader();
+        let mut reader = self.0.client().new_multi_reader();
         let sent = super::reads::add_get_data(&mut reader, &paths).map(|()| reader.commit());
         async move {
             let read = sent?.await;
@@ -249,7 +255,7 @@ impl Queue {
     /// loss it failed on ([`Losses`]). `answered` holds the names of the tasks this publish
     /// was answered for: a missing number that is one of them is explained.
     pub(super) async fn landed(
-        &self,
+        self,
         doubts: &[&Envelope],
         losses: &[u64],
         floors: &Floors,
@@ -269,7 +275,7 @@ impl Queue {
     /// cannot be told makes every item's unknown. Debounced items whose keys hold other
     /// publishes (and nothing else) are answered replaced.
     pub(super) async fn landed_whole(
-        &self,
+        self,
         batch: &[&Envelope],
         floors: &Floors,
         answered: &HashSet<String>,
@@ -294,7 +300,7 @@ impl Queue {
                     // A key another task has: answered with that task, as the batch did.
                     (None, Side::Key(Some(key))) if key.id != envelope.id => {
                         let path = self.layout().key(keyed(envelope).unwrap_or_default());
-                        match self.existing(&path).await? {
+                        match self.keys().existing(&path).await? {
                             Some(existing) => Fate::Landed(existing),
                             None => Fate::Unnamed(batch_gone(&found)),
                         }
@@ -327,7 +333,7 @@ impl Queue {
     /// Reads what tells the fates of `doubts` (see the module documentation): side stores
     /// first, then lanes, then where the numbers missing from them went.
     async fn look(
-        &self,
+        self,
         doubts: &[&Envelope],
         floors: &Floors,
         answered: &HashSet<String>,
@@ -376,7 +382,7 @@ impl Queue {
     }
 
     /// The side store of each of `doubts`, as it is now (see [`Side`]).
-    async fn read_sides(&self, doubts: &[&Envelope]) -> Result<Vec<Side>> {
+    async fn read_sides(self, doubts: &[&Envelope]) -> Result<Vec<Side>> {
         // Debounce keys and idempotency keys in one multi-read; children one by one.
         let paths: Vec<Option<String>> = (doubts.iter())
             .map(|e| match (&e.debounce, keyed(e)) {
@@ -397,7 +403,7 @@ impl Queue {
                 let pending = data.zip(stat);
                 Side::Pending(pending.map(|(d, s)| (super::debounce::pending_id(&d), s.mzxid)))
             } else if !envelope.after.is_empty() {
-                Side::Child(self.child_found(&envelope.id).await?)
+                Side::Child(self.dependencies().child_found(&envelope.id).await?)
             } else if path.is_some() {
                 Side::Key(data.and_then(|d| serde_json::from_slice::<KeyData>(&d).ok()))
             } else {
@@ -412,7 +418,7 @@ impl Queue {
     /// among `answered`. The tail is the lane's stat's plus the head's `tail_offset` (a server
     /// whose numbering jumped), and the numbers past it are read on while they hold tasks.
     async fn search_tail(
-        &self,
+        self,
         lane: &Lane,
         floor: Option<i64>,
         wanted: &HashSet<&str>,
@@ -474,7 +480,7 @@ impl Queue {
     /// Names the keys of keyed items found in their lanes whose keys were read unnamed (their
     /// naming lost with the connection too).
     async fn name_found_keys(
-        &self,
+        self,
         doubts: &[&Envelope],
         look: &Look,
         fates: &[Fate],
@@ -491,8 +497,8 @@ impl Queue {
             let Some(name) = keyed(envelope) else {
                 continue;
             };
-            let write = self.keyed_write(envelope, name)?;
-            self.name_key(&write, task).await?;
+            let write = self.keys().keyed_write(envelope, name)?;
+            self.keys().name_key(&write, task).await?;
         }
         Ok(())
     }
@@ -502,7 +508,7 @@ impl Queue {
     /// are among `open`, by id, and the missing names nothing explains: found nowhere, or
     /// found with a body that cannot be read (a dead letter that kept only its body's digest).
     async fn explain_missing(
-        &self,
+        self,
         missing: &[(i64, String)],
         open: &HashSet<&str>,
     ) -> Result<(HashMap<String, String>, Vec<(i64, String)>)> {
@@ -535,7 +541,7 @@ impl Queue {
             Err(e) => return Err(Error::zk("list", done, e)),
         };
         for (_, name) in missing.iter().filter(|_| !kept.is_empty()) {
-            if let Some(record) = self.find_done(name).await? {
+            if let Some(record) = self.done().find_done(name).await? {
                 if open.contains(record.id.as_str()) {
                     ours.insert(record.id, name.clone());
                 }

@@ -7,12 +7,18 @@ use std::collections::HashMap;
 
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::keys::{Published, created_name};
 use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
 use crate::task::Envelope;
 use crate::task::batch::{BatchState, BatchStatus, callback_envelopes};
+
+recipe!(
+    /// Batches: opening and sealing one, a member's publish, the tally its members' endings fold
+    /// in, the callback (`members`).
+    Batches,
+    batches
+);
 
 /// Tries of a write to a batch that other writers keep changing.
 pub(super) const TRIES: usize = 64;
@@ -115,11 +121,11 @@ fn callback_bodies(state: &mut BatchState) -> Vec<Vec<u8>> {
         .collect()
 }
 
-impl Queue {
+impl Batches<'_> {
     /// `seen` with batch `name` read again (after a write to it failed), as a settlement
     /// reads it.
     pub(super) async fn reread_batch(
-        &self,
+        self,
         seen: &mut BatchesSeen,
         name: &str,
         attempt: usize,
@@ -134,15 +140,15 @@ impl Queue {
     /// is not a batch (written by hand, or by another tool) counts as gone, with a warning
     /// naming it, so that the member settles (and the tasks settling beside it in one
     /// multi-op) instead of failing with it; the batch is left as it is.
-    pub(super) async fn settling_batch(&self, name: &str) -> Result<Option<(BatchState, i32)>> {
+    pub(super) async fn settling_batch(self, name: &str) -> Result<Option<(BatchState, i32)>> {
         let path = self.layout().batch(name);
         let found = self.read_path(&path).await?;
         Ok(found.and_then(|found| settleable(&path, found)))
     }
 
     /// The batches `names` as a settlement reads them (one multi-read; see
-    /// [`Queue::settling_batch`]).
-    pub(super) async fn settling_batches(&self, names: &[String]) -> Result<BatchesSeen> {
+    /// [`Batches::settling_batch`]).
+    pub(super) async fn settling_batches(self, names: &[String]) -> Result<BatchesSeen> {
         let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
         let read = self.read_paths(&paths).await?;
         let states = (paths.iter().zip(read))
@@ -152,7 +158,7 @@ impl Queue {
 
     /// The first `most` batches by name (one listing, one multi-read), and how many there are.
     /// A batch that cannot be read shows as its name and the problem.
-    pub async fn batches(&self, most: usize) -> Result<(Vec<BatchRead>, usize)> {
+    pub async fn list(self, most: usize) -> Result<(Vec<BatchRead>, usize)> {
         let dir = self.layout().batches();
         let mut names = match self.client().list_children(&dir).await {
             Ok(names) => names,
@@ -173,7 +179,7 @@ impl Queue {
     }
 
     /// Creates `batches/<name>` holding `state`; an error when one of that name exists.
-    pub(crate) async fn open_batch(&self, state: &BatchState) -> Result<()> {
+    pub(crate) async fn open_batch(self, state: &BatchState) -> Result<()> {
         let path = self.layout().batch(&state.name);
         let data = state.to_bytes();
         for _ in 0..2 {
@@ -182,7 +188,11 @@ impl Queue {
                 Err(zk::Error::NodeExists) => {
                     return Err(batch_error(&state.name, "a batch of that name exists"));
                 }
-                Err(zk::Error::NoNode) => self.ensure_parent(&self.layout().batches()).await?,
+                Err(zk::Error::NoNode) => {
+                    self.cancels()
+                        .ensure_parent(&self.layout().batches())
+                        .await?
+                }
                 Err(e) => return Err(Error::zk("create", &path, e)),
             }
         }
@@ -190,7 +200,7 @@ impl Queue {
     }
 
     /// Batch `name` and its version, `None` when there is none.
-    pub async fn read_batch(&self, name: &str) -> Result<Option<(BatchState, i32)>> {
+    pub async fn read_batch(self, name: &str) -> Result<Option<(BatchState, i32)>> {
         let path = self.layout().batch(name);
         let Some((data, stat)) = self.read_path(&path).await? else {
             return Ok(None);
@@ -199,7 +209,7 @@ impl Queue {
     }
 
     /// The batches `names` (one multi-read).
-    pub(super) async fn read_batches(&self, names: &[String]) -> Result<BatchesSeen> {
+    pub(super) async fn read_batches(self, names: &[String]) -> Result<BatchesSeen> {
         let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
         let read = self.read_paths(&paths).await?;
         let mut seen = HashMap::new();
@@ -214,7 +224,7 @@ impl Queue {
     }
 
     /// Seals batch `name`; its callbacks go in the same write when nothing is pending.
-    pub(crate) async fn seal_batch(&self, name: &str) -> Result<BatchStatus> {
+    pub(crate) async fn seal_batch(self, name: &str) -> Result<BatchStatus> {
         let path = self.layout().batch(name);
         let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
         for attempt in 0..TRIES {
@@ -255,7 +265,7 @@ impl Queue {
     /// the batch's `total` raised, in one multi-op; an error when the batch is unknown or
     /// sealed (nothing is created then). A run too large for one request goes one by one.
     pub(super) async fn publish_members(
-        &self,
+        self,
         run: &[Envelope],
         batch: &str,
     ) -> Result<Vec<Published>> {
@@ -287,14 +297,14 @@ impl Queue {
     }
 
     async fn publish_chunk(
-        &self,
+        self,
         run: &[Envelope],
         bodies: &[Vec<u8>],
         batch: &str,
     ) -> Result<Vec<Published>> {
         let path = self.layout().batch(batch);
         let lanes: Vec<_> = run.iter().map(Envelope::lane).collect();
-        self.ensure_lanes(&lanes).await?;
+        self.key_lanes().ensure_lanes(&lanes).await?;
         let prefixes: Vec<String> = lanes.iter().map(|l| self.layout().lane_prefix(l)).collect();
         for attempt in 0..TRIES {
             if attempt > 0 {
@@ -342,7 +352,7 @@ impl Queue {
 
     /// What publishing `envelopes` together writes to the batches they join (one multi-read
     /// of them); an error when one is unknown or sealed.
-    pub(super) async fn batch_joins(&self, envelopes: &[Envelope]) -> Result<Vec<Join>> {
+    pub(super) async fn batch_joins(self, envelopes: &[Envelope]) -> Result<Vec<Join>> {
         let members =
             (envelopes.iter().enumerate()).filter_map(|(i, e)| Some((i, e.batch.as_deref()?)));
         let groups = by_batch(members);
@@ -370,7 +380,7 @@ impl Queue {
 
     /// Refuses a publish whose envelopes join a batch that is unknown or sealed, before
     /// anything is written (one multi-read of the batches named).
-    pub(super) async fn check_batches(&self, envelopes: &[Envelope]) -> Result<()> {
+    pub(super) async fn check_batches(self, envelopes: &[Envelope]) -> Result<()> {
         let mut names: Vec<String> = envelopes.iter().filter_map(|e| e.batch.clone()).collect();
         names.sort();
         names.dedup();
@@ -393,7 +403,7 @@ impl Queue {
     /// for the tally's operations) into its batch, at the version that write left, for `batch
     /// status`. A failure leaves the callback's id there, and is logged.
     pub(super) async fn name_callback<'r>(
-        &self,
+        self,
         tally: &Tally,
         results: impl Iterator<Item = &'r zk::MultiWriteResult>,
     ) -> Option<BatchState> {

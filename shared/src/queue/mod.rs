@@ -1,28 +1,38 @@
-//! The queue's operations on ZooKeeper: publish, claim, extend, complete, release, bury.
+//! The queue on ZooKeeper: the core every task goes through, and the features beside it.
 //!
-//! - [`publish`](Queue::publish): sequential creates under `tasks/`, pipelined in bulk;
-//!   `batch`: all or nothing in one multi-op (HTTP publishing).
-//! - `probe`, `walk`: finding tasks by number from the head, without listing `tasks/`.
-//! - `delay`: tasks that wait out a backoff or a delay under `delayed/`.
-//! - `debounce`: debounced publishes pending under `debounce/<key>`: published, found by id,
-//!   withdrawn, fired into their lanes.
+//! The core ([`Queue`]):
+//!
+//! - [`publish`](Queue::publish) (`publish`, `bulk`): sequential creates at a lane's tail,
+//!   pipelined; `batch`: all or nothing in one multi-op (HTTP publishing); `outage`: riding
+//!   out a lost connection under a publish.
+//! - `start`, `probe`, `walk`, `lane_walk`, `ranges`: finding tasks by number from the heads,
+//!   without listing a lane.
 //! - `reads`: reading znodes, one or many to a request.
-//! - `claim`: taking a task ([`ClaimOutcome`]).
+//! - `claim`: taking a task ([`ClaimOutcome`]); `stale`: what a lost race teaches.
 //! - `holder`: what the holder of a [`Lease`] does while it runs the task: extend, release
-//!   ([`Settled`]); `complete`: completing held tasks; `bury`: burying any task, held or not.
-//! - `record`: dead-letter records, and their copy to a [`DeadLetterSink`] (`forward`).
-//! - `keys`: idempotency keys: deduplicated publishes, marked completed or deleted with
-//!   their task, swept when they expire.
-//! - `done`: completion records (`KEEP_DONE`), written with the completion, swept when they
-//!   expire.
-//! - `cancel_marks`: the marks of tasks cancelled while held, and cancelling a pending or
-//!   waiting task (a bury).
-//! - `pause`: pausing the whole queue or one event type (`ROOT/paused`).
-//! - `schedule_store`: recurring schedules' znodes, and taking a slot (feature `schedule`).
-//! - `gate`: the gates of limited routes (`limits/<route>`), passed in the claim's multi-op;
-//!   `gate_cache`: what this process knows of them, so a claim need not read them first;
-//!   `slots`: the places a claim's tasks hold in them together.
-//! - `ops`: the multi-op every write above is made of.
+//!   ([`Settled`]).
+//! - `end`: ending tasks, the one multi-op of every completion and burial; `complete` and
+//!   `bury` say what a task ends with; `record`: dead letters, copied to a
+//!   [`DeadLetterSink`] (`forward`).
+//! - `delay`: tasks that wait out a backoff or a delay under `delayed/`.
+//! - `ops`: the multi-op every write is made of.
+//!
+//! The features, each a recipe (`recipe`): a view of the queue with its own methods, reached
+//! from it, and called by the core only for a task that carries the feature:
+//!
+//! - [`Groups`] (`group_lock`, `place`): ordered groups' locks, and grouped tasks' places.
+//! - [`Keys`] (`keys`, `key_owner`, `key_expiry`): idempotency keys.
+//! - [`Gates`] (`gate`, `gate_cache`, `slots`, `slot_writes`, `key_gates`): limited routes'
+//!   and concurrency keys' gates, and the slots claims hold in them.
+//! - [`KeyLanes`] (`key_lanes`): lanes made as publishes need them; key lanes listed.
+//! - [`Batches`] (`members`): batches' znodes, members, tallies and callbacks.
+//! - [`Dependencies`] (`parents`, `dependents`): children waiting for their parents.
+//! - [`DebounceKeys`] (`debounce`, `debounce_due`): debounced publishes and their due index.
+//! - [`Done`] (`done`): completion records (`KEEP_DONE`).
+//! - [`Cancels`] (`cancel_marks`): cancel marks, and cancelling a pending or waiting task.
+//! - [`Pauses`] (`pause`): pausing the queue or one event type.
+//! - [`Schedules`] (`schedule_store`): recurring schedules' znodes (feature `schedule`).
+//! - [`InDoubt`] (`landed`): what landed of a publish whose answers were lost.
 //!
 //! # Fencing
 //!
@@ -36,6 +46,8 @@
 //! claimed the task, the lease znode has the same path, perhaps even the same version, but the
 //! task's version has moved on, so the stale holder's write fails and changes nothing.
 
+#[macro_use]
+mod recipe;
 mod batch;
 mod bulk;
 mod bury;
@@ -87,28 +99,39 @@ use zookeeper_client as zk;
 
 pub use crate::task::PendingDebounced;
 pub use bury::Burial;
+pub use cancel_marks::Cancels;
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Restraints};
+pub use debounce::DebounceKeys;
 pub use debounce::Debounced;
 pub use debounce_due::{FIRE_PER_RUN, LOOK_PER_RUN};
 pub use delay::{Deferred, parse_waiting, waiting_name};
+pub use dependents::Dependencies;
+pub use done::Done;
 pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};
+pub use gate::Gates;
+pub use group_lock::Groups;
 pub use group_lock::{GroupLock, HeldLock, LockRead};
 pub use held::{Lease, Settled};
 pub use key_gates::{KEY_GATE_IDLE_MS, KeyInFlight};
-pub use key_lanes::KeyLanes;
+pub use key_lanes::{KeyLaneList, KeyLanes};
+pub use keys::Keys;
 pub(crate) use keys::Requeued;
 pub use keys::{KeyState, Published};
+pub use landed::InDoubt;
 pub use lane_walk::LaneWalk;
 pub use members::BatchRead;
+pub use members::Batches;
 pub(crate) use members::{batch_error, unknown_batch};
 pub(crate) use ops::{Multi, Op, Part};
 pub use outage::{PUBLISH_RETRY_FOR, PublishOptions, Renew};
+pub use pause::Pauses;
 pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::{Head, HeadData, LaneStart, Lanes, LeaseSeen, Probe, Probed};
 pub use publish::Outcome;
 pub use reads::TaskRead;
 pub use record::CANCELLED;
+pub use schedule_store::Schedules;
 #[cfg(feature = "schedule")]
 pub use schedule_store::{SlotTaken, StoredSchedule};
 pub use slots::{SlotShare, tasks_in as slot_tasks};

@@ -26,9 +26,9 @@
 
 mod find;
 
+use crate::queue::Dependencies;
 use std::collections::{HashMap, HashSet};
 
-use super::Queue;
 use super::keys::Published;
 use super::ops::{Multi, Op, Part};
 use super::place::PlaceWrite;
@@ -227,10 +227,10 @@ fn dead_reason(child: &Envelope, parents: &[Parent]) -> Option<String> {
     })
 }
 
-impl Queue {
+impl Dependencies<'_> {
     /// Publishes `envelope`, whose `after` names its parents (see the module documentation):
     /// an all-or-nothing batch of one.
-    pub(super) async fn publish_child(&self, envelope: &Envelope) -> Result<Published> {
+    pub(super) async fn publish_child(self, envelope: &Envelope) -> Result<Published> {
         // Sent again (its first try's reply lost): the child that waits, or died, already.
         if let Some(published) = self.child_published(&envelope.id).await? {
             return Ok(published);
@@ -246,7 +246,7 @@ impl Queue {
 
     /// The child with envelope id `id` as an earlier publish left it: waiting under `after/`, or
     /// dead with a parent (its letter's reason names one); `None` otherwise.
-    async fn child_published(&self, id: &str) -> Result<Option<Published>> {
+    async fn child_published(self, id: &str) -> Result<Option<Published>> {
         Ok(self.child_found(id).await?.filter(|found| match found {
             Published::Buried { reason, .. } => reason.starts_with("parent "),
             _ => true,
@@ -255,7 +255,7 @@ impl Queue {
 
     /// The child with envelope id `id`: waiting under `after/`, or among the dead letters
     /// under its blocked name (for any reason); `None` otherwise.
-    pub(super) async fn child_found(&self, id: &str) -> Result<Option<Published>> {
+    pub(super) async fn child_found(self, id: &str) -> Result<Option<Published>> {
         if let Some((body, _)) = self.read_path(&self.layout().blocked(id)).await? {
             let waiting_on = match task::parse(&body) {
                 Body::Envelope(e) => e.waiting_on,
@@ -284,7 +284,7 @@ impl Queue {
     /// one it names is taken as it is there, any other parent is found in the queue. A parent
     /// it cannot wait for is an [`Error::Parent`]; nothing is written here.
     pub(super) async fn plan_child(
-        &self,
+        self,
         envelope: &Envelope,
         earlier: &HashMap<String, Earlier>,
     ) -> Result<ChildPlan> {
@@ -305,7 +305,9 @@ impl Queue {
             .map(|p| p.id().to_string())
             .collect();
         // A grouped child keeps its turn in its group while it waits.
-        let place = self.place_write(&child, &child.id, StandsFor::Parents);
+        let place = self
+            .groups()
+            .place_write(&child, &child.id, StandsFor::Parents);
         child.placed = place.as_ref().map(|_| child.id.clone());
         Ok(ChildPlan::Wait(WaitingChild {
             place,
@@ -319,7 +321,7 @@ impl Queue {
 
     /// The parents `envelope`'s `after` names, each once (by its id) in the order named.
     async fn find_parents(
-        &self,
+        self,
         envelope: &Envelope,
         earlier: &HashMap<String, Earlier>,
     ) -> Result<Vec<Parent>> {
@@ -340,7 +342,7 @@ impl Queue {
     }
 
     /// The parent `key` names, or an error saying there is none.
-    async fn known_parent(&self, key: &str) -> Result<Parent> {
+    async fn known_parent(self, key: &str) -> Result<Parent> {
         // Twice: a task that moved while it was looked for (from `delayed/` back to a lane,
         // between the look at the lanes and the look at `delayed/`) is found the second time.
         let found = match self.find_parent(key).await? {
@@ -359,7 +361,7 @@ impl Queue {
     /// The parent an earlier item of the same publish (with id `key`) is. One made by the
     /// same multi-op gets its marker created there ([`ChildPlan::marker_taken`] when one is
     /// there already).
-    async fn earlier_parent(&self, key: &str, item: &Earlier) -> Result<Parent> {
+    async fn earlier_parent(self, key: &str, item: &Earlier) -> Result<Parent> {
         match item {
             Earlier::Made(id) => Ok(Parent::Along { id: id.clone() }),
             Earlier::Dead(settled) => Ok(Parent::Settled {

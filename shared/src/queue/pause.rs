@@ -7,8 +7,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
-use super::Queue;
 use crate::error::{Error, Result};
+
+recipe!(
+    /// Pausing the whole queue or one event type (`ROOT/paused`).
+    Pauses,
+    pauses
+);
 
 /// What is paused (`ROOT/paused`'s data; no znode means nothing is).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,24 +76,24 @@ impl Paused {
     }
 }
 
-impl Queue {
+impl Pauses<'_> {
     /// What is paused now.
-    pub async fn paused(&self) -> Result<Paused> {
+    pub async fn paused(self) -> Result<Paused> {
         Ok(self.read_paused().await?.0)
     }
 
     /// Pauses `target`; whether it was running until now.
-    pub async fn pause(&self, target: &PauseTarget) -> Result<bool> {
+    pub async fn pause(self, target: &PauseTarget) -> Result<bool> {
         self.change_paused(target, true).await
     }
 
     /// Resumes `target`; whether it was paused until now.
-    pub async fn resume(&self, target: &PauseTarget) -> Result<bool> {
+    pub async fn resume(self, target: &PauseTarget) -> Result<bool> {
         self.change_paused(target, false).await
     }
 
     /// The state and the znode's version (`None`: no znode).
-    async fn read_paused(&self) -> Result<(Paused, Option<i32>)> {
+    async fn read_paused(self) -> Result<(Paused, Option<i32>)> {
         let path = self.layout().paused();
         match self.client().get_data(&path).await {
             Ok((data, stat)) => Ok((Paused::parse(&path, &data)?, Some(stat.version))),
@@ -98,7 +103,7 @@ impl Queue {
     }
 
     /// Read, change, write at the version read; again when another client wrote in between.
-    async fn change_paused(&self, target: &PauseTarget, on: bool) -> Result<bool> {
+    async fn change_paused(self, target: &PauseTarget, on: bool) -> Result<bool> {
         let path = self.layout().paused();
         loop {
             let (mut paused, version) = self.read_paused().await?;

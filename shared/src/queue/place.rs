@@ -7,7 +7,7 @@
 //!   pending grouped task that pauses its group, when it does not hold its group's lock, leaves
 //!   a place standing for its death where the task was.
 //! - **Taken** by the claim that meets the place as its group's next task
-//!   ([`Queue::take_place`]): when the task is ready (its parents settled, its debounce due), one
+//!   ([`Groups::take_place`]): when the task is ready (its parents settled, its debounce due), one
 //!   multi-op deletes it where it waited and writes it into the place, which the claim then
 //!   takes as any task. Not ready: the place holds its group back, as a grouped task not due
 //!   yet does. Gone (the child died with a parent or was cancelled, the debounced publish was
@@ -18,10 +18,10 @@
 //!   `setData` of the lane's own znode (`tasks`, `lanes/high`, `lanes/low`, whose data nobody
 //!   reads), which fires the workers' watches on the lane and takes no number from it.
 
+use crate::queue::Groups;
 use serde_json::Value;
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::group_lock::GroupLock;
 use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
@@ -59,7 +59,7 @@ pub(super) enum PlaceTaken {
     Taken,
 }
 
-impl Queue {
+impl Groups<'_> {
     /// The place grouped `task` keeps in its lane while it waits for `stands_for`, under `id`;
     /// `None` for a task in no group.
     pub(super) fn place_write(
@@ -77,7 +77,7 @@ impl Queue {
 
     /// Wakes the workers watching `lane` (a priority lane: a grouped task is in no key lane):
     /// its znode's data set (empty, at any version), which its watchers see change.
-    pub(super) async fn wake_lane(&self, lane: &Lane) -> Result<()> {
+    pub(super) async fn wake_lane(self, lane: &Lane) -> Result<()> {
         // A key lane's znode holds its head.
         if matches!(lane, Lane::Key(_)) {
             return Ok(());
@@ -94,7 +94,7 @@ impl Queue {
     /// module documentation); `on_dead`: what its group does if its task died (the place's
     /// own, else its route's).
     pub(super) async fn take_place(
-        &self,
+        self,
         name: &str,
         place: &Place,
         version: i32,
@@ -138,7 +138,7 @@ impl Queue {
 
     /// Whether the child at `path` that the place `id` stands for is ready (every parent
     /// completed).
-    async fn ready_child(&self, path: &str, id: &str) -> Result<Waits> {
+    async fn ready_child(self, path: &str, id: &str) -> Result<Waits> {
         let Some((body, stat)) = self.read_path(path).await? else {
             return Ok(Waits::Gone);
         };
@@ -152,7 +152,7 @@ impl Queue {
 
     /// Whether the debounced publish at `path` that the place `id` stands for is due by
     /// `now_ms`.
-    async fn ready_debounced(&self, path: &str, id: &str, now_ms: i64) -> Result<Waits> {
+    async fn ready_debounced(self, path: &str, id: &str, now_ms: i64) -> Result<Waits> {
         let Some((body, stat)) = self.read_path(path).await? else {
             return Ok(Waits::Gone);
         };
@@ -167,7 +167,7 @@ impl Queue {
     /// Writes `task` (waiting at the target path, read at its version) into place `name`
     /// (read at `version`), in one multi-op with the target's delete.
     async fn fill_place(
-        &self,
+        self,
         name: &str,
         version: i32,
         (target, at): (&str, i32),
@@ -204,7 +204,7 @@ impl Queue {
     }
 
     /// The dead letter `letter` as a place's ending: its reason, when it is still there.
-    async fn letter_of(&self, letter: &str) -> Result<Ending> {
+    async fn letter_of(self, letter: &str) -> Result<Ending> {
         let read = self.read_path(&self.layout().dead_letter(letter)).await?;
         let reason = read
             .and_then(|(data, _)| serde_json::from_slice::<Value>(&data).ok())
@@ -222,7 +222,7 @@ impl Queue {
     /// group there when `on_dead` says so: with a lock of its own when the group has none,
     /// as it is when it is paused already; another task's lock holds the place back.
     async fn end_place(
-        &self,
+        self,
         name: &str,
         version: i32,
         place: &Place,
@@ -256,7 +256,11 @@ impl Queue {
                 (Part::Task, BadVersion | NoNode) => {
                     return Ok(PlaceTaken::Taken);
                 }
-                (Part::Lock, NoNode) => self.ensure_parent(&self.layout().groups()).await?,
+                (Part::Lock, NoNode) => {
+                    self.cancels()
+                        .ensure_parent(&self.layout().groups())
+                        .await?
+                }
                 (Part::Lock, NodeExists) => match self.group_lock(&place.group).await? {
                     // Paused already: it stays so, and the place goes.
                     Some(read) if read.lock.paused.is_some() => pause = false,

@@ -174,7 +174,7 @@ impl Queue {
         if lanes.key_lanes_listed {
             return Ok(lanes);
         }
-        let keys = self.read_key_lanes().await?;
+        let keys = self.key_lanes().read_key_lanes().await?;
         lanes.starts.extend(keys.starts);
         lanes.key_version = keys.version;
         lanes.key_lanes_listed = true;

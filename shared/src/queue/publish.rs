@@ -162,7 +162,7 @@ impl Queue {
         let envelopes = loop {
             let checked = async {
                 let due = queue.with_due_times(envelopes).await?;
-                queue.check_batches(&due).await?;
+                queue.batches().check_batches(&due).await?;
                 super::parents::check_order(&due)?;
                 Ok::<_, Error>(due)
             };
@@ -255,7 +255,7 @@ impl Queue {
             // The floors: read first when a lane has none yet (or the batch has a debounced
             // item), else along.
             if !known.pipelinable(&envelopes) {
-                match queue.read_floors(&envelopes).await {
+                match queue.in_doubt().read_floors(&envelopes).await {
                     Ok(floors) => known.update(&floors),
                     Err(e) if !retriable(&e, queue.session_over()) => return Err(e),
                     Err(e) => match outage.back(&queue, e).await {
@@ -267,7 +267,7 @@ impl Queue {
                     },
                 }
             }
-            let floors = queue.read_floors(&envelopes);
+            let floors = queue.in_doubt().read_floors(&envelopes);
             let tried = queue.try_batch(&envelopes).await;
             let floors = floors.await.ok();
             let lost = match tried {
@@ -363,8 +363,10 @@ impl Queue {
             .await;
         if matches!(lane, Lane::Key(_)) && created == Err(zk::Error::NoNode) {
             // A key lane deleted by hand since this process made it: made again.
-            self.forget_key_lane(lane);
-            self.ensure_lanes(std::slice::from_ref(lane)).await?;
+            self.key_lanes().forget_key_lane(lane);
+            self.key_lanes()
+                .ensure_lanes(std::slice::from_ref(lane))
+                .await?;
             created = self
                 .client()
                 .create(&prefix, body, &self.sequential())
@@ -554,8 +556,10 @@ async fn settle(
         let on: &Queue = queue;
         let look = async {
             match how {
-                Settle::Each(losses) => on.landed(doubts, losses, floors, answered).await,
-                Settle::Batch => on.landed_whole(doubts, floors, answered).await,
+                Settle::Each(losses) => {
+                    on.in_doubt().landed(doubts, losses, floors, answered).await
+                }
+                Settle::Batch => on.in_doubt().landed_whole(doubts, floors, answered).await,
             }
         };
         let looked = outage.within(on, look).await;

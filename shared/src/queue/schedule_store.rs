@@ -13,12 +13,17 @@
 
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::keys::{KeyedWrite, created_name};
 use super::ops::{Multi, Op, Part};
 use crate::error::{Error, Result};
 use crate::recurrence::Schedule;
 use crate::task::{Envelope, MAX_BODY_BYTES};
+
+recipe!(
+    /// Recurring schedules' znodes, and taking a slot (`schedule_store`).
+    Schedules,
+    schedules
+);
 
 /// What one operation adds to a multi-op's request besides its path and data: its header, the
 /// lengths, a version or flags, and an ACL (generously: a digest ACL names a user and a hash).
@@ -49,12 +54,10 @@ pub enum SlotTaken {
     Raced,
 }
 
-impl Queue {
+impl Schedules<'_> {
     /// Every schedule, by name: one list and one multi-read. A schedule that cannot be read
     /// comes back as the problem, so one bad schedule does not stop the others.
-    pub async fn schedules(
-        &self,
-    ) -> Result<Vec<(String, std::result::Result<StoredSchedule, String>)>> {
+    pub async fn list(self) -> Result<Vec<(String, std::result::Result<StoredSchedule, String>)>> {
         let dir = self.layout().schedules();
         let mut names = match self.client().list_children(&dir).await {
             Ok(names) => names,
@@ -76,7 +79,7 @@ impl Queue {
     }
 
     /// Schedule `name`, if there is one.
-    pub async fn schedule(&self, name: &str) -> Result<Option<StoredSchedule>> {
+    pub async fn schedule(self, name: &str) -> Result<Option<StoredSchedule>> {
         let path = self.layout().schedule(name);
         let Some((bytes, stat)) = self.read_path(&path).await? else {
             return Ok(None);
@@ -88,12 +91,14 @@ impl Queue {
 
     /// Creates `schedule` (`version` `None`) or rewrites it at `version`; `false` when the name
     /// is taken, or the schedule changed or went meanwhile.
-    pub async fn put_schedule(&self, schedule: &Schedule, version: Option<i32>) -> Result<bool> {
+    pub async fn put_schedule(self, schedule: &Schedule, version: Option<i32>) -> Result<bool> {
         let path = self.layout().schedule(&schedule.name);
         let data = serde_json::to_vec(schedule)?;
         let written = match version {
             None => {
-                self.ensure_parent(&self.layout().schedules()).await?;
+                self.cancels()
+                    .ensure_parent(&self.layout().schedules())
+                    .await?;
                 self.client()
                     .create(&path, &data, &self.persistent())
                     .await
@@ -113,7 +118,7 @@ impl Queue {
     }
 
     /// Deletes schedule `name` and its slot mark; `false` when there was none.
-    pub async fn remove_schedule(&self, name: &str) -> Result<bool> {
+    pub async fn remove_schedule(self, name: &str) -> Result<bool> {
         let path = self.layout().schedule(name);
         for _ in 0..3 {
             let marks = match self.client().list_children(&path).await {
@@ -148,7 +153,7 @@ impl Queue {
     /// stale read gets [`SlotTaken::Raced`]). [`crate::schedule::fire_due`] is the usual
     /// caller; a firer of one's own may call it directly.
     pub async fn take_slot(
-        &self,
+        self,
         stored: &StoredSchedule,
         slot_ms: i64,
         task: Option<&Envelope>,
@@ -172,7 +177,7 @@ impl Queue {
             };
         };
         let mark = self.layout().schedule_slot(name, slot_ms);
-        self.ensure_lanes(&[envelope.lane()]).await?;
+        self.key_lanes().ensure_lanes(&[envelope.lane()]).await?;
         let firing = self.firing(name, &path, &moved, &mark, envelope)?;
         let taken = self.fire(&firing, stored.version).await?;
         let fired = matches!(taken, SlotTaken::Fired { .. } | SlotTaken::Existing { .. });
@@ -218,7 +223,7 @@ impl Queue {
         envelope: &Envelope,
     ) -> Result<Firing<'a>> {
         let body = match &envelope.idempotency_key {
-            Some(key) => self.keyed_write(envelope, key).map(Body::Keyed),
+            Some(key) => self.keys().keyed_write(envelope, key).map(Body::Keyed),
             None => envelope.to_bytes().map(Body::Plain),
         };
         let body = body.map_err(|e| match e {
@@ -244,7 +249,7 @@ impl Queue {
     }
 
     /// The multi-op of a slot that makes a task, checked against the schedule's `version`.
-    async fn fire(&self, firing: &Firing<'_>, version: i32) -> Result<SlotTaken> {
+    async fn fire(self, firing: &Firing<'_>, version: i32) -> Result<SlotTaken> {
         let multi = firing.multi(version);
         let keyed = match &firing.body {
             Body::Keyed(write) => Some(write),
@@ -254,7 +259,7 @@ impl Queue {
             Ok(results) => {
                 let task = created_name(multi.result(&results, Part::NewTask), &firing.prefix)?;
                 if let Some(write) = keyed {
-                    self.name_key(write, &task).await?;
+                    self.keys().name_key(write, &task).await?;
                 }
                 return Ok(SlotTaken::Fired { task });
             }
@@ -272,7 +277,7 @@ impl Queue {
                     .await
             }
             (Part::Key, NoNode, Some(_)) => {
-                self.ensure_parent(&self.layout().keys()).await?;
+                self.cancels().ensure_parent(&self.layout().keys()).await?;
                 Ok(SlotTaken::Raced)
             }
             _ => Err(failed.unexpected("fire slot")),
@@ -281,7 +286,7 @@ impl Queue {
 
     /// Takes a slot whose idempotency key an earlier task holds: the slot and its mark, no task.
     async fn take_without_task(
-        &self,
+        self,
         path: &str,
         moved: &[u8],
         version: i32,
@@ -295,6 +300,7 @@ impl Queue {
         match self.commit("fire slot", &multi).await? {
             Ok(_) => {
                 let task = self
+                    .keys()
                     .existing(key_path)
                     .await?
                     .and_then(|p| p.task().map(str::to_string));

@@ -2,6 +2,7 @@
 //! slot's name after a write whose answer never came, and taking back the slots of a claim
 //! whose answer never came.
 
+use crate::queue::Gates;
 use zookeeper_client as zk;
 
 use super::Queue;
@@ -15,12 +16,12 @@ use crate::error::{Error, Result};
 const SLOT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 const SLOT_TRIES: usize = 120;
 
-impl Queue {
+impl Gates<'_> {
     /// The writes that free `shares`, a slot at a time (locked in name order until each write
     /// is answered). A slot in doubt is found among its gate's children first, one read per
     /// gate; a share already freed (by a clone of its lease, say) or whose slot is gone writes
     /// nothing.
-    pub(super) async fn shrinks(&self, shares: &[SlotShare]) -> Result<Vec<Shrink>> {
+    pub(super) async fn shrinks(self, shares: &[SlotShare]) -> Result<Vec<Shrink>> {
         let mut locked = slots::lock(shares).await;
         let mut listed: Vec<(String, Vec<String>)> = Vec::new();
         for slot in locked.iter_mut().filter(|l| l.in_doubt()) {
@@ -55,15 +56,15 @@ impl Queue {
     /// until it lands or the session ends (which deletes the slot anyway): a place left held
     /// would shrink its gate for as long as the session lives, which for a worker is as long
     /// as it runs.
-    pub async fn free_slots(&self, shares: &[SlotShare]) {
+    pub async fn free_slots(self, shares: &[SlotShare]) {
         if shares.is_empty() || self.try_free_slots(shares).await {
             return;
         }
-        let (queue, shares) = (self.clone(), shares.to_vec());
+        let (queue, shares) = (Queue::clone(&self), shares.to_vec());
         tokio::spawn(async move {
             for _ in 0..SLOT_TRIES {
                 tokio::time::sleep(SLOT_RETRY).await;
-                if queue.session_over() || queue.try_free_slots(&shares).await {
+                if queue.session_over() || queue.gates().try_free_slots(&shares).await {
                     return;
                 }
             }
@@ -73,7 +74,7 @@ impl Queue {
 
     /// One multi-op freeing `shares`: whether it is settled (landed, the slot gone, or not
     /// worth another try).
-    async fn try_free_slots(&self, shares: &[SlotShare]) -> bool {
+    async fn try_free_slots(self, shares: &[SlotShare]) -> bool {
         let mut shrinks = match self.shrinks(shares).await {
             Ok(shrinks) => shrinks,
             Err(e) => {
@@ -123,10 +124,10 @@ impl Queue {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let queue = self.clone();
+        let queue = Queue::clone(self);
         runtime.spawn(async move {
             for _ in 0..SLOT_TRIES {
-                if queue.session_over() || queue.try_unmake_slots(&paths).await {
+                if queue.session_over() || queue.gates().try_unmake_slots(&paths).await {
                     return;
                 }
                 tokio::time::sleep(SLOT_RETRY).await;
@@ -136,7 +137,7 @@ impl Queue {
     }
 
     /// Deletes `paths` where they exist: whether every one was answered.
-    async fn try_unmake_slots(&self, paths: &[String]) -> bool {
+    async fn try_unmake_slots(self, paths: &[String]) -> bool {
         for path in paths {
             match self.client().delete(path, None).await {
                 Ok(()) => tracing::info!(slot = %path, "slot of a claim in doubt taken back"),

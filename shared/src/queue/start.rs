@@ -73,7 +73,7 @@ impl Queue {
             Some(zk::MultiReadResult::Children { children }) => children.into_iter().collect(),
             read => nothing_there(read, &cancelled).map(|()| BTreeSet::new())?,
         };
-        self.saw_dependents(match results.next() {
+        self.dependencies().saw_dependents(match results.next() {
             Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
             _ => None,
         });

@@ -269,7 +269,7 @@ impl Walk {
 
     /// Lists the key lanes: a walk for each new one, and the tails of those it knew.
     async fn list_keys(&mut self, queue: &Queue) -> Result<()> {
-        let keys = queue.read_key_lanes().await?;
+        let keys = queue.key_lanes().read_key_lanes().await?;
         self.relist = false;
         self.since_tails = 0;
         self.key_version = keys.version;

@@ -59,7 +59,7 @@ async fn a_free_whose_answer_never_came_is_found_under_the_name_it_gave() {
     let mut held = claim_together(&t, &names, &restraints).await;
     let shares = held[0].take_slots();
     assert!(
-        t.queue.free_slots(&shares).now_or_never().is_none(),
+        t.queue.gates().free_slots(&shares).now_or_never().is_none(),
         "sent, its answer not awaited"
     );
     // A session's requests are answered in order: this one after the free.
@@ -68,7 +68,10 @@ async fn a_free_whose_answer_never_came_is_found_under_the_name_it_gave() {
     let settled = t.queue.complete(held.remove(1)).await.unwrap();
     assert_eq!(settled, Settled::Done);
     assert_eq!(slots(&t, GATE).await, [(1, names[0].clone())]);
-    t.queue.free_slots(&held.remove(1).take_slots()).await;
+    t.queue
+        .gates()
+        .free_slots(&held.remove(1).take_slots())
+        .await;
     assert!(
         t.children(GATE).await.is_empty(),
         "the slot went with its last task"

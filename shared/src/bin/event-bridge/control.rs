@@ -19,16 +19,16 @@ pub(crate) async fn pause(
         None => PauseTarget::Queue,
     };
     let changed = if on {
-        queue.pause(&target).await?
+        queue.pauses().pause(&target).await?
     } else {
-        queue.resume(&target).await?
+        queue.pauses().resume(&target).await?
     };
     let what = match &target {
         PauseTarget::Queue => json!("queue"),
         PauseTarget::Type(t) => json!({ "type": t }),
     };
     let verb = if on { "paused" } else { "resumed" };
-    print_json(&json!({ verb: what, "changed": changed, "state": queue.paused().await? }))
+    print_json(&json!({ verb: what, "changed": changed, "state": queue.pauses().paused().await? }))
 }
 
 /// Cancels one task and prints what that did; the exit code is 3 when there is no such task.
@@ -44,6 +44,6 @@ pub(crate) async fn cancel(config: &Config, queue: &Queue, task: &str) -> Result
 
 /// Lets a group paused after one of its tasks went to the dead letters go on.
 pub(crate) async fn resume_group(queue: &Queue, group: &str) -> Result<(), Failure> {
-    let changed = queue.resume_group(group).await?;
+    let changed = queue.groups().resume_group(group).await?;
     print_json(&json!({ "resumed": { "group": group }, "changed": changed }))
 }

@@ -53,7 +53,7 @@ impl<H: Handler> Pass<'_, '_, H> {
                 };
                 let sent = run.settle(complete).await;
                 if !matches!(sent, Ok(Sent::Answered(..))) {
-                    run.queue().free_slots(&slots).await;
+                    run.queue().gates().free_slots(&slots).await;
                 }
                 Event::Completed(names, sent)
             }));

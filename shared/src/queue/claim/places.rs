@@ -11,7 +11,7 @@ use crate::queue::slots::{Slot, SlotShare, slot_path};
 
 /// The slots a claim's multi-op creates, while it is not answered: dropped so (the link
 /// went, or the claim's caller dropped it), they are taken back in the background
-/// ([`Queue::unmake_slots`]), since nobody would free them before the session ends.
+/// ([`Gates::unmake_slots`]), since nobody would free them before the session ends.
 pub(super) struct SlotsInDoubt {
     queue: Option<Queue>,
     paths: Vec<String>,
@@ -39,7 +39,7 @@ impl SlotsInDoubt {
 impl Drop for SlotsInDoubt {
     fn drop(&mut self) {
         if let Some(queue) = self.queue.take() {
-            queue.unmake_slots(std::mem::take(&mut self.paths));
+            queue.gates().unmake_slots(std::mem::take(&mut self.paths));
         }
     }
 }

@@ -107,7 +107,9 @@ impl Queue {
         let on_dead = restraints
             .on_dead
             .for_type(place.on_dead, &place.event_type);
-        let taken = self.take_place(name, place, stat.version, now.now_ms(), on_dead);
+        let taken = self
+            .groups()
+            .take_place(name, place, stat.version, now.now_ms(), on_dead);
         let outcome = match taken.await? {
             PlaceTaken::Filled(envelope, body, stat) => {
                 let read = (name, &body[..], stat.version);
@@ -140,7 +142,7 @@ impl Queue {
             return self.bury_read(read, how, reason, None).await;
         }
         // Cancelled while another consumer held it: buried now, and its mark with it.
-        if Queue::is_marked(&restraints.cancelled, &envelope.id) {
+        if super::super::Cancels::is_marked(&restraints.cancelled, &envelope.id) {
             let (attempts, last) = (envelope.attempts, envelope.last_error);
             let how = (attempts, OnDead::Continue, true);
             return self.bury_read(read, how, CANCELLED.into(), last).await;
@@ -163,8 +165,14 @@ impl Queue {
             None => None,
             Some(group) => {
                 let key = envelope.concurrency_key.as_deref();
-                let gated = self.goes_through_gate(&envelope.event_type, key, &restraints.limits);
-                match self.lock_for_claim(group, name, &envelope, gated).await? {
+                let gated =
+                    self.gates()
+                        .goes_through_gate(&envelope.event_type, key, &restraints.limits);
+                match self
+                    .groups()
+                    .lock_for_claim(group, name, &envelope, gated)
+                    .await?
+                {
                     LockDecision::Free(op) => Some(op),
                     LockDecision::Busy(owner) => {
                         return Ok(Prepared::Decided(ClaimOutcome::GroupBusy { owner }));

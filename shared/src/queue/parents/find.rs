@@ -2,12 +2,13 @@
 //! `delayed/`, the dead letters, the completion records), by id under `after/`, among the
 //! settled markers and the completion records, else by a walk of the queue.
 
+use crate::queue::Dependencies;
 use zookeeper_client as zk;
 
 use super::{DEBOUNCED, Parent, parent_error};
 use crate::error::{Error, Result};
 use crate::layout;
-use crate::queue::{Queue, TaskRead, names_task, parse_waiting};
+use crate::queue::{TaskRead, names_task, parse_waiting};
 use crate::task::after::Settled as AfterSettled;
 use crate::task::{self, Body};
 
@@ -31,10 +32,10 @@ fn id_in(key: &str, name: &str, body: &[u8]) -> Result<String> {
     }
 }
 
-impl Queue {
+impl Dependencies<'_> {
     /// The parent `key` (a task name or an envelope id) names, if there is one.
-    pub(super) async fn find_parent(&self, key: &str) -> Result<Option<Parent>> {
-        if self.find_debounced(key).await?.is_some() {
+    pub(super) async fn find_parent(self, key: &str) -> Result<Option<Parent>> {
+        if self.debounce().find_debounced(key).await?.is_some() {
             return Err(parent_error(key, DEBOUNCED));
         }
         let by_name = match layout::sequence(key) {
@@ -61,7 +62,7 @@ impl Queue {
     }
 
     /// The parent named `name`, found under that very name.
-    async fn parent_by_name(&self, name: &str) -> Result<Option<Parent>> {
+    async fn parent_by_name(self, name: &str) -> Result<Option<Parent>> {
         let path = self.layout().task(name);
         if let Some((body, _)) = self.read_path(&path).await? {
             let id = id_in(name, name, &body)?;
@@ -80,14 +81,18 @@ impl Queue {
         if let Some((data, _)) = self.read_path(&self.layout().dead_letter(name)).await? {
             return Ok(Some(dead_parent(name, &data)));
         }
-        Ok(self.find_done(name).await?.map(|record| Parent::Settled {
-            id: record.id,
-            settled: AfterSettled::Completed { task: record.task },
-        }))
+        Ok(self
+            .done()
+            .find_done(name)
+            .await?
+            .map(|record| Parent::Settled {
+                id: record.id,
+                settled: AfterSettled::Completed { task: record.task },
+            }))
     }
 
     /// The parent `key` names by id (or by a name it had), wherever it is.
-    async fn parent_by_id(&self, key: &str) -> Result<Option<Parent>> {
+    async fn parent_by_id(self, key: &str) -> Result<Option<Parent>> {
         let blocked = self.layout().blocked(key);
         if self.read_path(&blocked).await?.is_some() {
             return Ok(Some(Parent::Pending {
@@ -105,7 +110,7 @@ impl Queue {
         }
         // Completed already (the common case, and the cheap look), or still pending: the
         // records are looked at again last, for a task that completes while it is looked for.
-        if let Some(record) = self.find_done(key).await? {
+        if let Some(record) = self.done().find_done(key).await? {
             return Ok(Some(Parent::Settled {
                 id: record.id,
                 settled: AfterSettled::Completed { task: record.task },
@@ -129,16 +134,20 @@ impl Queue {
         }
         // Again: a task that completes while it is looked for leaves the lanes before its
         // record is there, never after.
-        Ok(self.find_done(key).await?.map(|record| Parent::Settled {
-            id: record.id,
-            settled: AfterSettled::Completed { task: record.task },
-        }))
+        Ok(self
+            .done()
+            .find_done(key)
+            .await?
+            .map(|record| Parent::Settled {
+                id: record.id,
+                settled: AfterSettled::Completed { task: record.task },
+            }))
     }
 
     /// The waiting task under `delayed/` that `wanted` picks (by its name and body); with
     /// `named`, only the node of that task name is read.
     async fn delayed_parent(
-        &self,
+        self,
         key: &str,
         named: Option<&str>,
         wanted: &(dyn Fn(&str, &[u8]) -> bool + Sync),
@@ -168,7 +177,7 @@ impl Queue {
     }
 
     /// The dead letter whose task has id (or had name) `key`, read a page at a time.
-    async fn dead_parent_by_id(&self, key: &str) -> Result<Option<Parent>> {
+    async fn dead_parent_by_id(self, key: &str) -> Result<Option<Parent>> {
         let root = self.layout().dead();
         let names = match self.client().list_children(&root).await {
             Ok(names) => names,
