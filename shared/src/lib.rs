@@ -112,6 +112,18 @@ pub mod logs;
 #[cfg(test)]
 mod proptests;
 
+pub use config::Config;
+pub use error::{Error, Result};
+pub use handler::{Builtin, Handler, HandlerError};
+pub use process::{ProcessReport, RunOptions};
+pub use progress::Progress;
+pub use queue::Queue;
+pub use reap::ReapReport;
+pub use secret::Secret;
+pub use session::Session;
+pub use task::{Envelope, Task};
+pub use task_result::TaskResult;
+
 #[cfg(test)]
 mod layout_doc {
     /// Every module this file declares is named in its `# Layout`.
@@ -138,15 +150,3 @@ mod layout_doc {
         }
     }
 }
-
-pub use config::Config;
-pub use error::{Error, Result};
-pub use handler::{Builtin, Handler, HandlerError};
-pub use process::{ProcessReport, RunOptions};
-pub use progress::Progress;
-pub use queue::Queue;
-pub use reap::ReapReport;
-pub use secret::Secret;
-pub use session::Session;
-pub use task::{Envelope, Task};
-pub use task_result::TaskResult;
