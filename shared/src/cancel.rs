@@ -95,8 +95,8 @@ async fn pending(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
 
 /// Buries waiting task `name`; `None` when it moved meanwhile.
 async fn waiting(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
-    for bucket in queue.buckets().await? {
-        for (_, node) in queue.waiting_in(bucket).await? {
+    for bucket in queue.delays().buckets().await? {
+        for (_, node) in queue.delays().waiting_in(bucket).await? {
             if parse_waiting(&node).map(|(_, n)| n) != Some(name) {
                 continue;
             }

@@ -203,7 +203,7 @@ impl Transition {
     /// The function that performs it.
     pub fn performed_by(self) -> &'static str {
         match self {
-            Transition::Publish => "Queue::publish_each, Queue::publish_batch",
+            Transition::Publish => "Queue::publish_each, AllOrNothing::publish_batch",
             Transition::Fire => "DebounceKeys::fire_debounced",
             Transition::Unblock | Transition::DieWithParent => "Dependencies::settle_children",
             Transition::TakePlace => "Groups::take_place",
@@ -211,8 +211,8 @@ impl Transition {
             Transition::Extend => "Queue::extend",
             Transition::Complete => "Queue::complete_many",
             Transition::Release => "Queue::release",
-            Transition::Defer => "Queue::defer",
-            Transition::Promote => "Queue::promote_due",
+            Transition::Defer => "Delays::defer",
+            Transition::Promote => "Delays::promote_due",
             Transition::Free => "reap::free",
             Transition::Bury => "Queue::bury",
             Transition::CancelBlocked => "Dependencies::cancel_blocked",

@@ -78,7 +78,7 @@ pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
     let glance = glance(queue).await?;
     let (keys_in_flight, delayed, paused_groups) = tokio::try_join!(
         when(glance.gates, queue.gates().keys_in_flight(KEY_GATES)),
-        when(glance.buckets, queue.count_delayed()),
+        when(glance.buckets, queue.delays().count_delayed()),
         when(glance.groups, queue.groups().paused_groups(PAUSED_GROUPS))
     )?;
     let counters = glance.counters;

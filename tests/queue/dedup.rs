@@ -152,7 +152,12 @@ async fn a_batch_answers_taken_keys_and_creates_the_rest_in_one_go() {
         Envelope::new("order.paid", json!({})),
         keyed("k-2"),
     ];
-    let answers = t.queue.publish_batch(&batch).await.unwrap();
+    let answers = t
+        .queue
+        .all_or_nothing()
+        .publish_batch(&batch)
+        .await
+        .unwrap();
     assert!(
         matches!(&answers[0], Published::Existing { task, .. } if task.as_deref() == first.task()),
         "{answers:?}"
@@ -175,7 +180,10 @@ async fn a_racing_batch_and_producer_over_the_same_keys_make_one_task_per_key() 
     let t = TestQueue::new().await;
     let other = t.consumer("other").await;
     let keys: Vec<Envelope> = (0..100).map(|i| keyed(&format!("r-{i}"))).collect();
-    let (batch, single) = tokio::join!(t.queue.publish_batch(&keys), other.publish_all(&keys));
+    let (batch, single) = tokio::join!(
+        t.queue.all_or_nothing().publish_batch(&keys),
+        other.publish_all(&keys)
+    );
     let (batch, single) = (batch.unwrap(), single.unwrap());
     let created = batch
         .iter()

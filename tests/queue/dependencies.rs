@@ -203,7 +203,7 @@ async fn a_parent_retried_then_dead_fails_its_child_and_grandchild_or_lets_one_r
 
     // Back in line under a new name (a clock the test drives), then dead.
     let later = ZkTime::at(t.now().await.now_ms() + 600_000);
-    assert_eq!(t.queue.promote_due(&later, 10).await.unwrap(), 1);
+    assert_eq!(t.queue.delays().promote_due(&later, 10).await.unwrap(), 1);
     let recorder_seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let handler = {
         let seen = Arc::clone(&recorder_seen);

@@ -53,7 +53,12 @@ async fn the_library_refuses_a_control_character_in_each_field() {
                 text.contains(&format!("\"{field}\" holds a control character")),
                 "{field}: {text}"
             );
-            let batch = t.queue.publish_batch(&[envelope]).await.unwrap_err();
+            let batch = t
+                .queue
+                .all_or_nothing()
+                .publish_batch(&[envelope])
+                .await
+                .unwrap_err();
             assert!(
                 batch.to_string().contains(&format!("\"{field}\"")),
                 "{batch}"
@@ -144,6 +149,7 @@ async fn a_refusal_quotes_a_long_value_short() {
     envelope.id = long.clone();
     let twice = t
         .queue
+        .all_or_nothing()
         .publish_batch(&[envelope.clone(), envelope])
         .await
         .unwrap_err();

@@ -104,7 +104,7 @@ async fn a_keyed_task_keeps_its_lane_through_a_retry_and_a_redrive() {
         .unwrap();
     assert_eq!(report.retried, 1, "{report:?}");
     let later = event_bridge::clock::ZkTime::at(t.now().await.now_ms() + 60_000);
-    assert_eq!(t.queue.promote_due(&later, 10).await.unwrap(), 1);
+    assert_eq!(t.queue.delays().promote_due(&later, 10).await.unwrap(), 1);
     let back = t.children("lanes/keys/k%2F1").await;
     assert_eq!(back, ["key.k%2F1.0000000001"], "back in its key's lane");
     assert!(t.children("tasks").await.is_empty());
@@ -183,8 +183,8 @@ async fn a_key_lanes_head_is_written_once_it_is_a_window_behind() {
         "five tasks: the head is not written"
     );
     // Its lane has no task left: a walk takes it as ended without a probe, head or not.
-    let lanes = t.queue.read_lanes().await.unwrap();
-    let lanes = t.queue.with_key_lanes(lanes).await.unwrap();
+    let lanes = t.queue.probes().read_lanes().await.unwrap();
+    let lanes = t.queue.probes().with_key_lanes(lanes).await.unwrap();
     assert!(event_bridge::queue::Walk::from_lanes(lanes).ended());
     publish(&t, Some("few"), WINDOW + 3).await;
     let report = process::run(&t.queue, &Recorder::default(), &drain).await;

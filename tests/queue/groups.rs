@@ -402,7 +402,14 @@ async fn a_head_back_far_behind_its_group_lets_no_later_task_jump_the_queue() {
     t.queue.publish_many(&filler).await.unwrap();
     // The head's backoff ends and it comes back at the tail...
     wait_out_backoff(&t).await;
-    assert_eq!(t.queue.promote_due(&t.now().await, 10).await.unwrap(), 1);
+    assert_eq!(
+        t.queue
+            .delays()
+            .promote_due(&t.now().await, 10)
+            .await
+            .unwrap(),
+        1
+    );
     // ... and a later task of the group behind it.
     t.queue.publish_many(&[grouped("g", 3)]).await.unwrap();
     event_bridge::process::run(&t.queue, &handler, &options(200, 1))

@@ -136,7 +136,12 @@ async fn publish_batch_refuses_repeated_ids_and_oversized_batches_writing_nothin
         payload: json!(2),
         ..first.clone()
     };
-    let err = t.queue.publish_batch(&[first, twin]).await.unwrap_err();
+    let err = t
+        .queue
+        .all_or_nothing()
+        .publish_batch(&[first, twin])
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Unpublishable { item: 2, .. }), "{err}");
 
     let keyed: Vec<Envelope> = (0..200)
@@ -146,12 +151,22 @@ async fn publish_batch_refuses_repeated_ids_and_oversized_batches_writing_nothin
             e
         })
         .collect();
-    let err = t.queue.publish_batch(&keyed).await.unwrap_err();
+    let err = t
+        .queue
+        .all_or_nothing()
+        .publish_batch(&keyed)
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Unpublishable { .. }), "{err}");
     assert!(err.to_string().contains("request"), "{err}");
     assert!(t.children("tasks").await.is_empty(), "nothing is published");
     assert!(t.children("keys").await.is_empty(), "no key is written");
-    let fits = t.queue.publish_batch(&keyed[..100]).await.unwrap();
+    let fits = t
+        .queue
+        .all_or_nothing()
+        .publish_batch(&keyed[..100])
+        .await
+        .unwrap();
     assert_eq!(fits.len(), 100);
 }
 

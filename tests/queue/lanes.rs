@@ -143,7 +143,7 @@ async fn a_task_keeps_its_lane_through_a_wait_and_a_redrive() {
     assert_eq!(report.in_backoff, 1, "{report:?}");
     assert!(t.children("lanes/high").await.is_empty());
     let later = event_bridge::clock::ZkTime::at(now + 61_000);
-    assert_eq!(t.queue.promote_due(&later, 10).await.unwrap(), 1);
+    assert_eq!(t.queue.delays().promote_due(&later, 10).await.unwrap(), 1);
     let back = t.children("lanes/high").await;
     assert_eq!(back.len(), 1, "back in the high lane");
     assert!(t.children("tasks").await.is_empty());

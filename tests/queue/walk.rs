@@ -188,7 +188,14 @@ async fn status_follows_a_task_through_its_moves() {
     ));
 
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(t.queue.promote_due(&t.now().await, 10).await.unwrap(), 1);
+    assert_eq!(
+        t.queue
+            .delays()
+            .promote_due(&t.now().await, 10)
+            .await
+            .unwrap(),
+        1
+    );
     let now = t.now().await;
     for key in [name.as_str(), id.as_str()] {
         match status(&t.queue, &now, key).await.unwrap() {
@@ -256,9 +263,11 @@ async fn a_walk_that_lists_keeps_what_its_consumer_settled_for_the_head() {
     let t = TestQueue::new().await;
     let names = t.publish(40).await;
     // The head exists (a first walk lists an unknown queue once and writes it).
-    let mut first = event_bridge::queue::Walk::from_lanes(t.queue.read_lanes().await.unwrap());
+    let mut first =
+        event_bridge::queue::Walk::from_lanes(t.queue.probes().read_lanes().await.unwrap());
     while first.next_window(&t.queue).await.unwrap().is_some() {}
-    let mut walk = event_bridge::queue::Walk::from_lanes(t.queue.read_lanes().await.unwrap());
+    let mut walk =
+        event_bridge::queue::Walk::from_lanes(t.queue.probes().read_lanes().await.unwrap());
     // Children that are not tasks, more than the walk will see: at the tail it lists.
     let tasks = format!("{}/tasks", t.config.root);
     for i in 0..50 {
@@ -300,11 +309,13 @@ async fn a_high_lane_walk_that_lists_saves_to_its_own_head() {
     let names = t.queue.publish_many(&envelopes).await.unwrap();
     // One normal task, so that the normal lane has a head to be confused with.
     t.publish(1).await;
-    let mut first = event_bridge::queue::Walk::from_lanes(t.queue.read_lanes().await.unwrap());
+    let mut first =
+        event_bridge::queue::Walk::from_lanes(t.queue.probes().read_lanes().await.unwrap());
     while first.next_window(&t.queue).await.unwrap().is_some() {}
     let normal = format!("{}/head", t.config.root);
     let normal_before = t.raw.get_data(&normal).await.ok().map(|(data, _)| data);
-    let mut walk = event_bridge::queue::Walk::from_lanes(t.queue.read_lanes().await.unwrap());
+    let mut walk =
+        event_bridge::queue::Walk::from_lanes(t.queue.probes().read_lanes().await.unwrap());
     let lane = format!("{}/lanes/high", t.config.root);
     for i in 0..50 {
         let path = format!("{lane}/not-a-task-{i}");

@@ -64,7 +64,10 @@ pub async fn publish(app: &App, body: &[u8], path: &str, time_left: Duration) ->
             let message = format!("line {line}: {problem}");
             // Of what `check_batch` checks, only the size is left once `read_batch` read the
             // body: a line it lets through was refused for what it asks (400), not its size.
-            match queue.check_batch(&envelopes[..item.min(envelopes.len())]) {
+            match queue
+                .all_or_nothing()
+                .check_batch(&envelopes[..item.min(envelopes.len())])
+            {
                 Err(_) => HttpReply::too_large(&message),
                 Ok(()) => HttpReply::bad_request(&message),
             }

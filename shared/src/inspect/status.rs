@@ -115,7 +115,7 @@ pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
 async fn by_name(queue: &Queue, now: &ZkTime, name: &str) -> Result<Option<Status>> {
     let number = layout::sequence(name).expect("a task name");
     let lane = crate::lane::Lane::of_name(name);
-    let probe = queue.probe_in(&lane, &[], number, 1).await?;
+    let probe = queue.probes().probe_in(&lane, &[], number, 1).await?;
     if let Some(probed) = probe.found.first() {
         return Ok(Some(classify(info(queue, probed, now).await?)));
     }
@@ -168,8 +168,8 @@ async fn waiting(
     now: &ZkTime,
     wanted: &(dyn Fn(&str, &[u8]) -> bool + Sync),
 ) -> Result<Option<Status>> {
-    for bucket in queue.buckets().await? {
-        for (_, node) in queue.waiting_in(bucket).await? {
+    for bucket in queue.delays().buckets().await? {
+        for (_, node) in queue.delays().waiting_in(bucket).await? {
             let path = format!("{}/{node}", queue.layout().delay_bucket(bucket));
             let Some((body, stat)) = queue.read_path(&path).await? else {
                 continue;

@@ -125,7 +125,7 @@ async fn run_with<H: Handler>(
     // Key lanes exist: listed and read now (two requests, no write), so that a run over
     // empty ones is idle too; the first walk starts from what they say.
     if !start.lanes.key_lanes_listed {
-        start.lanes = queue.with_key_lanes(start.lanes).await?;
+        start.lanes = queue.probes().with_key_lanes(start.lanes).await?;
     }
     let idle = start.idle();
     let debounced = start.debounced;
@@ -425,7 +425,7 @@ impl<H> Run<'_, H> {
         };
         let promote = async {
             let (promoted, fired) =
-                tokio::try_join!(queue.promote_due(&self.now, PROMOTE_PER_RUN), fire)?;
+                tokio::try_join!(queue.delays().promote_due(&self.now, PROMOTE_PER_RUN), fire)?;
             Ok::<_, crate::Error>(promoted + fired)
         };
         #[cfg(feature = "schedule")]

@@ -96,7 +96,11 @@ impl<H: Handler> Run<'_, H> {
                 }
                 Some(ClaimOutcome::Backoff { until_ms }) => {
                     // Not due yet: it waits under `delayed/`, not at the head of the queue.
-                    let outcome = match queue.defer(&name, &body, stat.version, until_ms).await? {
+                    let outcome = match queue
+                        .delays()
+                        .defer(&name, &body, stat.version, until_ms)
+                        .await?
+                    {
                         Deferred::Moved => Outcome::Backoff,
                         Deferred::Taken => Outcome::Conflict,
                         Deferred::Gone => Outcome::Gone,

@@ -1,5 +1,5 @@
 //! Bulk publishing with idempotency keys: a run of keyed envelopes in a bulk publish goes out as
-//! one all-or-nothing batch ([`Queue::publish_batch`]: one multi-read of the keys, one multi-op
+//! one all-or-nothing batch ([`AllOrNothing::publish_batch`]: one multi-read of the keys, one multi-op
 //! for the keys and the tasks, one multi-op naming the keys) instead of two writes a task. A
 //! run the batch refuses (two ids alike, more than one request carries), or whose keys other
 //! producers kept taking through its tries, goes one by one, as every other envelope does.
@@ -147,8 +147,8 @@ impl Queue {
         // Due times are set already (`publish_all`). Keys another producer keeps taking
         // meanwhile send the run one by one, as before.
         if run.len() > 1
-            && self.check_batch(run).is_ok()
-            && let Some(published) = self.try_batch(run).await?
+            && self.all_or_nothing().check_batch(run).is_ok()
+            && let Some(published) = self.all_or_nothing().try_batch(run).await?
         {
             return Ok(published);
         }

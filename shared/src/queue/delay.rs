@@ -18,13 +18,19 @@
 
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::ops::{Multi, Op, Part};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::delay_bucket_of;
 use crate::lease::LeaseData;
 use crate::task::{self, Body};
+
+recipe!(
+    /// Delays: tasks that wait out a retry's backoff or a producer's delay under `delayed/`,
+    /// deferred there and promoted back to their lane's tail when due (`delay`).
+    Delays,
+    delays
+);
 
 /// Separates a waiting node's due time from its task's name.
 pub const DUE_SEPARATOR: char = '~';
@@ -50,10 +56,10 @@ pub enum Deferred {
     Gone,
 }
 
-impl Queue {
+impl Delays<'_> {
     /// Moves task `name` (read at `version`, nobody holding it) out of `tasks/` until `due`,
     /// with `body` as it is.
-    pub async fn defer(&self, name: &str, body: &[u8], version: i32, due: i64) -> Result<Deferred> {
+    pub async fn defer(self, name: &str, body: &[u8], version: i32, due: i64) -> Result<Deferred> {
         let bucket = delay_bucket_of(due);
         let waiting = self.layout().delayed_task(bucket, &waiting_name(due, name));
         let guard = LeaseData::new(self.consumer_id()).to_bytes();
@@ -82,7 +88,7 @@ impl Queue {
         Ok(Deferred::Taken)
     }
 
-    pub(super) async fn ensure_bucket(&self, bucket: i64) -> Result<()> {
+    pub(super) async fn ensure_bucket(self, bucket: i64) -> Result<()> {
         let path = self.layout().delay_bucket(bucket);
         match self.client().create(&path, b"", &self.persistent()).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
@@ -91,7 +97,7 @@ impl Queue {
     }
 
     /// How many tasks wait under `delayed/`: one stat per bucket.
-    pub async fn count_delayed(&self) -> Result<usize> {
+    pub async fn count_delayed(self) -> Result<usize> {
         let buckets = self.buckets().await?;
         let counts: Vec<_> = buckets
             .iter()
@@ -104,12 +110,12 @@ impl Queue {
         Ok(total)
     }
 
-    async fn count_children(&self, path: String) -> Result<usize> {
+    async fn count_children(self, path: String) -> Result<usize> {
         self.count(&path).await
     }
 
     /// The buckets under `delayed/`, oldest first.
-    pub async fn buckets(&self) -> Result<Vec<i64>> {
+    pub async fn buckets(self) -> Result<Vec<i64>> {
         let path = self.layout().delayed();
         let names = match self.client().list_children(&path).await {
             Ok(names) => names,
@@ -122,7 +128,7 @@ impl Queue {
     }
 
     /// The waiting nodes of `bucket` (due time, node name), soonest first.
-    pub async fn waiting_in(&self, bucket: i64) -> Result<Vec<(i64, String)>> {
+    pub async fn waiting_in(self, bucket: i64) -> Result<Vec<(i64, String)>> {
         let path = self.layout().delay_bucket(bucket);
         let names = match self.client().list_children(&path).await {
             Ok(names) => names,
@@ -139,7 +145,7 @@ impl Queue {
 
     /// Moves tasks due by `now` back to the tail of `tasks/`, at most `limit`; returns how many
     /// it moved. Empty due buckets are removed.
-    pub async fn promote_due(&self, now: &ZkTime, limit: usize) -> Result<usize> {
+    pub async fn promote_due(self, now: &ZkTime, limit: usize) -> Result<usize> {
         let now_ms = now.now_ms();
         let mut moved = 0;
         for bucket in self.buckets().await? {
@@ -167,7 +173,7 @@ impl Queue {
     }
 
     /// Moves one waiting node back to the tail of `tasks/`; `false` when someone else did.
-    async fn promote(&self, bucket: i64, node: &str) -> Result<bool> {
+    async fn promote(self, bucket: i64, node: &str) -> Result<bool> {
         let path = format!("{}/{node}", self.layout().delay_bucket(bucket));
         let (body, stat) = match self.client().get_data(&path).await {
             Ok(read) => read,
@@ -185,7 +191,7 @@ impl Queue {
         Ok(moved.is_some())
     }
 
-    async fn remove_bucket(&self, bucket: i64) -> Result<()> {
+    async fn remove_bucket(self, bucket: i64) -> Result<()> {
         let path = self.layout().delay_bucket(bucket);
         match self.client().delete(&path, None).await {
             Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => Ok(()),
@@ -204,14 +210,14 @@ fn back_in_line(body: &[u8], name: &str) -> Vec<u8> {
     envelope.to_bytes().unwrap_or_else(|_| body.to_vec())
 }
 
-impl Queue {
+impl Delays<'_> {
     /// Moves a task that waits at `waiting` (read at `version`, with `body`) to the tail of
     /// the lane its body names, in one multi-op: the delete at that version and the sequential
     /// create. Promoting a due task and firing a debounced one are both this move. Its new
     /// name; `None` when the waiting node changed or went meanwhile (another mover, or a
     /// publish that replaced it).
     pub(super) async fn to_lane_tail(
-        &self,
+        self,
         what: &'static str,
         waiting: &str,
         version: i32,

@@ -152,7 +152,7 @@ impl Queue {
             let mut multi = Multi::new();
             match &waiting {
                 Some((bucket, path)) => {
-                    self.ensure_bucket(*bucket).await?;
+                    self.delays().ensure_bucket(*bucket).await?;
                     multi
                         .push(Part::Waiting, Op::Create(path, &body))
                         .push(Part::Task, Op::Delete(&task_path, lease.task_version));

@@ -397,7 +397,7 @@ impl Keys<'_> {
             return Ok(KeyState::Pending);
         };
         let lane = crate::lane::Lane::of_name(name);
-        let probe = self.probe_in(&lane, &[], number, 1).await?;
+        let probe = self.probes().probe_in(&lane, &[], number, 1).await?;
         Ok(match probe.found.first() {
             Some(found) if found.lease.is_some() => KeyState::Leased,
             Some(_) => KeyState::Pending,

@@ -425,7 +425,10 @@ impl<'q> InDoubt<'q> {
         answered: &HashSet<String>,
     ) -> Result<Tail> {
         let path = self.layout().lane_tasks(lane);
-        let (stat, head) = futures::join!(self.client().check_stat(&path), self.read_head_in(lane));
+        let (stat, head) = futures::join!(
+            self.client().check_stat(&path),
+            self.probes().read_head_in(lane)
+        );
         let stat = match stat {
             Ok(Some(stat)) => stat,
             // A lane that does not exist holds nothing.
@@ -550,8 +553,8 @@ impl<'q> InDoubt<'q> {
         }
         // Waiting out a backoff or a delay: `delayed/<bucket>/<due>~<name>`.
         if !left.is_empty() {
-            for bucket in self.buckets().await? {
-                for (_, node) in self.waiting_in(bucket).await? {
+            for bucket in self.delays().buckets().await? {
+                for (_, node) in self.delays().waiting_in(bucket).await? {
                     let Some((_, name)) = super::delay::parse_waiting(&node) else {
                         continue;
                     };

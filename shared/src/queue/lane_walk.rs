@@ -102,7 +102,7 @@ impl LaneWalk {
         }
     }
 
-    /// A walk that starts where [`Queue::read_lanes`] found its lane: at its head (without
+    /// A walk that starts where [`super::Probes::read_lanes`] found its lane: at its head (without
     /// one, as [`LaneWalk::new`]: it reads the head itself, and lists when there is none), and
     /// ended already when the lane has no task (its tail at its head, no child but junk).
     pub fn from_start(start: LaneStart) -> Self {
@@ -264,12 +264,12 @@ impl LaneWalk {
             if data == head.data || head.is_missing() || self.not_worth_a_write(&head.data, &data) {
                 return Ok(());
             }
-            if let Some(written) = queue.write_head(head, &data).await? {
+            if let Some(written) = queue.probes().write_head(head, &data).await? {
                 self.head = Some(written);
                 tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
                 return Ok(());
             }
-            self.head = queue.read_head_in(&self.lane).await?;
+            self.head = queue.probes().read_head_in(&self.lane).await?;
         }
         tracing::debug!("head not moved: other consumers kept writing it first");
         Ok(())
@@ -309,7 +309,10 @@ impl LaneWalk {
             self.next = self.known.reach(self.next).min(self.tail.max(self.next));
             let count = if self.found_any { WINDOW } else { self.width };
             let window = (self.next, count);
-            let mut probe = queue.probe_along(&self.lane, others, window, along).await?;
+            let mut probe = queue
+                .probes()
+                .probe_along(&self.lane, others, window, along)
+                .await?;
             if !along.is_empty() {
                 self.along = std::mem::take(&mut probe.along);
                 along = &[];
@@ -354,7 +357,7 @@ impl LaneWalk {
 
     /// Reads the head; without one, lists the lane once to write it.
     async fn start(&mut self, queue: &Queue) -> Result<()> {
-        match queue.read_head_in(&self.lane).await? {
+        match queue.probes().read_head_in(&self.lane).await? {
             Some(head) => {
                 *self = LaneWalk {
                     next: head.data.next,
@@ -417,9 +420,9 @@ impl LaneWalk {
         self.listed = true;
         // The tail before the listing: a number under it that the listing lacks was given
         // before it, so it is gone for good.
-        let before = queue.probe_in(&self.lane, &[], 0, 0).await?.tail;
-        let (numbers, junk) = queue.list_numbers(&self.lane).await?;
-        let probe = queue.probe_in(&self.lane, &[], 0, 0).await?;
+        let before = queue.probes().probe_in(&self.lane, &[], 0, 0).await?.tail;
+        let (numbers, junk) = queue.probes().list_numbers(&self.lane).await?;
+        let probe = queue.probes().probe_in(&self.lane, &[], 0, 0).await?;
         let head = self
             .head
             .clone()
@@ -441,13 +444,13 @@ impl LaneWalk {
             "tasks listed to find the head"
         );
         let written = if data != head.data || head.is_missing() {
-            queue.write_head(&head, &data).await?
+            queue.probes().write_head(&head, &data).await?
         } else {
             None
         };
         self.head = match written {
             Some(written) => Some(written),
-            None => queue.read_head_in(&self.lane).await?,
+            None => queue.probes().read_head_in(&self.lane).await?,
         };
         self.children = numbers.len() + junk;
         self.tail = highest_next.max(probe.tail);

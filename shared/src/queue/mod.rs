@@ -3,10 +3,9 @@
 //! The core ([`Queue`]):
 //!
 //! - [`publish`](Queue::publish) (`publish`, `bulk`): sequential creates at a lane's tail,
-//!   pipelined; `batch`: all or nothing in one multi-op (HTTP publishing); `outage`: riding
-//!   out a lost connection under a publish.
-//! - `start`, `probe`, `walk`, `lane_walk`, `ranges`: finding tasks by number from the heads,
-//!   without listing a lane.
+//!   pipelined; `outage`: riding out a lost connection under a publish.
+//! - `start`, `walk`, `lane_walk`, `ranges`, with the [`Probes`] (`probe`): finding tasks by
+//!   number from the heads, without listing a lane.
 //! - `reads`: reading znodes, one or many to a request.
 //! - `claim`: taking a task ([`ClaimOutcome`]); `stale`: what a lost race teaches.
 //! - `holder`: what the holder of a [`Lease`] does while it runs the task: extend, release
@@ -14,7 +13,6 @@
 //! - `end`: ending tasks, the one multi-op of every completion and burial; `complete` and
 //!   `bury` say what a task ends with; `record`: dead letters, copied to a
 //!   [`DeadLetterSink`] (`forward`).
-//! - `delay`: tasks that wait out a backoff or a delay under `delayed/`.
 //! - `ops`: the multi-op every write is made of.
 //!
 //! The features, each a recipe (`recipe`): a view of the queue with its own methods, reached
@@ -33,6 +31,9 @@
 //! - [`Pauses`] (`pause`): pausing the queue or one event type.
 //! - [`Schedules`] (`schedule_store`): recurring schedules' znodes (feature `schedule`).
 //! - [`InDoubt`] (`landed`): what landed of a publish whose answers were lost.
+//! - [`Delays`] (`delay`): tasks that wait out a backoff or a delay under `delayed/`.
+//! - [`AllOrNothing`] (`all_or_nothing`): a publish of every item in one multi-op, or none
+//!   (HTTP publishing).
 //!
 //! # Fencing
 //!
@@ -48,7 +49,7 @@
 
 #[macro_use]
 mod recipe;
-mod batch;
+mod all_or_nothing;
 mod bulk;
 mod bury;
 mod cancel_marks;
@@ -98,12 +99,14 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 pub use crate::task::PendingDebounced;
+pub use all_or_nothing::AllOrNothing;
 pub use bury::Burial;
 pub use cancel_marks::Cancels;
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Restraints};
 pub use debounce::DebounceKeys;
 pub use debounce::Debounced;
 pub use debounce_due::{FIRE_PER_RUN, LOOK_PER_RUN};
+pub use delay::Delays;
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use dependents::Dependencies;
 pub use done::Done;
@@ -127,6 +130,7 @@ pub(crate) use ops::{Multi, Op, Part};
 pub use outage::{PUBLISH_RETRY_FOR, PublishOptions, Renew};
 pub use pause::Pauses;
 pub use pause::{PauseTarget, Paused, PausedSince};
+pub use probe::Probes;
 pub use probe::{Head, HeadData, LaneStart, Lanes, LeaseSeen, Probe, Probed};
 pub use publish::Outcome;
 pub use reads::TaskRead;

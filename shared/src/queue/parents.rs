@@ -235,7 +235,11 @@ impl Dependencies<'_> {
         if let Some(published) = self.child_published(&envelope.id).await? {
             return Ok(published);
         }
-        match self.try_batch(std::slice::from_ref(envelope)).await? {
+        match self
+            .all_or_nothing()
+            .try_batch(std::slice::from_ref(envelope))
+            .await?
+        {
             Some(mut one) => Ok(one.remove(0)),
             None => Err(parent_error(
                 &envelope.after.join(","),

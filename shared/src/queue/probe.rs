@@ -19,13 +19,19 @@ mod window;
 
 pub use window::{Along, AlongRead};
 
-use super::Queue;
 use super::reads::TaskRead;
 use crate::error::{Error, Result};
 use crate::lane::{Lane, Priority};
 use crate::layout;
 use crate::lease::LeaseData;
 use crate::progress::ProgressReport;
+
+recipe!(
+    /// Probes: the lanes' heads and windows of numbers read from them, each task with its
+    /// lease, so that a walk finds tasks without listing a lane (`probe`, `probe/window`).
+    Probes,
+    probes
+);
 
 /// What a probe saw of one sequence number whose task exists.
 #[derive(Clone, Debug)]
@@ -82,7 +88,7 @@ pub struct Probe {
     pub along: Vec<AlongRead>,
 }
 
-/// Where a lane starts, as [`Queue::read_lanes`] read it.
+/// Where a lane starts, as [`Probes::read_lanes`] read it.
 #[derive(Clone, Debug)]
 pub struct LaneStart {
     pub lane: Lane,
@@ -154,10 +160,10 @@ impl Head {
     }
 }
 
-impl Queue {
+impl Probes<'_> {
     /// Where each lane starts, in one request: its head and its parent's stat (the tail, and
-    /// how many children it has); when key lanes exist, two more (see [`Queue::with_key_lanes`]).
-    pub async fn read_lanes(&self) -> Result<Lanes> {
+    /// how many children it has); when key lanes exist, two more (see [`Probes::with_key_lanes`]).
+    pub async fn read_lanes(self) -> Result<Lanes> {
         let mut reader = self.client().new_multi_reader();
         self.add_lane_reads(&mut reader)?;
         let head = self.layout().head();
@@ -170,7 +176,7 @@ impl Queue {
     }
 
     /// `lanes` with the key lanes' starts, listed and read when `lanes/keys` has any.
-    pub async fn with_key_lanes(&self, mut lanes: Lanes) -> Result<Lanes> {
+    pub async fn with_key_lanes(self, mut lanes: Lanes) -> Result<Lanes> {
         if lanes.key_lanes_listed {
             return Ok(lanes);
         }
@@ -181,7 +187,7 @@ impl Queue {
         Ok(lanes)
     }
 
-    /// Adds what [`Queue::read_lanes`] reads to `reader`: each lane's head, and its parent;
+    /// Adds what [`Probes::read_lanes`] reads to `reader`: each lane's head, and its parent;
     /// then `lanes/keys`.
     pub(super) fn add_lane_reads(&self, reader: &mut zk::MultiReader<'_>) -> Result<()> {
         let paths: Vec<String> = Priority::ALL
@@ -199,7 +205,7 @@ impl Queue {
     }
 
     /// The head of `lane`, or `None` when no consumer of this version wrote one yet.
-    pub async fn read_head_in(&self, lane: &Lane) -> Result<Option<Head>> {
+    pub async fn read_head_in(self, lane: &Lane) -> Result<Option<Head>> {
         let path = self.layout().lane_head(lane);
         match self.client().get_data(&path).await {
             Ok((data, stat)) => Ok(Some(Head {
@@ -215,7 +221,7 @@ impl Queue {
     /// Writes `data` over `head` if nobody wrote it since it was read; a race lost is no
     /// error (the other writer moved it too). Returns the head as written (with its new
     /// version, so no read is needed to write it again), or `None` when the race was lost.
-    pub async fn write_head(&self, head: &Head, data: &HeadData) -> Result<Option<Head>> {
+    pub async fn write_head(self, head: &Head, data: &HeadData) -> Result<Option<Head>> {
         let path = self.layout().lane_head(&head.lane);
         let bytes = serde_json::to_vec(data)?;
         let version = match head.version {
@@ -243,7 +249,7 @@ impl Queue {
 
     /// Lists `lane`'s tasks: the fallback when probes cannot find them (no head yet, a jump
     /// in numbering). The numbers of the tasks, sorted, and how many children are not tasks.
-    pub async fn list_numbers(&self, lane: &Lane) -> Result<(Vec<i64>, usize)> {
+    pub async fn list_numbers(self, lane: &Lane) -> Result<(Vec<i64>, usize)> {
         let path = self.layout().lane_tasks(lane);
         let names = match self.client().list_children(&path).await {
             Ok(names) => names,
@@ -281,7 +287,7 @@ impl Lanes {
     }
 }
 
-/// Where each lane starts, from the answers to what [`Queue::add_lane_reads`] added: the
+/// Where each lane starts, from the answers to what [`Probes::add_lane_reads`] added: the
 /// priority lanes; the key lanes are listed already when there are none.
 pub(super) fn lane_starts(results: &mut impl Iterator<Item = zk::MultiReadResult>) -> Lanes {
     let mut starts = Vec::new();

@@ -219,7 +219,7 @@ impl Queue {
         Ok(answers.into_outcomes())
     }
 
-    /// Publishes `envelopes` in one multi-op, all of them or none ([`Queue::publish_batch`]),
+    /// Publishes `envelopes` in one multi-op, all of them or none ([`super::AllOrNothing::publish_batch`]),
     /// riding out a lost connection as [`Queue::publish_each`] does: once a session answers
     /// again, a batch that landed is found (when any of its items is found, all of it landed:
     /// each is answered as found, or with its task's name worked out, or
@@ -228,7 +228,7 @@ impl Queue {
     /// [`Outcome::Unknown`] item by item; no part of it is ever sent again alone.
     ///
     /// # Notable errors
-    /// - those of [`Queue::publish_batch`];
+    /// - those of [`super::AllOrNothing::publish_batch`];
     /// - [`Error::InDoubt`] naming the first item without an answer when no session answered
     ///   in time.
     pub async fn publish_batch_with(
@@ -236,7 +236,7 @@ impl Queue {
         envelopes: &[Envelope],
         options: &PublishOptions<'_>,
     ) -> Result<Vec<Outcome>> {
-        self.check_batch(envelopes)?;
+        self.all_or_nothing().check_batch(envelopes)?;
         super::parents::check_order(envelopes)?;
         let mut queue = self.clone();
         let mut outage = Outage::new(options);
@@ -268,7 +268,7 @@ impl Queue {
                 }
             }
             let floors = queue.in_doubt().read_floors(&envelopes);
-            let tried = queue.try_batch(&envelopes).await;
+            let tried = queue.all_or_nothing().try_batch(&envelopes).await;
             let floors = floors.await.ok();
             let lost = match tried {
                 Ok(Some(published)) => {

@@ -38,7 +38,7 @@ impl Start {
 
 impl Queue {
     /// Reads a [`Start`] in one multi-read. Its lanes are the priority lanes': a walk needs
-    /// the key lanes too ([`Queue::with_key_lanes`]).
+    /// the key lanes too ([`super::Probes::with_key_lanes`]).
     ///
     /// # Notable errors
     /// - [`Error::Unreadable`] when the `paused` znode holds something else than its JSON.
@@ -47,7 +47,7 @@ impl Queue {
         let (paused, cancelled) = (layout.paused(), layout.cancelled());
         let waiting = [layout.delayed(), layout.debounce(), layout.schedules()];
         let mut reader = self.client().new_multi_reader();
-        self.add_lane_reads(&mut reader)?;
+        self.probes().add_lane_reads(&mut reader)?;
         reader
             .add_get_data(&paused)
             .map_err(|e| Error::zk("get", &paused, e))?;

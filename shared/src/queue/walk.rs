@@ -78,7 +78,7 @@ impl Walk {
         Walk::of(lanes, None, true)
     }
 
-    /// A strict walk that starts where [`Queue::read_lanes`] found the lanes: lanes with no
+    /// A strict walk that starts where [`super::Probes::read_lanes`] found the lanes: lanes with no
     /// task cost no request until a probe of another lane sees their tail move.
     pub fn from_lanes(lanes: Lanes) -> Self {
         let walks = lanes.starts.into_iter().map(LaneWalk::from_start).collect();

@@ -68,7 +68,7 @@ impl Upkeep {
     /// it is time.
     async fn once(&mut self, queue: &Queue) -> Result<()> {
         let now = self.now(queue).await?;
-        queue.promote_due(&now, PROMOTE_PER_LOOK).await?;
+        queue.delays().promote_due(&now, PROMOTE_PER_LOOK).await?;
         queue.debounce().fire_debounced(now.now_ms()).await?;
         if Instant::now() >= self.next_reap {
             self.reaped += crate::reap::reap_at(queue, &now).await?.reaped as u64;

@@ -348,7 +348,7 @@ fn repeated(id: &str, what: &str, first: usize) -> String {
 
 /// Refuses a task whose fields are not publishable (an empty id, a concurrency key no gate can
 /// be named after), and a keyed task ZooKeeper would refuse before it is sent (see
-/// `Queue::check_batch`): its key's path and data go with its body. A task without a key is one create of its body,
+/// `AllOrNothing::check_batch`): its key's path and data go with its body. A task without a key is one create of its body,
 /// which is refused over the znode limit as it is sent; checking it here too would cost a
 /// serialization per line.
 fn check_one(queue: &Queue, envelope: &Envelope) -> Result<(), String> {
@@ -356,7 +356,10 @@ fn check_one(queue: &Queue, envelope: &Envelope) -> Result<(), String> {
     if envelope.idempotency_key.is_none() {
         return Ok(());
     }
-    match queue.check_batch(std::slice::from_ref(envelope)) {
+    match queue
+        .all_or_nothing()
+        .check_batch(std::slice::from_ref(envelope))
+    {
         Ok(()) => Ok(()),
         Err(Error::Unpublishable { problem, .. }) => Err(problem),
         Err(e) => Err(e.to_string()),

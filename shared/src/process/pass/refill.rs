@@ -92,7 +92,7 @@ impl<H: Handler> Pass<'_, '_, H> {
             let queue = run.queue();
             let again = async {
                 walk.save_head(&queue).await?;
-                let walk = Walk::from_lanes(queue.read_lanes().await?);
+                let walk = Walk::from_lanes(queue.probes().read_lanes().await?);
                 Ok(Box::new(walk.weighted(queue.lane_weights())))
             };
             Event::Rewalked(again.await)

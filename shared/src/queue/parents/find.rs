@@ -152,8 +152,8 @@ impl Dependencies<'_> {
         named: Option<&str>,
         wanted: &(dyn Fn(&str, &[u8]) -> bool + Sync),
     ) -> Result<Option<Parent>> {
-        for bucket in self.buckets().await? {
-            for (_, node) in self.waiting_in(bucket).await? {
+        for bucket in self.delays().buckets().await? {
+            for (_, node) in self.delays().waiting_in(bucket).await? {
                 let task = parse_waiting(&node).map(|(_, name)| name);
                 if named.is_some_and(|n| task != Some(n)) {
                     continue;

@@ -5,13 +5,13 @@
 //! drain over 100 keys of 20 tasks each spent a probe per key where a drain without keys
 //! spent one per 32 tasks.
 
+use crate::queue::Probes;
 use zookeeper_client as zk;
 
 use super::{LeaseSeen, Probe, Probed, tail_of, unexpected};
 use crate::error::{Error, Result};
 use crate::lane::{Lane, Priority};
 use crate::layout::lane_task_name;
-use crate::queue::Queue;
 use crate::queue::reads::TaskRead;
 
 /// A window of another lane read along with a probe: `count` numbers from `from`.
@@ -30,9 +30,9 @@ pub struct AlongRead {
     pub found: Vec<Probed>,
 }
 
-impl Queue {
+impl Probes<'_> {
     /// Reads `count` numbers from `from` of the normal lane (`tasks/`) in one request.
-    pub async fn probe(&self, from: i64, count: usize) -> Result<Probe> {
+    pub async fn probe(self, from: i64, count: usize) -> Result<Probe> {
         let others = [Priority::High, Priority::Low].map(Lane::from);
         self.probe_in(&Lane::NORMAL, &others, from, count).await
     }
@@ -42,7 +42,7 @@ impl Queue {
     /// of tasks published in a lane it left without a request of its own), and the stat of
     /// `lanes/keys` (so that it learns of a key lane made since it listed them).
     pub async fn probe_in(
-        &self,
+        self,
         lane: &Lane,
         others: &[Lane],
         from: i64,
@@ -51,10 +51,10 @@ impl Queue {
         self.probe_along(lane, others, (from, count), &[]).await
     }
 
-    /// As [`Queue::probe_in`], the windows `along` read in the same request (each with its
+    /// As [`Probes::probe_in`], the windows `along` read in the same request (each with its
     /// lane's parent and its key's gates); what they found is in [`Probe::along`].
     pub async fn probe_along(
-        &self,
+        self,
         lane: &Lane,
         others: &[Lane],
         (from, count): (i64, usize),

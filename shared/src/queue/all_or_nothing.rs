@@ -16,7 +16,6 @@ use std::collections::{HashMap, HashSet};
 
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::debounce::DebounceWrite;
 use super::keys::{KeyState, KeyedWrite, Published, created_name};
 use super::members::Join;
@@ -25,6 +24,13 @@ use super::parents::{ChildPlan, Earlier};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, encode_segment};
 use crate::task::Envelope;
+
+recipe!(
+    /// The all-or-nothing publish (HTTP publishing): every item in one multi-op, or none
+    /// (`all_or_nothing`).
+    AllOrNothing,
+    all_or_nothing
+);
 
 /// Times a batch is tried again when a key was taken or a base path made meanwhile.
 const TRIES: usize = 3;
@@ -66,11 +72,11 @@ enum Item {
     Child(ChildPlan),
 }
 
-impl Queue {
+impl AllOrNothing<'_> {
     /// Publishes `envelopes` in one multi-op: all of them, or (on an error) none. Each
     /// answer says whether the item made a task, met its key taken, or (with `after`) waits
     /// for its parents or went to the dead letters with one.
-    pub async fn publish_batch(&self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
+    pub async fn publish_batch(self, envelopes: &[Envelope]) -> Result<Vec<Published>> {
         self.check_batch(envelopes)?;
         super::parents::check_order(envelopes)?;
         let envelopes = &*self.with_due_times(envelopes).await?;
@@ -85,10 +91,10 @@ impl Queue {
         }
     }
 
-    /// [`Queue::publish_batch`] of checked `envelopes` with their due times; `None` when
+    /// [`AllOrNothing::publish_batch`] of checked `envelopes` with their due times; `None` when
     /// their keys kept changing (taken, or a debounced key published or fired), or their
     /// parents (settled or moved), through the tries.
-    pub(super) async fn try_batch(&self, envelopes: &[Envelope]) -> Result<Option<Vec<Published>>> {
+    pub(super) async fn try_batch(self, envelopes: &[Envelope]) -> Result<Option<Vec<Published>>> {
         let joining = envelopes.iter().any(|e| e.batch.is_some());
         let children = envelopes.iter().any(|e| !e.after.is_empty());
         let tries = TRIES
@@ -133,7 +139,7 @@ impl Queue {
 
     /// After a batch's multi-op landed: its keys named with their tasks, the letters of its
     /// children that died with a parent sent to the dead-letter sink.
-    async fn batch_landed(&self, items: &[Item], names: &[Option<String>]) -> Result<()> {
+    async fn batch_landed(self, items: &[Item], names: &[Option<String>]) -> Result<()> {
         let named: Vec<(&KeyedWrite, &str)> = items
             .iter()
             .zip(names)
@@ -147,7 +153,7 @@ impl Queue {
         }
         for item in items {
             if let Item::Child(ChildPlan::Dead(dead)) = item {
-                dead.landed(self).await;
+                dead.landed(&self).await;
             }
         }
         Ok(())
@@ -159,7 +165,7 @@ impl Queue {
     /// waits or died already, or a parent of the batch whose id has children already, refuses
     /// the batch.
     async fn batch_failed(
-        &self,
+        self,
         envelopes: &[Envelope],
         items: &[Item],
         failed: Failed<(usize, Part)>,
@@ -235,7 +241,7 @@ impl Queue {
 
     /// The bytes publishing `envelope` adds to a multi-op: its task's create and, with an
     /// idempotency key, its key's, their paths as the server gets them (chroot included); for
-    /// a child, the most its plan may write ([`Queue::child_bytes`]).
+    /// a child, the most its plan may write ([`AllOrNothing::child_bytes`]).
     fn publish_bytes(&self, envelope: &Envelope) -> Result<usize> {
         let chroot = self.client().path().trim_end_matches('/').len();
         let create = |path: &str, data: &[u8]| CREATE_FRAMING + chroot + path.len() + data.len();
@@ -276,7 +282,7 @@ impl Queue {
 
     /// What each envelope of a batch writes, its key looked up first. A child is planned
     /// with the items before it, by id, as a later child that names them takes them.
-    async fn batch_items(&self, envelopes: &[Envelope]) -> Result<Vec<Item>> {
+    async fn batch_items(self, envelopes: &[Envelope]) -> Result<Vec<Item>> {
         let mut taken = self.taken_keys(envelopes).await?;
         let mut items: Vec<Item> = Vec::with_capacity(envelopes.len());
         let mut first_with: HashMap<&str, usize> = HashMap::new();
@@ -309,7 +315,7 @@ impl Queue {
 
     /// The idempotency keys of `envelopes` that are taken, each with the task that has it:
     /// the keys read in one multi-read, and only a taken one looked at again.
-    async fn taken_keys(&self, envelopes: &[Envelope]) -> Result<HashMap<String, Published>> {
+    async fn taken_keys(self, envelopes: &[Envelope]) -> Result<HashMap<String, Published>> {
         let mut keys: Vec<&str> = (envelopes.iter())
             .filter(|e| e.debounce.is_none())
             .filter_map(|e| e.idempotency_key.as_deref())
