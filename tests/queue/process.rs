@@ -26,10 +26,7 @@ async fn consumers_never_share_a_task(consumers: usize, tasks: usize) {
                 let runs = runs.clone();
                 let consumer = format!("c{c}");
                 async move {
-                    // Handlers end in a random order.
-                    for _ in 0..fastrand::u8(0..4) {
-                        tokio::task::yield_now().await;
-                    }
+                    tokio::time::sleep(Duration::from_millis(fastrand::u64(0..3))).await;
                     runs.lock()
                         .unwrap()
                         .entry(task.name)
