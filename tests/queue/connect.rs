@@ -18,8 +18,13 @@ async fn a_refused_connection_is_retried_until_the_connect_timeout() {
     config.zookeeper = format!("{}/{chroot}", proxy.address);
     config.connect_timeout = Duration::from_secs(20);
     let connecting = tokio::spawn(async move { Session::open(config, "test", None).await });
-    // Refused for a while, then the server answers.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Refused again and again (each try a connection the proxy refused), then the server
+    // answers.
+    let tries = 5;
+    harness::eventually("the connect to try again while refused", || async {
+        proxy.refused() >= tries
+    })
+    .await;
     assert!(!connecting.is_finished(), "gave up while refused");
     proxy.set_cut(false);
     let session = tokio::time::timeout(Duration::from_secs(30), connecting)

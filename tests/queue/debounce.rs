@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use event_bridge::cancel::cancel;
+use event_bridge::clock::ZkTime;
 use event_bridge::inspect;
 use event_bridge::queue::Published;
 use event_bridge::task::Debounce;
@@ -131,10 +132,10 @@ async fn a_run_fires_what_is_due_in_its_lane() {
     let mut envelope = debounced("k", 0, 1, None);
     envelope.priority = event_bridge::task::Priority::High;
     t.queue.publish(&envelope).await.unwrap();
-    // A millisecond's period: due by the time the run reads ZooKeeper's clock.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // A millisecond's period: over for a run judging a millisecond on.
+    let later = ZkTime::at(t.now().await.now_ms() + 1);
     let recorder = Recorder::default();
-    let report = process::run(&t.queue, &recorder, &harness::options(10, 1))
+    let report = process::run_at(&t.queue, &recorder, &harness::options(10, 1), &later)
         .await
         .unwrap();
     assert_eq!(report.completed, 1, "{report:?}");

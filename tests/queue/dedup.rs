@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use event_bridge::clock::ZkTime;
 use event_bridge::handler::FnHandler;
 use event_bridge::queue::{KeyState, Published};
 use event_bridge::{Envelope, HandlerError, Task, reap};
@@ -19,6 +20,21 @@ fn keyed(key: &str) -> Envelope {
 
 async fn publish(t: &TestQueue, key: &str) -> Published {
     t.queue.publish_all(&[keyed(key)]).await.unwrap().remove(0)
+}
+
+/// Moves the completion of `key`'s task `ms` back, as if that long had passed since: a key's
+/// window is judged by the completing machine's clock against the time its record keeps.
+async fn completed_earlier(t: &TestQueue, key: &str, ms: i64) {
+    let path = format!("keys/{}", event_bridge::layout::encode_segment(key));
+    let mut record = t.read_json(&path).await;
+    let at = record["completed_at"].as_i64().expect("a completed key");
+    record["completed_at"] = json!(at - ms);
+    let full = format!("{}/{path}", t.config.root);
+    let data = serde_json::to_vec(&record).unwrap();
+    t.raw
+        .set_data(&full, &data, None)
+        .await
+        .expect("rewrite the key");
 }
 
 #[tokio::test]
@@ -88,7 +104,7 @@ async fn after_the_window_the_key_makes_a_new_task() {
         publish(&t, "k2").await,
         Published::Existing { .. }
     ));
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    completed_earlier(&t, "k2", 1_100).await;
     let Published::Created { task, .. } = publish(&t, "k2").await else {
         panic!("the window passed: a new task");
     };
@@ -131,9 +147,11 @@ async fn the_reaper_deletes_keys_past_their_window_and_only_those() {
     publish(&t, "old").await;
     let recorder = Recorder::default();
     assert_eq!(run(&t.queue, &recorder, 10).await.completed, 1);
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    completed_earlier(&t, "old", 1_100).await;
     publish(&t, "pending").await;
-    let report = reap::reap(&t.queue).await.unwrap();
+    // Its expiry entry is filed by when it expires: due for a reaper judging as much later.
+    let later = ZkTime::at(t.now().await.now_ms() + 1_100);
+    let report = reap::reap_at(&t.queue, &later).await.unwrap();
     assert_eq!(report.keys_expired, 1);
     assert_eq!(t.children("keys").await, ["pending"], "a pending key stays");
     assert!(

@@ -3,8 +3,8 @@
 //! the way (with its parent, cancelled, withdrawn) pauses at that task's turn when asked.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use event_bridge::clock::ZkTime;
 use event_bridge::handler::FnHandler;
 use event_bridge::queue::Published;
 use event_bridge::task::{Debounce, OnDead};
@@ -56,9 +56,15 @@ fn ordered(log: &Arc<Mutex<Vec<String>>>) -> impl event_bridge::Handler + use<> 
 
 /// Runs until nothing more runs (a run ends when its passes find nothing to claim).
 async fn drain(t: &TestQueue, log: &Arc<Mutex<Vec<String>>>) {
+    drain_after(t, log, 0).await;
+}
+
+/// As [`drain`], each run judging `ms` past ZooKeeper's time (debounce periods over).
+async fn drain_after(t: &TestQueue, log: &Arc<Mutex<Vec<String>>>, ms: i64) {
     let handler = ordered(log);
     for _ in 0..4 {
-        process::run(&t.queue, &handler, &options(100, 4))
+        let later = ZkTime::at(t.now().await.now_ms() + ms);
+        process::run_at(&t.queue, &handler, &options(100, 4), &later)
             .await
             .unwrap();
     }
@@ -106,10 +112,9 @@ async fn publish_order_holds_through_after_and_debounce() {
         grouped("G5"),
     ];
     t.queue.publish_all(&envelopes).await.unwrap();
-    // A millisecond's period: due by the time the run reads ZooKeeper's clock.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // A millisecond's period: over for runs judging a millisecond on.
     let log = Arc::default();
-    drain(&t, &log).await;
+    drain_after(&t, &log, 1).await;
     let ran = names(&log);
     let grouped: Vec<&String> = ran.iter().filter(|n| n.starts_with('G')).collect();
     assert_eq!(grouped, ["G1", "G2", "G3", "G4", "G5"], "{ran:?}");
@@ -139,9 +144,8 @@ async fn a_debounced_grouped_task_runs_at_its_first_publishs_turn() {
             .contains("\"doc-1\" is pending in group \"g\""),
         "{refused}"
     );
-    tokio::time::sleep(Duration::from_millis(5)).await;
     let log = Arc::default();
-    drain(&t, &log).await;
+    drain_after(&t, &log, 1).await;
     assert_eq!(names(&log), ["last", "G2"]);
 }
 

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use event_bridge::clock::ZkTime;
 use event_bridge::handler::FnHandler;
 use event_bridge::limit::{Limit, RouteLimits};
 use event_bridge::queue::{ClaimOutcome, Lease, Restraints};
@@ -288,7 +289,10 @@ async fn a_slow_group_holds_back_only_itself() {
         async move {
             let (group, seq) = group_and_seq(&task);
             if group == "slow" {
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                // Slow: done once the five fast groups are (ten seconds at most, should they
+                // wait behind it).
+                let fast_done = || async { finished.lock().unwrap().len() >= 5 };
+                harness::poll(Duration::from_secs(10), fast_done).await;
             }
             finished.lock().unwrap().push(format!("{group}/{seq}"));
             Ok::<(), HandlerError>(())
@@ -318,13 +322,9 @@ async fn head_fails_once(t: &TestQueue, log: &Log) -> impl event_bridge::Handler
     handler
 }
 
-/// Waits until ZooKeeper's clock is past a 50 ms backoff begun now (a slower machine only
-/// waits longer).
-async fn wait_out_backoff(t: &TestQueue) {
-    let due = t.now().await.now_ms() + 100;
-    while t.now().await.now_ms() < due {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// A moment by ZooKeeper's clock past a 50 ms backoff begun now, standing still.
+async fn past_backoff(t: &TestQueue) -> ZkTime {
+    ZkTime::at(t.now().await.now_ms() + 100)
 }
 
 /// A group's head failed and waits out a backoff; it comes back at the tail under a new name,
@@ -345,9 +345,10 @@ async fn a_head_back_from_its_backoff_behind_the_rest_of_its_group_runs_first() 
         .unwrap();
     let log = Log::default();
     let handler = head_fails_once(&t, &log).await;
-    wait_out_backoff(&t).await;
-    // One run promotes the head to the tail and must run the whole group from there.
-    let report = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
+    // One run past the backoff promotes the head to the tail and must run the whole group
+    // from there.
+    let later = past_backoff(&t).await;
+    let report = event_bridge::process::run_at(&t.queue, &handler, &options(10, 4), &later)
         .await
         .unwrap();
     assert_eq!(log.done("g"), [0, 1, 2], "{report:?}");
@@ -401,18 +402,11 @@ async fn a_head_back_far_behind_its_group_lets_no_later_task_jump_the_queue() {
     let filler: Vec<Envelope> = (0..100).map(|i| grouped(&format!("f{i}"), 0)).collect();
     t.queue.publish_many(&filler).await.unwrap();
     // The head's backoff ends and it comes back at the tail...
-    wait_out_backoff(&t).await;
-    assert_eq!(
-        t.queue
-            .delays()
-            .promote_due(&t.now().await, 10)
-            .await
-            .unwrap(),
-        1
-    );
+    let later = past_backoff(&t).await;
+    assert_eq!(t.queue.delays().promote_due(&later, 10).await.unwrap(), 1);
     // ... and a later task of the group behind it.
     t.queue.publish_many(&[grouped("g", 3)]).await.unwrap();
-    event_bridge::process::run(&t.queue, &handler, &options(200, 1))
+    event_bridge::process::run_at(&t.queue, &handler, &options(200, 1), &later)
         .await
         .unwrap();
     assert_eq!(log.done("g"), [0, 1, 2, 3]);

@@ -195,7 +195,8 @@ async fn a_handler_whose_lease_cannot_be_vouched_for_is_cancelled() {
             async move {
                 let _flag = flag;
                 started.notify_one();
-                tokio::time::sleep(Duration::from_secs(3_600)).await;
+                // Never ends by itself.
+                std::future::pending::<()>().await;
                 Ok(())
             }
         })
@@ -212,9 +213,8 @@ async fn a_handler_whose_lease_cannot_be_vouched_for_is_cancelled() {
         started.notified().await;
         let claimed_at = Instant::now();
         proxy.set_cut(true);
-        while dropped.lock().unwrap().is_none() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let cancelled = || async { dropped.lock().unwrap().is_some() };
+        harness::eventually("the handler to be cancelled", cancelled).await;
         proxy.set_cut(false);
         claimed_at
     };
@@ -324,7 +324,7 @@ async fn a_task_that_never_finishes_in_time_is_buried_after_its_interruptions() 
     let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
     let endless = FnHandler(|_task: Task| async {
-        tokio::time::sleep(Duration::from_secs(3_600)).await;
+        std::future::pending::<()>().await;
         Ok::<(), HandlerError>(())
     });
     let max = t.config.max_interruptions;
@@ -461,14 +461,11 @@ async fn a_slot_whose_delete_was_lost_is_freed_once_the_link_is_back() {
     assert_eq!(proxy.replies_lost(), 1, "the fault happened");
     // The session lives on, as a worker's does: its slot must go all the same.
     let slots = format!("limits/{}", event_bridge::layout::encode_segment("limited"));
-    let mut left = t.children(&slots).await;
-    for _ in 0..100 {
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        left = t.children(&slots).await;
+    let freed = harness::poll(Duration::from_secs(10), || async {
+        t.children(&slots).await.is_empty()
+    });
+    if freed.await.is_none() {
+        panic!("the slot was left: {:?}", t.children(&slots).await);
     }
-    assert!(left.is_empty(), "the slot was left: {left:?}");
     assert!(!session.queue().session_over());
 }

@@ -3,8 +3,7 @@
 //! ZooKeeper's clock; a queue whose only tasks wait under `delayed/` or `debounce/` is not
 //! idle, and its run brings them in when they are due.
 
-use std::time::Duration;
-
+use event_bridge::clock::ZkTime;
 use event_bridge::task::Debounce;
 use event_bridge::{Envelope, process};
 use serde_json::json;
@@ -75,9 +74,9 @@ async fn a_task_waiting_under_delayed_makes_the_queue_not_idle() {
         "it waits under delayed/"
     );
 
-    // Due a second after its publish by ZooKeeper's clock, which has moved on as much.
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let second = process::run(&t.queue, &recorder, &harness::options(10, 4))
+    // Due a second after its publish by ZooKeeper's clock: a run judging a second from now.
+    let later = ZkTime::at(t.now().await.now_ms() + 1_000);
+    let second = process::run_at(&t.queue, &recorder, &harness::options(10, 4), &later)
         .await
         .unwrap();
     assert_eq!(second.completed, 1, "{second:?}");
@@ -94,9 +93,10 @@ async fn a_pending_debounced_publish_makes_the_queue_not_idle() {
         max_ms: None,
     });
     t.queue.publish_all(&[envelope]).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    // Its period over: a run judging a second from now.
+    let later = ZkTime::at(t.now().await.now_ms() + 1_000);
     let recorder = Recorder::default();
-    let report = process::run(&t.queue, &recorder, &harness::options(10, 4))
+    let report = process::run_at(&t.queue, &recorder, &harness::options(10, 4), &later)
         .await
         .unwrap();
     assert_eq!(report.completed, 1, "{report:?}");

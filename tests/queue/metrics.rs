@@ -46,21 +46,22 @@ async fn the_worker_serves_prometheus_metrics_a_parser_reads() {
         .collect();
     envelopes.extend((0..2).map(|i| Envelope::new("user.signup", json!({ "n": i }))));
     t.queue.publish_many(&envelopes).await.unwrap();
-    let mut samples = Vec::new();
-    for _ in 0..300 {
-        if let Some(text) = scrape(&address) {
-            samples = parse(&text);
-            let done = sample(
-                &samples,
-                "event_bridge_delivery_seconds_count",
-                json!({"route": "builtin"}),
-            );
-            if done == Some(5.0) {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let delivered = || async {
+        let samples = parse(&scrape(&address)?);
+        let done = sample(
+            &samples,
+            "event_bridge_delivery_seconds_count",
+            json!({"route": "builtin"}),
+        );
+        (done == Some(5.0)).then_some(samples)
+    };
+    let samples = harness::poll(Duration::from_secs(30), delivered)
+        .await
+        .unwrap_or_else(|| {
+            scrape(&address)
+                .map(|text| parse(&text))
+                .unwrap_or_default()
+        });
     let _ = worker.kill();
     let _ = worker.wait();
     let handled = |t: &str| {

@@ -113,11 +113,15 @@ async fn retryable_failures_back_off_then_go_to_the_dead_letters() {
     assert_eq!(*calls.lock().unwrap(), 1);
 
     // Keep running until it is dead: each attempt waits out a longer backoff, then comes back
-    // at the tail under a new name.
+    // at the tail under a new name. Each run judges a minute past the one before, past any
+    // backoff of three attempts.
     let mut dead = 0;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        dead += run(&t.queue, &handler, 1).await.dead_lettered;
+    for minutes in 1..=10 {
+        let later = ZkTime::at(t.now().await.now_ms() + minutes * 60_000);
+        let report = process::run_at(&t.queue, &handler, &options(1, 16), &later)
+            .await
+            .expect("run");
+        dead += report.dead_lettered;
         if dead > 0 {
             break;
         }
@@ -191,8 +195,9 @@ async fn poison_bodies_go_to_the_dead_letters_on_their_first_claim() {
 async fn a_drain_stops_before_the_deadline_and_releases_unfinished_claims() {
     let t = TestQueue::new().await;
     t.publish(5).await;
+    // Never ends by itself.
     let slow = FnHandler(|_task: Task| async {
-        tokio::time::sleep(Duration::from_secs(30)).await;
+        std::future::pending::<()>().await;
         Ok(())
     });
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -258,13 +263,11 @@ async fn a_handler_that_outlives_the_lease_timeout_keeps_its_lease_by_extending_
             let path = format!("{root}/leases/{}", task.name);
             async move {
                 let (_, claimed) = raw.get_data(&path).await.unwrap();
-                for _ in 0..300 {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                let extended = || async {
                     let (_, now) = raw.get_data(&path).await.unwrap();
-                    if now.version > claimed.version {
-                        break;
-                    }
-                }
+                    now.version > claimed.version
+                };
+                harness::poll(Duration::from_secs(30), extended).await;
                 // Just past the moment the claim's lease would have expired unextended.
                 let past = ZkTime::at(claimed.mtime + timeout + 1);
                 let report = event_bridge::reap::reap_at(&reaper, &past).await.unwrap();

@@ -156,16 +156,11 @@ async fn an_extension_sent_again_after_a_lost_reply_carries_the_latest_report() 
         "it landed"
     );
     lease.task.progress.report(55, "second").unwrap();
-    let extended = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            match holder.extend(&mut lease).await {
-                Ok(settled) => break settled,
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+    let lease = tokio::sync::Mutex::new(lease);
+    let extended = harness::eventually("the link to come back", || async {
+        holder.extend(&mut *lease.lock().await).await.ok()
     })
-    .await
-    .expect("the link came back");
+    .await;
     assert_eq!(extended, Settled::Done, "still ours");
     let shown = shown(&t, &names[0]).await.unwrap();
     assert_eq!((shown.percent, shown.message.as_str()), (55, "second"));
@@ -204,37 +199,29 @@ async fn racing_consumers_each_show_their_own_tasks_progress() {
     }
     // Waits for a condition, not a time: every held task showing a report.
     let seen: HashMap<String, ProgressReport> =
-        tokio::time::timeout(Duration::from_secs(60), async {
-            loop {
-                let (held, _) = inspect::leased(&t.queue, &t.now().await, 100)
-                    .await
-                    .unwrap();
-                let reports: HashMap<String, ProgressReport> = held
-                    .into_iter()
-                    .filter_map(|i| Some((i.name.clone(), i.lease?.progress?)))
-                    .collect();
-                if reports.len() == names.len() {
-                    break reports;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+        harness::eventually("every lease extended", || async {
+            let (held, _) = inspect::leased(&t.queue, &t.now().await, 100)
+                .await
+                .unwrap();
+            let reports: HashMap<String, ProgressReport> = held
+                .into_iter()
+                .filter_map(|i| Some((i.name.clone(), i.lease?.progress?)))
+                .collect();
+            (reports.len() == names.len()).then_some(reports)
         })
-        .await
-        .expect("every lease extended within a minute");
+        .await;
     for name in &names {
         let report = &seen[name];
         assert_eq!(&report.message, name, "another task's report");
         let percent = (event_bridge::layout::sequence(name).unwrap() % 100) as u8;
         assert_eq!(report.percent, percent);
     }
-    tokio::time::timeout(Duration::from_secs(60), async {
-        while !t.children("tasks").await.is_empty() {
-            go.notify_waiters();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    // Handlers still to start would miss one notice: told again until every task is done.
+    harness::eventually("the handlers to finish", || async {
+        go.notify_waiters();
+        t.children("tasks").await.is_empty()
     })
-    .await
-    .expect("the handlers finished");
+    .await;
     let mut completed = 0;
     for run in runs {
         completed += run.await.unwrap().completed;

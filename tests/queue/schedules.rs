@@ -266,12 +266,7 @@ async fn the_worker_fires_schedules_beside_its_drains() {
         .with_idle_check(Duration::from_secs(3_600));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let join = tokio::spawn(async move { worker.run(stopped).await.expect("worker") });
-    for _ in 0..300 {
-        if recorder.count() > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    harness::poll(Duration::from_secs(30), || async { recorder.count() > 0 }).await;
     stop.send_replace(true);
     join.await.unwrap();
     assert_eq!(

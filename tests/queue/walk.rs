@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use event_bridge::clock::ZkTime;
 use event_bridge::handler::FnHandler;
 use event_bridge::{Envelope, HandlerError, Task};
 use serde_json::json;
@@ -146,15 +147,13 @@ async fn a_retried_task_keeps_its_id_attempts_and_fencing_order() {
         }
     });
     assert_eq!(run(&t.queue, &handler, 1).await.retried, 1);
-    let mut completed = 0;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        completed += run(&t.queue, &handler, 1).await.completed;
-        if completed > 0 {
-            break;
-        }
-    }
-    assert_eq!(completed, 1);
+    // Its backoff (300 ms) over: a run judging a second on.
+    let later = ZkTime::at(t.now().await.now_ms() + 1_000);
+    let report =
+        event_bridge::process::run_at(&t.queue, &handler, &harness::options(1, 16), &later)
+            .await
+            .expect("run");
+    assert_eq!(report.completed, 1, "{report:?}");
     let seen = seen.lock().unwrap();
     let (before, after) = (&seen[0], &seen[1]);
     assert_eq!(before.name, name);
@@ -187,15 +186,9 @@ async fn status_follows_a_task_through_its_moves() {
         Status::Waiting { .. }
     ));
 
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(
-        t.queue
-            .delays()
-            .promote_due(&t.now().await, 10)
-            .await
-            .unwrap(),
-        1
-    );
+    // Past its backoff of 300 ms.
+    let later = ZkTime::at(t.now().await.now_ms() + 400);
+    assert_eq!(t.queue.delays().promote_due(&later, 10).await.unwrap(), 1);
     let now = t.now().await;
     for key in [name.as_str(), id.as_str()] {
         match status(&t.queue, &now, key).await.unwrap() {

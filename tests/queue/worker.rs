@@ -7,7 +7,7 @@ use event_bridge::worker::Worker;
 use event_bridge::{Config, Handler, Task};
 use tokio::sync::watch;
 
-use harness::{Proxy, Recorder, TestQueue};
+use harness::{Proxy, Recorder, TestQueue, eventually};
 
 /// Starts a worker on the test's chroot; returns its stop switch and its join handle.
 fn start<H: Handler + 'static>(
@@ -19,17 +19,6 @@ fn start<H: Handler + 'static>(
     let (stop, stopped) = watch::channel(false);
     let join = tokio::spawn(async move { worker.run(stopped).await.expect("worker") });
     (stop, join)
-}
-
-/// Waits (up to 30 s, a hang guard, not a speed claim) until `check` holds.
-async fn eventually<F: AsyncFnMut() -> bool>(mut check: F, what: &str) {
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("gave up waiting: {what}");
 }
 
 /// Awaits `f` for at most 30 s (a hang guard, not a speed claim).
@@ -59,9 +48,9 @@ async fn the_worker_picks_up_tasks_published_after_it_started() {
     let recorder = Recorder::default();
     let (stop, join) = start(watching(config(&t), recorder.clone(), 4));
     let names = t.publish(3).await;
-    eventually(async || recorder.count() == 3, "three tasks processed").await;
+    eventually("three tasks processed", || async { recorder.count() == 3 }).await;
     let more = t.publish(2).await;
-    eventually(async || recorder.count() == 5, "two more processed").await;
+    eventually("two more processed", || async { recorder.count() == 5 }).await;
     stop.send(true).unwrap();
     let report = within(join).await.unwrap();
     assert_eq!((report.completed, report.sessions), (5, 1));
@@ -90,7 +79,7 @@ async fn the_worker_recovers_when_its_session_expires() {
         .clone()
         .unwrap();
     t.publish(1).await;
-    eventually(async || recorder.count() == 1, "first task processed").await;
+    eventually("first task processed", || async { recorder.count() == 1 }).await;
 
     // A partition, and the session ends on the server meanwhile (as it would once the
     // partition outlasted the session timeout): the worker learns it when the link is back.
@@ -101,10 +90,9 @@ async fn the_worker_recovers_when_its_session_expires() {
     within(renewed).await.unwrap();
 
     t.publish(1).await;
-    eventually(
-        async || recorder.count() == 2,
-        "a task published after the expiry is processed",
-    )
+    eventually("a task published after the expiry is processed", || async {
+        recorder.count() == 2
+    })
     .await;
     stop.send(true).unwrap();
     assert_eq!(within(join).await.unwrap().sessions, 2);
@@ -113,16 +101,16 @@ async fn the_worker_recovers_when_its_session_expires() {
 #[tokio::test]
 async fn a_stopped_worker_releases_what_it_could_not_finish() {
     let t = TestQueue::new().await;
+    // Never ends by itself.
     let slow = FnHandler(|_task: Task| async {
-        tokio::time::sleep(Duration::from_secs(60)).await;
+        std::future::pending::<()>().await;
         Ok(())
     });
     let (stop, join) = start(watching(config(&t), slow, 2));
     t.publish(2).await;
-    eventually(
-        async || t.children("leases").await.len() == 2,
-        "both tasks claimed",
-    )
+    eventually("both tasks claimed", || async {
+        t.children("leases").await.len() == 2
+    })
     .await;
     stop.send(true).unwrap();
     let report = within(join).await.unwrap();
@@ -160,10 +148,9 @@ async fn a_task_published_while_a_slow_one_runs_does_not_wait_for_it() {
         ))
         .await
         .unwrap();
-    eventually(
-        async || t.children("leases").await == [slow.clone()],
-        "the slow task is running",
-    )
+    eventually("the slow task is running", || async {
+        t.children("leases").await == [slow.clone()]
+    })
     .await;
     // One task after the other: each must be seen while the slow one still runs, not only the
     // first change of a drain.
@@ -171,13 +158,13 @@ async fn a_task_published_while_a_slow_one_runs_does_not_wait_for_it() {
     for _ in 0..3 {
         fast.extend(t.publish(1).await);
         eventually(
-            async || done.names() == fast,
             "each fast task ran while the slow one still runs",
+            || async { done.names() == fast },
         )
         .await;
     }
     release.notify_one();
-    eventually(async || done.count() == 4, "the slow task finished").await;
+    eventually("the slow task finished", || async { done.count() == 4 }).await;
     stop.send(true).unwrap();
     assert_eq!(within(join).await.unwrap().completed, 4);
 }
@@ -208,10 +195,9 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
         .publish(&Envelope::new("sms", json!({"slow": true})))
         .await
         .unwrap();
-    eventually(
-        async || t.children("leases").await == [slow.clone()],
-        "the slow task runs",
-    )
+    eventually("the slow task runs", || async {
+        t.children("leases").await == [slow.clone()]
+    })
     .await;
     let email = PauseTarget::Type("email".into());
     t.queue.pauses().pause(&email).await.unwrap();
@@ -225,20 +211,22 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
         .publish(&Envelope::new("sms", json!({})))
         .await
         .unwrap();
-    eventually(async || done.names() == [sms.clone()], "the sms task ran").await;
+    eventually("the sms task ran", || async {
+        done.names() == [sms.clone()]
+    })
+    .await;
     assert!(
         t.children("tasks").await.contains(&held),
         "the email task waits"
     );
     release.notify_one();
-    eventually(async || done.count() == 2, "the slow task finished").await;
+    eventually("the slow task finished", || async { done.count() == 2 }).await;
     t.queue.pauses().resume(&email).await.unwrap();
     // Resuming changes nothing under tasks/: the worker sees it at its next wake-up.
     let next = t.publish(1).await.remove(0);
-    eventually(
-        async || done.names().contains(&held) && done.names().contains(&next),
-        "the email task ran once resumed",
-    )
+    eventually("the email task ran once resumed", || async {
+        done.names().contains(&held) && done.names().contains(&next)
+    })
     .await;
     stop.send(true).unwrap();
     assert_eq!(within(join).await.unwrap().completed, 4);
@@ -302,16 +290,15 @@ async fn a_busy_worker_still_brings_back_retries_and_frees_a_dead_consumers_task
         }
     };
     let slow_running = seen("slow", 1);
-    eventually(async || slow_running(), "the slow task running").await;
+    eventually("the slow task running", || async { slow_running() }).await;
     t.queue.publish_many(&[envelope("flaky")]).await.unwrap();
     let retried = seen("flaky", 2);
-    eventually(
-        async || retried(),
-        "the retry delivered while the slow task runs",
-    )
+    eventually("the retry delivered while the slow task runs", || async {
+        retried()
+    })
     .await;
     let freed = seen("orphan", 2);
-    eventually(async || freed(), "the dead consumer's task run again").await;
+    eventually("the dead consumer's task run again", || async { freed() }).await;
     release.notify_one();
     stop.send(true).unwrap();
     let report = within(join).await.unwrap();
@@ -351,7 +338,7 @@ async fn a_worker_runs_a_grouped_debounced_task_when_it_falls_due() {
     t.queue.publish_many(&envelopes).await.unwrap();
     let recorder = Recorder::default();
     let (stop, join) = start(watching(config(&t), recorder.clone(), 2));
-    eventually(async || recorder.count() == 2, "both tasks").await;
+    eventually("both tasks", || async { recorder.count() == 2 }).await;
     assert_eq!(types(&recorder), ["debounced", "next"]);
     stop.send(true).unwrap();
     within(join).await.unwrap();
@@ -399,7 +386,7 @@ async fn a_worker_runs_a_grouped_child_the_sweep_readies() {
         "the child waits for its parent's settlement"
     );
     assert_eq!(t.queue.dependencies().sweep_dependents().await.unwrap(), 1);
-    eventually(async || recorder.count() == 2, "the child and the next").await;
+    eventually("the child and the next", || async { recorder.count() == 2 }).await;
     assert_eq!(types(&recorder), ["child", "next"]);
     stop.send(true).unwrap();
     within(join).await.unwrap();

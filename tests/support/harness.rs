@@ -8,6 +8,9 @@
 pub mod lambda_api;
 pub mod prometheus;
 pub mod vercel;
+pub mod wait;
+
+pub use wait::{eventually, poll};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -142,21 +145,15 @@ pub async fn end_session(session: &zk::SessionInfo) {
     drop(twin);
     // The close is sent by the dropped client's task: wait until the server has it, by
     // joining once more, which then fails.
-    for _ in 0..100 {
+    eventually("the session to end", || async {
         let again = zk::Client::connector()
             .with_session(session.clone())
             .with_connection_timeout(Duration::from_millis(500))
             .connect(&zk_address())
             .await;
-        match again {
-            Err(_) => return,
-            Ok(twin) => {
-                drop(twin);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-    panic!("the session did not end");
+        again.is_err()
+    })
+    .await;
 }
 
 /// A queue for `config` on a new session.
@@ -275,14 +272,21 @@ pub struct Proxy {
     state: Arc<ProxyState>,
 }
 
-#[derive(Default)]
 struct ProxyState {
-    cut: std::sync::atomic::AtomicBool,
-    stalled: std::sync::atomic::AtomicBool,
+    /// Whether the link is cut and whether replies are held: every relay waits on changes.
+    link: tokio::sync::watch::Sender<Link>,
     lose_next: std::sync::atomic::AtomicBool,
     lose_next_request: std::sync::atomic::AtomicBool,
     /// Replies whose connection was dropped instead.
     lost: std::sync::atomic::AtomicUsize,
+    /// Connections refused while the link was cut.
+    refused: std::sync::atomic::AtomicUsize,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Link {
+    cut: bool,
+    stalled: bool,
 }
 
 impl Proxy {
@@ -290,11 +294,18 @@ impl Proxy {
         use std::sync::atomic::Ordering;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
-        let state = Arc::new(ProxyState::default());
+        let state = Arc::new(ProxyState {
+            link: tokio::sync::watch::Sender::new(Link::default()),
+            lose_next: Default::default(),
+            lose_next_request: Default::default(),
+            lost: Default::default(),
+            refused: Default::default(),
+        });
         let shared = state.clone();
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
-                if shared.cut.load(Ordering::SeqCst) {
+                if shared.link.borrow().cut {
+                    shared.refused.fetch_add(1, Ordering::SeqCst);
                     continue;
                 }
                 tokio::spawn(relay(inbound, shared.clone()));
@@ -305,16 +316,12 @@ impl Proxy {
 
     /// Cuts or restores the link.
     pub fn set_cut(&self, cut: bool) {
-        self.state
-            .cut
-            .store(cut, std::sync::atomic::Ordering::SeqCst);
+        self.state.link.send_modify(|link| link.cut = cut);
     }
 
     /// Holds the server's replies back (true) or lets them through, held ones first (false).
     pub fn set_stalled(&self, stalled: bool) {
-        self.state
-            .stalled
-            .store(stalled, std::sync::atomic::Ordering::SeqCst);
+        self.state.link.send_modify(|link| link.stalled = stalled);
     }
 
     /// Drops the connection instead of delivering the server's next reply.
@@ -334,6 +341,11 @@ impl Proxy {
     /// How many replies (and requests) were lost so far.
     pub fn replies_lost(&self) -> usize {
         self.state.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How many connections were refused while the link was cut.
+    pub fn refused(&self) -> usize {
+        self.state.refused.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -360,6 +372,7 @@ async fn relay(inbound: tokio::net::TcpStream, state: Arc<ProxyState>) {
         }
     };
     let replies = async {
+        let mut link = state.link.subscribe();
         let mut buf = vec![0; 64 * 1024];
         while let Ok(n) = server_read.read(&mut buf).await {
             if n == 0 {
@@ -369,19 +382,17 @@ async fn relay(inbound: tokio::net::TcpStream, state: Arc<ProxyState>) {
                 state.lost.fetch_add(1, Ordering::SeqCst);
                 break;
             }
-            while state.stalled.load(Ordering::SeqCst) && !state.cut.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+            // Held while stalled (a cut ends the relay below).
+            if link.wait_for(|l| !l.stalled || l.cut).await.is_err() {
+                break;
             }
             if client_write.write_all(&buf[..n]).await.is_err() {
                 break;
             }
         }
     };
-    let cut = async {
-        while !state.cut.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
+    let mut link = state.link.subscribe();
+    let cut = link.wait_for(|l| l.cut);
     tokio::select! { _ = requests => {}, _ = replies => {}, _ = cut => {} }
 }
 

@@ -75,7 +75,29 @@ pub async fn run<H: Handler>(
     options: &RunOptions,
 ) -> Result<ProcessReport> {
     let stop = watch::channel(false).1;
-    run_with(Source::Fixed(queue), handler, options, &stop, None).await
+    run_with(Source::Fixed(queue), handler, options, &stop, None, None).await
+}
+
+/// As [`run`], judging what is due (delayed tasks, debounced publishes, schedules) and
+/// timing backoffs at `now` instead of reading ZooKeeper's clock: for a caller that drives
+/// the clock itself, such as a test that runs a moment after a delay ends without waiting
+/// for it (as [`crate::reap::reap_at`] does for leases).
+pub async fn run_at<H: Handler>(
+    queue: &Queue,
+    handler: &H,
+    options: &RunOptions,
+    now: &ZkTime,
+) -> Result<ProcessReport> {
+    let stop = watch::channel(false).1;
+    run_with(
+        Source::Fixed(queue),
+        handler,
+        options,
+        &stop,
+        None,
+        Some(*now),
+    )
+    .await
 }
 
 /// As [`run`], on `session`'s queue: when the session ends mid-run, extensions and settling
@@ -87,7 +109,7 @@ pub async fn run_on<H: Handler>(
     options: &RunOptions,
 ) -> Result<ProcessReport> {
     let stop = watch::channel(false).1;
-    run_with(Source::Live(session), handler, options, &stop, None).await
+    run_with(Source::Live(session), handler, options, &stop, None, None).await
 }
 
 /// As [`run_on`], and stops early when `stop` turns true: no more claims, and tasks in flight
@@ -102,7 +124,7 @@ pub async fn run_refilling<H: Handler>(
     stop: &watch::Receiver<bool>,
     refill: Option<&Notify>,
 ) -> Result<ProcessReport> {
-    run_with(Source::Live(session), handler, options, stop, refill).await
+    run_with(Source::Live(session), handler, options, stop, refill, None).await
 }
 
 async fn run_with<H: Handler>(
@@ -111,6 +133,7 @@ async fn run_with<H: Handler>(
     options: &RunOptions,
     stop: &watch::Receiver<bool>,
     refill: Option<&Notify>,
+    clock: Option<ZkTime>,
 ) -> Result<ProcessReport> {
     let started = Instant::now();
     let queue = source.queue();
@@ -139,7 +162,10 @@ async fn run_with<H: Handler>(
         report.log();
         return Ok(report);
     }
-    let now = queue.server_time().await?;
+    let now = match clock {
+        Some(now) => now,
+        None => queue.server_time().await?,
+    };
     let run = Run {
         source,
         handler,

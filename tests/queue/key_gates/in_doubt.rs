@@ -100,14 +100,15 @@ async fn a_claim_whose_answer_never_came_gives_its_slot_back() {
         names.iter().all(|n| leases.contains(n)),
         "the claim landed: {leases:?}"
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !t.children(GATE).await.is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
+    let freed = || async { t.children(GATE).await.is_empty() };
+    if harness::poll(Duration::from_secs(30), freed)
+        .await
+        .is_none()
+    {
+        panic!(
             "the claim's slot is still held: {:?}",
             slots(&t, GATE).await
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let other = t.consumer("other").await;
     for _ in 0..2 {
