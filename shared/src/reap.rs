@@ -261,7 +261,11 @@ fn classify(
         }) => return Ok(LeaseRead::Unreadable { name }),
         other => return Err(unexpected(queue.layout().task(&name), other)),
     };
-    if !lease::expired(lease_stat.mtime, now.now_ms(), queue.lease_timeout()) {
+    if !lease::expired(
+        lease_stat.mtime,
+        now.now_ms(),
+        queue.settings().lease_timeout,
+    ) {
         return Ok(LeaseRead::Live);
     }
     Ok(LeaseRead::Expired(ExpiredLease {

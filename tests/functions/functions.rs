@@ -124,7 +124,7 @@ async fn an_expired_session_is_replaced_before_the_next_run() {
         .expect("run on a new session");
 
     assert_eq!(report["completed"], 2, "{report}");
-    assert_ne!(app.session.queue().session_id(), old.session_id());
+    assert_ne!(app.session.queue().session().id(), old.session().id());
     assert!(tq.children("tasks").await.is_empty());
 }
 
@@ -132,7 +132,7 @@ async fn an_expired_session_is_replaced_before_the_next_run() {
 async fn a_session_error_reconnects_once_and_runs_again() {
     let tq = TestQueue::new().await;
     let session = open_session(&tq).await;
-    let first = session.queue().session_id();
+    let first = session.queue().session().id();
     let attempts = std::sync::atomic::AtomicU32::new(0);
 
     let ran_on = session
@@ -141,7 +141,7 @@ async fn a_session_error_reconnects_once_and_runs_again() {
             async move {
                 match attempt {
                     0 => Err(zk_error(zk::Error::SessionExpired)),
-                    _ => Ok(queue.session_id()),
+                    _ => Ok(queue.session().id()),
                 }
             }
         })
@@ -150,14 +150,14 @@ async fn a_session_error_reconnects_once_and_runs_again() {
 
     assert_eq!(attempts.into_inner(), 2);
     assert_ne!(ran_on, first);
-    assert_eq!(session.queue().session_id(), ran_on);
+    assert_eq!(session.queue().session().id(), ran_on);
 }
 
 #[tokio::test]
 async fn other_errors_are_not_retried() {
     let tq = TestQueue::new().await;
     let session = open_session(&tq).await;
-    let first = session.queue().session_id();
+    let first = session.queue().session().id();
     let attempts = std::sync::atomic::AtomicU32::new(0);
 
     let result: Result<(), _> = session
@@ -169,7 +169,7 @@ async fn other_errors_are_not_retried() {
 
     assert_eq!(platform::error_type(&result.unwrap_err()), "ZooKeeperError");
     assert_eq!(attempts.into_inner(), 1);
-    assert_eq!(session.queue().session_id(), first);
+    assert_eq!(session.queue().session().id(), first);
 }
 
 #[tokio::test]

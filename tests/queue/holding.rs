@@ -276,8 +276,8 @@ async fn a_task_whose_handler_succeeded_as_the_session_expired_completes_on_a_ne
     let report = report.unwrap();
     assert_eq!((report.completed, report.leases_lost), (1, 0), "{report:?}");
     assert_ne!(
-        session.queue().session_id(),
-        old.session_id(),
+        session.queue().session().id(),
+        old.session().id(),
         "a new session"
     );
     assert!(t.children("tasks").await.is_empty());

@@ -213,7 +213,7 @@ pub(crate) fn lease_info(lease: &LeaseSeen, queue: &Queue, now: &ZkTime) -> Leas
         fencing_token: lease.fencing_token,
         expires_in_ms: lease
             .mtime
-            .saturating_add(crate::lease::millis(queue.lease_timeout()))
+            .saturating_add(crate::lease::millis(queue.settings().lease_timeout))
             - now.now_ms(),
         progress: lease.progress.clone(),
     }

@@ -55,7 +55,7 @@ impl<H: Handler> Run<'_, H> {
         lease: &mut Lease,
         claimed_at: Instant,
     ) -> Result<HandlerEnd> {
-        let timeout = self.queue().lease_timeout();
+        let timeout = self.queue().settings().lease_timeout;
         let vouched = Mutex::new(claimed_at + lease::vouch_window(timeout));
         // A claim whose answer came after the window (a frozen process) runs nothing.
         if Instant::now() >= *vouched.lock().expect("vouch lock") {
@@ -111,7 +111,7 @@ impl<H: Handler> Run<'_, H> {
         vouched: &Mutex<Instant>,
         claimed_at: Instant,
     ) -> HandlerEnd {
-        let timeout = self.queue().lease_timeout();
+        let timeout = self.queue().settings().lease_timeout;
         let (every, window) = (
             lease::extend_interval(timeout),
             lease::vouch_window(timeout),

@@ -206,7 +206,7 @@ async fn run_with<H: Handler>(
                     break;
                 }
                 let claimed_before = report.claimed;
-                let mut walk = Walk::from_lanes(head).weighted(queue.lane_weights());
+                let mut walk = Walk::from_lanes(head).weighted(queue.settings().lane_weights);
                 // Tasks this run put in the lanes after it read them (due ones, fired
                 // schedules): the first walk looks at every lane.
                 if created {

@@ -136,7 +136,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     ) -> Self {
         Pass {
             steady,
-            weighted: run.queue().lane_weights().is_some(),
+            weighted: run.queue().settings().lane_weights.is_some(),
             higher_out: false,
             topped_up: false,
             jump: run.options.concurrency.max(1) * JUMP_PER_PLACE,

@@ -161,7 +161,7 @@ impl<H: Handler> Run<'_, H> {
             let envelope = &mut lease.task.envelope;
             envelope.interruptions += 1;
             let interruptions = envelope.interruptions;
-            if interruptions >= self.queue().max_interruptions() {
+            if interruptions >= self.queue().settings().max_interruptions {
                 let reason = format!("did not finish within a run's time, {interruptions} times");
                 return self.bury(lease, &reason, None).await;
             }
@@ -189,14 +189,14 @@ impl<H> Run<'_, H> {
             HandlerError::RetryAfter { error, after } => (error, after),
         };
         let queue = self.queue();
-        if attempt >= queue.max_attempts() {
+        if attempt >= queue.settings().max_attempts {
             let reason = format!("gave up after {attempt} attempts");
             return self.bury(lease, &reason, Some(e)).await;
         }
-        let delay = queue
+        let delay = (queue.settings())
             .backoff(attempt)
             .max(at_least)
-            .min(queue.backoff_max());
+            .min(queue.settings().backoff_max);
         let traceparent = lease.task.envelope.traceparent.as_deref();
         tracing::info!(task = %name, attempt, error = %e, backoff_ms = delay.as_millis() as u64,
             traceparent, "task will be retried");

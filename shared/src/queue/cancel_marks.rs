@@ -61,7 +61,11 @@ impl Cancels<'_> {
         };
         let data = serde_json::to_vec(&mark)?;
         self.ensure_parent(&self.layout().cancelled()).await?;
-        match self.client().create(&path, &data, &self.persistent()).await {
+        match self
+            .client()
+            .create(&path, &data, &self.created(zk::CreateMode::Persistent))
+            .await
+        {
             Ok(_) => Ok(true),
             Err(zk::Error::NodeExists) => Ok(false),
             Err(e) => Err(Error::zk("create", path, e)),
@@ -153,7 +157,11 @@ impl Cancels<'_> {
 
     /// Creates `path` (a base path of ours) when a queue made by an earlier version lacks it.
     pub(super) async fn ensure_parent(self, path: &str) -> Result<()> {
-        match self.client().create(path, b"", &self.persistent()).await {
+        match self
+            .client()
+            .create(path, b"", &self.created(zk::CreateMode::Persistent))
+            .await
+        {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(Error::zk("create", path, e)),
         }

@@ -233,7 +233,11 @@ impl DebounceKeys<'_> {
 
     async fn ensure_due_bucket(self, bucket: i64) -> Result<()> {
         let path = self.layout().debounce_due_bucket(bucket);
-        match self.client().create(&path, b"", &self.persistent()).await {
+        match self
+            .client()
+            .create(&path, b"", &self.created(zk::CreateMode::Persistent))
+            .await
+        {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(zk::Error::NoNode) => self.ensure_paths().await,
             Err(e) => Err(Error::zk("create", path, e)),

@@ -90,7 +90,11 @@ impl Delays<'_> {
 
     pub(super) async fn ensure_bucket(self, bucket: i64) -> Result<()> {
         let path = self.layout().delay_bucket(bucket);
-        match self.client().create(&path, b"", &self.persistent()).await {
+        match self
+            .client()
+            .create(&path, b"", &self.created(zk::CreateMode::Persistent))
+            .await
+        {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(Error::zk("create", path, e)),
         }

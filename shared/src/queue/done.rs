@@ -131,7 +131,7 @@ impl Done<'_> {
     /// The records completing `leases` writes, when `KEEP_DONE` is set (the bucket made here,
     /// once per bucket and queue).
     pub(super) async fn done_writes(self, leases: &[Lease]) -> Result<Vec<Option<DoneWrite>>> {
-        let Some(keep) = self.keep_done else {
+        let Some(keep) = self.settings().keep_done else {
             return Ok(leases.iter().map(|_| None).collect());
         };
         let now = Utc::now().timestamp_millis();

@@ -14,7 +14,7 @@ impl Keys<'_> {
     /// Whether a key whose task completed at `completed_at` (ms since the epoch) is past its
     /// window by this machine's clock.
     pub(super) fn key_expired(&self, completed_at: i64) -> bool {
-        let window = crate::lease::millis(self.dedup_window);
+        let window = crate::lease::millis(self.settings().dedup_window);
         completed_at.saturating_add(window) <= chrono::Utc::now().timestamp_millis()
     }
 

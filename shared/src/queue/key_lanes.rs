@@ -101,7 +101,11 @@ impl KeyLanes<'_> {
     async fn make_key_lane(self, key: &str) -> Result<()> {
         let path = self.layout().lane_tasks(&Lane::Key(key.to_string()));
         for _ in 0..2 {
-            match self.client().create(&path, &[], &self.persistent()).await {
+            match self
+                .client()
+                .create(&path, &[], &self.created(zk::CreateMode::Persistent))
+                .await
+            {
                 Ok(_) | Err(zk::Error::NodeExists) => return Ok(()),
                 Err(zk::Error::NoNode) => self.make_parent(&self.layout().key_lanes()).await?,
                 Err(e) => return Err(Error::zk("create", &path, e)),
@@ -111,7 +115,11 @@ impl KeyLanes<'_> {
     }
 
     async fn make_parent(self, path: &str) -> Result<()> {
-        match self.client().create(path, &[], &self.persistent()).await {
+        match self
+            .client()
+            .create(path, &[], &self.created(zk::CreateMode::Persistent))
+            .await
+        {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(Error::zk("create", path, e)),
         }

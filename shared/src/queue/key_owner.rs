@@ -85,7 +85,7 @@ impl Keys<'_> {
             return Ok(owned.into_iter().map(|_| None).collect());
         }
         let now = chrono::Utc::now().timestamp_millis();
-        let expires = now.saturating_add(crate::lease::millis(self.dedup_window));
+        let expires = now.saturating_add(crate::lease::millis(self.settings().dedup_window));
         let bucket = expires - expires.rem_euclid(KEY_BUCKET_MS);
         // Once per bucket and queue: a create that finds its node is a logged write all the same.
         use std::sync::atomic::Ordering::Relaxed;

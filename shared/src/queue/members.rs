@@ -183,7 +183,11 @@ impl Batches<'_> {
         let path = self.layout().batch(&state.name);
         let data = state.to_bytes();
         for _ in 0..2 {
-            match self.client().create(&path, &data, &self.persistent()).await {
+            match self
+                .client()
+                .create(&path, &data, &self.created(zk::CreateMode::Persistent))
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(zk::Error::NodeExists) => {
                     return Err(batch_error(&state.name, "a batch of that name exists"));

@@ -87,6 +87,7 @@ mod reads;
 pub(crate) mod record;
 #[cfg(feature = "schedule")]
 mod schedule_store;
+mod settings;
 mod slot_writes;
 mod slots;
 mod stale;
@@ -94,7 +95,6 @@ mod start;
 mod walk;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use zookeeper_client as zk;
 
@@ -138,6 +138,7 @@ pub use record::CANCELLED;
 pub use schedule_store::Schedules;
 #[cfg(feature = "schedule")]
 pub use schedule_store::{SlotTaken, StoredSchedule};
+pub use settings::Settings;
 pub use slots::{SlotShare, tasks_in as slot_tasks};
 pub use start::Start;
 pub use walk::{WIDEST, WINDOW, Walk, names_task};
@@ -146,7 +147,6 @@ use crate::clock::ZkTime;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::lease;
 
 /// One queue on one ZooKeeper session.
 #[derive(Clone)]
@@ -154,16 +154,7 @@ pub struct Queue {
     client: zk::Client,
     layout: Layout,
     consumer_id: String,
-    lease_timeout: Duration,
-    max_attempts: u32,
-    max_interruptions: u32,
-    backoff_base: Duration,
-    backoff_max: Duration,
-    dedup_window: Duration,
-    /// `KEEP_DONE`: how long completion records are kept (none when unset).
-    keep_done: Option<Duration>,
-    /// `LANE_WEIGHTS`: how passes share their walks among the lanes (strict when unset).
-    lane_weights: Option<crate::lane::LaneWeights>,
+    settings: Settings,
     /// The bucket of completion records this queue last made sure of.
     done_bucket: Arc<std::sync::atomic::AtomicI64>,
     /// The bucket of completed keys this queue last made sure of.
@@ -200,14 +191,7 @@ impl Queue {
             client,
             layout: Layout::new(&config.root),
             consumer_id: consumer_id.into(),
-            lease_timeout: config.lease_timeout,
-            max_attempts: config.max_attempts,
-            max_interruptions: config.max_interruptions,
-            backoff_base: config.backoff_base,
-            backoff_max: config.backoff_max,
-            dedup_window: config.dedup_window,
-            keep_done: config.keep_done,
-            lane_weights: config.lane_weights,
+            settings: Settings::of(config),
             done_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             key_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
             dependents_empty_at: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
@@ -245,37 +229,9 @@ impl Queue {
         &self.consumer_id
     }
 
-    pub fn lease_timeout(&self) -> Duration {
-        self.lease_timeout
-    }
-
-    pub fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    /// Times a task may be stopped unfinished at a run's deadline.
-    pub fn max_interruptions(&self) -> u32 {
-        self.max_interruptions
-    }
-
-    /// How passes share their walks among the lanes (`None`: strict order).
-    pub fn lane_weights(&self) -> Option<crate::lane::LaneWeights> {
-        self.lane_weights
-    }
-
-    /// The longest backoff.
-    pub fn backoff_max(&self) -> Duration {
-        self.backoff_max
-    }
-
-    /// The backoff before the next claim of a task that failed on `attempt`.
-    pub fn backoff(&self, attempt: u32) -> Duration {
-        lease::backoff(attempt, self.backoff_base, self.backoff_max)
-    }
-
-    /// The ZooKeeper session this queue works on.
-    pub fn session_id(&self) -> zk::SessionId {
-        self.client.session_id()
+    /// What its operations read of the configuration.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The session's id and password, as ZooKeeper knows them.
@@ -293,16 +249,9 @@ impl Queue {
         self.client.state_watcher()
     }
 
-    fn persistent(&self) -> zk::CreateOptions<'static> {
-        zk::CreateMode::Persistent.with_acls(self.acls)
-    }
-
-    fn ephemeral(&self) -> zk::CreateOptions<'static> {
-        zk::CreateMode::Ephemeral.with_acls(self.acls)
-    }
-
-    fn sequential(&self) -> zk::CreateOptions<'static> {
-        zk::CreateMode::PersistentSequential.with_acls(self.acls)
+    /// How a node of `mode` is created under this queue's ACLs.
+    fn created(&self, mode: zk::CreateMode) -> zk::CreateOptions<'static> {
+        mode.with_acls(self.acls)
     }
 
     /// Creates the base paths (the root, `tasks`, `leases`, `dead`, `clock`, …) when missing.
@@ -315,7 +264,7 @@ impl Queue {
             Ok(found) => found,
             Err(_) => vec![None; all.len()],
         };
-        self.create_missing(all, found).await
+        create_missing(self, all, found).await
     }
 
     /// As [`Queue::ensure_paths`], reading the session's root (`/`: the chroot, when the
@@ -336,31 +285,7 @@ impl Queue {
             return Ok(false);
         }
         all.remove(0);
-        self.create_missing(all, found).await.map(|()| true)
-    }
-
-    /// Creates those of `all` that `found` says are missing.
-    async fn create_missing(
-        &self,
-        all: Vec<String>,
-        found: Vec<Option<(Vec<u8>, zk::Stat)>>,
-    ) -> Result<()> {
-        let paths: Vec<String> = all
-            .into_iter()
-            .zip(found)
-            .filter_map(|(path, read)| read.is_none().then_some(path))
-            .collect();
-        let creates: Vec<_> = paths
-            .iter()
-            .map(|p| self.client.create(p, b"", &self.persistent()))
-            .collect();
-        for (path, created) in paths.iter().zip(futures::future::join_all(creates).await) {
-            match created {
-                Ok(_) | Err(zk::Error::NodeExists) => {}
-                Err(e) => return Err(Error::zk("create", path, e)),
-            }
-        }
-        Ok(())
+        create_missing(self, all, found).await.map(|()| true)
     }
 
     /// Reads ZooKeeper's time by touching the `clock` znode: as of the answer, so the reading
@@ -386,6 +311,34 @@ impl Queue {
 
 /// The ACLs for the nodes the bridge creates: the authenticated user's only when
 /// `ZOOKEEPER_AUTH` is set, open otherwise.
+/// Creates those of `all` that `found` says are missing.
+async fn create_missing(
+    queue: &Queue,
+    all: Vec<String>,
+    found: Vec<Option<(Vec<u8>, zk::Stat)>>,
+) -> Result<()> {
+    let paths: Vec<String> = all
+        .into_iter()
+        .zip(found)
+        .filter_map(|(path, read)| read.is_none().then_some(path))
+        .collect();
+    let creates: Vec<_> = paths
+        .iter()
+        .map(|p| {
+            queue
+                .client
+                .create(p, b"", &queue.created(zk::CreateMode::Persistent))
+        })
+        .collect();
+    for (path, created) in paths.iter().zip(futures::future::join_all(creates).await) {
+        match created {
+            Ok(_) | Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(Error::zk("create", path, e)),
+        }
+    }
+    Ok(())
+}
+
 fn acls(config: &Config) -> zk::Acls<'static> {
     if config.zookeeper_auth.is_some() {
         zk::Acls::creator_all()

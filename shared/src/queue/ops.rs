@@ -169,11 +169,17 @@ impl Queue {
         let mut writer = self.client().new_multi_writer();
         for (_, op) in &multi.ops {
             let added = match *op {
-                Op::Create(path, data) => writer.add_create(path, data, &self.persistent()),
-                Op::CreateEphemeral(path, data) => writer.add_create(path, data, &self.ephemeral()),
-                Op::CreateSequential(path, data) => {
-                    writer.add_create(path, data, &self.sequential())
+                Op::Create(path, data) => {
+                    writer.add_create(path, data, &self.created(zk::CreateMode::Persistent))
                 }
+                Op::CreateEphemeral(path, data) => {
+                    writer.add_create(path, data, &self.created(zk::CreateMode::Ephemeral))
+                }
+                Op::CreateSequential(path, data) => writer.add_create(
+                    path,
+                    data,
+                    &self.created(zk::CreateMode::PersistentSequential),
+                ),
                 Op::Set(path, data, version) => writer.add_set_data(path, data, Some(version)),
                 Op::Delete(path, version) => {
                     writer.add_delete(path, (version >= 0).then_some(version))

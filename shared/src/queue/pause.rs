@@ -119,7 +119,7 @@ impl Pauses<'_> {
                     .map(|_| ()),
                 None => self
                     .client()
-                    .create(&path, &data, &self.persistent())
+                    .create(&path, &data, &self.created(zk::CreateMode::Persistent))
                     .await
                     .map(|_| ()),
             };

@@ -232,7 +232,7 @@ impl Probes<'_> {
                 .map(|stat| stat.version),
             None => self
                 .client()
-                .create(&path, &bytes, &self.persistent())
+                .create(&path, &bytes, &self.created(zk::CreateMode::Persistent))
                 .await
                 .map(|_| 0),
         };

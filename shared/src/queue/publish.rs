@@ -359,7 +359,11 @@ impl Queue {
         let prefix = self.layout().lane_prefix(lane);
         let mut created = self
             .client()
-            .create(&prefix, body, &self.sequential())
+            .create(
+                &prefix,
+                body,
+                &self.created(zk::CreateMode::PersistentSequential),
+            )
             .await;
         if matches!(lane, Lane::Key(_)) && created == Err(zk::Error::NoNode) {
             // A key lane deleted by hand since this process made it: made again.
@@ -369,7 +373,11 @@ impl Queue {
                 .await?;
             created = self
                 .client()
-                .create(&prefix, body, &self.sequential())
+                .create(
+                    &prefix,
+                    body,
+                    &self.created(zk::CreateMode::PersistentSequential),
+                )
                 .await;
         }
         let (_, seq) = created.map_err(|e| Error::zk("create", &prefix, e))?;

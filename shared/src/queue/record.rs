@@ -69,9 +69,24 @@ impl DeadLetter {
         !std::mem::replace(&mut self.renamed, true)
     }
 
-    /// After its multi-op committed: copied to the dead-letter sink, when there is one.
+    /// After its multi-op committed: also sent to the dead-letter sink, when there is one.
+    /// The record stays under `ROOT/dead` either way, so a failed send loses nothing: it is
+    /// logged.
     pub(crate) async fn landed(&self, queue: &Queue) {
-        queue.forward_dead(&self.name, &self.json).await;
+        let Some(sink) = &queue.dead_letters else {
+            return;
+        };
+        let name = &self.name;
+        // Bounded, so an unreachable sink cannot eat an invocation's deadline.
+        let sent =
+            tokio::time::timeout(DEAD_LETTER_SEND_TIMEOUT, sink.send(name, &self.json)).await;
+        let error = match sent {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {DEAD_LETTER_SEND_TIMEOUT:?}"),
+        };
+        tracing::warn!(task = %name, destination = %sink.destination(), %error,
+            "dead letter not copied to the dead-letter sink; it stays in ZooKeeper");
     }
 }
 
@@ -105,23 +120,6 @@ impl Queue {
             json,
             bytes,
         }
-    }
-
-    /// Also sends a committed dead letter to the dead-letter sink, when there is one. The
-    /// record stays under `ROOT/dead` either way, so a failed send loses nothing: it is logged.
-    async fn forward_dead(&self, name: &str, record: &serde_json::Value) {
-        let Some(sink) = &self.dead_letters else {
-            return;
-        };
-        // Bounded, so an unreachable sink cannot eat an invocation's deadline.
-        let sent = tokio::time::timeout(DEAD_LETTER_SEND_TIMEOUT, sink.send(name, record)).await;
-        let error = match sent {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("no answer within {DEAD_LETTER_SEND_TIMEOUT:?}"),
-        };
-        tracing::warn!(task = %name, destination = %sink.destination(), %error,
-            "dead letter not copied to the dead-letter sink; it stays in ZooKeeper");
     }
 }
 

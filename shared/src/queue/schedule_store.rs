@@ -100,7 +100,7 @@ impl Schedules<'_> {
                     .ensure_parent(&self.layout().schedules())
                     .await?;
                 self.client()
-                    .create(&path, &data, &self.persistent())
+                    .create(&path, &data, &self.created(zk::CreateMode::Persistent))
                     .await
                     .map(drop)
             }

@@ -124,7 +124,7 @@ impl Session {
         tracing::warn!(consumer = %self.consumer_id, reason, "zookeeper session over; opening a new one");
         let fresh = new_queue(&self.config, &self.consumer_id, &self.dead_letters).await?;
         let mut current = self.queue.lock().expect("session lock");
-        if current.session_id() == stale.session_id() {
+        if current.session().id() == stale.session().id() {
             *current = fresh;
         }
         Ok(current.clone())

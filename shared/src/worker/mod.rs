@@ -133,7 +133,7 @@ impl<H: Handler> Worker<H> {
         let (mut queue, mut refill) = self.watch(session, &mut report).await?;
         while !*stop.borrow() {
             // A run may have opened a new session for what it held: watch on that one.
-            if session.queue().session_id() != queue.session_id() {
+            if session.queue().session().id() != queue.session().id() {
                 (queue, refill) = self.reopen(session, &queue, &mut report, stop).await?;
             }
             let Err(e) = self
@@ -207,7 +207,7 @@ impl<H: Handler> Worker<H> {
         let queue = session.queue();
         self.session.send_replace(Some(queue.session().clone()));
         report.sessions += 1;
-        tracing::info!(consumer = %report.consumer_id, session = %queue.session_id(), "worker session open");
+        tracing::info!(consumer = %report.consumer_id, session = %queue.session().id(), "worker session open");
         let refill = Arc::new(Notify::new());
         // One watch per priority lane, and one recursive watch over the key lanes: a task
         // published in any of them wakes the drain.

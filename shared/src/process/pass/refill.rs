@@ -93,7 +93,7 @@ impl<H: Handler> Pass<'_, '_, H> {
             let again = async {
                 walk.save_head(&queue).await?;
                 let walk = Walk::from_lanes(queue.probes().read_lanes().await?);
-                Ok(Box::new(walk.weighted(queue.lane_weights())))
+                Ok(Box::new(walk.weighted(queue.settings().lane_weights)))
             };
             Event::Rewalked(again.await)
         }));

@@ -154,7 +154,7 @@ impl Queue {
             return Ok(Prepared::Decided(ClaimOutcome::Backoff { until_ms }));
         }
         let on_dead = restraints.on_dead.for_task(&envelope);
-        if envelope.attempts >= self.max_attempts() {
+        if envelope.attempts >= self.settings().max_attempts {
             let reason = format!("gave up after {} attempts", envelope.attempts);
             let (attempts, last) = (envelope.attempts, envelope.last_error.clone());
             return self
