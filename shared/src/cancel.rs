@@ -43,7 +43,7 @@ pub enum Cancelled {
 }
 
 /// Tries of a cancel that keeps meeting the task on the move.
-const TRIES: usize = 5;
+const TRIES: usize = crate::queue::Tries::Few.most();
 
 /// Cancels the task `key` names (a task name, a name it had, or its envelope id).
 pub async fn cancel(queue: &Queue, key: &str) -> Result<Cancelled> {

@@ -15,7 +15,7 @@ use crate::recurrence::{MISFIRE_GRACE_MS, Misfire, Schedule, Timing};
 use crate::session::{Recovery, recovery};
 
 /// Times a change to a schedule is tried again when a firer wrote it meanwhile.
-const WRITE_TRIES: usize = 5;
+const WRITE_TRIES: usize = crate::queue::Tries::Few.most();
 
 /// What one look at the schedules did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

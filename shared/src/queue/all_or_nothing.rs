@@ -21,6 +21,7 @@ use super::keys::{KeyState, KeyedWrite, Published, created_name};
 use super::members::Join;
 use super::ops::{Failed, Multi, Op, Part};
 use super::parents::{ChildPlan, Earlier};
+use super::write::Tries;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, encode_segment};
 use crate::task::Envelope;
@@ -31,9 +32,6 @@ recipe!(
     AllOrNothing,
     all_or_nothing
 );
-
-/// Times a batch is tried again when a key was taken or a base path made meanwhile.
-const TRIES: usize = 3;
 
 /// The most one request to ZooKeeper may carry: a server drops the connection of a client that
 /// sends more than its `jute.maxbuffer`, 1 MiB − 1 unless it was changed.
@@ -97,12 +95,15 @@ impl AllOrNothing<'_> {
     pub(super) async fn try_batch(self, envelopes: &[Envelope]) -> Result<Option<Vec<Published>>> {
         let joining = envelopes.iter().any(|e| e.batch.is_some());
         let children = envelopes.iter().any(|e| !e.after.is_empty());
-        let tries = TRIES
-            + if joining { super::members::TRIES } else { 0 }
-            + if children { super::parents::TRIES } else { 0 };
+        // A few tries for keys taken or base paths made meanwhile, more for batches' counters
+        // and parents that other writers change.
+        let few = Tries::Few.most();
+        let tries = few
+            + if joining { Tries::Contended.most() } else { 0 }
+            + if children { few } else { 0 };
         for attempt in 0..tries {
             if joining && attempt > 0 {
-                super::members::batch_backoff(attempt).await;
+                super::write::pause(attempt).await;
             }
             let items = self.batch_items(envelopes).await?;
             // The batches its items join: their totals raised in the same multi-op.

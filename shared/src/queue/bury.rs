@@ -122,7 +122,7 @@ impl Queue {
         let Along { key, lock, mark } = self.along(&task, &body, reason).await?;
         // Children waiting for it learn in the same write that it died.
         let marker = id_of(&task, &body).map(|id| {
-            let settled = crate::task::after::Settled::Dead {
+            let settled = crate::task::after::ParentEnd::Dead {
                 task: name.clone(),
                 reason: reason.to_string(),
             };

@@ -85,7 +85,7 @@ impl Queue {
         key: Option<super::key_owner::CompletedKey>,
     ) -> Ending {
         let name = lease.task.name.clone();
-        let settled = crate::task::after::Settled::Completed { task: name.clone() };
+        let settled = crate::task::after::ParentEnd::Completed { task: name.clone() };
         let marker = MarkerWrite::new(self.layout(), &lease.task.envelope.id, &settled);
         // A grouped task's lock goes with it: the group's next task may run.
         let lock = (lease.group_lock.clone()).map(|held| Release::Delete {

@@ -14,8 +14,10 @@
 
 use zookeeper_client as zk;
 
-use super::ops::{Multi, Op, Part};
+use super::Queue;
+use super::ops::{Failed, Multi, Op, Part};
 use super::place::PlaceWrite;
+use super::write::{Next, Tries, Write};
 use crate::error::{Error, Result};
 use crate::layout::UNFILED_BUCKET;
 use crate::task::{Debounce, Envelope, PendingDebounced, StandsFor};
@@ -26,9 +28,6 @@ recipe!(
     DebounceKeys,
     debounce
 );
-
-/// Tries of a debounced publish that lost a race with another publish or a firing.
-const TRIES: usize = 5;
 
 /// Pending publishes read in one request when looking for an id.
 const FIND_PAGE: usize = 32;
@@ -97,27 +96,13 @@ impl DebounceKeys<'_> {
         envelope: &Envelope,
         debounce: &Debounce,
     ) -> Result<Debounced> {
-        for _ in 0..TRIES {
-            let write = self.debounce_write(envelope, debounce).await?;
-            let mut multi = Multi::new();
-            write.push(&mut multi, |part| part);
-            let failed = match self.commit("publish debounced", &multi).await? {
-                Ok(_) => return Ok(write.answer()),
-                Err(failed) => failed,
-            };
-            match failed.error {
-                // Another publish or a firing got in first, or filed the key: look again.
-                zk::Error::BadVersion | zk::Error::NodeExists => {}
-                zk::Error::NoNode if failed.tag == Part::Waiting && write.pending.is_some() => {}
-                // A queue made before `debounce/` or the due index: made.
-                zk::Error::NoNode => self.ensure_paths().await?,
-                _ => return Err(failed.unexpected("publish debounced")),
-            }
-        }
-        Err(Error::Unreadable {
+        self.write(PublishDebounced {
+            envelope,
+            debounce,
             path: self.layout().debounced(&debounce.key),
-            problem: "the debounce key kept changing while it was published; try again".into(),
+            write: None,
         })
+        .await
     }
 
     /// What publishing `envelope` debounced by `debounce` writes now: its key's pending node
@@ -250,4 +235,64 @@ pub(super) fn pending_id(data: &[u8]) -> String {
     serde_json::from_slice::<Envelope>(data)
         .map(|e| e.id)
         .unwrap_or_default()
+}
+
+/// A debounced publish: the key's pending node written (made or replaced) at the version read.
+struct PublishDebounced<'e> {
+    envelope: &'e Envelope,
+    debounce: &'e Debounce,
+    /// The key's pending node.
+    path: String,
+    /// What the try writes, as read.
+    write: Option<DebounceWrite>,
+}
+
+impl Write for PublishDebounced<'_> {
+    type Tag = Part;
+    type Out = Debounced;
+    const WHAT: &'static str = "publish debounced";
+    const TRIES: Tries = Tries::Few;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<Debounced>> {
+        let read = queue
+            .debounce()
+            .debounce_write(self.envelope, self.debounce);
+        self.write = Some(read.await?);
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        if let Some(write) = &self.write {
+            write.push(multi, |part| part);
+        }
+    }
+
+    async fn landed(
+        &self,
+        _: &Queue,
+        _: &Multi<'_, Part>,
+        _: &[zk::MultiWriteResult],
+    ) -> Result<Debounced> {
+        Ok(self.write.as_ref().expect("a try reads first").answer())
+    }
+
+    async fn failed(&mut self, queue: &Queue, failed: Failed<Part>) -> Result<Next<Debounced>> {
+        let pending = self.write.as_ref().is_some_and(|w| w.pending.is_some());
+        match failed.error {
+            // Another publish or a firing got in first, or filed the key: look again.
+            zk::Error::BadVersion | zk::Error::NodeExists => {}
+            zk::Error::NoNode if failed.tag == Part::Waiting && pending => {}
+            // A queue made before `debounce/` or the due index: made.
+            zk::Error::NoNode => queue.ensure_paths().await?,
+            _ => return Err(failed.unexpected(Self::WHAT)),
+        }
+        Ok(Next::Again)
+    }
+
+    fn exhausted(&self) -> Result<Debounced> {
+        Err(Error::Unreadable {
+            path: self.path.clone(),
+            problem: "the debounce key kept changing while it was published; try again".into(),
+        })
+    }
 }

@@ -11,7 +11,7 @@
 //!   request and no read, and it fails the multi-op when a child registered meanwhile (the
 //!   marker exists).
 //! - Then, or when the marker was seen: the marker set, at the version read, to how the task
-//!   was settled ([`AfterSettled`]).
+//!   was settled ([`ParentEnd`]).
 //!
 //! A child's publish checks the parent where it is and creates (or checks) the marker in one
 //! multi-op, so a parent is settled either before a child registers (and the child sees it
@@ -31,9 +31,10 @@ use super::end::{Ending, To, Where};
 use super::held::Settled;
 use super::ops::{Multi, Op, Part};
 use super::record::DeadLetter;
+use super::write::Tries;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::task::after::Settled as AfterSettled;
+use crate::task::after::ParentEnd;
 use crate::task::{self, Body, Envelope, OnParentDead};
 
 recipe!(
@@ -45,7 +46,7 @@ recipe!(
 );
 
 /// Tries of a child's settlement when its parents settle at once (each rewrites it).
-const CHILD_TRIES: usize = 16;
+const CHILD_TRIES: usize = Tries::Contended.most();
 
 /// What settling one task writes to its marker.
 #[derive(Clone, Debug)]
@@ -106,7 +107,7 @@ impl Dependencies<'_> {
 }
 
 impl MarkerWrite {
-    pub(crate) fn new(layout: &Layout, id: &str, settled: &AfterSettled) -> Self {
+    pub(crate) fn new(layout: &Layout, id: &str, settled: &ParentEnd) -> Self {
         MarkerWrite {
             id: id.to_string(),
             path: layout.dependents_of(id),
@@ -170,7 +171,7 @@ impl Dependencies<'_> {
             let Some((data, _)) = self.read_path(&marker).await? else {
                 continue;
             };
-            let Some(settled) = AfterSettled::parse(&data) else {
+            let Some(settled) = ParentEnd::parse(&data) else {
                 continue;
             };
             let children = match self.client().list_children(&marker).await {
@@ -217,7 +218,7 @@ impl Dependencies<'_> {
         for (chunk, reads) in paths.chunks(64).zip(names.chunks(64)) {
             let found = self.read_paths(chunk).await?;
             for (read, name) in found.into_iter().zip(reads) {
-                let settled = read.is_some_and(|(data, _)| AfterSettled::parse(&data).is_some());
+                let settled = read.is_some_and(|(data, _)| ParentEnd::parse(&data).is_some());
                 if settled {
                     let id = crate::layout::decode_segment(name);
                     moved += self.settle_children(&id).await?;
@@ -232,7 +233,7 @@ impl Dependencies<'_> {
     async fn settle_child(
         self,
         parent: &str,
-        settled: &AfterSettled,
+        settled: &ParentEnd,
         child: &str,
     ) -> Result<Option<String>> {
         let entry = format!("{}/{child}", self.layout().dependents_of(parent));
@@ -305,7 +306,7 @@ impl Dependencies<'_> {
         letter: Box<DeadLetter>,
         from: Where,
     ) -> Result<(Settled, Option<MarkerWrite>)> {
-        let own = AfterSettled::Dead {
+        let own = ParentEnd::Dead {
             task: letter.name.clone(),
             reason: letter.reason.clone(),
         };
@@ -326,7 +327,7 @@ impl Dependencies<'_> {
         &self,
         mut envelope: Envelope,
         parent: &str,
-        settled: &AfterSettled,
+        settled: &ParentEnd,
     ) -> Result<Outcome> {
         envelope.waiting_on.retain(|p| p != parent);
         let fails = envelope.on_parent_dead.unwrap_or_default() == OnParentDead::Fail;

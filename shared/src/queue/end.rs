@@ -35,12 +35,13 @@ use super::members::{BatchesSeen, Tally, tally};
 use super::ops::{Multi, Op, Part};
 use super::record::DeadLetter;
 use super::slots::{Shrink, SlotShare, push_rename};
+use super::write::Tries;
 use crate::error::Result;
 
-/// Re-reads of batches one call may make when other writers keep changing them.
-const BATCH_TRIES: usize = 64;
-/// Re-reads of markers (or of `dependents/`) one call may make when children keep registering.
-const MARKER_TRIES: usize = 64;
+/// Re-reads of batches, and of markers (or of `dependents/`), one call may make when other
+/// writers keep changing them.
+const BATCH_TRIES: usize = Tries::Contended.most();
+const MARKER_TRIES: usize = Tries::Contended.most();
 /// The tag index of the check that stands for every task's marker.
 const COVERED: usize = usize::MAX;
 

@@ -18,16 +18,13 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::delay::waiting_name;
 use super::held::{Lease, Settled};
-use super::ops::{Multi, Op, Part};
+use super::ops::{Failed, Multi, Op, Part};
 use super::record::short;
+use super::write::{Next, Tries, Write};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::delay_bucket_of;
 use crate::lease::LeaseData;
-
-/// Tries of a release, at most: one, one more after reading the lease again, one after making
-/// a missing parent, one after a due bucket went meanwhile.
-const RELEASE_TRIES: usize = 4;
 
 impl Queue {
     /// Refreshes a held lease (its `mtime` and `timestamp`), if it is still ours, writing the
@@ -147,58 +144,16 @@ impl Queue {
                     .delayed_task(bucket, &waiting_name(due, &name)),
             )
         });
-        let mut reread = false;
-        for _ in 0..RELEASE_TRIES {
-            let mut multi = Multi::new();
-            match &waiting {
-                Some((bucket, path)) => {
-                    self.delays().ensure_bucket(*bucket).await?;
-                    multi
-                        .push(Part::Waiting, Op::Create(path, &body))
-                        .push(Part::Task, Op::Delete(&task_path, lease.task_version));
-                }
-                None => {
-                    multi.push(Part::Task, Op::Set(&task_path, &body, lease.task_version));
-                }
-            }
-            multi
-                .push(Part::Lease, Op::Delete(&lease_path, lease.lease_version))
-                .push(Part::Mark, Op::Create(&mark, b""))
-                .push(Part::Mark, Op::Delete(&mark, -1));
-            let failed = match self.commit("release", &multi).await? {
-                Ok(_) => return Ok(Settled::Done),
-                Err(failed) => failed,
-            };
-            use zk::Error::{BadVersion, NoNode, NodeExists};
-            // Our lease's version moved: an extension whose reply was lost may have landed.
-            if (failed.tag, &failed.error) == (Part::Lease, &BadVersion) && !reread {
-                reread = true;
-                if self.still_ours(&mut lease).await? {
-                    continue;
-                }
-            }
-            let settled = match (failed.tag, &failed.error) {
-                (Part::Mark, NodeExists) => Settled::Cancelled,
-                // A queue made by an earlier version lacks `cancelled/`.
-                (Part::Mark, NoNode) => {
-                    self.cancels()
-                        .ensure_parent(&self.layout().cancelled())
-                        .await?;
-                    continue;
-                }
-                // The bucket was promoted away between its creation and this: once more.
-                (Part::Waiting, NoNode) => continue,
-                // Our own earlier try landed (same due, same task), or the task is gone.
-                (Part::Waiting, NodeExists) | (Part::Task, NoNode) => Settled::Gone,
-                (Part::Task, BadVersion) if waiting.is_none() && self.released(&lease).await? => {
-                    Settled::Gone
-                }
-                (Part::Task | Part::Lease, BadVersion | NoNode) => Settled::LeaseLost,
-                _ => return Err(failed.unexpected("release")),
-            };
-            return Ok(settled);
-        }
-        Ok(Settled::LeaseLost)
+        self.write(Release {
+            lease,
+            body,
+            task_path,
+            lease_path,
+            mark,
+            waiting,
+            reread: false,
+        })
+        .await
     }
 
     /// Whether `lease`'s task looks released by its holder already: the lease is gone and the
@@ -218,5 +173,94 @@ impl Queue {
             .map_err(|e| Error::zk("stat", &task_path, e))?;
         Ok(lease_stat.is_none()
             && task_stat.is_some_and(|stat| stat.version == lease.task_version + 1))
+    }
+}
+
+/// A held task given back: rewritten in place, or moved under `delayed/` (`waiting`: its due
+/// bucket and path there), its lease deleted, its cancel mark created and deleted.
+struct Release {
+    lease: Lease,
+    body: Vec<u8>,
+    task_path: String,
+    lease_path: String,
+    mark: String,
+    waiting: Option<(i64, String)>,
+    /// Whether the lease was read again once already.
+    reread: bool,
+}
+
+impl Write for Release {
+    type Tag = Part;
+    type Out = Settled;
+    const WHAT: &'static str = "release";
+    const TRIES: Tries = Tries::Few;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<Settled>> {
+        if let Some((bucket, _)) = &self.waiting {
+            queue.delays().ensure_bucket(*bucket).await?;
+        }
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        let version = self.lease.task_version;
+        match &self.waiting {
+            Some((_, path)) => multi
+                .push(Part::Waiting, Op::Create(path, &self.body))
+                .push(Part::Task, Op::Delete(&self.task_path, version)),
+            None => multi.push(Part::Task, Op::Set(&self.task_path, &self.body, version)),
+        };
+        multi
+            .push(
+                Part::Lease,
+                Op::Delete(&self.lease_path, self.lease.lease_version),
+            )
+            .push(Part::Mark, Op::Create(&self.mark, b""))
+            .push(Part::Mark, Op::Delete(&self.mark, -1));
+    }
+
+    async fn landed(
+        &self,
+        _: &Queue,
+        _: &Multi<'_, Part>,
+        _: &[zk::MultiWriteResult],
+    ) -> Result<Settled> {
+        Ok(Settled::Done)
+    }
+
+    async fn failed(&mut self, queue: &Queue, failed: Failed<Part>) -> Result<Next<Settled>> {
+        use zk::Error::{BadVersion, NoNode, NodeExists};
+        // Our lease's version moved: an extension whose reply was lost may have landed.
+        if (failed.tag, &failed.error) == (Part::Lease, &BadVersion)
+            && !std::mem::replace(&mut self.reread, true)
+            && queue.still_ours(&mut self.lease).await?
+        {
+            return Ok(Next::Again);
+        }
+        let settled = match (failed.tag, &failed.error) {
+            (Part::Mark, NodeExists) => Settled::Cancelled,
+            // A queue made by an earlier version lacks `cancelled/`.
+            (Part::Mark, NoNode) => {
+                let cancelled = queue.layout().cancelled();
+                queue.cancels().ensure_parent(&cancelled).await?;
+                return Ok(Next::Again);
+            }
+            // The bucket was promoted away between its creation and this: once more.
+            (Part::Waiting, NoNode) => return Ok(Next::Again),
+            // Our own earlier try landed (same due, same task), or the task is gone.
+            (Part::Waiting, NodeExists) | (Part::Task, NoNode) => Settled::Gone,
+            (Part::Task, BadVersion)
+                if self.waiting.is_none() && queue.released(&self.lease).await? =>
+            {
+                Settled::Gone
+            }
+            (Part::Task | Part::Lease, BadVersion | NoNode) => Settled::LeaseLost,
+            _ => return Err(failed.unexpected(Self::WHAT)),
+        };
+        Ok(Next::Stop(settled))
+    }
+
+    fn exhausted(&self) -> Result<Settled> {
+        Ok(Settled::LeaseLost)
     }
 }

@@ -38,7 +38,7 @@ pub const WIDEST: usize = 4_096;
 
 /// Tries of a head write that lost to another consumer's, at most: consumers that end a
 /// drain together all write it at once, and each try that loses means another one landed.
-pub const HEAD_WRITES: usize = 8;
+pub const HEAD_WRITES: usize = super::Tries::Few.most();
 
 /// Ranges known gone that the head keeps beyond its number, at most (the lowest ones).
 pub const HEAD_RANGES: usize = 64;

@@ -7,8 +7,10 @@ use std::collections::HashMap;
 
 use zookeeper_client as zk;
 
+use super::Queue;
 use super::keys::{Published, created_name};
-use super::ops::{Multi, Op, Part};
+use super::ops::{Failed, Multi, Op, Part};
+use super::write::{Next, Tries, Write};
 use crate::error::{Error, Result};
 use crate::task::Envelope;
 use crate::task::batch::{BatchState, BatchStatus, callback_envelopes};
@@ -20,8 +22,6 @@ recipe!(
     batches
 );
 
-/// Tries of a write to a batch that other writers keep changing.
-pub(super) const TRIES: usize = 64;
 /// Bodies of one batch published in one multi-op, at most (well within a request), and how
 /// many.
 const MEMBERS_BYTES: usize = 512 * 1024;
@@ -89,13 +89,6 @@ pub(super) struct Join {
     pub version: i32,
 }
 
-/// Waits before write number `attempt` (from 1) to a batch another writer just changed: a few
-/// milliseconds, growing to 50, jittered, so writers that met on its version spread out.
-pub(super) async fn batch_backoff(attempt: usize) {
-    let most = (2u64 << attempt.min(5)).min(50);
-    tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(1..=most))).await;
-}
-
 /// The batches `members` (index, batch name) belong to, each once, by the index of its first
 /// member, with how many members it has there.
 pub(super) fn by_batch<'a>(
@@ -130,7 +123,7 @@ impl Batches<'_> {
         name: &str,
         attempt: usize,
     ) -> Result<()> {
-        batch_backoff(attempt).await;
+        super::write::pause(attempt).await;
         let state = self.settling_batch(name).await?;
         seen.insert(name.to_string(), state);
         Ok(())
@@ -229,40 +222,13 @@ impl Batches<'_> {
 
     /// Seals batch `name`; its callbacks go in the same write when nothing is pending.
     pub(crate) async fn seal_batch(self, name: &str) -> Result<BatchStatus> {
-        let path = self.layout().batch(name);
         let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
-        for attempt in 0..TRIES {
-            if attempt > 0 {
-                batch_backoff(attempt).await;
-            }
-            let Some((mut state, version)) = self.read_batch(name).await? else {
-                return Err(unknown_batch(name));
-            };
-            if state.sealed {
-                return Err(batch_error(name, "sealed already"));
-            }
-            state.sealed = true;
-            let tally = Tally {
-                callbacks: callback_bodies(&mut state),
-                path: path.clone(),
-                version,
-                data: state.to_bytes(),
-            };
-            let mut multi = Multi::new();
-            tally.push(&mut multi, Part::Batch, &prefix);
-            match self.commit("seal batch", &multi).await? {
-                Ok(results) => {
-                    let named = self.name_callback(&tally, results.iter()).await;
-                    return Ok(named.unwrap_or(state).status());
-                }
-                Err(failed) if failed.error == zk::Error::BadVersion => continue,
-                Err(failed) if failed.error == zk::Error::NoNode => {
-                    return Err(unknown_batch(name));
-                }
-                Err(failed) => return Err(failed.unexpected("seal batch")),
-            }
-        }
-        Err(busy(name))
+        self.write(Seal {
+            name,
+            prefix,
+            read: None,
+        })
+        .await
     }
 
     /// Publishes `run` (envelopes of one batch, `batch`) as members: their tasks created and
@@ -310,48 +276,15 @@ impl Batches<'_> {
         let lanes: Vec<_> = run.iter().map(Envelope::lane).collect();
         self.key_lanes().ensure_lanes(&lanes).await?;
         let prefixes: Vec<String> = lanes.iter().map(|l| self.layout().lane_prefix(l)).collect();
-        for attempt in 0..TRIES {
-            if attempt > 0 {
-                batch_backoff(attempt).await;
-            }
-            let Some((mut state, version)) = self.read_batch(batch).await? else {
-                return Err(unknown_batch(batch));
-            };
-            if state.sealed {
-                return Err(batch_error(batch, "sealed: no member joins it any more"));
-            }
-            state.total += run.len() as u64;
-            let data = state.to_bytes();
-            let mut multi = Multi::new();
-            multi.push(usize::MAX, Op::Set(&path, &data, version));
-            for (i, (prefix, body)) in prefixes.iter().zip(bodies).enumerate() {
-                multi.push(i, Op::CreateSequential(prefix, body));
-            }
-            match self.commit("publish", &multi).await? {
-                Ok(results) => return self.members_created(run, &prefixes, &multi, &results),
-                Err(failed) if failed.tag != usize::MAX => return Err(failed.unexpected("publish")),
-                Err(failed) if failed.error == zk::Error::BadVersion => {}
-                Err(_) => return Err(unknown_batch(batch)),
-            }
-        }
-        Err(busy(batch))
-    }
-
-    fn members_created(
-        &self,
-        run: &[Envelope],
-        prefixes: &[String],
-        multi: &Multi<'_, usize>,
-        results: &[zk::MultiWriteResult],
-    ) -> Result<Vec<Published>> {
-        let each = run.iter().zip(prefixes).enumerate();
-        each.map(|(i, (envelope, prefix))| {
-            Ok(Published::Created {
-                id: envelope.id.clone(),
-                task: created_name(multi.result(results, i), prefix)?,
-            })
+        self.write(JoinChunk {
+            run,
+            bodies,
+            batch,
+            path,
+            prefixes,
+            read: None,
         })
-        .collect()
+        .await
     }
 
     /// What publishing `envelopes` together writes to the batches they join (one multi-read
@@ -467,4 +400,137 @@ pub(crate) fn unknown_batch(name: &str) -> Error {
         name,
         "no such batch (open it with `event-bridge batch open`)",
     )
+}
+
+/// Sealing batch `name`, its callbacks in the same write when nothing is pending.
+struct Seal<'n> {
+    name: &'n str,
+    prefix: String,
+    /// The batch as the try read it, sealed, and its write.
+    read: Option<(BatchState, Tally)>,
+}
+
+impl Write for Seal<'_> {
+    type Tag = Part;
+    type Out = BatchStatus;
+    const WHAT: &'static str = "seal batch";
+    const TRIES: Tries = Tries::Contended;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<BatchStatus>> {
+        let Some((mut state, version)) = queue.batches().read_batch(self.name).await? else {
+            return Err(unknown_batch(self.name));
+        };
+        if state.sealed {
+            return Err(batch_error(self.name, "sealed already"));
+        }
+        state.sealed = true;
+        let tally = Tally {
+            callbacks: callback_bodies(&mut state),
+            path: queue.layout().batch(self.name),
+            version,
+            data: state.to_bytes(),
+        };
+        self.read = Some((state, tally));
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        if let Some((_, tally)) = &self.read {
+            tally.push(multi, Part::Batch, &self.prefix);
+        }
+    }
+
+    async fn landed(
+        &self,
+        queue: &Queue,
+        _: &Multi<'_, Part>,
+        results: &[zk::MultiWriteResult],
+    ) -> Result<BatchStatus> {
+        let (state, tally) = self.read.as_ref().expect("a try reads before it writes");
+        let named = queue.batches().name_callback(tally, results.iter()).await;
+        Ok(named.unwrap_or_else(|| state.clone()).status())
+    }
+
+    async fn failed(&mut self, _: &Queue, failed: Failed<Part>) -> Result<Next<BatchStatus>> {
+        match failed.error {
+            zk::Error::BadVersion => Ok(Next::Pause),
+            zk::Error::NoNode => Err(unknown_batch(self.name)),
+            _ => Err(failed.unexpected(Self::WHAT)),
+        }
+    }
+
+    fn exhausted(&self) -> Result<BatchStatus> {
+        Err(busy(self.name))
+    }
+}
+
+/// Members joining a batch: their tasks created and the batch's `total` raised at the
+/// version read (tagged `usize::MAX`; each task by its index).
+struct JoinChunk<'a> {
+    run: &'a [Envelope],
+    bodies: &'a [Vec<u8>],
+    batch: &'a str,
+    path: String,
+    prefixes: Vec<String>,
+    /// The batch's data with the run joined, and the version read.
+    read: Option<(Vec<u8>, i32)>,
+}
+
+impl Write for JoinChunk<'_> {
+    type Tag = usize;
+    type Out = Vec<Published>;
+    const WHAT: &'static str = "publish";
+    const TRIES: Tries = Tries::Contended;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<Vec<Published>>> {
+        let Some((mut state, version)) = queue.batches().read_batch(self.batch).await? else {
+            return Err(unknown_batch(self.batch));
+        };
+        if state.sealed {
+            return Err(batch_error(
+                self.batch,
+                "sealed: no member joins it any more",
+            ));
+        }
+        state.total += self.run.len() as u64;
+        self.read = Some((state.to_bytes(), version));
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, usize>) {
+        if let Some((data, version)) = &self.read {
+            multi.push(usize::MAX, Op::Set(&self.path, data, *version));
+        }
+        for (i, (prefix, body)) in self.prefixes.iter().zip(self.bodies).enumerate() {
+            multi.push(i, Op::CreateSequential(prefix, body));
+        }
+    }
+
+    async fn landed(
+        &self,
+        _: &Queue,
+        multi: &Multi<'_, usize>,
+        results: &[zk::MultiWriteResult],
+    ) -> Result<Vec<Published>> {
+        let each = self.run.iter().zip(&self.prefixes).enumerate();
+        each.map(|(i, (envelope, prefix))| {
+            Ok(Published::Created {
+                id: envelope.id.clone(),
+                task: created_name(multi.result(results, i), prefix)?,
+            })
+        })
+        .collect()
+    }
+
+    async fn failed(&mut self, _: &Queue, failed: Failed<usize>) -> Result<Next<Vec<Published>>> {
+        match (failed.tag, &failed.error) {
+            (usize::MAX, zk::Error::BadVersion) => Ok(Next::Pause),
+            (usize::MAX, _) => Err(unknown_batch(self.batch)),
+            _ => Err(failed.unexpected(Self::WHAT)),
+        }
+    }
+
+    fn exhausted(&self) -> Result<Vec<Published>> {
+        Err(busy(self.batch))
+    }
 }

@@ -93,6 +93,8 @@ mod slots;
 mod stale;
 mod start;
 mod walk;
+mod write;
+pub(crate) use write::Tries;
 
 use std::sync::Arc;
 

@@ -35,12 +35,8 @@ use super::place::PlaceWrite;
 use super::record::DeadLetter;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::task::after::Settled as AfterSettled;
+use crate::task::after::ParentEnd;
 use crate::task::{self, Body, Envelope, OnParentDead, StandsFor};
-
-/// Tries a publish with children makes besides a batch's own, for parents that settled or
-/// moved while it was written (each try finds them again).
-pub(super) const TRIES: usize = 8;
 
 /// Why a debounced publish cannot be a parent.
 const DEBOUNCED: &str = "a debounced publish is not a task until its period ends";
@@ -65,7 +61,7 @@ enum Parent {
     },
     Settled {
         id: String,
-        settled: AfterSettled,
+        settled: ParentEnd,
     },
 }
 
@@ -101,7 +97,7 @@ pub(super) enum Earlier {
     /// this envelope id (the first item's, for an idempotency key given twice).
     Made(String),
     /// Sent to the dead letters by the same multi-op, as it was settled.
-    Dead(AfterSettled),
+    Dead(ParentEnd),
     /// Nothing made (its idempotency key was taken): the task that has the key, by its name
     /// (or id, when its name was never written), found as any parent.
     Elsewhere(String),
@@ -150,7 +146,7 @@ impl ChildPlan {
     /// What this plan makes of the child (envelope id `id`) for a later item that names it.
     pub(super) fn as_earlier(&self, id: &str) -> Earlier {
         match self {
-            ChildPlan::Dead(dead) => Earlier::Dead(AfterSettled::Dead {
+            ChildPlan::Dead(dead) => Earlier::Dead(ParentEnd::Dead {
                 task: dead.name.clone(),
                 reason: dead.reason.clone(),
             }),

@@ -22,8 +22,10 @@ use crate::queue::Groups;
 use serde_json::Value;
 use zookeeper_client as zk;
 
+use super::Queue;
 use super::group_lock::GroupLock;
-use super::ops::{Multi, Op, Part};
+use super::ops::{Failed, Multi, Op, Part};
+use super::write::{Next, Tries, Write};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::layout::Layout;
@@ -236,43 +238,17 @@ impl Groups<'_> {
             task: ending.letter.clone(),
             paused: Some(ending.why.clone()),
         })?;
-        let mut pause = on_dead == OnDead::Pause;
-        for _ in 0..3 {
-            let mut multi = Multi::new();
-            multi.push(Part::Task, Op::Delete(&path, version));
-            if pause {
-                multi.push(Part::Lock, Op::Create(&lock_path, &lock));
-            }
-            let failed = match self.commit("end place", &multi).await? {
-                Ok(_) => {
-                    tracing::info!(task = %name, group = %place.group, paused = pause,
-                        why = %ending.why, "place ended");
-                    return Ok(PlaceTaken::Ended { paused: pause });
-                }
-                Err(failed) => failed,
-            };
-            use zk::Error::{BadVersion, NoNode, NodeExists};
-            match (failed.tag, &failed.error) {
-                (Part::Task, BadVersion | NoNode) => {
-                    return Ok(PlaceTaken::Taken);
-                }
-                (Part::Lock, NoNode) => {
-                    self.cancels()
-                        .ensure_parent(&self.layout().groups())
-                        .await?
-                }
-                (Part::Lock, NodeExists) => match self.group_lock(&place.group).await? {
-                    // Paused already: it stays so, and the place goes.
-                    Some(read) if read.lock.paused.is_some() => pause = false,
-                    Some(read) => {
-                        return Ok(PlaceTaken::GroupBusy(read.lock.id));
-                    }
-                    None => {}
-                },
-                _ => return Err(failed.unexpected("end place")),
-            }
-        }
-        Ok(PlaceTaken::Taken)
+        self.write(EndPlace {
+            name,
+            path,
+            version,
+            place,
+            ending,
+            lock_path,
+            lock,
+            pause: on_dead == OnDead::Pause,
+        })
+        .await
     }
 }
 
@@ -290,4 +266,65 @@ enum Waits {
 struct Ending {
     letter: String,
     why: String,
+}
+
+/// A place deleted (at `version`) whose task ended as `ending`, its group paused there with a
+/// lock of its own when `pause` says so.
+struct EndPlace<'a> {
+    name: &'a str,
+    path: String,
+    version: i32,
+    place: &'a Place,
+    ending: &'a Ending,
+    lock_path: String,
+    lock: Vec<u8>,
+    pause: bool,
+}
+
+impl Write for EndPlace<'_> {
+    type Tag = Part;
+    type Out = PlaceTaken;
+    const WHAT: &'static str = "end place";
+    const TRIES: Tries = Tries::Few;
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        multi.push(Part::Task, Op::Delete(&self.path, self.version));
+        if self.pause {
+            multi.push(Part::Lock, Op::Create(&self.lock_path, &self.lock));
+        }
+    }
+
+    async fn landed(
+        &self,
+        _: &Queue,
+        _: &Multi<'_, Part>,
+        _: &[zk::MultiWriteResult],
+    ) -> Result<PlaceTaken> {
+        tracing::info!(task = %self.name, group = %self.place.group, paused = self.pause,
+            why = %self.ending.why, "place ended");
+        Ok(PlaceTaken::Ended { paused: self.pause })
+    }
+
+    async fn failed(&mut self, queue: &Queue, failed: Failed<Part>) -> Result<Next<PlaceTaken>> {
+        use zk::Error::{BadVersion, NoNode, NodeExists};
+        match (failed.tag, &failed.error) {
+            (Part::Task, BadVersion | NoNode) => return Ok(Next::Stop(PlaceTaken::Taken)),
+            (Part::Lock, NoNode) => {
+                let groups = queue.layout().groups();
+                queue.cancels().ensure_parent(&groups).await?
+            }
+            (Part::Lock, NodeExists) => match queue.groups().group_lock(&self.place.group).await? {
+                // Paused already: it stays so, and the place goes.
+                Some(read) if read.lock.paused.is_some() => self.pause = false,
+                Some(read) => return Ok(Next::Stop(PlaceTaken::GroupBusy(read.lock.id))),
+                None => {}
+            },
+            _ => return Err(failed.unexpected(Self::WHAT)),
+        }
+        Ok(Next::Again)
+    }
+
+    fn exhausted(&self) -> Result<PlaceTaken> {
+        Ok(PlaceTaken::Taken)
+    }
 }

@@ -2,7 +2,7 @@
 //! `on_parent_dead`), and the marker a parent with children leaves at `dependents/<id>`.
 //!
 //! A marker's data is empty while its parent is unsettled; the write that settles the parent
-//! sets it to a [`Settled`] in the same multi-op. The queue side is in `queue::parents`
+//! sets it to a [`ParentEnd`] in the same multi-op. The queue side is in `queue::parents`
 //! (publishing a child) and `queue::dependents` (settling the children).
 
 use serde::{Deserialize, Serialize};
@@ -34,15 +34,16 @@ impl OnParentDead {
     }
 }
 
-/// How a parent was settled, as its marker keeps it until its children are seen to.
+/// How a parent ended (completed or dead), as its marker keeps it until its children are
+/// seen to. Its JSON tag stays `settled`, as the wire format has it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "settled", rename_all = "snake_case")]
-pub enum Settled {
+pub enum ParentEnd {
     Completed { task: String },
     Dead { task: String, reason: String },
 }
 
-impl Settled {
+impl ParentEnd {
     /// The marker's data: JSON.
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a settlement is plain data")
@@ -59,8 +60,8 @@ impl Settled {
     /// The reason a child that fails with its parent goes to the dead letters with.
     pub fn child_reason(&self, parent_id: &str) -> Option<String> {
         match self {
-            Settled::Completed { .. } => None,
-            Settled::Dead { task, reason } => Some(format!(
+            ParentEnd::Completed { .. } => None,
+            ParentEnd::Dead { task, reason } => Some(format!(
                 "parent {task} (id {parent_id}) went to the dead letters: {reason}"
             )),
         }
@@ -94,17 +95,17 @@ mod tests {
 
     #[test]
     fn markers_round_trip_and_name_the_parent() {
-        let dead = Settled::Dead {
+        let dead = ParentEnd::Dead {
             task: "task-0000000004".into(),
             reason: "HTTP 500".into(),
         };
-        assert_eq!(Settled::parse(&dead.to_bytes()), Some(dead.clone()));
-        assert_eq!(Settled::parse(b""), None);
+        assert_eq!(ParentEnd::parse(&dead.to_bytes()), Some(dead.clone()));
+        assert_eq!(ParentEnd::parse(b""), None);
         assert_eq!(
             dead.child_reason("p-1").unwrap(),
             "parent task-0000000004 (id p-1) went to the dead letters: HTTP 500"
         );
-        let done = Settled::Completed { task: "t".into() };
+        let done = ParentEnd::Completed { task: "t".into() };
         assert_eq!(done.child_reason("p"), None);
     }
 

@@ -9,7 +9,7 @@ use super::{DEBOUNCED, Parent, parent_error};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::queue::{TaskRead, names_task, parse_waiting};
-use crate::task::after::Settled as AfterSettled;
+use crate::task::after::ParentEnd;
 use crate::task::{self, Body};
 
 /// The envelope id of a task whose body is `body` (a plain body's is its name); an error for
@@ -51,7 +51,7 @@ impl Dependencies<'_> {
         };
         // Its marker: settled means an earlier task of the same id; it is the settlement.
         let marker = self.read_path(&self.layout().dependents_of(&id)).await?;
-        if let Some(settled) = marker.as_ref().and_then(|(d, _)| AfterSettled::parse(d)) {
+        if let Some(settled) = marker.as_ref().and_then(|(d, _)| ParentEnd::parse(d)) {
             return Ok(Some(Parent::Settled { id, settled }));
         }
         Ok(Some(Parent::Pending {
@@ -87,7 +87,7 @@ impl Dependencies<'_> {
             .await?
             .map(|record| Parent::Settled {
                 id: record.id,
-                settled: AfterSettled::Completed { task: record.task },
+                settled: ParentEnd::Completed { task: record.task },
             }))
     }
 
@@ -102,7 +102,7 @@ impl Dependencies<'_> {
             }));
         }
         let marker = self.read_path(&self.layout().dependents_of(key)).await?;
-        if let Some(settled) = marker.and_then(|(d, _)| AfterSettled::parse(&d)) {
+        if let Some(settled) = marker.and_then(|(d, _)| ParentEnd::parse(&d)) {
             return Ok(Some(Parent::Settled {
                 id: key.to_string(),
                 settled,
@@ -113,7 +113,7 @@ impl Dependencies<'_> {
         if let Some(record) = self.done().find_done(key).await? {
             return Ok(Some(Parent::Settled {
                 id: record.id,
-                settled: AfterSettled::Completed { task: record.task },
+                settled: ParentEnd::Completed { task: record.task },
             }));
         }
         if let Some(probed) = self.find_in_lanes(key).await?
@@ -140,7 +140,7 @@ impl Dependencies<'_> {
             .await?
             .map(|record| Parent::Settled {
                 id: record.id,
-                settled: AfterSettled::Completed { task: record.task },
+                settled: ParentEnd::Completed { task: record.task },
             }))
     }
 
@@ -212,6 +212,6 @@ fn dead_parent(name: &str, data: &[u8]) -> Parent {
     let reason = text(record.get("reason")).unwrap_or_else(|| "no reason recorded".into());
     Parent::Settled {
         id,
-        settled: AfterSettled::Dead { task, reason },
+        settled: ParentEnd::Dead { task, reason },
     }
 }

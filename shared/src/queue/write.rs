@@ -1,0 +1,109 @@
+//! The one optimistic-write loop. A write reads what it builds on, builds one multi-op,
+//! commits it, and answers a failed operation by what that operation was for (its tag): read
+//! again and retry, retry after a pause, or stop with an outcome. [`Queue::write`] runs that
+//! loop for every [`Write`]; its tries and pauses live here ([`Tries`], [`pause`]).
+
+use zookeeper_client as zk;
+
+use super::Queue;
+use super::ops::{Failed, Multi};
+use crate::error::Result;
+
+/// What a write does after a try failed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Next<O> {
+    /// Read and build again at once: what failed was read again, or left out.
+    Again,
+    /// Again after a short pause: another writer got in first on a znode many write.
+    Pause,
+    /// Stop with this outcome.
+    Stop(O),
+}
+
+/// How many tries a write makes, at most.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Tries {
+    /// A write that meets another writer rarely (a key, a debounce key, a schedule, a
+    /// place, a waiting child, a released task): a few tries.
+    Few,
+    /// A write to a znode many settlements and publishes change at once (a batch's counters,
+    /// a child's parents' markers): many tries, with pauses between.
+    Contended,
+}
+
+impl Tries {
+    pub(crate) const fn most(self) -> usize {
+        match self {
+            Tries::Few => 8,
+            Tries::Contended => 64,
+        }
+    }
+}
+
+/// Waits before try number `attempt` (from 1) of a write another writer just got in first
+/// on: a few milliseconds, growing to 50, jittered, so that writers that met spread out.
+pub(crate) async fn pause(attempt: usize) {
+    let most = (2u64 << attempt.min(5)).min(50);
+    tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(1..=most))).await;
+}
+
+/// One optimistic write (see the module documentation).
+pub(crate) trait Write {
+    /// What each operation is for.
+    type Tag: Copy + PartialEq;
+    /// What the write comes to.
+    type Out;
+    /// Its name, in errors.
+    const WHAT: &'static str;
+    /// Its tries, at most.
+    const TRIES: Tries;
+
+    /// Reads what the next try builds on (the first one's too); `Some` ends the write
+    /// without a try.
+    async fn read(&mut self, _queue: &Queue) -> Result<Option<Self::Out>> {
+        Ok(None)
+    }
+
+    /// Builds this try's multi-op.
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Self::Tag>);
+
+    /// What it came to, once its multi-op landed with `results`.
+    async fn landed(
+        &self,
+        queue: &Queue,
+        multi: &Multi<'_, Self::Tag>,
+        results: &[zk::MultiWriteResult],
+    ) -> Result<Self::Out>;
+
+    /// Answers the operation that failed a try. Nothing of the try landed.
+    async fn failed(&mut self, queue: &Queue, failed: Failed<Self::Tag>)
+    -> Result<Next<Self::Out>>;
+
+    /// What it comes to when every try failed (an error, for most).
+    fn exhausted(&self) -> Result<Self::Out>;
+}
+
+impl Queue {
+    /// Runs `write` until it lands or stops, at most its tries.
+    pub(crate) async fn write<W: Write>(&self, mut write: W) -> Result<W::Out> {
+        for attempt in 1..=W::TRIES.most() {
+            if let Some(out) = write.read(self).await? {
+                return Ok(out);
+            }
+            let failed = {
+                let mut multi = Multi::new();
+                write.build(&mut multi);
+                match self.commit(W::WHAT, &multi).await? {
+                    Ok(results) => return write.landed(self, &multi, &results).await,
+                    Err(failed) => failed,
+                }
+            };
+            match write.failed(self, failed).await? {
+                Next::Again => {}
+                Next::Pause => pause(attempt).await,
+                Next::Stop(out) => return Ok(out),
+            }
+        }
+        write.exhausted()
+    }
+}
