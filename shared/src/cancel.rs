@@ -205,7 +205,7 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
                 name: name.to_string(),
             },
         },
-        Status::Dead { name, .. } => Cancelled::Dead { name },
+        Status::Dead { name, record } => dead_after_mark(name, &record),
         // Not a state a held task goes to: as one that ended.
         Status::Blocked { .. }
         | Status::Place { .. }
@@ -218,4 +218,43 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
         queue.cancels().unmark_cancelled(id).await?;
     }
     Ok(after)
+}
+
+/// What a cancel that marked a held task answers when the task is a dead letter by the time it
+/// looks again: cancelled when the mark buried it (its holder gave it back, or a claim met the
+/// mark, and buried it with the reason `cancelled`), dead for any other reason.
+fn dead_after_mark(name: String, record: &serde_json::Value) -> Cancelled {
+    match record["reason"].as_str() {
+        Some(crate::queue::CANCELLED) => Cancelled::Cancelled { name },
+        _ => Cancelled::Dead { name },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_task_the_mark_buried_was_cancelled_by_it() {
+        let record = json!({"task": "task-0000000007", "reason": "cancelled"});
+        assert_eq!(
+            dead_after_mark("task-0000000007".into(), &record),
+            Cancelled::Cancelled {
+                name: "task-0000000007".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_task_dead_for_another_reason_is_dead() {
+        let record = json!({"task": "task-0000000007", "reason": "permanent failure"});
+        assert_eq!(
+            dead_after_mark("task-0000000007".into(), &record),
+            Cancelled::Dead {
+                name: "task-0000000007".into()
+            }
+        );
+    }
 }

@@ -37,7 +37,7 @@ use crate::limit::RouteLimits;
 use crate::queue::{Lanes, Queue, Restraints, Start, Walk};
 use crate::session::{Recovery, Session, recovery};
 use crate::task::OnDeadPolicy;
-use pass::Pass;
+use pass::{Pass, PassEnd};
 use source::Source;
 
 /// Due tasks a run moves back from `delayed/` to the queue before it walks, at most.
@@ -179,90 +179,16 @@ async fn run_with<H: Handler>(
     };
     let (promoted, fired, failed) = run.before_passes(debounced).await?;
     (report.schedules_fired, report.schedules_failed) = (fired, failed);
-    // Tasks found unreadable are counted once and not tried again in this run.
-    let mut passed_over = HashSet::new();
-    // Passes that claimed nothing after jumping over tasks, in a row.
-    let mut idle_jumps = 0;
-    let mut first_head = Some(head);
-    let mut created = promoted > 0 || fired > 0;
-    // Failed passes in a row.
-    let mut failures = 0;
-    // Whether the last pass left groups waiting because it had jumped over numbers: the next
-    // one walks through held windows.
-    let mut gapped = false;
-    loop {
-        // Read again before every pass but the first (a worker's run may last for hours), with
-        // the head the pass starts from.
-        let head = match first_head.take() {
-            Some(head) => Ok(head),
-            None => run.before_pass().await,
-        };
-        // A pass that failed mid-run (or could not start) is followed by another, on a new
-        // session when the old one is over: the run keeps its cap and its report.
-        let pass = match head {
-            Ok(head) => {
-                report.queue_paused = run.queue_paused();
-                if report.queue_paused {
-                    break;
-                }
-                let claimed_before = report.claimed;
-                let mut walk = Walk::from_lanes(head).weighted(queue.settings().lane_weights);
-                // Tasks this run put in the lanes after it read them (due ones, fired
-                // schedules): the first walk looks at every lane.
-                if created {
-                    walk.resume_all();
-                    created = false;
-                }
-                let pass = Pass::new(&run, &mut report, &mut passed_over, walk, gapped);
-                pass.drive().await.map(|end| (end, claimed_before))
-            }
-            Err(e) => Err(e),
-        };
-        let (end, claimed_before) = match pass {
-            Ok(done) => {
-                failures = 0;
-                done
-            }
-            Err(e) => {
-                failures += 1;
-                match run.recover(e, failures).await {
-                    Ok(()) if may_claim(&report, options) && !*stop.borrow() => continue,
-                    Ok(()) => break,
-                    Err(e) if report.claimed == 0 => return Err(e),
-                    Err(e) => {
-                        tracing::warn!(error = %e, claimed = report.claimed, "run ended early");
-                        report.ended_early = Some(e.to_string());
-                        break;
-                    }
-                }
-            }
-        };
-        let idle = report.claimed == claimed_before;
-        gapped = end.gapped;
-        // Groups left waiting for a gap are worth another look too, walking through.
-        let jumped = end.jumped || gapped;
-        tracing::debug!(
-            claimed = report.claimed - claimed_before,
-            jumped = end.jumped,
-            gapped,
-            "pass over"
-        );
-        // Tasks over their route's limit wait within the run for it to let them through.
-        let retry_in = run.limited.lock().expect("not poisoned").retry_in_ms.take();
-        let waits = idle && may_claim(&report, options) && !*stop.borrow();
-        if let Some(wait) = retry_in.filter(|_| waits) {
-            let until = options.deadline - options.margin;
-            let wake = tokio::time::Instant::now() + Duration::from_millis(wait as u64);
-            tokio::time::sleep_until(wake.min(until)).await;
-            idle_jumps = 0;
-            continue;
-        }
-        idle_jumps = if idle && jumped { idle_jumps + 1 } else { 0 };
-        // A pass that jumped over tasks after a lost race may have passed the last free ones
-        // (or left groups waiting behind the gap): a few more passes look again from the head
-        // before the run calls the queue empty.
-        let look_again = idle && jumped && idle_jumps <= IDLE_JUMPS;
-        if (idle && !look_again) || !may_claim(&report, options) || *stop.borrow() {
+    let mut passes = Passes {
+        passed_over: HashSet::new(),
+        idle_jumps: 0,
+        first_head: Some(head),
+        created: promoted > 0 || fired > 0,
+        failures: 0,
+        gapped: false,
+    };
+    while let Some(end) = passes.next(&run, &mut report).await? {
+        if !passes.goes_on(&run, &mut report, end).await {
             break;
         }
     }
@@ -271,6 +197,123 @@ async fn run_with<H: Handler>(
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();
     Ok(report)
+}
+
+/// What a run's passes keep from one to the next.
+struct Passes {
+    /// Tasks found unreadable: counted once and not tried again in this run.
+    passed_over: HashSet<String>,
+    /// Passes that claimed nothing after jumping over tasks, in a row.
+    idle_jumps: u32,
+    /// The head the first pass starts from (read with the run's start).
+    first_head: Option<Lanes>,
+    /// Tasks this run put in the lanes after it read them (due ones, fired schedules): the
+    /// next walk looks at every lane.
+    created: bool,
+    /// Failed passes in a row.
+    failures: u32,
+    /// Whether the last pass left groups waiting because it had jumped over numbers: the next
+    /// one walks through held windows.
+    gapped: bool,
+}
+
+impl Passes {
+    /// Makes the next pass: how it ended and what the run had claimed before it; `None` when
+    /// the run ends here (the queue paused, a failure the run cannot go on from).
+    async fn next<H: Handler>(
+        &mut self,
+        run: &Run<'_, H>,
+        report: &mut ProcessReport,
+    ) -> Result<Option<(PassEnd, u32)>> {
+        loop {
+            // Read again before every pass but the first (a worker's run may last for
+            // hours), with the head the pass starts from.
+            let head = match self.first_head.take() {
+                Some(head) => Ok(head),
+                None => run.before_pass().await,
+            };
+            let pass = match head {
+                Ok(head) => {
+                    report.queue_paused = run.queue_paused();
+                    if report.queue_paused {
+                        return Ok(None);
+                    }
+                    let claimed_before = report.claimed;
+                    let weights = run.queue().settings().lane_weights;
+                    let mut walk = Walk::from_lanes(head).weighted(weights);
+                    if std::mem::take(&mut self.created) {
+                        walk.resume_all();
+                    }
+                    let pass = Pass::new(run, report, &mut self.passed_over, walk, self.gapped);
+                    pass.drive().await.map(|end| (end, claimed_before))
+                }
+                Err(e) => Err(e),
+            };
+            match pass {
+                Ok(done) => {
+                    self.failures = 0;
+                    return Ok(Some(done));
+                }
+                // A pass that failed mid-run (or could not start) is followed by another, on
+                // a new session when the old one is over: the run keeps its cap and report.
+                Err(e) => {
+                    self.failures += 1;
+                    match run.recover(e, self.failures).await {
+                        Ok(()) if may_claim(report, run.options) && !*run.stop.borrow() => {}
+                        Ok(()) => return Ok(None),
+                        Err(e) if report.claimed == 0 => return Err(e),
+                        Err(e) => {
+                            tracing::warn!(error = %e, claimed = report.claimed, "run ended early");
+                            report.ended_early = Some(e.to_string());
+                            return Ok(None);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether another pass follows the one that ended as `end` (`claimed_before`: what the
+    /// run had claimed before it); waits first for a route's limit to let tasks through.
+    async fn goes_on<H: Handler>(
+        &mut self,
+        run: &Run<'_, H>,
+        report: &mut ProcessReport,
+        (end, claimed_before): (PassEnd, u32),
+    ) -> bool {
+        let options = run.options;
+        let idle = report.claimed == claimed_before;
+        self.gapped = end.gapped;
+        // Groups left waiting for a gap are worth another look too, walking through.
+        let jumped = end.jumped || self.gapped;
+        let claimed = report.claimed - claimed_before;
+        tracing::debug!(
+            claimed,
+            jumped = end.jumped,
+            gapped = self.gapped,
+            "pass over"
+        );
+        // Tasks over their route's limit wait within the run for it to let them through.
+        let retry_in = run.limited.lock().expect("not poisoned").retry_in_ms.take();
+        let waits = idle && may_claim(report, options) && !*run.stop.borrow();
+        if let Some(wait) = retry_in.filter(|_| waits) {
+            let until = options.deadline - options.margin;
+            let wake = tokio::time::Instant::now() + Duration::from_millis(wait as u64);
+            tokio::time::sleep_until(wake.min(until)).await;
+            self.idle_jumps = 0;
+            return true;
+        }
+        self.idle_jumps = if idle && jumped {
+            self.idle_jumps + 1
+        } else {
+            0
+        };
+        // A pass that jumped over tasks after a lost race may have passed the last free ones
+        // (or left groups waiting behind the gap): a few more passes look again from the head
+        // before the run calls the queue empty.
+        let look_again = idle && jumped && self.idle_jumps <= IDLE_JUMPS;
+        (look_again || !idle) && may_claim(report, options) && !*run.stop.borrow()
+    }
 }
 
 /// The restraints in a [`Start`], and where its lanes start.

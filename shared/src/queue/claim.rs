@@ -307,16 +307,8 @@ impl Queue {
             }
             let failed = match committed? {
                 Ok(results) => {
-                    self.learn_gates(&gates, &results, &slots);
-                    let held = held_slots(&gates, slots);
-                    let slot_ops = held.iter().flatten().count();
-                    let mut results = &results[gates.len() + slot_ops..];
-                    for ((index, take), (_, lease_path)) in takes.drain(..).zip(&paths) {
-                        let (mine, rest) = results.split_at(take.op_count());
-                        results = rest;
-                        let shares = shares_of(&gates, &held, &take);
-                        outcomes.push((index, take.taken(mine, lease_path, shares)?));
-                    }
+                    let takes = std::mem::take(&mut takes);
+                    outcomes.extend(self.claimed(&gates, slots, &results, takes, &paths)?);
                     break;
                 }
                 Err(failed) => failed,
@@ -334,13 +326,7 @@ impl Queue {
                     if may_regate {
                         return Ok((outcomes, Some(takes)));
                     }
-                    // Those answered already (a busy group) keep their answer.
-                    let waiting = |i: &usize| takes.iter().any(|(index, _)| index == i);
-                    for index in gate.admitted.into_iter().filter(waiting) {
-                        let retry_in_ms = crate::limit::SLOT_POLL_MS;
-                        outcomes.push((index, ClaimOutcome::Limited { retry_in_ms }));
-                    }
-                    takes.retain(|(index, _)| !outcomes.iter().any(|(o, _)| o == index));
+                    limited(gate, &mut takes, &mut outcomes);
                     continue;
                 }
                 Owner::Task(task, step) => (task, step),
@@ -365,6 +351,30 @@ impl Queue {
             takes.truncate(task);
         }
         Ok((outcomes, None))
+    }
+
+    /// The outcomes of `takes` (at `paths`), whose claim's multi-op landed with `results`:
+    /// each task taken, with its shares of the gates' `slots`.
+    fn claimed(
+        &self,
+        gates: &[GateWrite],
+        slots: Vec<(String, Vec<String>)>,
+        results: &[zk::MultiWriteResult],
+        takes: Vec<(usize, Take)>,
+        paths: &[(String, String)],
+    ) -> Result<Vec<(usize, ClaimOutcome)>> {
+        self.learn_gates(gates, results, &slots);
+        let held = held_slots(gates, slots);
+        let slot_ops = held.iter().flatten().count();
+        let mut results = &results[gates.len() + slot_ops..];
+        let mut outcomes = Vec::with_capacity(takes.len());
+        for ((index, take), (_, lease_path)) in takes.into_iter().zip(paths) {
+            let (mine, rest) = results.split_at(take.op_count());
+            results = rest;
+            let shares = shares_of(gates, &held, &take);
+            outcomes.push((index, take.taken(mine, lease_path, shares)?));
+        }
+        Ok(outcomes)
     }
 
     /// What this process knows of `gates` after a claim's multi-op through them landed with
@@ -423,4 +433,22 @@ impl Queue {
         outcomes.push((index, ClaimOutcome::GroupBusy { owner }));
         Ok(true)
     }
+}
+
+/// The tasks `gate` admitted that still wait in `takes` after it moved: over their limit for
+/// now, worth another try soon. (Those answered already, a busy group, keep their answer.)
+fn limited(
+    gate: GateWrite,
+    takes: &mut Vec<(usize, Take)>,
+    outcomes: &mut Vec<(usize, ClaimOutcome)>,
+) {
+    let waiting = |i: &usize| takes.iter().any(|(index, _)| index == i);
+    let retry_in_ms = crate::limit::SLOT_POLL_MS;
+    let limited: Vec<usize> = gate.admitted.into_iter().filter(waiting).collect();
+    outcomes.extend(
+        limited
+            .into_iter()
+            .map(|i| (i, ClaimOutcome::Limited { retry_in_ms })),
+    );
+    takes.retain(|(index, _)| !outcomes.iter().any(|(o, _)| o == index));
 }

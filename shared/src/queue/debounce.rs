@@ -96,12 +96,15 @@ impl DebounceKeys<'_> {
         envelope: &Envelope,
         debounce: &Debounce,
     ) -> Result<Debounced> {
-        self.write(PublishDebounced {
-            envelope,
-            debounce,
-            path: self.layout().debounced(&debounce.key),
-            write: None,
-        })
+        super::write::run(
+            &self,
+            PublishDebounced {
+                envelope,
+                debounce,
+                path: self.layout().debounced(&debounce.key),
+                write: None,
+            },
+        )
         .await
     }
 

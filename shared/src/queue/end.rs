@@ -26,15 +26,15 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::dependents::MarkerWrite;
+use super::dependents::{MarkerWrite, NoChildren};
 use super::done::DoneWrite;
 use super::group_lock::Release;
 use super::held::{Lease, Settled};
 use super::key_owner::{CompletedKey, OwnedKey};
 use super::members::{BatchesSeen, Tally, tally};
-use super::ops::{Multi, Op, Part};
+use super::ops::{Failed, Multi, Op, Part};
 use super::record::DeadLetter;
-use super::slots::{Shrink, SlotShare, push_rename};
+use super::slots::{Rename, Shrink, SlotShare, push_rename};
 use super::write::Tries;
 use crate::error::Result;
 
@@ -316,6 +316,44 @@ fn batch_names(endings: &[Ending]) -> Vec<String> {
     names
 }
 
+/// One call of [`Queue::end`]: the endings still to commit, how the others came out, and
+/// what its tries read.
+struct Call {
+    what: &'static str,
+    endings: Vec<Ending>,
+    settled: Vec<(String, Settled)>,
+    batches: BatchesSeen,
+    covered: Option<NoChildren>,
+    rereads: Rereads,
+}
+
+impl Call {
+    /// This try's multi-op: the check standing for every marker, each ending's part, the
+    /// batches' tallies (`prefix`: where their callbacks go), the slots' renames.
+    fn multi<'a>(
+        &'a self,
+        tallies: &'a [(usize, Tally)],
+        renames: &'a [Rename],
+        prefix: &'a str,
+    ) -> Multi<'a, (usize, Part)> {
+        let mut multi = Multi::new();
+        // One check of `dependents/` stands for every task's marker (see `dependents`).
+        if let Some(covered) = &self.covered {
+            covered.push(&mut multi, (COVERED, Part::Dependents));
+        }
+        for (i, ending) in self.endings.iter().enumerate() {
+            ending.push(&mut multi, i, self.covered.is_some());
+        }
+        for (i, tally) in tallies {
+            tally.push(&mut multi, (*i, Part::Batch), prefix);
+        }
+        for (k, rename) in renames.iter().enumerate() {
+            push_rename(&mut multi, (k, Part::Slot), rename);
+        }
+        multi
+    }
+}
+
 /// The reads a call made again, counted against their bounds.
 #[derive(Default)]
 struct Rereads {
@@ -326,34 +364,25 @@ struct Rereads {
 impl Queue {
     /// Ends `endings` in one multi-op (see the module documentation), committed again without
     /// the part or the task that failed a try, until it lands; `what` names it in errors.
-    pub(super) async fn end(&self, what: &'static str, mut endings: Vec<Ending>) -> Result<Ended> {
-        let mut settled = Vec::with_capacity(endings.len());
-        let mut batches = self
-            .batches()
-            .settling_batches(&batch_names(&endings))
-            .await?;
-        let mut covered = self.dependencies().no_children();
-        let mut rereads = Rereads::default();
+    pub(super) async fn end(&self, what: &'static str, endings: Vec<Ending>) -> Result<Ended> {
+        let names = batch_names(&endings);
+        let mut call = Call {
+            what,
+            settled: Vec::with_capacity(endings.len()),
+            batches: self.batches().settling_batches(&names).await?,
+            covered: self.dependencies().no_children(),
+            rereads: Rereads::default(),
+            endings,
+        };
         let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
-        while !endings.is_empty() {
-            let tallies = self.end_tallies(&endings, &batches);
-            let shares: Vec<SlotShare> = endings.iter().flat_map(|e| e.slots.clone()).collect();
+        while !call.endings.is_empty() {
+            let tallies = self.end_tallies(&call.endings, &call.batches);
+            let shares: Vec<SlotShare> = (call.endings.iter())
+                .flat_map(|e| e.slots.clone())
+                .collect();
             let mut shrinks = self.gates().shrinks(&shares).await?;
             let (renames, freeing) = self.gates().slot_frees(&shrinks);
-            let mut multi = Multi::new();
-            // One check of `dependents/` stands for every task's marker (see `dependents`).
-            if let Some(covered) = &covered {
-                covered.push(&mut multi, (COVERED, Part::Dependents));
-            }
-            for (i, ending) in endings.iter().enumerate() {
-                ending.push(&mut multi, i, covered.is_some());
-            }
-            for (i, tally) in &tallies {
-                tally.push(&mut multi, (*i, Part::Batch), &prefix);
-            }
-            for (k, rename) in renames.iter().enumerate() {
-                push_rename(&mut multi, (k, Part::Slot), rename);
-            }
+            let multi = call.multi(&tallies, &renames, &prefix);
             let failed = match self.commit(what, &multi).await? {
                 Ok(results) => {
                     self.gate_cache.freed(&freeing);
@@ -363,72 +392,76 @@ impl Queue {
                         self.batches().name_callback(tally, mine).await;
                     }
                     drop(multi);
-                    return Ok(self.ended(endings, settled).await);
+                    return Ok(self.ended(call.endings, call.settled).await);
                 }
                 Err(failed) => failed,
             };
             drop(multi);
-            let (at, part) = failed.tag;
             // A slot gone with the session that made it (one replaced while the handler ran):
             // its tasks hold nothing any more. Nothing else of the multi-op landed.
-            if part == Part::Slot {
+            if failed.tag.1 == Part::Slot {
                 if failed.error != zk::Error::NoNode {
                     let (slot, error) = (&failed.path, &failed.error);
                     tracing::warn!(%slot, %error, "slot left to its session's end");
                 }
-                shrinks.remove(at).gone();
+                shrinks.remove(failed.tag.0).gone();
             }
             shrinks.into_iter().for_each(Shrink::unchanged);
-            if part == Part::Slot {
-                continue;
-            }
-            if at == COVERED {
-                rereads.marker += 1;
-                if rereads.marker > MARKER_TRIES {
-                    return Err(failed.unexpected(what));
-                }
-                covered = self.dependencies().no_children_now().await?;
-                continue;
-            }
-            match answer(&mut endings[at], part, &failed.error) {
-                Answer::Again => {}
-                Answer::Batch => {
-                    rereads.batch += 1;
-                    let name = endings[at].batch.clone();
-                    let Some(name) = name.filter(|_| rereads.batch <= BATCH_TRIES) else {
-                        return Err(failed.unexpected(what));
-                    };
-                    self.batches()
-                        .reread_batch(&mut batches, &name, rereads.batch)
-                        .await?;
-                }
-                Answer::Marker => {
-                    rereads.marker += 1;
-                    let marker = endings[at].marker.as_mut();
-                    let Some(marker) = marker.filter(|_| rereads.marker <= MARKER_TRIES) else {
-                        return Err(failed.unexpected(what));
-                    };
-                    marker.after_failure(self, &failed.error).await?;
-                }
-                Answer::Lease => {
-                    if let Where::Held { lease, .. } = &mut endings[at].from
-                        && !self.still_ours(lease).await?
-                    {
-                        let ending = endings.remove(at);
-                        settled.push(self.not_ended(ending, Settled::LeaseLost).await);
-                    }
-                }
-                Answer::Ended(outcome) => {
-                    let ending = endings.remove(at);
-                    settled.push(self.not_ended(ending, outcome).await);
-                }
-                Answer::Unexpected => return Err(failed.unexpected(what)),
+            if failed.tag.1 != Part::Slot {
+                self.after_failure(&mut call, failed).await?;
             }
         }
         Ok(Ended {
-            settled,
+            settled: call.settled,
             markers: Vec::new(),
         })
+    }
+
+    /// Catches `call` up after `failed` failed its multi-op (see [`answer`]).
+    async fn after_failure(&self, call: &mut Call, failed: Failed<(usize, Part)>) -> Result<()> {
+        let (at, part) = failed.tag;
+        if at == COVERED {
+            call.rereads.marker += 1;
+            if call.rereads.marker > MARKER_TRIES {
+                return Err(failed.unexpected(call.what));
+            }
+            call.covered = self.dependencies().no_children_now().await?;
+            return Ok(());
+        }
+        let ending = &mut call.endings[at];
+        let outcome = match answer(ending, part, &failed.error) {
+            Answer::Again => return Ok(()),
+            Answer::Batch => {
+                call.rereads.batch += 1;
+                let name = ending.batch.clone();
+                let Some(name) = name.filter(|_| call.rereads.batch <= BATCH_TRIES) else {
+                    return Err(failed.unexpected(call.what));
+                };
+                let (batches, tries) = (&mut call.batches, call.rereads.batch);
+                return self.batches().reread_batch(batches, &name, tries).await;
+            }
+            Answer::Marker => {
+                call.rereads.marker += 1;
+                let marker = ending.marker.as_mut();
+                let Some(marker) = marker.filter(|_| call.rereads.marker <= MARKER_TRIES) else {
+                    return Err(failed.unexpected(call.what));
+                };
+                return marker.after_failure(self, &failed.error).await;
+            }
+            Answer::Lease => {
+                if let Where::Held { lease, .. } = &mut ending.from
+                    && self.still_ours(lease).await?
+                {
+                    return Ok(());
+                }
+                Settled::LeaseLost
+            }
+            Answer::Ended(outcome) => outcome,
+            Answer::Unexpected => return Err(failed.unexpected(call.what)),
+        };
+        let ending = call.endings.remove(at);
+        call.settled.push(self.not_ended(ending, outcome).await);
+        Ok(())
     }
 
     /// What ending `endings` writes to their batches: by the index of each batch's first

@@ -144,15 +144,18 @@ impl Queue {
                     .delayed_task(bucket, &waiting_name(due, &name)),
             )
         });
-        self.write(Release {
-            lease,
-            body,
-            task_path,
-            lease_path,
-            mark,
-            waiting,
-            reread: false,
-        })
+        super::write::run(
+            self,
+            Release {
+                lease,
+                body,
+                task_path,
+                lease_path,
+                mark,
+                waiting,
+                reread: false,
+            },
+        )
         .await
     }
 

@@ -223,11 +223,14 @@ impl Batches<'_> {
     /// Seals batch `name`; its callbacks go in the same write when nothing is pending.
     pub(crate) async fn seal_batch(self, name: &str) -> Result<BatchStatus> {
         let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
-        self.write(Seal {
-            name,
-            prefix,
-            read: None,
-        })
+        super::write::run(
+            &self,
+            Seal {
+                name,
+                prefix,
+                read: None,
+            },
+        )
         .await
     }
 
@@ -276,14 +279,17 @@ impl Batches<'_> {
         let lanes: Vec<_> = run.iter().map(Envelope::lane).collect();
         self.key_lanes().ensure_lanes(&lanes).await?;
         let prefixes: Vec<String> = lanes.iter().map(|l| self.layout().lane_prefix(l)).collect();
-        self.write(JoinChunk {
-            run,
-            bodies,
-            batch,
-            path,
-            prefixes,
-            read: None,
-        })
+        super::write::run(
+            &self,
+            JoinChunk {
+                run,
+                bodies,
+                batch,
+                path,
+                prefixes,
+                read: None,
+            },
+        )
         .await
     }
 

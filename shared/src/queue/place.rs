@@ -238,16 +238,19 @@ impl Groups<'_> {
             task: ending.letter.clone(),
             paused: Some(ending.why.clone()),
         })?;
-        self.write(EndPlace {
-            name,
-            path,
-            version,
-            place,
-            ending,
-            lock_path,
-            lock,
-            pause: on_dead == OnDead::Pause,
-        })
+        super::write::run(
+            &self,
+            EndPlace {
+                name,
+                path,
+                version,
+                place,
+                ending,
+                lock_path,
+                lock,
+                pause: on_dead == OnDead::Pause,
+            },
+        )
         .await
     }
 }

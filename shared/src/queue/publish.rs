@@ -136,26 +136,7 @@ impl Queue {
     where
         F: FnMut(usize, &Outcome) + Send,
     {
-        // What can never be published refuses the publish before anything is written; so do
-        // two envelopes with one id (what is in doubt after a lost connection is found by id).
-        let mut ids: HashMap<&str, usize> = HashMap::new();
-        for (i, envelope) in envelopes.iter().enumerate() {
-            (envelope.check_publishable()).map_err(|problem| Error::Unpublishable {
-                item: i + 1,
-                problem,
-            })?;
-            if let Some(first) = ids.insert(&envelope.id, i + 1) {
-                let id = crate::task::shown(&envelope.id);
-                return Err(Error::Unpublishable {
-                    item: i + 1,
-                    problem: format!(
-                        "id {id} is also task {first}'s: ids must be unique within a publish \
-                         (status and cancel by id would find only one task, and a publish cut \
-                         by a lost connection finds what landed by id)"
-                    ),
-                });
-            }
-        }
+        refuse_unpublishable(envelopes)?;
         let mut queue = self.clone();
         let mut outage = Outage::new(options);
         // Due times and checks are reads: made again once a session answers.
@@ -249,7 +230,6 @@ impl Queue {
         outage.over();
         let ids: Vec<String> = envelopes.iter().map(|e| e.id.clone()).collect();
         let none: Vec<Option<Outcome>> = vec![None; envelopes.len()];
-        let answered = HashSet::new();
         let mut known = Floors::new();
         loop {
             // The floors: read first when a lane has none yet (or the batch has a debounced
@@ -303,39 +283,13 @@ impl Queue {
                 }
                 None => known.clone(),
             };
-            let batch: Vec<&Envelope> = envelopes.iter().collect();
-            let how = Settle::Batch;
-            let fates = settle(
-                &mut queue,
-                &mut outage,
-                lost,
-                (&batch, how),
-                &floors,
-                &answered,
-            );
-            let fates = match fates.await {
-                Ok(fates) => fates,
-                Err(e) => {
-                    let outcomes: Vec<Option<Outcome>> = (ids.iter())
-                        .map(|id| {
-                            let reason = format!("{e}");
-                            Some(Outcome::Unknown {
-                                id: id.clone(),
-                                reason,
-                            })
-                        })
-                        .collect();
-                    return Err(cut_short(e, &ids, &outcomes, options.retry_for));
-                }
-            };
+            let doubt = (&envelopes[..], &ids[..], &floors);
+            let found = batch_in_doubt(&mut queue, &mut outage, lost, doubt, options).await?;
             // None of it landed: the whole batch again.
-            if fates.iter().all(|f| matches!(f, Fate::NotLanded)) {
-                continue;
+            if let Some(outcomes) = found {
+                outage.over();
+                return Ok(outcomes);
             }
-            outage.over();
-            return Ok((fates.into_iter().zip(&ids))
-                .map(|(fate, id)| Outcome::of(fate, id).expect("a batch lands whole or not"))
-                .collect());
         }
     }
 
@@ -546,6 +500,75 @@ async fn publish_step<F: FnMut(usize, &Outcome) + Send>(
 enum Settle<'l> {
     Each(&'l [u64]),
     Batch,
+}
+
+/// Refuses a publish of `envelopes` before anything is written when one can never be
+/// published, or when two share an id (what is in doubt after a lost connection is found by
+/// id).
+fn refuse_unpublishable(envelopes: &[Envelope]) -> Result<()> {
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for (i, envelope) in envelopes.iter().enumerate() {
+        (envelope.check_publishable()).map_err(|problem| Error::Unpublishable {
+            item: i + 1,
+            problem,
+        })?;
+        if let Some(first) = ids.insert(&envelope.id, i + 1) {
+            let id = crate::task::shown(&envelope.id);
+            return Err(Error::Unpublishable {
+                item: i + 1,
+                problem: format!(
+                    "id {id} is also task {first}'s: ids must be unique within a publish \
+                     (status and cancel by id would find only one task, and a publish cut \
+                     by a lost connection finds what landed by id)"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What became of an all-or-nothing publish of `envelopes` (with `ids`) whose answer was
+/// lost with `lost`, found from `floors` on: each item's outcome, or `None` when none of it
+/// landed (to be sent again whole).
+async fn batch_in_doubt(
+    queue: &mut Queue,
+    outage: &mut Outage<'_, '_>,
+    lost: Error,
+    (envelopes, ids, floors): (&[Envelope], &[String], &Floors),
+    options: &PublishOptions<'_>,
+) -> Result<Option<Vec<Outcome>>> {
+    let batch: Vec<&Envelope> = envelopes.iter().collect();
+    let answered = HashSet::new();
+    let fates = settle(
+        queue,
+        outage,
+        lost,
+        (&batch, Settle::Batch),
+        floors,
+        &answered,
+    );
+    let fates = match fates.await {
+        Ok(fates) => fates,
+        Err(e) => {
+            let unknown = |id: &String| {
+                let reason = e.to_string();
+                Some(Outcome::Unknown {
+                    id: id.clone(),
+                    reason,
+                })
+            };
+            let outcomes: Vec<Option<Outcome>> = ids.iter().map(unknown).collect();
+            return Err(cut_short(e, ids, &outcomes, options.retry_for));
+        }
+    };
+    if fates.iter().all(|f| matches!(f, Fate::NotLanded)) {
+        return Ok(None);
+    }
+    Ok(Some(
+        (fates.into_iter().zip(ids))
+            .map(|(fate, id)| Outcome::of(fate, id).expect("a batch lands whole or not"))
+            .collect(),
+    ))
 }
 
 /// Once a session answers again after `lost`: what became of `doubts`, sent after `floors`

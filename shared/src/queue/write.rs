@@ -1,6 +1,6 @@
 //! The one optimistic-write loop. A write reads what it builds on, builds one multi-op,
 //! commits it, and answers a failed operation by what that operation was for (its tag): read
-//! again and retry, retry after a pause, or stop with an outcome. [`Queue::write`] runs that
+//! again and retry, retry after a pause, or stop with an outcome. [`run`] runs that
 //! loop for every [`Write`]; its tries and pauses live here ([`Tries`], [`pause`]).
 
 use zookeeper_client as zk;
@@ -83,27 +83,25 @@ pub(crate) trait Write {
     fn exhausted(&self) -> Result<Self::Out>;
 }
 
-impl Queue {
-    /// Runs `write` until it lands or stops, at most its tries.
-    pub(crate) async fn write<W: Write>(&self, mut write: W) -> Result<W::Out> {
-        for attempt in 1..=W::TRIES.most() {
-            if let Some(out) = write.read(self).await? {
-                return Ok(out);
-            }
-            let failed = {
-                let mut multi = Multi::new();
-                write.build(&mut multi);
-                match self.commit(W::WHAT, &multi).await? {
-                    Ok(results) => return write.landed(self, &multi, &results).await,
-                    Err(failed) => failed,
-                }
-            };
-            match write.failed(self, failed).await? {
-                Next::Again => {}
-                Next::Pause => pause(attempt).await,
-                Next::Stop(out) => return Ok(out),
-            }
+/// Runs `write` on `queue` until it lands or stops, at most its tries.
+pub(crate) async fn run<W: Write>(queue: &Queue, mut write: W) -> Result<W::Out> {
+    for attempt in 1..=W::TRIES.most() {
+        if let Some(out) = write.read(queue).await? {
+            return Ok(out);
         }
-        write.exhausted()
+        let failed = {
+            let mut multi = Multi::new();
+            write.build(&mut multi);
+            match queue.commit(W::WHAT, &multi).await? {
+                Ok(results) => return write.landed(queue, &multi, &results).await,
+                Err(failed) => failed,
+            }
+        };
+        match write.failed(queue, failed).await? {
+            Next::Again => {}
+            Next::Pause => pause(attempt).await,
+            Next::Stop(out) => return Ok(out),
+        }
     }
+    write.exhausted()
 }

@@ -43,65 +43,8 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
         out!("{}", json!({ "task": name }));
         return Ok(());
     }
-    let retry_at = match args.delay {
-        Some(delay) => Some(queue.server_time().await?.now_ms() + delay.as_millis() as i64),
-        None => None,
-    };
-    let on_dead = match args.on_dead.as_deref() {
-        Some("pause") => Some(event_bridge::task::OnDead::Pause),
-        Some(_) => Some(event_bridge::task::OnDead::Continue),
-        None => None,
-    };
-    let on_parent_dead = (args.on_parent_dead.as_deref())
-        .map(event_bridge::task::OnParentDead::parse)
-        .transpose()
-        .map_err(Failure::from)?;
-    let priority = args
-        .priority
-        .as_deref()
-        .map(event_bridge::task::Priority::parse)
-        .transpose()
-        .map_err(Failure::from)?;
-    let debounce = match &args.debounce_key {
-        Some(key) => {
-            let span = |field: &str, text: &Option<String>| {
-                text.as_deref()
-                    .map(|t| event_bridge::task::parse_span(field, t))
-                    .transpose()
-            };
-            Some(event_bridge::task::Debounce {
-                key: key.clone(),
-                period_ms: span("debounce", &args.debounce)?.unwrap_or_default(),
-                max_ms: span("debounce_max", &args.debounce_max)?,
-            })
-        }
-        None => None,
-    };
-    let stamp = |mut envelope: Envelope| {
-        if envelope.debounce.is_none() {
-            envelope.debounce = debounce.clone();
-        }
-        if envelope.priority.is_normal() {
-            envelope.priority = priority.unwrap_or_default();
-        }
-        envelope.group = envelope.group.take().or_else(|| args.group.clone());
-        envelope.concurrency_key = envelope
-            .concurrency_key
-            .take()
-            .or_else(|| args.concurrency_key.clone());
-        envelope.batch = envelope.batch.take().or_else(|| args.batch.clone());
-        if envelope.after.is_empty() {
-            envelope.after = args.after.clone();
-        }
-        envelope.on_parent_dead = envelope.on_parent_dead.or(on_parent_dead);
-        envelope.traceparent = envelope
-            .traceparent
-            .take()
-            .or_else(|| args.traceparent.clone());
-        envelope.on_dead = envelope.on_dead.or(on_dead);
-        envelope.retry_at = retry_at;
-        envelope
-    };
+    let defaults = Defaults::of(&args, queue).await?;
+    let stamp = |envelope: Envelope| defaults.stamp(envelope);
     // Without --payload or -f, a piped stdin is read as JSON lines; an empty one (a pipe
     // nothing was written to) publishes the one task from the arguments, as a terminal does.
     let implicit = args.input.is_none() && args.payload.is_none() && stdin_is_piped();
@@ -123,11 +66,6 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
             return unknown.verdict();
         }
     };
-    let keyed_lines = || -> Failure {
-        "--idempotency-key is for one task (with --payload); give each JSON line its own \
-         \"idempotency_key\""
-            .into()
-    };
     if args.idempotency_key.is_some() && !implicit {
         return Err(keyed_lines());
     }
@@ -138,8 +76,28 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
         "-" => None,
         _ => Some(check(queue, &path, &args.event_type, &stamp)?),
     };
+    let keyed = args.idempotency_key.is_some();
+    let lines = envelopes(&path, &args.event_type)?;
+    let window = (session, &options, &mut unknown);
+    let published = publish_lines(window, lines, total, keyed, &stamp).await?;
+    if implicit && published == 0 {
+        publish_window(session, &options, &[single()?], &[], &mut unknown).await?;
+        return unknown.verdict();
+    }
+    unknown.verdict()
+}
+
+/// Publishes `lines` (`total` of them, when known: they were checked before) a window at a
+/// time, each task stamped with the arguments' `stamp`, showing a progress bar; how many.
+async fn publish_lines(
+    (session, options, unknown): (&Session, &PublishOptions<'_>, &mut Unknown),
+    mut lines: impl Iterator<Item = Result<(usize, Envelope), String>>,
+    total: Option<u64>,
+    keyed: bool,
+    stamp: &impl Fn(Envelope) -> Envelope,
+) -> Result<usize, Failure> {
+    let queue = &session.queue();
     let bar = progress_bar(total);
-    let mut lines = envelopes(&path, &args.event_type)?;
     let mut published = 0;
     loop {
         let (numbers, window): (Vec<usize>, Vec<Envelope>) = lines
@@ -152,26 +110,113 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
         if window.is_empty() {
             break;
         }
-        if args.idempotency_key.is_some() {
+        if keyed {
             return Err(keyed_lines());
         }
         if total.is_none() {
             check_window(queue, &window, published + 1)?;
         }
-        publish_window(session, &options, &window, &numbers, &mut unknown).await?;
+        publish_window(session, options, &window, &numbers, unknown).await?;
         published += window.len();
         if let Some(bar) = &bar {
             bar.inc(window.len() as u64);
         }
     }
-    if implicit && published == 0 {
-        publish_window(session, &options, &[single()?], &[], &mut unknown).await?;
-        return unknown.verdict();
-    }
     if let Some(bar) = bar {
         bar.finish_with_message("published");
     }
-    unknown.verdict()
+    Ok(published)
+}
+
+/// The error for `--idempotency-key` with more than one task.
+fn keyed_lines() -> Failure {
+    "--idempotency-key is for one task (with --payload); give each JSON line its own \
+     \"idempotency_key\""
+        .into()
+}
+
+/// What the arguments give every task that does not say otherwise.
+struct Defaults {
+    debounce: Option<event_bridge::task::Debounce>,
+    priority: Option<event_bridge::task::Priority>,
+    group: Option<String>,
+    concurrency_key: Option<String>,
+    batch: Option<String>,
+    after: Vec<String>,
+    on_parent_dead: Option<event_bridge::task::OnParentDead>,
+    traceparent: Option<String>,
+    on_dead: Option<event_bridge::task::OnDead>,
+    retry_at: Option<i64>,
+}
+
+impl Defaults {
+    /// Read from `args`; a `--delay` counts from ZooKeeper's time now.
+    async fn of(args: &Publish, queue: &Queue) -> Result<Self, Failure> {
+        let retry_at = match args.delay {
+            Some(delay) => Some(queue.server_time().await?.now_ms() + delay.as_millis() as i64),
+            None => None,
+        };
+        let on_dead = match args.on_dead.as_deref() {
+            Some("pause") => Some(event_bridge::task::OnDead::Pause),
+            Some(_) => Some(event_bridge::task::OnDead::Continue),
+            None => None,
+        };
+        let on_parent_dead = (args.on_parent_dead.as_deref())
+            .map(event_bridge::task::OnParentDead::parse)
+            .transpose()
+            .map_err(Failure::from)?;
+        let priority = (args.priority.as_deref())
+            .map(event_bridge::task::Priority::parse)
+            .transpose()
+            .map_err(Failure::from)?;
+        let span = |field: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| event_bridge::task::parse_span(field, t))
+                .transpose()
+        };
+        let debounce = match &args.debounce_key {
+            Some(key) => Some(event_bridge::task::Debounce {
+                key: key.clone(),
+                period_ms: span("debounce", &args.debounce)?.unwrap_or_default(),
+                max_ms: span("debounce_max", &args.debounce_max)?,
+            }),
+            None => None,
+        };
+        Ok(Defaults {
+            debounce,
+            priority,
+            group: args.group.clone(),
+            concurrency_key: args.concurrency_key.clone(),
+            batch: args.batch.clone(),
+            after: args.after.clone(),
+            on_parent_dead,
+            traceparent: args.traceparent.clone(),
+            on_dead,
+            retry_at,
+        })
+    }
+
+    /// `envelope` with what it does not say taken from the arguments.
+    fn stamp(&self, mut envelope: Envelope) -> Envelope {
+        if envelope.debounce.is_none() {
+            envelope.debounce = self.debounce.clone();
+        }
+        if envelope.priority.is_normal() {
+            envelope.priority = self.priority.unwrap_or_default();
+        }
+        envelope.group = envelope.group.take().or_else(|| self.group.clone());
+        envelope.concurrency_key =
+            (envelope.concurrency_key.take()).or_else(|| self.concurrency_key.clone());
+        envelope.batch = envelope.batch.take().or_else(|| self.batch.clone());
+        if envelope.after.is_empty() {
+            envelope.after = self.after.clone();
+        }
+        envelope.on_parent_dead = envelope.on_parent_dead.or(self.on_parent_dead);
+        envelope.traceparent = (envelope.traceparent.take()).or_else(|| self.traceparent.clone());
+        envelope.on_dead = envelope.on_dead.or(self.on_dead);
+        envelope.retry_at = self.retry_at;
+        envelope
+    }
 }
 
 /// Publishes `window` (`numbers`: its lines' numbers, none for the task of the arguments) on

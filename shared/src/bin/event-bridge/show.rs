@@ -143,70 +143,76 @@ pub(crate) fn describe(status: &Status) -> String {
             ),
             None => format!("{}: pending, {} attempts", task.name, task.attempts),
         },
-        Status::Leased { task } => {
-            let lease = task.lease.as_ref().expect("leased");
-            let holder = lease.consumer_id.as_deref().unwrap_or("?");
-            let done = lease
-                .progress
-                .as_ref()
-                .map_or(String::new(), |p| format!(", at {}", progress(p)));
-            format!(
-                "{}: leased by {holder}, expires in {}{done}",
-                task.name,
-                seconds(lease.expires_in_ms)
-            )
-        }
+        Status::Leased { task } => leased(task),
         Status::Waiting { task } => format!(
             "{}: waiting, due in {}, {} attempts",
             task.name,
             seconds(task.backoff_left_ms.unwrap_or(0)),
             task.attempts
         ),
-        Status::Blocked { task } => {
-            let waiting_on = (task.envelope.as_ref()).map_or(Vec::new(), |e| e.waiting_on.clone());
-            let placed = task.envelope.as_ref().is_some_and(|e| e.placed.is_some());
-            let id = task.id.as_deref().unwrap_or(&task.name);
-            match (waiting_on.is_empty(), placed) {
-                (true, true) => {
-                    format!("{id}: its parents completed; it runs when its group reaches its place")
-                }
-                _ => format!(
-                    "{id}: waiting for {} parent(s): {}",
-                    waiting_on.len(),
-                    waiting_on.join(", ")
-                ),
-            }
-        }
+        Status::Blocked { task } => blocked(task),
         Status::Place { task } => place(task),
         Status::Dead { name, record } => format!(
             "{name}: dead ({})",
             record["reason"].as_str().unwrap_or("?")
         ),
-        Status::Completed { record } => {
-            let answer = match &record.delivered {
-                Some(event_bridge::handler::Delivered {
-                    sink: Some(sink),
-                    status: Some(status),
-                    ..
-                }) => format!(", {sink} {status}"),
-                Some(event_bridge::handler::Delivered {
-                    sink: Some(sink), ..
-                }) => format!(", {sink}"),
-                _ => String::new(),
-            };
-            format!(
-                "{}: completed at {} after {} attempts{answer}{}",
-                record.task,
-                at(record.completed_at_ms),
-                record.attempts,
-                result(record)
-            )
-        }
+        Status::Completed { record } => completed(record),
         Status::NotFound => "not found".into(),
         // A state added later: as it serializes.
         other => serde_json::json!(other).to_string(),
     };
     format!("{described}{paused}")
+}
+
+/// A held task: by whom, until when, how far its handler says it is.
+fn leased(task: &TaskInfo) -> String {
+    let lease = task.lease.as_ref().expect("leased");
+    let holder = lease.consumer_id.as_deref().unwrap_or("?");
+    let done = (lease.progress.as_ref()).map_or(String::new(), |p| format!(", at {}", progress(p)));
+    format!(
+        "{}: leased by {holder}, expires in {}{done}",
+        task.name,
+        seconds(lease.expires_in_ms)
+    )
+}
+
+/// A child waiting for its parents, or for its group to reach its place.
+fn blocked(task: &TaskInfo) -> String {
+    let waiting_on = (task.envelope.as_ref()).map_or(Vec::new(), |e| e.waiting_on.clone());
+    let placed = task.envelope.as_ref().is_some_and(|e| e.placed.is_some());
+    let id = task.id.as_deref().unwrap_or(&task.name);
+    match (waiting_on.is_empty(), placed) {
+        (true, true) => {
+            format!("{id}: its parents completed; it runs when its group reaches its place")
+        }
+        _ => format!(
+            "{id}: waiting for {} parent(s): {}",
+            waiting_on.len(),
+            waiting_on.join(", ")
+        ),
+    }
+}
+
+/// A completed task: when, after how many attempts, what its sink answered.
+fn completed(record: &event_bridge::queue::DoneRecord) -> String {
+    let answer = match &record.delivered {
+        Some(event_bridge::handler::Delivered {
+            sink: Some(sink),
+            status: Some(status),
+            ..
+        }) => format!(", {sink} {status}"),
+        Some(event_bridge::handler::Delivered {
+            sink: Some(sink), ..
+        }) => format!(", {sink}"),
+        _ => String::new(),
+    };
+    format!(
+        "{}: completed at {} after {} attempts{answer}{}",
+        record.task,
+        at(record.completed_at_ms),
+        record.attempts,
+        result(record)
+    )
 }
 
 /// A place: whose turn it keeps, in which group, and what that task waits for.

@@ -1,0 +1,203 @@
+//! The layout as the docs give it, held to the code: lib.rs's `# Layout` names every module,
+//! and ARCHITECTURE's module table names every file of the crate and says truly what each
+//! module may import.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+const LIB: &str = include_str!("lib.rs");
+const ARCHITECTURE: &str = include_str!("../../docs/ARCHITECTURE.md");
+
+/// Every module lib.rs declares is named in its `# Layout`.
+#[test]
+fn the_layout_names_every_module() {
+    let (doc, code) = LIB.split_at(LIB.find("\npub mod ").expect("modules"));
+    for line in code.lines() {
+        let line = line.trim();
+        let Some(name) = line.strip_prefix("pub mod ").or(line.strip_prefix("mod ")) else {
+            continue;
+        };
+        let name = name.trim_end_matches(';');
+        if name == "layout_doc" {
+            continue;
+        }
+        let named = doc.contains(&format!("[`{name}`]")) || doc.contains(&format!("`{name}`"));
+        assert!(named, "lib.rs's # Layout does not name `{name}`");
+    }
+}
+
+/// One row of ARCHITECTURE's table of the crate's modules.
+struct Row {
+    /// `queue/`, `cancel.rs`, `bin/event-bridge/`.
+    module: String,
+    owns: String,
+    may_import: Option<BTreeSet<String>>,
+}
+
+fn rows() -> Vec<Row> {
+    let start = ARCHITECTURE
+        .find("### `shared/`")
+        .expect("ARCHITECTURE has the shared crate's module table");
+    (ARCHITECTURE[start..].lines())
+        .skip_while(|l| !l.starts_with('|'))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            let module = cells[0].trim();
+            let module = module[1..]
+                .split('`')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            let may = cells.get(2).map_or("", |c| c.trim());
+            let may_import = (!may.starts_with("everything")).then(|| {
+                (may.split(", "))
+                    .map(|m| m.split([' ', '(']).next().unwrap_or_default().to_string())
+                    .filter(|m| !m.is_empty() && m != "nothing")
+                    .collect()
+            });
+            Row {
+                module,
+                owns: cells.get(1).unwrap_or(&"").to_string(),
+                may_import,
+            }
+        })
+        .collect()
+}
+
+/// The `.rs` files under `dir`, as paths relative to it.
+fn files(dir: &Path, under: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).expect("a directory of the crate") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            files(&path, under, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let relative = path.strip_prefix(under).expect("under it");
+            out.push(relative.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+fn src() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every file and folder of the crate has its row, and a folder's row names each of its files.
+#[test]
+fn the_module_table_names_every_file() {
+    let rows = rows();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(src()).expect("src") {
+        let path = entry.expect("an entry").path();
+        let name = path
+            .file_name()
+            .expect("a name")
+            .to_string_lossy()
+            .to_string();
+        let module = if path.is_dir() {
+            format!("{name}/")
+        } else {
+            name.clone()
+        };
+        if ["lib.rs", "proptests.rs", "layout_doc.rs", "bin/"].contains(&module.as_str()) {
+            continue;
+        }
+        let Some(row) = rows.iter().find(|r| r.module == module) else {
+            missing.push(format!("no row for `{module}`"));
+            continue;
+        };
+        if !path.is_dir() {
+            continue;
+        }
+        let mut inside = Vec::new();
+        files(&path, &path, &mut inside);
+        for file in inside.iter().filter(|f| !f.ends_with("tests.rs")) {
+            let base = file.rsplit('/').next().unwrap_or(file);
+            // A folder's own `mod.rs` is named as such; a sub-folder's by the sub-folder.
+            let folder = file.strip_suffix("/mod.rs").map(|f| format!("`{f}/`"));
+            let sub = file.rsplit_once('/').map(|(dir, _)| format!("`{dir}/`"));
+            let named = row.owns.contains(&format!("`{file}`"))
+                || (row.owns.contains(&format!("`{base}`"))
+                    && sub.is_none_or(|dir| row.owns.contains(&dir)))
+                || folder.is_some_and(|f| row.owns.contains(&f));
+            if !named {
+                missing.push(format!("`{module}`'s row does not name `{file}`"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE's module table: {missing:#?}"
+    );
+}
+
+/// What each module imports of the crate is among what its row says it may import.
+#[test]
+fn modules_import_only_what_the_table_allows() {
+    let mut wrong = Vec::new();
+    for row in rows() {
+        let Some(allowed) = &row.may_import else {
+            continue;
+        };
+        let own = row
+            .module
+            .trim_end_matches('/')
+            .trim_end_matches(".rs")
+            .to_string();
+        let path = src().join(&row.module);
+        let mut inside = Vec::new();
+        match path.is_dir() {
+            true => files(&path, &src(), &mut inside),
+            false => inside.push(row.module.clone()),
+        }
+        for file in inside {
+            let text = std::fs::read_to_string(src().join(&file)).expect("a file");
+            for used in imports(&text) {
+                if used != own && !allowed.contains(&used) {
+                    wrong.push(format!(
+                        "{file} imports crate::{used}, not in `{}`'s row",
+                        row.module
+                    ));
+                }
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE's may-import column: {wrong:#?}"
+    );
+}
+
+/// The crate's top-level modules `text` names (`crate::x`, `use crate::{x, …}`), outside its
+/// tests and comments.
+fn imports(text: &str) -> BTreeSet<String> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+    let mut found = BTreeSet::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(list) => list
+                    .split('}')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .collect(),
+                None => vec![rest],
+            };
+            for name in names {
+                let name: String = (name.trim().chars())
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name.chars().next().is_some_and(|c| c.is_lowercase()) {
+                    found.insert(name);
+                }
+            }
+        }
+    }
+    found
+}
