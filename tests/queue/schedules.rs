@@ -51,6 +51,12 @@ async fn slots(t: &TestQueue) -> BTreeMap<(String, String), usize> {
 }
 
 /// Fires from `from_ms` to `to_ms` (both included) in steps of 1 to 7 simulated seconds.
+/// Schedule `name` as stored now.
+async fn stored(queue: &Queue, name: &str) -> event_bridge::queue::StoredSchedule {
+    let stored = queue.schedules().schedule(name).await.unwrap();
+    stored.unwrap_or_else(|| panic!("schedule {name} is stored"))
+}
+
 async fn firer(queue: Queue, from_ms: i64, to_ms: i64) -> FireReport {
     let mut total = FireReport::default();
     let mut now = from_ms;
@@ -330,13 +336,7 @@ async fn a_firer_with_a_stale_read_of_its_schedule_writes_nothing() {
         .unwrap();
     // A firer reads the schedule, then stalls; meanwhile another takes two slots (the mark of
     // the first is gone by then).
-    let stale = t
-        .queue
-        .schedules()
-        .schedule("minutely")
-        .await
-        .unwrap()
-        .unwrap();
+    let stale = stored(&t.queue, "minutely").await;
     let other = t.consumer("other").await;
     for minute in 1..=2 {
         schedule::fire_due(&other, start + minute * 60_000)
@@ -359,13 +359,7 @@ async fn a_firer_with_a_stale_read_of_its_schedule_writes_nothing() {
         2,
         "no second task for 10:01"
     );
-    let now = t
-        .queue
-        .schedules()
-        .schedule("minutely")
-        .await
-        .unwrap()
-        .unwrap();
+    let now = stored(&t.queue, "minutely").await;
     assert_eq!(
         now.schedule.last_slot_ms,
         Some(start + 120_000),
