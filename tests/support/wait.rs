@@ -135,13 +135,8 @@ impl Until for Instant {
 }
 
 /// Waits in real time until `until`, because real time passing is the point: `why` says what
-/// it stands for (a fault injected at its moment, a process left dead, a slow reply). A wait
-/// of a second or more says so on stderr (seen with `--nocapture`: the chaos run's timeline).
+/// it stands for (a fault injected at its moment, a process left dead, a slow reply).
 pub async fn real_time(until: impl Until, why: &str) {
-    let deadline = until.deadline();
-    let length = deadline.saturating_duration_since(Instant::now());
-    if length >= Duration::from_secs(1) {
-        eprintln!("waiting {length:?} in real time: {why}");
-    }
-    tokio::time::sleep_until(deadline).await;
+    debug_assert!(!why.is_empty(), "a wait in real time says why");
+    tokio::time::sleep_until(until.deadline()).await;
 }
