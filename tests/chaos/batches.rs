@@ -37,13 +37,13 @@ pub async fn open(queue: &Queue) {
 /// Seals the batch (after the last publish), again on a failed link until it answers; a
 /// seal whose reply was lost finds it sealed already.
 pub async fn seal(queue: &Queue) {
-    for _ in 0..300 {
+    let mut tries = harness::Tries::within(Duration::from_secs(60));
+    while tries.again().await {
         match batch::seal(queue, BATCH).await {
             Ok(_) => return,
             Err(e) if e.to_string().contains("sealed already") => return,
             Err(e) => eprintln!("chaos: sealing the batch failed ({e}); again"),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!("sealing the batch kept failing for a minute");
 }

@@ -35,19 +35,19 @@ pub struct PauseWindow {
 /// Runs `event-bridge <args>` until it exits 0 (a leader change may fail it), for a minute at
 /// most; the stdout of the run that worked.
 async fn must(launcher: &Launcher, name: &str, args: &[&str]) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, out) = launcher.run(name, args).await;
-        if status.is_some_and(|s| s.success()) {
+    let mut tries = harness::Tries::within(Duration::from_secs(60));
+    let mut status = None;
+    while tries.again().await {
+        let (ended, out) = launcher.run(name, args).await;
+        if ended.is_some_and(|s| s.success()) {
             return out;
         }
-        assert!(
-            Instant::now() < deadline,
-            "`event-bridge {}` kept failing ({status:?}): see {name}.log",
-            args.join(" ")
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        status = ended;
     }
+    panic!(
+        "`event-bridge {}` kept failing ({status:?}): see {name}.log",
+        args.join(" ")
+    );
 }
 
 /// `schedule add chaos-tick --cron "* * * * *"`: a task of type `chaos.tick` every minute.
@@ -88,10 +88,11 @@ pub async fn pause_type(
 ) -> Vec<PauseWindow> {
     let mut done = Vec::new();
     for &(at, length) in windows {
-        tokio::time::sleep_until(start + at).await;
+        harness::real_time(start + at, "the type is paused at its planned moment").await;
         must(launcher, "control", &["pause", "--type", PAUSABLE_TYPE]).await;
         let paused = Instant::now();
-        tokio::time::sleep_until(start + at + length).await;
+        let why = "the type stays paused while traffic flows";
+        harness::real_time(start + at + length, why).await;
         let resuming = Instant::now();
         must(launcher, "control", &["resume", "--type", PAUSABLE_TYPE]).await;
         done.push(PauseWindow { paused, resuming });

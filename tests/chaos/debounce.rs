@@ -142,8 +142,8 @@ async fn probe(config: Config, queue: Arc<tokio::sync::Mutex<Queue>>, order: Pro
     }
 }
 
-/// Runs `call` until it answers (on a new session when the old one is over), at most 150
-/// tries; the last error otherwise, as the state `error: …`.
+/// Runs `call` until it answers (on a new session when the old one is over), for 30 s at
+/// most; the last error otherwise, as the state `error: …`.
 async fn ask<F, Fut>(config: &Config, queue: &tokio::sync::Mutex<Queue>, call: F) -> Seen
 where
     F: Fn(Queue) -> Fut,
@@ -153,18 +153,19 @@ where
         state: "never answered".into(),
         names_it: false,
     };
-    for _ in 0..150 {
-        let current = queue.lock().await.clone();
-        match call(current).await {
-            Ok(answer) => return answer,
-            Err(e) => seen.state = format!("error: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut tries = harness::Tries::every(Duration::from_secs(30), crate::producer::RETRY_PAUSE);
+    while tries.again().await {
         let mut shared = queue.lock().await;
         if shared.session_over()
             && let Ok(fresh) = new_queue(config, "chaos-prober").await
         {
             *shared = fresh;
+        }
+        let current = shared.clone();
+        drop(shared);
+        match call(current).await {
+            Ok(answer) => return answer,
+            Err(e) => seen.state = format!("error: {e}"),
         }
     }
     seen

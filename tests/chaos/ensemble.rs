@@ -80,21 +80,19 @@ impl Ensemble {
     /// Waits until one server leads and the others follow; fails after `guard` (a hang guard),
     /// with the last lines of each server's log.
     pub async fn wait_serving(&self, guard: Duration) {
-        let deadline = tokio::time::Instant::now() + guard;
-        loop {
-            let modes = self.modes().await;
+        let mut tries = harness::Tries::within(guard);
+        let mut modes = Vec::new();
+        while tries.again().await {
+            modes = self.modes().await;
             let count = |want: &str| modes.iter().filter(|m| m.as_deref() == Some(want)).count();
             if count("leader") == 1 && count("follower") == SERVERS - 1 {
                 return;
             }
-            if tokio::time::Instant::now() >= deadline {
-                panic!(
-                    "the ensemble did not form within {guard:?}: modes {modes:?}\n{}",
-                    self.log_tails()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        panic!(
+            "the ensemble did not form within {guard:?}: modes {modes:?}\n{}",
+            self.log_tails()
+        );
     }
 
     /// SIGKILLs server `index` and reaps it.

@@ -119,7 +119,11 @@ pub struct Stage<'a> {
 /// Runs `schedule` from `start`; returns when every fault, restarts included, is over.
 pub async fn run(stage: &Stage<'_>, start: Instant, schedule: &[(Duration, Fault)]) -> Vec<Record> {
     let each = schedule.iter().map(|&(at, fault)| async move {
-        tokio::time::sleep_until(start + at).await;
+        harness::real_time(
+            start + at,
+            "each fault at its planned moment in the traffic",
+        )
+        .await;
         stage.apply(fault, start).await
     });
     let mut records = futures::future::join_all(each).await;
@@ -152,7 +156,8 @@ impl Stage<'_> {
         let (victim_held, leases, who) = self.held_by(&victim).await;
         slot.kill().await;
         let at = start.elapsed();
-        tokio::time::sleep(WORKER_RESTART).await;
+        let why = "the worker stays dead while the others take over its tasks";
+        harness::real_time(WORKER_RESTART, why).await;
         slot.restart(self.launcher).await;
         let what = format!("SIGKILL worker-{index} ({who}), restarted after {WORKER_RESTART:?}");
         Record {
@@ -194,7 +199,8 @@ impl Stage<'_> {
         signal(victim.pid, "STOP");
         let (victim_held, leases, who) = self.held_by(&victim).await;
         let at = start.elapsed();
-        tokio::time::sleep(PAUSE - FROZEN_SETTLE).await;
+        let why = "the worker stays frozen past its lease and its session";
+        harness::real_time(PAUSE - FROZEN_SETTLE, why).await;
         signal(victim.pid, "CONT");
         let what = format!(
             "SIGSTOP worker-{index} ({who}) for {PAUSE:?} (past its lease and its {:?} session), then SIGCONT",
@@ -218,7 +224,8 @@ impl Stage<'_> {
         let leases = self.tree.leases().await.len();
         self.ensemble.kill(leader);
         let at = start.elapsed();
-        tokio::time::sleep(SERVER_RESTART).await;
+        let why = "the ensemble runs without its old leader";
+        harness::real_time(SERVER_RESTART, why).await;
         self.ensemble.restart(leader);
         let id = self.ensemble.id(leader);
         let what =
@@ -251,14 +258,16 @@ impl Stage<'_> {
                 return;
             }
             before = held;
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            let why = "a task still held a look later is being worked on";
+            harness::real_time(Duration::from_millis(200), why).await;
         }
     }
 
     /// With `victim` frozen: the tasks it holds (name and envelope id), every lease, and its
     /// consumer id.
     async fn held_by(&self, victim: &Victim) -> (Vec<(String, String)>, usize, String) {
-        tokio::time::sleep(FROZEN_SETTLE).await;
+        let why = "what the frozen consumer had in flight lands first";
+        harness::real_time(FROZEN_SETTLE, why).await;
         let leases = self.tree.leases().await;
         let Some(id) = victim.consumer_id() else {
             return (Vec::new(), leases.len(), "no claim yet".into());
@@ -275,33 +284,19 @@ impl Stage<'_> {
 /// The worker `slot` runs, once it runs: an earlier fault on it may still be waiting to
 /// start it again (its victim can take up to [`AT_WORK_WAIT`] to be caught at work).
 async fn running_worker(slot: &WorkerSlot) -> Victim {
-    let deadline = Instant::now() + AT_WORK_WAIT + WORKER_RESTART + Duration::from_secs(5);
-    loop {
-        if let Some(victim) = slot.victim().await {
-            return victim;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the worker was not started again"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let limit = AT_WORK_WAIT + WORKER_RESTART + Duration::from_secs(5);
+    let started = harness::poll(limit, || slot.victim()).await;
+    started.expect("the worker was not started again")
 }
 
 /// The process a loop runs now, preferably one that has claimed a task already: waits up to
 /// five seconds for one, then takes any, waiting up to five more for the loop to start one.
 async fn running(drain: &Loop) -> Victim {
-    for _ in 0..100 {
-        if let Some(victim) = drain.victim().filter(|v| v.consumer_id().is_some()) {
-            return victim;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let five = Duration::from_secs(5);
+    let claimed = || async { drain.victim().filter(|v| v.consumer_id().is_some()) };
+    if let Some(victim) = harness::poll(five, claimed).await {
+        return victim;
     }
-    for _ in 0..100 {
-        if let Some(victim) = drain.victim() {
-            return victim;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the loop ran no process for ten seconds");
+    let any = harness::poll(five, || async { drain.victim() }).await;
+    any.expect("the loop ran no process for ten seconds")
 }

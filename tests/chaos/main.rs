@@ -69,6 +69,8 @@ use tree::Tree;
 const SETTLE_GUARD: Duration = Duration::from_secs(150);
 /// How long the workers are given, once the queue settled, to all watch `tasks/` again.
 const WATCH_GUARD: Duration = Duration::from_secs(30);
+/// How long the tree must stay empty for [`settle`] to conclude that nothing more will come.
+const STILL_EMPTY: Duration = Duration::from_secs(1);
 /// The pausable type is paused this long after publishing starts (and again every soak cycle),
 /// for this long.
 const PAUSE_AT: Duration = Duration::from_secs(28);
@@ -223,21 +225,24 @@ fn pause_windows(length: Duration, soak: bool) -> Vec<(Duration, Duration)> {
 }
 
 /// Waits until every id answered 200 and the lanes, `leases/` and `delayed/` are empty, or
-/// until they stayed empty for three polls in a row (nothing is left that could still be
-/// delivered: what is missing is lost, and the checks say so). False after the guard.
+/// until they stayed empty for [`STILL_EMPTY`] (nothing is left that could still be delivered:
+/// what is missing is lost, and the checks say so). False after the guard.
 async fn settle(receiver: &Receiver, tree: &Tree, ids: &[String]) -> bool {
-    let deadline = Instant::now() + SETTLE_GUARD;
-    let mut empty_polls = 0;
-    while Instant::now() < deadline {
+    let mut empty_since = None;
+    let mut tries = harness::Tries::within(SETTLE_GUARD);
+    while tries.again().await {
         let empty = tree.tasks().await == 0
             && tree.count("leases").await == 0
             && tree.delayed().await == 0
             && tree.debouncing().await == 0;
-        empty_polls = if empty { empty_polls + 1 } else { 0 };
-        if (empty && receiver.succeeded(ids) == ids.len()) || empty_polls >= 3 {
+        if !empty {
+            empty_since = None;
+            continue;
+        }
+        let since = *empty_since.get_or_insert_with(Instant::now);
+        if receiver.succeeded(ids) == ids.len() || since.elapsed() >= STILL_EMPTY {
             return true;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     false
 }
@@ -247,13 +252,15 @@ async fn settle(receiver: &Receiver, tree: &Tree, ids: &[String]) -> bool {
 /// only once it noticed, so they are given [`WATCH_GUARD`].
 async fn watchers(ensemble: &Ensemble, tree: &Tree, workers: usize) -> (usize, Duration) {
     let asked = Instant::now();
-    loop {
-        let watching = ensemble.watchers(&tree.server_path("tasks")).await;
-        if watching >= workers || asked.elapsed() >= WATCH_GUARD {
-            return (watching, asked.elapsed());
+    let mut tries = harness::Tries::within(WATCH_GUARD);
+    let mut watching = 0;
+    while tries.again().await {
+        watching = ensemble.watchers(&tree.server_path("tasks")).await;
+        if watching >= workers {
+            break;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    (watching, asked.elapsed())
 }
 
 /// A number from the environment, or `default`.

@@ -36,6 +36,9 @@ use tokio::time::Instant;
 use crate::debounce::Probe;
 
 const TICK: Duration = Duration::from_millis(100);
+/// The pause before a publish or a cancel that failed is tried again (a publish tried again
+/// may add a duplicate the checks then allow: the pace is part of the run).
+pub const RETRY_PAUSE: Duration = Duration::from_millis(200);
 pub const GROUPS: usize = 30;
 /// Limited tasks wait this long between bursts.
 const LIMITED_BURST_EVERY: Duration = Duration::from_secs(5);
@@ -278,7 +281,11 @@ pub async fn publish(
     let mut trickle: Option<usize> = None;
     let end_estimate = Duration::from_secs_f64(total as f64 / rate);
     while sent_count < total || !plan.held.is_empty() {
-        tokio::time::sleep(TICK).await;
+        harness::real_time(
+            TICK,
+            "the producer's pace: tasks go out at the planned rate",
+        )
+        .await;
         let due = ((start.elapsed().as_secs_f64() * rate) as usize).clamp(sent_count, total);
         let now_ms = producer.zk_now();
         let mut batch = Vec::new();
@@ -622,7 +629,8 @@ impl Producer {
         if batch.is_empty() {
             return Vec::new();
         }
-        for _ in 0..300 {
+        let mut tries = harness::Tries::every(Duration::from_secs(60), RETRY_PAUSE);
+        while tries.again().await {
             if self.queue.session_over()
                 && let Ok(queue) = new_queue(&self.config, "chaos-producer").await
             {
@@ -648,12 +656,6 @@ impl Producer {
                 "chaos: publishing {} tasks failed ({e}); again",
                 batch.len()
             );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            if self.queue.session_over()
-                && let Ok(queue) = new_queue(&self.config, "chaos-producer").await
-            {
-                self.queue = queue;
-            }
         }
         panic!("publishing kept failing for a minute");
     }
@@ -674,10 +676,18 @@ async fn cancel_loop(
     while let Some((id, task, when, due_ms)) = rx.recv().await {
         let (config, queue) = (config.clone(), Arc::clone(&queue));
         running.push(tokio::spawn(async move {
-            tokio::time::sleep_until(when).await;
+            harness::real_time(when, "each cancel at its planned time").await;
             let mut answer = String::from("never answered");
-            for _ in 0..150 {
-                let current = queue.lock().await.clone();
+            let mut tries = harness::Tries::every(Duration::from_secs(30), RETRY_PAUSE);
+            while tries.again().await {
+                let mut shared = queue.lock().await;
+                if shared.session_over()
+                    && let Ok(fresh) = new_queue(&config, "chaos-canceller").await
+                {
+                    *shared = fresh;
+                }
+                let current = shared.clone();
+                drop(shared);
                 match event_bridge::cancel::cancel(&current, &task).await {
                     Ok(cancelled) => {
                         let state = serde_json::to_value(&cancelled).expect("an answer");
@@ -685,13 +695,6 @@ async fn cancel_loop(
                         break;
                     }
                     Err(e) => answer = format!("error: {e}"),
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                let mut shared = queue.lock().await;
-                if shared.session_over()
-                    && let Ok(fresh) = new_queue(&config, "chaos-canceller").await
-                {
-                    *shared = fresh;
                 }
             }
             let current = queue.lock().await.clone();

@@ -136,13 +136,9 @@ impl Cut {
     /// As [`Cut::kill_leader_once`], `wait` later.
     async fn kill_leader_after(&self, landed: usize, wait: Duration) {
         within(self.link.passed()).await;
-        within(async {
-            while self.reader.tasks().await.len() < landed {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await;
-        tokio::time::sleep(wait).await;
+        until(|| async { self.reader.tasks().await.len() >= landed }).await;
+        let why = "the leader dies this long after the answers stopped";
+        harness::real_time(wait, why).await;
         self.ensemble.kill(self.leader);
     }
 
@@ -257,14 +253,9 @@ async fn a_line_that_may_have_run_already_is_named_and_nothing_is_published_twic
     let lines: Vec<Value> = (0..6).map(|n| json!({"payload": {"n": n}})).collect();
     let publisher = cut.publish(&lines);
     within(cut.link.passed()).await;
-    let landed = within(async {
-        loop {
-            let tasks = cut.reader.tasks().await;
-            if tasks.len() == 4 {
-                return tasks;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let landed = until(|| async {
+        let tasks = cut.reader.tasks().await;
+        (tasks.len() == 4).then_some(tasks)
     })
     .await;
     // Lines 2 and 4 are completed, leaving no trace: then the leader dies.
@@ -396,12 +387,7 @@ impl Reader {
 
     /// Every task in every lane (retrying while the ensemble elects a leader).
     async fn tasks(&self) -> Vec<Task> {
-        loop {
-            match self.read().await {
-                Ok(tasks) => return tasks,
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-            }
-        }
+        until(|| async { self.read().await.ok() }).await
     }
 
     /// Deletes `task`, as a consumer completing it without a record does.
@@ -451,6 +437,18 @@ async fn within<T>(work: impl std::future::Future<Output = T>) -> T {
         .expect("hang guard: nothing happened for two minutes")
 }
 
+/// Looks with `check` until it finds what it waits for (see [`harness::poll`]), within
+/// [`GUARD`].
+async fn until<L, F>(check: impl FnMut() -> F) -> L::Found
+where
+    L: harness::wait::Look,
+    F: std::future::Future<Output = L>,
+{
+    harness::poll(GUARD, check)
+        .await
+        .expect("hang guard: nothing happened for two minutes")
+}
+
 /// The library's bulk publish whose session ends while its answers are lost: it goes on on a
 /// new session (from `renew`, as the CLI's and the functions' sessions give one), finds what
 /// landed, sends the rest, and hands every outcome on in order.
@@ -486,9 +484,7 @@ async fn a_bulk_publish_whose_session_ended_goes_on_on_a_new_one() {
     };
     let end = async {
         within(cut.link.passed()).await;
-        while cut.reader.tasks().await.len() < 20 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        until(|| async { cut.reader.tasks().await.len() >= 20 }).await;
         end_session(queue.session(), &cut.ensemble.hosts()).await;
     };
     let ((outcomes, order), ()) = within(async { tokio::join!(publish, end) }).await;
@@ -510,18 +506,16 @@ async fn a_bulk_publish_whose_session_ended_goes_on_on_a_new_one() {
 /// Ends `session` on the servers at `hosts`, as an expiry does: a second client joins it and
 /// closes it; returns once joining again fails.
 async fn end_session(session: &zk::SessionInfo, hosts: &str) {
-    loop {
+    until(|| async {
         let twin = zk::Client::connector()
             .with_session(session.clone())
             .with_connection_timeout(Duration::from_millis(500))
             .connect(hosts)
             .await;
-        match twin {
-            Ok(twin) => drop(twin),
-            Err(_) => return,
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        // Joined: closing it on drop; refused: the session is over.
+        twin.is_err()
+    })
+    .await;
 }
 
 // Faults at an exact step, on the test ZooKeeper: a publish through a [`Tap`] whose answer is
@@ -589,14 +583,9 @@ impl Tapped {
 
     /// Waits until `lane` holds `n` tasks.
     async fn until_lane_holds(&self, lane: &str, n: usize) -> Vec<(String, String)> {
-        within(async {
-            loop {
-                let tasks = self.lane(lane).await;
-                if tasks.len() >= n {
-                    return tasks;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+        until(|| async {
+            let tasks = self.lane(lane).await;
+            (tasks.len() >= n).then_some(tasks)
         })
         .await
     }
@@ -721,12 +710,8 @@ async fn a_place_made_with_a_publish_says_it_landed() {
     c.tap.arm(Aim::multi(), Fault::LoseReply);
     let publish = c.publish(vec![d.clone()], Duration::from_secs(20));
     within(c.tap.fired()).await;
-    within(async {
-        while !c.exists(&format!("debounce/{key}")).await {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let place = format!("debounce/{key}");
+    until(|| c.exists(&place)).await;
     event_bridge::cancel::cancel(&c.t.queue, &d.id)
         .await
         .expect("withdrawn");
@@ -953,12 +938,8 @@ async fn a_debounced_publish_whose_key_holds_a_newer_one_is_not_sent_again() {
     c.tap.arm(Aim::multi(), Fault::LoseReply);
     let publish = c.publish(vec![ours.clone()], Duration::from_secs(20));
     within(c.tap.fired()).await;
-    within(async {
-        while !c.exists(&format!("debounce/{key}")).await {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let place = format!("debounce/{key}");
+    until(|| c.exists(&place)).await;
     c.t.queue
         .publish_all(std::slice::from_ref(&newer))
         .await
@@ -1035,7 +1016,8 @@ async fn a_later_outage_has_a_budget_of_its_own() {
     // answer lost too.
     c.tap.arm(Aim::multi(), Fault::Hold);
     within(c.tap.fired()).await;
-    tokio::time::sleep(retry_for + Duration::from_millis(500)).await;
+    let why = "the child's step is held past the first outage's budget";
+    harness::real_time(retry_for + Duration::from_millis(500), why).await;
     c.tap.arm(Aim::multi(), Fault::LoseReply);
     c.tap.release();
     let outcomes = within(publish).await.expect("joined").expect("published");

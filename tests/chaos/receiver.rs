@@ -352,7 +352,7 @@ async fn serve(stream: TcpStream, ledger: Arc<Mutex<Ledger>>, limited: LimitedRo
         };
         let (reply, answer): (String, Answer) = match plan {
             Plan::Ok(delay) => {
-                tokio::time::sleep(delay).await;
+                harness::real_time(delay, "a receiver that takes its time to answer").await;
                 (ok(parsed.as_ref()), Answer::Ok)
             }
             Plan::Error => (

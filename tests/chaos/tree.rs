@@ -12,6 +12,9 @@ use zookeeper_client as zk;
 pub const LEASE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The session timeout every process of the run asks for.
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// How long a read is tried again while the ensemble does not answer (it may be electing a
+/// leader): a hang guard.
+const ANSWER_GUARD: Duration = Duration::from_secs(60);
 
 /// A lease as read: the task it holds and who holds it.
 pub struct Lease {
@@ -212,11 +215,12 @@ impl Tree {
     /// Schedule `name`'s stored form (`schedules/<name>`), if it exists.
     pub async fn schedule(&self, name: &str) -> Option<serde_json::Value> {
         let path = format!("{}/{name}", self.path("schedules"));
-        for _ in 0..300 {
+        let mut tries = harness::Tries::within(ANSWER_GUARD);
+        while tries.again().await {
             match self.client().await.get_data(&path).await {
                 Ok((data, _)) => return serde_json::from_slice(&data).ok(),
                 Err(zk::Error::NoNode) => return None,
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                Err(_) => {}
             }
         }
         None
@@ -245,11 +249,12 @@ impl Tree {
 
     /// The children of `path`, none when it does not exist.
     async fn children_if_any(&self, path: &str) -> Vec<String> {
-        for _ in 0..300 {
+        let mut tries = harness::Tries::within(ANSWER_GUARD);
+        while tries.again().await {
             match self.client().await.list_children(path).await {
                 Ok(names) => return names,
                 Err(zk::Error::NoNode) => return Vec::new(),
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                Err(_) => {}
             }
         }
         panic!("listing {path} kept failing");
@@ -301,12 +306,12 @@ impl Tree {
     /// leader); gives up after a minute (a hang guard).
     async fn children(&self, path: &str) -> Vec<String> {
         let mut last = None;
-        for _ in 0..300 {
+        let mut tries = harness::Tries::within(ANSWER_GUARD);
+        while tries.again().await {
             match self.client().await.list_children(path).await {
                 Ok(names) => return names,
                 Err(e) => last = Some(e),
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
         panic!("listing {path} kept failing: {last:?}");
     }

@@ -33,13 +33,11 @@ impl Driver {
             .spawn()
             .expect("chromedriver (make tools installs Debian's chromium-driver)");
         let driver = Driver { child, port };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return driver;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let listening = || async { std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() };
+        match harness::poll(Duration::from_secs(10), listening).await {
+            Some(()) => driver,
+            None => panic!("chromedriver did not start on port {port}"),
         }
-        panic!("chromedriver did not start on port {port}")
     }
 
     /// A headless Chromium session.

@@ -15,18 +15,19 @@ async fn serve_exposes_the_queue_figures_a_prometheus_parser_reads() {
     let t = TestQueue::new().await;
     let before = t.now().await.now_ms();
     scene::build(&t).await;
-    // The oldest task is at least a second old when /metrics is read.
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
     let serve = Serve::start(&t, &[], &[]).await;
+    // `serve` reads ZooKeeper's clock itself: /metrics is read until it has the scene and the
+    // oldest task is a second old by that clock (it samples every second).
     let mut samples = Vec::new();
-    for _ in 0..100 {
+    harness::poll(Duration::from_secs(10), || {
         let text = http::get(&serve.address, "/metrics").expect("metrics").body;
         samples = parse(&text);
-        if sample(&samples, "event_bridge_queue_depth", json!({})) == Some(5.0) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let figure = |name: &str| sample(&samples, name, json!({}));
+        let ready = figure("event_bridge_queue_depth") == Some(5.0)
+            && figure("event_bridge_oldest_task_age_seconds").is_some_and(|age| age >= 1.0);
+        std::future::ready(ready)
+    })
+    .await;
     let figure = |name: &str| sample(&samples, name, json!({}));
     let by_type = |t: &str| sample(&samples, "event_bridge_pending_tasks", json!({ "type": t }));
     assert_eq!(

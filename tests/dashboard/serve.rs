@@ -43,14 +43,14 @@ impl Serve {
             address,
             child: command.spawn().expect("event-bridge serve"),
         };
-        for _ in 0..200 {
+        let mut tries = harness::Tries::within(Duration::from_secs(10));
+        while tries.again().await {
             if http::get(&serve.address, "/metrics").is_some() {
                 return serve;
             }
             if let Ok(Some(status)) = serve.child.try_wait() {
                 panic!("serve ended at start: {status}");
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("serve did not answer on {}", serve.address)
     }

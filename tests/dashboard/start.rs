@@ -3,7 +3,7 @@
 
 use std::io::Read;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harness::TestQueue;
 
@@ -22,17 +22,14 @@ async fn serve(t: &TestQueue, args: &[&str]) -> Ended {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let give_up = Instant::now() + Duration::from_secs(60);
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if Instant::now() > give_up {
+    let exited = || std::future::ready(child.try_wait().unwrap());
+    let code = match harness::poll(Duration::from_secs(60), exited).await {
+        Some(status) => status.code(),
+        None => {
             let _ = child.kill();
             let _ = child.wait();
-            break None;
+            None
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let mut stderr = String::new();
     let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);

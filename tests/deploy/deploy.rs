@@ -218,7 +218,7 @@ async fn cargo_lambda_invoke_drains_through_the_lambda_binary() {
     // function that cannot start (its build failed) ends the wait at once: the invoke itself
     // would wait for it until the timeout.
     let output = tokio::select! {
-        output = timeout(Duration::from_secs(900), invoke) => output,
+        output = timeout(INVOKE_TIMEOUT, invoke) => output,
         exit = function_exit(&watch) => panic!("the function did not start ({exit}); watch log:\n{}", watch.stop()),
     };
     let log = watch.stop();
@@ -328,34 +328,36 @@ impl Drop for Watch {
     }
 }
 
+/// How long an invoke may take (it may build the function first).
+const INVOKE_TIMEOUT: Duration = Duration::from_secs(900);
+
 /// Returns once the watch log says the function's command exited (cargo-lambda logs
 /// `ERROR command exited code=…` and goes on serving, so the invoke would wait for it).
 async fn function_exit(watch: &Watch) -> String {
-    loop {
+    let exited = || {
         let log = watch.log();
-        if let Some(line) = log.lines().find(|l| l.contains("ERROR command exited")) {
-            return line.trim().to_string();
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let line = log.lines().find(|l| l.contains("ERROR command exited"));
+        std::future::ready(line.map(|l| l.trim().to_string()))
+    };
+    // Past the invoke's own timeout, the invoke ends the wait (see the caller's select).
+    match harness::poll(INVOKE_TIMEOUT, exited).await {
+        Some(line) => line,
+        None => std::future::pending().await,
     }
 }
 
 /// Waits until `cargo lambda watch` accepts connections, or fails with its log if it exits.
 async fn wait_for_port(port: u16, watch: &mut Watch) {
-    let listening = async {
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                return;
-            }
-            if let Ok(Some(status)) = watch.child.try_wait() {
-                panic!("cargo lambda watch exited ({status}):\n{}", watch.log());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut tries = harness::Tries::within(Duration::from_secs(120));
+    while tries.again().await {
+        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return;
         }
-    };
-    timeout(Duration::from_secs(120), listening)
-        .await
-        .expect("cargo lambda watch listens");
+        if let Ok(Some(status)) = watch.child.try_wait() {
+            panic!("cargo lambda watch exited ({status}):\n{}", watch.log());
+        }
+    }
+    panic!("cargo lambda watch listens: not within 120 s");
 }
 
 fn signal(name: &str, target: &str) {

@@ -209,34 +209,33 @@ async fn run_probe(bootstrap: &Path, events: Vec<(&str, Value)>) -> Run {
         .expect("start bootstrap");
 
     let mut seen = Vec::new();
-    let mut exit = None;
-    let deadline = tokio::time::sleep(Duration::from_secs(60));
-    tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            status = child.wait() => {
-                exit = Some(status.expect("wait"));
-                break;
-            }
-            request = api.requests.recv() => {
-                let Some(request) = request else { break };
-                let asks_past_the_last =
-                    request.path == NEXT && seen.iter().filter(|r: &&Request| r.path == NEXT).count() == given;
-                seen.push(request);
-                if asks_past_the_last {
-                    break;
+    let watched = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            tokio::select! {
+                status = child.wait() => return Some(status.expect("wait")),
+                request = api.requests.recv() => {
+                    let request = request?;
+                    let asks_past_the_last =
+                        request.path == NEXT && seen.iter().filter(|r: &&Request| r.path == NEXT).count() == given;
+                    seen.push(request);
+                    if asks_past_the_last {
+                        return None;
+                    }
                 }
             }
-            () = &mut deadline => panic!(
-                "the probe neither finished nor died within a minute; requests: {seen:?}\nlog:\n{}",
-                read(&log_path)
-            ),
         }
-    }
+    })
+    .await;
+    let mut exit = watched.unwrap_or_else(|_| {
+        panic!(
+            "the probe neither finished nor died within a minute; requests: {seen:?}\nlog:\n{}",
+            read(&log_path)
+        )
+    });
     if exit.is_none() {
-        // Give a runtime about to die the chance to show it.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        exit = child.try_wait().expect("try_wait");
+        // Give a runtime about to die the chance to show it (300 ms at most).
+        let dying = tokio::time::timeout(Duration::from_millis(300), child.wait()).await;
+        exit = dying.ok().map(|status| status.expect("wait"));
     }
     let _ = child.kill().await;
     while let Ok(request) = api.requests.try_recv() {

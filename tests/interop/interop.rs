@@ -15,7 +15,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use event_bridge::Secret;
 use event_bridge::{ProcessReport, Queue, process, reap};
 use serde_json::{Value, json};
-use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use harness::{Recorder, TestQueue, options};
@@ -344,29 +343,26 @@ impl Consumer000 {
     }
 
     async fn wait_ready(&mut self) {
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while !*self.ready.lock().unwrap() {
+        let mut tries = harness::Tries::within(Duration::from_secs(20));
+        while tries.again().await {
+            if *self.ready.lock().unwrap() {
+                return;
+            }
             if let Some(status) = self.child.try_wait().unwrap() {
                 let stderr = self.stderr.take().unwrap().join().unwrap();
                 panic!("{} exited before connecting ({status}): {stderr}", self.id);
             }
-            assert!(Instant::now() < give_up, "{} did not connect", self.id);
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        panic!("{} did not connect", self.id);
     }
 
     /// Waits for the process to stop by itself; returns the tasks it processed.
     async fn finish(mut self) -> Vec<String> {
-        let give_up = Instant::now() + Duration::from_secs(120);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > give_up {
-                self.child.kill().ok();
-                panic!("{} did not stop", self.id);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let child = &mut self.child;
+        let exited = || std::future::ready(child.try_wait().unwrap());
+        let Some(status) = harness::poll(Duration::from_secs(120), exited).await else {
+            self.child.kill().ok();
+            panic!("{} did not stop", self.id);
         };
         self.stdout.take().unwrap().join().expect("stdout reader");
         let stderr = self.stderr.take().unwrap().join().unwrap();
@@ -388,9 +384,9 @@ impl Drop for Consumer000 {
 
 /// Our consumer, as a drain trigger would run it, again and again until the queue is empty.
 async fn our_consumer(queue: Queue, recorder: Recorder) -> Vec<ProcessReport> {
-    let give_up = Instant::now() + Duration::from_secs(120);
     let mut reports = Vec::new();
-    loop {
+    let mut tries = harness::Tries::within(Duration::from_secs(120));
+    while tries.again().await {
         let report = process::run(&queue, &recorder, &options(10_000, 8))
             .await
             .expect("our run");
@@ -399,13 +395,11 @@ async fn our_consumer(queue: Queue, recorder: Recorder) -> Vec<ProcessReport> {
         if done {
             return reports;
         }
-        assert!(
-            Instant::now() < give_up,
-            "{}: the queue did not empty: {reports:?}",
-            queue.consumer_id()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    panic!(
+        "{}: the queue did not empty: {reports:?}",
+        queue.consumer_id()
+    );
 }
 
 #[tokio::test]
@@ -430,17 +424,13 @@ async fn a_000_consumer_and_ours_share_a_queue() {
     for c in &mut theirs {
         c.wait_ready().await;
     }
-    let give_up = Instant::now() + Duration::from_secs(20);
-    while theirs
-        .iter()
-        .all(|c| c.processed.lock().unwrap().is_empty())
-    {
-        assert!(
-            Instant::now() < give_up,
-            "the 000 consumers processed nothing"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let took_one = || async { (theirs.iter()).any(|c| !c.processed.lock().unwrap().is_empty()) };
+    assert!(
+        harness::poll(Duration::from_secs(20), took_one)
+            .await
+            .is_some(),
+        "the 000 consumers processed nothing"
+    );
     let ours: Vec<(Queue, Recorder)> = vec![
         (t.consumer("ours-a").await, Recorder::default()),
         (t.consumer("ours-b").await, Recorder::default()),
@@ -452,7 +442,8 @@ async fn a_000_consumer_and_ours_share_a_queue() {
         let mut reports = Vec::new();
         for _ in 0..5 {
             reports.push(reap::reap(&reaper).await.expect("reap"));
-            tokio::time::sleep(Duration::from_millis(150)).await;
+            let why = "reaps spread over the consumers' runs, none freeing a live lease";
+            harness::real_time(Duration::from_millis(150), why).await;
         }
         reports
     };

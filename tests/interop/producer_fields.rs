@@ -225,11 +225,11 @@ async fn producers_keep_a_debounced_grouped_tasks_turn() {
             place["place"]["debounce"]["key"], "k",
             "{language}: {place}"
         );
-        // Due a millisecond after its publish: by the time the run reads ZooKeeper's clock.
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        // Due a millisecond after its publish: a run judging a few past it.
+        let later = event_bridge::clock::ZkTime::at(t.now().await.now_ms() + 5);
         let recorder = harness::Recorder::default();
         let options = harness::options(10, 2);
-        let run = event_bridge::process::run(&t.queue, &recorder, &options);
+        let run = event_bridge::process::run_at(&t.queue, &recorder, &options, &later);
         run.await.unwrap();
         let seen = recorder.seen.lock().unwrap().clone();
         let order: Vec<&Value> = seen

@@ -21,7 +21,7 @@ use sha2::Sha256;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::timeout;
 
 use harness::vercel::{VercelBinary, free_port};
 use harness::{TestQueue, uuid_like, workspace_root};
@@ -148,12 +148,14 @@ async fn a_job_whose_retry_on_gives_up_goes_to_the_dead_letters_at_once() {
 
     let enqueued = enqueue(bridge.port, &["retrying"]).await;
     let job = &enqueued["Demo::RetryingJob"];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tq.children("dead").await.is_empty() {
-        assert!(Instant::now() < deadline, "{:#?}", read_runs(&record));
+    let dead = harness::poll(Duration::from_secs(30), || async {
+        if !tq.children("dead").await.is_empty() {
+            return true;
+        }
         drain(&bridge).await;
-        sleep(Duration::from_millis(250)).await;
-    }
+        false
+    });
+    assert!(dead.await.is_some(), "{:#?}", read_runs(&record));
     let runs = read_runs(&record);
     let tries = starts(&runs, job);
     let seen: Vec<_> = tries
@@ -566,15 +568,14 @@ async fn enqueue(port: u16, jobs: &[&str]) -> HashMap<String, Value> {
 
 /// Drains until `jobs` runs are done (or 30 s pass): every run recorded.
 async fn drain_until_done(bridge: &Bridge, record: &PathBuf, jobs: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let done = harness::poll(Duration::from_secs(30), || async {
         drain(bridge).await;
         let runs = read_runs(record);
-        if runs.iter().filter(|r| r["what"] == "done").count() >= jobs {
-            return runs;
-        }
-        assert!(Instant::now() < deadline, "not all done in 30 s: {runs:#?}");
-        sleep(Duration::from_millis(250)).await;
+        (runs.iter().filter(|r| r["what"] == "done").count() >= jobs).then_some(runs)
+    });
+    match done.await {
+        Some(runs) => runs,
+        None => panic!("not all done in 30 s: {:#?}", read_runs(record)),
     }
 }
 

@@ -17,9 +17,14 @@ async fn consumers_never_share_a_task(consumers: usize, tasks: usize) {
     let t = TestQueue::new().await;
     t.publish(tasks).await;
     let runs: Arc<Mutex<HashMap<String, Vec<String>>>> = Arc::default();
-    let mut joins = Vec::new();
+    // Every session first: a consumer that started while the others still connected could
+    // drain the queue alone.
+    let mut queues = Vec::new();
     for c in 0..consumers {
-        let queue = t.consumer(&format!("c{c}")).await;
+        queues.push(t.consumer(&format!("c{c}")).await);
+    }
+    let mut joins = Vec::new();
+    for (c, queue) in queues.into_iter().enumerate() {
         let runs = runs.clone();
         joins.push(tokio::spawn(async move {
             let handler = FnHandler(move |task: Task| {

@@ -355,14 +355,15 @@ async fn a_worker_runs_a_grouped_child_the_sweep_readies() {
     envelopes[0].after = vec![parent.id.clone()];
     let names = (t.queue.publish_many(std::slice::from_ref(&parent)).await).unwrap();
     t.queue.publish_many(&envelopes).await.unwrap();
-    let recorder = Recorder::default();
-    let (stop, join) = start(watching(config(&t), recorder.clone(), 2));
     // The parent completes and its consumer dies before its children: what that leaves, by hand.
+    // Claimed before the worker starts, which would otherwise race for it.
     let other = t.consumer("other").await;
     let held = match other.claim(&names[0], &t.now().await).await.unwrap() {
         event_bridge::queue::ClaimOutcome::Claimed(lease) => lease,
         outcome => panic!("{outcome:?}"),
     };
+    let recorder = Recorder::default();
+    let (stop, join) = start(watching(config(&t), recorder.clone(), 2));
     let root = &t.config.root;
     let marker = format!("{root}/dependents/{}", parent.id);
     let settled = serde_json::json!({"settled": "completed", "task": names[0]}).to_string();

@@ -77,7 +77,7 @@ impl Gauge {
                         if held.as_deref() == Some(key.as_str()) {
                             let _ = released.wait_for(|r| *r).await;
                         }
-                        tokio::time::sleep(delay).await;
+                        harness::real_time(delay, "a receiver this slow to answer").await;
                         *k.lock().unwrap().now.get_mut(&key).unwrap() -= 1;
                         n.fetch_sub(1, Ordering::SeqCst);
                         let reply = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";

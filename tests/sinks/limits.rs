@@ -115,12 +115,8 @@ async fn a_crashed_holders_slot_frees_itself_with_its_session() {
         let (stuck, delivery) = (stuck.clone(), delivery.clone());
         async move { event_bridge::process::run(&stuck, delivery.as_ref(), &options(1, 1)).await }
     });
-    for _ in 0..100 {
-        if gauge.arrivals().len() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let arrived = || std::future::ready(gauge.arrivals().len() == 1);
+    harness::poll(Duration::from_secs(5), arrived).await;
     assert_eq!(
         t.children("limits/partner%2Ecall").await.len(),
         1,
@@ -144,12 +140,8 @@ async fn a_crashed_holders_slot_frees_itself_with_its_session() {
     held.abort();
     let _ = held.await;
     drop(stuck);
-    for _ in 0..100 {
-        if t.children("limits/partner%2Ecall").await.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let freed = || async { t.children("limits/partner%2Ecall").await.is_empty() };
+    harness::poll(Duration::from_secs(5), freed).await;
     let report = event_bridge::process::run(&other, waiting.as_ref(), &options(1, 1))
         .await
         .unwrap();

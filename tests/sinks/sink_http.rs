@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_bridge::Secret;
+use event_bridge::clock::ZkTime;
 use event_bridge::sink::http::{HttpSink, HttpSpec};
-use event_bridge::{Envelope, Handler, HandlerError, Task};
+use event_bridge::{Envelope, Handler, HandlerError, ProcessReport, Task};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -145,7 +146,7 @@ async fn serve(
             .unwrap()
             .pop_front()
             .unwrap_or_else(|| Reply::status(200));
-        tokio::time::sleep(reply.delay).await;
+        harness::real_time(reply.delay, "a receiver this slow to answer").await;
         let mut response = format!(
             "HTTP/1.1 {} Scripted\r\ncontent-length: {}\r\n",
             reply.status,
@@ -249,6 +250,17 @@ async fn backoff_of(t: &TestQueue, name: &str) -> i64 {
     retry_at - stat.mtime
 }
 
+/// One run judging the queue when `name`'s backoff is over, by ZooKeeper's clock.
+async fn run_after_backoff<H: Handler>(t: &TestQueue, handler: &H, name: &str) -> ProcessReport {
+    let task = t.read_json(&t.find_task(name).await).await;
+    let retry_at = task["retry_at"].as_i64().expect("retry_at set");
+    let over = ZkTime::at(retry_at.max(t.now().await.now_ms()) + 1);
+    let options = harness::options(1, 16);
+    event_bridge::process::run_at(&t.queue, handler, &options, &over)
+        .await
+        .expect("run")
+}
+
 #[tokio::test]
 async fn a_task_is_posted_once_signed_and_completed() {
     let t = TestQueue::new().await;
@@ -340,14 +352,7 @@ async fn a_500_is_retried_after_the_backoff_with_the_same_idempotency_key() {
         "backoff of about 300 ms, got {wait} ms"
     );
 
-    let mut completed = 0;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        completed += within(run(&t.queue, &hook, 1)).await.completed;
-        if completed > 0 {
-            break;
-        }
-    }
+    let completed = within(run_after_backoff(&t, &hook, &name)).await.completed;
     assert_eq!(completed, 1, "delivered once the backoff was over");
     assert!(t.children("tasks").await.is_empty() && t.children("leases").await.is_empty());
 
@@ -490,14 +495,7 @@ async fn a_receiver_slower_than_the_timeout_is_retried() {
     );
 
     // The next reply is immediate: the retry delivers.
-    let mut completed = 0;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        completed += within(run(&t.queue, &hook, 1)).await.completed;
-        if completed > 0 {
-            break;
-        }
-    }
+    let completed = within(run_after_backoff(&t, &hook, &name)).await.completed;
     assert_eq!(completed, 1);
     assert_eq!(receiver.requests().len(), 2);
 }

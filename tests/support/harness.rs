@@ -10,7 +10,7 @@ pub mod prometheus;
 pub mod vercel;
 pub mod wait;
 
-pub use wait::{eventually, poll};
+pub use wait::{Tries, eventually, poll, real_time};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -4,7 +4,12 @@
 //! test that waits for time to pass drives the clock the code reads instead
 //! ([`event_bridge::clock::ZkTime::at`]). What is left is a state only a look can see (a znode
 //! gone, a port open, a log line written): [`eventually`] looks again and again, a short pause
-//! between looks, until it is there.
+//! between looks, until it is there. A loop that tries an operation until a server answers
+//! (one electing a leader, one just started) paces its tries with [`Tries`].
+//!
+//! The one wait left in real time is [`real_time`]: where time passing is what the test is
+//! about (a fault at its planned moment, a process left dead for a while, a server slow to
+//! answer), and nothing the code reads could be moved instead. Each such wait says why.
 
 use std::fmt::Display;
 use std::time::Duration;
@@ -55,16 +60,83 @@ pub async fn poll<L: Look, F: Future<Output = L>>(
     limit: Duration,
     mut check: impl FnMut() -> F,
 ) -> Option<L::Found> {
-    let give_up = Instant::now() + limit;
-    let mut pause = Duration::from_millis(1);
+    let mut tries = Tries::within(limit);
     loop {
         if let Some(found) = check().await.found() {
             return Some(found);
         }
-        if Instant::now() >= give_up {
+        if !tries.again().await {
             return None;
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(LOOK_EVERY);
     }
+}
+
+/// The pace of a loop that tries again until something answers, for a limit: a short pause
+/// before each try after the first (growing from 1 ms to [`LOOK_EVERY`]), and `false` once the
+/// limit has passed: `while tries.again().await { … }`.
+pub struct Tries {
+    give_up: Instant,
+    pause: Duration,
+    longest: Duration,
+    first: bool,
+}
+
+impl Tries {
+    /// Tries for `limit` (the first try always happens).
+    pub fn within(limit: Duration) -> Self {
+        Tries {
+            give_up: Instant::now() + limit,
+            pause: Duration::from_millis(1),
+            longest: LOOK_EVERY,
+            first: true,
+        }
+    }
+
+    /// Tries for `limit`, `pause` apart: for a try that writes (a publish, a cancel), whose
+    /// pace changes what the run does (each publish tried again may add a duplicate).
+    pub fn every(limit: Duration, pause: Duration) -> Self {
+        Tries {
+            pause,
+            longest: pause,
+            ..Tries::within(limit)
+        }
+    }
+
+    /// Whether to try (again): at once the first time; after a pause later, while the limit
+    /// has not passed.
+    pub async fn again(&mut self) -> bool {
+        if std::mem::take(&mut self.first) {
+            return true;
+        }
+        if Instant::now() >= self.give_up {
+            return false;
+        }
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(self.longest);
+        true
+    }
+}
+
+/// When a [`real_time`] wait ends: a time from now, or a moment.
+pub trait Until {
+    fn deadline(self) -> Instant;
+}
+
+impl Until for Duration {
+    fn deadline(self) -> Instant {
+        Instant::now() + self
+    }
+}
+
+impl Until for Instant {
+    fn deadline(self) -> Instant {
+        self
+    }
+}
+
+/// Waits in real time until `until`, because real time passing is the point: `why` says what
+/// it stands for (a fault injected at its moment, a process left dead, a slow reply).
+pub async fn real_time(until: impl Until, why: &str) {
+    debug_assert!(!why.is_empty(), "a wait in real time says why");
+    tokio::time::sleep_until(until.deadline()).await;
 }
