@@ -308,7 +308,7 @@ impl Queue {
             let failed = match committed? {
                 Ok(results) => {
                     let takes = std::mem::take(&mut takes);
-                    outcomes.extend(self.claimed(&gates, slots, &results, takes, &paths)?);
+                    outcomes.extend(claimed(self, &gates, slots, &results, takes, &paths)?);
                     break;
                 }
                 Err(failed) => failed,
@@ -351,30 +351,6 @@ impl Queue {
             takes.truncate(task);
         }
         Ok((outcomes, None))
-    }
-
-    /// The outcomes of `takes` (at `paths`), whose claim's multi-op landed with `results`:
-    /// each task taken, with its shares of the gates' `slots`.
-    fn claimed(
-        &self,
-        gates: &[GateWrite],
-        slots: Vec<(String, Vec<String>)>,
-        results: &[zk::MultiWriteResult],
-        takes: Vec<(usize, Take)>,
-        paths: &[(String, String)],
-    ) -> Result<Vec<(usize, ClaimOutcome)>> {
-        self.learn_gates(gates, results, &slots);
-        let held = held_slots(gates, slots);
-        let slot_ops = held.iter().flatten().count();
-        let mut results = &results[gates.len() + slot_ops..];
-        let mut outcomes = Vec::with_capacity(takes.len());
-        for ((index, take), (_, lease_path)) in takes.into_iter().zip(paths) {
-            let (mine, rest) = results.split_at(take.op_count());
-            results = rest;
-            let shares = shares_of(gates, &held, &take);
-            outcomes.push((index, take.taken(mine, lease_path, shares)?));
-        }
-        Ok(outcomes)
     }
 
     /// What this process knows of `gates` after a claim's multi-op through them landed with
@@ -433,6 +409,30 @@ impl Queue {
         outcomes.push((index, ClaimOutcome::GroupBusy { owner }));
         Ok(true)
     }
+}
+
+/// The outcomes of `takes` (at `paths`), whose claim's multi-op landed with `results`:
+/// each task taken, with its shares of the gates' `slots`.
+fn claimed(
+    queue: &Queue,
+    gates: &[GateWrite],
+    slots: Vec<(String, Vec<String>)>,
+    results: &[zk::MultiWriteResult],
+    takes: Vec<(usize, Take)>,
+    paths: &[(String, String)],
+) -> Result<Vec<(usize, ClaimOutcome)>> {
+    queue.learn_gates(gates, results, &slots);
+    let held = held_slots(gates, slots);
+    let slot_ops = held.iter().flatten().count();
+    let mut results = &results[gates.len() + slot_ops..];
+    let mut outcomes = Vec::with_capacity(takes.len());
+    for ((index, take), (_, lease_path)) in takes.into_iter().zip(paths) {
+        let (mine, rest) = results.split_at(take.op_count());
+        results = rest;
+        let shares = shares_of(gates, &held, &take);
+        outcomes.push((index, take.taken(mine, lease_path, shares)?));
+    }
+    Ok(outcomes)
 }
 
 /// The tasks `gate` admitted that still wait in `takes` after it moved: over their limit for

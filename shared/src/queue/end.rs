@@ -354,6 +354,55 @@ impl Call {
     }
 }
 
+impl Call {
+    /// Catches up after `failed` failed its multi-op (see [`answer`]).
+    async fn after_failure(&mut self, queue: &Queue, failed: Failed<(usize, Part)>) -> Result<()> {
+        let (at, part) = failed.tag;
+        if at == COVERED {
+            self.rereads.marker += 1;
+            if self.rereads.marker > MARKER_TRIES {
+                return Err(failed.unexpected(self.what));
+            }
+            self.covered = queue.dependencies().no_children_now().await?;
+            return Ok(());
+        }
+        let ending = &mut self.endings[at];
+        let outcome = match answer(ending, part, &failed.error) {
+            Answer::Again => return Ok(()),
+            Answer::Batch => {
+                self.rereads.batch += 1;
+                let name = ending.batch.clone();
+                let Some(name) = name.filter(|_| self.rereads.batch <= BATCH_TRIES) else {
+                    return Err(failed.unexpected(self.what));
+                };
+                let (batches, tries) = (&mut self.batches, self.rereads.batch);
+                return queue.batches().reread_batch(batches, &name, tries).await;
+            }
+            Answer::Marker => {
+                self.rereads.marker += 1;
+                let marker = ending.marker.as_mut();
+                let Some(marker) = marker.filter(|_| self.rereads.marker <= MARKER_TRIES) else {
+                    return Err(failed.unexpected(self.what));
+                };
+                return marker.after_failure(queue, &failed.error).await;
+            }
+            Answer::Lease => {
+                if let Where::Held { lease, .. } = &mut ending.from
+                    && queue.still_ours(lease).await?
+                {
+                    return Ok(());
+                }
+                Settled::LeaseLost
+            }
+            Answer::Ended(outcome) => outcome,
+            Answer::Unexpected => return Err(failed.unexpected(self.what)),
+        };
+        let ending = self.endings.remove(at);
+        self.settled.push(queue.not_ended(ending, outcome).await);
+        Ok(())
+    }
+}
+
 /// The reads a call made again, counted against their bounds.
 #[derive(Default)]
 struct Rereads {
@@ -408,60 +457,13 @@ impl Queue {
             }
             shrinks.into_iter().for_each(Shrink::unchanged);
             if failed.tag.1 != Part::Slot {
-                self.after_failure(&mut call, failed).await?;
+                call.after_failure(self, failed).await?;
             }
         }
         Ok(Ended {
             settled: call.settled,
             markers: Vec::new(),
         })
-    }
-
-    /// Catches `call` up after `failed` failed its multi-op (see [`answer`]).
-    async fn after_failure(&self, call: &mut Call, failed: Failed<(usize, Part)>) -> Result<()> {
-        let (at, part) = failed.tag;
-        if at == COVERED {
-            call.rereads.marker += 1;
-            if call.rereads.marker > MARKER_TRIES {
-                return Err(failed.unexpected(call.what));
-            }
-            call.covered = self.dependencies().no_children_now().await?;
-            return Ok(());
-        }
-        let ending = &mut call.endings[at];
-        let outcome = match answer(ending, part, &failed.error) {
-            Answer::Again => return Ok(()),
-            Answer::Batch => {
-                call.rereads.batch += 1;
-                let name = ending.batch.clone();
-                let Some(name) = name.filter(|_| call.rereads.batch <= BATCH_TRIES) else {
-                    return Err(failed.unexpected(call.what));
-                };
-                let (batches, tries) = (&mut call.batches, call.rereads.batch);
-                return self.batches().reread_batch(batches, &name, tries).await;
-            }
-            Answer::Marker => {
-                call.rereads.marker += 1;
-                let marker = ending.marker.as_mut();
-                let Some(marker) = marker.filter(|_| call.rereads.marker <= MARKER_TRIES) else {
-                    return Err(failed.unexpected(call.what));
-                };
-                return marker.after_failure(self, &failed.error).await;
-            }
-            Answer::Lease => {
-                if let Where::Held { lease, .. } = &mut ending.from
-                    && self.still_ours(lease).await?
-                {
-                    return Ok(());
-                }
-                Settled::LeaseLost
-            }
-            Answer::Ended(outcome) => outcome,
-            Answer::Unexpected => return Err(failed.unexpected(call.what)),
-        };
-        let ending = call.endings.remove(at);
-        call.settled.push(self.not_ended(ending, outcome).await);
-        Ok(())
     }
 
     /// What ending `endings` writes to their batches: by the index of each batch's first
