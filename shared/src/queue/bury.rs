@@ -10,12 +10,12 @@
 //! of a pending or a waiting task.
 
 use super::Queue;
-use super::dependents::MarkerWrite;
 use super::end::{Ending, To, Where};
 use super::group_lock::{HeldLock, Release};
 use super::held::Lease;
 use super::held::Settled;
 use super::key_owner::OwnedKey;
+use super::marker::MarkerWrite;
 use super::record::CANCELLED;
 use crate::error::Result;
 use crate::lease::LeaseData;

@@ -4,12 +4,12 @@
 //! like every holder's write (see `holder`).
 
 use super::Queue;
-use super::dependents::MarkerWrite;
 use super::done::{DoneWrite, within_request};
 use super::end::{Ending, To, Where};
 use super::group_lock::Release;
 use super::held::Lease;
 use super::held::Settled;
+use super::marker::MarkerWrite;
 use crate::error::Result;
 use crate::task::Task;
 use crate::task::batch::MAX_TALLY_BYTES;

@@ -26,9 +26,9 @@
 
 use zookeeper_client as zk;
 
-use super::Queue;
 use super::end::{Ending, To, Where};
 use super::held::Settled;
+use super::marker::{MarkerWrite, NoChildren};
 use super::ops::{Multi, Op, Part};
 use super::record::DeadLetter;
 use super::write::Tries;
@@ -47,32 +47,6 @@ recipe!(
 
 /// Tries of a child's settlement when its parents settle at once (each rewrites it).
 const CHILD_TRIES: usize = Tries::Contended.most();
-
-/// What settling one task writes to its marker.
-#[derive(Clone, Debug)]
-pub(crate) struct MarkerWrite {
-    /// The task's envelope id.
-    pub id: String,
-    path: String,
-    data: Vec<u8>,
-    /// The marker's version when it was seen (children wait); `None`: created and deleted.
-    version: Option<i32>,
-}
-
-/// The check of `dependents/` that stands for the markers of a multi-op's tasks, when it was
-/// seen without children at data version `version`.
-#[derive(Clone, Debug)]
-pub(crate) struct NoChildren {
-    path: String,
-    version: i32,
-}
-
-impl NoChildren {
-    /// Adds the check to `multi`, tagged `tag`.
-    pub(crate) fn push<'a, T: Copy + PartialEq>(&'a self, multi: &mut Multi<'a, T>, tag: T) {
-        multi.push(tag, Op::Check(&self.path, self.version));
-    }
-}
 
 impl Dependencies<'_> {
     /// Remembers what a read of `dependents/` found (`None`: nothing readable).
@@ -103,46 +77,6 @@ impl Dependencies<'_> {
             (self.client().check_stat(&path).await).map_err(|e| Error::zk("stat", path, e))?;
         self.saw_dependents(stat);
         Ok(self.no_children())
-    }
-}
-
-impl MarkerWrite {
-    pub(crate) fn new(layout: &Layout, id: &str, settled: &ParentEnd) -> Self {
-        MarkerWrite {
-            id: id.to_string(),
-            path: layout.dependents_of(id),
-            data: settled.to_bytes(),
-            version: None,
-        }
-    }
-
-    /// Whether children wait: the committed write set the marker.
-    pub(crate) fn has_children(&self) -> bool {
-        self.version.is_some()
-    }
-
-    /// Adds the marker's write to `multi`, tagged `tag`.
-    pub(crate) fn push<'a, T: Copy + PartialEq>(&'a self, multi: &mut Multi<'a, T>, tag: T) {
-        match self.version {
-            None => multi
-                .push(tag, Op::Create(&self.path, b""))
-                .push(tag, Op::Delete(&self.path, -1)),
-            Some(version) => multi.push(tag, Op::Set(&self.path, &self.data, version)),
-        };
-    }
-
-    /// Catches up after the marker's write failed the multi-op with `error`: reads the marker
-    /// (it was created, changed or deleted meanwhile), or makes `dependents/` in a queue made
-    /// before it.
-    pub(crate) async fn after_failure(&mut self, queue: &Queue, error: &zk::Error) -> Result<()> {
-        if *error == zk::Error::NoNode && self.version.is_none() {
-            return queue
-                .cancels()
-                .ensure_parent(&queue.layout().dependents())
-                .await;
-        }
-        self.version = queue.read_path(&self.path).await?.map(|(_, s)| s.version);
-        Ok(())
     }
 }
 

@@ -26,11 +26,11 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::dependents::{MarkerWrite, NoChildren};
 use super::done::DoneWrite;
 use super::group_lock::Release;
 use super::held::{Lease, Settled};
 use super::key_owner::{CompletedKey, OwnedKey};
+use super::marker::{MarkerWrite, NoChildren};
 use super::members::{BatchesSeen, Tally, tally};
 use super::ops::{Failed, Multi, Op, Part};
 use super::record::DeadLetter;

@@ -74,6 +74,7 @@ mod key_owner;
 mod keys;
 mod landed;
 mod lane_walk;
+mod marker;
 mod members;
 mod ops;
 mod outage;
