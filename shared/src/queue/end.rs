@@ -301,8 +301,8 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
     }
 }
 
-/// How each ending came out, and the ids of the ended tasks whose children wait for them
-/// (to be seen to: [`Dependencies::see_to_children`]).
+/// How each ending came out, and the markers of the ended tasks whose children wait for them
+/// (to be seen to: `Dependencies::see_to_children`).
 pub(super) struct Ended {
     pub(super) settled: Vec<(String, Settled)>,
     pub(super) markers: Vec<MarkerWrite>,
