@@ -138,9 +138,8 @@ pub use probe::{Head, HeadData, LaneStart, Lanes, LeaseSeen, Probe, Probed};
 pub use publish::Outcome;
 pub use reads::TaskRead;
 pub use record::CANCELLED;
-pub use schedule_store::Schedules;
 #[cfg(feature = "schedule")]
-pub use schedule_store::{SlotTaken, StoredSchedule};
+pub use schedule_store::{Schedules, SlotTaken, StoredSchedule};
 pub use settings::Settings;
 pub use slots::{SlotShare, tasks_in as slot_tasks};
 pub use start::Start;
