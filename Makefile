@@ -73,10 +73,12 @@ demo: zk-up
 demo-rails: zk-up tools
 	@examples/ruby/demo/demo.sh
 
-## test: every test (unit, then each topic's target on a real ZooKeeper), then fmt and clippy
+## test: every test (unit, then each topic's target on a real ZooKeeper), the core built without
+## default features, then fmt and clippy
 test: zk-up moto-up tools
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --all-targets
+	$(CARGO) check -p event-bridge --no-default-features --lib
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
