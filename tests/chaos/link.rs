@@ -117,64 +117,46 @@ async fn relay(mut inbound: TcpStream, state: Arc<State>, first: bool) {
     let (mut client_read, mut client_write) = inbound.into_split();
     let (mut server_read, mut server_write) = outbound.into_split();
     let requests = async {
-        let mut pending = Vec::new();
-        let mut buf = vec![0; 64 * 1024];
+        let mut frames = Frames::default();
         let mut connect = true;
         let mut holding = false;
-        loop {
-            let n = match client_read.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            pending.extend_from_slice(&buf[..n]);
-            while let Some(frame) = take_frame(&mut pending) {
-                // Pings go on while the rest is held.
-                let ping = !connect && is_ping(&frame);
-                if holding && !ping {
-                    state.requests_held.fetch_add(1, Ordering::SeqCst);
-                    continue;
+        while let Some(frame) = frames.next(&mut client_read).await {
+            // Pings go on while the rest is held.
+            let ping = !connect && is_ping(&frame);
+            if holding && !ping {
+                state.requests_held.fetch_add(1, Ordering::SeqCst);
+                continue;
+            }
+            // The first frame is the session's connect request, with no opcode.
+            if !std::mem::take(&mut connect) && is_task_create(&frame) {
+                let n = state.creates.fetch_add(1, Ordering::SeqCst) + 1;
+                if n >= state.hold_replies_from {
+                    state.replies_held.store(true, Ordering::SeqCst);
                 }
-                // The first frame is the session's connect request, with no opcode.
-                if !std::mem::take(&mut connect) && is_task_create(&frame) {
-                    let n = state.creates.fetch_add(1, Ordering::SeqCst) + 1;
-                    if n >= state.hold_replies_from {
-                        state.replies_held.store(true, Ordering::SeqCst);
-                    }
-                    holding = n >= state.pass;
-                }
-                if server_write.write_all(&frame).await.is_err() {
-                    return;
-                }
-                if holding {
-                    state.passed.notify_waiters();
-                }
+                holding = n >= state.pass;
+            }
+            if server_write.write_all(&frame).await.is_err() {
+                return;
+            }
+            if holding {
+                state.passed.notify_waiters();
             }
         }
     };
     let replies = async {
-        let mut pending = Vec::new();
-        let mut buf = vec![0; 64 * 1024];
+        let mut frames = Frames::default();
         // The first frame is the connect response, with no xid.
         let mut connect = true;
-        loop {
-            let n = match server_read.read(&mut buf).await {
-                Ok(0) | Err(_) => {
-                    state.server_ended.store(true, Ordering::SeqCst);
-                    return;
-                }
-                Ok(n) => n,
-            };
-            pending.extend_from_slice(&buf[..n]);
-            while let Some(frame) = take_frame(&mut pending) {
-                let ping = !std::mem::take(&mut connect) && is_ping(&frame);
-                if state.replies_held.load(Ordering::SeqCst) && !ping {
-                    continue;
-                }
-                if client_write.write_all(&frame).await.is_err() {
-                    return;
-                }
+        while let Some(frame) = frames.next(&mut server_read).await {
+            let ping = !std::mem::take(&mut connect) && is_ping(&frame);
+            if state.replies_held.load(Ordering::SeqCst) && !ping {
+                continue;
+            }
+            if client_write.write_all(&frame).await.is_err() {
+                return;
             }
         }
+        state.server_ended.store(true, Ordering::SeqCst);
     };
     tokio::select! { _ = requests => {}, _ = replies => {} }
 }
@@ -184,6 +166,31 @@ async fn relay(mut inbound: TcpStream, state: Arc<State>, first: bool) {
 fn is_ping(frame: &[u8]) -> bool {
     let xid: Option<[u8; 4]> = frame.get(4..8).and_then(|b| b.try_into().ok());
     xid.map(i32::from_be_bytes) == Some(PING_XID)
+}
+
+/// The whole frames of a stream, read as they come.
+#[derive(Default)]
+struct Frames {
+    pending: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl Frames {
+    /// The next whole frame of `read`; `None` once it ends (or fails).
+    async fn next(&mut self, read: &mut (impl AsyncReadExt + Unpin)) -> Option<Vec<u8>> {
+        if self.buf.is_empty() {
+            self.buf = vec![0; 64 * 1024];
+        }
+        loop {
+            if let Some(frame) = take_frame(&mut self.pending) {
+                return Some(frame);
+            }
+            match read.read(&mut self.buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.pending.extend_from_slice(&self.buf[..n]),
+            }
+        }
+    }
 }
 
 /// The first whole frame of `pending` (its 4-byte length and body), taken off it.
@@ -395,73 +402,57 @@ async fn tap_relay(inbound: TcpStream, target: String, state: Arc<TapState>) {
     // The xid whose reply is to be lost, once its request went.
     let lose_xid = std::sync::Mutex::new(None::<i32>);
     let requests = async {
-        let mut pending = Vec::new();
-        let mut buf = vec![0; 64 * 1024];
+        let mut frames = Frames::default();
         let mut connect = true;
-        loop {
-            let n = match client_read.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
+        while let Some(frame) = frames.next(&mut client_read).await {
+            let mut fault = match std::mem::take(&mut connect) {
+                true => None,
+                false => state.fault_for(&frame),
             };
-            pending.extend_from_slice(&buf[..n]);
-            while let Some(frame) = take_frame(&mut pending) {
-                let mut fault = match std::mem::take(&mut connect) {
-                    true => None,
-                    false => state.fault_for(&frame),
-                };
-                // Held until released; then whatever fault is armed for it by then.
-                while fault == Some(Fault::Hold) {
-                    state.released().await;
-                    fault = state.fault_for(&frame);
+            // Held until released; then whatever fault is armed for it by then.
+            while fault == Some(Fault::Hold) {
+                state.released().await;
+                fault = state.fault_for(&frame);
+            }
+            let xid: [u8; 4] = frame[4..8].try_into().unwrap_or_default();
+            match fault {
+                None | Some(Fault::Hold) => {}
+                Some(Fault::LoseRequest) => return,
+                Some(Fault::LoseReply) => {
+                    *lose_xid.lock().expect("xid lock") = Some(i32::from_be_bytes(xid));
                 }
-                let xid: [u8; 4] = frame[4..8].try_into().unwrap_or_default();
-                match fault {
-                    None | Some(Fault::Hold) => {}
-                    Some(Fault::LoseRequest) => return,
-                    Some(Fault::LoseReply) => {
-                        *lose_xid.lock().expect("xid lock") = Some(i32::from_be_bytes(xid));
+                Some(Fault::Throttle) => {
+                    // Length, xid, zxid, err: ZTHROTTLEDOP.
+                    let mut reply = Vec::with_capacity(20);
+                    reply.extend_from_slice(&16i32.to_be_bytes());
+                    reply.extend_from_slice(&xid);
+                    reply.extend_from_slice(&0i64.to_be_bytes());
+                    reply.extend_from_slice(&(-127i32).to_be_bytes());
+                    if client_write.lock().await.write_all(&reply).await.is_err() {
+                        return;
                     }
-                    Some(Fault::Throttle) => {
-                        // Length, xid, zxid, err: ZTHROTTLEDOP.
-                        let mut reply = Vec::with_capacity(20);
-                        reply.extend_from_slice(&16i32.to_be_bytes());
-                        reply.extend_from_slice(&xid);
-                        reply.extend_from_slice(&0i64.to_be_bytes());
-                        reply.extend_from_slice(&(-127i32).to_be_bytes());
-                        if client_write.lock().await.write_all(&reply).await.is_err() {
-                            return;
-                        }
-                        continue;
-                    }
+                    continue;
                 }
-                if server_write.write_all(&frame).await.is_err() {
-                    return;
-                }
+            }
+            if server_write.write_all(&frame).await.is_err() {
+                return;
             }
         }
     };
     let replies = async {
-        let mut pending = Vec::new();
-        let mut buf = vec![0; 64 * 1024];
+        let mut frames = Frames::default();
         let mut connect = true;
-        loop {
-            let n = match server_read.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            pending.extend_from_slice(&buf[..n]);
-            while let Some(frame) = take_frame(&mut pending) {
-                if !std::mem::take(&mut connect) {
-                    let xid: Option<[u8; 4]> = frame.get(4..8).and_then(|b| b.try_into().ok());
-                    let lose = *lose_xid.lock().expect("xid lock");
-                    if lose.is_some() && xid.map(i32::from_be_bytes) == lose {
-                        // Applied, its answer never delivered: the connection drops instead.
-                        return;
-                    }
-                }
-                if client_write.lock().await.write_all(&frame).await.is_err() {
+        while let Some(frame) = frames.next(&mut server_read).await {
+            if !std::mem::take(&mut connect) {
+                let xid: Option<[u8; 4]> = frame.get(4..8).and_then(|b| b.try_into().ok());
+                let lose = *lose_xid.lock().expect("xid lock");
+                if lose.is_some() && xid.map(i32::from_be_bytes) == lose {
+                    // Applied, its answer never delivered: the connection drops instead.
                     return;
                 }
+            }
+            if client_write.lock().await.write_all(&frame).await.is_err() {
+                return;
             }
         }
     };
