@@ -471,7 +471,7 @@ impl Write for Seal<'_> {
 }
 
 /// Members joining a batch: their tasks created and the batch's `total` raised at the
-/// version read (tagged `usize::MAX`; each task by its index).
+/// version read.
 struct JoinChunk<'a> {
     run: &'a [Envelope],
     bodies: &'a [Vec<u8>],
@@ -482,8 +482,17 @@ struct JoinChunk<'a> {
     read: Option<(Vec<u8>, i32)>,
 }
 
+/// What an operation of a member chunk's join is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Joining {
+    /// The batch's counters, at the version read.
+    Counters,
+    /// The task of the member at this index of the chunk.
+    Member(usize),
+}
+
 impl Write for JoinChunk<'_> {
-    type Tag = usize;
+    type Tag = Joining;
     type Out = Vec<Published>;
     const WHAT: &'static str = "publish";
     const TRIES: Tries = Tries::Contended;
@@ -503,35 +512,35 @@ impl Write for JoinChunk<'_> {
         Ok(None)
     }
 
-    fn build<'a>(&'a self, multi: &mut Multi<'a, usize>) {
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Joining>) {
         if let Some((data, version)) = &self.read {
-            multi.push(usize::MAX, Op::Set(&self.path, data, *version));
+            multi.push(Joining::Counters, Op::Set(&self.path, data, *version));
         }
         for (i, (prefix, body)) in self.prefixes.iter().zip(self.bodies).enumerate() {
-            multi.push(i, Op::CreateSequential(prefix, body));
+            multi.push(Joining::Member(i), Op::CreateSequential(prefix, body));
         }
     }
 
     async fn landed(
         &self,
         _: &Queue,
-        multi: &Multi<'_, usize>,
+        multi: &Multi<'_, Joining>,
         results: &[zk::MultiWriteResult],
     ) -> Result<Vec<Published>> {
         let each = self.run.iter().zip(&self.prefixes).enumerate();
         each.map(|(i, (envelope, prefix))| {
             Ok(Published::Created {
                 id: envelope.id.clone(),
-                task: created_name(multi.result(results, i), prefix)?,
+                task: created_name(multi.result(results, Joining::Member(i)), prefix)?,
             })
         })
         .collect()
     }
 
-    async fn failed(&mut self, _: &Queue, failed: Failed<usize>) -> Result<Next<Vec<Published>>> {
+    async fn failed(&mut self, _: &Queue, failed: Failed<Joining>) -> Result<Next<Vec<Published>>> {
         match (failed.tag, &failed.error) {
-            (usize::MAX, zk::Error::BadVersion) => Ok(Next::Pause),
-            (usize::MAX, _) => Err(unknown_batch(self.batch)),
+            (Joining::Counters, zk::Error::BadVersion) => Ok(Next::Pause),
+            (Joining::Counters, _) => Err(unknown_batch(self.batch)),
             _ => Err(failed.unexpected(Self::WHAT)),
         }
     }

@@ -33,6 +33,16 @@ fn id_in(key: &str, name: &str, body: &[u8]) -> Result<String> {
 }
 
 impl Dependencies<'_> {
+    /// The parent `key` names (a task name or an id), completed: found by its completion
+    /// record (kept with `KEEP_DONE`).
+    async fn completed_parent(self, key: &str) -> Result<Option<Parent>> {
+        let record = self.done().find_done(key).await?;
+        Ok(record.map(|record| Parent::Settled {
+            id: record.id,
+            settled: ParentEnd::Completed { task: record.task },
+        }))
+    }
+
     /// The parent `key` (a task name or an envelope id) names, if there is one.
     pub(super) async fn find_parent(self, key: &str) -> Result<Option<Parent>> {
         if self.debounce().find_debounced(key).await?.is_some() {
@@ -81,14 +91,7 @@ impl Dependencies<'_> {
         if let Some((data, _)) = self.read_path(&self.layout().dead_letter(name)).await? {
             return Ok(Some(dead_parent(name, &data)));
         }
-        Ok(self
-            .done()
-            .find_done(name)
-            .await?
-            .map(|record| Parent::Settled {
-                id: record.id,
-                settled: ParentEnd::Completed { task: record.task },
-            }))
+        self.completed_parent(name).await
     }
 
     /// The parent `key` names by id (or by a name it had), wherever it is.
@@ -134,14 +137,7 @@ impl Dependencies<'_> {
         }
         // Again: a task that completes while it is looked for leaves the lanes before its
         // record is there, never after.
-        Ok(self
-            .done()
-            .find_done(key)
-            .await?
-            .map(|record| Parent::Settled {
-                id: record.id,
-                settled: ParentEnd::Completed { task: record.task },
-            }))
+        self.completed_parent(key).await
     }
 
     /// The waiting task under `delayed/` that `wanted` picks (by its name and body); with
