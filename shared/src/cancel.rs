@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::inspect::{self, Status};
-use crate::queue::{ClaimOutcome, Queue, parse_waiting};
+use crate::queue::{Queue, TaskOutcome, parse_waiting};
 use crate::task::StandsFor;
 
 /// What a cancel did.
@@ -85,7 +85,7 @@ async fn pending(queue: &Queue, name: &str) -> Result<Option<Cancelled>> {
             .cancel_pending(name, &body, stat.version)
             .await?
         {
-            ClaimOutcome::Buried { .. } => Some(Cancelled::Cancelled {
+            TaskOutcome::DeadLettered { .. } => Some(Cancelled::Cancelled {
                 name: name.to_string(),
             }),
             _ => None,

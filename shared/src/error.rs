@@ -7,7 +7,7 @@ use crate::config::ConfigError;
 /// Everything that can go wrong in the library.
 ///
 /// Races are not errors: losing a claim, or finding a lease already reaped, are outcomes
-/// ([`crate::queue::ClaimOutcome`], [`crate::queue::Settled`]). What remains here is what an
+/// ([`crate::queue::TaskOutcome`], [`crate::queue::Settled`]). What remains here is what an
 /// operator must look at. Whether a failed request is worth repeating, on this session or a
 /// new one, is decided in one place: [`crate::session::recovery`].
 #[derive(Debug, thiserror::Error)]

@@ -201,3 +201,53 @@ fn imports(text: &str) -> BTreeSet<String> {
     }
     found
 }
+
+/// Each step of ARCHITECTURE's "One scheduled run" names a file that exists and a function
+/// that file defines, and the count of files it gives is the count of files it names.
+#[test]
+fn the_one_run_section_names_real_functions() {
+    let start = ARCHITECTURE
+        .find("## One scheduled run")
+        .expect("the section");
+    let section = &ARCHITECTURE[start..];
+    let section = &section[..section[3..]
+        .find("\n## ")
+        .map_or(section.len(), |end| end + 3)];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = BTreeSet::new();
+    let mut steps = 0;
+    for step in section.lines().filter(|l| l.starts_with(char::is_numeric)) {
+        // `1. `path`, `Type::function`: …`
+        let mut quoted = step.split('`').skip(1).step_by(2);
+        let (Some(path), Some(function)) = (quoted.next(), quoted.next()) else {
+            continue;
+        };
+        if !path.contains('/') {
+            continue; // "Back in `run_with`": a step named already.
+        }
+        steps += 1;
+        let text = std::fs::read_to_string(root.join(path))
+            .unwrap_or_else(|e| panic!("step {step:?}: {path}: {e}"));
+        let name = function.rsplit("::").next().expect("a name");
+        assert!(
+            text.contains(&format!("fn {name}(")) || text.contains(&format!("fn {name}<")),
+            "step {step:?}: {path} defines no `{name}`"
+        );
+        files.insert(path);
+    }
+    assert!(steps >= 15, "the section's steps were not found ({steps})");
+    let words = [
+        "Twelve",
+        "Thirteen",
+        "Fourteen",
+        "Fifteen",
+        "Sixteen",
+        "Seventeen",
+    ];
+    let said = words
+        .iter()
+        .position(|w| section.contains(&format!("{w} files are named here")))
+        .map(|i| i + 12)
+        .expect("the section says how many files it names");
+    assert_eq!(said, files.len(), "files named: {files:?}");
+}

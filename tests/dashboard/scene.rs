@@ -5,7 +5,7 @@
 use event_bridge::Envelope;
 use event_bridge::cancel::{Cancelled, cancel};
 use event_bridge::limit::{KeyLimit, Limit};
-use event_bridge::queue::{ClaimOutcome, Restraints};
+use event_bridge::queue::{Restraints, TaskOutcome};
 use harness::TestQueue;
 use serde_json::json;
 
@@ -76,7 +76,7 @@ pub async fn build(t: &TestQueue) -> Scene {
         .claim_read(&names[0], &body, &stat, &t.now().await, &restraints)
         .await;
     let mut lease = match claimed.unwrap() {
-        ClaimOutcome::Claimed(lease) => lease,
+        TaskOutcome::Claimed(lease) => *lease,
         other => panic!("not claimed: {other:?}"),
     };
     // Its handler reported progress, and an extension carried it.

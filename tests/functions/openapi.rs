@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use event_bridge::Config;
 use event_bridge::config::RouteSource;
-use event_bridge::queue::ClaimOutcome;
+use event_bridge::queue::TaskOutcome;
 use harness::{Proxy, TestQueue, workspace_root};
 use lambda_runtime::{Context, LambdaEvent};
 use process_events::App;
@@ -223,9 +223,10 @@ async fn common(s: &mut Scenario<'_>, tq: &TestQueue) {
     // extension: its status shows it.
     let held = tq.publish(1).await.remove(0);
     let now = tq.now().await;
-    let ClaimOutcome::Claimed(mut lease) = tq.queue.claim(&held, &now).await.unwrap() else {
+    let TaskOutcome::Claimed(lease) = tq.queue.claim(&held, &now).await.unwrap() else {
         panic!("not claimed")
     };
+    let mut lease = *lease;
     let report = lease.task.progress.report(40, "copied 4 of 10 files");
     report.unwrap();
     tq.queue.extend(&mut lease).await.unwrap();

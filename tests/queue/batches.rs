@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use event_bridge::batch::{self, Open};
 use event_bridge::error::Error;
 use event_bridge::handler::FnHandler;
-use event_bridge::queue::ClaimOutcome;
+use event_bridge::queue::TaskOutcome;
 use event_bridge::{Envelope, HandlerError, Task, process, reap};
 use serde_json::{Value, json};
 
@@ -159,7 +159,7 @@ async fn a_consumer_killed_holding_the_last_member_delays_the_callback_and_does_
     // A consumer claims the only member and dies holding it.
     let victim = t.consumer("victim").await;
     let claimed = victim.claim(name, &t.now().await).await.unwrap();
-    assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+    assert!(matches!(claimed, TaskOutcome::Claimed(_)), "{claimed:?}");
     drop(victim);
     assert!(
         tasks_of(&t, "import.done").await.is_empty(),

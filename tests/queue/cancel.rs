@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use event_bridge::cancel::{Cancelled, cancel};
 use event_bridge::handler::FnHandler;
-use event_bridge::queue::ClaimOutcome;
+use event_bridge::queue::TaskOutcome;
 use event_bridge::{HandlerError, Task, reap};
 
 use harness::{Recorder, TestQueue, options, run};
@@ -63,9 +63,10 @@ async fn a_task_waiting_out_its_backoff_is_cancelled_where_it_waits() {
 async fn a_held_task_that_completes_counts_and_its_mark_is_swept() {
     let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
-    let ClaimOutcome::Claimed(lease) = t.queue.claim(&name, &t.now().await).await.unwrap() else {
+    let TaskOutcome::Claimed(lease) = t.queue.claim(&name, &t.now().await).await.unwrap() else {
         panic!("claim");
     };
+    let lease = *lease;
     assert_eq!(cancel(&t.queue, &name).await.unwrap(), marked(&name));
     assert_eq!(t.children("cancelled").await.len(), 1);
     assert_eq!(
@@ -118,7 +119,7 @@ async fn a_held_task_whose_holder_died_is_buried_at_its_next_claim() {
     let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
     let dying = t.consumer("dying").await;
-    let ClaimOutcome::Claimed(_lease) = dying.claim(&name, &t.now().await).await.unwrap() else {
+    let TaskOutcome::Claimed(_lease) = dying.claim(&name, &t.now().await).await.unwrap() else {
         panic!("claim");
     };
     drop(dying);

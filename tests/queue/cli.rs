@@ -188,7 +188,7 @@ async fn list_and_peek_show_pending_tasks_oldest_first_with_their_leases() {
     let t = TestQueue::new().await;
     let names = t.publish(3).await;
     let now = t.now().await;
-    let event_bridge::queue::ClaimOutcome::Claimed(_held) =
+    let event_bridge::queue::TaskOutcome::Claimed(_held) =
         t.queue.claim(&names[1], &now).await.unwrap()
     else {
         panic!("claim")
@@ -220,11 +220,12 @@ async fn status_tells_pending_leased_delayed_dead_and_not_found_apart() {
     let t = TestQueue::new().await;
     let names = t.publish(2).await;
     let now = t.now().await;
-    let event_bridge::queue::ClaimOutcome::Claimed(held) =
+    let event_bridge::queue::TaskOutcome::Claimed(held) =
         t.queue.claim(&names[1], &now).await.unwrap()
     else {
         panic!("claim")
     };
+    let held = *held;
     let state = |out: Output| ok_json(&out)["state"].as_str().unwrap().to_string();
     assert_eq!(
         state(eb(&t, &["status", &names[0], "--json"], "")),
@@ -276,11 +277,11 @@ async fn a_redriven_dead_letter_runs_again_with_its_id_and_fresh_attempts() {
     let t = TestQueue::with(|c| c.max_attempts = 1).await;
     let name = t.publish(1).await.remove(0);
     let now = t.now().await;
-    let event_bridge::queue::ClaimOutcome::Claimed(held) =
-        t.queue.claim(&name, &now).await.unwrap()
+    let event_bridge::queue::TaskOutcome::Claimed(held) = t.queue.claim(&name, &now).await.unwrap()
     else {
         panic!("claim")
     };
+    let held = *held;
     let id = held.task.envelope.id.clone();
     t.queue
         .bury(held, "gave up after 1 attempts", Some("503".into()))

@@ -12,7 +12,7 @@ use event_bridge::clock::ZkTime;
 use event_bridge::error::Error;
 use event_bridge::handler::FnHandler;
 use event_bridge::inspect::{self, Status};
-use event_bridge::queue::{ClaimOutcome, Published};
+use event_bridge::queue::{Published, TaskOutcome};
 use event_bridge::task::OnParentDead;
 use event_bridge::{Envelope, HandlerError, Task, process, reap};
 use serde_json::json;
@@ -45,9 +45,10 @@ async fn publish_one(t: &TestQueue, e: &Envelope) -> Published {
 
 /// Completes task `name` as its one consumer.
 async fn complete(t: &TestQueue, name: &str) {
-    let ClaimOutcome::Claimed(lease) = t.queue.claim(name, &t.now().await).await.unwrap() else {
+    let TaskOutcome::Claimed(lease) = t.queue.claim(name, &t.now().await).await.unwrap() else {
         panic!("{name} not claimable");
     };
+    let lease = *lease;
     t.queue.complete(lease).await.unwrap();
 }
 
@@ -391,9 +392,10 @@ async fn a_child_registered_after_a_consumer_saw_no_children_still_follows_its_p
     // stands for its completions' markers from then on.
     let consumer = t.consumer("consumer").await;
     consumer.read_start().await.unwrap();
-    let ClaimOutcome::Claimed(lease) = consumer.claim(&name, &t.now().await).await.unwrap() else {
+    let TaskOutcome::Claimed(lease) = consumer.claim(&name, &t.now().await).await.unwrap() else {
         panic!("claimable");
     };
+    let lease = *lease;
     // A child registers while the parent is held.
     let child = child_of(&[&name], 2);
     assert!(matches!(

@@ -247,10 +247,7 @@ async fn a_key_lanes_head_held_back_keeps_the_ranges_gone_beyond_it() {
     let other = t.consumer("other").await;
     let now = other.server_time().await.unwrap();
     let held = other.claim(&names[0], &now).await.unwrap();
-    assert!(matches!(
-        held,
-        event_bridge::queue::ClaimOutcome::Claimed(_)
-    ));
+    assert!(matches!(held, event_bridge::queue::TaskOutcome::Claimed(_)));
     let report = process::run(&t.queue, &Recorder::default(), &harness::options(100, 8)).await;
     assert_eq!(report.unwrap().completed, 9);
     let head = t.read_json("lanes/keys/slow").await;

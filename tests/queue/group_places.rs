@@ -198,7 +198,7 @@ async fn a_grouped_task_cancelled_before_its_turn_pauses_its_group_there() {
         let names_now = t.children("tasks").await;
         let g0 = &names_now[1];
         let held = match other.claim(g0, &t.now().await).await.unwrap() {
-            event_bridge::queue::ClaimOutcome::Claimed(lease) => lease,
+            event_bridge::queue::TaskOutcome::Claimed(lease) => *lease,
             outcome => panic!("{how}: {outcome:?}"),
         };
         let cancelled = event_bridge::cancel::cancel(&t.queue, &g1.id)

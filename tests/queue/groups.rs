@@ -8,7 +8,7 @@ use std::time::Duration;
 use event_bridge::clock::ZkTime;
 use event_bridge::handler::FnHandler;
 use event_bridge::limit::{Limit, RouteLimits};
-use event_bridge::queue::{ClaimOutcome, Lease, Restraints};
+use event_bridge::queue::{Lease, Restraints, TaskOutcome};
 use event_bridge::task::OnDead;
 use event_bridge::{Envelope, HandlerError, Task, reap};
 use serde_json::json;
@@ -255,8 +255,7 @@ async fn the_head_of_a_group_whose_consumer_died_runs_before_the_rest() {
         .await
         .unwrap();
     let dying = t.consumer("dying").await;
-    let ClaimOutcome::Claimed(_lease) = dying.claim(&names[0], &t.now().await).await.unwrap()
-    else {
+    let TaskOutcome::Claimed(_lease) = dying.claim(&names[0], &t.now().await).await.unwrap() else {
         panic!("claim");
     };
     drop(dying);
@@ -368,7 +367,7 @@ async fn a_stretch_held_at_the_head_does_not_hold_back_a_group() {
     let now = t.now().await;
     for name in &held {
         let claimed = other.claim(name, &now).await.unwrap();
-        assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+        assert!(matches!(claimed, TaskOutcome::Claimed(_)), "{claimed:?}");
     }
     t.queue.publish_many(&[grouped("g", 0)]).await.unwrap();
     let log = Log::default();
@@ -454,9 +453,10 @@ async fn head_held_by_another(
     let names = t.queue.publish_many(envelopes).await.unwrap();
     let other = t.consumer("other").await;
     let now = t.now().await;
-    let ClaimOutcome::Claimed(held) = other.claim(&names[0], &now).await.unwrap() else {
+    let TaskOutcome::Claimed(held) = other.claim(&names[0], &now).await.unwrap() else {
         panic!("claim of the group's head");
     };
+    let held = *held;
     let mut reads = Vec::new();
     for name in &names[1..] {
         let path = format!("{}/tasks/{name}", t.config.root);
@@ -487,14 +487,14 @@ async fn a_claim_batch_that_meets_a_busy_group_takes_the_tasks_after_it() {
         .await
         .unwrap();
     match &outcomes[0] {
-        Some(ClaimOutcome::GroupBusy { owner }) => {
+        Some(TaskOutcome::GroupBusy { owner }) => {
             assert_eq!(owner.as_deref(), Some(envelopes[0].id.as_str()))
         }
         other => panic!("the busy group's task: {other:?}"),
     }
     for (name, outcome) in names[2..].iter().zip(&outcomes[1..]) {
         assert!(
-            matches!(outcome, Some(ClaimOutcome::Claimed(_))),
+            matches!(outcome, Some(TaskOutcome::Claimed(_))),
             "{name}: {outcome:?}"
         );
     }
@@ -534,13 +534,13 @@ async fn a_busy_group_takes_no_place_in_its_routes_gate() {
     };
     let outcomes = t.queue.claim_many(&reads, &now, &restraints).await.unwrap();
     match &outcomes[0] {
-        Some(ClaimOutcome::GroupBusy { owner }) => {
+        Some(TaskOutcome::GroupBusy { owner }) => {
             assert_eq!(owner.as_deref(), Some(envelopes[0].id.as_str()))
         }
         other => panic!("the busy group's task: {other:?}"),
     }
     assert!(
-        matches!(outcomes[1], Some(ClaimOutcome::Claimed(_))),
+        matches!(outcomes[1], Some(TaskOutcome::Claimed(_))),
         "the free task: {:?}",
         outcomes[1]
     );

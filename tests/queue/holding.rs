@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_bridge::handler::FnHandler;
-use event_bridge::queue::{ClaimOutcome, Lease, Settled};
+use event_bridge::queue::{Lease, Settled, TaskOutcome};
 use event_bridge::{Config, HandlerError, ProcessReport, RunOptions, Session, Task, process};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -22,9 +22,9 @@ fn through(t: &TestQueue, proxy: &Proxy, change: impl FnOnce(&mut Config)) -> Co
     config
 }
 
-fn claimed(outcome: ClaimOutcome) -> Lease {
+fn claimed(outcome: TaskOutcome) -> Lease {
     match outcome {
-        ClaimOutcome::Claimed(lease) => lease,
+        TaskOutcome::Claimed(lease) => *lease,
         other => panic!("expected a claim, got {other:?}"),
     }
 }

@@ -3,7 +3,7 @@
 
 use event_bridge::clock::ZkTime;
 use event_bridge::limit::{KeyLimit, Limit};
-use event_bridge::queue::{ClaimOutcome, KEY_GATE_IDLE_MS, Lease, Restraints};
+use event_bridge::queue::{KEY_GATE_IDLE_MS, Lease, Restraints, TaskOutcome};
 use event_bridge::{Envelope, reap, stats};
 use serde_json::json;
 
@@ -32,7 +32,7 @@ async fn publish(t: &TestQueue, key: &str) -> String {
     t.queue.publish_many(&[envelope]).await.unwrap().remove(0)
 }
 
-async fn claim(t: &TestQueue, name: &str, restraints: &Restraints) -> ClaimOutcome {
+async fn claim(t: &TestQueue, name: &str, restraints: &Restraints) -> TaskOutcome {
     claim_by(t, &t.queue, name, restraints).await
 }
 
@@ -42,7 +42,7 @@ async fn claim_by(
     queue: &event_bridge::Queue,
     name: &str,
     restraints: &Restraints,
-) -> ClaimOutcome {
+) -> TaskOutcome {
     let now = queue.server_time().await.unwrap();
     claim_at(t, queue, name, restraints, &now).await
 }
@@ -54,7 +54,7 @@ async fn claim_at(
     name: &str,
     restraints: &Restraints,
     now: &ZkTime,
-) -> ClaimOutcome {
+) -> TaskOutcome {
     let path = queue.layout().task(name);
     let (body, stat) = t.raw.get_data(&path).await.unwrap();
     (queue.claim_read(name, &body, &stat, now, restraints))
@@ -73,9 +73,9 @@ async fn slots(t: &TestQueue, gate: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
-fn claimed(outcome: ClaimOutcome) -> Lease {
+fn claimed(outcome: TaskOutcome) -> Lease {
     match outcome {
-        ClaimOutcome::Claimed(lease) => lease,
+        TaskOutcome::Claimed(lease) => *lease,
         other => panic!("not claimed: {other:?}"),
     }
 }
@@ -92,7 +92,7 @@ async fn a_key_at_its_cap_waits_without_an_attempt_while_another_key_goes() {
     let mut held = claimed(claim(&t, &first, &restraints).await);
     assert!(matches!(
         claim(&t, &second, &restraints).await,
-        ClaimOutcome::Limited { .. }
+        TaskOutcome::Limited { .. }
     ));
     claimed(claim(&t, &other, &restraints).await);
     let (body, _) = t
@@ -185,7 +185,7 @@ async fn a_concurrency_key_no_gate_can_be_named_after_goes_to_the_dead_letters()
         .await
         .unwrap();
     match claim(&t, &name, &Restraints::default()).await {
-        ClaimOutcome::Buried { reason } => {
+        TaskOutcome::DeadLettered { reason } => {
             assert!(reason.contains("\"concurrency_key\" is empty"), "{reason}")
         }
         other => panic!("not buried: {other:?}"),
@@ -310,7 +310,7 @@ async fn a_claim_through_a_gate_another_consumer_moved_reads_it_afresh_and_goes_
         assert!(
             matches!(
                 claim_by(&t, queue, &names[3], &restraints).await,
-                ClaimOutcome::Limited { .. }
+                TaskOutcome::Limited { .. }
             ),
             "three in flight: the key is at its cap for either consumer"
         );
@@ -358,7 +358,7 @@ async fn a_claims_tasks_hold_one_slot_together_until_the_last_of_them_ends() {
     assert!(
         matches!(
             claim(&t, &names[3], &restraints).await,
-            ClaimOutcome::Limited { .. }
+            TaskOutcome::Limited { .. }
         ),
         "three tasks in flight in one slot: the key is at its cap"
     );
@@ -413,11 +413,11 @@ async fn an_older_consumers_slot_counts_one_task() {
     let now = t.queue.server_time().await.unwrap();
     let outcomes = t.queue.claim_many(&reads, &now, &restraints).await.unwrap();
     assert!(
-        matches!(outcomes[0], Some(ClaimOutcome::Claimed(_))),
+        matches!(outcomes[0], Some(TaskOutcome::Claimed(_))),
         "{outcomes:?}"
     );
     assert!(
-        matches!(outcomes[1], Some(ClaimOutcome::Limited { .. })),
+        matches!(outcomes[1], Some(TaskOutcome::Limited { .. })),
         "{outcomes:?}"
     );
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use event_bridge::handler::FnHandler;
 use event_bridge::inspect::{self, Status, TaskInfo};
 use event_bridge::progress::ProgressReport;
-use event_bridge::queue::{ClaimOutcome, Lease, Settled};
+use event_bridge::queue::{Lease, Settled, TaskOutcome};
 use event_bridge::{Config, Error, Task, process};
 use tokio::sync::Notify;
 
@@ -26,9 +26,9 @@ fn stdout(output: std::process::Output) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-fn claimed(outcome: ClaimOutcome) -> Lease {
+fn claimed(outcome: TaskOutcome) -> Lease {
     match outcome {
-        ClaimOutcome::Claimed(lease) => lease,
+        TaskOutcome::Claimed(lease) => *lease,
         other => panic!("expected a claim, got {other:?}"),
     }
 }

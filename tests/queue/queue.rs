@@ -2,20 +2,20 @@
 
 use std::time::Duration;
 
-use event_bridge::queue::{ClaimOutcome, Lease, Settled};
+use event_bridge::queue::{Lease, Settled, TaskOutcome};
 use event_bridge::{Envelope, Queue};
 use serde_json::json;
 use zookeeper_client as zk;
 
 use harness::{Recorder, TestQueue, run};
 
-async fn claim(queue: &Queue, name: &str, t: &TestQueue) -> ClaimOutcome {
+async fn claim(queue: &Queue, name: &str, t: &TestQueue) -> TaskOutcome {
     queue.claim(name, &t.now().await).await.expect("claim")
 }
 
-fn claimed(outcome: ClaimOutcome) -> Lease {
+fn claimed(outcome: TaskOutcome) -> Lease {
     match outcome {
-        ClaimOutcome::Claimed(lease) => lease,
+        TaskOutcome::Claimed(lease) => *lease,
         other => panic!("expected a claim, got {other:?}"),
     }
 }
@@ -43,12 +43,9 @@ async fn a_lost_claim_is_an_outcome_not_an_error() {
     let name = t.publish(1).await.remove(0);
     let other = t.consumer("other").await;
     let lease = claimed(claim(&t.queue, &name, &t).await);
-    assert!(matches!(
-        claim(&other, &name, &t).await,
-        ClaimOutcome::Taken
-    ));
+    assert!(matches!(claim(&other, &name, &t).await, TaskOutcome::Taken));
     assert_eq!(t.queue.complete(lease).await.unwrap(), Settled::Done);
-    assert!(matches!(claim(&other, &name, &t).await, ClaimOutcome::Gone));
+    assert!(matches!(claim(&other, &name, &t).await, TaskOutcome::Gone));
 }
 
 /// Each task's name, body and stat, as a consumer reads them before a batch of claims.
@@ -79,8 +76,8 @@ async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried(
     let kinds: Vec<&str> = outcomes
         .iter()
         .map(|o| match o {
-            Some(ClaimOutcome::Claimed(_)) => "claimed",
-            Some(ClaimOutcome::Taken) => "taken",
+            Some(TaskOutcome::Claimed(_)) => "claimed",
+            Some(TaskOutcome::Taken) => "taken",
             None => "untried",
             Some(other) => panic!("unexpected {other:?}"),
         })
@@ -90,7 +87,7 @@ async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried(
     let tokens: Vec<i64> = outcomes[..2]
         .iter()
         .map(|o| match o {
-            Some(ClaimOutcome::Claimed(lease)) => lease.task.fencing_token,
+            Some(TaskOutcome::Claimed(lease)) => lease.task.fencing_token,
             _ => unreachable!(),
         })
         .collect();
@@ -107,7 +104,7 @@ async fn a_batch_of_claims_lands_before_a_lost_race_and_leaves_the_rest_untried(
         .unwrap();
     assert!(
         late.iter()
-            .all(|o| matches!(o, Some(ClaimOutcome::Claimed(_))))
+            .all(|o| matches!(o, Some(TaskOutcome::Claimed(_))))
     );
 }
 
@@ -132,8 +129,8 @@ async fn a_batch_read_before_another_consumer_went_through_learns_the_rest_in_on
     let kinds: Vec<&str> = outcomes
         .iter()
         .map(|o| match o {
-            Some(ClaimOutcome::Gone) => "gone",
-            Some(ClaimOutcome::Taken) => "taken",
+            Some(TaskOutcome::Gone) => "gone",
+            Some(TaskOutcome::Taken) => "taken",
             None => "untried",
             Some(other) => panic!("unexpected {other:?}"),
         })

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
-use event_bridge::queue::{ClaimOutcome, Settled};
+use event_bridge::queue::{Settled, TaskOutcome};
 use event_bridge::{Envelope, reap};
 use serde_json::json;
 use zookeeper_client as zk;
@@ -15,9 +15,10 @@ async fn a_task_whose_consumer_crashed_is_reaped_claimed_again_and_completed_onc
     let t = TestQueue::new().await;
     let name = t.publish(1).await.remove(0);
     let crashed = t.consumer("crashed").await;
-    let ClaimOutcome::Claimed(lease) = crashed.claim(&name, &t.now().await).await.unwrap() else {
+    let TaskOutcome::Claimed(lease) = crashed.claim(&name, &t.now().await).await.unwrap() else {
         panic!("claim")
     };
+    let lease = *lease;
     // The consumer stops without cleanup: its session closes, its persistent lease stays.
     drop(crashed);
 
@@ -141,7 +142,7 @@ async fn a_reaper_with_a_stale_read_never_frees_the_next_holders_lease() {
     let name = t.queue.publish(&envelope).await.unwrap();
     let a = t.consumer("a").await;
     let claimed = a.claim(&name, &t.now().await).await.unwrap();
-    assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+    assert!(matches!(claimed, TaskOutcome::Claimed(_)), "{claimed:?}");
     let later = t.past_lease_of(&name).await;
 
     let slow_reaper = t.consumer("slow-reaper").await;
@@ -151,7 +152,7 @@ async fn a_reaper_with_a_stale_read_never_frees_the_next_holders_lease() {
     assert_eq!(reap::reap_at(&t.queue, &later).await.unwrap().reaped, 1);
     let b = t.consumer("b").await;
     let lease_b = match b.claim(&name, &t.now().await).await.unwrap() {
-        ClaimOutcome::Claimed(lease) => lease,
+        TaskOutcome::Claimed(lease) => *lease,
         other => panic!("{other:?}"),
     };
     let path = format!("{}/leases/{name}", t.config.root);

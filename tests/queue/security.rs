@@ -1,7 +1,7 @@
 //! ZooKeeper digest authentication and the ACLs the bridge puts on its nodes.
 
 use event_bridge::Secret;
-use event_bridge::queue::ClaimOutcome;
+use event_bridge::queue::TaskOutcome;
 use zookeeper_client as zk;
 
 use harness::{Recorder, TestQueue, consumer, run};
@@ -47,7 +47,7 @@ async fn without_the_credentials_a_client_can_neither_read_payloads_nor_claim_ta
         1,
         "the rightful consumer still runs it"
     );
-    let ClaimOutcome::Gone = t.queue.claim(&name, &now).await.unwrap() else {
+    let TaskOutcome::Gone = t.queue.claim(&name, &now).await.unwrap() else {
         panic!("task done")
     };
 }

@@ -254,7 +254,7 @@ async fn a_busy_worker_still_brings_back_retries_and_frees_a_dead_consumers_task
     let claimed = dying.claim(&orphan[0], &now).await.unwrap();
     assert!(matches!(
         claimed,
-        event_bridge::queue::ClaimOutcome::Claimed(_)
+        event_bridge::queue::TaskOutcome::Claimed(_)
     ));
     drop(dying);
     let release = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -359,7 +359,7 @@ async fn a_worker_runs_a_grouped_child_the_sweep_readies() {
     // Claimed before the worker starts, which would otherwise race for it.
     let other = t.consumer("other").await;
     let held = match other.claim(&names[0], &t.now().await).await.unwrap() {
-        event_bridge::queue::ClaimOutcome::Claimed(lease) => lease,
+        event_bridge::queue::TaskOutcome::Claimed(lease) => *lease,
         outcome => panic!("{outcome:?}"),
     };
     let recorder = Recorder::default();

@@ -22,9 +22,9 @@ use tokio::time::Instant;
 
 use super::Run;
 use super::group_order::{Found, GroupOrder};
-use super::report::{Outcome, ProcessReport};
+use super::report::ProcessReport;
 use super::send::Sent;
-use super::task_steps::{Claimed, Ran};
+use super::task_steps::{Claims, Ran};
 use crate::error::{Error, Result};
 use crate::handler::Handler;
 mod batching;
@@ -32,7 +32,7 @@ mod completion;
 mod refill;
 
 use crate::lane::Lane;
-use crate::queue::{Lease, Probed, Settled, TaskRead, Walk};
+use crate::queue::{Lease, Probed, Settled, TaskOutcome, TaskRead, Walk};
 
 /// How far a lost race jumps ahead, at most, per place of the run's concurrency: a window for
 /// a scheduled run of one task, 2 048 numbers for a drain of 64. Far enough that consumers
@@ -56,7 +56,7 @@ enum Event {
     /// Tasks the walk found over a limit may be tried again.
     LimitsDue,
     /// A batch of claims was sent: what came of each task.
-    Claimed(Result<Vec<Claimed>>),
+    Claimed(Result<Claims>),
     /// A task's run ended.
     Ran(Result<Ran>),
     /// A batch of completions was sent: their tasks, and what came of them.
@@ -329,25 +329,24 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
 
     /// Accounts for a batch of claims: runs the tasks claimed, puts those not tried back at
     /// the front of the line, and counts the rest.
-    fn claimed(&mut self, claimed: Vec<Claimed>) {
-        let run = self.run;
+    fn claimed(&mut self, claims: Claims) {
+        let (run, at) = (self.run, claims.at);
         let mut settled = Vec::new();
-        let mut untried = Vec::new();
-        for one in claimed {
-            match one {
-                Claimed::Held(lease, at) => self.jobs.push(Box::pin(async move {
+        for (name, outcome) in claims.outcomes {
+            match outcome {
+                TaskOutcome::Claimed(lease) => self.jobs.push(Box::pin(async move {
                     Event::Ran(run.run_claimed(*lease, at).await)
                 })),
-                Claimed::Settled(outcome, name) => settled.push((outcome, name)),
-                Claimed::Untried(name, read) => untried.push((name, read)),
+                outcome => settled.push((outcome, name)),
             }
         }
+        let untried = claims.untried;
         self.flight.running -= settled.len() + untried.len();
         for task in untried.into_iter().rev() {
             self.ready.push_front(task);
         }
         // A batch that lost races lost them to one stretch of another consumer's: one jump.
-        let raced = settled.iter().any(|(o, _)| matches!(o, Outcome::Conflict));
+        let raced = settled.iter().any(|(o, _)| matches!(o, TaskOutcome::Taken));
         for (outcome, name) in settled {
             self.account(outcome, false, &name);
         }
@@ -370,8 +369,8 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
 
     /// Accounts for task `name`, settled (or never claimed) with `outcome`; a lost race
     /// jumps ahead.
-    fn ended(&mut self, outcome: Outcome, claimed: bool, name: &str) {
-        let raced = matches!(outcome, Outcome::Conflict);
+    fn ended(&mut self, outcome: TaskOutcome, claimed: bool, name: &str) {
+        let raced = matches!(outcome, TaskOutcome::Taken);
         self.account(outcome, claimed, name);
         if raced {
             self.lost_race();
@@ -379,13 +378,13 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
     }
 
     /// Accounts for task `name`, settled (or never claimed) with `outcome`, without jumping.
-    fn account(&mut self, outcome: Outcome, claimed: bool, name: &str) {
+    fn account(&mut self, outcome: TaskOutcome, claimed: bool, name: &str) {
         self.report.claimed += claimed as u32;
         match &outcome {
-            Outcome::Paused => {
+            TaskOutcome::Paused => {
                 self.passed_over.insert(name.to_string());
             }
-            Outcome::Limited(retry_in_ms) => {
+            TaskOutcome::Limited { retry_in_ms } => {
                 self.run.limited(name, *retry_in_ms);
                 let soonest = self
                     .limited_retry
@@ -395,14 +394,14 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             _ => {}
         }
         let owner = match &outcome {
-            Outcome::GroupBusy(owner) => owner.clone(),
+            TaskOutcome::GroupBusy { owner } => owner.clone(),
             _ => None,
         };
         // The holder of the group's lock, when the walk saw it waiting, goes first.
         if let Some(holder) = self.groups.stopped(name, owner) {
             self.ready.push_front(holder);
         }
-        if outcome.left_tasks() {
+        if outcome.left_lane() {
             self.mark_gone(name);
         }
         self.report.count(&outcome);

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::queue::Settled;
+use crate::queue::{Settled, TaskOutcome};
 
 /// What a run did: the function's response and its one summary log event.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -61,95 +61,28 @@ pub struct ProcessReport {
     pub duration_ms: u64,
 }
 
-/// How one task ended, for the report.
-#[derive(Debug)]
-pub(super) enum Outcome {
-    Completed,
-    /// Released to wait out its backoff under `delayed/`.
-    Retried,
-    /// Released with no backoff: it stays where it was in `tasks/`.
-    RetriedInPlace,
-    DeadLettered,
-    Conflict,
-    /// The claim got no answer.
-    ClaimFailed,
-    LeaseLost,
-    /// Not due yet: moved to wait under `delayed/`.
-    Backoff,
-    /// The handler was cancelled: its lease could no longer be vouched for.
-    Abandoned,
-    /// The settling write got no answer before the deadline.
-    Unsettled,
-    /// Not readable by us.
-    Unreadable,
-    /// Its event type is paused.
-    Paused,
-    /// Its route is at its limit; worth a try in that many ms.
-    Limited(i64),
-    /// Cancelled while held: buried instead of run again.
-    Cancelled,
-    /// Its group is held by another of its tasks (that task's id), or paused.
-    GroupBusy(Option<String>),
-    /// A grouped task not due yet: left where it is, holding back its group.
-    NotDueInGroup,
-    Gone,
-    Deadline,
-}
-
-impl Outcome {
-    /// What a settling write's answer means (`done`: the outcome when it took effect): a write
-    /// sent again that finds its work done has landed the first time.
-    pub(super) fn settled_as(settled: Settled, resent: bool, done: Outcome, name: &str) -> Outcome {
-        match (settled, resent) {
-            (Settled::Done, _) => done,
-            (Settled::Gone, true) => {
-                tracing::info!(task = %name, "the first try had landed; its reply was lost");
-                done
-            }
-            (Settled::Cancelled, _) => Outcome::Cancelled,
-            (Settled::Gone | Settled::LeaseLost | Settled::Moved, _) => {
-                tracing::warn!(task = %name, "lease lost before settling; nothing changed");
-                Outcome::LeaseLost
-            }
-        }
-    }
-
-    /// Whether the task left `tasks/` (completed, buried, moved to wait, or found gone): its
-    /// number is gone for good.
-    pub(super) fn left_tasks(&self) -> bool {
-        matches!(
-            self,
-            Outcome::Completed
-                | Outcome::DeadLettered
-                | Outcome::Retried
-                | Outcome::Backoff
-                | Outcome::Cancelled
-                | Outcome::Gone
-        )
-    }
-}
-
 impl ProcessReport {
     /// Counts one task's outcome.
-    pub(super) fn count(&mut self, outcome: &Outcome) {
+    pub(super) fn count(&mut self, outcome: &TaskOutcome) {
         let field = match outcome {
-            Outcome::Completed => &mut self.completed,
-            Outcome::Retried | Outcome::RetriedInPlace => &mut self.retried,
-            Outcome::DeadLettered => &mut self.dead_lettered,
-            Outcome::Conflict => &mut self.lease_conflicts,
-            Outcome::ClaimFailed => &mut self.claims_failed,
-            Outcome::LeaseLost => &mut self.leases_lost,
-            Outcome::Backoff => &mut self.in_backoff,
-            Outcome::Deadline => &mut self.released_at_deadline,
-            Outcome::Unreadable => &mut self.unreadable,
-            Outcome::Paused => &mut self.paused,
-            Outcome::Cancelled => &mut self.cancelled,
-            Outcome::GroupBusy(_) => &mut self.group_busy,
-            Outcome::NotDueInGroup => &mut self.in_backoff,
-            Outcome::Abandoned => &mut self.abandoned,
-            Outcome::Unsettled => &mut self.unsettled,
-            // Counted once per task per run by the run (it may wait several times).
-            Outcome::Gone | Outcome::Limited(_) => return,
+            TaskOutcome::Completed => &mut self.completed,
+            TaskOutcome::Retried | TaskOutcome::RetriedInPlace => &mut self.retried,
+            TaskOutcome::DeadLettered { .. } => &mut self.dead_lettered,
+            TaskOutcome::Taken => &mut self.lease_conflicts,
+            TaskOutcome::ClaimFailed => &mut self.claims_failed,
+            TaskOutcome::LeaseLost => &mut self.leases_lost,
+            TaskOutcome::Backoff { .. } => &mut self.in_backoff,
+            TaskOutcome::Deadline => &mut self.released_at_deadline,
+            TaskOutcome::Unreadable => &mut self.unreadable,
+            TaskOutcome::Paused => &mut self.paused,
+            TaskOutcome::Cancelled => &mut self.cancelled,
+            TaskOutcome::GroupBusy { .. } => &mut self.group_busy,
+            TaskOutcome::InPlace => &mut self.in_backoff,
+            TaskOutcome::Abandoned => &mut self.abandoned,
+            TaskOutcome::Unsettled => &mut self.unsettled,
+            // Counted once per task per run by the run (it may wait several times); a claim
+            // is counted when its run ends.
+            TaskOutcome::Gone | TaskOutcome::Limited { .. } | TaskOutcome::Claimed(_) => return,
         };
         *field += 1;
     }
@@ -163,9 +96,9 @@ impl ProcessReport {
     ) -> Vec<String> {
         let mut gone = Vec::new();
         for (name, settled) in settled {
-            let outcome = Outcome::settled_as(settled, resent, Outcome::Completed, &name);
+            let outcome = TaskOutcome::settled_as(settled, resent, TaskOutcome::Completed, &name);
             self.count(&outcome);
-            if outcome.left_tasks() {
+            if outcome.left_lane() {
                 gone.push(name);
             }
         }
@@ -217,7 +150,7 @@ mod tests {
             (Settled::LeaseLost, true, "LeaseLost"),
         ];
         for (settled, resent, want) in cases {
-            let got = Outcome::settled_as(settled, resent, Outcome::Completed, "t");
+            let got = TaskOutcome::settled_as(settled, resent, TaskOutcome::Completed, "t");
             assert_eq!(format!("{got:?}"), want, "{settled:?} resent {resent}");
         }
     }

@@ -15,51 +15,54 @@ use tokio::time::Instant;
 
 use super::Run;
 use super::hold::HandlerEnd;
-use super::report::Outcome;
 use super::send::Sent;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::{Handler, HandlerError};
-use crate::queue::{Burial, CANCELLED, ClaimOutcome, Deferred, Lease, Queue, Settled, TaskRead};
+use crate::queue::{Burial, CANCELLED, Deferred, Lease, Queue, Settled, TaskOutcome, TaskRead};
 use crate::session::{Recovery, recovery};
 
 /// How a task's claim and run ended.
 pub(super) enum Ran {
     /// Settled already (or never claimed): how, whether it was claimed, and the task's name.
-    Settled(Outcome, bool, String),
+    Settled(TaskOutcome, bool, String),
     /// The handler succeeded; the task waits to be completed with others.
     Succeeded(Box<Lease>),
 }
 
-/// What came of one task of a batch of claims.
-pub(super) enum Claimed {
-    /// Ours: run it (claimed at that instant).
-    Held(Box<Lease>, Instant),
-    /// Ended without a run: how, and the task's name.
-    Settled(Outcome, String),
-    /// Not tried: a claim before it in the batch lost a race.
-    Untried(String, TaskRead),
+/// What came of a batch of claims.
+pub(super) struct Claims {
+    /// When the claim went out: a task's run is timed from it.
+    pub(super) at: Instant,
+    /// Each task tried: ours to run ([`TaskOutcome::Claimed`]), or why not.
+    pub(super) outcomes: Vec<(String, TaskOutcome)>,
+    /// The tasks not tried, as they were read: a claim before them in the batch lost a race.
+    pub(super) untried: Vec<(String, TaskRead)>,
 }
 
 impl<H: Handler> Run<'_, H> {
     /// Claims a batch of tasks that were read, in one multi-op; those gone or unreadable
     /// since are settled without a request, those in backoff are moved aside.
-    pub(super) async fn claim_batch(&self, batch: Vec<(String, TaskRead)>) -> Result<Vec<Claimed>> {
-        let mut claimed = Vec::with_capacity(batch.len());
+    pub(super) async fn claim_batch(&self, batch: Vec<(String, TaskRead)>) -> Result<Claims> {
+        let mut claims = Claims {
+            at: Instant::now(),
+            outcomes: Vec::with_capacity(batch.len()),
+            untried: Vec::new(),
+        };
         let mut found = Vec::with_capacity(batch.len());
         for (name, read) in batch {
             match read {
                 TaskRead::Found { body, stat } => found.push((name, body, stat)),
-                TaskRead::Gone => claimed.push(Claimed::Settled(Outcome::Gone, name)),
+                TaskRead::Gone => claims.outcomes.push((name, TaskOutcome::Gone)),
                 TaskRead::Unreadable(why) => {
                     tracing::warn!(task = %name, reason = %why, "task unreadable: skipped for this run");
-                    claimed.push(Claimed::Settled(Outcome::Unreadable, name));
+                    claims.outcomes.push((name, TaskOutcome::Unreadable));
                 }
             }
         }
         let queue = self.queue();
         let restraints = self.fresh_restraints().await;
-        let claimed_at = Instant::now();
+        claims.at = Instant::now();
         let outcomes = match queue.claim_many(&found, &self.now, &restraints).await {
             Ok(outcomes) => outcomes,
             // No answer (a dropped link, a leader change): not claimed, as far as we know. Had
@@ -67,51 +70,40 @@ impl<H: Handler> Run<'_, H> {
             Err(e) if recovery(&e, queue.session_over()) != Recovery::GiveUp => {
                 for (name, ..) in found {
                     tracing::warn!(task = %name, error = %e, "claim got no answer; passed over");
-                    claimed.push(Claimed::Settled(Outcome::ClaimFailed, name));
+                    claims.outcomes.push((name, TaskOutcome::ClaimFailed));
                 }
-                return Ok(claimed);
+                return Ok(claims);
             }
             Err(e) => return Err(e),
         };
         for ((name, body, stat), outcome) in found.into_iter().zip(outcomes) {
             let outcome = match outcome {
-                None => Claimed::Untried(name, TaskRead::Found { body, stat }),
-                Some(ClaimOutcome::Claimed(lease)) => Claimed::Held(Box::new(lease), claimed_at),
-                Some(ClaimOutcome::Taken) => Claimed::Settled(Outcome::Conflict, name),
-                Some(ClaimOutcome::Gone) => Claimed::Settled(Outcome::Gone, name),
-                Some(ClaimOutcome::Paused) => Claimed::Settled(Outcome::Paused, name),
-                Some(ClaimOutcome::Limited { retry_in_ms }) => {
-                    Claimed::Settled(Outcome::Limited(retry_in_ms), name)
+                None => {
+                    claims.untried.push((name, TaskRead::Found { body, stat }));
+                    continue;
                 }
-                Some(ClaimOutcome::Cancelled) => Claimed::Settled(Outcome::Cancelled, name),
-                Some(ClaimOutcome::GroupBusy { owner }) => {
-                    Claimed::Settled(Outcome::GroupBusy(owner), name)
-                }
-                // A place whose task is not ready holds back its group.
-                Some(ClaimOutcome::InPlace) => Claimed::Settled(Outcome::NotDueInGroup, name),
                 // A grouped task not due yet stays in its place: moving it would let the rest
                 // of its group pass it.
-                Some(ClaimOutcome::Backoff { .. }) if crate::task::group_of(&body).is_some() => {
-                    Claimed::Settled(Outcome::NotDueInGroup, name)
+                Some(TaskOutcome::Backoff { .. }) if crate::task::group_of(&body).is_some() => {
+                    TaskOutcome::InPlace
                 }
-                Some(ClaimOutcome::Backoff { until_ms }) => {
-                    // Not due yet: it waits under `delayed/`, not at the head of the queue.
-                    let outcome = match queue
+                // Not due yet: it waits under `delayed/`, not at the head of the queue.
+                Some(TaskOutcome::Backoff { until_ms }) => {
+                    match queue
                         .delays()
                         .defer(&name, &body, stat.version, until_ms)
                         .await?
                     {
-                        Deferred::Moved => Outcome::Backoff,
-                        Deferred::Taken => Outcome::Conflict,
-                        Deferred::Gone => Outcome::Gone,
-                    };
-                    Claimed::Settled(outcome, name)
+                        Deferred::Moved => TaskOutcome::Backoff { until_ms },
+                        Deferred::Taken => TaskOutcome::Taken,
+                        Deferred::Gone => TaskOutcome::Gone,
+                    }
                 }
-                Some(ClaimOutcome::Buried { .. }) => Claimed::Settled(Outcome::DeadLettered, name),
+                Some(outcome) => outcome,
             };
-            claimed.push(outcome);
+            claims.outcomes.push((name, outcome));
         }
-        Ok(claimed)
+        Ok(claims)
     }
 
     /// Runs a claimed task, and settles it unless it succeeded.
@@ -147,8 +139,8 @@ impl<H: Handler> Run<'_, H> {
             HandlerEnd::Interrupted { deadline } => {
                 self.release_unfinished(lease, deadline).await?
             }
-            HandlerEnd::LeaseLost => Outcome::LeaseLost,
-            HandlerEnd::Unvouched => Outcome::Abandoned,
+            HandlerEnd::LeaseLost => TaskOutcome::LeaseLost,
+            HandlerEnd::Unvouched => TaskOutcome::Abandoned,
         };
         Ok(Ran::Settled(outcome, true, name))
     }
@@ -156,7 +148,7 @@ impl<H: Handler> Run<'_, H> {
     /// Releases a task whose handler was stopped, without counting the attempt. A stop at the
     /// deadline counts as an interruption; at `MAX_INTERRUPTIONS` the task goes to the dead
     /// letters instead of taking every run's time again.
-    async fn release_unfinished(&self, mut lease: Lease, deadline: bool) -> Result<Outcome> {
+    async fn release_unfinished(&self, mut lease: Lease, deadline: bool) -> Result<TaskOutcome> {
         if deadline {
             let envelope = &mut lease.task.envelope;
             envelope.interruptions += 1;
@@ -167,7 +159,7 @@ impl<H: Handler> Run<'_, H> {
             }
         }
         let why = Some("released unfinished: the run had to stop".to_string());
-        self.release(lease, why, Duration::ZERO, false, Outcome::Deadline)
+        self.release(lease, why, Duration::ZERO, false, TaskOutcome::Deadline)
             .await
     }
 }
@@ -178,7 +170,7 @@ impl<H> Run<'_, H> {
         &self,
         lease: Lease,
         error: HandlerError,
-    ) -> Result<Outcome> {
+    ) -> Result<TaskOutcome> {
         let name = lease.task.name.clone();
         let attempt = lease.task.attempt();
         let (e, at_least) = match error {
@@ -202,9 +194,9 @@ impl<H> Run<'_, H> {
             traceparent, "task will be retried");
         // Without a delay (a zero backoff) the task stays where it is.
         let done = if delay.is_zero() {
-            Outcome::RetriedInPlace
+            TaskOutcome::RetriedInPlace
         } else {
-            Outcome::Retried
+            TaskOutcome::Retried
         };
         self.release(lease, Some(e), delay, true, done).await
     }
@@ -216,7 +208,7 @@ impl<H> Run<'_, H> {
         lease: Lease,
         reason: &str,
         last_error: Option<String>,
-    ) -> Result<Outcome> {
+    ) -> Result<TaskOutcome> {
         let name = lease.task.name.clone();
         let cancelled = reason == CANCELLED;
         let on_dead = self.on_dead().for_task(&lease.task.envelope);
@@ -228,9 +220,11 @@ impl<H> Run<'_, H> {
             }
         };
         let done = if cancelled {
-            Outcome::Cancelled
+            TaskOutcome::Cancelled
         } else {
-            Outcome::DeadLettered
+            TaskOutcome::DeadLettered {
+                reason: reason.to_string(),
+            }
         };
         Ok(outcome(self.settle(bury).await?, done, &name))
     }
@@ -242,8 +236,8 @@ impl<H> Run<'_, H> {
         error: Option<String>,
         delay: Duration,
         count_attempt: bool,
-        done: Outcome,
-    ) -> Result<Outcome> {
+        done: TaskOutcome,
+    ) -> Result<TaskOutcome> {
         let name = lease.task.name.clone();
         let now: ZkTime = self.now;
         let release = |queue: Queue| {
@@ -263,12 +257,12 @@ impl<H> Run<'_, H> {
 }
 
 /// The outcome of a settling write of task `name` that would be `done` if it took effect.
-pub(super) fn outcome(sent: Sent<Settled>, done: Outcome, name: &str) -> Outcome {
+pub(super) fn outcome(sent: Sent<Settled>, done: TaskOutcome, name: &str) -> TaskOutcome {
     match sent {
         Sent::Unsettled => {
             tracing::warn!(task = %name, "not settled before the deadline: left to the reaper");
-            Outcome::Unsettled
+            TaskOutcome::Unsettled
         }
-        Sent::Answered(settled, resent) => Outcome::settled_as(settled, resent, done, name),
+        Sent::Answered(settled, resent) => TaskOutcome::settled_as(settled, resent, done, name),
     }
 }

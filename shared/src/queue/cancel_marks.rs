@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
 use super::bury::{Burial, attempts_in};
-use super::claim::ClaimOutcome;
 use super::held::Settled;
+use super::outcome::TaskOutcome;
 use super::record::CANCELLED;
 use crate::error::{Error, Result};
 use crate::layout::encode_segment;
@@ -82,13 +82,13 @@ impl Cancels<'_> {
     }
 
     /// Cancels pending task `name` (read at `version`), which nobody may hold: to the dead
-    /// letters with the reason `cancelled`. [`ClaimOutcome::Taken`] when someone holds it now.
+    /// letters with the reason `cancelled`. [`TaskOutcome::Taken`] when someone holds it now.
     pub async fn cancel_pending(
         self,
         name: &str,
         body: &[u8],
         version: i32,
-    ) -> Result<ClaimOutcome> {
+    ) -> Result<TaskOutcome> {
         let task = Burial::Unclaimed {
             name,
             body,
@@ -98,11 +98,11 @@ impl Cancels<'_> {
             marked: false,
         };
         Ok(match self.bury(task, CANCELLED, None).await? {
-            Settled::Done => ClaimOutcome::Buried {
+            Settled::Done => TaskOutcome::DeadLettered {
                 reason: CANCELLED.into(),
             },
-            Settled::Gone => ClaimOutcome::Gone,
-            _ => ClaimOutcome::Taken,
+            Settled::Gone => TaskOutcome::Gone,
+            _ => TaskOutcome::Taken,
         })
     }
 

@@ -16,6 +16,7 @@ use super::gate::{GateWrite, Wanting};
 use super::gate_cache::Turns;
 use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::held::Lease;
+use super::outcome::TaskOutcome;
 
 use super::pause::Paused;
 use super::slots::SlotShare;
@@ -55,7 +56,7 @@ impl Take {
         results: &[zk::MultiWriteResult],
         lease_path: &str,
         slots: Vec<SlotShare>,
-    ) -> Result<ClaimOutcome> {
+    ) -> Result<TaskOutcome> {
         let (lock, claim) = results.split_at(usize::from(self.lock.is_some()));
         // The lease's `czxid` is the claim's zxid: the fencing token.
         let (lease_version, task_version, token) = match claim {
@@ -83,14 +84,14 @@ impl Take {
             fencing_token: token,
             progress: Default::default(),
         };
-        Ok(ClaimOutcome::Claimed(Lease {
+        Ok(TaskOutcome::Claimed(Box::new(Lease {
             task,
             task_version,
             lease_version,
             group_lock,
             delivered: None,
             slots,
-        }))
+        })))
     }
 }
 
@@ -102,7 +103,7 @@ struct GatePass {
 
 /// What came of a claim's multi-op: the outcomes known, and the tasks to take through the
 /// gates again (read afresh) when one of them had moved since this process knew it.
-type Taken = (Vec<(usize, ClaimOutcome)>, Option<Vec<(usize, Take)>>);
+type Taken = (Vec<(usize, TaskOutcome)>, Option<Vec<(usize, Take)>>);
 
 /// What a run must not run, as it read it: paused event types (or the whole queue), and the
 /// marks of cancelled tasks.
@@ -118,48 +119,19 @@ pub struct Restraints {
     pub limits: RouteLimits,
 }
 
-/// What a claim came to. (It lives for one `match`; boxing the lease would buy nothing.)
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
-#[non_exhaustive]
-pub enum ClaimOutcome {
-    /// The task is ours until we settle it or the lease expires.
-    Claimed(Lease),
-    /// Another consumer holds (or just took) the task.
-    Taken,
-    /// The task was completed or removed before we got to it.
-    Gone,
-    /// The task waits out a retry backoff until this ZooKeeper time.
-    Backoff { until_ms: i64 },
-    /// A place whose task is not ready (its parents not all completed, its debounce not
-    /// due): it holds back its group (see `place`).
-    InPlace,
-    /// The task's event type (or the whole queue) is paused: it is left as it is.
-    Paused,
-    /// The task was cancelled while another consumer held it: it went to the dead letters.
-    Cancelled,
-    /// Another task of its group holds the group (its id), or the group is paused (`None`).
-    GroupBusy { owner: Option<String> },
-    /// Its route is at its limit (`max_in_flight` or `rate`): left as it is, no attempt
-    /// counted; worth another try in `retry_in_ms`.
-    Limited { retry_in_ms: i64 },
-    /// The task could never run (poison body, attempts used up) and went to the dead letters.
-    Buried { reason: String },
-}
-
 impl Queue {
-    /// Tries to claim task `name`. Losing the race is [`ClaimOutcome::Taken`], not an error.
+    /// Tries to claim task `name`. Losing the race is [`TaskOutcome::Taken`], not an error.
     /// For tests only (feature `testing`): programs claim with [`Queue::claim_many`].
     #[cfg(any(test, feature = "testing"))]
     #[doc(hidden)]
-    pub async fn claim(&self, name: &str, now: &ZkTime) -> Result<ClaimOutcome> {
+    pub async fn claim(&self, name: &str, now: &ZkTime) -> Result<TaskOutcome> {
         let path = self.layout().task(name);
         match self.client().get_data(&path).await {
             Ok((body, stat)) => {
                 self.claim_read(name, &body, &stat, now, &Restraints::default())
                     .await
             }
-            Err(zk::Error::NoNode) => Ok(ClaimOutcome::Gone),
+            Err(zk::Error::NoNode) => Ok(TaskOutcome::Gone),
             Err(e) => Err(Error::zk("get", path, e)),
         }
     }
@@ -175,10 +147,10 @@ impl Queue {
         stat: &zk::Stat,
         now: &ZkTime,
         restraints: &Restraints,
-    ) -> Result<ClaimOutcome> {
+    ) -> Result<TaskOutcome> {
         let read = [(name.to_string(), body.to_vec(), *stat)];
         let mut outcomes = self.claim_many(&read, now, restraints).await?;
-        Ok(outcomes.pop().flatten().unwrap_or(ClaimOutcome::Taken))
+        Ok(outcomes.pop().flatten().unwrap_or(TaskOutcome::Taken))
     }
 
     /// Claims the tasks `reads` (name, body, stat, as just read) in one multi-op: one
@@ -194,8 +166,8 @@ impl Queue {
         reads: &[(String, Vec<u8>, zk::Stat)],
         now: &ZkTime,
         restraints: &Restraints,
-    ) -> Result<Vec<Option<ClaimOutcome>>> {
-        let mut outcomes: Vec<Option<ClaimOutcome>> = Vec::with_capacity(reads.len());
+    ) -> Result<Vec<Option<TaskOutcome>>> {
+        let mut outcomes: Vec<Option<TaskOutcome>> = Vec::with_capacity(reads.len());
         let mut takes = Vec::new();
         for (index, (name, body, stat)) in reads.iter().enumerate() {
             match self.prepare(name, body, stat, now, restraints).await? {
@@ -229,12 +201,12 @@ impl Queue {
 
     /// Takes `takes` through the gates of their routes (read afresh when `fresh`): those
     /// admitted get their slot (when the route caps tasks in flight) and stay; the others are
-    /// answered [`ClaimOutcome::Limited`] in `outcomes` and leave. Returns the gates'
+    /// answered [`TaskOutcome::Limited`] in `outcomes` and leave. Returns the gates'
     /// rewrites, whose `admitted` are indices in `outcomes`, with this process's turn at them.
     async fn gate(
         &self,
         takes: &mut Vec<(usize, Take)>,
-        outcomes: &mut [Option<ClaimOutcome>],
+        outcomes: &mut [Option<TaskOutcome>],
         now: &ZkTime,
         restraints: &Restraints,
         fresh: bool,
@@ -262,7 +234,7 @@ impl Queue {
         refused.sort_unstable();
         for (pos, retry_in_ms) in refused.into_iter().rev() {
             let (index, _) = takes.remove(pos);
-            outcomes[index] = Some(ClaimOutcome::Limited { retry_in_ms });
+            outcomes[index] = Some(TaskOutcome::Limited { retry_in_ms });
         }
         Ok(GatePass {
             writes,
@@ -301,7 +273,7 @@ impl Queue {
             let committed = self.commit("claim", &multi).await;
             if committed.is_err() {
                 // Whether the gates' rewrites landed is not known.
-                gates.iter().for_each(|g| self.gate_cache.forget(&g.path));
+                gates.iter().for_each(|g| self.memory.gates.forget(&g.path));
             } else {
                 doubt.answered();
             }
@@ -322,7 +294,7 @@ impl Queue {
                         self.gates().forget_gate_parents();
                     }
                     let gate = gates.remove(g);
-                    self.gate_cache.forget(&gate.path);
+                    self.memory.gates.forget(&gate.path);
                     if may_regate {
                         return Ok((outcomes, Some(takes)));
                     }
@@ -342,9 +314,9 @@ impl Queue {
             }
             let outcome = match (step, &failed.error) {
                 (Step::Lease, zk::Error::NodeExists) | (Step::Task, zk::Error::BadVersion) => {
-                    ClaimOutcome::Taken
+                    TaskOutcome::Taken
                 }
-                (Step::Task, zk::Error::NoNode) => ClaimOutcome::Gone,
+                (Step::Task, zk::Error::NoNode) => TaskOutcome::Gone,
                 _ => return Err(failed.unexpected("claim")),
             };
             outcomes.push((takes[task].0, outcome));
@@ -367,14 +339,14 @@ impl Queue {
                 _ => 0,
             };
             let (base, took) = (gate.base, (tasks.len(), gate.bucket));
-            (self.gate_cache).admitted(&gate.path, base, version, took, gate.at_ms);
+            (self.memory.gates).admitted(&gate.path, base, version, took, gate.at_ms);
         }
     }
 
     /// Task `task` of `takes` failed the claim's multi-op at its group's lock with `error`:
     /// a create that met a lock reads it, and takes it over when it names the task (the
     /// multi-op is sent again with the task); a busy or paused group, or a lock that moved
-    /// since it was read, answers the task [`ClaimOutcome::GroupBusy`] and the multi-op is
+    /// since it was read, answers the task [`TaskOutcome::GroupBusy`] and the multi-op is
     /// sent again without it (a busy group says nothing about the tasks after it). `false`:
     /// `error` is none a lock's operation meets.
     async fn lock_failed(
@@ -382,7 +354,7 @@ impl Queue {
         takes: &mut Vec<(usize, Take)>,
         task: usize,
         error: &zk::Error,
-        outcomes: &mut Vec<(usize, ClaimOutcome)>,
+        outcomes: &mut Vec<(usize, TaskOutcome)>,
     ) -> Result<bool> {
         let take = &mut takes[task].1;
         let owner = match (&take.lock, error) {
@@ -406,7 +378,7 @@ impl Queue {
             _ => return Ok(false),
         };
         let (index, _) = takes.remove(task);
-        outcomes.push((index, ClaimOutcome::GroupBusy { owner }));
+        outcomes.push((index, TaskOutcome::GroupBusy { owner }));
         Ok(true)
     }
 }
@@ -420,7 +392,7 @@ fn claimed(
     results: &[zk::MultiWriteResult],
     takes: Vec<(usize, Take)>,
     paths: &[(String, String)],
-) -> Result<Vec<(usize, ClaimOutcome)>> {
+) -> Result<Vec<(usize, TaskOutcome)>> {
     queue.learn_gates(gates, results, &slots);
     let held = held_slots(gates, slots);
     let slot_ops = held.iter().flatten().count();
@@ -440,7 +412,7 @@ fn claimed(
 fn limited(
     gate: GateWrite,
     takes: &mut Vec<(usize, Take)>,
-    outcomes: &mut Vec<(usize, ClaimOutcome)>,
+    outcomes: &mut Vec<(usize, TaskOutcome)>,
 ) {
     let waiting = |i: &usize| takes.iter().any(|(index, _)| index == i);
     let retry_in_ms = crate::limit::SLOT_POLL_MS;
@@ -448,7 +420,7 @@ fn limited(
     outcomes.extend(
         limited
             .into_iter()
-            .map(|i| (i, ClaimOutcome::Limited { retry_in_ms })),
+            .map(|i| (i, TaskOutcome::Limited { retry_in_ms })),
     );
     takes.retain(|(index, _)| !outcomes.iter().any(|(o, _)| o == index));
 }

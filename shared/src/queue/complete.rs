@@ -57,9 +57,11 @@ impl Queue {
     /// to once it landed.
     async fn commit_completions(&self, endings: Vec<Ending>) -> Result<Vec<(String, Settled)>> {
         let ended = self.end("complete", endings).await?;
-        self.dependencies()
-            .see_to_children(ended.markers.iter())
-            .await;
+        if ended.markers.iter().any(MarkerWrite::has_children) {
+            self.dependencies()
+                .see_to_children(ended.markers.iter())
+                .await;
+        }
         Ok(ended.settled)
     }
 
@@ -67,9 +69,25 @@ impl Queue {
     /// completed, its group's lock released, its completion record, its slots, its marker.
     async fn completions(&self, leases: Vec<Lease>) -> Result<Vec<Ending>> {
         let tasks: Vec<&Task> = leases.iter().map(|l| &l.task).collect();
+        // A feature is consulted only when a task carries it: completion records when
+        // `KEEP_DONE` is set, idempotency keys for keyed tasks.
+        let keep_done = self.settings().keep_done.is_some();
+        let keyed = tasks.iter().any(|task| task.envelope.keyed);
         let (dones, keys) = futures::future::try_join(
-            self.done().done_writes(&leases),
-            self.keys().completed_keys(&tasks),
+            async {
+                if keep_done {
+                    self.done().done_writes(&leases).await
+                } else {
+                    Ok(nones(leases.len()))
+                }
+            },
+            async {
+                if keyed {
+                    self.keys().completed_keys(&tasks).await
+                } else {
+                    Ok(nones(tasks.len()))
+                }
+            },
         )
         .await?;
         let each = leases.into_iter().zip(dones).zip(keys);
@@ -106,4 +124,9 @@ impl Queue {
         ending.slots = slots;
         ending
     }
+}
+
+/// `n` times nothing: what a feature no task carries adds to each task.
+fn nones<T>(n: usize) -> Vec<Option<T>> {
+    std::iter::repeat_with(|| None).take(n).collect()
 }

@@ -24,6 +24,8 @@
 //! own children follow. A consumer that dies in between leaves the marker settled, and the
 //! reaper's sweep ([`Dependencies::sweep_dependents`]) finishes the work.
 
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
 use zookeeper_client as zk;
 
 use super::end::{Ending, To, Where};
@@ -48,6 +50,17 @@ recipe!(
 /// Tries of a child's settlement when its parents settle at once (each rewrites it).
 const CHILD_TRIES: usize = Tries::Contended.most();
 
+/// The data version at which this process last saw `dependents/` without children, or -1
+/// when it did not: while that version stands, no child waits for anything, and one check of
+/// it stands for every marker of a settlement.
+pub(super) struct EmptyAt(AtomicI64);
+
+impl Default for EmptyAt {
+    fn default() -> Self {
+        EmptyAt(AtomicI64::new(-1))
+    }
+}
+
 impl Dependencies<'_> {
     /// Remembers what a read of `dependents/` found (`None`: nothing readable).
     pub(crate) fn saw_dependents(&self, stat: Option<zk::Stat>) {
@@ -55,14 +68,13 @@ impl Dependencies<'_> {
             Some(stat) if stat.num_children == 0 => i64::from(stat.version),
             _ => -1,
         };
-        self.dependents_empty_at
-            .store(seen, std::sync::atomic::Ordering::Relaxed);
+        self.memory.dependents_empty.0.store(seen, Relaxed);
     }
 
     /// The check that stands for every marker of a settlement, when `dependents/` was last
     /// seen without children; `None` when each task needs its own marker write.
     pub(crate) fn no_children(&self) -> Option<NoChildren> {
-        let seen = (self.dependents_empty_at).load(std::sync::atomic::Ordering::Relaxed);
+        let seen = self.memory.dependents_empty.0.load(Relaxed);
         (seen >= 0).then(|| NoChildren {
             path: self.layout().dependents(),
             version: seen as i32,
@@ -81,7 +93,7 @@ impl Dependencies<'_> {
 }
 
 /// What a parent's settlement does to one child.
-enum Outcome {
+enum ChildStep {
     /// Waits for nothing more: to the tail of its lane.
     Release(Vec<u8>),
     /// Waits for nothing more, and keeps a place in its lane: rewritten ready, to be taken
@@ -183,7 +195,7 @@ impl Dependencies<'_> {
                 return Ok(None);
             };
             let outcome = self.outcome(envelope.clone(), parent, settled)?;
-            if let Outcome::Bury(letter) = outcome {
+            if let ChildStep::Bury(letter) = outcome {
                 let from = Where::Blocked {
                     path: path.clone(),
                     version: stat.version,
@@ -206,13 +218,13 @@ impl Dependencies<'_> {
             let mut multi = Multi::new();
             multi.push(Part::Parent, Op::Delete(&entry, -1));
             match &outcome {
-                Outcome::Release(new) => multi
+                ChildStep::Release(new) => multi
                     .push(Part::Blocked, Op::Delete(&path, stat.version))
                     .push(Part::NewTask, Op::CreateSequential(&prefix, new)),
-                Outcome::Rewrite(new) | Outcome::Ready(new) => {
+                ChildStep::Rewrite(new) | ChildStep::Ready(new) => {
                     multi.push(Part::Blocked, Op::Set(&path, new, stat.version))
                 }
-                Outcome::Bury(_) => unreachable!("buried above"),
+                ChildStep::Bury(_) => unreachable!("buried above"),
             };
             let failed = match self.commit("settle child", &multi).await? {
                 Ok(_) => return Ok(self.settled_child(&envelope, &outcome).await),
@@ -262,7 +274,7 @@ impl Dependencies<'_> {
         mut envelope: Envelope,
         parent: &str,
         settled: &ParentEnd,
-    ) -> Result<Outcome> {
+    ) -> Result<ChildStep> {
         envelope.waiting_on.retain(|p| p != parent);
         let fails = envelope.on_parent_dead.unwrap_or_default() == OnParentDead::Fail;
         if let Some(reason) = settled.child_reason(parent).filter(|_| fails) {
@@ -270,30 +282,30 @@ impl Dependencies<'_> {
             let body = serde_json::to_vec(&envelope)?;
             let name = Layout::blocked_name(&envelope.id);
             let letter = self.dead_letter_of(&name, &body, &reason, 0, None);
-            return Ok(Outcome::Bury(Box::new(letter)));
+            return Ok(ChildStep::Bury(Box::new(letter)));
         }
         let body = envelope.to_bytes()?;
         Ok(match (envelope.waiting_on.is_empty(), &envelope.placed) {
-            (true, None) => Outcome::Release(body),
-            (true, Some(_)) => Outcome::Ready(body),
-            (false, _) => Outcome::Rewrite(body),
+            (true, None) => ChildStep::Release(body),
+            (true, Some(_)) => ChildStep::Ready(body),
+            (false, _) => ChildStep::Rewrite(body),
         })
     }
 
     /// After a child's settlement landed: logged, its lane woken when its place can be taken.
-    async fn settled_child(self, envelope: &Envelope, outcome: &Outcome) -> Option<String> {
+    async fn settled_child(self, envelope: &Envelope, outcome: &ChildStep) -> Option<String> {
         match outcome {
-            Outcome::Release(_) => {
+            ChildStep::Release(_) => {
                 tracing::debug!(task = %envelope.id, "parents settled: the task is in its lane")
             }
             // Its lane's workers learn that its place can be taken.
-            Outcome::Ready(_) => {
+            ChildStep::Ready(_) => {
                 tracing::debug!(task = %envelope.id, "parents settled: the task waits for its turn");
                 if let Err(error) = self.groups().wake_lane(&envelope.lane()).await {
                     tracing::warn!(task = %envelope.id, %error, "lane not woken");
                 }
             }
-            Outcome::Rewrite(_) | Outcome::Bury(_) => {}
+            ChildStep::Rewrite(_) | ChildStep::Bury(_) => {}
         }
         None
     }

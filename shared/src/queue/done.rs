@@ -137,13 +137,12 @@ impl Done<'_> {
         let now = Utc::now().timestamp_millis();
         let until = now.saturating_add(crate::lease::millis(keep));
         let bucket = until - until.rem_euclid(DONE_BUCKET_MS);
-        use std::sync::atomic::Ordering::Relaxed;
-        if self.done_bucket.load(Relaxed) != bucket {
+        if !self.memory.done_bucket.is(bucket) {
             self.cancels().ensure_parent(&self.layout().done()).await?;
             self.cancels()
                 .ensure_parent(&self.layout().done_bucket(bucket))
                 .await?;
-            self.done_bucket.store(bucket, Relaxed);
+            self.memory.done_bucket.set(bucket);
         }
         leases
             .iter()

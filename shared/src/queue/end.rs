@@ -418,7 +418,12 @@ impl Queue {
         let mut call = Call {
             what,
             settled: Vec::with_capacity(endings.len()),
-            batches: self.batches().settling_batches(&names).await?,
+            // Batches are read only when a task is a member of one.
+            batches: if names.is_empty() {
+                Default::default()
+            } else {
+                self.batches().settling_batches(&names).await?
+            },
             covered: self.dependencies().no_children(),
             rereads: Rereads::default(),
             endings,
@@ -434,7 +439,7 @@ impl Queue {
             let multi = call.multi(&tallies, &renames, &prefix);
             let failed = match self.commit(what, &multi).await? {
                 Ok(results) => {
-                    self.gate_cache.freed(&freeing);
+                    self.memory.gates.freed(&freeing);
                     shrinks.into_iter().for_each(Shrink::done);
                     for (i, tally) in tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
                         let mine = multi.results_of(&results, (*i, Part::Batch));

@@ -126,9 +126,9 @@ impl Gates<'_> {
             return Ok(gated);
         }
         let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
-        gated.turns = Some(self.gate_cache.turns(&paths).await);
+        gated.turns = Some(self.memory.gates.turns(&paths).await);
         let now_ms = now.now_ms();
-        let cached = |path: &String| self.gate_cache.known(path, now_ms).filter(|_| !fresh);
+        let cached = |path: &String| self.memory.gates.known(path, now_ms).filter(|_| !fresh);
         let known: Vec<Option<Known>> = paths.iter().map(cached).collect();
         let any_cached = known.iter().any(Option::is_some);
         let mut known = self.read_gates(&gates, known).await?;
@@ -181,7 +181,7 @@ impl Gates<'_> {
     /// that key's gates in them along with its window, so that a claim of the window's tasks
     /// need not read them first.
     pub fn prefetch_key_gates(&self, limits: &RouteLimits) {
-        self.gate_cache.set_key_routes(limits.key_routes());
+        self.memory.gates.set_key_routes(limits.key_routes());
     }
 
     /// Whether a claim of a task of `event_type` with concurrency key `key` goes through a
@@ -266,7 +266,7 @@ impl Gates<'_> {
                     (None, 0, None, 0)
                 }
             };
-            let cache = &self.gate_cache;
+            let cache = &self.memory.gates;
             all.push(cache.read(&gate.path, version, in_flight, bucket, written_ms));
         }
         let made = missing.iter().map(|gate| self.make_gate_parents(gate));
@@ -278,16 +278,11 @@ impl Gates<'_> {
     async fn make_gate_parents(self, gate: &Gate) -> Result<()> {
         let parents = &gate.makes[..gate.makes.len().saturating_sub(1)];
         for path in parents {
-            if self
-                .gate_parents
-                .lock()
-                .expect("not poisoned")
-                .contains(path)
-            {
+            if self.memory.gate_parents.contains(path) {
                 continue;
             }
             self.cancels().ensure_parent(path).await?;
-            (self.gate_parents.lock().expect("not poisoned")).insert(path.clone());
+            self.memory.gate_parents.insert(path);
         }
         Ok(())
     }
@@ -295,6 +290,6 @@ impl Gates<'_> {
     /// A gate's create failed with `NoNode`: its parents were deleted since this process
     /// made them (by hand); the next claim through it makes them again.
     pub(super) fn forget_gate_parents(&self) {
-        self.gate_parents.lock().expect("not poisoned").clear();
+        self.memory.gate_parents.forget_all();
     }
 }

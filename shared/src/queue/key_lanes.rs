@@ -12,8 +12,6 @@
 //!   publish that finds it gone (deleted by hand) forgets what the process knew and makes it
 //!   again.
 
-use std::collections::HashSet;
-
 use zookeeper_client as zk;
 
 use super::probe::{Head, LaneStart};
@@ -63,16 +61,11 @@ impl KeyLanes<'_> {
 
     /// Makes the key lanes among `lanes` that this process has not seen yet, pipelined.
     pub(crate) async fn ensure_lanes(self, lanes: &[Lane]) -> Result<()> {
-        let missing: HashSet<&str> = {
-            let seen = self.key_lanes_seen.lock().expect("not poisoned");
-            lanes
-                .iter()
-                .filter_map(|lane| match lane {
-                    Lane::Key(key) if !seen.contains(key) => Some(key.as_str()),
-                    _ => None,
-                })
-                .collect()
-        };
+        let keys = lanes.iter().filter_map(|lane| match lane {
+            Lane::Key(key) => Some(key.as_str()),
+            _ => None,
+        });
+        let missing = self.memory.key_lanes.missing(keys);
         if missing.is_empty() {
             return Ok(());
         }
@@ -80,8 +73,9 @@ impl KeyLanes<'_> {
         for made in futures::future::join_all(made).await {
             made?;
         }
-        let mut seen = self.key_lanes_seen.lock().expect("not poisoned");
-        seen.extend(missing.into_iter().map(String::from));
+        missing
+            .into_iter()
+            .for_each(|key| self.memory.key_lanes.insert(key));
         Ok(())
     }
 
@@ -89,10 +83,7 @@ impl KeyLanes<'_> {
     /// process saw it (by hand); the next publish into it makes it again.
     pub(crate) fn forget_key_lane(&self, lane: &Lane) {
         if let Lane::Key(key) = lane {
-            self.key_lanes_seen
-                .lock()
-                .expect("not poisoned")
-                .remove(key);
+            self.memory.key_lanes.forget(key);
         }
     }
 

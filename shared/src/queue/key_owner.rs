@@ -87,16 +87,14 @@ impl Keys<'_> {
         let now = chrono::Utc::now().timestamp_millis();
         let expires = now.saturating_add(crate::lease::millis(self.settings().dedup_window));
         let bucket = expires - expires.rem_euclid(KEY_BUCKET_MS);
-        // Once per bucket and queue: a create that finds its node is a logged write all the same.
-        use std::sync::atomic::Ordering::Relaxed;
-        if self.key_bucket.load(Relaxed) != bucket {
+        if !self.memory.key_bucket.is(bucket) {
             self.cancels()
                 .ensure_parent(&self.layout().key_expiry())
                 .await?;
             self.cancels()
                 .ensure_parent(&self.layout().key_expiry_bucket(bucket))
                 .await?;
-            self.key_bucket.store(bucket, Relaxed);
+            self.memory.key_bucket.set(bucket);
         }
         tasks
             .iter()

@@ -7,7 +7,8 @@
 //! - `start`, `walk`, `lane_walk`, `ranges`, with the [`Probes`] (`probe`): finding tasks by
 //!   number from the heads, without listing a lane.
 //! - `reads`: reading znodes, one or many to a request.
-//! - `claim`: taking a task ([`ClaimOutcome`]); `stale`: what a lost race teaches.
+//! - `claim`: taking a task; `outcome`: what came of a task in a run ([`TaskOutcome`]), from
+//!   its claim to its end; `stale`: what a lost race teaches.
 //! - `holder`: what the holder of a [`Lease`] does while it runs the task: extend, release
 //!   ([`Settled`]).
 //! - `end`: ending tasks, the one multi-op of every completion and burial; `complete` and
@@ -78,6 +79,7 @@ mod marker;
 mod members;
 mod ops;
 mod outage;
+mod outcome;
 mod parents;
 mod pause;
 mod place;
@@ -105,7 +107,7 @@ pub use crate::task::PendingDebounced;
 pub use all_or_nothing::AllOrNothing;
 pub use bury::Burial;
 pub use cancel_marks::Cancels;
-pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, ClaimOutcome, Restraints};
+pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Restraints};
 pub use debounce::DebounceKeys;
 pub use debounce::Debounced;
 pub use debounce_due::{FIRE_PER_RUN, LOOK_PER_RUN};
@@ -131,6 +133,7 @@ pub use members::Batches;
 pub(crate) use members::{batch_error, unknown_batch};
 pub(crate) use ops::{Multi, Op, Part};
 pub use outage::{PUBLISH_RETRY_FOR, PublishOptions, Renew};
+pub use outcome::TaskOutcome;
 pub use pause::Pauses;
 pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::Probes;
@@ -157,20 +160,8 @@ pub struct Queue {
     layout: Layout,
     consumer_id: String,
     settings: Settings,
-    /// The bucket of completion records this queue last made sure of.
-    done_bucket: Arc<std::sync::atomic::AtomicI64>,
-    /// The bucket of completed keys this queue last made sure of.
-    key_bucket: Arc<std::sync::atomic::AtomicI64>,
-    /// The data version at which `dependents/` was last seen without children, or -1 (see
-    /// `dependents`).
-    dependents_empty_at: Arc<std::sync::atomic::AtomicI64>,
-    /// Key lanes this process knows exist (made or met by its publishes; see `key_lanes`).
-    key_lanes_seen: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
-    /// Parents of gates this process made or met (`limits/`, `concurrency/<route>`): a new
-    /// gate is created in the claim's multi-op, under them.
-    gate_parents: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
-    /// What this process knows of the gates its claims go through, and their turns.
-    gate_cache: Arc<gate_cache::GateCache>,
+    /// What the recipes remember in this process (see `recipe`).
+    memory: Arc<recipe::Memory>,
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
@@ -194,12 +185,7 @@ impl Queue {
             layout: Layout::new(&config.root),
             consumer_id: consumer_id.into(),
             settings: Settings::of(config),
-            done_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
-            key_bucket: Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
-            dependents_empty_at: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
-            key_lanes_seen: Arc::default(),
-            gate_parents: Arc::default(),
-            gate_cache: Arc::default(),
+            memory: Arc::default(),
             acls: acls(config),
             dead_letters: None,
         }

@@ -5,6 +5,86 @@
 //! hold, release, end, the lanes' walk), and calls a recipe only for a task that carries its
 //! feature.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
+use super::dependents::EmptyAt;
+use super::gate_cache::GateCache;
+
+/// What the recipes remember in this process, each feature its own part, shared by every
+/// clone of the queue (it carries them in one `Arc`). The core never reads it.
+#[derive(Default)]
+pub(super) struct Memory {
+    /// `done`: the bucket of completion records this process last made sure of.
+    pub(super) done_bucket: MadeBucket,
+    /// `key_owner`: the bucket of completed keys this process last made sure of.
+    pub(super) key_bucket: MadeBucket,
+    /// `dependents`: the data version at which `dependents/` was last seen without children.
+    pub(super) dependents_empty: EmptyAt,
+    /// `key_lanes`: key lanes this process made or met with its publishes.
+    pub(super) key_lanes: Made,
+    /// `gate`: parents of gates this process made or met (`limits/`, `concurrency/<route>`):
+    /// a new gate is created in the claim's multi-op, under them.
+    pub(super) gate_parents: Made,
+    /// `gate_cache`: what this process knows of the gates its claims go through, and their
+    /// turns.
+    pub(super) gates: GateCache,
+}
+
+/// Names of znodes this process made or met: it makes one only when it is not among them.
+#[derive(Default)]
+pub(super) struct Made(Mutex<HashSet<String>>);
+
+impl Made {
+    fn names(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.0.lock().expect("not poisoned")
+    }
+
+    pub(super) fn contains(&self, name: &str) -> bool {
+        self.names().contains(name)
+    }
+
+    /// Those of `names` not made or met yet.
+    pub(super) fn missing<'n>(&self, names: impl Iterator<Item = &'n str>) -> HashSet<&'n str> {
+        let made = self.names();
+        names.filter(|name| !made.contains(*name)).collect()
+    }
+
+    pub(super) fn insert(&self, name: &str) {
+        self.names().insert(name.to_string());
+    }
+
+    /// Forgets `name` (deleted since, by hand: made again when next needed).
+    pub(super) fn forget(&self, name: &str) {
+        self.names().remove(name);
+    }
+
+    pub(super) fn forget_all(&self) {
+        self.names().clear();
+    }
+}
+
+/// The time bucket this process last made sure of: a create that finds its node is a logged
+/// write all the same, so a bucket is made once per process.
+pub(super) struct MadeBucket(AtomicI64);
+
+impl Default for MadeBucket {
+    fn default() -> Self {
+        MadeBucket(AtomicI64::new(i64::MIN))
+    }
+}
+
+impl MadeBucket {
+    pub(super) fn is(&self, bucket: i64) -> bool {
+        self.0.load(Relaxed) == bucket
+    }
+
+    pub(super) fn set(&self, bucket: i64) {
+        self.0.store(bucket, Relaxed);
+    }
+}
+
 /// Declares recipe `$name`, reached from a queue by `$accessor()`.
 macro_rules! recipe {
     ($(#[$doc:meta])* $name:ident, $accessor:ident) => {

@@ -47,7 +47,7 @@ impl Gates<'_> {
         let frees: Vec<(String, usize)> = (shrinks.iter())
             .map(|s| (s.gate().to_string(), s.freed()))
             .collect();
-        (renames, self.gate_cache.freeing(&frees))
+        (renames, self.memory.gates.freeing(&frees))
     }
 
     /// Frees the places `shares` held in slots while their handlers ran: each slot renamed to
@@ -91,7 +91,7 @@ impl Gates<'_> {
             let failed = match self.commit("free slot", &multi).await {
                 Ok(Ok(_)) => {
                     drop(multi);
-                    self.gate_cache.freed(&freeing);
+                    self.memory.gates.freed(&freeing);
                     shrinks.into_iter().for_each(Shrink::done);
                     return true;
                 }

@@ -8,7 +8,7 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::claim::ClaimOutcome;
+use super::outcome::TaskOutcome;
 
 impl Queue {
     /// After a claim of the batch found its task gone or held, looks at the tasks left
@@ -18,11 +18,11 @@ impl Queue {
         &self,
         reads: &[(String, Vec<u8>, zk::Stat)],
         tried: &[usize],
-        outcomes: &mut [Option<ClaimOutcome>],
+        outcomes: &mut [Option<TaskOutcome>],
     ) {
         let raced = tried
             .iter()
-            .any(|i| matches!(outcomes[*i], Some(ClaimOutcome::Gone | ClaimOutcome::Taken)));
+            .any(|i| matches!(outcomes[*i], Some(TaskOutcome::Gone | TaskOutcome::Taken)));
         let untried: Vec<usize> = tried
             .iter()
             .copied()
@@ -41,7 +41,7 @@ impl Queue {
     /// when the task no longer exists, `Taken` when someone holds its lease, `None` when it
     /// still looks free. A read that fails leaves every answer `None`: the caller tries those
     /// claims as it would have.
-    async fn stale_rest(&self, names: &[&str]) -> Vec<Option<ClaimOutcome>> {
+    async fn stale_rest(&self, names: &[&str]) -> Vec<Option<TaskOutcome>> {
         let paths: Vec<String> = names
             .iter()
             .flat_map(|n| [self.layout().task(n), self.layout().lease(n)])
@@ -52,8 +52,8 @@ impl Queue {
         reads
             .chunks(2)
             .map(|pair| match (&pair[0], &pair[1]) {
-                (None, _) => Some(ClaimOutcome::Gone),
-                (Some(_), Some(_)) => Some(ClaimOutcome::Taken),
+                (None, _) => Some(TaskOutcome::Gone),
+                (Some(_), Some(_)) => Some(TaskOutcome::Taken),
                 (Some(_), None) => None,
             })
             .collect()

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
-use event_bridge::queue::{ClaimOutcome, KEY_GATE_IDLE_MS, Settled};
+use event_bridge::queue::{KEY_GATE_IDLE_MS, Settled, TaskOutcome};
 use event_bridge::reap;
 use futures::FutureExt;
 
@@ -41,7 +41,7 @@ async fn a_gate_swept_and_made_again_is_read_before_a_claim_goes_through_it() {
     let third = publish(&t, "tenant-a").await;
     let outcome = claim_at(&t, &t.queue, &third, &restraints, &later).await;
     assert!(
-        matches!(outcome, ClaimOutcome::Limited { .. }),
+        matches!(outcome, TaskOutcome::Limited { .. }),
         "the other consumer's task is in flight: {outcome:?}"
     );
 }

@@ -3,8 +3,8 @@
 
 use super::{COMPLETE_BATCH, Event, Pass};
 use crate::handler::Handler;
-use crate::process::report::Outcome;
 use crate::process::send::Sent;
+use crate::queue::TaskOutcome;
 use crate::queue::{Lease, Queue, Settled, SlotShare};
 
 impl<H: Handler> Pass<'_, '_, H> {
@@ -28,7 +28,7 @@ impl<H: Handler> Pass<'_, '_, H> {
                 for name in names {
                     let _ = self.groups.stopped(&name, None);
                     tracing::warn!(task = %name, "not completed before the deadline: left to the reaper");
-                    self.report.count(&Outcome::Unsettled);
+                    self.report.count(&TaskOutcome::Unsettled);
                 }
             }
         }

@@ -6,10 +6,11 @@
 
 use zookeeper_client as zk;
 
-use super::{ClaimOutcome, Restraints, Take};
+use super::{Restraints, Take};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::queue::Queue;
+use crate::queue::TaskOutcome;
 use crate::queue::bury::Burial;
 use crate::queue::group_lock::LockDecision;
 use crate::queue::held::Settled;
@@ -21,7 +22,7 @@ use crate::task::{self, Body, Envelope, OnDead, Place, json};
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Prepared {
     Take(Take),
-    Decided(ClaimOutcome),
+    Decided(TaskOutcome),
 }
 
 impl Queue {
@@ -43,10 +44,10 @@ impl Queue {
             marked,
         };
         let outcome = match self.bury(task, &reason, last_error).await? {
-            Settled::Done if marked => ClaimOutcome::Cancelled,
-            Settled::Done => ClaimOutcome::Buried { reason },
-            Settled::Gone => ClaimOutcome::Gone,
-            _ => ClaimOutcome::Taken,
+            Settled::Done if marked => TaskOutcome::Cancelled,
+            Settled::Done => TaskOutcome::DeadLettered { reason },
+            Settled::Gone => TaskOutcome::Gone,
+            _ => TaskOutcome::Taken,
         };
         Ok(Prepared::Decided(outcome))
     }
@@ -102,7 +103,7 @@ impl Queue {
         restraints: &Restraints,
     ) -> Result<Prepared> {
         if restraints.paused.covers(&place.event_type) {
-            return Ok(Prepared::Decided(ClaimOutcome::Paused));
+            return Ok(Prepared::Decided(TaskOutcome::Paused));
         }
         let on_dead = restraints
             .on_dead
@@ -117,11 +118,11 @@ impl Queue {
                     .prepare_envelope(read, *envelope, now, restraints)
                     .await;
             }
-            PlaceTaken::NotReady => ClaimOutcome::InPlace,
-            PlaceTaken::Ended { paused: false } => ClaimOutcome::Gone,
-            PlaceTaken::Ended { paused: true } => ClaimOutcome::GroupBusy { owner: None },
-            PlaceTaken::GroupBusy(owner) => ClaimOutcome::GroupBusy { owner: Some(owner) },
-            PlaceTaken::Taken => ClaimOutcome::Taken,
+            PlaceTaken::NotReady => TaskOutcome::InPlace,
+            PlaceTaken::Ended { paused: false } => TaskOutcome::Gone,
+            PlaceTaken::Ended { paused: true } => TaskOutcome::GroupBusy { owner: None },
+            PlaceTaken::GroupBusy(owner) => TaskOutcome::GroupBusy { owner: Some(owner) },
+            PlaceTaken::Taken => TaskOutcome::Taken,
         };
         Ok(Prepared::Decided(outcome))
     }
@@ -148,10 +149,10 @@ impl Queue {
             return self.bury_read(read, how, CANCELLED.into(), last).await;
         }
         if restraints.paused.covers(&envelope.event_type) {
-            return Ok(Prepared::Decided(ClaimOutcome::Paused));
+            return Ok(Prepared::Decided(TaskOutcome::Paused));
         }
         if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
-            return Ok(Prepared::Decided(ClaimOutcome::Backoff { until_ms }));
+            return Ok(Prepared::Decided(TaskOutcome::Backoff { until_ms }));
         }
         let on_dead = restraints.on_dead.for_task(&envelope);
         if envelope.attempts >= self.settings().max_attempts {
@@ -175,7 +176,7 @@ impl Queue {
                 {
                     LockDecision::Free(op) => Some(op),
                     LockDecision::Busy(owner) => {
-                        return Ok(Prepared::Decided(ClaimOutcome::GroupBusy { owner }));
+                        return Ok(Prepared::Decided(TaskOutcome::GroupBusy { owner }));
                     }
                 }
             }

@@ -176,7 +176,7 @@ impl Probes<'_> {
         if count == 0 {
             return Vec::new();
         }
-        (self.gate_cache.key_routes().iter())
+        (self.memory.gates.key_routes().iter())
             .map(|route| format!("{}/{key}", self.layout().key_gates(route)))
             .collect()
     }
@@ -194,7 +194,7 @@ impl Probes<'_> {
                 let bucket = crate::limit::GateData::read(&data).bucket;
                 let in_flight = crate::queue::slots::tasks_in_all(&children);
                 let version = Some(stat.version);
-                (self.gate_cache).prefetched(gate, version, in_flight, bucket, stat.mtime);
+                (self.memory.gates).prefetched(gate, version, in_flight, bucket, stat.mtime);
             }
             (
                 Some(Failed {
@@ -202,7 +202,7 @@ impl Probes<'_> {
                 }),
                 _,
             ) => {
-                self.gate_cache.prefetched(gate, None, 0, None, 0);
+                self.memory.gates.prefetched(gate, None, 0, None, 0);
             }
             _ => {}
         }
