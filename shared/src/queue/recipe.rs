@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use super::dependents::EmptyAt;
-use super::gate_cache::GateCache;
+use super::gate_turns::GateTurns;
 
 /// What the recipes remember in this process, each feature its own part, shared by every
 /// clone of the queue (it carries them in one `Arc`). The core never reads it.
@@ -27,9 +27,8 @@ pub(super) struct Memory {
     /// `gate`: parents of gates this process made or met (`limits/`, `concurrency/<route>`):
     /// a new gate is created in the claim's multi-op, under them.
     pub(super) gate_parents: Made,
-    /// `gate_cache`: what this process knows of the gates its claims go through, and their
-    /// turns.
-    pub(super) gates: GateCache,
+    /// `gate_turns`: the turns of this process's claims at each gate.
+    pub(super) gate_turns: GateTurns,
 }
 
 /// Names of znodes this process made or met: it makes one only when it is not among them.
