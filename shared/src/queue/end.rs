@@ -415,6 +415,10 @@ impl Queue {
     /// the part or the task that failed a try, until it lands; `what` names it in errors.
     pub(super) async fn end(&self, what: &'static str, endings: Vec<Ending>) -> Result<Ended> {
         let names = batch_names(&endings);
+        // The batches' counters are written at the version read: endings of this process
+        // that count in the same batch take turns, from that read to their answer.
+        let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
+        let _turns = self.memory.batch_turns.take(&paths).await;
         let mut call = Call {
             what,
             settled: Vec::with_capacity(endings.len()),

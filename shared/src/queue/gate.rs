@@ -13,8 +13,8 @@
 
 use std::collections::BTreeMap;
 
-use super::gate_turns::Turns;
 use super::slots;
+use super::turns::Held;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
@@ -52,7 +52,7 @@ pub(super) struct Gated {
     /// The tasks left out (indices in the caller's list), and when they may try again.
     pub(super) refused: Vec<(usize, i64)>,
     /// This process's turn at the gates, held until the claim's multi-op is answered.
-    pub(super) turns: Option<Turns>,
+    pub(super) turns: Option<Held>,
 }
 
 /// A gate as a claim read it.
@@ -114,7 +114,7 @@ impl Gates<'_> {
     /// their route limits keys, under `limits`. A task is admitted when every gate it goes
     /// through lets it in, and each gate's bucket is charged for the tasks finally admitted.
     /// The gates are read in one multi-read, under this process's turn at them (see
-    /// `gate_turns`).
+    /// `turns`).
     pub(super) async fn through_gates(
         self,
         tasks: &[Wanting<'_>],
@@ -130,7 +130,7 @@ impl Gates<'_> {
             return Ok(gated);
         }
         let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
-        gated.turns = Some(self.memory.gate_turns.turns(&paths).await);
+        gated.turns = Some(self.memory.gate_turns.take(&paths).await);
         let now_ms = now.now_ms();
         let read = self.read_gates(&gates).await?;
         let refused = refusals(&gates, &read, tasks.len(), now_ms);

@@ -21,7 +21,7 @@
 //!
 //! - [`Groups`] (`group_lock`, `place`): ordered groups' locks, and grouped tasks' places.
 //! - [`Keys`] (`keys`, `key_owner`, `key_expiry`): idempotency keys.
-//! - [`Gates`] (`gate`, `gate_turns`, `slots`, `slot_writes`, `key_gates`): limited routes'
+//! - [`Gates`] (`gate`, `slots`, `slot_writes`, `key_gates`): limited routes'
 //!   and concurrency keys' gates, and the slots claims hold in them.
 //! - [`KeyLanes`] (`key_lanes`): lanes made as publishes need them; key lanes listed.
 //! - [`Batches`] (`members`): batches' znodes, members, tallies and callbacks.
@@ -64,7 +64,6 @@ mod done;
 mod end;
 mod forward;
 mod gate;
-mod gate_turns;
 mod group_lock;
 mod held;
 mod holder;
@@ -95,6 +94,7 @@ mod slot_writes;
 mod slots;
 mod stale;
 mod start;
+mod turns;
 mod walk;
 mod write;
 pub(crate) use write::Tries;

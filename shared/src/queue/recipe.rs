@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use super::dependents::EmptyAt;
-use super::gate_turns::GateTurns;
+use super::turns::Turns;
 
 /// What the recipes remember in this process, each feature its own part, shared by every
 /// clone of the queue (it carries them in one `Arc`). The core never reads it.
@@ -27,8 +27,10 @@ pub(super) struct Memory {
     /// `gate`: parents of gates this process made or met (`limits/`, `concurrency/<route>`):
     /// a new gate is created in the claim's multi-op, under them.
     pub(super) gate_parents: Made,
-    /// `gate_turns`: the turns of this process's claims at each gate.
-    pub(super) gate_turns: GateTurns,
+    /// `turns`: the turns of this process's claims at each gate.
+    pub(super) gate_turns: Turns,
+    /// `turns`: the turns of this process's endings at each batch they count in.
+    pub(super) batch_turns: Turns,
 }
 
 /// Names of znodes this process made or met: it makes one only when it is not among them.
