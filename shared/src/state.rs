@@ -205,7 +205,7 @@ impl Transition {
         match self {
             Transition::Publish => "Queue::publish_each, AllOrNothing::publish_batch",
             Transition::Fire => "DebounceKeys::fire_debounced",
-            Transition::Unblock | Transition::DieWithParent => "Dependencies::settle_children",
+            Transition::Unblock | Transition::DieWithParent => "Dependencies::see_to_children_of",
             Transition::TakePlace => "Groups::take_place",
             Transition::Claim => "Queue::claim_many",
             Transition::Extend => "Queue::extend",

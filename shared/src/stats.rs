@@ -298,7 +298,7 @@ async fn oldest_age(
 
 /// When the first task `walk` finds was created (`None`: the lane has none).
 async fn first_created(queue: &Queue, mut walk: LaneWalk) -> Result<Option<i64>> {
-    let Some(window) = walk.next_window(queue, &[]).await? else {
+    let Some(window) = walk.next_window(queue, &[], &[]).await? else {
         return Ok(None);
     };
     let Some(first) = window.first() else {

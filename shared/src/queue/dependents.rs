@@ -18,7 +18,7 @@
 //! settled) or after (and the settlement writes the marker). Nothing in between.
 //!
 //! The children are then seen to one multi-op each, right after the settlement
-//! ([`Dependencies::settle_children`]): the child's entry deleted with what the settlement means for
+//! ([`Dependencies::see_to_children_of`]): the child's entry deleted with what the settlement means for
 //! it (released to its lane when it waits for nothing more, rewritten with one parent less, or
 //! buried when the parent died and it fails with it). A child buried so is settled too: its
 //! own children follow. A consumer that dies in between leaves the marker settled, and the
@@ -109,7 +109,7 @@ impl Dependencies<'_> {
     /// Sees to the children of the task with envelope id `parent`, once its marker says how it
     /// was settled, and to theirs when they die with it; how many children it moved. A marker
     /// not settled (its parent pending) is left as it is.
-    pub async fn settle_children(self, parent: &str) -> Result<usize> {
+    pub async fn see_to_children_of(self, parent: &str) -> Result<usize> {
         let mut work = vec![parent.to_string()];
         let mut moved = 0;
         while let Some(id) = work.pop() {
@@ -126,7 +126,7 @@ impl Dependencies<'_> {
                 Err(e) => return Err(Error::zk("list", marker, e)),
             };
             for child in children {
-                if let Some(buried) = self.settle_child(&id, &settled, &child).await? {
+                if let Some(buried) = self.see_to_child(&id, &settled, &child).await? {
                     work.push(buried);
                 }
                 moved += 1;
@@ -144,7 +144,7 @@ impl Dependencies<'_> {
     /// after another; a failure is logged (the reaper's sweep finishes the work).
     pub(crate) async fn see_to_children(self, markers: impl Iterator<Item = &MarkerWrite>) {
         for marker in markers.filter(|m| m.has_children()) {
-            if let Err(error) = self.settle_children(&marker.id).await {
+            if let Err(error) = self.see_to_children_of(&marker.id).await {
                 tracing::warn!(parent = %marker.id, %error, "children left for the reaper's sweep");
             }
         }
@@ -167,7 +167,7 @@ impl Dependencies<'_> {
                 let settled = read.is_some_and(|(data, _)| ParentEnd::parse(&data).is_some());
                 if settled {
                     let id = crate::layout::decode_segment(name);
-                    moved += self.settle_children(&id).await?;
+                    moved += self.see_to_children_of(&id).await?;
                 }
             }
         }
@@ -176,7 +176,7 @@ impl Dependencies<'_> {
 
     /// One child's entry (`child`, an encoded id) under the settled parent `parent`: the
     /// child's id when it was buried and has a marker of its own (its children are next).
-    async fn settle_child(
+    async fn see_to_child(
         self,
         parent: &str,
         settled: &ParentEnd,

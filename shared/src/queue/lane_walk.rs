@@ -25,7 +25,7 @@
 use std::collections::BTreeSet;
 
 use super::Queue;
-use super::probe::{Head, HeadData, LaneStart, Probed};
+use super::probe::{Along, AlongRead, Head, HeadData, LaneStart, Probed};
 use super::ranges::Ranges;
 use crate::error::Result;
 use crate::lane::Lane;
@@ -73,6 +73,10 @@ pub struct LaneWalk {
     others: Vec<(Lane, i64)>,
     /// `cversion` of `lanes/keys`, read with the last probe.
     key_lanes: Option<i32>,
+    /// What the last probe read of other lanes' windows along (see [`Walk`]).
+    ///
+    /// [`Walk`]: super::walk::Walk
+    along: Vec<AlongRead>,
 }
 
 impl LaneWalk {
@@ -82,6 +86,7 @@ impl LaneWalk {
             lane,
             others: Vec::new(),
             key_lanes: None,
+            along: Vec::new(),
             head: None,
             next: 0,
             tail: 0,
@@ -131,6 +136,49 @@ impl LaneWalk {
     /// The tails of the other lanes that the last probe read (taken: each is learnt once).
     pub fn take_others(&mut self) -> Vec<(Lane, i64)> {
         std::mem::take(&mut self.others)
+    }
+
+    /// What the last probe read of the windows asked along (taken).
+    pub fn take_along(&mut self) -> Vec<AlongRead> {
+        std::mem::take(&mut self.along)
+    }
+
+    /// The window this lane would give next, when another lane's probe can read it along: the
+    /// numbers from where it is to the tail it knows, a window at most. None for a walk that
+    /// needs a probe of its own first (no head read yet, widening from its head, ended) or
+    /// knows of nothing left.
+    pub fn along_window(&mut self) -> Option<Along> {
+        if self.ended || self.head.is_none() || (!self.found_any && self.width != WINDOW) {
+            return None;
+        }
+        self.next = self.known.reach(self.next).min(self.tail.max(self.next));
+        let left = self.left().min(WINDOW);
+        (left > 0).then(|| Along {
+            lane: self.lane.clone(),
+            from: self.next,
+            count: left,
+        })
+    }
+
+    /// Takes what another lane's probe read of `window` (from [`LaneWalk::along_window`]):
+    /// its tasks, as this lane's next window, or `None` when there were none (its own turn
+    /// then probes on from past them).
+    pub fn took_along(&mut self, window: &Along, read: AlongRead) -> Option<Vec<Probed>> {
+        if window.from != self.next || self.ended {
+            return None;
+        }
+        let offset = self.head_data().tail_offset;
+        self.tail = self.tail.max(read.tail + offset);
+        self.children = read.children;
+        self.observe(&read.found, window.count, read.tail + offset);
+        if read.found.is_empty() {
+            return None;
+        }
+        self.found_any = true;
+        self.seen += read.found.len();
+        self.advance(window.count);
+        self.end_at_tail();
+        Some(read.found)
     }
 
     /// `cversion` of `lanes/keys` as the last probe read it.
@@ -243,23 +291,32 @@ impl LaneWalk {
     }
 
     /// The tasks of the next window that has any, in number order; `None` once the walk has
-    /// reached the tail. Each probe also reads the tails of `others`.
+    /// reached the tail. Each probe also reads the tails of `others`, and the first the windows
+    /// `along` (what it read of them: [`LaneWalk::take_along`]).
     pub async fn next_window(
         &mut self,
         queue: &Queue,
         others: &[Lane],
+        along: &[Along],
     ) -> Result<Option<Vec<Probed>>> {
         if self.head.is_none() {
             self.start(queue).await?;
         }
+        // Other lanes' windows ride along with the first probe only.
+        let mut along = along;
         while !self.ended {
             // Ranges known gone (from the head, or settled) are passed without a probe.
             self.next = self.known.reach(self.next).min(self.tail.max(self.next));
             let count = if self.found_any { WINDOW } else { self.width };
             let window = (self.next, count);
-            let probe = (queue.probes())
-                .probe_in(&self.lane, others, window.0, window.1)
+            let mut probe = queue
+                .probes()
+                .probe_along(&self.lane, others, window, along)
                 .await?;
+            if !along.is_empty() {
+                self.along = std::mem::take(&mut probe.along);
+                along = &[];
+            }
             self.others = probe.others.clone();
             self.key_lanes = probe.key_lanes;
             let offset = self.head_data().tail_offset;

@@ -17,6 +17,8 @@ use zookeeper_client as zk;
 
 mod window;
 
+pub use window::{Along, AlongRead};
+
 use super::reads::TaskRead;
 use crate::error::{Error, Result};
 use crate::lane::{Lane, Priority};
@@ -82,6 +84,8 @@ pub struct Probe {
     pub others: Vec<(Lane, i64)>,
     /// `cversion` of `lanes/keys`, read with it: it moves when a key lane is made.
     pub key_lanes: Option<i32>,
+    /// The windows of other lanes read along with it, in the order asked.
+    pub along: Vec<AlongRead>,
 }
 
 /// Where a lane starts, as [`Probes::read_lanes`] read it.

@@ -20,13 +20,16 @@
 //! that starts each round of normal's turn, or that comes [`TAILS_EVERY`] windows after the
 //! last that did, reads the tails of the key lanes it knows (past [`TAILS_PER_PROBE`] keys,
 //! the walk reads them apart, less often); every probe reads the stat of `lanes/keys`, whose
-//! `cversion` moves when a key lane is made: the walk lists again before its next window.
+//! `cversion` moves when a key lane is made: the walk lists again before its next window. A
+//! key lane with less than a window left is probed with the windows of the key lanes whose
+//! turns come next (as many as fit in a window together), which the walk then gives in turn
+//! without a request ([`Walk::along_of`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::Queue;
 use super::lane_walk::LaneWalk;
-use super::probe::{Lanes, Probed};
+use super::probe::{Along, Lanes, Probed};
 use crate::error::Result;
 use crate::lane::{Lane, LaneWeights, Priority};
 
@@ -56,6 +59,9 @@ pub struct Walk {
     relist: bool,
     /// Probes since the key lanes' tails were last read.
     since_tails: usize,
+    /// Windows of key lanes read along with an earlier probe (each with its lane's index),
+    /// given in turn before the next probe of normal's lanes.
+    along: VecDeque<(usize, Vec<Probed>)>,
 }
 
 impl Default for Walk {
@@ -101,6 +107,7 @@ impl Walk {
             key_version,
             relist,
             since_tails: 0,
+            along: VecDeque::new(),
         }
     }
 
@@ -110,9 +117,9 @@ impl Walk {
         self
     }
 
-    /// Whether every lane's walk has reached its tail.
+    /// Whether every lane's walk has reached its tail, and gave every window it read.
     pub fn ended(&self) -> bool {
-        !self.relist && self.lanes.iter().all(LaneWalk::ended)
+        !self.relist && self.along.is_empty() && self.lanes.iter().all(LaneWalk::ended)
     }
 
     /// Lets an ended walk go on: the lane it was last in probes past its old tail, and that
@@ -174,6 +181,13 @@ impl Walk {
     pub async fn next_window(&mut self, queue: &Queue) -> Result<Option<Vec<Probed>>> {
         self.higher = false;
         loop {
+            // Windows read along go first, before a listing costs a request.
+            if !self.along.is_empty() {
+                let picked = self.pick();
+                if let Some(found) = self.give_along(picked) {
+                    return Ok(Some(found));
+                }
+            }
             if self.relist {
                 self.list_keys(queue).await?;
             }
@@ -189,14 +203,68 @@ impl Walk {
             }
             let others = self.others_of(i, due);
             self.since_tails = if due { 0 } else { self.since_tails + 1 };
-            let found = self.lanes[i].next_window(queue, &others).await?;
+            let along = self.along_of(i);
+            let windows: Vec<Along> = along.iter().map(|(_, w)| w.clone()).collect();
+            let found = self.lanes[i].next_window(queue, &others, &windows).await?;
             self.learn_others(i);
+            self.took_along(i, along);
             if let Some(found) = found {
                 self.current = i;
                 self.took(i);
                 return Ok(Some(found));
             }
         }
+    }
+
+    /// The windows a probe of lane `i` reads along: when `i` is a key lane of a strict walk
+    /// with less than a window left, the key lanes whose turns come next, in turn, as long as
+    /// each can give its window without a probe of its own and they hold a window together.
+    /// A drain over 100 keys of 20 tasks thus probes two keys a request instead of one.
+    fn along_of(&mut self, i: usize) -> Vec<(usize, Along)> {
+        let mut along = Vec::new();
+        if self.weights.is_some() || i < 3 || self.lanes[i].left() >= WINDOW {
+            return along;
+        }
+        let mut room = WINDOW;
+        for j in i + 1..self.lanes.len() {
+            if self.lanes[j].ended() {
+                continue;
+            }
+            match self.lanes[j].along_window() {
+                Some(window) if window.count <= room => {
+                    room -= window.count;
+                    along.push((j, window));
+                }
+                _ => break,
+            }
+        }
+        along
+    }
+
+    /// What a probe read along (`along`, asked by [`Walk::along_of`]) of lane `i`'s probe:
+    /// the windows with tasks wait their turn, given before the next probe.
+    fn took_along(&mut self, i: usize, along: Vec<(usize, Along)>) {
+        let reads = self.lanes[i].take_along();
+        for ((j, window), read) in along.into_iter().zip(reads) {
+            if let Some(found) = self.lanes[j].took_along(&window, read) {
+                self.along.push_back((j, found));
+            }
+        }
+    }
+
+    /// A window read along with an earlier probe, in its turn: before any probe of normal's
+    /// lanes or of a lower lane (`picked`, the lane whose turn it would be), after a higher
+    /// lane's that woke meanwhile.
+    fn give_along(&mut self, picked: Option<usize>) -> Option<Vec<Probed>> {
+        let normal = Priority::Normal.rank();
+        let higher = picked.is_some_and(|i| self.lanes[i].lane().priority().rank() < normal);
+        if higher {
+            return None;
+        }
+        let (j, found) = self.along.pop_front()?;
+        self.current = j;
+        self.took(j);
+        Some(found)
     }
 
     /// Lists the key lanes: a walk for each new one, and the tails of those it knew.

@@ -1,6 +1,8 @@
 //! A probe: a window of a lane's numbers read in one multi-read, each task with its lease,
-//! beside the stat of the lane's parent (its tail), the tails of the other lanes, the stat of
-//! and `lanes/keys`.
+//! beside the stat of the lane's parent (its tail), the tails of the other lanes and the stat
+//! of `lanes/keys`. Windows of other key lanes may ride along in the same multi-read
+//! ([`Along`]): a key's lane often holds fewer tasks than a window, and a drain over 100 keys
+//! of 20 tasks each spent a probe per key where a drain without keys spent one per 32 tasks.
 
 use crate::queue::Probes;
 use zookeeper_client as zk;
@@ -10,6 +12,22 @@ use crate::error::{Error, Result};
 use crate::lane::{Lane, Priority};
 use crate::layout::lane_task_name;
 use crate::queue::reads::TaskRead;
+
+/// A window of another lane read along with a probe: `count` numbers from `from`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Along {
+    pub lane: Lane,
+    pub from: i64,
+    pub count: usize,
+}
+
+/// What a probe read of a lane along: its parent's tail and children, and its tasks.
+#[derive(Clone, Debug, Default)]
+pub struct AlongRead {
+    pub tail: i64,
+    pub children: usize,
+    pub found: Vec<Probed>,
+}
 
 impl Probes<'_> {
     /// Reads `count` numbers from `from` of the normal lane (`tasks/`) in one request.
@@ -29,11 +47,27 @@ impl Probes<'_> {
         from: i64,
         count: usize,
     ) -> Result<Probe> {
+        self.probe_along(lane, others, (from, count), &[]).await
+    }
+
+    /// As [`Probes::probe_in`], the windows `along` read in the same request (each with its
+    /// lane's parent); what they found is in [`Probe::along`].
+    pub async fn probe_along(
+        self,
+        lane: &Lane,
+        others: &[Lane],
+        (from, count): (i64, usize),
+        along: &[Along],
+    ) -> Result<Probe> {
         let tasks = self.layout().lane_tasks(lane);
         let mut reader = self.client().new_multi_reader();
         let mut paths = vec![tasks.clone(), self.layout().key_lanes()];
         paths.extend(others.iter().map(|p| self.layout().lane_tasks(p)));
         paths.extend(self.window_paths(lane, from, count));
+        for window in along {
+            paths.push(self.layout().lane_tasks(&window.lane));
+            paths.extend(self.window_paths(&window.lane, window.from, window.count));
+        }
         for path in &paths {
             reader
                 .add_get_data(path)
@@ -68,6 +102,9 @@ impl Probes<'_> {
             }
         }
         probe.found = self.window_read(lane, from, count, &mut results)?;
+        for window in along {
+            probe.along.push(self.along_read(window, &mut results)?);
+        }
         Ok(probe)
     }
 
@@ -94,6 +131,26 @@ impl Probes<'_> {
             }
         }
         Ok(found)
+    }
+
+    /// What a window read along found, from its reads: its lane's parent, then its numbers.
+    fn along_read(
+        &self,
+        window: &Along,
+        results: &mut impl Iterator<Item = zk::MultiReadResult>,
+    ) -> Result<AlongRead> {
+        let (tail, children) = match results.next() {
+            Some(zk::MultiReadResult::Data { stat, .. }) => {
+                (tail_of(&stat), stat.num_children as usize)
+            }
+            _ => (0, 0),
+        };
+        let found = self.window_read(&window.lane, window.from, window.count, results)?;
+        Ok(AlongRead {
+            tail,
+            children,
+            found,
+        })
     }
 
     /// One number's pair of reads; `None` when no task has that number.
