@@ -327,7 +327,7 @@ async fn reads_of(t: &TestQueue, names: &[String]) -> Vec<(String, Vec<u8>, zk::
     reads
 }
 
-/// Claims a task of `tenant-a` and frees its place: the key's gate and its parents exist from then on.
+/// Claims a task of `tenant-a` and frees its place: `t.queue` knows the key's gate from then on.
 async fn learn_gate(t: &TestQueue, restraints: &Restraints) {
     let mut first = claimed(claim(t, &publish(t, "tenant-a").await, restraints).await);
     t.queue.gates().free_slots(&first.take_slots()).await;

@@ -13,10 +13,10 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::gate::{GateWrite, Wanting};
+use super::gate_cache::Turns;
 use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::held::Lease;
 use super::outcome::TaskOutcome;
-use super::turns::Held;
 
 use super::pause::Paused;
 use super::slots::SlotShare;
@@ -98,11 +98,11 @@ impl Take {
 /// The gates a claim goes through: their rewrites, and this process's turn at them.
 struct GatePass {
     writes: Vec<GateWrite>,
-    _turns: Option<Held>,
+    _turns: Option<Turns>,
 }
 
 /// What came of a claim's multi-op: the outcomes known, and the tasks to take through the
-/// gates again when one of them had moved since it was read.
+/// gates again (read afresh) when one of them had moved since this process knew it.
 type Taken = (Vec<(usize, TaskOutcome)>, Option<Vec<(usize, Take)>>);
 
 /// What a run must not run, as it read it: paused event types (or the whole queue), and the
@@ -178,19 +178,19 @@ impl Queue {
                 }
             }
         }
-        // Through the gates as read; once more, read again, when one of them moved between
-        // the read and the multi-op (another consumer's admission).
+        // Through the gates as this process knows them; once more, read afresh, when one of
+        // them moved since (another consumer's admission).
         let mut tried: Option<Vec<usize>> = None;
-        let mut first = true;
+        let mut fresh = false;
         loop {
-            let gates = (self.gate(&mut takes, &mut outcomes, now, restraints)).await?;
+            let gates = (self.gate(&mut takes, &mut outcomes, now, restraints, fresh)).await?;
             tried.get_or_insert_with(|| takes.iter().map(|(i, _)| *i).collect());
-            let (done, again) = self.take_many(takes, gates, first).await?;
+            let (done, again) = self.take_many(takes, gates, !fresh).await?;
             for (index, outcome) in done {
                 outcomes[index] = Some(outcome);
             }
             match again {
-                Some(rest) if !rest.is_empty() => (takes, first) = (rest, false),
+                Some(rest) if !rest.is_empty() => (takes, fresh) = (rest, true),
                 _ => break,
             }
         }
@@ -199,7 +199,7 @@ impl Queue {
         Ok(outcomes)
     }
 
-    /// Takes `takes` through the gates of their routes: those
+    /// Takes `takes` through the gates of their routes (read afresh when `fresh`): those
     /// admitted get their slot (when the route caps tasks in flight) and stay; the others are
     /// answered [`TaskOutcome::Limited`] in `outcomes` and leave. Returns the gates'
     /// rewrites, whose `admitted` are indices in `outcomes`, with this process's turn at them.
@@ -209,6 +209,7 @@ impl Queue {
         outcomes: &mut [Option<TaskOutcome>],
         now: &ZkTime,
         restraints: &Restraints,
+        fresh: bool,
     ) -> Result<GatePass> {
         let tasks: Vec<Wanting> = takes
             .iter()
@@ -218,7 +219,10 @@ impl Queue {
                 (envelope.event_type.as_str(), t.name.as_str(), key)
             })
             .collect();
-        let gated = (self.gates().through_gates(&tasks, now, &restraints.limits)).await?;
+        let gated = (self
+            .gates()
+            .through_gates(&tasks, now, &restraints.limits, fresh))
+        .await?;
         for ((_, take), slots) in takes.iter_mut().zip(gated.slots) {
             take.slots = slots;
         }
@@ -267,13 +271,16 @@ impl Queue {
             // Until the multi-op is answered, its slots are in doubt (see `SlotsInDoubt`).
             let doubt = SlotsInDoubt::new(self, &slots);
             let committed = self.commit("claim", &multi).await;
-            if committed.is_ok() {
+            if committed.is_err() {
+                // Whether the gates' rewrites landed is not known.
+                gates.iter().for_each(|g| self.memory.gates.forget(&g.path));
+            } else {
                 doubt.answered();
             }
             let failed = match committed? {
                 Ok(results) => {
                     let takes = std::mem::take(&mut takes);
-                    outcomes.extend(claimed(&gates, slots, &results, takes, &paths)?);
+                    outcomes.extend(claimed(self, &gates, slots, &results, takes, &paths)?);
                     break;
                 }
                 Err(failed) => failed,
@@ -287,6 +294,7 @@ impl Queue {
                         self.gates().forget_gate_parents();
                     }
                     let gate = gates.remove(g);
+                    self.memory.gates.forget(&gate.path);
                     if may_regate {
                         return Ok((outcomes, Some(takes)));
                     }
@@ -315,6 +323,24 @@ impl Queue {
             takes.truncate(task);
         }
         Ok((outcomes, None))
+    }
+
+    /// What this process knows of `gates` after a claim's multi-op through them landed with
+    /// `results`: each at its new version, with the tasks of its slot (`slots`, per gate).
+    fn learn_gates(
+        &self,
+        gates: &[GateWrite],
+        results: &[zk::MultiWriteResult],
+        slots: &[(String, Vec<String>)],
+    ) {
+        for ((gate, result), (_, tasks)) in gates.iter().zip(results).zip(slots) {
+            let version = match result {
+                zk::MultiWriteResult::SetData { stat } => stat.version,
+                _ => 0,
+            };
+            let (base, took) = (gate.base, (tasks.len(), gate.bucket));
+            (self.memory.gates).admitted(&gate.path, base, version, took, gate.at_ms);
+        }
     }
 
     /// Task `task` of `takes` failed the claim's multi-op at its group's lock with `error`:
@@ -360,12 +386,14 @@ impl Queue {
 /// The outcomes of `takes` (at `paths`), whose claim's multi-op landed with `results`:
 /// each task taken, with its shares of the gates' `slots`.
 fn claimed(
+    queue: &Queue,
     gates: &[GateWrite],
     slots: Vec<(String, Vec<String>)>,
     results: &[zk::MultiWriteResult],
     takes: Vec<(usize, Take)>,
     paths: &[(String, String)],
 ) -> Result<Vec<(usize, TaskOutcome)>> {
+    queue.learn_gates(gates, results, &slots);
     let held = held_slots(gates, slots);
     let slot_ops = held.iter().flatten().count();
     let mut results = &results[gates.len() + slot_ops..];

@@ -439,10 +439,11 @@ impl Queue {
                 .flat_map(|e| e.slots.clone())
                 .collect();
             let mut shrinks = self.gates().shrinks(&shares).await?;
-            let renames = self.gates().slot_renames(&shrinks);
+            let (renames, freeing) = self.gates().slot_frees(&shrinks);
             let multi = call.multi(&tallies, &renames, &prefix);
             let failed = match self.commit(what, &multi).await? {
                 Ok(results) => {
+                    self.memory.gates.freed(&freeing);
                     shrinks.into_iter().for_each(Shrink::done);
                     for (i, tally) in tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
                         let mine = multi.results_of(&results, (*i, Part::Batch));

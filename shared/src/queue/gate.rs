@@ -13,8 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use super::gate_cache::{Known, Turns};
 use super::slots;
-use super::turns::Held;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
@@ -34,6 +34,11 @@ pub(super) struct GateWrite {
     pub(super) version: Option<i32>,
     /// The tasks admitted through it (indices in the caller's list).
     pub(super) admitted: Vec<usize>,
+    /// What the admission was worked out from, and the bucket it leaves (for `gate_cache`).
+    pub(super) base: Known,
+    pub(super) bucket: Option<Bucket>,
+    /// When it was worked out (ZooKeeper time, ms): the rewrite lands after.
+    pub(super) at_ms: i64,
     /// For a gate that caps tasks in flight, the name of the slot its admitted tasks hold
     /// together, after the count (see `slots`).
     pub(super) slot_tag: Option<String>,
@@ -52,17 +57,7 @@ pub(super) struct Gated {
     /// The tasks left out (indices in the caller's list), and when they may try again.
     pub(super) refused: Vec<(usize, i64)>,
     /// This process's turn at the gates, held until the claim's multi-op is answered.
-    pub(super) turns: Option<Held>,
-}
-
-/// A gate as a claim read it.
-#[derive(Clone, Copy, Debug)]
-struct GateRead {
-    /// The data version; `None` for a gate not made yet.
-    version: Option<i32>,
-    /// Slots held.
-    in_flight: usize,
-    bucket: Option<Bucket>,
+    pub(super) turns: Option<Turns>,
 }
 
 /// A gate some of the tasks go through: a route's, or a concurrency key's within a route.
@@ -85,13 +80,13 @@ impl Gate {
     }
 }
 
-/// Which of `tasks` tasks the gates refuse, as `read`, at `now_ms`, and when each refused may
+/// Which of `tasks` tasks the gates refuse, as `known`, at `now_ms`, and when each refused may
 /// try again: keys' gates decide first, the route's gate then counts only those they let
 /// through.
-fn refusals(gates: &[Gate], read: &[GateRead], tasks: usize, now_ms: i64) -> Vec<Option<i64>> {
+fn refusals(gates: &[Gate], known: &[Known], tasks: usize, now_ms: i64) -> Vec<Option<i64>> {
     let mut refused: Vec<Option<i64>> = vec![None; tasks];
     for phase in [true, false] {
-        for (gate, known) in gates.iter().zip(read).filter(|(g, _)| g.per_key == phase) {
+        for (gate, known) in gates.iter().zip(known).filter(|(g, _)| g.per_key == phase) {
             let wanting = gate.still_in(&refused);
             let admission = limit::admit(
                 &gate.limit,
@@ -113,13 +108,14 @@ impl Gates<'_> {
     /// Takes `tasks` through the gates of their routes, and of their concurrency keys where
     /// their route limits keys, under `limits`. A task is admitted when every gate it goes
     /// through lets it in, and each gate's bucket is charged for the tasks finally admitted.
-    /// The gates are read in one multi-read, under this process's turn at them (see
-    /// `turns`).
+    /// The gates are taken as this process last knew them (see `gate_cache`), read when it
+    /// knows nothing of one, when what it knows would refuse a task, or when `fresh`.
     pub(super) async fn through_gates(
         self,
         tasks: &[Wanting<'_>],
         now: &ZkTime,
         limits: &RouteLimits,
+        fresh: bool,
     ) -> Result<Gated> {
         let mut gated = Gated {
             slots: vec![Vec::new(); tasks.len()],
@@ -130,11 +126,19 @@ impl Gates<'_> {
             return Ok(gated);
         }
         let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
-        gated.turns = Some(self.memory.gate_turns.take(&paths).await);
+        gated.turns = Some(self.memory.gates.turns(&paths).await);
         let now_ms = now.now_ms();
-        let read = self.read_gates(&gates).await?;
-        let refused = refusals(&gates, &read, tasks.len(), now_ms);
-        for (gate, base) in gates.into_iter().zip(read) {
+        let cached = |path: &String| self.memory.gates.known(path, now_ms).filter(|_| !fresh);
+        let known: Vec<Option<Known>> = paths.iter().map(cached).collect();
+        let any_cached = known.iter().any(Option::is_some);
+        let mut known = self.read_gates(&gates, known).await?;
+        let mut refused = refusals(&gates, &known, tasks.len(), now_ms);
+        if any_cached && refused.iter().any(Option::is_some) {
+            // Others' slots may have gone since: what is known is read again before refusing.
+            known = self.read_gates(&gates, vec![None; gates.len()]).await?;
+            refused = refusals(&gates, &known, tasks.len(), now_ms);
+        }
+        for (gate, base) in gates.into_iter().zip(known) {
             let admitted = gate.still_in(&refused);
             if admitted.is_empty() {
                 continue;
@@ -159,6 +163,9 @@ impl Gates<'_> {
                 data: serde_json::to_vec(&data)?,
                 version: base.version,
                 admitted,
+                base,
+                bucket: admission.bucket,
+                at_ms: now_ms,
                 slot_tag,
             });
         }
@@ -168,6 +175,13 @@ impl Gates<'_> {
             .filter_map(|(pos, retry)| Some((pos, retry?)))
             .collect();
         Ok(gated)
+    }
+
+    /// The routes `limits` names that limit concurrency keys: a probe of a key's lane reads
+    /// that key's gates in them along with its window, so that a claim of the window's tasks
+    /// need not read them first.
+    pub fn prefetch_key_gates(&self, limits: &RouteLimits) {
+        self.memory.gates.set_key_routes(limits.key_routes());
     }
 
     /// Whether a claim of a task of `event_type` with concurrency key `key` goes through a
@@ -217,30 +231,43 @@ impl Gates<'_> {
         gates
     }
 
-    /// `gates` as read in one multi-read. A gate not made yet reads as empty, to be created by
-    /// the claim's multi-op (a new key costs no request of its own); its parents are made
-    /// first, once per process.
-    async fn read_gates(self, gates: &[Gate]) -> Result<Vec<GateRead>> {
-        let paths: Vec<String> = gates.iter().map(|g| g.path.clone()).collect();
-        let reads = self.read_with_children(&paths).await?;
+    /// What is known of `gates`: `known` where given, the rest read in one multi-read (and
+    /// known from then on). A gate not made yet reads as empty, to be created by the claim's
+    /// multi-op (a new key costs no request of its own); its parents are made first, once per
+    /// process.
+    async fn read_gates(self, gates: &[Gate], known: Vec<Option<Known>>) -> Result<Vec<Known>> {
+        let unknown: Vec<&Gate> = (gates.iter().zip(&known))
+            .filter(|(_, k)| k.is_none())
+            .map(|(g, _)| g)
+            .collect();
+        let paths: Vec<String> = unknown.iter().map(|g| g.path.clone()).collect();
+        let mut reads = self.read_with_children(&paths).await?.into_iter();
         let mut missing = Vec::new();
         let mut all = Vec::with_capacity(gates.len());
-        for (gate, read) in gates.iter().zip(reads) {
-            all.push(match read {
-                Some((data, stat, slots)) => GateRead {
-                    version: Some(stat.version),
-                    in_flight: slots::tasks_in_all(&slots),
-                    bucket: GateData::read(&data).bucket,
-                },
+        for (gate, known) in gates.iter().zip(known) {
+            if let Some(known) = known {
+                // Known not to be made yet (a probe found it missing): its parents may not be.
+                if known.version.is_none() {
+                    missing.push(gate);
+                }
+                all.push(known);
+                continue;
+            }
+            let read = reads.next().flatten();
+            let (version, in_flight, bucket, written_ms) = match read {
+                Some((data, stat, slots)) => (
+                    Some(stat.version),
+                    slots::tasks_in_all(&slots),
+                    GateData::read(&data).bucket,
+                    stat.mtime,
+                ),
                 None => {
                     missing.push(gate);
-                    GateRead {
-                        version: None,
-                        in_flight: 0,
-                        bucket: None,
-                    }
+                    (None, 0, None, 0)
                 }
-            });
+            };
+            let cache = &self.memory.gates;
+            all.push(cache.read(&gate.path, version, in_flight, bucket, written_ms));
         }
         let made = missing.iter().map(|gate| self.make_gate_parents(gate));
         futures::future::try_join_all(made).await?;

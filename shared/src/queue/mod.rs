@@ -21,7 +21,7 @@
 //!
 //! - [`Groups`] (`group_lock`, `place`): ordered groups' locks, and grouped tasks' places.
 //! - [`Keys`] (`keys`, `key_owner`, `key_expiry`): idempotency keys.
-//! - [`Gates`] (`gate`, `slots`, `slot_writes`, `key_gates`): limited routes'
+//! - [`Gates`] (`gate`, `gate_cache`, `slots`, `slot_writes`, `key_gates`): limited routes'
 //!   and concurrency keys' gates, and the slots claims hold in them.
 //! - [`KeyLanes`] (`key_lanes`): lanes made as publishes need them; key lanes listed.
 //! - [`Batches`] (`members`): batches' znodes, members, tallies and callbacks.
@@ -64,6 +64,7 @@ mod done;
 mod end;
 mod forward;
 mod gate;
+mod gate_cache;
 mod group_lock;
 mod held;
 mod holder;

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use super::dependents::EmptyAt;
+use super::gate_cache::GateCache;
 use super::turns::Turns;
 
 /// What the recipes remember in this process, each feature its own part, shared by every
@@ -27,8 +28,9 @@ pub(super) struct Memory {
     /// `gate`: parents of gates this process made or met (`limits/`, `concurrency/<route>`):
     /// a new gate is created in the claim's multi-op, under them.
     pub(super) gate_parents: Made,
-    /// `turns`: the turns of this process's claims at each gate.
-    pub(super) gate_turns: Turns,
+    /// `gate_cache`: what this process knows of the gates its claims go through, and their
+    /// turns.
+    pub(super) gates: GateCache,
     /// `turns`: the turns of this process's endings at each batch they count in.
     pub(super) batch_turns: Turns,
 }

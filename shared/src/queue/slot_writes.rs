@@ -6,6 +6,7 @@ use crate::queue::Gates;
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::gate_cache::Freeing;
 use super::ops::Multi;
 use super::slots::{self, Rename, Shrink, SlotShare, push_rename};
 use crate::error::{Error, Result};
@@ -39,9 +40,14 @@ impl Gates<'_> {
         Ok(locked.into_iter().filter_map(|l| l.shrink()).collect())
     }
 
-    /// What `shrinks` write: each slot's rename, in their order.
-    pub(super) fn slot_renames(&self, shrinks: &[Shrink]) -> Vec<Rename> {
-        shrinks.iter().map(Shrink::rename).collect()
+    /// What `shrinks` write (each slot's rename, in their order) and the frees they send,
+    /// under what this process knows of their gates (see `gate_cache`).
+    pub(super) fn slot_frees(&self, shrinks: &[Shrink]) -> (Vec<Rename>, Vec<Freeing>) {
+        let renames = shrinks.iter().map(Shrink::rename).collect();
+        let frees: Vec<(String, usize)> = (shrinks.iter())
+            .map(|s| (s.gate().to_string(), s.freed()))
+            .collect();
+        (renames, self.memory.gates.freeing(&frees))
     }
 
     /// Frees the places `shares` held in slots while their handlers ran: each slot renamed to
@@ -77,7 +83,7 @@ impl Gates<'_> {
             }
         };
         while !shrinks.is_empty() {
-            let renames = self.slot_renames(&shrinks);
+            let (renames, freeing) = self.slot_frees(&shrinks);
             let mut multi = Multi::new();
             for (k, rename) in renames.iter().enumerate() {
                 push_rename(&mut multi, k, rename);
@@ -85,6 +91,7 @@ impl Gates<'_> {
             let failed = match self.commit("free slot", &multi).await {
                 Ok(Ok(_)) => {
                     drop(multi);
+                    self.memory.gates.freed(&freeing);
                     shrinks.into_iter().for_each(Shrink::done);
                     return true;
                 }

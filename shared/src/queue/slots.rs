@@ -119,6 +119,7 @@ pub fn tasks_in_all(names: &[String]) -> usize {
 /// and the name it gets (none when no task is left). One dropped without being told what came
 /// of its write leaves the slot in doubt.
 pub(super) struct Shrink {
+    slot: Arc<Slot>,
     tasks: Vec<String>,
     pub(super) from: String,
     pub(super) to: Option<String>,
@@ -138,6 +139,15 @@ impl Shrink {
     /// Its write: the name the slot has, and the one it gets.
     pub(super) fn rename(&self) -> Rename {
         (self.from.clone(), self.to.clone())
+    }
+
+    /// How many tasks it frees.
+    pub(super) fn freed(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub(super) fn gate(&self) -> &str {
+        self.slot.gate()
     }
 
     /// The write landed: the slot stands for the tasks left.
@@ -246,6 +256,7 @@ impl Locked {
         Some(Shrink {
             from: self.slot.path(self.held.tasks.len()),
             to: (left > 0).then(|| self.slot.path(left)),
+            slot: self.slot,
             tasks: self.tasks,
             held: self.held,
             answered: false,
@@ -317,14 +328,14 @@ mod tests {
             (&two[0].from, two[0].to.clone()),
             (&full, Some(slot.path(1)))
         );
-        assert_eq!(two[0].tasks.len(), 2);
+        assert_eq!(two[0].freed(), 2);
         two.into_iter().for_each(Shrink::done);
 
         // A share freed already (a clone of its lease) writes nothing.
         assert!(shrinks(&[share(0)]).await.is_empty());
         let last = shrinks(&[share(1), share(1)]).await;
         assert_eq!((&last[0].from, &last[0].to), (&slot.path(1), &None));
-        assert_eq!(last[0].tasks.len(), 1);
+        assert_eq!(last[0].freed(), 1);
     }
 
     /// The slot's name under `gate`, as a listing of the gate gives it.

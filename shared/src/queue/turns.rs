@@ -1,22 +1,18 @@
-//! Writers of one process that write the same znode at the version they read take turns: a
-//! claim holds the turn of each gate it goes through from its read of the gate to its
-//! multi-op's answer (see `gate`), and an ending holds the turn of each batch whose counters
-//! it folds in (see `end`). Without turns, such writes sent together would read the same
-//! version, and all but one would fail at it and read again.
-//!
-//! (Gates' turns once came with what the process knew of each gate, so that a claim could skip
-//! the read. `make bench` measured no gain from it on the limited drains, 0.92-1.03x of plain
-//! with it and 0.98-1.04x without, and it went.)
+//! Endings of one process that count in the same batch take turns: each holds the turn of
+//! its batches from its read of them to its multi-op's answer (see `end`). Without turns,
+//! completions sent together would read the same version of the batch's counters, and all
+//! but one would fail at it and read again. (Claims take turns at a gate the same way, with
+//! what the process knows of the gate: `gate_cache`.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OwnedMutexGuard;
 
-/// Znodes whose turns are kept before the ones nobody is waiting at are let go.
+/// Batches whose turns are kept before the ones nobody is waiting at are let go.
 const KEPT: usize = 4096;
 
-/// One turn per znode (a gate's, a batch's path), shared by a queue's clones.
+/// One turn per batch (by its path), shared by a queue's clones.
 #[derive(Default)]
 pub(super) struct Turns(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
 
@@ -27,7 +23,7 @@ impl Turns {
     fn turn(&self, path: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut turns = self.0.lock().expect("not poisoned");
         if turns.len() >= KEPT && !turns.contains_key(path) {
-            // A worker that meets a new key now and then would otherwise keep every one.
+            // A worker that meets a new batch now and then would otherwise keep every one.
             turns.retain(|_, turn| Arc::strong_count(turn) > 1);
         }
         turns.entry(path.to_string()).or_default().clone()
@@ -52,12 +48,12 @@ mod tests {
     use super::*;
     use futures::FutureExt;
 
-    const GATE: &str = "/q/concurrency/r/k";
+    const BATCH: &str = "/q/batches/b";
 
     #[tokio::test]
     async fn writers_of_a_znode_take_turns() {
         let turns = Turns::default();
-        let (a, b) = (GATE.to_string(), "/q/limits/a".to_string());
+        let (a, b) = (BATCH.to_string(), "/q/batches/a".to_string());
         let first = turns.take(&[b.clone(), a]).await;
         assert!(
             turns
@@ -71,16 +67,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn gates_nobody_waits_at_are_let_go_past_the_limit() {
+    async fn batches_nobody_waits_at_are_let_go_past_the_limit() {
         let turns = Turns::default();
-        let busy = turns.take(&["/q/concurrency/r/k0".to_string()]).await;
+        let busy = turns.take(&["/q/batches/b0".to_string()]).await;
         for k in 1..KEPT {
-            drop(turns.take(&[format!("/q/concurrency/r/k{k}")]).await);
+            drop(turns.take(&[format!("/q/batches/b{k}")]).await);
         }
-        drop(turns.take(&["/q/concurrency/r/new".to_string()]).await);
+        drop(turns.take(&["/q/batches/new".to_string()]).await);
         let kept = turns.0.lock().unwrap();
         assert_eq!(kept.len(), 2, "the one in use and the new one");
-        assert!(kept.contains_key("/q/concurrency/r/k0"));
+        assert!(kept.contains_key("/q/batches/b0"));
         drop(busy);
     }
 }

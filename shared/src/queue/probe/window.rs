@@ -1,8 +1,9 @@
 //! A probe: a window of a lane's numbers read in one multi-read, each task with its lease,
-//! beside the stat of the lane's parent (its tail), the tails of the other lanes and the stat
-//! of `lanes/keys`. Windows of other key lanes may ride along in the same multi-read
-//! ([`Along`]): a key's lane often holds fewer tasks than a window, and a drain over 100 keys
-//! of 20 tasks each spent a probe per key where a drain without keys spent one per 32 tasks.
+//! beside the stat of the lane's parent (its tail), the tails of the other lanes, the stat of
+//! `lanes/keys`, and a key lane's gates. Windows of other key lanes may ride along in the
+//! same multi-read ([`Along`]): a key's lane often holds fewer tasks than a window, and a
+//! drain over 100 keys of 20 tasks each spent a probe per key where a drain without keys
+//! spent one per 32 tasks.
 
 use crate::queue::Probes;
 use zookeeper_client as zk;
@@ -51,7 +52,7 @@ impl Probes<'_> {
     }
 
     /// As [`Probes::probe_in`], the windows `along` read in the same request (each with its
-    /// lane's parent); what they found is in [`Probe::along`].
+    /// lane's parent and its key's gates); what they found is in [`Probe::along`].
     pub async fn probe_along(
         self,
         lane: &Lane,
@@ -72,6 +73,15 @@ impl Probes<'_> {
             reader
                 .add_get_data(path)
                 .map_err(|e| Error::zk("probe", path, e))?;
+        }
+        let mut gates = self.gates_to_prefetch(lane, count);
+        for window in along {
+            gates.extend(self.gates_to_prefetch(&window.lane, window.count));
+        }
+        for path in &gates {
+            let add = |e| Error::zk("probe", path, e);
+            reader.add_get_data(path).map_err(add)?;
+            reader.add_get_children(path).map_err(add)?;
         }
         let mut results = reader
             .commit()
@@ -104,6 +114,9 @@ impl Probes<'_> {
         probe.found = self.window_read(lane, from, count, &mut results)?;
         for window in along {
             probe.along.push(self.along_read(window, &mut results)?);
+        }
+        for gate in &gates {
+            self.prefetched_gate(gate, results.next(), results.next());
         }
         Ok(probe)
     }
@@ -151,6 +164,48 @@ impl Probes<'_> {
             children,
             found,
         })
+    }
+
+    /// The gates of a key lane's key a probe of `count` numbers reads along (see
+    /// `gate_cache`): the key's gate in each route that limits keys, so that the claim of the
+    /// window's tasks need not read them first.
+    fn gates_to_prefetch(&self, lane: &Lane, count: usize) -> Vec<String> {
+        let Lane::Key(key) = lane else {
+            return Vec::new();
+        };
+        if count == 0 {
+            return Vec::new();
+        }
+        (self.memory.gates.key_routes().iter())
+            .map(|route| format!("{}/{key}", self.layout().key_gates(route)))
+            .collect()
+    }
+
+    /// Learns gate `gate` from its data and children as a probe read them.
+    fn prefetched_gate(
+        &self,
+        gate: &str,
+        data: Option<zk::MultiReadResult>,
+        children: Option<zk::MultiReadResult>,
+    ) {
+        use zk::MultiReadResult::{Children, Data, Error as Failed};
+        match (data, children) {
+            (Some(Data { data, stat }), Some(Children { children })) => {
+                let bucket = crate::limit::GateData::read(&data).bucket;
+                let in_flight = crate::queue::slots::tasks_in_all(&children);
+                let version = Some(stat.version);
+                (self.memory.gates).prefetched(gate, version, in_flight, bucket, stat.mtime);
+            }
+            (
+                Some(Failed {
+                    err: zk::Error::NoNode,
+                }),
+                _,
+            ) => {
+                self.memory.gates.prefetched(gate, None, 0, None, 0);
+            }
+            _ => {}
+        }
     }
 
     /// One number's pair of reads; `None` when no task has that number.
