@@ -247,7 +247,8 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> DebounceF
     for probe in &published.probes {
         let delivered = by_id.get(probe.order.last.as_str()).map_or(&[][..], |l| l);
         let holder = holder_at(input, probe, delivered);
-        if let Some(wrong) = judge_probe(probe, delivered, &dead, holder) {
+        let replaced = published.replaced.contains(&probe.order.first);
+        if let Some(wrong) = judge_probe(probe, delivered, &dead, holder, replaced) {
             f.probe_violations.push(wrong);
         }
         let states = match probe.order.cancel {
@@ -276,12 +277,16 @@ fn holder_at(input: &Inputs, probe: &Probe, delivered: &[&Delivery]) -> Option<i
 }
 
 /// What is wrong with `probe`'s answers, given the deliveries of the envelope left, the ids
-/// of the dead letters, and the token of the claim held when it answered (see [`holder_at`]).
+/// of the dead letters, the token of the claim held when it answered (see [`holder_at`]), and
+/// whether the publishes' answers say the first envelope was replaced (one whose period ended
+/// before the next publish, as when a publish rode out an election, fired and ran: it was
+/// never replaced).
 fn judge_probe(
     probe: &Probe,
     delivered: &[&Delivery],
     dead: &HashSet<&str>,
     holder: Option<i64>,
+    first_replaced: bool,
 ) -> Option<String> {
     let (order, last) = (&probe.order, &probe.last);
     let who = format!("{} (key {})", order.last, order.key);
@@ -295,6 +300,7 @@ fn judge_probe(
         ));
     }
     if let Some(first) = &probe.first
+        && first_replaced
         && first.state != "not_found"
     {
         return Some(format!(
@@ -357,5 +363,39 @@ fn judge_probe(
         }
         "dead" => Some(format!("{who}: status found it dead")),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(first: &str) -> Probe {
+        let seen = |state: &str| Seen {
+            state: state.into(),
+            names_it: true,
+        };
+        Probe {
+            order: ProbeOrder {
+                key: "k".into(),
+                last: "last".into(),
+                first: "first".into(),
+                cancel: false,
+            },
+            last: seen("debounced"),
+            first: Some(seen(first)),
+            answered: Instant::now(),
+        }
+    }
+
+    /// A replaced envelope found by status is a violation; the first envelope of a key that
+    /// fired before the next publish (its answer replaced nothing) may be found completed.
+    #[test]
+    fn only_a_replaced_first_envelope_must_not_be_found() {
+        let dead = HashSet::new();
+        let completed = probe("completed");
+        assert!(judge_probe(&completed, &[], &dead, None, true).is_some());
+        assert!(judge_probe(&completed, &[], &dead, None, false).is_none());
+        assert!(judge_probe(&probe("not_found"), &[], &dead, None, true).is_none());
     }
 }
