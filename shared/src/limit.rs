@@ -106,6 +106,11 @@ impl RouteLimits {
         self.types.values().all(|l| !l.is_some()) && !self.default.is_some()
     }
 
+    /// Whether any route (or the default) limits concurrency keys.
+    pub fn limits_keys(&self) -> bool {
+        self.default.per_key.is_some() || self.types.values().any(|l| l.per_key.is_some())
+    }
+
     /// The routes (znode names under `concurrency/`) that limit concurrency keys.
     pub fn key_routes(&self) -> Vec<String> {
         let types = (self.types.iter())

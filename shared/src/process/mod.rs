@@ -153,7 +153,10 @@ async fn run_with<H: Handler>(
     let idle = start.idle();
     let debounced = start.debounced;
     let limits = handler.limits();
-    queue.gates().prefetch_key_gates(&limits);
+    // The gates' recipe only when a route limits concurrency keys.
+    if limits.limits_keys() {
+        queue.gates().prefetch_key_gates(&limits);
+    }
     let (restraints, head) = restraints_from(start, handler.on_dead_policy(), limits);
     if idle {
         report.queue_paused = restraints.paused.queue.is_some();

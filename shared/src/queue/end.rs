@@ -438,12 +438,18 @@ impl Queue {
             let shares: Vec<SlotShare> = (call.endings.iter())
                 .flat_map(|e| e.slots.clone())
                 .collect();
-            let mut shrinks = self.gates().shrinks(&shares).await?;
-            let (renames, freeing) = self.gates().slot_frees(&shrinks);
+            // The gates' recipe only when a task holds a slot.
+            let (mut shrinks, mut renames, mut freeing) = Default::default();
+            if !shares.is_empty() {
+                shrinks = self.gates().shrinks(&shares).await?;
+                (renames, freeing) = self.gates().slot_frees(&shrinks);
+            }
             let multi = call.multi(&tallies, &renames, &prefix);
             let failed = match self.commit(what, &multi).await? {
                 Ok(results) => {
-                    self.memory.gates.freed(&freeing);
+                    if !freeing.is_empty() {
+                        self.memory.gates.freed(&freeing);
+                    }
                     shrinks.into_iter().for_each(Shrink::done);
                     for (i, tally) in tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
                         let mine = multi.results_of(&results, (*i, Part::Batch));
