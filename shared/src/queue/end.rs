@@ -415,19 +415,20 @@ impl Queue {
     /// the part or the task that failed a try, until it lands; `what` names it in errors.
     pub(super) async fn end(&self, what: &'static str, endings: Vec<Ending>) -> Result<Ended> {
         let names = batch_names(&endings);
-        // The batches' counters are written at the version read: endings of this process
-        // that count in the same batch take turns, from that read to their answer.
-        let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
-        let _turns = self.memory.batch_turns.take(&paths).await;
+        // Batches are read only when a task is a member of one. Their counters are written at
+        // the version read: endings of this process that count in the same batch take turns,
+        // from that read to their answer.
+        let (_turns, batches) = if names.is_empty() {
+            (None, Default::default())
+        } else {
+            let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
+            let turns = self.memory.batch_turns.take(&paths).await;
+            (Some(turns), self.batches().settling_batches(&names).await?)
+        };
         let mut call = Call {
             what,
             settled: Vec::with_capacity(endings.len()),
-            // Batches are read only when a task is a member of one.
-            batches: if names.is_empty() {
-                Default::default()
-            } else {
-                self.batches().settling_batches(&names).await?
-            },
+            batches,
             covered: self.dependencies().no_children(),
             rereads: Rereads::default(),
             endings,
