@@ -16,12 +16,13 @@ use std::collections::{HashMap, HashSet};
 
 use zookeeper_client as zk;
 
+use super::Queue;
 use super::debounce::DebounceWrite;
 use super::keys::{KeyState, KeyedWrite, Published, created_name};
 use super::members::Join;
-use super::ops::{Failed, Multi, Op, Part};
+use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::parents::{ChildPlan, Earlier};
-use super::write::Tries;
+use super::write::{self, Next, Tries, Write};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, encode_segment};
 use crate::task::Envelope;
@@ -93,49 +94,14 @@ impl AllOrNothing<'_> {
     /// their keys kept changing (taken, or a debounced key published or fired), or their
     /// parents (settled or moved), through the tries.
     pub(super) async fn try_batch(self, envelopes: &[Envelope]) -> Result<Option<Vec<Published>>> {
-        let joining = envelopes.iter().any(|e| e.batch.is_some());
-        let children = envelopes.iter().any(|e| !e.after.is_empty());
-        // A few tries for keys taken or base paths made meanwhile, more for batches' counters
-        // and parents that other writers change.
-        let few = Tries::Few.most();
-        let tries = few
-            + if joining { Tries::Contended.most() } else { 0 }
-            + if children { few } else { 0 };
-        for attempt in 0..tries {
-            if joining && attempt > 0 {
-                super::write::pause(attempt).await;
-            }
-            let items = self.batch_items(envelopes).await?;
-            // The batches its items join: their totals raised in the same multi-op.
-            let joins = self.batches().batch_joins(envelopes).await?;
-            // Each item's task goes to the tail of its lane.
-            let lanes: Vec<_> = envelopes.iter().map(Envelope::lane).collect();
-            self.key_lanes().ensure_lanes(&lanes).await?;
-            let prefixes: Vec<String> =
-                lanes.iter().map(|l| self.layout().lane_prefix(l)).collect();
-            let multi = batch_multi(&items, &prefixes, &joins);
-            if multi.is_empty() {
-                return Ok(Some(answers(envelopes, items, &[])));
-            }
-            match self.commit("publish batch", &multi).await? {
-                Ok(results) => {
-                    let mut names = Vec::with_capacity(items.len());
-                    for (i, item) in items.iter().enumerate() {
-                        names.push(match item {
-                            Item::Plain(_) | Item::Keyed(_) | Item::Child(ChildPlan::Lane(_)) => {
-                                let created = multi.result(&results, (i, Part::NewTask));
-                                Some(created_name(created, &prefixes[i])?)
-                            }
-                            _ => None,
-                        });
-                    }
-                    self.batch_landed(&items, &names).await?;
-                    return Ok(Some(answers(envelopes, items, &names)));
-                }
-                Err(failed) => self.batch_failed(envelopes, &items, failed).await?,
-            }
-        }
-        Ok(None)
+        let publish = PublishBatch {
+            envelopes,
+            joining: envelopes.iter().any(|e| e.batch.is_some()),
+            items: Vec::new(),
+            joins: Vec::new(),
+            prefixes: Vec::new(),
+        };
+        write::run(&self, publish).await
     }
 
     /// After a batch's multi-op landed: its keys named with their tasks, the letters of its
@@ -335,6 +301,85 @@ impl AllOrNothing<'_> {
             }
         }
         Ok(taken)
+    }
+}
+
+/// A batch published in one multi-op (see [`AllOrNothing::try_batch`]): its items, the
+/// batches they join and their lanes, read anew at each try. Keys taken or base paths made
+/// meanwhile take a few tries; batches' counters and parents, which other writers change, more.
+struct PublishBatch<'e> {
+    envelopes: &'e [Envelope],
+    /// Whether an item joins a batch: a try that failed pauses before the next.
+    joining: bool,
+    items: Vec<Item>,
+    joins: Vec<Join>,
+    /// The tail of each item's lane.
+    prefixes: Vec<String>,
+}
+
+impl Write for PublishBatch<'_> {
+    type Tag = (usize, Part);
+    type Out = Option<Vec<Published>>;
+    const WHAT: &'static str = "publish batch";
+    const TRIES: Tries = Tries::Contended;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<Self::Out>> {
+        let envelopes = self.envelopes;
+        self.items = queue.all_or_nothing().batch_items(envelopes).await?;
+        // The batches its items join: their totals raised in the same multi-op.
+        self.joins = queue.batches().batch_joins(envelopes).await?;
+        // Each item's task goes to the tail of its lane.
+        let lanes: Vec<_> = envelopes.iter().map(Envelope::lane).collect();
+        queue.key_lanes().ensure_lanes(&lanes).await?;
+        self.prefixes = (lanes.iter())
+            .map(|l| queue.layout().lane_prefix(l))
+            .collect();
+        if batch_multi(&self.items, &self.prefixes, &self.joins).is_empty() {
+            let items = std::mem::take(&mut self.items);
+            return Ok(Some(Some(answers(envelopes, items, &[]))));
+        }
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, (usize, Part)>) {
+        *multi = batch_multi(&self.items, &self.prefixes, &self.joins);
+    }
+
+    async fn landed(self, queue: &Queue, landed: Landed<(usize, Part)>) -> Result<Self::Out> {
+        let mut names = Vec::with_capacity(self.items.len());
+        for (i, item) in self.items.iter().enumerate() {
+            names.push(match item {
+                Item::Plain(_) | Item::Keyed(_) | Item::Child(ChildPlan::Lane(_)) => {
+                    let created = landed.result((i, Part::NewTask));
+                    Some(created_name(created, &self.prefixes[i])?)
+                }
+                _ => None,
+            });
+        }
+        let all = queue.all_or_nothing();
+        all.batch_landed(&self.items, &names).await?;
+        Ok(Some(answers(self.envelopes, self.items, &names)))
+    }
+
+    async fn failed(
+        &mut self,
+        queue: &Queue,
+        failed: Failed<(usize, Part)>,
+    ) -> Result<Next<Self::Out>> {
+        let all = queue.all_or_nothing();
+        all.batch_failed(self.envelopes, &self.items, failed)
+            .await?;
+        Ok(if self.joining {
+            Next::Pause
+        } else {
+            Next::Again
+        })
+    }
+
+    /// Its keys kept changing (taken, or a debounced key published or fired), or its parents
+    /// (settled or moved), through the tries.
+    fn exhausted(&self) -> Result<Self::Out> {
+        Ok(None)
     }
 }
 

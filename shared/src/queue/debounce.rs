@@ -15,7 +15,7 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::ops::{Failed, Multi, Op, Part};
+use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::place::PlaceWrite;
 use super::write::{Next, Tries, Write};
 use crate::error::{Error, Result};
@@ -270,12 +270,7 @@ impl Write for PublishDebounced<'_> {
         }
     }
 
-    async fn landed(
-        &self,
-        _: &Queue,
-        _: &Multi<'_, Part>,
-        _: &[zk::MultiWriteResult],
-    ) -> Result<Debounced> {
+    async fn landed(self, _: &Queue, _: Landed<Part>) -> Result<Debounced> {
         Ok(self.write.as_ref().expect("a try reads first").answer())
     }
 

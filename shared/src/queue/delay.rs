@@ -18,7 +18,9 @@
 
 use zookeeper_client as zk;
 
-use super::ops::{Multi, Op, Part};
+use super::Queue;
+use super::ops::{Failed, Landed, Multi, Op, Part};
+use super::write::{self, Next, Tries, Write};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::delay_bucket_of;
@@ -61,31 +63,16 @@ impl Delays<'_> {
     /// with `body` as it is.
     pub async fn defer(self, name: &str, body: &[u8], version: i32, due: i64) -> Result<Deferred> {
         let bucket = delay_bucket_of(due);
-        let waiting = self.layout().delayed_task(bucket, &waiting_name(due, name));
-        let guard = LeaseData::new(self.consumer_id()).to_bytes();
-        let (lease_path, task_path) = (self.layout().lease(name), self.layout().task(name));
-        for first in [true, false] {
-            self.ensure_bucket(bucket).await?;
-            let mut multi = Multi::new();
-            multi
-                .push(Part::Guard, Op::Create(&lease_path, &guard))
-                .push(Part::Waiting, Op::Create(&waiting, body))
-                .push(Part::Task, Op::Delete(&task_path, version))
-                .push(Part::Guard, Op::Delete(&lease_path, -1));
-            let failed = match self.commit("defer", &multi).await? {
-                Ok(_) => return Ok(Deferred::Moved),
-                Err(failed) => failed,
-            };
-            use zk::Error::{BadVersion, NoNode, NodeExists};
-            return Ok(match (failed.tag, &failed.error) {
-                // The bucket was promoted away between its creation and this: once more.
-                (Part::Waiting, NoNode) if first => continue,
-                (Part::Guard, NodeExists) | (Part::Task, BadVersion) => Deferred::Taken,
-                (Part::Waiting, NodeExists) | (Part::Task, NoNode) => Deferred::Gone,
-                _ => return Err(failed.unexpected("defer")),
-            });
-        }
-        Ok(Deferred::Taken)
+        let defer = Defer {
+            bucket,
+            waiting: self.layout().delayed_task(bucket, &waiting_name(due, name)),
+            guard: LeaseData::new(self.consumer_id()).to_bytes(),
+            lease_path: self.layout().lease(name),
+            task_path: self.layout().task(name),
+            version,
+            body,
+        };
+        write::run(&self, defer).await
     }
 
     pub(super) async fn ensure_bucket(self, bucket: i64) -> Result<()> {
@@ -247,6 +234,58 @@ impl Delays<'_> {
             }
             Err(failed) => Err(failed.unexpected(what)),
         }
+    }
+}
+
+/// A task not due yet moved under `delayed/` (see [`Delays::defer`]), with a guard lease
+/// created and deleted around it: the multi-op fails when someone holds the task.
+struct Defer<'b> {
+    bucket: i64,
+    waiting: String,
+    guard: Vec<u8>,
+    lease_path: String,
+    task_path: String,
+    /// The task's version, as read.
+    version: i32,
+    body: &'b [u8],
+}
+
+impl Write for Defer<'_> {
+    type Tag = Part;
+    type Out = Deferred;
+    const WHAT: &'static str = "defer";
+    const TRIES: Tries = Tries::Few;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<Deferred>> {
+        queue.delays().ensure_bucket(self.bucket).await?;
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        multi
+            .push(Part::Guard, Op::Create(&self.lease_path, &self.guard))
+            .push(Part::Waiting, Op::Create(&self.waiting, self.body))
+            .push(Part::Task, Op::Delete(&self.task_path, self.version))
+            .push(Part::Guard, Op::Delete(&self.lease_path, -1));
+    }
+
+    async fn landed(self, _: &Queue, _: Landed<Part>) -> Result<Deferred> {
+        Ok(Deferred::Moved)
+    }
+
+    async fn failed(&mut self, _: &Queue, failed: Failed<Part>) -> Result<Next<Deferred>> {
+        use zk::Error::{BadVersion, NoNode, NodeExists};
+        Ok(match (failed.tag, &failed.error) {
+            // The bucket was promoted away between its creation and this: made again.
+            (Part::Waiting, NoNode) => Next::Again,
+            (Part::Guard, NodeExists) | (Part::Task, BadVersion) => Next::Stop(Deferred::Taken),
+            (Part::Waiting, NodeExists) | (Part::Task, NoNode) => Next::Stop(Deferred::Gone),
+            _ => return Err(failed.unexpected(Self::WHAT)),
+        })
+    }
+
+    fn exhausted(&self) -> Result<Deferred> {
+        Ok(Deferred::Taken)
     }
 }
 

@@ -27,15 +27,16 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::done::DoneWrite;
+use super::gate_cache::Freeing;
 use super::group_lock::Release;
 use super::held::{Lease, Settled};
 use super::key_owner::{CompletedKey, OwnedKey};
 use super::marker::{MarkerWrite, NoChildren};
 use super::members::{BatchesSeen, Tally, tally};
-use super::ops::{Failed, Multi, Op, Part};
+use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::DeadLetter;
 use super::slots::{Rename, Shrink, SlotShare, push_rename};
-use super::write::Tries;
+use super::write::{self, Next, Tries, Write};
 use crate::error::Result;
 
 /// Re-reads of batches, and of markers (or of `dependents/`), one call may make when other
@@ -316,8 +317,8 @@ fn batch_names(endings: &[Ending]) -> Vec<String> {
     names
 }
 
-/// One call of [`Queue::end`]: the endings still to commit, how the others came out, and
-/// what its tries read.
+/// One call of [`Queue::end`], as a [`Write`]: the endings still to commit, how the others
+/// came out, what its tries read, and what this try writes besides the endings.
 struct Call {
     what: &'static str,
     endings: Vec<Ending>,
@@ -325,32 +326,105 @@ struct Call {
     batches: BatchesSeen,
     covered: Option<NoChildren>,
     rereads: Rereads,
+    /// Where batches' callbacks go.
+    prefix: String,
+    /// This try's batch tallies, by the index of each batch's first member.
+    tallies: Vec<(usize, Tally)>,
+    /// This try's slot writes: the shrinks locked, their renames, the frees they send.
+    shrinks: Vec<Shrink>,
+    renames: Vec<Rename>,
+    freeing: Vec<Freeing>,
 }
 
-impl Call {
-    /// This try's multi-op: the check standing for every marker, each ending's part, the
-    /// batches' tallies (`prefix`: where their callbacks go), the slots' renames.
-    fn multi<'a>(
-        &'a self,
-        tallies: &'a [(usize, Tally)],
-        renames: &'a [Rename],
-        prefix: &'a str,
-    ) -> Multi<'a, (usize, Part)> {
-        let mut multi = Multi::new();
+impl Write for Call {
+    type Tag = (usize, Part);
+    type Out = Ended;
+    const WHAT: &'static str = "end";
+    const TRIES: Tries = Tries::Answers;
+
+    fn what(&self) -> &'static str {
+        self.what
+    }
+
+    /// The batches' tallies and the slots' renames of this try; done when no ending is left.
+    async fn read(&mut self, queue: &Queue) -> Result<Option<Ended>> {
+        if self.endings.is_empty() {
+            let settled = std::mem::take(&mut self.settled);
+            return Ok(Some(Ended {
+                settled,
+                markers: Vec::new(),
+            }));
+        }
+        self.tallies = queue.end_tallies(&self.endings, &self.batches);
+        let shares: Vec<SlotShare> = (self.endings.iter())
+            .flat_map(|e| e.slots.clone())
+            .collect();
+        // The gates' recipe only when a task holds a slot.
+        if !shares.is_empty() {
+            self.shrinks = queue.gates().shrinks(&shares).await?;
+            (self.renames, self.freeing) = queue.gates().slot_frees(&self.shrinks);
+        }
+        Ok(None)
+    }
+
+    /// The check standing for every marker, each ending's part, the batches' tallies, the
+    /// slots' renames.
+    fn build<'a>(&'a self, multi: &mut Multi<'a, (usize, Part)>) {
         // One check of `dependents/` stands for every task's marker (see `dependents`).
         if let Some(covered) = &self.covered {
-            covered.push(&mut multi, (COVERED, Part::Dependents));
+            covered.push(multi, (COVERED, Part::Dependents));
         }
         for (i, ending) in self.endings.iter().enumerate() {
-            ending.push(&mut multi, i, self.covered.is_some());
+            ending.push(multi, i, self.covered.is_some());
         }
-        for (i, tally) in tallies {
-            tally.push(&mut multi, (*i, Part::Batch), prefix);
+        for (i, tally) in &self.tallies {
+            tally.push(multi, (*i, Part::Batch), &self.prefix);
         }
-        for (k, rename) in renames.iter().enumerate() {
-            push_rename(&mut multi, (k, Part::Slot), rename);
+        for (k, rename) in self.renames.iter().enumerate() {
+            push_rename(multi, (k, Part::Slot), rename);
         }
-        multi
+    }
+
+    /// The batches' callbacks named, the slots freed, each ended task's letter logged and
+    /// forwarded, its marker kept.
+    async fn landed(self, queue: &Queue, landed: Landed<(usize, Part)>) -> Result<Ended> {
+        for (i, tally) in self.tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
+            let mine = landed.results_of((*i, Part::Batch));
+            queue.batches().name_callback(tally, mine).await;
+        }
+        if !self.freeing.is_empty() {
+            queue.memory.gates.freed(&self.freeing);
+        }
+        self.shrinks.into_iter().for_each(Shrink::done);
+        Ok(queue.ended(self.endings, self.settled).await)
+    }
+
+    /// A slot gone with the session that made it (one replaced while the handler ran): its
+    /// tasks hold nothing any more. Else the ending whose part failed is answered (see
+    /// [`answer`]). Nothing else of the multi-op landed.
+    async fn failed(
+        &mut self,
+        queue: &Queue,
+        failed: Failed<(usize, Part)>,
+    ) -> Result<Next<Ended>> {
+        let mut shrinks = std::mem::take(&mut self.shrinks);
+        (self.renames, self.freeing) = Default::default();
+        if failed.tag.1 == Part::Slot {
+            if failed.error != zk::Error::NoNode {
+                let (slot, error) = (&failed.path, &failed.error);
+                tracing::warn!(%slot, %error, "slot left to its session's end");
+            }
+            shrinks.remove(failed.tag.0).gone();
+        }
+        shrinks.into_iter().for_each(Shrink::unchanged);
+        if failed.tag.1 != Part::Slot {
+            self.after_failure(queue, failed).await?;
+        }
+        Ok(Next::Again)
+    }
+
+    fn exhausted(&self) -> Result<Ended> {
+        unreachable!("an ending's answers bound its tries")
     }
 }
 
@@ -425,61 +499,20 @@ impl Queue {
             let turns = self.memory.batch_turns.take(&paths).await;
             (Some(turns), self.batches().settling_batches(&names).await?)
         };
-        let mut call = Call {
+        let call = Call {
             what,
             settled: Vec::with_capacity(endings.len()),
             batches,
             covered: self.dependencies().no_children(),
             rereads: Rereads::default(),
             endings,
+            prefix: self.layout().lane_prefix(&crate::lane::Lane::NORMAL),
+            tallies: Vec::new(),
+            shrinks: Vec::new(),
+            renames: Vec::new(),
+            freeing: Vec::new(),
         };
-        let prefix = self.layout().lane_prefix(&crate::lane::Lane::NORMAL);
-        while !call.endings.is_empty() {
-            let tallies = self.end_tallies(&call.endings, &call.batches);
-            let shares: Vec<SlotShare> = (call.endings.iter())
-                .flat_map(|e| e.slots.clone())
-                .collect();
-            // The gates' recipe only when a task holds a slot.
-            let (mut shrinks, mut renames, mut freeing) = Default::default();
-            if !shares.is_empty() {
-                shrinks = self.gates().shrinks(&shares).await?;
-                (renames, freeing) = self.gates().slot_frees(&shrinks);
-            }
-            let multi = call.multi(&tallies, &renames, &prefix);
-            let failed = match self.commit(what, &multi).await? {
-                Ok(results) => {
-                    if !freeing.is_empty() {
-                        self.memory.gates.freed(&freeing);
-                    }
-                    shrinks.into_iter().for_each(Shrink::done);
-                    for (i, tally) in tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
-                        let mine = multi.results_of(&results, (*i, Part::Batch));
-                        self.batches().name_callback(tally, mine).await;
-                    }
-                    drop(multi);
-                    return Ok(self.ended(call.endings, call.settled).await);
-                }
-                Err(failed) => failed,
-            };
-            drop(multi);
-            // A slot gone with the session that made it (one replaced while the handler ran):
-            // its tasks hold nothing any more. Nothing else of the multi-op landed.
-            if failed.tag.1 == Part::Slot {
-                if failed.error != zk::Error::NoNode {
-                    let (slot, error) = (&failed.path, &failed.error);
-                    tracing::warn!(%slot, %error, "slot left to its session's end");
-                }
-                shrinks.remove(failed.tag.0).gone();
-            }
-            shrinks.into_iter().for_each(Shrink::unchanged);
-            if failed.tag.1 != Part::Slot {
-                call.after_failure(self, failed).await?;
-            }
-        }
-        Ok(Ended {
-            settled: call.settled,
-            markers: Vec::new(),
-        })
+        write::run(self, call).await
     }
 
     /// What ending `endings` writes to their batches: by the index of each batch's first

@@ -18,7 +18,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::delay::waiting_name;
 use super::held::{Lease, Settled};
-use super::ops::{Failed, Multi, Op, Part};
+use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::short;
 use super::write::{Next, Tries, Write};
 use crate::clock::ZkTime;
@@ -222,12 +222,7 @@ impl Write for Release {
             .push(Part::Mark, Op::Delete(&self.mark, -1));
     }
 
-    async fn landed(
-        &self,
-        _: &Queue,
-        _: &Multi<'_, Part>,
-        _: &[zk::MultiWriteResult],
-    ) -> Result<Settled> {
+    async fn landed(self, _: &Queue, _: Landed<Part>) -> Result<Settled> {
         Ok(Settled::Done)
     }
 

@@ -17,7 +17,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
-use super::ops::{Multi, Op, Part};
+use super::Queue;
+use super::ops::{Failed, Landed, Multi, Op, Part};
+use super::write::{self, Next, Tries, Write};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::task::Envelope;
@@ -151,9 +153,6 @@ impl Published {
     }
 }
 
-/// Re-reads of its batch a redrive of a batch member may make when others keep changing it.
-const BATCH_REREADS: usize = 64;
-
 impl Keys<'_> {
     pub(super) async fn publish_one(self, envelope: &Envelope) -> Result<Published> {
         if !envelope.after.is_empty() {
@@ -207,34 +206,7 @@ impl Keys<'_> {
         let prefix = self
             .layout()
             .lane_prefix(&self.key_lanes().lane_for(envelope).await?);
-        for _ in 0..3 {
-            let mut multi = Multi::new();
-            multi
-                .push(Part::Key, Op::Create(&write.key_path, &write.unnamed))
-                .push(Part::NewTask, Op::CreateSequential(&prefix, &write.body));
-            match self.commit("publish", &multi).await? {
-                Ok(results) => {
-                    let task = created_name(multi.result(&results, Part::NewTask), &prefix)?;
-                    self.name_key(&write, &task).await?;
-                    return Ok(Published::Created { id: write.id, task });
-                }
-                Err(failed) => match (failed.tag, &failed.error) {
-                    (Part::Key, zk::Error::NodeExists) => {
-                        if let Some(existing) = self.existing(&write.key_path).await? {
-                            return Ok(existing);
-                        }
-                    }
-                    (Part::Key, zk::Error::NoNode) => {
-                        self.cancels().ensure_parent(&self.layout().keys()).await?
-                    }
-                    _ => return Err(failed.unexpected("publish")),
-                },
-            }
-        }
-        Err(Error::Unreadable {
-            path: write.key_path,
-            problem: "the key kept changing while it was published; try again".into(),
-        })
+        write::run(&self, PublishKeyed { write, prefix }).await
     }
 
     /// Queues a dead letter's task again (the letter read at `dead` at `version`): `body` as
@@ -260,7 +232,7 @@ impl Keys<'_> {
             crate::task::Body::Envelope(e) => e.batch,
             _ => None,
         };
-        let mut seen = match &batch {
+        let seen = match &batch {
             Some(b) => self.batches().read_batch(b).await?,
             None => None,
         };
@@ -268,54 +240,18 @@ impl Keys<'_> {
         let letter = dead.rsplit('/').next().unwrap_or(dead);
         let letter =
             (letter.split_once(crate::layout::DEAD_NAME_SUFFIX)).map_or(letter, |(task, _)| task);
-        for _ in 0..3 + BATCH_REREADS {
-            // A member of a batch not over yet is pending in it again.
-            let rejoin = (seen.clone()).and_then(|(mut state, v)| {
-                let path = self.layout().batch(&state.name);
-                state.rejoin(letter).then(|| (path, state.to_bytes(), v))
-            });
-            let mut multi = Multi::new();
-            multi.push(Part::Record, Op::Delete(dead, version));
-            if let Some((path, data, v)) = &rejoin {
-                multi.push(Part::Batch, Op::Set(path, data, *v));
-            }
-            if let Some(w) = &write {
-                multi.push(Part::Key, Op::Create(&w.key_path, &w.unnamed));
-            }
-            multi.push(Part::NewTask, Op::CreateSequential(&prefix, body));
-            let failed = match self.commit("redrive", &multi).await? {
-                Ok(results) => {
-                    let task = created_name(multi.result(&results, Part::NewTask), &prefix)?;
-                    if let Some(w) = &write {
-                        self.name_key(w, &task).await?;
-                    }
-                    return Ok(Some(Requeued::Created(task)));
-                }
-                Err(failed) => failed,
-            };
-            match (failed.tag, &failed.error, &write) {
-                (Part::Record, zk::Error::NoNode | zk::Error::BadVersion, _) => return Ok(None),
-                (Part::Batch, zk::Error::NoNode | zk::Error::BadVersion, _) => {
-                    seen = self
-                        .batches()
-                        .read_batch(batch.as_deref().unwrap_or_default())
-                        .await?;
-                }
-                (Part::Key, zk::Error::NodeExists, Some(w)) => {
-                    if let Some(existing) = self.existing(&w.key_path).await? {
-                        return Ok(Some(Requeued::KeyTaken(existing)));
-                    }
-                }
-                (Part::Key, zk::Error::NoNode, _) => {
-                    self.cancels().ensure_parent(&self.layout().keys()).await?
-                }
-                _ => return Err(failed.unexpected("redrive")),
-            }
-        }
-        Err(Error::Unreadable {
-            path: write.map_or_else(|| dead.to_string(), |w| w.key_path),
-            problem: "the key kept changing while the dead letter was redriven; try again".into(),
-        })
+        let redrive = Redrive {
+            dead,
+            version,
+            letter,
+            body,
+            key: write.as_ref(),
+            prefix,
+            batch,
+            seen,
+            rejoin: None,
+        };
+        write::run(&self, redrive).await
     }
 
     /// What publishing `envelope` with `key` writes: the key znode (without its task's name,
@@ -430,5 +366,156 @@ pub(super) fn created_name(result: Option<&zk::MultiWriteResult>, prefix: &str) 
                 zk::Error::UnexpectedError(msg),
             ))
         }
+    }
+}
+
+/// A keyed publish: the key and the task created in one multi-op.
+struct PublishKeyed {
+    write: KeyedWrite,
+    /// The tail of its lane.
+    prefix: String,
+}
+
+impl Write for PublishKeyed {
+    type Tag = Part;
+    type Out = Published;
+    const WHAT: &'static str = "publish";
+    const TRIES: Tries = Tries::Few;
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        multi
+            .push(
+                Part::Key,
+                Op::Create(&self.write.key_path, &self.write.unnamed),
+            )
+            .push(
+                Part::NewTask,
+                Op::CreateSequential(&self.prefix, &self.write.body),
+            );
+    }
+
+    async fn landed(self, queue: &Queue, landed: Landed<Part>) -> Result<Published> {
+        let task = created_name(landed.result(Part::NewTask), &self.prefix)?;
+        queue.keys().name_key(&self.write, &task).await?;
+        let id = self.write.id.clone();
+        Ok(Published::Created { id, task })
+    }
+
+    /// The key taken: the task that has it (read again when it went meanwhile); `keys/` gone:
+    /// made again.
+    async fn failed(&mut self, queue: &Queue, failed: Failed<Part>) -> Result<Next<Published>> {
+        match (failed.tag, &failed.error) {
+            (Part::Key, zk::Error::NodeExists) => {
+                Ok(match queue.keys().existing(&self.write.key_path).await? {
+                    Some(existing) => Next::Stop(existing),
+                    None => Next::Again,
+                })
+            }
+            (Part::Key, zk::Error::NoNode) => {
+                queue
+                    .cancels()
+                    .ensure_parent(&queue.layout().keys())
+                    .await?;
+                Ok(Next::Again)
+            }
+            _ => Err(failed.unexpected(Self::WHAT)),
+        }
+    }
+
+    fn exhausted(&self) -> Result<Published> {
+        Err(Error::Unreadable {
+            path: self.write.key_path.clone(),
+            problem: "the key kept changing while it was published; try again".into(),
+        })
+    }
+}
+
+/// A dead letter's task queued again (see [`Keys::redrive`]).
+struct Redrive<'r> {
+    /// The letter, at the version read.
+    dead: &'r str,
+    version: i32,
+    /// The task's name, as its batch knows it.
+    letter: &'r str,
+    body: &'r [u8],
+    key: Option<&'r KeyedWrite>,
+    prefix: String,
+    /// Its batch, as last read.
+    batch: Option<String>,
+    seen: Option<(crate::batch::BatchState, i32)>,
+    /// This try's write of the batch: a member of one not over yet is pending in it again.
+    rejoin: Option<(String, Vec<u8>, i32)>,
+}
+
+impl Write for Redrive<'_> {
+    type Tag = Part;
+    type Out = Option<Requeued>;
+    const WHAT: &'static str = "redrive";
+    const TRIES: Tries = Tries::Contended;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<Option<Requeued>>> {
+        self.rejoin = (self.seen.clone()).and_then(|(mut state, v)| {
+            let path = queue.layout().batch(&state.name);
+            state
+                .rejoin(self.letter)
+                .then(|| (path, state.to_bytes(), v))
+        });
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        multi.push(Part::Record, Op::Delete(self.dead, self.version));
+        if let Some((path, data, v)) = &self.rejoin {
+            multi.push(Part::Batch, Op::Set(path, data, *v));
+        }
+        if let Some(w) = self.key {
+            multi.push(Part::Key, Op::Create(&w.key_path, &w.unnamed));
+        }
+        multi.push(Part::NewTask, Op::CreateSequential(&self.prefix, self.body));
+    }
+
+    async fn landed(self, queue: &Queue, landed: Landed<Part>) -> Result<Option<Requeued>> {
+        let task = created_name(landed.result(Part::NewTask), &self.prefix)?;
+        if let Some(w) = self.key {
+            queue.keys().name_key(w, &task).await?;
+        }
+        Ok(Some(Requeued::Created(task)))
+    }
+
+    /// The letter gone: redriven or purged by someone else. The batch changed: read again. The
+    /// key taken: the task that has it.
+    async fn failed(
+        &mut self,
+        queue: &Queue,
+        failed: Failed<Part>,
+    ) -> Result<Next<Option<Requeued>>> {
+        use zk::Error::{BadVersion, NoNode, NodeExists};
+        match (failed.tag, &failed.error, self.key) {
+            (Part::Record, NoNode | BadVersion, _) => return Ok(Next::Stop(None)),
+            (Part::Batch, NoNode | BadVersion, _) => {
+                let batch = self.batch.as_deref().unwrap_or_default();
+                self.seen = queue.batches().read_batch(batch).await?;
+            }
+            (Part::Key, NodeExists, Some(w)) => {
+                if let Some(existing) = queue.keys().existing(&w.key_path).await? {
+                    return Ok(Next::Stop(Some(Requeued::KeyTaken(existing))));
+                }
+            }
+            (Part::Key, NoNode, _) => {
+                queue
+                    .cancels()
+                    .ensure_parent(&queue.layout().keys())
+                    .await?
+            }
+            _ => return Err(failed.unexpected(Self::WHAT)),
+        }
+        Ok(Next::Again)
+    }
+
+    fn exhausted(&self) -> Result<Option<Requeued>> {
+        Err(Error::Unreadable {
+            path: self.key.map_or(self.dead, |w| &w.key_path).to_string(),
+            problem: "the key kept changing while the dead letter was redriven; try again".into(),
+        })
     }
 }

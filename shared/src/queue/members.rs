@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::keys::{Published, created_name};
-use super::ops::{Failed, Multi, Op, Part};
+use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::write::{Next, Tries, Write};
 use crate::error::{Error, Result};
 use crate::task::Envelope;
@@ -446,14 +446,12 @@ impl Write for Seal<'_> {
         }
     }
 
-    async fn landed(
-        &self,
-        queue: &Queue,
-        _: &Multi<'_, Part>,
-        results: &[zk::MultiWriteResult],
-    ) -> Result<BatchStatus> {
+    async fn landed(self, queue: &Queue, landed: Landed<Part>) -> Result<BatchStatus> {
         let (state, tally) = self.read.as_ref().expect("a try reads before it writes");
-        let named = queue.batches().name_callback(tally, results.iter()).await;
+        let named = queue
+            .batches()
+            .name_callback(tally, landed.all().iter())
+            .await;
         Ok(named.unwrap_or_else(|| state.clone()).status())
     }
 
@@ -521,17 +519,12 @@ impl Write for JoinChunk<'_> {
         }
     }
 
-    async fn landed(
-        &self,
-        _: &Queue,
-        multi: &Multi<'_, Joining>,
-        results: &[zk::MultiWriteResult],
-    ) -> Result<Vec<Published>> {
+    async fn landed(self, _: &Queue, landed: Landed<Joining>) -> Result<Vec<Published>> {
         let each = self.run.iter().zip(&self.prefixes).enumerate();
         each.map(|(i, (envelope, prefix))| {
             Ok(Published::Created {
                 id: envelope.id.clone(),
-                task: created_name(multi.result(results, Joining::Member(i)), prefix)?,
+                task: created_name(landed.result(Joining::Member(i)), prefix)?,
             })
         })
         .collect()

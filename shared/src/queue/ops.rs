@@ -117,25 +117,46 @@ impl<'a, T: Copy + PartialEq> Multi<'a, T> {
         results.get(at)
     }
 
-    /// The results of every operation tagged `tag`, in order.
-    pub(crate) fn results_of<'r>(
-        &'r self,
-        results: &'r [zk::MultiWriteResult],
-        tag: T,
-    ) -> impl Iterator<Item = &'r zk::MultiWriteResult> + 'r {
-        (self.ops.iter().zip(results))
-            .filter(move |((t, _), _)| *t == tag)
-            .map(|(_, r)| r)
-    }
-
     pub(crate) fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    /// Its committed `results`, each with its operation's tag: what outlives the multi-op.
+    pub(crate) fn landed(&self, results: Vec<zk::MultiWriteResult>) -> Landed<T> {
+        let tags = self.ops.iter().map(|(tag, _)| *tag).collect();
+        Landed { tags, results }
     }
 
     /// Its operations, in order.
     #[cfg(feature = "schedule")]
     pub(crate) fn ops(&self) -> impl Iterator<Item = &Op<'a>> {
         self.ops.iter().map(|(_, op)| op)
+    }
+}
+
+/// A committed multi-op's results, each with the tag of its operation.
+pub(crate) struct Landed<T> {
+    tags: Vec<T>,
+    results: Vec<zk::MultiWriteResult>,
+}
+
+impl<T: Copy + PartialEq> Landed<T> {
+    /// The result of the first operation tagged `tag`.
+    pub(crate) fn result(&self, tag: T) -> Option<&zk::MultiWriteResult> {
+        let at = self.tags.iter().position(|t| *t == tag)?;
+        self.results.get(at)
+    }
+
+    /// The results of every operation tagged `tag`, in order.
+    pub(crate) fn results_of(&self, tag: T) -> impl Iterator<Item = &zk::MultiWriteResult> {
+        (self.tags.iter().zip(&self.results))
+            .filter(move |(t, _)| **t == tag)
+            .map(|(_, r)| r)
+    }
+
+    /// Every result, in order.
+    pub(crate) fn all(&self) -> &[zk::MultiWriteResult] {
+        &self.results
     }
 }
 

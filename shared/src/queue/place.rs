@@ -24,7 +24,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::group_lock::GroupLock;
-use super::ops::{Failed, Multi, Op, Part};
+use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::write::{Next, Tries, Write};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
@@ -297,12 +297,7 @@ impl Write for EndPlace<'_> {
         }
     }
 
-    async fn landed(
-        &self,
-        _: &Queue,
-        _: &Multi<'_, Part>,
-        _: &[zk::MultiWriteResult],
-    ) -> Result<PlaceTaken> {
+    async fn landed(self, _: &Queue, _: Landed<Part>) -> Result<PlaceTaken> {
         tracing::info!(task = %self.name, group = %self.place.group, paused = self.pause,
             why = %self.ending.why, "place ended");
         Ok(PlaceTaken::Ended { paused: self.pause })

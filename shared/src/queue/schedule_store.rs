@@ -13,8 +13,10 @@
 
 use zookeeper_client as zk;
 
+use super::Queue;
 use super::keys::{KeyedWrite, created_name};
-use super::ops::{Multi, Op, Part};
+use super::ops::{Failed, Landed, Multi, Op, Part};
+use super::write::{self, Next, Tries, Write};
 use crate::error::{Error, Result};
 use crate::recurrence::Schedule;
 use crate::task::{Envelope, MAX_BODY_BYTES};
@@ -119,32 +121,11 @@ impl Schedules<'_> {
 
     /// Deletes schedule `name` and its slot mark; `false` when there was none.
     pub async fn remove_schedule(self, name: &str) -> Result<bool> {
-        let path = self.layout().schedule(name);
-        for _ in 0..3 {
-            let marks = match self.client().list_children(&path).await {
-                Ok(marks) => marks,
-                Err(zk::Error::NoNode) => return Ok(false),
-                Err(e) => return Err(Error::zk("list", path, e)),
-            };
-            let mark_paths: Vec<String> = marks.iter().map(|m| format!("{path}/{m}")).collect();
-            let mut multi = Multi::new();
-            for mark in &mark_paths {
-                multi.push(Part::SlotMark, Op::Delete(mark, -1));
-            }
-            multi.push(Part::Schedule, Op::Delete(&path, -1));
-            match self.commit("remove schedule", &multi).await? {
-                Ok(_) => return Ok(true),
-                // A firer took a slot meanwhile (a mark came or went): look again.
-                Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::NotEmpty) => {
-                    continue;
-                }
-                Err(failed) => return Err(failed.unexpected("delete")),
-            }
-        }
-        Err(Error::Unreadable {
-            path,
-            problem: "its slots kept changing while it was removed; try again".into(),
-        })
+        let remove = RemoveSchedule {
+            path: self.layout().schedule(name),
+            marks: Vec::new(),
+        };
+        write::run(&self, remove).await
     }
 
     /// Takes slot `slot_ms` of `stored`: with `task`, creates it (and its key) with the
@@ -396,4 +377,54 @@ fn stored(bytes: &[u8], stat: &zk::Stat) -> std::result::Result<StoredSchedule, 
             version: stat.version,
         })
         .map_err(|e| format!("not a schedule: {e}"))
+}
+
+/// A schedule deleted with its slot marks (see [`Schedules::remove_schedule`]).
+struct RemoveSchedule {
+    path: String,
+    /// Its marks, as listed for this try.
+    marks: Vec<String>,
+}
+
+impl Write for RemoveSchedule {
+    type Tag = Part;
+    type Out = bool;
+    const WHAT: &'static str = "remove schedule";
+    const TRIES: Tries = Tries::Few;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<bool>> {
+        let marks = match queue.client().list_children(&self.path).await {
+            Ok(marks) => marks,
+            Err(zk::Error::NoNode) => return Ok(Some(false)),
+            Err(e) => return Err(Error::zk("list", &self.path, e)),
+        };
+        self.marks = marks.iter().map(|m| format!("{}/{m}", self.path)).collect();
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        for mark in &self.marks {
+            multi.push(Part::SlotMark, Op::Delete(mark, -1));
+        }
+        multi.push(Part::Schedule, Op::Delete(&self.path, -1));
+    }
+
+    async fn landed(self, _: &Queue, _: Landed<Part>) -> Result<bool> {
+        Ok(true)
+    }
+
+    /// A firer took a slot meanwhile (a mark came or went): looked at again.
+    async fn failed(&mut self, _: &Queue, failed: Failed<Part>) -> Result<Next<bool>> {
+        match failed.error {
+            zk::Error::NoNode | zk::Error::NotEmpty => Ok(Next::Again),
+            _ => Err(failed.unexpected(Self::WHAT)),
+        }
+    }
+
+    fn exhausted(&self) -> Result<bool> {
+        Err(Error::Unreadable {
+            path: self.path.clone(),
+            problem: "its slots kept changing while it was removed; try again".into(),
+        })
+    }
 }

@@ -3,10 +3,8 @@
 //! again and retry, retry after a pause, or stop with an outcome. [`run`] runs that
 //! loop for every [`Write`]; its tries and pauses live here ([`Tries`], [`pause`]).
 
-use zookeeper_client as zk;
-
 use super::Queue;
-use super::ops::{Failed, Multi};
+use super::ops::{Failed, Landed, Multi};
 use crate::error::Result;
 
 /// What a write does after a try failed.
@@ -29,6 +27,9 @@ pub(crate) enum Tries {
     /// A write to a znode many settlements and publishes change at once (a batch's counters,
     /// a child's parents' markers): many tries, with pauses between.
     Contended,
+    /// A write whose every failed try ends one of its tasks, leaves a part out, or counts a
+    /// read again against a bound of its own (the ending, `end`): as many as those allow.
+    Answers,
 }
 
 impl Tries {
@@ -36,6 +37,7 @@ impl Tries {
         match self {
             Tries::Few => 8,
             Tries::Contended => 64,
+            Tries::Answers => usize::MAX,
         }
     }
 }
@@ -58,6 +60,11 @@ pub(crate) trait Write {
     /// Its tries, at most.
     const TRIES: Tries;
 
+    /// Its name in errors, when one type makes writes of several names.
+    fn what(&self) -> &'static str {
+        Self::WHAT
+    }
+
     /// Reads what the next try builds on (the first one's too); `Some` ends the write
     /// without a try.
     async fn read(&mut self, _queue: &Queue) -> Result<Option<Self::Out>> {
@@ -67,13 +74,10 @@ pub(crate) trait Write {
     /// Builds this try's multi-op.
     fn build<'a>(&'a self, multi: &mut Multi<'a, Self::Tag>);
 
-    /// What it came to, once its multi-op landed with `results`.
-    async fn landed(
-        &self,
-        queue: &Queue,
-        multi: &Multi<'_, Self::Tag>,
-        results: &[zk::MultiWriteResult],
-    ) -> Result<Self::Out>;
+    /// What it came to, once its multi-op landed (`landed`: its results).
+    async fn landed(self, queue: &Queue, landed: Landed<Self::Tag>) -> Result<Self::Out>
+    where
+        Self: Sized;
 
     /// Answers the operation that failed a try. Nothing of the try landed.
     async fn failed(&mut self, queue: &Queue, failed: Failed<Self::Tag>)
@@ -89,13 +93,17 @@ pub(crate) async fn run<W: Write>(queue: &Queue, mut write: W) -> Result<W::Out>
         if let Some(out) = write.read(queue).await? {
             return Ok(out);
         }
-        let failed = {
+        let committed = {
             let mut multi = Multi::new();
             write.build(&mut multi);
-            match queue.commit(W::WHAT, &multi).await? {
-                Ok(results) => return write.landed(queue, &multi, &results).await,
-                Err(failed) => failed,
+            match queue.commit(write.what(), &multi).await? {
+                Ok(results) => Ok(multi.landed(results)),
+                Err(failed) => Err(failed),
             }
+        };
+        let failed = match committed {
+            Ok(landed) => return write.landed(queue, landed).await,
+            Err(failed) => failed,
         };
         match write.failed(queue, failed).await? {
             Next::Again => {}
