@@ -13,10 +13,10 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::gate::{GateWrite, Wanting};
-use super::gate_cache::Turns;
 use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::held::Lease;
 use super::outcome::TaskOutcome;
+use super::turns::Held;
 
 use super::pause::Paused;
 use super::slots::SlotShare;
@@ -98,7 +98,7 @@ impl Take {
 /// The gates a claim goes through: their rewrites, and this process's turn at them.
 struct GatePass {
     writes: Vec<GateWrite>,
-    _turns: Option<Turns>,
+    _turns: Option<Held>,
 }
 
 /// What came of a claim's multi-op: the outcomes known, and the tasks to take through the

@@ -13,8 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use super::gate_cache::{Known, Turns};
+use super::gate_cache::Known;
 use super::slots;
+use super::turns::Held;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::limit::{self, Bucket, GateData, Limit, RouteLimits};
@@ -57,7 +58,7 @@ pub(super) struct Gated {
     /// The tasks left out (indices in the caller's list), and when they may try again.
     pub(super) refused: Vec<(usize, i64)>,
     /// This process's turn at the gates, held until the claim's multi-op is answered.
-    pub(super) turns: Option<Turns>,
+    pub(super) turns: Option<Held>,
 }
 
 /// A gate some of the tasks go through: a route's, or a concurrency key's within a route.

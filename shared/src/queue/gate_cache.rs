@@ -19,13 +19,11 @@
 //! epoch, which every read renews): an uncounted free leaves the count too high, which costs a
 //! read when it would refuse a task, never a slot too many.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::OwnedMutexGuard;
-
 use super::key_gates::KEY_GATE_IDLE_MS;
+use super::turns::{Held, Turn, Turns};
 use crate::limit::Bucket;
 
 /// A gate as this process last knew it.
@@ -46,22 +44,12 @@ pub(super) struct Known {
 /// after which the reaper may delete a key's gate (see the module's comment).
 const FRESH_MS: i64 = KEY_GATE_IDLE_MS / 2;
 
-/// Gates known before the ones nobody is waiting at are let go (they cost a read when met
-/// again).
-const KEPT_GATES: usize = 4096;
-
-/// One gate's turn and knowledge.
-#[derive(Default)]
-struct Entry {
-    /// Held by the claim going through the gate, from its read to its multi-op's answer.
-    turn: Arc<tokio::sync::Mutex<()>>,
-    known: Mutex<Option<Known>>,
-}
-
 /// The gates of one queue's claims (shared by its clones).
 #[derive(Default)]
 pub(super) struct GateCache {
-    entries: Mutex<HashMap<String, Arc<Entry>>>,
+    /// Each gate's turn, held by the claim going through it from its read to its multi-op's
+    /// answer, and what is known of it (let go with the turn: a gate met again costs a read).
+    entries: Turns<Mutex<Option<Known>>>,
     epochs: AtomicU64,
     /// The routes that limit concurrency keys, as the last run said: a probe of a key's lane
     /// reads that key's gates with its window (see [`GateCache::prefetched`]).
@@ -71,40 +59,23 @@ pub(super) struct GateCache {
 /// Routes whose key gates a probe reads along, at most.
 const PREFETCH_ROUTES: usize = 4;
 
-/// The turns one claim holds, a gate each, until it drops them.
-pub(super) struct Turns(#[allow(dead_code)] Vec<OwnedMutexGuard<()>>);
-
 /// A free sent under what was known of its gate: the gate, the tasks freed, the epoch.
 pub(super) type Freeing = (String, usize, Option<u64>);
 
 impl GateCache {
-    fn entry(&self, gate: &str) -> Arc<Entry> {
-        let mut entries = self.entries.lock().expect("not poisoned");
-        if entries.len() >= KEPT_GATES && !entries.contains_key(gate) {
-            // A worker that meets a new key now and then would otherwise keep every one.
-            entries.retain(|_, e| Arc::strong_count(e) > 1 || Arc::strong_count(&e.turn) > 1);
-        }
-        entries.entry(gate.to_string()).or_default().clone()
+    fn entry(&self, gate: &str) -> Arc<Turn<Mutex<Option<Known>>>> {
+        self.entries.turn(gate)
     }
 
-    /// Waits for the turn of every gate of `gates`, in name order (so that two claims through
-    /// the same gates cannot each hold one the other waits for).
-    pub(super) async fn turns(&self, gates: &[String]) -> Turns {
-        let mut names: Vec<&String> = gates.iter().collect();
-        names.sort();
-        names.dedup();
-        let mut held = Vec::with_capacity(names.len());
-        for gate in names {
-            let turn = self.entry(gate).turn.clone();
-            held.push(turn.lock_owned().await);
-        }
-        Turns(held)
+    /// Waits for the turn of every gate of `gates`, in name order (see `turns`).
+    pub(super) async fn turns(&self, gates: &[String]) -> Held {
+        self.entries.take(gates).await
     }
 
     /// What is known of `gate` at `now_ms`, if anything: nothing once its last known write is
     /// [`FRESH_MS`] old (a gate not made yet stays so until a claim's create says otherwise).
     pub(super) fn known(&self, gate: &str, now_ms: i64) -> Option<Known> {
-        let known = *self.entry(gate).known.lock().expect("not poisoned");
+        let known = *self.entry(gate).kept.lock().expect("not poisoned");
         known.filter(|k| k.version.is_none() || now_ms < k.written_ms + FRESH_MS)
     }
 
@@ -130,7 +101,7 @@ impl GateCache {
         written_ms: i64,
     ) {
         let entry = self.entry(gate);
-        let mut known = entry.known.lock().expect("not poisoned");
+        let mut known = entry.kept.lock().expect("not poisoned");
         if known.is_none() {
             *known = Some(self.learnt(version, in_flight, bucket, written_ms));
         }
@@ -164,7 +135,7 @@ impl GateCache {
         written_ms: i64,
     ) -> Known {
         let known = self.learnt(version, in_flight, bucket, written_ms);
-        *self.entry(gate).known.lock().expect("not poisoned") = Some(known);
+        *self.entry(gate).kept.lock().expect("not poisoned") = Some(known);
         known
     }
 
@@ -179,7 +150,7 @@ impl GateCache {
         now_ms: i64,
     ) {
         let entry = self.entry(gate);
-        let mut known = entry.known.lock().expect("not poisoned");
+        let mut known = entry.kept.lock().expect("not poisoned");
         // Frees counted since `base` was taken stay counted.
         let in_flight = match *known {
             Some(now) if now.epoch == base.epoch => now.in_flight,
@@ -196,14 +167,13 @@ impl GateCache {
 
     /// Nothing is known of `gate` any more (a write to it failed, or may have landed unseen).
     pub(super) fn forget(&self, gate: &str) {
-        *self.entry(gate).known.lock().expect("not poisoned") = None;
+        *self.entry(gate).kept.lock().expect("not poisoned") = None;
     }
 
     /// The frees about to be sent, (gate, tasks) each, with the epoch of the gate's knowledge.
     pub(super) fn freeing(&self, frees: &[(String, usize)]) -> Vec<Freeing> {
-        let entries = self.entries.lock().expect("not poisoned");
         let epoch = |gate: &str| {
-            let known = *entries.get(gate)?.known.lock().expect("not poisoned");
+            let known = *self.entries.get(gate)?.kept.lock().expect("not poisoned");
             known.map(|k| k.epoch)
         };
         (frees.iter())
@@ -214,12 +184,11 @@ impl GateCache {
     /// The frees `freed` landed: each comes off its gate's count, if the knowledge it was sent
     /// under is still the gate's.
     pub(super) fn freed(&self, freed: &[Freeing]) {
-        let entries = self.entries.lock().expect("not poisoned");
         for (gate, tasks, epoch) in freed {
-            let (Some(entry), Some(epoch)) = (entries.get(gate), epoch) else {
+            let (Some(entry), Some(epoch)) = (self.entries.get(gate), epoch) else {
                 continue;
             };
-            let mut known = entry.known.lock().expect("not poisoned");
+            let mut known = entry.kept.lock().expect("not poisoned");
             if let Some(k) = known.as_mut().filter(|k| k.epoch == *epoch) {
                 k.in_flight = k.in_flight.saturating_sub(*tasks);
             }
@@ -316,30 +285,12 @@ mod tests {
     #[test]
     fn gates_nobody_waits_at_are_let_go_past_the_limit() {
         let cache = GateCache::default();
-        for k in 0..KEPT_GATES {
+        for k in 0..4096 {
             cache.read(&format!("/q/concurrency/r/k{k}"), Some(1), 0, None, 0);
         }
         let busy = cache.entry("/q/concurrency/r/k0");
         cache.read("/q/concurrency/r/new", Some(1), 0, None, 0);
-        let entries = cache.entries.lock().unwrap();
-        assert_eq!(entries.len(), 2, "the one in use and the new one");
-        assert!(Arc::ptr_eq(&entries["/q/concurrency/r/k0"], &busy));
-    }
-
-    #[tokio::test]
-    async fn claims_through_a_gate_take_turns() {
-        use futures::FutureExt;
-        let cache = GateCache::default();
-        let (a, b) = (GATE.to_string(), "/q/limits/a".to_string());
-        let first = cache.turns(&[b.clone(), a]).await;
-        assert!(
-            cache
-                .turns(std::slice::from_ref(&b))
-                .now_or_never()
-                .is_none(),
-            "a turn held is waited for"
-        );
-        drop(first);
-        assert!(cache.turns(&[b]).now_or_never().is_some());
+        assert_eq!(cache.entries.len(), 2, "the one in use and the new one");
+        assert!(Arc::ptr_eq(&cache.entry("/q/concurrency/r/k0"), &busy));
     }
 }
