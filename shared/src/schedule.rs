@@ -14,9 +14,6 @@ use crate::queue::{Published, Queue, SlotTaken, StoredSchedule};
 use crate::recurrence::{MISFIRE_GRACE_MS, Misfire, Schedule, Timing};
 use crate::session::{Recovery, recovery};
 
-/// Times a change to a schedule is tried again when a firer wrote it meanwhile.
-const WRITE_TRIES: usize = crate::queue::Tries::Few.most();
-
 /// What one look at the schedules did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -175,11 +172,7 @@ pub async fn set_paused(
     paused: bool,
     now_ms: i64,
 ) -> Result<Option<Schedule>> {
-    for _ in 0..WRITE_TRIES {
-        let Some(stored) = queue.schedules().schedule(name).await? else {
-            return Ok(None);
-        };
-        let mut schedule = stored.schedule;
+    let change = |schedule: &mut Schedule| {
         if let Some(timing) = (!paused && schedule.paused)
             .then(|| schedule.timing().ok())
             .flatten()
@@ -189,16 +182,8 @@ pub async fn set_paused(
                 .max(schedule.last_slot_ms);
         }
         schedule.paused = paused;
-        if queue
-            .schedules()
-            .put_schedule(&schedule, Some(stored.version))
-            .await?
-        {
-            return Ok(Some(schedule));
-        }
-    }
-    let problem = "it kept changing while it was written; try again".to_string();
-    Err(schedule_error(name, problem))
+    };
+    queue.schedules().change_schedule(name, &change).await
 }
 
 /// Publishes schedule `name`'s task now, outside its slots (its key template filled in for
@@ -216,7 +201,7 @@ pub async fn run_now(queue: &Queue, name: &str, now_ms: i64) -> Result<Option<Pu
     Ok(published.into_iter().next())
 }
 
-fn schedule_error(name: &str, problem: String) -> Error {
+pub(crate) fn schedule_error(name: &str, problem: String) -> Error {
     Error::Schedule {
         name: name.to_string(),
         problem,

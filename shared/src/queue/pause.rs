@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
+use super::Queue;
+use super::ops::{Failed, Landed, Multi, Op};
+use super::write::{self, Next, Tries, Write};
 use crate::error::{Error, Result};
 
 recipe!(
@@ -104,34 +107,67 @@ impl Pauses<'_> {
 
     /// Read, change, write at the version read; again when another client wrote in between.
     async fn change_paused(self, target: &PauseTarget, on: bool) -> Result<bool> {
-        let path = self.layout().paused();
-        loop {
-            let (mut paused, version) = self.read_paused().await?;
-            if !paused.set(target, on) {
-                return Ok(false);
-            }
-            let data = serde_json::to_vec(&paused)?;
-            let written = match version {
-                Some(v) => self
-                    .client()
-                    .set_data(&path, &data, Some(v))
-                    .await
-                    .map(|_| ()),
-                None => self
-                    .client()
-                    .create(&path, &data, &self.created(zk::CreateMode::Persistent))
-                    .await
-                    .map(|_| ()),
-            };
-            match written {
-                Ok(()) => {
-                    tracing::info!(?target, paused = on, "pause state changed");
-                    return Ok(true);
-                }
-                Err(zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode) => continue,
-                Err(e) => return Err(Error::zk("set", path, e)),
-            }
+        let change = ChangePaused {
+            path: self.layout().paused(),
+            target,
+            on,
+            write: None,
+        };
+        write::run(&self, change).await
+    }
+}
+
+/// `ROOT/paused` changed (see [`Pauses::change_paused`]).
+struct ChangePaused<'t> {
+    path: String,
+    target: &'t PauseTarget,
+    on: bool,
+    /// This try's data, and the version it was read at (`None`: no znode yet).
+    write: Option<(Vec<u8>, Option<i32>)>,
+}
+
+impl Write for ChangePaused<'_> {
+    type Tag = ();
+    type Out = bool;
+    const WHAT: &'static str = "pause";
+    const TRIES: Tries = Tries::Few;
+
+    /// `false` when the target is so already.
+    async fn read(&mut self, queue: &Queue) -> Result<Option<bool>> {
+        let (mut paused, version) = queue.pauses().read_paused().await?;
+        if !paused.set(self.target, self.on) {
+            return Ok(Some(false));
         }
+        self.write = Some((serde_json::to_vec(&paused)?, version));
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, ()>) {
+        match &self.write {
+            Some((data, Some(version))) => multi.push((), Op::Set(&self.path, data, *version)),
+            Some((data, None)) => multi.push((), Op::Create(&self.path, data)),
+            None => multi,
+        };
+    }
+
+    async fn landed(self, _: &Queue, _: Landed<()>) -> Result<bool> {
+        tracing::info!(target = ?self.target, paused = self.on, "pause state changed");
+        Ok(true)
+    }
+
+    /// Another client wrote it in between: read again.
+    async fn failed(&mut self, _: &Queue, failed: Failed<()>) -> Result<Next<bool>> {
+        match failed.error {
+            zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode => Ok(Next::Again),
+            _ => Err(failed.unexpected(Self::WHAT)),
+        }
+    }
+
+    fn exhausted(&self) -> Result<bool> {
+        Err(Error::Unreadable {
+            path: self.path.clone(),
+            problem: "other clients kept changing it meanwhile; try again".into(),
+        })
     }
 }
 

@@ -119,6 +119,21 @@ impl Schedules<'_> {
         }
     }
 
+    /// Changes schedule `name` by `change`, written at the version read (again when another
+    /// client wrote it in between): the schedule as written; `None` when there is none.
+    pub async fn change_schedule(
+        self,
+        name: &str,
+        change: &(dyn Fn(&mut Schedule) + Sync),
+    ) -> Result<Option<Schedule>> {
+        let rewrite = ChangeSchedule {
+            name,
+            change,
+            read: None,
+        };
+        write::run(&self, rewrite).await
+    }
+
     /// Deletes schedule `name` and its slot mark; `false` when there was none.
     pub async fn remove_schedule(self, name: &str) -> Result<bool> {
         let remove = RemoveSchedule {
@@ -377,6 +392,56 @@ fn stored(bytes: &[u8], stat: &zk::Stat) -> std::result::Result<StoredSchedule, 
             version: stat.version,
         })
         .map_err(|e| format!("not a schedule: {e}"))
+}
+
+/// A schedule changed at the version read (see [`Schedules::change_schedule`]).
+struct ChangeSchedule<'c> {
+    name: &'c str,
+    change: &'c (dyn Fn(&mut Schedule) + Sync),
+    /// This try's schedule, changed, with its path, data and the version read.
+    read: Option<(Schedule, String, Vec<u8>, i32)>,
+}
+
+impl Write for ChangeSchedule<'_> {
+    type Tag = Part;
+    type Out = Option<Schedule>;
+    const WHAT: &'static str = "change schedule";
+    const TRIES: Tries = Tries::Few;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Option<Option<Schedule>>> {
+        let Some(stored) = queue.schedules().schedule(self.name).await? else {
+            return Ok(Some(None));
+        };
+        let mut schedule = stored.schedule;
+        (self.change)(&mut schedule);
+        let data = serde_json::to_vec(&schedule)?;
+        let path = queue.layout().schedule(self.name);
+        self.read = Some((schedule, path, data, stored.version));
+        Ok(None)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        if let Some((_, path, data, version)) = &self.read {
+            multi.push(Part::Schedule, Op::Set(path, data, *version));
+        }
+    }
+
+    async fn landed(self, _: &Queue, _: Landed<Part>) -> Result<Option<Schedule>> {
+        Ok(self.read.map(|(schedule, ..)| schedule))
+    }
+
+    /// Changed or deleted meanwhile: read again.
+    async fn failed(&mut self, _: &Queue, failed: Failed<Part>) -> Result<Next<Option<Schedule>>> {
+        match failed.error {
+            zk::Error::BadVersion | zk::Error::NoNode => Ok(Next::Again),
+            _ => Err(failed.unexpected(Self::WHAT)),
+        }
+    }
+
+    fn exhausted(&self) -> Result<Option<Schedule>> {
+        let problem = "it kept changing while it was written; try again".to_string();
+        Err(crate::schedule::schedule_error(self.name, problem))
+    }
 }
 
 /// A schedule deleted with its slot marks (see [`Schedules::remove_schedule`]).
