@@ -3,7 +3,9 @@
 //! (`KEEP_DONE`) against without, through a route with `max_in_flight` and one with limits per
 //! concurrency key against without, and over the three priority lanes against the normal one
 //! alone, each pair in the same run on the same server, each
-//! measurement in a chroot of its own.
+//! measurement in a chroot of its own. Each row gives its rate and the requests per task
+//! ZooKeeper received for it (`mntr`'s `zk_packets_received`): the rate moves with the machine,
+//! the requests hardly at all, so they show what a mechanism saves where the rate cannot.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,7 @@ use event_bridge::{Config, Envelope, Queue, RunOptions, Task, process};
 use serde_json::json;
 
 use crate::Result;
-use crate::server::{delete_tree, fresh_chroot};
+use crate::server::{Mntr, delete_tree, fresh_chroot};
 
 /// Groups the grouped drain spreads its tasks over.
 const GROUPS: usize = 100;
@@ -55,9 +57,39 @@ fn rounds() -> usize {
         .unwrap_or(5)
 }
 
-/// One round: per row (in [`rows`]' order), the baseline's rate and the semantic's, tasks per
-/// second, measured one right after the other.
-type Round = [(f64, f64); ROWS];
+/// One measurement: tasks per second, and the requests ZooKeeper received per task.
+#[derive(Clone, Copy)]
+struct Measure {
+    rate: f64,
+    requests: f64,
+}
+
+/// Counts the requests ZooKeeper at `addr` receives from here on (see [`Requests::per_task`]).
+struct Requests<'a> {
+    addr: &'a str,
+    before: u64,
+}
+
+impl<'a> Requests<'a> {
+    fn count(addr: &'a str) -> Result<Self> {
+        let before = Mntr::read(addr)?.packets_received;
+        Ok(Requests { addr, before })
+    }
+
+    /// The requests received since [`Requests::count`] (less the second reading's own), per
+    /// task of `n`; with `took`, the rate.
+    fn per_task(self, n: usize, took: Duration) -> Result<Measure> {
+        let after = Mntr::read(self.addr)?.packets_received;
+        Ok(Measure {
+            rate: n as f64 / took.as_secs_f64(),
+            requests: after.saturating_sub(self.before + 1) as f64 / n as f64,
+        })
+    }
+}
+
+/// One round: per row (in [`rows`]' order), the baseline's measurement and the semantic's,
+/// one right after the other.
+type Round = [(Measure, Measure); ROWS];
 
 /// Rows of the section.
 const ROWS: usize = 8;
@@ -100,10 +132,10 @@ fn rows() -> [(&'static str, &'static str, String); ROWS] {
 
 /// Two rates measured one right after the other, the semantic's first when `flip` (every other
 /// round), so that neither always meets the server as the other left it: (baseline, semantic).
-async fn pair<B, S>(flip: bool, base: B, semantic: S) -> Result<(f64, f64)>
+async fn pair<B, S>(flip: bool, base: B, semantic: S) -> Result<(Measure, Measure)>
 where
-    B: std::future::Future<Output = Result<f64>>,
-    S: std::future::Future<Output = Result<f64>>,
+    B: std::future::Future<Output = Result<Measure>>,
+    S: std::future::Future<Output = Result<Measure>>,
 {
     if flip {
         let semantic = semantic.await?;
@@ -171,15 +203,30 @@ pub async fn section(addr: &str, n: usize, concurrency: usize) -> Result<()> {
         "semantics, {n} tasks each (one session; drains with the no-op handler, concurrency {concurrency}; medians of {count} rounds, each row beside a baseline of its own, in turn first and second):"
     );
     for (row, (what, base_label, label)) in rows().into_iter().enumerate() {
-        let ratios: Vec<f64> = rounds.iter().map(|r| r[row].1 / r[row].0).collect();
+        let rate = |m: &Measure| m.rate;
+        let ratios: Vec<f64> = rounds
+            .iter()
+            .map(|r| r[row].1.rate / r[row].0.rate)
+            .collect();
         let (low, high) = ratios
             .iter()
             .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
-        let base = median(rounds.iter().map(|r| r[row].0).collect());
-        let semantic = median(rounds.iter().map(|r| r[row].1).collect());
+        let base = median(rounds.iter().map(|r| rate(&r[row].0)).collect());
+        let semantic = median(rounds.iter().map(|r| rate(&r[row].1)).collect());
         println!(
             "  {what:<8} {base:>8.0}/s {base_label}, {semantic:>8.0}/s {label} ({:.2}x; rounds {low:.2}-{high:.2})",
             median(ratios)
+        );
+    }
+    println!(
+        "requests per task (medians of the same rounds; the rate's cost in ZooKeeper's work):"
+    );
+    for (row, (what, base_label, label)) in rows().into_iter().enumerate() {
+        let base = median(rounds.iter().map(|r| r[row].0.requests).collect());
+        let semantic = median(rounds.iter().map(|r| r[row].1.requests).collect());
+        println!(
+            "  {what:<8} {base:>6.2} {base_label}, {semantic:>6.2} {label} ({:.2}x)",
+            semantic / base
         );
     }
     Ok(())
@@ -196,16 +243,21 @@ fn envelopes(n: usize, key: impl Fn(usize) -> Option<String>) -> Vec<Envelope> {
 }
 
 /// Publishes `n` envelopes (keyed by `key`) with `publish_all`; tasks per second.
-async fn publish_rate(addr: &str, n: usize, key: impl Fn(usize) -> Option<String>) -> Result<f64> {
+async fn publish_rate(
+    addr: &str,
+    n: usize,
+    key: impl Fn(usize) -> Option<String>,
+) -> Result<Measure> {
     let (admin, chroot, config) = fresh_chroot(addr).await?;
     let queue = bench_queue(&config).await?;
     let batch = envelopes(n, key);
+    let requests = Requests::count(addr)?;
     let started = Instant::now();
     let published = queue.publish_all(&batch).await?;
-    let took = started.elapsed();
+    let measure = requests.per_task(n, started.elapsed())?;
     assert_eq!(published.len(), n);
     delete_tree(&admin, &chroot).await?;
-    Ok(n as f64 / took.as_secs_f64())
+    Ok(measure)
 }
 
 /// Publishes `n` tasks (each shaped by `shape`: a group, a lane), then drains them with one run
@@ -216,7 +268,7 @@ async fn drain_rate(
     concurrency: usize,
     shape: impl Fn(usize, &mut Envelope),
     setting: impl FnOnce(&mut Config),
-) -> Result<f64> {
+) -> Result<Measure> {
     let (admin, chroot, mut config) = fresh_chroot(addr).await?;
     setting(&mut config);
     let queue = bench_queue(&config).await?;
@@ -226,9 +278,9 @@ async fn drain_rate(
     }
     queue.publish_many(&batch).await?;
     let noop = FnHandler(|_task: Task| async { Ok(()) });
-    let rate = drain_with(&queue, &noop, n, concurrency).await?;
+    let measure = drain_with(addr, &queue, &noop, n, concurrency).await?;
     delete_tree(&admin, &chroot).await?;
-    Ok(rate)
+    Ok(measure)
 }
 
 /// Publishes `n` tasks (with the concurrency key `key` gives each) and drains them through a
@@ -239,7 +291,7 @@ async fn gated_drain_rate(
     concurrency: usize,
     limit: Limit,
     key: impl Fn(usize) -> Option<String>,
-) -> Result<f64> {
+) -> Result<Measure> {
     let (admin, chroot, config) = fresh_chroot(addr).await?;
     let queue = bench_queue(&config).await?;
     let mut batch = envelopes(n, |_| None);
@@ -247,14 +299,14 @@ async fn gated_drain_rate(
         envelope.concurrency_key = key(i);
     }
     queue.publish_many(&batch).await?;
-    let rate = drain_with(&queue, &Gated(limit), n, concurrency).await?;
+    let measure = drain_with(addr, &queue, &Gated(limit), n, concurrency).await?;
     delete_tree(&admin, &chroot).await?;
-    Ok(rate)
+    Ok(measure)
 }
 
 /// Opens a batch, publishes `n` members into it and seals it: the publish's tasks per
 /// second, or (`drain`) those of a drain of the members after it.
-async fn batch_rate(addr: &str, n: usize, concurrency: usize, drain: bool) -> Result<f64> {
+async fn batch_rate(addr: &str, n: usize, concurrency: usize, drain: bool) -> Result<Measure> {
     let (admin, chroot, config) = fresh_chroot(addr).await?;
     let queue = bench_queue(&config).await?;
     let open = event_bridge::batch::Open {
@@ -266,15 +318,16 @@ async fn batch_rate(addr: &str, n: usize, concurrency: usize, drain: bool) -> Re
     for envelope in &mut batch {
         envelope.batch = Some("bench".into());
     }
+    let requests = Requests::count(addr)?;
     let started = Instant::now();
     queue.publish_all(&batch).await?;
-    let publish = n as f64 / started.elapsed().as_secs_f64();
+    let publish = requests.per_task(n, started.elapsed())?;
     event_bridge::batch::seal(&queue, "bench").await?;
-    let rate = match drain {
+    let measure = match drain {
         false => publish,
         true => {
             let noop = FnHandler(|_task: Task| async { Ok(()) });
-            drain_with(&queue, &noop, n, concurrency).await?
+            drain_with(addr, &queue, &noop, n, concurrency).await?
         }
     };
     if drain {
@@ -286,16 +339,18 @@ async fn batch_rate(addr: &str, n: usize, concurrency: usize, drain: bool) -> Re
         );
     }
     delete_tree(&admin, &chroot).await?;
-    Ok(rate)
+    Ok(measure)
 }
 
-/// Drains `n` tasks with `handler` in as many runs as it takes; tasks per second.
+/// Drains `n` tasks with `handler` in as many runs as it takes.
 async fn drain_with<H: Handler>(
+    addr: &str,
     queue: &Queue,
     handler: &H,
     n: usize,
     concurrency: usize,
-) -> Result<f64> {
+) -> Result<Measure> {
+    let requests = Requests::count(addr)?;
     let started = Instant::now();
     let mut completed = 0;
     while completed < n as u32 {
@@ -311,7 +366,7 @@ async fn drain_with<H: Handler>(
         }
         completed += report.completed;
     }
-    Ok(n as f64 / started.elapsed().as_secs_f64())
+    requests.per_task(n, started.elapsed())
 }
 
 /// A queue on a session of its own over `config`, its base paths made.
