@@ -201,7 +201,7 @@ pub async fn run_now(queue: &Queue, name: &str, now_ms: i64) -> Result<Option<Pu
     Ok(published.into_iter().next())
 }
 
-pub(crate) fn schedule_error(name: &str, problem: String) -> Error {
+fn schedule_error(name: &str, problem: String) -> Error {
     Error::Schedule {
         name: name.to_string(),
         problem,

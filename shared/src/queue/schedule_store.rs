@@ -440,7 +440,7 @@ impl Write for ChangeSchedule<'_> {
 
     fn exhausted(&self) -> Result<Option<Schedule>> {
         let problem = "it kept changing while it was written; try again".to_string();
-        Err(crate::schedule::schedule_error(self.name, problem))
+        Err(schedule_error(self.name, problem))
     }
 }
 
