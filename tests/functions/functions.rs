@@ -336,6 +336,12 @@ async fn vercel_publishes_over_http_all_or_nothing_and_answers_status() {
         (200, json!("pending")),
         "{pending}"
     );
+    // And why: nothing holds it back.
+    assert_eq!(
+        pending["why"]["reasons"],
+        json!([{ "reason": "ready" }]),
+        "{pending}"
+    );
 
     let (status, report) = server
         .get(&format!("{path}?drain=1"), Some("Bearer cron"))

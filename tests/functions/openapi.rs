@@ -240,7 +240,12 @@ async fn common(s: &mut Scenario<'_>, tq: &TestQueue) {
     let not_found = json!({"state": "not_found"});
     let missing = "status=task-0999999999";
     let missing = s.ask("GET", missing, PUBLISHER, "", 404, "status: not found");
-    assert_eq!(missing.await, not_found);
+    let missing = missing.await;
+    assert_eq!(missing["state"], not_found["state"]);
+    assert_eq!(
+        missing["why"]["reasons"],
+        json!([{ "reason": "not_found" }])
+    );
     let counts = s.ask("GET", "batch=import-7", PUBLISHER, "", 200, "batch counts");
     let counts = counts.await;
     assert_eq!(

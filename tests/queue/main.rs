@@ -12,6 +12,7 @@ mod dedup;
 mod dependencies;
 mod done;
 mod doors;
+mod explain;
 mod fairness;
 mod group_places;
 mod groups;

@@ -127,18 +127,22 @@ fn in_doubt(line: usize, id: &str, problem: &str, tasks: usize) -> HttpReply {
     HttpReply::error(503, "PublishInDoubt", &message)
 }
 
-/// Where the task `key` names (its name, a name it had, or its envelope id) is now.
+/// Where the task `key` names (its name, a name it had, or its envelope id) is now, and why
+/// (`why`: what `event-bridge explain` says).
 pub async fn status(app: &App, key: &str) -> HttpReply {
     let found = app
         .session
         .run(|queue| async move {
             let now = queue.server_time().await?;
-            inspect::status(&queue, &now, key).await
+            let status = inspect::status(&queue, &now, key).await?;
+            let why = inspect::explain_status(&queue, &now, &status).await?;
+            Ok((status, why))
         })
         .await;
     match found {
-        Ok(status) => {
-            let body = serde_json::to_value(&status).expect("statuses are plain data");
+        Ok((status, why)) => {
+            let mut body = serde_json::to_value(&status).expect("statuses are plain data");
+            body["why"] = serde_json::to_value(&why).expect("explanations are plain data");
             HttpReply::status(status != Status::NotFound, body)
         }
         Err(e) => HttpReply::failed(&e),

@@ -9,14 +9,17 @@
 //!   pending under its key, shown as [`DebouncedInfo`]).
 //! - [`counts`]: counts by type, from a sample of the head or from the whole queue.
 //! - [`leased`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
+//! - [`explain`]: why a task is where it is, and what would let it go.
 
 mod counts;
 mod debounced;
+mod explain;
 mod leased;
 mod status;
 
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
 pub use debounced::DebouncedInfo;
+pub use explain::{Explanation, PARENTS_LOOKED_UP, Parent, Reason, explain, explain_status};
 pub use leased::leased;
 pub use status::{Status, status};
 

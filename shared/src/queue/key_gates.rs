@@ -1,7 +1,7 @@
 //! The gates of concurrency keys (`concurrency/<route>/<key>`, see `gate`): what `stats` shows
 //! of them, and the reaper's sweep of gates nobody needs any more. A key's gate is made by the
 //! first claim of a task with that key; without the sweep, every key ever used would leave
-//! one behind.
+//! one behind. Also the load of the gates one task goes through, as `explain` shows it.
 
 use crate::queue::Gates;
 use serde::Serialize;
@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
-use crate::layout::decode_segment;
+use crate::layout::{decode_segment, encode_segment};
 use crate::limit::GateData;
 
 /// A concurrency key with tasks in flight, as `stats` shows it.
@@ -28,6 +28,31 @@ pub struct KeyInFlight {
 impl KeyInFlight {
     /// Whether the key has as many tasks in flight as its route lets it.
     pub fn at_limit(&self) -> bool {
+        self.max_in_flight
+            .is_some_and(|max| self.in_flight >= max as usize)
+    }
+}
+
+/// A gate's load, as `explain` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct GateLoad {
+    /// The route: its event type, or `@default`.
+    pub route: String,
+    /// The concurrency key, for a key's gate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    pub in_flight: usize,
+    /// The cap it was last admitted under (absent for a gate limited by rate only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// Each slot's lead task (the first of the claim that made it) and the tasks it holds.
+    pub slots: Vec<(String, usize)>,
+}
+
+impl GateLoad {
+    /// Whether it lets no more tasks in until one of its own ends.
+    pub fn at_cap(&self) -> bool {
         self.max_in_flight
             .is_some_and(|max| self.in_flight >= max as usize)
     }
@@ -96,6 +121,37 @@ impl Gates<'_> {
         Ok(swept)
     }
 
+    /// The gates a task of `event_type` with concurrency key `key` goes through, those that
+    /// exist: its type's route's when that route has a gate of either kind, else the default
+    /// route's (a gate exists only for a route that limits).
+    pub async fn loads_for(self, event_type: &str, key: Option<&str>) -> Result<Vec<GateLoad>> {
+        let routes = [encode_segment(event_type), "@default".to_string()];
+        for route in routes {
+            let mut paths = vec![(self.layout().limit_gate(&route), None)];
+            if let Some(key) = key {
+                paths.push((self.layout().key_gate(&route, key), Some(key.to_string())));
+            }
+            let just_paths: Vec<String> = paths.iter().map(|(p, _)| p.clone()).collect();
+            let reads = self.read_with_children(&just_paths).await?;
+            let loads: Vec<GateLoad> = (paths.into_iter().zip(reads))
+                .filter_map(|((_, key), read)| {
+                    let (data, _, slots) = read?;
+                    Some(GateLoad {
+                        route: decode_segment(&route),
+                        key,
+                        in_flight: super::slots::tasks_in_all(&slots),
+                        max_in_flight: GateData::read(&data).max_in_flight,
+                        slots: slots.iter().map(|s| slot_lead(s)).collect(),
+                    })
+                })
+                .collect();
+            if !loads.is_empty() {
+                return Ok(loads);
+            }
+        }
+        Ok(Vec::new())
+    }
+
     /// Every key's gate of every route, at most `limit`.
     async fn read_key_gates(self, limit: usize) -> Result<Vec<KeyGate>> {
         let mut gates = Vec::new();
@@ -136,4 +192,11 @@ impl Gates<'_> {
             Err(e) => Err(Error::zk("list", path, e)),
         }
     }
+}
+
+/// A slot's lead task and the tasks it holds, from its name (`<count>.<tag>.<lead>`; an
+/// earlier version's slot is named by its one task).
+fn slot_lead(name: &str) -> (String, usize) {
+    let lead = name.splitn(3, '.').nth(2).unwrap_or(name);
+    (lead.to_string(), super::slots::tasks_in(name))
 }

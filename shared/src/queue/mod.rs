@@ -122,7 +122,7 @@ pub use gate::Gates;
 pub use group_lock::Groups;
 pub use group_lock::{GroupLock, HeldLock, LockRead};
 pub use held::{Lease, Settled};
-pub use key_gates::{KEY_GATE_IDLE_MS, KeyInFlight};
+pub use key_gates::{GateLoad, KEY_GATE_IDLE_MS, KeyInFlight};
 pub use key_lanes::{KeyLaneList, KeyLanes};
 pub use keys::Keys;
 pub(crate) use keys::Requeued;

@@ -1,4 +1,4 @@
-//! Looking into the queue: `init`'s answer, `list`, `peek`, `status`, `stats`.
+//! Looking into the queue: `init`'s answer, `list`, `peek`, `status`, `explain`, `stats`.
 
 use std::io::Write;
 
@@ -47,6 +47,26 @@ pub(crate) async fn status(
         out!("{}", describe(&status));
     }
     if status == Status::NotFound {
+        eprintln!("event-bridge: no task {task} under {}", config.root);
+        return Ok(3);
+    }
+    Ok(0)
+}
+
+/// Prints why a task is where it is; the exit code is 3 when it is nowhere.
+pub(crate) async fn explain(
+    config: &Config,
+    queue: &Queue,
+    task: &str,
+    json: bool,
+) -> Result<i32, Failure> {
+    let explained = inspect::explain(queue, &queue.server_time().await?, task).await?;
+    if json {
+        print_json(&explained)?;
+    } else {
+        out!("{}", explained.text());
+    }
+    if explained.reasons == [inspect::Reason::NotFound] {
         eprintln!("event-bridge: no task {task} under {}", config.root);
         return Ok(3);
     }

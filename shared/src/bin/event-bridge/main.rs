@@ -78,6 +78,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Why a task is where it is and what would let it go, a line per reason: its pause, due
+    /// time, group, gates at their cap, parents, lease, or how it ended (exit 3 when it is
+    /// nowhere).
+    Explain {
+        /// A task name (task-0000000042), a name it had, or an envelope id.
+        task: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect and repair the dead letters.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -393,6 +402,7 @@ fn runtime_for(command: &Command) -> tokio::runtime::Runtime {
         | Command::Stats { .. }
         | Command::Init
         | Command::Status { .. }
+        | Command::Explain { .. }
         | Command::Cancel { .. }
         | Command::Pause { .. }
         | Command::Resume { .. } => tokio::runtime::Builder::new_current_thread(),
@@ -444,6 +454,9 @@ async fn run(command: Command) -> Result<i32, Failure> {
         Command::List { limit, json } => look::list(&queue, limit, json).await?,
         Command::Peek { count } => look::peek(&queue, count).await?,
         Command::Status { task, json } => return look::status(&config, &queue, &task, json).await,
+        Command::Explain { task, json } => {
+            return look::explain(&config, &queue, &task, json).await;
+        }
         Command::Dead(command) => dead::dead_command(&queue, command).await?,
         Command::Stats { json, full } => look::stats(&config, &queue, json, full).await?,
         Command::Process { drain, max_tasks } => {

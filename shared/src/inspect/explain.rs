@@ -1,0 +1,577 @@
+//! Why a task is where it is, and what would let it go (`explain`): a line for each reason,
+//! and the reasons as data. Every state of [`State`] has its explanation here, in one match
+//! with no catch-all, so a state added to the core does not build without one.
+//!
+//! It starts from [`status`], then asks each feature that can hold a pending task back
+//! whether it does: the pause, the task's due time, its group's lock, the gates of its route
+//! and concurrency key, its cancel mark. A waiting child's parents are each looked up by id
+//! (the first [`PARENTS_LOOKED_UP`]; a look by id may page through the queue).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{DebouncedInfo, Status, TaskInfo, status};
+use crate::clock::ZkTime;
+use crate::error::Result;
+use crate::queue::{DoneRecord, GateLoad, Queue};
+use crate::state::State;
+use crate::task::StandsFor;
+
+/// Parents of a waiting child whose state is looked up; the rest are named by id only.
+pub const PARENTS_LOOKED_UP: usize = 3;
+
+/// Why a task is where it is: its state, and each reason with its line.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Explanation {
+    /// Its state; absent for a place (its task's state is its own) and for nothing found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<State>,
+    /// One line per reason: what it waits for, or how it ended, and what would let it go.
+    pub lines: Vec<String>,
+    pub reasons: Vec<Reason>,
+}
+
+impl Explanation {
+    /// The lines as one text.
+    pub fn text(&self) -> String {
+        self.lines.join("\n")
+    }
+}
+
+/// One reason a task is where it is.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reason {
+    /// A debounced publish: fires when its key's period ends (or its longest wait passes).
+    Debounced {
+        key: String,
+        due_at_ms: i64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_wait_until_ms: Option<i64>,
+    },
+    /// A child waiting for these parents (each with its state when looked up and found).
+    Parents {
+        waiting_on: Vec<Parent>,
+    },
+    /// A grouped child whose parents are done: it waits for its group to reach its place.
+    GroupTurn {
+        group: String,
+    },
+    /// Its event type (or the whole queue, `event_type` absent) is paused.
+    Paused {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        event_type: Option<String>,
+        since_ms: i64,
+    },
+    /// Not due yet: a retry's backoff, or its producer's delay.
+    NotDue {
+        due_at_ms: i64,
+        attempts: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_error: Option<String>,
+    },
+    /// Its group runs another task first (`holder`, with its state when found).
+    GroupBehind {
+        group: String,
+        holder: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        holder_state: Option<State>,
+    },
+    /// Its group is paused at `task`, which died.
+    GroupPaused {
+        group: String,
+        task: String,
+        why: String,
+    },
+    /// A gate it goes through has as many tasks in flight as it lets.
+    AtCap {
+        gate: GateLoad,
+    },
+    /// Cancelled while held: buried instead of run again.
+    Cancelled,
+    /// Its body cannot run: it goes to the dead letters when claimed.
+    Poison {
+        problem: String,
+    },
+    /// Nothing holds it back: the next run claims it.
+    Ready,
+    /// A consumer holds it.
+    Held {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        consumer_id: Option<String>,
+        fencing_token: i64,
+        expires_in_ms: i64,
+    },
+    /// In the dead letters.
+    Dead {
+        name: String,
+        why: String,
+    },
+    /// Completed (its record kept).
+    Completed {
+        task: String,
+        completed_at_ms: i64,
+        attempts: u32,
+    },
+    /// A place: the turn in its group of another task, which waits elsewhere.
+    Place {
+        group: String,
+        task_id: String,
+        stands_for: StandsFor,
+    },
+    NotFound,
+}
+
+/// A parent a child waits for.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Parent {
+    pub id: String,
+    /// Its state, when looked up and found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<State>,
+}
+
+/// Why the task `key` names (a task name, a name it had, or an envelope id) is where it is.
+pub async fn explain(queue: &Queue, now: &ZkTime, key: &str) -> Result<Explanation> {
+    let found = status(queue, now, key).await?;
+    explain_status(queue, now, &found).await
+}
+
+/// Why a task whose status is `found` is where it is.
+pub async fn explain_status(queue: &Queue, now: &ZkTime, found: &Status) -> Result<Explanation> {
+    let state = found.state();
+    let reasons = match (state, found) {
+        (Some(state), _) => of_state(queue, now, state, found).await?,
+        (None, Status::Place { task }) => vec![place(task)],
+        (None, _) => vec![Reason::NotFound],
+    };
+    let now_ms = now.now_ms();
+    Ok(Explanation {
+        state,
+        lines: reasons.iter().map(|r| line(r, now_ms)).collect(),
+        reasons,
+    })
+}
+
+/// The reasons of a task in `state` (its status `found`): every state, and no other arm.
+async fn of_state(
+    queue: &Queue,
+    now: &ZkTime,
+    state: State,
+    found: &Status,
+) -> Result<Vec<Reason>> {
+    Ok(match (state, found) {
+        (State::Debounced, Status::Debounced(info)) => vec![debounced(info)],
+        (State::Blocked, Status::Blocked { task }) => blocked(queue, now, task).await?,
+        (State::Pending, Status::Pending { task }) => held_back(queue, now, task).await?,
+        (State::Leased, Status::Leased { task }) => leased(queue, task).await?,
+        (State::Waiting, Status::Waiting { task }) => waiting(queue, task).await?,
+        (State::Dead, Status::Dead { name, record }) => vec![dead(name, record)],
+        (State::Completed, Status::Completed { record }) => vec![completed(record)],
+        (
+            State::Debounced
+            | State::Blocked
+            | State::Pending
+            | State::Leased
+            | State::Waiting
+            | State::Dead
+            | State::Completed,
+            _,
+        ) => unreachable!("a status names its own state"),
+    })
+}
+
+fn debounced(info: &DebouncedInfo) -> Reason {
+    Reason::Debounced {
+        key: info.key.clone(),
+        due_at_ms: info.due_at_ms,
+        max_wait_until_ms: info.max_wait_until_ms,
+    }
+}
+
+/// A child: its parents, or its group's turn once they are done.
+async fn blocked(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Result<Vec<Reason>> {
+    let Some(envelope) = &task.envelope else {
+        return Ok(vec![Reason::Parents {
+            waiting_on: Vec::new(),
+        }]);
+    };
+    if envelope.waiting_on.is_empty()
+        && let Some(group) = &envelope.group
+    {
+        return Ok(vec![Reason::GroupTurn {
+            group: group.clone(),
+        }]);
+    }
+    let mut waiting_on = Vec::with_capacity(envelope.waiting_on.len());
+    for (i, id) in envelope.waiting_on.iter().enumerate() {
+        let state = match i < PARENTS_LOOKED_UP {
+            true => status(queue, now, id).await?.state(),
+            false => None,
+        };
+        waiting_on.push(Parent {
+            id: id.clone(),
+            state,
+        });
+    }
+    Ok(vec![Reason::Parents { waiting_on }])
+}
+
+/// What holds a pending task back, each feature asked in turn; [`Reason::Ready`] when none.
+async fn held_back(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Result<Vec<Reason>> {
+    let mut reasons = Vec::new();
+    if let Some(problem) = &task.poison {
+        reasons.push(Reason::Poison {
+            problem: problem.clone(),
+        });
+    }
+    reasons.extend(paused(queue, task).await?);
+    if let Some(envelope) = &task.envelope {
+        if let Some(due_at_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
+            reasons.push(Reason::NotDue {
+                due_at_ms,
+                attempts: envelope.attempts,
+                last_error: envelope.last_error.clone(),
+            });
+        }
+        if let Some(group) = &envelope.group {
+            reasons.extend(group_ahead(queue, now, group, &envelope.id).await?);
+        }
+        let key = envelope.concurrency_key.as_deref();
+        let loads = queue.gates().loads_for(&envelope.event_type, key).await?;
+        (loads.into_iter())
+            .filter(GateLoad::at_cap)
+            .for_each(|gate| reasons.push(Reason::AtCap { gate }));
+        if cancelled(queue, &envelope.id).await? {
+            reasons.push(Reason::Cancelled);
+        }
+    }
+    if reasons.is_empty() {
+        reasons.push(Reason::Ready);
+    }
+    Ok(reasons)
+}
+
+/// The pause that covers the task, if one does.
+async fn paused(queue: &Queue, task: &TaskInfo) -> Result<Option<Reason>> {
+    if !task.paused {
+        return Ok(None);
+    }
+    let paused = queue.pauses().paused().await?;
+    if let Some(since) = paused.queue {
+        return Ok(Some(Reason::Paused {
+            event_type: None,
+            since_ms: since.since,
+        }));
+    }
+    let event_type = task.event_type.clone().unwrap_or_default();
+    Ok((paused.types.get(&event_type)).map(|since| Reason::Paused {
+        since_ms: since.since,
+        event_type: Some(event_type),
+    }))
+}
+
+/// Whether `group`'s lock is another task's (or paused): what the task waits behind.
+async fn group_ahead(queue: &Queue, now: &ZkTime, group: &str, id: &str) -> Result<Vec<Reason>> {
+    let Some(read) = queue.groups().group_lock(group).await? else {
+        return Ok(Vec::new());
+    };
+    let lock = read.lock;
+    if let Some(why) = lock.paused {
+        return Ok(vec![Reason::GroupPaused {
+            group: group.to_string(),
+            task: lock.task,
+            why,
+        }]);
+    }
+    if lock.id == id {
+        return Ok(Vec::new());
+    }
+    let holder_state = status(queue, now, &lock.task).await?.state();
+    Ok(vec![Reason::GroupBehind {
+        group: group.to_string(),
+        holder: lock.task,
+        holder_state,
+    }])
+}
+
+async fn cancelled(queue: &Queue, id: &str) -> Result<bool> {
+    let marks = queue.cancels().cancel_marks().await?;
+    Ok(crate::queue::Cancels::is_marked(&marks, id))
+}
+
+/// A held task: by whom, until when; marked when it was cancelled meanwhile.
+async fn leased(queue: &Queue, task: &TaskInfo) -> Result<Vec<Reason>> {
+    let lease = task.lease.as_ref();
+    let mut reasons = vec![Reason::Held {
+        consumer_id: lease.and_then(|l| l.consumer_id.clone()),
+        fencing_token: lease.map_or(0, |l| l.fencing_token),
+        expires_in_ms: lease.map_or(0, |l| l.expires_in_ms),
+    }];
+    if let Some(id) = &task.id
+        && cancelled(queue, id).await?
+    {
+        reasons.push(Reason::Cancelled);
+    }
+    Ok(reasons)
+}
+
+/// A waiting task: when it is due, and the pause that will hold it then.
+async fn waiting(queue: &Queue, task: &TaskInfo) -> Result<Vec<Reason>> {
+    let envelope = task.envelope.as_ref();
+    let mut reasons = vec![Reason::NotDue {
+        due_at_ms: envelope.and_then(|e| e.retry_at).unwrap_or_default(),
+        attempts: task.attempts,
+        last_error: task.last_error.clone(),
+    }];
+    reasons.extend(paused(queue, task).await?);
+    Ok(reasons)
+}
+
+fn dead(name: &str, record: &Value) -> Reason {
+    let reason = record["reason"].as_str().unwrap_or("no reason kept");
+    Reason::Dead {
+        name: name.to_string(),
+        why: reason.to_string(),
+    }
+}
+
+fn completed(record: &DoneRecord) -> Reason {
+    Reason::Completed {
+        task: record.task.clone(),
+        completed_at_ms: record.completed_at_ms,
+        attempts: record.attempts,
+    }
+}
+
+fn place(task: &TaskInfo) -> Reason {
+    let place = task.place.as_ref().expect("a place's status carries it");
+    Reason::Place {
+        group: place.group.clone(),
+        task_id: task.id.clone().unwrap_or_default(),
+        stands_for: place.stands_for.clone(),
+    }
+}
+
+/// A reason's line, times by ZooKeeper's clock (`now_ms`).
+fn line(reason: &Reason, now_ms: i64) -> String {
+    match reason {
+        Reason::Debounced {
+            key,
+            due_at_ms,
+            max_wait_until_ms,
+        } => {
+            let most = max_wait_until_ms.map_or(String::new(), |at| {
+                format!(" (at the latest {})", at_time(at))
+            });
+            format!(
+                "debounced under key {key}: fires at {}{most} unless a later publish of the key \
+                 replaces it; `cancel` withdraws it",
+                at_time(*due_at_ms)
+            )
+        }
+        Reason::Parents { waiting_on } => {
+            let each: Vec<String> = waiting_on.iter().map(parent).collect();
+            format!(
+                "waiting for its parents {}: it goes to its lane when they complete",
+                each.join(" and ")
+            )
+        }
+        Reason::GroupTurn { group } => format!(
+            "its parents are done; it waits for group {group} to reach its place in the lane"
+        ),
+        Reason::Paused {
+            event_type: None,
+            since_ms,
+        } => format!(
+            "paused: the whole queue, since {}; `resume` lets it go",
+            at_time(*since_ms)
+        ),
+        Reason::Paused {
+            event_type: Some(event_type),
+            since_ms,
+        } => format!(
+            "paused: type {event_type}, since {}; `resume --type {event_type}` lets it go",
+            at_time(*since_ms)
+        ),
+        Reason::NotDue {
+            due_at_ms,
+            attempts,
+            last_error,
+        } => not_due(*due_at_ms, *attempts, last_error.as_deref(), now_ms),
+        Reason::GroupBehind {
+            group,
+            holder,
+            holder_state,
+        } => {
+            let state = holder_state.map_or("not found".to_string(), |s| s.name().to_string());
+            format!("group {group}: behind {holder} ({state}), which goes first")
+        }
+        Reason::GroupPaused { group, task, why } => {
+            format!("group {group} paused at {task}: {why}; `resume --group {group}` lets it go on")
+        }
+        Reason::AtCap { gate } => at_cap(gate),
+        Reason::Cancelled => {
+            "cancelled: it goes to the dead letters instead of running again".to_string()
+        }
+        Reason::Poison { problem } => {
+            format!("cannot run ({problem}): it goes to the dead letters when claimed")
+        }
+        Reason::Ready => "ready: nothing holds it back; the next run claims it".to_string(),
+        Reason::Held {
+            consumer_id,
+            fencing_token,
+            expires_in_ms,
+        } => held(
+            consumer_id.as_deref(),
+            *fencing_token,
+            *expires_in_ms,
+            now_ms,
+        ),
+        Reason::Dead { name, why } => {
+            format!("dead: {why}; `dead redrive {name}` queues it again")
+        }
+        Reason::Completed {
+            task,
+            completed_at_ms,
+            attempts,
+        } => format!(
+            "completed as {task} at {} after {attempts} attempt{}",
+            at_time(*completed_at_ms),
+            if *attempts == 1 { "" } else { "s" }
+        ),
+        Reason::Place {
+            group,
+            task_id,
+            stands_for,
+        } => format!(
+            "a place: the turn in group {group} of task {task_id}, which {}",
+            match stands_for {
+                StandsFor::Parents => "waits for its parents",
+                StandsFor::Debounce { .. } => "waits for its debounce",
+                StandsFor::Dead { .. } => "died: the group pauses here",
+            }
+        ),
+        Reason::NotFound => {
+            "not found: no task, waiting task, dead letter or kept record has this name or id"
+                .to_string()
+        }
+    }
+}
+
+fn parent(parent: &Parent) -> String {
+    match parent.state {
+        Some(state) => format!("{} ({})", parent.id, state.name()),
+        None => parent.id.clone(),
+    }
+}
+
+fn not_due(due_at_ms: i64, attempts: u32, last_error: Option<&str>, now_ms: i64) -> String {
+    let when = format!(
+        "due at {} (in {})",
+        at_time(due_at_ms),
+        span(due_at_ms - now_ms)
+    );
+    match (attempts, last_error) {
+        (0, _) => format!("{when}: delayed by its producer"),
+        (n, Some(error)) => format!("{when}: backoff after attempt {n}: {error}"),
+        (n, None) => format!("{when}: backoff after attempt {n}"),
+    }
+}
+
+fn at_cap(gate: &GateLoad) -> String {
+    let what = match &gate.key {
+        Some(key) => format!("key {key} of route {}", gate.route),
+        None => format!("route {}", gate.route),
+    };
+    let max = gate.max_in_flight.unwrap_or_default();
+    let holders: Vec<String> = (gate.slots.iter())
+        .map(|(lead, tasks)| match tasks {
+            1 => lead.clone(),
+            n => format!("{lead} and {} more of its claim", n - 1),
+        })
+        .collect();
+    format!(
+        "{what} at its cap {}/{max}: held by {}; it goes when one of them ends",
+        gate.in_flight,
+        holders.join(", ")
+    )
+}
+
+fn held(consumer: Option<&str>, token: i64, expires_in_ms: i64, now_ms: i64) -> String {
+    let consumer = consumer.unwrap_or("an unnamed consumer");
+    let until = at_time(now_ms + expires_in_ms);
+    match expires_in_ms > 0 {
+        true => format!(
+            "leased by {consumer} (fencing token {token}) until {until}: if that consumer \
+             dies, the reaper frees it then"
+        ),
+        false => format!(
+            "leased by {consumer} (fencing token {token}), expired at {until}: the next \
+             reaper run frees it"
+        ),
+    }
+}
+
+/// `ms` since the epoch as a UTC time to the second.
+fn at_time(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// A span of ms, to the second.
+fn span(ms: i64) -> String {
+    let s = (ms.max(0) as u64).div_ceil(1000);
+    match s {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7_200 => format!("{} min", s.div_ceil(60)),
+        s => format!("{} h", s.div_ceil(3_600)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_utc_and_spans_round_up() {
+        assert_eq!(at_time(1_795_000_000_000), "2026-11-18 11:06:40 UTC");
+        assert_eq!(span(1), "1 s");
+        assert_eq!(span(90_000), "90 s");
+        assert_eq!(span(600_001), "11 min");
+        assert_eq!(span(-5), "0 s");
+    }
+
+    #[test]
+    fn a_backoff_names_its_attempt_and_error_and_a_delay_its_producer() {
+        let now = 1_795_000_000_000;
+        let backoff = not_due(now + 30_000, 2, Some("503 from https://x"), now);
+        assert_eq!(
+            backoff,
+            "due at 2026-11-18 11:07:10 UTC (in 30 s): backoff after attempt 2: 503 from https://x"
+        );
+        assert!(not_due(now + 1_000, 0, None, now).ends_with("delayed by its producer"));
+    }
+
+    #[test]
+    fn a_gate_at_its_cap_names_its_holders() {
+        let gate = GateLoad {
+            route: "email.send".into(),
+            key: Some("tenant-7".into()),
+            in_flight: 2,
+            max_in_flight: Some(2),
+            slots: vec![("task-0000000003".into(), 1), ("task-0000000009".into(), 1)],
+        };
+        assert!(gate.at_cap());
+        assert_eq!(
+            at_cap(&gate),
+            "key tenant-7 of route email.send at its cap 2/2: held by task-0000000003, \
+             task-0000000009; it goes when one of them ends"
+        );
+    }
+}
