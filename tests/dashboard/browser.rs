@@ -216,6 +216,36 @@ async fn a_read_only_page_has_no_redrive_button() {
     browser.close().await.unwrap();
 }
 
+/// The task page: looked up by the form, its state and why; a task nowhere is a 404 that
+/// says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_page_says_why_a_task_waits() {
+    let t = TestQueue::new().await;
+    let envelope = event_bridge::Envelope::new("email.send", json!({}));
+    let name = t.queue.publish_many(&[envelope]).await.unwrap().remove(0);
+    let email = event_bridge::queue::PauseTarget::Type("email.send".into());
+    t.queue.pauses().pause(&email).await.unwrap();
+    let serve = Serve::start(&t, &[], &[]).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser.goto(&serve.url("/task")).await.unwrap();
+    let field = wait_for(&browser, "input[name=key]").await;
+    field.send_keys(&name).await.unwrap();
+    click(&browser, "form[action='/task'] button").await;
+    assert_eq!(text(&browser, "[data-figure=state]").await, "pending");
+    let why = text(&browser, "#why li").await;
+    assert!(why.starts_with("paused: type email.send, since "), "{why}");
+    assert!(text(&browser, "#status").await.contains(&name));
+    browser
+        .goto(&serve.url("/task?key=no-such-task"))
+        .await
+        .unwrap();
+    assert!(text(&browser, "#why li").await.starts_with("not found"));
+    browser.close().await.unwrap();
+    let missing = crate::http::get(&serve.address, "/task?key=no-such-task").unwrap();
+    assert_eq!(missing.status, 404);
+}
+
 /// The main page as a PNG, for the README.
 async fn screenshot(browser: &Client) {
     let png = browser.screenshot().await.unwrap();

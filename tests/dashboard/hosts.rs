@@ -133,6 +133,8 @@ async fn no_answer_may_be_framed() {
         "/assets/dashboard.css",
         "/login",
         "/no-such-page",
+        "/task",
+        "/task?key=task-0000099999",
     ] {
         answers.push((path, http::get(&serve.address, path).unwrap()));
     }
@@ -140,7 +142,10 @@ async fn no_answer_may_be_framed() {
     let refused = http::post(&serve.address, "/dead/act", &[], "action=purge").unwrap();
     answers.push(("403", refused));
     let statuses: Vec<u16> = answers.iter().map(|(_, a)| a.status).collect();
-    assert_eq!(statuses, [200, 200, 200, 404, 200, 200, 200, 404, 421, 403]);
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 404, 200, 200, 200, 404, 200, 404, 421, 403]
+    );
     for (what, answer) in &answers {
         assert_eq!(answer.header("x-frame-options"), Some("DENY"), "{what}");
         let policy = answer.header("content-security-policy").unwrap_or_default();

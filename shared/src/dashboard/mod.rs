@@ -10,6 +10,7 @@
 //!   and no answer may be framed.
 //! - [`overview`]: `/`: figures, chart, leases, types, pauses, groups and schedules.
 //! - [`dead_pages`]: `/dead`: dead letters by type and reason; show, redrive, purge.
+//! - [`task_page`]: `/task?key=`: one task's state, why it is there (`explain`), its status.
 //! - [`sampler`]: the figures over time, and the Prometheus gauges.
 //! - [`signin`]: signing in with `DASHBOARD_TOKEN`, and out; [`attempts`]: the limit on wrong
 //!   tokens, across connections.
@@ -27,6 +28,7 @@ mod overview;
 mod sampler;
 mod shell;
 mod signin;
+mod task_page;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -171,6 +173,7 @@ fn router(shared: Shared, hosts: Hosts) -> Router {
         .route("/", get(overview::page))
         .route("/dead", get(dead_pages::list))
         .route("/dead/{name}", get(dead_pages::show))
+        .route("/task", get(task_page::show))
         .route("/metrics", get(metrics))
         .route("/assets/dashboard.css", get(css));
     if shared.access.is_admin() {

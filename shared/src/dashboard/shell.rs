@@ -13,6 +13,7 @@ pub const CSS: &str = include_str!("assets/dashboard.css");
 pub enum Here {
     Overview,
     Dead,
+    Task,
     Other,
 }
 
@@ -42,6 +43,7 @@ pub fn page(
                     nav {
                         a href="/" class=[(here == Here::Overview).then_some("here")] { "Overview" }
                         a href="/dead" class=[(here == Here::Dead).then_some("here")] { "Dead letters" }
+                        a href="/task" class=[(here == Here::Task).then_some("here")] { "Task" }
                         a href="/metrics" { "Metrics" }
                     }
                     div.who { (who(viewer)) }
