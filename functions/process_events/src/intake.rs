@@ -130,14 +130,8 @@ fn in_doubt(line: usize, id: &str, problem: &str, tasks: usize) -> HttpReply {
 /// Where the task `key` names (its name, a name it had, or its envelope id) is now, and why
 /// (`why`: what `event-bridge explain` says).
 pub async fn status(app: &App, key: &str) -> HttpReply {
-    let found = app
-        .session
-        .run(|queue| async move {
-            let now = queue.server_time().await?;
-            let status = inspect::status(&queue, &now, key).await?;
-            let why = inspect::explain_status(&queue, &now, &status).await?;
-            Ok((status, why))
-        })
+    let found = (app.session)
+        .run(|queue| async move { inspect::status_and_why(&queue, key).await })
         .await;
     match found {
         Ok((status, why)) => {

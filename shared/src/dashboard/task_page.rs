@@ -24,14 +24,8 @@ pub(super) async fn show(
         let body = html! { h1 { "Task" } (ask("")) };
         return page("Task", Here::Task, &viewer, None, body).into_response();
     }
-    let found = shared
-        .session
-        .run(|queue| async move {
-            let now = queue.server_time().await?;
-            let status = inspect::status(&queue, &now, key).await?;
-            let why = inspect::explain_status(&queue, &now, &status).await?;
-            Ok((status, why))
-        })
+    let found = (shared.session)
+        .run(|queue| async move { inspect::status_and_why(&queue, key).await })
         .await;
     let (status, why) = match found {
         Ok(found) => found,

@@ -140,6 +140,15 @@ pub async fn explain(queue: &Queue, now: &ZkTime, key: &str) -> Result<Explanati
     explain_status(queue, now, &found).await
 }
 
+/// The status of the task `key` names, and why it is there, as of ZooKeeper's time now: what
+/// the HTTP status answer and the dashboard's task page show.
+pub async fn status_and_why(queue: &Queue, key: &str) -> Result<(Status, Explanation)> {
+    let now = queue.server_time().await?;
+    let found = status(queue, &now, key).await?;
+    let why = explain_status(queue, &now, &found).await?;
+    Ok((found, why))
+}
+
 /// Why a task whose status is `found` is where it is.
 pub async fn explain_status(queue: &Queue, now: &ZkTime, found: &Status) -> Result<Explanation> {
     let state = found.state();

@@ -19,7 +19,9 @@ mod status;
 
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
 pub use debounced::DebouncedInfo;
-pub use explain::{Explanation, PARENTS_LOOKED_UP, Parent, Reason, explain, explain_status};
+pub use explain::{
+    Explanation, PARENTS_LOOKED_UP, Parent, Reason, explain, explain_status, status_and_why,
+};
 pub use leased::leased;
 pub use status::{Status, status};
 
