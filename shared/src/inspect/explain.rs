@@ -372,16 +372,7 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             key,
             due_at_ms,
             max_wait_until_ms,
-        } => {
-            let most = max_wait_until_ms.map_or(String::new(), |at| {
-                format!(" (at the latest {})", at_time(at))
-            });
-            format!(
-                "debounced under key {key}: fires at {}{most} unless a later publish of the key \
-                 replaces it; `cancel` withdraws it",
-                at_time(*due_at_ms)
-            )
-        }
+        } => debounced_line(key, *due_at_ms, *max_wait_until_ms),
         Reason::Parents { waiting_on } => {
             let each: Vec<String> = waiting_on.iter().map(parent).collect();
             format!(
@@ -393,19 +384,9 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             "its parents are done; it waits for group {group} to reach its place in the lane"
         ),
         Reason::Paused {
-            event_type: None,
+            event_type,
             since_ms,
-        } => format!(
-            "paused: the whole queue, since {}; `resume` lets it go",
-            at_time(*since_ms)
-        ),
-        Reason::Paused {
-            event_type: Some(event_type),
-            since_ms,
-        } => format!(
-            "paused: type {event_type}, since {}; `resume --type {event_type}` lets it go",
-            at_time(*since_ms)
-        ),
+        } => paused_line(event_type.as_deref(), *since_ms),
         Reason::NotDue {
             due_at_ms,
             attempts,
@@ -430,6 +411,13 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             format!("cannot run ({problem}): it goes to the dead letters when claimed")
         }
         Reason::Ready => "ready: nothing holds it back; the next run claims it".to_string(),
+        other => ended_line(other, now_ms),
+    }
+}
+
+/// The line of a reason that is no waiting: held, ended, a place, nowhere.
+fn ended_line(reason: &Reason, now_ms: i64) -> String {
+    match reason {
         Reason::Held {
             consumer_id,
             fencing_token,
@@ -456,18 +444,38 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             group,
             task_id,
             stands_for,
-        } => format!(
-            "a place: the turn in group {group} of task {task_id}, which {}",
-            match stands_for {
+        } => {
+            let waits = match stands_for {
                 StandsFor::Parents => "waits for its parents",
                 StandsFor::Debounce { .. } => "waits for its debounce",
                 StandsFor::Dead { .. } => "died: the group pauses here",
-            }
-        ),
+            };
+            format!("a place: the turn in group {group} of task {task_id}, which {waits}")
+        }
         Reason::NotFound => {
             "not found: no task, waiting task, dead letter or kept record has this name or id"
                 .to_string()
         }
+        waiting => unreachable!("{waiting:?} is a wait: `line` says it"),
+    }
+}
+
+fn debounced_line(key: &str, due_at_ms: i64, max_wait_until_ms: Option<i64>) -> String {
+    let most = max_wait_until_ms.map_or(String::new(), |at| {
+        format!(" (at the latest {})", at_time(at))
+    });
+    format!(
+        "debounced under key {key}: fires at {}{most} unless a later publish of the key \
+         replaces it; `cancel` withdraws it",
+        at_time(due_at_ms)
+    )
+}
+
+fn paused_line(event_type: Option<&str>, since_ms: i64) -> String {
+    let since = at_time(since_ms);
+    match event_type {
+        None => format!("paused: the whole queue, since {since}; `resume` lets it go"),
+        Some(t) => format!("paused: type {t}, since {since}; `resume --type {t}` lets it go"),
     }
 }
 
