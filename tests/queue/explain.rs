@@ -252,6 +252,39 @@ async fn a_child_names_its_parents_and_their_states() {
     );
 }
 
+/// What the HTTP status answer and the dashboard show reads the parents' markers and `after/`
+/// only, at the same cost at any depth: a parent waiting for its own parents is `blocked`, a
+/// pending one has no state to show.
+#[tokio::test]
+async fn the_status_answers_why_reads_only_the_parents_markers() {
+    let t = TestQueue::new().await;
+    let grandparent = plain("a");
+    let mut parent = plain("b");
+    parent.after = vec![grandparent.id.clone()];
+    let mut child = plain("c");
+    child.after = vec![parent.id.clone(), grandparent.id.clone()];
+    let (parent_id, child_id) = (parent.id.clone(), child.id.clone());
+    let grandparent_id = grandparent.id.clone();
+    publish(&t, grandparent).await;
+    t.queue.publish_all(&[parent, child]).await.unwrap();
+    let (_, why) = inspect::status_and_why(&t.queue, &child_id).await.unwrap();
+    assert_eq!(
+        only(&why).0,
+        &Reason::Parents {
+            waiting_on: vec![
+                inspect::Parent {
+                    id: parent_id,
+                    state: Some(State::Blocked),
+                },
+                inspect::Parent {
+                    id: grandparent_id,
+                    state: None,
+                },
+            ],
+        }
+    );
+}
+
 #[tokio::test]
 async fn a_held_task_names_its_consumer_and_a_cancel_of_it_says_it_will_not_run_again() {
     let t = TestQueue::new().await;

@@ -4,8 +4,11 @@
 //!
 //! It starts from [`status`], then asks each feature that can hold a pending task back
 //! whether it does: the pause, the task's due time, its group's lock, the gates of its route
-//! and concurrency key, its cancel mark. A waiting child's parents are each looked up by id
-//! (the first [`PARENTS_LOOKED_UP`]; a look by id may page through the queue).
+//! and concurrency key, its cancel mark. A waiting child's parents: [`explain`] (the command)
+//! looks each up by id (the first [`PARENTS_LOOKED_UP`]; a look by id may page through the
+//! queue); [`status_and_why`] (the HTTP status answer, the dashboard) reads only what costs
+//! the same at any depth: each parent's marker (completed or dead, once settled) and whether
+//! it waits for parents of its own.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -17,6 +20,7 @@ use crate::error::Result;
 use crate::queue::{DoneRecord, GateLoad, Queue};
 use crate::state::State;
 use crate::task::StandsFor;
+use crate::task::after::ParentEnd;
 
 /// Parents of a waiting child whose state is looked up; the rest are named by id only.
 pub const PARENTS_LOOKED_UP: usize = 3;
@@ -134,10 +138,19 @@ pub struct Parent {
     pub state: Option<State>,
 }
 
+/// How a waiting child's parents are looked up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Parents {
+    /// By id, wherever they are (a look may page through the queue).
+    Found,
+    /// By their markers and `after/` only: flat.
+    Marked,
+}
+
 /// Why the task `key` names (a task name, a name it had, or an envelope id) is where it is.
 pub async fn explain(queue: &Queue, now: &ZkTime, key: &str) -> Result<Explanation> {
     let found = status(queue, now, key).await?;
-    explain_status(queue, now, &found).await
+    explained(queue, now, &found, Parents::Found).await
 }
 
 /// The status of the task `key` names, and why it is there, as of ZooKeeper's time now: what
@@ -145,15 +158,24 @@ pub async fn explain(queue: &Queue, now: &ZkTime, key: &str) -> Result<Explanati
 pub async fn status_and_why(queue: &Queue, key: &str) -> Result<(Status, Explanation)> {
     let now = queue.server_time().await?;
     let found = status(queue, &now, key).await?;
-    let why = explain_status(queue, &now, &found).await?;
+    let why = explained(queue, &now, &found, Parents::Marked).await?;
     Ok((found, why))
 }
 
-/// Why a task whose status is `found` is where it is.
+/// Why a task whose status is `found` is where it is (its parents by id, as [`explain`]).
 pub async fn explain_status(queue: &Queue, now: &ZkTime, found: &Status) -> Result<Explanation> {
+    explained(queue, now, found, Parents::Found).await
+}
+
+async fn explained(
+    queue: &Queue,
+    now: &ZkTime,
+    found: &Status,
+    parents: Parents,
+) -> Result<Explanation> {
     let state = found.state();
     let reasons = match (state, found) {
-        (Some(state), _) => of_state(queue, now, state, found).await?,
+        (Some(state), _) => of_state(queue, now, state, found, parents).await?,
         (None, Status::Place { task }) => vec![place(task)],
         (None, _) => vec![Reason::NotFound],
     };
@@ -171,10 +193,11 @@ async fn of_state(
     now: &ZkTime,
     state: State,
     found: &Status,
+    parents: Parents,
 ) -> Result<Vec<Reason>> {
     Ok(match (state, found) {
         (State::Debounced, Status::Debounced(info)) => vec![debounced(info)],
-        (State::Blocked, Status::Blocked { task }) => blocked(queue, now, task).await?,
+        (State::Blocked, Status::Blocked { task }) => blocked(queue, now, task, parents).await?,
         (State::Pending, Status::Pending { task }) => held_back(queue, now, task).await?,
         (State::Leased, Status::Leased { task }) => leased(queue, task).await?,
         (State::Waiting, Status::Waiting { task }) => waiting(queue, task).await?,
@@ -202,7 +225,12 @@ fn debounced(info: &DebouncedInfo) -> Reason {
 }
 
 /// A child: its parents, or its group's turn once they are done.
-async fn blocked(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Result<Vec<Reason>> {
+async fn blocked(
+    queue: &Queue,
+    now: &ZkTime,
+    task: &TaskInfo,
+    parents: Parents,
+) -> Result<Vec<Reason>> {
     let Some(envelope) = &task.envelope else {
         return Ok(vec![Reason::Parents {
             waiting_on: Vec::new(),
@@ -215,18 +243,49 @@ async fn blocked(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Result<Vec<Rea
             group: group.clone(),
         }]);
     }
-    let mut waiting_on = Vec::with_capacity(envelope.waiting_on.len());
-    for (i, id) in envelope.waiting_on.iter().enumerate() {
-        let state = match i < PARENTS_LOOKED_UP {
-            true => status(queue, now, id).await?.state(),
-            false => None,
-        };
-        waiting_on.push(Parent {
+    let looked_up = &envelope.waiting_on[..envelope.waiting_on.len().min(PARENTS_LOOKED_UP)];
+    let mut states = match parents {
+        Parents::Found => {
+            let mut states = Vec::with_capacity(looked_up.len());
+            for id in looked_up {
+                states.push(status(queue, now, id).await?.state());
+            }
+            states
+        }
+        Parents::Marked => marked(queue, looked_up).await?,
+    };
+    states.resize(envelope.waiting_on.len(), None);
+    let waiting_on = (envelope.waiting_on.iter().zip(states))
+        .map(|(id, state)| Parent {
             id: id.clone(),
             state,
-        });
-    }
+        })
+        .collect();
     Ok(vec![Reason::Parents { waiting_on }])
+}
+
+/// What the markers of parents `ids` and `after/` say of their states, in one multi-read:
+/// completed or dead once settled, blocked while waiting for their own parents, else not
+/// known (pending, held, waiting or debounced).
+async fn marked(queue: &Queue, ids: &[String]) -> Result<Vec<Option<State>>> {
+    let layout = queue.layout();
+    let paths: Vec<String> = (ids.iter())
+        .flat_map(|id| [layout.dependents_of(id), layout.blocked(id)])
+        .collect();
+    let reads = queue.read_paths(&paths).await?;
+    Ok((reads.chunks(2))
+        .map(|pair| {
+            let settled = pair[0]
+                .as_ref()
+                .and_then(|(marker, _)| ParentEnd::parse(marker));
+            match (settled, &pair[1]) {
+                (Some(ParentEnd::Completed { .. }), _) => Some(State::Completed),
+                (Some(ParentEnd::Dead { .. }), _) => Some(State::Dead),
+                (None, Some(_)) => Some(State::Blocked),
+                (None, None) => None,
+            }
+        })
+        .collect())
 }
 
 /// What holds a pending task back, each feature asked in turn; [`Reason::Ready`] when none.
