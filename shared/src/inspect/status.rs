@@ -119,7 +119,9 @@ async fn by_name(queue: &Queue, now: &ZkTime, name: &str) -> Result<Option<Statu
     if let Some(probed) = probe.found.first() {
         return Ok(Some(classify(info(queue, probed, now).await?)));
     }
-    if let Some(waiting) = waiting(queue, now, &|node_name, _| node_name == name).await? {
+    if let Some(waiting) =
+        waiting(queue, now, Some(name), &|node_name, _| node_name == name).await?
+    {
         return Ok(Some(waiting));
     }
     Ok(crate::dead::show(queue, name)
@@ -156,25 +158,30 @@ async fn scan(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
         return Ok(classify(info(queue, &probed, now).await?));
     }
     let wanted = |name: &str, body: &[u8]| names_task(key, name, body);
-    if let Some(found) = waiting(queue, now, &wanted).await? {
+    if let Some(found) = waiting(queue, now, None, &wanted).await? {
         return Ok(found);
     }
     dead(queue, key).await
 }
 
-/// The first waiting task `wanted` picks (by its name and body).
+/// The first waiting task `wanted` picks (by its name and body); only those named `named`,
+/// when given, are read.
 async fn waiting(
     queue: &Queue,
     now: &ZkTime,
+    named: Option<&str>,
     wanted: &(dyn Fn(&str, &[u8]) -> bool + Sync),
 ) -> Result<Option<Status>> {
     for bucket in queue.delays().buckets().await? {
         for (_, node) in queue.delays().waiting_in(bucket).await? {
+            let name = parse_waiting(&node).map_or(node.as_str(), |(_, name)| name);
+            if named.is_some_and(|named| named != name) {
+                continue;
+            }
             let path = format!("{}/{node}", queue.layout().delay_bucket(bucket));
             let Some((body, stat)) = queue.read_path(&path).await? else {
                 continue;
             };
-            let name = parse_waiting(&node).map_or(node.as_str(), |(_, name)| name);
             if wanted(name, &body) {
                 let task = Box::new(body_info(name, &body, &stat, now));
                 return Ok(Some(Status::Waiting { task }));

@@ -22,7 +22,7 @@ use super::keys::{KeyState, KeyedWrite, Published, created_name};
 use super::members::Join;
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::parents::{ChildPlan, Earlier};
-use super::write::{self, Next, Tries, Write};
+use super::write::{self, Next, Read, Tries, Write};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, encode_segment};
 use crate::task::Envelope;
@@ -323,7 +323,7 @@ impl Write for PublishBatch<'_> {
     const WHAT: &'static str = "publish batch";
     const TRIES: Tries = Tries::Contended;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<Self::Out>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Self::Out>> {
         let envelopes = self.envelopes;
         self.items = queue.all_or_nothing().batch_items(envelopes).await?;
         // The batches its items join: their totals raised in the same multi-op.
@@ -336,9 +336,9 @@ impl Write for PublishBatch<'_> {
             .collect();
         if batch_multi(&self.items, &self.prefixes, &self.joins).is_empty() {
             let items = std::mem::take(&mut self.items);
-            return Ok(Some(Some(answers(envelopes, items, &[]))));
+            return Ok(Read::Stop(Some(answers(envelopes, items, &[]))));
         }
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, (usize, Part)>) {

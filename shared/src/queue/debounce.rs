@@ -17,7 +17,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::place::PlaceWrite;
-use super::write::{Next, Tries, Write};
+use super::write::{Next, Read, Tries, Write};
 use crate::error::{Error, Result};
 use crate::layout::UNFILED_BUCKET;
 use crate::task::{Debounce, Envelope, PendingDebounced, StandsFor};
@@ -256,12 +256,12 @@ impl Write for PublishDebounced<'_> {
     const WHAT: &'static str = "publish debounced";
     const TRIES: Tries = Tries::Few;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<Debounced>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Debounced>> {
         let read = queue
             .debounce()
             .debounce_write(self.envelope, self.debounce);
         self.write = Some(read.await?);
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {

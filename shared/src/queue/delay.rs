@@ -20,7 +20,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::ops::{Failed, Landed, Multi, Op, Part};
-use super::write::{self, Next, Tries, Write};
+use super::write::{self, Next, Read, Tries, Write};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::delay_bucket_of;
@@ -256,9 +256,9 @@ impl Write for Defer<'_> {
     const WHAT: &'static str = "defer";
     const TRIES: Tries = Tries::Few;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<Deferred>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Deferred>> {
         queue.delays().ensure_bucket(self.bucket).await?;
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {

@@ -28,12 +28,13 @@ use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use zookeeper_client as zk;
 
+use super::Queue;
 use super::end::{Ending, To, Where};
 use super::held::Settled;
 use super::marker::{MarkerWrite, NoChildren};
-use super::ops::{Multi, Op, Part};
+use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::DeadLetter;
-use super::write::Tries;
+use super::write::{self, Next, Read, Tries, Write};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::task::after::ParentEnd;
@@ -46,9 +47,6 @@ recipe!(
     Dependencies,
     dependencies
 );
-
-/// Tries of a child's settlement when its parents settle at once (each rewrites it).
-const CHILD_TRIES: usize = Tries::Contended.most();
 
 /// The data version at which this process last saw `dependents/` without children, or -1
 /// when it did not: while that version stands, no child waits for anything, and one check of
@@ -182,65 +180,14 @@ impl Dependencies<'_> {
         settled: &ParentEnd,
         child: &str,
     ) -> Result<Option<String>> {
-        let entry = format!("{}/{child}", self.layout().dependents_of(parent));
-        let path = format!("{}/{child}", self.layout().after());
-        for _ in 0..CHILD_TRIES {
-            let Some((body, stat)) = self.read_path(&path).await? else {
-                // Gone (cancelled, or an earlier try of this landed): only the entry is left.
-                self.delete_entry(&entry).await?;
-                return Ok(None);
-            };
-            let Body::Envelope(envelope) = task::parse(&body) else {
-                self.delete_entry(&entry).await?;
-                return Ok(None);
-            };
-            let outcome = self.outcome(envelope.clone(), parent, settled)?;
-            if let ChildStep::Bury(letter) = outcome {
-                let from = Where::Blocked {
-                    path: path.clone(),
-                    version: stat.version,
-                    entry: Some(entry.clone()),
-                };
-                match self.blocked_dies(&envelope.id, letter, from).await? {
-                    // Another parent rewrote it: read again.
-                    (Settled::Moved, _) => continue,
-                    // It went (cancelled), or its entry did (another settler of this parent).
-                    (Settled::Gone, _) => {
-                        self.delete_entry(&entry).await?;
-                        return Ok(None);
-                    }
-                    (_, own) => return Ok(own.map(|m| m.id)),
-                }
-            }
-            let prefix = self
-                .layout()
-                .lane_prefix(&self.key_lanes().lane_for(&envelope).await?);
-            let mut multi = Multi::new();
-            multi.push(Part::Parent, Op::Delete(&entry, -1));
-            match &outcome {
-                ChildStep::Release(new) => multi
-                    .push(Part::Blocked, Op::Delete(&path, stat.version))
-                    .push(Part::NewTask, Op::CreateSequential(&prefix, new)),
-                ChildStep::Rewrite(new) | ChildStep::Ready(new) => {
-                    multi.push(Part::Blocked, Op::Set(&path, new, stat.version))
-                }
-                ChildStep::Bury(_) => unreachable!("buried above"),
-            };
-            let failed = match self.commit("settle child", &multi).await? {
-                Ok(_) => return Ok(self.settled_child(&envelope, &outcome).await),
-                Err(failed) => failed,
-            };
-            match (failed.tag, &failed.error) {
-                // Another parent rewrote it, or it went: read again.
-                (Part::Blocked, zk::Error::BadVersion | zk::Error::NoNode) => {}
-                (Part::Parent, zk::Error::NoNode) => return Ok(None),
-                _ => return Err(failed.unexpected("settle child")),
-            }
-        }
-        Err(Error::Unreadable {
-            path,
-            problem: "a waiting child kept changing while its parent was settled".into(),
-        })
+        let see = SeeToChild {
+            parent,
+            settled,
+            entry: format!("{}/{child}", self.layout().dependents_of(parent)),
+            path: format!("{}/{child}", self.layout().after()),
+            read: None,
+        };
+        write::run(&self, see).await
     }
 
     /// The blocked child with envelope id `id` dies (`letter`), taken `from` where it waits,
@@ -332,5 +279,101 @@ impl Dependencies<'_> {
             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
             Err(e) => Err(Error::zk("delete", entry, e)),
         }
+    }
+}
+
+/// One child's settlement under its parent's (see [`Dependencies::see_to_child`]): its entry
+/// under the parent deleted with what the settlement does to it. Its parents may settle at
+/// once, each rewriting it: a try that meets another reads it again.
+struct SeeToChild<'p> {
+    parent: &'p str,
+    settled: &'p ParentEnd,
+    /// The child's entry under the parent, and where it waits.
+    entry: String,
+    path: String,
+    /// This try's read: the child, its version, its step, its lane's tail.
+    read: Option<(Envelope, i32, ChildStep, String)>,
+}
+
+impl Write for SeeToChild<'_> {
+    type Tag = Part;
+    type Out = Option<String>;
+    const WHAT: &'static str = "settle child";
+    const TRIES: Tries = Tries::Contended;
+
+    /// The child as it is now. Gone (cancelled, or an earlier try landed) or unreadable: only
+    /// its entry is left. Dying with the parent: it ends as every task does, through `end`,
+    /// read again when another parent rewrote it first.
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Option<String>>> {
+        let deps = queue.dependencies();
+        let envelope = match queue.read_path(&self.path).await? {
+            Some((body, stat)) => match task::parse(&body) {
+                Body::Envelope(envelope) => Some((envelope, stat.version)),
+                _ => None,
+            },
+            None => None,
+        };
+        let Some((envelope, version)) = envelope else {
+            deps.delete_entry(&self.entry).await?;
+            return Ok(Read::Stop(None));
+        };
+        let step = deps.outcome(envelope.clone(), self.parent, self.settled)?;
+        if let ChildStep::Bury(letter) = step {
+            let from = Where::Blocked {
+                path: self.path.clone(),
+                version,
+                entry: Some(self.entry.clone()),
+            };
+            return Ok(match deps.blocked_dies(&envelope.id, letter, from).await? {
+                (Settled::Moved, _) => Read::Again,
+                (Settled::Gone, _) => {
+                    deps.delete_entry(&self.entry).await?;
+                    Read::Stop(None)
+                }
+                (_, own) => Read::Stop(own.map(|m| m.id)),
+            });
+        }
+        let lane = queue.key_lanes().lane_for(&envelope).await?;
+        let prefix = queue.layout().lane_prefix(&lane);
+        self.read = Some((envelope, version, step, prefix));
+        Ok(Read::Write)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
+        let Some((_, version, step, prefix)) = &self.read else {
+            return;
+        };
+        multi.push(Part::Parent, Op::Delete(&self.entry, -1));
+        match step {
+            ChildStep::Release(new) => multi
+                .push(Part::Blocked, Op::Delete(&self.path, *version))
+                .push(Part::NewTask, Op::CreateSequential(prefix, new)),
+            ChildStep::Rewrite(new) | ChildStep::Ready(new) => {
+                multi.push(Part::Blocked, Op::Set(&self.path, new, *version))
+            }
+            ChildStep::Bury(_) => unreachable!("a dying child ends through `end`"),
+        };
+    }
+
+    async fn landed(self, queue: &Queue, _: Landed<Part>) -> Result<Option<String>> {
+        let (envelope, _, step, _) = self.read.expect("a try reads before it writes");
+        Ok(queue.dependencies().settled_child(&envelope, &step).await)
+    }
+
+    /// Another parent rewrote it, or it went: read again. Its entry gone: another settler of
+    /// this parent saw to it.
+    async fn failed(&mut self, _: &Queue, failed: Failed<Part>) -> Result<Next<Option<String>>> {
+        match (failed.tag, &failed.error) {
+            (Part::Blocked, zk::Error::BadVersion | zk::Error::NoNode) => Ok(Next::Again),
+            (Part::Parent, zk::Error::NoNode) => Ok(Next::Stop(None)),
+            _ => Err(failed.unexpected(Self::WHAT)),
+        }
+    }
+
+    fn exhausted(&self) -> Result<Option<String>> {
+        Err(Error::Unreadable {
+            path: self.path.clone(),
+            problem: "a waiting child kept changing while its parent was settled".into(),
+        })
     }
 }

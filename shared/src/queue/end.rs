@@ -36,7 +36,7 @@ use super::members::{BatchesSeen, Tally, tally};
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::DeadLetter;
 use super::slots::{Rename, Shrink, SlotShare, push_rename};
-use super::write::{self, Next, Tries, Write};
+use super::write::{self, Next, Read, Tries, Write};
 use crate::error::Result;
 
 /// Re-reads of batches, and of markers (or of `dependents/`), one call may make when other
@@ -347,10 +347,10 @@ impl Write for Call {
     }
 
     /// The batches' tallies and the slots' renames of this try; done when no ending is left.
-    async fn read(&mut self, queue: &Queue) -> Result<Option<Ended>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Ended>> {
         if self.endings.is_empty() {
             let settled = std::mem::take(&mut self.settled);
-            return Ok(Some(Ended {
+            return Ok(Read::Stop(Ended {
                 settled,
                 markers: Vec::new(),
             }));
@@ -364,7 +364,7 @@ impl Write for Call {
             self.shrinks = queue.gates().shrinks(&shares).await?;
             (self.renames, self.freeing) = queue.gates().slot_frees(&self.shrinks);
         }
-        Ok(None)
+        Ok(Read::Write)
     }
 
     /// The check standing for every marker, each ending's part, the batches' tallies, the

@@ -20,7 +20,7 @@ use super::delay::waiting_name;
 use super::held::{Lease, Settled};
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::short;
-use super::write::{Next, Tries, Write};
+use super::write::{Next, Read, Tries, Write};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::delay_bucket_of;
@@ -198,11 +198,11 @@ impl Write for Release {
     const WHAT: &'static str = "release";
     const TRIES: Tries = Tries::Few;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<Settled>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Settled>> {
         if let Some((bucket, _)) = &self.waiting {
             queue.delays().ensure_bucket(*bucket).await?;
         }
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {

@@ -19,7 +19,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::ops::{Failed, Landed, Multi, Op, Part};
-use super::write::{self, Next, Tries, Write};
+use super::write::{self, Next, Read, Tries, Write};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::task::Envelope;
@@ -453,14 +453,14 @@ impl Write for Redrive<'_> {
     const WHAT: &'static str = "redrive";
     const TRIES: Tries = Tries::Contended;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<Option<Requeued>>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Option<Requeued>>> {
         self.rejoin = (self.seen.clone()).and_then(|(mut state, v)| {
             let path = queue.layout().batch(&state.name);
             state
                 .rejoin(self.letter)
                 .then(|| (path, state.to_bytes(), v))
         });
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {

@@ -24,9 +24,13 @@
 
 use std::collections::BTreeSet;
 
+use zookeeper_client as zk;
+
 use super::Queue;
+use super::ops::{Failed, Landed, Multi, Op};
 use super::probe::{Along, AlongRead, Head, HeadData, LaneStart, Probed};
 use super::ranges::Ranges;
+use super::write::{Next, Read, Tries, Write};
 use crate::error::Result;
 use crate::lane::Lane;
 
@@ -35,10 +39,6 @@ pub const WINDOW: usize = 32;
 
 /// The widest probe from the head before the walk lists `tasks/` instead.
 pub const WIDEST: usize = 4_096;
-
-/// Tries of a head write that lost to another consumer's, at most: consumers that end a
-/// drain together all write it at once, and each try that loses means another one landed.
-pub const HEAD_WRITES: usize = super::Tries::Few.most();
 
 /// Ranges known gone that the head keeps beyond its number, at most (the lowest ones).
 pub const HEAD_RANGES: usize = 64;
@@ -253,26 +253,16 @@ impl LaneWalk {
     }
 
     /// Adds what this walk knows gone to the head, moving it up (a version-checked write,
-    /// repeated while another consumer's write got in first, up to [`HEAD_WRITES`] times; it
-    /// never moves the head back).
+    /// read again and tried again while another consumer's write got in first, a few times:
+    /// consumers that end a drain together all write it at once, and each try that loses
+    /// means another one landed; it never moves the head back).
     pub async fn save_head(&mut self, queue: &Queue) -> Result<()> {
-        for _ in 0..HEAD_WRITES {
-            let Some(head) = &self.head else {
-                return Ok(());
-            };
-            let data = self.head_after(&head.data);
-            if data == head.data || head.is_missing() || self.not_worth_a_write(&head.data, &data) {
-                return Ok(());
-            }
-            if let Some(written) = queue.probes().write_head(head, &data).await? {
-                self.head = Some(written);
-                tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
-                return Ok(());
-            }
-            self.head = queue.probes().read_head_in(&self.lane).await?;
-        }
-        tracing::debug!("head not moved: other consumers kept writing it first");
-        Ok(())
+        let save = SaveHead {
+            walk: self,
+            path: String::new(),
+            write: None,
+        };
+        super::write::run(queue, save).await
     }
 
     /// Whether moving a key lane's head from `before` to `after` would save the next walk
@@ -487,6 +477,74 @@ fn listed_gaps(numbers: &[i64], lowest: i64, before: i64) -> Ranges {
         insert(pair[0] + 1, pair[1]);
     }
     gone
+}
+
+/// A walk's head write (see [`LaneWalk::save_head`]).
+struct SaveHead<'w> {
+    walk: &'w mut LaneWalk,
+    path: String,
+    /// This try's head data and its bytes.
+    write: Option<(HeadData, Vec<u8>)>,
+}
+
+impl Write for SaveHead<'_> {
+    type Tag = ();
+    type Out = ();
+    const WHAT: &'static str = "save head";
+    const TRIES: Tries = Tries::Few;
+
+    /// Nothing to write: no head read, none yet (a listing makes it), nothing learned, or not
+    /// worth a write.
+    async fn read(&mut self, queue: &Queue) -> Result<Read<()>> {
+        let Some(head) = &self.walk.head else {
+            return Ok(Read::Stop(()));
+        };
+        let data = self.walk.head_after(&head.data);
+        if data == head.data || head.is_missing() || self.walk.not_worth_a_write(&head.data, &data)
+        {
+            return Ok(Read::Stop(()));
+        }
+        self.path = queue.layout().lane_head(&head.lane);
+        let bytes = serde_json::to_vec(&data)?;
+        self.write = Some((data, bytes));
+        Ok(Read::Write)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, ()>) {
+        let (Some(head), Some((_, bytes))) = (&self.walk.head, &self.write) else {
+            return;
+        };
+        let version = head.version().expect("a head read");
+        multi.push((), Op::Set(&self.path, bytes, version));
+    }
+
+    async fn landed(self, _: &Queue, landed: Landed<()>) -> Result<()> {
+        let (data, _) = self.write.expect("a try reads before it writes");
+        let head = self.walk.head.as_ref().expect("a head read");
+        let version = match landed.result(()) {
+            Some(zk::MultiWriteResult::SetData { stat }) => stat.version,
+            _ => head.version().unwrap_or_default() + 1,
+        };
+        tracing::debug!(next = data.next, ranges = data.gone.len(), "head moved up");
+        self.walk.head = Some(head.written(data, version));
+        Ok(())
+    }
+
+    /// Another consumer wrote it first: read again.
+    async fn failed(&mut self, queue: &Queue, failed: Failed<()>) -> Result<Next<()>> {
+        match failed.error {
+            zk::Error::BadVersion => {
+                self.walk.head = queue.probes().read_head_in(&self.walk.lane).await?;
+                Ok(Next::Again)
+            }
+            _ => Err(failed.unexpected(Self::WHAT)),
+        }
+    }
+
+    fn exhausted(&self) -> Result<()> {
+        tracing::debug!("head not moved: other consumers kept writing it first");
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::keys::{Published, created_name};
 use super::ops::{Failed, Landed, Multi, Op, Part};
-use super::write::{Next, Tries, Write};
+use super::write::{Next, Read, Tries, Write};
 use crate::error::{Error, Result};
 use crate::task::Envelope;
 use crate::task::batch::{BatchState, BatchStatus, callback_envelopes};
@@ -422,7 +422,7 @@ impl Write for Seal<'_> {
     const WHAT: &'static str = "seal batch";
     const TRIES: Tries = Tries::Contended;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<BatchStatus>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<BatchStatus>> {
         let Some((mut state, version)) = queue.batches().read_batch(self.name).await? else {
             return Err(unknown_batch(self.name));
         };
@@ -437,7 +437,7 @@ impl Write for Seal<'_> {
             data: state.to_bytes(),
         };
         self.read = Some((state, tally));
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
@@ -495,7 +495,7 @@ impl Write for JoinChunk<'_> {
     const WHAT: &'static str = "publish";
     const TRIES: Tries = Tries::Contended;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<Vec<Published>>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Vec<Published>>> {
         let Some((mut state, version)) = queue.batches().read_batch(self.batch).await? else {
             return Err(unknown_batch(self.batch));
         };
@@ -507,7 +507,7 @@ impl Write for JoinChunk<'_> {
         }
         state.total += self.run.len() as u64;
         self.read = Some((state.to_bytes(), version));
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, Joining>) {

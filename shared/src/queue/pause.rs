@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::ops::{Failed, Landed, Multi, Op};
-use super::write::{self, Next, Tries, Write};
+use super::write::{self, Next, Read, Tries, Write};
 use crate::error::{Error, Result};
 
 recipe!(
@@ -133,13 +133,13 @@ impl Write for ChangePaused<'_> {
     const TRIES: Tries = Tries::Few;
 
     /// `false` when the target is so already.
-    async fn read(&mut self, queue: &Queue) -> Result<Option<bool>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<bool>> {
         let (mut paused, version) = queue.pauses().read_paused().await?;
         if !paused.set(self.target, self.on) {
-            return Ok(Some(false));
+            return Ok(Read::Stop(false));
         }
         self.write = Some((serde_json::to_vec(&paused)?, version));
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, ()>) {

@@ -158,6 +158,20 @@ impl Head {
     pub fn is_missing(&self) -> bool {
         self.version.is_none()
     }
+
+    /// Its version, when its znode exists.
+    pub(crate) fn version(&self) -> Option<i32> {
+        self.version
+    }
+
+    /// The head as a write at `version` left it, holding `data`.
+    pub(crate) fn written(&self, data: HeadData, version: i32) -> Self {
+        Head {
+            data,
+            version: Some(version),
+            lane: self.lane.clone(),
+        }
+    }
 }
 
 impl Probes<'_> {

@@ -16,7 +16,7 @@ use zookeeper_client as zk;
 use super::Queue;
 use super::keys::{KeyedWrite, created_name};
 use super::ops::{Failed, Landed, Multi, Op, Part};
-use super::write::{self, Next, Tries, Write};
+use super::write::{self, Next, Read, Tries, Write};
 use crate::error::{Error, Result};
 use crate::recurrence::Schedule;
 use crate::task::{Envelope, MAX_BODY_BYTES};
@@ -408,16 +408,16 @@ impl Write for ChangeSchedule<'_> {
     const WHAT: &'static str = "change schedule";
     const TRIES: Tries = Tries::Few;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<Option<Schedule>>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<Option<Schedule>>> {
         let Some(stored) = queue.schedules().schedule(self.name).await? else {
-            return Ok(Some(None));
+            return Ok(Read::Stop(None));
         };
         let mut schedule = stored.schedule;
         (self.change)(&mut schedule);
         let data = serde_json::to_vec(&schedule)?;
         let path = queue.layout().schedule(self.name);
         self.read = Some((schedule, path, data, stored.version));
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
@@ -457,14 +457,14 @@ impl Write for RemoveSchedule {
     const WHAT: &'static str = "remove schedule";
     const TRIES: Tries = Tries::Few;
 
-    async fn read(&mut self, queue: &Queue) -> Result<Option<bool>> {
+    async fn read(&mut self, queue: &Queue) -> Result<Read<bool>> {
         let marks = match queue.client().list_children(&self.path).await {
             Ok(marks) => marks,
-            Err(zk::Error::NoNode) => return Ok(Some(false)),
+            Err(zk::Error::NoNode) => return Ok(Read::Stop(false)),
             Err(e) => return Err(Error::zk("list", &self.path, e)),
         };
         self.marks = marks.iter().map(|m| format!("{}/{m}", self.path)).collect();
-        Ok(None)
+        Ok(Read::Write)
     }
 
     fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {

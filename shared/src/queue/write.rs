@@ -7,6 +7,18 @@ use super::Queue;
 use super::ops::{Failed, Landed, Multi};
 use crate::error::Result;
 
+/// What a try's read comes to.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Read<O> {
+    /// Build this try's multi-op and commit it.
+    Write,
+    /// Read again, counting a try: what was read moved under the read (another writer got
+    /// in first on a write the read itself made).
+    Again,
+    /// Stop with this outcome, without a write.
+    Stop(O),
+}
+
 /// What a write does after a try failed.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Next<O> {
@@ -65,10 +77,9 @@ pub(crate) trait Write {
         Self::WHAT
     }
 
-    /// Reads what the next try builds on (the first one's too); `Some` ends the write
-    /// without a try.
-    async fn read(&mut self, _queue: &Queue) -> Result<Option<Self::Out>> {
-        Ok(None)
+    /// Reads what the next try builds on (the first one's too), and says whether to write.
+    async fn read(&mut self, _queue: &Queue) -> Result<Read<Self::Out>> {
+        Ok(Read::Write)
     }
 
     /// Builds this try's multi-op.
@@ -90,8 +101,10 @@ pub(crate) trait Write {
 /// Runs `write` on `queue` until it lands or stops, at most its tries.
 pub(crate) async fn run<W: Write>(queue: &Queue, mut write: W) -> Result<W::Out> {
     for attempt in 1..=W::TRIES.most() {
-        if let Some(out) = write.read(queue).await? {
-            return Ok(out);
+        match write.read(queue).await? {
+            Read::Write => {}
+            Read::Again => continue,
+            Read::Stop(out) => return Ok(out),
         }
         let committed = {
             let mut multi = Multi::new();
