@@ -442,7 +442,7 @@ struct Redrive<'r> {
     prefix: String,
     /// Its batch, as last read.
     batch: Option<String>,
-    seen: Option<(crate::batch::BatchState, i32)>,
+    seen: Option<(crate::task::batch::BatchState, i32)>,
     /// This try's write of the batch: a member of one not over yet is pending in it again.
     rejoin: Option<(String, Vec<u8>, i32)>,
 }
