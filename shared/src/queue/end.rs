@@ -385,17 +385,17 @@ impl Write for Call {
         }
     }
 
-    /// The batches' callbacks named, the slots freed, each ended task's letter logged and
+    /// The slots freed, the batches' callbacks named, each ended task's letter logged and
     /// forwarded, its marker kept.
     async fn landed(self, queue: &Queue, landed: Landed<(usize, Part)>) -> Result<Ended> {
-        for (i, tally) in self.tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
-            let mine = landed.results_of((*i, Part::Batch));
-            queue.batches().name_callback(tally, mine).await;
-        }
         if !self.freeing.is_empty() {
             queue.memory.gates.freed(&self.freeing);
         }
         self.shrinks.into_iter().for_each(Shrink::done);
+        for (i, tally) in self.tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
+            let mine = landed.results_of((*i, Part::Batch));
+            queue.batches().name_callback(tally, mine).await;
+        }
         Ok(queue.ended(self.endings, self.settled).await)
     }
 
