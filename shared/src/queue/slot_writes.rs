@@ -7,8 +7,9 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::gate_cache::Freeing;
-use super::ops::Multi;
+use super::ops::{Failed, Landed, Multi};
 use super::slots::{self, Rename, Shrink, SlotShare, push_rename};
+use super::write::{Next, Read, Tries, Write};
 use crate::error::{Error, Result};
 
 /// How often a slot write lost with the link is tried again, and how many times at most (the
@@ -75,41 +76,25 @@ impl Gates<'_> {
     /// One multi-op freeing `shares`: whether it is settled (landed, the slot gone, or not
     /// worth another try).
     async fn try_free_slots(self, shares: &[SlotShare]) -> bool {
-        let mut shrinks = match self.shrinks(shares).await {
+        let shrinks = match self.shrinks(shares).await {
             Ok(shrinks) => shrinks,
             Err(e) => {
                 tracing::warn!(error = %e, "slot not freed yet: its gate unread; again soon");
                 return false;
             }
         };
-        while !shrinks.is_empty() {
-            let (renames, freeing) = self.slot_frees(&shrinks);
-            let mut multi = Multi::new();
-            for (k, rename) in renames.iter().enumerate() {
-                push_rename(&mut multi, k, rename);
+        let free = FreeSlots {
+            shrinks,
+            renames: Vec::new(),
+            freeing: Vec::new(),
+        };
+        match super::write::run(&self, free).await {
+            Ok(settled) => settled,
+            Err(e) => {
+                tracing::warn!(error = %e, "slot not freed yet: the link dropped; again soon");
+                false
             }
-            let failed = match self.commit("free slot", &multi).await {
-                Ok(Ok(_)) => {
-                    drop(multi);
-                    self.memory.gates.freed(&freeing);
-                    shrinks.into_iter().for_each(Shrink::done);
-                    return true;
-                }
-                Ok(Err(failed)) => failed,
-                Err(e) => {
-                    tracing::warn!(error = %e, "slot not freed yet: the link dropped; again soon");
-                    return false;
-                }
-            };
-            drop(multi);
-            let shrink = shrinks.remove(failed.tag);
-            if failed.error != zk::Error::NoNode {
-                tracing::warn!(slot = %shrink.from, error = %failed.error, "slot left to its session's end");
-            }
-            // Gone with the session that made it (one replaced while the handler ran).
-            shrink.gone();
         }
-        true
     }
 
     /// Takes back the slots `paths` that a claim whose answer never came may have made: had
@@ -149,5 +134,55 @@ impl Gates<'_> {
             }
         }
         true
+    }
+}
+
+/// The renames that free a handler's places, its slots locked throughout (see
+/// [`Gates::free_slots`]). A slot gone with the session that made it (one replaced while the
+/// handler ran) fails the multi-op: it is left out, and the rest is sent again.
+struct FreeSlots {
+    shrinks: Vec<Shrink>,
+    /// This try's renames, and the frees they send.
+    renames: Vec<Rename>,
+    freeing: Vec<Freeing>,
+}
+
+impl Write for FreeSlots {
+    type Tag = usize;
+    type Out = bool;
+    const WHAT: &'static str = "free slot";
+    const TRIES: Tries = Tries::Answers;
+
+    async fn read(&mut self, queue: &Queue) -> Result<Read<bool>> {
+        if self.shrinks.is_empty() {
+            return Ok(Read::Stop(true));
+        }
+        (self.renames, self.freeing) = queue.gates().slot_frees(&self.shrinks);
+        Ok(Read::Write)
+    }
+
+    fn build<'a>(&'a self, multi: &mut Multi<'a, usize>) {
+        for (k, rename) in self.renames.iter().enumerate() {
+            push_rename(multi, k, rename);
+        }
+    }
+
+    async fn landed(self, queue: &Queue, _: Landed<usize>) -> Result<bool> {
+        queue.memory.gates.freed(&self.freeing);
+        self.shrinks.into_iter().for_each(Shrink::done);
+        Ok(true)
+    }
+
+    async fn failed(&mut self, _: &Queue, failed: Failed<usize>) -> Result<Next<bool>> {
+        let shrink = self.shrinks.remove(failed.tag);
+        if failed.error != zk::Error::NoNode {
+            tracing::warn!(slot = %shrink.from, error = %failed.error, "slot left to its session's end");
+        }
+        shrink.gone();
+        Ok(Next::Again)
+    }
+
+    fn exhausted(&self) -> Result<bool> {
+        unreachable!("each failed try leaves a slot out")
     }
 }
