@@ -389,15 +389,7 @@ pub fn judge(input: &Inputs) -> Figures {
     // holder's: the bytes were handed to the HTTP client's connection task before the freeze,
     // and no check in the holder can take them back. That is the stale writer the fencing token
     // is for: the receiver sees a lower token and can refuse it. Counted apart, not failed.
-    let frozen = freezes(input);
-    let claimed_by: HashMap<i64, &Claim> = input.claims.iter().map(|c| (c.token, c)).collect();
-    let (refusable, violations): (Vec<_>, Vec<_>) = violations.into_iter().partition(|v| {
-        claimed_by.get(&v.token).is_some_and(|claim| {
-            frozen.iter().any(|(consumer, from, to)| {
-                *consumer == claim.consumer && claim.at_ms < *from && v.at_ms <= to + 1_000
-            })
-        })
-    });
+    let (refusable, violations) = frozen_apart(violations, &input.claims, &freezes(input));
     f.violations = violations;
     f.violations_exempt = exempt.len();
     f.violations_frozen = refusable.len();
@@ -857,6 +849,30 @@ fn back_after_faults(
 
 /// The workers frozen (SIGSTOP) during the run: consumer id, and from when until when they
 /// were frozen (wall clock, ms).
+/// The violations a frozen holder made (`refusable`: its claim came before its freeze, its
+/// request within a second of its thaw), and the rest. A claim is found by its task and its
+/// token: the tasks of one claim batch share its token (their leases are created by one
+/// multi-op, one zxid), so a token alone may name another task of the batch, claimed (or
+/// logged) after the thaw.
+fn frozen_apart(
+    violations: Vec<Violation>,
+    claims: &[Claim],
+    frozen: &[(String, i64, i64)],
+) -> (Vec<Violation>, Vec<Violation>) {
+    let claimed_by: HashMap<(&str, i64), &Claim> = (claims.iter())
+        .map(|c| ((c.task.as_str(), c.token), c))
+        .collect();
+    violations.into_iter().partition(|v| {
+        claimed_by
+            .get(&(v.task.as_str(), v.token))
+            .is_some_and(|claim| {
+                frozen.iter().any(|(consumer, from, to)| {
+                    *consumer == claim.consumer && claim.at_ms < *from && v.at_ms <= to + 1_000
+                })
+            })
+    })
+}
+
 fn freezes(input: &Inputs) -> Vec<(String, i64, i64)> {
     (input.faults.iter())
         .filter(|r| matches!(r.fault, crate::faults::Fault::PauseWorker(_)))
@@ -866,4 +882,45 @@ fn freezes(input: &Inputs) -> Vec<(String, i64, i64)> {
             Some((r.consumer.clone()?, from, to))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(task: &str, at_ms: i64) -> Claim {
+        Claim {
+            at_ms,
+            task: task.into(),
+            token: 7,
+            by: "worker-1".into(),
+            consumer: "worker-q3".into(),
+        }
+    }
+
+    /// A frozen worker's claim batch: one task's handler started before the freeze and its
+    /// request came at the thaw; the batch's other tasks were logged claimed after the thaw,
+    /// with the same token. The request is the frozen holder's, refusable by its token.
+    #[test]
+    fn a_frozen_holders_request_is_judged_by_its_own_tasks_claim() {
+        let claims = [
+            claim("high-0000000013", 1_000),
+            claim("task-0000000068", 16_500),
+        ];
+        let frozen = [("worker-q3".to_string(), 1_200, 16_200)];
+        let violation = |task: &str| Violation {
+            id: "id".into(),
+            task: task.into(),
+            token: 7,
+            highest: 9,
+            at_ms: 16_500,
+        };
+        let (refusable, violations) =
+            frozen_apart(vec![violation("high-0000000013")], &claims, &frozen);
+        assert_eq!((refusable.len(), violations.len()), (1, 0));
+        // A task claimed after the thaw that delivers below a later token is a violation.
+        let (refusable, violations) =
+            frozen_apart(vec![violation("task-0000000068")], &claims, &frozen);
+        assert_eq!((refusable.len(), violations.len()), (0, 1));
+    }
 }
