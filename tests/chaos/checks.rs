@@ -389,7 +389,7 @@ pub fn judge(input: &Inputs) -> Figures {
     // holder's: the bytes were handed to the HTTP client's connection task before the freeze,
     // and no check in the holder can take them back. That is the stale writer the fencing token
     // is for: the receiver sees a lower token and can refuse it. Counted apart, not failed.
-    let (refusable, violations) = frozen_apart(violations, &input.claims, &freezes(input));
+    let (refusable, violations) = frozen_apart(violations, input.claims, &freezes(input));
     f.violations = violations;
     f.violations_exempt = exempt.len();
     f.violations_frozen = refusable.len();

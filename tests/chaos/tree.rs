@@ -287,8 +287,10 @@ impl Tree {
             return 0;
         };
         let mut waiting = 0;
+        // A bucket listed may be promoted away and deleted before it is listed itself: it
+        // holds nothing then.
         for bucket in buckets {
-            waiting += self.children(&format!("{dir}/{bucket}")).await.len();
+            waiting += self.children_if_any(&format!("{dir}/{bucket}")).await.len();
         }
         waiting
     }
