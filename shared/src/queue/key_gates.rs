@@ -28,9 +28,14 @@ pub struct KeyInFlight {
 impl KeyInFlight {
     /// Whether the key has as many tasks in flight as its route lets it.
     pub fn at_limit(&self) -> bool {
-        self.max_in_flight
-            .is_some_and(|max| self.in_flight >= max as usize)
+        full(self.in_flight, self.max_in_flight)
     }
+}
+
+/// Whether `in_flight` tasks fill a gate whose cap is `max` (none: a gate limited by rate
+/// only is never full).
+fn full(in_flight: usize, max: Option<u32>) -> bool {
+    max.is_some_and(|max| in_flight >= max as usize)
 }
 
 /// A gate's load, as `explain` shows it.
@@ -53,8 +58,7 @@ pub struct GateLoad {
 impl GateLoad {
     /// Whether it lets no more tasks in until one of its own ends.
     pub fn at_cap(&self) -> bool {
-        self.max_in_flight
-            .is_some_and(|max| self.in_flight >= max as usize)
+        full(self.in_flight, self.max_in_flight)
     }
 }
 
