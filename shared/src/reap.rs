@@ -18,6 +18,7 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::inspect::{Audit, audit, keep_audit};
 use crate::lease;
 use crate::queue::{Multi, Op, Part, Queue};
 use crate::stats::{self, Stats};
@@ -68,6 +69,8 @@ pub struct ReapReport {
     /// Children of settled parents seen to, left by a consumer that stopped between a
     /// parent's settlement and its children.
     pub children_settled: u32,
+    /// What the audit that nothing is stuck found in its sample (see `inspect::audit`).
+    pub audit: Audit,
     #[serde(flatten)]
     pub stats: Stats,
     pub duration_ms: u64,
@@ -144,6 +147,9 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
         .await? as u32;
     report.done_swept = queue.done().sweep_done(&now, DONE_PER_RUN).await? as u32;
     report.children_settled = queue.dependencies().sweep_dependents().await? as u32;
+    report.audit = audit(queue, &now, true).await?;
+    keep_audit(queue, &now, &report.audit).await?;
+    crate::run_metrics::audited(report.audit.stuck.len(), report.audit.repaired());
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     report.log();
@@ -165,6 +171,8 @@ impl ReapReport {
             keys_at_limit = self.stats.keys_at_limit,
             done_swept = self.done_swept,
             children_settled = self.children_settled,
+            stuck_tasks = self.audit.stuck.len(),
+            stuck_repaired = self.audit.repaired(),
             depth = self.stats.depth,
             delayed = self.stats.delayed,
             leased = self.stats.leased,

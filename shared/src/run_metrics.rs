@@ -13,6 +13,17 @@ pub const TASKS_HANDLED: &str = "event_bridge_tasks_handled_total";
 /// Histogram: how long a handler (a delivery) took, in seconds, by `route`.
 pub const DELIVERY_SECONDS: &str = "event_bridge_delivery_seconds";
 
+/// Gauge: stuck states the latest audit found (see `inspect::audit`); counter: those it
+/// repaired.
+pub const STUCK_TASKS: &str = "event_bridge_stuck_tasks";
+pub const STUCK_REPAIRED: &str = "event_bridge_stuck_repaired_total";
+
+/// Records what an audit found: `stuck` states, of which it `repaired` some.
+pub fn audited(stuck: usize, repaired: usize) {
+    metrics::gauge!(STUCK_TASKS).set(stuck as f64);
+    metrics::counter!(STUCK_REPAIRED).increment(repaired as u64);
+}
+
 /// What the dashboard samples (`event-bridge serve`): gauges of the queue's counts, the age
 /// of its oldest task, pending tasks by `type` (of the oldest [`crate::inspect::SAMPLE`]),
 /// and counters of the tasks ever created under and removed from `tasks/`.

@@ -5,7 +5,7 @@
 //! gates of the concurrency keys in flight (`concurrency/`), the locks of paused groups, and the
 //! oldest task's age from one probe at the head of each lane that has tasks.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
@@ -35,6 +35,11 @@ pub struct Stats {
     pub blocked: usize,
     /// How long the oldest pending task has waited, by ZooKeeper's clock.
     pub oldest_task_age_ms: Option<i64>,
+    /// Stuck states the latest audit found (see `inspect::audit`; 0 when it found none).
+    pub stuck_tasks: usize,
+    /// What it found, when it found something: when, and the first findings' lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditRecord>,
     /// What is paused (absent when nothing is).
     #[serde(skip_serializing_if = "Paused::is_empty")]
     pub paused: Paused,
@@ -57,6 +62,29 @@ pub struct Stats {
 /// Paused groups a look at the queue lists, at most.
 const PAUSED_GROUPS: usize = 100;
 
+/// What the last audit found, as `ROOT/audit` keeps it (see `inspect::audit`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// When it ran, by ZooKeeper's clock (ms since the epoch).
+    pub at_ms: i64,
+    /// Stuck states found (repaired or not).
+    pub stuck_tasks: usize,
+    /// Of those, how many it repaired.
+    pub repaired: usize,
+    /// The first 10 (`inspect::audit`'s) findings' lines.
+    pub lines: Vec<String>,
+}
+
+impl AuditRecord {
+    /// The record `data` holds; unreadable data reads as an error naming `path`.
+    pub fn parse(path: &str, data: &[u8]) -> Result<Self> {
+        serde_json::from_slice(data).map_err(|e| Error::Unreadable {
+            path: path.to_string(),
+            problem: e.to_string(),
+        })
+    }
+}
+
 /// Keys' gates a look at the queue reads, at most.
 const KEY_GATES: usize = 1_000;
 
@@ -70,8 +98,9 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
 }
 
 /// As [`collect`]; without `now`, ZooKeeper's clock is read only when there is a task to age
-/// (a look at an empty queue writes nothing). One multi-read of eleven stats (the lanes,
-/// `leases/`, `dead/`, `delayed/`, `debounce/`, `concurrency/`, `groups/`, `paused` and `after/`) answers
+/// (a look at an empty queue writes nothing). One multi-read of twelve znodes (the lanes,
+/// `leases/`, `dead/`, `delayed/`, `debounce/`, `concurrency/`, `groups/`, `paused`, `after/`
+/// and the last audit's record) answers
 /// an idle queue; the delay buckets, the key gates and the group locks are read only when
 /// their parent has children, and the oldest task's age only when there is one.
 pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
@@ -100,6 +129,8 @@ pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
         dead: counters.dead,
         debounced: glance.debounced,
         blocked: glance.blocked,
+        stuck_tasks: glance.audit.as_ref().map_or(0, |a| a.stuck_tasks),
+        audit: glance.audit,
         oldest_task_age_ms,
         paused: glance.paused,
         paused_groups,
@@ -127,6 +158,7 @@ struct Glance {
     debounced: usize,
     blocked: usize,
     paused: Paused,
+    audit: Option<AuditRecord>,
 }
 
 async fn glance(queue: &Queue) -> Result<Glance> {
@@ -139,6 +171,7 @@ async fn glance(queue: &Queue) -> Result<Glance> {
         layout.debounce(),
         layout.paused(),
         layout.after(),
+        layout.audit(),
     ]);
     let reads = queue.read_paths(&paths).await?;
     let stats: Vec<Option<zk::Stat>> = reads.iter().map(|r| r.as_ref().map(|r| r.1)).collect();
@@ -146,6 +179,10 @@ async fn glance(queue: &Queue) -> Result<Glance> {
     let paused = match &reads[10] {
         Some((data, _)) => Paused::parse(&paths[10], data)?,
         None => Paused::default(),
+    };
+    let audit = match &reads[12] {
+        Some((data, _)) => Some(AuditRecord::parse(&paths[12], data)?),
+        None => None,
     };
     let (counters, key_lanes) = with_key_lanes(queue, &stats[..6]).await?;
     Ok(Glance {
@@ -157,6 +194,7 @@ async fn glance(queue: &Queue) -> Result<Glance> {
         debounced: children(&stats[9]),
         blocked: children(&stats[11]),
         paused,
+        audit,
     })
 }
 

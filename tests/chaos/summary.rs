@@ -128,6 +128,17 @@ impl Outcome {
             l.cancel_marks,
             flag(stuck > 0)
         );
+        let audited = l.audit.as_ref().map_or(usize::MAX, Vec::len);
+        println!(
+            "audit       {:>6}  stuck states the audit found once the queue settled{}{}",
+            l.audit
+                .as_ref()
+                .map_or("-".to_string(), |f| f.len().to_string()),
+            l.audit
+                .as_ref()
+                .map_or(" (it could not run)".to_string(), |f| some(f)),
+            flag(audited > 0)
+        );
         println!(
             "order       {:>6}  successes out of publish order in {} groups ({} of the {} groups used, {} grouped successes; on ids maybe published twice, not judged: {}){}{}",
             f.order_violations.len(),
@@ -509,6 +520,10 @@ impl Outcome {
             format!("{} tasks never answered 200{}", f.lost.len(), some(&f.lost)),
         );
         fail(l.stuck() > 0, format!("stuck: {l:?}"));
+        fail(
+            l.audit.as_ref().is_none_or(|found| !found.is_empty()),
+            format!("the audit at the end found stuck states: {:?}", l.audit),
+        );
         fail(
             l.backdrop != crate::debounce::BACKDROP,
             format!(

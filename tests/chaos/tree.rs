@@ -55,6 +55,9 @@ pub struct Left {
     pub blocked: usize,
     pub markers: usize,
     pub dead: Vec<DeadLetter>,
+    /// The lines of what the audit that nothing is stuck found once the queue settled (none
+    /// expected); `None` when it could not run.
+    pub audit: Option<Vec<String>>,
 }
 
 impl Left {
@@ -202,6 +205,7 @@ impl Tree {
             blocked: self.children_if_any(&self.path("after")).await.len(),
             markers: self.children_if_any(&self.path("dependents")).await.len(),
             dead,
+            audit: audit(&self.config).await,
         }
     }
 
@@ -330,4 +334,17 @@ impl Tree {
         *self.client.lock().expect("client lock") = fresh.clone();
         fresh
     }
+}
+
+/// The audit that nothing is stuck (`inspect::audit`, repairing nothing), on a session of
+/// the checker's own: the lines of what it found; `None` when it could not run.
+async fn audit(config: &Config) -> Option<Vec<String>> {
+    let queue = crate::producer::new_queue(config, "chaos-auditor")
+        .await
+        .ok()?;
+    let now = queue.server_time().await.ok()?;
+    let found = event_bridge::inspect::audit(&queue, &now, false)
+        .await
+        .ok()?;
+    Some(found.stuck.iter().map(|s| s.line()).collect())
 }

@@ -2,6 +2,7 @@
 //! worker, the `event-bridge` command and ACLs. Every test works in a chroot of its own.
 //! Needs: ZooKeeper (`make zk-up`), the binaries (`cargo build --workspace --bins`).
 
+mod audit;
 mod batches;
 mod cancel;
 mod cli;

@@ -77,6 +77,8 @@ pub fn reap_metrics(report: &ReapReport) -> Vec<Metric> {
     let mut metrics = vec![
         ("Reaped", f64::from(report.reaped), "Count"),
         ("OrphansRemoved", f64::from(report.orphans_removed), "Count"),
+        ("StuckTasks", report.audit.stuck.len() as f64, "Count"),
+        ("StuckRepaired", report.audit.repaired() as f64, "Count"),
         ("Depth", report.stats.depth as f64, "Count"),
         ("Duration", report.duration_ms as f64, "Milliseconds"),
     ];

@@ -92,7 +92,13 @@ fn cards(stats: &Stats) -> Markup {
             (card("Debounced", "debounced", &stats.debounced.to_string(), false))
             (card("Waiting for parents", "blocked", &stats.blocked.to_string(), false))
             (card("Dead letters", "dead", &stats.dead.to_string(), stats.dead > 0))
+            (card("Stuck", "stuck", &stats.stuck_tasks.to_string(), stats.stuck_tasks > 0))
             (card("Oldest task", "oldest", &oldest, false))
+        }
+        @if let Some(audit) = &stats.audit {
+            ul.muted #stuck-lines {
+                @for line in &audit.lines { li { (line) } }
+            }
         }
         p.muted #lanes {
             "Pending by lane: high " span data-lane="high" { (stats.lanes.high) }

@@ -71,6 +71,7 @@ fn record(sample: &Sample, detailed: &DetailedStats, types: &mut BTreeSet<String
     gauge!(names::DELAYED).set(stats.delayed as f64);
     gauge!(names::DEAD).set(sample.dead as f64);
     gauge!(names::BLOCKED).set(stats.blocked as f64);
+    gauge!(crate::run_metrics::STUCK_TASKS).set(stats.stuck_tasks as f64);
     let age = stats.oldest_task_age_ms.unwrap_or(0).max(0) as f64 / 1000.0;
     gauge!(names::OLDEST_AGE).set(age);
     gauge!(names::PAUSED).set(if stats.paused.queue.is_some() {

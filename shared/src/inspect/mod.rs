@@ -11,12 +11,14 @@
 //! - [`leased`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
 //! - [`explain`]: why a task is where it is, and what would let it go.
 
+mod audit;
 mod counts;
 mod debounced;
 mod explain;
 mod leased;
 mod status;
 
+pub use audit::{AUDIT_PER_RUN, Audit, Stuck, audit, keep as keep_audit};
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
 pub use debounced::DebouncedInfo;
 pub use explain::{

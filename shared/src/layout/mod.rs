@@ -243,6 +243,11 @@ impl Layout {
         format!("{}/cancelled/{}", self.root, encode_segment(id))
     }
 
+    /// What the last audit found stuck (absent when it found nothing).
+    pub fn audit(&self) -> String {
+        format!("{}/audit", self.root)
+    }
+
     /// What is paused: the whole queue, event types (absent when nothing ever was).
     pub fn paused(&self) -> String {
         format!("{}/paused", self.root)

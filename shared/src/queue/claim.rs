@@ -411,6 +411,14 @@ fn claimed(
         let shares = shares_of(gates, &held, &take);
         outcomes.push((index, take.taken(mine, lease_path, shares)?));
     }
+    // Every lease of one multi-op has its zxid: the claim's token, which its slots keep.
+    let token = outcomes.iter().find_map(|(_, outcome)| match outcome {
+        TaskOutcome::Claimed(lease) => Some(lease.task.fencing_token),
+        _ => None,
+    });
+    if let Some(token) = token {
+        held.iter().flatten().for_each(|slot| slot.landed(token));
+    }
     Ok(outcomes)
 }
 

@@ -19,6 +19,7 @@
 use zookeeper_client as zk;
 
 use super::Queue;
+use super::group_lock::LockWrite;
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::write::{self, Next, Read, Tries, Write};
 use crate::clock::ZkTime;
@@ -172,9 +173,10 @@ impl Delays<'_> {
             Err(e) => return Err(Error::zk("get", path, e)),
         };
         let name = parse_waiting(node).map_or(node, |(_, name)| name);
+        let lock = self.groups().moved_lock(&body, name).await?;
         let body = back_in_line(&body, name);
         let moved = self
-            .to_lane_tail("promote", &path, stat.version, &body)
+            .to_lane_tail("promote", &path, stat.version, &body, lock.as_ref())
             .await?;
         if let Some(new) = &moved {
             tracing::debug!(task = %name, now = %new, "due task back in the queue");
@@ -204,15 +206,17 @@ fn back_in_line(body: &[u8], name: &str) -> Vec<u8> {
 impl Delays<'_> {
     /// Moves a task that waits at `waiting` (read at `version`, with `body`) to the tail of
     /// the lane its body names, in one multi-op: the delete at that version and the sequential
-    /// create. Promoting a due task and firing a debounced one are both this move. Its new
-    /// name; `None` when the waiting node changed or went meanwhile (another mover, or a
-    /// publish that replaced it).
+    /// create, and the rewrite of its group's lock when it holds one (`lock`). Promoting a due
+    /// task and firing a debounced one are both this move. Its new name; `None` when the
+    /// waiting node changed or went meanwhile (another mover, or a publish that replaced it),
+    /// or the lock did (the next run moves it).
     pub(super) async fn to_lane_tail(
         self,
         what: &'static str,
         waiting: &str,
         version: i32,
         body: &[u8],
+        lock: Option<&LockWrite>,
     ) -> Result<Option<String>> {
         let lane = self.key_lanes().lane_of_body(body).await?;
         let prefix = self.layout().lane_prefix(&lane);
@@ -220,6 +224,9 @@ impl Delays<'_> {
         multi
             .push(Part::Waiting, Op::Delete(waiting, version))
             .push(Part::NewTask, Op::CreateSequential(&prefix, body));
+        if let Some(lock) = lock {
+            multi.push(Part::Lock, Op::Set(&lock.path, &lock.data, lock.version));
+        }
         match self.commit(what, &multi).await? {
             Ok(results) => {
                 let created = multi.result(&results, Part::NewTask);

@@ -33,6 +33,27 @@ pub struct GroupLock {
     /// Set when the group is paused: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,
+    /// Where the task waits out its retry's backoff: its node under `delayed/`
+    /// (`<bucket>/<due>~<task>`), written by the release that moved it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
+    /// Set when its backoff ended and it went back to the tail of its lane, under a name the
+    /// lock learns when the task is claimed again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moved: bool,
+}
+
+impl GroupLock {
+    /// The lock of task `id`, named `name` when it took it.
+    pub fn held_by(id: &str, name: &str) -> Self {
+        GroupLock {
+            id: id.to_string(),
+            task: name.to_string(),
+            paused: None,
+            waiting: None,
+            moved: false,
+        }
+    }
 }
 
 /// A group's lock as read, with its version.
@@ -176,11 +197,7 @@ impl Groups<'_> {
 
     /// The lock a claim of task `name` holds.
     fn lock_data(&self, name: &str, envelope: &crate::task::Envelope) -> Result<Vec<u8>> {
-        Ok(serde_json::to_vec(&GroupLock {
-            id: envelope.id.clone(),
-            task: name.to_string(),
-            paused: None,
-        })?)
+        Ok(serde_json::to_vec(&GroupLock::held_by(&envelope.id, name))?)
     }
 
     /// Whether a claim of task `name` whose create of its group's lock met one may take the
@@ -222,10 +239,74 @@ impl Groups<'_> {
     /// The data of a paused group's lock, held by the task `id` named `name`.
     pub(super) fn paused_lock(&self, id: &str, name: &str, reason: &str) -> Result<Vec<u8>> {
         Ok(serde_json::to_vec(&GroupLock {
-            id: id.to_string(),
-            task: name.to_string(),
             paused: Some(format!("{name} went to the dead letters: {reason}")),
+            ..GroupLock::held_by(id, name)
         })?)
+    }
+}
+
+/// A rewrite of a group's lock at the version its holder knows.
+pub(super) struct LockWrite {
+    pub(super) path: String,
+    pub(super) data: Vec<u8>,
+    pub(super) version: i32,
+}
+
+impl Groups<'_> {
+    /// The write that tells `held`, the lock of task `id` (named `name`), where the task waits
+    /// out its retry's backoff (`waiting`, its node under `delayed/`), in the release that
+    /// moves it there: so that the audit finds the group's task where its lock says.
+    pub(super) fn waiting_lock(
+        &self,
+        held: &HeldLock,
+        id: &str,
+        name: &str,
+        waiting: &str,
+    ) -> Result<LockWrite> {
+        let delayed = format!("{}/", self.layout().delayed());
+        let lock = GroupLock {
+            waiting: Some(
+                waiting
+                    .strip_prefix(&delayed)
+                    .unwrap_or(waiting)
+                    .to_string(),
+            ),
+            ..GroupLock::held_by(id, name)
+        };
+        Ok(LockWrite {
+            path: held.path.clone(),
+            data: serde_json::to_vec(&lock)?,
+            version: held.version,
+        })
+    }
+}
+
+impl Groups<'_> {
+    /// The write that tells the lock of a grouped task waiting at `name` under `delayed/`
+    /// (`body`) that its task goes back to its lane, in the promotion's multi-op; none for a
+    /// task that holds no lock (its group's lock is another's, or paused, or gone).
+    pub(super) async fn moved_lock(self, body: &[u8], name: &str) -> Result<Option<LockWrite>> {
+        let crate::task::Body::Envelope(envelope) = crate::task::parse(body) else {
+            return Ok(None);
+        };
+        let Some(group) = &envelope.group else {
+            return Ok(None);
+        };
+        let Some(read) = self.group_lock(group).await? else {
+            return Ok(None);
+        };
+        if read.lock.id != envelope.id || read.lock.paused.is_some() {
+            return Ok(None);
+        }
+        let lock = GroupLock {
+            moved: true,
+            ..GroupLock::held_by(&envelope.id, name)
+        };
+        Ok(Some(LockWrite {
+            path: self.layout().group(group),
+            data: serde_json::to_vec(&lock)?,
+            version: read.version,
+        }))
     }
 }
 

@@ -17,6 +17,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::delay::waiting_name;
+use super::group_lock::LockWrite;
 use super::held::{Lease, Settled};
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::short;
@@ -144,6 +145,13 @@ impl Queue {
                     .delayed_task(bucket, &waiting_name(due, &name)),
             )
         });
+        let lock = match (&waiting, &lease.group_lock) {
+            (Some((_, path)), Some(held)) => {
+                let (id, name) = (&lease.task.envelope.id, &lease.task.name);
+                Some(self.groups().waiting_lock(held, id, name, path)?)
+            }
+            _ => None,
+        };
         super::write::run(
             self,
             Release {
@@ -153,6 +161,7 @@ impl Queue {
                 lease_path,
                 mark,
                 waiting,
+                lock,
                 reread: false,
             },
         )
@@ -188,6 +197,8 @@ struct Release {
     lease_path: String,
     mark: String,
     waiting: Option<(i64, String)>,
+    /// The group's lock told where the task waits, when it holds one and waits.
+    lock: Option<LockWrite>,
     /// Whether the lease was read again once already.
     reread: bool,
 }
@@ -220,6 +231,9 @@ impl Write for Release {
             )
             .push(Part::Mark, Op::Create(&self.mark, b""))
             .push(Part::Mark, Op::Delete(&self.mark, -1));
+        if let Some(lock) = &self.lock {
+            multi.push(Part::Lock, Op::Set(&lock.path, &lock.data, lock.version));
+        }
     }
 
     async fn landed(self, _: &Queue, _: Landed<Part>) -> Result<Settled> {
@@ -245,6 +259,11 @@ impl Write for Release {
             }
             // The bucket was promoted away between its creation and this: once more.
             (Part::Waiting, NoNode) => return Ok(Next::Again),
+            // The lock changed hands (an operator resumed the group): not ours to write.
+            (Part::Lock, BadVersion | NoNode) => {
+                self.lock = None;
+                return Ok(Next::Again);
+            }
             // Our own earlier try landed (same due, same task), or the task is gone.
             (Part::Waiting, NodeExists) | (Part::Task, NoNode) => Settled::Gone,
             (Part::Task, BadVersion)

@@ -145,7 +145,7 @@ pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
 pub use schedule_store::{Schedules, SlotTaken, StoredSchedule};
 pub use settings::Settings;
-pub use slots::{SlotShare, tasks_in as slot_tasks};
+pub use slots::{SlotShare, claim_token, tasks_in as slot_tasks};
 pub use start::Start;
 pub use walk::{WIDEST, WINDOW, Walk, names_task};
 
@@ -239,7 +239,7 @@ impl Queue {
     }
 
     /// How a node of `mode` is created under this queue's ACLs.
-    fn created(&self, mode: zk::CreateMode) -> zk::CreateOptions<'static> {
+    pub(crate) fn created(&self, mode: zk::CreateMode) -> zk::CreateOptions<'static> {
         mode.with_acls(self.acls)
     }
 

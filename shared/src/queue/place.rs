@@ -234,9 +234,8 @@ impl Groups<'_> {
         let path = self.layout().task(name);
         let lock_path = self.layout().group(&place.group);
         let lock = serde_json::to_vec(&GroupLock {
-            id: place.id.clone(),
-            task: ending.letter.clone(),
             paused: Some(ending.why.clone()),
+            ..GroupLock::held_by(&place.id, &ending.letter)
         })?;
         super::write::run(
             &self,

@@ -13,9 +13,14 @@
 //! taken in name order), so each write knows the name the slot has, but for one whose answer
 //! never came (the link dropped, the call was dropped): the slot is then in doubt, and the
 //! next write to it first finds its name among the gate's children (see [`Locked::resolve`]).
+//!
+//! A slot says which claim it belongs to, so that the audit can tell one that counts tasks
+//! no longer held: the claim's multi-op creates it with its leases, so its `czxid` is their
+//! fencing token; a rename (a create in a later multi-op) writes that token as its data.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
@@ -26,6 +31,8 @@ pub struct Slot {
     gate: String,
     /// The name's part after the count: `<tag>.<lead>`.
     tag: String,
+    /// The fencing token of the claim that made it (its leases' `czxid`), once it landed.
+    token: AtomicI64,
     held: Arc<Mutex<Held>>,
 }
 
@@ -43,6 +50,7 @@ impl Slot {
         Arc::new(Slot {
             gate: gate.to_string(),
             tag,
+            token: AtomicI64::new(0),
             held: Arc::new(Mutex::new(Held {
                 tasks: tasks.iter().cloned().collect(),
                 gone: false,
@@ -59,6 +67,28 @@ impl Slot {
     pub(super) fn gate(&self) -> &str {
         &self.gate
     }
+
+    /// The claim that made it landed with fencing token `token`.
+    pub(super) fn landed(&self, token: i64) {
+        self.token.store(token, Relaxed);
+    }
+
+    /// What a rename writes as the slot's data: its claim's fencing token.
+    fn data(&self) -> Vec<u8> {
+        match self.token.load(Relaxed) {
+            0 => Vec::new(),
+            token => token.to_string().into_bytes(),
+        }
+    }
+}
+
+/// The fencing token of the claim a slot belongs to, from its `data` and `czxid` (see the
+/// module's doc). (A slot an earlier version renamed has empty data and a rename's `czxid`:
+/// it reads as a claim with no lease.)
+pub fn claim_token(data: &[u8], czxid: i64) -> i64 {
+    (std::str::from_utf8(data).ok())
+        .and_then(|data| data.parse().ok())
+        .unwrap_or(czxid)
 }
 
 /// The path of a slot of `count` tasks named `tag` in `gate`.
@@ -138,7 +168,11 @@ impl Drop for Shrink {
 impl Shrink {
     /// Its write: the name the slot has, and the one it gets.
     pub(super) fn rename(&self) -> Rename {
-        (self.from.clone(), self.to.clone())
+        Rename {
+            from: self.from.clone(),
+            to: self.to.clone(),
+            data: self.slot.data(),
+        }
     }
 
     /// How many tasks it frees.
@@ -171,8 +205,13 @@ impl Shrink {
     }
 }
 
-/// A slot's write: the name it has, and the one it gets (none: deleted).
-pub(super) type Rename = (String, Option<String>);
+/// A slot's write: the name it has, and the one it gets (none: deleted) with its claim's
+/// token as data.
+pub(super) struct Rename {
+    from: String,
+    to: Option<String>,
+    data: Vec<u8>,
+}
 
 /// Adds `rename` to `multi` under `tag`: a delete of the name the slot has, and a create of
 /// the one it gets.
@@ -180,9 +219,9 @@ pub(super) fn push_rename<'a, T>(multi: &mut Multi<'a, T>, tag: T, rename: &'a R
 where
     T: Copy + PartialEq,
 {
-    multi.push(tag, Op::Delete(&rename.0, -1));
-    if let Some(to) = &rename.1 {
-        multi.push(tag, Op::CreateEphemeral(to, b""));
+    multi.push(tag, Op::Delete(&rename.from, -1));
+    if let Some(to) = &rename.to {
+        multi.push(tag, Op::CreateEphemeral(to, &rename.data));
     }
 }
 

@@ -79,6 +79,7 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
     out!("debounced    {}", s.stats.debounced);
     out!("blocked      {} (waiting for parents)", s.stats.blocked);
     out!("dead         {}", s.stats.dead);
+    stuck(&s.stats)?;
     if s.unreadable > 0 {
         out!(
             "unreadable   {} (their ACL shuts these credentials out)",
@@ -291,4 +292,22 @@ fn at(ms: i64) -> String {
 
 fn seconds(ms: i64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+/// The last audit's findings: none, or each line it kept.
+fn stuck(stats: &event_bridge::stats::Stats) -> std::io::Result<()> {
+    let Some(audit) = &stats.audit else {
+        out!("stuck        0 (as of the last reaper run)");
+        return Ok(());
+    };
+    out!(
+        "stuck        {} (reaper run at {} ms; {} repaired)",
+        audit.stuck_tasks,
+        audit.at_ms,
+        audit.repaired
+    );
+    for line in &audit.lines {
+        out!("  {line}");
+    }
+    Ok(())
 }

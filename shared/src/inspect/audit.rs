@@ -1,0 +1,407 @@
+//! The audit that nothing is stuck: every task that has not ended has a way out.
+//!
+//! Most states carry their own way out, which nothing can take away: a lease expires and the
+//! reaper frees it, a waiting or debounced task has its due time, a pause is lifted by
+//! `resume`, a pending task is claimed or held back by one of those. Three states wait for
+//! something another znode stands for, and that znode can be gone or wrong while the task
+//! waits on. Those are what the audit looks at, a bounded sample each run
+//! ([`AUDIT_PER_RUN`] of each, from a place that moves from run to run):
+//!
+//! - **A child whose parent cannot release it.** A child under `after/` waits for each parent
+//!   it names through its entry under the parent's marker (`dependents/<parent>/<child>`): the
+//!   parent's end settles the entries under its marker. A child that names a parent under
+//!   whose marker it has no entry is never settled. Not repaired: how the parent ended is not
+//!   known; the line names the parent and the ways out (`cancel`, or the parent's marker set by
+//!   hand).
+//! - **A group behind a task that is gone.** A group's lock names the task that holds it, and
+//!   where it is: in its lane under its name, or under `delayed/` while it waits out a retry
+//!   (the release writes that into the lock), or back in its lane under a name its next claim
+//!   writes (`moved`, not judged). A lock whose task is not where it says holds its group back
+//!   for good (a 000-design consumer completed the task after its lease was reaped, or it was
+//!   deleted by hand). Repaired: the lock is deleted at the version read, and the group goes on.
+//! - **A slot that counts tasks no longer held.** A slot in a gate belongs to the claim that
+//!   made it (see `queue::slots`): while any of that claim's leases stands, it counts. A slot
+//!   none of whose claim's leases stands shrinks its gate for as long as its session lives.
+//!   Repaired: the slot is deleted at the version read.
+//!
+//! Each finding is confirmed before it counts: the child, the lock or the slot is read again
+//! after the reads that judged it, and counts only when it did not change in between (a
+//! settlement, a promotion or a free between the reads would otherwise look like a stuck
+//! state).
+
+use serde::{Deserialize, Serialize};
+use zookeeper_client as zk;
+
+use crate::clock::ZkTime;
+use crate::error::{Error, Result};
+use crate::layout::decode_segment;
+use crate::queue::{GroupLock, Queue, claim_token};
+use crate::stats::AuditRecord;
+use crate::task::{self, Body};
+
+/// Blocked children, group locks and gates looked at per run, at most, each.
+pub const AUDIT_PER_RUN: usize = 64;
+
+/// Znodes read in one multi-read.
+const READ_BATCH: usize = 64;
+
+/// Findings kept in the audit's record (`ROOT/audit`, [`AuditRecord`]) for `stats` and the
+/// dashboard.
+pub const LINES_KEPT: usize = 10;
+
+/// What one audit found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Audit {
+    /// Blocked children, group locks and slots judged.
+    pub looked_at: usize,
+    /// The stuck states found (repaired or not).
+    pub stuck: Vec<Stuck>,
+}
+
+impl Audit {
+    /// How many of its findings were repaired.
+    pub fn repaired(&self) -> usize {
+        self.stuck.iter().filter(|s| s.repaired()).count()
+    }
+}
+
+/// A state with no way out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Stuck {
+    /// Child `child` (an envelope id) waits for `parent`, under whose marker it has no entry.
+    Orphan { child: String, parent: String },
+    /// Group `group`'s lock names `task` (id `id`), which is not where the lock says.
+    HeadGone {
+        group: String,
+        task: String,
+        id: String,
+        repaired: bool,
+    },
+    /// Slot `slot` of gate `gate` counts tasks of a claim none of whose leases stands.
+    SlotHeld {
+        gate: String,
+        slot: String,
+        repaired: bool,
+    },
+}
+
+impl Stuck {
+    fn repaired(&self) -> bool {
+        match self {
+            Stuck::Orphan { .. } => false,
+            Stuck::HeadGone { repaired, .. } | Stuck::SlotHeld { repaired, .. } => *repaired,
+        }
+    }
+
+    /// What is stuck, and what lets it go.
+    pub fn line(&self) -> String {
+        match self {
+            Stuck::Orphan { child, parent } => format!(
+                "stuck: child {child} waits for parent {parent}, which cannot release it (no \
+                 entry under its marker); `cancel {child}` ends it"
+            ),
+            Stuck::HeadGone {
+                group, task, id, ..
+            } => format!(
+                "stuck: group {group} is held by {task} (id {id}), which is gone{}",
+                self.fix(", so its lock was deleted and the group goes on")
+            ),
+            Stuck::SlotHeld { gate, slot, .. } => format!(
+                "stuck: slot {slot} of gate {gate} counts tasks no lease holds{}",
+                self.fix(", so it was deleted and frees its places")
+            ),
+        }
+    }
+
+    fn fix(&self, what: &str) -> String {
+        match self.repaired() {
+            true => what.to_string(),
+            false => ": the next reaper run repairs it".to_string(),
+        }
+    }
+}
+
+/// Keeps what `audit` found at `now` in `ROOT/audit`, or deletes the record when it found
+/// nothing (one request either way).
+pub async fn keep(queue: &Queue, now: &ZkTime, audit: &Audit) -> Result<()> {
+    let path = queue.layout().audit();
+    if audit.stuck.is_empty() {
+        return match queue.client().delete(&path, None).await {
+            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+            Err(e) => Err(Error::zk("delete", path, e)),
+        };
+    }
+    let record = AuditRecord {
+        at_ms: now.now_ms(),
+        stuck_tasks: audit.stuck.len(),
+        repaired: audit.repaired(),
+        lines: audit
+            .stuck
+            .iter()
+            .take(LINES_KEPT)
+            .map(Stuck::line)
+            .collect(),
+    };
+    let data = serde_json::to_vec(&record)?;
+    match queue.client().set_data(&path, &data, None).await {
+        Ok(_) => Ok(()),
+        Err(zk::Error::NoNode) => {
+            let options = queue.created(zk::CreateMode::Persistent);
+            match queue.client().create(&path, &data, &options).await {
+                Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                Err(e) => Err(Error::zk("create", path, e)),
+            }
+        }
+        Err(e) => Err(Error::zk("set", path, e)),
+    }
+}
+
+/// Looks at a sample of blocked children, group locks and gates (where the sample starts
+/// moves with `now`), and repairs what it safely can when `repair`.
+pub async fn audit(queue: &Queue, now: &ZkTime, repair: bool) -> Result<Audit> {
+    let turn = (now.now_ms() / 1_000).max(0) as usize;
+    let mut audit = Audit::default();
+    children(queue, turn, &mut audit).await?;
+    locks(queue, turn, repair, &mut audit).await?;
+    slots(queue, turn, repair, &mut audit).await?;
+    for stuck in &audit.stuck {
+        tracing::warn!(finding = %stuck.line(), repaired = stuck.repaired(), "stuck state found");
+    }
+    Ok(audit)
+}
+
+/// The children of `path` (none when it is missing).
+async fn list(queue: &Queue, path: &str) -> Result<Vec<String>> {
+    match queue.client().list_children(path).await {
+        Ok(mut names) => {
+            names.sort_unstable();
+            Ok(names)
+        }
+        Err(zk::Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(Error::zk("list", path, e)),
+    }
+}
+
+/// At most [`AUDIT_PER_RUN`] of `names`, starting at the `turn`-th (wrapping).
+fn sample(names: Vec<String>, turn: usize) -> Vec<String> {
+    if names.len() <= AUDIT_PER_RUN {
+        return names;
+    }
+    let start = turn % names.len();
+    (names.iter().cycle().skip(start).take(AUDIT_PER_RUN))
+        .cloned()
+        .collect()
+}
+
+/// `paths` read, [`READ_BATCH`] to a request.
+async fn read_all(queue: &Queue, paths: &[String]) -> Result<Vec<Option<(Vec<u8>, zk::Stat)>>> {
+    let mut reads = Vec::with_capacity(paths.len());
+    for chunk in paths.chunks(READ_BATCH) {
+        reads.extend(queue.read_paths(chunk).await?);
+    }
+    Ok(reads)
+}
+
+/// Whether the znode read as `before` still is (same `mzxid`: nothing wrote it since).
+async fn unchanged(queue: &Queue, path: &str, before: &zk::Stat) -> Result<bool> {
+    Ok(queue
+        .read_path(path)
+        .await?
+        .is_some_and(|(_, stat)| stat.mzxid == before.mzxid && stat.czxid == before.czxid))
+}
+
+/// Blocked children naming a parent under whose marker they have no entry.
+async fn children(queue: &Queue, turn: usize, audit: &mut Audit) -> Result<()> {
+    let layout = queue.layout();
+    let ids = sample(list(queue, &layout.after()).await?, turn);
+    let paths: Vec<String> = ids
+        .iter()
+        .map(|id| layout.blocked(&decode_segment(id)))
+        .collect();
+    let mut pairs = Vec::new();
+    for ((id, path), read) in ids.iter().zip(&paths).zip(read_all(queue, &paths).await?) {
+        let Some((body, stat)) = read else { continue };
+        audit.looked_at += 1;
+        if let Body::Envelope(envelope) = task::parse(&body) {
+            for parent in envelope.waiting_on {
+                pairs.push((decode_segment(id), parent, path.clone(), stat));
+            }
+        }
+    }
+    let entries: Vec<String> = (pairs.iter())
+        .map(|(child, parent, ..)| layout.dependent(parent, child))
+        .collect();
+    for ((child, parent, path, stat), entry) in
+        pairs.into_iter().zip(read_all(queue, &entries).await?)
+    {
+        if entry.is_none() && unchanged(queue, &path, &stat).await? {
+            audit.stuck.push(Stuck::Orphan { child, parent });
+        }
+    }
+    Ok(())
+}
+
+/// Group locks whose task is not where they say.
+async fn locks(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -> Result<()> {
+    let layout = queue.layout();
+    let groups = sample(list(queue, &layout.groups()).await?, turn);
+    let paths: Vec<String> = (groups.iter())
+        .map(|g| format!("{}/{g}", layout.groups()))
+        .collect();
+    let reads = read_all(queue, &paths).await?;
+    let mut held = Vec::new();
+    for ((group, path), read) in groups.iter().zip(paths).zip(reads) {
+        let Some((data, stat)) = read else { continue };
+        audit.looked_at += 1;
+        let Ok(lock) = serde_json::from_slice::<GroupLock>(&data) else {
+            continue;
+        };
+        if lock.paused.is_some() || lock.moved {
+            continue;
+        }
+        let at = match &lock.waiting {
+            Some(waiting) => format!("{}/{waiting}", layout.delayed()),
+            None => layout.task(&lock.task),
+        };
+        held.push((decode_segment(group), path, stat, lock, at));
+    }
+    let places: Vec<String> = held.iter().map(|h| h.4.clone()).collect();
+    for ((group, path, stat, lock, _), found) in
+        held.into_iter().zip(read_all(queue, &places).await?)
+    {
+        if found.is_some() || !unchanged(queue, &path, &stat).await? {
+            continue;
+        }
+        let repaired = repair && delete(queue, &path, stat.version).await?;
+        audit.stuck.push(Stuck::HeadGone {
+            group,
+            task: lock.task,
+            id: lock.id,
+            repaired,
+        });
+    }
+    Ok(())
+}
+
+/// Slots none of whose claim's leases stands.
+async fn slots(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -> Result<()> {
+    let gates = gates(queue, turn).await?;
+    let mut slots = Vec::new();
+    for gate in &gates {
+        for name in list(queue, gate).await? {
+            slots.push((gate.clone(), name));
+        }
+    }
+    if slots.is_empty() {
+        return Ok(());
+    }
+    let paths: Vec<String> = slots.iter().map(|(g, n)| format!("{g}/{n}")).collect();
+    let reads = read_all(queue, &paths).await?;
+    // Read after the slots: a claim since made both its slot and its leases after them.
+    let tokens = lease_tokens(queue).await?;
+    for (((gate, name), path), read) in slots.into_iter().zip(paths).zip(reads) {
+        let Some((data, stat)) = read else { continue };
+        audit.looked_at += 1;
+        if tokens.contains(&claim_token(&data, stat.czxid)) {
+            continue;
+        }
+        if !unchanged(queue, &path, &stat).await? {
+            continue;
+        }
+        let repaired = repair && delete(queue, &path, stat.version).await?;
+        audit.stuck.push(Stuck::SlotHeld {
+            gate: gate
+                .rsplit_once('/')
+                .map_or(gate.clone(), |(_, g)| g.to_string()),
+            slot: name,
+            repaired,
+        });
+    }
+    Ok(())
+}
+
+/// The gates of limited routes and of concurrency keys, at most [`AUDIT_PER_RUN`].
+async fn gates(queue: &Queue, turn: usize) -> Result<Vec<String>> {
+    let layout = queue.layout();
+    let mut gates: Vec<String> = (list(queue, &layout.limits()).await?.into_iter())
+        .map(|route| layout.limit_gate(&route))
+        .collect();
+    for route in list(queue, &layout.concurrency()).await? {
+        let dir = layout.key_gates(&route);
+        gates.extend(
+            list(queue, &dir)
+                .await?
+                .into_iter()
+                .map(|k| format!("{dir}/{k}")),
+        );
+    }
+    Ok(sample(gates, turn))
+}
+
+/// The fencing tokens (`czxid`) of the leases standing now.
+async fn lease_tokens(queue: &Queue) -> Result<std::collections::HashSet<i64>> {
+    let dir = queue.layout().leases();
+    let paths: Vec<String> = (list(queue, &dir).await?.into_iter())
+        .map(|n| format!("{dir}/{n}"))
+        .collect();
+    Ok((read_all(queue, &paths).await?.into_iter())
+        .flatten()
+        .map(|(_, stat)| stat.czxid)
+        .collect())
+}
+
+/// Deletes `path` at `version`; `false` when it changed or went meanwhile.
+async fn delete(queue: &Queue, path: &str, version: i32) -> Result<bool> {
+    match queue.client().delete(path, Some(version)).await {
+        Ok(()) => Ok(true),
+        Err(zk::Error::NoNode | zk::Error::BadVersion | zk::Error::NotEmpty) => Ok(false),
+        Err(e) => Err(Error::zk("delete", path, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_wraps_round_from_where_the_turn_starts_it() {
+        let names: Vec<String> = (0..100).map(|i| format!("n{i:03}")).collect();
+        let taken = sample(names.clone(), 90);
+        assert_eq!(taken.len(), AUDIT_PER_RUN);
+        assert_eq!(taken[0], "n090");
+        assert_eq!(taken[10], "n000", "it wraps round");
+        assert_eq!(
+            sample(names[..5].to_vec(), 3).len(),
+            5,
+            "a short list is taken whole"
+        );
+    }
+
+    #[test]
+    fn every_finding_says_what_lets_it_go() {
+        let gone = Stuck::HeadGone {
+            group: "customer-9".into(),
+            task: "task-0000000004".into(),
+            id: "abc".into(),
+            repaired: true,
+        };
+        assert!(
+            gone.line().contains("its lock was deleted"),
+            "{}",
+            gone.line()
+        );
+        let slot = Stuck::SlotHeld {
+            gate: "email".into(),
+            slot: "1.0a0b0c0d.task-0000000001".into(),
+            repaired: false,
+        };
+        assert!(slot.line().ends_with("the next reaper run repairs it"));
+        let orphan = Stuck::Orphan {
+            child: "c".into(),
+            parent: "p".into(),
+        };
+        assert!(orphan.line().contains("`cancel c`"));
+    }
+}
