@@ -22,7 +22,9 @@
 //! - **A slot that counts tasks no longer held.** A slot in a gate belongs to the claim that
 //!   made it (see `queue::slots`): while any of that claim's leases stands, it counts. A slot
 //!   none of whose claim's leases stands shrinks its gate for as long as its session lives.
-//!   Repaired: the slot is deleted at the version read.
+//!   Not repaired: its consumer may be frozen with a request still open, and only the end of
+//!   its session says it will not wake (ZooKeeper then deletes the slot); a consumer whose free
+//!   was lost sends it again every second.
 //!
 //! Each finding is confirmed before it counts: the child, the lock or the slot is read again
 //! after the reads that judged it, and counts only when it did not change in between (a
@@ -80,18 +82,14 @@ pub enum Stuck {
         repaired: bool,
     },
     /// Slot `slot` of gate `gate` counts tasks of a claim none of whose leases stands.
-    SlotHeld {
-        gate: String,
-        slot: String,
-        repaired: bool,
-    },
+    SlotHeld { gate: String, slot: String },
 }
 
 impl Stuck {
     fn repaired(&self) -> bool {
         match self {
-            Stuck::Orphan { .. } => false,
-            Stuck::HeadGone { repaired, .. } | Stuck::SlotHeld { repaired, .. } => *repaired,
+            Stuck::Orphan { .. } | Stuck::SlotHeld { .. } => false,
+            Stuck::HeadGone { repaired, .. } => *repaired,
         }
     }
 
@@ -108,9 +106,9 @@ impl Stuck {
                 "stuck: group {group} is held by {task} (id {id}), which is gone{}",
                 self.fix(", so its lock was deleted and the group goes on")
             ),
-            Stuck::SlotHeld { gate, slot, .. } => format!(
-                "stuck: slot {slot} of gate {gate} counts tasks no lease holds{}",
-                self.fix(", so it was deleted and frees its places")
+            Stuck::SlotHeld { gate, slot } => format!(
+                "stuck: slot {slot} of gate {gate} counts tasks no lease holds; it goes with \
+                 its consumer's session (stop or restart that consumer to free it now)"
             ),
         }
     }
@@ -165,7 +163,7 @@ pub async fn audit(queue: &Queue, now: &ZkTime, repair: bool) -> Result<Audit> {
     let mut audit = Audit::default();
     children(queue, turn, &mut audit).await?;
     locks(queue, turn, repair, &mut audit).await?;
-    slots(queue, turn, repair, &mut audit).await?;
+    slots(queue, turn, &mut audit).await?;
     for stuck in &audit.stuck {
         tracing::warn!(finding = %stuck.line(), repaired = stuck.repaired(), "stuck state found");
     }
@@ -286,7 +284,7 @@ async fn locks(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -> R
 }
 
 /// Slots none of whose claim's leases stands.
-async fn slots(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -> Result<()> {
+async fn slots(queue: &Queue, turn: usize, audit: &mut Audit) -> Result<()> {
     let gates = gates(queue, turn).await?;
     let mut slots = Vec::new();
     for gate in &gates {
@@ -310,13 +308,11 @@ async fn slots(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -> R
         if !unchanged(queue, &path, &stat).await? {
             continue;
         }
-        let repaired = repair && delete(queue, &path, stat.version).await?;
         audit.stuck.push(Stuck::SlotHeld {
             gate: gate
                 .rsplit_once('/')
                 .map_or(gate.clone(), |(_, g)| g.to_string()),
             slot: name,
-            repaired,
         });
     }
     Ok(())
@@ -395,9 +391,15 @@ mod tests {
         let slot = Stuck::SlotHeld {
             gate: "email".into(),
             slot: "1.0a0b0c0d.task-0000000001".into(),
+        };
+        assert!(slot.line().contains("goes with its consumer's session"));
+        let held = Stuck::HeadGone {
+            group: "g".into(),
+            task: "task-0000000004".into(),
+            id: "abc".into(),
             repaired: false,
         };
-        assert!(slot.line().ends_with("the next reaper run repairs it"));
+        assert!(held.line().ends_with("the next reaper run repairs it"));
         let orphan = Stuck::Orphan {
             child: "c".into(),
             parent: "p".into(),
