@@ -587,13 +587,28 @@ fn limit(f: &mut Figures, input: &Inputs) {
             Some((r.consumer.as_deref()?, from, to))
         })
         .collect();
-    let cap = crate::consumers::LIMITED_MAX_IN_FLIGHT;
+    // A request the receiver held until its sender gave up: the sender stopped waiting (and
+    // then freed its place) by its arrival plus the sink's timeout, however late the receiver
+    // saw the connection close.
+    let timeout = crate::consumers::HTTP_TIMEOUT.as_millis() as i64;
+    let gave_up: HashMap<(&str, i64), i64> = (input.ledger.deliveries.iter())
+        .filter(|d| d.answer == Answer::TimedOut)
+        .map(|d| ((d.task.as_str(), d.token), d.arrived_ms + timeout))
+        .collect();
+    let (senders, cap) = (
+        Senders {
+            claimer: &claimer,
+            frozen: &frozen,
+            gave_up: &gave_up,
+        },
+        crate::consumers::LIMITED_MAX_IN_FLIGHT,
+    );
     (f.over_limit_explained, f.over_limit_unexplained) =
-        judge_over(&input.ledger.over_limit, cap, &claimer, &frozen);
+        judge_over(&input.ledger.over_limit, cap, &senders);
     f.most_open_per_key = input.ledger.most_open_per_key;
     let cap = crate::consumers::TENANT_MAX_PER_KEY;
     (f.over_key_limit_explained, f.over_key_limit_unexplained) =
-        judge_over(&input.ledger.over_key_limit, cap, &claimer, &frozen);
+        judge_over(&input.ledger.over_key_limit, cap, &senders);
     let rate = LIMITED_RATE_PER_S;
     f.burst = (rate / 10.0).max(1.0);
     let limited: HashSet<(&str, i64)> = (input.ledger.deliveries.iter())
@@ -615,28 +630,46 @@ fn limit(f: &mut Figures, input: &Inputs) {
     f.worst_arrivals = worst_window(&arrivals, rate);
 }
 
+/// Who sent the requests open at the receiver: the consumer of each claim (by task and token),
+/// the frozen consumers (and when), and when the sender of a request that timed out gave up.
+struct Senders<'a> {
+    claimer: &'a HashMap<(&'a str, i64), &'a str>,
+    frozen: &'a [(&'a str, i64, i64)],
+    gave_up: &'a HashMap<(&'a str, i64), i64>,
+}
+
+impl Senders<'_> {
+    fn by(&self, task: &str, token: i64) -> &str {
+        self.claimer.get(&(task, token)).copied().unwrap_or("?")
+    }
+
+    /// Whether the request of `task` (`token`), open at the receiver at `at_ms`, no longer
+    /// counts against the cap: its sender was frozen then (a worker whose session expired
+    /// while its handler ran loses its slot early: documented), or had given up on it.
+    fn explains(&self, (task, token): &(String, i64), at_ms: i64) -> bool {
+        let by = self.by(task, *token);
+        let frozen =
+            (self.frozen.iter()).any(|(id, from, to)| *id == by && *from <= at_ms && at_ms <= *to);
+        let gave_up = (self.gave_up.get(&(task.as_str(), *token))).is_some_and(|at| *at <= at_ms);
+        frozen || gave_up
+    }
+}
+
 /// Moments at which the receiver had more than `cap` requests open (of a route, of a key):
-/// how many the requests of frozen workers explain (a worker whose session expired while its
-/// handler ran loses its slot early: documented), and the others, described.
+/// how many the requests [`Senders::explains`] explain, and the others, described.
 fn judge_over(
     moments: &[(i64, Vec<(String, i64)>)],
     cap: usize,
-    claimer: &HashMap<(&str, i64), &str>,
-    frozen: &[(&str, i64, i64)],
+    senders: &Senders,
 ) -> (usize, Vec<String>) {
-    let by = |task: &str, token: i64| claimer.get(&(task, token)).copied().unwrap_or("?");
     let (mut explained, mut unexplained) = (0, Vec::new());
     for (at_ms, open) in moments {
-        let is_frozen = |(task, token): &(String, i64)| {
-            let by = by(task, *token);
-            (frozen.iter()).any(|(id, from, to)| *id == by && from <= at_ms && at_ms <= to)
-        };
-        if open.iter().filter(|o| !is_frozen(o)).count() <= cap {
+        if open.iter().filter(|o| !senders.explains(o, *at_ms)).count() <= cap {
             explained += 1;
             continue;
         }
         let who: Vec<String> = (open.iter())
-            .map(|(task, token)| format!("{task} by {}", by(task, *token)))
+            .map(|(task, token)| format!("{task} by {}", senders.by(task, *token)))
             .collect();
         unexplained.push(format!(
             "{} open at {}: {}",
@@ -922,5 +955,32 @@ mod tests {
         let (refusable, violations) =
             frozen_apart(vec![violation("task-0000000068")], &claims, &frozen);
         assert_eq!((refusable.len(), violations.len()), (0, 1));
+    }
+
+    /// Seen once: a request held at the receiver until its sender's 2 s timeout; the sender
+    /// freed its place and another consumer's request arrived 13 ms later, before the receiver
+    /// saw the first connection close. The first no longer counted; a third one would.
+    #[test]
+    fn a_request_its_sender_gave_up_on_does_not_count_against_the_cap() {
+        let claimer = HashMap::from([
+            (("task-1504", 1), "cli-a"),
+            (("task-1478", 2), "cli-b"),
+            (("task-1584", 3), "worker-c"),
+        ]);
+        let gave_up = HashMap::from([(("task-1504", 1), 38_546)]);
+        let senders = Senders {
+            claimer: &claimer,
+            frozen: &[],
+            gave_up: &gave_up,
+        };
+        let open = |tasks: &[(&str, i64)]| -> Vec<(String, i64)> {
+            tasks.iter().map(|(t, k)| (t.to_string(), *k)).collect()
+        };
+        let three = open(&[("task-1478", 2), ("task-1504", 1), ("task-1584", 3)]);
+        let (explained, unexplained) = judge_over(&[(38_559, three.clone())], 2, &senders);
+        assert_eq!((explained, unexplained.len()), (1, 0));
+        // Before its sender's timeout, the same request counts.
+        let (explained, unexplained) = judge_over(&[(38_500, three)], 2, &senders);
+        assert_eq!((explained, unexplained.len()), (0, 1));
     }
 }

@@ -212,7 +212,7 @@ impl Outcome {
         );
         let allowed_starts = f.burst + RATE_JITTER_STARTS;
         println!(
-            "limit       {:>6}  most requests of {} open at once (max_in_flight {}; over it at {} moments, each with the request of a frozen worker whose session expired, which frees its slot early: documented; unexplained {}); rate {}/s burst {}: worst window of claims {} starts in {:.3} s, {:.1} over rate x T (allowed {:.1}: burst + {} for log jitter; at the receiver: {} in {:.3} s, {:.1} over) over {} claims{}{}",
+            "limit       {:>6}  most requests of {} open at once (max_in_flight {}; over it at {} moments, each with the request of a frozen worker whose session expired, which frees its slot early: documented, or one held past the sink's timeout, its sender gone; unexplained {}); rate {}/s burst {}: worst window of claims {} starts in {:.3} s, {:.1} over rate x T (allowed {:.1}: burst + {} for log jitter; at the receiver: {} in {:.3} s, {:.1} over) over {} claims{}{}",
             f.most_open,
             crate::producer::LIMITED_TYPE,
             LIMITED_MAX_IN_FLIGHT,
