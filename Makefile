@@ -32,7 +32,8 @@ moto-down:
 ## Python producer, prometheus-client (its text parser reads /metrics), node-zookeeper-client
 ## for the Node producer and the 000-design consumer, the Standard Webhooks verifiers (PyPI and
 ## npm `standardwebhooks`, which check the HTTP sink's standard signatures), openapi-spec-validator
-## (docs/openapi.yaml and the functions' replies against it), Debian's chromium and chromium-driver
+## (docs/openapi.yaml and the functions' replies against it), opentelemetry-proto (the traces
+## test's OTLP receiver decodes with it), Debian's chromium and chromium-driver
 ## for the dashboard's browser tests, Debian's ruby with ActiveJob, Rack and WEBrick for the Rails
 ## flow (examples/ruby)
 tools:
@@ -57,6 +58,8 @@ tools:
 	  $(PIP) install -q --disable-pip-version-check 'standardwebhooks>=1.1'
 	@python3 -c 'import openapi_spec_validator' 2>/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'openapi-spec-validator>=0.7'
+	@python3 -c 'import opentelemetry.proto' 2>/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check 'opentelemetry-proto>=1.30'
 	@command -v moto_server >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'moto[server,sqs]'
 	@[ -f examples/node/node_modules/node-zookeeper-client/package.json ] && \

@@ -11,5 +11,8 @@ use vercel_runtime::service_fn;
 async fn main() -> Result<(), vercel_runtime::Error> {
     let app = Arc::new(platform::cold_start(|config| App::open(config, "vercel")).await?);
     platform::announce_access(app.session.config());
-    vercel_runtime::run(service_fn(move |req| vercel::handle(app.clone(), req))).await
+    vercel_runtime::run(service_fn(move |req| {
+        platform::flushed(vercel::handle(app.clone(), req))
+    }))
+    .await
 }

@@ -12,5 +12,8 @@ async fn main() -> Result<(), vercel_runtime::Error> {
     let session =
         Arc::new(platform::cold_start(|config| reap_leases::open(config, "vercel")).await?);
     platform::announce_access(session.config());
-    vercel_runtime::run(service_fn(move |req| vercel::handle(session.clone(), req))).await
+    vercel_runtime::run(service_fn(move |req| {
+        platform::flushed(vercel::handle(session.clone(), req))
+    }))
+    .await
 }

@@ -55,6 +55,8 @@
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
 //! - [`run_metrics`]: what runs record through the `metrics` facade (a no-op until a
 //!   program installs a recorder; feature `prometheus` serves them at `/metrics`).
+//! - [`traces`]: the spans of a task's life (publish, each attempt, each webhook request),
+//!   exported over OTLP with feature `otel` and an endpoint in the environment; none without.
 //! - [`secret`], [`quoted`], [`error`]: leaves: a value that is never shown, a value quoted
 //!   short for a message, and the one error type.
 //!
@@ -62,7 +64,8 @@
 //!
 //! - `sink` (with `http` and/or `sqs`): where tasks go: routes from event type to an HTTP
 //!   webhook or an SQS queue, and the SQS dead-letter queue.
-//! - `logs` (feature `telemetry`): JSON logs by Lambda's conventions.
+//! - `logs` (feature `telemetry`): JSON logs by Lambda's conventions; with feature `otel`,
+//!   also the OpenTelemetry layer that exports `traces`' spans.
 //! - `schedule`: recurring schedules, cron patterns in time zones (croner, chrono-tz):
 //!   `recurrence` (what a schedule is) and `schedule` (firing its slots).
 //! - `dashboard`: `event-bridge serve`'s web pages and `/metrics` (axum, maud).
@@ -102,6 +105,7 @@ pub mod state;
 pub mod stats;
 pub mod task;
 pub mod task_result;
+pub mod traces;
 pub mod worker;
 
 #[cfg(any(feature = "http", feature = "sqs"))]

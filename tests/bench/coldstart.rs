@@ -11,6 +11,12 @@
 //! `process_events` connects to the bench's ZooKeeper on loopback, so its figures include a
 //! few round trips to it; the section prints the median read and write of that ZooKeeper
 //! beside them.
+//!
+//! `process_events` is built with its default features, `otel` among them, and started without
+//! an OTLP endpoint: traces built in and switched off. `make bench` also builds it without
+//! `otel` (into `target/bench-no-otel`) and starts both in turn, so the row says what the
+//! feature costs a cold start when it is off. (The smoke run, under `cargo test`, skips that
+//! build: it would be a second build of every dependency.)
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -43,26 +49,79 @@ struct Start {
 pub async fn section(addr: &str, smoke: bool) -> Result<()> {
     let process_events = harness::binary("process_events");
     let hello = hello_world(smoke).await?;
+    let plain = match smoke {
+        true => None,
+        false => Some(without_otel().await?),
+    };
     let (admin, chroot, config) = fresh_chroot(addr).await?;
     let env = [
         ("ZOOKEEPER_CONNECTION_STRING", config.zookeeper.clone()),
         ("EVENT_BRIDGE_ROOT", config.root.clone()),
     ];
     let rounds = if smoke { 1 } else { rounds() };
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut ours, mut theirs, mut plains) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
-        let first_ours = round % 2 == 0;
-        for ours_now in [first_ours, !first_ours] {
-            match ours_now {
-                true => ours.push(start(&process_events, &env).await?),
-                false => theirs.push(start(&hello, &[]).await?),
+        // Who goes first turns round each round.
+        for turn in 0..3 {
+            match (round + turn) % 3 {
+                0 => ours.push(start(&process_events, &env).await?),
+                1 => theirs.push(start(&hello, &[]).await?),
+                _ => {
+                    if let Some(plain) = &plain {
+                        plains.push(start(plain, &env).await?);
+                    }
+                }
             }
         }
     }
     let trips = round_trips(addr).await?;
     delete_tree(&admin, &chroot).await?;
     print(&median(&ours), &median(&theirs), trips, rounds);
+    if !plains.is_empty() {
+        print_otel_off(&median(&ours), &median(&plains));
+    }
     Ok(())
+}
+
+/// What `otel` built in and switched off costs a cold start.
+fn print_otel_off(ours: &Start, plain: &Start) {
+    let ms = |a: Duration, b: Duration| (a.as_secs_f64() - b.as_secs_f64()) * 1000.0;
+    println!(
+        "  process_events without otel: init {:.1}ms, first response {:.1}ms, peak RSS {:.1}MB; \
+         with otel built in, switched off: init {:+.2} ms, first response {:+.2} ms, RSS {:+.1} MB",
+        plain.init.as_secs_f64() * 1000.0,
+        plain.response.as_secs_f64() * 1000.0,
+        plain.peak_kb as f64 / 1024.0,
+        ms(ours.init, plain.init),
+        ms(ours.response, plain.response),
+        (ours.peak_kb as f64 - plain.peak_kb as f64) / 1024.0
+    );
+}
+
+/// Builds `process_events` (release) without feature `otel` into `target/bench-no-otel`; its
+/// binary's path.
+async fn without_otel() -> Result<PathBuf> {
+    let root = harness::workspace_root();
+    let dir = root.join("target/bench-no-otel");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = tokio::process::Command::new(cargo)
+        .args(["build", "--quiet", "--release", "-p", "process_events"])
+        .args([
+            "--bin",
+            "process_events",
+            "--no-default-features",
+            "--features",
+            "lambda",
+        ])
+        .current_dir(&root)
+        .env("CARGO_TARGET_DIR", &dir)
+        .env_remove("CARGO_MANIFEST_DIR")
+        .status()
+        .await?;
+    if !built.success() {
+        return Err("building process_events without feature otel failed".into());
+    }
+    Ok(dir.join("release/process_events"))
 }
 
 fn print(ours: &Start, hello: &Start, (read, write): (Duration, Duration), rounds: usize) {

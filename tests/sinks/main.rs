@@ -10,3 +10,4 @@ mod routing;
 mod sink_http;
 mod sink_sqs;
 mod standard_webhooks;
+mod traces;

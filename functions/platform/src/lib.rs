@@ -90,6 +90,15 @@ fn admit_by(
     }
 }
 
+/// Runs one invocation's handler, then sends the spans it ended (see `event_bridge::traces`)
+/// before the answer goes back: a function frozen after its answer sends nothing more.
+pub async fn flushed<T>(invocation: impl std::future::Future<Output = T>) -> T {
+    // Boxed: a handler's future is deep, and this one's layout would hold it whole.
+    let answer = Box::pin(invocation).await;
+    event_bridge::traces::flush();
+    answer
+}
+
 /// Logs, at an HTTP function's cold start, who its endpoint answers: holders of the
 /// `CRON_SECRET`, anyone (`ALLOW_UNAUTHENTICATED`), or no one (neither is set).
 pub fn announce_access(config: &Config) {

@@ -8,5 +8,8 @@ use process_events::{App, lambda};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let app = platform::cold_start(|config| App::open(config, "lambda")).await?;
-    lambda_runtime::run(service_fn(|event| lambda::handle(&app, event))).await
+    lambda_runtime::run(service_fn(|event| {
+        platform::flushed(lambda::handle(&app, event))
+    }))
+    .await
 }

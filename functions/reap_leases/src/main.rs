@@ -7,5 +7,8 @@ use reap_leases::lambda;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let session = platform::cold_start(|config| reap_leases::open(config, "lambda")).await?;
-    lambda_runtime::run(service_fn(|event| lambda::handle(&session, event))).await
+    lambda_runtime::run(service_fn(|event| {
+        platform::flushed(lambda::handle(&session, event))
+    }))
+    .await
 }

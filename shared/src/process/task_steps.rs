@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::Run;
 use super::hold::HandlerEnd;
@@ -113,7 +114,10 @@ impl<H: Handler> Run<'_, H> {
             traceparent = lease.task.envelope.traceparent.as_deref(), "task claimed");
         let name = lease.task.name.clone();
         let started = Instant::now();
-        let ended = self.run_handler(&mut lease, claimed_at).await;
+        let span = crate::traces::attempt_span(self.queue().layout().root(), &lease.task);
+        let ended = (self.run_handler(&mut lease, claimed_at))
+            .instrument(span)
+            .await;
         let result = match &ended {
             Ok(HandlerEnd::Finished(result)) => Some(result),
             _ => None,

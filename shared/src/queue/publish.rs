@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
+use tracing::Instrument;
 use zookeeper_client as zk;
 
 use super::Queue;
@@ -13,6 +14,7 @@ use super::outage::{Outage, PublishOptions, in_doubt, refused, retriable};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::task::{self, Envelope};
+use crate::traces;
 
 /// Publishes a bulk publish keeps in flight.
 const PUBLISH_WINDOW: usize = 1_000;
@@ -131,6 +133,23 @@ impl Queue {
         &self,
         envelopes: &[Envelope],
         options: &PublishOptions<'_>,
+        each: F,
+    ) -> Result<Vec<Outcome>>
+    where
+        F: FnMut(usize, &Outcome) + Send,
+    {
+        let span = traces::publish_span(self.layout().root(), envelopes);
+        let envelopes = traces::stamped(envelopes, &span);
+        (self.publish_each_traced(&envelopes, options, each))
+            .instrument(span)
+            .await
+    }
+
+    /// [`Queue::publish_each`] within its PRODUCER span.
+    async fn publish_each_traced<F>(
+        &self,
+        envelopes: &[Envelope],
+        options: &PublishOptions<'_>,
         mut each: F,
     ) -> Result<Vec<Outcome>>
     where
@@ -213,6 +232,19 @@ impl Queue {
     /// - [`Error::InDoubt`] naming the first item without an answer when no session answered
     ///   in time.
     pub async fn publish_batch_with(
+        &self,
+        envelopes: &[Envelope],
+        options: &PublishOptions<'_>,
+    ) -> Result<Vec<Outcome>> {
+        let span = traces::publish_span(self.layout().root(), envelopes);
+        let envelopes = traces::stamped(envelopes, &span);
+        (self.publish_batch_traced(&envelopes, options))
+            .instrument(span)
+            .await
+    }
+
+    /// [`Queue::publish_batch_with`] within its PRODUCER span.
+    async fn publish_batch_traced(
         &self,
         envelopes: &[Envelope],
         options: &PublishOptions<'_>,

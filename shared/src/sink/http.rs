@@ -77,8 +77,10 @@ use super::signature::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP}
 use crate::secret::Secret;
 use crate::task::Task;
 use crate::task_result::{MAX_RESULT_BYTES, TaskResult};
+use crate::traces;
 use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use tracing::{Instrument, Span};
 
 /// The names of the headers the sink sends, lowercase (HTTP ignores the case of names).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -171,11 +173,21 @@ impl HttpSink {
         })
     }
 
-    /// POSTs the task's envelope as JSON; the status and body of a successful answer.
+    /// POSTs the task's envelope as JSON; the status and body of a successful answer. With
+    /// traces exported, within a CLIENT span whose context the request's `traceparent` carries.
     pub async fn deliver(&self, task: &Task) -> Result<HttpAnswer, SinkError> {
+        let span = traces::request_span(&self.shown);
+        self.deliver_within(task, &span)
+            .instrument(span.clone())
+            .await
+    }
+
+    async fn deliver_within(&self, task: &Task, span: &Span) -> Result<HttpAnswer, SinkError> {
         let body = serde_json::to_vec(&task.envelope)
             .map_err(|e| SinkError::Permanent(format!("envelope is not serializable: {e}")))?;
-        let headers = self.headers(task, unix_seconds(SystemTime::now()), &body)?;
+        let traceparent = traces::traceparent(span).or_else(|| task.envelope.traceparent.clone());
+        let stamp = unix_seconds(SystemTime::now());
+        let headers = self.headers(task, stamp, &body, traceparent.as_deref())?;
         let sent = self
             .client
             .post(self.url.clone())
@@ -185,6 +197,7 @@ impl HttpSink {
             .await;
         let response = sent.map_err(|e| self.transport_error(e))?;
         let status = response.status();
+        span.record("http.response.status_code", i64::from(status.as_u16()));
         tracing::debug!(task = %task.name, url = %self.shown, status = status.as_u16(), "webhook answered");
         let result = self.read_answer(response).await?;
         Ok(HttpAnswer {
@@ -194,7 +207,13 @@ impl HttpSink {
     }
 
     /// Every header of one attempt, the signature over `body` included.
-    fn headers(&self, task: &Task, timestamp: u64, body: &[u8]) -> Result<HeaderMap, SinkError> {
+    fn headers(
+        &self,
+        task: &Task,
+        timestamp: u64,
+        body: &[u8],
+        traceparent: Option<&str>,
+    ) -> Result<HeaderMap, SinkError> {
         let key = task
             .envelope
             .idempotency_key
@@ -217,7 +236,7 @@ impl HttpSink {
         if let Some(group) = &task.envelope.group {
             put(GROUP, value("group", group)?);
         }
-        if let Some(traceparent) = &task.envelope.traceparent {
+        if let Some(traceparent) = traceparent {
             put(TRACEPARENT, value("traceparent", traceparent)?);
         }
         put(TIMESTAMP, HeaderValue::from(timestamp));

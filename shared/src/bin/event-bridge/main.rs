@@ -379,7 +379,10 @@ fn traceparent(value: &str) -> Result<String, String> {
 fn main() {
     let cli = Cli::parse();
     event_bridge::logs::init_cli();
-    match runtime_for(&cli.command).block_on(run(cli.command)) {
+    let ran = runtime_for(&cli.command).block_on(run(cli.command));
+    // `exit` runs no destructor: the spans ended so far are sent first.
+    event_bridge::traces::flush();
+    match ran {
         Ok(code) => std::process::exit(code),
         Err(e) if broken_pipe(e.as_ref()) => std::process::exit(0),
         Err(e) => {

@@ -38,7 +38,14 @@ fn a_standard_signature_sends_the_three_webhook_headers_and_not_ours() {
     })
     .unwrap();
     let task = task(None);
-    let headers = sink.headers(&task, 1_700_000_000, b"{}").unwrap();
+    let headers = sink
+        .headers(
+            &task,
+            1_700_000_000,
+            b"{}",
+            task.envelope.traceparent.as_deref(),
+        )
+        .unwrap();
     let get = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string());
     assert_eq!(
         get("webhook-id").as_deref(),
@@ -72,7 +79,14 @@ fn every_header_is_set_and_the_signature_covers_timestamp_and_body() {
     let sink = sink("https://example.com/hook", Some("s3cret")).unwrap();
     let task = task(Some("order-7"));
     let body = serde_json::to_vec(&task.envelope).unwrap();
-    let headers = sink.headers(&task, 1_700_000_000, &body).unwrap();
+    let headers = sink
+        .headers(
+            &task,
+            1_700_000_000,
+            &body,
+            task.envelope.traceparent.as_deref(),
+        )
+        .unwrap();
     let get = |name: &str| headers.get(name).unwrap().to_str().unwrap().to_string();
     assert_eq!(get("content-type"), "application/json");
     assert_eq!(get("Idempotency-Key"), "order-7");
@@ -86,7 +100,14 @@ fn every_header_is_set_and_the_signature_covers_timestamp_and_body() {
     assert!(headers.get(GROUP).is_none(), "no group, no header");
     let mut grouped = task.clone();
     grouped.envelope.group = Some("customer-9".into());
-    let headers = sink.headers(&grouped, 1_700_000_000, &body).unwrap();
+    let headers = sink
+        .headers(
+            &grouped,
+            1_700_000_000,
+            &body,
+            grouped.envelope.traceparent.as_deref(),
+        )
+        .unwrap();
     assert_eq!(headers.get("X-Event-Bridge-Group").unwrap(), "customer-9");
     assert!(
         headers
@@ -99,7 +120,9 @@ fn every_header_is_set_and_the_signature_covers_timestamp_and_body() {
 fn the_idempotency_key_defaults_to_the_id_and_unsigned_sinks_send_no_signature() {
     let sink = sink("http://example.com/hook", None).unwrap();
     let task = task(None);
-    let headers = sink.headers(&task, 1, b"{}").unwrap();
+    let headers = sink
+        .headers(&task, 1, b"{}", task.envelope.traceparent.as_deref())
+        .unwrap();
     assert_eq!(headers[IDEMPOTENCY_KEY], task.envelope.id.as_str());
     assert!(headers.get(SIGNATURE).is_none());
 }
@@ -107,7 +130,8 @@ fn the_idempotency_key_defaults_to_the_id_and_unsigned_sinks_send_no_signature()
 #[test]
 fn an_idempotency_key_that_cannot_be_a_header_is_permanent() {
     let sink = sink("http://example.com/hook", None).unwrap();
-    let err = sink.headers(&task(Some("a\nb")), 1, b"{}").unwrap_err();
+    let bad = task(Some("a\nb"));
+    let err = sink.headers(&bad, 1, b"{}", None).unwrap_err();
     assert!(
         matches!(&err, SinkError::Permanent(e) if e.contains("idempotency key")),
         "{err:?}"

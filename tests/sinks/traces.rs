@@ -1,0 +1,251 @@
+//! OpenTelemetry traces, end to end: the `event-bridge` command publishes and drains with an
+//! OTLP endpoint in its environment, and a receiver that decodes with the official
+//! `opentelemetry-proto` definitions (PyPI; `tests/support/otlp_receiver.py`) records every
+//! span. A task that fails twice and then succeeds: its publish, three attempts (the first a
+//! child of the publish, the others new traces linked to it), and each webhook request a
+//! CLIENT span whose `traceparent` the webhook received.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::sink_http::{Receiver, Reply};
+use harness::TestQueue;
+
+/// The receiver, and the spans it decoded so far.
+struct Otlp {
+    _child: Child,
+    port: u16,
+    spans: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Otlp {
+    async fn start() -> Self {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/support/otlp_receiver.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python3 with opentelemetry-proto (`make tools`)");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the receiver's port");
+        let port = first.trim_start_matches("listening ").parse().unwrap();
+        let spans: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let kept = spans.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                kept.lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&line).unwrap());
+            }
+        });
+        Otlp {
+            _child: child,
+            port,
+            spans,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The spans, once `n` arrived (the receiver prints each before it answers the export,
+    /// so they are on their way once the exporting process exited).
+    async fn spans(&self, n: usize) -> Vec<Value> {
+        let mut tries = harness::Tries::within(Duration::from_secs(10));
+        loop {
+            let spans = self.spans.lock().unwrap().clone();
+            if spans.len() >= n || !tries.again().await {
+                return spans;
+            }
+        }
+    }
+}
+
+/// Runs `event-bridge args…` against `t`'s queue, exporting to `otlp` as `service`.
+async fn event_bridge(
+    t: &TestQueue,
+    otlp: &Otlp,
+    service: &str,
+    routes: &str,
+    args: &[&str],
+) -> String {
+    let out = Command::new(harness::binary("event-bridge"))
+        .args(args)
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .env("ROUTES", routes)
+        .env("BACKOFF_BASE_MS", "0")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
+        .env("OTEL_SERVICE_NAME", service)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn of_kind<'a>(spans: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    spans.iter().filter(|s| s["kind"] == kind).collect()
+}
+
+fn ids(span: &Value) -> (String, String) {
+    let id = |k: &str| span[k].as_str().unwrap().to_string();
+    (id("trace_id"), id("span_id"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_failed_twice_traces_its_publish_three_attempts_and_their_requests() {
+    let t = TestQueue::new().await;
+    let otlp = Otlp::start().await;
+    let webhook =
+        Receiver::start([Reply::status(500), Reply::status(500), Reply::status(200)]).await;
+    let routes = json!({"routes": {"order.paid": {"sink": "http", "url": webhook.url("/hook")}}});
+    let routes = routes.to_string();
+    let publish = [
+        "publish",
+        "--type",
+        "order.paid",
+        "--payload",
+        r#"{"order": 7}"#,
+    ];
+    event_bridge(&t, &otlp, "shop", &routes, &publish).await;
+    event_bridge(&t, &otlp, "worker", &routes, &["process", "--drain"]).await;
+    let spans = otlp.spans(7).await;
+    assert_eq!(
+        spans.len(),
+        7,
+        "a publish, three attempts, three requests: {spans:#?}"
+    );
+
+    let producer = of_kind(&spans, "PRODUCER");
+    assert_eq!(producer.len(), 1, "{spans:#?}");
+    let publish = producer[0];
+    let root = &t.config.root;
+    assert_eq!(publish["name"], format!("publish {root}"));
+    assert_eq!(publish["service"], "shop");
+    assert_eq!(publish["attributes"]["messaging.system"], "zookeeper");
+    let (publish_trace, publish_span) = ids(publish);
+
+    let mut attempts = of_kind(&spans, "CONSUMER");
+    attempts.sort_by_key(|s| s["attributes"]["event_bridge.attempt"].as_i64());
+    assert_eq!(attempts.len(), 3);
+    let requests = webhook.requests();
+    assert_eq!(requests.len(), 3);
+    let clients = of_kind(&spans, "CLIENT");
+    for (i, attempt) in attempts.iter().enumerate() {
+        let a = &attempt["attributes"];
+        assert_eq!(attempt["name"], format!("process {root}"));
+        assert_eq!(attempt["service"], "worker");
+        assert_eq!(a["event_bridge.attempt"], i as i64 + 1);
+        assert_eq!(a["messaging.system"], "zookeeper");
+        assert_eq!(a["messaging.destination.name"], root.as_str());
+        assert_eq!(a["messaging.operation.type"], "process");
+        let body: Value = serde_json::from_slice(&requests[i].body).unwrap();
+        assert_eq!(a["messaging.message.id"], body["id"]);
+        let token = requests[i].header("X-Event-Bridge-Fencing-Token");
+        assert_eq!(
+            a["event_bridge.fencing_token"]
+                .as_i64()
+                .unwrap()
+                .to_string(),
+            token
+        );
+        let (trace, span) = ids(attempt);
+        match i {
+            0 => {
+                assert_eq!(
+                    trace, publish_trace,
+                    "the first attempt is in the publish's trace"
+                );
+                assert_eq!(attempt["parent_span_id"], publish_span.as_str());
+                assert_eq!(attempt["links"], json!([]));
+            }
+            _ => {
+                assert_ne!(trace, publish_trace, "a retry starts a trace of its own");
+                assert_eq!(attempt["parent_span_id"], Value::Null);
+                let link = json!([{"trace_id": publish_trace, "span_id": publish_span}]);
+                assert_eq!(attempt["links"], link);
+            }
+        }
+        // Its request: a CLIENT child, whose context the webhook received.
+        let client = (clients.iter())
+            .find(|c| c["parent_span_id"] == span.as_str())
+            .unwrap_or_else(|| panic!("no request under attempt {}: {spans:#?}", i + 1));
+        let (client_trace, client_span) = ids(client);
+        assert_eq!(client_trace, trace);
+        let status = [500, 500, 200][i];
+        assert_eq!(client["attributes"]["http.response.status_code"], status);
+        assert_eq!(
+            requests[i].header("traceparent"),
+            format!("00-{client_trace}-{client_span}-01")
+        );
+    }
+}
+
+/// A Lambda function is frozen once it has answered: `process_events` sends its spans before
+/// the answer goes back. Stopped (SIGSTOP) the moment its response arrives, its attempt and its
+/// request are at the receiver all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lambda_invocation_sends_its_spans_before_it_answers() {
+    use harness::lambda_api::{RuntimeApi, function_env};
+    let t = TestQueue::new().await;
+    let otlp = Otlp::start().await;
+    let webhook = Receiver::start([Reply::status(200)]).await;
+    let routes = json!({"routes": {"order.paid": {"sink": "http", "url": webhook.url("/hook")}}});
+    let envelope = event_bridge::Envelope::new("order.paid", json!({"order": 8}));
+    t.queue.publish(&envelope).await.unwrap();
+    let scheduled = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
+    let mut api = RuntimeApi::start(vec![("frozen-1", scheduled)])
+        .await
+        .unwrap();
+    let mut function = Command::new(harness::binary("process_events"))
+        .env_clear()
+        .env("AWS_LAMBDA_RUNTIME_API", &api.address)
+        .envs(function_env("process_events"))
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .env("ROUTES", routes.to_string())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
+        .env("OTEL_SERVICE_NAME", "process_events")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = function.id().unwrap() as i32;
+    let answered = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(request) = api.requests.recv().await {
+            if request.is_post() {
+                return request;
+            }
+        }
+        panic!("the Runtime API closed");
+    })
+    .await
+    .expect("an answer within 30 s");
+    // Frozen as Lambda freezes it: nothing it had not sent yet goes out now.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    assert!(answered.path.ends_with("/response"), "{answered:?}");
+    let spans = otlp.spans(2).await;
+    let kinds: Vec<&str> = spans.iter().map(|s| s["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.len(), 2, "{spans:#?}");
+    assert!(
+        kinds.contains(&"CONSUMER") && kinds.contains(&"CLIENT"),
+        "{kinds:?}"
+    );
+    assert_eq!(webhook.requests().len(), 1);
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = function.wait().await;
+}
