@@ -128,6 +128,16 @@ impl Outcome {
             l.cancel_marks,
             flag(stuck > 0)
         );
+        let (explained, wrong) = l
+            .explained
+            .clone()
+            .unwrap_or((0, vec!["could not run".into()]));
+        println!(
+            "explain     {:>6}  disagreements with what is left, of {explained} dead letters and debounced keys explained{}{}",
+            wrong.len(),
+            some(&wrong),
+            flag(!wrong.is_empty())
+        );
         let audited = l.audit.as_ref().map_or(usize::MAX, Vec::len);
         println!(
             "audit       {:>6}  stuck states the audit found once the queue settled{}{}",
@@ -523,6 +533,12 @@ impl Outcome {
         fail(
             l.audit.as_ref().is_none_or(|found| !found.is_empty()),
             format!("the audit at the end found stuck states: {:?}", l.audit),
+        );
+        fail(
+            l.explained
+                .as_ref()
+                .is_none_or(|(_, wrong)| !wrong.is_empty()),
+            format!("explain disagreed with what is left: {:?}", l.explained),
         );
         fail(
             l.backdrop != crate::debounce::BACKDROP,

@@ -58,6 +58,9 @@ pub struct Left {
     /// The lines of what the audit that nothing is stuck found once the queue settled (none
     /// expected); `None` when it could not run.
     pub audit: Option<Vec<String>>,
+    /// Where `explain` disagreed with what is left (none expected): `None` when it could not
+    /// run; with how many tasks it explained.
+    pub explained: Option<(usize, Vec<String>)>,
 }
 
 impl Left {
@@ -176,7 +179,7 @@ impl Tree {
             }
         }
         let debounce = self.children_if_any(&self.path("debounce")).await;
-        let dead = (self.datas("dead").await.into_iter())
+        let dead: Vec<DeadLetter> = (self.datas("dead").await.into_iter())
             .map(|(name, data)| {
                 let record: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
                 let text = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
@@ -204,6 +207,12 @@ impl Tree {
             cancel_marks: self.children_if_any(&self.path("cancelled")).await.len(),
             blocked: self.children_if_any(&self.path("after")).await.len(),
             markers: self.children_if_any(&self.path("dependents")).await.len(),
+            explained: explained(
+                &self.config,
+                &dead,
+                &backdrop_ids(&self.datas("debounce").await),
+            )
+            .await,
             dead,
             audit: audit(&self.config).await,
         }
@@ -347,4 +356,57 @@ async fn audit(config: &Config) -> Option<Vec<String>> {
         .await
         .ok()?;
     Some(found.stuck.iter().map(|s| s.line()).collect())
+}
+
+/// Explained at the end, of each kind, at most.
+const EXPLAINED: usize = 50;
+
+/// The ids of the backdrop's debounced publishes, from `debounce/`'s children and data.
+fn backdrop_ids(debounce: &[(String, Vec<u8>)]) -> Vec<String> {
+    (debounce.iter())
+        .filter(|(key, _)| key.starts_with(crate::debounce::BACKDROP_PREFIX))
+        .filter_map(|(_, data)| {
+            let envelope: serde_json::Value = serde_json::from_slice(data).ok()?;
+            Some(envelope["id"].as_str()?.to_string())
+        })
+        .collect()
+}
+
+/// What `explain` says of what is left once the queue settled, on a session of the checker's
+/// own: each dead letter (of [`EXPLAINED`]) is dead with its record's reason, each backdrop
+/// key's publish (of as many) debounced and due later. The disagreements, and how many were
+/// explained; `None` when it could not run.
+async fn explained(
+    config: &Config,
+    dead: &[DeadLetter],
+    backdrop: &[String],
+) -> Option<(usize, Vec<String>)> {
+    use event_bridge::inspect::{Reason, explain};
+    use event_bridge::state::State;
+    let queue = crate::producer::new_queue(config, "chaos-explainer")
+        .await
+        .ok()?;
+    let now = queue.server_time().await.ok()?;
+    let mut wrong = Vec::new();
+    let mut explained = 0;
+    for letter in dead.iter().take(EXPLAINED) {
+        let why = explain(&queue, &now, &letter.name).await.ok()?;
+        explained += 1;
+        let right = why.state == Some(State::Dead)
+            && matches!(&why.reasons[..], [Reason::Dead { why, .. }] if *why == letter.reason);
+        if !right {
+            wrong.push(format!("{}: {:?}", letter.name, why.lines));
+        }
+    }
+    for id in backdrop.iter().take(EXPLAINED) {
+        let why = explain(&queue, &now, id).await.ok()?;
+        explained += 1;
+        let later = |at: &i64| *at > now.now_ms();
+        let right = why.state == Some(State::Debounced)
+            && matches!(&why.reasons[..], [Reason::Debounced { due_at_ms, .. }] if later(due_at_ms));
+        if !right {
+            wrong.push(format!("{id}: {:?}", why.lines));
+        }
+    }
+    Some((explained, wrong))
 }
