@@ -6,6 +6,12 @@ use crate::task::Envelope;
 use reqwest::StatusCode;
 use serde_json::json;
 
+/// The headers of `task`'s attempt, its own `traceparent` passed on (no span exported).
+fn headers_of(sink: &HttpSink, task: &Task, timestamp: u64, body: &[u8]) -> HeaderMap {
+    let traceparent = task.envelope.traceparent.as_deref();
+    sink.headers(task, timestamp, body, traceparent).unwrap()
+}
+
 fn sink(url: &str, secret: Option<&str>) -> Result<HttpSink, String> {
     HttpSink::new(HttpSpec {
         url: url.into(),
@@ -38,14 +44,7 @@ fn a_standard_signature_sends_the_three_webhook_headers_and_not_ours() {
     })
     .unwrap();
     let task = task(None);
-    let headers = sink
-        .headers(
-            &task,
-            1_700_000_000,
-            b"{}",
-            task.envelope.traceparent.as_deref(),
-        )
-        .unwrap();
+    let headers = headers_of(&sink, &task, 1_700_000_000, b"{}");
     let get = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string());
     assert_eq!(
         get("webhook-id").as_deref(),
@@ -79,14 +78,7 @@ fn every_header_is_set_and_the_signature_covers_timestamp_and_body() {
     let sink = sink("https://example.com/hook", Some("s3cret")).unwrap();
     let task = task(Some("order-7"));
     let body = serde_json::to_vec(&task.envelope).unwrap();
-    let headers = sink
-        .headers(
-            &task,
-            1_700_000_000,
-            &body,
-            task.envelope.traceparent.as_deref(),
-        )
-        .unwrap();
+    let headers = headers_of(&sink, &task, 1_700_000_000, &body);
     let get = |name: &str| headers.get(name).unwrap().to_str().unwrap().to_string();
     assert_eq!(get("content-type"), "application/json");
     assert_eq!(get("Idempotency-Key"), "order-7");
@@ -100,14 +92,7 @@ fn every_header_is_set_and_the_signature_covers_timestamp_and_body() {
     assert!(headers.get(GROUP).is_none(), "no group, no header");
     let mut grouped = task.clone();
     grouped.envelope.group = Some("customer-9".into());
-    let headers = sink
-        .headers(
-            &grouped,
-            1_700_000_000,
-            &body,
-            grouped.envelope.traceparent.as_deref(),
-        )
-        .unwrap();
+    let headers = headers_of(&sink, &grouped, 1_700_000_000, &body);
     assert_eq!(headers.get("X-Event-Bridge-Group").unwrap(), "customer-9");
     assert!(
         headers
@@ -120,9 +105,7 @@ fn every_header_is_set_and_the_signature_covers_timestamp_and_body() {
 fn the_idempotency_key_defaults_to_the_id_and_unsigned_sinks_send_no_signature() {
     let sink = sink("http://example.com/hook", None).unwrap();
     let task = task(None);
-    let headers = sink
-        .headers(&task, 1, b"{}", task.envelope.traceparent.as_deref())
-        .unwrap();
+    let headers = headers_of(&sink, &task, 1, b"{}");
     assert_eq!(headers[IDEMPOTENCY_KEY], task.envelope.id.as_str());
     assert!(headers.get(SIGNATURE).is_none());
 }
