@@ -249,3 +249,69 @@ async fn a_lambda_invocation_sends_its_spans_before_it_answers() {
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let _ = function.wait().await;
 }
+
+/// The same on Vercel: the run a cron request starts has sent its spans before its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vercel_request_sends_its_spans_before_it_answers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let t = TestQueue::new().await;
+    let otlp = Otlp::start().await;
+    let webhook = Receiver::start([Reply::status(200)]).await;
+    let routes = json!({"routes": {"order.paid": {"sink": "http", "url": webhook.url("/hook")}}});
+    let envelope = event_bridge::Envelope::new("order.paid", json!({"order": 9}));
+    t.queue.publish(&envelope).await.unwrap();
+    let (routes, endpoint) = (routes.to_string(), otlp.endpoint());
+    let env = [
+        ("CRON_SECRET", "s3cret"),
+        ("ROUTES", routes.as_str()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_SERVICE_NAME", "process_events_vercel"),
+    ];
+    let server =
+        harness::vercel::VercelBinary::start("process_events_vercel", &t.config, &env).await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    let request = "GET /api/process_events_vercel HTTP/1.1\r\nHost: localhost\r\n\
+                   Authorization: Bearer s3cret\r\nConnection: close\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // The whole answer: its head, and as many bytes of body as it says.
+        loop {
+            let n = stream.read(&mut chunk).await.unwrap();
+            answer.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&answer).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = (head.lines())
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().to_string())
+                    })
+                    .and_then(|v| v.parse::<usize>().ok());
+                if n == 0 || length.is_some_and(|length| body.len() >= length) {
+                    return text;
+                }
+            }
+            if n == 0 {
+                return text;
+            }
+        }
+    })
+    .await
+    .expect("an answer within 30 s");
+    // Frozen once it answered, as Vercel may freeze it.
+    let pid = server.pid() as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let spans = otlp.spans(2).await;
+    let kinds: Vec<&str> = spans.iter().map(|s| s["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.len(), 2, "{spans:#?}");
+    assert!(
+        kinds.contains(&"CONSUMER") && kinds.contains(&"CLIENT"),
+        "{kinds:?}"
+    );
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}

@@ -67,6 +67,11 @@ impl VercelBinary {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self._child.id().expect("a running server has a pid")
+    }
+
     /// What the server logged so far (its stderr).
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
