@@ -147,8 +147,15 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
         .await? as u32;
     report.done_swept = queue.done().sweep_done(&now, DONE_PER_RUN).await? as u32;
     report.children_settled = queue.dependencies().sweep_dependents().await? as u32;
-    report.audit = audit(queue, &now, true).await?;
-    keep_audit(queue, &now, &report.audit).await?;
+    // An audit that could not read what it looks at fails no other work of the run, and
+    // leaves the last record as it was.
+    match audit(queue, &now, true).await {
+        Ok(found) => {
+            keep_audit(queue, &now, &found).await?;
+            report.audit = found;
+        }
+        Err(e) => tracing::warn!(error = %e, "audit failed; again next run"),
+    }
     crate::run_metrics::audited(report.audit.stuck.len(), report.audit.repaired());
     report.stats = stats::collect(queue, &now).await?;
     report.duration_ms = started.elapsed().as_millis() as u64;

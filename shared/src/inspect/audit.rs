@@ -47,6 +47,9 @@ pub const AUDIT_PER_RUN: usize = 64;
 /// Znodes read in one multi-read.
 const READ_BATCH: usize = 64;
 
+/// Children a listing of the audit takes, at most (20 000 task names are about 400 KB).
+const LIST_MAX: usize = 20_000;
+
 /// Findings kept in the audit's record (`ROOT/audit`, [`AuditRecord`]) for `stats` and the
 /// dashboard.
 pub const LINES_KEPT: usize = 10;
@@ -170,8 +173,20 @@ pub async fn audit(queue: &Queue, now: &ZkTime, repair: bool) -> Result<Audit> {
     Ok(audit)
 }
 
-/// The children of `path` (none when it is missing).
+/// The children of `path` (none when it is missing, or when it has more than [`LIST_MAX`]:
+/// their listing would near ZooKeeper's 1 MB answer, and they are not audited this run).
 async fn list(queue: &Queue, path: &str) -> Result<Vec<String>> {
+    let Some((_, stat)) = queue.read_path(path).await? else {
+        return Ok(Vec::new());
+    };
+    if stat.num_children as usize > LIST_MAX {
+        tracing::warn!(
+            path,
+            children = stat.num_children,
+            "too many to audit: not looked at"
+        );
+        return Ok(Vec::new());
+    }
     match queue.client().list_children(path).await {
         Ok(mut names) => {
             names.sort_unstable();
