@@ -141,6 +141,10 @@ pub struct GateData {
     /// with no slots held is worth nothing after it, and the reaper may delete it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full_at_ms: Option<i64>,
+    /// The rate it was last admitted under (tasks per ms), so that `explain` can tell when the
+    /// next token comes without the routes (absent from gates written by earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_ms: Option<f64>,
 }
 
 impl GateData {
@@ -154,7 +158,16 @@ impl GateData {
             bucket,
             max_in_flight: limit.max_in_flight,
             full_at_ms,
+            rate_per_ms: limit.rate_per_ms,
         }
+    }
+
+    /// When its bucket next holds a whole token, if it holds none at `now_ms` (ZooKeeper ms);
+    /// `None` when it has one, or has no rate (or one an earlier version did not write).
+    pub fn next_token_at(&self, now_ms: i64) -> Option<i64> {
+        let (bucket, rate) = (self.bucket?, self.rate_per_ms.filter(|r| *r > 0.0)?);
+        let tokens = bucket.tokens + rate * (now_ms - bucket.at_ms).max(0) as f64;
+        (tokens < 1.0).then(|| bucket.at_ms + ((1.0 - bucket.tokens) / rate).ceil() as i64)
     }
 
     /// Reads a gate's data; anything unreadable (an empty gate, an older writer's) is neither.
@@ -279,6 +292,7 @@ mod tests {
             }),
             max_in_flight: Some(2),
             full_at_ms: None,
+            rate_per_ms: None,
         };
         let bytes = serde_json::to_vec(&data).unwrap();
         assert_eq!(
@@ -291,6 +305,30 @@ mod tests {
         assert_eq!(
             (old.bucket.map(|b| b.at_ms), old.max_in_flight),
             (Some(9), None)
+        );
+    }
+
+    #[test]
+    fn a_gate_says_when_its_next_token_comes() {
+        let limit = Limit {
+            rate_per_ms: Some(0.001), // 1/s: burst 1
+            ..Limit::default()
+        };
+        let emptied = GateData::after(&limit, admit(&limit, 0, None, 5_000, 1).bucket);
+        assert_eq!(emptied.rate_per_ms, Some(0.001));
+        assert_eq!(emptied.next_token_at(5_400), Some(6_000));
+        assert_eq!(emptied.next_token_at(6_000), None, "a whole token by then");
+        let capped_only = GateData::after(
+            &Limit {
+                max_in_flight: Some(1),
+                ..Limit::default()
+            },
+            None,
+        );
+        assert_eq!(
+            capped_only.next_token_at(0),
+            None,
+            "no rate, no token to wait for"
         );
     }
 

@@ -222,6 +222,48 @@ async fn a_key_at_its_cap_names_the_tasks_that_hold_it() {
     );
 }
 
+/// A route whose rate has no token left says when the next comes, by the gate's own data (the
+/// moment is the bucket's, driven by the test: no wait for the clock).
+#[tokio::test]
+async fn a_route_out_of_tokens_says_when_the_next_comes() {
+    let t = TestQueue::new().await;
+    let one_a_second = Limit {
+        rate_per_ms: Some(0.001),
+        ..Limit::default()
+    };
+    let restraints = Restraints {
+        limits: event_bridge::limit::RouteLimits {
+            types: [("sms.send".to_string(), one_a_second)].into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let first = publish(&t, plain("sms.send")).await;
+    let second = publish(&t, plain("sms.send")).await;
+    let _held = claim(&t, &first, &restraints).await;
+    let gate = t.read_json("limits/sms%2Esend").await;
+    let at_ms = gate["at_ms"].as_i64().expect("the bucket's moment");
+    let now = event_bridge::clock::ZkTime::at(at_ms + 400);
+    let explained = inspect::explain(&t.queue, &now, &second).await.unwrap();
+    let (reason, line) = only(&explained);
+    let Reason::RateLimited { gate } = reason else {
+        panic!("{reason:?}");
+    };
+    assert_eq!(
+        (gate.route.as_str(), gate.next_token_at_ms),
+        ("sms.send", Some(at_ms + 1_000))
+    );
+    assert!(
+        line.starts_with("route sms.send at its rate: its next token comes at ")
+            && line.ends_with("(in 1 s); it goes then"),
+        "{line}"
+    );
+    // Once the token is there, nothing holds it back.
+    let later = event_bridge::clock::ZkTime::at(at_ms + 1_000);
+    let explained = inspect::explain(&t.queue, &later, &second).await.unwrap();
+    assert_eq!(only(&explained).0, &Reason::Ready);
+}
+
 #[tokio::test]
 async fn a_child_names_its_parents_and_their_states() {
     let t = TestQueue::new().await;

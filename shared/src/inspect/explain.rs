@@ -94,6 +94,11 @@ pub enum Reason {
     AtCap {
         gate: GateLoad,
     },
+    /// A gate it goes through has used its rate's tokens: the next comes at
+    /// `gate.next_token_at_ms`.
+    RateLimited {
+        gate: GateLoad,
+    },
     /// Cancelled while held: buried instead of run again.
     Cancelled,
     /// Its body cannot run: it goes to the dead letters when claimed.
@@ -309,10 +314,17 @@ async fn held_back(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Result<Vec<R
             reasons.extend(group_ahead(queue, now, group, &envelope.id).await?);
         }
         let key = envelope.concurrency_key.as_deref();
-        let loads = queue.gates().loads_for(&envelope.event_type, key).await?;
-        (loads.into_iter())
-            .filter(GateLoad::at_cap)
-            .for_each(|gate| reasons.push(Reason::AtCap { gate }));
+        let gates = queue.gates();
+        for gate in gates
+            .loads_for(&envelope.event_type, key, now.now_ms())
+            .await?
+        {
+            match (gate.at_cap(), gate.next_token_at_ms) {
+                (true, _) => reasons.push(Reason::AtCap { gate }),
+                (false, Some(_)) => reasons.push(Reason::RateLimited { gate }),
+                (false, None) => {}
+            }
+        }
         if cancelled(queue, &envelope.id).await? {
             reasons.push(Reason::Cancelled);
         }
@@ -463,6 +475,7 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             format!("group {group} paused at {task}: {why}; `resume --group {group}` lets it go on")
         }
         Reason::AtCap { gate } => at_cap(gate),
+        Reason::RateLimited { gate } => rate_limited(gate, now_ms),
         Reason::Cancelled => {
             "cancelled: it goes to the dead letters instead of running again".to_string()
         }
@@ -559,10 +572,7 @@ fn not_due(due_at_ms: i64, attempts: u32, last_error: Option<&str>, now_ms: i64)
 }
 
 fn at_cap(gate: &GateLoad) -> String {
-    let what = match &gate.key {
-        Some(key) => format!("key {key} of route {}", gate.route),
-        None => format!("route {}", gate.route),
-    };
+    let what = gate_name(gate);
     let max = gate.max_in_flight.unwrap_or_default();
     let holders: Vec<String> = (gate.slots.iter())
         .map(|(lead, tasks)| match tasks {
@@ -575,6 +585,24 @@ fn at_cap(gate: &GateLoad) -> String {
         gate.in_flight,
         holders.join(", ")
     )
+}
+
+fn rate_limited(gate: &GateLoad, now_ms: i64) -> String {
+    let at = gate.next_token_at_ms.unwrap_or(now_ms);
+    format!(
+        "{} at its rate: its next token comes at {} (in {}); it goes then",
+        gate_name(gate),
+        at_time(at),
+        span(at - now_ms)
+    )
+}
+
+/// A gate as a line names it: a key of a route, or a route.
+fn gate_name(gate: &GateLoad) -> String {
+    match &gate.key {
+        Some(key) => format!("key {key} of route {}", gate.route),
+        None => format!("route {}", gate.route),
+    }
 }
 
 fn held(consumer: Option<&str>, token: i64, expires_in_ms: i64, now_ms: i64) -> String {
@@ -635,6 +663,24 @@ mod tests {
     }
 
     #[test]
+    fn a_gate_out_of_tokens_says_when_the_next_comes() {
+        let now = 1_795_000_000_000;
+        let gate = GateLoad {
+            route: "sms.send".into(),
+            key: None,
+            in_flight: 0,
+            max_in_flight: None,
+            slots: Vec::new(),
+            next_token_at_ms: Some(now + 4_000),
+        };
+        assert_eq!(
+            rate_limited(&gate, now),
+            "route sms.send at its rate: its next token comes at 2026-11-18 11:06:44 UTC (in 4 s); \
+             it goes then"
+        );
+    }
+
+    #[test]
     fn a_gate_at_its_cap_names_its_holders() {
         let gate = GateLoad {
             route: "email.send".into(),
@@ -642,6 +688,7 @@ mod tests {
             in_flight: 2,
             max_in_flight: Some(2),
             slots: vec![("task-0000000003".into(), 1), ("task-0000000009".into(), 1)],
+            next_token_at_ms: None,
         };
         assert!(gate.at_cap());
         assert_eq!(

@@ -53,6 +53,9 @@ pub struct GateLoad {
     pub max_in_flight: Option<u32>,
     /// Each slot's lead task (the first of the claim that made it) and the tasks it holds.
     pub slots: Vec<(String, usize)>,
+    /// When its rate's bucket next holds a whole token, when it holds none now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_token_at_ms: Option<i64>,
 }
 
 impl GateLoad {
@@ -128,7 +131,12 @@ impl Gates<'_> {
     /// The gates a task of `event_type` with concurrency key `key` goes through, those that
     /// exist: its type's route's when that route has a gate of either kind, else the default
     /// route's (a gate exists only for a route that limits).
-    pub async fn loads_for(self, event_type: &str, key: Option<&str>) -> Result<Vec<GateLoad>> {
+    pub async fn loads_for(
+        self,
+        event_type: &str,
+        key: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Vec<GateLoad>> {
         let routes = [encode_segment(event_type), "@default".to_string()];
         for route in routes {
             let mut paths = vec![(self.layout().limit_gate(&route), None)];
@@ -140,12 +148,14 @@ impl Gates<'_> {
             let loads: Vec<GateLoad> = (paths.into_iter().zip(reads))
                 .filter_map(|((_, key), read)| {
                     let (data, _, slots) = read?;
+                    let data = GateData::read(&data);
                     Some(GateLoad {
                         route: decode_segment(&route),
                         key,
                         in_flight: super::slots::tasks_in_all(&slots),
-                        max_in_flight: GateData::read(&data).max_in_flight,
+                        max_in_flight: data.max_in_flight,
                         slots: slots.iter().map(|s| slot_lead(s)).collect(),
+                        next_token_at_ms: data.next_token_at(now_ms),
                     })
                 })
                 .collect();
