@@ -73,6 +73,19 @@ pub struct AuditRecord {
     pub repaired: usize,
     /// The first 10 (`inspect::audit`'s) findings' lines.
     pub lines: Vec<String>,
+    /// Slots no lease holds, not stuck yet (see `inspect::audit`), with when each was first
+    /// seen so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspects: Vec<Suspect>,
+}
+
+/// A slot the audit saw no lease hold, since `since_ms` (ZooKeeper's clock).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suspect {
+    pub path: String,
+    /// The slot's `czxid`: a slot made again under the same name is another slot.
+    pub czxid: i64,
+    pub since_ms: i64,
 }
 
 impl AuditRecord {

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use event_bridge::Envelope;
+use event_bridge::clock::ZkTime;
 use event_bridge::inspect::{self, Audit, Stuck};
 use event_bridge::limit::{KeyLimit, Limit};
 use event_bridge::queue::{GroupLock, Lease, Restraints, TaskOutcome};
@@ -243,7 +244,26 @@ async fn a_slot_no_lease_holds_is_found() {
         .delete(&t.queue.layout().lease(&name), None)
         .await
         .unwrap();
-    let found = audit(&t, true).await;
+    // First a suspect: its session may still end (a frozen consumer's, whose lease was reaped).
+    let now = t.now().await;
+    let first = reap_at(&t.queue, &now).await.unwrap().audit;
+    assert_eq!(
+        (first.stuck.len(), first.suspects.len()),
+        (0, 1),
+        "{first:?}"
+    );
+    let grace = inspect::SLOT_GRACE_MS;
+    let early = ZkTime::at(now.now_ms() + grace - 1_000);
+    let still = reap_at(&t.queue, &early).await.unwrap().audit;
+    assert_eq!(
+        (still.stuck.len(), still.suspects.len()),
+        (0, 1),
+        "{still:?}"
+    );
+    assert_eq!(still.suspects[0].since_ms, first.suspects[0].since_ms);
+    // Stale for the whole grace: stuck.
+    let later = ZkTime::at(now.now_ms() + grace);
+    let found = reap_at(&t.queue, &later).await.unwrap().audit;
     assert!(
         matches!(&found.stuck[..], [Stuck::SlotHeld { slot, .. }] if slot.ends_with(&name)),
         "{found:?}"

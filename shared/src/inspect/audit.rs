@@ -38,7 +38,7 @@ use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::decode_segment;
 use crate::queue::{GroupLock, Queue, claim_token};
-use crate::stats::AuditRecord;
+use crate::stats::{AuditRecord, Suspect};
 use crate::task::{self, Body};
 
 /// Blocked children, group locks and gates looked at per run, at most, each.
@@ -46,6 +46,12 @@ pub const AUDIT_PER_RUN: usize = 64;
 
 /// Znodes read in one multi-read.
 const READ_BATCH: usize = 64;
+
+/// How long a slot no lease holds stays a suspect before it counts as stuck: longer than any
+/// session ZooKeeper grants by default (20 ticks of 2 s), so that a consumer frozen with its
+/// lease reaped has lost its session (and its slot) by then, and a free lost with the link has
+/// been sent again many times.
+pub const SLOT_GRACE_MS: i64 = 60_000;
 
 /// Children a listing of the audit takes, at most (20 000 task names are about 400 KB).
 const LIST_MAX: usize = 20_000;
@@ -61,6 +67,9 @@ pub struct Audit {
     pub looked_at: usize,
     /// The stuck states found (repaired or not).
     pub stuck: Vec<Stuck>,
+    /// Slots no lease holds, not stale for [`SLOT_GRACE_MS`] yet: their session may still end
+    /// (a frozen consumer, a free on its way again), and they are judged again next run.
+    pub suspects: Vec<Suspect>,
 }
 
 impl Audit {
@@ -128,7 +137,7 @@ impl Stuck {
 /// nothing (one request either way).
 pub async fn keep(queue: &Queue, now: &ZkTime, audit: &Audit) -> Result<()> {
     let path = queue.layout().audit();
-    if audit.stuck.is_empty() {
+    if audit.stuck.is_empty() && audit.suspects.is_empty() {
         return match queue.client().delete(&path, None).await {
             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
             Err(e) => Err(Error::zk("delete", path, e)),
@@ -144,6 +153,7 @@ pub async fn keep(queue: &Queue, now: &ZkTime, audit: &Audit) -> Result<()> {
             .take(LINES_KEPT)
             .map(Stuck::line)
             .collect(),
+        suspects: audit.suspects.clone(),
     };
     let data = serde_json::to_vec(&record)?;
     match queue.client().set_data(&path, &data, None).await {
@@ -160,13 +170,18 @@ pub async fn keep(queue: &Queue, now: &ZkTime, audit: &Audit) -> Result<()> {
 }
 
 /// Looks at a sample of blocked children, group locks and gates (where the sample starts
-/// moves with `now`), and repairs what it safely can when `repair`.
+/// moves with `now`), and repairs what it safely can when `repair`. A slot no lease holds is a
+/// suspect first, and stuck once the last record (`ROOT/audit`) has had it as one for
+/// [`SLOT_GRACE_MS`].
 pub async fn audit(queue: &Queue, now: &ZkTime, repair: bool) -> Result<Audit> {
     let turn = (now.now_ms() / 1_000).max(0) as usize;
     let mut audit = Audit::default();
     children(queue, turn, &mut audit).await?;
     locks(queue, turn, repair, &mut audit).await?;
-    slots(queue, turn, &mut audit).await?;
+    let before = last_record(queue)
+        .await?
+        .map_or_else(Vec::new, |r| r.suspects);
+    slots(queue, turn, (now.now_ms(), &before), &mut audit).await?;
     for stuck in &audit.stuck {
         tracing::warn!(finding = %stuck.line(), repaired = stuck.repaired(), "stuck state found");
     }
@@ -299,8 +314,16 @@ async fn locks(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -> R
 }
 
 /// Slots none of whose claim's leases stands.
-async fn slots(queue: &Queue, turn: usize, audit: &mut Audit) -> Result<()> {
+async fn slots(
+    queue: &Queue,
+    turn: usize,
+    (now_ms, before): (i64, &[Suspect]),
+    audit: &mut Audit,
+) -> Result<()> {
     let gates = gates(queue, turn).await?;
+    // Suspects in gates outside this run's sample stay suspects, as they were.
+    let sampled = |path: &str| gates.iter().any(|g| path.starts_with(&format!("{g}/")));
+    (audit.suspects).extend(before.iter().filter(|s| !sampled(&s.path)).cloned());
     let mut slots = Vec::new();
     for gate in &gates {
         for name in list(queue, gate).await? {
@@ -323,6 +346,17 @@ async fn slots(queue: &Queue, turn: usize, audit: &mut Audit) -> Result<()> {
         if !unchanged(queue, &path, &stat).await? {
             continue;
         }
+        let since_ms = (before.iter())
+            .find(|s| s.path == path && s.czxid == stat.czxid)
+            .map_or(now_ms, |s| s.since_ms);
+        if now_ms - since_ms < SLOT_GRACE_MS {
+            audit.suspects.push(Suspect {
+                path,
+                czxid: stat.czxid,
+                since_ms,
+            });
+            continue;
+        }
         audit.stuck.push(Stuck::SlotHeld {
             gate: gate
                 .rsplit_once('/')
@@ -331,6 +365,15 @@ async fn slots(queue: &Queue, turn: usize, audit: &mut Audit) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The last audit's record, if it kept one.
+async fn last_record(queue: &Queue) -> Result<Option<AuditRecord>> {
+    let path = queue.layout().audit();
+    match queue.read_path(&path).await? {
+        Some((data, _)) => Ok(Some(AuditRecord::parse(&path, &data)?)),
+        None => Ok(None),
+    }
 }
 
 /// The gates of limited routes and of concurrency keys, at most [`AUDIT_PER_RUN`].

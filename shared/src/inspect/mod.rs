@@ -18,7 +18,7 @@ mod explain;
 mod leased;
 mod status;
 
-pub use audit::{AUDIT_PER_RUN, Audit, Stuck, audit, keep as keep_audit};
+pub use audit::{AUDIT_PER_RUN, Audit, SLOT_GRACE_MS, Stuck, audit, keep as keep_audit};
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
 pub use debounced::DebouncedInfo;
 pub use explain::{
