@@ -194,18 +194,56 @@ async fn a_task_that_failed_twice_traces_its_publish_three_attempts_and_their_re
     }
 }
 
+/// A queue with one task for a webhook that answers 200, and a receiver of spans.
+struct Pending {
+    t: TestQueue,
+    otlp: Otlp,
+    webhook: Receiver,
+    /// The route table (JSON) that sends the task to the webhook.
+    routes: String,
+}
+
+impl Pending {
+    async fn new() -> Self {
+        let t = TestQueue::new().await;
+        let otlp = Otlp::start().await;
+        let webhook = Receiver::start([Reply::status(200)]).await;
+        let routes =
+            json!({"routes": {"order.paid": {"sink": "http", "url": webhook.url("/hook")}}});
+        let envelope = event_bridge::Envelope::new("order.paid", json!({"order": 8}));
+        t.queue.publish(&envelope).await.unwrap();
+        Pending {
+            t,
+            otlp,
+            webhook,
+            routes: routes.to_string(),
+        }
+    }
+}
+
+/// The attempt's CONSUMER span and its request's CLIENT span are at the receiver.
+async fn attempt_and_request_arrived(otlp: &Otlp) {
+    let spans = otlp.spans(2).await;
+    let kinds: Vec<&str> = spans.iter().map(|s| s["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.len(), 2, "{spans:#?}");
+    assert!(
+        kinds.contains(&"CONSUMER") && kinds.contains(&"CLIENT"),
+        "{kinds:?}"
+    );
+}
+
 /// A Lambda function is frozen once it has answered: `process_events` sends its spans before
 /// the answer goes back. Stopped (SIGSTOP) the moment its response arrives, its attempt and its
 /// request are at the receiver all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lambda_invocation_sends_its_spans_before_it_answers() {
     use harness::lambda_api::{RuntimeApi, function_env};
-    let t = TestQueue::new().await;
-    let otlp = Otlp::start().await;
-    let webhook = Receiver::start([Reply::status(200)]).await;
-    let routes = json!({"routes": {"order.paid": {"sink": "http", "url": webhook.url("/hook")}}});
-    let envelope = event_bridge::Envelope::new("order.paid", json!({"order": 8}));
-    t.queue.publish(&envelope).await.unwrap();
+    let Pending {
+        t,
+        otlp,
+        webhook,
+        routes,
+    } = Pending::new().await;
     let scheduled = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
     let mut api = RuntimeApi::start(vec![("frozen-1", scheduled)])
         .await
@@ -216,7 +254,7 @@ async fn a_lambda_invocation_sends_its_spans_before_it_answers() {
         .envs(function_env("process_events"))
         .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
         .env("EVENT_BRIDGE_ROOT", &t.config.root)
-        .env("ROUTES", routes.to_string())
+        .env("ROUTES", &routes)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
         .env("OTEL_SERVICE_NAME", "process_events")
         .stdout(Stdio::null())
@@ -238,13 +276,7 @@ async fn a_lambda_invocation_sends_its_spans_before_it_answers() {
     // Frozen as Lambda freezes it: nothing it had not sent yet goes out now.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     assert!(answered.path.ends_with("/response"), "{answered:?}");
-    let spans = otlp.spans(2).await;
-    let kinds: Vec<&str> = spans.iter().map(|s| s["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 2, "{spans:#?}");
-    assert!(
-        kinds.contains(&"CONSUMER") && kinds.contains(&"CLIENT"),
-        "{kinds:?}"
-    );
+    attempt_and_request_arrived(&otlp).await;
     assert_eq!(webhook.requests().len(), 1);
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let _ = function.wait().await;
@@ -254,13 +286,13 @@ async fn a_lambda_invocation_sends_its_spans_before_it_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vercel_request_sends_its_spans_before_it_answers() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let t = TestQueue::new().await;
-    let otlp = Otlp::start().await;
-    let webhook = Receiver::start([Reply::status(200)]).await;
-    let routes = json!({"routes": {"order.paid": {"sink": "http", "url": webhook.url("/hook")}}});
-    let envelope = event_bridge::Envelope::new("order.paid", json!({"order": 9}));
-    t.queue.publish(&envelope).await.unwrap();
-    let (routes, endpoint) = (routes.to_string(), otlp.endpoint());
+    let Pending {
+        t,
+        otlp,
+        webhook: _webhook,
+        routes,
+    } = Pending::new().await;
+    let endpoint = otlp.endpoint();
     let env = [
         ("CRON_SECRET", "s3cret"),
         ("ROUTES", routes.as_str()),
@@ -306,12 +338,6 @@ async fn a_vercel_request_sends_its_spans_before_it_answers() {
     let pid = server.pid() as i32;
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let spans = otlp.spans(2).await;
-    let kinds: Vec<&str> = spans.iter().map(|s| s["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 2, "{spans:#?}");
-    assert!(
-        kinds.contains(&"CONSUMER") && kinds.contains(&"CLIENT"),
-        "{kinds:?}"
-    );
+    attempt_and_request_arrived(&otlp).await;
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }

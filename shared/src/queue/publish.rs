@@ -133,90 +133,81 @@ impl Queue {
         &self,
         envelopes: &[Envelope],
         options: &PublishOptions<'_>,
-        each: F,
+        mut each: F,
     ) -> Result<Vec<Outcome>>
     where
         F: FnMut(usize, &Outcome) + Send,
     {
         let span = traces::publish_span(self.layout().root(), envelopes);
         let envelopes = traces::stamped(envelopes, &span);
-        (self.publish_each_traced(&envelopes, options, each))
-            .instrument(span)
-            .await
-    }
-
-    /// [`Queue::publish_each`] within its PRODUCER span.
-    async fn publish_each_traced<F>(
-        &self,
-        envelopes: &[Envelope],
-        options: &PublishOptions<'_>,
-        mut each: F,
-    ) -> Result<Vec<Outcome>>
-    where
-        F: FnMut(usize, &Outcome) + Send,
-    {
-        refuse_unpublishable(envelopes)?;
-        let mut queue = self.clone();
-        let mut outage = Outage::new(options);
-        // Due times and checks are reads: made again once a session answers.
-        let envelopes = loop {
-            let checked = async {
-                let due = queue.with_due_times(envelopes).await?;
-                queue.batches().check_batches(&due).await?;
-                super::parents::check_order(&due)?;
-                Ok::<_, Error>(due)
+        let envelopes: &[Envelope] = &envelopes;
+        async {
+            refuse_unpublishable(envelopes)?;
+            let mut queue = self.clone();
+            let mut outage = Outage::new(options);
+            // Due times and checks are reads: made again once a session answers.
+            let envelopes = loop {
+                let checked = async {
+                    let due = queue.with_due_times(envelopes).await?;
+                    queue.batches().check_batches(&due).await?;
+                    super::parents::check_order(&due)?;
+                    Ok::<_, Error>(due)
+                };
+                match checked.await {
+                    Ok(due) => break due,
+                    Err(e) => queue = outage.back(&queue, e).await?,
+                }
             };
-            match checked.await {
-                Ok(due) => break due,
-                Err(e) => queue = outage.back(&queue, e).await?,
-            }
-        };
-        outage.over();
-        let mut answers = Answers::new(&envelopes, &mut each);
-        // Runs of tasks without parents go pipelined; a task with parents goes alone, after
-        // them, naming those of this publish by the task names they got. So does a grouped
-        // debounced task: its place must land between the tasks around it, and its write
-        // needs a read first, which pipelined creates would pass.
-        let alone = |e: &Envelope| !e.after.is_empty() || e.group.is_some() && e.debounce.is_some();
-        let mut names: HashMap<String, String> = HashMap::new();
-        let mut floors = Floors::new();
-        let mut start = 0;
-        while start < envelopes.len() {
-            let rest = &envelopes[start..];
-            let plain = rest.iter().take_while(|e| !alone(e)).count();
-            let step: Cow<[Envelope]> = match plain {
-                0 => {
-                    let mut child = rest[0].clone();
-                    for parent in &mut child.after {
-                        if let Some(name) = names.get(parent) {
-                            *parent = name.clone();
+            outage.over();
+            let mut answers = Answers::new(&envelopes, &mut each);
+            // Runs of tasks without parents go pipelined; a task with parents goes alone, after
+            // them, naming those of this publish by the task names they got. So does a grouped
+            // debounced task: its place must land between the tasks around it, and its write
+            // needs a read first, which pipelined creates would pass.
+            let alone =
+                |e: &Envelope| !e.after.is_empty() || e.group.is_some() && e.debounce.is_some();
+            let mut names: HashMap<String, String> = HashMap::new();
+            let mut floors = Floors::new();
+            let mut start = 0;
+            while start < envelopes.len() {
+                let rest = &envelopes[start..];
+                let plain = rest.iter().take_while(|e| !alone(e)).count();
+                let step: Cow<[Envelope]> = match plain {
+                    0 => {
+                        let mut child = rest[0].clone();
+                        for parent in &mut child.after {
+                            if let Some(name) = names.get(parent) {
+                                *parent = name.clone();
+                            }
                         }
+                        Cow::Owned(vec![child])
                     }
-                    Cow::Owned(vec![child])
+                    _ => Cow::Borrowed(&rest[..plain.min(PUBLISH_WINDOW)]),
+                };
+                let len = step.len();
+                let renamed = plain == 0 && step[0].after != rest[0].after;
+                let at = (start, &mut answers);
+                match publish_step(&mut queue, &mut outage, &mut floors, &step, at).await {
+                    // A parent named by the task name it got in this publish was claimed, moved
+                    // by a retry and completed meanwhile: a name it had finds it no more, its id
+                    // does (its completion record).
+                    Err(Error::Parent { .. }) if renamed => {
+                        let at = (start, &mut answers);
+                        publish_step(&mut queue, &mut outage, &mut floors, &rest[..1], at).await?
+                    }
+                    done => done?,
                 }
-                _ => Cow::Borrowed(&rest[..plain.min(PUBLISH_WINDOW)]),
-            };
-            let len = step.len();
-            let renamed = plain == 0 && step[0].after != rest[0].after;
-            let at = (start, &mut answers);
-            match publish_step(&mut queue, &mut outage, &mut floors, &step, at).await {
-                // A parent named by the task name it got in this publish was claimed, moved
-                // by a retry and completed meanwhile: a name it had finds it no more, its id
-                // does (its completion record).
-                Err(Error::Parent { .. }) if renamed => {
-                    let at = (start, &mut answers);
-                    publish_step(&mut queue, &mut outage, &mut floors, &rest[..1], at).await?
+                for outcome in &answers.outcomes[start..start + len] {
+                    if let Some(Outcome::Published(Published::Created { id, task })) = outcome {
+                        names.insert(id.clone(), task.clone());
+                    }
                 }
-                done => done?,
+                start += len;
             }
-            for outcome in &answers.outcomes[start..start + len] {
-                if let Some(Outcome::Published(Published::Created { id, task })) = outcome {
-                    names.insert(id.clone(), task.clone());
-                }
-            }
-            start += len;
+            Ok(answers.into_outcomes())
         }
-        Ok(answers.into_outcomes())
+        .instrument(span)
+        .await
     }
 
     /// Publishes `envelopes` in one multi-op, all of them or none ([`super::AllOrNothing::publish_batch`]),
@@ -238,91 +229,9 @@ impl Queue {
     ) -> Result<Vec<Outcome>> {
         let span = traces::publish_span(self.layout().root(), envelopes);
         let envelopes = traces::stamped(envelopes, &span);
-        (self.publish_batch_traced(&envelopes, options))
+        publish_batch_in(self, &envelopes, options)
             .instrument(span)
             .await
-    }
-
-    /// [`Queue::publish_batch_with`] within its PRODUCER span.
-    async fn publish_batch_traced(
-        &self,
-        envelopes: &[Envelope],
-        options: &PublishOptions<'_>,
-    ) -> Result<Vec<Outcome>> {
-        self.all_or_nothing().check_batch(envelopes)?;
-        super::parents::check_order(envelopes)?;
-        let mut queue = self.clone();
-        let mut outage = Outage::new(options);
-        let envelopes = loop {
-            match queue.with_due_times(envelopes).await {
-                Ok(due) => break due,
-                Err(e) => queue = outage.back(&queue, e).await?,
-            }
-        };
-        outage.over();
-        let ids: Vec<String> = envelopes.iter().map(|e| e.id.clone()).collect();
-        let none: Vec<Option<Outcome>> = vec![None; envelopes.len()];
-        let mut known = Floors::new();
-        loop {
-            // The floors: read first when a lane has none yet (or the batch has a debounced
-            // item), else along.
-            if !known.pipelinable(&envelopes) {
-                match queue.in_doubt().read_floors(&envelopes).await {
-                    Ok(floors) => known.update(&floors),
-                    Err(e) if !retriable(&e, queue.session_over()) => return Err(e),
-                    Err(e) => match outage.back(&queue, e).await {
-                        Ok(back) => {
-                            queue = back;
-                            continue;
-                        }
-                        Err(e) => return Err(cut_short(e, &ids, &none, options.retry_for)),
-                    },
-                }
-            }
-            let floors = queue.in_doubt().read_floors(&envelopes);
-            let tried = queue.all_or_nothing().try_batch(&envelopes).await;
-            let floors = floors.await.ok();
-            let lost = match tried {
-                Ok(Some(published)) => {
-                    outage.over();
-                    return Ok(published.into_iter().map(Outcome::Published).collect());
-                }
-                Ok(None) => {
-                    return Err(Error::Unreadable {
-                        path: self.layout().keys(),
-                        problem: "the batch's keys or parents kept changing while it was \
-                                  published; try again"
-                            .into(),
-                    });
-                }
-                // Refused by the server before its multi-op was applied: sent again whole.
-                Err(e) if refused(&e) && !super::bulk::wrote_before(&e, &envelopes) => {
-                    match outage.back(&queue, e).await {
-                        Ok(back) => {
-                            queue = back;
-                            continue;
-                        }
-                        Err(e) => return Err(cut_short(e, &ids, &none, options.retry_for)),
-                    }
-                }
-                Err(e) if in_doubt(&e, queue.session_over()) || refused(&e) => e,
-                Err(e) => return Err(e),
-            };
-            let floors = match floors {
-                Some(fresh) => {
-                    known.update(&fresh);
-                    fresh
-                }
-                None => known.clone(),
-            };
-            let doubt = (&envelopes[..], &ids[..], &floors);
-            let found = batch_in_doubt(&mut queue, &mut outage, lost, doubt, options).await?;
-            // None of it landed: the whole batch again.
-            if let Some(outcomes) = found {
-                outage.over();
-                return Ok(outcomes);
-            }
-        }
     }
 
     /// Publishes one envelope; returns the task's name. With an idempotency key that is
@@ -411,6 +320,89 @@ impl Queue {
             e
         });
         Ok(std::borrow::Cow::Owned(due.collect()))
+    }
+}
+
+/// [`Queue::publish_batch_with`] within its PRODUCER span, on `origin`'s session (and a new one
+/// when it ends).
+async fn publish_batch_in(
+    origin: &Queue,
+    envelopes: &[Envelope],
+    options: &PublishOptions<'_>,
+) -> Result<Vec<Outcome>> {
+    origin.all_or_nothing().check_batch(envelopes)?;
+    super::parents::check_order(envelopes)?;
+    let mut queue = origin.clone();
+    let mut outage = Outage::new(options);
+    let envelopes = loop {
+        match queue.with_due_times(envelopes).await {
+            Ok(due) => break due,
+            Err(e) => queue = outage.back(&queue, e).await?,
+        }
+    };
+    outage.over();
+    let ids: Vec<String> = envelopes.iter().map(|e| e.id.clone()).collect();
+    let none: Vec<Option<Outcome>> = vec![None; envelopes.len()];
+    let mut known = Floors::new();
+    loop {
+        // The floors: read first when a lane has none yet (or the batch has a debounced
+        // item), else along.
+        if !known.pipelinable(&envelopes) {
+            match queue.in_doubt().read_floors(&envelopes).await {
+                Ok(floors) => known.update(&floors),
+                Err(e) if !retriable(&e, queue.session_over()) => return Err(e),
+                Err(e) => match outage.back(&queue, e).await {
+                    Ok(back) => {
+                        queue = back;
+                        continue;
+                    }
+                    Err(e) => return Err(cut_short(e, &ids, &none, options.retry_for)),
+                },
+            }
+        }
+        let floors = queue.in_doubt().read_floors(&envelopes);
+        let tried = queue.all_or_nothing().try_batch(&envelopes).await;
+        let floors = floors.await.ok();
+        let lost = match tried {
+            Ok(Some(published)) => {
+                outage.over();
+                return Ok(published.into_iter().map(Outcome::Published).collect());
+            }
+            Ok(None) => {
+                return Err(Error::Unreadable {
+                    path: origin.layout().keys(),
+                    problem: "the batch's keys or parents kept changing while it was \
+                              published; try again"
+                        .into(),
+                });
+            }
+            // Refused by the server before its multi-op was applied: sent again whole.
+            Err(e) if refused(&e) && !super::bulk::wrote_before(&e, &envelopes) => {
+                match outage.back(&queue, e).await {
+                    Ok(back) => {
+                        queue = back;
+                        continue;
+                    }
+                    Err(e) => return Err(cut_short(e, &ids, &none, options.retry_for)),
+                }
+            }
+            Err(e) if in_doubt(&e, queue.session_over()) || refused(&e) => e,
+            Err(e) => return Err(e),
+        };
+        let floors = match floors {
+            Some(fresh) => {
+                known.update(&fresh);
+                fresh
+            }
+            None => known.clone(),
+        };
+        let doubt = (&envelopes[..], &ids[..], &floors);
+        let found = batch_in_doubt(&mut queue, &mut outage, lost, doubt, options).await?;
+        // None of it landed: the whole batch again.
+        if let Some(outcomes) = found {
+            outage.over();
+            return Ok(outcomes);
+        }
     }
 }
 
