@@ -252,36 +252,35 @@ pub(super) struct LockWrite {
     pub(super) version: i32,
 }
 
-impl Groups<'_> {
-    /// The write that tells `held`, the lock of task `id` (named `name`), where the task waits
-    /// out its retry's backoff (`waiting`, its node under `delayed/`), in the release that
-    /// moves it there: so that the audit finds the group's task where its lock says.
-    pub(super) fn waiting_lock(
-        &self,
-        held: &HeldLock,
-        id: &str,
-        name: &str,
-        waiting: &str,
-    ) -> Result<LockWrite> {
-        let delayed = format!("{}/", self.layout().delayed());
-        let lock = GroupLock {
-            waiting: Some(
-                waiting
-                    .strip_prefix(&delayed)
-                    .unwrap_or(waiting)
-                    .to_string(),
-            ),
-            ..GroupLock::held_by(id, name)
-        };
+impl LockWrite {
+    fn new(path: String, lock: &GroupLock, version: i32) -> Result<Self> {
         Ok(LockWrite {
-            path: held.path.clone(),
-            data: serde_json::to_vec(&lock)?,
-            version: held.version,
+            path,
+            data: serde_json::to_vec(lock)?,
+            version,
         })
     }
 }
 
 impl Groups<'_> {
+    /// The write that tells `held`, the lock of task `id` (named `name`), where the task waits
+    /// out its retry's backoff (`waiting`: its bucket and node under `delayed/`), in the
+    /// release that moves it there: so that the audit finds the group's task where its lock
+    /// says.
+    pub(super) fn waiting_lock(
+        &self,
+        held: &HeldLock,
+        id: &str,
+        name: &str,
+        (bucket, node): (i64, &str),
+    ) -> Result<LockWrite> {
+        let lock = GroupLock {
+            waiting: Some(format!("{bucket:013}/{node}")),
+            ..GroupLock::held_by(id, name)
+        };
+        LockWrite::new(held.path.clone(), &lock, held.version)
+    }
+
     /// The write that tells the lock of a grouped task waiting at `name` under `delayed/`
     /// (`body`) that its task goes back to its lane, in the promotion's multi-op; none for a
     /// task that holds no lock (its group's lock is another's, or paused, or gone).
@@ -302,11 +301,7 @@ impl Groups<'_> {
             moved: true,
             ..GroupLock::held_by(&envelope.id, name)
         };
-        Ok(Some(LockWrite {
-            path: self.layout().group(group),
-            data: serde_json::to_vec(&lock)?,
-            version: read.version,
-        }))
+        LockWrite::new(self.layout().group(group), &lock, read.version).map(Some)
     }
 }
 

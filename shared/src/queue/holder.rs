@@ -137,21 +137,20 @@ impl Queue {
         let (task_path, lease_path) = (self.layout().task(&name), self.layout().lease(&name));
         let mark = self.layout().cancel_mark(&lease.task.envelope.id);
         // A backoff is waited out under `delayed/`, not at the head of `tasks/`.
-        let waiting = lease.task.envelope.retry_at.map(|due| {
-            let bucket = delay_bucket_of(due);
-            (
-                bucket,
-                self.layout()
-                    .delayed_task(bucket, &waiting_name(due, &name)),
-            )
-        });
-        let lock = match (&waiting, &lease.group_lock) {
-            (Some((_, path)), Some(held)) => {
+        let due = lease.task.envelope.retry_at;
+        let node = due.map(|due| (delay_bucket_of(due), waiting_name(due, &name)));
+        let lock = match (&node, &lease.group_lock) {
+            (Some((bucket, node)), Some(held)) => {
                 let (id, name) = (&lease.task.envelope.id, &lease.task.name);
-                Some(self.groups().waiting_lock(held, id, name, path)?)
+                Some(
+                    self.groups()
+                        .waiting_lock(held, id, name, (*bucket, node))?,
+                )
             }
             _ => None,
         };
+        let waiting =
+            node.map(|(bucket, node)| (bucket, self.layout().delayed_task(bucket, &node)));
         super::write::run(
             self,
             Release {
