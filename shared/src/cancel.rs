@@ -51,7 +51,9 @@ pub async fn cancel(queue: &Queue, key: &str) -> Result<Cancelled> {
         let now = queue.server_time().await?;
         let done = match inspect::status(queue, &now, key).await? {
             Status::Pending { task } => pending(queue, &task.name).await?,
-            Status::Waiting { task } => waiting(queue, &task.name).await?,
+            Status::Waiting { task }
+            | Status::Sleeping { task }
+            | Status::AwaitingSignal { task } => waiting(queue, &task.name).await?,
             Status::Blocked { task } => blocked(queue, &task).await?,
             Status::Place { task } => place(queue, &task).await?,
             Status::Leased { task } => {
@@ -199,12 +201,14 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
                 });
             }
         },
-        Status::Waiting { task } => match waiting(queue, &task.name).await? {
-            Some(done) => done,
-            None => Cancelled::Marked {
-                name: name.to_string(),
-            },
-        },
+        Status::Waiting { task } | Status::Sleeping { task } | Status::AwaitingSignal { task } => {
+            match waiting(queue, &task.name).await? {
+                Some(done) => done,
+                None => Cancelled::Marked {
+                    name: name.to_string(),
+                },
+            }
+        }
         Status::Dead { name, record } => dead_after_mark(name, &record),
         // Not a state a held task goes to: as one that ended.
         Status::Blocked { .. }

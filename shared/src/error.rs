@@ -92,6 +92,10 @@ pub enum Error {
     #[error("result is {bytes} bytes of JSON, over the {limit}-byte limit")]
     ResultTooLarge { bytes: usize, limit: usize },
 
+    /// A signal that cannot be sent as asked (its key, its payload); nothing was sent.
+    #[error("signal {}: {problem}", crate::quoted::clipped(key))]
+    Signal { key: String, problem: String },
+
     /// A handler's progress report breaks a rule (see [`crate::progress`]); nothing was kept.
     #[error("progress not reported: {0}")]
     BadProgress(String),

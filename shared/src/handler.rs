@@ -24,6 +24,11 @@ pub enum HandlerError {
     /// Will never succeed (a 400, a missing record): the task goes to the dead letters now.
     #[error("permanent: {0}")]
     Permanent(String),
+    /// A resumable handler stopped between steps: to sleep, to wait for a signal, or because
+    /// the run is stopping (see [`crate::resume::Steps`]). The task is released with its
+    /// record, no attempt counted.
+    #[error("suspended")]
+    Suspended,
 }
 
 /// What a finished delivery came to, for the completion record (`KEEP_DONE`): the sink that

@@ -46,6 +46,8 @@
 //! - [`handler`]: the [`Handler`] trait and the built-in handlers.
 //! - [`task_result`]: what a handler answered, kept in the completion record (`KEEP_DONE`).
 //! - [`progress`]: a running handler's progress, carried by its lease's extensions.
+//! - [`resume`]: resumable tasks: steps that run once, durable sleeps, waits for signals
+//!   (the signals themselves are the `queue.signals()` recipe).
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
 //! - [`dead`]: the dead letters (list, show, redrive, purge) and the [`dead::DeadLetterSink`].
@@ -95,6 +97,7 @@ pub mod quoted;
 pub mod reap;
 #[cfg(feature = "schedule")]
 pub mod recurrence;
+pub mod resume;
 pub mod run_metrics;
 #[cfg(feature = "schedule")]
 pub mod schedule;
@@ -123,6 +126,7 @@ pub use process::{ProcessReport, RunOptions};
 pub use progress::Progress;
 pub use queue::Queue;
 pub use reap::ReapReport;
+pub use resume::Steps;
 pub use secret::Secret;
 pub use session::Session;
 pub use task::{Envelope, Task};

@@ -42,6 +42,9 @@ const DONE_PER_RUN: usize = 2_000;
 /// Cancel marks looked at per run, at most (each costs three requests).
 const SWEEP_PER_RUN: usize = 100;
 
+/// Signal keys the reaper looks at per run (a sample that moves with the clock).
+const SIGNAL_KEYS_PER_RUN: usize = 256;
+
 /// What a reaper run did and saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -69,6 +72,9 @@ pub struct ReapReport {
     /// Children of settled parents seen to, left by a consumer that stopped between a
     /// parent's settlement and its children.
     pub children_settled: u32,
+    /// Tasks woken by signals a signaller that stopped half-way left undelivered (see
+    /// `queue::Signals::sweep`).
+    pub signals_delivered: u32,
     /// What the audit that nothing is stuck found in its sample (see `inspect::audit`).
     pub audit: Audit,
     #[serde(flatten)]
@@ -147,6 +153,10 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
         .await? as u32;
     report.done_swept = queue.done().sweep_done(&now, DONE_PER_RUN).await? as u32;
     report.children_settled = queue.dependencies().sweep_dependents().await? as u32;
+    let keep = crate::clock::millis(queue.settings().signal_keep);
+    report.signals_delivered = (queue.signals())
+        .sweep(&now, keep, SIGNAL_KEYS_PER_RUN)
+        .await? as u32;
     // An audit that could not read what it looks at fails no other work of the run, and
     // leaves the last record as it was.
     match audit(queue, &now, true).await {
@@ -178,6 +188,7 @@ impl ReapReport {
             keys_at_limit = self.stats.keys_at_limit,
             done_swept = self.done_swept,
             children_settled = self.children_settled,
+            signals_delivered = self.signals_delivered,
             stuck_tasks = self.audit.stuck.len(),
             stuck_repaired = self.audit.repaired(),
             depth = self.stats.depth,

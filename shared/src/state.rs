@@ -23,6 +23,12 @@ pub enum State {
     Leased,
     /// Waits out a retry's backoff or a producer's delay under `delayed/<bucket>/`.
     Waiting,
+    /// A resumable task asleep ([`crate::resume::Steps::sleep`]): under `delayed/<bucket>/`
+    /// until its sleep ends, its record kept, no lease held.
+    Sleeping,
+    /// A resumable task waiting for a signal ([`crate::resume::Steps::wait_for`]): under
+    /// `delayed/<bucket>/` until its timeout, registered under each key it waits for.
+    AwaitingSignal,
     /// In the dead letters (`dead/T`), with the reason; only a redrive brings it back.
     Dead,
     /// Completed: gone from the queue, its record kept for `KEEP_DONE` when set.
@@ -31,12 +37,14 @@ pub enum State {
 
 impl State {
     /// Every state, in the order of a task's life.
-    pub const ALL: [State; 7] = [
+    pub const ALL: [State; 9] = [
         State::Debounced,
         State::Blocked,
         State::Pending,
         State::Leased,
         State::Waiting,
+        State::Sleeping,
+        State::AwaitingSignal,
         State::Dead,
         State::Completed,
     ];
@@ -49,6 +57,8 @@ impl State {
             State::Pending => "pending",
             State::Leased => "leased",
             State::Waiting => "waiting",
+            State::Sleeping => "sleeping",
+            State::AwaitingSignal => "awaiting_signal",
             State::Dead => "dead",
             State::Completed => "completed",
         }
@@ -62,6 +72,8 @@ impl State {
             State::Pending => "its lane",
             State::Leased => "its lane, and leases/T",
             State::Waiting => "delayed/<bucket>/<due>~T",
+            State::Sleeping => "delayed/<bucket>/<due>~T, asleep in its record",
+            State::AwaitingSignal => "delayed/<bucket>/<due>~T, and signals/<key>/w-…~T",
             State::Dead => "dead/T",
             State::Completed => "done/<bucket>/T, with KEEP_DONE",
         }
@@ -85,13 +97,21 @@ pub enum Transition {
     TakePlace,
     /// A consumer takes the task: its lease created, its attempt counted.
     Claim,
-    /// The holder rewrites its lease while the handler runs.
+    /// The holder rewrites its lease while the handler runs (and, with it, the task's body
+    /// when a resumable handler's record changed: a step's checkpoint).
     Extend,
     /// The handler succeeded: task and lease deleted together.
     Complete,
     /// A retryable failure, or the run's deadline: given back, in place or to wait out a
     /// backoff.
     Release,
+    /// A resumable handler suspended: given back with its record, no attempt counted: in
+    /// place (stopping, or a signal it waits for already kept, consumed with it), asleep, or
+    /// waiting for a signal.
+    Suspend,
+    /// A signal came for a task that waits for it: the signal consumed, the task back to its
+    /// lane's tail with the signal in its record.
+    Wake,
     /// A task met not due yet moves to wait.
     Defer,
     /// A waiting task fell due: back to its lane's tail.
@@ -115,7 +135,7 @@ pub enum Transition {
 
 impl Transition {
     /// Every transition.
-    pub const ALL: [Transition; 17] = [
+    pub const ALL: [Transition; 19] = [
         Transition::Publish,
         Transition::Fire,
         Transition::Unblock,
@@ -124,6 +144,8 @@ impl Transition {
         Transition::Extend,
         Transition::Complete,
         Transition::Release,
+        Transition::Suspend,
+        Transition::Wake,
         Transition::Defer,
         Transition::Promote,
         Transition::Free,
@@ -146,6 +168,8 @@ impl Transition {
             Transition::Extend => "extend",
             Transition::Complete => "complete",
             Transition::Release => "release",
+            Transition::Suspend => "suspend",
+            Transition::Wake => "wake",
             Transition::Defer => "defer",
             Transition::Promote => "promote",
             Transition::Free => "free",
@@ -172,10 +196,12 @@ impl Transition {
             Transition::Extend
             | Transition::Complete
             | Transition::Release
+            | Transition::Suspend
             | Transition::Free
             | Transition::Mark => &[Leased],
-            Transition::Promote => &[Waiting],
-            Transition::Bury => &[Pending, Leased, Waiting],
+            Transition::Wake => &[AwaitingSignal],
+            Transition::Promote => &[Waiting, Sleeping, AwaitingSignal],
+            Transition::Bury => &[Pending, Leased, Waiting, Sleeping, AwaitingSignal],
             Transition::Redrive => &[Dead],
         }
     }
@@ -189,11 +215,13 @@ impl Transition {
             | Transition::Unblock
             | Transition::TakePlace
             | Transition::Promote
+            | Transition::Wake
             | Transition::Free
             | Transition::Redrive => &[Pending],
             Transition::Claim | Transition::Extend | Transition::Mark => &[Leased],
             Transition::Complete => &[Completed],
             Transition::Release => &[Pending, Waiting],
+            Transition::Suspend => &[Pending, Sleeping, AwaitingSignal],
             Transition::Defer => &[Waiting],
             Transition::Bury | Transition::DieWithParent | Transition::CancelBlocked => &[Dead],
             Transition::Withdraw => &[],
@@ -211,6 +239,8 @@ impl Transition {
             Transition::Extend => "Queue::extend",
             Transition::Complete => "Queue::complete_many",
             Transition::Release => "Queue::release",
+            Transition::Suspend => "Run::suspend",
+            Transition::Wake => "Signals::wake",
             Transition::Defer => "Delays::defer",
             Transition::Promote => "Delays::promote_due",
             Transition::Free => "reap::free",

@@ -29,6 +29,7 @@ mod progress;
 mod queue;
 mod reap;
 mod results;
+mod resume;
 mod schedules;
 mod security;
 mod walk;

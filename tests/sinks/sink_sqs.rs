@@ -147,6 +147,7 @@ fn claimed(envelope: Envelope) -> Task {
         },
         fencing_token: 1,
         progress: Default::default(),
+        steps: Default::default(),
     }
 }
 

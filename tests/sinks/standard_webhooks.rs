@@ -76,6 +76,7 @@ async fn the_reference_verifiers_accept_a_standard_signature_and_refuse_a_change
         envelope: Envelope::new("invoice.paid", json!({ "invoice": "in_7", "amount": 1200 })),
         fencing_token: 9,
         progress: Default::default(),
+        steps: Default::default(),
     };
     assert_eq!(sink.deliver(&task).await.unwrap().status, 200);
     let request = receiver.requests().remove(0);

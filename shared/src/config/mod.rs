@@ -86,6 +86,15 @@ pub struct Config {
     /// `LANE_WEIGHTS` (`high=6,normal=3,low=1`): consumers share their walks among the
     /// priority lanes by these weights; unset, they take high before normal before low.
     pub lane_weights: Option<crate::lane::LaneWeights>,
+    /// `CHECKPOINT_MAX_BYTES`: the largest record a resumable task may keep (its steps'
+    /// results and its checkpoint, as JSON).
+    pub checkpoint_max_bytes: usize,
+    /// `SIGNAL_KEEP_MS`: how long a signal no task waits for is kept for
+    /// the first wait of its key.
+    pub signal_keep: Duration,
+    /// `EVENT_BRIDGE_HANDLER_VERSION`: the handler version a resumable task records when it
+    /// starts (see `Steps::started_with`).
+    pub handler_version: Option<String>,
     /// `TIME_BUDGET_MS`: how long a run may take when the platform gives no deadline.
     pub time_budget: Duration,
     /// `DEADLINE_MARGIN_MS`: stop claiming this long before the deadline.
@@ -143,6 +152,9 @@ impl Default for Config {
             dedup_window: Duration::from_secs(24 * 3600),
             keep_done: None,
             lane_weights: None,
+            checkpoint_max_bytes: 64 * 1024,
+            signal_keep: Duration::from_secs(24 * 3600),
+            handler_version: None,
             time_budget: Duration::from_secs(50),
             deadline_margin: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
@@ -197,6 +209,11 @@ impl Config {
                 ),
                 None => None,
             },
+            checkpoint_max_bytes: bytes(&get, "CHECKPOINT_MAX_BYTES", 1_024, 512 * 1024)?
+                .unwrap_or(d.checkpoint_max_bytes),
+            signal_keep: millis(&get, "SIGNAL_KEEP_MS", 1_000, 365 * DAY_MS)?
+                .unwrap_or(d.signal_keep),
+            handler_version: get("EVENT_BRIDGE_HANDLER_VERSION").filter(|v| !v.is_empty()),
             time_budget: millis(&get, "TIME_BUDGET_MS", 1_000, DAY_MS)?.unwrap_or(d.time_budget),
             deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0, DAY_MS)?
                 .unwrap_or(d.deadline_margin),

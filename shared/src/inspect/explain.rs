@@ -18,6 +18,7 @@ use super::{DebouncedInfo, Status, TaskInfo, status};
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::queue::{DoneRecord, GateLoad, Queue};
+use crate::resume::Entry;
 use crate::state::State;
 use crate::task::StandsFor;
 use crate::task::after::ParentEnd;
@@ -76,6 +77,18 @@ pub enum Reason {
         attempts: u32,
         #[serde(skip_serializing_if = "Option::is_none")]
         last_error: Option<String>,
+    },
+    /// A resumable task asleep until `until_ms`, after `steps_done` steps.
+    Sleeping {
+        until_ms: i64,
+        steps_done: usize,
+    },
+    /// A resumable task waiting for any one of `keys` until `until_ms` (then its wait ends
+    /// with a timeout), after `steps_done` steps.
+    AwaitingSignal {
+        keys: Vec<String>,
+        until_ms: i64,
+        steps_done: usize,
     },
     /// Its group runs another task first (`holder`, with its state when found).
     GroupBehind {
@@ -206,6 +219,12 @@ async fn of_state(
         (State::Pending, Status::Pending { task }) => held_back(queue, now, task).await?,
         (State::Leased, Status::Leased { task }) => leased(queue, task).await?,
         (State::Waiting, Status::Waiting { task }) => waiting(queue, task).await?,
+        (State::Sleeping, Status::Sleeping { task })
+        | (State::AwaitingSignal, Status::AwaitingSignal { task }) => {
+            let mut reasons = suspended(task).into_iter().collect::<Vec<_>>();
+            reasons.extend(paused(queue, task).await?);
+            reasons
+        }
         (State::Dead, Status::Dead { name, record }) => vec![dead(name, record)],
         (State::Completed, Status::Completed { record }) => vec![completed(record)],
         (
@@ -214,6 +233,8 @@ async fn of_state(
             | State::Pending
             | State::Leased
             | State::Waiting
+            | State::Sleeping
+            | State::AwaitingSignal
             | State::Dead
             | State::Completed,
             _,
@@ -411,6 +432,24 @@ async fn waiting(queue: &Queue, task: &TaskInfo) -> Result<Vec<Reason>> {
     Ok(reasons)
 }
 
+/// A resumable task asleep or waiting for a signal: what its record says.
+fn suspended(task: &TaskInfo) -> Option<Reason> {
+    let record = task.envelope.as_ref()?.resume.as_ref()?;
+    let steps_done = record.steps_done();
+    Some(match record.suspended_in()? {
+        Entry::Sleep { until_ms } => Reason::Sleeping {
+            until_ms: *until_ms,
+            steps_done,
+        },
+        Entry::Wait { keys, until_ms, .. } => Reason::AwaitingSignal {
+            keys: keys.clone(),
+            until_ms: *until_ms,
+            steps_done,
+        },
+        _ => return None,
+    })
+}
+
 fn dead(name: &str, record: &Value) -> Reason {
     let reason = record["reason"].as_str().unwrap_or("no reason kept");
     Reason::Dead {
@@ -463,6 +502,24 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             attempts,
             last_error,
         } => not_due(*due_at_ms, *attempts, last_error.as_deref(), now_ms),
+        Reason::Sleeping {
+            until_ms,
+            steps_done,
+        } => format!(
+            "asleep after {steps_done} steps until {} (in {}): it resumes then, holding no lease meanwhile",
+            at_time(*until_ms),
+            span(until_ms - now_ms)
+        ),
+        Reason::AwaitingSignal {
+            keys,
+            until_ms,
+            steps_done,
+        } => format!(
+            "waiting after {steps_done} steps for a signal on {}; its wait times out at {} (in {})",
+            keys.join(" or "),
+            at_time(*until_ms),
+            span(until_ms - now_ms)
+        ),
         Reason::GroupBehind {
             group,
             holder,

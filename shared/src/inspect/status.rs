@@ -19,6 +19,7 @@ use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::layout;
 use crate::queue::{DoneRecord, Queue, names_task, parse_waiting};
+use crate::resume::Entry;
 use crate::state::State;
 
 /// Where a task is in its life.
@@ -36,6 +37,15 @@ pub enum Status {
     },
     /// Waiting out a retry's backoff or a producer's delay under `delayed/`.
     Waiting {
+        task: Box<TaskInfo>,
+    },
+    /// A resumable task asleep under `delayed/` (its record's last entry says until when).
+    Sleeping {
+        task: Box<TaskInfo>,
+    },
+    /// A resumable task waiting under `delayed/` for a signal (its record's last entry says
+    /// for which keys, and until when).
+    AwaitingSignal {
         task: Box<TaskInfo>,
     },
     /// Waiting for its parents under `after/` (its envelope's `waiting_on` names those it
@@ -70,11 +80,47 @@ impl Status {
             Status::Pending { .. } => State::Pending,
             Status::Leased { .. } => State::Leased,
             Status::Waiting { .. } => State::Waiting,
+            Status::Sleeping { .. } => State::Sleeping,
+            Status::AwaitingSignal { .. } => State::AwaitingSignal,
             Status::Blocked { .. } => State::Blocked,
             Status::Dead { .. } => State::Dead,
             Status::Completed { .. } => State::Completed,
             Status::Place { .. } | Status::NotFound => return None,
         })
+    }
+}
+
+impl Status {
+    /// A task under `delayed/`: asleep or waiting for a signal when its record says it
+    /// suspended until its due time, waiting (a backoff, a delay) otherwise.
+    pub fn delayed(task: Box<TaskInfo>) -> Status {
+        let suspended = task.envelope.as_ref().and_then(|envelope| {
+            let entry = envelope.resume.as_ref()?.suspended_in()?;
+            Some((entry.clone(), envelope.retry_at))
+        });
+        match suspended {
+            Some((Entry::Sleep { until_ms }, due)) if due == Some(until_ms) => {
+                Status::Sleeping { task }
+            }
+            Some((Entry::Wait { until_ms, .. }, due)) if due == Some(until_ms) => {
+                Status::AwaitingSignal { task }
+            }
+            _ => Status::Waiting { task },
+        }
+    }
+
+    /// The task, for a state that has one in a lane or under `delayed/`.
+    pub fn task_info(&self) -> Option<&TaskInfo> {
+        match self {
+            Status::Pending { task }
+            | Status::Leased { task }
+            | Status::Waiting { task }
+            | Status::Sleeping { task }
+            | Status::AwaitingSignal { task }
+            | Status::Blocked { task }
+            | Status::Place { task } => Some(task),
+            _ => None,
+        }
     }
 }
 
@@ -105,6 +151,12 @@ pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
             task: Box::new(task.marked(&paused)),
         },
         Status::Waiting { task } => Status::Waiting {
+            task: Box::new(task.marked(&paused)),
+        },
+        Status::Sleeping { task } => Status::Sleeping {
+            task: Box::new(task.marked(&paused)),
+        },
+        Status::AwaitingSignal { task } => Status::AwaitingSignal {
             task: Box::new(task.marked(&paused)),
         },
         other => other,
@@ -184,7 +236,7 @@ async fn waiting(
             };
             if wanted(name, &body) {
                 let task = Box::new(body_info(name, &body, &stat, now));
-                return Ok(Some(Status::Waiting { task }));
+                return Ok(Some(Status::delayed(task)));
             }
         }
     }
@@ -236,6 +288,11 @@ mod tests {
     use crate::Envelope;
 
     fn task() -> Box<TaskInfo> {
+        suspended(None)
+    }
+
+    /// A task whose record's last entry is `last`, due when that ends.
+    fn suspended(last: Option<Entry>) -> Box<TaskInfo> {
         let stat = zookeeper_client::Stat {
             czxid: 1,
             mzxid: 1,
@@ -249,7 +306,18 @@ mod tests {
             num_children: 0,
             pzxid: 1,
         };
-        let body = Envelope::new("a", Value::Null).to_bytes().unwrap();
+        let mut envelope = Envelope::new("a", Value::Null);
+        if let Some(last) = last {
+            envelope.retry_at = match &last {
+                Entry::Sleep { until_ms } | Entry::Wait { until_ms, .. } => Some(*until_ms),
+                _ => None,
+            };
+            envelope.resume = Some(crate::resume::Record {
+                done: vec![last],
+                ..Default::default()
+            });
+        }
+        let body = envelope.to_bytes().unwrap();
         Box::new(body_info("task-0000000001", &body, &stat, &ZkTime::at(0)))
     }
 
@@ -275,6 +343,12 @@ mod tests {
             Status::Pending { task: task() },
             Status::Leased { task: task() },
             Status::Waiting { task: task() },
+            Status::delayed(suspended(Some(Entry::Sleep { until_ms: 5 }))),
+            Status::delayed(suspended(Some(Entry::Wait {
+                keys: vec!["k".into()],
+                until_ms: 5,
+                outcome: None,
+            }))),
             Status::Blocked { task: task() },
             Status::Dead {
                 name: "task-0000000001".into(),

@@ -355,6 +355,16 @@ impl Layout {
         format!("{}/dead/{name}", self.root)
     }
 
+    /// Where signals are kept until consumed, and tasks that wait for them registered.
+    pub fn signals(&self) -> String {
+        format!("{}/signals", self.root)
+    }
+
+    /// Signal key `key` (encoded as one znode name).
+    pub fn signal_key(&self, key: &str) -> String {
+        format!("{}/signals/{}", self.root, encode_segment(key))
+    }
+
     /// Every persistent node the bridge needs, parents first.
     pub fn base_paths(&self) -> Vec<String> {
         let mut paths = Vec::new();
@@ -384,6 +394,7 @@ impl Layout {
             self.schedules(),
             self.after(),
             self.dependents(),
+            self.signals(),
             self.clock(),
         ]);
         paths
@@ -455,6 +466,7 @@ mod tests {
                 "/a/b/schedules",
                 "/a/b/after",
                 "/a/b/dependents",
+                "/a/b/signals",
                 "/a/b/clock"
             ]
         );

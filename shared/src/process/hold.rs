@@ -31,6 +31,7 @@ use crate::error::Result;
 use crate::handler::{Delivered, Handler, HandlerError};
 use crate::lease;
 use crate::queue::{Lease, Queue, Settled};
+use crate::resume::Binding;
 
 /// How a handler's run ended.
 pub(super) enum HandlerEnd {
@@ -63,6 +64,15 @@ impl<H: Handler> Run<'_, H> {
         }
         let held = Mutex::new(lease.clone());
         let task = lease.task.clone();
+        let stop_at = self.options.deadline - self.options.margin / 2;
+        let queue = self.queue();
+        let settings = queue.settings();
+        task.steps.bind(Binding {
+            now: self.now,
+            stop_at: self.options.deadline - self.options.margin,
+            max_bytes: settings.checkpoint_max_bytes,
+            version: settings.handler_version.clone(),
+        });
         let end = {
             let mut work = std::pin::pin!(self.handler.handle_delivered(&task));
             // The handler is polled only while its lease is vouched for, checked against the
@@ -76,7 +86,6 @@ impl<H: Handler> Run<'_, H> {
             });
             let extender = self.keep_extended(&held, &vouched, claimed_at);
             tokio::pin!(guarded, extender);
-            let stop_at = self.options.deadline - self.options.margin / 2;
             let mut grace: Option<Instant> = None;
             loop {
                 let until = grace.map_or(stop_at, |g| g.min(stop_at));
@@ -94,10 +103,14 @@ impl<H: Handler> Run<'_, H> {
                     }
                     _ = stopped(self.stop.clone()), if grace.is_none() => {
                         grace = Some(Instant::now() + self.options.margin);
+                        task.steps.set_stopping();
                     }
                 }
             }
         };
+        if !matches!(end, HandlerEnd::Finished(_)) {
+            task.steps.lost();
+        }
         *lease = held.into_inner().expect("lease lock");
         Ok(end)
     }
@@ -118,8 +131,14 @@ impl<H: Handler> Run<'_, H> {
         );
         let mut vouched_until = claimed_at + window;
         let mut next = claimed_at + every;
+        let steps = held.lock().expect("lease lock").task.steps.clone();
         loop {
-            tokio::time::sleep_until(next.min(vouched_until)).await;
+            // A resumable handler's step asks for its record's write: the next extension,
+            // sent at once.
+            tokio::select! {
+                _ = tokio::time::sleep_until(next.min(vouched_until)) => {}
+                _ = steps.write_asked() => {}
+            }
             if Instant::now() >= vouched_until {
                 return self.unvouched(held);
             }

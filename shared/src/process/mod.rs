@@ -20,6 +20,7 @@ mod pass;
 mod report;
 mod send;
 mod source;
+mod suspend;
 mod task_steps;
 
 use std::collections::HashSet;

@@ -25,6 +25,9 @@ pub struct ProcessReport {
     pub in_backoff: u32,
     /// Tasks released unfinished because the deadline was near.
     pub released_at_deadline: u32,
+    /// Resumable tasks whose handler suspended (stopping, asleep, waiting for a signal):
+    /// released with their record, no attempt counted.
+    pub suspended: u32,
     /// Handlers cancelled because their lease could no longer be vouched for (no extension
     /// got through for most of the lease timeout); nothing of theirs was committed.
     pub abandoned: u32,
@@ -73,6 +76,7 @@ impl ProcessReport {
             TaskOutcome::LeaseLost => &mut self.leases_lost,
             TaskOutcome::Backoff { .. } => &mut self.in_backoff,
             TaskOutcome::Deadline => &mut self.released_at_deadline,
+            TaskOutcome::Suspended => &mut self.suspended,
             TaskOutcome::Unreadable => &mut self.unreadable,
             TaskOutcome::Paused => &mut self.paused,
             TaskOutcome::Cancelled => &mut self.cancelled,
@@ -118,6 +122,7 @@ impl ProcessReport {
             leases_lost = self.leases_lost,
             in_backoff = self.in_backoff,
             released_at_deadline = self.released_at_deadline,
+            suspended = self.suspended,
             abandoned = self.abandoned,
             unsettled = self.unsettled,
             unreadable = self.unreadable,

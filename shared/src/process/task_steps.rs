@@ -118,6 +118,14 @@ impl<H: Handler> Run<'_, H> {
         let ended = (self.run_handler(&mut lease, claimed_at))
             .instrument(span)
             .await;
+        // A resumable handler that cannot go on (a non-deterministic resume, a record over
+        // its cap) fails loudly, whatever it returned.
+        let ended = match (ended, lease.task.steps.failed()) {
+            (Ok(HandlerEnd::Finished(_)), Some(reason)) => {
+                Ok(HandlerEnd::Finished(Err(HandlerError::Permanent(reason))))
+            }
+            (ended, _) => ended,
+        };
         let result = match &ended {
             Ok(HandlerEnd::Finished(result)) => Some(result),
             _ => None,
@@ -138,6 +146,12 @@ impl<H: Handler> Run<'_, H> {
         let outcome = match ended? {
             HandlerEnd::Finished(Ok(delivered)) => {
                 return Ok(Ran::Succeeded(Box::new(lease.delivered(delivered))));
+            }
+            HandlerEnd::Finished(Err(HandlerError::Suspended)) => self.suspend(lease).await?,
+            HandlerEnd::Finished(Err(HandlerError::Permanent(e)))
+                if lease.task.steps.failed().as_ref() == Some(&e) =>
+            {
+                self.bury(lease, &e, None).await?
             }
             HandlerEnd::Finished(Err(e)) => self.settle_failure(lease, e).await?,
             HandlerEnd::Interrupted { deadline } => {
@@ -181,6 +195,7 @@ impl<H> Run<'_, H> {
             HandlerError::Permanent(e) => {
                 return self.bury(lease, "permanent failure", Some(e)).await;
             }
+            HandlerError::Suspended => return self.suspend(lease).await,
             HandlerError::Retryable(e) => (e, Duration::ZERO),
             HandlerError::RetryAfter { error, after } => (error, after),
         };

@@ -78,11 +78,13 @@ impl Take {
                 _ => 0,
             },
         });
+        let steps = crate::resume::Steps::resumed(self.envelope.resume.clone());
         let task = Task {
             name: self.name,
             envelope: self.envelope,
             fencing_token: token,
             progress: Default::default(),
+            steps,
         };
         Ok(TaskOutcome::Claimed(Box::new(Lease {
             task,

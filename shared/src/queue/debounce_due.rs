@@ -132,9 +132,14 @@ impl DebounceKeys<'_> {
                 // Fired: its entry goes. Not fired (a publish rewrote it, or another run fired
                 // it): the entry stays, and the next run looks again.
                 Look::Fire(path, version, body) => {
-                    let moved =
-                        self.delays()
-                            .to_lane_tail("fire debounced", &path, version, &body, None);
+                    let moved = self.delays().to_lane_tail(
+                        "fire debounced",
+                        &path,
+                        version,
+                        &body,
+                        None,
+                        Vec::new(),
+                    );
                     if let Some(task) = moved.await? {
                         tracing::debug!(%task, debounced = %path, "debounced task due");
                         fired += 1;

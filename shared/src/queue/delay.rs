@@ -176,7 +176,14 @@ impl Delays<'_> {
         let lock = self.groups().moved_lock(&body, name).await?;
         let body = back_in_line(&body, name);
         let moved = self
-            .to_lane_tail("promote", &path, stat.version, &body, lock.as_ref())
+            .to_lane_tail(
+                "promote",
+                &path,
+                stat.version,
+                &body,
+                lock.as_ref(),
+                Vec::new(),
+            )
             .await?;
         if let Some(new) = &moved {
             tracing::debug!(task = %name, now = %new, "due task back in the queue");
@@ -209,7 +216,8 @@ impl Delays<'_> {
     /// create, and the rewrite of its group's lock when it holds one (`lock`). Promoting a due
     /// task and firing a debounced one are both this move. Its new name; `None` when the
     /// waiting node changed or went meanwhile (another mover, or a publish that replaced it),
-    /// or the lock did (the next run moves it).
+    /// or the lock did (the next run moves it), or one of `extra` failed (a signal's wake
+    /// deletes the signal and the task's registrations with the move).
     pub(super) async fn to_lane_tail(
         self,
         what: &'static str,
@@ -217,6 +225,7 @@ impl Delays<'_> {
         version: i32,
         body: &[u8],
         lock: Option<&LockWrite>,
+        extra: Vec<Op<'_>>,
     ) -> Result<Option<String>> {
         let lane = self.key_lanes().lane_of_body(body).await?;
         let prefix = self.layout().lane_prefix(&lane);
@@ -226,6 +235,9 @@ impl Delays<'_> {
             .push(Part::NewTask, Op::CreateSequential(&prefix, body));
         if let Some(lock) = lock {
             multi.push(Part::Lock, Op::Set(&lock.path, &lock.data, lock.version));
+        }
+        for op in extra {
+            multi.push(Part::Signal, op);
         }
         match self.commit(what, &multi).await? {
             Ok(results) => {

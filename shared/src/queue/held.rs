@@ -62,4 +62,8 @@ pub enum Settled {
     /// Nothing changed: a task we did not hold was taken, or changed, since it was read. Only
     /// a bury of a task nobody held, or of a waiting one, says so.
     Moved,
+    /// Nothing changed: a write a feature added to a release failed (a signal consumed by
+    /// another, a signal sent to a key a wait was about to register under). Only
+    /// [`super::Queue::give_back`] says so; its caller reads again.
+    Raced,
 }

@@ -29,12 +29,24 @@ use crate::lease::LeaseData;
 
 impl Queue {
     /// Refreshes a held lease (its `mtime` and `timestamp`), if it is still ours, writing the
-    /// handler's latest progress (`lease.task.progress`) into it.
+    /// handler's latest progress (`lease.task.progress`) into it, and a resumable handler's
+    /// record (`lease.task.steps`) into the task's body when it changed since the last write:
+    /// a step's checkpoint is this write, in the same multi-op.
     pub async fn extend(&self, lease: &mut Lease) -> Result<Settled> {
         match self.try_extend(lease).await? {
             // The lease's version moved: an earlier extension whose reply was lost may have
             // landed. If the lease still carries our id and token, it is ours: catch up, retry.
             Err(Part::Lease) if self.still_ours(lease).await? => {
+                match self.try_extend(lease).await? {
+                    Ok(()) => Ok(Settled::Done),
+                    Err(_) => Ok(Settled::LeaseLost),
+                }
+            }
+            // The task's version moved: an earlier extension that wrote the record may have
+            // landed, its reply lost. The task then holds that record, and the lease is ours.
+            Err(Part::Task)
+                if self.record_landed(lease).await? && self.still_ours(lease).await? =>
+            {
                 match self.try_extend(lease).await? {
                     Ok(()) => Ok(Settled::Done),
                     Err(_) => Ok(Settled::LeaseLost),
@@ -54,19 +66,33 @@ impl Queue {
         let data = LeaseData::new(self.consumer_id())
             .with_progress(lease.task.progress.latest())
             .to_bytes();
+        let record = lease.task.steps.unwritten();
+        let body = match &record {
+            Some((_, record)) => Some(with_record(&lease.task.envelope, record)?),
+            None => None,
+        };
         let mut multi = Multi::new();
-        multi
-            .push(Part::Task, Op::Check(&task_path, lease.task_version))
-            .push(
-                Part::Lease,
-                Op::Set(&lease_path, &data, lease.lease_version),
-            );
+        match &body {
+            Some(body) => multi.push(Part::Task, Op::Set(&task_path, body, lease.task_version)),
+            None => multi.push(Part::Task, Op::Check(&task_path, lease.task_version)),
+        };
+        multi.push(
+            Part::Lease,
+            Op::Set(&lease_path, &data, lease.lease_version),
+        );
         match self.commit("extend", &multi).await? {
             Ok(results) => {
                 if let Some(zk::MultiWriteResult::SetData { stat }) =
                     multi.result(&results, Part::Lease)
                 {
                     lease.lease_version = stat.version;
+                }
+                if let (Some(zk::MultiWriteResult::SetData { stat }), Some((n, record))) =
+                    (multi.result(&results, Part::Task), record)
+                {
+                    lease.task_version = stat.version;
+                    lease.task.envelope.resume = Some(record);
+                    lease.task.steps.wrote(n);
                 }
                 tracing::debug!(task = %name, fencing_token = lease.task.fencing_token, "lease extended");
                 Ok(Ok(()))
@@ -76,6 +102,27 @@ impl Queue {
             }
             Err(failed) => Err(failed.unexpected("extend")),
         }
+    }
+
+    /// Whether the task holds the record an extension whose reply was lost wrote; if so,
+    /// `lease` takes the task's version and the record counts as written.
+    async fn record_landed(&self, lease: &mut Lease) -> Result<bool> {
+        let Some((n, record)) = lease.task.steps.unwritten() else {
+            return Ok(false);
+        };
+        let path = self.layout().task(&lease.task.name);
+        let (data, stat) = match self.client().get_data(&path).await {
+            Ok(read) => read,
+            Err(zk::Error::NoNode) => return Ok(false),
+            Err(e) => return Err(Error::zk("get", path, e)),
+        };
+        if data != with_record(&lease.task.envelope, &record)? {
+            return Ok(false);
+        }
+        lease.task_version = stat.version;
+        lease.task.envelope.resume = Some(record);
+        lease.task.steps.wrote(n);
+        Ok(true)
     }
 
     /// Whether the lease znode is still the one this claim created (its `czxid` is the claim's
@@ -112,18 +159,37 @@ impl Queue {
         now: &ZkTime,
         count_attempt: bool,
     ) -> Result<Settled> {
+        let due_ms =
+            (!delay.is_zero()).then(|| now.now_ms().saturating_add(crate::lease::millis(delay)));
+        let back = GiveBack {
+            error,
+            due_ms,
+            count_attempt,
+            extra: Vec::new(),
+        };
+        self.give_back(lease, back).await
+    }
+
+    /// Gives a held task back as [`Queue::release`] does, due at `back.due_ms` (in place when
+    /// none), with a resumable handler's record, and the writes a feature adds
+    /// (`back.extra`: a wait's registrations, a signal consumed) in the same multi-op; when
+    /// one of those fails nothing changed ([`Settled::Raced`]).
+    pub async fn give_back(&self, lease: Lease, back: GiveBack) -> Result<Settled> {
         let mut lease = Lease {
             delivered: None,
             slots: Vec::new(),
             ..lease
         };
+        let record = lease.task.steps.record();
         let envelope = &mut lease.task.envelope;
-        if !count_attempt {
+        if !back.count_attempt {
             envelope.attempts = envelope.attempts.saturating_sub(1);
         }
-        envelope.last_error = error.map(short).or(envelope.last_error.take());
-        envelope.retry_at =
-            (!delay.is_zero()).then(|| now.now_ms().saturating_add(crate::lease::millis(delay)));
+        envelope.last_error = back.error.map(short).or(envelope.last_error.take());
+        envelope.retry_at = back.due_ms;
+        if record.is_some() {
+            envelope.resume = record;
+        }
         let body = match envelope.to_bytes() {
             Ok(body) => body,
             // The error made the body too large to write back: it cannot be retried.
@@ -162,6 +228,7 @@ impl Queue {
                 waiting,
                 lock,
                 reread: false,
+                extra: back.extra,
             },
         )
         .await
@@ -187,6 +254,50 @@ impl Queue {
     }
 }
 
+/// How a held task is given back ([`Queue::give_back`]).
+#[derive(Clone, Debug, Default)]
+pub struct GiveBack {
+    /// Its last error, from now on.
+    pub error: Option<String>,
+    /// When it is due again (ZooKeeper time, ms): it waits under `delayed/` until then; none,
+    /// it stays where it is, claimable at once.
+    pub due_ms: Option<i64>,
+    /// Whether the claim counts as an attempt.
+    pub count_attempt: bool,
+    /// Writes a feature adds to the multi-op.
+    pub(crate) extra: Vec<Extra>,
+}
+
+/// A write a feature adds to a release's multi-op.
+#[derive(Clone, Debug)]
+pub(crate) enum Extra {
+    /// The znode is at this version.
+    Check(String, i32),
+    Create(String, Vec<u8>),
+    /// The znode exists, and is deleted.
+    Delete(String),
+}
+
+impl Extra {
+    fn op(&self) -> Op<'_> {
+        match self {
+            Extra::Check(path, version) => Op::Check(path, *version),
+            Extra::Create(path, data) => Op::Create(path, data),
+            Extra::Delete(path) => Op::Delete(path, -1),
+        }
+    }
+}
+
+/// `envelope` with `record` as its resumable handler's record, as bytes.
+fn with_record(
+    envelope: &crate::task::Envelope,
+    record: &crate::resume::Record,
+) -> Result<Vec<u8>> {
+    let mut envelope = envelope.clone();
+    envelope.resume = Some(record.clone());
+    envelope.to_bytes()
+}
+
 /// A held task given back: rewritten in place, or moved under `delayed/` (`waiting`: its due
 /// bucket and path there), its lease deleted, its cancel mark created and deleted.
 struct Release {
@@ -200,6 +311,8 @@ struct Release {
     lock: Option<LockWrite>,
     /// Whether the lease was read again once already.
     reread: bool,
+    /// Writes a feature added.
+    extra: Vec<Extra>,
 }
 
 impl Write for Release {
@@ -233,6 +346,9 @@ impl Write for Release {
         if let Some(lock) = &self.lock {
             multi.push(Part::Lock, Op::Set(&lock.path, &lock.data, lock.version));
         }
+        for extra in &self.extra {
+            multi.push(Part::Signal, extra.op());
+        }
     }
 
     async fn landed(self, _: &Queue, _: Landed<Part>) -> Result<Settled> {
@@ -249,6 +365,7 @@ impl Write for Release {
             return Ok(Next::Again);
         }
         let settled = match (failed.tag, &failed.error) {
+            (Part::Signal, _) => Settled::Raced,
             (Part::Mark, NodeExists) => Settled::Cancelled,
             // A queue made by an earlier version lacks `cancelled/`.
             (Part::Mark, NoNode) => {

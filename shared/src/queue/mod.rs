@@ -91,6 +91,7 @@ pub(crate) mod record;
 #[cfg(feature = "schedule")]
 mod schedule_store;
 mod settings;
+mod signals;
 mod slot_writes;
 mod slots;
 mod stale;
@@ -122,6 +123,8 @@ pub use gate::Gates;
 pub use group_lock::Groups;
 pub use group_lock::{GroupLock, HeldLock, LockRead};
 pub use held::{Lease, Settled};
+pub(crate) use holder::Extra;
+pub use holder::GiveBack;
 pub use key_gates::{GateLoad, KEY_GATE_IDLE_MS, KeyInFlight};
 pub use key_lanes::{KeyLaneList, KeyLanes};
 pub use keys::Keys;
@@ -145,6 +148,8 @@ pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
 pub use schedule_store::{Schedules, SlotTaken, StoredSchedule};
 pub use settings::Settings;
+pub use signals::{MAX_SIGNAL_KEY_NAME_BYTES, Signalled, Signals, check_key as check_signal_key};
+pub(crate) use signals::{Waiter, waiter_name};
 pub use slots::{SlotShare, claim_token, tasks_in as slot_tasks};
 pub use start::Start;
 pub use walk::{WIDEST, WINDOW, Walk, names_task};

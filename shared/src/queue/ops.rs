@@ -75,6 +75,8 @@ pub(crate) enum Part {
     Parent,
     /// A task waiting for its parents under `after/`.
     Blocked,
+    /// A signal, a signal key, or a task's registration as a waiter of one (`signals/`).
+    Signal,
     /// A schedule's znode, at the version its firer read.
     #[cfg(feature = "schedule")]
     Schedule,

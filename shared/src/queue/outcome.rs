@@ -55,6 +55,9 @@ pub enum TaskOutcome {
     Unreadable,
     /// Released at the run's deadline, its handler unfinished.
     Deadline,
+    /// Its resumable handler suspended: released with its record to resume at once, after a
+    /// sleep, or when a signal it waits for comes (or its timeout).
+    Suspended,
 }
 
 impl TaskOutcome {
@@ -68,7 +71,7 @@ impl TaskOutcome {
                 done
             }
             (Settled::Cancelled, _) => TaskOutcome::Cancelled,
-            (Settled::Gone | Settled::LeaseLost | Settled::Moved, _) => {
+            (Settled::Gone | Settled::LeaseLost | Settled::Moved | Settled::Raced, _) => {
                 tracing::warn!(task = %name, "lease lost before settling; nothing changed");
                 TaskOutcome::LeaseLost
             }

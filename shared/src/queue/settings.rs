@@ -25,6 +25,12 @@ pub struct Settings {
     pub keep_done: Option<Duration>,
     /// `LANE_WEIGHTS`: how passes share their walks among the lanes (strict when unset).
     pub lane_weights: Option<LaneWeights>,
+    /// `CHECKPOINT_MAX_BYTES`: the largest record a resumable task may keep.
+    pub checkpoint_max_bytes: usize,
+    /// `SIGNAL_KEEP_MS`: how long a signal no task waits for is kept.
+    pub signal_keep: Duration,
+    /// `EVENT_BRIDGE_HANDLER_VERSION`: recorded by a resumable task when it starts.
+    pub handler_version: Option<String>,
 }
 
 impl Settings {
@@ -38,6 +44,9 @@ impl Settings {
             dedup_window: config.dedup_window,
             keep_done: config.keep_done,
             lane_weights: config.lane_weights,
+            checkpoint_max_bytes: config.checkpoint_max_bytes,
+            signal_keep: config.signal_keep,
+            handler_version: config.handler_version.clone(),
         }
     }
 

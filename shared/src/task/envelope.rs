@@ -108,6 +108,10 @@ pub struct Envelope {
     /// group's order (see [`crate::task::Place`]). Producers leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placed: Option<String>,
+    /// A resumable task's record: the steps it did, the sleep or wait it is in (see
+    /// [`crate::resume`]). Consumers write it; producers leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<crate::resume::Record>,
     /// Asked of a publish, never written: not claimable before this long after the publish,
     /// by ZooKeeper's clock (the publish sets `retry_at` from it).
     #[serde(skip)]
@@ -219,6 +223,7 @@ impl Envelope {
             placed: None,
             last_error: None,
             retry_at: None,
+            resume: None,
             delay_ms: None,
             extra: Map::new(),
         }

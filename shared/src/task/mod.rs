@@ -43,6 +43,9 @@ pub struct Task {
     /// Where the handler reports how far it is: the holder's next lease extension writes the
     /// latest report (see [`crate::progress`]).
     pub progress: Progress,
+    /// Where a resumable handler asks for its steps, sleeps and waits (see
+    /// [`crate::resume`]).
+    pub steps: crate::resume::Steps,
 }
 
 impl Task {

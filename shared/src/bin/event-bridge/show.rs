@@ -128,9 +128,33 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
     Ok(())
 }
 
+/// A resumable task asleep or waiting: its steps done, what it waits for, and when it goes.
+fn suspended(task: &TaskInfo, what: &str, then: &str) -> String {
+    let record = task.envelope.as_ref().and_then(|e| e.resume.as_ref());
+    let steps = record.map_or(0, |r| r.steps_done());
+    let keys = match record.and_then(|r| r.suspended_in()) {
+        Some(event_bridge::resume::Entry::Wait { keys, .. }) => {
+            format!(" on {}", keys.join(" or "))
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{}: {what}{keys} after {steps} steps, {then} in {}",
+        task.name,
+        seconds(task.backoff_left_ms.unwrap_or(0))
+    )
+}
+
 pub(crate) fn describe(status: &Status) -> String {
     let paused = match status {
-        Status::Pending { task } | Status::Waiting { task } if task.paused => " (paused)",
+        Status::Pending { task }
+        | Status::Waiting { task }
+        | Status::Sleeping { task }
+        | Status::AwaitingSignal { task }
+            if task.paused =>
+        {
+            " (paused)"
+        }
         _ => "",
     };
     let described = match status {
@@ -151,6 +175,8 @@ pub(crate) fn describe(status: &Status) -> String {
             seconds(task.backoff_left_ms.unwrap_or(0)),
             task.attempts
         ),
+        Status::Sleeping { task } => suspended(task, "sleeping", "resumes"),
+        Status::AwaitingSignal { task } => suspended(task, "awaiting a signal", "times out"),
         Status::Blocked { task } => blocked(task),
         Status::Place { task } => place(task),
         Status::Dead { name, record } => format!(

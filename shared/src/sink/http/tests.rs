@@ -31,6 +31,7 @@ fn task(idempotency_key: Option<&str>) -> Task {
         envelope,
         fencing_token: 7,
         progress: Default::default(),
+        steps: Default::default(),
     }
 }
 

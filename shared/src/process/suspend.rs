@@ -1,0 +1,130 @@
+//! A resumable handler that suspended ([`HandlerError::Suspended`](crate::HandlerError)) is
+//! given back with its record, no attempt counted:
+//!
+//! - stopping: in place, to resume at once in another run;
+//! - asleep: under `delayed/` until the sleep ends;
+//! - waiting for signals: a signal already kept for one of its keys is consumed in the
+//!   release's multi-op, and the task stays in place with it; otherwise it waits under
+//!   `delayed/` until its timeout, registered under each key in the same multi-op, which also
+//!   checks each key's version as read (a signal sent meanwhile fails it, and it reads again).
+
+use super::Run;
+use super::send::Sent;
+use super::task_steps::outcome;
+use crate::error::Result;
+use crate::layout::delay_bucket_of;
+use crate::queue::{
+    CANCELLED, Extra, GiveBack, Lease, Queue, Settled, TaskOutcome, Tries, Waiter, waiter_name,
+    waiting_name,
+};
+use crate::resume::{Suspend, WaitOutcome};
+
+impl<H> Run<'_, H> {
+    /// Gives back a task whose handler suspended, as its handle says.
+    pub(super) async fn suspend(&self, lease: Lease) -> Result<TaskOutcome> {
+        let now_ms = self.now.now_ms();
+        let back = |due_ms: Option<i64>| GiveBack {
+            due_ms,
+            ..GiveBack::default()
+        };
+        let (lease, back) = match lease.task.steps.suspended().unwrap_or(Suspend::Now) {
+            Suspend::Now => (lease, back(None)),
+            Suspend::Sleep { until_ms } => (lease, back(Some(until_ms.max(now_ms + 1)))),
+            Suspend::Wait { keys, until_ms } => return self.wait(lease, &keys, until_ms).await,
+        };
+        let raced = "a release without a feature's writes cannot race";
+        Ok(self.give_back(lease, back).await?.expect(raced))
+    }
+
+    /// Gives back a task that waits for any one of `keys` until `until_ms`.
+    async fn wait(&self, lease: Lease, keys: &[String], until_ms: i64) -> Result<TaskOutcome> {
+        let queue = self.queue();
+        for _ in 0..Tries::Few.most() {
+            let mut looks = Vec::with_capacity(keys.len());
+            for key in keys {
+                looks.push(queue.signals().look(key).await?);
+            }
+            let kept = keys.iter().zip(&looks).find_map(|(key, look)| {
+                let (path, payload) = look.oldest.clone()?;
+                Some((key.clone(), path, payload))
+            });
+            let back = match kept {
+                Some((key, path, payload)) => {
+                    lease
+                        .task
+                        .steps
+                        .end_wait(Some(WaitOutcome::Signal { key, payload }));
+                    GiveBack {
+                        extra: vec![Extra::Delete(path)],
+                        ..GiveBack::default()
+                    }
+                }
+                None => {
+                    lease.task.steps.end_wait(None);
+                    let versions = looks.iter().map(|l| l.version);
+                    self.registered(&lease, keys.iter().zip(versions), until_ms)?
+                }
+            };
+            if let Some(outcome) = self.give_back(lease.clone(), back).await? {
+                return Ok(outcome);
+            }
+        }
+        // Signals kept racing the registration: it asks for the wait again on its next run.
+        lease.task.steps.retract_wait();
+        let back = GiveBack::default();
+        Ok(self
+            .give_back(lease, back)
+            .await?
+            .unwrap_or(TaskOutcome::LeaseLost))
+    }
+
+    /// The release of a task that waits until `until_ms`, registered under each key (with the
+    /// version it was read at).
+    fn registered<'k>(
+        &self,
+        lease: &Lease,
+        keys: impl Iterator<Item = (&'k String, i32)>,
+        until_ms: i64,
+    ) -> Result<GiveBack> {
+        let now_ms = self.now.now_ms();
+        let due = until_ms.max(now_ms + 1);
+        let layout = self.queue().layout().clone();
+        let name = &lease.task.name;
+        let keys: Vec<(&String, i32)> = keys.collect();
+        let waiter = Waiter {
+            waiting: layout.delayed_task(delay_bucket_of(due), &waiting_name(due, name)),
+            keys: keys.iter().map(|(k, _)| (*k).clone()).collect(),
+        };
+        let data = serde_json::to_vec(&waiter)?;
+        let registration = waiter_name(now_ms, name);
+        let mut extra = Vec::with_capacity(keys.len() * 2);
+        for (key, version) in keys {
+            let key_path = layout.signal_key(key);
+            extra.push(Extra::Create(
+                format!("{key_path}/{registration}"),
+                data.clone(),
+            ));
+            extra.push(Extra::Check(key_path, version));
+        }
+        Ok(GiveBack {
+            due_ms: Some(due),
+            extra,
+            ..GiveBack::default()
+        })
+    }
+
+    /// Gives `lease` back as `back` says, no attempt counted; a task cancelled meanwhile is
+    /// buried instead. `None` when one of `back.extra` failed: nothing changed.
+    async fn give_back(&self, lease: Lease, back: GiveBack) -> Result<Option<TaskOutcome>> {
+        let name = lease.task.name.clone();
+        let write = |queue: Queue| {
+            let (lease, back) = (lease.clone(), back.clone());
+            async move { queue.give_back(lease, back).await }
+        };
+        Ok(Some(match self.settle(write).await? {
+            Sent::Answered(Settled::Cancelled, _) => self.bury(lease, CANCELLED, None).await?,
+            Sent::Answered(Settled::Raced, _) => return Ok(None),
+            sent => outcome(sent, TaskOutcome::Suspended, &name),
+        }))
+    }
+}

@@ -1,0 +1,16 @@
+//! Resumable tasks: steps that run once, durable sleeps, and waits for signals, so that work
+//! longer than one invocation finishes across many.
+//!
+//! - [`record`]: what a task has done so far, kept in its envelope (`resume`), and its replay.
+//! - [`steps`]: [`Steps`], the handle a handler asks for its work through.
+//!
+//! The holder's side is in the core: an extension writes the record
+//! ([`crate::Queue::extend`]), a release carries it ([`crate::Queue::give_back`]), and a
+//! run answers a suspended handler ([`crate::process`]). Signals are the
+//! [`crate::queue::Signals`] recipe.
+
+pub mod record;
+pub mod steps;
+
+pub use record::{Entry, Mismatch, Record, WaitOutcome};
+pub use steps::{Binding, MAX_WAIT_KEYS, Steps, Suspend};

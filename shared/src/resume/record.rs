@@ -1,0 +1,243 @@
+//! What a resumable task has done so far, as its envelope keeps it (`resume`), and the replay
+//! of it: the handler asks for its steps in order, and each ask is matched against what was
+//! recorded at that position. A recorded step answers with its result; an ask past the end is
+//! new work; an ask that differs from the record is a non-deterministic resume.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A resumable task's record, kept in its envelope as `resume`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The handler version the task's first step ran under (`EVENT_BRIDGE_HANDLER_VERSION`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Each step, sleep, wait and patch the handler asked for, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub done: Vec<Entry>,
+    /// The handler's own checkpoint ([`super::Steps::checkpoint`], a webhook's `202` answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Value>,
+}
+
+/// One thing the handler asked for, as recorded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// A step that ran, and its result.
+    Step { name: String, result: Value },
+    /// A durable sleep until this ZooKeeper time (ms since the epoch).
+    Sleep { until_ms: i64 },
+    /// A wait for any one of `keys` until `until_ms`; `outcome` once it ended.
+    Wait {
+        keys: Vec<String>,
+        until_ms: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<WaitOutcome>,
+    },
+    /// The handler took the new path of change `id` ([`super::Steps::patched`]).
+    Patch { id: String },
+}
+
+/// How a wait ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum WaitOutcome {
+    /// Signal `key` came, with its payload.
+    Signal { key: String, payload: Value },
+    /// Its timeout passed first.
+    Timeout,
+}
+
+/// What the handler asks for at a position.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ask<'a> {
+    Step(&'a str),
+    Sleep,
+    Wait(&'a [String]),
+    Patch(&'a str),
+}
+
+/// What the record answers an ask with.
+#[derive(Debug, PartialEq)]
+pub enum Replayed<'r> {
+    /// Recorded at this position: the entry.
+    Recorded(&'r Entry),
+    /// Past the end of the record: new work.
+    New,
+    /// A patch asked for where the record has something else: the task started before the
+    /// change (the position does not move).
+    Unpatched,
+}
+
+/// A resume that asked for something else where the record has an entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("non-deterministic resume at step {position}: expected {expected}, got {got}")]
+pub struct Mismatch {
+    /// From 1.
+    pub position: usize,
+    pub expected: String,
+    pub got: String,
+}
+
+impl Entry {
+    /// How an error names it: `step "charge"`, `sleep`, `wait for ["a"]`, `patch "x"`.
+    pub fn label(&self) -> String {
+        match self {
+            Entry::Step { name, .. } => format!("step {name:?}"),
+            Entry::Sleep { .. } => "sleep".into(),
+            Entry::Wait { keys, .. } => format!("wait for {keys:?}"),
+            Entry::Patch { id } => format!("patch {id:?}"),
+        }
+    }
+
+    /// Whether it answers `ask`.
+    fn answers(&self, ask: &Ask<'_>) -> bool {
+        match (self, ask) {
+            (Entry::Step { name, .. }, Ask::Step(asked)) => name == asked,
+            (Entry::Sleep { .. }, Ask::Sleep) => true,
+            (Entry::Wait { keys, .. }, Ask::Wait(asked)) => keys.as_slice() == *asked,
+            (Entry::Patch { id }, Ask::Patch(asked)) => id == asked,
+            _ => false,
+        }
+    }
+}
+
+impl Ask<'_> {
+    fn label(&self) -> String {
+        match self {
+            Ask::Step(name) => format!("step {name:?}"),
+            Ask::Sleep => "sleep".into(),
+            Ask::Wait(keys) => format!("wait for {keys:?}"),
+            Ask::Patch(id) => format!("patch {id:?}"),
+        }
+    }
+}
+
+impl Record {
+    /// Answers `ask` at `position` (from 0).
+    ///
+    /// # Errors
+    /// [`Mismatch`] when the record has another entry there.
+    pub fn replay(&self, position: usize, ask: &Ask<'_>) -> Result<Replayed<'_>, Mismatch> {
+        let Some(entry) = self.done.get(position) else {
+            return Ok(Replayed::New);
+        };
+        if entry.answers(ask) {
+            return Ok(Replayed::Recorded(entry));
+        }
+        if matches!(ask, Ask::Patch(_)) {
+            return Ok(Replayed::Unpatched);
+        }
+        Err(Mismatch {
+            position: position + 1,
+            expected: entry.label(),
+            got: ask.label(),
+        })
+    }
+
+    /// The wait or sleep it is suspended in, when its last entry is one not ended: what
+    /// `status` shows.
+    pub fn suspended_in(&self) -> Option<&Entry> {
+        match self.done.last()? {
+            entry @ Entry::Sleep { .. } => Some(entry),
+            entry @ Entry::Wait { outcome: None, .. } => Some(entry),
+            _ => None,
+        }
+    }
+
+    /// How many steps (of kind step) it has done.
+    pub fn steps_done(&self) -> usize {
+        let step = |e: &&Entry| matches!(e, Entry::Step { .. });
+        self.done.iter().filter(step).count()
+    }
+
+    /// Its size as written, in bytes of JSON.
+    pub fn size(&self) -> usize {
+        serde_json::to_vec(self).map_or(usize::MAX, |b| b.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            version: Some("v1".into()),
+            done: vec![
+                Entry::Step {
+                    name: "fetch".into(),
+                    result: json!(3),
+                },
+                Entry::Sleep { until_ms: 10 },
+                Entry::Patch { id: "fix".into() },
+            ],
+            checkpoint: None,
+        }
+    }
+
+    #[test]
+    fn a_recorded_ask_answers_with_its_entry_and_one_past_the_end_is_new() {
+        let r = record();
+        assert!(matches!(
+            r.replay(0, &Ask::Step("fetch")),
+            Ok(Replayed::Recorded(Entry::Step { result, .. })) if *result == json!(3)
+        ));
+        assert!(matches!(
+            r.replay(1, &Ask::Sleep),
+            Ok(Replayed::Recorded(_))
+        ));
+        assert!(matches!(
+            r.replay(2, &Ask::Patch("fix")),
+            Ok(Replayed::Recorded(_))
+        ));
+        assert_eq!(r.replay(3, &Ask::Step("send")), Ok(Replayed::New));
+    }
+
+    #[test]
+    fn another_step_where_one_was_recorded_names_both() {
+        let err = record().replay(0, &Ask::Step("charge")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "non-deterministic resume at step 1: expected step \"fetch\", got step \"charge\""
+        );
+        let keys = ["approval".to_string()];
+        let err = record().replay(1, &Ask::Wait(&keys)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "non-deterministic resume at step 2: expected sleep, got wait for [\"approval\"]"
+        );
+    }
+
+    #[test]
+    fn a_patch_asked_where_the_record_has_other_work_is_not_taken() {
+        assert_eq!(
+            record().replay(0, &Ask::Patch("new")),
+            Ok(Replayed::Unpatched)
+        );
+    }
+
+    #[test]
+    fn the_record_reads_back_as_written_and_says_what_it_waits_for() {
+        let mut r = record();
+        r.done.push(Entry::Wait {
+            keys: vec!["a".into()],
+            until_ms: 20,
+            outcome: None,
+        });
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["done"][3],
+            json!({"kind": "wait", "keys": ["a"], "until_ms": 20})
+        );
+        let back: Record = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+        assert!(matches!(back.suspended_in(), Some(Entry::Wait { .. })));
+        assert_eq!(back.steps_done(), 1);
+        r.done.pop();
+        assert_eq!(r.suspended_in(), None, "a patch last: running");
+    }
+}

@@ -1,0 +1,477 @@
+//! [`Steps`]: the handle a handler resumes through, on its [`Task`](crate::task::Task).
+//!
+//! The handler asks for its work in order: [`Steps::step`], [`Steps::sleep`],
+//! [`Steps::wait_for`], [`Steps::patched`]. Each ask is replayed against the task's record
+//! ([`super::record`]): what is recorded answers at once; what is new runs and is recorded.
+//!
+//! A step's result is written before `step` returns: the handle asks the holder for an early
+//! lease extension, and that extension's multi-op rewrites the task's body with the record
+//! (checked at the lease's version, so only the holder's write lands). One write per step,
+//! and it is the extension too. A sleep, a wait or a stop ends the handler with
+//! [`HandlerError::Suspended`]; the holder then releases the task with its record
+//! ([`crate::process`]).
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::record::{Ask, Entry, Record, Replayed, WaitOutcome};
+use crate::clock::ZkTime;
+use crate::handler::HandlerError;
+
+/// The most keys one wait may name.
+pub const MAX_WAIT_KEYS: usize = 16;
+
+/// The handle a handler resumes through; clones share one record.
+#[derive(Clone, Debug, Default)]
+pub struct Steps(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    inner: Mutex<Inner>,
+    /// The handler asks the holder for a write.
+    flush: Notify,
+    /// What the holder wrote: the record as of change n, or the lease lost.
+    written: watch::Sender<Written>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            inner: Mutex::default(),
+            flush: Notify::new(),
+            written: watch::channel(Written::Upto(0)).0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Written {
+    Upto(u64),
+    Lost,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    record: Record,
+    /// Whether the task had a record, or the handler asked for anything.
+    used: bool,
+    /// The next position to replay.
+    cursor: usize,
+    /// Changes made to the record so far.
+    changes: u64,
+    suspend: Option<Suspend>,
+    fatal: Option<String>,
+    stopping: bool,
+    bound: Option<Binding>,
+}
+
+/// What the holder tells the handle when it starts the handler.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    /// ZooKeeper's clock, for a sleep's and a wait's end.
+    pub now: ZkTime,
+    /// From then on the handler should stop ([`Steps::stopping`]).
+    pub stop_at: Instant,
+    /// The largest record it may write (`CHECKPOINT_MAX_BYTES`).
+    pub max_bytes: usize,
+    /// The handler's version (`EVENT_BRIDGE_HANDLER_VERSION`).
+    pub version: Option<String>,
+}
+
+/// Why a handler suspended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Suspend {
+    /// Stopping: to resume at once, in another run.
+    Now,
+    /// Asleep until this ZooKeeper time.
+    Sleep { until_ms: i64 },
+    /// Waiting for any one of `keys` until this ZooKeeper time.
+    Wait { keys: Vec<String>, until_ms: i64 },
+}
+
+impl PartialEq for Steps {
+    /// Every handle compares equal: the record is part of the envelope, not of the handle.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Steps {
+    /// The handle of a task claimed with `record` (none: it never asked for anything).
+    pub fn resumed(record: Option<Record>) -> Self {
+        let steps = Steps::default();
+        if let Some(record) = record {
+            let mut inner = steps.lock();
+            inner.record = record;
+            inner.used = true;
+        }
+        steps
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.inner.lock().expect("steps lock")
+    }
+
+    /// Runs `work` once: on every later attempt its recorded result is returned without
+    /// running it. The result is written before this returns. When the run is stopping, a new
+    /// step does not start: the handler is suspended, to resume in another run.
+    ///
+    /// # Errors
+    /// - what `work` returned (nothing is recorded);
+    /// - [`HandlerError::Suspended`] when stopping;
+    /// - [`HandlerError::Permanent`] for a non-deterministic resume (another step where a
+    ///   recorded one should come), a recorded result that no longer reads as `T`, or a record
+    ///   over `CHECKPOINT_MAX_BYTES`: the task goes to the dead letters with that reason.
+    pub async fn step<T, F>(&self, name: &str, work: F) -> Result<T, HandlerError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: Future<Output = Result<T, HandlerError>>,
+    {
+        if let Some(Entry::Step { result, .. }) = self.ask(&Ask::Step(name))? {
+            return serde_json::from_value(result).map_err(|e| {
+                self.fatal(format!(
+                    "step {name:?} recorded a result that does not read as its type now: {e}"
+                ))
+            });
+        }
+        if self.stopping() {
+            return Err(self.stop());
+        }
+        let value = work.await?;
+        let result = serde_json::to_value(&value)
+            .map_err(|e| self.fatal(format!("step {name:?} returned what is not JSON: {e}")))?;
+        let name = name.to_string();
+        self.append(Entry::Step { name, result })?;
+        self.written().await?;
+        Ok(value)
+    }
+
+    /// Sleeps for `duration` holding no lease: the task is released with that delay and its
+    /// record, and the handler resumes after it.
+    ///
+    /// # Errors
+    /// [`HandlerError::Suspended`] the first time (return it), a mismatch as for `step`.
+    pub async fn sleep(&self, duration: Duration) -> Result<(), HandlerError> {
+        if self.ask(&Ask::Sleep)?.is_some() {
+            return Ok(());
+        }
+        let until_ms = self.now_ms().saturating_add(crate::clock::millis(duration));
+        self.append(Entry::Sleep { until_ms })?;
+        Err(self.suspend(Suspend::Sleep { until_ms }))
+    }
+
+    /// Waits until any one of `keys` is signalled ([`crate::Queue::signal`]), or `timeout`
+    /// passes, holding no lease. A signal sent before the wait is kept and consumed by it.
+    ///
+    /// # Errors
+    /// [`HandlerError::Suspended`] until the wait ended (return it); a mismatch as for
+    /// `step`; keys that cannot be waited for ([`HandlerError::Permanent`]).
+    pub async fn wait_for<K: AsRef<str>>(
+        &self,
+        keys: &[K],
+        timeout: Duration,
+    ) -> Result<WaitOutcome, HandlerError> {
+        let keys: Vec<String> = keys.iter().map(|k| k.as_ref().to_string()).collect();
+        if let Err(problem) = check_keys(&keys) {
+            return Err(self.fatal(problem));
+        }
+        match self.ask(&Ask::Wait(&keys))? {
+            Some(Entry::Wait {
+                outcome: Some(outcome),
+                ..
+            }) => return Ok(outcome),
+            // Back in the queue without a signal: its timeout passed.
+            Some(Entry::Wait { .. }) => return Ok(self.timed_out()),
+            _ => {}
+        }
+        let until_ms = self.now_ms().saturating_add(crate::clock::millis(timeout));
+        let wait = Entry::Wait {
+            keys: keys.clone(),
+            until_ms,
+            outcome: None,
+        };
+        self.append(wait)?;
+        Err(self.suspend(Suspend::Wait { keys, until_ms }))
+    }
+
+    /// Whether the handler takes the new path of change `id`: true for a task that reaches
+    /// this point after the change was deployed, false for one that had passed it before.
+    pub fn patched(&self, id: &str) -> bool {
+        let mut inner = self.lock();
+        inner.used = true;
+        let position = inner.cursor;
+        match inner.record.replay(position, &Ask::Patch(id)) {
+            Ok(Replayed::Recorded(_)) => {
+                inner.cursor += 1;
+                true
+            }
+            Ok(Replayed::New) => {
+                drop(inner);
+                self.append(Entry::Patch { id: id.into() }).is_ok()
+            }
+            Ok(Replayed::Unpatched) | Err(_) => false,
+        }
+    }
+
+    /// Keeps `value` as the task's checkpoint and writes it before returning.
+    ///
+    /// # Errors
+    /// [`HandlerError::Permanent`] when it is not JSON or the record grows over the cap.
+    pub async fn checkpoint<T: Serialize>(&self, value: &T) -> Result<(), HandlerError> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| self.fatal(format!("checkpoint is not JSON: {e}")))?;
+        {
+            let mut inner = self.lock();
+            inner.used = true;
+            inner.record.checkpoint = Some(value);
+            inner.changes += 1;
+        }
+        self.check_size("checkpoint")?;
+        self.written().await
+    }
+
+    /// The last checkpoint kept, if any (and readable as `T`).
+    pub fn checkpointed<T: DeserializeOwned>(&self) -> Option<T> {
+        let value = self.lock().record.checkpoint.clone()?;
+        serde_json::from_value(value).ok()
+    }
+
+    /// Whether the handler should save and return: the run's deadline is near, its stop
+    /// signal came, or the lease was lost or the task cancelled.
+    pub fn stopping(&self) -> bool {
+        let inner = self.lock();
+        inner.stopping
+            || inner
+                .bound
+                .as_ref()
+                .is_some_and(|b| Instant::now() >= b.stop_at)
+    }
+
+    /// Suspends the handler to resume at once in another run: return what this returns.
+    pub fn stop(&self) -> HandlerError {
+        self.suspend(Suspend::Now)
+    }
+
+    /// The handler version the task started with.
+    pub fn started_with(&self) -> Option<String> {
+        self.lock().record.version.clone()
+    }
+
+    /// Steps done so far (recorded or run now).
+    pub fn steps_done(&self) -> usize {
+        self.lock().record.steps_done()
+    }
+
+    /// Answers `ask` from the record: the entry recorded there, or none for new work.
+    fn ask(&self, ask: &Ask<'_>) -> Result<Option<Entry>, HandlerError> {
+        let mut inner = self.lock();
+        inner.used = true;
+        let position = inner.cursor;
+        match inner.record.replay(position, ask) {
+            Ok(Replayed::Recorded(entry)) => {
+                let entry = entry.clone();
+                inner.cursor += 1;
+                Ok(Some(entry))
+            }
+            Ok(_) => Ok(None),
+            Err(mismatch) => {
+                drop(inner);
+                Err(self.fatal(mismatch.to_string()))
+            }
+        }
+    }
+
+    /// Records new work at the end.
+    fn append(&self, entry: Entry) -> Result<(), HandlerError> {
+        let label = entry.label();
+        {
+            let mut inner = self.lock();
+            if inner.record.version.is_none() {
+                inner.record.version = inner.bound.as_ref().and_then(|b| b.version.clone());
+            }
+            inner.record.done.push(entry);
+            inner.cursor = inner.record.done.len();
+            inner.changes += 1;
+        }
+        self.check_size(&label)
+    }
+
+    fn check_size(&self, what: &str) -> Result<(), HandlerError> {
+        let inner = self.lock();
+        let max = inner.bound.as_ref().map_or(usize::MAX, |b| b.max_bytes);
+        let size = inner.record.size();
+        drop(inner);
+        if size > max {
+            return Err(self.fatal(format!(
+                "checkpoint after {what} is {size} bytes, over the {max}-byte cap \
+                 (CHECKPOINT_MAX_BYTES)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Waits until the holder wrote every change so far; at once when no holder writes.
+    async fn written(&self) -> Result<(), HandlerError> {
+        let changes = {
+            let inner = self.lock();
+            if inner.bound.is_none() {
+                return Ok(());
+            }
+            inner.changes
+        };
+        self.0.flush.notify_one();
+        let mut written = self.0.written.subscribe();
+        let done = written
+            .wait_for(|w| *w == Written::Lost || matches!(w, Written::Upto(n) if *n >= changes))
+            .await
+            .map(|w| *w);
+        match done {
+            Ok(Written::Upto(_)) => Ok(()),
+            _ => Err(HandlerError::Retryable(
+                "the lease was lost before the checkpoint was written".into(),
+            )),
+        }
+    }
+
+    fn timed_out(&self) -> WaitOutcome {
+        let mut inner = self.lock();
+        let position = inner.cursor - 1;
+        if let Some(Entry::Wait { outcome, .. }) = inner.record.done.get_mut(position) {
+            *outcome = Some(WaitOutcome::Timeout);
+        }
+        inner.changes += 1;
+        WaitOutcome::Timeout
+    }
+
+    fn suspend(&self, suspend: Suspend) -> HandlerError {
+        let mut inner = self.lock();
+        inner.suspend.get_or_insert(suspend);
+        HandlerError::Suspended
+    }
+
+    fn fatal(&self, reason: String) -> HandlerError {
+        let mut inner = self.lock();
+        inner.fatal.get_or_insert(reason.clone());
+        HandlerError::Permanent(reason)
+    }
+
+    fn now_ms(&self) -> i64 {
+        let inner = self.lock();
+        inner
+            .bound
+            .as_ref()
+            .map_or_else(|| chrono::Utc::now().timestamp_millis(), |b| b.now.now_ms())
+    }
+}
+
+/// What the holder does with the handle.
+impl Steps {
+    /// Binds the handle to the run that holds the task.
+    pub(crate) fn bind(&self, binding: Binding) {
+        self.lock().bound = Some(binding);
+    }
+
+    /// The record to write, and its change number, when a change is not written yet.
+    pub(crate) fn unwritten(&self) -> Option<(u64, Record)> {
+        let inner = self.lock();
+        let written = match *self.0.written.borrow() {
+            Written::Upto(n) => n,
+            Written::Lost => return None,
+        };
+        (inner.changes > written).then(|| (inner.changes, inner.record.clone()))
+    }
+
+    /// The holder wrote the record as of change `n`.
+    pub(crate) fn wrote(&self, n: u64) {
+        self.0.written.send_modify(|w| {
+            if let Written::Upto(m) = w {
+                *m = (*m).max(n);
+            }
+        });
+    }
+
+    /// The holder lost the lease: no write will come.
+    pub(crate) fn lost(&self) {
+        self.lock().stopping = true;
+        self.0.written.send_replace(Written::Lost);
+    }
+
+    /// Tells the handler to stop ([`Steps::stopping`]).
+    pub(crate) fn set_stopping(&self) {
+        self.lock().stopping = true;
+    }
+
+    /// Resolves when the handler asks for a write.
+    pub(crate) async fn write_asked(&self) {
+        self.0.flush.notified().await;
+    }
+
+    /// The record as it stands, for the body of a release or a completion: none when the task
+    /// never had one.
+    pub(crate) fn record(&self) -> Option<Record> {
+        let inner = self.lock();
+        inner.used.then(|| inner.record.clone())
+    }
+
+    /// Sets how the wait the handler suspended in ended (none: not yet), before the release
+    /// that writes it.
+    pub(crate) fn end_wait(&self, ended: Option<WaitOutcome>) {
+        let mut inner = self.lock();
+        if let Some(Entry::Wait { outcome, .. }) = inner.record.done.last_mut() {
+            *outcome = ended;
+        }
+    }
+
+    /// Takes back the wait the handler suspended in: it asks for it again on its next run.
+    pub(crate) fn retract_wait(&self) {
+        let mut inner = self.lock();
+        if matches!(inner.record.done.last(), Some(Entry::Wait { .. })) {
+            inner.record.done.pop();
+        }
+    }
+
+    /// Why the handler suspended, if it did.
+    pub(crate) fn suspended(&self) -> Option<Suspend> {
+        self.lock().suspend.clone()
+    }
+
+    /// Why the task cannot go on (a non-deterministic resume, a record over the cap).
+    pub(crate) fn failed(&self) -> Option<String> {
+        self.lock().fatal.clone()
+    }
+}
+
+/// Refuses keys a wait cannot name.
+fn check_keys(keys: &[String]) -> Result<(), String> {
+    if keys.is_empty() {
+        return Err("a wait names no key".into());
+    }
+    if keys.len() > MAX_WAIT_KEYS {
+        return Err(format!(
+            "a wait names {} keys, over the {MAX_WAIT_KEYS} it may",
+            keys.len()
+        ));
+    }
+    for key in keys {
+        crate::queue::check_signal_key(key)?;
+    }
+    Ok(())
+}
+
+/// A recorded wait's signal, as a step sees it.
+impl WaitOutcome {
+    /// The signal's payload, when a signal ended the wait.
+    pub fn payload(&self) -> Option<&Value> {
+        match self {
+            WaitOutcome::Signal { payload, .. } => Some(payload),
+            WaitOutcome::Timeout => None,
+        }
+    }
+}

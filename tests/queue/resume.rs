@@ -1,0 +1,450 @@
+//! Resumable tasks: a step runs once and its result comes back on every later attempt; a
+//! sleep and a wait hold no lease; signals are consumed once, by the wait that came first,
+//! including one sent before its wait; a resume that asks for another step fails loudly; a
+//! stale holder's checkpoint is refused. Times are driven (`run_at`) rather than waited for.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::time::Duration;
+
+use event_bridge::clock::ZkTime;
+use event_bridge::handler::{FnHandler, HandlerError};
+use event_bridge::inspect::{self, Status};
+use event_bridge::queue::{Settled, Signalled, TaskOutcome};
+use event_bridge::resume::WaitOutcome;
+use event_bridge::state::State;
+use event_bridge::{Envelope, Task, process, reap};
+use serde_json::{Value, json};
+
+use harness::{TestQueue, options};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The dead letter of `name`'s reason, and the error it kept.
+async fn dead_letter(t: &TestQueue, name: &str) -> (String, Value) {
+    let record = t.read_json(&format!("dead/{name}")).await;
+    (record["reason"].as_str().unwrap().to_string(), record)
+}
+
+/// Where the task with envelope id `id` is.
+async fn state_of(t: &TestQueue, id: &str) -> (Option<State>, Status) {
+    let status = inspect::status(&t.queue, &t.now().await, id).await.unwrap();
+    (status.state(), status)
+}
+
+async fn publish_one(t: &TestQueue, event_type: &str) -> String {
+    let envelope = Envelope::new(event_type, json!({}));
+    let id = envelope.id.clone();
+    t.queue.publish_many(&[envelope]).await.unwrap();
+    id
+}
+
+/// A moment `ms` past `until_ms`, by a clock the test drives.
+fn past(until_ms: i64) -> ZkTime {
+    ZkTime::at(until_ms + 1)
+}
+
+/// The due time of the task with id `id` under `delayed/` (its record's sleep or wait end).
+async fn due_of(t: &TestQueue, id: &str) -> i64 {
+    match state_of(t, id).await.1 {
+        Status::Sleeping { task } | Status::AwaitingSignal { task } | Status::Waiting { task } => {
+            task.envelope.unwrap().retry_at.unwrap()
+        }
+        other => panic!("{id} is not under delayed/: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_step_runs_once_and_its_result_comes_back_on_every_later_attempt() {
+    let t = TestQueue::with(|c| c.backoff_base = Duration::ZERO).await;
+    let id = publish_one(&t, "export").await;
+    let (runs_a, runs_b) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = FnHandler(|task: Task| {
+        let (runs_a, runs_b, seen) = (runs_a.clone(), runs_b.clone(), seen.clone());
+        async move {
+            let steps = &task.steps;
+            let rows: u32 = steps
+                .step("count", async { Ok(10 + runs_a.fetch_add(1, SeqCst)) })
+                .await?;
+            let file: String = steps
+                .step("write", async {
+                    runs_b.fetch_add(1, SeqCst);
+                    Ok(format!("export-{rows}.csv"))
+                })
+                .await?;
+            seen.lock().unwrap().push((rows, file));
+            match task.attempt() {
+                1 => Err(HandlerError::Retryable("the upload failed".into())),
+                _ => Ok(()),
+            }
+        }
+    });
+    let first = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.retried, 1);
+    let (_, Status::Pending { task }) = state_of(&t, &id).await else {
+        panic!("retried in place")
+    };
+    let record = task.envelope.unwrap().resume.expect("the record");
+    assert_eq!(record.steps_done(), 2, "both steps recorded: {record:?}");
+
+    let second = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(second.completed, 1);
+    assert_eq!((runs_a.load(SeqCst), runs_b.load(SeqCst)), (1, 1));
+    let seen = seen.lock().unwrap().clone();
+    let once = (10, "export-10.csv".to_string());
+    assert_eq!(seen, [once.clone(), once], "the same results as one run");
+}
+
+#[tokio::test]
+async fn each_step_is_one_write_of_the_task_fenced_by_the_lease() {
+    let t = TestQueue::new().await;
+    let name = t.publish(1).await.remove(0);
+    let TaskOutcome::Claimed(lease) = t.queue.claim(&name, &t.now().await).await.unwrap() else {
+        panic!("claim")
+    };
+    let mut stale = *lease;
+    // The lease expires and the reaper frees it: another consumer claims the task.
+    let later = t.past_lease_of(&name).await;
+    assert_eq!(reap::reap_at(&t.queue, &later).await.unwrap().reaped, 1);
+    let other = t.consumer("other").await;
+    let TaskOutcome::Claimed(fresh) = other.claim(&name, &t.now().await).await.unwrap() else {
+        panic!("claim again")
+    };
+    let mut fresh = *fresh;
+    let path = format!("{}/tasks/{name}", t.config.root);
+    let (_, before) = t.raw.get_data(&path).await.unwrap();
+
+    // The stale holder's checkpoint is refused, and nothing of it lands.
+    stale
+        .task
+        .steps
+        .checkpoint(&json!({"cursor": 1}))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.queue.extend(&mut stale).await.unwrap(),
+        Settled::LeaseLost
+    );
+    let (body, stat) = t.raw.get_data(&path).await.unwrap();
+    assert_eq!(stat.version, before.version, "nothing written");
+    assert!(!String::from_utf8_lossy(&body).contains("cursor"));
+
+    // The holder's is written by its extension: one write of the task.
+    fresh
+        .task
+        .steps
+        .checkpoint(&json!({"cursor": 2}))
+        .await
+        .unwrap();
+    assert_eq!(other.extend(&mut fresh).await.unwrap(), Settled::Done);
+    let (body, stat) = t.raw.get_data(&path).await.unwrap();
+    assert_eq!(stat.version, before.version + 1, "one write");
+    let written: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(written["resume"]["checkpoint"], json!({"cursor": 2}));
+    // An extension with nothing new writes the lease only.
+    assert_eq!(other.extend(&mut fresh).await.unwrap(), Settled::Done);
+    assert_eq!(t.raw.get_data(&path).await.unwrap().1.version, stat.version);
+    assert_eq!(other.complete(fresh).await.unwrap(), Settled::Done);
+}
+
+#[tokio::test]
+async fn a_sleeping_task_holds_no_lease_and_resumes_after_its_sleep() {
+    let t = TestQueue::new().await;
+    let id = publish_one(&t, "reminder").await;
+    let (before, after) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let handler = FnHandler(|task: Task| {
+        let (before, after) = (before.clone(), after.clone());
+        async move {
+            let steps = &task.steps;
+            steps
+                .step("book", async { Ok(before.fetch_add(1, SeqCst)) })
+                .await?;
+            steps.sleep(HOUR).await?;
+            steps
+                .step("remind", async { Ok(after.fetch_add(1, SeqCst)) })
+                .await?;
+            Ok(())
+        }
+    });
+    let first = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!((first.suspended, first.retried), (1, 0));
+    assert_eq!(state_of(&t, &id).await.0, Some(State::Sleeping));
+    assert!(
+        t.children("leases").await.is_empty(),
+        "no lease while it sleeps"
+    );
+    let why = inspect::explain(&t.queue, &t.now().await, &id)
+        .await
+        .unwrap();
+    assert!(
+        why.lines[0].starts_with("asleep after 1 steps until "),
+        "{:?}",
+        why.lines
+    );
+
+    // Not before its time.
+    let report = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.claimed, 0);
+    let due = due_of(&t, &id).await;
+    let report = process::run_at(&t.queue, &handler, &options(1, 1), &past(due))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 1);
+    assert_eq!((before.load(SeqCst), after.load(SeqCst)), (1, 1));
+    let attempts = t.children("tasks").await;
+    assert!(attempts.is_empty(), "completed: {attempts:?}");
+}
+
+/// A handler that waits for `keys` an hour and records what ended its wait.
+fn waiter(
+    keys: &'static [&'static str],
+    ended: Arc<std::sync::Mutex<Vec<(String, WaitOutcome)>>>,
+) -> FnHandler<impl Fn(Task) -> futures::future::BoxFuture<'static, Result<(), HandlerError>>> {
+    FnHandler(move |task: Task| {
+        let ended = ended.clone();
+        Box::pin(async move {
+            let outcome = task.steps.wait_for(keys, HOUR).await?;
+            ended
+                .lock()
+                .unwrap()
+                .push((task.envelope.id.clone(), outcome));
+            Ok(())
+        }) as futures::future::BoxFuture<'static, _>
+    })
+}
+
+#[tokio::test]
+async fn a_signal_sent_before_its_wait_is_kept_and_consumed_by_it_once() {
+    let t = TestQueue::new().await;
+    let signals = t.queue.signals();
+    let payload = json!({"approved_by": "ana"});
+    assert_eq!(
+        signals.signal("order-7", &payload).await.unwrap(),
+        Signalled::Kept
+    );
+    let id = publish_one(&t, "approve").await;
+    let ended = Arc::default();
+    let handler = waiter(&["order-7"], Arc::clone(&ended));
+    // The wait finds the signal and consumes it in its release: back in place, at once.
+    let first = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.suspended, 1);
+    assert_eq!(state_of(&t, &id).await.0, Some(State::Pending));
+    assert_eq!(t.children("signals/order-7").await, Vec::<String>::new());
+    let second = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(second.completed, 1);
+    let want = WaitOutcome::Signal {
+        key: "order-7".into(),
+        payload,
+    };
+    assert_eq!(*ended.lock().unwrap(), [(id, want)]);
+}
+
+#[tokio::test]
+async fn a_key_two_tasks_wait_for_wakes_the_first_and_its_next_signal_the_other() {
+    let t = TestQueue::new().await;
+    let (first, second) = (publish_one(&t, "a").await, publish_one(&t, "a").await);
+    let ended = Arc::default();
+    let handler = waiter(&["shipment", "refund"], Arc::clone(&ended));
+    let report = process::run(&t.queue, &handler, &options(2, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.suspended, 2);
+    assert_eq!(state_of(&t, &first).await.0, Some(State::AwaitingSignal));
+    let why = inspect::explain(&t.queue, &t.now().await, &first)
+        .await
+        .unwrap();
+    assert!(
+        why.lines[0].starts_with("waiting after 0 steps for a signal on shipment or refund;"),
+        "{:?}",
+        why.lines
+    );
+    assert_eq!(t.children("leases").await, Vec::<String>::new());
+
+    let signals = t.queue.signals();
+    let one = signals.signal("refund", &json!(1)).await.unwrap();
+    assert!(matches!(one, Signalled::Delivered { .. }), "{one:?}");
+    assert_eq!(state_of(&t, &first).await.0, Some(State::Pending));
+    assert_eq!(state_of(&t, &second).await.0, Some(State::AwaitingSignal));
+    let two = signals.signal("shipment", &json!(2)).await.unwrap();
+    assert!(matches!(two, Signalled::Delivered { .. }), "{two:?}");
+    // Every registration went with its wake: a third signal is kept.
+    let three = signals.signal("shipment", &json!(3)).await.unwrap();
+    assert_eq!(three, Signalled::Kept);
+
+    let report = process::run(&t.queue, &handler, &options(2, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 2);
+    let mut ended = ended.lock().unwrap().clone();
+    ended.sort_by_key(|(id, _)| (id != &first, id.clone()));
+    let by = |key: &str, n: i64| WaitOutcome::Signal {
+        key: key.into(),
+        payload: json!(n),
+    };
+    assert_eq!(
+        ended,
+        [(first, by("refund", 1)), (second, by("shipment", 2))]
+    );
+    assert_eq!(
+        t.children("signals/shipment").await.len(),
+        1,
+        "the third, kept"
+    );
+}
+
+#[tokio::test]
+async fn a_wait_no_signal_ends_times_out_and_the_step_sees_it() {
+    let t = TestQueue::new().await;
+    let id = publish_one(&t, "approve").await;
+    let ended = Arc::default();
+    let handler = waiter(&["never"], Arc::clone(&ended));
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    let due = due_of(&t, &id).await;
+    // The reaper treats the timeout as a delay: it promotes the task when it passes.
+    let reaped = reap::reap_at(&t.queue, &past(due)).await.unwrap();
+    assert_eq!(reaped.promoted, 1);
+    let report = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 1);
+    assert_eq!(*ended.lock().unwrap(), [(id, WaitOutcome::Timeout)]);
+    // Its registration is left behind stale; the next signal finds and removes it, and is
+    // kept.
+    let kept = t.queue.signals().signal("never", &json!(1)).await.unwrap();
+    assert_eq!(kept, Signalled::Kept);
+    let left = t.children("signals/never").await;
+    assert!(left.len() == 1 && left[0].starts_with("s-"), "{left:?}");
+}
+
+#[tokio::test]
+async fn cancel_ends_a_sleeping_and_a_waiting_task() {
+    let t = TestQueue::new().await;
+    let sleeper = publish_one(&t, "sleep").await;
+    let waiting = publish_one(&t, "wait").await;
+    let handler = FnHandler(|task: Task| async move {
+        match task.envelope.event_type.as_str() {
+            "sleep" => task.steps.sleep(HOUR).await,
+            _ => task.steps.wait_for(&["k"], HOUR).await.map(|_| ()),
+        }
+    });
+    let report = process::run(&t.queue, &handler, &options(2, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.suspended, 2);
+    for id in [&sleeper, &waiting] {
+        event_bridge::cancel::cancel(&t.queue, id).await.unwrap();
+        assert_eq!(state_of(&t, id).await.0, Some(State::Dead), "{id}");
+    }
+    let dead = t.children("dead").await;
+    assert_eq!(dead.len(), 2);
+    assert_eq!(dead_letter(&t, &dead[0]).await.0, "cancelled");
+    let kept = t.queue.signals().signal("k", &json!(1)).await.unwrap();
+    assert_eq!(kept, Signalled::Kept, "a cancelled wait takes no signal");
+}
+
+#[tokio::test]
+async fn a_resume_that_asks_for_another_step_goes_to_the_dead_letters_naming_both() {
+    let t = TestQueue::with(|c| c.backoff_base = Duration::ZERO).await;
+    let name = t.publish(1).await.remove(0);
+    let handler = FnHandler(|task: Task| async move {
+        let first = if task.attempt() == 1 {
+            "charge"
+        } else {
+            "refund"
+        };
+        task.steps.step(first, async { Ok(1) }).await?;
+        // Even a handler that swallows the error fails loudly.
+        let _ = task.steps.step("ship", async { Ok(2) }).await;
+        Err(HandlerError::Retryable("once more".into()))
+    });
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    let report = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.dead_lettered, 1);
+    let (reason, _) = dead_letter(&t, &name).await;
+    assert_eq!(
+        reason,
+        "non-deterministic resume at step 1: expected step \"charge\", got step \"refund\""
+    );
+}
+
+#[tokio::test]
+async fn a_record_over_its_cap_sends_the_task_to_the_dead_letters_naming_the_step() {
+    let t = TestQueue::with(|c| c.checkpoint_max_bytes = 1024).await;
+    let name = t.publish(1).await.remove(0);
+    let handler = FnHandler(|task: Task| async move {
+        task.steps
+            .step("small", async { Ok("x".repeat(100)) })
+            .await?;
+        task.steps
+            .step("rows", async { Ok("x".repeat(2000)) })
+            .await?;
+        Ok(())
+    });
+    let report = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.dead_lettered, 1);
+    let (reason, _) = dead_letter(&t, &name).await;
+    assert!(
+        reason.starts_with("checkpoint after step \"rows\" is ")
+            && reason.ends_with("bytes, over the 1024-byte cap (CHECKPOINT_MAX_BYTES)"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn patched_is_true_for_a_task_that_reaches_the_change_after_it_and_false_before() {
+    let t = TestQueue::with(|c| {
+        c.backoff_base = Duration::ZERO;
+        c.handler_version = Some("v2".into());
+    })
+    .await;
+    let name = t.publish(1).await.remove(0);
+    // A task that ran its first step under the old code (no patch there) is resumed by the new.
+    let old = FnHandler(|task: Task| async move {
+        task.steps.step("a", async { Ok(1) }).await?;
+        Err(HandlerError::Retryable("stopped".into()))
+    });
+    process::run(&t.queue, &old, &options(1, 1)).await.unwrap();
+    let taken = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let new = FnHandler(|task: Task| {
+        let taken = taken.clone();
+        async move {
+            let patched = task.steps.patched("fee");
+            task.steps.step("a", async { Ok(1) }).await?;
+            taken
+                .lock()
+                .unwrap()
+                .push((patched, task.steps.started_with()));
+            Ok(())
+        }
+    });
+    process::run(&t.queue, &new, &options(1, 1)).await.unwrap();
+    let fresh = t.publish(1).await.remove(0);
+    process::run(&t.queue, &new, &options(1, 1)).await.unwrap();
+    let v2 = Some("v2".to_string());
+    assert_eq!(*taken.lock().unwrap(), [(false, v2.clone()), (true, v2)]);
+    assert!(
+        t.children("tasks").await.is_empty(),
+        "{name} and {fresh} done"
+    );
+}
