@@ -13,4 +13,4 @@ pub mod record;
 pub mod steps;
 
 pub use record::{Entry, Mismatch, Record, WaitOutcome};
-pub use steps::{Binding, MAX_WAIT_KEYS, Steps, Suspend};
+pub use steps::{Binding, MAX_WAIT_KEYS, Steps, Suspend, Then};

@@ -85,6 +85,20 @@ pub struct Binding {
     pub version: Option<String>,
 }
 
+/// When a handler suspended with [`Steps::suspend_with`] resumes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Then {
+    /// At once, in another run.
+    Now,
+    /// After this long.
+    In(Duration),
+    /// When any one of `keys` is signalled, or `timeout` passed.
+    WaitFor {
+        keys: Vec<String>,
+        timeout: Duration,
+    },
+}
+
 /// Why a handler suspended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Suspend {
@@ -257,6 +271,76 @@ impl Steps {
     /// Suspends the handler to resume at once in another run: return what this returns.
     pub fn stop(&self) -> HandlerError {
         self.suspend(Suspend::Now)
+    }
+
+    /// Suspends with `checkpoint` (none: the last one stays) to resume as `then` says: the
+    /// lower-level way in, for a handler that keeps its own state in its checkpoint rather
+    /// than in named steps (the HTTP sink answers a webhook's `202` with it). The sleep or
+    /// wait is recorded without a replay check. Return what this returns.
+    pub fn suspend_with(&self, checkpoint: Option<Value>, then: Then) -> HandlerError {
+        let (entry, suspend) = {
+            let now_ms = self.now_ms();
+            let end = |d: Duration| now_ms.saturating_add(crate::clock::millis(d));
+            match then {
+                Then::Now => (None, Suspend::Now),
+                Then::In(after) => {
+                    let until_ms = end(after);
+                    (Some(Entry::Sleep { until_ms }), Suspend::Sleep { until_ms })
+                }
+                Then::WaitFor { keys, timeout } => {
+                    if let Err(problem) = check_keys(&keys) {
+                        return self.fatal(problem);
+                    }
+                    let until_ms = end(timeout);
+                    let entry = Entry::Wait {
+                        keys: keys.clone(),
+                        until_ms,
+                        outcome: None,
+                    };
+                    (Some(entry), Suspend::Wait { keys, until_ms })
+                }
+            }
+        };
+        {
+            let mut inner = self.lock();
+            inner.used = true;
+            if let Some(checkpoint) = checkpoint {
+                inner.record.checkpoint = Some(checkpoint);
+                inner.changes += 1;
+            }
+        }
+        let appended = match entry {
+            Some(entry) => self.append(entry),
+            None => self.check_size("checkpoint"),
+        };
+        match appended {
+            Ok(()) => self.suspend(suspend),
+            Err(e) => e,
+        }
+    }
+
+    /// How long until the handler should stop ([`Steps::stopping`]); none when no run holds
+    /// the task.
+    pub fn time_left(&self) -> Option<Duration> {
+        let inner = self.lock();
+        let bound = inner.bound.as_ref()?;
+        Some(bound.stop_at.saturating_duration_since(Instant::now()))
+    }
+
+    /// The record as a delivery shows it: a wait that ended without a signal reads as timed
+    /// out. None when the task never had one.
+    pub fn delivered_record(&self) -> Option<Record> {
+        let mut inner = self.lock();
+        if !inner.used {
+            return None;
+        }
+        if let Some(Entry::Wait { outcome, .. }) = inner.record.done.last_mut()
+            && outcome.is_none()
+        {
+            *outcome = Some(WaitOutcome::Timeout);
+            inner.changes += 1;
+        }
+        Some(inner.record.clone())
     }
 
     /// The handler version the task started with.

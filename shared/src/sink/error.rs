@@ -17,6 +17,10 @@ pub enum SinkError {
     /// Will never succeed (a 400, a missing queue, access denied).
     #[error("{0}")]
     Permanent(String),
+    /// The webhook answered `202` with a checkpoint: the task resumes later (see
+    /// [`super::http`]); its record says when.
+    #[error("suspended")]
+    Suspended,
 }
 
 impl From<SinkError> for HandlerError {
@@ -25,6 +29,7 @@ impl From<SinkError> for HandlerError {
             SinkError::Retryable(e) => HandlerError::Retryable(e),
             SinkError::RetryAfter { error, after } => HandlerError::RetryAfter { error, after },
             SinkError::Permanent(e) => HandlerError::Permanent(e),
+            SinkError::Suspended => HandlerError::Suspended,
         }
     }
 }

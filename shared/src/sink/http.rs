@@ -15,6 +15,7 @@
 //! | `X-Event-Bridge-Attempt` | this claim's number, 1 on the first |
 //! | `X-Event-Bridge-Group` | only for a grouped task: its group (tasks of a group arrive one at a time, in publish order) |
 //! | `X-Event-Bridge-Timestamp` | when this attempt was sent: whole seconds since the Unix epoch, by the sender's clock |
+//! | `X-Event-Bridge-Deadline` | when the webhook should have answered by: ms since the Unix epoch, by the sender's clock (the run's stop, or the attempt's timeout, whichever comes first); a long job saves a checkpoint and answers `202` before it |
 //! | `X-Event-Bridge-Signature` | only with a secret: `sha256=` and the signature below, in lowercase hex |
 //! | `webhook-id`, `webhook-timestamp`, `webhook-signature` | instead of `X-Event-Bridge-Signature`, with `"signature": "standard"`: Standard Webhooks (see [`super::signature`]) |
 //!
@@ -56,6 +57,23 @@
 //! nobody configured; point the sink at the final URL. The status table is the test
 //! `statuses_are_classified` below, beside `is_retryable`.
 //!
+//! # Resumable tasks: `202` with a checkpoint
+//!
+//! A webhook whose work outlasts one delivery answers `202` with a JSON object that has one of
+//! `checkpoint`, `resume_in` or `wait_for` (see [`super::resume_answer`]):
+//!
+//! | Answer | The task |
+//! |---|---|
+//! | `{"checkpoint": …}` | released with the checkpoint, delivered again at once (in another run) |
+//! | `{"checkpoint": …, "resume_in": "10s"}` | asleep for 10 s, holding no lease, then delivered again |
+//! | `{"checkpoint": …, "wait_for": ["order-7"], "timeout": "1h"}` | waits for a signal on any one of the keys (or a signal kept for one), at most an hour, then is delivered again |
+//!
+//! No attempt is counted. The next delivery's envelope carries `resume`: `checkpoint` (the
+//! last one answered) and `done`, the sleeps and waits so far, the last wait with its
+//! `outcome`: `{"by": "signal", "key": …, "payload": …}` or `{"by": "timeout"}`. A `202`
+//! with any other body delivers the task, as before; one that names a bad span, or keys no
+//! signal can have, sends it to the dead letters with the problem.
+//!
 //! The body of a 2xx answer is the task's result ([`TaskResult::from_answer`]): kept in the
 //! completion record (`KEEP_DONE`) when it is JSON of at most 64 KiB, else as its size and
 //! `Content-Type`. At most 64 KiB and one byte of it is read; the size of a longer one is its
@@ -92,6 +110,8 @@ pub const GROUP: &str = "x-event-bridge-group";
 pub const TRACEPARENT: &str = "traceparent";
 pub const TIMESTAMP: &str = "x-event-bridge-timestamp";
 pub const SIGNATURE: &str = "x-event-bridge-signature";
+/// When the webhook should have answered by: ms since the Unix epoch, by the sender's clock.
+pub const DEADLINE: &str = "x-event-bridge-deadline";
 
 /// The most of a successful response's body read: the result's limit and one byte, which
 /// tells a body over it.
@@ -183,8 +203,7 @@ impl HttpSink {
     }
 
     async fn deliver_within(&self, task: &Task, span: &Span) -> Result<HttpAnswer, SinkError> {
-        let body = serde_json::to_vec(&task.envelope)
-            .map_err(|e| SinkError::Permanent(format!("envelope is not serializable: {e}")))?;
+        let body = self.body(task)?;
         let traceparent = traces::traceparent(span).or_else(|| task.envelope.traceparent.clone());
         let stamp = unix_seconds(SystemTime::now());
         let headers = self.headers(task, stamp, &body, traceparent.as_deref())?;
@@ -199,11 +218,37 @@ impl HttpSink {
         let status = response.status();
         span.record("http.response.status_code", i64::from(status.as_u16()));
         tracing::debug!(task = %task.name, url = %self.shown, status = status.as_u16(), "webhook answered");
-        let result = self.read_answer(response).await?;
+        let result = self.read_answer(task, response).await?;
         Ok(HttpAnswer {
             status: status.as_u16(),
             result,
         })
+    }
+
+    /// The envelope as sent: a resumable task's with its record, a wait that ended without a
+    /// signal marked timed out.
+    fn body(&self, task: &Task) -> Result<Vec<u8>, SinkError> {
+        let sent = match task.steps.delivered_record() {
+            Some(record) => {
+                let mut envelope = task.envelope.clone();
+                envelope.resume = Some(record);
+                serde_json::to_vec(&envelope)
+            }
+            None => serde_json::to_vec(&task.envelope),
+        };
+        sent.map_err(|e| SinkError::Permanent(format!("envelope is not serializable: {e}")))
+    }
+
+    /// When the webhook should have answered by: the handler's stop (the run's deadline
+    /// near), or the attempt's timeout, whichever comes first.
+    fn deadline_ms(&self, task: &Task) -> u64 {
+        let left = task
+            .steps
+            .time_left()
+            .map_or(self.timeout, |left| left.min(self.timeout));
+        let at = SystemTime::now() + left;
+        at.duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
     }
 
     /// Every header of one attempt, the signature over `body` included.
@@ -240,6 +285,7 @@ impl HttpSink {
             put(TRACEPARENT, value("traceparent", traceparent)?);
         }
         put(TIMESTAMP, HeaderValue::from(timestamp));
+        put(DEADLINE, HeaderValue::from(self.deadline_ms(task)));
         if let Some(signer) = &self.signer {
             let id = &task.envelope.id;
             let mut signed = HeaderValue::from_str(&signer.sign(id, timestamp, body))
@@ -260,6 +306,7 @@ impl HttpSink {
     /// Reads a response into the task's result: what a success answered, or the error.
     async fn read_answer(
         &self,
+        task: &Task,
         response: reqwest::Response,
     ) -> Result<Option<TaskResult>, SinkError> {
         let status = response.status();
@@ -271,6 +318,9 @@ impl HttpSink {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
             let read = read_up_to(response, RESULT_READ_BYTES).await;
+            if status == reqwest::StatusCode::ACCEPTED {
+                self.suspension(task, &read)?;
+            }
             return Ok(TaskResult::from_answer(
                 &read,
                 length,
@@ -292,6 +342,22 @@ impl HttpSink {
             (true, None) => SinkError::Retryable(error),
             (false, _) => SinkError::Permanent(error),
         })
+    }
+
+    /// A `202` that suspends the task (see [`super::resume_answer`]): its record takes the
+    /// checkpoint and when to resume, and the error says so. Any other `202` delivers.
+    fn suspension(&self, task: &Task, body: &[u8]) -> Result<(), SinkError> {
+        match super::resume_answer::suspension(body) {
+            None => Ok(()),
+            Some(Ok((checkpoint, then))) => Err(match task.steps.suspend_with(checkpoint, then) {
+                crate::HandlerError::Permanent(e) => SinkError::Permanent(e),
+                _ => SinkError::Suspended,
+            }),
+            Some(Err(problem)) => Err(SinkError::Permanent(format!(
+                "HTTP 202 from {}: {problem}",
+                self.shown
+            ))),
+        }
     }
 
     /// A request that got no response: worth another try, unless it could not even be built.

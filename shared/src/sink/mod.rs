@@ -21,6 +21,8 @@ mod answer;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "http")]
+mod resume_answer;
+#[cfg(feature = "http")]
 pub mod signature;
 #[cfg(feature = "sqs")]
 pub mod sqs;
