@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
 use std::time::Duration;
 
-use event_bridge::Config;
 use event_bridge::config::RouteSource;
+use event_bridge::handler::FnHandler;
 use event_bridge::queue::TaskOutcome;
+use event_bridge::{Config, Task};
 use harness::{Proxy, TestQueue, workspace_root};
 use lambda_runtime::{Context, LambdaEvent};
 use process_events::App;
@@ -378,6 +379,41 @@ async fn common(s: &mut Scenario<'_>, tq: &TestQueue) {
     s.ask("GET", "", CRON, "", 200, "a GET's run").await;
     s.ask("POST", "", CRON, "", 200, "a POST's run without a body")
         .await;
+    resumable(s, tq).await;
+}
+
+/// Resumable tasks: one asleep, one waiting for a signal (run by a handler of our own); then
+/// signals over HTTP: one a task takes, one kept, one malformed.
+async fn resumable(s: &mut Scenario<'_>, tq: &TestQueue) {
+    let (nap, approval) = (
+        event_bridge::Envelope::new("nap", json!({})),
+        event_bridge::Envelope::new("approval", json!({})),
+    );
+    let ids = (nap.id.clone(), approval.id.clone());
+    tq.queue.publish_many(&[nap, approval]).await.unwrap();
+    let hour = Duration::from_secs(3600);
+    let handler = FnHandler(|task: Task| async move {
+        match task.envelope.event_type.as_str() {
+            "nap" => task.steps.sleep(hour).await,
+            "approval" => task.steps.wait_for(&["order-9"], hour).await.map(|_| ()),
+            _ => Ok(()),
+        }
+    });
+    let options = harness::options(10, 1);
+    let ran = event_bridge::process::run(&tq.queue, &handler, &options).await;
+    assert_eq!(ran.unwrap().suspended, 2);
+    s.status(&format!("status={}", ids.0), "sleeping").await;
+    s.status(&format!("status={}", ids.1), "awaiting_signal")
+        .await;
+    let signal = json!({"signal": "order-9", "payload": {"ok": true}}).to_string();
+    let delivered = s.publish(&signal, 202, "a signal a task takes").await;
+    assert!(delivered["delivered"]["task"].is_string(), "{delivered}");
+    let signal = json!({"signal": "order-9"}).to_string();
+    let kept = s.publish(&signal, 202, "a signal kept").await;
+    assert_eq!(kept["kept"], true, "{kept}");
+    let malformed = json!({"signal": 9}).to_string();
+    let refused = s.publish(&malformed, 400, "400: a malformed signal").await;
+    assert_eq!(refused["error"], "BadRequest", "{refused}");
 }
 
 /// The failures: a batch whose znode is not a batch (500), then ZooKeeper cut off (503).

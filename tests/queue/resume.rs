@@ -16,7 +16,14 @@ use event_bridge::state::State;
 use event_bridge::{Envelope, Task, process, reap};
 use serde_json::{Value, json};
 
+use crate::cli::eb;
 use harness::{TestQueue, options};
+
+fn stdout(output: std::process::Output) -> String {
+    let err = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(output.status.success(), "{err}");
+    String::from_utf8(output.stdout).unwrap()
+}
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -188,6 +195,13 @@ async fn a_sleeping_task_holds_no_lease_and_resumes_after_its_sleep() {
         "{:?}",
         why.lines
     );
+    let counted = inspect::detailed_stats(&t.queue, &t.now().await, false).await;
+    assert_eq!(counted.unwrap().sleeping, 1);
+    let shown = stdout(eb(&t, &["status", &id], ""));
+    assert!(
+        shown.contains(": sleeping after 1 steps, resumes in "),
+        "{shown}"
+    );
 
     // Not before its time.
     let report = process::run(&t.queue, &handler, &options(1, 1))
@@ -272,6 +286,8 @@ async fn a_key_two_tasks_wait_for_wakes_the_first_and_its_next_signal_the_other(
         why.lines
     );
     assert_eq!(t.children("leases").await, Vec::<String>::new());
+    let counted = inspect::detailed_stats(&t.queue, &t.now().await, true).await;
+    assert_eq!(counted.unwrap().awaiting_signal, 2);
 
     let signals = t.queue.signals();
     let one = signals.signal("refund", &json!(1)).await.unwrap();
@@ -447,4 +463,43 @@ async fn patched_is_true_for_a_task_that_reaches_the_change_after_it_and_false_b
         t.children("tasks").await.is_empty(),
         "{name} and {fresh} done"
     );
+}
+
+#[tokio::test]
+async fn the_command_sends_a_signal_and_stats_counts_the_wait_it_ends() {
+    let t = TestQueue::new().await;
+    let id = publish_one(&t, "approve").await;
+    let ended = Arc::default();
+    let handler = waiter(&["invoice/42"], Arc::clone(&ended));
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    let stats = stdout(eb(&t, &["stats"], ""));
+    assert!(stats.contains("0 sleeping, 1 awaiting a signal"), "{stats}");
+    let shown = stdout(eb(&t, &["status", &id], ""));
+    let waits = ": awaiting a signal on invoice/42 after 0 steps, times out in ";
+    assert!(shown.contains(waits), "{shown}");
+
+    let args = ["signal", "invoice/42", "--payload", r#"{"paid": true}"#];
+    let sent: Value = serde_json::from_str(&stdout(eb(&t, &args, ""))).unwrap();
+    assert!(sent["delivered"]["task"].is_string(), "{sent}");
+    let kept = stdout(eb(&t, &["signal", "invoice/42"], ""));
+    let kept: Value = serde_json::from_str(&kept).unwrap();
+    assert_eq!(kept, json!({"kept": {"key": "invoice/42"}}));
+    let bad = eb(&t, &["signal", "invoice/42", "--payload", "{paid"], "");
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("signal invoice/42: --payload is not JSON"),
+        "{err}"
+    );
+
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    let paid = WaitOutcome::Signal {
+        key: "invoice/42".into(),
+        payload: json!({"paid": true}),
+    };
+    assert_eq!(*ended.lock().unwrap(), [(id, paid)]);
 }

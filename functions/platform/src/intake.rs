@@ -83,6 +83,29 @@ fn status_of(query: &str, field: &str) -> Option<String> {
         .map(percent_decode)
 }
 
+/// A `POST` body that sends a signal rather than publishing: one JSON object with `signal` (the
+/// key) and no `type`, and an optional `payload`. `None` for any other body; the problem with
+/// a signal body that is malformed.
+pub fn read_signal(body: &[u8]) -> Option<Result<(String, serde_json::Value), String>> {
+    let Ok(serde_json::Value::Object(mut signal)) = serde_json::from_slice(body) else {
+        return None;
+    };
+    if !signal.contains_key("signal") || signal.contains_key("type") {
+        return None;
+    }
+    let key = match signal.remove("signal") {
+        Some(serde_json::Value::String(key)) => key,
+        _ => return Some(Err("\"signal\" must be the key, a string".into())),
+    };
+    if let Some(other) = signal.keys().find(|field| *field != "payload") {
+        return Some(Err(format!(
+            "a signal has \"signal\" and \"payload\" only, not {other:?}"
+        )));
+    }
+    let payload = signal.remove("payload").unwrap_or_default();
+    Some(Ok((key, payload)))
+}
+
 /// Why a publish's body was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refused {
@@ -199,6 +222,20 @@ mod tests {
     #[test]
     fn methods_and_queries_say_what_is_asked() {
         assert_eq!(ask("POST", "", true), Ok(Ask::Publish));
+        let signal = br#"{"signal": "order-7", "payload": {"ok": true}}"#;
+        let want = ("order-7".to_string(), serde_json::json!({"ok": true}));
+        assert_eq!(read_signal(signal), Some(Ok(want)));
+        assert_eq!(
+            read_signal(br#"{"type": "a", "signal": "x"}"#),
+            None,
+            "a task"
+        );
+        let bad = read_signal(br#"{"signal": 7}"#).unwrap().unwrap_err();
+        assert!(bad.contains("must be the key"), "{bad}");
+        let extra = read_signal(br#"{"signal": "k", "delay": 1}"#)
+            .unwrap()
+            .unwrap_err();
+        assert!(extra.contains("not \"delay\""), "{extra}");
         assert_eq!(ask("POST", "", false), Ok(Ask::Run(Trigger::Scheduled)));
         assert_eq!(
             ask("POST", "drain=1&max_tasks=5", true),

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use event_bridge::inspect::{self, Status};
-use event_bridge::queue::{Outcome, PublishOptions, Published};
+use event_bridge::queue::{Outcome, PublishOptions, Published, Signalled};
 use event_bridge::{Envelope, Error, Queue};
 use platform::HttpReply;
 use platform::intake::{Batch, Refused, read_batch};
@@ -20,6 +20,12 @@ use crate::App;
 /// invocation's, less nothing: the deadline margin is kept here); the reply names each task and
 /// where to ask for its status. A body that is refused publishes nothing.
 pub async fn publish(app: &App, body: &[u8], path: &str, time_left: Duration) -> HttpReply {
+    if let Some(signal) = platform::intake::read_signal(body) {
+        return match signal {
+            Ok((key, payload)) => self::signal(app, &key, &payload).await,
+            Err(problem) => HttpReply::bad_request(&problem),
+        };
+    }
     let deadline = Instant::now() + time_left.saturating_sub(app.session.config().deadline_margin);
     let limit = app.session.config().publish_max_bytes;
     let Batch { envelopes, lines } = match read_batch(body, limit) {
@@ -80,6 +86,22 @@ pub async fn publish(app: &App, body: &[u8], path: &str, time_left: Duration) ->
         }
         Err(e) => {
             tracing::error!(error = %e, tasks = envelopes.len(), "publish over HTTP failed");
+            HttpReply::failed(&e)
+        }
+    }
+}
+
+/// Sends signal `key`: `202` saying whether a waiting task took it or it is kept.
+async fn signal(app: &App, key: &str, payload: &Value) -> HttpReply {
+    let queue = app.session.queue();
+    match queue.signals().signal(key, payload).await {
+        Ok(Signalled::Delivered { task }) => {
+            HttpReply::accepted(json!({ "signal": key, "delivered": { "task": task } }))
+        }
+        Ok(_) => HttpReply::accepted(json!({ "signal": key, "kept": true })),
+        Err(e @ Error::Signal { .. }) => HttpReply::bad_request(&e.to_string()),
+        Err(e) => {
+            tracing::error!(error = %e, key, "signal over HTTP failed");
             HttpReply::failed(&e)
         }
     }

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::queue::{Queue, TaskRead, Walk};
+use crate::state::State;
 use crate::stats::{self, Stats};
 use crate::task::{self, Body};
 
@@ -28,6 +29,12 @@ pub struct DetailedStats {
     pub by_type: BTreeMap<String, usize>,
     /// Counted tasks we may not read (their ACL shuts us out).
     pub unreadable: usize,
+    /// Of the tasks under `delayed/` (all with `full`, else the first [`SAMPLE`]): how many
+    /// are resumable tasks asleep, and how many wait for a signal.
+    pub sleeping: usize,
+    pub awaiting_signal: usize,
+    /// How many tasks under `delayed/` were looked at for those two.
+    pub delayed_counted: usize,
 }
 
 /// The counts, with the event types of the [`SAMPLE`] oldest tasks, or of all with `full`.
@@ -58,5 +65,32 @@ pub async fn detailed_stats(queue: &Queue, now: &ZkTime, full: bool) -> Result<D
             *detailed.by_type.entry(event_type).or_default() += 1;
         }
     }
+    count_suspended(queue, &mut detailed, limit).await?;
     Ok(detailed)
+}
+
+/// Counts the resumable tasks asleep or waiting for a signal among the first `limit` tasks
+/// under `delayed/` (each body read: this is the look `stats` takes beyond its glance).
+async fn count_suspended(queue: &Queue, detailed: &mut DetailedStats, limit: usize) -> Result<()> {
+    let delays = queue.delays();
+    for bucket in delays.buckets().await? {
+        for (_, node) in delays.waiting_in(bucket).await? {
+            if detailed.delayed_counted >= limit {
+                return Ok(());
+            }
+            let path = format!("{}/{node}", queue.layout().delay_bucket(bucket));
+            let Some((body, _)) = queue.read_path(&path).await? else {
+                continue;
+            };
+            detailed.delayed_counted += 1;
+            if let Body::Envelope(envelope) = task::parse(&body) {
+                match super::status::delayed_state(&envelope) {
+                    State::Sleeping => detailed.sleeping += 1,
+                    State::AwaitingSignal => detailed.awaiting_signal += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(())
 }

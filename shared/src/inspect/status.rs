@@ -94,17 +94,9 @@ impl Status {
     /// A task under `delayed/`: asleep or waiting for a signal when its record says it
     /// suspended until its due time, waiting (a backoff, a delay) otherwise.
     pub fn delayed(task: Box<TaskInfo>) -> Status {
-        let suspended = task.envelope.as_ref().and_then(|envelope| {
-            let entry = envelope.resume.as_ref()?.suspended_in()?;
-            Some((entry.clone(), envelope.retry_at))
-        });
-        match suspended {
-            Some((Entry::Sleep { until_ms }, due)) if due == Some(until_ms) => {
-                Status::Sleeping { task }
-            }
-            Some((Entry::Wait { until_ms, .. }, due)) if due == Some(until_ms) => {
-                Status::AwaitingSignal { task }
-            }
+        match task.envelope.as_ref().map_or(State::Waiting, delayed_state) {
+            State::Sleeping => Status::Sleeping { task },
+            State::AwaitingSignal => Status::AwaitingSignal { task },
             _ => Status::Waiting { task },
         }
     }
@@ -121,6 +113,19 @@ impl Status {
             | Status::Place { task } => Some(task),
             _ => None,
         }
+    }
+}
+
+/// The state of a task under `delayed/` with `envelope`: asleep or waiting for a signal when
+/// its record says it suspended until its due time, waiting (a backoff, a delay) otherwise.
+pub fn delayed_state(envelope: &crate::task::Envelope) -> State {
+    let suspended = envelope.resume.as_ref().and_then(|r| r.suspended_in());
+    match suspended {
+        Some(Entry::Sleep { until_ms }) if envelope.retry_at == Some(*until_ms) => State::Sleeping,
+        Some(Entry::Wait { until_ms, .. }) if envelope.retry_at == Some(*until_ms) => {
+            State::AwaitingSignal
+        }
+        _ => State::Waiting,
     }
 }
 

@@ -119,6 +119,15 @@ enum Command {
         /// A task name (task-0000000042), a name it had, or an envelope id.
         task: String,
     },
+    /// Send a signal: the resumable task that waited first for KEY takes it and resumes; when
+    /// none waits, it is kept (SIGNAL_KEEP_MS) for the first wait of KEY. Prints where it went.
+    Signal {
+        /// The key tasks wait for (`Steps::wait_for`).
+        key: String,
+        /// The signal's payload, JSON (`null` when left out).
+        #[arg(long, default_value = "null")]
+        payload: String,
+    },
     /// Stop claiming tasks of one event type, or of the whole queue: tasks in flight finish,
     /// producers keep publishing.
     Pause {
@@ -407,6 +416,7 @@ fn runtime_for(command: &Command) -> tokio::runtime::Runtime {
         | Command::Status { .. }
         | Command::Explain { .. }
         | Command::Cancel { .. }
+        | Command::Signal { .. }
         | Command::Pause { .. }
         | Command::Resume { .. } => tokio::runtime::Builder::new_current_thread(),
         _ => tokio::runtime::Builder::new_multi_thread(),
@@ -467,6 +477,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
         }
         Command::Reap => print_json(&reap::reap(&queue).await?)?,
         Command::Cancel { task } => return control::cancel(&config, &queue, &task).await,
+        Command::Signal { key, payload } => control::signal(&queue, &key, &payload).await?,
         Command::Pause { event_type } => control::pause(&queue, event_type, true).await?,
         Command::Resume {
             group: Some(group), ..

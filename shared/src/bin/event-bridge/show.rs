@@ -76,6 +76,14 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
     }
     out!("leased       {}", s.stats.leased);
     out!("waiting      {}", s.stats.delayed);
+    if s.sleeping + s.awaiting_signal > 0 {
+        out!(
+            "  of them    {} sleeping, {} awaiting a signal (of {} looked at)",
+            s.sleeping,
+            s.awaiting_signal,
+            s.delayed_counted
+        );
+    }
     out!("debounced    {}", s.stats.debounced);
     out!("blocked      {} (waiting for parents)", s.stats.blocked);
     out!("dead         {}", s.stats.dead);
