@@ -11,3 +11,4 @@ mod functions;
 mod methods;
 mod openapi;
 mod requests;
+mod resumable;

@@ -524,3 +524,83 @@ async fn a_refused_connection_is_retried() {
     );
     assert!(!last_error.contains("t0ps3cret"), "{last_error}");
 }
+
+#[tokio::test]
+async fn a_202_with_a_checkpoint_resumes_the_task_with_it_and_a_signal_it_waited_for() {
+    let t = TestQueue::new().await;
+    let waits = r#"{"checkpoint": {"rows": 200}, "wait_for": ["export-7"], "timeout": "1h"}"#;
+    let receiver = Receiver::start([
+        Reply::status(202).body(r#"{"checkpoint": {"rows": 100}}"#),
+        Reply::status(202).body(waits),
+        Reply::status(200).body(r#"{"rows": 300}"#),
+    ])
+    .await;
+    let name = t.publish(1).await.remove(0);
+    let hook = Webhook::new(receiver.url("/export"), Duration::from_secs(10));
+    let first = within(run(&t.queue, &hook, 1)).await;
+    assert_eq!((first.suspended, first.retried), (1, 0), "{first:?}");
+    let second = within(run(&t.queue, &hook, 1)).await;
+    assert_eq!(second.suspended, 1, "{second:?}");
+    assert!(
+        t.children("leases").await.is_empty(),
+        "no lease while it waits"
+    );
+    let file = json!({"file": "f.csv"});
+    let sent = t.queue.signals().signal("export-7", &file).await.unwrap();
+    assert!(matches!(
+        sent,
+        event_bridge::queue::Signalled::Delivered { .. }
+    ));
+    let third = within(run(&t.queue, &hook, 1)).await;
+    assert_eq!(third.completed, 1, "{third:?}");
+
+    let requests = receiver.requests();
+    let bodies: Vec<Value> = (requests.iter())
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(bodies.len(), 3);
+    assert!(bodies[0].get("resume").is_none(), "{}", bodies[0]);
+    assert_eq!(bodies[1]["resume"]["checkpoint"], json!({"rows": 100}));
+    assert_eq!(bodies[2]["resume"]["checkpoint"], json!({"rows": 200}));
+    let waited = &bodies[2]["resume"]["done"][0];
+    assert_eq!(waited["keys"], json!(["export-7"]), "{waited}");
+    assert_eq!(
+        waited["outcome"],
+        json!({"by": "signal", "key": "export-7", "payload": {"file": "f.csv"}})
+    );
+    // No attempt counted for a suspension; the deadline is within the attempt's timeout.
+    let attempts: Vec<&str> = requests
+        .iter()
+        .map(|r| r.header("X-Event-Bridge-Attempt"))
+        .collect();
+    assert_eq!(attempts, ["1", "1", "1"], "{name}");
+    for request in &requests {
+        let deadline: i64 = request.header("X-Event-Bridge-Deadline").parse().unwrap();
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let left = deadline - now_ms.unwrap().as_millis() as i64;
+        assert!((0..=10_000).contains(&left), "deadline {left} ms away");
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_202_suspension_goes_to_the_dead_letters_naming_its_problem() {
+    let t = TestQueue::new().await;
+    let bad = r#"{"checkpoint": 1, "resume_in": "soon"}"#;
+    let receiver = Receiver::start([Reply::status(202).body(bad)]).await;
+    let name = t.publish(1).await.remove(0);
+    let hook = Webhook::new(receiver.url("/export"), Duration::from_secs(10));
+    let report = within(run(&t.queue, &hook, 1)).await;
+    assert_eq!(report.dead_lettered, 1, "{report:?}");
+    let record = t.read_json(&format!("dead/{name}")).await;
+    let error = record["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("HTTP 202 from http://")
+            && error.contains("resume_in \"soon\" is not a span"),
+        "{record}"
+    );
+    // Any other 202 delivers, as before.
+    let receiver = Receiver::start([Reply::status(202).body(r#"{"queued": true}"#)]).await;
+    t.publish(1).await;
+    let hook = Webhook::new(receiver.url("/export"), Duration::from_secs(10));
+    assert_eq!(within(run(&t.queue, &hook, 1)).await.completed, 1);
+}

@@ -22,7 +22,7 @@ pub mod vercel;
 use std::time::Duration;
 
 use event_bridge::sink::{Delivery, dead_letter_sink};
-use event_bridge::{Config, Error, ProcessReport, RunOptions, Session, process};
+use event_bridge::{Config, Error, Handler, ProcessReport, RunOptions, Session, process};
 use platform::trigger::Trigger;
 use tokio::time::Instant;
 
@@ -48,14 +48,25 @@ impl App {
 /// Runs what `trigger` asks for, finishing within `time_left`. A session found over is
 /// replaced ([`Session::run`]).
 pub async fn run(app: &App, trigger: Trigger, time_left: Duration) -> Result<ProcessReport, Error> {
-    let config = app.session.config();
+    run_with(&app.session, &app.delivery, trigger, time_left).await
+}
+
+/// As [`run`], with a handler of one's own: what a Rust user's own function binary built on
+/// this crate calls (resumable tasks' steps are such a handler's).
+pub async fn run_with<H: Handler>(
+    session: &Session,
+    handler: &H,
+    trigger: Trigger,
+    time_left: Duration,
+) -> Result<ProcessReport, Error> {
+    let config = session.config();
     let options = RunOptions {
         max_tasks: trigger.max_tasks(config),
         concurrency: trigger.concurrency(config),
         deadline: Instant::now() + time_left,
         margin: config.deadline_margin,
     };
-    let (options, handler, session) = (&options, &app.delivery, &app.session);
+    let options = &options;
     // A session found over before the run is replaced, and a run that fails on a session
     // fault runs once more; within a run, held tasks go on on a new session by themselves.
     session
