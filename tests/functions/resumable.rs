@@ -77,7 +77,7 @@ async fn a_task_of_ten_one_second_steps_finishes_across_three_second_invocations
     let uninterrupted = process_events::run_with(
         &other.session,
         &handler,
-        drain.clone(),
+        drain,
         Duration::from_secs(60),
     );
     let resumed = async {
@@ -91,7 +91,7 @@ async fn a_task_of_ten_one_second_steps_finishes_across_three_second_invocations
             let report = process_events::run_with(
                 &app.session,
                 &handler,
-                drain.clone(),
+                drain,
                 Duration::from_secs(3),
             )
             .await

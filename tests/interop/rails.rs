@@ -65,6 +65,104 @@ async fn active_jobs_publish_over_http_and_run_in_the_signed_job_runner() {
     assert!(tq.children("tasks").await.is_empty() && tq.children("dead").await.is_empty());
 }
 
+#[tokio::test]
+async fn a_job_of_steps_stopped_after_each_step_resumes_until_done_each_step_once() {
+    require_ruby();
+    let tq = TestQueue::new().await;
+    let (secret, record) = (new_secret(), new_record());
+    let one_step = [("EVENT_BRIDGE_DEMO_STEPS_PER_DELIVERY", "1")];
+    let runner = Runner::start_with(Some(&secret), &record, None, &one_step).await;
+    let bridge = bridge(&tq, free_port(), &runner, &secret).await;
+
+    let enqueued = enqueue(bridge.port, &["steps"]).await;
+    let job = &enqueued["Demo::StepsJob"];
+    let runs = drain_until_done(&bridge, &record, 1).await;
+    let mine: Vec<_> = runs
+        .iter()
+        .filter(|r| r["job_id"] == job["job_id"])
+        .collect();
+    let seen: Vec<String> = mine.iter().map(|r| shown_run(r)).collect();
+    // Five deliveries: each runs one step and stops before the next (the runner's 202), the
+    // one with a cursor whole; the last finishes (200).
+    let expected = [
+        "start, step fetch, stopped",
+        "start, step resize, stopped",
+        "start, step tag, stopped",
+        "start, step upload 0, step upload 1, step upload 2, stopped",
+        "start, step notify, done",
+    ];
+    assert_eq!(seen.join(", "), expected.join(", "), "{mine:#?}");
+
+    // Each stop answered the steps done so far; the next delivery carried that checkpoint.
+    let stops: Vec<_> = mine.iter().filter(|r| r["what"] == "stopped").collect();
+    let done = ["fetch", "resize", "tag", "upload"];
+    for (i, stop) in stops.iter().enumerate() {
+        let checkpoint = json!({"completed": done[..=i], "resumptions": i});
+        assert_eq!(stop["checkpoint"], checkpoint, "{mine:#?}");
+    }
+    let deliveries = starts(&runs, job);
+    assert!(deliveries[0]["resumed_from"].is_null(), "{mine:#?}");
+    for (delivery, stop) in deliveries[1..].iter().zip(&stops) {
+        assert_eq!(delivery["resumed_from"], stop["checkpoint"], "{mine:#?}");
+    }
+    // A stop counts no attempt; each delivery is a claim of its own.
+    assert!(deliveries.iter().all(|d| d["attempt"] == 1), "{mine:#?}");
+    let tokens: Vec<_> = deliveries
+        .iter()
+        .map(|d| d["fencing_token"].as_u64())
+        .collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    assert!(tq.children("tasks").await.is_empty() && tq.children("dead").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_job_of_steps_resumes_from_its_cursor_and_stops_when_the_deadline_is_near() {
+    require_ruby();
+    let (secret, record) = (new_secret(), new_record());
+    let runner = Runner::start(Some(&secret), &record, None).await;
+    let envelope = |checkpoint: Value| {
+        json!({"format": "event-bridge/1", "id": "steps", "type": "active_job.default",
+            "payload": {"job_class": "Demo::StepsJob", "job_id": "steps-job", "queue_name": "default",
+                "arguments": ["import-7"], "executions": 0, "locale": "en"},
+            "resume": {"checkpoint": checkpoint, "done": []}})
+        .to_string()
+    };
+    let deliver = |body, deadline_ms| deliver_steps(&runner, &secret, body, deadline_ms);
+    let now_ms = unix_seconds() * 1000;
+
+    // Stopped inside `upload` at part 1; its deadline a second away, within the runner's
+    // margin (5 s): the job runs part 1, advances, and stops at that checkpoint.
+    let inside = json!({"completed": ["fetch", "resize", "tag"],
+        "current": {"name": "upload", "cursor": 1}, "resumptions": 3});
+    let (status, answer) = deliver(envelope(inside), now_ms + 1_000).await;
+    assert_eq!(status, 202, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).expect(&answer);
+    let next = json!({"completed": ["fetch", "resize", "tag"],
+        "current": {"name": "upload", "cursor": 2}, "resumptions": 4});
+    assert_eq!(answer, json!({"checkpoint": next}));
+
+    // With time left, it finishes from there.
+    let (status, answer) = deliver(envelope(next), now_ms + 60_000).await;
+    assert_eq!(status, 200, "{answer}");
+    let runs = read_runs(&record);
+    let seen: Vec<String> = runs.iter().map(shown_run).collect();
+    let expected = [
+        "start, step upload 1, stopped",
+        "start, step upload 2, step notify, done",
+    ];
+    assert_eq!(seen.join(", "), expected.join(", "), "{runs:#?}");
+
+    // A checkpoint this job's steps do not fit: 422, to the dead letters, nothing run.
+    let (status, answer) =
+        deliver(envelope(json!({"completed": ["resize"]})), now_ms + 60_000).await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer.contains("step :fetch met where the checkpoint has step :resize done"),
+        "{answer}"
+    );
+    assert_eq!(read_runs(&record).len(), runs.len() + 1, "only its start");
+}
+
 /// Right after the publish: the plain job is a task of the normal lane, the delayed one is a
 /// task due two seconds after its publish by ZooKeeper's clock, the one of priority -1 is in
 /// the high lane.
@@ -375,7 +473,18 @@ impl Runner {
     /// Starts the runner (with `secret` as EVENT_BRIDGE_WEBHOOK_SECRET, none if `None`); with
     /// `publish`, its jobs' re-enqueues publish there.
     async fn start(secret: Option<&str>, record: &PathBuf, publish: Option<&str>) -> Self {
+        Self::start_with(secret, record, publish, &[]).await
+    }
+
+    /// As `start`, with more of serve.rb's environment (EVENT_BRIDGE_DEMO_STEPS_PER_DELIVERY).
+    async fn start_with(
+        secret: Option<&str>,
+        record: &PathBuf,
+        publish: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut command = ruby("serve.rb");
+        command.envs(env.iter().copied());
         command.env_remove("EVENT_BRIDGE_WEBHOOK_SECRET");
         if let Some(secret) = secret {
             command.env("EVENT_BRIDGE_WEBHOOK_SECRET", secret);
@@ -592,6 +701,31 @@ fn read_runs(record: &PathBuf) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).expect(l))
         .collect()
+}
+
+/// POSTs `body` to the runner, signed, with `deadline_ms` as its X-Event-Bridge-Deadline.
+async fn deliver_steps(
+    runner: &Runner,
+    secret: &str,
+    body: String,
+    deadline_ms: u64,
+) -> (u16, String) {
+    let mut headers = standard_headers(secret, "steps", unix_seconds(), &body);
+    headers.push(("X-Event-Bridge-Deadline", deadline_ms.to_string()));
+    post(runner.port, &runner.path, &headers, &body).await
+}
+
+/// A run event as the steps tests compare it: `what`, and a step's name and part.
+fn shown_run(run: &Value) -> String {
+    let mut shown = run["what"].as_str().unwrap_or_default().to_string();
+    for field in ["step", "part"] {
+        match &run[field] {
+            Value::String(s) => shown = format!("{shown} {s}"),
+            Value::Number(n) => shown = format!("{shown} {n}"),
+            _ => {}
+        }
+    }
+    shown
 }
 
 /// The recorded starts of `job`, in order.

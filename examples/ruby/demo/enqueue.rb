@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
-# Enqueues the three demo jobs through the event_bridge adapter (perform_later publishes to
+# Enqueues the demo jobs through the event_bridge adapter (perform_later publishes to
 # $EVENT_BRIDGE_PUBLISH_URL) and prints one JSON line per job: its class, job id,
 # provider_job_id, and when it was enqueued and is scheduled for (wall clock, ms).
 #
-#   ruby -I examples/ruby/lib examples/ruby/demo/enqueue.rb [welcome reminder flaky retrying]
+#   ruby -I examples/ruby/lib examples/ruby/demo/enqueue.rb [welcome reminder flaky retrying steps]
 #
 # Without arguments: welcome (plain), reminder (set(wait: 2)) and flaky (priority -1: the high
 # lane; fails on its first attempt).
@@ -23,7 +23,8 @@ JOBS = {
   "welcome" => -> { Demo::WelcomeJob.perform_later("ada") },
   "reminder" => -> { Demo::ReminderJob.set(wait: 2).perform_later("grace") },
   "flaky" => -> { Demo::FlakyJob.set(priority: -1).perform_later("linus") },
-  "retrying" => -> { Demo::RetryingJob.perform_later("barbara") }
+  "retrying" => -> { Demo::RetryingJob.perform_later("barbara") },
+  "steps" => -> { Demo::StepsJob.perform_later("import-7") }
 }.freeze
 
 (ARGV.empty? ? %w[welcome reminder flaky] : ARGV).each do |name|

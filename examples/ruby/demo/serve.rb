@@ -2,7 +2,8 @@
 
 # The job runner behind WEBrick, as a Rails app would mount it, on 127.0.0.1:$PORT (0: any
 # free port). Prints "runner listening on http://127.0.0.1:<port>/event_bridge/jobs" once it
-# listens.
+# listens. With EVENT_BRIDGE_DEMO_STEPS_PER_DELIVERY=n, jobs of EventBridge::Steps stop once
+# they completed n steps in a delivery (the runner's `stopping:` policy), and resume in the next.
 #
 #   EVENT_BRIDGE_WEBHOOK_SECRET=whsec_… ruby -I examples/ruby/lib examples/ruby/demo/serve.rb
 
@@ -16,7 +17,9 @@ require_relative "jobs"
 ActiveJob::Base.queue_adapter = :event_bridge
 
 # Made at boot, as config/routes.rb makes it (`mount EventBridge::JobRunner.new => …`).
-runner = EventBridge::JobRunner.new
+per_delivery = ENV["EVENT_BRIDGE_DEMO_STEPS_PER_DELIVERY"]
+stopping = per_delivery && ->(_delivery, steps) { steps >= Integer(per_delivery) }
+runner = EventBridge::JobRunner.new(stopping: stopping)
 app = Rack::Builder.new do
   map("/event_bridge/jobs") { run runner }
 end

@@ -4,6 +4,7 @@ require "json"
 require "active_job"
 require "active_support/notifications"
 require_relative "delivery"
+require_relative "steps"
 require_relative "webhook_signature"
 
 module EventBridge
@@ -27,6 +28,29 @@ module EventBridge
   # 3. answers 200 when the job returned, 500 when it raised: event-bridge then retries the
   #    task with backoff (BACKOFF_BASE_MS, doubling) and after MAX_ATTEMPTS claims moves it to
   #    the dead letters with the answer as its last error.
+  # 4. answers 202 with `{"checkpoint": …}` when a job of EventBridge::Steps stopped between
+  #    (or inside) its steps: event-bridge delivers the task again at once, with that
+  #    checkpoint in the envelope (`resume.checkpoint`, handed to the job as
+  #    `EventBridge.delivery.checkpoint`), and counts no attempt. A job whose steps break
+  #    their rules or do not fit its checkpoint (EventBridge::Steps::Error) gets 422: straight
+  #    to the dead letters.
+  #
+  # # When a job of steps stops
+  #
+  # At each of its checkpoints (see EventBridge::Steps) the job stops when
+  #
+  # - the delivery's deadline (`X-Event-Bridge-Deadline`) is less than `deadline_margin`
+  #   seconds away (5 by default; make it longer than the longest stretch between two
+  #   checkpoints, and mind the skew between the sender's clock and this one); or
+  # - `stopping:`, when given, answers true: a callable given the delivery and the number of
+  #   steps the job completed in it, asked at every checkpoint. For short deliveries (a step or
+  #   two each, whatever the deadline), and for tests:
+  #
+  #     JobRunner.new(stopping: ->(_delivery, steps) { steps >= 1 })   # a step per delivery
+  #     JobRunner.new(stopping: ->(delivery, _steps) { Time.now - delivery.received_at > 10 })
+  #                                                      # about 10 s of steps per delivery
+  #
+  # Jobs without steps never stop: they run to their end, as before.
   #
   # # ActiveJob's retry_on and discard_on
   #
@@ -51,10 +75,15 @@ module EventBridge
     # `secret` defaults to EVENT_BRIDGE_WEBHOOK_SECRET as it is at the first request, so that
     # routes.rb loads without it (a `rails assets:precompile` without runtime secrets); until
     # it is set (and a whsec_ secret), every delivery gets 500 naming it and runs nothing.
-    def initialize(secret: nil, tolerance: WebhookSignature::TOLERANCE_SECONDS, retry_stopped_status: 422)
+    def initialize(secret: nil, tolerance: WebhookSignature::TOLERANCE_SECONDS, retry_stopped_status: 422,
+                   deadline_margin: 5, stopping: nil)
+      raise ArgumentError, "stopping: must respond to call" unless stopping.nil? || stopping.respond_to?(:call)
+
       @secret = secret
       @tolerance = tolerance
       @retry_stopped_status = retry_stopped_status
+      @deadline_margin = deadline_margin
+      @stopping = stopping
     end
 
     def call(env)
@@ -66,10 +95,10 @@ module EventBridge
                                   signature: env["HTTP_WEBHOOK_SIGNATURE"], body: body)
       return answer(401, error: "Unauthorized", message: problem) if problem
 
-      payload, problem = job_data(body)
+      envelope, problem = job_envelope(body)
       return answer(422, error: "Unprocessable", message: problem) if problem
 
-      run(payload, delivery(env, payload))
+      run(envelope["payload"], delivery(env, envelope))
     end
 
     private
@@ -96,9 +125,9 @@ module EventBridge
       input.read.to_s
     end
 
-    # The job's data in a task's envelope, or why the task is not one this runner runs (422:
-    # event-bridge does not retry it, it goes to the dead letters).
-    def job_data(body)
+    # A task's envelope whose payload is a job's data, or why the task is not one this runner
+    # runs (422: event-bridge does not retry it, it goes to the dead letters).
+    def job_envelope(body)
       envelope = JSON.parse(body)
       type = envelope["type"].to_s
       return [nil, "type #{type.inspect} is not active_job.<queue>"] unless type.start_with?("active_job.")
@@ -106,16 +135,33 @@ module EventBridge
       payload = envelope["payload"]
       return [nil, "the payload is not a serialized job"] unless payload.is_a?(Hash) && payload["job_class"]
 
-      [payload, nil]
+      [envelope, nil]
     rescue JSON::ParserError
       [nil, "the body is not JSON"]
     end
 
-    def delivery(env, payload)
-      Delivery.new(task: env["HTTP_X_EVENT_BRIDGE_TASK"], id: env["HTTP_WEBHOOK_ID"],
-                   idempotency_key: env["HTTP_IDEMPOTENCY_KEY"],
-                   fencing_token: env["HTTP_X_EVENT_BRIDGE_FENCING_TOKEN"]&.to_i,
-                   attempt: env["HTTP_X_EVENT_BRIDGE_ATTEMPT"]&.to_i, job_id: payload["job_id"])
+    def delivery(env, envelope)
+      resume = envelope["resume"]
+      delivery = Delivery.new(task: env["HTTP_X_EVENT_BRIDGE_TASK"], id: env["HTTP_WEBHOOK_ID"],
+                              idempotency_key: env["HTTP_IDEMPOTENCY_KEY"],
+                              fencing_token: env["HTTP_X_EVENT_BRIDGE_FENCING_TOKEN"]&.to_i,
+                              attempt: env["HTTP_X_EVENT_BRIDGE_ATTEMPT"]&.to_i,
+                              job_id: envelope["payload"]["job_id"],
+                              deadline: deadline(env["HTTP_X_EVENT_BRIDGE_DEADLINE"]),
+                              checkpoint: resume.is_a?(Hash) ? resume["checkpoint"] : nil)
+      delivery.received_at = Time.now
+      delivery.stop_margin = @deadline_margin
+      delivery.stop_policy = @stopping
+      delivery
+    end
+
+    # X-Event-Bridge-Deadline (ms since the Unix epoch) as a Time; nil when absent or not a
+    # number.
+    def deadline(header)
+      ms = Integer(header.to_s, 10)
+      Time.at(0, ms, :millisecond)
+    rescue ArgumentError
+      nil
     end
 
     def run(payload, delivery)
@@ -128,9 +174,15 @@ module EventBridge
           ActiveJob::Base.execute(payload)
         end
       end
+      return answer(202, checkpoint: delivery.stopped_with) if delivery.stopped_with
+
       answer(200, ran: delivery.job_id)
     rescue StandardError => e
-      answer(stopped ? @retry_stopped_status : 500, error: e.class.name, message: e.message.to_s[0, 200])
+      status = if stopped then @retry_stopped_status
+               elsif e.is_a?(Steps::Error) then 422
+               else 500
+               end
+      answer(status, error: e.class.name, message: e.message.to_s[0, 200])
     end
 
     def answer(status, body)

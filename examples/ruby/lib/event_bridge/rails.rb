@@ -14,12 +14,14 @@
 # - EVENT_BRIDGE_WEBHOOK_SECRET: the whsec_ secret of the route that delivers to the runner
 #
 # See EventBridge::JobTask (how a job becomes a task), ActiveJob::QueueAdapters::
-# EventBridgeAdapter (perform_later) and EventBridge::JobRunner (running it, retries).
+# EventBridgeAdapter (perform_later), EventBridge::JobRunner (running it, retries) and
+# EventBridge::Steps (jobs that resume across deliveries).
 
 require "active_job"
 require_relative "publisher"
 require_relative "delivery"
 require_relative "active_job_adapter"
+require_relative "steps"
 require_relative "job_runner"
 
 ActiveSupport.on_load(:active_job) { include EventBridge::DeliveryAccess }
