@@ -74,12 +74,8 @@ async fn a_task_of_ten_one_second_steps_finishes_across_three_second_invocations
         App::open(long.config.clone(), "test").await.expect("app"),
     );
     let drain = Trigger::Drain { max_tasks: None };
-    let uninterrupted = process_events::run_with(
-        &other.session,
-        &handler,
-        drain,
-        Duration::from_secs(60),
-    );
+    let uninterrupted =
+        process_events::run_with(&other.session, &handler, drain, Duration::from_secs(60));
     let resumed = async {
         let mut invocations = 0;
         while !short.children("tasks").await.is_empty() {
@@ -88,14 +84,10 @@ async fn a_task_of_ten_one_second_steps_finishes_across_three_second_invocations
                 invocations <= 2 * STEPS,
                 "no end after {invocations} invocations"
             );
-            let report = process_events::run_with(
-                &app.session,
-                &handler,
-                drain,
-                Duration::from_secs(3),
-            )
-            .await
-            .expect("an invocation");
+            let report =
+                process_events::run_with(&app.session, &handler, drain, Duration::from_secs(3))
+                    .await
+                    .expect("an invocation");
             assert_eq!(report.dead_lettered + report.leases_lost, 0, "{report:?}");
         }
         invocations
