@@ -75,6 +75,7 @@ pub struct Window {
 
 #[derive(Default)]
 pub struct Figures {
+    pub resumable: crate::resumable::ResumableFigures,
     pub answers: BTreeMap<&'static str, usize>,
     pub requests: usize,
     // lost and stuck
@@ -208,6 +209,10 @@ pub struct Inputs<'a> {
     pub left: &'a Left,
     pub claims: &'a [Claim],
     pub batch: Option<&'a event_bridge::batch::BatchStatus>,
+    /// The resumable tasks and their signals (see `resumable`), and the signals' payload ids
+    /// still kept at the end.
+    pub resumable: &'a crate::resumable::ResumablePublished,
+    pub kept_signals: &'a [String],
 }
 
 fn secs(d: Duration) -> f64 {
@@ -304,7 +309,9 @@ pub fn judge(input: &Inputs) -> Figures {
         .map(str::to_string)
         .collect();
     f.batch = crate::batches::judge(input, &by_id);
-    let sent: HashSet<&str> = published.sent.iter().map(|s| s.id.as_str()).collect();
+    let resumable = input.resumable.ids();
+    let mut sent: HashSet<&str> = published.sent.iter().map(|s| s.id.as_str()).collect();
+    sent.extend(resumable.iter().copied());
     let callbacks = &f.batch.callback_ids;
     f.strangers = (by_id.keys())
         .filter(|id| !sent.contains(*id) && !scheduled.contains(*id))
@@ -395,8 +402,12 @@ pub fn judge(input: &Inputs) -> Figures {
     f.violations_frozen = refusable.len();
     f.malformed = ledger.malformed;
 
-    // Duplicates: deliveries after the id's first success.
-    for list in by_id.values() {
+    // Duplicates: deliveries after the id's first success (a resumable task's steps are
+    // judged by `resumable`).
+    for (id, list) in &by_id {
+        if resumable.contains(id) {
+            continue;
+        }
         if let Some(first) = list.iter().position(|d| d.answer == Answer::Ok) {
             f.duplicates += list.len() - first - 1;
         }
@@ -404,6 +415,7 @@ pub fn judge(input: &Inputs) -> Figures {
     let held: usize = input.faults.iter().map(|r| r.held).sum();
     f.allowed_duplicates = held + published.resent;
 
+    f.resumable = crate::resumable::judge(input, &by_id, input.kept_signals);
     retries(&mut f, input, &by_id);
     back_after_faults(&mut f, input, &by_id, &marked_dead);
 

@@ -47,6 +47,7 @@ mod producer;
 mod publish_cut;
 mod receiver;
 mod results;
+mod resumable;
 mod scratch;
 mod summary;
 mod tree;
@@ -141,14 +142,17 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     };
     let fault_schedule = faults::schedule(length, soak_minutes.is_some());
     let pause_windows = pause_windows(length, soak_minutes.is_some());
-    let (published, faults, pauses) = tokio::join!(
+    let (published, resumable, faults, pauses) = tokio::join!(
         producer::publish(&tree.config, tasks, rate, start, times),
+        resumable::publish(tree.config.clone(), start),
         faults::run(&stage, start, &fault_schedule),
         control::pause_type(&launcher, start, &pause_windows),
     );
     control::pause_schedule(&launcher, &mut schedule).await;
     let settle_start = Instant::now();
-    let settled = settle(&receiver, &tree, &published.deliverable()).await;
+    let mut deliverable = published.deliverable();
+    deliverable.extend(resumable.tasks.iter().map(|(id, _)| id.clone()));
+    let settled = settle(&receiver, &tree, &deliverable).await;
     let settling = settle_start.elapsed();
     let publishing = published.took;
 
@@ -166,6 +170,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let results = results::check(&tree, receiver.with(results::sample)).await;
     let stored_schedule = tree.schedule(control::SCHEDULE_NAME).await;
     let logs = logs::scan(&launcher.logs());
+    let kept_signals = tree.kept_signals().await;
     let figures = receiver.with(|ledger| {
         let inputs = checks::Inputs {
             start,
@@ -179,6 +184,8 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
             left: &left,
             claims: &logs.claimed,
             batch: batch.as_ref(),
+            resumable: &resumable,
+            kept_signals: &kept_signals,
         };
         checks::dump(scratch.path(), &inputs);
         checks::judge(&inputs)

@@ -71,6 +71,8 @@ pub struct Delivery {
     pub answer: Answer,
     /// When the answer was written (or the sink gave up).
     pub answered: Instant,
+    /// For a resumable task: the step its checkpoint says, and how its wait ended.
+    pub resume: Option<crate::resumable::Resumed>,
 }
 
 /// A request sent by a holder whose lease had passed on.
@@ -212,6 +214,9 @@ struct Parsed {
     token: i64,
     /// No longer counted open.
     closed: bool,
+    resume: Option<crate::resumable::Resumed>,
+    /// A resumable task's pair's signal key.
+    signal_key: Option<String>,
 }
 
 impl Ledger {
@@ -296,6 +301,7 @@ impl Ledger {
             arrived_ms: arrived.1,
             answer,
             answered,
+            resume: parsed.resume,
         });
     }
 }
@@ -410,6 +416,11 @@ async fn serve(stream: TcpStream, ledger: Arc<Mutex<Ledger>>, limited: LimitedRo
 /// A `200` whose JSON body names the request's task and fencing token (the result the
 /// completion record keeps: see `results`); empty for a request that said neither.
 fn ok(parsed: Option<&Parsed>) -> String {
+    if let Some(p) = parsed
+        && let (Some(resumed), Some(key)) = (&p.resume, &p.signal_key)
+    {
+        return crate::resumable::answer(resumed, &p.task, p.token, key);
+    }
     let body = parsed.map_or(String::new(), |p| crate::results::answer(&p.task, p.token));
     format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -451,6 +462,8 @@ impl Request {
             attempt: self.header("x-event-bridge-attempt").parse().ok()?,
             token: self.header("x-event-bridge-fencing-token").parse().ok()?,
             closed: false,
+            resume: crate::resumable::Resumed::of(&envelope),
+            signal_key: crate::resumable::key_of(&envelope),
         })
     }
 }

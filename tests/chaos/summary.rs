@@ -366,6 +366,34 @@ impl Outcome {
             f.allowed_duplicates,
             flag(f.duplicates > f.allowed_duplicates)
         );
+        let r = &f.resumable;
+        println!(
+            "resumable   {:>6}  of {} resumable tasks finished ({} waits ended by a signal, {} by their timeout); {} signals sent ({} without an answer, not judged), {} kept at the end; {} steps ran again after a checkpoint that did not land (within the duplicates' allowance {}); went back {}, stale checkpoints accepted {}, signals consumed twice {}, lost {}{}{}",
+            r.finished,
+            r.tasks,
+            r.by_signal,
+            r.by_timeout,
+            r.signals_sent,
+            r.signals_uncertain,
+            r.kept,
+            r.reran,
+            f.allowed_duplicates,
+            r.went_back.len(),
+            r.stale_accepted.len(),
+            r.consumed_twice.len(),
+            r.lost_signals.len(),
+            some(
+                &[
+                    &r.went_back[..],
+                    &r.stale_accepted,
+                    &r.consumed_twice,
+                    &r.lost_signals,
+                    &r.unfinished
+                ]
+                .concat()
+            ),
+            flag(r.failed() || r.reran > f.allowed_duplicates)
+        );
         let bound = RETRY_LATE_BOUND.as_secs_f64();
         println!(
             "retries     {:>6}  came more than {:?} before their backoff was over (earliest {:.3} s before; design: never, asserted: not by more than {:?}){}{}",
@@ -716,6 +744,11 @@ impl Outcome {
                 f.malformed,
                 some(&f.strangers)
             ),
+        );
+        let r = &f.resumable;
+        fail(
+            r.failed() || r.reran > f.allowed_duplicates,
+            format!("resumable tasks broke their contract: {r:?}"),
         );
         fail(
             f.duplicates > f.allowed_duplicates,

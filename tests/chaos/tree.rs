@@ -308,6 +308,31 @@ impl Tree {
         waiting
     }
 
+    /// The payload ids of the signals still kept under their keys (`signals/<key>/s-…`).
+    pub async fn kept_signals(&self) -> Vec<String> {
+        let dir = self.path("signals");
+        let mut kept = Vec::new();
+        for key in self.children_if_any(&dir).await {
+            let key = format!("{dir}/{key}");
+            for child in self.children_if_any(&key).await {
+                if !child.starts_with("s-") {
+                    continue;
+                }
+                let read = self
+                    .client()
+                    .await
+                    .get_data(&format!("{key}/{child}"))
+                    .await;
+                let Ok((data, _)) = read else { continue };
+                let value: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
+                if let Some(id) = value.pointer("/payload/id").and_then(|v| v.as_str()) {
+                    kept.push(id.to_string());
+                }
+            }
+        }
+        kept
+    }
+
     /// `ROOT/<dir>` as the servers name it, chroot included.
     pub fn server_path(&self, dir: &str) -> String {
         format!("{}{}", self.chroot, self.path(dir))
