@@ -503,3 +503,69 @@ async fn the_command_sends_a_signal_and_stats_counts_the_wait_it_ends() {
     };
     assert_eq!(*ended.lock().unwrap(), [(id, paid)]);
 }
+
+/// A handler of endless 50 ms steps that says when its first is done.
+fn endless(
+    first: Arc<tokio::sync::Notify>,
+) -> FnHandler<impl Fn(Task) -> futures::future::BoxFuture<'static, Result<(), HandlerError>>> {
+    FnHandler(move |task: Task| {
+        let first = first.clone();
+        Box::pin(async move {
+            for i in 0u32.. {
+                let step = async {
+                    harness::real_time(Duration::from_millis(50), "a step's work").await;
+                    Ok(i)
+                };
+                task.steps.step(&format!("part-{i}"), step).await?;
+                first.notify_one();
+            }
+            Ok(())
+        }) as futures::future::BoxFuture<'static, _>
+    })
+}
+
+#[tokio::test]
+async fn a_running_resumable_task_stops_between_steps_when_cancelled_or_paused() {
+    let t = TestQueue::new().await;
+    let (cancelled, paused) = (publish_one(&t, "a").await, publish_one(&t, "b").await);
+    let first = Arc::new(tokio::sync::Notify::new());
+    let handler = endless(first.clone());
+    for (id, event_type) in [(&cancelled, "a"), (&paused, "b")] {
+        let once = options(1, 1);
+        let run = process::run(&t.queue, &handler, &once);
+        let stop = async {
+            first.notified().await;
+            match event_type {
+                "a" => drop(event_bridge::cancel::cancel(&t.queue, id).await.unwrap()),
+                _ => {
+                    let target = event_bridge::queue::PauseTarget::Type("b".into());
+                    t.queue.pauses().pause(&target).await.unwrap();
+                }
+            }
+        };
+        let (report, ()) = tokio::join!(run, stop);
+        let report = report.unwrap();
+        let (state, status) = state_of(&t, id).await;
+        match event_type {
+            "a" => {
+                assert_eq!(
+                    (report.cancelled, state),
+                    (1, Some(State::Dead)),
+                    "{status:?}"
+                );
+            }
+            _ => {
+                assert_eq!(
+                    (report.suspended, state),
+                    (1, Some(State::Pending)),
+                    "{status:?}"
+                );
+                let Status::Pending { task } = status else {
+                    unreachable!()
+                };
+                let done = task.envelope.unwrap().resume.unwrap().steps_done();
+                assert!((1..200).contains(&done), "stopped after {done} steps");
+            }
+        }
+    }
+}

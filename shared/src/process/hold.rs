@@ -85,8 +85,10 @@ impl<H: Handler> Run<'_, H> {
                 work.as_mut().poll(cx).map(Some)
             });
             let extender = self.keep_extended(&held, &vouched, claimed_at);
-            tokio::pin!(guarded, extender);
+            let restrained = self.watch_restraints(&task);
+            tokio::pin!(guarded, extender, restrained);
             let mut grace: Option<Instant> = None;
+            let mut asked_to_stop = false;
             loop {
                 let until = grace.map_or(stop_at, |g| g.min(stop_at));
                 // The extender first: after a pause (a frozen process), a lease that can no longer
@@ -103,6 +105,10 @@ impl<H: Handler> Run<'_, H> {
                     }
                     _ = stopped(self.stop.clone()), if grace.is_none() => {
                         grace = Some(Instant::now() + self.options.margin);
+                        task.steps.set_stopping();
+                    }
+                    () = &mut restrained, if !asked_to_stop => {
+                        asked_to_stop = true;
                         task.steps.set_stopping();
                     }
                 }
@@ -166,6 +172,27 @@ impl<H: Handler> Run<'_, H> {
                     tracing::warn!(task = %lease.task.name, %error, "lease extension failed for good");
                     return self.unvouched(held);
                 }
+            }
+        }
+    }
+
+    /// Resolves once a resumable handler's task is cancelled, or its type (or the queue)
+    /// paused, as the run's restraints (read again every half second while a resumable
+    /// handler runs) say: the handler's [`Steps::stopping`](crate::Steps::stopping) turns
+    /// true, and it saves and returns. Never resolves for a handler that is not resumable.
+    async fn watch_restraints(&self, task: &crate::Task) {
+        loop {
+            tokio::time::sleep(super::RESTRAINTS_FRESH_FOR).await;
+            if !task.steps.used() {
+                continue;
+            }
+            let restraints = self.fresh_restraints().await;
+            let envelope = &task.envelope;
+            if restraints.paused.covers(&envelope.event_type)
+                || crate::queue::Cancels::is_marked(&restraints.cancelled, &envelope.id)
+            {
+                tracing::info!(task = %task.name, "cancelled or paused while running: the handler is asked to stop");
+                return;
             }
         }
     }

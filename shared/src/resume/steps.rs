@@ -258,7 +258,8 @@ impl Steps {
     }
 
     /// Whether the handler should save and return: the run's deadline is near, its stop
-    /// signal came, or the lease was lost or the task cancelled.
+    /// signal came, the lease was lost, or the task was cancelled or its type (or the queue)
+    /// paused (the run looks every half second while a resumable handler runs).
     pub fn stopping(&self) -> bool {
         let inner = self.lock();
         inner.stopping
@@ -485,6 +486,12 @@ impl Steps {
     pub(crate) fn lost(&self) {
         self.lock().stopping = true;
         self.0.written.send_replace(Written::Lost);
+    }
+
+    /// Whether the task had a record when claimed, or its handler asked for anything: a
+    /// resumable handler.
+    pub(crate) fn used(&self) -> bool {
+        self.lock().used
     }
 
     /// Tells the handler to stop ([`Steps::stopping`]).
