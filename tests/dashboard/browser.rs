@@ -216,8 +216,8 @@ async fn a_read_only_page_has_no_redrive_button() {
     browser.close().await.unwrap();
 }
 
-/// The task page: looked up by the form, its state and why; a task nowhere is a 404 that
-/// says so.
+/// The task page: looked up by the form, its state and why; a resumable task asleep, with its
+/// steps done and its sleep's end; a task nowhere is a 404 that says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_task_page_says_why_a_task_waits() {
     let t = TestQueue::new().await;
@@ -225,6 +225,16 @@ async fn the_task_page_says_why_a_task_waits() {
     let name = t.queue.publish_many(&[envelope]).await.unwrap().remove(0);
     let email = event_bridge::queue::PauseTarget::Type("email.send".into());
     t.queue.pauses().pause(&email).await.unwrap();
+    let nap = event_bridge::Envelope::new("nap", json!({}));
+    let nap_id = nap.id.clone();
+    t.queue.publish_many(&[nap]).await.unwrap();
+    let resumable = event_bridge::handler::FnHandler(|task: event_bridge::Task| async move {
+        task.steps.step("book", async { Ok(1) }).await?;
+        task.steps.sleep(std::time::Duration::from_secs(3600)).await
+    });
+    let options = harness::options(1, 1);
+    let ran = event_bridge::process::run(&t.queue, &resumable, &options).await;
+    assert_eq!(ran.unwrap().suspended, 1);
     let serve = Serve::start(&t, &[], &[]).await;
     let driver = Driver::start().await;
     let browser = driver.browser().await;
@@ -236,6 +246,14 @@ async fn the_task_page_says_why_a_task_waits() {
     let why = text(&browser, "#why li").await;
     assert!(why.starts_with("paused: type email.send, since "), "{why}");
     assert!(text(&browser, "#status").await.contains(&name));
+    browser
+        .goto(&serve.url(&format!("/task?key={nap_id}")))
+        .await
+        .unwrap();
+    assert_eq!(text(&browser, "[data-figure=state]").await, "sleeping");
+    let why = text(&browser, "#why li").await;
+    assert!(why.starts_with("asleep after 1 steps until "), "{why}");
+    assert!(text(&browser, "#status").await.contains("\"resume\""));
     browser
         .goto(&serve.url("/task?key=no-such-task"))
         .await
