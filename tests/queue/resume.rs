@@ -569,3 +569,69 @@ async fn a_running_resumable_task_stops_between_steps_when_cancelled_or_paused()
         }
     }
 }
+
+#[tokio::test]
+async fn the_reaper_delivers_a_signal_its_signaller_left_and_deletes_one_kept_too_long() {
+    let t = TestQueue::new().await;
+    let id = publish_one(&t, "approve").await;
+    let ended = Arc::default();
+    let handler = waiter(&["half-way"], Arc::clone(&ended));
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    // A signaller that stopped between its write and its delivery, as another client would
+    // write a signal (the two operations of the wire format), and a registration another
+    // version wrote that this one cannot read.
+    let key = format!("{}/signals/half-way", t.config.root);
+    let raw = |path: String, data: &'static [u8], mode: zookeeper_client::CreateMode| {
+        let raw = t.raw.clone();
+        async move {
+            let options = mode.with_acls(zookeeper_client::Acls::anyone_all());
+            raw.create(&path, data, &options).await.unwrap();
+        }
+    };
+    use zookeeper_client::CreateMode::{Persistent, PersistentSequential};
+    raw(
+        format!("{key}/w-0000000000001~task-0000000999"),
+        b"junk",
+        Persistent,
+    )
+    .await;
+    raw(
+        format!("{key}/s-"),
+        br#"{"payload": 7}"#,
+        PersistentSequential,
+    )
+    .await;
+    t.raw.set_data(&key, b"", None).await.unwrap();
+    let now = t.now().await;
+    let reaped = reap::reap_at(&t.queue, &now).await.unwrap();
+    assert_eq!(reaped.signals_delivered, 1);
+    assert_eq!(state_of(&t, &id).await.0, Some(State::Pending));
+    assert!(
+        t.children("signals/half-way").await.is_empty(),
+        "junk registration removed"
+    );
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    let want = WaitOutcome::Signal {
+        key: "half-way".into(),
+        payload: json!(7),
+    };
+    assert_eq!(*ended.lock().unwrap(), [(id, want)]);
+
+    // A signal nobody waits for is kept for SIGNAL_KEEP_MS, then deleted, and its key after.
+    let kept = t.queue.signals().signal("nobody", &json!(1)).await.unwrap();
+    assert_eq!(kept, Signalled::Kept);
+    let keep = t.config.signal_keep.as_millis() as i64;
+    let just_before = ZkTime::at(t.now().await.now_ms() + keep - 5_000);
+    reap::reap_at(&t.queue, &just_before).await.unwrap();
+    assert_eq!(t.children("signals/nobody").await.len(), 1, "kept");
+    let after = ZkTime::at(t.now().await.now_ms() + keep + 1_000);
+    reap::reap_at(&t.queue, &after).await.unwrap();
+    assert!(t.children("signals/nobody").await.is_empty(), "deleted");
+    reap::reap_at(&t.queue, &after).await.unwrap();
+    let keys = t.children("signals").await;
+    assert!(!keys.contains(&"nobody".to_string()), "{keys:?}");
+}

@@ -90,6 +90,14 @@ pub(crate) struct Look {
     pub(crate) oldest: Option<(String, Value)>,
 }
 
+/// A registration as read.
+enum Registration {
+    Waits(Waiter),
+    Gone,
+    /// Not a registration this version can read.
+    Unreadable,
+}
+
 /// What one pairing of a signal and a waiter came to.
 enum Woken {
     Task(String),
@@ -233,8 +241,11 @@ impl Signals<'_> {
     /// Moves the task registered at `waiter` back to its lane with the signal at `signal`, in
     /// one multi-op that deletes the signal and every registration of the task.
     async fn wake(self, key: &str, signal: &str, waiter: &str) -> Result<Woken> {
-        let Some(registered) = self.waiter(waiter).await? else {
-            return Ok(Woken::Raced);
+        let registered = match self.waiter(waiter).await? {
+            Registration::Gone => return Ok(Woken::Raced),
+            // Not ours to read: no task can be woken through it.
+            Registration::Unreadable => return self.unregister(&[waiter.to_string()]).await,
+            Registration::Waits(registered) => registered,
         };
         let registrations = self.registrations(waiter, &registered.keys);
         let (body, version) = match self.client().get_data(&registered.waiting).await {
@@ -267,10 +278,13 @@ impl Signals<'_> {
         }))
     }
 
-    async fn waiter(self, path: &str) -> Result<Option<Waiter>> {
+    async fn waiter(self, path: &str) -> Result<Registration> {
         match self.client().get_data(path).await {
-            Ok((data, _)) => Ok(serde_json::from_slice(&data).ok()),
-            Err(zk::Error::NoNode) => Ok(None),
+            Ok((data, _)) => {
+                Ok(serde_json::from_slice(&data)
+                    .map_or(Registration::Unreadable, Registration::Waits))
+            }
+            Err(zk::Error::NoNode) => Ok(Registration::Gone),
             Err(e) => Err(Error::zk("get", path, e)),
         }
     }
@@ -340,8 +354,13 @@ impl Signals<'_> {
         }
         for waiter in sorted(&children, WAITER_PREFIX) {
             let path = format!("{key_path}/{waiter}");
-            let Some(registered) = self.waiter(&path).await? else {
-                continue;
+            let registered = match self.waiter(&path).await? {
+                Registration::Waits(registered) => registered,
+                Registration::Gone => continue,
+                Registration::Unreadable => {
+                    self.unregister(std::slice::from_ref(&path)).await?;
+                    continue;
+                }
             };
             let waiting = self.client().check_stat(&registered.waiting).await;
             if matches!(waiting, Ok(None)) {
