@@ -41,7 +41,7 @@ fn ten_steps(
                 acc = task
                     .steps
                     .step(&format!("part-{i}"), async move {
-                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        harness::real_time(Duration::from_secs(1), "a step's second of work").await;
                         seen.effects.lock().unwrap().push((id, i));
                         Ok(acc.wrapping_mul(31).wrapping_add(i))
                     })

@@ -9,7 +9,7 @@ use event_bridge::Envelope;
 use event_bridge::clock::ZkTime;
 use event_bridge::inspect::{self, Audit, Stuck};
 use event_bridge::limit::{KeyLimit, Limit};
-use event_bridge::queue::{GroupLock, Lease, Restraints, TaskOutcome};
+use event_bridge::queue::{GiveBack, GroupLock, Lease, Restraints, TaskOutcome};
 use event_bridge::reap::reap_at;
 use event_bridge::stats;
 use serde_json::json;
@@ -180,15 +180,8 @@ async fn a_group_whose_task_retries_is_not_stuck() {
     publish(&t, grouped("g")).await;
     let held = claim(&t, &first, &Restraints::default()).await;
     let now = t.now().await;
-    (t.queue.release(
-        held,
-        Some("503".into()),
-        Duration::from_secs(30),
-        &now,
-        true,
-    ))
-    .await
-    .unwrap();
+    let back = GiveBack::after(Some("503".into()), Duration::from_secs(30), &now, true);
+    t.queue.release(held, back).await.unwrap();
     let waiting = lock(&t, "g").await.expect("the retry keeps its lock");
     let at = t.find_task(&first).await;
     assert_eq!(waiting.waiting.as_deref(), at.strip_prefix("delayed/"));

@@ -6,7 +6,7 @@ use std::time::Duration;
 use event_bridge::Envelope;
 use event_bridge::inspect::{self, Explanation, Reason};
 use event_bridge::limit::{KeyLimit, Limit};
-use event_bridge::queue::{Lease, PauseTarget, Restraints, TaskOutcome};
+use event_bridge::queue::{GiveBack, Lease, PauseTarget, Restraints, TaskOutcome};
 use event_bridge::state::State;
 use event_bridge::task::{Debounce, OnDead};
 use serde_json::json;
@@ -94,8 +94,10 @@ async fn a_released_task_waits_out_its_backoff_with_its_attempt_and_error() {
     let lease = claim(&t, &name, &Restraints::default()).await;
     let now = t.now().await;
     let error = Some("503 from https://partner.example".to_string());
-    (t.queue
-        .release(lease, error, Duration::from_secs(600), &now, true))
+    (t.queue.release(
+        lease,
+        GiveBack::after(error, Duration::from_secs(600), &now, true),
+    ))
     .await
     .unwrap();
     let explained = explain(&t, &name).await;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_bridge::handler::FnHandler;
-use event_bridge::queue::{Lease, Settled, TaskOutcome};
+use event_bridge::queue::{GiveBack, Lease, Settled, TaskOutcome};
 use event_bridge::{Config, HandlerError, ProcessReport, RunOptions, Session, Task, process};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -64,7 +64,10 @@ async fn settling_after_an_extension_whose_reply_was_lost_still_takes_effect() {
     let complete = t.queue.complete(held.next().unwrap()).await.unwrap();
     let release = t
         .queue
-        .release(held.next().unwrap(), None, Duration::ZERO, &now, true)
+        .release(
+            held.next().unwrap(),
+            GiveBack::after(None, Duration::ZERO, &now, true),
+        )
         .await
         .unwrap();
     let bury = t

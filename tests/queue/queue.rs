@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use event_bridge::queue::{Lease, Settled, TaskOutcome};
+use event_bridge::queue::{GiveBack, Lease, Settled, TaskOutcome};
 use event_bridge::{Envelope, Queue};
 use serde_json::json;
 use zookeeper_client as zk;
@@ -221,7 +221,10 @@ async fn fencing_refuses_a_stale_holder_after_its_lease_was_reaped_and_the_task_
     let now = t.now().await;
     assert_eq!(a.extend(&mut stale).await.unwrap(), Settled::LeaseLost);
     assert_eq!(a.complete(stale.clone()).await.unwrap(), Settled::LeaseLost);
-    let release = a.release(stale.clone(), Some("x".into()), Duration::ZERO, &now, true);
+    let release = a.release(
+        stale.clone(),
+        GiveBack::after(Some("x".into()), Duration::ZERO, &now, true),
+    );
     assert_eq!(release.await.unwrap(), Settled::LeaseLost);
     assert_eq!(
         a.bury(stale, "stale", None).await.unwrap(),

@@ -119,7 +119,7 @@ impl<H> Run<'_, H> {
         let name = lease.task.name.clone();
         let write = |queue: Queue| {
             let (lease, back) = (lease.clone(), back.clone());
-            async move { queue.give_back(lease, back).await }
+            async move { queue.release(lease, back).await }
         };
         Ok(Some(match self.settle(write).await? {
             Sent::Answered(Settled::Cancelled, _) => self.bury(lease, CANCELLED, None).await?,

@@ -20,7 +20,9 @@ use super::send::Sent;
 use crate::clock::ZkTime;
 use crate::error::Result;
 use crate::handler::{Handler, HandlerError};
-use crate::queue::{Burial, CANCELLED, Deferred, Lease, Queue, Settled, TaskOutcome, TaskRead};
+use crate::queue::{
+    Burial, CANCELLED, Deferred, GiveBack, Lease, Queue, Settled, TaskOutcome, TaskRead,
+};
 use crate::session::{Recovery, recovery};
 
 /// How a task's claim and run ended.
@@ -262,9 +264,8 @@ impl<H> Run<'_, H> {
         let release = |queue: Queue| {
             let (lease, error) = (lease.clone(), error.clone());
             async move {
-                queue
-                    .release(lease, error, delay, &now, count_attempt)
-                    .await
+                let back = GiveBack::after(error, delay, &now, count_attempt);
+                queue.release(lease, back).await
             }
         };
         match self.settle(release).await? {

@@ -64,6 +64,6 @@ pub enum Settled {
     Moved,
     /// Nothing changed: a write a feature added to a release failed (a signal consumed by
     /// another, a signal sent to a key a wait was about to register under). Only
-    /// [`super::Queue::give_back`] says so; its caller reads again.
+    /// [`super::Queue::release`] with a feature's writes says so; its caller reads again.
     Raced,
 }

@@ -45,7 +45,7 @@ impl Queue {
             // The task's version moved: an earlier extension that wrote the record may have
             // landed, its reply lost. The task then holds that record, and the lease is ours.
             Err(Part::Task)
-                if self.record_landed(lease).await? && self.still_ours(lease).await? =>
+                if record_landed(self, lease).await? && self.still_ours(lease).await? =>
             {
                 match self.try_extend(lease).await? {
                     Ok(()) => Ok(Settled::Done),
@@ -104,27 +104,6 @@ impl Queue {
         }
     }
 
-    /// Whether the task holds the record an extension whose reply was lost wrote; if so,
-    /// `lease` takes the task's version and the record counts as written.
-    async fn record_landed(&self, lease: &mut Lease) -> Result<bool> {
-        let Some((n, record)) = lease.task.steps.unwritten() else {
-            return Ok(false);
-        };
-        let path = self.layout().task(&lease.task.name);
-        let (data, stat) = match self.client().get_data(&path).await {
-            Ok(read) => read,
-            Err(zk::Error::NoNode) => return Ok(false),
-            Err(e) => return Err(Error::zk("get", path, e)),
-        };
-        if data != with_record(&lease.task.envelope, &record)? {
-            return Ok(false);
-        }
-        lease.task_version = stat.version;
-        lease.task.envelope.resume = Some(record);
-        lease.task.steps.wrote(n);
-        Ok(true)
-    }
-
     /// Whether the lease znode is still the one this claim created (its `czxid` is the claim's
     /// fencing token) and holds our consumer id; if so, `lease` takes its current version.
     pub(super) async fn still_ours(&self, lease: &mut Lease) -> Result<bool> {
@@ -143,38 +122,19 @@ impl Queue {
         Ok(ours)
     }
 
-    /// Gives a held task back for another run: `error` becomes its last error, and it is not
-    /// claimable again for `delay`. With a delay it waits under `delayed/` and comes back at
-    /// the tail of `tasks/` under a new name; without one it stays where it is. With
-    /// `count_attempt` false the claim is not counted (a run's deadline came before the
+    /// Gives a held task back for another run as `back` says: `back.error` becomes its last
+    /// error, and it is not claimable again before `back.due_ms` ([`GiveBack::after`]). Due
+    /// later, it waits under `delayed/` and comes back at the tail of `tasks/` under a new
+    /// name; due now, it stays where it is. With `count_attempt` false the claim is not counted (a run's deadline came before the
     /// handler finished, which says nothing about the task). One multi-op either way: the task
     /// rewritten (or moved under `delayed/`) and the lease deleted, both version-checked, with
     /// the task's cancel mark created and deleted, which fails when the mark exists: a task
     /// cancelled while held is not given back ([`Settled::Cancelled`]; its holder buries it).
-    pub async fn release(
-        &self,
-        lease: Lease,
-        error: Option<String>,
-        delay: Duration,
-        now: &ZkTime,
-        count_attempt: bool,
-    ) -> Result<Settled> {
-        let due_ms =
-            (!delay.is_zero()).then(|| now.now_ms().saturating_add(crate::lease::millis(delay)));
-        let back = GiveBack {
-            error,
-            due_ms,
-            count_attempt,
-            extra: Vec::new(),
-        };
-        self.give_back(lease, back).await
-    }
-
-    /// Gives a held task back as [`Queue::release`] does, due at `back.due_ms` (in place when
-    /// none), with a resumable handler's record, and the writes a feature adds
-    /// (`back.extra`: a wait's registrations, a signal consumed) in the same multi-op; when
-    /// one of those fails nothing changed ([`Settled::Raced`]).
-    pub async fn give_back(&self, lease: Lease, back: GiveBack) -> Result<Settled> {
+    ///
+    /// A resumable handler's record goes with it, and the writes a feature adds (`back.extra`:
+    /// a wait's registrations, a signal consumed) in the same multi-op; when one of those fails
+    /// nothing changed ([`Settled::Raced`]).
+    pub async fn release(&self, lease: Lease, back: GiveBack) -> Result<Settled> {
         let mut lease = Lease {
             delivered: None,
             slots: Vec::new(),
@@ -254,7 +214,7 @@ impl Queue {
     }
 }
 
-/// How a held task is given back ([`Queue::give_back`]).
+/// How a held task is given back ([`Queue::release`]).
 #[derive(Clone, Debug, Default)]
 pub struct GiveBack {
     /// Its last error, from now on.
@@ -278,6 +238,25 @@ pub(crate) enum Extra {
     Delete(String),
 }
 
+impl GiveBack {
+    /// Given back with `error`, due again `delay` after `now` (in place when zero), the claim
+    /// counted as an attempt or not.
+    pub fn after(
+        error: Option<String>,
+        delay: Duration,
+        now: &ZkTime,
+        count_attempt: bool,
+    ) -> Self {
+        GiveBack {
+            error,
+            due_ms: (!delay.is_zero())
+                .then(|| now.now_ms().saturating_add(crate::lease::millis(delay))),
+            count_attempt,
+            extra: Vec::new(),
+        }
+    }
+}
+
 impl Extra {
     fn op(&self) -> Op<'_> {
         match self {
@@ -286,6 +265,27 @@ impl Extra {
             Extra::Delete(path) => Op::Delete(path, -1),
         }
     }
+}
+
+/// Whether the task holds the record an extension whose reply was lost wrote; if so,
+/// `lease` takes the task's version and the record counts as written.
+async fn record_landed(queue: &Queue, lease: &mut Lease) -> Result<bool> {
+    let Some((n, record)) = lease.task.steps.unwritten() else {
+        return Ok(false);
+    };
+    let path = queue.layout().task(&lease.task.name);
+    let (data, stat) = match queue.client().get_data(&path).await {
+        Ok(read) => read,
+        Err(zk::Error::NoNode) => return Ok(false),
+        Err(e) => return Err(Error::zk("get", path, e)),
+    };
+    if data != with_record(&lease.task.envelope, &record)? {
+        return Ok(false);
+    }
+    lease.task_version = stat.version;
+    lease.task.envelope.resume = Some(record);
+    lease.task.steps.wrote(n);
+    Ok(true)
 }
 
 /// `envelope` with `record` as its resumable handler's record, as bytes.

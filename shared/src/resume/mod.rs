@@ -5,7 +5,7 @@
 //! - [`steps`]: [`Steps`], the handle a handler asks for its work through.
 //!
 //! The holder's side is in the core: an extension writes the record
-//! ([`crate::Queue::extend`]), a release carries it ([`crate::Queue::give_back`]), and a
+//! ([`crate::Queue::extend`]), a release carries it ([`crate::Queue::release`]), and a
 //! run answers a suspended handler ([`crate::process`]). Signals are the
 //! [`crate::queue::Signals`] recipe.
 
