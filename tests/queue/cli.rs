@@ -178,6 +178,7 @@ async fn init_creates_the_base_paths() {
             "lanes",
             "leases",
             "schedules",
+            "signals",
             "tasks"
         ]
     );
