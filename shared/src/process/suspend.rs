@@ -14,8 +14,8 @@ use super::task_steps::outcome;
 use crate::error::Result;
 use crate::layout::delay_bucket_of;
 use crate::queue::{
-    CANCELLED, Extra, GiveBack, Lease, Queue, Settled, TaskOutcome, Tries, Waiter, waiter_name,
-    waiting_name,
+    CANCELLED, Extra, GiveBack, Lease, Look, Queue, Settled, TaskOutcome, Tries, Waiter,
+    waiter_name, waiting_name,
 };
 use crate::resume::{Suspend, WaitOutcome};
 
@@ -38,12 +38,14 @@ impl<H> Run<'_, H> {
 
     /// Gives back a task that waits for any one of `keys` until `until_ms`.
     async fn wait(&self, lease: Lease, keys: &[String], until_ms: i64) -> Result<TaskOutcome> {
-        let queue = self.queue();
         for _ in 0..Tries::Few.most() {
-            let mut looks = Vec::with_capacity(keys.len());
-            for key in keys {
-                looks.push(queue.signals().look(key).await?);
-            }
+            let looks = match self.look(keys).await {
+                Ok(looks) => looks,
+                Err(error) => {
+                    tracing::warn!(task = %lease.task.name, %error, "signals not read: the wait is asked for again on the next run");
+                    break;
+                }
+            };
             let kept = keys.iter().zip(&looks).find_map(|(key, look)| {
                 let (path, payload) = look.oldest.clone()?;
                 Some((key.clone(), path, payload))
@@ -69,13 +71,24 @@ impl<H> Run<'_, H> {
                 return Ok(outcome);
             }
         }
-        // Signals kept racing the registration: it asks for the wait again on its next run.
+        // Signals kept racing the registration, or could not be read: it asks for the wait
+        // again on its next run.
         lease.task.steps.retract_wait();
         let back = GiveBack::default();
         Ok(self
             .give_back(lease, back)
             .await?
             .unwrap_or(TaskOutcome::LeaseLost))
+    }
+
+    /// What each of `keys` holds: its version and its oldest signal.
+    async fn look(&self, keys: &[String]) -> Result<Vec<Look>> {
+        let queue = self.queue();
+        let mut looks = Vec::with_capacity(keys.len());
+        for key in keys {
+            looks.push(queue.signals().look(key).await?);
+        }
+        Ok(looks)
     }
 
     /// The release of a task that waits until `until_ms`, registered under each key (with the
