@@ -181,11 +181,10 @@ impl<H: Handler> Run<'_, H> {
     /// handler runs) say: the handler's [`Steps::stopping`](crate::Steps::stopping) turns
     /// true, and it saves and returns. Never resolves for a handler that is not resumable.
     async fn watch_restraints(&self, task: &crate::Task) {
+        // No timer for a handler that never asks for a step.
+        task.steps.resumable().await;
         loop {
             tokio::time::sleep(super::RESTRAINTS_FRESH_FOR).await;
-            if !task.steps.used() {
-                continue;
-            }
             let restraints = self.fresh_restraints().await;
             let envelope = &task.envelope;
             if restraints.paused.covers(&envelope.event_type)

@@ -37,6 +37,8 @@ struct Shared {
     inner: Mutex<Inner>,
     /// The handler asks the holder for a write.
     flush: Notify,
+    /// The handler asked for something for the first time.
+    first_used: Notify,
     /// What the holder wrote: the record as of change n, or the lease lost.
     written: watch::Sender<Written>,
 }
@@ -46,6 +48,7 @@ impl Default for Shared {
         Shared {
             inner: Mutex::default(),
             flush: Notify::new(),
+            first_used: Notify::new(),
             written: watch::channel(Written::Upto(0)).0,
         }
     }
@@ -219,7 +222,7 @@ impl Steps {
     /// this point after the change was deployed, false for one that had passed it before.
     pub fn patched(&self, id: &str) -> bool {
         let mut inner = self.lock();
-        inner.used = true;
+        self.use_it(&mut inner);
         let position = inner.cursor;
         match inner.record.replay(position, &Ask::Patch(id)) {
             Ok(Replayed::Recorded(_)) => {
@@ -243,7 +246,7 @@ impl Steps {
             .map_err(|e| self.fatal(format!("checkpoint is not JSON: {e}")))?;
         {
             let mut inner = self.lock();
-            inner.used = true;
+            self.use_it(&mut inner);
             inner.record.checkpoint = Some(value);
             inner.changes += 1;
         }
@@ -304,7 +307,7 @@ impl Steps {
         };
         {
             let mut inner = self.lock();
-            inner.used = true;
+            self.use_it(&mut inner);
             if let Some(checkpoint) = checkpoint {
                 inner.record.checkpoint = Some(checkpoint);
                 inner.changes += 1;
@@ -354,10 +357,18 @@ impl Steps {
         self.lock().record.steps_done()
     }
 
+    /// Notes that the handler asked for something (`inner`: the handle's state, locked).
+    fn use_it(&self, inner: &mut Inner) {
+        if !inner.used {
+            inner.used = true;
+            self.0.first_used.notify_waiters();
+        }
+    }
+
     /// Answers `ask` from the record: the entry recorded there, or none for new work.
     fn ask(&self, ask: &Ask<'_>) -> Result<Option<Entry>, HandlerError> {
         let mut inner = self.lock();
-        inner.used = true;
+        self.use_it(&mut inner);
         let position = inner.cursor;
         match inner.record.replay(position, ask) {
             Ok(Replayed::Recorded(entry)) => {
@@ -486,6 +497,17 @@ impl Steps {
     pub(crate) fn lost(&self) {
         self.lock().stopping = true;
         self.0.written.send_replace(Written::Lost);
+    }
+
+    /// Resolves once the handler is resumable ([`Steps::used`]): at once, or at its first ask.
+    pub(crate) async fn resumable(&self) {
+        let first = self.0.first_used.notified();
+        tokio::pin!(first);
+        first.as_mut().enable();
+        if self.used() {
+            return;
+        }
+        first.await;
     }
 
     /// Whether the task had a record when claimed, or its handler asked for anything: a
