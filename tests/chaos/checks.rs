@@ -417,7 +417,11 @@ pub fn judge(input: &Inputs) -> Figures {
 
     f.resumable = crate::resumable::judge(input, &by_id, input.kept_signals);
     retries(&mut f, input, &by_id);
-    back_after_faults(&mut f, input, &by_id, &marked_dead);
+    // A task buried as cancelled is not expected back after a fault, whoever buried it: a
+    // victim may have held one whose cancel came late, which another consumer buried once
+    // the victim's lease was freed.
+    let buried: HashSet<&str> = marked_dead.union(&dead_cancelled).copied().collect();
+    back_after_faults(&mut f, input, &by_id, &buried);
 
     // Delayed tasks: never before due; how long after.
     let claimers: HashMap<(&str, i64), &Claim> = (input.claims.iter())

@@ -697,11 +697,28 @@ async fn cancel_loop(
                     Err(e) => answer = format!("error: {e}"),
                 }
             }
-            let current = queue.lock().await.clone();
-            let late = match current.server_time().await {
-                Ok(now) => now.now_ms() >= due_ms,
-                Err(_) => false,
-            };
+            // Read on a live session, again after a failure: a clock that could not be read
+            // once (a leader kill) said "on time" here, and a cancel that came after its
+            // task ran was then judged as if it had come before.
+            let mut late = None;
+            let mut tries = harness::Tries::every(Duration::from_secs(30), RETRY_PAUSE);
+            while late.is_none() && tries.again().await {
+                let mut shared = queue.lock().await;
+                if shared.session_over()
+                    && let Ok(fresh) = new_queue(&config, "chaos-canceller").await
+                {
+                    *shared = fresh;
+                }
+                let current = shared.clone();
+                drop(shared);
+                late = current
+                    .server_time()
+                    .await
+                    .ok()
+                    .map(|now| now.now_ms() >= due_ms);
+            }
+            // Still unknown: not judged, as a late one.
+            let late = late.unwrap_or(true);
             Cancel {
                 id,
                 task,

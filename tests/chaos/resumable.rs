@@ -125,6 +125,8 @@ pub async fn publish(config: Config, start: Instant) -> ResumablePublished {
     let mut published = ResumablePublished::default();
     let mut signals = Vec::new();
     let mut queue = crate::producer::new_queue(&config, "resumable").await.ok();
+    // The signals share one session, made again when it ends.
+    let signaller = std::sync::Arc::new(tokio::sync::Mutex::new(None));
     for pair in 0..PAIRS {
         harness::real_time(start + PAIR_EVERY * (pair as u32 + 1), "a pair a tick").await;
         let key = format!("pair-{pair}");
@@ -143,7 +145,9 @@ pub async fn publish(config: Config, start: Instant) -> ResumablePublished {
             let after = Duration::from_millis(fastrand::u64(0..=4_000) + 2_000 * n as u64);
             let (config, key) = (config.clone(), key.clone());
             let id = format!("{key}/{n}");
-            signals.push(tokio::spawn(send(config, key, id, Instant::now() + after)));
+            let at = Instant::now() + after;
+            let signaller = signaller.clone();
+            signals.push(tokio::spawn(send(config, signaller, key, id, at)));
         }
     }
     for signal in signals {
@@ -171,16 +175,29 @@ async fn publish_pair(config: &Config, queue: &mut Option<Queue>, envelopes: &[E
 
 /// Sends signal `key` with payload id `id` at `at`, once: a signal without an answer may have
 /// landed, and sending it again could make two.
-async fn send(config: Config, key: String, id: String, at: Instant) -> SignalSent {
+async fn send(
+    config: Config,
+    signaller: std::sync::Arc<tokio::sync::Mutex<Option<Queue>>>,
+    key: String,
+    id: String,
+    at: Instant,
+) -> SignalSent {
     harness::real_time(at, "a signal at its moment").await;
-    let landed = match crate::producer::new_queue(&config, "signal").await {
-        Ok(queue) => match queue.signals().signal(&key, &json!({"id": id})).await {
+    let queue = {
+        let mut shared = signaller.lock().await;
+        if shared.as_ref().is_none_or(Queue::session_over) {
+            *shared = crate::producer::new_queue(&config, "signal").await.ok();
+        }
+        shared.clone()
+    };
+    let landed = match queue {
+        Some(queue) => match queue.signals().signal(&key, &json!({"id": id})).await {
             Ok(Signalled::Delivered { .. } | Signalled::Kept) => Some(true),
             Ok(_) => Some(true),
             Err(event_bridge::Error::Signal { .. }) => Some(false),
             Err(_) => None,
         },
-        Err(_) => Some(false),
+        None => Some(false),
     };
     SignalSent { key, id, landed }
 }
