@@ -100,20 +100,6 @@ impl Status {
             _ => Status::Waiting { task },
         }
     }
-
-    /// The task, for a state that has one in a lane or under `delayed/`.
-    pub fn task_info(&self) -> Option<&TaskInfo> {
-        match self {
-            Status::Pending { task }
-            | Status::Leased { task }
-            | Status::Waiting { task }
-            | Status::Sleeping { task }
-            | Status::AwaitingSignal { task }
-            | Status::Blocked { task }
-            | Status::Place { task } => Some(task),
-            _ => None,
-        }
-    }
 }
 
 /// The state of a task under `delayed/` with `envelope`: asleep or waiting for a signal when

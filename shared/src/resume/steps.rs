@@ -577,14 +577,3 @@ fn check_keys(keys: &[String]) -> Result<(), String> {
     }
     Ok(())
 }
-
-/// A recorded wait's signal, as a step sees it.
-impl WaitOutcome {
-    /// The signal's payload, when a signal ended the wait.
-    pub fn payload(&self) -> Option<&Value> {
-        match self {
-            WaitOutcome::Signal { payload, .. } => Some(payload),
-            WaitOutcome::Timeout => None,
-        }
-    }
-}
