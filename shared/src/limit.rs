@@ -180,7 +180,8 @@ impl GateData {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Admission {
     pub admitted: usize,
-    /// The bucket to write (with a rate), as of now.
+    /// The bucket to write (with a rate), as of now, or of its stored moment when that is
+    /// later (a reading behind another consumer's).
     pub bucket: Option<Bucket>,
     /// When those left out may try again, in ms from now.
     pub retry_in_ms: Option<i64>,
@@ -189,12 +190,12 @@ pub struct Admission {
 /// How long a task left out for want of a free slot waits before it looks again.
 pub const SLOT_POLL_MS: i64 = 100;
 
-/// Admits up to `wanted` tasks through a gate with `in_flight` slots held and `bucket` (none:
-/// full) at `now_ms`.
+/// Admits up to `wanted` tasks through a gate with `in_flight` slots held and the bucket
+/// `stored` (none: full) at `now_ms`.
 pub fn admit(
     limit: &Limit,
     in_flight: usize,
-    bucket: Option<Bucket>,
+    stored: Option<Bucket>,
     now_ms: i64,
     wanted: usize,
 ) -> Admission {
@@ -204,7 +205,7 @@ pub fn admit(
     let (tokens, bucket) = match limit.rate_per_ms {
         Some(rate) => {
             let burst = limit.burst();
-            let tokens = match bucket {
+            let tokens = match stored {
                 Some(b) => (b.tokens + (now_ms - b.at_ms).max(0) as f64 * rate).min(burst),
                 None => burst,
             };
@@ -226,11 +227,14 @@ pub fn admit(
             (((admitted as f64 + 1.0 - tokens).max(0.0) / rate).ceil() as i64).max(1)
         }
     });
+    // A reading behind the bucket's own moment keeps that moment: moved back, the span
+    // between would be refilled a second time by the next admission.
+    let at_ms = stored.map_or(now_ms, |b| b.at_ms.max(now_ms));
     Admission {
         admitted,
         bucket: bucket.map(|_| Bucket {
             tokens: tokens - admitted as f64,
-            at_ms: now_ms,
+            at_ms,
         }),
         retry_in_ms,
     }
@@ -281,6 +285,27 @@ mod tests {
         assert_eq!(later.admitted, 1);
         let much_later = admit(&limit, 0, Some(bucket), 100_000, 5);
         assert_eq!(much_later.admitted, 2, "never more than the burst");
+    }
+
+    #[test]
+    fn a_bucket_read_by_a_clock_behind_its_own_never_moves_back() {
+        // Each consumer carries ZooKeeper's time from its own last answer, so one may read a
+        // bucket written by another whose reading runs ahead. Moving the bucket's moment back
+        // to the slower reading would refill the same span twice.
+        let limit = Limit {
+            rate_per_ms: Some(0.02),
+            ..Limit::default()
+        }; // 20/s, burst 2
+        let ahead = admit(&limit, 0, None, 1_000, 5).bucket.unwrap();
+        let behind = admit(&limit, 0, Some(ahead), 950, 5);
+        assert_eq!(behind.admitted, 0);
+        let bucket = behind.bucket.unwrap();
+        assert_eq!(
+            bucket.at_ms, 1_000,
+            "the bucket's moment stays where it was"
+        );
+        let next = admit(&limit, 0, Some(bucket), 1_050, 5);
+        assert_eq!(next.admitted, 1, "50 ms at 20/s is one token, not two");
     }
 
     #[test]
