@@ -149,12 +149,14 @@ async fn the_handler_runs_on_while_an_extension_waits_for_its_answer() {
         started.notified().await;
         let claimed_at = Instant::now();
         // Replies held from before the first extension (a third of the lease in) ...
-        tokio::time::sleep_until(claimed_at + Duration::from_millis(500)).await;
         proxy.set_stalled(true);
-        // ... and the handler finishes while that extension waits for its answer.
-        tokio::time::sleep_until(claimed_at + Duration::from_millis(4_500)).await;
+        // ... and the handler finishes while that extension waits for its answer: the
+        // extension's moment is the holder's own timer on the production lease.
+        let extension_out = "the first extension goes out 3.3 s after the claim";
+        harness::real_time(claimed_at + Duration::from_millis(4_500), extension_out).await;
         go.notify_one();
-        tokio::time::sleep_until(claimed_at + Duration::from_millis(5_500)).await;
+        let handler_end = "a handler held up by the extension would not have finished";
+        harness::real_time(claimed_at + Duration::from_millis(5_500), handler_end).await;
         let released = Instant::now();
         proxy.set_stalled(false);
         released

@@ -193,25 +193,6 @@ impl Queue {
         )
         .await
     }
-
-    /// Whether `lease`'s task looks released by its holder already: the lease is gone and the
-    /// task one write past the version the holder knew (a claim since would have left a lease).
-    async fn released(&self, lease: &Lease) -> Result<bool> {
-        let (task_path, lease_path) = (
-            self.layout().task(&lease.task.name),
-            self.layout().lease(&lease.task.name),
-        );
-        let lease_stat = self.client().check_stat(&lease_path);
-        let task_stat = self.client().check_stat(&task_path);
-        let lease_stat = lease_stat
-            .await
-            .map_err(|e| Error::zk("stat", &lease_path, e))?;
-        let task_stat = task_stat
-            .await
-            .map_err(|e| Error::zk("stat", &task_path, e))?;
-        Ok(lease_stat.is_none()
-            && task_stat.is_some_and(|stat| stat.version == lease.task_version + 1))
-    }
 }
 
 /// How a held task is given back ([`Queue::release`]).
@@ -265,6 +246,27 @@ impl Extra {
             Extra::Delete(path) => Op::Delete(path, -1),
         }
     }
+}
+
+/// Whether `lease`'s task looks released by its holder already: the lease is gone and the
+/// task one write past the version the holder knew (a claim since would have left a lease).
+async fn released(queue: &Queue, lease: &Lease) -> Result<bool> {
+    let (task_path, lease_path) = (
+        queue.layout().task(&lease.task.name),
+        queue.layout().lease(&lease.task.name),
+    );
+    let lease_stat = queue.client().check_stat(&lease_path);
+    let task_stat = queue.client().check_stat(&task_path);
+    let lease_stat = lease_stat
+        .await
+        .map_err(|e| Error::zk("stat", &lease_path, e))?;
+    let task_stat = task_stat
+        .await
+        .map_err(|e| Error::zk("stat", &task_path, e))?;
+    Ok(
+        lease_stat.is_none()
+            && task_stat.is_some_and(|stat| stat.version == lease.task_version + 1),
+    )
 }
 
 /// Whether the task holds the record an extension whose reply was lost wrote; if so,
@@ -383,7 +385,7 @@ impl Write for Release {
             // Our own earlier try landed (same due, same task), or the task is gone.
             (Part::Waiting, NodeExists) | (Part::Task, NoNode) => Settled::Gone,
             (Part::Task, BadVersion)
-                if self.waiting.is_none() && queue.released(&self.lease).await? =>
+                if self.waiting.is_none() && released(queue, &self.lease).await? =>
             {
                 Settled::Gone
             }
