@@ -177,10 +177,17 @@ async fn init_creates_the_base_paths() {
             "keys-expiry",
             "lanes",
             "leases",
+            "paused",
             "schedules",
             "signals",
             "tasks"
         ]
+    );
+    let paused = format!("{}/paused", t.config.root);
+    let (data, _) = t.raw.get_data(&paused).await.unwrap();
+    assert_eq!(
+        data, b"{}",
+        "made as JSON: a consumer of an earlier version parses it"
     );
 }
 

@@ -94,6 +94,42 @@ async fn a_paused_queue_claims_nothing_and_the_run_says_so() {
     assert_eq!(run(&t.queue, &recorder, 10).await.completed, 4);
 }
 
+/// No task starts once `pause` has returned: a claim decided on what was paused before (a
+/// consumer's copy, read less than half a second ago) checks the pause in its own multi-op, so
+/// it cannot land after the pause; and after a resume the same stale copy claims again. The
+/// first pause of a queue is as exact as any (the `paused` znode is one of the base paths).
+#[tokio::test]
+async fn a_claim_decided_before_a_pause_does_not_land_after_it() {
+    use event_bridge::queue::{Restraints, TaskOutcome};
+    let t = TestQueue::new().await;
+    let name = (t.queue)
+        .publish(&Envelope::new("email", json!({})))
+        .await
+        .unwrap();
+    let start = t.queue.read_start().await.unwrap();
+    let before = Restraints {
+        paused: start.paused,
+        paused_version: start.paused_version,
+        ..Restraints::default()
+    };
+    assert!(!before.paused.covers("email"), "nothing paused yet");
+    assert!(t.queue.pauses().pause(&email()).await.unwrap());
+    let claim = || async {
+        let path = format!("{}/tasks/{name}", t.config.root);
+        let (body, stat) = t.raw.get_data(&path).await.unwrap();
+        let now = t.now().await;
+        (t.queue.claim_read(&name, &body, &stat, &now, &before))
+            .await
+            .unwrap()
+    };
+    let outcome = claim().await;
+    assert!(matches!(outcome, TaskOutcome::Paused), "{outcome:?}");
+    assert!(t.children("leases").await.is_empty(), "nothing claimed");
+    assert!(t.queue.pauses().resume(&email()).await.unwrap());
+    let outcome = claim().await;
+    assert!(matches!(outcome, TaskOutcome::Claimed(_)), "{outcome:?}");
+}
+
 #[tokio::test]
 async fn a_task_in_flight_when_its_type_is_paused_finishes() {
     let t = TestQueue::new().await;

@@ -517,7 +517,10 @@ fn endless(
                     Ok(i)
                 };
                 task.steps.step(&format!("part-{i}"), step).await?;
-                first.notify_one();
+                // Once: a permit left by later steps would wake the next run's waiter early.
+                if i == 0 {
+                    first.notify_one();
+                }
             }
             Ok(())
         }) as futures::future::BoxFuture<'static, _>

@@ -248,7 +248,8 @@ impl Layout {
         format!("{}/audit", self.root)
     }
 
-    /// What is paused: the whole queue, event types (absent when nothing ever was).
+    /// What is paused: the whole queue, event types (made with the base paths as `{}`; absent
+    /// in a queue no consumer of this version has started on yet).
     pub fn paused(&self) -> String {
         format!("{}/paused", self.root)
     }
@@ -396,6 +397,7 @@ impl Layout {
             self.dependents(),
             self.signals(),
             self.clock(),
+            self.paused(),
         ]);
         paths
     }
@@ -467,7 +469,8 @@ mod tests {
                 "/a/b/after",
                 "/a/b/dependents",
                 "/a/b/signals",
-                "/a/b/clock"
+                "/a/b/clock",
+                "/a/b/paused"
             ]
         );
     }

@@ -328,6 +328,7 @@ fn restraints_from(
 ) -> (Restraints, Lanes) {
     let restraints = Restraints {
         paused: start.paused,
+        paused_version: start.paused_version,
         cancelled: start.cancelled,
         on_dead,
         limits,

@@ -103,15 +103,30 @@ struct GatePass {
     _turns: Option<Held>,
 }
 
-/// What came of a claim's multi-op: the outcomes known, and the tasks to take through the
-/// gates again (read afresh) when one of them had moved since this process knew it.
-type Taken = (Vec<(usize, TaskOutcome)>, Option<Vec<(usize, Take)>>);
+/// What came of a claim's multi-op: the outcomes known, and the tasks to try again, when
+/// something the claim was decided on had moved.
+type Taken = (Vec<(usize, TaskOutcome)>, Option<Again>);
+
+/// Tasks a claim's multi-op left to try again, and why.
+enum Again {
+    /// A gate had moved since this process knew it: through the gates again, read afresh.
+    Gates(Vec<(usize, Take)>),
+    /// `paused` had moved since the restraints were read: what is paused is read again.
+    Paused(Vec<(usize, Take)>),
+}
+
+/// How many times one claim reads `paused` again after it moved under the claim; the tasks
+/// still untried after that are left to the caller.
+const PAUSE_REREADS: u32 = 3;
 
 /// What a run must not run, as it read it: paused event types (or the whole queue), and the
 /// marks of cancelled tasks.
 #[derive(Clone, Debug, Default)]
 pub struct Restraints {
     pub paused: Paused,
+    /// The version of the `paused` znode `paused` was read at (`None`: no znode, or not
+    /// read): a claim's multi-op checks it, so no claim decided on it lands after a change.
+    pub paused_version: Option<i32>,
     /// Envelope ids of tasks cancelled while held, encoded as znode names.
     pub cancelled: std::collections::BTreeSet<String>,
     /// What a group does when a task of a type goes to the dead letters, when the task does
@@ -159,7 +174,10 @@ impl Queue {
     /// request for the batch however many it holds. The outcomes come back in the order of
     /// `reads`; `None` is a task not tried, because the claim of one before it lost a race,
     /// and that still looked free in the one read that followed the race (whoever won may be
-    /// working through the same tasks: the caller decides whether to try again). Tasks of paused types are left as they are; cancelled ones are buried. A
+    /// working through the same tasks: the caller decides whether to try again). Tasks of paused
+    /// types are left as they are, as `restraints` say and as the multi-op's check of
+    /// `paused` at their version confirms (see [`Restraints::paused_version`]); cancelled
+    /// ones are buried. A
     /// batch is bounded by the caller: [`CLAIM_BATCH`] tasks and
     /// [`CLAIM_BATCH_BYTES`] of bodies at most, keeping the request far under ZooKeeper's
     /// 1 MB.
@@ -181,18 +199,38 @@ impl Queue {
             }
         }
         // Through the gates as this process knows them; once more, read afresh, when one of
-        // them moved since (another consumer's admission).
+        // them moved since (another consumer's admission). What is paused is checked at the
+        // version read: when it moved, it is read again and the tasks it now covers left.
         let mut tried: Option<Vec<usize>> = None;
-        let mut fresh = false;
+        let (mut fresh, mut rereads) = (false, 0);
+        let mut pause = restraints.paused_version;
         loop {
             let gates = (self.gate(&mut takes, &mut outcomes, now, restraints, fresh)).await?;
             tried.get_or_insert_with(|| takes.iter().map(|(i, _)| *i).collect());
-            let (done, again) = self.take_many(takes, gates, !fresh).await?;
+            let paused = self.layout().paused();
+            let check = pause.map(|version| (paused.as_str(), version));
+            let (done, again) = self.take_many(takes, gates, !fresh, check).await?;
             for (index, outcome) in done {
                 outcomes[index] = Some(outcome);
             }
             match again {
-                Some(rest) if !rest.is_empty() => (takes, fresh) = (rest, true),
+                Some(Again::Gates(rest)) if !rest.is_empty() => (takes, fresh) = (rest, true),
+                Some(Again::Paused(rest)) if rereads < PAUSE_REREADS => {
+                    rereads += 1;
+                    let (now_paused, version) = self.pauses().read_paused().await?;
+                    pause = version;
+                    takes = rest;
+                    takes.retain(|(index, take)| {
+                        let held = now_paused.covers(&take.envelope.event_type);
+                        if held {
+                            outcomes[*index] = Some(TaskOutcome::Paused);
+                        }
+                        !held
+                    });
+                    if takes.is_empty() {
+                        break;
+                    }
+                }
                 _ => break,
             }
         }
@@ -262,6 +300,7 @@ impl Queue {
         mut takes: Vec<(usize, Take)>,
         pass: GatePass,
         may_regate: bool,
+        pause: Option<(&str, i32)>,
     ) -> Result<Taken> {
         // The turns are held until the multi-op is answered.
         let GatePass {
@@ -276,7 +315,7 @@ impl Queue {
                 .map(|(_, t)| (self.layout().task(&t.name), self.layout().lease(&t.name)))
                 .collect();
             let slots = slots_of(&gates, &takes);
-            let multi = claim_multi(&gates, &slots, &takes, &paths, &lease_data);
+            let multi = claim_multi(pause, &gates, &slots, &takes, &paths, &lease_data);
             // Until the multi-op is answered, its slots are in doubt (see `SlotsInDoubt`).
             let doubt = SlotsInDoubt::new(self, &slots);
             let committed = self.commit("claim", &multi).await;
@@ -289,12 +328,15 @@ impl Queue {
             let failed = match committed? {
                 Ok(results) => {
                     let takes = std::mem::take(&mut takes);
-                    outcomes.extend(claimed(self, &gates, slots, &results, takes, &paths)?);
+                    let results = &results[usize::from(pause.is_some())..];
+                    outcomes.extend(claimed(self, &gates, slots, results, takes, &paths)?);
                     break;
                 }
                 Err(failed) => failed,
             };
             let (task, step) = match failed.tag {
+                // Something was paused or resumed since the restraints were read.
+                Owner::Pause => return Ok((outcomes, Some(Again::Paused(takes)))),
                 // Another consumer went through the gate meanwhile: its tasks wait. (A slot
                 // fails only on a name already taken, which its random tag makes as good as
                 // impossible: it counts as a gate that moved.)
@@ -305,7 +347,7 @@ impl Queue {
                     let gate = gates.remove(g);
                     self.memory.gates.forget(&gate.path);
                     if may_regate {
-                        return Ok((outcomes, Some(takes)));
+                        return Ok((outcomes, Some(Again::Gates(takes))));
                     }
                     limited(gate, &mut takes, &mut outcomes);
                     continue;

@@ -316,12 +316,15 @@ async fn create_missing(
         .zip(found)
         .filter_map(|(path, read)| read.is_none().then_some(path))
         .collect();
+    // `paused` holds JSON from the start: a consumer of an earlier version parses it.
+    let paused = queue.layout.paused();
+    let data = |p: &String| -> &'static [u8] { if *p == paused { b"{}" } else { b"" } };
     let creates: Vec<_> = paths
         .iter()
         .map(|p| {
             queue
                 .client
-                .create(p, b"", &queue.created(zk::CreateMode::Persistent))
+                .create(p, data(p), &queue.created(zk::CreateMode::Persistent))
         })
         .collect();
     for (path, created) in paths.iter().zip(futures::future::join_all(creates).await) {

@@ -1,6 +1,8 @@
 //! Pausing: the whole queue, or one event type. Paused tasks are not claimed; tasks in flight
-//! finish; producers keep publishing. The state is one znode, `ROOT/paused`, read once per
-//! run (and once per worker cycle), so a claim costs nothing more for it.
+//! finish; producers keep publishing. The state is one znode, `ROOT/paused`, read with each
+//! pass's start (and again by claim batches when half a second old). A claim's multi-op
+//! checks the version it was read at, so no claim decided before a pause lands after it: once
+//! `pause` returns, no task of what it paused starts.
 
 use std::collections::BTreeMap;
 
@@ -44,8 +46,11 @@ pub enum PauseTarget {
 }
 
 impl Paused {
-    /// The `paused` znode's data at `path`, read.
+    /// The `paused` znode's data at `path`, read (empty: nothing paused).
     pub(crate) fn parse(path: &str, data: &[u8]) -> Result<Paused> {
+        if data.is_empty() {
+            return Ok(Paused::default());
+        }
         serde_json::from_slice(data).map_err(|e| Error::Unreadable {
             path: path.to_string(),
             problem: e.to_string(),
@@ -96,7 +101,7 @@ impl Pauses<'_> {
     }
 
     /// The state and the znode's version (`None`: no znode).
-    async fn read_paused(self) -> Result<(Paused, Option<i32>)> {
+    pub(crate) async fn read_paused(self) -> Result<(Paused, Option<i32>)> {
         let path = self.layout().paused();
         match self.client().get_data(&path).await {
             Ok((data, stat)) => Ok((Paused::parse(&path, &data)?, Some(stat.version))),

@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct Start {
     pub paused: Paused,
+    /// The version of the `paused` znode read (`None`: no znode), which a claim checks.
+    pub paused_version: Option<i32>,
     /// The names under `cancelled/`.
     pub cancelled: BTreeSet<String>,
     pub lanes: Lanes,
@@ -65,9 +67,11 @@ impl Queue {
             .map_err(|e| Error::zk("get", layout.root(), e))?;
         let mut results = results.into_iter();
         let lanes = lane_starts(&mut results);
-        let paused = match results.next() {
-            Some(zk::MultiReadResult::Data { data, .. }) => Paused::parse(&paused, &data)?,
-            read => nothing_there(read, &paused).map(|()| Paused::default())?,
+        let (paused, paused_version) = match results.next() {
+            Some(zk::MultiReadResult::Data { data, stat }) => {
+                (Paused::parse(&paused, &data)?, Some(stat.version))
+            }
+            read => nothing_there(read, &paused).map(|()| (Paused::default(), None))?,
         };
         let cancelled = match results.next() {
             Some(zk::MultiReadResult::Children { children }) => children.into_iter().collect(),
@@ -87,6 +91,7 @@ impl Queue {
             .collect();
         Ok(Start {
             paused,
+            paused_version,
             cancelled,
             lanes,
             waiting: holds.iter().any(|h| *h),

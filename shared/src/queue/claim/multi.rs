@@ -8,6 +8,8 @@ use crate::queue::ops::{Multi, Op};
 /// What an operation of a claim's multi-op belongs to.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Owner {
+    /// The check of `paused` at the version the claim's restraints were read at.
+    Pause,
     /// A gate's rewrite (its index).
     Gate(usize),
     /// The slot the tasks admitted through a gate hold (the gate's index).
@@ -25,9 +27,11 @@ pub(super) enum Step {
 }
 
 /// The claim's multi-op for `takes` (their task and lease paths in `paths`) through `gates`,
-/// whose slots are `slots` (see `places::slots_of`): the gates' rewrites first, then the
-/// slots, then each task's operations.
+/// whose slots are `slots` (see `places::slots_of`): the check of `paused` at the version
+/// read (`pause`, when there is one) first, then the gates' rewrites, then the slots, then
+/// each task's operations.
 pub(super) fn claim_multi<'a>(
+    pause: Option<(&'a str, i32)>,
     gates: &'a [GateWrite],
     slots: &'a [(String, Vec<String>)],
     takes: &'a [(usize, Take)],
@@ -35,6 +39,9 @@ pub(super) fn claim_multi<'a>(
     lease_data: &'a [u8],
 ) -> Multi<'a, Owner> {
     let mut multi = Multi::new();
+    if let Some((path, version)) = pause {
+        multi.push(Owner::Pause, Op::Check(path, version));
+    }
     for (g, gate) in gates.iter().enumerate() {
         let op = match gate.version {
             Some(version) => Op::Set(&gate.path, &gate.data, version),
