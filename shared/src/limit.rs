@@ -187,6 +187,11 @@ pub struct Admission {
     pub retry_in_ms: Option<i64>,
 }
 
+/// How far a consumer's reading of ZooKeeper's time may run behind a bucket's moment and still
+/// be taken for a reading late by its round trip (the bucket keeps its moment); further behind,
+/// ZooKeeper's clock itself went back.
+const CLOCK_BEHIND_MS: i64 = 10_000;
+
 /// How long a task left out for want of a free slot waits before it looks again.
 pub const SLOT_POLL_MS: i64 = 100;
 
@@ -219,17 +224,24 @@ pub fn admit(
         tokens.floor() as usize
     };
     let admitted = wanted.min(free).min(by_tokens);
+    // A reading behind the bucket's own moment keeps that moment: moved back, the span
+    // between would be refilled a second time by the next admission. Far behind, it is
+    // ZooKeeper's clock that went back (a new leader's), and the bucket starts again from it
+    // rather than stand still until the clock catches up.
+    let at_ms = match stored {
+        Some(b) if b.at_ms > now_ms && b.at_ms - now_ms <= CLOCK_BEHIND_MS => b.at_ms,
+        _ => now_ms,
+    };
     let retry_in_ms = (admitted < wanted).then(|| {
         if admitted == free {
             SLOT_POLL_MS
         } else {
+            // Tokens come again from the bucket's moment on, not from the reading.
             let rate = bucket.unwrap_or(1.0);
-            (((admitted as f64 + 1.0 - tokens).max(0.0) / rate).ceil() as i64).max(1)
+            let refill = ((admitted as f64 + 1.0 - tokens).max(0.0) / rate).ceil() as i64;
+            (refill + (at_ms - now_ms)).max(1)
         }
     });
-    // A reading behind the bucket's own moment keeps that moment: moved back, the span
-    // between would be refilled a second time by the next admission.
-    let at_ms = stored.map_or(now_ms, |b| b.at_ms.max(now_ms));
     Admission {
         admitted,
         bucket: bucket.map(|_| Bucket {
@@ -304,8 +316,22 @@ mod tests {
             bucket.at_ms, 1_000,
             "the bucket's moment stays where it was"
         );
+        assert_eq!(
+            behind.retry_in_ms,
+            Some(100),
+            "its token comes 50 ms after the bucket's moment"
+        );
         let next = admit(&limit, 0, Some(bucket), 1_050, 5);
         assert_eq!(next.admitted, 1, "50 ms at 20/s is one token, not two");
+        let reset = admit(&limit, 0, Some(bucket), 1_000 - CLOCK_BEHIND_MS - 1, 5);
+        let bucket = reset.bucket.unwrap();
+        assert_eq!(
+            bucket.at_ms,
+            1_000 - CLOCK_BEHIND_MS - 1,
+            "a clock that went back: the bucket starts again from it"
+        );
+        let after = admit(&limit, 0, Some(bucket), 1_000 - CLOCK_BEHIND_MS + 49, 5);
+        assert_eq!(after.admitted, 1, "and refills from then on");
     }
 
     #[test]

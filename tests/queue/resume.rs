@@ -266,6 +266,60 @@ async fn a_signal_sent_before_its_wait_is_kept_and_consumed_by_it_once() {
     assert_eq!(*ended.lock().unwrap(), [(id, want)]);
 }
 
+/// A wait whose keys cannot be read (here a key another client made readable only by itself)
+/// does not fail the run: the task goes back in place with the wait taken back, holding no
+/// registration, and its next run asks for the wait again; once the key can be read, the wait
+/// registers and a signal ends it.
+#[tokio::test]
+async fn a_wait_whose_keys_cannot_be_read_is_asked_for_again_by_the_next_run() {
+    use zookeeper_client as zk;
+    let t = TestQueue::new().await;
+    let stranger = zk::Client::connector()
+        .with_auth("digest", b"stranger:pw")
+        .connect(&t.config.zookeeper)
+        .await
+        .unwrap();
+    let key = format!("{}/signals/locked", t.config.root);
+    let private = zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all());
+    stranger.create(&key, b"", &private).await.unwrap();
+    let id = publish_one(&t, "approve").await;
+    let ended = Arc::default();
+    let handler = waiter(&["locked"], Arc::clone(&ended));
+    let first = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!((first.suspended, first.retried), (1, 0), "{first:?}");
+    let (state, status) = state_of(&t, &id).await;
+    assert_eq!(state, Some(State::Pending), "back in place: {status:?}");
+    let Status::Pending { task } = status else {
+        unreachable!()
+    };
+    let record = task.envelope.unwrap().resume;
+    assert!(
+        record.as_ref().is_none_or(|r| r.suspended_in().is_none()),
+        "the wait taken back: {record:?}"
+    );
+    assert!(t.waiting().await.is_empty(), "nothing under delayed/");
+    let anyone = zk::Acls::anyone_all();
+    stranger.set_acl(&key, &anyone, None).await.unwrap();
+    let second = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(second.suspended, 1, "{second:?}");
+    assert_eq!(state_of(&t, &id).await.0, Some(State::AwaitingSignal));
+    let payload = json!({"ok": true});
+    t.queue.signals().signal("locked", &payload).await.unwrap();
+    let third = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(third.completed, 1, "{third:?}");
+    let want = WaitOutcome::Signal {
+        key: "locked".into(),
+        payload,
+    };
+    assert_eq!(*ended.lock().unwrap(), [(id, want)]);
+}
+
 #[tokio::test]
 async fn a_key_two_tasks_wait_for_wakes_the_first_and_its_next_signal_the_other() {
     let t = TestQueue::new().await;

@@ -174,7 +174,8 @@ impl Queue {
     /// request for the batch however many it holds. The outcomes come back in the order of
     /// `reads`; `None` is a task not tried, because the claim of one before it lost a race,
     /// and that still looked free in the one read that followed the race (whoever won may be
-    /// working through the same tasks: the caller decides whether to try again). Tasks of paused
+    /// working through the same tasks: the caller decides whether to try again), or because
+    /// `paused` changed under the claim more times than it reads it again. Tasks of paused
     /// types are left as they are, as `restraints` say and as the multi-op's check of
     /// `paused` at their version confirms (see [`Restraints::paused_version`]); cancelled
     /// ones are buried. A
@@ -187,6 +188,16 @@ impl Queue {
         now: &ZkTime,
         restraints: &Restraints,
     ) -> Result<Vec<Option<TaskOutcome>>> {
+        // What is paused as a claim of this process last read it, when newer than the copy.
+        let newer = self.memory.paused.newer_than(restraints.paused_version);
+        let restraints = &match newer {
+            Some((paused, version)) => std::borrow::Cow::Owned(Restraints {
+                paused,
+                paused_version: Some(version),
+                ..restraints.clone()
+            }),
+            None => std::borrow::Cow::Borrowed(restraints),
+        };
         let mut outcomes: Vec<Option<TaskOutcome>> = Vec::with_capacity(reads.len());
         let mut takes = Vec::new();
         for (index, (name, body, stat)) in reads.iter().enumerate() {
@@ -218,6 +229,7 @@ impl Queue {
                 Some(Again::Paused(rest)) if rereads < PAUSE_REREADS => {
                     rereads += 1;
                     let (now_paused, version) = self.pauses().read_paused().await?;
+                    self.memory.paused.saw(&now_paused, version);
                     pause = version;
                     takes = rest;
                     takes.retain(|(index, take)| {

@@ -5,6 +5,7 @@
 //! `pause` returns, no task of what it paused starts.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
@@ -122,6 +123,30 @@ impl Pauses<'_> {
     }
 }
 
+/// The newest `paused` a claim of this process read when its run's copy had gone stale (a
+/// run reads its copy again only when half a second old): later claims take it instead of the
+/// copy, rather than each failing its check once more.
+#[derive(Default)]
+pub(super) struct LatestPaused(Mutex<Option<(Paused, i32)>>);
+
+impl LatestPaused {
+    /// What is paused as kept here, when newer than a copy read at `version`.
+    pub(super) fn newer_than(&self, version: Option<i32>) -> Option<(Paused, i32)> {
+        let kept = self.0.lock().expect("not poisoned");
+        let newer = |(_, kept): &&(Paused, i32)| version.is_none_or(|copy| *kept > copy);
+        kept.as_ref().filter(newer).cloned()
+    }
+
+    /// Keeps `paused`, read at `version`, when newer than what is kept.
+    pub(super) fn saw(&self, paused: &Paused, version: Option<i32>) {
+        let Some(version) = version else { return };
+        let mut kept = self.0.lock().expect("not poisoned");
+        if kept.as_ref().is_none_or(|(_, v)| version > *v) {
+            *kept = Some((paused.clone(), version));
+        }
+    }
+}
+
 /// `ROOT/paused` changed (see [`Pauses::change_paused`]).
 struct ChangePaused<'t> {
     path: String,
@@ -195,6 +220,24 @@ mod tests {
         assert!(paused.set(&PauseTarget::Queue, false));
         assert!(paused.set(&PauseTarget::Type("email".into()), false));
         assert!(paused.is_empty());
+    }
+
+    #[test]
+    fn a_claim_takes_the_newer_of_its_runs_copy_and_what_a_claim_read_since() {
+        let latest = LatestPaused::default();
+        assert_eq!(latest.newer_than(Some(3)), None, "nothing read since");
+        let mut paused = Paused::default();
+        paused.set(&PauseTarget::Queue, true);
+        latest.saw(&paused, Some(4));
+        assert_eq!(latest.newer_than(Some(3)), Some((paused.clone(), 4)));
+        assert_eq!(latest.newer_than(None), Some((paused.clone(), 4)));
+        assert_eq!(latest.newer_than(Some(4)), None, "the copy is as new");
+        latest.saw(&Paused::default(), Some(2));
+        assert_eq!(
+            latest.newer_than(Some(3)),
+            Some((paused, 4)),
+            "an older read is not kept"
+        );
     }
 
     #[test]

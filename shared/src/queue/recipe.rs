@@ -33,6 +33,8 @@ pub(super) struct Memory {
     pub(super) gates: GateCache,
     /// `turns`: the turns of this process's endings at each batch they count in.
     pub(super) batch_turns: Turns,
+    /// `pause`: the newest `paused` a claim read after its run's copy went stale.
+    pub(super) paused: super::pause::LatestPaused,
 }
 
 /// Names of znodes this process made or met: it makes one only when it is not among them.
