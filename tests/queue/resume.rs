@@ -320,6 +320,51 @@ async fn a_wait_whose_keys_cannot_be_read_is_asked_for_again_by_the_next_run() {
     assert_eq!(*ended.lock().unwrap(), [(id, want)]);
 }
 
+/// A webhook's wait (a `202` with a checkpoint and `wait_for`) whose keys cannot be read is
+/// taken back with the checkpoint it came with: the next delivery carries the checkpoint from
+/// before, so the webhook asks for the wait again rather than go on as if it had ended. (The
+/// contract checker met this under a leader kill: the delivery after it carried the new
+/// checkpoint and no wait, and the webhook went on past a wait that never was.)
+#[tokio::test]
+async fn a_webhook_wait_taken_back_takes_its_checkpoint_back_too() {
+    use event_bridge::resume::Then;
+    use zookeeper_client as zk;
+    let t = TestQueue::new().await;
+    let stranger = zk::Client::connector()
+        .with_auth("digest", b"stranger:pw")
+        .connect(&t.config.zookeeper)
+        .await
+        .unwrap();
+    let key = format!("{}/signals/locked", t.config.root);
+    let private = zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all());
+    stranger.create(&key, b"", &private).await.unwrap();
+    let id = publish_one(&t, "webhook").await;
+    // As the HTTP sink answers a webhook's 202: the step after the one its checkpoint names.
+    let handler = FnHandler(move |task: Task| async move {
+        let step = task.steps.checkpointed::<u64>().unwrap_or(0);
+        let wait = Then::WaitFor {
+            keys: vec!["locked".into()],
+            timeout: HOUR,
+        };
+        Err::<(), _>(task.steps.suspend_with(Some(json!(step + 1)), wait))
+    });
+    let first = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.suspended, 1, "{first:?}");
+    let (state, status) = state_of(&t, &id).await;
+    assert_eq!(state, Some(State::Pending), "back in place: {status:?}");
+    let Status::Pending { task } = status else {
+        unreachable!()
+    };
+    let record = task.envelope.unwrap().resume;
+    assert_eq!(
+        record.as_ref().and_then(|r| r.checkpoint.clone()),
+        None,
+        "the checkpoint from before the wait: {record:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_key_two_tasks_wait_for_wakes_the_first_and_its_next_signal_the_other() {
     let t = TestQueue::new().await;

@@ -70,6 +70,9 @@ struct Inner {
     /// Changes made to the record so far.
     changes: u64,
     suspend: Option<Suspend>,
+    /// The checkpoint a wait asked for with [`Steps::suspend_with`] replaced: what the record
+    /// goes back to when the wait is taken back.
+    before_wait: Option<Option<Value>>,
     fatal: Option<String>,
     stopping: bool,
     bound: Option<Binding>,
@@ -309,7 +312,10 @@ impl Steps {
             let mut inner = self.lock();
             self.use_it(&mut inner);
             if let Some(checkpoint) = checkpoint {
-                inner.record.checkpoint = Some(checkpoint);
+                let before = inner.record.checkpoint.replace(checkpoint);
+                if matches!(entry, Some(Entry::Wait { .. })) {
+                    inner.before_wait = Some(before);
+                }
                 inner.changes += 1;
             }
         }
@@ -542,11 +548,17 @@ impl Steps {
         }
     }
 
-    /// Takes back the wait the handler suspended in: it asks for it again on its next run.
+    /// Takes back the wait the handler suspended in, with the checkpoint it came with (a
+    /// webhook's checkpoint says which step comes next, and that step is the wait): it asks
+    /// for the wait again on its next run.
     pub(crate) fn retract_wait(&self) {
         let mut inner = self.lock();
         if matches!(inner.record.done.last(), Some(Entry::Wait { .. })) {
             inner.record.done.pop();
+            if let Some(before) = inner.before_wait.take() {
+                inner.record.checkpoint = before;
+                inner.changes += 1;
+            }
         }
     }
 
