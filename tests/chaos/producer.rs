@@ -363,6 +363,7 @@ pub async fn publish(
         let answers = producer.publish(&envelopes).await;
         let at = Instant::now();
         let mut debounced: HashMap<String, Vec<String>> = HashMap::new();
+        let mut landed: HashSet<String> = HashSet::new();
         for ((kind, envelope), answer) in batch.into_iter().zip(answers) {
             if let Some(debounce) = &envelope.debounce {
                 (debounced.entry(debounce.key.clone()).or_default()).push(envelope.id.clone());
@@ -391,6 +392,7 @@ pub async fn publish(
                     if let Some(replaced) = replaced.filter(|r| *r != id) {
                         producer.replaced.insert(replaced);
                     }
+                    landed.insert(id);
                     None
                 }
                 Answer::Existing { id, task, .. } if id == envelope.id => task,
@@ -443,6 +445,16 @@ pub async fn publish(
                     .group
                     .map(|g| (g, envelope.payload["seq"].as_u64().unwrap_or(0))),
             });
+        }
+        for ids in debounced.values() {
+            // A key keeps the last of its publishes in one call: the ones before it are
+            // replaced, also when a fault cut the call and its answers came from what landed,
+            // which cannot say what an envelope replaced (`replaced` is `None` there).
+            if let Some((last, earlier)) = ids.split_last()
+                && landed.contains(last)
+            {
+                producer.replaced.extend(earlier.iter().cloned());
+            }
         }
         for (key, ids) in debounced {
             // Only the debounced kind's keys are probed (not grouped debounced tasks').
