@@ -29,9 +29,10 @@ pub const EARLY_TOLERANCE: Duration = Duration::from_millis(100);
 pub const EARLY_BOUND: Duration = Duration::from_secs(1);
 /// A delayed task delivered this long before it was due is early.
 pub const DELAY_TOLERANCE_MS: i64 = 100;
-/// Starts of the limited route in a window beyond `rate × T + burst` forgiven for the time
-/// between a claim's commit and its log line.
-pub const RATE_JITTER_STARTS: f64 = 1.0;
+/// Admissions of the limited route in a window of the gate's moments beyond `rate × T +
+/// burst` forgiven for the rounding of floating-point tokens (the moments are the gate's own:
+/// no jitter).
+pub const RATE_ROUNDING: f64 = 1e-6;
 
 /// Percentiles of a set of durations (seconds), with how many.
 #[derive(Clone, Copy, Debug, Default)]
@@ -126,6 +127,9 @@ pub struct Figures {
     pub over_key_limit_unexplained: Vec<String>,
     pub limited_claims: usize,
     pub worst_claims: Window,
+    /// Admissions of the limited route through its gate, and the worst window of their moments.
+    pub limited_admitted: usize,
+    pub worst_admitted: Window,
     pub worst_arrivals: Window,
     pub burst: f64,
     // schedule
@@ -208,6 +212,8 @@ pub struct Inputs<'a> {
     pub stored_schedule: Option<serde_json::Value>,
     pub left: &'a Left,
     pub claims: &'a [Claim],
+    /// Admissions through rates' gates: the gate's path, and the bucket's moment (ZooKeeper ms).
+    pub admitted: &'a [(String, i64)],
     pub batch: Option<&'a event_bridge::batch::BatchStatus>,
     /// The resumable tasks and their signals (see `resumable`), and the signals' payload ids
     /// still kept at the end.
@@ -587,9 +593,13 @@ fn keys(f: &mut Figures, input: &Inputs) {
     f.key_anomalies = input.published.key_anomalies.clone();
 }
 
-/// The limited route: open requests at the receiver never above `max_in_flight`; starts (the
-/// consumers' `task claimed` lines) in any window within `rate × T + burst`. The tenants'
-/// route: open requests of one concurrency key never above its `per_key` cap.
+/// The limited route: open requests at the receiver never above `max_in_flight`; admissions in
+/// any window of its gate's moments (each admission's bucket moment, by ZooKeeper's clock, as
+/// the admitting consumer logged it) within `rate × T + burst`: every consumer's admissions
+/// are serialized by the gate's version, so a lost update of the bucket, or a moment moved
+/// back, shows as more. The consumers' `task claimed` lines and the receiver's arrivals are
+/// measured the same way, and shown (they carry the time from commit to log or to request).
+/// The tenants' route: open requests of one concurrency key never above its `per_key` cap.
 fn limit(f: &mut Figures, input: &Inputs) {
     f.most_open = input.ledger.most_open;
     let claimer: HashMap<(&str, i64), &str> = (input.claims.iter())
@@ -638,6 +648,17 @@ fn limit(f: &mut Figures, input: &Inputs) {
     claims.sort();
     f.limited_claims = claims.len();
     f.worst_claims = worst_window(&claims, rate);
+    let gate = format!(
+        "/limits/{}",
+        event_bridge::layout::encode_segment(LIMITED_TYPE)
+    );
+    let mut admitted: Vec<i64> = (input.admitted.iter())
+        .filter(|(path, _)| path.ends_with(&gate))
+        .map(|(_, at_ms)| *at_ms)
+        .collect();
+    admitted.sort();
+    f.limited_admitted = admitted.len();
+    f.worst_admitted = worst_window(&admitted, rate);
     let mut arrivals: Vec<i64> = (input.ledger.deliveries.iter())
         .filter(|d| d.event_type == LIMITED_TYPE)
         .map(|d| d.arrived_ms)

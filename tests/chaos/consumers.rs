@@ -6,9 +6,10 @@
 //! appended across restarts. The operator's commands (`pause`, `schedule add`, …) run with
 //! the same environment.
 //!
-//! Logs are at WARN (`RUST_LOG=warn`), plus the one DEBUG line `task claimed` of the target
-//! `event_bridge::process::task`, which names the consumer id: that is how a fault knows which
-//! leases its victim holds.
+//! Logs are at WARN (`RUST_LOG=warn`), plus the DEBUG line `task claimed` of the target
+//! `event_bridge::process::task`, which names the consumer id (that is how a fault knows which
+//! leases its victim holds), and the DEBUG line `admitted through a rate` of
+//! `event_bridge::queue::claim`, with the gate's moment of each admission (the rate check).
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -129,7 +130,8 @@ impl Launcher {
             ("KEEP_DONE", crate::results::KEEP_DONE.to_string()),
             (
                 "RUST_LOG",
-                "warn,event_bridge::process::task=debug".to_string(),
+                "warn,event_bridge::process::task=debug,event_bridge::queue::claim=debug"
+                    .to_string(),
             ),
         ];
         Launcher {

@@ -15,6 +15,9 @@ pub struct LogScan {
     pub claims: BTreeMap<String, usize>,
     /// Every claim as logged (`task claimed`, right after the claim committed).
     pub claimed: Vec<Claim>,
+    /// Every admission through a rate's gate: the gate, and the bucket's moment (ZooKeeper ms)
+    /// it was admitted at (`admitted through a rate`).
+    pub admitted: Vec<(String, i64)>,
 }
 
 /// One claim: when it was logged (wall clock, ms), the task, its fencing token, and who
@@ -52,6 +55,11 @@ impl LogScan {
             *self.warnings.entry(bare(line)).or_default() += 1;
             return;
         };
+        if event["message"] == "admitted through a rate"
+            && let (Some(gate), Some(at_ms)) = (event["gate"].as_str(), event["bucket_ms"].as_i64())
+        {
+            self.admitted.push((gate.to_string(), at_ms));
+        }
         if event["message"] == "task claimed" {
             *self.claims.entry(file.to_string()).or_default() += 1;
             let at_ms = (event["timestamp"].as_str())

@@ -467,6 +467,7 @@ fn claimed(
         let shares = shares_of(gates, &held, &take);
         outcomes.push((index, take.taken(mine, lease_path, shares)?));
     }
+    admitted_by_rate(gates, &outcomes);
     // Every lease of one multi-op has its zxid: the claim's token, which its slots keep.
     let token = outcomes.iter().find_map(|(_, outcome)| match outcome {
         TaskOutcome::Claimed(lease) => Some(lease.task.fencing_token),
@@ -476,6 +477,21 @@ fn claimed(
         held.iter().flatten().for_each(|slot| slot.landed(token));
     }
     Ok(outcomes)
+}
+
+/// Logs each task a rate's gate admitted, with the bucket's moment it was admitted at (ZooKeeper
+/// time, ms): admissions by every consumer, ordered by those moments, never outrun the rate
+/// plus the burst (the contract checker reads these lines).
+fn admitted_by_rate(gates: &[GateWrite], outcomes: &[(usize, TaskOutcome)]) {
+    for gate in gates {
+        let Some(bucket) = gate.bucket else { continue };
+        for (index, outcome) in outcomes {
+            if let (true, TaskOutcome::Claimed(lease)) = (gate.admitted.contains(index), outcome) {
+                tracing::debug!(task = %lease.task.name, fencing_token = lease.task.fencing_token,
+                    gate = %gate.path, bucket_ms = bucket.at_ms, "admitted through a rate");
+            }
+        }
+    }
 }
 
 /// The tasks `gate` admitted that still wait in `takes` after it moved: over their limit for
