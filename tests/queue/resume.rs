@@ -266,14 +266,10 @@ async fn a_signal_sent_before_its_wait_is_kept_and_consumed_by_it_once() {
     assert_eq!(*ended.lock().unwrap(), [(id, want)]);
 }
 
-/// A wait whose keys cannot be read (here a key another client made readable only by itself)
-/// does not fail the run: the task goes back in place with the wait taken back, holding no
-/// registration, and its next run asks for the wait again; once the key can be read, the wait
-/// registers and a signal ends it.
-#[tokio::test]
-async fn a_wait_whose_keys_cannot_be_read_is_asked_for_again_by_the_next_run() {
+/// The signal key `locked`, made by another client readable only by itself: that client, and
+/// the key's path.
+async fn locked_key(t: &TestQueue) -> (zookeeper_client::Client, String) {
     use zookeeper_client as zk;
-    let t = TestQueue::new().await;
     let stranger = zk::Client::connector()
         .with_auth("digest", b"stranger:pw")
         .connect(&t.config.zookeeper)
@@ -282,6 +278,18 @@ async fn a_wait_whose_keys_cannot_be_read_is_asked_for_again_by_the_next_run() {
     let key = format!("{}/signals/locked", t.config.root);
     let private = zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all());
     stranger.create(&key, b"", &private).await.unwrap();
+    (stranger, key)
+}
+
+/// A wait whose keys cannot be read (here a key another client made readable only by itself)
+/// does not fail the run: the task goes back in place with the wait taken back, holding no
+/// registration, and its next run asks for the wait again; once the key can be read, the wait
+/// registers and a signal ends it.
+#[tokio::test]
+async fn a_wait_whose_keys_cannot_be_read_is_asked_for_again_by_the_next_run() {
+    use zookeeper_client as zk;
+    let t = TestQueue::new().await;
+    let (stranger, key) = locked_key(&t).await;
     let id = publish_one(&t, "approve").await;
     let ended = Arc::default();
     let handler = waiter(&["locked"], Arc::clone(&ended));
@@ -328,16 +336,8 @@ async fn a_wait_whose_keys_cannot_be_read_is_asked_for_again_by_the_next_run() {
 #[tokio::test]
 async fn a_webhook_wait_taken_back_takes_its_checkpoint_back_too() {
     use event_bridge::resume::Then;
-    use zookeeper_client as zk;
     let t = TestQueue::new().await;
-    let stranger = zk::Client::connector()
-        .with_auth("digest", b"stranger:pw")
-        .connect(&t.config.zookeeper)
-        .await
-        .unwrap();
-    let key = format!("{}/signals/locked", t.config.root);
-    let private = zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all());
-    stranger.create(&key, b"", &private).await.unwrap();
+    let _locked = locked_key(&t).await;
     let id = publish_one(&t, "webhook").await;
     // As the HTTP sink answers a webhook's 202: the step after the one its checkpoint names.
     let handler = FnHandler(move |task: Task| async move {
