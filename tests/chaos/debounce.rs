@@ -78,10 +78,15 @@ pub struct Seen {
     pub names_it: bool,
 }
 
+/// Whether the run probes the debounced key of task number `n` (half of them).
+pub fn probed(n: usize) -> bool {
+    (n / 20).is_multiple_of(2)
+}
+
 /// Which debounced keys a run probes: half by status, a quarter (of the others) by cancel.
 pub fn order_for(n: usize, key: &str, ids: &[String]) -> Option<ProbeOrder> {
     let (first, last) = (ids.first()?, ids.last()?);
-    if ids.len() != 3 || (n / 20) % 2 == 1 {
+    if ids.len() != 3 || !probed(n) {
         return None;
     }
     Some(ProbeOrder {
@@ -210,6 +215,8 @@ pub struct DebounceFigures {
     /// again after a failed publish (not judged: their answers are the retry's).
     pub delivered_replaced: Vec<String>,
     pub uncertain: usize,
+    /// Replaced or run, the answers cannot tell which (not judged; see `Published::untold`).
+    pub untold: usize,
     /// Keys probed by status, and what the envelope left was found as.
     pub statuses: usize,
     pub status_states: HashMap<String, usize>,
@@ -230,6 +237,7 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> DebounceF
             f.uncertain += 1;
             continue;
         }
+        f.untold += usize::from(published.untold.contains(&sent.id));
         if !published.replaced.contains(&sent.id) {
             continue;
         }

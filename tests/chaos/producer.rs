@@ -143,6 +143,11 @@ pub const TENANT_TYPE: &str = "chaos.tenant";
 /// A debounced task's period and maximum wait.
 pub const DEBOUNCE_PERIOD: Duration = Duration::from_millis(500);
 pub const DEBOUNCE_MAX: Duration = Duration::from_millis(2_000);
+/// The same for a key the run probes right after its publish: long enough that a probe finds
+/// it pending however slow the machine (with half a second, on two loaded cores most probes
+/// came after the key had fired, and some runs' probes saw nothing pending at all).
+pub const PROBED_DEBOUNCE_PERIOD: Duration = Duration::from_secs(5);
+pub const PROBED_DEBOUNCE_MAX: Duration = Duration::from_secs(10);
 pub const HIGH_TYPE: &str = "chaos.high";
 pub const LOW_TYPE: &str = "chaos.low";
 /// The concurrency keys tenant tasks carry.
@@ -230,6 +235,9 @@ pub struct Published {
     pub key_anomalies: Vec<String>,
     /// Debounced envelopes another one replaced (never to be delivered).
     pub replaced: HashSet<String>,
+    /// Debounced envelopes that were replaced or ran, the answers cannot tell which: the next
+    /// publish of their key answered replacing nothing (not judged).
+    pub untold: HashSet<String>,
     /// Debounced keys probed by status or cancel right after their publish.
     pub probes: Vec<Probe>,
     /// From the first tick to the last envelope published.
@@ -246,6 +254,7 @@ impl Published {
             .collect();
         (self.sent.iter())
             .filter(|s| s.kind != Kind::Cancelled && !self.replaced.contains(&s.id))
+            .filter(|s| !self.untold.contains(&s.id))
             .filter(|s| !s.dies_with_parent)
             .filter(|s| !probed.contains(s.id.as_str()))
             .filter(|s| !(s.kind == Kind::Debounced && self.uncertain.contains(&s.id)))
@@ -363,7 +372,7 @@ pub async fn publish(
         let answers = producer.publish(&envelopes).await;
         let at = Instant::now();
         let mut debounced: HashMap<String, Vec<String>> = HashMap::new();
-        let mut landed: HashSet<String> = HashSet::new();
+        let mut replaced_nothing: HashSet<String> = HashSet::new();
         for ((kind, envelope), answer) in batch.into_iter().zip(answers) {
             if let Some(debounce) = &envelope.debounce {
                 (debounced.entry(debounce.key.clone()).or_default()).push(envelope.id.clone());
@@ -389,10 +398,10 @@ pub async fn publish(
                 Answer::Created { task, .. } => Some(task),
                 Answer::Debounced { id, replaced, .. } => {
                     // Replacing itself: the batch was sent again after its first try landed.
-                    if let Some(replaced) = replaced.filter(|r| *r != id) {
-                        producer.replaced.insert(replaced);
+                    match replaced.filter(|r| *r != id) {
+                        Some(replaced) => drop(producer.replaced.insert(replaced)),
+                        None => drop(replaced_nothing.insert(id)),
                     }
-                    landed.insert(id);
                     None
                 }
                 Answer::Existing { id, task, .. } if id == envelope.id => task,
@@ -447,13 +456,14 @@ pub async fn publish(
             });
         }
         for ids in debounced.values() {
-            // A key keeps the last of its publishes in one call: the ones before it are
-            // replaced, also when a fault cut the call and its answers came from what landed,
-            // which cannot say what an envelope replaced (`replaced` is `None` there).
-            if let Some((last, earlier)) = ids.split_last()
-                && landed.contains(last)
-            {
-                producer.replaced.extend(earlier.iter().cloned());
+            // A publish answered as replacing nothing: the key had fired, so the envelope
+            // before it ran; or a fault cut the call and the answer came from what landed,
+            // which cannot say what an envelope replaced. Which of the two, the answers do not
+            // tell: the envelope before it is not judged.
+            for pair in ids.windows(2) {
+                if replaced_nothing.contains(&pair[1]) && !producer.replaced.contains(&pair[0]) {
+                    producer.untold.insert(pair[0].clone());
+                }
             }
         }
         for (key, ids) in debounced {
@@ -486,6 +496,7 @@ pub async fn publish(
         uncertain: producer.uncertain,
         key_anomalies: producer.key_anomalies,
         replaced: producer.replaced,
+        untold: producer.untold,
         probes,
         took,
     }
@@ -506,10 +517,14 @@ fn fair(kind: Kind, i: usize) -> (Kind, Envelope) {
 
 /// The debounce of task number `n`'s three publishes.
 fn debounce(n: usize) -> Debounce {
+    let (period, max) = match crate::debounce::probed(n) {
+        true => (PROBED_DEBOUNCE_PERIOD, PROBED_DEBOUNCE_MAX),
+        false => (DEBOUNCE_PERIOD, DEBOUNCE_MAX),
+    };
     Debounce {
         key: format!("deb-{n}"),
-        period_ms: DEBOUNCE_PERIOD.as_millis() as u64,
-        max_ms: Some(DEBOUNCE_MAX.as_millis() as u64),
+        period_ms: period.as_millis() as u64,
+        max_ms: Some(max.as_millis() as u64),
     }
 }
 
@@ -606,6 +621,7 @@ struct Producer {
     uncertain: HashSet<String>,
     key_anomalies: Vec<String>,
     replaced: HashSet<String>,
+    untold: HashSet<String>,
 }
 
 impl Producer {
@@ -627,6 +643,7 @@ impl Producer {
             uncertain: HashSet::new(),
             key_anomalies: Vec::new(),
             replaced: HashSet::new(),
+            untold: HashSet::new(),
         }
     }
 

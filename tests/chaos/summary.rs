@@ -277,11 +277,12 @@ impl Outcome {
             flag(!f.fairness.violations.is_empty())
         );
         println!(
-            "debounce    {:>6}  replaced envelopes delivered ({} debounced publishes, three a key; {} replaced; {} sent again after a failed publish, not judged){}{}",
+            "debounce    {:>6}  replaced envelopes delivered ({} debounced publishes, three a key; {} replaced; {} sent again after a failed publish, not judged; {} replaced or run, the next publish's answer cannot tell (its key fired, or it was judged from what landed), not judged){}{}",
             f.debounce.delivered_replaced.len(),
             f.debounce.publishes,
             f.debounce.replaced,
             f.debounce.uncertain,
+            f.debounce.untold,
             some(&f.debounce.delivered_replaced),
             flag(!f.debounce.delivered_replaced.is_empty())
         );
