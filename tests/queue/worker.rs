@@ -222,7 +222,7 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
     release.notify_one();
     eventually("the slow task finished", || async { done.count() == 2 }).await;
     t.queue.pauses().resume(&email).await.unwrap();
-    // Resuming changes nothing under tasks/: the worker sees it at its next wake-up.
+    // Resuming changes nothing under tasks/: the worker's watch on `paused` wakes it.
     let next = t.publish(1).await.remove(0);
     eventually("the email task ran once resumed", || async {
         done.names().contains(&held) && done.names().contains(&next)
@@ -230,6 +230,46 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
     .await;
     stop.send(true).unwrap();
     assert_eq!(within(join).await.unwrap().completed, 4);
+}
+
+/// A resume reaches an idle worker by itself: its drain passed the paused task over and
+/// ended, and nothing under the lanes changes after the resume. (Before the fix, the worker
+/// waited for its next publish or its idle timer: with the timer off, for ever.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_wakes_an_idle_worker_that_passed_the_task_over() {
+    use event_bridge::Envelope;
+    use event_bridge::queue::PauseTarget;
+    use serde_json::json;
+    let t = TestQueue::new().await;
+    let done = Recorder::default();
+    let email = PauseTarget::Type("email".into());
+    t.queue.pauses().pause(&email).await.unwrap();
+    let (stop, join) = start(watching(config(&t), done.clone(), 4));
+    let held = t
+        .queue
+        .publish(&Envelope::new("email", json!({})))
+        .await
+        .unwrap();
+    // Behind the paused task in its lane: once it ran, a drain has passed the paused one over.
+    let sms = t
+        .queue
+        .publish(&Envelope::new("sms", json!({})))
+        .await
+        .unwrap();
+    eventually("the sms task ran", || async {
+        done.names() == [sms.clone()]
+    })
+    .await;
+    let why = "the worker ends its last drain and waits: nothing it exposes says when it idles";
+    harness::real_time(Duration::from_secs(2), why).await;
+    t.queue.pauses().resume(&email).await.unwrap();
+    eventually(
+        "the email task ran once resumed, with nothing else published",
+        || async { done.names().contains(&held) },
+    )
+    .await;
+    stop.send(true).unwrap();
+    assert_eq!(within(join).await.unwrap().completed, 2);
 }
 
 /// While one slow task keeps the worker's drain going (as steady traffic does), a task whose

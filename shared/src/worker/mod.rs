@@ -38,6 +38,15 @@ use crate::session::{Recovery, Session, recovery};
 /// How often an idle worker looks for tasks whose backoff ended.
 pub const WORKER_IDLE_CHECK: Duration = Duration::from_secs(5);
 
+/// What wakes a worker between drains, and a drain at its tail.
+#[derive(Default)]
+struct Wakes {
+    /// A change in a lane: new tasks (a drain at its tail goes on past it).
+    refill: Arc<Notify>,
+    /// A change of what is paused: a task a drain passed over may be claimed now.
+    paused: Arc<Notify>,
+}
+
 /// What a worker did over its life.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -130,22 +139,19 @@ impl<H: Handler> Worker<H> {
             consumer_id: session.consumer_id().to_string(),
             ..Default::default()
         };
-        let (mut queue, mut refill) = self.watch(session, &mut report).await?;
+        let (mut queue, mut wakes) = self.watch(session, &mut report).await?;
         while !*stop.borrow() {
             // A run may have opened a new session for what it held: watch on that one.
             if session.queue().session().id() != queue.session().id() {
-                (queue, refill) = self.reopen(session, &queue, &mut report, stop).await?;
+                (queue, wakes) = self.reopen(session, &queue, &mut report, stop).await?;
             }
-            let Err(e) = self
-                .cycle(session, &queue, &refill, stop, &mut report)
-                .await
-            else {
+            let Err(e) = self.cycle(session, &queue, &wakes, stop, &mut report).await else {
                 continue;
             };
             match recovery(&e, queue.session_over()) {
                 Recovery::NewSession => {
                     tracing::warn!(consumer = %report.consumer_id, error = %e, "session lost; opening a new one");
-                    (queue, refill) = self.reopen(session, &queue, &mut report, stop).await?;
+                    (queue, wakes) = self.reopen(session, &queue, &mut report, stop).await?;
                 }
                 // A long-running consumer keeps going after any other failure too, after a
                 // pause, so one bad moment does not stop it for good.
@@ -166,7 +172,7 @@ impl<H: Handler> Worker<H> {
         &self,
         session: &Session,
         queue: &Queue,
-        refill: &Notify,
+        wakes: &Wakes,
         stop: &watch::Receiver<bool>,
         report: &mut WorkerReport,
     ) -> Result<()> {
@@ -177,16 +183,20 @@ impl<H: Handler> Worker<H> {
             margin: self.config.deadline_margin,
         };
         let run =
-            process::run_refilling(session, &self.handler, &options, stop, Some(refill)).await?;
+            process::run_refilling(session, &self.handler, &options, stop, Some(&wakes.refill))
+                .await?;
         report.drains += 1;
         report.completed += run.completed as u64;
         report.retried += run.retried as u64;
         report.dead_lettered += run.dead_lettered as u64;
-        // One watch mechanism only: the persistent watch's notifications (a change meanwhile
-        // left a permit, so none is missed), the idle timer, or the stop.
+        // One watch mechanism only: the persistent watches' notifications (a change meanwhile
+        // left a permit, so none is missed), the idle timer, or the stop. A pause or resume
+        // during the drain left its own permit: the drain may have passed over a task of a
+        // type resumed after it read what is paused, and nothing in the lanes changes then.
         let mut stop = stop.clone();
         tokio::select! {
-            _ = refill.notified() => {}
+            _ = wakes.refill.notified() => {}
+            _ = wakes.paused.notified() => {}
             _ = stop.wait_for(|s| *s) => {}
             _ = tokio::time::sleep(self.idle_check) => {}
         }
@@ -197,46 +207,44 @@ impl<H: Handler> Worker<H> {
         Ok(())
     }
 
-    /// The session's queue, and a notification raised on every change in a lane (from a
-    /// persistent watch on each), which lets a drain with free places pick up new tasks at once.
-    async fn watch(
-        &self,
-        session: &Session,
-        report: &mut WorkerReport,
-    ) -> Result<(Queue, Arc<Notify>)> {
+    /// The session's queue, and its wake-ups: one raised on every change in a lane (from a
+    /// persistent watch on each), which lets a drain with free places pick up new tasks at
+    /// once, and one on every change of what is paused.
+    async fn watch(&self, session: &Session, report: &mut WorkerReport) -> Result<(Queue, Wakes)> {
         let queue = session.queue();
         self.session.send_replace(Some(queue.session().clone()));
         report.sessions += 1;
         tracing::info!(consumer = %report.consumer_id, session = %queue.session().id(), "worker session open");
-        let refill = Arc::new(Notify::new());
+        let wakes = Wakes::default();
         // One watch per priority lane, and one recursive watch over the key lanes: a task
-        // published in any of them wakes the drain.
+        // published in any of them wakes the drain. One on `paused`: a resume wakes it too.
         let lanes = (crate::lane::Priority::ALL.into_iter()).map(|p| {
-            (
-                queue.layout().lane_tasks(&p.into()),
-                zk::AddWatchMode::Persistent,
-            )
+            let tasks = queue.layout().lane_tasks(&p.into());
+            (tasks, zk::AddWatchMode::Persistent, &wakes.refill)
         });
         let keys = (
             queue.layout().key_lanes(),
             zk::AddWatchMode::PersistentRecursive,
+            &wakes.refill,
         );
-        for (tasks, mode) in lanes.chain([keys]) {
+        let paused = (
+            queue.layout().paused(),
+            zk::AddWatchMode::Persistent,
+            &wakes.paused,
+        );
+        for (path, mode, wake) in lanes.chain([keys, paused]) {
             let watcher = queue
                 .client()
-                .watch(&tasks, mode)
+                .watch(&path, mode)
                 .await
-                .map_err(|e| crate::Error::zk("watch", &tasks, e))?;
+                .map_err(|e| crate::Error::zk("watch", &path, e))?;
             let client = queue.client().clone();
+            let wake = wake.clone();
             tokio::spawn(tasks_watch::keep_watching(
-                client,
-                tasks,
-                mode,
-                watcher,
-                refill.clone(),
+                client, path, mode, watcher, wake,
             ));
         }
-        Ok((queue, refill))
+        Ok((queue, wakes))
     }
 
     /// Opens a new session, retrying every second until it works or the worker is stopped.
@@ -246,7 +254,7 @@ impl<H: Handler> Worker<H> {
         stale: &Queue,
         report: &mut WorkerReport,
         stop: &watch::Receiver<bool>,
-    ) -> Result<(Queue, Arc<Notify>)> {
+    ) -> Result<(Queue, Wakes)> {
         loop {
             let opened = match session.renew(stale, "the worker's session is over").await {
                 Ok(_) => self.watch(session, report).await,

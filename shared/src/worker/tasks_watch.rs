@@ -1,6 +1,6 @@
 //! The worker's watches: a persistent watch on each lane (`tasks/`, `lanes/high`, `lanes/low`),
-//! and a recursive one over the key lanes (`lanes/keys`), whose events raise a notification
-//! (kept as a permit when nobody waits, so none is missed). A change of a priority lane's own
+//! a recursive one over the key lanes (`lanes/keys`), and one on `paused`, whose events raise a
+//! notification (kept as a permit when nobody waits, so none is missed). A change of a priority lane's own
 //! data is a wake-up (a grouped task got ready for its place: see `queue::place`); under
 //! `lanes/keys` a change of data wakes nobody: it is a key lane's head moving, which every
 //! pass writes.
@@ -16,13 +16,13 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use zookeeper_client as zk;
 
-/// Notifies `refill` on every change under `path` until the session ends, then once more.
+/// Notifies `wake` on every change under `path` until the session ends, then once more.
 pub(super) async fn keep_watching(
     client: zk::Client,
     path: String,
     mode: zk::AddWatchMode,
     mut watcher: zk::PersistentWatcher,
-    refill: Arc<Notify>,
+    wake: Arc<Notify>,
 ) {
     let mut state = client.state_watcher();
     loop {
@@ -36,7 +36,7 @@ pub(super) async fn keep_watching(
                 let head_moved = mode == zk::AddWatchMode::PersistentRecursive
                     && event.event_type == zk::EventType::NodeDataChanged;
                 if !head_moved {
-                    refill.notify_one();
+                    wake.notify_one();
                 }
             }
             now = state.changed() => {
@@ -49,11 +49,11 @@ pub(super) async fn keep_watching(
                         Ok(fresh) => watcher = fresh,
                         Err(e) => tracing::warn!(%path, error = %e, "cannot watch again after a reconnect"),
                     }
-                    refill.notify_one();
+                    wake.notify_one();
                 }
             }
         }
     }
     // The session ended: wake the worker so it opens a new one.
-    refill.notify_one();
+    wake.notify_one();
 }
