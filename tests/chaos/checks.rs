@@ -214,6 +214,8 @@ pub struct Inputs<'a> {
     pub claims: &'a [Claim],
     /// Admissions through rates' gates: the gate's path, and the bucket's moment (ZooKeeper ms).
     pub admitted: &'a [(String, i64)],
+    /// When each claim's handler ended (task, fencing token: wall ms), as its consumer logged.
+    pub ended: &'a HashMap<(String, i64), i64>,
     pub batch: Option<&'a event_bridge::batch::BatchStatus>,
     /// The resumable tasks and their signals (see `resumable`), and the signals' payload ids
     /// still kept at the end.
@@ -614,13 +616,10 @@ fn limit(f: &mut Figures, input: &Inputs) {
         })
         .collect();
     // A request the receiver held until its sender gave up: the sender stopped waiting (and
-    // then freed its place) by its arrival plus the sink's timeout, however late the receiver
-    // saw the connection close.
-    let timeout = crate::consumers::HTTP_TIMEOUT.as_millis() as i64;
-    let gave_up: HashMap<(&str, i64), i64> = (input.ledger.deliveries.iter())
-        .filter(|d| d.answer == Answer::TimedOut)
-        .map(|d| ((d.task.as_str(), d.token), d.arrived_ms + timeout))
-        .collect();
+    // then freed its place) when its handler ended, as its log says, however late the receiver
+    // saw the connection close. That is sooner than its arrival plus the sink's timeout when
+    // the run's deadline shortened the request's timeout; without a log line, that bound.
+    let gave_up = gave_up(&input.ledger.deliveries, input.ended);
     let (senders, cap) = (
         Senders {
             claimer: &claimer,
@@ -665,6 +664,30 @@ fn limit(f: &mut Figures, input: &Inputs) {
         .collect();
     arrivals.sort();
     f.worst_arrivals = worst_window(&arrivals, rate);
+}
+
+/// When the sender of each request the receiver never answered gave up on it (by task and
+/// fencing token, wall ms): its handler's end as its consumer logged it, else (a timed-out
+/// request whose line is missing) its arrival plus the sink's timeout, which no request
+/// outlives.
+fn gave_up<'a>(
+    deliveries: &'a [Delivery],
+    ended: &HashMap<(String, i64), i64>,
+) -> HashMap<(&'a str, i64), i64> {
+    let timeout = crate::consumers::HTTP_TIMEOUT.as_millis() as i64;
+    deliveries
+        .iter()
+        .filter(|d| matches!(d.answer, Answer::TimedOut | Answer::Dropped))
+        .filter_map(|d| {
+            let logged = ended.get(&(d.task.clone(), d.token)).copied();
+            let bound = (d.answer == Answer::TimedOut).then_some(d.arrived_ms + timeout);
+            let at = match (logged, bound) {
+                (Some(logged), Some(bound)) => logged.min(bound),
+                (logged, bound) => logged.or(bound)?,
+            };
+            Some(((d.task.as_str(), d.token), at))
+        })
+        .collect()
 }
 
 /// Who sent the requests open at the receiver: the consumer of each claim (by task and token),
@@ -1019,5 +1042,71 @@ mod tests {
         // Before its sender's timeout, the same request counts.
         let (explained, unexplained) = judge_over(&[(38_500, three)], 2, &senders);
         assert_eq!((explained, unexplained.len()), (0, 1));
+    }
+
+    /// Seen in CI (issue 44): a request whose run's deadline shortened its timeout was given
+    /// up on by its sender long before its arrival plus the route's timeout; the place it
+    /// freed let another request in. Its sender's `handler ended` line says when it stopped
+    /// counting.
+    #[test]
+    fn a_request_counts_until_its_senders_handler_ended_not_until_the_routes_timeout() {
+        let delivery = |task: &str, token: i64, arrived_ms: i64, answer: Answer| Delivery {
+            id: format!("id-{task}"),
+            task: task.into(),
+            event_type: "chaos.limited".into(),
+            group: None,
+            seq: None,
+            key: None,
+            slot_ms: None,
+            attempt: 1,
+            token,
+            arrived: Instant::now(),
+            arrived_ms,
+            answer,
+            answered: Instant::now(),
+            resume: None,
+        };
+        let deliveries = [
+            delivery("task-1", 1, 10_000, Answer::TimedOut),
+            delivery("task-2", 2, 10_000, Answer::Dropped),
+            delivery("task-3", 3, 10_000, Answer::TimedOut),
+        ];
+        let ended = HashMap::from([
+            (("task-1".to_string(), 1), 10_400),
+            (("task-2".to_string(), 2), 10_300),
+        ]);
+        let gave_up = gave_up(&deliveries, &ended);
+        assert_eq!(
+            gave_up.get(&("task-1", 1)),
+            Some(&10_400),
+            "its sender's line"
+        );
+        assert_eq!(
+            gave_up.get(&("task-2", 2)),
+            Some(&10_300),
+            "a dropped one too"
+        );
+        let bound = 10_000 + crate::consumers::HTTP_TIMEOUT.as_millis() as i64;
+        assert_eq!(
+            gave_up.get(&("task-3", 3)),
+            Some(&bound),
+            "no line: the timeout"
+        );
+        let claimer = HashMap::from([
+            (("task-1", 1), "drain-a"),
+            (("task-4", 4), "drain-b"),
+            (("task-5", 5), "worker-c"),
+        ]);
+        let senders = Senders {
+            claimer: &claimer,
+            frozen: &[],
+            gave_up: &gave_up,
+        };
+        let open: Vec<(String, i64)> = [("task-1", 1), ("task-4", 4), ("task-5", 5)]
+            .iter()
+            .map(|(t, k)| (t.to_string(), *k))
+            .collect();
+        let (explained, unexplained) = judge_over(&[(10_450, open)], 2, &senders);
+        assert_eq!((explained, unexplained.len()), (1, 0));
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! Logs are at WARN (`RUST_LOG=warn`), plus the DEBUG line `task claimed` of the target
 //! `event_bridge::process::task`, which names the consumer id (that is how a fault knows which
-//! leases its victim holds), and the DEBUG line `admitted through a rate` of
+//! leases its victim holds), and `handler ended` (when a request stopped counting against its
+//! route's limit), and the DEBUG line `admitted through a rate` of
 //! `event_bridge::queue::claim`, with the gate's moment of each admission (the rate check).
 
 use std::path::{Path, PathBuf};

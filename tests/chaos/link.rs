@@ -6,9 +6,13 @@
 //! killed, some creates landed with their answers lost, and the ones after them never left.
 //! Later connections go to the first server of the ensemble that accepts, untouched.
 //!
-//! Pings go through both ways all along (a ping request, xid −2, and its reply): the client
-//! drops a connection that stays silent for its connection timeout, and the server a session
-//! that does, so without them the connection's end would depend on how soon the kill comes.
+//! Pings are answered all along: the client drops a connection that stays silent for its
+//! connection timeout, and the server a session that does, so without them the connection's
+//! end would depend on how soon the kill comes. The link answers each ping itself at once (a
+//! reply with xid −2) and passes it on to the server, whose ping replies it drops: a server
+//! slow to answer (a leader whose disk is busy answers a ping only after the writes queued
+//! before it) cannot make the client drop the connection before the kill, however slow the
+//! machine.
 //!
 //! [`Tap`] is a proxy to the test ZooKeeper (standalone) that does one thing to one chosen
 //! request, for the tests that need a fault at an exact step: lose its reply (the request is
@@ -27,6 +31,11 @@ const CREATES: [i32; 2] = [1, 15];
 const MULTI: i32 = 14;
 /// The xid of a ping and of its reply.
 const PING_XID: i32 = -2;
+/// A ping's reply: its length (16), xid −2, zxid 0 (a client takes no zxid from a ping's reply)
+/// and no error.
+const PING_REPLY: [u8; 20] = [
+    0, 0, 0, 16, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+];
 
 pub struct Link {
     pub address: String,
@@ -114,15 +123,26 @@ async fn relay(mut inbound: TcpStream, state: Arc<State>, first: bool) {
     let Ok(outbound) = TcpStream::connect(("127.0.0.1", state.first)).await else {
         return;
     };
-    let (mut client_read, mut client_write) = inbound.into_split();
+    let (mut client_read, client_write) = inbound.into_split();
     let (mut server_read, mut server_write) = outbound.into_split();
+    let client_write = tokio::sync::Mutex::new(client_write);
     let requests = async {
         let mut frames = Frames::default();
         let mut connect = true;
         let mut holding = false;
         while let Some(frame) = frames.next(&mut client_read).await {
-            // Pings go on while the rest is held.
+            // Pings are answered here, and go on while the rest is held.
             let ping = !connect && is_ping(&frame);
+            if ping
+                && client_write
+                    .lock()
+                    .await
+                    .write_all(&PING_REPLY)
+                    .await
+                    .is_err()
+            {
+                return;
+            }
             if holding && !ping {
                 state.requests_held.fetch_add(1, Ordering::SeqCst);
                 continue;
@@ -148,11 +168,12 @@ async fn relay(mut inbound: TcpStream, state: Arc<State>, first: bool) {
         // The first frame is the connect response, with no xid.
         let mut connect = true;
         while let Some(frame) = frames.next(&mut server_read).await {
+            // The server's ping replies are dropped: the link answered each ping already.
             let ping = !std::mem::take(&mut connect) && is_ping(&frame);
-            if state.replies_held.load(Ordering::SeqCst) && !ping {
+            if ping || state.replies_held.load(Ordering::SeqCst) {
                 continue;
             }
-            if client_write.write_all(&frame).await.is_err() {
+            if client_write.lock().await.write_all(&frame).await.is_err() {
                 return;
             }
         }

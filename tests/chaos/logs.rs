@@ -1,7 +1,7 @@
 //! What the consumers' logs say: any panic (a failure of the run), and how often each warning
 //! came up (the figures of what the faults caused: leases reaped, handlers cancelled, …).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 /// The logs, read.
@@ -18,6 +18,10 @@ pub struct LogScan {
     /// Every admission through a rate's gate: the gate, and the bucket's moment (ZooKeeper ms)
     /// it was admitted at (`admitted through a rate`).
     pub admitted: Vec<(String, i64)>,
+    /// When each claim's handler ended, by task and fencing token (wall clock, ms): the sender
+    /// of its request had given up on it by then (`handler ended`, logged before its places
+    /// in gates are freed).
+    pub ended: HashMap<(String, i64), i64>,
 }
 
 /// One claim: when it was logged (wall clock, ms), the task, its fencing token, and who
@@ -60,11 +64,20 @@ impl LogScan {
         {
             self.admitted.push((gate.to_string(), at_ms));
         }
+        let at_ms = (event["timestamp"].as_str())
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.timestamp_millis());
+        if event["message"] == "handler ended"
+            && let (Some(at_ms), Some(task), Some(token)) = (
+                at_ms,
+                event["task"].as_str(),
+                event["fencing_token"].as_i64(),
+            )
+        {
+            self.ended.insert((task.to_string(), token), at_ms);
+        }
         if event["message"] == "task claimed" {
             *self.claims.entry(file.to_string()).or_default() += 1;
-            let at_ms = (event["timestamp"].as_str())
-                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                .map(|t| t.timestamp_millis());
             if let (Some(at_ms), Some(task), Some(token)) = (
                 at_ms,
                 event["task"].as_str(),

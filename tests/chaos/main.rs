@@ -184,6 +184,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
             left: &left,
             claims: &logs.claimed,
             admitted: &logs.admitted,
+            ended: &logs.ended,
             batch: batch.as_ref(),
             resumable: &resumable,
             kept_signals: &kept_signals,

@@ -120,6 +120,9 @@ impl<H: Handler> Run<'_, H> {
         let ended = (self.run_handler(&mut lease, claimed_at))
             .instrument(span)
             .await;
+        // Before its places are freed: whatever the handler sent is given up on by now (the
+        // contract checker reads this line to know when a request stopped counting).
+        tracing::debug!(task = %name, fencing_token = lease.task.fencing_token, "handler ended");
         // A resumable handler that cannot go on (a non-deterministic resume, a record over
         // its cap) fails loudly, whatever it returned.
         let ended = match (ended, lease.task.steps.failed()) {
