@@ -1,6 +1,10 @@
 //! The deploy files agree with what the workspace builds: the SAM template lints and names
 //! the Lambda binaries, every Vercel cron reaches a Vercel binary the way Vercel's Rust
-//! builder finds it, and `cargo lambda invoke` drains through the Lambda binary.
+//! builder finds it, and `cargo lambda invoke` drains through the Lambda binary, served by
+//! cargo-lambda's Runtime API emulator (`cargo lambda watch --only-lambda-apis`). The binary
+//! is the one `make test` built: letting `watch` build it would compile the workspace again
+//! with the function's own features (minutes); `make deploy-check` builds the functions with
+//! cargo-lambda itself, as `sam build` does.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -198,8 +202,9 @@ async fn cargo_lambda_invoke_drains_through_the_lambda_binary() {
     let tq = TestQueue::new().await;
     tq.publish(3).await;
     let port = free_port();
-    let mut watch = Watch::start(&tq.config, port);
+    let mut watch = Watch::start(port);
     wait_for_port(port, &mut watch).await;
+    let mut function = Function::start(&tq.config, port);
 
     let invoke = tokio::process::Command::new("cargo")
         .args([
@@ -214,26 +219,28 @@ async fn cargo_lambda_invoke_drains_through_the_lambda_binary() {
         .current_dir(workspace_root())
         .kill_on_drop(true)
         .output();
-    // The first invoke builds the function: generous, only so a hang cannot last forever. A
-    // function that cannot start (its build failed) ends the wait at once: the invoke itself
+    // A hang guard. A function that cannot start ends the wait at once: the invoke itself
     // would wait for it until the timeout.
     let output = tokio::select! {
         output = timeout(INVOKE_TIMEOUT, invoke) => output,
-        exit = function_exit(&watch) => panic!("the function did not start ({exit}); watch log:\n{}", watch.stop()),
+        exit = function.exit() => panic!("the function exited ({exit}); its log:\n{}", function.stop()),
     };
+    let function_log = function.stop();
     let log = watch.stop();
     assert_eq!(
         watch.left_running,
         Vec::<u32>::new(),
         "processes left running after watch stopped"
     );
-    let output = output.unwrap_or_else(|_| panic!("cargo lambda invoke hung; watch log:\n{log}"));
+    let output = output.unwrap_or_else(|_| {
+        panic!("cargo lambda invoke hung; watch log:\n{log}\nfunction log:\n{function_log}")
+    });
     let output = output.expect("cargo lambda is installed (make tools)");
 
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "invoke failed: {}\n{stdout}\nwatch log:\n{log}",
+        "invoke failed: {}\n{stdout}\nwatch log:\n{log}\nfunction log:\n{function_log}",
         String::from_utf8_lossy(&output.stderr)
     );
     let report: Value =
@@ -242,9 +249,9 @@ async fn cargo_lambda_invoke_drains_through_the_lambda_binary() {
     assert!(tq.children("tasks").await.is_empty());
 }
 
-/// `cargo lambda watch` in a process group of its own, with the test's ZooKeeper chroot in its
-/// environment (the functions it starts inherit it). [`Watch::stop`] ends it and everything it
-/// started; dropping it without stopping does the same.
+/// `cargo lambda watch --only-lambda-apis` (the Runtime API emulator, starting no function)
+/// in a process group of its own. [`Watch::stop`] ends it and everything it started; dropping
+/// it without stopping does the same.
 struct Watch {
     child: std::process::Child,
     log: PathBuf,
@@ -254,7 +261,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn start(config: &Config, port: u16) -> Self {
+    fn start(port: u16) -> Self {
         use std::os::unix::process::CommandExt;
         let log = std::env::temp_dir().join(format!("cargo-lambda-watch-{port}.log"));
         let file = std::fs::File::create(&log).expect("watch log");
@@ -262,13 +269,12 @@ impl Watch {
             .args([
                 "lambda",
                 "watch",
+                "--only-lambda-apis",
                 "--invoke-address",
                 "127.0.0.1",
                 "--invoke-port",
             ])
             .arg(port.to_string())
-            .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
-            .env("EVENT_BRIDGE_ROOT", &config.root)
             .env_remove("CARGO_MANIFEST_DIR")
             .current_dir(workspace_root())
             .stdout(file.try_clone().expect("log"))
@@ -288,8 +294,8 @@ impl Watch {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// SIGTERM to the group (cargo-lambda stops its functions), then SIGKILL to anything it
-    /// started that is still there. Returns the log.
+    /// SIGTERM to the group, then SIGKILL to anything it started that is still there.
+    /// Returns the log.
     fn stop(&mut self) -> String {
         if self.stopped {
             return self.log();
@@ -328,23 +334,53 @@ impl Drop for Watch {
     }
 }
 
-/// How long an invoke may take (it may build the function first).
-const INVOKE_TIMEOUT: Duration = Duration::from_secs(900);
+/// The Lambda binary `process_events`, as Lambda starts it: the Runtime API's address (the
+/// emulator's, by the function's name) and the function's variables, with the test's
+/// ZooKeeper chroot.
+struct Function {
+    child: tokio::process::Child,
+    log: PathBuf,
+}
 
-/// Returns once the watch log says the function's command exited (cargo-lambda logs
-/// `ERROR command exited code=…` and goes on serving, so the invoke would wait for it).
-async fn function_exit(watch: &Watch) -> String {
-    let exited = || {
-        let log = watch.log();
-        let line = log.lines().find(|l| l.contains("ERROR command exited"));
-        std::future::ready(line.map(|l| l.trim().to_string()))
-    };
-    // Past the invoke's own timeout, the invoke ends the wait (see the caller's select).
-    match harness::poll(INVOKE_TIMEOUT, exited).await {
-        Some(line) => line,
-        None => std::future::pending().await,
+impl Function {
+    fn start(config: &Config, port: u16) -> Self {
+        let log = std::env::temp_dir().join(format!("process-events-{port}.log"));
+        let file = std::fs::File::create(&log).expect("function log");
+        let api = format!("http://127.0.0.1:{port}/.rt/process_events");
+        let child = tokio::process::Command::new(harness::binary("process_events"))
+            .env("AWS_LAMBDA_RUNTIME_API", api)
+            .env("AWS_LAMBDA_FUNCTION_NAME", "process_events")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+            .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
+            .env("EVENT_BRIDGE_ROOT", &config.root)
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start process_events");
+        Function { child, log }
+    }
+
+    /// Returns once the function exited, with its status (it should not, while invoked).
+    async fn exit(&mut self) -> String {
+        match self.child.wait().await {
+            Ok(status) => status.to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Kills it; returns its log.
+    fn stop(&mut self) -> String {
+        let _ = self.child.start_kill();
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.log);
+        log
     }
 }
+
+/// How long an invoke may take: a hang guard.
+const INVOKE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Waits until `cargo lambda watch` accepts connections, or fails with its log if it exits.
 async fn wait_for_port(port: u16, watch: &mut Watch) {
