@@ -76,14 +76,16 @@ demo: zk-up
 demo-rails: zk-up tools
 	@examples/ruby/demo/demo.sh
 
-## test: every test (unit, then each topic's target on a real ZooKeeper), the core built without
-## default features, then fmt and clippy
+## test: fmt, then every test (unit, then each topic's target on a real ZooKeeper), then clippy
+## over the workspace and over the core built without default features. One build serves the
+## tests and the binaries they run: `--all-targets` builds the binaries with the tests'
+## features (a plain `build --bins` leaves out the dev-dependencies' and compiles the core twice)
 test: zk-up moto-up tools
-	$(CARGO) build --workspace --bins
-	$(CARGO) test --workspace --all-targets
-	$(CARGO) check -p event-bridge --no-default-features --lib
 	$(CARGO) fmt --all -- --check
+	$(CARGO) build --workspace --all-targets
+	$(CARGO) test --workspace --all-targets
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p event-bridge --no-default-features --lib -- -D warnings
 
 ## test-TOPIC: one test target alone (queue, functions, sinks, interop, deploy, dashboard),
 ## with what it needs
@@ -91,8 +93,8 @@ test-queue test-functions: zk-up
 test-sinks: zk-up moto-up
 test-interop test-deploy test-dashboard: zk-up tools
 test-queue test-functions test-sinks test-interop test-deploy test-dashboard:
-	$(CARGO) build --workspace --bins
-	$(CARGO) test -p event-bridge-tests --test $(@:test-%=%)
+	$(CARGO) build --workspace --all-targets
+	$(CARGO) test --workspace --test $(@:test-%=%)
 
 ## bench: throughput as ratios to the raw create rate of the same run, and the scale curve
 ## from 10^3 to 10^6 queued tasks (BENCH_MAX=100000 stops early), on a ZooKeeper of its own
@@ -128,16 +130,16 @@ screenshot: zk-up tools
 ## 80/s, 100 s of traffic), printing its figures; it starts its own 3-server ZooKeeper ensemble
 ## (make test runs it at 2 800 tasks at 40/s)
 chaos:
-	$(CARGO) build --workspace --bins
-	CHAOS_TASKS=8000 CHAOS_RATE=80 $(CARGO) test -p event-bridge-tests --test chaos -- --nocapture
+	$(CARGO) build --workspace --all-targets
+	CHAOS_TASKS=8000 CHAOS_RATE=80 $(CARGO) test --workspace --test chaos -- --nocapture
 
 ## soak: the same checker for SOAK_MINUTES (30) of traffic at 40/s, faults and a pause every five
 ## minutes; prints each minute's publish-to-delivery latency of plain tasks and each worker's RSS,
 ## and at the end whether the RSS of the last ten minutes stays within 1.2x of minute five
 SOAK_MINUTES ?= 30
 soak:
-	$(CARGO) build --workspace --bins
-	SOAK_MINUTES=$(SOAK_MINUTES) $(CARGO) test -p event-bridge-tests --test chaos -- --nocapture
+	$(CARGO) build --workspace --all-targets
+	SOAK_MINUTES=$(SOAK_MINUTES) $(CARGO) test --workspace --test chaos -- --nocapture
 
 ## lambda-build: release builds of both functions for Lambda (arm64, cargo-lambda)
 lambda-build: tools

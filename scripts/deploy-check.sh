@@ -85,7 +85,7 @@ step_tools() {
 
 step_panic() {
   say "panic: a panicking handler built the way sam build builds is reported as an error"
-  cargo test -p event-bridge-tests --test deploy -- --ignored ||
+  cargo test --workspace --test deploy -- --ignored ||
     fail "the panic tests (tests/deploy/panic.rs) failed: see above"
 }
 

@@ -238,7 +238,7 @@ pub async fn raw_client(address: &str) -> zk::Client {
     }
 }
 
-/// The path of workspace binary `bin`, as `cargo build --workspace --bins` left it beside the
+/// The path of workspace binary `bin`, as `cargo build --workspace --all-targets` left it beside the
 /// test executables (`target/<profile>/`). Tests never build it themselves: a missing binary
 /// fails the test saying how to build it.
 pub fn binary(bin: &str) -> std::path::PathBuf {
@@ -251,7 +251,7 @@ pub fn binary(bin: &str) -> std::path::PathBuf {
     let path = dir.join(bin);
     assert!(
         path.is_file(),
-        "{} is missing: build the binaries first with `cargo build --workspace --bins` \
+        "{} is missing: build the binaries first with `cargo build --workspace --all-targets` \
          (make test does)",
         path.display()
     );
