@@ -11,7 +11,7 @@
 //! architecture instead of `--arm64`, so it runs here; the panic strategy does not depend on
 //! the target), and run the `bootstrap` against a Lambda Runtime API served by the test on
 //! loopback. They are `#[ignore]`d and run by `make deploy-check`
-//! (`cargo test -p event-bridge-tests --test deploy -- --ignored`).
+//! (`cargo test --workspace --test deploy -- --ignored`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
