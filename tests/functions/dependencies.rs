@@ -49,7 +49,7 @@ async fn nothing_written(tq: &TestQueue) {
     assert!(tq.children("dead").await.is_empty(), "no dead letter");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_posted_with_its_parent_waits_until_the_parent_completed_then_runs() {
     let tq = TestQueue::new().await;
     let server = server(&tq).await;
@@ -116,7 +116,7 @@ async fn a_child_posted_with_its_parent_waits_until_the_parent_completed_then_ru
     assert!(tq.children("tasks").await.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_naming_a_parent_that_is_nowhere_refuses_the_whole_body() {
     let tq = TestQueue::new().await;
     let server = server(&tq).await;
@@ -139,7 +139,7 @@ async fn a_child_naming_a_parent_that_is_nowhere_refuses_the_whole_body() {
     nothing_written(&tq).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_naming_a_later_line_refuses_the_whole_body() {
     let tq = TestQueue::new().await;
     let server = server(&tq).await;
@@ -160,7 +160,7 @@ async fn a_child_naming_a_later_line_refuses_the_whole_body() {
     nothing_written(&tq).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_whose_writes_pass_one_zookeeper_request_are_refused_before_anything_is_written() {
     let tq = TestQueue::new().await;
     let app = App::open(tq.config.clone(), "test").await.expect("app");
@@ -177,7 +177,7 @@ async fn children_whose_writes_pass_one_zookeeper_request_are_refused_before_any
     nothing_written(&tq).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_sent_again_is_refused_and_a_taken_keys_task_is_the_parent() {
     let tq = TestQueue::new().await;
     let app = App::open(tq.config.clone(), "test").await.expect("app");
@@ -249,7 +249,7 @@ async fn a_body_sent_again_is_refused_and_a_taken_keys_task_is_the_parent() {
     assert_eq!(tq.children("tasks").await.len(), 2, "p-1 and k-1");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_url_replies_for_children_match_the_openapi_spec() {
     let tq = TestQueue::new().await;
     let app = App::open(tq.config.clone(), "test").await.expect("app");

@@ -56,7 +56,7 @@ fn the_openapi_spec_is_valid_and_a_broken_copy_is_not() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_url_replies_match_the_openapi_spec() {
     let hook = answering(RECEIPT).await;
     let tq = TestQueue::with(|c| {
@@ -92,7 +92,7 @@ async fn function_url_replies_match_the_openapi_spec() {
     wrong.check_refused();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vercel_replies_match_the_openapi_spec() {
     let tq = TestQueue::new().await;
     let proxy = Proxy::start().await;

@@ -204,7 +204,7 @@ fn sample_payload(lang: &str) -> Value {
     json!({"lang": lang, "user_id": 42, "ratio": 2.5, "tags": ["a", null, true], "name": "Zoë ✓"})
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_producer_tasks_are_processed_by_our_functions() {
     require_python();
     let t = TestQueue::new().await;
@@ -215,7 +215,7 @@ async fn python_producer_tasks_are_processed_by_our_functions() {
     drain_and_check(&t, &published, "interop.python", &payload).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_producer_tasks_are_processed_by_our_functions() {
     require_node();
     let t = TestQueue::new().await;
@@ -226,7 +226,7 @@ async fn node_producer_tasks_are_processed_by_our_functions() {
     drain_and_check(&t, &published, "interop.node", &payload).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_take_their_defaults_from_the_environment() {
     require_python();
     require_node();
@@ -248,7 +248,7 @@ async fn producers_take_their_defaults_from_the_environment() {
     assert_eq!(names, t.children("tasks").await);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_zookeeper_auth_producers_write_tasks_only_that_user_can_read() {
     require_python();
     require_node();
@@ -402,7 +402,7 @@ async fn our_consumer(queue: Queue, recorder: Recorder) -> Vec<ProcessReport> {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_000_consumer_and_ours_share_a_queue() {
     require_node();
     const TASKS: usize = 300;

@@ -37,7 +37,7 @@ fn published(producer: &mut Command) -> Value {
     serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{:?} is not JSON: {e}", lines[0]))
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_write_a_concurrency_key_and_refuse_one_that_names_no_gate() {
     require_python();
     require_node();
@@ -80,7 +80,7 @@ async fn producers_write_a_concurrency_key_and_refuse_one_that_names_no_gate() {
     assert!(t.children("tasks").await.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_put_a_task_in_its_lane_and_refuse_a_priority_that_is_none() {
     require_python();
     require_node();
@@ -121,7 +121,7 @@ async fn producers_put_a_task_in_its_lane_and_refuse_a_priority_that_is_none() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_debounce_by_key_and_refuse_a_bad_period() {
     require_python();
     require_node();
@@ -203,7 +203,7 @@ async fn producers_debounce_by_key_and_refuse_a_bad_period() {
 
 /// A grouped debounced publish keeps its turn in its group: the producers create its place in
 /// its lane with it, and a grouped task published after it runs after it.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_keep_a_debounced_grouped_tasks_turn() {
     require_python();
     require_node();
@@ -244,7 +244,7 @@ async fn producers_keep_a_debounced_grouped_tasks_turn() {
 /// parents, `batch` counts the member in its batch) are not offered by the Python and Node
 /// producers: their libraries refuse them by name, rather than write a task that would run at
 /// once, or a member its batch never counted. The HTTP publish and our CLI offer them.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_refuse_the_fields_only_our_publish_offers() {
     require_python();
     require_node();
@@ -283,7 +283,7 @@ async fn producers_refuse_the_fields_only_our_publish_offers() {
 /// idempotency key and the type), and an empty group or type, are refused by every producer,
 /// naming the field, and nothing is published; Ruby's check (the `zk` producer's and the Rails
 /// adapter's, which Debian cannot run against ZooKeeper) is asked directly.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_refuse_control_characters_and_empty_names() {
     require_python();
     require_node();

@@ -30,7 +30,7 @@ const PUBLISH_SECRET: &str = "publish-secret";
 const CRON_SECRET: &str = "cron-secret";
 const DRAIN: &str = "/api/process_events_vercel?drain=1";
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn active_jobs_publish_over_http_and_run_in_the_signed_job_runner() {
     require_ruby();
     let tq = TestQueue::new().await;
@@ -65,7 +65,7 @@ async fn active_jobs_publish_over_http_and_run_in_the_signed_job_runner() {
     assert!(tq.children("tasks").await.is_empty() && tq.children("dead").await.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_of_steps_stopped_after_each_step_resumes_until_done_each_step_once() {
     require_ruby();
     let tq = TestQueue::new().await;
@@ -115,7 +115,7 @@ async fn a_job_of_steps_stopped_after_each_step_resumes_until_done_each_step_onc
     assert!(tq.children("tasks").await.is_empty() && tq.children("dead").await.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_of_steps_resumes_from_its_cursor_and_stops_when_the_deadline_is_near() {
     require_ruby();
     let (secret, record) = (new_secret(), new_record());
@@ -178,7 +178,7 @@ async fn where_they_wait(tq: &TestQueue, plain: &Value, delayed: &Value, urgent:
     assert!(high.iter().any(|task| name == task.as_str()), "{high:?}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_or_stale_delivery_gets_401_and_runs_nothing() {
     require_ruby();
     let (secret, record) = (new_secret(), new_record());
@@ -213,7 +213,7 @@ async fn a_forged_or_stale_delivery_gets_401_and_runs_nothing() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_publish_raises_in_perform_later_with_the_servers_message() {
     require_ruby();
     let tq = TestQueue::new().await;
@@ -233,7 +233,7 @@ async fn a_refused_publish_raises_in_perform_later_with_the_servers_message() {
     assert!(tq.children("tasks").await.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_whose_retry_on_gives_up_goes_to_the_dead_letters_at_once() {
     require_ruby();
     let tq = TestQueue::new().await;
@@ -276,7 +276,7 @@ async fn a_job_whose_retry_on_gives_up_goes_to_the_dead_letters_at_once() {
     assert_eq!(dead.len(), 1, "{dead:?}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_adapter_is_set_without_the_publish_url_and_the_first_perform_later_names_it() {
     require_ruby();
     let tq = TestQueue::new().await;
@@ -312,7 +312,7 @@ async fn the_adapter_is_set_without_the_publish_url_and_the_first_perform_later_
     assert_eq!(tq.children("tasks").await, [published], "only grace's job");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_all_publishes_every_job_in_one_request_and_sets_each_provider_job_id() {
     require_ruby();
     let tq = TestQueue::new().await;
@@ -403,7 +403,7 @@ async fn enqueue_all_publishes_every_job_in_one_request_and_sets_each_provider_j
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_without_its_webhook_secret_boots_and_answers_500_naming_it() {
     require_ruby();
     let record = new_record();

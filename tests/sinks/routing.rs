@@ -26,7 +26,7 @@ async fn publish(t: &TestQueue, event_type: &str) -> String {
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_type_goes_to_its_route_and_an_unrouted_type_to_the_dead_letters() {
     let t = TestQueue::new().await;
     let receiver = Receiver::start([Reply::status(200)]).await;
@@ -57,7 +57,7 @@ async fn each_type_goes_to_its_route_and_an_unrouted_type_to_the_dead_letters() 
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_route_takes_what_no_route_names() {
     let t = TestQueue::new().await;
     let receiver = Receiver::start([Reply::status(204), Reply::status(204)]).await;
@@ -77,7 +77,7 @@ async fn the_default_route_takes_what_no_route_names() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_no_route_skip_an_unrouted_task_is_completed_undelivered() {
     let t = TestQueue::new().await;
     let config = routed(
@@ -111,7 +111,7 @@ async fn a_bad_route_table_stops_a_consumer_at_start_naming_the_route() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_keep_done_the_completion_record_keeps_what_the_webhook_answered() {
     let t = TestQueue::with(|c| c.keep_done = Some(std::time::Duration::from_secs(3600))).await;
     let receiver = Receiver::start([Reply::status(202)]).await;

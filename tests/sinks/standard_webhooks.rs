@@ -61,7 +61,7 @@ fn verifiers(request: &Request, body: &[u8]) -> [(bool, String); 2] {
     ]
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_verifiers_accept_a_standard_signature_and_refuse_a_changed_body() {
     let receiver = Receiver::start([Reply::status(200)]).await;
     let sink = HttpSink::new(HttpSpec {

@@ -4,6 +4,12 @@
 //!
 //! Each test target needs the ZooKeeper `make test` starts (`make zk-up`, address in
 //! `ZK_TEST_ADDRESS`, default 127.0.0.1:2181); the failure message says so when it is missing.
+//!
+//! A test that runs a blocking command (`std::process`: a producer in another language, the
+//! CLI) while it holds a ZooKeeper session runs on the multi-thread runtime
+//! (`#[tokio::test(flavor = "multi_thread")]`). On the current-thread one the command blocks
+//! the session's connection task too: on a busy machine a few slow commands in a row outlast
+//! the client's connection timeout, and it drops the connection under the test.
 
 pub mod lambda_api;
 pub mod prometheus;
