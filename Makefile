@@ -28,7 +28,8 @@ moto-up:
 moto-down:
 	@scripts/moto.sh down
 
-## tools: what the tests use besides Rust: cargo-lambda and cfn-lint (PyPI), kazoo for the
+## tools: what the tests use besides Rust: cargo-nextest (the test runner; crates.io, when
+## missing), cargo-lambda and cfn-lint (PyPI), kazoo for the
 ## Python producer, prometheus-client (its text parser reads /metrics), node-zookeeper-client
 ## for the Node producer and the 000-design consumer, the Standard Webhooks verifiers (PyPI and
 ## npm `standardwebhooks`, which check the HTTP sink's standard signatures), openapi-spec-validator
@@ -48,6 +49,9 @@ tools:
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq ruby ruby-activejob ruby-rack ruby-webrick >/dev/null; }
+	@$(CARGO) nextest --version >/dev/null 2>&1 || { \
+	  echo "make tools: installing cargo-nextest (crates.io; a few minutes, once)" >&2; \
+	  $(CARGO) install --locked cargo-nextest; }
 	@command -v cargo-lambda >/dev/null && command -v cfn-lint >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'cargo-lambda>=1.8' 'cfn-lint>=1'
 	@python3 -c 'import kazoo' 2>/dev/null || \
@@ -76,14 +80,17 @@ demo: zk-up
 demo-rails: zk-up tools
 	@examples/ruby/demo/demo.sh
 
-## test: fmt, then every test (unit, then each topic's target on a real ZooKeeper), then clippy
-## over the workspace and over the core built without default features. One build serves the
-## tests and the binaries they run: `--all-targets` builds the binaries with the tests'
-## features (a plain `build --bins` leaves out the dev-dependencies' and compiles the core twice)
+## test: fmt, then every test (unit, then each topic's target on a real ZooKeeper) through
+## cargo-nextest (each test its own process, all targets in one pool: .config/nextest.toml), the
+## benchmark's smoke run, then clippy over the workspace and over the core built without
+## default features. One build serves the tests and the binaries they run: `--all-targets`
+## builds the binaries with the tests' features (a plain `build --bins` leaves out the
+## dev-dependencies' and compiles the core twice)
 test: zk-up moto-up tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) build --workspace --all-targets
-	$(CARGO) test --workspace --all-targets
+	$(CARGO) nextest run --workspace --no-tests=fail
+	$(CARGO) test --workspace --benches
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p event-bridge --no-default-features --lib -- -D warnings
 
@@ -94,7 +101,7 @@ test-sinks: zk-up moto-up
 test-interop test-deploy test-dashboard: zk-up tools
 test-queue test-functions test-sinks test-interop test-deploy test-dashboard:
 	$(CARGO) build --workspace --all-targets
-	$(CARGO) test --workspace --test $(@:test-%=%)
+	$(CARGO) nextest run --workspace -E 'binary($(@:test-%=%))'
 
 ## bench: throughput as ratios to the raw create rate of the same run, and the scale curve
 ## from 10^3 to 10^6 queued tasks (BENCH_MAX=100000 stops early), on a ZooKeeper of its own
