@@ -80,19 +80,16 @@ demo: zk-up
 demo-rails: zk-up tools
 	@examples/ruby/demo/demo.sh
 
-## test: fmt, then every test (unit, then each topic's target on a real ZooKeeper) through
-## cargo-nextest (each test its own process, all targets in one pool: .config/nextest.toml), the
-## benchmark's smoke run, then clippy over the workspace and over the core built without
-## default features. One build serves the tests and the binaries they run: `--all-targets`
-## builds the binaries with the tests' features (a plain `build --bins` leaves out the
-## dev-dependencies' and compiles the core twice)
+## test: fmt, one build, then (scripts/test.sh) every test (unit, then each topic's target on a
+## real ZooKeeper) through cargo-nextest (each test its own process, all targets in one pool:
+## .config/nextest.toml) and the benchmark's smoke run, while clippy checks the workspace and
+## the core built without default features beside them. One build serves the tests and the
+## binaries they run: `--all-targets` builds the binaries with the tests' features (a plain
+## `build --bins` leaves out the dev-dependencies' and compiles the core twice)
 test: zk-up moto-up tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) build --workspace --all-targets
-	$(CARGO) nextest run --workspace --no-tests=fail
-	$(CARGO) test --workspace --benches
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy -p event-bridge --no-default-features --lib -- -D warnings
+	@CARGO="$(CARGO)" scripts/test.sh
 
 ## test-TOPIC: one test target alone (queue, functions, sinks, interop, deploy, dashboard),
 ## with what it needs
@@ -157,8 +154,9 @@ lambda-build: tools
 ## crons, static files only from public/), and that a panicking handler built the way sam
 ## builds is reported as an error. Installs aws-sam-cli, cargo-lambda, cargo-zigbuild (PyPI,
 ## in .venv/deploy) and the vercel CLI (npm, tools/vercel). About 13 minutes from scratch.
+## (DEPLOY_STEPS names some of its steps: tools panic sam vercel; all by default)
 deploy-check:
-	@scripts/deploy-check.sh
+	@scripts/deploy-check.sh $(DEPLOY_STEPS)
 
 clean: zk-down moto-down
 	rm -rf .zk .zk-bench .moto
