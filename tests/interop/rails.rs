@@ -456,12 +456,12 @@ fn require_ruby() {
 }
 
 /// A Standard Webhooks secret of the test's own.
-fn new_secret() -> String {
+pub(crate) fn new_secret() -> String {
     format!("whsec_{}", BASE64.encode(fastrand::u64(..).to_be_bytes()))
 }
 
 /// A file for the runner's record of runs, removed with the runner.
-fn new_record() -> PathBuf {
+pub(crate) fn new_record() -> PathBuf {
     std::env::temp_dir().join(format!("rails-{}.jsonl", uuid_like()))
 }
 
@@ -754,13 +754,18 @@ fn starts(runs: &[Value], job: &Value) -> Vec<Value> {
     mine.cloned().collect()
 }
 
-fn unix_seconds() -> u64 {
+pub(crate) fn unix_seconds() -> u64 {
     let now = SystemTime::now().duration_since(UNIX_EPOCH);
     now.expect("after 1970").as_secs()
 }
 
 /// Standard Webhooks headers for `body`, signed with `secret` (`whsec_` and base64).
-fn standard_headers(secret: &str, id: &str, at: u64, body: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn standard_headers(
+    secret: &str,
+    id: &str,
+    at: u64,
+    body: &str,
+) -> Vec<(&'static str, String)> {
     let key = BASE64.decode(&secret["whsec_".len()..]).expect("base64");
     let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("any key");
     mac.update(format!("{id}.{at}.{body}").as_bytes());
@@ -772,7 +777,12 @@ fn standard_headers(secret: &str, id: &str, at: u64, body: &str) -> Vec<(&'stati
     ]
 }
 
-async fn post(port: u16, path: &str, headers: &[(&str, String)], body: &str) -> (u16, String) {
+pub(crate) async fn post(
+    port: u16,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> (u16, String) {
     request(port, "POST", path, headers, body).await
 }
 
