@@ -294,7 +294,7 @@ async fn suspends_and_resumes_a_task_through_our_consumer(language: &str, receiv
     assert!(t.children("tasks").await.is_empty() && t.children("dead").await.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_packages_webhook_helpers_verify_and_suspend_through_our_consumer() {
     require_python();
     let mut receiver = Command::new(python());
@@ -304,7 +304,7 @@ async fn the_python_packages_webhook_helpers_verify_and_suspend_through_our_cons
     suspends_and_resumes_a_task_through_our_consumer("python", receiver).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_npm_packages_webhook_helpers_verify_and_suspend_through_our_consumer() {
     require_node();
     let mut receiver = Command::new("node");
@@ -319,8 +319,8 @@ async fn the_npm_packages_webhook_helpers_verify_and_suspend_through_our_consume
 /// letters (tests/sinks' malformed 202): a span without its unit, a wait with no key, more than
 /// 16 keys or a key too long for a znode name (200 bytes: a `/` takes three); and they write a
 /// span in the largest unit that says it exactly.
-#[tokio::test]
-async fn the_202_helpers_refuse_an_answer_the_server_would_not_take() {
+#[test]
+fn the_202_helpers_refuse_an_answer_the_server_would_not_take() {
     require_python();
     require_node();
     let in_python = r#"
