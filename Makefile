@@ -10,7 +10,7 @@ export AWS_EC2_METADATA_DISABLED := true
 CARGO ?= cargo
 PIP ?= python3 -m pip
 
-.PHONY: demo demo-rails test test-queue test-functions test-sinks test-interop test-deploy test-dashboard screenshot bench chaos soak zk-up zk-down moto-up moto-down tools lambda-build deploy-check clean
+.PHONY: demo demo-rails packages test test-queue test-functions test-sinks test-interop test-deploy test-dashboard screenshot bench chaos soak zk-up zk-down moto-up moto-down tools lambda-build deploy-check clean
 
 ## zk-up: start a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) (installs Debian's package if missing)
 zk-up:
@@ -29,14 +29,13 @@ moto-down:
 	@scripts/moto.sh down
 
 ## tools: what the tests use besides Rust: cargo-nextest (the test runner; crates.io, when
-## missing), cargo-lambda and cfn-lint (PyPI), kazoo for the
-## Python producer, prometheus-client (its text parser reads /metrics), node-zookeeper-client
-## for the Node producer and the 000-design consumer, the Standard Webhooks verifiers (PyPI and
-## npm `standardwebhooks`, which check the HTTP sink's standard signatures), openapi-spec-validator
-## (docs/openapi.yaml and the functions' replies against it), opentelemetry-proto (the traces
-## test's OTLP receiver decodes with it), Debian's chromium and chromium-driver
-## for the dashboard's browser tests, Debian's ruby with ActiveJob, Rack and WEBrick for the Rails
-## flow (examples/ruby)
+## missing), cargo-lambda and cfn-lint (PyPI), build and hatchling (they build the Python
+## package), prometheus-client (its text parser reads /metrics), the Standard Webhooks verifier
+## (PyPI `standardwebhooks`, which checks the HTTP sink's standard signatures; npm's comes with
+## the npm package), openapi-spec-validator (docs/openapi.yaml and the functions' replies
+## against it), opentelemetry-proto (the traces test's OTLP receiver decodes with it), Debian's
+## chromium and chromium-driver for the dashboard's browser tests, Debian's ruby with
+## ActiveJob, Rack and WEBrick for the gem and the Rails flow
 tools:
 	@command -v chromedriver >/dev/null && [ -x /usr/bin/chromium ] || { \
 	  echo "make tools: installing Debian's chromium and chromium-driver" >&2; \
@@ -54,8 +53,8 @@ tools:
 	  $(CARGO) install --locked cargo-nextest; }
 	@command -v cargo-lambda >/dev/null && command -v cfn-lint >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'cargo-lambda>=1.8' 'cfn-lint>=1'
-	@python3 -c 'import kazoo' 2>/dev/null || \
-	  $(PIP) install -q --disable-pip-version-check -r examples/python/requirements.txt
+	@python3 -c 'import build, hatchling' 2>/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check 'build>=1' 'hatchling>=1.18'
 	@python3 -c 'import prometheus_client' 2>/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'prometheus-client>=0.20'
 	@python3 -c 'import standardwebhooks' 2>/dev/null || \
@@ -66,9 +65,26 @@ tools:
 	  $(PIP) install -q --disable-pip-version-check 'opentelemetry-proto>=1.30'
 	@command -v moto_server >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'moto[server,sqs]'
-	@[ -f examples/node/node_modules/node-zookeeper-client/package.json ] && \
-	  [ -f examples/node/node_modules/standardwebhooks/package.json ] || \
-	  npm ci --prefix examples/node --no-audit --no-fund --loglevel=error
+
+## packages: event-bridge's Ruby gem, Python package and npm package (packages/), each built
+## (gem build, python -m build, npm pack) into target/packages/dist and installed from that
+## artifact into a fresh place under target/packages (a GEM_HOME, a venv, an empty npm project)
+## that the interop tests use; the crate's version is theirs (scripts/packages.sh checks). Only
+## a package whose files changed is built again: seconds each, nothing when none did
+PACKAGES := target/packages
+WORKSPACE_VERSION := $(shell sed -n '/^\[workspace\.package\]/,/^\[/ s/^version = "\(.*\)"$$/\1/p' Cargo.toml)
+# Rewritten only when the version changes, so that another edit of Cargo.toml rebuilds nothing.
+$(shell mkdir -p $(PACKAGES) && echo '$(WORKSPACE_VERSION)' | cmp -s - $(PACKAGES)/version || \
+  echo '$(WORKSPACE_VERSION)' >$(PACKAGES)/version)
+PACKAGE_FILES = $(shell find packages/$(1) -type f -not -name '*.gem' -not -name '*.tgz' \
+  -not -path '*/dist/*' -not -path '*/node_modules/*' -not -path '*/__pycache__/*')
+packages: tools $(PACKAGES)/ruby.installed $(PACKAGES)/python.installed $(PACKAGES)/node.installed
+$(PACKAGES)/ruby.installed: $(call PACKAGE_FILES,ruby) $(PACKAGES)/version scripts/packages.sh
+	@scripts/packages.sh ruby
+$(PACKAGES)/python.installed: $(call PACKAGE_FILES,python) $(PACKAGES)/version scripts/packages.sh
+	@PIP='$(PIP)' scripts/packages.sh python
+$(PACKAGES)/node.installed: $(call PACKAGE_FILES,node) $(PACKAGES)/version scripts/packages.sh
+	@scripts/packages.sh node
 
 ## demo: publish sample tasks, drain them with process_events' work, print the report and stats
 demo: zk-up
@@ -77,16 +93,17 @@ demo: zk-up
 ## demo-rails: the Rails flow: Ruby's ActiveJob enqueues three jobs through the event_bridge
 ## adapter (HTTP publish to process_events' Vercel build, serving locally), drains deliver them
 ## signed to EventBridge::JobRunner behind WEBrick; prints what each job recorded
-demo-rails: zk-up tools
+demo-rails: zk-up packages
 	@examples/ruby/demo/demo.sh
 
 ## test: fmt, one build, then (scripts/test.sh) every test (unit, then each topic's target on a
-## real ZooKeeper) through cargo-nextest (each test its own process, all targets in one pool:
-## .config/nextest.toml) and the benchmark's smoke run, while clippy checks the workspace and
-## the core built without default features beside them. One build serves the tests and the
-## binaries they run: `--all-targets` builds the binaries with the tests' features (a plain
-## `build --bins` leaves out the dev-dependencies' and compiles the core twice)
-test: zk-up moto-up tools
+## real ZooKeeper, the language packages as `packages` installed them) through cargo-nextest
+## (each test its own process, all targets in one pool: .config/nextest.toml) and the
+## benchmark's smoke run, while clippy checks the workspace and the core built without default
+## features beside them. One build serves the tests and the binaries they run: `--all-targets`
+## builds the binaries with the tests' features (a plain `build --bins` leaves out the
+## dev-dependencies' and compiles the core twice)
+test: zk-up moto-up tools packages
 	$(CARGO) fmt --all -- --check
 	$(CARGO) build --workspace --all-targets
 	@CARGO="$(CARGO)" scripts/test.sh
@@ -94,8 +111,9 @@ test: zk-up moto-up tools
 ## test-TOPIC: one test target alone (queue, functions, sinks, interop, deploy, dashboard),
 ## with what it needs
 test-queue test-functions: zk-up
-test-sinks: zk-up moto-up
-test-interop test-deploy test-dashboard: zk-up tools
+test-sinks: zk-up moto-up packages
+test-interop: zk-up packages
+test-deploy test-dashboard: zk-up tools
 test-queue test-functions test-sinks test-interop test-deploy test-dashboard:
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) nextest run --workspace -E 'binary($(@:test-%=%))'

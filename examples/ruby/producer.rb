@@ -3,9 +3,10 @@
 # Publish event-bridge tasks from Ruby with the `zk` gem (gem install zk).
 #
 # NOT RUN BY THE TESTS: Debian packages no ZooKeeper client for Ruby (the zk gem). The Python
-# and Node producers beside this directory write the same envelope and are tested against our
-# consumers (tests/interop/interop.rs). A Rails app publishes over HTTP instead, with no
-# ZooKeeper client: lib/event_bridge/rails.rb (tested in tests/interop/rails.rs).
+# and Node packages (packages/python, packages/node) write the same envelope and are tested
+# against our consumers (tests/interop/interop.rs). A Rails app publishes over HTTP instead, with no
+# ZooKeeper client: the event_bridge gem's `event_bridge/rails` (packages/ruby, tested in
+# tests/interop/rails.rs).
 #
 # A task is a persistent sequential znode ROOT/tasks/task-NNNNNNNNNN holding an
 # event-bridge/1 envelope (docs/ARCHITECTURE.md, "The task envelope").
@@ -15,12 +16,15 @@
 #   # => "task-0000000042"
 #
 # or: ruby producer.rb TYPE [PAYLOAD_JSON]   (prints {"task": "...", "id": "..."})
+#
+# It checks fields with the event_bridge gem's EventBridge::Fields (packages/ruby: install it,
+# or run with `-I packages/ruby/lib`).
 
 require "json"
 require "securerandom"
 require "time"
 require "zk"
-require_relative "lib/event_bridge/fields"
+require "event_bridge/fields"
 
 module EventBridge
   FORMAT = "event-bridge/1"

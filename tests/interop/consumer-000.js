@@ -28,8 +28,8 @@
  *     [--duration-ms 60000] [--idle-ms 2000] [--lease-timeout-ms 300000] \
  *     [--consumer-id vercel-func-x] [--work-ms 0] [--poll-ms 50]
  *
- * Its one dependency, node-zookeeper-client, comes from examples/node (`npm ci --prefix
- * examples/node`), or from NODE_PATH.
+ * Its one dependency, node-zookeeper-client, comes from the npm project `make packages`
+ * installs the event-bridge package into (target/packages/node), or from NODE_PATH.
  */
 
 const path = require('node:path');
@@ -37,17 +37,17 @@ const { createRequire } = require('node:module');
 const { parseArgs } = require('node:util');
 
 function loadZookeeper() {
-  const examples = path.join(__dirname, '..', '..', 'examples', 'node', 'package.json');
-  const fromExamples = createRequire(examples);
+  const installed = path.join(__dirname, '..', '..', 'target', 'packages', 'node', 'package.json');
+  const fromInstalled = createRequire(installed);
   try {
-    return fromExamples('node-zookeeper-client');
+    return fromInstalled('node-zookeeper-client');
   } catch (first) {
     try {
       return require('node-zookeeper-client');
     } catch (_) {
       console.error(
-        'consumer-000.js: node-zookeeper-client not found: run `npm ci --prefix examples/node` ' +
-          `(make tools does) or set NODE_PATH (${first.message.split('\n')[0]})`);
+        'consumer-000.js: node-zookeeper-client not found: run `make packages` ' +
+          `or set NODE_PATH (${first.message.split('\n')[0]})`);
       process.exit(3);
     }
   }

@@ -1,9 +1,11 @@
-//! Interop with clients in other languages: the Python and Node example producers
-//! (`examples/`) feed our consumers, and a consumer written to the 000 design
-//! (`tests/interop/consumer-000.js`) shares one queue with ours.
+//! Interop with clients in other languages: the Python and Node packages' producers
+//! (`packages/`), as `make packages` installed them from their artifacts, feed our consumers,
+//! and a consumer written to the 000 design (`tests/interop/consumer-000.js`) shares one queue
+//! with ours.
 //!
-//! These tests need `python3` with kazoo and `node` with `examples/node`'s dependencies, which
-//! `make tools` installs. A missing one fails the test and says what to install.
+//! These tests need the packages installed under `target/packages` (`make packages`: the
+//! wheel in a venv there, the npm tarball in a project there). A missing one fails the test and
+//! says so.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read};
@@ -19,7 +21,7 @@ use zookeeper_client as zk;
 
 use harness::{Recorder, TestQueue, options};
 
-/// The workspace's root: the example scripts are addressed from there.
+/// The workspace's root: the test scripts are addressed from there.
 pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -27,30 +29,34 @@ pub(crate) fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// The Python interpreter: `$PYTHON` (a virtualenv's, say), else `python3`.
-pub(crate) fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+/// `path` in the place `make packages` installs the language packages into from their
+/// artifacts (scripts/packages.sh): `ruby` (a GEM_HOME), `python` (a venv), `node` (an npm
+/// project).
+pub(crate) fn installed(path: &str) -> PathBuf {
+    workspace().join("target/packages").join(path)
 }
 
-/// Fails the test unless Python can import kazoo.
+/// The Python interpreter: `$PYTHON`, else the venv `make packages` installed the wheel into.
+pub(crate) fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| installed("python/bin/python").display().to_string())
+}
+
+/// Fails the test unless Python can import the installed package (and so kazoo).
 pub(crate) fn require_python() {
     let python = python();
     let probe = Command::new(&python)
-        .args(["-c", "import kazoo"])
+        .args(["-c", "import event_bridge, kazoo"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| {
-            panic!("cannot run `{python}` ({e}): Python 3 is needed for the interop tests")
-        });
+        .status();
     assert!(
-        probe.success(),
-        "`{python}` cannot import kazoo: run `{python} -m pip install -r \
-         examples/python/requirements.txt` (make tools does)"
+        probe.is_ok_and(|s| s.success()),
+        "`{python}` cannot import event_bridge: run `make packages` (it installs the package's \
+         wheel into a venv at target/packages/python)"
     );
 }
 
-/// Fails the test unless Node runs and `examples/node`'s dependencies are installed.
+/// Fails the test unless Node runs and the npm package is installed.
 pub(crate) fn require_node() {
     let probe = Command::new("node")
         .arg("--version")
@@ -60,33 +66,50 @@ pub(crate) fn require_node() {
             panic!("cannot run `node` ({e}): Node.js is needed for the interop tests")
         });
     assert!(probe.success(), "`node --version` failed");
-    let module = workspace().join("examples/node/node_modules/node-zookeeper-client/package.json");
+    let package = installed("node/node_modules/event-bridge/package.json");
     assert!(
-        module.exists(),
-        "{} is missing: run `npm ci --prefix examples/node` (make tools does)",
-        module.display()
+        package.exists(),
+        "{} is missing: run `make packages` (it installs the npm package's tarball there)",
+        package.display()
     );
 }
 
-/// `program script`, run from the workspace, with none of the settings a producer would read
-/// from the environment: each test passes what it means.
-fn script(program: &str, script: &str) -> Command {
+/// `command` (a `ruby`) on the gem as `make packages` installed it from its .gem: GEM_HOME is
+/// that install and GEM_PATH unset (so Debian's ActiveJob and Rack resolve as before), with no
+/// load path into the source tree, run from outside it.
+pub(crate) fn installed_gem(mut command: Command) -> Command {
+    command
+        .env("GEM_HOME", installed("ruby"))
+        .env_remove("GEM_PATH")
+        .env_remove("RUBYLIB")
+        .env_remove("RUBYOPT")
+        .current_dir(installed(""));
+    command
+}
+
+/// `program args…`, run from `dir`, with none of the settings a producer would read from the
+/// environment: each test passes what it means.
+fn command_in(dir: &Path, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
     let mut command = Command::new(program);
     command
-        .arg(script)
-        .current_dir(workspace())
+        .args(args)
+        .current_dir(dir)
         .env_remove("ZOOKEEPER_CONNECTION_STRING")
         .env_remove("EVENT_BRIDGE_ROOT")
         .env_remove("ZOOKEEPER_AUTH");
     command
 }
 
+/// The installed Python package's producer (`python -m event_bridge.producer`, the
+/// `event-bridge-publish` command), run outside the source tree.
 pub(crate) fn python_producer() -> Command {
-    script(&python(), "examples/python/producer.py")
+    command_in(&installed(""), python(), &["-m", "event_bridge.producer"])
 }
 
+/// The installed npm package's producer: its `event-bridge-publish` bin.
 pub(crate) fn node_producer() -> Command {
-    script("node", "examples/node/producer.js")
+    let bin = installed("node/node_modules/.bin/event-bridge-publish");
+    command_in(&installed(""), bin, &[])
 }
 
 /// Runs a producer's command line and returns the `(task, id)` of each JSON line it printed.
@@ -300,7 +323,7 @@ struct Consumer000 {
 impl Consumer000 {
     fn start(t: &TestQueue, id: &str, idle_ms: u64) -> Self {
         let lease_timeout_ms = t.config.lease_timeout.as_millis().to_string();
-        let mut child = script("node", "tests/interop/consumer-000.js")
+        let mut child = command_in(&workspace(), "node", &["tests/interop/consumer-000.js"])
             .args(["--zookeeper", &t.config.zookeeper, "--root", &t.config.root])
             .args(["--lease-timeout-ms", &lease_timeout_ms, "--consumer-id", id])
             .args(["--duration-ms", "90000", "--idle-ms", &idle_ms.to_string()])

@@ -1,8 +1,10 @@
-//! Other languages on one queue: the Python (kazoo) and Node (node-zookeeper-client)
-//! producers, and a consumer written to the 000 design beside ours.
-//! Needs: ZooKeeper (`make zk-up`), Python with kazoo and Node with node-zookeeper-client
-//! (`make tools`).
+//! Other languages on one queue: the Ruby, Python and npm packages as `make packages` installs
+//! them from their artifacts (their producers, the Rails flow, the webhook helpers, their one
+//! version), and a consumer written to the 000 design beside ours.
+//! Needs: ZooKeeper (`make zk-up`), the installed packages (`make packages`), Debian's Ruby with
+//! ActiveJob, Rack and WEBrick (`make tools`), and the built binaries.
 
 mod interop;
+mod packages;
 mod producer_fields;
 mod rails;

@@ -9,7 +9,10 @@ use std::process::{Command, Stdio};
 use harness::TestQueue;
 use serde_json::Value;
 
-use crate::interop::{node_producer, python_producer, require_node, require_python, run_producer};
+use crate::interop::{
+    installed, installed_gem, node_producer, python_producer, require_node, require_python,
+    run_producer,
+};
 
 /// Each producer's command, pointed at the test's chroot, with `args` after.
 fn producers(t: &TestQueue, args: &[&str]) -> [Command; 2] {
@@ -250,23 +253,24 @@ async fn producers_refuse_the_fields_only_our_publish_offers() {
     require_node();
     for field in ["after", "on_parent_dead", "batch"] {
         let python = format!(
-            "import sys; sys.path.insert(0, 'examples/python'); import producer\n\
+            "import sys; from event_bridge import producer\n\
              try:\n    producer.envelope('t', {{}}, {field}='x')\n\
              except ValueError as e:\n    print(e)\n    sys.exit(2)"
         );
         let node = format!(
-            "const p = require('./examples/node/producer.js');\n\
+            "const p = require('event-bridge');\n\
              try {{ p.envelope('t', {{}}, {{ {field}: 'x' }}); }}\n\
              catch (e) {{ console.log(e.message); process.exit(2); }}"
         );
+        // Each from the place its package is installed in, outside the source tree.
         let python_program = crate::interop::python();
-        for (program, flag, code) in [
-            (python_program.as_str(), "-c", python),
-            ("node", "-e", node),
+        for (program, flag, code, dir) in [
+            (python_program.as_str(), "-c", python, installed("")),
+            ("node", "-e", node, installed("node")),
         ] {
             let output = Command::new(program)
                 .args([flag, &code])
-                .current_dir(crate::interop::workspace())
+                .current_dir(dir)
                 .output()
                 .unwrap();
             let said = String::from_utf8_lossy(&output.stdout);
@@ -281,8 +285,9 @@ async fn producers_refuse_the_fields_only_our_publish_offers() {
 
 /// A control character in a field a delivery sends as a header (here the group, the
 /// idempotency key and the type), and an empty group or type, are refused by every producer,
-/// naming the field, and nothing is published; Ruby's check (the `zk` producer's and the Rails
-/// adapter's, which Debian cannot run against ZooKeeper) is asked directly.
+/// naming the field, and nothing is published; Ruby's check (the installed gem's, which the `zk`
+/// producer and the Rails adapter call; Debian cannot run the first against ZooKeeper) is asked
+/// directly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_refuse_control_characters_and_empty_names() {
     require_python();
@@ -324,9 +329,8 @@ async fn producers_refuse_control_characters_and_empty_names() {
           puts e.message
         end
     "#;
-    let output = Command::new("ruby")
-        .args(["-I", "examples/ruby/lib", "-e", script])
-        .current_dir(harness::workspace_root())
+    let output = installed_gem(Command::new("ruby"))
+        .args(["-e", script])
         .output()
         .expect("ruby (make tools installs it)");
     let stdout = String::from_utf8_lossy(&output.stdout);

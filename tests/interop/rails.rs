@@ -1,11 +1,14 @@
 //! The Rails flow with real parts: Debian's Ruby and ActiveJob enqueue jobs through the
-//! `event_bridge` queue adapter (`examples/ruby/lib/event_bridge/`), which publishes over
-//! HTTP to the Vercel build of `process_events` serving locally; drains of that server deliver
-//! them, signed as Standard Webhooks, to `EventBridge::JobRunner` behind WEBrick
-//! (`examples/ruby/demo/serve.rb`), which runs them and records each run.
+//! `event_bridge` gem's queue adapter, which publishes over HTTP to the Vercel build of
+//! `process_events` serving locally; drains of that server deliver them, signed as Standard
+//! Webhooks, to `EventBridge::JobRunner` behind WEBrick (`examples/ruby/demo/serve.rb`), which
+//! runs them and records each run. The gem is the one `make packages` built (`gem build`) and
+//! installed from its .gem into target/packages/ruby: every Ruby here runs with that GEM_HOME
+//! and no load path into `packages/ruby`.
 //!
 //! Needs `ruby` with `active_job`, `rack` and `webrick` (`apt-get install ruby ruby-activejob
-//! ruby-rack ruby-webrick`; `make tools` does) and the built binaries.
+//! ruby-rack ruby-webrick`; `make tools` does), the installed gem (`make packages`) and the
+//! built binaries.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,6 +28,8 @@ use tokio::time::timeout;
 
 use harness::vercel::{VercelBinary, free_port};
 use harness::{TestQueue, uuid_like, workspace_root};
+
+use crate::interop::{installed, installed_gem};
 
 const PUBLISH_SECRET: &str = "publish-secret";
 const CRON_SECRET: &str = "cron-secret";
@@ -424,7 +429,8 @@ async fn a_runner_without_its_webhook_secret_boots_and_answers_500_naming_it() {
 
 // ---- Helpers ----
 
-/// Fails the test unless Debian's Ruby with ActiveJob, Rack and WEBrick is there.
+/// Fails the test unless Debian's Ruby with ActiveJob, Rack and WEBrick is there, and the gem
+/// is installed.
 fn require_ruby() {
     let probe = std::process::Command::new("ruby")
         .args([
@@ -438,26 +444,38 @@ fn require_ruby() {
         "the Rails tests need ruby with active_job, rack and webrick: `apt-get install ruby \
          ruby-activejob ruby-rack ruby-webrick` (make tools does)"
     );
+    let gem = installed_gem(std::process::Command::new("ruby"))
+        .args(["-e", "require 'event_bridge/rails'"])
+        .stderr(Stdio::null())
+        .status();
+    assert!(
+        gem.is_ok_and(|s| s.success()),
+        "the event_bridge gem is not installed in {}: run `make packages`",
+        installed("ruby").display()
+    );
 }
 
 /// A Standard Webhooks secret of the test's own.
-fn new_secret() -> String {
+pub(crate) fn new_secret() -> String {
     format!("whsec_{}", BASE64.encode(fastrand::u64(..).to_be_bytes()))
 }
 
 /// A file for the runner's record of runs, removed with the runner.
-fn new_record() -> PathBuf {
+pub(crate) fn new_record() -> PathBuf {
     std::env::temp_dir().join(format!("rails-{}.jsonl", uuid_like()))
 }
 
-/// `ruby -I examples/ruby/lib examples/ruby/demo/<script>`, from the workspace.
+/// `ruby examples/ruby/demo/<script>` on the installed gem.
 fn ruby(script: &str) -> Command {
-    let mut command = Command::new("ruby");
+    let mut command = installed_ruby();
+    command.arg(workspace_root().join("examples/ruby/demo").join(script));
     command
-        .args(["-I", "examples/ruby/lib"])
-        .arg(format!("examples/ruby/demo/{script}"))
-        .current_dir(workspace_root())
-        .kill_on_drop(true);
+}
+
+/// `ruby` on the installed gem, killed when dropped.
+fn installed_ruby() -> Command {
+    let mut command = Command::from(installed_gem(std::process::Command::new("ruby")));
+    command.kill_on_drop(true);
     command
 }
 
@@ -566,17 +584,16 @@ fn publish_url(port: u16) -> String {
     format!("http://127.0.0.1:{port}/api/process_events_vercel")
 }
 
-/// `ruby -e program` after `demo/jobs.rb` (the gem and the demo jobs), from the workspace, with
-/// no publish setting but what the test gives.
+/// `ruby -e program` after `demo/jobs.rb` (the installed gem and the demo jobs), with no
+/// publish setting but what the test gives.
 fn ruby_program(program: &str) -> Command {
-    let mut command = Command::new("ruby");
+    let mut command = installed_ruby();
     command
-        .args(["-I", "examples/ruby/lib", "-r", "./examples/ruby/demo/jobs"])
+        .arg("-r")
+        .arg(workspace_root().join("examples/ruby/demo/jobs"))
         .args(["-e", program])
-        .current_dir(workspace_root())
         .env_remove("EVENT_BRIDGE_PUBLISH_URL")
-        .env_remove("EVENT_BRIDGE_PUBLISH_SECRET")
-        .kill_on_drop(true);
+        .env_remove("EVENT_BRIDGE_PUBLISH_SECRET");
     command
 }
 
@@ -737,13 +754,18 @@ fn starts(runs: &[Value], job: &Value) -> Vec<Value> {
     mine.cloned().collect()
 }
 
-fn unix_seconds() -> u64 {
+pub(crate) fn unix_seconds() -> u64 {
     let now = SystemTime::now().duration_since(UNIX_EPOCH);
     now.expect("after 1970").as_secs()
 }
 
 /// Standard Webhooks headers for `body`, signed with `secret` (`whsec_` and base64).
-fn standard_headers(secret: &str, id: &str, at: u64, body: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn standard_headers(
+    secret: &str,
+    id: &str,
+    at: u64,
+    body: &str,
+) -> Vec<(&'static str, String)> {
     let key = BASE64.decode(&secret["whsec_".len()..]).expect("base64");
     let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("any key");
     mac.update(format!("{id}.{at}.{body}").as_bytes());
@@ -755,7 +777,12 @@ fn standard_headers(secret: &str, id: &str, at: u64, body: &str) -> Vec<(&'stati
     ]
 }
 
-async fn post(port: u16, path: &str, headers: &[(&str, String)], body: &str) -> (u16, String) {
+pub(crate) async fn post(
+    port: u16,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> (u16, String) {
     request(port, "POST", path, headers, body).await
 }
 

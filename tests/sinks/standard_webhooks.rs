@@ -29,15 +29,18 @@ fn headers(request: &Request) -> serde_json::Value {
 fn verify(program: &str, args: &[&str], body: &[u8]) -> (bool, String) {
     let mut child = Command::new(program)
         .args(args)
+        // npm's verifier comes with the event-bridge npm package `make packages` installs.
         .env(
             "NODE_PATH",
-            harness::workspace_root().join("examples/node/node_modules"),
+            harness::workspace_root().join("target/packages/node/node_modules"),
         )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{program}: {e} (make tools installs the verifiers)"));
+        .unwrap_or_else(|e| {
+            panic!("{program}: {e} (make tools and make packages install the verifiers)")
+        });
     child.stdin.take().unwrap().write_all(body).unwrap();
     let out = child.wait_with_output().unwrap();
     (

@@ -6,6 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
+# The event_bridge gem as `make packages` installed it (from its .gem, into target/packages/ruby).
+export GEM_HOME=$PWD/target/packages/ruby
+unset GEM_PATH
+ruby -e 'require "event_bridge/rails"' 2>/dev/null || {
+  echo "the event_bridge gem is not installed in $GEM_HOME: run make packages" >&2; exit 1; }
+
 export ZOOKEEPER_CONNECTION_STRING=${ZOOKEEPER_CONNECTION_STRING:-127.0.0.1:2181}
 export EVENT_BRIDGE_ROOT=${EVENT_BRIDGE_ROOT:-/event-bridge-demo/rails-$(date +%s)}
 port=${DEMO_PORT:-3078}
@@ -23,7 +29,7 @@ cargo build -q -p process_events --bin process_events_vercel
 
 echo "== the job runner (examples/ruby/demo/serve.rb) on 127.0.0.1:$runner_port"
 EVENT_BRIDGE_WEBHOOK_SECRET=$secret EVENT_BRIDGE_DEMO_RECORD=$record PORT=$runner_port \
-  ruby -I examples/ruby/lib examples/ruby/demo/serve.rb 2>/dev/null &
+  ruby examples/ruby/demo/serve.rb 2>/dev/null &
 pids+=($!)
 routes=$(printf '{"routes": {"active_job.default": {"sink": "http", "url": "http://127.0.0.1:%s/event_bridge/jobs", "signature": "standard", "secret_env": "RAILS_JOBS_SECRET"}}}' "$runner_port")
 echo "== process_events (Vercel build) on 127.0.0.1:$port, ROUTES=$routes"
@@ -34,7 +40,7 @@ wait_for "$runner_port"; wait_for "$port"
 
 echo "== perform_later: WelcomeJob, ReminderJob.set(wait: 2), FlakyJob (fails on its first attempt)"
 EVENT_BRIDGE_PUBLISH_URL=http://127.0.0.1:$port/api/process_events_vercel \
-  EVENT_BRIDGE_PUBLISH_SECRET=$PUBLISH_SECRET ruby -I examples/ruby/lib examples/ruby/demo/enqueue.rb
+  EVENT_BRIDGE_PUBLISH_SECRET=$PUBLISH_SECRET ruby examples/ruby/demo/enqueue.rb
 echo "== a forged delivery is refused:"
 curl -s -w ' (HTTP %{http_code})\n' -H 'webhook-id: x' -H "webhook-timestamp: $(date +%s)" \
   -H 'webhook-signature: v1,Zm9yZ2Vk' -d '{}' "http://127.0.0.1:$runner_port/event_bridge/jobs"

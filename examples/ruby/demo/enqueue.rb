@@ -4,7 +4,7 @@
 # $EVENT_BRIDGE_PUBLISH_URL) and prints one JSON line per job: its class, job id,
 # provider_job_id, and when it was enqueued and is scheduled for (wall clock, ms).
 #
-#   ruby -I examples/ruby/lib examples/ruby/demo/enqueue.rb [welcome reminder flaky retrying steps]
+#   GEM_HOME=target/packages/ruby ruby examples/ruby/demo/enqueue.rb [welcome reminder flaky retrying steps]
 #
 # Without arguments: welcome (plain), reminder (set(wait: 2)) and flaky (priority -1: the high
 # lane; fails on its first attempt).

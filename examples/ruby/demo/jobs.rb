@@ -3,7 +3,8 @@
 # Jobs for the Rails flow (tests/interop/rails.rs and `make demo-rails`). Each records every
 # run as a JSON line in $EVENT_BRIDGE_DEMO_RECORD (or prints it to stderr): the job, its id,
 # event-bridge's attempt and fencing token, the checkpoint it resumed from, the wall clock in
-# ms, and what else the job adds (a step's side effect, where it stopped).
+# ms, and what else the job adds (a step's side effect, where it stopped). They run on the
+# event_bridge gem as installed from its .gem (`make packages`: GEM_HOME=target/packages/ruby).
 
 require "json"
 require "logger"

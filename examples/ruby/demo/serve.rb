@@ -5,7 +5,7 @@
 # listens. With EVENT_BRIDGE_DEMO_STEPS_PER_DELIVERY=n, jobs of EventBridge::Steps stop once
 # they completed n steps in a delivery (the runner's `stopping:` policy), and resume in the next.
 #
-#   EVENT_BRIDGE_WEBHOOK_SECRET=whsec_… ruby -I examples/ruby/lib examples/ruby/demo/serve.rb
+#   EVENT_BRIDGE_WEBHOOK_SECRET=whsec_… GEM_HOME=target/packages/ruby ruby examples/ruby/demo/serve.rb
 
 require "rack"
 require "rack/handler/webrick"

@@ -9,19 +9,18 @@
  * `ROOT/lanes/high/high-NNNNNNNNNN` (`ROOT/lanes/low/low-…`): consumers take high before normal
  * before low (docs/WIRE-FORMAT.md, "Priority lanes"):
  *
- *   const zookeeper = require('node-zookeeper-client');
- *   const { connect, publish } = require('./producer');
+ *   const { connect, publish } = require('event-bridge');
  *
  *   const client = await connect('127.0.0.1:2181');   // "host:port[,host:port…][/chroot]"
  *   const name = await publish(client, 'user.signup', { user_id: 42 },
  *                              { idempotency_key: 'signup-42' });
  *   client.close();
  *
- * From the shell (one JSON line per task created: {"task": "task-…", "id": "…"}):
+ * From the shell, with the package installed (one JSON line per task created:
+ * {"task": "task-…", "id": "…"}):
  *
- *   npm ci
- *   node producer.js --type user.signup --payload '{"user_id": 42}' [--count N]
- *   node producer.js --type report.build --priority low   # high, normal (the default) or low
+ *   npx event-bridge-publish --type user.signup --payload '{"user_id": 42}' [--count N]
+ *   npx event-bridge-publish --type report.build --priority low   # high, normal (the default) or low
  *
  * A debounced publish (`--debounce-key K --debounce 30s [--debounce-max 5m]`, or
  * `{ debounce: { key: K, period_ms: 30000 } }` from code) creates no task: it writes the
@@ -647,7 +646,7 @@ async function main() {
     },
   });
   const usage =
-    'usage: producer.js [--zookeeper HOST:PORT[/chroot]] [--root /event-bridge] --type T ' +
+    'usage: event-bridge-publish [--zookeeper HOST:PORT[/chroot]] [--root /event-bridge] --type T ' +
     '[--payload JSON] [--count N] [--group G] [--idempotency-key K] [--concurrency-key K] ' +
     '[--priority high|normal|low] [--traceparent 00-…] ' +
     '[--debounce-key K --debounce 30s [--debounce-max 5m]]';
@@ -656,7 +655,7 @@ async function main() {
     return 0;
   }
   const fail = (msg) => {
-    console.error(`producer.js: ${msg}\n${usage}`);
+    console.error(`event-bridge-publish: ${msg}\n${usage}`);
     return 2;
   };
   if (!values.type) return fail('--type is required');
@@ -735,7 +734,7 @@ if (require.main === module) {
   main().then(
     (code) => { process.exitCode = code; },
     (err) => {
-      console.error(`producer.js: ${err.message || err}`);
+      console.error(`event-bridge-publish: ${err.message || err}`);
       process.exitCode = 1;
     });
 }

@@ -18,6 +18,7 @@
 # EventBridge::Steps (jobs that resume across deliveries).
 
 require "active_job"
+require_relative "version"
 require_relative "publisher"
 require_relative "delivery"
 require_relative "active_job_adapter"

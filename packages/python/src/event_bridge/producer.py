@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Publish event-bridge tasks from Python, with kazoo.
 
 A task is a persistent sequential znode ``ROOT/tasks/task-NNNNNNNNNN`` holding an
@@ -11,18 +10,20 @@ normal before low (docs/WIRE-FORMAT.md, "Priority lanes"). A normal task with a
 (docs/WIRE-FORMAT.md, "Key lanes")::
 
     from kazoo.client import KazooClient
-    from producer import publish
+    from event_bridge import publish
 
     zk = KazooClient(hosts="127.0.0.1:2181")   # "host:port[,host:port…][/chroot]"
     zk.start()
     name = publish(zk, "user.signup", {"user_id": 42}, idempotency_key="signup-42")
     zk.stop()
 
-From the shell (one JSON line per task created: ``{"task": "task-…", "id": "…"}``)::
+From the shell, with the package installed (one JSON line per task created:
+``{"task": "task-…", "id": "…"}``)::
 
-    pip install -r requirements.txt
-    python producer.py --type user.signup --payload '{"user_id": 42}' [--count N]
-    python producer.py --type report.build --priority low   # high, normal (the default) or low
+    event-bridge-publish --type user.signup --payload '{"user_id": 42}' [--count N]
+    event-bridge-publish --type report.build --priority low   # high, normal (the default) or low
+
+(``python -m event_bridge.producer`` is the same command.)
 
 A debounced publish (``--debounce-key K --debounce 30s [--debounce-max 5m]``, or
 ``debounce={"key": K, "period_ms": 30000}`` from code) creates no task: it writes the envelope to
@@ -540,7 +541,9 @@ def publish_one(zk, event_type, payload, root, acl, **fields):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Publish event-bridge tasks.")
+    parser = argparse.ArgumentParser(
+        prog="event-bridge-publish", description="Publish event-bridge tasks."
+    )
     parser.add_argument(
         "--zookeeper",
         default=os.environ.get("ZOOKEEPER_CONNECTION_STRING", "127.0.0.1:2181"),
@@ -636,7 +639,7 @@ def main(argv=None):
     try:
         zk.start(timeout=10)
     except Exception as e:  # kazoo raises its own timeout type
-        print(f"producer.py: cannot connect to ZooKeeper at {args.zookeeper}: {e}", file=sys.stderr)
+        print(f"event-bridge-publish: cannot connect to ZooKeeper at {args.zookeeper}: {e}", file=sys.stderr)
         return 1
     try:
         for _ in range(args.count):
@@ -644,7 +647,7 @@ def main(argv=None):
             print(json.dumps(line), flush=True)
     except (KazooException, ValueError) as e:
         reason = type(e).__name__ + (f": {e}" if str(e) else "")
-        print(f"producer.py: publishing under {args.root} failed: {reason}", file=sys.stderr)
+        print(f"event-bridge-publish: publishing under {args.root} failed: {reason}", file=sys.stderr)
         return 1
     finally:
         zk.stop()
