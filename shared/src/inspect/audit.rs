@@ -67,8 +67,9 @@ pub struct Audit {
     pub looked_at: usize,
     /// The stuck states found (repaired or not).
     pub stuck: Vec<Stuck>,
-    /// Slots no lease holds, not stale for [`SLOT_GRACE_MS`] yet: their session may still end
-    /// (a frozen consumer, a free on its way again), and they are judged again next run.
+    /// Slots no lease holds, each with when it was first seen so: judged again next run from
+    /// that moment. Those seen so for [`SLOT_GRACE_MS`] are in `stuck` too; the others' session
+    /// may still end (a frozen consumer, a free on its way again).
     pub suspects: Vec<Suspect>,
 }
 
@@ -321,23 +322,26 @@ async fn slots(
     audit: &mut Audit,
 ) -> Result<()> {
     let gates = gates(queue, turn).await?;
-    // Suspects in gates outside this run's sample stay suspects, as they were.
+    // Suspects in gates outside this run's sample are carried as they were.
     let sampled = |path: &str| gates.iter().any(|g| path.starts_with(&format!("{g}/")));
-    (audit.suspects).extend(before.iter().filter(|s| !sampled(&s.path)).cloned());
-    let mut slots = Vec::new();
+    let unsampled: Vec<Suspect> = (before.iter())
+        .filter(|s| !sampled(&s.path))
+        .cloned()
+        .collect();
+    carry(queue, unsampled, now_ms, audit).await?;
+    let mut paths = Vec::new();
     for gate in &gates {
         for name in list(queue, gate).await? {
-            slots.push((gate.clone(), name));
+            paths.push(format!("{gate}/{name}"));
         }
     }
-    if slots.is_empty() {
+    if paths.is_empty() {
         return Ok(());
     }
-    let paths: Vec<String> = slots.iter().map(|(g, n)| format!("{g}/{n}")).collect();
     let reads = read_all(queue, &paths).await?;
     // Read after the slots: a claim since made both its slot and its leases after them.
     let tokens = lease_tokens(queue).await?;
-    for (((gate, name), path), read) in slots.into_iter().zip(paths).zip(reads) {
+    for (path, read) in paths.into_iter().zip(reads) {
         let Some((data, stat)) = read else { continue };
         audit.looked_at += 1;
         if tokens.contains(&claim_token(&data, stat.czxid)) {
@@ -349,20 +353,48 @@ async fn slots(
         let since_ms = (before.iter())
             .find(|s| s.path == path && s.czxid == stat.czxid)
             .map_or(now_ms, |s| s.since_ms);
-        if now_ms - since_ms < SLOT_GRACE_MS {
-            audit.suspects.push(Suspect {
+        watch(
+            audit,
+            Suspect {
                 path,
                 czxid: stat.czxid,
                 since_ms,
-            });
-            continue;
-        }
+            },
+            now_ms,
+        );
+    }
+    Ok(())
+}
+
+/// Keeps watching `suspect`, a slot no lease holds, and counts it stuck once it has been so
+/// for [`SLOT_GRACE_MS`]. A stuck slot stays among the suspects too, so that the next run
+/// knows since when: once stuck, it stays counted until it is gone.
+fn watch(audit: &mut Audit, suspect: Suspect, now_ms: i64) {
+    if now_ms - suspect.since_ms >= SLOT_GRACE_MS {
+        let mut parts = suspect.path.rsplit('/');
+        let (slot, gate) = (parts.next().unwrap_or_default(), parts.next());
         audit.stuck.push(Stuck::SlotHeld {
-            gate: gate
-                .rsplit_once('/')
-                .map_or(gate.clone(), |(_, g)| g.to_string()),
-            slot: name,
+            gate: gate.unwrap_or_default().to_string(),
+            slot: slot.to_string(),
         });
+    }
+    audit.suspects.push(suspect);
+}
+
+/// The suspects of the last record in gates this run does not sample: each one whose slot
+/// still stands as it was (the same `czxid`: its claim's leases never come back) is watched
+/// on; one that is gone is dropped.
+async fn carry(
+    queue: &Queue,
+    suspects: Vec<Suspect>,
+    now_ms: i64,
+    audit: &mut Audit,
+) -> Result<()> {
+    let paths: Vec<String> = suspects.iter().map(|s| s.path.clone()).collect();
+    for (suspect, read) in suspects.into_iter().zip(read_all(queue, &paths).await?) {
+        if read.is_some_and(|(_, stat)| stat.czxid == suspect.czxid) {
+            watch(audit, suspect, now_ms);
+        }
     }
     Ok(())
 }
