@@ -11,6 +11,7 @@
 //! - [`leased`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
 //! - [`explain`]: why a task is where it is, and what would let it go.
 
+mod ahead;
 mod audit;
 mod counts;
 mod debounced;
@@ -22,7 +23,8 @@ pub use audit::{AUDIT_PER_RUN, Audit, SLOT_GRACE_MS, Stuck, audit, keep as keep_
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
 pub use debounced::DebouncedInfo;
 pub use explain::{
-    Explanation, PARENTS_LOOKED_UP, Parent, Reason, explain, explain_status, status_and_why,
+    AHEAD_WINDOWS_FLAT, Explanation, PARENTS_LOOKED_UP, Parent, Reason, explain, explain_status,
+    status_and_why,
 };
 pub use leased::leased;
 pub use status::{Status, status};
