@@ -287,6 +287,7 @@ async fn a_child_names_its_parents_and_their_states() {
             waiting_on: vec![inspect::Parent {
                 id: parent_id.clone(),
                 state: Some(State::Pending),
+                gone: false,
             }],
         }
     );
@@ -321,10 +322,12 @@ async fn the_status_answers_why_reads_only_the_parents_markers() {
                 inspect::Parent {
                     id: parent_id,
                     state: Some(State::Blocked),
+                    gone: false,
                 },
                 inspect::Parent {
                     id: grandparent_id,
                     state: None,
+                    gone: false,
                 },
             ],
         }

@@ -20,7 +20,7 @@ use super::ahead::{Ahead, ahead};
 use super::{DebouncedInfo, Status, TaskInfo, status};
 use crate::clock::ZkTime;
 use crate::error::Result;
-use crate::queue::{DoneRecord, GateLoad, Queue};
+use crate::queue::{DoneRecord, GateLoad, ParentLook, Queue};
 use crate::resume::Entry;
 use crate::state::State;
 use crate::task::StandsFor;
@@ -166,6 +166,9 @@ pub struct Parent {
     /// Its state, when looked up and found.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<State>,
+    /// Set when it is gone from the queue without an end: it never releases the child.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
 }
 
 /// How far an explanation looks: what `explain` reads, or only what costs the same at any
@@ -305,24 +308,48 @@ async fn blocked(
         }]);
     }
     let looked_up = &envelope.waiting_on[..envelope.waiting_on.len().min(PARENTS_LOOKED_UP)];
-    let mut states = match depth {
-        Depth::Full => {
-            let mut states = Vec::with_capacity(looked_up.len());
-            for id in looked_up {
-                states.push(status(queue, now, id).await?.state());
-            }
-            states
-        }
-        Depth::Flat => marked(queue, looked_up).await?,
+    let mut parents = match depth {
+        Depth::Full => found(queue, now, looked_up).await?,
+        Depth::Flat => (looked_up.iter().zip(marked(queue, looked_up).await?))
+            .map(|(id, state)| Parent {
+                id: id.clone(),
+                state,
+                gone: false,
+            })
+            .collect(),
     };
-    states.resize(envelope.waiting_on.len(), None);
-    let waiting_on = (envelope.waiting_on.iter().zip(states))
-        .map(|(id, state)| Parent {
+    parents.extend(
+        envelope.waiting_on[looked_up.len()..]
+            .iter()
+            .map(|id| Parent {
+                id: id.clone(),
+                state: None,
+                gone: false,
+            }),
+    );
+    Ok(vec![Reason::Parents {
+        waiting_on: parents,
+    }])
+}
+
+/// Parents `ids` looked up by id, wherever they are: each with its state, and one found
+/// nowhere looked for as the audit does, which says whether it is gone without an end.
+async fn found(queue: &Queue, now: &ZkTime, ids: &[String]) -> Result<Vec<Parent>> {
+    let mut parents = Vec::with_capacity(ids.len());
+    for id in ids {
+        let state = status(queue, now, id).await?.state();
+        let gone = state.is_none()
+            && matches!(
+                queue.dependencies().look_for_parent(id).await?,
+                ParentLook::Gone { .. }
+            );
+        parents.push(Parent {
             id: id.clone(),
             state,
-        })
-        .collect();
-    Ok(vec![Reason::Parents { waiting_on }])
+            gone,
+        });
+    }
+    Ok(parents)
 }
 
 /// What the markers of parents `ids` and `after/` say of their states, in one multi-read:
@@ -546,13 +573,7 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             due_at_ms,
             max_wait_until_ms,
         } => debounced_line(key, *due_at_ms, *max_wait_until_ms),
-        Reason::Parents { waiting_on } => {
-            let each: Vec<String> = waiting_on.iter().map(parent).collect();
-            format!(
-                "waiting for its parents {}: it goes to its lane when they complete",
-                each.join(" and ")
-            )
-        }
+        Reason::Parents { waiting_on } => parents_line(waiting_on),
         Reason::GroupTurn { group } => format!(
             "its parents are done; it waits for group {group} to reach its place in the lane"
         ),
@@ -697,10 +718,39 @@ fn paused_line(event_type: Option<&str>, since_ms: i64) -> String {
 }
 
 fn parent(parent: &Parent) -> String {
-    match parent.state {
-        Some(state) => format!("{} ({})", parent.id, state.name()),
-        None => parent.id.clone(),
+    match (parent.state, parent.gone) {
+        (_, true) => format!("{} (gone)", parent.id),
+        (Some(state), false) => format!("{} ({})", parent.id, state.name()),
+        (None, false) => parent.id.clone(),
     }
+}
+
+/// A waiting child's line: its parents, and when one is gone, the ways out.
+fn parents_line(waiting_on: &[Parent]) -> String {
+    let each: Vec<String> = waiting_on.iter().map(parent).collect();
+    let each = each.join(" and ");
+    let gone: Vec<&str> = (waiting_on.iter())
+        .filter(|p| p.gone)
+        .map(|p| p.id.as_str())
+        .collect();
+    if gone.is_empty() {
+        return format!("waiting for its parents {each}: it goes to its lane when they complete");
+    }
+    let which = match gone[..] {
+        [one] => format!("{one} is"),
+        _ => format!("{} are", gone.join(" and ")),
+    };
+    let ends: Vec<String> = (gone.iter())
+        .map(|id| format!("`event-bridge end-parent {id} --as completed`"))
+        .collect();
+    format!(
+        "waiting for its parents {each}: {which} gone from the queue without an end (not \
+         pending, held, waiting, dead, nor completed with a record: a 000-design consumer \
+         completed it, or it was deleted by hand), so it never goes to its lane by itself; {} \
+         lets it go on once its other parents complete (`--as dead` takes a parent as dead: it \
+         then fails or runs as its on_parent_dead says), or `event-bridge cancel` ends it",
+        ends.join(" and ")
+    )
 }
 
 fn not_due(due_at_ms: i64, attempts: u32, last_error: Option<&str>, now_ms: i64) -> String {

@@ -19,7 +19,9 @@ mod explain;
 mod leased;
 mod status;
 
-pub use audit::{AUDIT_PER_RUN, Audit, SLOT_GRACE_MS, Stuck, audit, keep as keep_audit};
+pub use audit::{
+    AUDIT_PER_RUN, Audit, PARENTS_LOOKED_FOR, SLOT_GRACE_MS, Stuck, audit, keep as keep_audit,
+};
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
 pub use debounced::DebouncedInfo;
 pub use explain::{
