@@ -73,8 +73,8 @@ pub struct AuditRecord {
     pub repaired: usize,
     /// The first 10 (`inspect::audit`'s) findings' lines.
     pub lines: Vec<String>,
-    /// Slots no lease holds, not stuck yet (see `inspect::audit`), with when each was first
-    /// seen so.
+    /// Slots no lease holds (see `inspect::audit`), with when each was first seen so: stuck
+    /// once that is a minute ago, and kept so while they stand.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspects: Vec<Suspect>,
 }

@@ -535,6 +535,68 @@ async fn a_000_consumer_and_ours_share_a_queue() {
     );
 }
 
+/// The 000 design's consumer completes a parent by deleting it, knowing nothing of the marker
+/// its child waits under: the reaper's audit counts the child stuck, `explain` says the parent
+/// is gone and names the command, and that command lets the child go on: `explain` then says
+/// the next run claims it, and the next run does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_a_000_consumer_completes_is_found_gone_and_its_child_goes_on() {
+    require_node();
+    let t = TestQueue::new().await;
+    let parent = event_bridge::Envelope::new("report.build", json!({}));
+    let parent_id = parent.id.clone();
+    let name = t.queue.publish_many(&[parent]).await.unwrap().remove(0);
+    let mut child = event_bridge::Envelope::new("report.mail", json!({}));
+    child.after = vec![parent_id.clone()];
+    let child_id = child.id.clone();
+    t.queue.publish_all(&[child]).await.unwrap();
+
+    let mut theirs = Consumer000::start(&t, "node000-parent", 500);
+    theirs.wait_ready().await;
+    assert_eq!(
+        theirs.finish().await,
+        vec![name],
+        "the 000 consumer completed the parent"
+    );
+    for _ in 0..3 {
+        let report = reap::reap(&t.queue).await.expect("reap");
+        assert_eq!(report.stats.stuck_tasks, 1, "{:?}", report.audit);
+    }
+    let now = t.now().await;
+    let explained = event_bridge::inspect::explain(&t.queue, &now, &child_id)
+        .await
+        .unwrap();
+    let command = format!("`event-bridge end-parent {parent_id} --as completed`");
+    assert!(explained.lines[0].contains(&command), "{explained:?}");
+
+    let ended = Command::new(harness::binary("event-bridge"))
+        .args(["end-parent", &parent_id, "--as", "completed"])
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run event-bridge end-parent");
+    assert!(ended.status.success(), "{ended:?}");
+    let ended: Value = serde_json::from_slice(&ended.stdout).unwrap();
+    assert_eq!(ended["children"], 1, "{ended}");
+    let now = t.now().await;
+    let explained = event_bridge::inspect::explain(&t.queue, &now, &child_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        explained.lines,
+        vec!["ready: nothing holds it back; the next run claims it"]
+    );
+    let recorder = Recorder::default();
+    harness::run(&t.queue, &recorder, 10).await;
+    let ran: Vec<String> = (recorder.seen.lock().unwrap().iter())
+        .map(|task| task.envelope.id.clone())
+        .collect();
+    assert_eq!(ran, vec![child_id]);
+    let report = reap::reap(&t.queue).await.expect("reap");
+    assert_eq!(report.stats.stuck_tasks, 0, "{:?}", report.audit);
+}
+
 /// Runs a producer and returns the one JSON line it printed.
 fn producer_line(command: &mut Command) -> Value {
     let output = command.stdin(Stdio::null()).output().expect("spawn");

@@ -298,3 +298,48 @@ async fn a_renamed_slot_belongs_to_its_claim() {
     t.queue.complete(leases.remove(0)).await.unwrap();
     assert!(t.children(&gate_dir).await.is_empty());
 }
+
+/// A slot found stuck stays counted in every later run while it stands (it does not start
+/// over as a suspect for another minute), and the record goes once the slot is gone.
+#[tokio::test]
+async fn a_stuck_slot_stays_stuck_until_it_is_gone() {
+    let t = TestQueue::new().await;
+    let name = publish(&t, keyed()).await;
+    let held = claim(&t, &name, &capped(1)).await;
+    let slot = held.slots()[0].gate().to_string();
+    let gate_dir = slot
+        .trim_start_matches(&format!("{}/", t.config.root))
+        .to_string();
+    (t.raw.delete(&t.queue.layout().lease(&name), None))
+        .await
+        .unwrap();
+    let now = t.now().await.now_ms();
+    let grace = inspect::SLOT_GRACE_MS;
+    let at = |ms: i64| ZkTime::at(now + ms);
+    assert_eq!(
+        reap_at(&t.queue, &at(0)).await.unwrap().audit.stuck.len(),
+        0
+    );
+    let found = reap_at(&t.queue, &at(grace)).await.unwrap().audit;
+    assert_eq!(found.stuck.len(), 1, "{found:?}");
+    // Every run after, a reaper's period apart, finds it stuck still: stats say so each time.
+    for later in [grace + 5_000, grace + 10_000, 2 * grace + 5_000] {
+        let audit = reap_at(&t.queue, &at(later)).await.unwrap().audit;
+        assert_eq!(audit.stuck.len(), 1, "at +{later} ms: {audit:?}");
+        let stats = stats::collect(&t.queue, &at(later)).await.unwrap();
+        assert_eq!(stats.stuck_tasks, 1, "at +{later} ms");
+    }
+    // Gone (its session ended, or by hand): nothing stuck, and no record.
+    let slots = t.children(&gate_dir).await;
+    let path = format!("{slot}/{}", slots[0]);
+    t.raw.delete(&path, None).await.unwrap();
+    let after = at(2 * grace + 10_000);
+    let audit = reap_at(&t.queue, &after).await.unwrap().audit;
+    assert_eq!(
+        (audit.stuck.len(), audit.suspects.len()),
+        (0, 0),
+        "{audit:?}"
+    );
+    let stats = stats::collect(&t.queue, &after).await.unwrap();
+    assert_eq!((stats.stuck_tasks, stats.audit), (0, None));
+}

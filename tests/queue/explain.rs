@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use event_bridge::Envelope;
+use event_bridge::clock::ZkTime;
 use event_bridge::inspect::{self, Explanation, Reason};
 use event_bridge::limit::{KeyLimit, Limit};
 use event_bridge::queue::{GiveBack, Lease, PauseTarget, Restraints, TaskOutcome};
 use event_bridge::state::State;
 use event_bridge::task::{Debounce, OnDead};
+use event_bridge::{Envelope, process};
 use serde_json::json;
 
 use harness::TestQueue;
@@ -162,6 +163,7 @@ async fn a_grouped_task_waits_behind_the_task_that_holds_its_group() {
             group: "customer-9".into(),
             holder: first.clone(),
             holder_state: Some(State::Leased),
+            holder_why: Vec::new(),
         }
     );
     assert_eq!(
@@ -285,6 +287,7 @@ async fn a_child_names_its_parents_and_their_states() {
             waiting_on: vec![inspect::Parent {
                 id: parent_id.clone(),
                 state: Some(State::Pending),
+                gone: false,
             }],
         }
     );
@@ -319,10 +322,12 @@ async fn the_status_answers_why_reads_only_the_parents_markers() {
                 inspect::Parent {
                     id: parent_id,
                     state: Some(State::Blocked),
+                    gone: false,
                 },
                 inspect::Parent {
                     id: grandparent_id,
                     state: None,
+                    gone: false,
                 },
             ],
         }
@@ -493,4 +498,176 @@ async fn nothing_found_says_where_it_looked() {
     let explained = explain(&t, "no-such-id").await;
     assert_eq!(explained.state, None);
     assert_eq!(only(&explained).0, &Reason::NotFound);
+}
+
+/// A drain at the moment `at` (a driven clock: nothing waits for time to pass) with a handler
+/// that records what it ran: the names of the tasks run, in order.
+async fn drain_at(t: &TestQueue, at: &ZkTime) -> Vec<String> {
+    ran_at(t, at)
+        .await
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// As [`drain_at`]: the name and envelope id of each task run, in order.
+async fn ran_at(t: &TestQueue, at: &ZkTime) -> Vec<(String, String)> {
+    let recorder = harness::Recorder::default();
+    let options = harness::options(100, 1);
+    process::run_at(&t.queue, &recorder, &options, at)
+        .await
+        .unwrap();
+    let seen = recorder.seen.lock().unwrap();
+    (seen.iter())
+        .map(|task| (task.name.clone(), task.envelope.id.clone()))
+        .collect()
+}
+
+/// The group-mate a grouped task waits behind, and what holds that one back.
+fn behind(explained: &Explanation) -> (&str, Option<State>, &[Reason]) {
+    match only(explained).0 {
+        Reason::GroupBehind {
+            holder,
+            holder_state,
+            holder_why,
+            ..
+        } => (holder, *holder_state, holder_why),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// G1 published with a delay, then G2 in its group: G2 waits behind G1 until G1's due time
+/// (the run leaves both), then runs after it.
+#[tokio::test]
+async fn a_grouped_task_behind_a_delayed_head_waits_for_its_due_time() {
+    let t = TestQueue::new().await;
+    let mut head = grouped("G", None);
+    head.delay_ms = Some(3_000);
+    let first = publish(&t, head).await;
+    let second = publish(&t, grouped("G", None)).await;
+    let now = t.now().await;
+    let explained = inspect::explain(&t.queue, &now, &second).await.unwrap();
+    let (holder, state, why) = behind(&explained);
+    assert_eq!((holder, state), (first.as_str(), Some(State::Pending)));
+    let [Reason::NotDue { due_at_ms, .. }] = why else {
+        panic!("{why:?}");
+    };
+    let line = &explained.lines[0];
+    assert!(
+        line.starts_with(&format!(
+            "group G: behind {first} (pending), which goes first; "
+        )),
+        "{line}"
+    );
+    assert!(line.contains("delayed by its producer"), "{line}");
+    assert_eq!(drain_at(&t, &now).await, Vec::<String>::new(), "held back");
+
+    // At G1's due time: G1 is ready, G2 still goes after it; the next run runs both in order.
+    let due = ZkTime::at(*due_at_ms);
+    let head = inspect::explain(&t.queue, &due, &first).await.unwrap();
+    assert_eq!(only(&head).0, &Reason::Ready);
+    let explained = inspect::explain(&t.queue, &due, &second).await.unwrap();
+    assert_eq!(
+        behind(&explained),
+        (first.as_str(), Some(State::Pending), &[][..])
+    );
+    assert_eq!(drain_at(&t, &due).await, vec![first, second]);
+}
+
+/// A group-mate ahead whose type is paused holds its group back: the line names the pause and
+/// its resume, the run leaves both, and once resumed both run in order.
+#[tokio::test]
+async fn a_grouped_task_behind_a_paused_group_mate_names_the_pause() {
+    let t = TestQueue::new().await;
+    let mut head = grouped("G", None);
+    head.event_type = "billing.charge".into();
+    let first = publish(&t, head).await;
+    let second = publish(&t, grouped("G", None)).await;
+    let billing = PauseTarget::Type("billing.charge".into());
+    assert!(t.queue.pauses().pause(&billing).await.unwrap());
+    let explained = explain(&t, &second).await;
+    let (holder, state, why) = behind(&explained);
+    assert_eq!((holder, state), (first.as_str(), Some(State::Pending)));
+    assert!(
+        matches!(why, [Reason::Paused { event_type: Some(t), .. }] if t == "billing.charge"),
+        "{why:?}"
+    );
+    assert!(
+        explained.lines[0].ends_with("`resume --type billing.charge` lets it go"),
+        "{}",
+        explained.lines[0]
+    );
+    let now = t.now().await;
+    assert_eq!(drain_at(&t, &now).await, Vec::<String>::new(), "held back");
+
+    assert!(t.queue.pauses().resume(&billing).await.unwrap());
+    assert_eq!(only(&explain(&t, &first).await).0, &Reason::Ready);
+    let now = t.now().await;
+    assert_eq!(drain_at(&t, &now).await, vec![first, second]);
+}
+
+/// A group-mate ahead that is a place (a grouped child waiting for its parent) holds the group
+/// back: the line names the place and what it waits for; once the parent is due, the run
+/// takes the parent, the child into its place, then the task behind it.
+#[tokio::test]
+async fn a_grouped_task_behind_a_place_names_what_the_place_waits_for() {
+    let t = TestQueue::new().await;
+    let mut parent = plain("a");
+    parent.delay_ms = Some(3_000);
+    let parent_id = parent.id.clone();
+    publish(&t, parent).await;
+    let mut child = grouped("G", None);
+    child.after = vec![parent_id.clone()];
+    let child_id = child.id.clone();
+    t.queue.publish_all(&[child]).await.unwrap();
+    let place = t.children("tasks").await.into_iter().max().unwrap();
+    let second = publish(&t, grouped("G", None)).await;
+    let now = t.now().await;
+    let explained = inspect::explain(&t.queue, &now, &second).await.unwrap();
+    let (holder, state, why) = behind(&explained);
+    assert_eq!((holder, state), (place.as_str(), None));
+    assert!(
+        matches!(why, [Reason::Place { task_id, .. }] if *task_id == child_id),
+        "{why:?}"
+    );
+    let line = &explained.lines[0];
+    assert!(
+        line.starts_with(&format!(
+            "group G: behind {place} (a place), which goes first; "
+        )),
+        "{line}"
+    );
+    assert!(line.ends_with("which waits for its parents"), "{line}");
+    assert_eq!(drain_at(&t, &now).await, Vec::<String>::new(), "held back");
+
+    // The parent (not due, it waited under `delayed/` and comes back under a new name), then
+    // the child in its place, then the task behind it.
+    let due = ZkTime::at(now.now_ms() + 3_000);
+    let ran = ran_at(&t, &due).await;
+    let ids: Vec<&str> = ran.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(ids[..2], [parent_id.as_str(), child_id.as_str()], "{ran:?}");
+    let names: Vec<&str> = ran.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names[1..], [place.as_str(), second.as_str()], "{ran:?}");
+}
+
+/// What the HTTP status answer and the dashboard show reads a bounded stretch of a grouped
+/// task's lane before it: a group-mate further back is not looked for, and the answer says so
+/// instead of "ready"; `explain` reads as far as the task.
+#[tokio::test]
+async fn the_status_answer_reads_a_bounded_stretch_ahead_of_a_grouped_task() {
+    let t = TestQueue::new().await;
+    t.publish(32 * inspect::AHEAD_WINDOWS_FLAT + 10).await;
+    let mut head = grouped("G", None);
+    head.delay_ms = Some(600_000);
+    let first = publish(&t, head).await;
+    let last = publish(&t, grouped("G", None)).await;
+    let (_, why) = inspect::status_and_why(&t.queue, &last).await.unwrap();
+    let (reason, line) = only(&why);
+    assert!(
+        matches!(reason, Reason::GroupUnread { group, numbers } if group == "G" && *numbers > 0),
+        "{reason:?}"
+    );
+    assert!(line.contains("`event-bridge explain` reads them"), "{line}");
+    let explained = explain(&t, &last).await;
+    assert_eq!(behind(&explained).0, first);
 }

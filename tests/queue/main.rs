@@ -15,6 +15,7 @@ mod done;
 mod doors;
 mod explain;
 mod fairness;
+mod gone_parent;
 mod group_places;
 mod groups;
 mod holding;

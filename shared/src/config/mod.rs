@@ -92,6 +92,10 @@ pub struct Config {
     /// `SIGNAL_KEEP_MS`: how long a signal no task waits for is kept for
     /// the first wait of its key.
     pub signal_keep: Duration,
+    /// `GONE_PARENTS`: what the reaper does with a parent gone from the queue without an end
+    /// (see `inspect::audit`): counts its children stuck (the default), or takes it as
+    /// completed.
+    pub gone_parents: GoneParents,
     /// `EVENT_BRIDGE_HANDLER_VERSION`: the handler version a resumable task records when it
     /// starts (see `Steps::started_with`).
     pub handler_version: Option<String>,
@@ -154,6 +158,7 @@ impl Default for Config {
             lane_weights: None,
             checkpoint_max_bytes: 64 * 1024,
             signal_keep: Duration::from_secs(24 * 3600),
+            gone_parents: GoneParents::Stuck,
             handler_version: None,
             time_budget: Duration::from_secs(50),
             deadline_margin: Duration::from_secs(2),
@@ -213,6 +218,7 @@ impl Config {
                 .unwrap_or(d.checkpoint_max_bytes),
             signal_keep: millis(&get, "SIGNAL_KEEP_MS", 1_000, 365 * DAY_MS)?
                 .unwrap_or(d.signal_keep),
+            gone_parents: gone_parents(get("GONE_PARENTS"))?.unwrap_or(d.gone_parents),
             handler_version: get("EVENT_BRIDGE_HANDLER_VERSION").filter(|v| !v.is_empty()),
             time_budget: millis(&get, "TIME_BUDGET_MS", 1_000, DAY_MS)?.unwrap_or(d.time_budget),
             deadline_margin: millis(&get, "DEADLINE_MARGIN_MS", 0, DAY_MS)?
@@ -268,6 +274,29 @@ impl HandlerKind {
     }
 }
 
+/// What the reaper does with a parent gone from the queue without an end (`GONE_PARENTS`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GoneParents {
+    /// Counts its waiting children stuck, and leaves the parent to `event-bridge end-parent`
+    /// (`stuck`, the default).
+    #[default]
+    Stuck,
+    /// Takes it as completed, as a 000-design consumer's delete means, and lets its children
+    /// go on (`completed`).
+    Completed,
+}
+
+impl GoneParents {
+    /// `stuck` or `completed`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "stuck" => Some(GoneParents::Stuck),
+            "completed" => Some(GoneParents::Completed),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,8 +333,10 @@ mod tests {
             ("METRICS_EMF", "1"),
             ("METRICS_NAMESPACE", "Shop/Queue"),
             ("METRICS_DIMENSIONS", "Stage=prod, Team=payments"),
+            ("GONE_PARENTS", "completed"),
         ])
         .unwrap();
+        assert_eq!(c.gone_parents, GoneParents::Completed);
         assert!(c.metrics_emf);
         assert_eq!(c.metrics_namespace, "Shop/Queue");
         assert_eq!(c.metrics_dimensions.len(), 2);

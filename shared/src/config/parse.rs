@@ -1,11 +1,12 @@
 //! Reading one variable each: durations, numbers, flags, sizes, the metrics namespace and
-//! dimensions, the root, the route table's source, the ZooKeeper credential and the handler.
+//! dimensions, the root, the route table's source, the ZooKeeper credential, the handler and
+//! what the reaper does with a gone parent.
 //! Every error names its variable.
 
 use std::time::Duration;
 
-use super::HandlerKind;
 use super::{ConfigError, DAY_MS, RouteSource};
+use super::{GoneParents, HandlerKind};
 use crate::secret::Secret;
 
 pub(super) fn invalid(
@@ -225,6 +226,13 @@ pub(super) fn digest(raw: Option<String>) -> Result<Option<Secret>, ConfigError>
             "must be user:password",
         )),
     }
+}
+
+pub(super) fn gone_parents(raw: Option<String>) -> Result<Option<GoneParents>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    GoneParents::parse(raw.trim())
+        .map(Some)
+        .ok_or_else(|| invalid("GONE_PARENTS", raw.trim(), "must be stuck or completed"))
 }
 
 pub(super) fn handler(raw: Option<String>) -> Result<Option<HandlerKind>, ConfigError> {

@@ -13,6 +13,15 @@
 //!   whose marker it has no entry is never settled. Not repaired: how the parent ended is not
 //!   known; the line names the parent and the ways out (`cancel`, or the parent's marker set by
 //!   hand).
+//! - **A child whose parent is gone.** A parent ends through one of our consumers, which
+//!   writes its marker in the same multi-op. A 000-design consumer completes a task by deleting
+//!   it, and a task's znode may be deleted by hand: the marker stays unsettled, and the
+//!   children wait for good. A parent whose marker is unsettled is looked for where its
+//!   child's entry saw it, then (at most [`PARENTS_LOOKED_FOR`] a run) by id, as a child's
+//!   publish looks for a parent, twice, between two reads of the marker (see
+//!   `queue::parents::gone`). Not repaired: only a person knows whether the parent did its
+//!   work; the line names `event-bridge end-parent`, which takes it as completed or dead, and
+//!   `cancel`.
 //! - **A group behind a task that is gone.** A group's lock names the task that holds it, and
 //!   where it is: in its lane under its name, or under `delayed/` while it waits out a retry
 //!   (the release writes that into the lock), or back in its lane under a name its next claim
@@ -35,10 +44,12 @@ use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
+use crate::config::GoneParents;
 use crate::error::{Error, Result};
 use crate::layout::decode_segment;
-use crate::queue::{GroupLock, Queue, claim_token};
+use crate::queue::{GroupLock, ParentLook, Queue, TakenAs, claim_token};
 use crate::stats::{AuditRecord, Suspect};
+use crate::task::after::{ChildEntry, ParentEnd};
 use crate::task::{self, Body};
 
 /// Blocked children, group locks and gates looked at per run, at most, each.
@@ -52,6 +63,10 @@ const READ_BATCH: usize = 64;
 /// lease reaped has lost its session (and its slot) by then, and a free lost with the link has
 /// been sent again many times.
 pub const SLOT_GRACE_MS: i64 = 60_000;
+
+/// Parents looked for by id per run, at most: each look walks the queue, as `status` by id
+/// does (twice, to be sure).
+pub const PARENTS_LOOKED_FOR: usize = 1;
 
 /// Children a listing of the audit takes, at most (20 000 task names are about 400 KB).
 const LIST_MAX: usize = 20_000;
@@ -67,8 +82,9 @@ pub struct Audit {
     pub looked_at: usize,
     /// The stuck states found (repaired or not).
     pub stuck: Vec<Stuck>,
-    /// Slots no lease holds, not stale for [`SLOT_GRACE_MS`] yet: their session may still end
-    /// (a frozen consumer, a free on its way again), and they are judged again next run.
+    /// Slots no lease holds, each with when it was first seen so: judged again next run from
+    /// that moment. Those seen so for [`SLOT_GRACE_MS`] are in `stuck` too; the others' session
+    /// may still end (a frozen consumer, a free on its way again).
     pub suspects: Vec<Suspect>,
 }
 
@@ -95,13 +111,22 @@ pub enum Stuck {
     },
     /// Slot `slot` of gate `gate` counts tasks of a claim none of whose leases stands.
     SlotHeld { gate: String, slot: String },
+    /// Child `child` waits for `parent`, which is gone from the queue without an end: not
+    /// pending, held, waiting, waiting for parents of its own, dead, nor completed with a
+    /// record, and its marker unsettled. Repaired (with `GONE_PARENTS=completed`): the parent
+    /// was taken as completed, and its children went on.
+    ParentGone {
+        child: String,
+        parent: String,
+        repaired: bool,
+    },
 }
 
 impl Stuck {
     fn repaired(&self) -> bool {
         match self {
             Stuck::Orphan { .. } | Stuck::SlotHeld { .. } => false,
-            Stuck::HeadGone { repaired, .. } => *repaired,
+            Stuck::HeadGone { repaired, .. } | Stuck::ParentGone { repaired, .. } => *repaired,
         }
     }
 
@@ -117,6 +142,22 @@ impl Stuck {
             } => format!(
                 "stuck: group {group} is held by {task} (id {id}), which is gone{}",
                 self.fix(", so its lock was deleted and the group goes on")
+            ),
+            Stuck::ParentGone {
+                child,
+                parent,
+                repaired: true,
+            } => format!(
+                "stuck: child {child} waited for parent {parent}, which was gone from the queue \
+                 without an end, so it was taken as completed (GONE_PARENTS=completed) and its \
+                 children went on"
+            ),
+            Stuck::ParentGone { child, parent, .. } => format!(
+                "stuck: child {child} waits for parent {parent}, which is gone from the queue \
+                 without an end (not pending, held, waiting, dead, nor completed with a record: \
+                 a 000-design consumer completed it, or it was deleted by hand); \
+                 `event-bridge end-parent {parent} --as completed` (or `--as dead`) lets its \
+                 children go on, `cancel {child}` ends this one"
             ),
             Stuck::SlotHeld { gate, slot } => format!(
                 "stuck: slot {slot} of gate {gate} counts tasks no lease holds; it goes with \
@@ -176,7 +217,7 @@ pub async fn keep(queue: &Queue, now: &ZkTime, audit: &Audit) -> Result<()> {
 pub async fn audit(queue: &Queue, now: &ZkTime, repair: bool) -> Result<Audit> {
     let turn = (now.now_ms() / 1_000).max(0) as usize;
     let mut audit = Audit::default();
-    children(queue, turn, &mut audit).await?;
+    children(queue, turn, repair, &mut audit).await?;
     locks(queue, turn, repair, &mut audit).await?;
     let before = last_record(queue)
         .await?
@@ -214,13 +255,17 @@ async fn list(queue: &Queue, path: &str) -> Result<Vec<String>> {
 
 /// At most [`AUDIT_PER_RUN`] of `names`, starting at the `turn`-th (wrapping).
 fn sample(names: Vec<String>, turn: usize) -> Vec<String> {
-    if names.len() <= AUDIT_PER_RUN {
-        return names;
+    taken_in_turn(names, turn, AUDIT_PER_RUN)
+}
+
+/// At most `most` of `items`, starting at the `turn`-th (wrapping).
+fn taken_in_turn<T>(mut items: Vec<T>, turn: usize, most: usize) -> Vec<T> {
+    if items.len() > most {
+        let start = turn % items.len();
+        items.rotate_left(start);
+        items.truncate(most);
     }
-    let start = turn % names.len();
-    (names.iter().cycle().skip(start).take(AUDIT_PER_RUN))
-        .cloned()
-        .collect()
+    items
 }
 
 /// `paths` read, [`READ_BATCH`] to a request.
@@ -240,8 +285,18 @@ async fn unchanged(queue: &Queue, path: &str, before: &zk::Stat) -> Result<bool>
         .is_some_and(|(_, stat)| stat.mzxid == before.mzxid && stat.czxid == before.czxid))
 }
 
-/// Blocked children naming a parent under whose marker they have no entry.
-async fn children(queue: &Queue, turn: usize, audit: &mut Audit) -> Result<()> {
+/// A blocked child waiting for one of its parents, as the audit read it.
+struct Waiting {
+    child: String,
+    parent: String,
+    /// The child's node, and its stat when read.
+    path: String,
+    stat: zk::Stat,
+}
+
+/// Blocked children naming a parent under whose marker they have no entry, or a parent gone
+/// from the queue without an end (taken as completed when `repair` and `GONE_PARENTS` say so).
+async fn children(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -> Result<()> {
     let layout = queue.layout();
     let ids = sample(list(queue, &layout.after()).await?, turn);
     let paths: Vec<String> = ids
@@ -254,19 +309,91 @@ async fn children(queue: &Queue, turn: usize, audit: &mut Audit) -> Result<()> {
         audit.looked_at += 1;
         if let Body::Envelope(envelope) = task::parse(&body) {
             for parent in envelope.waiting_on {
-                pairs.push((decode_segment(id), parent, path.clone(), stat));
+                pairs.push(Waiting {
+                    child: decode_segment(id),
+                    parent,
+                    path: path.clone(),
+                    stat,
+                });
             }
         }
     }
     let entries: Vec<String> = (pairs.iter())
-        .map(|(child, parent, ..)| layout.dependent(parent, child))
+        .map(|w| layout.dependent(&w.parent, &w.child))
         .collect();
-    for ((child, parent, path, stat), entry) in
-        pairs.into_iter().zip(read_all(queue, &entries).await?)
-    {
-        if entry.is_none() && unchanged(queue, &path, &stat).await? {
-            audit.stuck.push(Stuck::Orphan { child, parent });
+    let mut registered = Vec::new();
+    for (waiting, entry) in pairs.into_iter().zip(read_all(queue, &entries).await?) {
+        match entry {
+            Some((data, _)) => registered.push((waiting, ChildEntry::parse(&data))),
+            None if unchanged(queue, &waiting.path, &waiting.stat).await? => {
+                audit.stuck.push(Stuck::Orphan {
+                    child: waiting.child,
+                    parent: waiting.parent,
+                });
+            }
+            None => {}
         }
+    }
+    gone_parents(queue, (turn, repair), registered, audit).await
+}
+
+/// Children whose parent is gone from the queue without an end. Of the parents whose marker is
+/// unsettled, each is looked for where its child's entry saw it (a few reads); those not
+/// there are looked for by id, a walk of the queue each (see `queue::parents::gone`), at most
+/// [`PARENTS_LOOKED_FOR`] a run, taken in turn. A gone parent is taken as completed when
+/// `repair` and `GONE_PARENTS=completed` say so.
+async fn gone_parents(
+    queue: &Queue,
+    (turn, repair): (usize, bool),
+    registered: Vec<(Waiting, Option<ChildEntry>)>,
+    audit: &mut Audit,
+) -> Result<()> {
+    let mut parents: Vec<(&str, Option<&ChildEntry>)> = Vec::new();
+    for (waiting, entry) in &registered {
+        match parents.iter_mut().find(|(p, _)| *p == waiting.parent) {
+            Some((_, seen)) => *seen = seen.or(entry.as_ref()),
+            None => parents.push((&waiting.parent, entry.as_ref())),
+        }
+    }
+    let markers: Vec<String> = (parents.iter())
+        .map(|(p, _)| queue.layout().dependents_of(p))
+        .collect();
+    let deps = queue.dependencies();
+    let mut unseen = Vec::new();
+    for ((parent, entry), marker) in parents.into_iter().zip(read_all(queue, &markers).await?) {
+        // No marker: the entries say the rest. Ended: the reaper's sweep sees to its children.
+        let unsettled = marker.is_some_and(|(data, _)| ParentEnd::parse(&data).is_none());
+        if unsettled && !deps.seen_where_it_was(parent, entry).await? {
+            unseen.push(parent);
+        }
+    }
+    let mut gone = Vec::new();
+    for parent in taken_in_turn(unseen, turn, PARENTS_LOOKED_FOR) {
+        if let ParentLook::Gone { marker_version } = deps.look_for_parent(parent).await? {
+            gone.push((parent.to_string(), marker_version));
+        }
+    }
+    for (parent, marker_version) in gone {
+        let children: Vec<&Waiting> = (registered.iter().map(|(w, _)| w))
+            .filter(|w| w.parent == parent)
+            .collect();
+        let mut confirmed = Vec::new();
+        for waiting in children {
+            if unchanged(queue, &waiting.path, &waiting.stat).await? {
+                confirmed.push(waiting.child.clone());
+            }
+        }
+        let repaired = !confirmed.is_empty()
+            && repair
+            && queue.settings().gone_parents == GoneParents::Completed
+            && (deps.take_as_ended(&parent, marker_version, TakenAs::Completed))
+                .await?
+                .is_some();
+        (audit.stuck).extend(confirmed.into_iter().map(|child| Stuck::ParentGone {
+            child,
+            parent: parent.clone(),
+            repaired,
+        }));
     }
     Ok(())
 }
@@ -321,23 +448,26 @@ async fn slots(
     audit: &mut Audit,
 ) -> Result<()> {
     let gates = gates(queue, turn).await?;
-    // Suspects in gates outside this run's sample stay suspects, as they were.
+    // Suspects in gates outside this run's sample are carried as they were.
     let sampled = |path: &str| gates.iter().any(|g| path.starts_with(&format!("{g}/")));
-    (audit.suspects).extend(before.iter().filter(|s| !sampled(&s.path)).cloned());
-    let mut slots = Vec::new();
+    let unsampled: Vec<Suspect> = (before.iter())
+        .filter(|s| !sampled(&s.path))
+        .cloned()
+        .collect();
+    carry(queue, unsampled, now_ms, audit).await?;
+    let mut paths = Vec::new();
     for gate in &gates {
         for name in list(queue, gate).await? {
-            slots.push((gate.clone(), name));
+            paths.push(format!("{gate}/{name}"));
         }
     }
-    if slots.is_empty() {
+    if paths.is_empty() {
         return Ok(());
     }
-    let paths: Vec<String> = slots.iter().map(|(g, n)| format!("{g}/{n}")).collect();
     let reads = read_all(queue, &paths).await?;
     // Read after the slots: a claim since made both its slot and its leases after them.
     let tokens = lease_tokens(queue).await?;
-    for (((gate, name), path), read) in slots.into_iter().zip(paths).zip(reads) {
+    for (path, read) in paths.into_iter().zip(reads) {
         let Some((data, stat)) = read else { continue };
         audit.looked_at += 1;
         if tokens.contains(&claim_token(&data, stat.czxid)) {
@@ -349,20 +479,48 @@ async fn slots(
         let since_ms = (before.iter())
             .find(|s| s.path == path && s.czxid == stat.czxid)
             .map_or(now_ms, |s| s.since_ms);
-        if now_ms - since_ms < SLOT_GRACE_MS {
-            audit.suspects.push(Suspect {
+        watch(
+            audit,
+            Suspect {
                 path,
                 czxid: stat.czxid,
                 since_ms,
-            });
-            continue;
-        }
+            },
+            now_ms,
+        );
+    }
+    Ok(())
+}
+
+/// Keeps watching `suspect`, a slot no lease holds, and counts it stuck once it has been so
+/// for [`SLOT_GRACE_MS`]. A stuck slot stays among the suspects too, so that the next run
+/// knows since when: once stuck, it stays counted until it is gone.
+fn watch(audit: &mut Audit, suspect: Suspect, now_ms: i64) {
+    if now_ms - suspect.since_ms >= SLOT_GRACE_MS {
+        let mut parts = suspect.path.rsplit('/');
+        let (slot, gate) = (parts.next().unwrap_or_default(), parts.next());
         audit.stuck.push(Stuck::SlotHeld {
-            gate: gate
-                .rsplit_once('/')
-                .map_or(gate.clone(), |(_, g)| g.to_string()),
-            slot: name,
+            gate: gate.unwrap_or_default().to_string(),
+            slot: slot.to_string(),
         });
+    }
+    audit.suspects.push(suspect);
+}
+
+/// The suspects of the last record in gates this run does not sample: each one whose slot
+/// still stands as it was (the same `czxid`: its claim's leases never come back) is watched
+/// on; one that is gone is dropped.
+async fn carry(
+    queue: &Queue,
+    suspects: Vec<Suspect>,
+    now_ms: i64,
+    audit: &mut Audit,
+) -> Result<()> {
+    let paths: Vec<String> = suspects.iter().map(|s| s.path.clone()).collect();
+    for (suspect, read) in suspects.into_iter().zip(read_all(queue, &paths).await?) {
+        if read.is_some_and(|(_, stat)| stat.czxid == suspect.czxid) {
+            watch(audit, suspect, now_ms);
+        }
     }
     Ok(())
 }
@@ -463,5 +621,25 @@ mod tests {
             parent: "p".into(),
         };
         assert!(orphan.line().contains("`cancel c`"));
+        let gone = |repaired| Stuck::ParentGone {
+            child: "c".into(),
+            parent: "p".into(),
+            repaired,
+        };
+        let left = gone(false).line();
+        assert!(
+            left.contains("`event-bridge end-parent p --as completed`"),
+            "{left}"
+        );
+        assert!(left.contains("`cancel c`"), "{left}");
+        assert!(gone(true).line().contains("taken as completed"));
+    }
+
+    #[test]
+    fn parents_are_taken_in_turn_a_few_a_run() {
+        assert_eq!(taken_in_turn(vec![1, 2, 3], 4, 1), vec![2]);
+        assert_eq!(taken_in_turn(vec![1, 2, 3], 5, 1), vec![3]);
+        assert_eq!(taken_in_turn(vec![1], 7, 1), vec![1]);
+        assert_eq!(taken_in_turn(Vec::<u8>::new(), 7, 1), Vec::<u8>::new());
     }
 }

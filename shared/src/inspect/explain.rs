@@ -3,21 +3,24 @@
 //! with no catch-all, so a state added to the core does not build without one.
 //!
 //! It starts from [`status`], then asks each feature that can hold a pending task back
-//! whether it does: the pause, the task's due time, its group's lock, the gates of its route
-//! and concurrency key, its cancel mark. A waiting child's parents: [`explain`] (the command)
-//! looks each up by id (the first [`PARENTS_LOOKED_UP`]; a look by id may page through the
-//! queue); [`status_and_why`] (the HTTP status answer, the dashboard) reads only what costs
-//! the same at any depth: each parent's marker (completed or dead, once settled) and whether
-//! it waits for parents of its own.
+//! whether it does: the pause, the task's due time, what goes first in its group (see `ahead`:
+//! its lock, else the first task of its group in its lane, with what holds that one back), the
+//! gates of its route and concurrency key, its cancel mark. A waiting child's parents:
+//! [`explain`] (the command) looks each up by id (the first [`PARENTS_LOOKED_UP`]; a look by id
+//! may page through the queue); [`status_and_why`] (the HTTP status answer, the dashboard)
+//! reads only what costs the same at any depth: each parent's marker (completed or dead, once
+//! settled) and whether it waits for parents of its own, and at most [`AHEAD_WINDOWS_FLAT`]
+//! windows of a grouped task's lane.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::ahead::{Ahead, ahead};
 use super::{DebouncedInfo, Status, TaskInfo, status};
 use crate::clock::ZkTime;
 use crate::error::Result;
-use crate::queue::{DoneRecord, GateLoad, Queue};
+use crate::queue::{DoneRecord, GateLoad, ParentLook, Queue};
 use crate::resume::Entry;
 use crate::state::State;
 use crate::task::StandsFor;
@@ -90,12 +93,21 @@ pub enum Reason {
         until_ms: i64,
         steps_done: usize,
     },
-    /// Its group runs another task first (`holder`, with its state when found).
+    /// Its group runs another task first (`holder`, with its state when found, and what holds
+    /// it back in turn: a pending task's reasons, a place's).
     GroupBehind {
         group: String,
         holder: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         holder_state: Option<State>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        holder_why: Vec<Reason>,
+    },
+    /// Its lane was read for the first task of its group only so far (a flat look): `numbers`
+    /// numbers of it before the task were not.
+    GroupUnread {
+        group: String,
+        numbers: i64,
     },
     /// Its group is paused at `task`, which died.
     GroupPaused {
@@ -154,21 +166,41 @@ pub struct Parent {
     /// Its state, when looked up and found.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<State>,
+    /// Set when it is gone from the queue without an end: it never releases the child.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
 }
 
-/// How a waiting child's parents are looked up.
+/// How far an explanation looks: what `explain` reads, or only what costs the same at any
+/// depth of the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Parents {
-    /// By id, wherever they are (a look may page through the queue).
-    Found,
-    /// By their markers and `after/` only: flat.
-    Marked,
+enum Depth {
+    /// A waiting child's parents by id, wherever they are, and a grouped task's lane from its
+    /// head up to it (either may page through the queue).
+    Full,
+    /// A waiting child's parents by their markers and `after/` only, and a grouped task's lane
+    /// [`AHEAD_WINDOWS_FLAT`] windows from its head at most.
+    Flat,
+}
+
+/// Windows of its lane a flat look reads ahead of a grouped task for the first task of its
+/// group (32 numbers each).
+pub const AHEAD_WINDOWS_FLAT: usize = 8;
+
+impl Depth {
+    /// Windows of a lane read ahead of a grouped task (`None`: as far as the task).
+    fn ahead_windows(self) -> Option<usize> {
+        match self {
+            Depth::Full => None,
+            Depth::Flat => Some(AHEAD_WINDOWS_FLAT),
+        }
+    }
 }
 
 /// Why the task `key` names (a task name, a name it had, or an envelope id) is where it is.
 pub async fn explain(queue: &Queue, now: &ZkTime, key: &str) -> Result<Explanation> {
     let found = status(queue, now, key).await?;
-    explained(queue, now, &found, Parents::Found).await
+    explained(queue, now, &found, Depth::Full).await
 }
 
 /// The status of the task `key` names, and why it is there, as of ZooKeeper's time now: what
@@ -176,24 +208,24 @@ pub async fn explain(queue: &Queue, now: &ZkTime, key: &str) -> Result<Explanati
 pub async fn status_and_why(queue: &Queue, key: &str) -> Result<(Status, Explanation)> {
     let now = queue.server_time().await?;
     let found = status(queue, &now, key).await?;
-    let why = explained(queue, &now, &found, Parents::Marked).await?;
+    let why = explained(queue, &now, &found, Depth::Flat).await?;
     Ok((found, why))
 }
 
 /// Why a task whose status is `found` is where it is (its parents by id, as [`explain`]).
 pub async fn explain_status(queue: &Queue, now: &ZkTime, found: &Status) -> Result<Explanation> {
-    explained(queue, now, found, Parents::Found).await
+    explained(queue, now, found, Depth::Full).await
 }
 
 async fn explained(
     queue: &Queue,
     now: &ZkTime,
     found: &Status,
-    parents: Parents,
+    depth: Depth,
 ) -> Result<Explanation> {
     let state = found.state();
     let reasons = match (state, found) {
-        (Some(state), _) => of_state(queue, now, state, found, parents).await?,
+        (Some(state), _) => of_state(queue, now, state, found, depth).await?,
         (None, Status::Place { task }) => vec![place(task)],
         (None, _) => vec![Reason::NotFound],
     };
@@ -211,12 +243,18 @@ async fn of_state(
     now: &ZkTime,
     state: State,
     found: &Status,
-    parents: Parents,
+    depth: Depth,
 ) -> Result<Vec<Reason>> {
     Ok(match (state, found) {
         (State::Debounced, Status::Debounced(info)) => vec![debounced(info)],
-        (State::Blocked, Status::Blocked { task }) => blocked(queue, now, task, parents).await?,
-        (State::Pending, Status::Pending { task }) => held_back(queue, now, task).await?,
+        (State::Blocked, Status::Blocked { task }) => blocked(queue, now, task, depth).await?,
+        (State::Pending, Status::Pending { task }) => {
+            let mut reasons = held_back(queue, now, task, Some(depth)).await?;
+            if reasons.is_empty() {
+                reasons.push(Reason::Ready);
+            }
+            reasons
+        }
         (State::Leased, Status::Leased { task }) => leased(queue, task).await?,
         (State::Waiting, Status::Waiting { task }) => waiting(queue, task).await?,
         (State::Sleeping, Status::Sleeping { task })
@@ -255,7 +293,7 @@ async fn blocked(
     queue: &Queue,
     now: &ZkTime,
     task: &TaskInfo,
-    parents: Parents,
+    depth: Depth,
 ) -> Result<Vec<Reason>> {
     let Some(envelope) = &task.envelope else {
         return Ok(vec![Reason::Parents {
@@ -270,24 +308,48 @@ async fn blocked(
         }]);
     }
     let looked_up = &envelope.waiting_on[..envelope.waiting_on.len().min(PARENTS_LOOKED_UP)];
-    let mut states = match parents {
-        Parents::Found => {
-            let mut states = Vec::with_capacity(looked_up.len());
-            for id in looked_up {
-                states.push(status(queue, now, id).await?.state());
-            }
-            states
-        }
-        Parents::Marked => marked(queue, looked_up).await?,
+    let mut parents = match depth {
+        Depth::Full => found(queue, now, looked_up).await?,
+        Depth::Flat => (looked_up.iter().zip(marked(queue, looked_up).await?))
+            .map(|(id, state)| Parent {
+                id: id.clone(),
+                state,
+                gone: false,
+            })
+            .collect(),
     };
-    states.resize(envelope.waiting_on.len(), None);
-    let waiting_on = (envelope.waiting_on.iter().zip(states))
-        .map(|(id, state)| Parent {
+    parents.extend(
+        envelope.waiting_on[looked_up.len()..]
+            .iter()
+            .map(|id| Parent {
+                id: id.clone(),
+                state: None,
+                gone: false,
+            }),
+    );
+    Ok(vec![Reason::Parents {
+        waiting_on: parents,
+    }])
+}
+
+/// Parents `ids` looked up by id, wherever they are: each with its state, and one found
+/// nowhere looked for as the audit does, which says whether it is gone without an end.
+async fn found(queue: &Queue, now: &ZkTime, ids: &[String]) -> Result<Vec<Parent>> {
+    let mut parents = Vec::with_capacity(ids.len());
+    for id in ids {
+        let state = status(queue, now, id).await?.state();
+        let gone = state.is_none()
+            && matches!(
+                queue.dependencies().look_for_parent(id).await?,
+                ParentLook::Gone { .. }
+            );
+        parents.push(Parent {
             id: id.clone(),
             state,
-        })
-        .collect();
-    Ok(vec![Reason::Parents { waiting_on }])
+            gone,
+        });
+    }
+    Ok(parents)
 }
 
 /// What the markers of parents `ids` and `after/` say of their states, in one multi-read:
@@ -314,8 +376,15 @@ async fn marked(queue: &Queue, ids: &[String]) -> Result<Vec<Option<State>>> {
         .collect())
 }
 
-/// What holds a pending task back, each feature asked in turn; [`Reason::Ready`] when none.
-async fn held_back(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Result<Vec<Reason>> {
+/// What holds a pending task back, each feature asked in turn (none: it is ready). Its group
+/// is looked at to `depth` (not at all without one: the task is a group-mate another task waits
+/// behind, whose group was looked at for that one).
+async fn held_back(
+    queue: &Queue,
+    now: &ZkTime,
+    task: &TaskInfo,
+    group_depth: Option<Depth>,
+) -> Result<Vec<Reason>> {
     let mut reasons = Vec::new();
     if let Some(problem) = &task.poison {
         reasons.push(Reason::Poison {
@@ -331,8 +400,9 @@ async fn held_back(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Result<Vec<R
                 last_error: envelope.last_error.clone(),
             });
         }
-        if let Some(group) = &envelope.group {
-            reasons.extend(group_ahead(queue, now, group, &envelope.id).await?);
+        if let (Some(group), Some(depth)) = (&envelope.group, group_depth) {
+            let task = (group.as_str(), envelope.id.as_str(), task.name.as_str());
+            reasons.extend(group_ahead(queue, now, task, depth).await?);
         }
         let key = envelope.concurrency_key.as_deref();
         let gates = queue.gates();
@@ -349,9 +419,6 @@ async fn held_back(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Result<Vec<R
         if cancelled(queue, &envelope.id).await? {
             reasons.push(Reason::Cancelled);
         }
-    }
-    if reasons.is_empty() {
-        reasons.push(Reason::Ready);
     }
     Ok(reasons)
 }
@@ -375,28 +442,51 @@ async fn paused(queue: &Queue, task: &TaskInfo) -> Result<Option<Reason>> {
     }))
 }
 
-/// Whether `group`'s lock is another task's (or paused): what the task waits behind.
-async fn group_ahead(queue: &Queue, now: &ZkTime, group: &str, id: &str) -> Result<Vec<Reason>> {
-    let Some(read) = queue.groups().group_lock(group).await? else {
-        return Ok(Vec::new());
-    };
-    let lock = read.lock;
-    if let Some(why) = lock.paused {
-        return Ok(vec![Reason::GroupPaused {
-            group: group.to_string(),
-            task: lock.task,
-            why,
-        }]);
-    }
-    if lock.id == id {
-        return Ok(Vec::new());
-    }
-    let holder_state = status(queue, now, &lock.task).await?.state();
-    Ok(vec![Reason::GroupBehind {
-        group: group.to_string(),
-        holder: lock.task,
-        holder_state,
-    }])
+/// What the task (`group`, id, name) waits behind in its group, as a run decides it (see
+/// `ahead`): its group paused, another task first (with what holds that one back), or its
+/// lane not read as far as it.
+async fn group_ahead(
+    queue: &Queue,
+    now: &ZkTime,
+    (group, id, name): (&str, &str, &str),
+    depth: Depth,
+) -> Result<Vec<Reason>> {
+    let group_name = group.to_string();
+    Ok(
+        match ahead(queue, (group, id, name), depth.ahead_windows()).await? {
+            Ahead::Nothing => Vec::new(),
+            Ahead::Paused { task, why } => vec![Reason::GroupPaused {
+                group: group_name,
+                task,
+                why,
+            }],
+            Ahead::Unread { numbers } => vec![Reason::GroupUnread {
+                group: group_name,
+                numbers,
+            }],
+            Ahead::Behind(holder) => {
+                let found = status(queue, now, &holder).await?;
+                vec![Reason::GroupBehind {
+                    group: group_name,
+                    holder,
+                    holder_state: found.state(),
+                    holder_why: holder_why(queue, now, &found).await?,
+                }]
+            }
+        },
+    )
+}
+
+/// What holds back the task a grouped task waits behind: for a pending one, what holds any
+/// pending task back but its group (its group is the one already looked at); for a place,
+/// what its task waits for; nothing for a task held or gone.
+async fn holder_why(queue: &Queue, now: &ZkTime, found: &Status) -> Result<Vec<Reason>> {
+    Ok(match found {
+        // Boxed: `held_back` called this, and without a group it calls nothing here again.
+        Status::Pending { task } => Box::pin(held_back(queue, now, task, None)).await?,
+        Status::Place { task } => vec![place(task)],
+        _ => Vec::new(),
+    })
 }
 
 async fn cancelled(queue: &Queue, id: &str) -> Result<bool> {
@@ -483,13 +573,7 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             due_at_ms,
             max_wait_until_ms,
         } => debounced_line(key, *due_at_ms, *max_wait_until_ms),
-        Reason::Parents { waiting_on } => {
-            let each: Vec<String> = waiting_on.iter().map(parent).collect();
-            format!(
-                "waiting for its parents {}: it goes to its lane when they complete",
-                each.join(" and ")
-            )
-        }
+        Reason::Parents { waiting_on } => parents_line(waiting_on),
         Reason::GroupTurn { group } => format!(
             "its parents are done; it waits for group {group} to reach its place in the lane"
         ),
@@ -524,10 +608,12 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             group,
             holder,
             holder_state,
-        } => {
-            let state = holder_state.map_or("not found".to_string(), |s| s.name().to_string());
-            format!("group {group}: behind {holder} ({state}), which goes first")
-        }
+            holder_why,
+        } => group_behind(group, holder, *holder_state, holder_why, now_ms),
+        Reason::GroupUnread { group, numbers } => format!(
+            "group {group}: the {numbers} numbers of its lane before it were not read for a \
+             task of its group, which would go first (`event-bridge explain` reads them)"
+        ),
         Reason::GroupPaused { group, task, why } => {
             format!("group {group} paused at {task}: {why}; `resume --group {group}` lets it go on")
         }
@@ -589,6 +675,29 @@ fn ended_line(reason: &Reason, now_ms: i64) -> String {
     }
 }
 
+/// The line of a grouped task behind `holder`, with what holds that one back in turn.
+fn group_behind(
+    group: &str,
+    holder: &str,
+    state: Option<State>,
+    why: &[Reason],
+    now_ms: i64,
+) -> String {
+    let is_place = matches!(why, [Reason::Place { .. }]);
+    let state = match (state, is_place) {
+        (Some(state), _) => state.name(),
+        (None, true) => "a place",
+        (None, false) => "not found",
+    };
+    let first = format!("group {group}: behind {holder} ({state}), which goes first");
+    let lines: Vec<String> = why.iter().map(|r| line(r, now_ms)).collect();
+    match (is_place, lines.is_empty()) {
+        (_, true) => first,
+        (true, false) => format!("{first}; {holder} is {}", lines.join("; ")),
+        (false, false) => format!("{first}; {holder} is held back: {}", lines.join("; ")),
+    }
+}
+
 fn debounced_line(key: &str, due_at_ms: i64, max_wait_until_ms: Option<i64>) -> String {
     let most = max_wait_until_ms.map_or(String::new(), |at| {
         format!(" (at the latest {})", at_time(at))
@@ -609,10 +718,39 @@ fn paused_line(event_type: Option<&str>, since_ms: i64) -> String {
 }
 
 fn parent(parent: &Parent) -> String {
-    match parent.state {
-        Some(state) => format!("{} ({})", parent.id, state.name()),
-        None => parent.id.clone(),
+    match (parent.state, parent.gone) {
+        (_, true) => format!("{} (gone)", parent.id),
+        (Some(state), false) => format!("{} ({})", parent.id, state.name()),
+        (None, false) => parent.id.clone(),
     }
+}
+
+/// A waiting child's line: its parents, and when one is gone, the ways out.
+fn parents_line(waiting_on: &[Parent]) -> String {
+    let each: Vec<String> = waiting_on.iter().map(parent).collect();
+    let each = each.join(" and ");
+    let gone: Vec<&str> = (waiting_on.iter())
+        .filter(|p| p.gone)
+        .map(|p| p.id.as_str())
+        .collect();
+    if gone.is_empty() {
+        return format!("waiting for its parents {each}: it goes to its lane when they complete");
+    }
+    let which = match gone[..] {
+        [one] => format!("{one} is"),
+        _ => format!("{} are", gone.join(" and ")),
+    };
+    let ends: Vec<String> = (gone.iter())
+        .map(|id| format!("`event-bridge end-parent {id} --as completed`"))
+        .collect();
+    format!(
+        "waiting for its parents {each}: {which} gone from the queue without an end (not \
+         pending, held, waiting, dead, nor completed with a record: a 000-design consumer \
+         completed it, or it was deleted by hand), so it never goes to its lane by itself; {} \
+         lets it go on once its other parents complete (`--as dead` takes a parent as dead: it \
+         then fails or runs as its on_parent_dead says), or `event-bridge cancel` ends it",
+        ends.join(" and ")
+    )
 }
 
 fn not_due(due_at_ms: i64, attempts: u32, last_error: Option<&str>, now_ms: i64) -> String {

@@ -11,6 +11,7 @@
 //! - [`leased`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
 //! - [`explain`]: why a task is where it is, and what would let it go.
 
+mod ahead;
 mod audit;
 mod counts;
 mod debounced;
@@ -18,11 +19,14 @@ mod explain;
 mod leased;
 mod status;
 
-pub use audit::{AUDIT_PER_RUN, Audit, SLOT_GRACE_MS, Stuck, audit, keep as keep_audit};
+pub use audit::{
+    AUDIT_PER_RUN, Audit, PARENTS_LOOKED_FOR, SLOT_GRACE_MS, Stuck, audit, keep as keep_audit,
+};
 pub use counts::{DetailedStats, SAMPLE, detailed_stats};
 pub use debounced::DebouncedInfo;
 pub use explain::{
-    Explanation, PARENTS_LOOKED_UP, Parent, Reason, explain, explain_status, status_and_why,
+    AHEAD_WINDOWS_FLAT, Explanation, PARENTS_LOOKED_UP, Parent, Reason, explain, explain_status,
+    status_and_why,
 };
 pub use leased::leased;
 pub use status::{Status, status};

@@ -138,6 +138,7 @@ pub(crate) use members::{batch_error, unknown_batch};
 pub(crate) use ops::{Multi, Op, Part};
 pub use outage::{PUBLISH_RETRY_FOR, PublishOptions, Renew};
 pub use outcome::TaskOutcome;
+pub use parents::{GoneEnd, ParentLook, TAKEN_AS_DEAD, TakenAs};
 pub use pause::Pauses;
 pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::Probes;

@@ -25,17 +25,21 @@
 //! never was, and the publish is refused.
 
 mod find;
+mod gone;
+
+pub use gone::{GoneEnd, ParentLook, TAKEN_AS_DEAD, TakenAs};
 
 use crate::queue::Dependencies;
 use std::collections::{HashMap, HashSet};
 
+use super::delay::parse_waiting;
 use super::keys::Published;
 use super::ops::{Multi, Op, Part};
 use super::place::PlaceWrite;
 use super::record::DeadLetter;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::task::after::ParentEnd;
+use crate::task::after::{ChildEntry, ParentEnd};
 use crate::task::{self, Body, Envelope, OnParentDead, StandsFor};
 
 /// Why a debounced publish cannot be a parent.
@@ -80,14 +84,32 @@ impl Parent {
             Parent::Along { id } => (id, None, None),
             Parent::Settled { .. } => return None,
         };
+        let found_as = check.as_deref().and_then(|path| task_at(layout, path));
         Some(ParentWrite {
             id: id.clone(),
             check,
             marker: layout.dependents_of(id),
             version,
             entry: layout.dependent(id, child),
+            entry_data: found_as.map_or_else(Vec::new, |parent_task| {
+                ChildEntry { parent_task }.to_bytes()
+            }),
         })
     }
+}
+
+/// The task name of the parent found at `path`: in its lane, or waiting under `delayed/`;
+/// `None` for one waiting for its own parents under `after/` (found by its id there).
+fn task_at(layout: &Layout, path: &str) -> Option<String> {
+    if path.starts_with(&format!("{}/", layout.after())) {
+        return None;
+    }
+    let last = path.rsplit('/').next()?;
+    Some(
+        parse_waiting(last)
+            .map_or(last, |(_, name)| name)
+            .to_string(),
+    )
 }
 
 /// An earlier item of the same publish, as a child that names it by its id takes it.
@@ -138,8 +160,9 @@ struct ParentWrite {
     /// Its marker, checked at `version` when it was read, else created.
     marker: String,
     version: Option<i32>,
-    /// The child's entry under the marker.
+    /// The child's entry under the marker, and its data: where the parent was found.
     entry: String,
+    entry_data: Vec<u8>,
 }
 
 impl ChildPlan {
@@ -199,7 +222,10 @@ impl WaitingChild {
                 }
                 None => {}
             }
-            multi.push((i, Part::Parent), Op::Create(&write.entry, b""));
+            multi.push(
+                (i, Part::Parent),
+                Op::Create(&write.entry, &write.entry_data),
+            );
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, GoneParents};
 use crate::lane::LaneWeights;
 use crate::lease;
 
@@ -31,6 +31,8 @@ pub struct Settings {
     pub signal_keep: Duration,
     /// `EVENT_BRIDGE_HANDLER_VERSION`: recorded by a resumable task when it starts.
     pub handler_version: Option<String>,
+    /// `GONE_PARENTS`: whether the reaper takes a parent gone without an end as completed.
+    pub gone_parents: GoneParents,
 }
 
 impl Settings {
@@ -47,6 +49,7 @@ impl Settings {
             checkpoint_max_bytes: config.checkpoint_max_bytes,
             signal_keep: config.signal_keep,
             handler_version: config.handler_version.clone(),
+            gone_parents: config.gone_parents,
         }
     }
 

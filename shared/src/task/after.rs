@@ -68,6 +68,29 @@ impl ParentEnd {
     }
 }
 
+/// A child's entry under its parent's marker (`dependents/<parent id>/<child id>`): the name
+/// the parent had where the child's publish found it, so that the audit finds a parent still
+/// there with one read instead of a walk of the queue. Empty data (an entry of an earlier
+/// version, a parent published in the same call, one waiting for parents of its own) says
+/// nothing of where it was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildEntry {
+    /// The parent's task name (in its lane, or waiting under `delayed/` under that name).
+    pub parent_task: String,
+}
+
+impl ChildEntry {
+    /// The entry's data: JSON.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("an entry is plain data")
+    }
+
+    /// An entry's data: `None` when empty or not ours.
+    pub fn parse(data: &[u8]) -> Option<Self> {
+        serde_json::from_slice(data).ok()
+    }
+}
+
 /// What a publish refuses in `after` (the ids or names of the parents) of the task with id
 /// `id`: none given, too many, an empty one, the task itself.
 pub fn check_after(id: &str, after: &[String]) -> Result<(), String> {
@@ -107,6 +130,11 @@ mod tests {
         );
         let done = ParentEnd::Completed { task: "t".into() };
         assert_eq!(done.child_reason("p"), None);
+        let entry = ChildEntry {
+            parent_task: "task-0000000004".into(),
+        };
+        assert_eq!(ChildEntry::parse(&entry.to_bytes()), Some(entry));
+        assert_eq!(ChildEntry::parse(b""), None);
     }
 
     #[test]

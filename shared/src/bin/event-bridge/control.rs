@@ -1,7 +1,7 @@
-//! Steering the queue: `cancel`, `pause` and `resume`.
+//! Steering the queue: `cancel`, `end-parent`, `pause` and `resume`.
 
 use event_bridge::cancel::Cancelled;
-use event_bridge::queue::{PauseTarget, Signalled};
+use event_bridge::queue::{GoneEnd, PauseTarget, Signalled, TakenAs};
 use event_bridge::{Config, Queue};
 use serde_json::json;
 
@@ -40,6 +40,41 @@ pub(crate) async fn cancel(config: &Config, queue: &Queue, task: &str) -> Result
         return Ok(3);
     }
     Ok(0)
+}
+
+/// Takes the gone parent `parent` as ended `taken_as` and prints how many children went on;
+/// exit 1 when it is not gone (saying where it is), 3 when no child waits for it.
+pub(crate) async fn end_parent(
+    config: &Config,
+    queue: &Queue,
+    parent: &str,
+    taken_as: TakenAs,
+) -> Result<i32, Failure> {
+    match queue
+        .dependencies()
+        .end_gone_parent(parent, taken_as)
+        .await?
+    {
+        GoneEnd::Ended { children } => {
+            let ended = json!({ "parent": parent, "as": taken_as.name() });
+            print_json(&json!({ "ended": ended, "children": children }))?;
+            Ok(0)
+        }
+        GoneEnd::NoChildren => {
+            eprintln!(
+                "event-bridge: no task waits for parent {parent} under {}",
+                config.root
+            );
+            Ok(3)
+        }
+        GoneEnd::NotGone(at) => {
+            eprintln!(
+                "event-bridge: parent {parent} is not gone ({at}): its children go on when it \
+                 ends; `cancel {parent}` ends it now"
+            );
+            Ok(1)
+        }
+    }
 }
 
 /// Sends signal `key` with `payload` (JSON), and prints where it went.

@@ -119,6 +119,18 @@ enum Command {
         /// A task name (task-0000000042), a name it had, or an envelope id.
         task: String,
     },
+    /// Take a parent gone from the queue without an end (a 000-design consumer completed it,
+    /// or its znode was deleted by hand: `stats` and `explain` of a child say so) as completed
+    /// or dead, so that the children waiting for it go on. Refused (exit 1) for a parent that is
+    /// somewhere; exit 3 when no child waits for it.
+    EndParent {
+        /// The parent's envelope id, as the child's `explain` names it.
+        parent: String,
+        /// How it ended: `completed` (its children go on once their other parents complete) or
+        /// `dead` (each fails with it, or runs anyway, as its on_parent_dead says).
+        #[arg(long = "as", value_name = "completed|dead", value_parser = event_bridge::queue::TakenAs::parse)]
+        taken_as: event_bridge::queue::TakenAs,
+    },
     /// Send a signal: the resumable task that waited first for KEY takes it and resumes; when
     /// none waits, it is kept (SIGNAL_KEEP_MS) for the first wait of KEY. Prints where it went.
     Signal {
@@ -416,6 +428,7 @@ fn runtime_for(command: &Command) -> tokio::runtime::Runtime {
         | Command::Status { .. }
         | Command::Explain { .. }
         | Command::Cancel { .. }
+        | Command::EndParent { .. }
         | Command::Signal { .. }
         | Command::Pause { .. }
         | Command::Resume { .. } => tokio::runtime::Builder::new_current_thread(),
@@ -477,6 +490,9 @@ async fn run(command: Command) -> Result<i32, Failure> {
         }
         Command::Reap => print_json(&reap::reap(&queue).await?)?,
         Command::Cancel { task } => return control::cancel(&config, &queue, &task).await,
+        Command::EndParent { parent, taken_as } => {
+            return control::end_parent(&config, &queue, &parent, taken_as).await;
+        }
         Command::Signal { key, payload } => control::signal(&queue, &key, &payload).await?,
         Command::Pause { event_type } => control::pause(&queue, event_type, true).await?,
         Command::Resume {

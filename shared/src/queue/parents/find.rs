@@ -72,7 +72,7 @@ impl Dependencies<'_> {
     }
 
     /// The parent named `name`, found under that very name.
-    async fn parent_by_name(self, name: &str) -> Result<Option<Parent>> {
+    pub(super) async fn parent_by_name(self, name: &str) -> Result<Option<Parent>> {
         let path = self.layout().task(name);
         if let Some((body, _)) = self.read_path(&path).await? {
             let id = id_in(name, name, &body)?;
