@@ -30,6 +30,7 @@ mod queue;
 mod reap;
 mod results;
 mod resume;
+mod resume_runs;
 mod schedules;
 mod security;
 mod walk;

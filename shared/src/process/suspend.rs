@@ -1,7 +1,8 @@
 //! A resumable handler that suspended ([`HandlerError::Suspended`](crate::HandlerError)) is
 //! given back with its record, no attempt counted:
 //!
-//! - stopping: in place, to resume at once in another run;
+//! - stopping: in place, to resume at once in another run: the run that gave it back claims
+//!   it no more (another run, or the next invocation, takes it at once);
 //! - asleep: under `delayed/` until the sleep ends;
 //! - waiting for signals: a signal already kept for one of its keys is consumed in the
 //!   release's multi-op, and the task stays in place with it; otherwise it waits under
@@ -28,12 +29,40 @@ impl<H> Run<'_, H> {
             ..GiveBack::default()
         };
         let (lease, back) = match lease.task.steps.suspended().unwrap_or(Suspend::Now) {
-            Suspend::Now => (lease, back(None)),
+            Suspend::Now => return self.stop(lease).await,
             Suspend::Sleep { until_ms } => (lease, back(Some(until_ms.max(now_ms + 1)))),
             Suspend::Wait { keys, until_ms } => return self.wait(lease, &keys, until_ms).await,
         };
         let raced = "a release without a feature's writes cannot race";
         Ok(self.give_back(lease, back).await?.expect(raced))
+    }
+
+    /// Gives back in place a task whose handler stopped, to resume at once in another run.
+    async fn stop(&self, lease: Lease) -> Result<TaskOutcome> {
+        let name = lease.task.name.clone();
+        let steps_done = lease.task.steps.steps_done();
+        let raced = "a release without a feature's writes cannot race";
+        let outcome = self.give_back(lease, GiveBack::default()).await?.expect(raced);
+        self.for_another_run(&name, "stopped", steps_done, &outcome);
+        Ok(outcome)
+    }
+
+    /// Notes that task `name`, given back with `outcome` in place to resume at once, is for
+    /// another run to claim (`why`: what gave it back).
+    fn for_another_run(&self, name: &str, why: &str, steps_done: usize, outcome: &TaskOutcome) {
+        if !matches!(outcome, TaskOutcome::Suspended) {
+            return;
+        }
+        tracing::info!(task = %name, run = %self.id, consumer = %self.queue().consumer_id(),
+            reason = why, steps_done, "released to resume in another run");
+        let mut elsewhere = self.resume_elsewhere.lock().expect("not poisoned");
+        elsewhere.insert(name.to_string());
+    }
+
+    /// Whether this run gave task `name` back to resume in another run.
+    pub(super) fn resumes_elsewhere(&self, name: &str) -> bool {
+        let elsewhere = self.resume_elsewhere.lock().expect("not poisoned");
+        !elsewhere.is_empty() && elsewhere.contains(name)
     }
 
     /// Gives back a task that waits for any one of `keys` until `until_ms`.
@@ -74,11 +103,11 @@ impl<H> Run<'_, H> {
         // Signals kept racing the registration, or could not be read: it asks for the wait
         // again on its next run.
         lease.task.steps.retract_wait();
+        let (name, steps_done) = (lease.task.name.clone(), lease.task.steps.steps_done());
         let back = GiveBack::default();
-        Ok(self
-            .give_back(lease, back)
-            .await?
-            .unwrap_or(TaskOutcome::LeaseLost))
+        let outcome = (self.give_back(lease, back).await?).unwrap_or(TaskOutcome::LeaseLost);
+        self.for_another_run(&name, "wait taken back", steps_done, &outcome);
+        Ok(outcome)
     }
 
     /// What each of `keys` holds: its version and its oldest signal.

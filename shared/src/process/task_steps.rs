@@ -112,7 +112,8 @@ impl<H: Handler> Run<'_, H> {
     /// Runs a claimed task, and settles it unless it succeeded.
     pub(super) async fn run_claimed(&self, mut lease: Lease, claimed_at: Instant) -> Result<Ran> {
         tracing::debug!(task = %lease.task.name, attempt = lease.task.attempt(),
-            consumer = %self.queue().consumer_id(), fencing_token = lease.task.fencing_token,
+            consumer = %self.queue().consumer_id(), run = %self.id,
+            fencing_token = lease.task.fencing_token,
             traceparent = lease.task.envelope.traceparent.as_deref(), "task claimed");
         let name = lease.task.name.clone();
         let started = Instant::now();
