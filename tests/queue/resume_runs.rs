@@ -4,16 +4,21 @@
 //! that was asleep or waiting goes on sleeping or waiting. Time is driven (`run_at`, the
 //! tokio clock the run reads moved from within the handler), never waited for.
 
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use event_bridge::handler::FnHandler;
 use event_bridge::inspect::{self, Status};
 use event_bridge::resume::Then;
 use event_bridge::state::State;
-use event_bridge::{Envelope, Task, process};
+use event_bridge::{Envelope, RunOptions, Task, process};
 use serde_json::json;
+use tokio::time::Instant;
 
 use harness::{TestQueue, options};
+
+const HOUR: Duration = Duration::from_secs(3600);
 
 async fn publish(t: &TestQueue, envelope: Envelope) -> String {
     let id = envelope.id.clone();
@@ -74,4 +79,71 @@ async fn a_task_stopped_to_resume_in_another_run_is_not_claimed_again_by_its_run
     let other = t.consumer("next").await;
     let report = process::run(&other, &handler, &options(3, 2)).await.unwrap();
     assert_eq!(report.claimed, 3, "{report:?}");
+}
+
+/// The run's clock (tokio's) moved to just past when the run stops handlers: what a run whose
+/// time ran out sees, without waiting for it.
+async fn jump_past_stop(options: &RunOptions) {
+    let stop_at = options.deadline - options.margin / 2;
+    let by = stop_at.saturating_duration_since(Instant::now()) + Duration::from_millis(1);
+    tokio::time::pause();
+    tokio::time::advance(by).await;
+    tokio::time::resume();
+}
+
+/// A task that completes a step in every run, the next step cut at the run's deadline, is
+/// released each time and finishes, however many runs it takes: a run that made progress is
+/// no interruption. (Before the fix, the third such run buried it: "did not finish within a
+/// run's time, 3 times".) The deadline comes by the clock the run reads, moved by the step
+/// that is cut.
+#[tokio::test]
+async fn a_task_that_makes_progress_in_every_run_is_not_buried_as_interrupted() {
+    const STEPS: u32 = 5;
+    let t = TestQueue::with(|c| c.keep_done = Some(HOUR)).await;
+    let id = publish(&t, Envelope::new("export", json!({}))).await;
+    // A generous margin: the release after the cut has a quarter of it (10 s) in real time.
+    let run_options = || RunOptions {
+        margin: Duration::from_secs(40),
+        ..options(1, 1)
+    };
+    let this_run = Arc::new(Mutex::new(run_options()));
+    let (new_in_run, finished) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let handler = {
+        let (this_run, new_in_run, finished) =
+            (this_run.clone(), new_in_run.clone(), finished.clone());
+        FnHandler(move |task: Task| {
+            let (this_run, new_in_run, finished) =
+                (this_run.clone(), new_in_run.clone(), finished.clone());
+            async move {
+                for i in 0..STEPS {
+                    let work = async {
+                        // The first new step of a run completes; the next runs into the deadline.
+                        if new_in_run.fetch_add(1, SeqCst) > 0 {
+                            let options = this_run.lock().unwrap().clone();
+                            jump_past_stop(&options).await;
+                            std::future::pending::<()>().await;
+                        }
+                        finished.fetch_add(1, SeqCst);
+                        Ok(i)
+                    };
+                    task.steps.step(&format!("part-{i}"), work).await?;
+                }
+                Ok(())
+            }
+        })
+    };
+    let mut runs = 0;
+    while state_of(&t, &id).await.0 == Some(State::Pending) {
+        runs += 1;
+        assert!(runs <= STEPS + 1, "no end after {runs} runs");
+        let options = run_options();
+        *this_run.lock().unwrap() = options.clone();
+        new_in_run.store(0, SeqCst);
+        let report = process::run(&t.queue, &handler, &options).await.unwrap();
+        assert_eq!(report.dead_lettered, 0, "run {runs}: {report:?}");
+    }
+    let (state, status) = state_of(&t, &id).await;
+    assert_eq!(state, Some(State::Completed), "{status:?}");
+    assert_eq!(runs, STEPS, "one step a run");
+    assert_eq!(finished.load(SeqCst), STEPS, "each step finished once");
 }

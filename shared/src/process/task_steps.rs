@@ -167,13 +167,21 @@ impl<H: Handler> Run<'_, H> {
     }
 
     /// Releases a task whose handler was stopped, without counting the attempt. A stop at the
-    /// deadline counts as an interruption; at `MAX_INTERRUPTIONS` the task goes to the dead
-    /// letters instead of taking every run's time again.
+    /// deadline counts as an interruption, unless the run recorded a step of the task (or its
+    /// checkpoint): that run made progress, and the count starts again. At
+    /// `MAX_INTERRUPTIONS` in a row the task goes to the dead letters instead of taking every
+    /// run's time again.
     async fn release_unfinished(&self, mut lease: Lease, deadline: bool) -> Result<TaskOutcome> {
         if deadline {
+            let progressed = lease.task.steps.progressed();
             let envelope = &mut lease.task.envelope;
-            envelope.interruptions += 1;
+            envelope.interruptions = match progressed {
+                true => 0,
+                false => envelope.interruptions + 1,
+            };
             let interruptions = envelope.interruptions;
+            tracing::info!(task = %lease.task.name, run = %self.id, progressed, interruptions,
+                steps_done = lease.task.steps.steps_done(), "cut at the run's deadline");
             if interruptions >= self.queue().settings().max_interruptions {
                 let reason = format!("did not finish within a run's time, {interruptions} times");
                 return self.bury(lease, &reason, None).await;

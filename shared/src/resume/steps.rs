@@ -67,6 +67,8 @@ struct Inner {
     used: bool,
     /// The next position to replay.
     cursor: usize,
+    /// Whether this run recorded a step or kept a checkpoint: progress.
+    progressed: bool,
     /// Changes made to the record so far.
     changes: u64,
     suspend: Option<Suspend>,
@@ -252,6 +254,7 @@ impl Steps {
             self.use_it(&mut inner);
             inner.record.checkpoint = Some(value);
             inner.changes += 1;
+            inner.progressed = true;
         }
         self.check_size("checkpoint")?;
         self.written().await
@@ -398,6 +401,7 @@ impl Steps {
             if inner.record.version.is_none() {
                 inner.record.version = inner.bound.as_ref().and_then(|b| b.version.clone());
             }
+            inner.progressed |= matches!(entry, Entry::Step { .. });
             inner.record.done.push(entry);
             inner.cursor = inner.record.done.len();
             inner.changes += 1;
@@ -565,6 +569,12 @@ impl Steps {
     /// Why the handler suspended, if it did.
     pub(crate) fn suspended(&self) -> Option<Suspend> {
         self.lock().suspend.clone()
+    }
+
+    /// Whether this run recorded a step or kept a checkpoint: a run cut at its deadline after
+    /// that made progress, and is no interruption.
+    pub(crate) fn progressed(&self) -> bool {
+        self.lock().progressed
     }
 
     /// Why the task cannot go on (a non-deterministic resume, a record over the cap).
