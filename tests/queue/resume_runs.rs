@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use event_bridge::handler::FnHandler;
+use event_bridge::handler::{FnHandler, HandlerError};
 use event_bridge::inspect::{self, Status};
 use event_bridge::resume::Then;
 use event_bridge::state::State;
@@ -146,4 +146,53 @@ async fn a_task_that_makes_progress_in_every_run_is_not_buried_as_interrupted() 
     assert_eq!(state, Some(State::Completed), "{status:?}");
     assert_eq!(runs, STEPS, "one step a run");
     assert_eq!(finished.load(SeqCst), STEPS, "each step finished once");
+}
+
+/// Two steps awaited together (`tokio::join!`) are recorded in the order they were called,
+/// whichever finished first, so unchanged code resumes: the second attempt replays both.
+/// (Before the fix they were recorded as they finished, and the replay went to the dead
+/// letters: "non-deterministic resume at step 1: expected step \"b\", got step \"a\"".)
+#[tokio::test]
+async fn steps_awaited_together_replay_in_the_order_they_were_called() {
+    let t = TestQueue::with(|c| c.backoff_base = Duration::ZERO).await;
+    let id = publish(&t, Envelope::new("fan-out", json!({}))).await;
+    let (runs_a, runs_b) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let handler = FnHandler(|task: Task| {
+        let (runs_a, runs_b, seen) = (runs_a.clone(), runs_b.clone(), seen.clone());
+        async move {
+            // `b` finishes first: `a` waits until `b`'s work is done.
+            let b_done = Arc::new(tokio::sync::Notify::new());
+            let a = task.steps.step("a", async {
+                b_done.notified().await;
+                Ok(10 + runs_a.fetch_add(1, SeqCst))
+            });
+            let b = task.steps.step("b", async {
+                b_done.notify_one();
+                Ok(20 + runs_b.fetch_add(1, SeqCst))
+            });
+            let (a, b): (Result<u32, _>, Result<u32, _>) = tokio::join!(a, b);
+            seen.lock().unwrap().push((a?, b?));
+            match task.attempt() {
+                1 => Err(HandlerError::Retryable("once more".into())),
+                _ => Ok(()),
+            }
+        }
+    });
+    let first = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.retried, 1, "{first:?}");
+    let Status::Pending { task } = state_of(&t, &id).await.1 else {
+        panic!("retried in place")
+    };
+    let record = task.envelope.unwrap().resume.expect("a record");
+    let names: Vec<String> = record.done.iter().map(|e| e.label()).collect();
+    assert_eq!(names, ["step \"a\"", "step \"b\""], "in call order");
+    let second = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!((second.completed, second.dead_lettered), (1, 0), "{second:?}");
+    assert_eq!((runs_a.load(SeqCst), runs_b.load(SeqCst)), (1, 1));
+    assert_eq!(*seen.lock().unwrap(), [(10, 20), (10, 20)]);
 }

@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use super::order::{Fate, Order};
 use super::record::{Ask, Entry, Record, Replayed, WaitOutcome};
 use crate::clock::ZkTime;
 use crate::handler::HandlerError;
@@ -39,6 +40,8 @@ struct Shared {
     flush: Notify,
     /// The handler asked for something for the first time.
     first_used: Notify,
+    /// Entries held for the steps asked before them went to the record, or were dropped.
+    recorded: Notify,
     /// What the holder wrote: the record as of change n, or the lease lost.
     written: watch::Sender<Written>,
 }
@@ -49,6 +52,7 @@ impl Default for Shared {
             inner: Mutex::default(),
             flush: Notify::new(),
             first_used: Notify::new(),
+            recorded: Notify::new(),
             written: watch::channel(Written::Upto(0)).0,
         }
     }
@@ -65,8 +69,10 @@ struct Inner {
     record: Record,
     /// Whether the task had a record, or the handler asked for anything.
     used: bool,
-    /// The next position to replay.
+    /// The next position to replay, or to take for new work.
     cursor: usize,
+    /// New work asked for and not yet in the record, in the order asked ([`super::order`]).
+    order: Order,
     /// Whether this run recorded a step or kept a checkpoint: progress.
     progressed: bool,
     /// Changes made to the record so far.
@@ -145,6 +151,11 @@ impl Steps {
     /// running it. The result is written before this returns. When the run is stopping, a new
     /// step does not start: the handler is suspended, to resume in another run.
     ///
+    /// Steps awaited together (`tokio::join!`) are recorded in the order they were called,
+    /// whichever finishes first, so a replay meets them in the same order: one that finishes
+    /// before a step called earlier returns once that one is recorded too. When a step called
+    /// earlier fails (or is dropped), the steps called after it are not recorded in this run.
+    ///
     /// # Errors
     /// - what `work` returned (nothing is recorded);
     /// - [`HandlerError::Suspended`] when stopping;
@@ -166,12 +177,18 @@ impl Steps {
         if self.stopping() {
             return Err(self.stop());
         }
+        // Its place in the record is taken now, when it is asked for, whenever it finishes.
+        let slot = self.reserve();
         let value = work.await?;
         let result = serde_json::to_value(&value)
             .map_err(|e| self.fatal(format!("step {name:?} returned what is not JSON: {e}")))?;
         let name = name.to_string();
-        self.append(Entry::Step { name, result })?;
-        self.written().await?;
+        let id = slot.fill(Entry::Step { name, result })?;
+        match self.recorded(id).await {
+            // A step asked before it ended without a result: this one runs again next time.
+            Fate::Dropped => {}
+            _ => self.written().await?,
+        }
         Ok(value)
     }
 
@@ -393,20 +410,54 @@ impl Steps {
         }
     }
 
-    /// Records new work at the end.
+    /// Records new work asked for now: after the steps asked before it that still run.
     fn append(&self, entry: Entry) -> Result<(), HandlerError> {
-        let label = entry.label();
-        {
-            let mut inner = self.lock();
-            if inner.record.version.is_none() {
-                inner.record.version = inner.bound.as_ref().and_then(|b| b.version.clone());
-            }
-            inner.progressed |= matches!(entry, Entry::Step { .. });
-            inner.record.done.push(entry);
-            inner.cursor = inner.record.done.len();
-            inner.changes += 1;
+        self.reserve().fill(entry).map(drop)
+    }
+
+    /// Takes the next place in the record for new work.
+    fn reserve(&self) -> Slot<'_> {
+        let mut inner = self.lock();
+        let id = inner.order.reserve();
+        inner.cursor = inner.record.done.len() + inner.order.pending();
+        Slot {
+            steps: self,
+            id,
+            filled: false,
         }
-        self.check_size(&label)
+    }
+
+    /// Resolves once the entry of slot `id`, filled, is in the record or dropped.
+    async fn recorded(&self, id: u64) -> Fate {
+        loop {
+            let notified = self.0.recorded.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let fate = self.lock().order.fate(id);
+            match fate {
+                Fate::Held => notified.await,
+                fate => return fate,
+            }
+        }
+    }
+
+    /// Gives slot `id` up unfilled (its step failed or was dropped), with the slots after it.
+    fn give_up(&self, id: u64) {
+        let Ok(mut inner) = self.0.inner.lock() else {
+            return;
+        };
+        let lost = inner.order.give_up(id);
+        inner.cursor = inner.record.done.len() + inner.order.pending();
+        drop(inner);
+        self.0.recorded.notify_waiters();
+        // A sleep or wait the handler suspended in can no longer be recorded.
+        if let Some(lost) = lost.iter().find(|e| !matches!(e, Entry::Step { .. } | Entry::Patch { .. })) {
+            self.fatal(format!(
+                "{} was asked while a step asked before it still ran, and that step ended \
+                 without a result: await steps before a sleep or a wait",
+                lost.label()
+            ));
+        }
     }
 
     fn check_size(&self, what: &str) -> Result<(), HandlerError> {
@@ -474,6 +525,52 @@ impl Steps {
             .bound
             .as_ref()
             .map_or_else(|| chrono::Utc::now().timestamp_millis(), |b| b.now.now_ms())
+    }
+}
+
+/// A place in the record taken by new work ([`super::order`]); given up when dropped unfilled.
+struct Slot<'s> {
+    steps: &'s Steps,
+    id: u64,
+    filled: bool,
+}
+
+impl Slot<'_> {
+    /// Fills the place with `entry`: into the record with every entry now ready, or held until
+    /// the work asked before it is done. Its id.
+    ///
+    /// # Errors
+    /// [`HandlerError::Permanent`] when the record grows over the cap.
+    fn fill(mut self, entry: Entry) -> Result<u64, HandlerError> {
+        self.filled = true;
+        let steps = self.steps;
+        let label = entry.label();
+        {
+            let mut inner = steps.lock();
+            let ready = inner.order.fill(self.id, entry);
+            if ready.is_empty() {
+                return Ok(self.id);
+            }
+            if inner.record.version.is_none() {
+                inner.record.version = inner.bound.as_ref().and_then(|b| b.version.clone());
+            }
+            for entry in ready {
+                inner.progressed |= matches!(entry, Entry::Step { .. });
+                inner.record.done.push(entry);
+                inner.changes += 1;
+            }
+            inner.cursor = inner.record.done.len() + inner.order.pending();
+        }
+        steps.0.recorded.notify_waiters();
+        steps.check_size(&label).map(|()| self.id)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if !self.filled {
+            self.steps.give_up(self.id);
+        }
     }
 }
 
