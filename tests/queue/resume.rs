@@ -433,7 +433,9 @@ async fn a_wait_no_signal_ends_times_out_and_the_step_sees_it() {
     // The reaper treats the timeout as a delay: it promotes the task when it passes.
     let reaped = reap::reap_at(&t.queue, &past(due)).await.unwrap();
     assert_eq!(reaped.promoted, 1);
-    let report = process::run(&t.queue, &handler, &options(1, 1))
+    // The run that claims it judges at that moment too: one whose clock says the timeout
+    // has not passed would put it back to wait until it does.
+    let report = process::run_at(&t.queue, &handler, &options(1, 1), &past(due))
         .await
         .unwrap();
     assert_eq!(report.completed, 1);

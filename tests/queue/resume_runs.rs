@@ -8,9 +8,11 @@ use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use event_bridge::clock::ZkTime;
 use event_bridge::handler::{FnHandler, HandlerError};
 use event_bridge::inspect::{self, Status};
-use event_bridge::resume::Then;
+use event_bridge::queue::Signalled;
+use event_bridge::resume::{Then, WaitOutcome};
 use event_bridge::state::State;
 use event_bridge::{Envelope, RunOptions, Task, process};
 use serde_json::json;
@@ -29,6 +31,16 @@ async fn publish(t: &TestQueue, envelope: Envelope) -> String {
 async fn state_of(t: &TestQueue, id: &str) -> (Option<State>, Status) {
     let status = inspect::status(&t.queue, &t.now().await, id).await.unwrap();
     (status.state(), status)
+}
+
+/// The due time of the task with id `id` under `delayed/`.
+async fn due_of(t: &TestQueue, id: &str) -> i64 {
+    match state_of(t, id).await.1 {
+        Status::Sleeping { task } | Status::AwaitingSignal { task } | Status::Waiting { task } => {
+            task.envelope.unwrap().retry_at.unwrap()
+        }
+        other => panic!("{id} is not under delayed/: {other:?}"),
+    }
 }
 
 /// A task that stops to resume in another run (`Err(steps.stop())`, or a webhook's `202` with
@@ -195,4 +207,112 @@ async fn steps_awaited_together_replay_in_the_order_they_were_called() {
     assert_eq!((second.completed, second.dead_lettered), (1, 0), "{second:?}");
     assert_eq!((runs_a.load(SeqCst), runs_b.load(SeqCst)), (1, 1));
     assert_eq!(*seen.lock().unwrap(), [(10, 20), (10, 20)]);
+}
+
+/// Cancels the task with id `id` and redrives its dead letter.
+async fn cancel_and_redrive(t: &TestQueue, id: &str) {
+    event_bridge::cancel::cancel(&t.queue, id).await.unwrap();
+    assert_eq!(state_of(t, id).await.0, Some(State::Dead));
+    let dead = t.children("dead").await;
+    let redriven = event_bridge::dead::redrive(&t.queue, &dead).await.unwrap();
+    assert_eq!(redriven.redriven.len(), 1, "{redriven:?}");
+    assert_eq!(state_of(t, id).await.0, Some(State::Pending));
+}
+
+/// A sleeping task cancelled and redriven sleeps out the rest of its sleep: the run that
+/// claims it before its end puts it back to sleep until that end, without running it.
+/// (Before the fix, it went on at once, past its sleep.)
+#[tokio::test]
+async fn a_redriven_sleeping_task_sleeps_until_its_sleep_ends() {
+    let t = TestQueue::new().await;
+    let id = publish(&t, Envelope::new("reminder", json!({}))).await;
+    let after = Arc::new(AtomicU32::new(0));
+    let handler = FnHandler(|task: Task| {
+        let after = after.clone();
+        async move {
+            task.steps.sleep(HOUR).await?;
+            after.fetch_add(1, SeqCst);
+            Ok(())
+        }
+    });
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    let due = due_of(&t, &id).await;
+    cancel_and_redrive(&t, &id).await;
+    let report = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!((report.suspended, report.completed), (1, 0), "{report:?}");
+    assert_eq!(after.load(SeqCst), 0, "not past its sleep");
+    assert_eq!(state_of(&t, &id).await.0, Some(State::Sleeping));
+    assert_eq!(due_of(&t, &id).await, due, "the sleep's own end");
+    let report = process::run_at(&t.queue, &handler, &options(1, 1), &ZkTime::at(due + 1))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert_eq!(after.load(SeqCst), 1);
+}
+
+/// A waiting task cancelled and redriven waits again until its own timeout: it takes a signal
+/// kept for its key meanwhile, and with none it waits registered under its key again. (Before
+/// the fix, it was delivered at once as timed out, and the kept signal stayed unused.)
+#[tokio::test]
+async fn a_redriven_waiting_task_waits_again_and_takes_a_kept_signal() {
+    let t = TestQueue::new().await;
+    let (signalled, unsignalled) = (
+        publish(&t, Envelope::new("approve", json!({"key": "yes"}))).await,
+        publish(&t, Envelope::new("approve", json!({"key": "later"}))).await,
+    );
+    let ended = Arc::new(Mutex::new(Vec::new()));
+    let handler = FnHandler(|task: Task| {
+        let ended = ended.clone();
+        async move {
+            let key = task.envelope.payload["key"].as_str().unwrap().to_string();
+            let outcome = task.steps.wait_for(&[key], HOUR).await?;
+            ended
+                .lock()
+                .unwrap()
+                .push((task.envelope.id.clone(), outcome));
+            Ok(())
+        }
+    });
+    process::run(&t.queue, &handler, &options(2, 1))
+        .await
+        .unwrap();
+    let due = due_of(&t, &unsignalled).await;
+    for id in [&signalled, &unsignalled] {
+        cancel_and_redrive(&t, id).await;
+    }
+    // Sent while it was dead: kept for the first wait of its key.
+    let sent = t.queue.signals().signal("yes", &json!(1)).await.unwrap();
+    assert_eq!(sent, Signalled::Kept);
+    let report = process::run(&t.queue, &handler, &options(2, 1))
+        .await
+        .unwrap();
+    assert_eq!((report.suspended, report.completed), (2, 0), "{report:?}");
+    assert!(ended.lock().unwrap().is_empty(), "no wait ended early");
+    assert!(t.children("signals/yes").await.is_empty(), "the kept signal taken");
+    assert_eq!(state_of(&t, &signalled).await.0, Some(State::Pending));
+    assert_eq!(
+        state_of(&t, &unsignalled).await.0,
+        Some(State::AwaitingSignal)
+    );
+    assert_eq!(due_of(&t, &unsignalled).await, due, "its own timeout");
+    let sent = t.queue.signals().signal("later", &json!(2)).await.unwrap();
+    assert!(matches!(sent, Signalled::Delivered { .. }), "{sent:?}");
+    let report = process::run(&t.queue, &handler, &options(2, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.completed, 2, "{report:?}");
+    let mut ended = ended.lock().unwrap().clone();
+    ended.sort_by_key(|(id, _)| id != &signalled);
+    let by = |key: &str, n: i64| WaitOutcome::Signal {
+        key: key.into(),
+        payload: json!(n),
+    };
+    assert_eq!(
+        ended,
+        [(signalled, by("yes", 1)), (unsignalled, by("later", 2))]
+    );
 }

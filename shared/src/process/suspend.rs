@@ -11,6 +11,7 @@
 
 use super::Run;
 use super::send::Sent;
+use super::task_steps::Ran;
 use super::task_steps::outcome;
 use crate::error::Result;
 use crate::layout::delay_bucket_of;
@@ -35,6 +36,22 @@ impl<H> Run<'_, H> {
         };
         let raced = "a release without a feature's writes cannot race";
         Ok(self.give_back(lease, back).await?.expect(raced))
+    }
+
+    /// Gives back a task claimed before the sleep or wait its record is in ended (`again`):
+    /// suspended in it again without running its handler.
+    pub(super) async fn suspend_again(&self, mut lease: Lease, again: Suspend) -> Result<Ran> {
+        let name = lease.task.name.clone();
+        let (until_ms, keys) = match &again {
+            Suspend::Sleep { until_ms } => (*until_ms, None),
+            Suspend::Wait { keys, until_ms } => (*until_ms, Some(keys.join(","))),
+            Suspend::Now => (0, None),
+        };
+        tracing::info!(task = %name, run = %self.id, until_ms, keys, now_ms = self.now.now_ms(),
+            "back before its sleep or wait ended: suspended in it again, its handler not run");
+        self.queue().gates().free_slots(&lease.take_slots()).await;
+        let outcome = self.suspend(lease).await?;
+        Ok(Ran::Settled(outcome, true, name))
     }
 
     /// Gives back in place a task whose handler stopped, to resume at once in another run.

@@ -116,6 +116,9 @@ impl<H: Handler> Run<'_, H> {
             fencing_token = lease.task.fencing_token,
             traceparent = lease.task.envelope.traceparent.as_deref(), "task claimed");
         let name = lease.task.name.clone();
+        if let Some(again) = lease.task.steps.suspended_until(self.now.now_ms()) {
+            return self.suspend_again(lease, again).await;
+        }
         let started = Instant::now();
         let span = crate::traces::attempt_span(self.queue().layout().root(), &lease.task);
         let ended = (self.run_handler(&mut lease, claimed_at))

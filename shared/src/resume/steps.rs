@@ -674,6 +674,30 @@ impl Steps {
         self.lock().progressed
     }
 
+    /// The sleep or wait the task's record is in, when it has not ended by `now_ms`: the task
+    /// came back before its time (a redrive of the dead letter it became when cancelled). The
+    /// handle is suspended in it again, as it was, so that the handler is not run: the sleep
+    /// goes on until its end, the wait until its timeout (a signal kept meanwhile ends it).
+    pub(crate) fn suspended_until(&self, now_ms: i64) -> Option<Suspend> {
+        let mut inner = self.lock();
+        let again = match inner.record.suspended_in()? {
+            Entry::Sleep { until_ms } if *until_ms > now_ms => Suspend::Sleep {
+                until_ms: *until_ms,
+            },
+            Entry::Wait {
+                keys,
+                until_ms,
+                outcome: None,
+            } if *until_ms > now_ms => Suspend::Wait {
+                keys: keys.clone(),
+                until_ms: *until_ms,
+            },
+            _ => return None,
+        };
+        inner.suspend = Some(again.clone());
+        Some(again)
+    }
+
     /// Why the task cannot go on (a non-deterministic resume, a record over the cap).
     pub(crate) fn failed(&self) -> Option<String> {
         self.lock().fatal.clone()
