@@ -316,3 +316,49 @@ async fn a_redriven_waiting_task_waits_again_and_takes_a_kept_signal() {
         [(signalled, by("yes", 1)), (unsignalled, by("later", 2))]
     );
 }
+
+/// A handler that swallows the error a sleep gave it (`let _ = steps.sleep(…)`) would skip the
+/// sleep: the task goes to the dead letters saying so, and nothing after the sleep runs.
+/// (Before the fix, it went on at once and completed.)
+#[tokio::test]
+async fn a_swallowed_sleep_sends_the_task_to_the_dead_letters_saying_so() {
+    let t = TestQueue::new().await;
+    let (goes_on, returns) = (
+        publish(&t, Envelope::new("goes-on", json!({}))).await,
+        publish(&t, Envelope::new("returns", json!({}))).await,
+    );
+    let after = Arc::new(AtomicU32::new(0));
+    let handler = FnHandler(|task: Task| {
+        let after = after.clone();
+        async move {
+            let _ = task.steps.sleep(HOUR).await;
+            if task.envelope.event_type == "goes-on" {
+                let work = async { Ok(after.fetch_add(1, SeqCst)) };
+                task.steps.step("after", work).await?;
+            }
+            Ok(())
+        }
+    });
+    let report = process::run(&t.queue, &handler, &options(2, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.dead_lettered, 2, "{report:?}");
+    assert_eq!(after.load(SeqCst), 0, "nothing after the sleep ran");
+    for (id, reason) in [
+        (
+            &goes_on,
+            "step \"after\" asked after a sleep suspended the handler: return the error the \
+             sleep gave (`?`) instead of going on",
+        ),
+        (
+            &returns,
+            "the handler ended without the error a sleep gave it: return that error (`?`), or \
+             the sleep would be skipped",
+        ),
+    ] {
+        let Status::Dead { record, .. } = state_of(&t, id).await.1 else {
+            panic!("{id} is not dead")
+        };
+        assert_eq!(record["reason"], reason, "{record}");
+    }
+}

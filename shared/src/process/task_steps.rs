@@ -124,8 +124,12 @@ impl<H: Handler> Run<'_, H> {
         let ended = (self.run_handler(&mut lease, claimed_at))
             .instrument(span)
             .await;
+        if let Ok(HandlerEnd::Finished(result)) = &ended {
+            let suspended = matches!(result, Err(HandlerError::Suspended));
+            lease.task.steps.check_returned(suspended);
+        }
         // A resumable handler that cannot go on (a non-deterministic resume, a record over
-        // its cap) fails loudly, whatever it returned.
+        // its cap, a suspension swallowed) fails loudly, whatever it returned.
         let ended = match (ended, lease.task.steps.failed()) {
             (Ok(HandlerEnd::Finished(_)), Some(reason)) => {
                 Ok(HandlerEnd::Finished(Err(HandlerError::Permanent(reason))))

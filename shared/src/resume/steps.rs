@@ -124,6 +124,17 @@ pub enum Suspend {
     Wait { keys: Vec<String>, until_ms: i64 },
 }
 
+impl Suspend {
+    /// What holds the task for a time (`sleep`, `wait`); none for a stop.
+    fn holds_time(&self) -> Option<&'static str> {
+        match self {
+            Suspend::Now => None,
+            Suspend::Sleep { .. } => Some("sleep"),
+            Suspend::Wait { .. } => Some("wait"),
+        }
+    }
+}
+
 impl PartialEq for Steps {
     /// Every handle compares equal: the record is part of the envelope, not of the handle.
     fn eq(&self, _: &Self) -> bool {
@@ -197,6 +208,7 @@ impl Steps {
     ///
     /// # Errors
     /// [`HandlerError::Suspended`] the first time (return it), a mismatch as for `step`.
+    #[must_use = "a sleep suspends the handler: return the error it gives (`steps.sleep(d).await?`)"]
     pub async fn sleep(&self, duration: Duration) -> Result<(), HandlerError> {
         if self.ask(&Ask::Sleep)?.is_some() {
             return Ok(());
@@ -212,6 +224,7 @@ impl Steps {
     /// # Errors
     /// [`HandlerError::Suspended`] until the wait ended (return it); a mismatch as for
     /// `step`; keys that cannot be waited for ([`HandlerError::Permanent`]).
+    #[must_use = "a wait suspends the handler: return the error it gives (`steps.wait_for(..).await?`)"]
     pub async fn wait_for<K: AsRef<str>>(
         &self,
         keys: &[K],
@@ -295,7 +308,9 @@ impl Steps {
                 .is_some_and(|b| Instant::now() >= b.stop_at)
     }
 
-    /// Suspends the handler to resume at once in another run: return what this returns.
+    /// Suspends the handler to resume at once in another run: return what this returns. The
+    /// run that stopped it does not claim it again.
+    #[must_use = "stop suspends the handler only when its error is returned (`Err(steps.stop())`)"]
     pub fn stop(&self) -> HandlerError {
         self.suspend(Suspend::Now)
     }
@@ -304,6 +319,7 @@ impl Steps {
     /// lower-level way in, for a handler that keeps its own state in its checkpoint rather
     /// than in named steps (the HTTP sink answers a webhook's `202` with it). The sleep or
     /// wait is recorded without a replay check. Return what this returns.
+    #[must_use = "a suspension takes effect only when its error is returned"]
     pub fn suspend_with(&self, checkpoint: Option<Value>, then: Then) -> HandlerError {
         let (entry, suspend) = {
             let now_ms = self.now_ms();
@@ -395,6 +411,14 @@ impl Steps {
     fn ask(&self, ask: &Ask<'_>) -> Result<Option<Entry>, HandlerError> {
         let mut inner = self.lock();
         self.use_it(&mut inner);
+        if let Some(asleep) = inner.suspend.as_ref().and_then(Suspend::holds_time) {
+            drop(inner);
+            return Err(self.fatal(format!(
+                "{} asked after a {asleep} suspended the handler: return the error the {asleep} \
+                 gave (`?`) instead of going on",
+                ask.label()
+            )));
+        }
         let position = inner.cursor;
         match inner.record.replay(position, ask) {
             Ok(Replayed::Recorded(entry)) => {
@@ -696,6 +720,20 @@ impl Steps {
         };
         inner.suspend = Some(again.clone());
         Some(again)
+    }
+
+    /// A handler that ended another way than with [`HandlerError::Suspended`] (`suspended`
+    /// false) after a sleep or wait suspended it swallowed that error (`let _ =
+    /// steps.sleep(…)`): the sleep would be skipped, so the task cannot go on
+    /// ([`Steps::failed`]).
+    pub(crate) fn check_returned(&self, suspended: bool) {
+        let asleep = self.lock().suspend.as_ref().and_then(Suspend::holds_time);
+        if let (false, Some(asleep)) = (suspended, asleep) {
+            self.fatal(format!(
+                "the handler ended without the error a {asleep} gave it: return that error \
+                 (`?`), or the {asleep} would be skipped"
+            ));
+        }
     }
 
     /// Why the task cannot go on (a non-deterministic resume, a record over the cap).
