@@ -32,6 +32,7 @@ mod results;
 mod resume;
 mod resume_runs;
 mod schedules;
+mod signals;
 mod security;
 mod walk;
 mod worker;

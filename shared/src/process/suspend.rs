@@ -5,7 +5,8 @@
 //!   it no more (another run, or the next invocation, takes it at once);
 //! - asleep: under `delayed/` until the sleep ends;
 //! - waiting for signals: a signal already kept for one of its keys is consumed in the
-//!   release's multi-op, and the task stays in place with it; otherwise it waits under
+//!   release's multi-op, with a note of it for its signaller, and the task stays in place
+//!   with it; otherwise it waits under
 //!   `delayed/` until its timeout, registered under each key in the same multi-op, which also
 //!   checks each key's version as read (a signal sent meanwhile fails it, and it reads again).
 
@@ -17,7 +18,7 @@ use crate::error::Result;
 use crate::layout::delay_bucket_of;
 use crate::queue::{
     CANCELLED, Extra, GiveBack, Lease, Look, Queue, Settled, TaskOutcome, Tries, Waiter,
-    waiter_name, waiting_name,
+    taken_note, waiter_name, waiting_name,
 };
 use crate::resume::{Suspend, WaitOutcome};
 
@@ -102,8 +103,10 @@ impl<H> Run<'_, H> {
                         .task
                         .steps
                         .end_wait(Some(WaitOutcome::Signal { key, payload }));
+                    // A note of it for its signaller, who may not have answered yet.
+                    let (note, data) = taken_note(&path, &lease.task.name);
                     GiveBack {
-                        extra: vec![Extra::Delete(path)],
+                        extra: vec![Extra::Delete(path), Extra::Create(note, data)],
                         ..GiveBack::default()
                     }
                 }
