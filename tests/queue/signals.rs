@@ -1,5 +1,6 @@
 //! A signal's answer: it names the task that got this signal's payload, and says `kept` only
-//! when no task waiting took it, however many signallers race.
+//! when no task waiting took it, however many signallers race; keys a signal cannot have are
+//! refused naming their problem.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use event_bridge::clock::ZkTime;
 use event_bridge::handler::FnHandler;
 use event_bridge::queue::Signalled;
-use event_bridge::{Envelope, Task, process, reap};
+use event_bridge::{Envelope, Error, Task, process, reap};
 use serde_json::{Value, json};
 
 use harness::{TestQueue, options};
@@ -107,4 +108,20 @@ async fn racing_signallers_each_get_the_answer_of_their_own_signal() {
     got.dedup();
     assert_eq!(got.len(), SIGNALLERS as usize, "each to a task of its own");
     assert!(t.children("signals/race").await.iter().all(|c| !c.starts_with("s-")));
+}
+
+/// A key with a control character is refused, naming the problem; nothing is sent.
+#[tokio::test]
+async fn a_signal_key_with_a_control_character_is_refused() {
+    let t = TestQueue::new().await;
+    for key in ["order\n7", "order\u{1b}[31m7", "order\t7"] {
+        let refused = t.queue.signals().signal(key, &json!(1)).await;
+        let Err(Error::Signal { problem, .. }) = refused else {
+            panic!("{key:?} accepted: {refused:?}")
+        };
+        assert!(problem.contains("control character"), "{key:?}: {problem}");
+    }
+    let signals = format!("{}/signals", t.config.root);
+    let made = t.raw.list_children(&signals).await.unwrap_or_default();
+    assert!(made.is_empty(), "{made:?}");
 }
