@@ -32,7 +32,7 @@ mod results;
 mod resume;
 mod resume_runs;
 mod schedules;
-mod signals;
 mod security;
+mod signals;
 mod walk;
 mod worker;

@@ -268,7 +268,10 @@ async fn a_signal_sent_before_its_wait_is_kept_and_consumed_by_it_once() {
     let grace = event_bridge::queue::SIGNALLER_GRACE_MS;
     let later = ZkTime::at(t.now().await.now_ms() + grace + 1);
     reap::reap_at(&t.queue, &later).await.unwrap();
-    assert!(t.children("signals/order-7").await.is_empty(), "the note deleted");
+    assert!(
+        t.children("signals/order-7").await.is_empty(),
+        "the note deleted"
+    );
 }
 
 /// The signal key `locked`, made by another client readable only by itself: that client, and

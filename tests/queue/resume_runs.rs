@@ -89,7 +89,9 @@ async fn a_task_stopped_to_resume_in_another_run_is_not_claimed_again_by_its_run
 
     // Another run (another consumer's, or the next invocation) takes them at once.
     let other = t.consumer("next").await;
-    let report = process::run(&other, &handler, &options(3, 2)).await.unwrap();
+    let report = process::run(&other, &handler, &options(3, 2))
+        .await
+        .unwrap();
     assert_eq!(report.claimed, 3, "{report:?}");
 }
 
@@ -204,7 +206,11 @@ async fn steps_awaited_together_replay_in_the_order_they_were_called() {
     let second = process::run(&t.queue, &handler, &options(1, 1))
         .await
         .unwrap();
-    assert_eq!((second.completed, second.dead_lettered), (1, 0), "{second:?}");
+    assert_eq!(
+        (second.completed, second.dead_lettered),
+        (1, 0),
+        "{second:?}"
+    );
     assert_eq!((runs_a.load(SeqCst), runs_b.load(SeqCst)), (1, 1));
     assert_eq!(*seen.lock().unwrap(), [(10, 20), (10, 20)]);
 }

@@ -19,9 +19,10 @@ const HOUR: Duration = Duration::from_secs(3600);
 async fn waiting_for(t: &TestQueue, key: &'static str, n: usize) {
     let envelopes: Vec<Envelope> = (0..n).map(|_| Envelope::new("wait", json!({}))).collect();
     t.queue.publish_many(&envelopes).await.unwrap();
-    let handler = FnHandler(move |task: Task| async move {
-        task.steps.wait_for(&[key], HOUR).await.map(drop)
-    });
+    let handler =
+        FnHandler(
+            move |task: Task| async move { task.steps.wait_for(&[key], HOUR).await.map(drop) },
+        );
     let report = process::run(&t.queue, &handler, &options(n as u32, 4))
         .await
         .unwrap();
@@ -31,7 +32,12 @@ async fn waiting_for(t: &TestQueue, key: &'static str, n: usize) {
 /// The payload the wait of task `name` (pending in `tasks/`) ended with.
 async fn payload_of(t: &TestQueue, name: &str) -> Value {
     let task = t.read_json(&format!("tasks/{name}")).await;
-    let wait = task["resume"]["done"].as_array().unwrap().last().unwrap().clone();
+    let wait = task["resume"]["done"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(wait["outcome"]["by"], "signal", "{task}");
     wait["outcome"]["payload"].clone()
 }
@@ -60,7 +66,11 @@ async fn a_signal_answer_names_the_task_that_got_its_payload() {
     let Signalled::Delivered { task } = sent else {
         panic!("two tasks wait: {sent:?}")
     };
-    assert_eq!(payload_of(&t, &task).await, json!(1), "the task named got it");
+    assert_eq!(
+        payload_of(&t, &task).await,
+        json!(1),
+        "the task named got it"
+    );
 
     let later = ZkTime::at(t.now().await.now_ms() + 61_000);
     let reaped = reap::reap_at(&t.queue, &later).await.unwrap();
@@ -107,7 +117,12 @@ async fn racing_signallers_each_get_the_answer_of_their_own_signal() {
     got.sort();
     got.dedup();
     assert_eq!(got.len(), SIGNALLERS as usize, "each to a task of its own");
-    assert!(t.children("signals/race").await.iter().all(|c| !c.starts_with("s-")));
+    assert!(
+        t.children("signals/race")
+            .await
+            .iter()
+            .all(|c| !c.starts_with("s-"))
+    );
 }
 
 /// A key with a control character is refused, naming the problem; nothing is sent.

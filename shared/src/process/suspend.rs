@@ -60,7 +60,10 @@ impl<H> Run<'_, H> {
         let name = lease.task.name.clone();
         let steps_done = lease.task.steps.steps_done();
         let raced = "a release without a feature's writes cannot race";
-        let outcome = self.give_back(lease, GiveBack::default()).await?.expect(raced);
+        let outcome = self
+            .give_back(lease, GiveBack::default())
+            .await?
+            .expect(raced);
         self.for_another_run(&name, "stopped", steps_done, &outcome);
         Ok(outcome)
     }

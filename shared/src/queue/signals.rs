@@ -429,7 +429,9 @@ impl Signals<'_> {
         let start = usize::try_from(now.now_ms() / 1000).unwrap_or(0) % keys.len().max(1);
         let mut woken = 0;
         for name in keys.iter().cycle().skip(start).take(limit.min(keys.len())) {
-            woken += self.sweep_key(name, now.now_ms() - keep_ms, now.now_ms()).await?;
+            woken += self
+                .sweep_key(name, now.now_ms() - keep_ms, now.now_ms())
+                .await?;
         }
         Ok(woken)
     }

@@ -114,14 +114,22 @@ mod tests {
         assert_eq!(order.fill(b, step("b")), []);
         assert_eq!(order.fate(b), Fate::Held);
         assert_eq!(order.fill(a, step("a")), [step("a"), step("b")]);
-        assert_eq!((order.fate(a), order.fate(b)), (Fate::Recorded, Fate::Recorded));
+        assert_eq!(
+            (order.fate(a), order.fate(b)),
+            (Fate::Recorded, Fate::Recorded)
+        );
         assert_eq!(order.pending(), 0);
     }
 
     #[test]
     fn a_slot_given_up_takes_the_ones_after_it_along() {
         let mut order = Order::default();
-        let (a, b, c, d) = (order.reserve(), order.reserve(), order.reserve(), order.reserve());
+        let (a, b, c, d) = (
+            order.reserve(),
+            order.reserve(),
+            order.reserve(),
+            order.reserve(),
+        );
         assert_eq!(order.fill(a, step("a")), [step("a")]);
         assert_eq!(order.fill(c, step("c")), []);
         assert_eq!(order.give_up(b), [step("c")]);

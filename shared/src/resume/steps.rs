@@ -475,7 +475,10 @@ impl Steps {
         drop(inner);
         self.0.recorded.notify_waiters();
         // A sleep or wait the handler suspended in can no longer be recorded.
-        if let Some(lost) = lost.iter().find(|e| !matches!(e, Entry::Step { .. } | Entry::Patch { .. })) {
+        if let Some(lost) = lost
+            .iter()
+            .find(|e| !matches!(e, Entry::Step { .. } | Entry::Patch { .. }))
+        {
             self.fatal(format!(
                 "{} was asked while a step asked before it still ran, and that step ended \
                  without a result: await steps before a sleep or a wait",
