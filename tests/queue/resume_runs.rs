@@ -369,3 +369,54 @@ async fn a_swallowed_sleep_sends_the_task_to_the_dead_letters_saying_so() {
         assert_eq!(record["reason"], reason, "{record}");
     }
 }
+
+/// A worker's drain lasts while tasks keep coming, so "another run" is its next drain or, in
+/// a drain that goes on, a pass after the time an idle worker waits between drains
+/// (`WORKER_IDLE_CHECK`): a task it stopped is taken again then, not starved for the drain's
+/// life, and not claimed again before. The time passes by the clock the run reads, moved by
+/// the task that keeps the drain busy.
+#[tokio::test]
+async fn a_worker_drain_takes_a_task_it_stopped_again_after_its_idle_wait() {
+    let t = TestQueue::new().await;
+    let session = event_bridge::Session::open(t.config.clone(), "worker", None)
+        .await
+        .unwrap();
+    let stopper = publish(&t, Envelope::new("stop-once", json!({}))).await;
+    publish(&t, Envelope::new("busy", json!({}))).await;
+    let deliveries = Arc::new(Mutex::new(Vec::<String>::new()));
+    let queue = t.queue.clone();
+    let handler = FnHandler(|task: Task| {
+        let (seen, queue) = (deliveries.clone(), queue.clone());
+        async move {
+            seen.lock().unwrap().push(task.envelope.event_type.clone());
+            match task.envelope.event_type.as_str() {
+                "stop-once" if task.steps.checkpointed::<u32>().is_none() => {
+                    Err(task.steps.suspend_with(Some(json!(1)), Then::Now))
+                }
+                "busy" => {
+                    // More work keeps the drain going, while the clock moves past the wait.
+                    let idle = event_bridge::worker::WORKER_IDLE_CHECK;
+                    tokio::time::pause();
+                    tokio::time::advance(idle + Duration::from_millis(1)).await;
+                    tokio::time::resume();
+                    let more = Envelope::new("plain", json!({}));
+                    queue.publish_many(&[more]).await.unwrap();
+                    Ok(())
+                }
+                _ => Ok(()),
+            }
+        }
+    });
+    let stop = tokio::sync::watch::channel(false).1;
+    let refill = tokio::sync::Notify::new();
+    let report = process::run_refilling(&session, &handler, &options(10, 1), &stop, Some(&refill))
+        .await
+        .unwrap();
+    let seen = deliveries.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        ["stop-once", "busy", "stop-once", "plain"],
+        "{report:?}"
+    );
+    assert_eq!(state_of(&t, &stopper).await.0, None, "completed");
+}

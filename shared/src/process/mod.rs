@@ -383,9 +383,9 @@ struct Run<'a, H> {
     limited: std::sync::Mutex<Limited>,
     /// The run's own id, in its log events (a consumer's id may serve many runs).
     id: String,
-    /// Tasks this run gave back to resume at once in another run: it claims them no more
-    /// (`suspend.rs`).
-    resume_elsewhere: std::sync::Mutex<HashSet<String>>,
+    /// Tasks this run gave back to resume at once in another run, and when: it claims them no
+    /// more (a refilling run, for a while: `suspend.rs`).
+    resume_elsewhere: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
 }
 
 impl<H> Run<'_, H> {

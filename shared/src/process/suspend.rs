@@ -10,6 +10,8 @@
 //!   `delayed/` until its timeout, registered under each key in the same multi-op, which also
 //!   checks each key's version as read (a signal sent meanwhile fails it, and it reads again).
 
+use tokio::time::Instant;
+
 use super::Run;
 use super::send::Sent;
 use super::task_steps::Ran;
@@ -77,13 +79,23 @@ impl<H> Run<'_, H> {
         tracing::info!(task = %name, run = %self.id, consumer = %self.queue().consumer_id(),
             reason = why, steps_done, "released to resume in another run");
         let mut elsewhere = self.resume_elsewhere.lock().expect("not poisoned");
-        elsewhere.insert(name.to_string());
+        elsewhere.insert(name.to_string(), Instant::now());
     }
 
-    /// Whether this run gave task `name` back to resume in another run.
+    /// Whether this run gave task `name` back to resume in another run, and leaves it to one.
+    /// A refilling run (a worker's drain) lasts while tasks keep coming, so its "another run"
+    /// is a pass after the time an idle worker waits between drains
+    /// ([`crate::worker::WORKER_IDLE_CHECK`]): not starved for the drain's life.
     pub(super) fn resumes_elsewhere(&self, name: &str) -> bool {
-        let elsewhere = self.resume_elsewhere.lock().expect("not poisoned");
-        !elsewhere.is_empty() && elsewhere.contains(name)
+        let mut elsewhere = self.resume_elsewhere.lock().expect("not poisoned");
+        let Some(since) = elsewhere.get(name) else {
+            return false;
+        };
+        if self.refill.is_some() && since.elapsed() >= crate::worker::WORKER_IDLE_CHECK {
+            elsewhere.remove(name);
+            return false;
+        }
+        true
     }
 
     /// Gives back a task that waits for any one of `keys` until `until_ms`.
