@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use event_bridge::inspect::{self, Status};
-use event_bridge::queue::{Outcome, PublishOptions, Published, Signalled};
+use event_bridge::queue::{Outcome, PublishOptions, Published};
 use event_bridge::{Envelope, Error, Queue};
 use platform::HttpReply;
 use platform::intake::{Batch, Refused, read_batch};
@@ -95,10 +95,7 @@ pub async fn publish(app: &App, body: &[u8], path: &str, time_left: Duration) ->
 async fn signal(app: &App, key: &str, payload: &Value) -> HttpReply {
     let queue = app.session.queue();
     match queue.signals().signal(key, payload).await {
-        Ok(Signalled::Delivered { task }) => {
-            HttpReply::accepted(json!({ "signal": key, "delivered": { "task": task } }))
-        }
-        Ok(_) => HttpReply::accepted(json!({ "signal": key, "kept": true })),
+        Ok(sent) => HttpReply::accepted(sent.answer(key)),
         Err(e @ Error::Signal { .. }) => HttpReply::bad_request(&e.to_string()),
         Err(e) => {
             tracing::error!(error = %e, key, "signal over HTTP failed");

@@ -180,6 +180,8 @@ async fn run_with<H: Handler>(
         settle_by: options.deadline - options.margin / 4,
         restraints: std::sync::RwLock::new((restraints, Instant::now())),
         limited: std::sync::Mutex::new(Limited::default()),
+        id: (0..8).map(|_| fastrand::alphanumeric()).collect(),
+        resume_elsewhere: std::sync::Mutex::default(),
     };
     let (promoted, fired, failed) = run.before_passes(debounced).await?;
     (report.schedules_fired, report.schedules_failed) = (fired, failed);
@@ -379,6 +381,11 @@ struct Run<'a, H> {
     restraints: std::sync::RwLock<(Restraints, Instant)>,
     /// Tasks found over their route's limit.
     limited: std::sync::Mutex<Limited>,
+    /// The run's own id, in its log events (a consumer's id may serve many runs).
+    id: String,
+    /// Tasks this run gave back to resume at once in another run, and when: it claims them no
+    /// more (a refilling run, for a while: `suspend.rs`).
+    resume_elsewhere: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
 }
 
 impl<H> Run<'_, H> {

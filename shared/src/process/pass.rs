@@ -279,11 +279,13 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
             .as_ref()
             .map_or(0, |walk| walk.contiguous_through());
         for probed in found.into_iter().flatten() {
+            // Given back by this run to resume in another: to this run, as if another held it.
+            let elsewhere = self.run.resumes_elsewhere(&probed.name);
             if let Some((group, id)) = grouped(&probed.read) {
                 let found = Found {
                     group,
                     id,
-                    held: probed.lease.is_some(),
+                    held: probed.lease.is_some() || elsewhere,
                     contiguous: probed.number < contiguous,
                 };
                 let admitted = self.groups.admit(found, (probed.name, probed.read));
@@ -297,7 +299,7 @@ impl<'r, 'a, H: Handler> Pass<'r, 'a, H> {
                 held += 1;
                 continue;
             }
-            if self.passed_over.contains(&probed.name) {
+            if elsewhere || self.passed_over.contains(&probed.name) {
                 continue;
             }
             if let TaskRead::Unreadable(_) = probed.read {

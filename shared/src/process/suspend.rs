@@ -1,21 +1,26 @@
 //! A resumable handler that suspended ([`HandlerError::Suspended`](crate::HandlerError)) is
 //! given back with its record, no attempt counted:
 //!
-//! - stopping: in place, to resume at once in another run;
+//! - stopping: in place, to resume at once in another run: the run that gave it back claims
+//!   it no more (another run, or the next invocation, takes it at once);
 //! - asleep: under `delayed/` until the sleep ends;
 //! - waiting for signals: a signal already kept for one of its keys is consumed in the
-//!   release's multi-op, and the task stays in place with it; otherwise it waits under
+//!   release's multi-op, with a note of it for its signaller, and the task stays in place
+//!   with it; otherwise it waits under
 //!   `delayed/` until its timeout, registered under each key in the same multi-op, which also
 //!   checks each key's version as read (a signal sent meanwhile fails it, and it reads again).
 
+use tokio::time::Instant;
+
 use super::Run;
 use super::send::Sent;
+use super::task_steps::Ran;
 use super::task_steps::outcome;
 use crate::error::Result;
 use crate::layout::delay_bucket_of;
 use crate::queue::{
     CANCELLED, Extra, GiveBack, Lease, Look, Queue, Settled, TaskOutcome, Tries, Waiter,
-    waiter_name, waiting_name,
+    taken_note, waiter_name, waiting_name,
 };
 use crate::resume::{Suspend, WaitOutcome};
 
@@ -28,12 +33,69 @@ impl<H> Run<'_, H> {
             ..GiveBack::default()
         };
         let (lease, back) = match lease.task.steps.suspended().unwrap_or(Suspend::Now) {
-            Suspend::Now => (lease, back(None)),
+            Suspend::Now => return self.stop(lease).await,
             Suspend::Sleep { until_ms } => (lease, back(Some(until_ms.max(now_ms + 1)))),
             Suspend::Wait { keys, until_ms } => return self.wait(lease, &keys, until_ms).await,
         };
         let raced = "a release without a feature's writes cannot race";
         Ok(self.give_back(lease, back).await?.expect(raced))
+    }
+
+    /// Gives back a task claimed before the sleep or wait its record is in ended (`again`):
+    /// suspended in it again without running its handler.
+    pub(super) async fn suspend_again(&self, mut lease: Lease, again: Suspend) -> Result<Ran> {
+        let name = lease.task.name.clone();
+        let (until_ms, keys) = match &again {
+            Suspend::Sleep { until_ms } => (*until_ms, None),
+            Suspend::Wait { keys, until_ms } => (*until_ms, Some(keys.join(","))),
+            Suspend::Now => (0, None),
+        };
+        tracing::info!(task = %name, run = %self.id, until_ms, keys, now_ms = self.now.now_ms(),
+            "back before its sleep or wait ended: suspended in it again, its handler not run");
+        self.queue().gates().free_slots(&lease.take_slots()).await;
+        let outcome = self.suspend(lease).await?;
+        Ok(Ran::Settled(outcome, true, name))
+    }
+
+    /// Gives back in place a task whose handler stopped, to resume at once in another run.
+    async fn stop(&self, lease: Lease) -> Result<TaskOutcome> {
+        let name = lease.task.name.clone();
+        let steps_done = lease.task.steps.steps_done();
+        let raced = "a release without a feature's writes cannot race";
+        let outcome = self
+            .give_back(lease, GiveBack::default())
+            .await?
+            .expect(raced);
+        self.for_another_run(&name, "stopped", steps_done, &outcome);
+        Ok(outcome)
+    }
+
+    /// Notes that task `name`, given back with `outcome` in place to resume at once, is for
+    /// another run to claim (`why`: what gave it back).
+    fn for_another_run(&self, name: &str, why: &str, steps_done: usize, outcome: &TaskOutcome) {
+        if !matches!(outcome, TaskOutcome::Suspended) {
+            return;
+        }
+        tracing::info!(task = %name, run = %self.id, consumer = %self.queue().consumer_id(),
+            reason = why, steps_done, "released to resume in another run");
+        let mut elsewhere = self.resume_elsewhere.lock().expect("not poisoned");
+        elsewhere.insert(name.to_string(), Instant::now());
+    }
+
+    /// Whether this run gave task `name` back to resume in another run, and leaves it to one.
+    /// A refilling run (a worker's drain) lasts while tasks keep coming, so its "another run"
+    /// is a pass after the time an idle worker waits between drains
+    /// ([`crate::worker::WORKER_IDLE_CHECK`]): not starved for the drain's life.
+    pub(super) fn resumes_elsewhere(&self, name: &str) -> bool {
+        let mut elsewhere = self.resume_elsewhere.lock().expect("not poisoned");
+        let Some(since) = elsewhere.get(name) else {
+            return false;
+        };
+        if self.refill.is_some() && since.elapsed() >= crate::worker::WORKER_IDLE_CHECK {
+            elsewhere.remove(name);
+            return false;
+        }
+        true
     }
 
     /// Gives back a task that waits for any one of `keys` until `until_ms`.
@@ -56,8 +118,10 @@ impl<H> Run<'_, H> {
                         .task
                         .steps
                         .end_wait(Some(WaitOutcome::Signal { key, payload }));
+                    // A note of it for its signaller, who may not have answered yet.
+                    let (note, data) = taken_note(&path, &lease.task.name);
                     GiveBack {
-                        extra: vec![Extra::Delete(path)],
+                        extra: vec![Extra::Delete(path), Extra::Create(note, data)],
                         ..GiveBack::default()
                     }
                 }
@@ -74,11 +138,11 @@ impl<H> Run<'_, H> {
         // Signals kept racing the registration, or could not be read: it asks for the wait
         // again on its next run.
         lease.task.steps.retract_wait();
+        let (name, steps_done) = (lease.task.name.clone(), lease.task.steps.steps_done());
         let back = GiveBack::default();
-        Ok(self
-            .give_back(lease, back)
-            .await?
-            .unwrap_or(TaskOutcome::LeaseLost))
+        let outcome = (self.give_back(lease, back).await?).unwrap_or(TaskOutcome::LeaseLost);
+        self.for_another_run(&name, "wait taken back", steps_done, &outcome);
+        Ok(outcome)
     }
 
     /// What each of `keys` holds: its version and its oldest signal.

@@ -112,9 +112,13 @@ impl<H: Handler> Run<'_, H> {
     /// Runs a claimed task, and settles it unless it succeeded.
     pub(super) async fn run_claimed(&self, mut lease: Lease, claimed_at: Instant) -> Result<Ran> {
         tracing::debug!(task = %lease.task.name, attempt = lease.task.attempt(),
-            consumer = %self.queue().consumer_id(), fencing_token = lease.task.fencing_token,
+            consumer = %self.queue().consumer_id(), run = %self.id,
+            fencing_token = lease.task.fencing_token,
             traceparent = lease.task.envelope.traceparent.as_deref(), "task claimed");
         let name = lease.task.name.clone();
+        if let Some(again) = lease.task.steps.suspended_until(self.now.now_ms()) {
+            return self.suspend_again(lease, again).await;
+        }
         let started = Instant::now();
         let span = crate::traces::attempt_span(self.queue().layout().root(), &lease.task);
         let ended = (self.run_handler(&mut lease, claimed_at))
@@ -123,8 +127,12 @@ impl<H: Handler> Run<'_, H> {
         // Before its places are freed: whatever the handler sent is given up on by now (the
         // contract checker reads this line to know when a request stopped counting).
         tracing::debug!(task = %name, fencing_token = lease.task.fencing_token, "handler ended");
+        if let Ok(HandlerEnd::Finished(result)) = &ended {
+            let suspended = matches!(result, Err(HandlerError::Suspended));
+            lease.task.steps.check_returned(suspended);
+        }
         // A resumable handler that cannot go on (a non-deterministic resume, a record over
-        // its cap) fails loudly, whatever it returned.
+        // its cap, a suspension swallowed) fails loudly, whatever it returned.
         let ended = match (ended, lease.task.steps.failed()) {
             (Ok(HandlerEnd::Finished(_)), Some(reason)) => {
                 Ok(HandlerEnd::Finished(Err(HandlerError::Permanent(reason))))
@@ -169,13 +177,21 @@ impl<H: Handler> Run<'_, H> {
     }
 
     /// Releases a task whose handler was stopped, without counting the attempt. A stop at the
-    /// deadline counts as an interruption; at `MAX_INTERRUPTIONS` the task goes to the dead
-    /// letters instead of taking every run's time again.
+    /// deadline counts as an interruption, unless the run recorded a step of the task (or its
+    /// checkpoint): that run made progress, and the count starts again. At
+    /// `MAX_INTERRUPTIONS` in a row the task goes to the dead letters instead of taking every
+    /// run's time again.
     async fn release_unfinished(&self, mut lease: Lease, deadline: bool) -> Result<TaskOutcome> {
         if deadline {
+            let progressed = lease.task.steps.progressed();
             let envelope = &mut lease.task.envelope;
-            envelope.interruptions += 1;
+            envelope.interruptions = match progressed {
+                true => 0,
+                false => envelope.interruptions + 1,
+            };
             let interruptions = envelope.interruptions;
+            tracing::info!(task = %lease.task.name, run = %self.id, progressed, interruptions,
+                steps_done = lease.task.steps.steps_done(), "cut at the run's deadline");
             if interruptions >= self.queue().settings().max_interruptions {
                 let reason = format!("did not finish within a run's time, {interruptions} times");
                 return self.bury(lease, &reason, None).await;

@@ -149,8 +149,11 @@ pub use record::CANCELLED;
 #[cfg(feature = "schedule")]
 pub use schedule_store::{Schedules, SlotTaken, StoredSchedule};
 pub use settings::Settings;
-pub(crate) use signals::{Look, Waiter, waiter_name};
-pub use signals::{MAX_SIGNAL_KEY_NAME_BYTES, Signalled, Signals, check_key as check_signal_key};
+pub(crate) use signals::{Look, Waiter, taken_note, waiter_name};
+pub use signals::{
+    MAX_SIGNAL_KEY_NAME_BYTES, SIGNALLER_GRACE_MS, Signalled, Signals,
+    check_key as check_signal_key,
+};
 pub use slots::{SlotShare, claim_token, tasks_in as slot_tasks};
 pub use start::Start;
 pub use walk::{WIDEST, WINDOW, Walk, names_task};

@@ -5,13 +5,24 @@
 //! signals/<key>/s-<sequence>            a signal not consumed yet: {"payload": …}
 //! signals/<key>/w-<since>~<task name>   a task waiting for the key: {"waiting": <its path
 //!                                       under delayed/>, "keys": [every key it waits for]}
+//! signals/<key>/d-<sequence>            signal s-<sequence> was taken by a wait, for its
+//!                                       signaller to read: {"task": <its name>}
 //! ```
 //!
 //! A signal is consumed exactly once, in the multi-op that moves a waiting task back to its
-//! lane with the signal's payload in its record ([`Signals::deliver`]) or that releases the
-//! task that asked for the wait with it ([`crate::process`]): that multi-op deletes the
-//! signal, so two consumers cannot both land. Signals and waits pair oldest first: a key two
-//! tasks wait for wakes the one that waited first, and its next signal the other.
+//! lane with the signal's payload in its record (its delivery) or that releases the task that
+//! asked for the wait with it ([`crate::process`]): that multi-op deletes the signal, so two
+//! consumers cannot both land. Signals and waits pair oldest first: a key two tasks wait for
+//! wakes the one that waited first, and its next signal the other.
+//!
+//! Each signaller delivers its own signal, and only it: to the waiter whose turn among the
+//! key's waiters is its signal's turn among the key's signals (the n-th oldest signal to the
+//! n-th oldest waiter), or it is kept when there is no such waiter. Signallers that race so
+//! take different waiters, and each answers with the task that got its own payload. A wait
+//! that takes a kept signal leaves a note of it (`d-`) in the same multi-op, so a signaller
+//! that finds its signal gone reads who took it. The reaper delivers only what a signaller
+//! left for [`SIGNALLER_GRACE_MS`] (it stopped between its two writes), and deletes notes that
+//! old.
 //!
 //! No signal is lost to a wait registered at the same time: the wait's multi-op checks the
 //! key's version as read when it found no signal, and a signal's multi-op raises it, so a
@@ -40,16 +51,44 @@ pub const MAX_SIGNAL_KEY_NAME_BYTES: usize = 200;
 
 const SIGNAL_PREFIX: &str = "s-";
 const WAITER_PREFIX: &str = "w-";
+const NOTE_PREFIX: &str = "d-";
+
+/// How long a signal is its signaller's to deliver: the reaper delivers one only once it is
+/// this old, and a note of a signal a wait took is kept this long for the signaller to read. A
+/// signaller delivers its own within moments; one this late stopped between its writes.
+pub const SIGNALLER_GRACE_MS: i64 = 60_000;
 
 /// How many signals one delivery hands out, at most, before it returns.
 const DELIVER_PER_CALL: usize = 64;
 
-/// Refuses a key no signal can have.
+/// Refuses a key no signal can have: empty, with a control character, or too long a name.
 pub fn check_key(key: &str) -> std::result::Result<(), String> {
     if key.is_empty() {
         return Err("a signal's key is empty".into());
     }
+    if let Some((at, c)) = key.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(format!(
+            "a signal's key has a control character (U+{:04X}) at byte {at}: a key is \
+             printable text",
+            c as u32
+        ));
+    }
     crate::task::fits_as_name("key", key, MAX_SIGNAL_KEY_NAME_BYTES)
+}
+
+/// The note a wait that takes the signal at `signal` leaves for its signaller: its path and
+/// data, naming task `task`.
+pub(crate) fn taken_note(signal: &str, task: &str) -> (String, Vec<u8>) {
+    let (key, name) = signal.rsplit_once('/').unwrap_or(("", signal));
+    let sequence = name.strip_prefix(SIGNAL_PREFIX).unwrap_or(name);
+    let data = serde_json::to_vec(&Note { task: task.into() }).unwrap_or_default();
+    (format!("{key}/{NOTE_PREFIX}{sequence}"), data)
+}
+
+/// A note of a signal a wait took.
+#[derive(Serialize, Deserialize)]
+struct Note {
+    task: String,
 }
 
 /// A signal, as kept.
@@ -76,10 +115,24 @@ pub(crate) fn waiter_name(since_ms: i64, name: &str) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Signalled {
-    /// A waiting task took it: back in its lane under this name.
+    /// A waiting task took its payload: back in its lane under this name.
     Delivered { task: String },
-    /// No task waits for its key: kept for the first wait, for `SIGNAL_KEEP_MS`.
+    /// No task waiting had its turn for it: kept for the first wait, for `SIGNAL_KEEP_MS`.
     Kept,
+}
+
+impl Signalled {
+    /// The answer to signal `key`, as the HTTP door and the command give it
+    /// (`SignalAnswer` in `docs/openapi.yaml`): `{"signal": key, "delivered": {"task": name}}`
+    /// or `{"signal": key, "kept": true}`.
+    pub fn answer(&self, key: &str) -> Value {
+        match self {
+            Signalled::Delivered { task } => {
+                serde_json::json!({ "signal": key, "delivered": { "task": task } })
+            }
+            Signalled::Kept => serde_json::json!({ "signal": key, "kept": true }),
+        }
+    }
 }
 
 /// What a wait about to be registered found of a key.
@@ -132,12 +185,16 @@ impl Signals<'_> {
         for _ in 0..super::Tries::Few.most() {
             self.ensure_key(&key_path).await?;
             match self.commit("signal", &multi).await? {
-                Ok(_) => {
-                    let woken = self.deliver(key).await?;
-                    return Ok(woken
-                        .into_iter()
-                        .next()
-                        .map_or(Signalled::Kept, |task| Signalled::Delivered { task }));
+                Ok(results) => {
+                    let created = match multi.result(&results, Part::Signal) {
+                        Some(zk::MultiWriteResult::Create { path, .. }) => path.clone(),
+                        _ => return Err(Error::zk("signal", prefix, zk::Error::NoNode)),
+                    };
+                    let name = created.rsplit('/').next().unwrap_or_default();
+                    let own = format!("{key_path}/{name}");
+                    let sent = self.hand_over(key, &own).await?;
+                    tracing::info!(key, signal = %name, answer = ?sent, "signal sent");
+                    return Ok(sent);
                 }
                 // The key was swept away between: made again.
                 Err(failed) if failed.error == zk::Error::NoNode => continue,
@@ -209,11 +266,55 @@ impl Signals<'_> {
         }
     }
 
-    /// Hands `key`'s signals to its waiting tasks, oldest to oldest, while both are there; the
-    /// tasks woken (by their new names).
-    pub async fn deliver(self, key: &str) -> Result<Vec<String>> {
+    /// Delivers signal `own` of `key` (a path) to the waiter whose turn is its turn, or keeps
+    /// it when there is none; when it is gone already, a wait took it (its note says which).
+    async fn hand_over(self, key: &str, own: &str) -> Result<Signalled> {
         let key_path = self.layout().signal_key(key);
-        let mut woken = Vec::new();
+        let name = own.rsplit('/').next().unwrap_or_default();
+        for _ in 0..DELIVER_PER_CALL {
+            let children = match self.client().list_children(&key_path).await {
+                Ok(children) => children,
+                Err(zk::Error::NoNode) => Vec::new(),
+                Err(e) => return Err(Error::zk("list", key_path, e)),
+            };
+            let signals = sorted(&children, SIGNAL_PREFIX);
+            let Some(turn) = signals.iter().position(|s| *s == name) else {
+                return self.taken(own).await;
+            };
+            let Some(waiter) = sorted(&children, WAITER_PREFIX).get(turn).copied() else {
+                return Ok(Signalled::Kept);
+            };
+            let waiter = format!("{key_path}/{waiter}");
+            if let Woken::Task(task) = self.wake(key, own, &waiter).await? {
+                return Ok(Signalled::Delivered { task });
+            }
+        }
+        // Registrations kept going stale under it: kept, for the next wait or the reaper.
+        Ok(Signalled::Kept)
+    }
+
+    /// What came of signal `own`, gone before its signaller delivered it: the task a wait's
+    /// note names (the note then deleted), or kept when there is none (a wait took it after
+    /// it was kept).
+    async fn taken(self, own: &str) -> Result<Signalled> {
+        let (note, _) = taken_note(own, "");
+        match self.client().get_data(&note).await {
+            Ok((data, _)) => {
+                let _ = self.client().delete(&note, None).await;
+                Ok(serde_json::from_slice::<Note>(&data)
+                    .map_or(Signalled::Kept, |n| Signalled::Delivered { task: n.task }))
+            }
+            Err(zk::Error::NoNode) => Ok(Signalled::Kept),
+            Err(e) => Err(Error::zk("get", note, e)),
+        }
+    }
+
+    /// Hands `key`'s signals sent before `before_ms` (left by signallers that stopped between
+    /// their writes) to its waiting tasks, oldest to oldest, while both are there; how many
+    /// tasks it woke.
+    async fn deliver_left(self, key: &str, before_ms: i64) -> Result<usize> {
+        let key_path = self.layout().signal_key(key);
+        let mut woken = 0;
         for _ in 0..DELIVER_PER_CALL {
             let children = match self.client().list_children(&key_path).await {
                 Ok(children) => children,
@@ -231,8 +332,14 @@ impl Signals<'_> {
                 format!("{key_path}/{signal}"),
                 format!("{key_path}/{waiter}"),
             );
-            if let Woken::Task(name) = self.wake(key, &signal, &waiter).await? {
-                woken.push(name);
+            // Younger: still its signaller's to deliver (and so are those after it).
+            match self.client().check_stat(&signal).await {
+                Ok(Some(stat)) if stat.ctime >= before_ms => break,
+                Ok(_) => {}
+                Err(e) => return Err(Error::zk("stat", signal, e)),
+            }
+            if let Woken::Task(_) = self.wake(key, &signal, &waiter).await? {
+                woken += 1;
             }
         }
         Ok(woken)
@@ -309,8 +416,9 @@ impl Signals<'_> {
 
     /// The reaper's look at up to `limit` keys (a sample that moves with the clock): signals
     /// kept longer than `keep_ms` deleted, registrations whose task no longer waits removed,
-    /// signals delivered that a signaller that stopped half-way left, and empty keys older
-    /// than `keep_ms` deleted. How many tasks it woke.
+    /// signals delivered that a signaller that stopped half-way left (once they are
+    /// [`SIGNALLER_GRACE_MS`] old, as notes that old are deleted), and empty keys older than
+    /// `keep_ms` deleted. How many tasks it woke.
     pub async fn sweep(self, now: &ZkTime, keep_ms: i64, limit: usize) -> Result<usize> {
         let parent = self.layout().signals();
         let keys = match self.client().list_children(&parent).await {
@@ -321,12 +429,14 @@ impl Signals<'_> {
         let start = usize::try_from(now.now_ms() / 1000).unwrap_or(0) % keys.len().max(1);
         let mut woken = 0;
         for name in keys.iter().cycle().skip(start).take(limit.min(keys.len())) {
-            woken += self.sweep_key(name, now.now_ms() - keep_ms).await?;
+            woken += self
+                .sweep_key(name, now.now_ms() - keep_ms, now.now_ms())
+                .await?;
         }
         Ok(woken)
     }
 
-    async fn sweep_key(self, name: &str, before_ms: i64) -> Result<usize> {
+    async fn sweep_key(self, name: &str, before_ms: i64, now_ms: i64) -> Result<usize> {
         let key_path = format!("{}/{name}", self.layout().signals());
         let (children, stat) = match self.client().get_children(&key_path).await {
             Ok(read) => read,
@@ -352,6 +462,15 @@ impl Signals<'_> {
                 let _ = self.client().delete(&path, Some(stat.version)).await;
             }
         }
+        let noted_before = now_ms - SIGNALLER_GRACE_MS;
+        for note in sorted(&children, NOTE_PREFIX) {
+            let path = format!("{key_path}/{note}");
+            if let Ok(Some(stat)) = self.client().check_stat(&path).await
+                && stat.ctime < noted_before
+            {
+                let _ = self.client().delete(&path, Some(stat.version)).await;
+            }
+        }
         for waiter in sorted(&children, WAITER_PREFIX) {
             let path = format!("{key_path}/{waiter}");
             let registered = match self.waiter(&path).await? {
@@ -368,7 +487,7 @@ impl Signals<'_> {
                 self.unregister(&registrations).await?;
             }
         }
-        Ok(self.deliver(&decode_segment(name)).await?.len())
+        self.deliver_left(&decode_segment(name), noted_before).await
     }
 }
 
@@ -396,4 +515,28 @@ fn signalled(body: &[u8], name: &str, outcome: WaitOutcome) -> Option<Vec<u8>> {
     envelope.retry_at = None;
     envelope.moved_from.push(name.to_string());
     envelope.to_bytes().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_note_of_a_signal_taken_sits_beside_it_under_its_sequence() {
+        let (path, data) = taken_note("/q/signals/order-7/s-0000000042", "task-0000000003");
+        assert_eq!(path, "/q/signals/order-7/d-0000000042");
+        let note: Note = serde_json::from_slice(&data).unwrap();
+        assert_eq!(note.task, "task-0000000003");
+    }
+
+    #[test]
+    fn a_key_with_a_control_character_names_it_and_where() {
+        let problem = check_key("order\n7").unwrap_err();
+        assert_eq!(
+            problem,
+            "a signal's key has a control character (U+000A) at byte 5: a key is printable text"
+        );
+        assert!(check_key("order/7 ü").is_ok());
+        assert!(check_key("").is_err());
+    }
 }

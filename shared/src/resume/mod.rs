@@ -3,12 +3,14 @@
 //!
 //! - [`record`]: what a task has done so far, kept in its envelope (`resume`), and its replay.
 //! - [`steps`]: [`Steps`], the handle a handler asks for its work through.
+//! - `order`: new work recorded in the order it was asked for (steps awaited together).
 //!
 //! The holder's side is in the core: an extension writes the record
 //! ([`crate::Queue::extend`]), a release carries it ([`crate::Queue::release`]), and a
 //! run answers a suspended handler ([`crate::process`]). Signals are the
 //! [`crate::queue::Signals`] recipe.
 
+mod order;
 pub mod record;
 pub mod steps;
 

@@ -104,7 +104,8 @@ impl Entry {
 }
 
 impl Ask<'_> {
-    fn label(&self) -> String {
+    /// How an error names it, as [`Entry::label`] does.
+    pub(crate) fn label(&self) -> String {
         match self {
             Ask::Step(name) => format!("step {name:?}"),
             Ask::Sleep => "sleep".into(),

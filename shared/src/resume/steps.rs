@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use super::order::{Fate, Order};
 use super::record::{Ask, Entry, Record, Replayed, WaitOutcome};
 use crate::clock::ZkTime;
 use crate::handler::HandlerError;
@@ -39,6 +40,8 @@ struct Shared {
     flush: Notify,
     /// The handler asked for something for the first time.
     first_used: Notify,
+    /// Entries held for the steps asked before them went to the record, or were dropped.
+    recorded: Notify,
     /// What the holder wrote: the record as of change n, or the lease lost.
     written: watch::Sender<Written>,
 }
@@ -49,6 +52,7 @@ impl Default for Shared {
             inner: Mutex::default(),
             flush: Notify::new(),
             first_used: Notify::new(),
+            recorded: Notify::new(),
             written: watch::channel(Written::Upto(0)).0,
         }
     }
@@ -65,8 +69,12 @@ struct Inner {
     record: Record,
     /// Whether the task had a record, or the handler asked for anything.
     used: bool,
-    /// The next position to replay.
+    /// The next position to replay, or to take for new work.
     cursor: usize,
+    /// New work asked for and not yet in the record, in the order asked ([`super::order`]).
+    order: Order,
+    /// Whether this run recorded a step or kept a checkpoint: progress.
+    progressed: bool,
     /// Changes made to the record so far.
     changes: u64,
     suspend: Option<Suspend>,
@@ -116,6 +124,17 @@ pub enum Suspend {
     Wait { keys: Vec<String>, until_ms: i64 },
 }
 
+impl Suspend {
+    /// What holds the task for a time (`sleep`, `wait`); none for a stop.
+    fn holds_time(&self) -> Option<&'static str> {
+        match self {
+            Suspend::Now => None,
+            Suspend::Sleep { .. } => Some("sleep"),
+            Suspend::Wait { .. } => Some("wait"),
+        }
+    }
+}
+
 impl PartialEq for Steps {
     /// Every handle compares equal: the record is part of the envelope, not of the handle.
     fn eq(&self, _: &Self) -> bool {
@@ -143,6 +162,11 @@ impl Steps {
     /// running it. The result is written before this returns. When the run is stopping, a new
     /// step does not start: the handler is suspended, to resume in another run.
     ///
+    /// Steps awaited together (`tokio::join!`) are recorded in the order they were called,
+    /// whichever finishes first, so a replay meets them in the same order: one that finishes
+    /// before a step called earlier returns once that one is recorded too. When a step called
+    /// earlier fails (or is dropped), the steps called after it are not recorded in this run.
+    ///
     /// # Errors
     /// - what `work` returned (nothing is recorded);
     /// - [`HandlerError::Suspended`] when stopping;
@@ -164,12 +188,18 @@ impl Steps {
         if self.stopping() {
             return Err(self.stop());
         }
+        // Its place in the record is taken now, when it is asked for, whenever it finishes.
+        let slot = self.reserve();
         let value = work.await?;
         let result = serde_json::to_value(&value)
             .map_err(|e| self.fatal(format!("step {name:?} returned what is not JSON: {e}")))?;
         let name = name.to_string();
-        self.append(Entry::Step { name, result })?;
-        self.written().await?;
+        let id = slot.fill(Entry::Step { name, result })?;
+        match self.recorded(id).await {
+            // A step asked before it ended without a result: this one runs again next time.
+            Fate::Dropped => {}
+            _ => self.written().await?,
+        }
         Ok(value)
     }
 
@@ -178,6 +208,7 @@ impl Steps {
     ///
     /// # Errors
     /// [`HandlerError::Suspended`] the first time (return it), a mismatch as for `step`.
+    #[must_use = "a sleep suspends the handler: return the error it gives (`steps.sleep(d).await?`)"]
     pub async fn sleep(&self, duration: Duration) -> Result<(), HandlerError> {
         if self.ask(&Ask::Sleep)?.is_some() {
             return Ok(());
@@ -193,6 +224,7 @@ impl Steps {
     /// # Errors
     /// [`HandlerError::Suspended`] until the wait ended (return it); a mismatch as for
     /// `step`; keys that cannot be waited for ([`HandlerError::Permanent`]).
+    #[must_use = "a wait suspends the handler: return the error it gives (`steps.wait_for(..).await?`)"]
     pub async fn wait_for<K: AsRef<str>>(
         &self,
         keys: &[K],
@@ -252,6 +284,7 @@ impl Steps {
             self.use_it(&mut inner);
             inner.record.checkpoint = Some(value);
             inner.changes += 1;
+            inner.progressed = true;
         }
         self.check_size("checkpoint")?;
         self.written().await
@@ -275,7 +308,9 @@ impl Steps {
                 .is_some_and(|b| Instant::now() >= b.stop_at)
     }
 
-    /// Suspends the handler to resume at once in another run: return what this returns.
+    /// Suspends the handler to resume at once in another run: return what this returns. The
+    /// run that stopped it does not claim it again.
+    #[must_use = "stop suspends the handler only when its error is returned (`Err(steps.stop())`)"]
     pub fn stop(&self) -> HandlerError {
         self.suspend(Suspend::Now)
     }
@@ -284,6 +319,7 @@ impl Steps {
     /// lower-level way in, for a handler that keeps its own state in its checkpoint rather
     /// than in named steps (the HTTP sink answers a webhook's `202` with it). The sleep or
     /// wait is recorded without a replay check. Return what this returns.
+    #[must_use = "a suspension takes effect only when its error is returned"]
     pub fn suspend_with(&self, checkpoint: Option<Value>, then: Then) -> HandlerError {
         let (entry, suspend) = {
             let now_ms = self.now_ms();
@@ -375,6 +411,14 @@ impl Steps {
     fn ask(&self, ask: &Ask<'_>) -> Result<Option<Entry>, HandlerError> {
         let mut inner = self.lock();
         self.use_it(&mut inner);
+        if let Some(asleep) = inner.suspend.as_ref().and_then(Suspend::holds_time) {
+            drop(inner);
+            return Err(self.fatal(format!(
+                "{} asked after a {asleep} suspended the handler: return the error the {asleep} \
+                 gave (`?`) instead of going on",
+                ask.label()
+            )));
+        }
         let position = inner.cursor;
         match inner.record.replay(position, ask) {
             Ok(Replayed::Recorded(entry)) => {
@@ -390,19 +434,57 @@ impl Steps {
         }
     }
 
-    /// Records new work at the end.
+    /// Records new work asked for now: after the steps asked before it that still run.
     fn append(&self, entry: Entry) -> Result<(), HandlerError> {
-        let label = entry.label();
-        {
-            let mut inner = self.lock();
-            if inner.record.version.is_none() {
-                inner.record.version = inner.bound.as_ref().and_then(|b| b.version.clone());
-            }
-            inner.record.done.push(entry);
-            inner.cursor = inner.record.done.len();
-            inner.changes += 1;
+        self.reserve().fill(entry).map(drop)
+    }
+
+    /// Takes the next place in the record for new work.
+    fn reserve(&self) -> Slot<'_> {
+        let mut inner = self.lock();
+        let id = inner.order.reserve();
+        inner.cursor = inner.record.done.len() + inner.order.pending();
+        Slot {
+            steps: self,
+            id,
+            filled: false,
         }
-        self.check_size(&label)
+    }
+
+    /// Resolves once the entry of slot `id`, filled, is in the record or dropped.
+    async fn recorded(&self, id: u64) -> Fate {
+        loop {
+            let notified = self.0.recorded.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let fate = self.lock().order.fate(id);
+            match fate {
+                Fate::Held => notified.await,
+                fate => return fate,
+            }
+        }
+    }
+
+    /// Gives slot `id` up unfilled (its step failed or was dropped), with the slots after it.
+    fn give_up(&self, id: u64) {
+        let Ok(mut inner) = self.0.inner.lock() else {
+            return;
+        };
+        let lost = inner.order.give_up(id);
+        inner.cursor = inner.record.done.len() + inner.order.pending();
+        drop(inner);
+        self.0.recorded.notify_waiters();
+        // A sleep or wait the handler suspended in can no longer be recorded.
+        if let Some(lost) = lost
+            .iter()
+            .find(|e| !matches!(e, Entry::Step { .. } | Entry::Patch { .. }))
+        {
+            self.fatal(format!(
+                "{} was asked while a step asked before it still ran, and that step ended \
+                 without a result: await steps before a sleep or a wait",
+                lost.label()
+            ));
+        }
     }
 
     fn check_size(&self, what: &str) -> Result<(), HandlerError> {
@@ -470,6 +552,52 @@ impl Steps {
             .bound
             .as_ref()
             .map_or_else(|| chrono::Utc::now().timestamp_millis(), |b| b.now.now_ms())
+    }
+}
+
+/// A place in the record taken by new work ([`super::order`]); given up when dropped unfilled.
+struct Slot<'s> {
+    steps: &'s Steps,
+    id: u64,
+    filled: bool,
+}
+
+impl Slot<'_> {
+    /// Fills the place with `entry`: into the record with every entry now ready, or held until
+    /// the work asked before it is done. Its id.
+    ///
+    /// # Errors
+    /// [`HandlerError::Permanent`] when the record grows over the cap.
+    fn fill(mut self, entry: Entry) -> Result<u64, HandlerError> {
+        self.filled = true;
+        let steps = self.steps;
+        let label = entry.label();
+        {
+            let mut inner = steps.lock();
+            let ready = inner.order.fill(self.id, entry);
+            if ready.is_empty() {
+                return Ok(self.id);
+            }
+            if inner.record.version.is_none() {
+                inner.record.version = inner.bound.as_ref().and_then(|b| b.version.clone());
+            }
+            for entry in ready {
+                inner.progressed |= matches!(entry, Entry::Step { .. });
+                inner.record.done.push(entry);
+                inner.changes += 1;
+            }
+            inner.cursor = inner.record.done.len() + inner.order.pending();
+        }
+        steps.0.recorded.notify_waiters();
+        steps.check_size(&label).map(|()| self.id)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if !self.filled {
+            self.steps.give_up(self.id);
+        }
     }
 }
 
@@ -565,6 +693,50 @@ impl Steps {
     /// Why the handler suspended, if it did.
     pub(crate) fn suspended(&self) -> Option<Suspend> {
         self.lock().suspend.clone()
+    }
+
+    /// Whether this run recorded a step or kept a checkpoint: a run cut at its deadline after
+    /// that made progress, and is no interruption.
+    pub(crate) fn progressed(&self) -> bool {
+        self.lock().progressed
+    }
+
+    /// The sleep or wait the task's record is in, when it has not ended by `now_ms`: the task
+    /// came back before its time (a redrive of the dead letter it became when cancelled). The
+    /// handle is suspended in it again, as it was, so that the handler is not run: the sleep
+    /// goes on until its end, the wait until its timeout (a signal kept meanwhile ends it).
+    pub(crate) fn suspended_until(&self, now_ms: i64) -> Option<Suspend> {
+        let mut inner = self.lock();
+        let again = match inner.record.suspended_in()? {
+            Entry::Sleep { until_ms } if *until_ms > now_ms => Suspend::Sleep {
+                until_ms: *until_ms,
+            },
+            Entry::Wait {
+                keys,
+                until_ms,
+                outcome: None,
+            } if *until_ms > now_ms => Suspend::Wait {
+                keys: keys.clone(),
+                until_ms: *until_ms,
+            },
+            _ => return None,
+        };
+        inner.suspend = Some(again.clone());
+        Some(again)
+    }
+
+    /// A handler that ended another way than with [`HandlerError::Suspended`] (`suspended`
+    /// false) after a sleep or wait suspended it swallowed that error (`let _ =
+    /// steps.sleep(…)`): the sleep would be skipped, so the task cannot go on
+    /// ([`Steps::failed`]).
+    pub(crate) fn check_returned(&self, suspended: bool) {
+        let asleep = self.lock().suspend.as_ref().and_then(Suspend::holds_time);
+        if let (false, Some(asleep)) = (suspended, asleep) {
+            self.fatal(format!(
+                "the handler ended without the error a {asleep} gave it: return that error \
+                 (`?`), or the {asleep} would be skipped"
+            ));
+        }
     }
 
     /// Why the task cannot go on (a non-deterministic resume, a record over the cap).

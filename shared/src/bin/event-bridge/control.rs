@@ -1,7 +1,7 @@
 //! Steering the queue: `cancel`, `end-parent`, `pause` and `resume`.
 
 use event_bridge::cancel::Cancelled;
-use event_bridge::queue::{GoneEnd, PauseTarget, Signalled, TakenAs};
+use event_bridge::queue::{GoneEnd, PauseTarget, TakenAs};
 use event_bridge::{Config, Queue};
 use serde_json::json;
 
@@ -77,7 +77,7 @@ pub(crate) async fn end_parent(
     }
 }
 
-/// Sends signal `key` with `payload` (JSON), and prints where it went.
+/// Sends signal `key` with `payload` (JSON), and prints where it went, as HTTP answers it.
 pub(crate) async fn signal(queue: &Queue, key: &str, payload: &str) -> Result<(), Failure> {
     let payload: serde_json::Value =
         serde_json::from_str(payload).map_err(|e| event_bridge::Error::Signal {
@@ -85,11 +85,7 @@ pub(crate) async fn signal(queue: &Queue, key: &str, payload: &str) -> Result<()
             problem: format!("--payload is not JSON: {e}"),
         })?;
     let sent = queue.signals().signal(key, &payload).await?;
-    let went = match sent {
-        Signalled::Delivered { task } => json!({ "delivered": { "key": key, "task": task } }),
-        _ => json!({ "kept": { "key": key } }),
-    };
-    print_json(&went)
+    print_json(&sent.answer(key))
 }
 
 /// Lets a group paused after one of its tasks went to the dead letters go on.
