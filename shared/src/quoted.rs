@@ -21,6 +21,24 @@ pub fn clipped(value: &str) -> String {
     }
 }
 
+/// `text` as one line of at most about `most` bytes: control characters (line breaks, terminal
+/// escapes) written as escapes (`\n`, `\u{1b}`), and the rest cut at a character's boundary
+/// with `…`.
+pub fn one_line(text: &str, most: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(most + 4));
+    for c in text.chars() {
+        if out.len() >= most {
+            out.push('…');
+            break;
+        }
+        match c.is_control() {
+            true => out.extend(c.escape_debug()),
+            false => out.push(c),
+        }
+    }
+    out
+}
+
 /// The first [`SHOWN_BYTES`] of `value`, cut at a character's boundary, when it is longer.
 fn head(value: &str) -> Option<&str> {
     if value.len() <= SHOWN_BYTES {
@@ -46,5 +64,13 @@ mod tests {
         let quoted = shown(&long);
         assert!(quoted.len() < 140, "{quoted}");
         assert!(quoted.ends_with("… (120000 bytes)"), "{quoted}");
+    }
+
+    #[test]
+    fn one_line_escapes_control_characters_and_cuts_at_a_character() {
+        assert_eq!(one_line("a\nb\u{1b}[31m", 100), "a\\nb\\u{1b}[31m");
+        assert_eq!(one_line("éé", 100), "éé");
+        assert_eq!(one_line(&"é".repeat(100), 5), "ééé…");
+        assert!(one_line(&"x".repeat(100_000), 200).len() < 210);
     }
 }

@@ -118,7 +118,7 @@ impl<H: Handler> Run<'_, H> {
         let started = Instant::now();
         let span = crate::traces::attempt_span(self.queue().layout().root(), &lease.task);
         let ended = (self.run_handler(&mut lease, claimed_at))
-            .instrument(span)
+            .instrument(span.clone())
             .await;
         // A resumable handler that cannot go on (a non-deterministic resume, a record over
         // its cap) fails loudly, whatever it returned.
@@ -128,6 +128,7 @@ impl<H: Handler> Run<'_, H> {
             }
             (ended, _) => ended,
         };
+        let failure = super::attempt_trace::failure(&ended);
         let result = match &ended {
             Ok(HandlerEnd::Finished(result)) => Some(result),
             _ => None,
@@ -162,6 +163,7 @@ impl<H: Handler> Run<'_, H> {
             HandlerEnd::LeaseLost => TaskOutcome::LeaseLost,
             HandlerEnd::Unvouched => TaskOutcome::Abandoned,
         };
+        super::attempt_trace::record(&span, failure, &outcome);
         Ok(Ran::Settled(outcome, true, name))
     }
 

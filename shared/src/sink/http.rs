@@ -207,11 +207,15 @@ impl HttpSink {
             .await
     }
 
+    /// [`HttpSink::deliver`] within `span`, which a failure marks failed (see
+    /// [`traces::failed`]): with the status code of a request answered with a failure, the
+    /// class of one that got no answer, `_OTHER` for one never sent.
     async fn deliver_within(&self, task: &Task, span: &Span) -> Result<HttpAnswer, SinkError> {
-        let body = self.body(task)?;
+        let body = self.body(task).map_err(|e| failed(span, "_OTHER", e))?;
         let traceparent = traces::traceparent(span).or_else(|| task.envelope.traceparent.clone());
         let stamp = unix_seconds(SystemTime::now());
-        let headers = self.headers(task, stamp, &body, traceparent.as_deref())?;
+        let headers = (self.headers(task, stamp, &body, traceparent.as_deref()))
+            .map_err(|e| failed(span, "_OTHER", e))?;
         let sent = self
             .client
             .post(self.url.clone())
@@ -219,11 +223,11 @@ impl HttpSink {
             .body(body)
             .send()
             .await;
-        let response = sent.map_err(|e| self.transport_error(e))?;
+        let response = sent.map_err(|e| failed(span, no_answer(&e), self.transport_error(e)))?;
         let status = response.status();
         span.record("http.response.status_code", i64::from(status.as_u16()));
         tracing::debug!(task = %task.name, url = %self.shown, status = status.as_u16(), "webhook answered");
-        let result = self.read_answer(task, response).await?;
+        let result = self.read_answer(task, response, span).await?;
         Ok(HttpAnswer {
             status: status.as_u16(),
             result,
@@ -313,10 +317,11 @@ impl HttpSink {
         &self,
         task: &Task,
         response: reqwest::Response,
+        span: &Span,
     ) -> Result<Option<TaskResult>, SinkError> {
         let status = response.status();
         if !status.is_success() {
-            return Err(self.refusal(response).await);
+            return Err(failed(span, status.as_str(), self.refusal(response).await));
         }
         let length = response.content_length();
         let content_type = response
@@ -325,7 +330,7 @@ impl HttpSink {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let read = match status == reqwest::StatusCode::ACCEPTED {
-            true => self.accepted(task, response).await?,
+            true => self.accepted(task, response, span).await?,
             false => read_up_to(response, RESULT_READ_BYTES).await.0,
         };
         Ok(TaskResult::from_answer(
@@ -343,15 +348,17 @@ impl HttpSink {
         &self,
         task: &Task,
         response: reqwest::Response,
+        span: &Span,
     ) -> Result<Vec<u8>, SinkError> {
         let cap = checkpoint_cap(task);
         let over = |length: Option<u64>| {
             let size = length.map(|l| format!(" ({l} bytes)")).unwrap_or_default();
-            SinkError::Permanent(format!(
+            let error = SinkError::Permanent(format!(
                 "HTTP 202 from {}: its body{size} is over the {cap}-byte cap \
                  (CHECKPOINT_MAX_BYTES) a checkpoint may take: a 202 is never delivered unread",
                 self.shown
-            ))
+            ));
+            failed(span, "response_too_large", error)
         };
         let length = response.content_length();
         if length.is_some_and(|l| l > cap as u64) {
@@ -363,11 +370,15 @@ impl HttpSink {
                 self.suspension(task, &read)?;
                 Ok(read)
             }
-            (_, Some(e)) => Err(SinkError::Retryable(format!(
-                "HTTP 202 from {}: its body could not be read: {}",
-                self.shown,
-                cause(&e.without_url())
-            ))),
+            (_, Some(e)) => {
+                let class = no_answer(&e);
+                let error = SinkError::Retryable(format!(
+                    "HTTP 202 from {}: its body could not be read: {}",
+                    self.shown,
+                    cause(&e.without_url())
+                ));
+                Err(failed(span, class, error))
+            }
         }
     }
 
@@ -433,6 +444,23 @@ impl std::fmt::Debug for HttpSink {
             .field("signed", &self.signer.as_ref().map(Signer::scheme))
             .field("timeout", &self.timeout)
             .finish()
+    }
+}
+
+/// `error`, with `span` marked failed as `error_type` says.
+fn failed(span: &Span, error_type: &str, error: SinkError) -> SinkError {
+    traces::failed(span, error_type, &error.to_string());
+    error
+}
+
+/// The class of a request that got no (whole) answer, as a span's `error.type` says it.
+fn no_answer(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect_error"
+    } else {
+        "_OTHER"
     }
 }
 
