@@ -32,7 +32,7 @@ pub use names::{
     MAX_RUNNABLE_NAME_BYTES, MAX_TYPE_NAME_BYTES,
 };
 pub use place::{PLACE_DUE_MS, Place, StandsFor};
-pub use size::{MAX_BODY_BYTES, check_size};
+pub use size::{MAX_BODY_BYTES, check_envelope_size, check_size};
 
 /// A claimed task, as a handler sees it.
 #[derive(Clone, Debug, PartialEq)]

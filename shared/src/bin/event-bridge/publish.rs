@@ -2,6 +2,11 @@
 //! window of lines at a time, so a file of any size is published in constant memory (but for
 //! the ids its lines give, kept to refuse one given twice). Each task is printed as it lands.
 //!
+//! A line that can never be published (a field refused, a name over its limit, a body over the
+//! znode limit) stops the publish before its window is sent, naming its line and why: from a
+//! file nothing is published (every line is checked first), from standard input the windows
+//! before it were, and every task of them printed.
+//!
 //! A connection lost under a window (a leader election) is ridden out for `--retry-for`:
 //! once a session answers again, the lines whose answers were lost are looked for where they
 //! would have landed, found ones printed, the others sent again
@@ -114,7 +119,7 @@ async fn publish_lines(
             return Err(keyed_lines());
         }
         if total.is_none() {
-            check_window(queue, &window, published + 1)?;
+            check_window(queue, &window, &numbers)?;
         }
         publish_window(session, options, &window, &numbers, unknown).await?;
         published += window.len();
@@ -254,6 +259,9 @@ async fn publish_window(
             let at = at(line(item.saturating_sub(1)));
             Err(format!("{at} (id {id}): {problem}").into())
         }
+        Err(Error::Unpublishable { item, problem }) => {
+            Err(format!("{}: {problem}", at(line(item.saturating_sub(1)))).into())
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -368,17 +376,16 @@ fn check(
     Ok(count)
 }
 
-/// Checks a window of standard input before it is published (`first`: the number of its first
-/// task), as `check` does a file, but for ids within the window only: standard input is read
-/// once, in constant memory.
-fn check_window(queue: &Queue, window: &[Envelope], first: usize) -> Result<(), Failure> {
+/// Checks a window of standard input before it is published (`numbers`: its lines' numbers),
+/// as `check` does a file, but for ids within the window only: standard input is read once, in
+/// constant memory, so the windows before a bad line's are published (and printed) already.
+fn check_window(queue: &Queue, window: &[Envelope], numbers: &[usize]) -> Result<(), Failure> {
     let mut ids: HashMap<&str, usize> = HashMap::new();
-    for (i, envelope) in window.iter().enumerate() {
-        let n = first + i;
+    for (envelope, &n) in window.iter().zip(numbers) {
         if let Some(earlier) = ids.insert(&envelope.id, n) {
-            return Err(format!("-: task {n}: {}", repeated(&envelope.id, "task", earlier)).into());
+            return Err(format!("-:{n}: {}", repeated(&envelope.id, "line", earlier)).into());
         }
-        check_one(queue, envelope).map_err(|e| format!("-: task {n}: {e}"))?;
+        check_one(queue, envelope).map_err(|e| format!("-:{n}: {e}"))?;
     }
     Ok(())
 }
@@ -391,13 +398,13 @@ fn repeated(id: &str, what: &str, first: usize) -> String {
     )
 }
 
-/// Refuses a task whose fields are not publishable (an empty id, a concurrency key no gate can
-/// be named after), and a keyed task ZooKeeper would refuse before it is sent (see
-/// `AllOrNothing::check_batch`): its key's path and data go with its body. A task without a key is one create of its body,
-/// which is refused over the znode limit as it is sent; checking it here too would cost a
-/// serialization per line.
+/// Refuses a task whose fields are not publishable (an empty id, a name over its limit), one
+/// over the znode limit (sent, the tasks pipelined around it would land and it not), and a
+/// keyed task ZooKeeper would refuse before it is sent (see `AllOrNothing::check_batch`): its
+/// key's path and data go with its body.
 fn check_one(queue: &Queue, envelope: &Envelope) -> Result<(), String> {
     envelope.check_publishable()?;
+    event_bridge::task::check_envelope_size(envelope)?;
     if envelope.idempotency_key.is_none() {
         return Ok(());
     }
