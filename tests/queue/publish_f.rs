@@ -1,7 +1,9 @@
 //! `publish -f` accounts for every line: a line it cannot publish is named (its number and
-//! why) with exit code 1, and every task that landed is printed.
+//! why) with exit code 1, every task that landed is printed, and a publish cut short by a lost
+//! connection counts every line it did not publish, not only those of the window it was in.
 
 use std::collections::BTreeSet;
+use std::io::Read;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
@@ -88,4 +90,82 @@ async fn an_over_size_line_is_named_and_every_task_that_landed_is_printed() {
         assert_eq!(landed.len(), landing, "stdin {as_stdin}");
     }
     std::fs::remove_file(&path).unwrap();
+}
+
+/// The numbers a give-up message tells: tasks whose fate is unknown, and tasks not published.
+fn give_up_counts(stderr: &str) -> (usize, usize) {
+    let number_before = |words: &str| -> usize {
+        let end = stderr
+            .find(words)
+            .unwrap_or_else(|| panic!("{words:?}: {stderr}"));
+        let digits: String = stderr[..end]
+            .trim_end()
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits
+            .chars()
+            .rev()
+            .collect::<String>()
+            .parse()
+            .expect(stderr)
+    };
+    (
+        number_before("task(s) sent may or may not exist"),
+        number_before("were not published"),
+    )
+}
+
+/// A connection lost for good under the first window of a 5 000-line file: once `--retry-for`
+/// has passed, the publish gives up, and its message counts every line not published (those of
+/// the windows after, which were never sent, too): with the lines printed, every line is
+/// accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn giving_up_counts_every_line_not_published() {
+    let t = TestQueue::new().await;
+    // Long ids make the answers of one window more than a pipe holds: unread, the command
+    // stops in its first window's answers, before the link is cut.
+    let lines: Vec<String> = (0..5_000)
+        .map(|i| json!({"id": format!("line-{i:05}-{}", "i".repeat(100)), "payload": {}}))
+        .map(|line| line.to_string())
+        .collect();
+    let path = file(&lines);
+    let proxy = harness::Proxy::start().await;
+    let chroot = &t.config.zookeeper[t.config.zookeeper.find('/').unwrap()..];
+    let through_proxy = format!("{}{chroot}", proxy.address);
+    let args = ["publish", "--retry-for", "1s", "-f", path.to_str().unwrap()];
+    let mut child = command(&t, &through_proxy, &args)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("run event-bridge");
+    harness::eventually("the first window to land", || async {
+        !t.children("tasks").await.is_empty()
+    })
+    .await;
+    proxy.set_cut(true);
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let read = tokio::task::spawn_blocking(move || {
+        let (mut out, mut err) = (Vec::new(), String::new());
+        stdout.read_to_end(&mut out).unwrap();
+        stderr.read_to_string(&mut err).unwrap();
+        let status = child.wait().unwrap();
+        (out, err, status)
+    });
+    let (out, err, status) = read.await.unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let answers = answers(&out);
+    let landed = printed_tasks(&answers).len();
+    let unknown_printed = (answers.iter())
+        .filter(|a| a["published"] == "unknown")
+        .count();
+    let (unknown, unsent) = give_up_counts(&err);
+    assert_eq!(unknown, unknown_printed, "{err}");
+    assert_eq!(
+        landed + unknown + unsent,
+        5_000,
+        "{landed} printed, {unknown} unknown, {unsent} not published: {err}"
+    );
 }

@@ -98,11 +98,13 @@ impl Queue {
                     item: i + 1,
                     id,
                     problem: format!("it was published, but its task's name is unknown: {reason}"),
+                    cut: None,
                 }),
                 Outcome::Unknown { id, reason } => Err(Error::InDoubt {
                     item: i + 1,
                     id,
                     problem: format!("cannot tell whether it was published: {reason}"),
+                    cut: None,
                 }),
             })
             .collect()
@@ -650,9 +652,7 @@ fn cut_short(
     Error::InDoubt {
         item: first + 1,
         id: ids.get(first).cloned().unwrap_or_default(),
-        problem: format!(
-            "the connection was lost and {why}: {unknown} task(s) sent may or may not exist \
-             (their answers say \"unknown\"), {unsent} were not published"
-        ),
+        problem: format!("the connection was lost and {why}"),
+        cut: Some(crate::error::CutShort { unknown, unsent }),
     }
 }

@@ -20,7 +20,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use event_bridge::queue::{Outcome, PublishOptions, Published};
 use event_bridge::task::envelope_from_value;
-use event_bridge::{Envelope, Error, Queue, Session};
+use event_bridge::{CutShort, Envelope, Error, Queue, Session};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -67,7 +67,7 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
         (None, true) => "-".to_string(),
         (None, false) => {
             let one = [single()?];
-            publish_window(session, &options, &one, &[], &mut unknown).await?;
+            publish_window(session, &options, &one, &[], &mut unknown, After::NOTHING).await?;
             return unknown.verdict();
         }
     };
@@ -86,7 +86,8 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
     let window = (session, &options, &mut unknown);
     let published = publish_lines(window, lines, total, keyed, &stamp).await?;
     if implicit && published == 0 {
-        publish_window(session, &options, &[single()?], &[], &mut unknown).await?;
+        let one = [single()?];
+        publish_window(session, &options, &one, &[], &mut unknown, After::NOTHING).await?;
         return unknown.verdict();
     }
     unknown.verdict()
@@ -121,7 +122,12 @@ async fn publish_lines(
         if total.is_none() {
             check_window(queue, &window, &numbers)?;
         }
-        publish_window(session, options, &window, &numbers, unknown).await?;
+        let after = match (total, window.len() < WINDOW) {
+            (Some(total), _) => After::Lines(total as usize - published - window.len()),
+            (None, true) => After::NOTHING,
+            (None, false) => After::Unread(numbers.last().copied().unwrap_or_default()),
+        };
+        publish_window(session, options, &window, &numbers, unknown, after).await?;
         published += window.len();
         if let Some(bar) = &bar {
             bar.inc(window.len() as u64);
@@ -231,14 +237,17 @@ impl Defaults {
 /// already), `"published": "unknown"` with the line and why, kept in `unknown`.
 ///
 /// A connection that does not come back within the options' budget fails it, naming the first
-/// line with no answer.
+/// line with no answer and counting every line without one: the window's, and those `after`
+/// it.
 async fn publish_window(
     session: &Session,
     options: &PublishOptions<'_>,
     window: &[Envelope],
     numbers: &[usize],
     unknown: &mut Unknown,
+    after: After,
 ) -> Result<(), Failure> {
+    let earlier_unknown = unknown.count;
     let line = |i: usize| numbers.get(i).copied();
     let mut written = Ok(());
     let print = |i: usize, outcome: &Outcome| {
@@ -255,14 +264,50 @@ async fn publish_window(
     written?;
     match published {
         Ok(_) => Ok(()),
-        Err(Error::InDoubt { item, id, problem }) => {
+        Err(Error::InDoubt {
+            item,
+            id,
+            problem,
+            cut,
+        }) => {
             let at = at(line(item.saturating_sub(1)));
-            Err(format!("{at} (id {id}): {problem}").into())
+            let cut = cut.map_or_else(String::new, |cut| after.counted(cut, earlier_unknown));
+            Err(format!("{at} (id {id}): {problem}{cut}").into())
         }
         Err(Error::Unpublishable { item, problem }) => {
             Err(format!("{}: {problem}", at(line(item.saturating_sub(1)))).into())
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What follows a window in the input, for a publish that stops there to count.
+#[derive(Clone, Copy)]
+enum After {
+    /// This many lines (of a file, counted before), never sent.
+    Lines(usize),
+    /// Standard input, not read past this line.
+    Unread(usize),
+}
+
+impl After {
+    /// Nothing: the last window, or the task of the arguments.
+    const NOTHING: After = After::Lines(0);
+
+    /// A window's `cut` counted for the whole input (`earlier_unknown`: lines of the windows
+    /// before it printed unknown), as the end of the message that stops the publish.
+    fn counted(self, cut: CutShort, earlier_unknown: usize) -> String {
+        let unknown = earlier_unknown + cut.unknown;
+        match self {
+            After::Lines(more) => {
+                let unsent = cut.unsent + more;
+                format!(": {}", CutShort { unknown, unsent })
+            }
+            After::Unread(line) => format!(
+                ": {}, nor any line after line {line} (standard input is not read further)",
+                CutShort { unknown, ..cut }
+            ),
+        }
     }
 }
 
