@@ -13,11 +13,12 @@ pub fn shown(value: &str) -> String {
     }
 }
 
-/// `value` as it is for a message, when short; else as [`shown`] cuts it (unquoted).
+/// `value` as it is for a message (unquoted, control characters escaped), when short; else as
+/// [`shown`] cuts it.
 pub fn clipped(value: &str) -> String {
     match head(value) {
-        None => value.to_string(),
-        Some(head) => format!("{head}… ({} bytes)", value.len()),
+        None => one_line(value, usize::MAX),
+        Some(head) => format!("{}… ({} bytes)", one_line(head, usize::MAX), value.len()),
     }
 }
 
@@ -25,7 +26,7 @@ pub fn clipped(value: &str) -> String {
 /// escapes) written as escapes (`\n`, `\u{1b}`), and the rest cut at a character's boundary
 /// with `…`.
 pub fn one_line(text: &str, most: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(most + 4));
+    let mut out = String::with_capacity(text.len().min(most.saturating_add(4)));
     for c in text.chars() {
         if out.len() >= most {
             out.push('…');
@@ -60,6 +61,7 @@ mod tests {
         assert_eq!(shown("tenant-7"), "\"tenant-7\"");
         assert_eq!(clipped("tenant-7"), "tenant-7");
         assert!(clipped(&"x".repeat(500)).ends_with("x… (500 bytes)"));
+        assert_eq!(clipped("a\nb\u{1b}"), "a\\nb\\u{1b}");
         let long = "é".repeat(60_000);
         let quoted = shown(&long);
         assert!(quoted.len() < 140, "{quoted}");

@@ -292,3 +292,49 @@ async fn an_empty_idempotency_key_is_refused_at_every_door() {
     assert!(t.children("tasks").await.is_empty(), "nothing published");
     assert!(t.children("keys").await.is_empty());
 }
+
+/// `--delay` takes what a line's `"delay"` takes, days included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_in_days_is_taken_by_the_flag_as_by_a_line() {
+    let t = TestQueue::new().await;
+    let before = t.now().await.now_ms();
+    let out = eb(&t, &["publish", "--payload", "{}", "--delay", "1d"], "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let task = t.children("tasks").await.remove(0);
+    let retry_at = t.read_json(&format!("tasks/{task}")).await["retry_at"]
+        .as_i64()
+        .expect("a due time");
+    assert!(retry_at >= before + 86_400_000, "{before} {retry_at}");
+}
+
+/// A bad argument is quoted short and escaped in the error that names it: no terminal escape
+/// sequence, not its line break, not 100 KB of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_quotes_a_bad_argument_short_and_escaped() {
+    let t = TestQueue::new().await;
+    let bad = format!("bad\u{1b}[31mred\nline{}", "x".repeat(100_000));
+    for flag in [
+        "--delay",
+        "--after",
+        "--priority",
+        "--retry-for",
+        "--traceparent",
+    ] {
+        let args = ["publish", "--type", "a", "--payload", "{}", flag, &bad];
+        let out = eb(&t, &args, "");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag}");
+        assert!(
+            stderr.len() < 600,
+            "{flag}: {} bytes: {stderr:.300}",
+            stderr.len()
+        );
+        assert!(!stderr.contains('\u{1b}'), "{flag}: {stderr:?}");
+        assert!(
+            !stderr.contains("\nline"),
+            "{flag}: its line break: {stderr:.300}"
+        );
+    }
+    assert!(t.children("tasks").await.is_empty());
+}

@@ -19,13 +19,13 @@ mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
 use crate::progress::Progress;
-pub use crate::quoted::{SHOWN_BYTES, clipped, shown};
+pub use crate::quoted::{SHOWN_BYTES, clipped, one_line, shown};
 pub use after::OnParentDead;
 pub use body::{Body, group_of, parse};
 pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, PendingDebounced, parse_span};
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use field::check_text;
-pub use line::envelope_from_value;
+pub use line::{envelope_from_value, parse_delay};
 pub(crate) use names::fits_as_name;
 pub use names::{
     MAX_CONCURRENCY_KEY_NAME_BYTES, MAX_GROUP_NAME_BYTES, MAX_ID_NAME_BYTES, MAX_KEY_NAME_BYTES,

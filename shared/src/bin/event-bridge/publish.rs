@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 
 use event_bridge::queue::{Outcome, PublishOptions, Published};
-use event_bridge::task::envelope_from_value;
+use event_bridge::task::{envelope_from_value, shown};
 use event_bridge::{CutShort, Envelope, Error, Queue, Session};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -412,8 +412,9 @@ fn check(
     for (parent, line) in parents {
         if let Some(&at) = given.get(&parent).filter(|&&at| at >= line) {
             return Err(format!(
-                "{path}:{line}: \"after\" names {parent}, the id of line {at}: a task waits only \
-                 for tasks published before it, so dependencies cannot form a cycle"
+                "{path}:{line}: \"after\" names {}, the id of line {at}: a task waits only for \
+                 tasks published before it, so dependencies cannot form a cycle",
+                shown(&parent)
             )
             .into());
         }
@@ -438,8 +439,9 @@ fn check_window(queue: &Queue, window: &[Envelope], numbers: &[usize]) -> Result
 /// Why an id given twice is refused: `what` `first` gave it already.
 fn repeated(id: &str, what: &str, first: usize) -> String {
     format!(
-        "id {id:?} is also {what} {first}'s: ids must be unique within a publish (status and \
-         cancel by id would find only one task)"
+        "id {} is also {what} {first}'s: ids must be unique within a publish (status and \
+         cancel by id would find only one task)",
+        shown(id)
     )
 }
 
