@@ -54,12 +54,14 @@ pub enum Error {
     /// A publish cut by a lost connection that could not tell what became of its task `item`
     /// (counted from 1), with envelope id `id`: its answer was lost, and it may exist (or have
     /// run already) or not; or the connection did not come back in time, and it was not sent.
-    /// The problem says which, and what became of the tasks after it.
-    #[error("task {item} of the publish (id {id}): {problem}")]
+    /// The problem says which; `cut`, for a publish that stopped there, what became of the
+    /// publish's tasks that have no answer.
+    #[error("task {item} of the publish (id {id}): {problem}{}", cut_text(.cut))]
     InDoubt {
         item: usize,
         id: String,
         problem: String,
+        cut: Option<CutShort>,
     },
 
     /// Input that should have been JSON was not.
@@ -103,6 +105,30 @@ pub enum Error {
     /// The dashboard cannot start as asked (its address, its mode, its metrics).
     #[error("dashboard on {listen}: {problem}")]
     Dashboard { listen: String, problem: String },
+}
+
+/// What a publish that stopped without a session ([`Error::InDoubt`]) left without an answer:
+/// tasks sent whose answers were lost (they may exist), and tasks never sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CutShort {
+    pub unknown: usize,
+    pub unsent: usize,
+}
+
+impl std::fmt::Display for CutShort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} task(s) sent may or may not exist (their answers say \"unknown\"), {} were not \
+             published",
+            self.unknown, self.unsent
+        )
+    }
+}
+
+/// `cut` as the end of an [`Error::InDoubt`]'s message.
+fn cut_text(cut: &Option<CutShort>) -> String {
+    cut.map(|cut| format!(": {cut}")).unwrap_or_default()
 }
 
 impl Error {

@@ -120,7 +120,7 @@ pub mod logs;
 mod proptests;
 
 pub use config::Config;
-pub use error::{Error, Result};
+pub use error::{CutShort, Error, Result};
 pub use handler::{Builtin, Handler, HandlerError};
 pub use process::{ProcessReport, RunOptions};
 pub use progress::Progress;

@@ -17,6 +17,15 @@ pub fn encode_segment(text: &str) -> String {
     out
 }
 
+/// How long [`encode_segment`] makes `text`, without making it.
+pub fn encoded_len(text: &str) -> usize {
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_';
+    match text.len() {
+        0 => 1,
+        _ => text.bytes().map(|b| if plain(&b) { 1 } else { 3 }).sum(),
+    }
+}
+
 /// The text [`encode_segment`] made `name` of (a malformed escape stays as it is).
 pub fn decode_segment(name: &str) -> String {
     if name == "%" {

@@ -9,6 +9,14 @@
 //!   `event_bridge.attempt`, `event_bridge.fencing_token`, `event_bridge.task`.
 //! - A CLIENT span per webhook request (`POST`), whose context is the request's `traceparent`.
 //!
+//! A failed attempt or request has status ERROR, a description (the error, short) and
+//! `error.type` ([`failed`]): for a request answered 4xx or 5xx (or 3xx, which the sink does not
+//! follow) the status code; for one with no answer `timeout`, `connect_error` or `_OTHER`; for
+//! a `202` whose body could not be taken `response_too_large`; for an attempt, how its handler
+//! classed the error (`retryable`, `permanent`), `lease_lost`, `abandoned`, or `dead_lettered`
+//! (run out of interruptions). A success, a suspension and a release at the deadline leave
+//! the status unset.
+//!
 //! Built with feature `otel`, and switched on by the standard environment:
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) names the OTLP/HTTP
 //! receiver, `OTEL_SERVICE_NAME` the service; the exporter reads the rest of the `OTEL_*`
@@ -78,6 +86,9 @@ pub fn attempt_span(root: &str, task: &Task) -> Span {
         event_bridge.task = %task.name,
         event_bridge.attempt = i64::from(attempt),
         event_bridge.fencing_token = task.fencing_token,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
     );
     if let Some(publish) = task.envelope.traceparent.as_deref() {
         match attempt {
@@ -100,7 +111,27 @@ pub fn request_span(url: &str) -> Span {
         http.request.method = "POST",
         url.full = %url,
         http.response.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
     )
+}
+
+/// The most of an error a span's status description keeps.
+const DESCRIPTION_BYTES: usize = 200;
+
+/// Marks `span` (an attempt's or a request's) failed, as the conventions ask: status ERROR with
+/// `description` (on one line, at most about 200 bytes) and `error.type`, a low-cardinality
+/// class: an HTTP status code (`"503"`), `timeout`, `retryable`, `_OTHER`. Nothing when `span`
+/// exports nothing.
+pub fn failed(span: &Span, error_type: &str, description: &str) {
+    if span.is_none() {
+        return;
+    }
+    span.record("error.type", error_type);
+    span.record("otel.status_code", "ERROR");
+    let description = crate::quoted::one_line(description, DESCRIPTION_BYTES);
+    span.record("otel.status_description", description.as_str());
 }
 
 /// The W3C `traceparent` of `span`, when it is exported.

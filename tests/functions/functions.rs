@@ -468,6 +468,45 @@ async fn a_url_publish_refuses_control_characters_and_empty_names() {
     assert!(tq.children("tasks").await.is_empty(), "nothing published");
 }
 
+/// A name over its limit (a 300 000-byte group, a 300-byte type, an empty idempotency key)
+/// refuses the HTTP publish with 400 naming the line, the field and the limit, quoting none of
+/// it; nothing is published.
+#[tokio::test]
+async fn a_url_publish_refuses_a_name_over_its_limit() {
+    let tq = TestQueue::new().await;
+    let app = open_app(&tq).await;
+    let cases = [
+        (
+            json!({"type": "a", "payload": 1, "group": "g".repeat(300_000)}),
+            "\"group\" is 300000 bytes, 300000 as a znode name",
+        ),
+        (
+            json!({"type": "t".repeat(300), "payload": 1}),
+            "\"type\" is 300 bytes",
+        ),
+        (
+            json!({"type": "a", "payload": 1, "idempotency_key": ""}),
+            "\"idempotency_key\" is empty",
+        ),
+    ];
+    for (bad, problem) in cases {
+        let body = format!("{{\"type\": \"a\", \"payload\": 0}}\n{bad}");
+        let (status, answer) = url_publish(&app, &body).await;
+        assert_eq!(status, 400, "{answer:.300}");
+        let message = answer["message"].as_str().unwrap();
+        assert!(
+            message.contains("line 2") && message.contains(problem),
+            "{answer:.300}"
+        );
+        assert!(
+            message.len() < 600,
+            "{} bytes: {message:.300}",
+            message.len()
+        );
+    }
+    assert!(tq.children("tasks").await.is_empty(), "nothing published");
+}
+
 #[tokio::test]
 async fn a_url_publish_refuses_an_empty_or_repeated_id_naming_the_line() {
     let tq = TestQueue::new().await;

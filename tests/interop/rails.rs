@@ -287,10 +287,12 @@ async fn the_adapter_is_set_without_the_publish_url_and_the_first_perform_later_
     let tq = TestQueue::new().await;
     let server = publish_server(&tq).await;
     // As a Rails app boots (a process that only runs jobs, `rails assets:precompile`): the
-    // adapter is set with no publish URL; the URL comes later, and then the jobs publish.
+    // adapter is set with no publish URL; no job to enqueue needs none; the URL comes later,
+    // and then the jobs publish.
     let program = r##"
         ActiveJob::Base.queue_adapter = :event_bridge
         puts "adapter set"
+        puts "no job: #{ActiveJob::Base.queue_adapter.enqueue_all([])}"
         begin
           Demo::WelcomeJob.perform_later("ada")
         rescue StandardError => e
@@ -306,10 +308,14 @@ async fn the_adapter_is_set_without_the_publish_url_and_the_first_perform_later_
         .env("LATER_SECRET", PUBLISH_SECRET);
     let stdout = run_ruby(command).await;
     let lines: Vec<_> = stdout.lines().collect();
-    let [set, refused, published] = lines[..] else {
-        panic!("three lines: {stdout}");
+    let [set, none, refused, published] = lines[..] else {
+        panic!("four lines: {stdout}");
     };
     assert_eq!(set, "adapter set");
+    assert_eq!(
+        none, "no job: 0",
+        "enqueue_all([]) sends nothing, needing no URL"
+    );
     assert!(
         refused.starts_with("KeyError: EVENT_BRIDGE_PUBLISH_URL is not set"),
         "{refused}"

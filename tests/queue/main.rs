@@ -27,6 +27,7 @@ mod metrics;
 mod pause;
 mod process;
 mod progress;
+mod publish_f;
 mod queue;
 mod reap;
 mod results;

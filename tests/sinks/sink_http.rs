@@ -604,3 +604,83 @@ async fn a_malformed_202_suspension_goes_to_the_dead_letters_naming_its_problem(
     let hook = Webhook::new(receiver.url("/export"), Duration::from_secs(10));
     assert_eq!(within(run(&t.queue, &hook, 1)).await.completed, 1);
 }
+
+/// A `202`'s body is read up to `CHECKPOINT_MAX_BYTES`, not the 64 KiB of a result: a 300 KB
+/// checkpoint under a 512 KiB cap suspends the task, and its next delivery carries it whole. A
+/// `202` whose body is over the cap is never taken for a success: the task goes to the dead
+/// letters, the reason naming the cap.
+#[tokio::test]
+async fn a_202_checkpoint_is_read_up_to_the_cap_and_one_over_it_never_completes() {
+    let t = TestQueue::with(|c| c.checkpoint_max_bytes = 512 * 1024).await;
+    let big = json!({"checkpoint": {"blob": "x".repeat(300_000)}}).to_string();
+    let over = json!({"checkpoint": {"blob": "y".repeat(600_000)}}).to_string();
+    let receiver = Receiver::start([
+        Reply::status(202).body(&big),
+        Reply::status(202).body(&over),
+    ])
+    .await;
+    let name = t.publish(1).await.remove(0);
+    let hook = Webhook::new(receiver.url("/export"), Duration::from_secs(10));
+    let first = within(run(&t.queue, &hook, 1)).await;
+    assert_eq!((first.suspended, first.completed), (1, 0), "{first:?}");
+    let second = within(run(&t.queue, &hook, 1)).await;
+    assert_eq!(
+        (second.completed, second.dead_lettered),
+        (0, 1),
+        "{second:?}"
+    );
+    let requests = receiver.requests();
+    let resumed: Value = serde_json::from_slice(&requests[1].body).unwrap();
+    let carried = resumed["resume"]["checkpoint"]["blob"].as_str();
+    assert_eq!(carried.map(str::len), Some(300_000), "the checkpoint whole");
+    let record = t.read_json(&format!("dead/{name}")).await;
+    let error = record["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("HTTP 202 from http://")
+            && error.contains("over the 524288-byte cap (CHECKPOINT_MAX_BYTES)"),
+        "{error}"
+    );
+}
+
+/// With the default cap (64 KiB), a 100 KB checkpoint is over it: dead-lettered, not completed.
+#[tokio::test]
+async fn a_202_over_the_default_cap_goes_to_the_dead_letters_not_completed() {
+    let t = TestQueue::new().await;
+    let over = json!({"checkpoint": {"blob": "z".repeat(100_000)}}).to_string();
+    let receiver = Receiver::start([Reply::status(202).body(&over)]).await;
+    let name = t.publish(1).await.remove(0);
+    let hook = Webhook::new(receiver.url("/export"), Duration::from_secs(10));
+    let report = within(run(&t.queue, &hook, 1)).await;
+    assert_eq!(
+        (report.completed, report.dead_lettered),
+        (0, 1),
+        "{report:?}"
+    );
+    let record = t.read_json(&format!("dead/{name}")).await;
+    let error = record["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("CHECKPOINT_MAX_BYTES"), "{error}");
+}
+
+/// A `202` whose body is cut off (the connection closed before its `Content-Length`) is not a
+/// success either: the task is retried, not completed.
+#[tokio::test]
+async fn a_202_whose_body_is_cut_off_is_retried_not_completed() {
+    let t = TestQueue::new().await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/export", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (read, mut write) = stream.into_split();
+        let mut read = BufReader::new(read);
+        read_request(&mut read).await.expect("a request");
+        let head = "HTTP/1.1 202 Accepted\r\ncontent-length: 1000\r\n\r\n";
+        write.write_all(head.as_bytes()).await.unwrap();
+        write.write_all(br#"{"checkpoint": {"rows"#).await.unwrap();
+        // Dropped here: the body ends 978 bytes short.
+    });
+    t.publish(1).await;
+    let hook = Webhook::new(url.clone(), Duration::from_secs(10));
+    let report = within(run(&t.queue, &hook, 1)).await;
+    server.await.unwrap();
+    assert_eq!((report.completed, report.retried), (0, 1), "{report:?}");
+}

@@ -3,7 +3,8 @@
 //! `opentelemetry-proto` definitions (PyPI; `tests/support/otlp_receiver.py`) records every
 //! span. A task that fails twice and then succeeds: its publish, three attempts (the first a
 //! child of the publish, the others new traces linked to it), and each webhook request a
-//! CLIENT span whose `traceparent` the webhook received.
+//! CLIENT span whose `traceparent` the webhook received. Failed attempts and requests have
+//! status ERROR and an `error.type`.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -80,8 +81,20 @@ async fn event_bridge(
     routes: &str,
     args: &[&str],
 ) -> String {
+    event_bridge_with(t, otlp, (service, routes), args, &[]).await
+}
+
+/// As [`event_bridge`], with more variables in its environment.
+async fn event_bridge_with(
+    t: &TestQueue,
+    otlp: &Otlp,
+    (service, routes): (&str, &str),
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> String {
     let out = Command::new(harness::binary("event-bridge"))
         .args(args)
+        .envs(env.iter().copied())
         .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
         .env("EVENT_BRIDGE_ROOT", &t.config.root)
         .env("ROUTES", routes)
@@ -94,6 +107,18 @@ async fn event_bridge(
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{args:?}: {stderr}");
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// `span` failed: status ERROR, and `error.type` as given.
+fn assert_failed(span: &Value, error_type: &str) {
+    assert_eq!(span["status"]["code"], "ERROR", "{span:#}");
+    assert_eq!(span["attributes"]["error.type"], error_type, "{span:#}");
+}
+
+/// `span` did not fail: status UNSET (as the conventions ask of a success), no `error.type`.
+fn assert_unset(span: &Value) {
+    assert_eq!(span["status"]["code"], "UNSET", "{span:#}");
+    assert_eq!(span["attributes"].get("error.type"), None, "{span:#}");
 }
 
 fn of_kind<'a>(spans: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -187,9 +212,89 @@ async fn a_task_that_failed_twice_traces_its_publish_three_attempts_and_their_re
         assert_eq!(client_trace, trace);
         let status = [500, 500, 200][i];
         assert_eq!(client["attributes"]["http.response.status_code"], status);
+        // A request answered 5xx failed: its span says so, with the status as its error type
+        // (the HTTP conventions); so does the attempt's. The success leaves both unset.
+        match i {
+            0 | 1 => {
+                assert_failed(client, "500");
+                assert_failed(attempt, "retryable");
+            }
+            _ => {
+                assert_unset(client);
+                assert_unset(attempt);
+            }
+        }
         assert_eq!(
             requests[i].header("traceparent"),
             format!("00-{client_trace}-{client_span}-01")
+        );
+    }
+}
+
+/// Deliveries that failed look failed: a webhook answered 400 (the task dead-lettered at once),
+/// one that refuses the connection and one that never answers (each dead-lettered with its one
+/// attempt used). Each request's CLIENT span and each attempt's CONSUMER span have status
+/// ERROR and an `error.type`: the status code, or the class of a request with no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_and_dead_lettered_deliveries_have_error_status_and_type() {
+    let t = TestQueue::new().await;
+    let otlp = Otlp::start().await;
+    let refusing = Receiver::start([Reply::status(400).body("no such order")]).await;
+    // A port that was free a moment ago: nothing listens there now.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Accepts connections and never answers on them.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let routes = json!({"routes": {
+        "order.refused": {"sink": "http", "url": refusing.url("/hook")},
+        "order.closed": {"sink": "http", "url": format!("http://127.0.0.1:{closed}/hook")},
+        "order.silent": {"sink": "http", "url": format!("http://127.0.0.1:{silent_port}/hook"),
+                         "timeout_ms": 500},
+    }});
+    let mut ids_of = std::collections::HashMap::new();
+    for event_type in ["order.refused", "order.closed", "order.silent"] {
+        let envelope = event_bridge::Envelope::new(event_type, json!({}));
+        ids_of.insert(envelope.id.clone(), event_type);
+        t.queue.publish(&envelope).await.unwrap();
+    }
+    let env = [("MAX_ATTEMPTS", "1")];
+    let drain = ["process", "--drain"];
+    let service = ("worker", routes.to_string());
+    event_bridge_with(&t, &otlp, (service.0, &service.1), &drain, &env).await;
+    held.abort();
+    assert_eq!(t.children("dead").await.len(), 3, "all three dead-lettered");
+    let spans = otlp.spans(6).await;
+    assert_eq!(spans.len(), 6, "three attempts, three requests: {spans:#?}");
+    let clients = of_kind(&spans, "CLIENT");
+    for attempt in of_kind(&spans, "CONSUMER") {
+        let id = attempt["attributes"]["messaging.message.id"]
+            .as_str()
+            .unwrap();
+        let (_, span) = ids(attempt);
+        let client = (clients.iter())
+            .find(|c| c["parent_span_id"] == span.as_str())
+            .unwrap_or_else(|| panic!("no request under {attempt:#}"));
+        let (attempt_type, client_type) = match ids_of[id] {
+            "order.refused" => ("permanent", "400"),
+            "order.closed" => ("retryable", "connect_error"),
+            _ => ("retryable", "timeout"),
+        };
+        assert_failed(attempt, attempt_type);
+        assert_failed(client, client_type);
+        assert!(
+            !attempt["status"]["message"].as_str().unwrap().is_empty(),
+            "the status says why: {attempt:#}"
         );
     }
 }

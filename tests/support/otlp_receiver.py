@@ -1,5 +1,7 @@
 """An OTLP/HTTP trace receiver for the tests: decodes each export with the official
-opentelemetry-proto definitions and writes every span as one JSON line to stdout.
+opentelemetry-proto definitions and writes every span as one JSON line to stdout: its
+service, name, kind, ids, links, attributes and status (`{"code": "UNSET" | "OK" | "ERROR",
+"message"}`).
 
 Usage: python3 otlp_receiver.py  (prints "listening <port>" first, then one line per span)
 """
@@ -15,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+STATUS_CODES = {0: "UNSET", 1: "OK", 2: "ERROR"}
 
 
 def value(any_value):
@@ -53,6 +56,10 @@ class Receiver(BaseHTTPRequestHandler):
                             for link in span.links
                         ],
                         "attributes": attributes(span.attributes),
+                        "status": {
+                            "code": STATUS_CODES.get(span.status.code, str(span.status.code)),
+                            "message": span.status.message,
+                        },
                     }
                     print(json.dumps(line), flush=True)
         answer = ExportTraceServiceResponse().SerializeToString()

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use event_bridge::Envelope;
-use event_bridge::task::{MAX_BODY_BYTES, envelope_from_value};
+use event_bridge::task::{MAX_BODY_BYTES, envelope_from_value, shown};
 use serde_json::Value;
 
 use crate::HttpReply;
@@ -165,17 +165,17 @@ pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
         let envelope = item(line, value)?;
         if let Some(first) = first_with.insert(envelope.id.clone(), line) {
             return Err(Refused::Bad(format!(
-                "line {line}: id {:?} is also line {first}'s: ids must be unique within a \
+                "line {line}: id {} is also line {first}'s: ids must be unique within a \
                  publish (status and cancel by id would find only one task)",
-                envelope.id
+                shown(&envelope.id)
             )));
         }
         let key = envelope.debounce.as_ref().map(|d| d.key.clone());
         if let Some(first) = key.and_then(|key| debounced.insert(key, line)) {
             return Err(Refused::Bad(format!(
-                "line {line}: debounce_key {:?} is also line {first}'s: one a publish (send \
+                "line {line}: debounce_key {} is also line {first}'s: one a publish (send \
                  the last)",
-                envelope.debounce.map(|d| d.key).unwrap_or_default()
+                shown(&envelope.debounce.map(|d| d.key).unwrap_or_default())
             )));
         }
         batch.envelopes.push(envelope);

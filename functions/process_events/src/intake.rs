@@ -58,8 +58,19 @@ pub async fn publish(app: &App, body: &[u8], path: &str, time_left: Duration) ->
             Ok(published) => HttpReply::accepted(answer(&envelopes, &published, path)),
             Err((item, id, reason)) => in_doubt(line_of(item), &id, &reason, envelopes.len()),
         },
-        Err(Error::InDoubt { item, id, problem }) => {
-            in_doubt(line_of(item), &id, &problem, envelopes.len())
+        Err(Error::InDoubt {
+            item,
+            id,
+            problem,
+            cut,
+        }) => {
+            let cut = cut.map(|cut| format!(": {cut}")).unwrap_or_default();
+            in_doubt(
+                line_of(item),
+                &id,
+                &format!("{problem}{cut}"),
+                envelopes.len(),
+            )
         }
         // The body read well, but its multi-op would be more than ZooKeeper takes in one
         // request (keys' paths count), or an item waits for a later one, or its id is a

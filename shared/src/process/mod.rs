@@ -14,6 +14,7 @@
 //! nothing is followed by a few more from the head before the run calls the queue empty. A
 //! single consumer never loses, so it claims strictly oldest first.
 
+mod attempt_trace;
 mod group_order;
 mod hold;
 mod pass;

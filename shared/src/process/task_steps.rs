@@ -122,7 +122,7 @@ impl<H: Handler> Run<'_, H> {
         let started = Instant::now();
         let span = crate::traces::attempt_span(self.queue().layout().root(), &lease.task);
         let ended = (self.run_handler(&mut lease, claimed_at))
-            .instrument(span)
+            .instrument(span.clone())
             .await;
         // Before its places are freed: whatever the handler sent is given up on by now (the
         // contract checker reads this line to know when a request stopped counting).
@@ -139,6 +139,7 @@ impl<H: Handler> Run<'_, H> {
             }
             (ended, _) => ended,
         };
+        let failure = super::attempt_trace::failure(&ended);
         let result = match &ended {
             Ok(HandlerEnd::Finished(result)) => Some(result),
             _ => None,
@@ -173,6 +174,7 @@ impl<H: Handler> Run<'_, H> {
             HandlerEnd::LeaseLost => TaskOutcome::LeaseLost,
             HandlerEnd::Unvouched => TaskOutcome::Abandoned,
         };
+        super::attempt_trace::record(&span, failure, &outcome);
         Ok(Ran::Settled(outcome, true, name))
     }
 

@@ -98,11 +98,13 @@ impl Queue {
                     item: i + 1,
                     id,
                     problem: format!("it was published, but its task's name is unknown: {reason}"),
+                    cut: None,
                 }),
                 Outcome::Unknown { id, reason } => Err(Error::InDoubt {
                     item: i + 1,
                     id,
                     problem: format!("cannot tell whether it was published: {reason}"),
+                    cut: None,
                 }),
             })
             .collect()
@@ -126,8 +128,8 @@ impl Queue {
     ///   [`Outcome::Unknown`], and the error names the first item without an answer; those
     ///   after the window were not sent;
     /// - [`Error::Unpublishable`] naming the first envelope that can never be published
-    ///   ([`Envelope::check_publishable`]), or whose id an earlier envelope has (an item in
-    ///   doubt is looked for by its id): nothing is written;
+    ///   ([`Envelope::check_publishable`], or over [`task::MAX_BODY_BYTES`]), or whose id an
+    ///   earlier envelope has (an item in doubt is looked for by its id): nothing is written;
     /// - any error of [`Queue::publish_all`] before that: unknown parents, batches.
     pub async fn publish_each<F>(
         &self,
@@ -527,15 +529,17 @@ enum Settle<'l> {
 }
 
 /// Refuses a publish of `envelopes` before anything is written when one can never be
-/// published, or when two share an id (what is in doubt after a lost connection is found by
-/// id).
+/// published (its fields, or its size: sent, the others around it would land and it not), or
+/// when two share an id (what is in doubt after a lost connection is found by id).
 fn refuse_unpublishable(envelopes: &[Envelope]) -> Result<()> {
     let mut ids: HashMap<&str, usize> = HashMap::new();
     for (i, envelope) in envelopes.iter().enumerate() {
-        (envelope.check_publishable()).map_err(|problem| Error::Unpublishable {
-            item: i + 1,
-            problem,
-        })?;
+        (envelope.check_publishable())
+            .and_then(|()| task::check_envelope_size(envelope))
+            .map_err(|problem| Error::Unpublishable {
+                item: i + 1,
+                problem,
+            })?;
         if let Some(first) = ids.insert(&envelope.id, i + 1) {
             let id = crate::task::shown(&envelope.id);
             return Err(Error::Unpublishable {
@@ -648,9 +652,7 @@ fn cut_short(
     Error::InDoubt {
         item: first + 1,
         id: ids.get(first).cloned().unwrap_or_default(),
-        problem: format!(
-            "the connection was lost and {why}: {unknown} task(s) sent may or may not exist \
-             (their answers say \"unknown\"), {unsent} were not published"
-        ),
+        problem: format!("the connection was lost and {why}"),
+        cut: Some(crate::error::CutShort { unknown, unsent }),
     }
 }

@@ -373,6 +373,12 @@ impl Steps {
         Some(bound.stop_at.saturating_duration_since(Instant::now()))
     }
 
+    /// The largest record the handler may keep (`CHECKPOINT_MAX_BYTES`); none when no run
+    /// holds the task.
+    pub fn max_bytes(&self) -> Option<usize> {
+        self.lock().bound.as_ref().map(|b| b.max_bytes)
+    }
+
     /// The record as a delivery shows it: a wait that ended without a signal reads as timed
     /// out. None when the task never had one.
     pub fn delivered_record(&self) -> Option<Record> {

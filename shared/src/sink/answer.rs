@@ -26,16 +26,21 @@ pub(super) fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// The start of a response body, at most `limit` bytes of it; a failed read ends it early.
-pub(super) async fn read_up_to(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
+/// The start of a response body, at most `limit` bytes of it (a chunk may take it a little
+/// past); a failed read ends it early, and is returned beside what was read.
+pub(super) async fn read_up_to(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> (Vec<u8>, Option<reqwest::Error>) {
     let mut bytes = Vec::new();
     while bytes.len() < limit {
         match response.chunk().await {
             Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
-            Ok(None) | Err(_) => break,
+            Ok(None) => break,
+            Err(e) => return (bytes, Some(e)),
         }
     }
-    bytes
+    (bytes, None)
 }
 
 /// At most `BODY_EXCERPT_BYTES` of a body as one line of text, `…` when cut.

@@ -74,10 +74,15 @@
 //! with any other body delivers the task, as before; one that names a bad span, or keys no
 //! signal can have, sends it to the dead letters with the problem.
 //!
+//! A `202`'s body is read whole, up to `CHECKPOINT_MAX_BYTES` (the cap of the task's record):
+//! one over the cap (by its `Content-Length`, or as read) sends the task to the dead letters
+//! naming the cap, and one whose reading failed is retried. Neither delivers: a cut body
+//! would not read as the suspension it may be.
+//!
 //! The body of a 2xx answer is the task's result ([`TaskResult::from_answer`]): kept in the
 //! completion record (`KEEP_DONE`) when it is JSON of at most 64 KiB, else as its size and
-//! `Content-Type`. At most 64 KiB and one byte of it is read; the size of a longer one is its
-//! `Content-Length` (unknown without one).
+//! `Content-Type`. At most 64 KiB and one byte of it is read (of a `202`, all of it, as above);
+//! the size of a longer one is its `Content-Length` (unknown without one).
 //!
 //! Error messages name the status and the URL without its credentials, query or fragment, and
 //! quote at most 200 bytes of the response body: `HTTP 503 from https://host/path: busy`.
@@ -202,11 +207,15 @@ impl HttpSink {
             .await
     }
 
+    /// [`HttpSink::deliver`] within `span`, which a failure marks failed (see
+    /// [`traces::failed`]): with the status code of a request answered with a failure, the
+    /// class of one that got no answer, `_OTHER` for one never sent.
     async fn deliver_within(&self, task: &Task, span: &Span) -> Result<HttpAnswer, SinkError> {
-        let body = self.body(task)?;
+        let body = self.body(task).map_err(|e| failed(span, "_OTHER", e))?;
         let traceparent = traces::traceparent(span).or_else(|| task.envelope.traceparent.clone());
         let stamp = unix_seconds(SystemTime::now());
-        let headers = self.headers(task, stamp, &body, traceparent.as_deref())?;
+        let headers = (self.headers(task, stamp, &body, traceparent.as_deref()))
+            .map_err(|e| failed(span, "_OTHER", e))?;
         let sent = self
             .client
             .post(self.url.clone())
@@ -214,11 +223,11 @@ impl HttpSink {
             .body(body)
             .send()
             .await;
-        let response = sent.map_err(|e| self.transport_error(e))?;
+        let response = sent.map_err(|e| failed(span, no_answer(&e), self.transport_error(e)))?;
         let status = response.status();
         span.record("http.response.status_code", i64::from(status.as_u16()));
         tracing::debug!(task = %task.name, url = %self.shown, status = status.as_u16(), "webhook answered");
-        let result = self.read_answer(task, response).await?;
+        let result = self.read_answer(task, response, span).await?;
         Ok(HttpAnswer {
             status: status.as_u16(),
             result,
@@ -308,40 +317,90 @@ impl HttpSink {
         &self,
         task: &Task,
         response: reqwest::Response,
+        span: &Span,
     ) -> Result<Option<TaskResult>, SinkError> {
         let status = response.status();
-        if status.is_success() {
-            let length = response.content_length();
-            let content_type = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let read = read_up_to(response, RESULT_READ_BYTES).await;
-            if status == reqwest::StatusCode::ACCEPTED {
-                self.suspension(task, &read)?;
-            }
-            return Ok(TaskResult::from_answer(
-                &read,
-                length,
-                content_type.as_deref(),
-            ));
+        if !status.is_success() {
+            return Err(failed(span, status.as_str(), self.refusal(response).await));
         }
+        let length = response.content_length();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let read = match status == reqwest::StatusCode::ACCEPTED {
+            true => self.accepted(task, response, span).await?,
+            false => read_up_to(response, RESULT_READ_BYTES).await.0,
+        };
+        Ok(TaskResult::from_answer(
+            &read,
+            length,
+            content_type.as_deref(),
+        ))
+    }
+
+    /// The body of a `202`, which may suspend the task (see [`super::resume_answer`]): read
+    /// whole, up to the checkpoint cap (`CHECKPOINT_MAX_BYTES`). A body over the cap, or one
+    /// whose reading failed, is never taken for a delivery: cut, it would not read as the
+    /// suspension it may be.
+    async fn accepted(
+        &self,
+        task: &Task,
+        response: reqwest::Response,
+        span: &Span,
+    ) -> Result<Vec<u8>, SinkError> {
+        let cap = checkpoint_cap(task);
+        let over = |length: Option<u64>| {
+            let size = length.map(|l| format!(" ({l} bytes)")).unwrap_or_default();
+            let error = SinkError::Permanent(format!(
+                "HTTP 202 from {}: its body{size} is over the {cap}-byte cap \
+                 (CHECKPOINT_MAX_BYTES) a checkpoint may take: a 202 is never delivered unread",
+                self.shown
+            ));
+            failed(span, "response_too_large", error)
+        };
+        let length = response.content_length();
+        if length.is_some_and(|l| l > cap as u64) {
+            return Err(over(length));
+        }
+        match read_up_to(response, cap + 1).await {
+            (read, None) if read.len() > cap => Err(over(None)),
+            (read, None) => {
+                self.suspension(task, &read)?;
+                Ok(read)
+            }
+            (_, Some(e)) => {
+                let class = no_answer(&e);
+                let error = SinkError::Retryable(format!(
+                    "HTTP 202 from {}: its body could not be read: {}",
+                    self.shown,
+                    cause(&e.without_url())
+                ));
+                Err(failed(span, class, error))
+            }
+        }
+    }
+
+    /// The error of a response that is not a success: worth another try or not, by its
+    /// status, no sooner than its `Retry-After`.
+    async fn refusal(&self, response: reqwest::Response) -> SinkError {
+        let status = response.status();
         let after = response
             .headers()
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| retry_after(v, SystemTime::now()));
-        let excerpt = excerpt(&read_up_to(response, BODY_EXCERPT_BYTES + 1).await);
+        let excerpt = excerpt(&read_up_to(response, BODY_EXCERPT_BYTES + 1).await.0);
         let mut error = format!("HTTP {} from {}", status.as_u16(), self.shown);
         if !excerpt.is_empty() {
             error = format!("{error}: {excerpt}");
         }
-        Err(match (is_retryable(status), after) {
+        match (is_retryable(status), after) {
             (true, Some(after)) => SinkError::RetryAfter { error, after },
             (true, None) => SinkError::Retryable(error),
             (false, _) => SinkError::Permanent(error),
-        })
+        }
     }
 
     /// A `202` that suspends the task (see [`super::resume_answer`]): its record takes the
@@ -386,6 +445,29 @@ impl std::fmt::Debug for HttpSink {
             .field("timeout", &self.timeout)
             .finish()
     }
+}
+
+/// `error`, with `span` marked failed as `error_type` says.
+fn failed(span: &Span, error_type: &str, error: SinkError) -> SinkError {
+    traces::failed(span, error_type, &error.to_string());
+    error
+}
+
+/// The class of a request that got no (whole) answer, as a span's `error.type` says it.
+fn no_answer(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect_error"
+    } else {
+        "_OTHER"
+    }
+}
+
+/// The most a `202`'s body may be: the cap of the record of the run that holds the task
+/// (`CHECKPOINT_MAX_BYTES`), or the setting's default for a task no run holds.
+fn checkpoint_cap(task: &Task) -> usize {
+    (task.steps.max_bytes()).unwrap_or_else(|| crate::Config::default().checkpoint_max_bytes)
 }
 
 /// Whole seconds since the Unix epoch.

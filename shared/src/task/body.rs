@@ -36,6 +36,10 @@ pub fn parse(bytes: &[u8]) -> Body {
         Ok(envelope) => envelope,
         Err(e) => return Body::Poison(format!("malformed {FORMAT} envelope: {e}")),
     };
+    // A name no claim could carry (another producer's): run, it would fail every claim.
+    if let Err(problem) = super::names::check_runnable(&envelope) {
+        return Body::Poison(format!("malformed {FORMAT} envelope: {problem}"));
+    }
     match Place::from_envelope(&envelope) {
         None => Body::Envelope(envelope),
         Some(Ok(place)) => Body::Place(place),
@@ -69,6 +73,21 @@ mod tests {
             parse(body),
             Body::Plain(json!({"user_id": 123, "action": "export_report"}))
         );
+    }
+
+    #[test]
+    fn an_envelope_with_a_name_no_claim_could_carry_is_poison() {
+        let mut envelope = Envelope::new("a", json!({}));
+        envelope.group = Some("g".repeat(600_000));
+        let body = serde_json::to_vec(&envelope).unwrap();
+        match parse(&body) {
+            Body::Poison(reason) => assert!(
+                reason.starts_with("malformed event-bridge/1 envelope: \"group\" is 600000"),
+                "{reason:.200}"
+            ),
+            other => panic!("{other:.200?}"),
+        }
+        assert_eq!(group_of(&body), None, "no group to lock");
     }
 
     #[test]

@@ -8,23 +8,12 @@ use serde_json::{Map, Value};
 use super::Debounce;
 use super::after::{OnParentDead, check_after};
 use super::field::{check_named, check_text};
+use super::names::{MAX_CONCURRENCY_KEY_NAME_BYTES, MAX_KEY_NAME_BYTES, check_names, fits_as_name};
 use super::size::check_size;
 use crate::lane::Priority;
-use crate::layout::encode_segment;
 
 /// The value of an envelope's `format` field, which tells it from a plain body.
 pub const FORMAT: &str = "event-bridge/1";
-
-/// The longest an idempotency key may be as a znode name (`keys/<key>`, where every byte other
-/// than ASCII letters, digits, `-` and `_` takes three). A completion writes that name twice
-/// (the key and its expiry entry) in a multi-op it shares with up to 31 other tasks, which must
-/// stay within the megabyte ZooKeeper takes in one request.
-pub const MAX_KEY_NAME_BYTES: usize = 4_096;
-
-/// The longest a concurrency key may be as a znode name (`concurrency/<route>/<key>`): a claim
-/// writes it twice per task (the key's gate and the task's slot under it), for up to 32 tasks
-/// in one request.
-pub const MAX_CONCURRENCY_KEY_NAME_BYTES: usize = 1_024;
 
 /// A task body as our producers write it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -169,20 +158,6 @@ pub fn is_traceparent(value: &str) -> bool {
             && nonzero(span) && hex(flags, 2))
 }
 
-/// Refuses `key` (the value of envelope field `field`) when its znode name is over `most`
-/// bytes, saying how long it is both ways.
-pub(crate) fn fits_as_name(field: &str, key: &str, most: usize) -> Result<(), String> {
-    let name = encode_segment(key).len();
-    if name > most {
-        return Err(format!(
-            "\"{field}\" is {} bytes, {name} as a znode name (a byte other than ASCII letters, \
-             digits, - and _ takes three), over the {most} a key may take",
-            key.len()
-        ));
-    }
-    Ok(())
-}
-
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -250,9 +225,10 @@ impl Envelope {
 
     /// What a publish refuses before writing anything: an empty id (the schema asks for one
     /// character at least; `status` and `cancel` by id could not name the task), an empty
-    /// type or group, a control character in any of the fields a delivery sends as a header
-    /// or the queue names a znode after (id, type, group, keys), and an idempotency key over
-    /// `MAX_KEY_NAME_BYTES` (4 096) as a znode name. The problem names the field.
+    /// type, group or idempotency key, a control character in any of the fields a delivery
+    /// sends as a header or the queue names a znode after (id, type, group, keys, parents),
+    /// and any of those over its limit as a znode name (see [`super::names`]). The problem
+    /// names the field and the limit.
     pub fn check_publishable(&self) -> Result<(), String> {
         if self.id.is_empty() {
             return Err(
@@ -266,11 +242,12 @@ impl Envelope {
             check_named("group", group)?;
         }
         if let Some(key) = &self.idempotency_key {
-            check_text("idempotency_key", key)?;
+            check_named("idempotency_key", key)?;
         }
         if let Some(debounce) = &self.debounce {
             check_text("debounce_key", &debounce.key)?;
         }
+        check_names(self)?;
         self.check_concurrency_key()?;
         if let Some(debounce) = &self.debounce {
             debounce.check()?;

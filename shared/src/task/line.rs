@@ -61,7 +61,9 @@ pub fn envelope_from_value(
         envelope.priority = super::Priority::parse(&priority)?;
     }
     envelope.debounce = debounce(&text)?;
-    envelope.delay_ms = text("delay")?.map(|d| delay(&d)).transpose()?;
+    envelope.delay_ms = text("delay")?
+        .map(|d| parse_delay("delay", &d))
+        .transpose()?;
     envelope.traceparent = match text("traceparent")? {
         Some(t) if !super::is_traceparent(&t) => {
             return Err(format!(
@@ -101,12 +103,13 @@ fn after(value: Option<&Value>) -> Result<Vec<String>, String> {
 /// The longest delay a publish takes: a year.
 const MAX_DELAY_MS: u64 = 365 * 24 * 3_600_000;
 
-/// A line's `delay`: a span with its unit, at most a year.
-fn delay(text: &str) -> Result<u64, String> {
-    let ms = super::parse_span("delay", text)?;
+/// A delay in ms, as a line's `delay` (and the command's `--delay`) takes it: a whole number and
+/// `ms`, `s`, `m`, `h` or `d`, at most a year; the problem names `field`.
+pub fn parse_delay(field: &str, text: &str) -> Result<u64, String> {
+    let ms = super::parse_span(field, text)?;
     if ms > MAX_DELAY_MS {
         return Err(format!(
-            "\"delay\" must be at most {MAX_DELAY_MS} ms (a year)"
+            "\"{field}\" must be at most {MAX_DELAY_MS} ms (a year)"
         ));
     }
     Ok(ms)

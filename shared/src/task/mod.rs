@@ -13,21 +13,26 @@ mod envelope;
 mod field;
 pub mod json;
 mod line;
+mod names;
 mod place;
 mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
 use crate::progress::Progress;
-pub use crate::quoted::{SHOWN_BYTES, clipped, shown};
+pub use crate::quoted::{SHOWN_BYTES, clipped, one_line, shown};
 pub use after::OnParentDead;
 pub use body::{Body, group_of, parse};
 pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, PendingDebounced, parse_span};
-pub(crate) use envelope::fits_as_name;
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use field::check_text;
-pub use line::envelope_from_value;
+pub use line::{envelope_from_value, parse_delay};
+pub(crate) use names::fits_as_name;
+pub use names::{
+    MAX_CONCURRENCY_KEY_NAME_BYTES, MAX_GROUP_NAME_BYTES, MAX_ID_NAME_BYTES, MAX_KEY_NAME_BYTES,
+    MAX_RUNNABLE_NAME_BYTES, MAX_TYPE_NAME_BYTES,
+};
 pub use place::{PLACE_DUE_MS, Place, StandsFor};
-pub use size::{MAX_BODY_BYTES, check_size};
+pub use size::{MAX_BODY_BYTES, check_envelope_size, check_size};
 
 /// A claimed task, as a handler sees it.
 #[derive(Clone, Debug, PartialEq)]

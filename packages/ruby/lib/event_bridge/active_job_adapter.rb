@@ -73,8 +73,11 @@ module ActiveJob
       # Rails 7.1's perform_all_later: every job in one publish, all or nothing. Each job gets
       # its task as provider_job_id (one whose key is taken gets the task that has it, as with
       # perform_later) and, on Rails 7.1+, successfully_enqueued; the count is all of them. A
-      # refused or failed publish raises PublishError and enqueues none.
+      # refused or failed publish raises PublishError and enqueues none. No job sends nothing,
+      # and needs no publish URL.
       def enqueue_all(jobs)
+        return 0 if jobs.empty?
+
         tasks = jobs.map { |job| EventBridge::JobTask.task(job, job.scheduled_at&.to_f) }
         publisher.publish(tasks).zip(jobs) do |item, job|
           job.provider_job_id = name_of(item)

@@ -1,4 +1,4 @@
-//! Reading input: JSON lines into envelopes, and delays such as `30s`.
+//! Reading input: JSON lines into envelopes, and durations such as `30s` or `1d`.
 
 use std::io::BufRead;
 use std::time::Duration;
@@ -37,25 +37,15 @@ pub(crate) fn envelopes(
     }))
 }
 
-/// `1500ms`, `30s`, `5m`, `2h`, or a bare number of seconds.
+/// A duration as a JSON line's `"delay"` takes it (`1500ms`, `30s`, `5m`, `2h`, `1d`: the one
+/// parser, [`event_bridge::task::parse_delay`], at most a year), or a bare number of seconds.
 pub(crate) fn parse_delay(raw: &str) -> Result<Duration, String> {
-    let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
-    let (digits, unit) = raw.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{raw:?} is not a delay such as 30s or 5m"))?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "" | "s" => n.checked_mul(1_000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => return Err(format!("{raw:?}: unit must be ms, s, m or h")),
+    let seconds = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit());
+    let text = match seconds {
+        true => format!("{raw}s"),
+        false => raw.to_string(),
     };
-    const YEAR_MS: u64 = 365 * 24 * 3_600_000;
-    let ms = ms
-        .filter(|ms| *ms <= YEAR_MS)
-        .ok_or_else(|| format!("{raw:?}: a delay is at most a year"))?;
-    Ok(Duration::from_millis(ms))
+    event_bridge::task::parse_delay("duration", &text).map(Duration::from_millis)
 }
 
 #[cfg(test)]
@@ -63,14 +53,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn delays_take_a_unit() {
+    fn delays_take_a_unit_as_a_lines_delay_does() {
         assert_eq!(parse_delay("1500ms"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_delay("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_delay("30"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_delay("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_delay("2h"), Ok(Duration::from_secs(7200)));
-        assert!(parse_delay("5d").is_err());
+        assert_eq!(parse_delay("1d"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_delay("366d").unwrap_err().contains("a year"));
         assert!(parse_delay("m").is_err());
         assert!(parse_delay("99999999999999999h").is_err());
+        let bad = format!("\u{1b}[31m\n{}", "x".repeat(100_000));
+        let refused = parse_delay(&bad).unwrap_err();
+        assert!(
+            refused.len() < 300 && !refused.contains('\u{1b}'),
+            "{refused:.300}"
+        );
     }
 }

@@ -29,6 +29,7 @@ mod publish;
 mod runs;
 mod schedules;
 mod show;
+mod usage;
 
 use show::print_json;
 
@@ -260,7 +261,8 @@ pub(crate) struct Publish {
     /// `resume --group` (`pause`), or go on with the group's next task (`continue`, the default).
     #[arg(long, value_parser = ["pause", "continue"], requires = "group")]
     pub(crate) on_dead: Option<String>,
-    /// Not claimable before this delay has passed, e.g. 30s, 5m, 1500ms.
+    /// Not claimable before this delay has passed, by ZooKeeper's clock: 1500ms, 30s, 5m, 2h, 1d
+    /// (as a JSON line's "delay"), at most a year.
     #[arg(long, value_parser = lines::parse_delay)]
     pub(crate) delay: Option<Duration>,
     /// How long a connection lost under the publish (a leader election) may stay lost: once
@@ -397,8 +399,11 @@ fn traceparent(value: &str) -> Result<String, String> {
     }
 }
 
+/// The most of an error's message printed, in bytes.
+const MESSAGE_BYTES: usize = 4_096;
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| usage::exit(e));
     event_bridge::logs::init_cli();
     let ran = runtime_for(&cli.command).block_on(run(cli.command));
     // `exit` runs no destructor: the spans ended so far are sent first.
@@ -407,7 +412,9 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) if broken_pipe(e.as_ref()) => std::process::exit(0),
         Err(e) => {
-            eprintln!("event-bridge: {e}");
+            // One line, whatever a value quoted in it held.
+            let message = event_bridge::task::one_line(&e.to_string(), MESSAGE_BYTES);
+            eprintln!("event-bridge: {message}");
             std::process::exit(1);
         }
     }

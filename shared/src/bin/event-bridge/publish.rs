@@ -2,6 +2,11 @@
 //! window of lines at a time, so a file of any size is published in constant memory (but for
 //! the ids its lines give, kept to refuse one given twice). Each task is printed as it lands.
 //!
+//! A line that can never be published (a field refused, a name over its limit, a body over the
+//! znode limit) stops the publish before its window is sent, naming its line and why: from a
+//! file nothing is published (every line is checked first), from standard input the windows
+//! before it were, and every task of them printed.
+//!
 //! A connection lost under a window (a leader election) is ridden out for `--retry-for`:
 //! once a session answers again, the lines whose answers were lost are looked for where they
 //! would have landed, found ones printed, the others sent again
@@ -14,8 +19,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 
 use event_bridge::queue::{Outcome, PublishOptions, Published};
-use event_bridge::task::envelope_from_value;
-use event_bridge::{Envelope, Error, Queue, Session};
+use event_bridge::task::{envelope_from_value, shown};
+use event_bridge::{CutShort, Envelope, Error, Queue, Session};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -62,7 +67,7 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
         (None, true) => "-".to_string(),
         (None, false) => {
             let one = [single()?];
-            publish_window(session, &options, &one, &[], &mut unknown).await?;
+            publish_window(session, &options, &one, &[], &mut unknown, After::NOTHING).await?;
             return unknown.verdict();
         }
     };
@@ -81,7 +86,8 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
     let window = (session, &options, &mut unknown);
     let published = publish_lines(window, lines, total, keyed, &stamp).await?;
     if implicit && published == 0 {
-        publish_window(session, &options, &[single()?], &[], &mut unknown).await?;
+        let one = [single()?];
+        publish_window(session, &options, &one, &[], &mut unknown, After::NOTHING).await?;
         return unknown.verdict();
     }
     unknown.verdict()
@@ -114,9 +120,14 @@ async fn publish_lines(
             return Err(keyed_lines());
         }
         if total.is_none() {
-            check_window(queue, &window, published + 1)?;
+            check_window(queue, &window, &numbers)?;
         }
-        publish_window(session, options, &window, &numbers, unknown).await?;
+        let after = match (total, window.len() < WINDOW) {
+            (Some(total), _) => After::Lines(total as usize - published - window.len()),
+            (None, true) => After::NOTHING,
+            (None, false) => After::Unread(numbers.last().copied().unwrap_or_default()),
+        };
+        publish_window(session, options, &window, &numbers, unknown, after).await?;
         published += window.len();
         if let Some(bar) = &bar {
             bar.inc(window.len() as u64);
@@ -226,14 +237,17 @@ impl Defaults {
 /// already), `"published": "unknown"` with the line and why, kept in `unknown`.
 ///
 /// A connection that does not come back within the options' budget fails it, naming the first
-/// line with no answer.
+/// line with no answer and counting every line without one: the window's, and those `after`
+/// it.
 async fn publish_window(
     session: &Session,
     options: &PublishOptions<'_>,
     window: &[Envelope],
     numbers: &[usize],
     unknown: &mut Unknown,
+    after: After,
 ) -> Result<(), Failure> {
+    let earlier_unknown = unknown.count;
     let line = |i: usize| numbers.get(i).copied();
     let mut written = Ok(());
     let print = |i: usize, outcome: &Outcome| {
@@ -250,11 +264,50 @@ async fn publish_window(
     written?;
     match published {
         Ok(_) => Ok(()),
-        Err(Error::InDoubt { item, id, problem }) => {
+        Err(Error::InDoubt {
+            item,
+            id,
+            problem,
+            cut,
+        }) => {
             let at = at(line(item.saturating_sub(1)));
-            Err(format!("{at} (id {id}): {problem}").into())
+            let cut = cut.map_or_else(String::new, |cut| after.counted(cut, earlier_unknown));
+            Err(format!("{at} (id {id}): {problem}{cut}").into())
+        }
+        Err(Error::Unpublishable { item, problem }) => {
+            Err(format!("{}: {problem}", at(line(item.saturating_sub(1)))).into())
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What follows a window in the input, for a publish that stops there to count.
+#[derive(Clone, Copy)]
+enum After {
+    /// This many lines (of a file, counted before), never sent.
+    Lines(usize),
+    /// Standard input, not read past this line.
+    Unread(usize),
+}
+
+impl After {
+    /// Nothing: the last window, or the task of the arguments.
+    const NOTHING: After = After::Lines(0);
+
+    /// A window's `cut` counted for the whole input (`earlier_unknown`: lines of the windows
+    /// before it printed unknown), as the end of the message that stops the publish.
+    fn counted(self, cut: CutShort, earlier_unknown: usize) -> String {
+        let unknown = earlier_unknown + cut.unknown;
+        match self {
+            After::Lines(more) => {
+                let unsent = cut.unsent + more;
+                format!(": {}", CutShort { unknown, unsent })
+            }
+            After::Unread(line) => format!(
+                ": {}, nor any line after line {line} (standard input is not read further)",
+                CutShort { unknown, ..cut }
+            ),
+        }
     }
 }
 
@@ -359,8 +412,9 @@ fn check(
     for (parent, line) in parents {
         if let Some(&at) = given.get(&parent).filter(|&&at| at >= line) {
             return Err(format!(
-                "{path}:{line}: \"after\" names {parent}, the id of line {at}: a task waits only \
-                 for tasks published before it, so dependencies cannot form a cycle"
+                "{path}:{line}: \"after\" names {}, the id of line {at}: a task waits only for \
+                 tasks published before it, so dependencies cannot form a cycle",
+                shown(&parent)
             )
             .into());
         }
@@ -368,17 +422,16 @@ fn check(
     Ok(count)
 }
 
-/// Checks a window of standard input before it is published (`first`: the number of its first
-/// task), as `check` does a file, but for ids within the window only: standard input is read
-/// once, in constant memory.
-fn check_window(queue: &Queue, window: &[Envelope], first: usize) -> Result<(), Failure> {
+/// Checks a window of standard input before it is published (`numbers`: its lines' numbers),
+/// as `check` does a file, but for ids within the window only: standard input is read once, in
+/// constant memory, so the windows before a bad line's are published (and printed) already.
+fn check_window(queue: &Queue, window: &[Envelope], numbers: &[usize]) -> Result<(), Failure> {
     let mut ids: HashMap<&str, usize> = HashMap::new();
-    for (i, envelope) in window.iter().enumerate() {
-        let n = first + i;
+    for (envelope, &n) in window.iter().zip(numbers) {
         if let Some(earlier) = ids.insert(&envelope.id, n) {
-            return Err(format!("-: task {n}: {}", repeated(&envelope.id, "task", earlier)).into());
+            return Err(format!("-:{n}: {}", repeated(&envelope.id, "line", earlier)).into());
         }
-        check_one(queue, envelope).map_err(|e| format!("-: task {n}: {e}"))?;
+        check_one(queue, envelope).map_err(|e| format!("-:{n}: {e}"))?;
     }
     Ok(())
 }
@@ -386,18 +439,19 @@ fn check_window(queue: &Queue, window: &[Envelope], first: usize) -> Result<(), 
 /// Why an id given twice is refused: `what` `first` gave it already.
 fn repeated(id: &str, what: &str, first: usize) -> String {
     format!(
-        "id {id:?} is also {what} {first}'s: ids must be unique within a publish (status and \
-         cancel by id would find only one task)"
+        "id {} is also {what} {first}'s: ids must be unique within a publish (status and \
+         cancel by id would find only one task)",
+        shown(id)
     )
 }
 
-/// Refuses a task whose fields are not publishable (an empty id, a concurrency key no gate can
-/// be named after), and a keyed task ZooKeeper would refuse before it is sent (see
-/// `AllOrNothing::check_batch`): its key's path and data go with its body. A task without a key is one create of its body,
-/// which is refused over the znode limit as it is sent; checking it here too would cost a
-/// serialization per line.
+/// Refuses a task whose fields are not publishable (an empty id, a name over its limit), one
+/// over the znode limit (sent, the tasks pipelined around it would land and it not), and a
+/// keyed task ZooKeeper would refuse before it is sent (see `AllOrNothing::check_batch`): its
+/// key's path and data go with its body.
 fn check_one(queue: &Queue, envelope: &Envelope) -> Result<(), String> {
     envelope.check_publishable()?;
+    event_bridge::task::check_envelope_size(envelope)?;
     if envelope.idempotency_key.is_none() {
         return Ok(());
     }
