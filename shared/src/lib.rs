@@ -53,6 +53,9 @@
 //! - [`dead`]: the dead letters (list, show, redrive, purge) and the [`dead::DeadLetterSink`].
 //! - [`state`]: a task's states and the transitions between them, the one list.
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
+//! - [`doctor`]: what a deployment gets wrong, a check per line with its fix (`event-bridge
+//!   doctor`): servers, root, ACLs, clock, reaper, leases' versions; with the sinks' features,
+//!   routes and sinks; the secrets needed.
 //! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
 //! - [`run_metrics`]: what runs record through the `metrics` facade (a no-op until a
@@ -83,6 +86,7 @@ pub mod config;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
 pub mod dead;
+pub mod doctor;
 pub mod error;
 pub mod handler;
 pub mod inspect;

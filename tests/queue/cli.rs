@@ -348,8 +348,8 @@ async fn purge_deletes_dead_letters_for_good() {
 async fn every_verb_has_help_and_none_shows_credentials() {
     let t = TestQueue::new().await;
     for verb in [
-        "init", "publish", "list", "peek", "status", "dead", "stats", "process", "reap", "cancel",
-        "pause", "resume", "worker",
+        "init", "doctor", "publish", "list", "peek", "status", "dead", "stats", "process", "reap",
+        "cancel", "pause", "resume", "worker",
     ] {
         let mut cmd = Command::new(binary("event-bridge"));
         let out = cmd
