@@ -77,7 +77,7 @@
 //! - `cli` (default): the `event-bridge` command, with every sink and the dashboard.
 //!
 //! Tests only: `proptests` (what reads bytes written by others never panics, and reads back
-//! what we write).
+//! what we write); `fixes` (every user-facing error names its fix: the one list).
 
 pub mod batch;
 pub mod cancel;
@@ -118,6 +118,8 @@ pub mod worker;
 #[cfg(any(feature = "http", feature = "sqs"))]
 pub mod sink;
 
+#[cfg(test)]
+mod fixes;
 #[cfg(feature = "telemetry")]
 pub mod logs;
 #[cfg(test)]

@@ -397,7 +397,7 @@ fn sample_period(value: &str) -> Result<Duration, String> {
 fn traceparent(value: &str) -> Result<String, String> {
     match event_bridge::task::is_traceparent(value) {
         true => Ok(value.to_string()),
-        false => Err("not a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lower case".into()),
+        false => Err("give a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lower case".into()),
     }
 }
 
