@@ -18,7 +18,10 @@ pub enum Error {
     Config(#[from] ConfigError),
 
     /// No ZooKeeper session could be established in time.
-    #[error("cannot reach ZooKeeper at {address} within {timeout_ms} ms: {reason}")]
+    #[error(
+        "cannot reach ZooKeeper at {address} within {timeout_ms} ms: {reason}; check that it runs \
+         and that ZOOKEEPER_CONNECTION_STRING names it (`event-bridge doctor` checks each server)"
+    )]
     Unreachable {
         address: String,
         timeout_ms: u64,
@@ -26,7 +29,7 @@ pub enum Error {
     },
 
     /// A ZooKeeper request failed for a reason the caller cannot treat as a race.
-    #[error("zookeeper {op} {path}: {source}")]
+    #[error("zookeeper {op} {path}: {source}; {}", zk_fix(source))]
     Zk {
         op: &'static str,
         path: String,
@@ -35,7 +38,10 @@ pub enum Error {
     },
 
     /// A ZooKeeper request did not answer before the invocation's time ran out.
-    #[error("zookeeper {op} {path}: no answer within {timeout_ms} ms")]
+    #[error(
+        "zookeeper {op} {path}: no answer within {timeout_ms} ms; run it again once ZooKeeper \
+         answers (`event-bridge doctor` checks each server)"
+    )]
     Timeout {
         op: &'static str,
         path: String,
@@ -43,12 +49,17 @@ pub enum Error {
     },
 
     /// A task is too large for a znode.
-    #[error("task is {size} bytes, over the {limit}-byte znode limit")]
+    #[error(
+        "task is {size} bytes, over the {limit}-byte znode limit: keep large data elsewhere and \
+         publish a reference to it"
+    )]
     TooLarge { size: usize, limit: usize },
 
     /// A publish refused before anything was written: task `item` of it (from 1) is one ZooKeeper
     /// would refuse, or one `status` and `cancel` could not tell from another.
-    #[error("task {item} of the publish: {problem}")]
+    #[error(
+        "task {item} of the publish: {problem}; correct it and publish again (nothing was written)"
+    )]
     Unpublishable { item: usize, problem: String },
 
     /// A publish cut by a lost connection that could not tell what became of its task `item`
@@ -56,7 +67,11 @@ pub enum Error {
     /// run already) or not; or the connection did not come back in time, and it was not sent.
     /// The problem says which; `cut`, for a publish that stopped there, what became of the
     /// publish's tasks that have no answer.
-    #[error("task {item} of the publish (id {id}): {problem}{}", cut_text(.cut))]
+    #[error(
+        "task {item} of the publish (id {id}): {problem}{}; run `event-bridge status {id}` to \
+         see whether it landed before publishing it again",
+        cut_text(.cut)
+    )]
     InDoubt {
         item: usize,
         id: String,
@@ -65,11 +80,14 @@ pub enum Error {
     },
 
     /// Input that should have been JSON was not.
-    #[error("invalid JSON: {0}")]
+    #[error("invalid JSON: {0}; correct it")]
     Json(#[from] serde_json::Error),
 
     /// A znode the bridge keeps its own state in holds something it cannot read.
-    #[error("{path} holds what event-bridge cannot read: {problem}")]
+    #[error(
+        "{path} holds what event-bridge cannot read: {problem}; correct or delete it \
+         (docs/WIRE-FORMAT.md gives its format)"
+    )]
     Unreadable { path: String, problem: String },
 
     /// A schedule that cannot be added or fired as asked.
@@ -83,15 +101,23 @@ pub enum Error {
 
     /// A task published to run after `parent` cannot wait for it (unknown, a debounced
     /// publish, a body that can never run); nothing was written.
-    #[error("parent {}: {problem}", crate::quoted::clipped(parent))]
+    #[error(
+        "parent {}: {problem}; correct the task's `after` (nothing was written)",
+        crate::quoted::clipped(parent)
+    )]
     Parent { parent: String, problem: String },
 
     /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
-    #[error("dead letter {name} cannot be redriven: {problem}")]
+    #[error(
+        "dead letter {name} cannot be redriven: {problem}; publish its task again, then purge it"
+    )]
     NotRedrivable { name: String, problem: String },
 
     /// A handler's result over the limit a completion record keeps; nothing was built.
-    #[error("result is {bytes} bytes of JSON, over the {limit}-byte limit")]
+    #[error(
+        "result is {bytes} bytes of JSON, over the {limit}-byte limit: return a smaller result, \
+         or keep it elsewhere and return a reference"
+    )]
     ResultTooLarge { bytes: usize, limit: usize },
 
     /// A signal that cannot be sent as asked (its key, its payload); nothing was sent.
@@ -143,6 +169,17 @@ impl Error {
             path: path.into(),
             source: source.into(),
         }
+    }
+}
+
+/// What to do about a ZooKeeper error the caller could not treat as a race.
+fn zk_fix(error: &zk::Error) -> &'static str {
+    match error {
+        zk::Error::NoAuth => {
+            "set ZOOKEEPER_AUTH to credentials its ACL grants (`event-bridge doctor` names them)"
+        }
+        zk::Error::NoNode => "run `event-bridge init` to create the base paths",
+        _ => "run it again; `event-bridge doctor` checks the servers if it keeps failing",
     }
 }
 

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::progress::ProgressReport;
 
+/// The version of event-bridge this consumer runs, as its leases record it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// The data of a lease znode. The field names are the 000 design's, so its consumers can read
 /// our leases and judge their age the same way; `timestamp` is refreshed by every extension.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -17,6 +20,11 @@ pub struct LeaseData {
     pub consumer_id: String,
     /// When the lease was taken or last extended, ms since the epoch, holder's clock.
     pub timestamp: i64,
+    /// The version of event-bridge the holder runs ([`VERSION`]), for `event-bridge doctor`;
+    /// absent in leases of 000-design consumers and of versions before it was written. Not a
+    /// 000-design field: its readers ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_version: Option<String>,
     /// The handler's latest progress, as of the extension that wrote it (absent until it
     /// reports one). Not a 000-design field: its readers ignore it.
     #[serde(
@@ -34,6 +42,7 @@ impl LeaseData {
         LeaseData {
             consumer_id: consumer_id.to_string(),
             timestamp: chrono::Utc::now().timestamp_millis(),
+            consumer_version: Some(VERSION.to_string()),
             progress: None,
         }
     }
@@ -122,6 +131,18 @@ mod tests {
         let older: LeaseData =
             serde_json::from_str(r#"{"consumerId":"c","timestamp":1,"fencingToken":3}"#).unwrap();
         assert_eq!(older.consumer_id, "c");
+    }
+
+    #[test]
+    fn lease_data_records_the_consumer_version_and_reads_leases_without_it() {
+        let json = serde_json::to_value(LeaseData::new("c1")).unwrap();
+        assert_eq!(json["consumerVersion"], VERSION);
+        let theirs: LeaseData =
+            serde_json::from_str(r#"{"consumerId":"vercel-func-ab12","timestamp":1}"#).unwrap();
+        assert_eq!(
+            theirs.consumer_version, None,
+            "a 000-design lease: unknown version"
+        );
     }
 
     #[test]

@@ -53,6 +53,9 @@
 //! - [`dead`]: the dead letters (list, show, redrive, purge) and the [`dead::DeadLetterSink`].
 //! - [`state`]: a task's states and the transitions between them, the one list.
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
+//! - [`doctor`]: what a deployment gets wrong, a check per line with its fix (`event-bridge
+//!   doctor`): servers, root, ACLs, clock, reaper, leases' versions; with the sinks' features,
+//!   routes and sinks; the secrets needed.
 //! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
 //! - [`run_metrics`]: what runs record through the `metrics` facade (a no-op until a
@@ -74,7 +77,7 @@
 //! - `cli` (default): the `event-bridge` command, with every sink and the dashboard.
 //!
 //! Tests only: `proptests` (what reads bytes written by others never panics, and reads back
-//! what we write).
+//! what we write); `fixes` (every user-facing error names its fix: the one list).
 
 pub mod batch;
 pub mod cancel;
@@ -83,6 +86,7 @@ pub mod config;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
 pub mod dead;
+pub mod doctor;
 pub mod error;
 pub mod handler;
 pub mod inspect;
@@ -114,6 +118,8 @@ pub mod worker;
 #[cfg(any(feature = "http", feature = "sqs"))]
 pub mod sink;
 
+#[cfg(test)]
+mod fixes;
 #[cfg(feature = "telemetry")]
 pub mod logs;
 #[cfg(test)]

@@ -35,18 +35,18 @@ impl ProgressReport {
     pub fn new(percent: u8, message: &str) -> Result<Self> {
         if percent > 100 {
             return Err(Error::BadProgress(format!(
-                "percent is {percent}, over 100"
+                "percent is {percent}: report 0 to 100"
             )));
         }
         if message.len() > MAX_PROGRESS_MESSAGE_BYTES {
             return Err(Error::BadProgress(format!(
-                "message is {} bytes, over the {MAX_PROGRESS_MESSAGE_BYTES}-byte limit",
+                "message is {} bytes: shorten it to {MAX_PROGRESS_MESSAGE_BYTES} bytes at most",
                 message.len()
             )));
         }
         if message.chars().any(char::is_control) {
             return Err(Error::BadProgress(
-                "message has a control character (one line of text only)".into(),
+                "message has a control character: report one line of text".into(),
             ));
         }
         Ok(ProgressReport {
@@ -108,8 +108,12 @@ mod tests {
         progress.report(40, "copied 4 of 10 files").unwrap();
         let long = "x".repeat(MAX_PROGRESS_MESSAGE_BYTES + 1);
         for (percent, message, problem) in [
-            (101, "", "percent is 101, over 100"),
-            (50, long.as_str(), "201 bytes, over the 200-byte limit"),
+            (101, "", "percent is 101: report 0 to 100"),
+            (
+                50,
+                long.as_str(),
+                "201 bytes: shorten it to 200 bytes at most",
+            ),
             (50, "two\nlines", "control character"),
         ] {
             let err = progress.report(percent, message).unwrap_err().to_string();

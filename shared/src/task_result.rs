@@ -121,9 +121,10 @@ mod tests {
     fn json_takes_up_to_the_limit_and_refuses_one_byte_more() {
         assert!(TaskResult::json(big(MAX_RESULT_BYTES)).is_ok());
         let err = TaskResult::json(big(MAX_RESULT_BYTES + 1)).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "result is 65537 bytes of JSON, over the 65536-byte limit"
+        assert!(
+            (err.to_string())
+                .starts_with("result is 65537 bytes of JSON, over the 65536-byte limit"),
+            "{err}"
         );
     }
 

@@ -284,7 +284,10 @@ async fn common(s: &mut Scenario<'_>, tq: &TestQueue) {
     let keyed_too = json!({"debounce_key": "k", "debounce": "1s", "idempotency_key": "i"});
     let not_utf8 = b"{\"type\": \"a\", \"payload\": \"\xff\"}";
     let refused = s.publish(not_utf8, 400, "400: not UTF-8").await;
-    assert_eq!(refused["message"], "the body is not UTF-8", "{refused}");
+    assert_eq!(
+        refused["message"], "the body is not UTF-8: send JSON in UTF-8",
+        "{refused}"
+    );
     let bad = [
         ("not an object or JSON lines", "[1, 2]".to_string()),
         ("a line not JSON", format!("{first}\nnot json")),

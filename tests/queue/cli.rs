@@ -348,8 +348,8 @@ async fn purge_deletes_dead_letters_for_good() {
 async fn every_verb_has_help_and_none_shows_credentials() {
     let t = TestQueue::new().await;
     for verb in [
-        "init", "publish", "list", "peek", "status", "dead", "stats", "process", "reap", "cancel",
-        "pause", "resume", "worker",
+        "init", "doctor", "publish", "list", "peek", "status", "dead", "stats", "process", "reap",
+        "cancel", "pause", "resume", "worker",
     ] {
         let mut cmd = Command::new(binary("event-bridge"));
         let out = cmd
@@ -676,4 +676,77 @@ async fn publish_after_waits_names_a_missing_parent_and_refuses_a_forward_line()
     assert!(err.contains("cycle"), "{err}");
     assert_eq!(t.children("tasks").await.len(), 1, "only the parent");
     assert_eq!(t.children("after").await.len(), 1, "only the first child");
+}
+
+/// The command's own errors, and the library's as it prints them, each name their fix: the
+/// list of what a user of the command can hit beyond the library's (whose list is the crate's
+/// `fixes.rs`), each run as a user would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_errors_name_their_fix() {
+    let t = TestQueue::new().await;
+    let with_env = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(binary("event-bridge"));
+        cmd.args(args)
+            .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper);
+        cmd.envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    for (args, env, code, fix) in [
+        (
+            &["dead", "show", "task-0000000999"][..],
+            &[][..],
+            1,
+            "run `event-bridge dead list`",
+        ),
+        (&["dead", "purge", "--all"], &[], 1, "pass --yes"),
+        (
+            &["dead", "redrive"],
+            &[],
+            1,
+            "name the dead letters, or pass --all",
+        ),
+        (
+            &["publish", "--traceparent", "abc", "--payload", "{}"],
+            &[],
+            2,
+            "give a W3C traceparent",
+        ),
+        (
+            &["serve", "--sample-every", "0s"],
+            &[],
+            2,
+            "give a period of more than zero",
+        ),
+        (
+            &["doctor", "--reaper-every", "0s"],
+            &[],
+            2,
+            "give a period of more than zero",
+        ),
+        (
+            &["stats"],
+            &[("LEASE_TIMEOUT_MS", "5min")],
+            1,
+            "set it to a whole number",
+        ),
+        (
+            &["stats"],
+            &[
+                ("ZOOKEEPER_CONNECTION_STRING", "127.0.0.1:9"),
+                ("ZOOKEEPER_CONNECT_TIMEOUT_MS", "1000"),
+            ],
+            1,
+            "check that it runs and that ZOOKEEPER_CONNECTION_STRING names it",
+        ),
+    ] {
+        let out = with_env(args, env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(fix),
+            "{args:?}: {stderr:?} does not say {fix:?}"
+        );
+    }
 }

@@ -11,6 +11,7 @@ mod dead;
 mod debounce;
 mod dedup;
 mod dependencies;
+mod doctor;
 mod done;
 mod doors;
 mod explain;

@@ -108,11 +108,11 @@ async fn a_bad_report_is_refused_and_the_one_before_it_stays() {
     lease.task.progress.report(60, "halfway and more").unwrap();
     let long = "x".repeat(201);
     for (percent, message, says) in [
-        (101, "", "percent is 101, over 100"),
+        (101, "", "percent is 101: report 0 to 100"),
         (
             70,
             long.as_str(),
-            "message is 201 bytes, over the 200-byte limit",
+            "message is 201 bytes: shorten it to 200 bytes at most",
         ),
         (70, "a\nb", "control character"),
     ] {

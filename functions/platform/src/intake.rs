@@ -28,7 +28,7 @@ pub fn run_method(method: &str) -> Result<(), HttpReply> {
 }
 
 fn not_allowed(method: &str, what: &str) -> HttpReply {
-    let problem = format!("method {method} is not allowed: {what}");
+    let problem = format!("method {method} is not allowed: {what}; send one of {ALLOWED_METHODS}");
     HttpReply::method_not_allowed(&problem, ALLOWED_METHODS)
 }
 
@@ -60,9 +60,13 @@ pub fn ask(method: &str, query: &str, has_body: bool) -> Result<Ask, HttpReply> 
         "POST" if has_body && !runs => Ok(Ask::Publish),
         "POST" => trigger::from_query(query).map(Ask::Run),
         "GET" => match (status_of(query, "status="), status_of(query, "batch=")) {
-            (Some(task), _) if task.is_empty() => Err("status= needs a task name or id".into()),
+            (Some(task), _) if task.is_empty() => {
+                Err("status= is empty: give it a task name or id".into())
+            }
             (Some(task), _) => Ok(Ask::Status(task)),
-            (None, Some(name)) if name.is_empty() => Err("batch= needs a batch name".into()),
+            (None, Some(name)) if name.is_empty() => {
+                Err("batch= is empty: give it a batch name".into())
+            }
             (None, Some(name)) => Ok(Ask::Batch(name)),
             (None, None) => trigger::from_query(query).map(Ask::Run),
         },
@@ -95,11 +99,14 @@ pub fn read_signal(body: &[u8]) -> Option<Result<(String, serde_json::Value), St
     }
     let key = match signal.remove("signal") {
         Some(serde_json::Value::String(key)) => key,
-        _ => return Some(Err("\"signal\" must be the key, a string".into())),
+        _ => {
+            let problem = "\"signal\" must be the key, a string: send {\"signal\": \"<key>\"}";
+            return Some(Err(problem.into()));
+        }
     };
     if let Some(other) = signal.keys().find(|field| *field != "payload") {
         return Some(Err(format!(
-            "a signal has \"signal\" and \"payload\" only, not {other:?}"
+            "a signal has \"signal\" and \"payload\" only: remove {other:?}"
         )));
     }
     let payload = signal.remove("payload").unwrap_or_default();
@@ -131,27 +138,32 @@ pub struct Batch {
 pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
     if body.len() > limit {
         return Err(Refused::TooLarge(format!(
-            "the body is {} bytes, over PUBLISH_MAX_BYTES ({limit})",
+            "the body is {} bytes, over PUBLISH_MAX_BYTES ({limit}): split it into smaller \
+             publishes, or raise PUBLISH_MAX_BYTES",
             body.len()
         )));
     }
-    let text =
-        std::str::from_utf8(body).map_err(|_| Refused::Bad("the body is not UTF-8".into()))?;
+    let text = std::str::from_utf8(body)
+        .map_err(|_| Refused::Bad("the body is not UTF-8: send JSON in UTF-8".into()))?;
     let items: Vec<(usize, Value)> = match serde_json::from_str::<Value>(text) {
         Ok(one @ Value::Object(_)) => vec![(1, one)],
         Ok(_) => {
             return Err(Refused::Bad(
-                "the body must be a JSON object or JSON lines".into(),
+                "the body must be a JSON object or JSON lines: send a task object, or one per \
+                 line"
+                    .into(),
             ));
         }
         Err(_) => lines(text)?,
     };
     if items.is_empty() {
-        return Err(Refused::Bad("the body holds no task".into()));
+        return Err(Refused::Bad(
+            "the body holds no task: send a task object, or one per line".into(),
+        ));
     }
     if items.len() > MAX_BATCH {
         return Err(Refused::TooLarge(format!(
-            "{} tasks, over the {MAX_BATCH} one publish may carry",
+            "{} tasks, over the {MAX_BATCH} one publish may carry: split it into smaller publishes",
             items.len()
         )));
     }
@@ -166,7 +178,8 @@ pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
         if let Some(first) = first_with.insert(envelope.id.clone(), line) {
             return Err(Refused::Bad(format!(
                 "line {line}: id {} is also line {first}'s: ids must be unique within a \
-                 publish (status and cancel by id would find only one task)",
+                 publish (status and cancel by id would find only one task): give each line its \
+                 own id",
                 shown(&envelope.id)
             )));
         }
@@ -191,7 +204,8 @@ fn item(line: usize, value: Value) -> Result<Envelope, Refused> {
     let size = envelope.to_bytes().map(|b| b.len()).unwrap_or(usize::MAX);
     if size > MAX_BODY_BYTES {
         return Err(Refused::TooLarge(format!(
-            "line {line}: the task is over ZooKeeper's {MAX_BODY_BYTES}-byte limit"
+            "line {line}: the task is over ZooKeeper's {MAX_BODY_BYTES}-byte limit: keep large \
+             data elsewhere and publish a reference to it"
         )));
     }
     Ok(envelope)
@@ -205,7 +219,9 @@ fn lines(text: &str) -> Result<Vec<(usize, Value)>, Refused> {
         .map(|(i, line)| {
             serde_json::from_str(line)
                 .map(|value| (i + 1, value))
-                .map_err(|e| Refused::Bad(format!("line {}: not JSON: {e}", i + 1)))
+                .map_err(|e| {
+                    Refused::Bad(format!("line {}: not JSON: {e}; correct that line", i + 1))
+                })
         })
         .collect()
 }
@@ -235,7 +251,7 @@ mod tests {
         let extra = read_signal(br#"{"signal": "k", "delay": 1}"#)
             .unwrap()
             .unwrap_err();
-        assert!(extra.contains("not \"delay\""), "{extra}");
+        assert!(extra.contains("remove \"delay\""), "{extra}");
         assert_eq!(ask("POST", "", false), Ok(Ask::Run(Trigger::Scheduled)));
         assert_eq!(
             ask("POST", "drain=1&max_tasks=5", true),

@@ -49,7 +49,11 @@ pub fn function_url_request(event: &Value) -> Option<Result<UrlRequest, String>>
             use base64::Engine;
             match base64::engine::general_purpose::STANDARD.decode(body.as_bytes()) {
                 Ok(bytes) => bytes,
-                Err(e) => return Some(Err(format!("the body is not valid base64: {e}"))),
+                Err(e) => {
+                    return Some(Err(format!(
+                        "the body is not valid base64 ({e}): send it base64-encoded, or not flagged so"
+                    )));
+                }
             }
         }
         _ => body.into_bytes(),

@@ -6,6 +6,7 @@
 //!   body read into envelopes. Pure functions.
 //! - [`metrics`]: CloudWatch Embedded Metric Format lines, one per invocation. Pure.
 //! - [`reply`]: the labels errors are reported under, and JSON replies for HTTP.
+//! - `fixes` (tests only): every error answer names its fix, the one list of them.
 //! - [`cold_start`]: opening a function's state from the environment, logging why not.
 //! - `lambda` (feature `lambda`): Lambda's error type, and Function URL replies.
 //! - `vercel` (feature `vercel`): reading a Vercel request, and writing its response.
@@ -17,6 +18,9 @@ pub mod intake;
 pub mod metrics;
 pub mod reply;
 pub mod trigger;
+
+#[cfg(test)]
+mod fixes;
 
 #[cfg(feature = "lambda")]
 pub mod lambda;

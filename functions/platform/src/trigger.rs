@@ -67,7 +67,7 @@ pub fn from_lambda_event(event: &Value) -> Result<(Trigger, Reply), String> {
         }
         Some("scheduled") | None => Ok((Trigger::Scheduled, Reply::Json)),
         Some(other) => Err(format!(
-            "unknown mode {other:?}: expected \"drain\" or \"scheduled\""
+            "unknown mode {other:?}: send \"drain\" or \"scheduled\""
         )),
     }
 }
@@ -102,9 +102,7 @@ pub fn from_query(query: &str) -> Result<Trigger, String> {
 fn cap(parsed: Option<u64>, raw: &str) -> Result<u32, String> {
     match parsed {
         Some(n) if (1..=u32::MAX as u64).contains(&n) => Ok(n as u32),
-        _ => Err(format!(
-            "max_tasks must be a positive whole number, got {raw}"
-        )),
+        _ => Err(format!("max_tasks is {raw}: send a positive whole number")),
     }
 }
 

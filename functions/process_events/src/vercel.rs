@@ -76,11 +76,14 @@ async fn answer(
 async fn read_body(limit: usize, req: Request) -> Result<Vec<u8>, HttpReply> {
     match Limited::new(req.into_body(), limit + 1).collect().await {
         Ok(collected) => Ok(collected.to_bytes().to_vec()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(HttpReply::too_large(
-            &format!("the body is over PUBLISH_MAX_BYTES ({limit})"),
-        )),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(HttpReply::too_large(&format!(
+                "the body is over PUBLISH_MAX_BYTES ({limit}): split it into smaller publishes, \
+                 or raise PUBLISH_MAX_BYTES"
+            )))
+        }
         Err(e) => Err(HttpReply::bad_request(&format!(
-            "the body could not be read: {e}"
+            "the body could not be read ({e}): send it again"
         ))),
     }
 }

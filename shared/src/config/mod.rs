@@ -208,10 +208,10 @@ impl Config {
                 .unwrap_or(d.dedup_window),
             keep_done: span(&get, "KEEP_DONE", 1_000, 30 * DAY_MS)?,
             lane_weights: match get("LANE_WEIGHTS") {
-                Some(raw) => Some(
-                    crate::lane::LaneWeights::parse(&raw)
-                        .map_err(|problem| invalid("LANE_WEIGHTS", &raw, problem))?,
-                ),
+                Some(raw) => Some(crate::lane::LaneWeights::parse(&raw).map_err(|problem| {
+                    let fix = "set it as high=6,normal=3,low=1 (each 1 to 1000)";
+                    invalid("LANE_WEIGHTS", &raw, format!("{problem}: {fix}"))
+                })?),
                 None => None,
             },
             checkpoint_max_bytes: bytes(&get, "CHECKPOINT_MAX_BYTES", 1_024, 512 * 1024)?
@@ -245,7 +245,7 @@ impl Config {
         if config.deadline_margin >= config.time_budget {
             let value = config.deadline_margin.as_millis().to_string();
             let problem = format!(
-                "must be less than TIME_BUDGET_MS ({} ms), or no run would ever claim",
+                "set it below TIME_BUDGET_MS ({} ms), or no run would ever claim",
                 config.time_budget.as_millis()
             );
             return Err(invalid("DEADLINE_MARGIN_MS", &value, problem));

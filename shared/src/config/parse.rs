@@ -36,11 +36,11 @@ pub(super) fn span(
         invalid(
             variable,
             &raw,
-            "must be a number with a unit: ms, s, m, h or d",
+            "set it to a number with a unit: ms, s, m, h or d (e.g. 90s)",
         )
     })?;
     if !(min_ms..=max_ms).contains(&ms) {
-        let problem = format!("must be at least {min_ms} ms and at most {max_ms} ms");
+        let problem = format!("set it to at least {min_ms} ms and at most {max_ms} ms");
         return Err(invalid(variable, &raw, problem));
     }
     Ok(Some(Duration::from_millis(ms)))
@@ -56,7 +56,7 @@ pub(super) fn bytes(
     match number::<usize>(get, variable, min)? {
         Some(n) if n > max => {
             let raw = n.to_string();
-            Err(invalid(variable, &raw, format!("must be at most {max}")))
+            Err(invalid(variable, &raw, format!("set it to at most {max}")))
         }
         other => Ok(other),
     }
@@ -67,7 +67,7 @@ pub(super) fn namespace(raw: Option<String>) -> Result<Option<String>, ConfigErr
     let Some(raw) = raw else { return Ok(None) };
     let text = raw.trim();
     if text.is_empty() || text.len() > 255 || text.starts_with("AWS/") {
-        let problem = "must be 1 to 255 characters and not start with AWS/";
+        let problem = "set it to 1 to 255 characters, not starting with AWS/";
         return Err(invalid("METRICS_NAMESPACE", &raw, problem));
     }
     Ok(Some(text.to_string()))
@@ -85,7 +85,7 @@ pub(super) fn dimensions(raw: Option<String>) -> Result<Vec<(String, String)>, C
             invalid(
                 "METRICS_DIMENSIONS",
                 &raw,
-                "must be Name=value pairs, comma-separated",
+                "set it to Name=value pairs, comma-separated (names other than Function and Queue)",
             )
         };
         let (name, value) = pair.split_once('=').ok_or_else(bad)?;
@@ -97,7 +97,11 @@ pub(super) fn dimensions(raw: Option<String>) -> Result<Vec<(String, String)>, C
         dims.push((name.to_string(), value.to_string()));
     }
     if dims.len() > 28 {
-        return Err(invalid("METRICS_DIMENSIONS", &raw, "at most 28 dimensions"));
+        return Err(invalid(
+            "METRICS_DIMENSIONS",
+            &raw,
+            "set at most 28 dimensions",
+        ));
     }
     Ok(dims)
 }
@@ -116,7 +120,7 @@ pub(super) fn flag(
         _ => Err(invalid(
             variable,
             &raw,
-            "must be 1, true, yes, 0, false or no",
+            "set it to 1, true, yes, 0, false or no",
         )),
     }
 }
@@ -134,8 +138,8 @@ where
     };
     match raw.trim().parse::<T>() {
         Ok(n) if n >= min => Ok(Some(n)),
-        Ok(_) => Err(invalid(variable, &raw, format!("must be at least {min}"))),
-        Err(_) => Err(invalid(variable, &raw, "must be a whole number")),
+        Ok(_) => Err(invalid(variable, &raw, format!("set it to at least {min}"))),
+        Err(_) => Err(invalid(variable, &raw, "set it to a whole number")),
     }
 }
 
@@ -151,7 +155,7 @@ pub(super) fn millis(
         return Ok(None);
     };
     if ms > max {
-        let problem = format!("must be at most {max} ({})", human(max));
+        let problem = format!("set it to at most {max} ({})", human(max));
         return Err(invalid(variable, &ms.to_string(), problem));
     }
     Ok(Some(Duration::from_millis(ms)))
@@ -177,7 +181,7 @@ pub(super) fn root(raw: Option<String>) -> Result<Option<String>, ConfigError> {
     if ok {
         Ok(Some(trimmed.to_string()))
     } else {
-        let problem = "must be an absolute znode path such as /event-bridge";
+        let problem = "set it to an absolute znode path such as /event-bridge";
         Err(invalid("EVENT_BRIDGE_ROOT", &raw, problem))
     }
 }
@@ -207,7 +211,7 @@ pub(super) fn routes(
             Err(e) => Err(invalid(
                 "ROUTES_FILE",
                 &path,
-                format!("cannot read it: {e}"),
+                format!("cannot read it ({e}): set it to a readable file's path, or use ROUTES"),
             )),
         },
     }
@@ -223,7 +227,7 @@ pub(super) fn digest(raw: Option<String>) -> Result<Option<Secret>, ConfigError>
         _ => Err(invalid(
             "ZOOKEEPER_AUTH",
             "<hidden>",
-            "must be user:password",
+            "set it to user:password",
         )),
     }
 }
@@ -239,5 +243,5 @@ pub(super) fn handler(raw: Option<String>) -> Result<Option<HandlerKind>, Config
     let Some(raw) = raw else { return Ok(None) };
     HandlerKind::parse(raw.trim())
         .map(Some)
-        .ok_or_else(|| invalid("EVENT_BRIDGE_HANDLER", raw.trim(), "must be log or noop"))
+        .ok_or_else(|| invalid("EVENT_BRIDGE_HANDLER", raw.trim(), "set it to log or noop"))
 }

@@ -103,7 +103,9 @@ impl Server {
             problem,
         };
         if options.sample_every.is_zero() {
-            return Err(refuse("the sample period must be more than zero".into()));
+            return Err(refuse(
+                "give --sample-every more than zero, e.g. 10s".into(),
+            ));
         }
         let public_names = (options.public_names.iter())
             .map(|name| public_name(name))
@@ -111,9 +113,11 @@ impl Server {
             .map_err(refuse)?;
         let access = Access::new(options.admin, config).map_err(refuse)?;
         let metrics = sampler::install_recorder().map_err(refuse)?;
-        let listener = TcpListener::bind(options.listen)
-            .await
-            .map_err(|e| refuse(format!("cannot listen: {e}")))?;
+        let listener = TcpListener::bind(options.listen).await.map_err(|e| {
+            refuse(format!(
+                "cannot listen ({e}): pass another --listen address"
+            ))
+        })?;
         let address = listener.local_addr().map_err(|e| refuse(e.to_string()))?;
         Ok(Server {
             listener,

@@ -174,16 +174,10 @@ impl Stuck {
     }
 }
 
-/// Keeps what `audit` found at `now` in `ROOT/audit`, or deletes the record when it found
-/// nothing (one request either way).
+/// Keeps what `audit` found at `now` in `ROOT/audit`, also when it found nothing: the record's
+/// `at_ms` is when the reaper last ran (`event-bridge doctor` judges its age). One request.
 pub async fn keep(queue: &Queue, now: &ZkTime, audit: &Audit) -> Result<()> {
     let path = queue.layout().audit();
-    if audit.stuck.is_empty() && audit.suspects.is_empty() {
-        return match queue.client().delete(&path, None).await {
-            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-            Err(e) => Err(Error::zk("delete", path, e)),
-        };
-    }
     let record = AuditRecord {
         at_ms: now.now_ms(),
         stuck_tasks: audit.stuck.len(),

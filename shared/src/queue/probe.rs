@@ -54,19 +54,24 @@ pub struct LeaseSeen {
     pub mtime: i64,
     /// The holder's latest progress, as of that write.
     pub progress: Option<ProgressReport>,
+    /// The version of event-bridge the holder runs; `None` when its lease does not say (a
+    /// 000-design consumer, an earlier version) or could not be read.
+    pub consumer_version: Option<String>,
 }
 
 impl LeaseSeen {
     /// A lease znode's data and stat as read.
     pub fn from_read(data: &[u8], stat: &zk::Stat) -> Self {
         let data = serde_json::from_slice::<LeaseData>(data).ok();
-        let (consumer_id, progress) =
-            data.map_or((None, None), |l| (Some(l.consumer_id), l.progress));
+        let (consumer_id, progress, consumer_version) = data.map_or((None, None, None), |l| {
+            (Some(l.consumer_id), l.progress, l.consumer_version)
+        });
         LeaseSeen {
             consumer_id,
             fencing_token: stat.czxid,
             mtime: stat.mtime,
             progress,
+            consumer_version,
         }
     }
 }

@@ -26,7 +26,7 @@ pub async fn connect(config: &Config) -> Result<zk::Client> {
 /// As [`connect`], without looking at the chroot: for a caller that reads it together with
 /// other nodes ([`crate::Session::open`], with the base paths), and names it with
 /// [`missing_chroot`] when it is not there.
-pub(super) async fn open(config: &Config) -> Result<zk::Client> {
+pub(crate) async fn open(config: &Config) -> Result<zk::Client> {
     let deadline = Instant::now() + config.connect_timeout;
     let unreachable = |reason: String| Error::Unreachable {
         address: config.zookeeper.clone(),
@@ -47,6 +47,24 @@ pub(super) async fn open(config: &Config) -> Result<zk::Client> {
         }
         tracing::debug!(address = %config.zookeeper, %reason, "zookeeper refused; trying again");
         tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// A session with the one server at `address` (`host:port`, no chroot), as `config` asks for
+/// sessions (its credentials and timeouts), or why none opened within the connect timeout: no
+/// second try, for a caller that judges each server of an ensemble alone (`doctor`).
+pub(crate) async fn host(
+    config: &Config,
+    address: &str,
+) -> std::result::Result<zk::Client, String> {
+    match tokio::time::timeout(config.connect_timeout, connector(config).connect(address)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(zk::Error::NoHosts)) => Err("it refused the connection or closed it".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "no session within {} ms",
+            config.connect_timeout.as_millis()
+        )),
     }
 }
 
@@ -89,14 +107,15 @@ fn refused_credentials(config: &Config) -> Error {
         variable: "ZOOKEEPER_AUTH",
         value: "<hidden>".into(),
         problem: format!(
-            "ZooKeeper at {} refused these credentials",
+            "ZooKeeper at {} refused these credentials: set it to user:password of a user it \
+             knows",
             config.zookeeper
         ),
     })
 }
 
 /// The chroot of a connection string (`h1:2181,h2:2181/app` → `/app`), if it names one.
-pub(super) fn chroot(connection: &str) -> Option<&str> {
+pub(crate) fn chroot(connection: &str) -> Option<&str> {
     let at = connection.find('/')?;
     let chroot = connection[at..].trim_end_matches('/');
     (!chroot.is_empty()).then_some(chroot)

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use connect::connect;
+pub(crate) use connect::{chroot, host, open};
 pub use policy::{Recovery, recovery};
 
 use crate::config::Config;

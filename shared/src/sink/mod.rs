@@ -56,7 +56,8 @@ pub async fn dead_letter_sink(config: &Config) -> Result<Option<Arc<dyn DeadLett
         Err(Error::Config(crate::config::ConfigError {
             variable: "DEAD_LETTER_QUEUE_URL",
             value: redact::redacted(url),
-            problem: "the sqs sink is not built in (cargo feature `sqs`)".into(),
+            problem: "the sqs sink is not built in: build with cargo feature `sqs`, or unset it"
+                .into(),
         }))
     }
 }

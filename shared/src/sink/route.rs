@@ -105,6 +105,9 @@ pub enum NoRoute {
     Skip,
 }
 
+/// What a route table's error says to do.
+pub const ROUTE_FIX: &str = "correct the table (the README's \"Where tasks go\" lists every field)";
+
 /// The default HTTP timeout.
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -145,7 +148,7 @@ pub fn from_source(
     parse(&source.text, lookup).map_err(|InvalidSpec(problem)| ConfigError {
         variable: source.variable,
         value: source.origin.clone(),
-        problem,
+        problem: format!("{problem}; {ROUTE_FIX}"),
     })
 }
 

@@ -164,7 +164,7 @@ fn bad_route(name: &str, problem: String) -> Error {
     Error::Config(ConfigError {
         variable: "ROUTES",
         value: name.to_string(),
-        problem,
+        problem: format!("{problem}; {}", super::route::ROUTE_FIX),
     })
 }
 

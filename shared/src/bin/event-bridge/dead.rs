@@ -31,7 +31,12 @@ pub(crate) async fn dead_command(queue: &Queue, command: DeadCommand) -> Result<
         }
         DeadCommand::Show { name } => match dead::show(queue, &name).await? {
             Some(record) => print_json(&record)?,
-            None => return Err(format!("no dead letter {name}").into()),
+            None => {
+                return Err(format!(
+                    "no dead letter {name}: run `event-bridge dead list` for their names"
+                )
+                .into());
+            }
         },
         DeadCommand::Redrive { all, names, yes } => {
             let names = chosen(queue, all, names).await?;
@@ -71,7 +76,10 @@ fn confirm(action: &str, yes: bool) -> Result<(), Failure> {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        return Err(format!("refusing to {action} without --yes (stdin is not a terminal)").into());
+        return Err(format!(
+            "refusing to {action} without --yes (stdin is not a terminal): pass --yes"
+        )
+        .into());
     }
     eprint!("{action}? [y/N] ");
     let mut answer = String::new();
@@ -79,6 +87,6 @@ fn confirm(action: &str, yes: bool) -> Result<(), Failure> {
     if matches!(answer.trim(), "y" | "Y" | "yes") {
         Ok(())
     } else {
-        Err("not confirmed".into())
+        Err("not confirmed, nothing changed: answer y, or pass --yes".into())
     }
 }

@@ -23,6 +23,7 @@ macro_rules! out {
 mod batches;
 mod control;
 mod dead;
+mod doctor;
 mod lines;
 mod look;
 mod publish;
@@ -54,6 +55,21 @@ struct Cli {
 enum Command {
     /// Create the base paths (with creator-only ACLs when ZOOKEEPER_AUTH is set).
     Init,
+    /// Check what a deployment gets wrong, a line per check with its fix: each ZooKeeper
+    /// server, the root and its ACLs, the clock's skew, the reaper's last run, the versions of
+    /// the consumers holding leases, the routes and their sinks, the secrets needed. Exit 1
+    /// when a check fails.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+        /// Where the deployment runs, which decides the secrets it needs (default: told by
+        /// VERCEL or AWS_LAMBDA_FUNCTION_NAME when set).
+        #[arg(long, value_parser = ["lambda", "vercel", "worker"])]
+        platform: Option<String>,
+        /// How often the reaper is scheduled: a last run older than twice this fails.
+        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = sample_period)]
+        reaper_every: Duration,
+    },
     /// Publish one task from arguments, or many from JSON lines (a file, or `-` for stdin).
     Publish(Publish),
     /// Pending tasks in the order consumers take them (each lane oldest first), with age,
@@ -383,10 +399,10 @@ pub(crate) struct ScheduleAdd {
     pub(crate) misfire: String,
 }
 
-/// A `--sample-every` value: a delay, more than zero.
+/// A `--sample-every` or `--reaper-every` value: a delay, more than zero.
 fn sample_period(value: &str) -> Result<Duration, String> {
     match lines::parse_delay(value)? {
-        period if period.is_zero() => Err("the sample period must be more than zero".into()),
+        period if period.is_zero() => Err("give a period of more than zero, e.g. 10s".into()),
         period => Ok(period),
     }
 }
@@ -395,7 +411,7 @@ fn sample_period(value: &str) -> Result<Duration, String> {
 fn traceparent(value: &str) -> Result<String, String> {
     match event_bridge::task::is_traceparent(value) {
         true => Ok(value.to_string()),
-        false => Err("not a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lower case".into()),
+        false => Err("give a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>, lower case".into()),
     }
 }
 
@@ -453,6 +469,14 @@ fn broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 async fn run(command: Command) -> Result<i32, Failure> {
+    if let Command::Doctor {
+        json,
+        platform,
+        reaper_every,
+    } = command
+    {
+        return doctor::doctor(json, platform.as_deref(), reaper_every).await;
+    }
     let config = Config::from_env()?;
     if let Command::Worker {
         concurrency,
@@ -508,7 +532,9 @@ async fn run(command: Command) -> Result<i32, Failure> {
         Command::Resume { event_type, .. } => control::pause(&queue, event_type, false).await?,
         Command::Schedule(command) => return schedules::command(&queue, command).await,
         Command::Batch(command) => return batches::command(&queue, command).await,
-        Command::Worker { .. } | Command::Serve { .. } => unreachable!("handled above"),
+        Command::Worker { .. } | Command::Serve { .. } | Command::Doctor { .. } => {
+            unreachable!("handled above")
+        }
     }
     Ok(0)
 }

@@ -240,6 +240,7 @@ impl Probes<'_> {
                 fencing_token: 0,
                 mtime: 0,
                 progress: None,
+                consumer_version: None,
             }),
             other => return Err(unexpected(&self.layout().lease(&name), other)),
         };

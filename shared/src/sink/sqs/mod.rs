@@ -112,6 +112,7 @@ mod client;
 mod dead_letter;
 mod fifo;
 mod message;
+mod reachable;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,6 +124,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub use client::{LOCAL_REGION, client, local_client};
 pub use dead_letter::DeadLetterQueue;
 pub use fifo::{deduplication_id, fifo_token, is_fifo, message_group_id};
+pub use reachable::{Unreachable, reachable};
 
 use super::error::SinkError;
 use crate::task::Task;
