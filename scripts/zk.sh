@@ -3,14 +3,14 @@
 #   scripts/zk.sh up     install Debian's zookeeper package if missing, start, wait for imok
 #   scripts/zk.sh down   stop the server this script started
 #   scripts/zk.sh status say whether one answers
-# Settings: ZK_PORT (2181), ZK_DIR (.zk), ZK_HEAP (256m), ZK_KEEP_DATA (unset).
+# Settings: ZK_PORT (2181), ZK_DIR (.zk), ZK_HEAP (512m), ZK_KEEP_DATA (unset).
 # A scratch server: up starts from an empty data directory unless ZK_KEEP_DATA=1, because every
 # test leaves its chroot behind and a directory kept across many runs outgrows the heap.
 set -euo pipefail
 
 port=${ZK_PORT:-2181}
 dir=${ZK_DIR:-$(pwd)/.zk}
-heap=${ZK_HEAP:-256m}
+heap=${ZK_HEAP:-512m}
 jar=/usr/share/java/zookeeper.jar
 
 ruok() {

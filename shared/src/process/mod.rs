@@ -22,6 +22,8 @@ mod report;
 mod send;
 mod source;
 mod suspend;
+#[cfg(test)]
+pub(crate) use suspend::TAKE_AGAIN_AFTER;
 mod task_steps;
 
 use std::collections::HashSet;

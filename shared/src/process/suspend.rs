@@ -24,6 +24,11 @@ use crate::queue::{
 };
 use crate::resume::{Suspend, WaitOutcome};
 
+/// How long a refilling run (a worker's drain) leaves a task it stopped to another run before
+/// it takes it again itself: as long as an idle worker waits between drains
+/// (`worker::WORKER_IDLE_CHECK`, which a test holds equal).
+pub(crate) const TAKE_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl<H> Run<'_, H> {
     /// Gives back a task whose handler suspended, as its handle says.
     pub(super) async fn suspend(&self, lease: Lease) -> Result<TaskOutcome> {
@@ -84,14 +89,13 @@ impl<H> Run<'_, H> {
 
     /// Whether this run gave task `name` back to resume in another run, and leaves it to one.
     /// A refilling run (a worker's drain) lasts while tasks keep coming, so its "another run"
-    /// is a pass after the time an idle worker waits between drains
-    /// ([`crate::worker::WORKER_IDLE_CHECK`]): not starved for the drain's life.
+    /// is a pass after [`TAKE_AGAIN_AFTER`]: not starved for the drain's life.
     pub(super) fn resumes_elsewhere(&self, name: &str) -> bool {
         let mut elsewhere = self.resume_elsewhere.lock().expect("not poisoned");
         let Some(since) = elsewhere.get(name) else {
             return false;
         };
-        if self.refill.is_some() && since.elapsed() >= crate::worker::WORKER_IDLE_CHECK {
+        if self.refill.is_some() && since.elapsed() >= TAKE_AGAIN_AFTER {
             elsewhere.remove(name);
             return false;
         }

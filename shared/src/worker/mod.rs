@@ -271,3 +271,13 @@ impl<H: Handler> Worker<H> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A worker's drain takes a task it stopped again after as long as an idle worker waits
+    /// between drains (see `process::suspend`).
+    #[test]
+    fn a_stopped_task_is_taken_again_after_an_idle_workers_wait() {
+        assert_eq!(super::WORKER_IDLE_CHECK, crate::process::TAKE_AGAIN_AFTER);
+    }
+}
