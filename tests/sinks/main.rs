@@ -2,6 +2,7 @@
 //! and routing between them.
 //! Needs: ZooKeeper (`make zk-up`), moto (`make moto-up`), the binaries.
 
+mod doctor;
 mod gauge;
 mod key_limits;
 mod limits;

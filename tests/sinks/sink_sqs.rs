@@ -23,12 +23,12 @@ use serde_json::{Value, json};
 use harness::{TestQueue, run, uuid_like};
 
 /// moto's endpoint.
-fn endpoint() -> String {
+pub(crate) fn endpoint() -> String {
     std::env::var("MOTO_TEST_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:5000".into())
 }
 
 /// A client for moto; fails the test saying what to do when moto does not answer.
-async fn moto() -> Client {
+pub(crate) async fn moto() -> Client {
     let endpoint = endpoint();
     let address = endpoint
         .trim_start_matches("http://")
@@ -41,7 +41,7 @@ async fn moto() -> Client {
 }
 
 /// Creates a queue no other test uses, with `attributes`; returns its URL.
-async fn create_queue(
+pub(crate) async fn create_queue(
     client: &Client,
     fifo: bool,
     attributes: &[(QueueAttributeName, &str)],
@@ -59,7 +59,7 @@ async fn create_queue(
 }
 
 /// A URL of the right shape for a queue that does not exist.
-fn missing_queue(fifo: bool) -> String {
+pub(crate) fn missing_queue(fifo: bool) -> String {
     let suffix = if fifo { ".fifo" } else { "" };
     format!(
         "{}/123456789012/eb-missing-{}{suffix}",
