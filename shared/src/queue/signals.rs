@@ -193,7 +193,11 @@ impl Signals<'_> {
                     let name = created.rsplit('/').next().unwrap_or_default();
                     let own = format!("{key_path}/{name}");
                     let sent = self.hand_over(key, &own).await?;
-                    tracing::info!(key, signal = %name, answer = ?sent, "signal sent");
+                    let (answer, task) = match &sent {
+                        Signalled::Delivered { task } => ("delivered", Some(task.as_str())),
+                        Signalled::Kept => ("kept", None),
+                    };
+                    tracing::info!(key, signal = %name, answer, task, "signal sent");
                     return Ok(sent);
                 }
                 // The key was swept away between: made again.
