@@ -342,9 +342,13 @@ async fn a_stuck_slot_stays_stuck_until_it_is_gone() {
         "{audit:?}"
     );
     let stats = stats::collect(&t.queue, &after).await.unwrap();
-    // Every reaper run keeps its record (its `at_ms` is the reaper's last run): one that
-    // found nothing holds no line and no suspect.
-    let record = stats.audit.expect("the reaper's record");
+    assert_audit_found_nothing(&stats);
+}
+
+/// That `stats` shows an audit that found nothing: every reaper run keeps its record (its
+/// `at_ms` is the reaper's last run), and one that found nothing holds no line and no suspect.
+pub(crate) fn assert_audit_found_nothing(stats: &event_bridge::stats::Stats) {
+    let record = stats.audit.as_ref().expect("the reaper's record");
     let found = (
         record.stuck_tasks,
         record.lines.len(),

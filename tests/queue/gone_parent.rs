@@ -128,15 +128,7 @@ async fn a_parent_deleted_by_hand_is_found_gone_and_ended_as_completed_by_the_op
     assert_eq!(drain(&t).await, vec![f.child_id.clone()]);
     assert_eq!(stuck(&t).await, Vec::new());
     let stats = stats::collect(&t.queue, &t.now().await).await.unwrap();
-    // Every reaper run keeps its record (its `at_ms` is the reaper's last run): one that
-    // found nothing holds no line and no suspect.
-    let record = stats.audit.expect("the reaper's record");
-    let found = (
-        record.stuck_tasks,
-        record.lines.len(),
-        record.suspects.len(),
-    );
-    assert_eq!((stats.stuck_tasks, found), (0, (0, 0, 0)), "{record:?}");
+    crate::audit::assert_audit_found_nothing(&stats);
 }
 
 /// Taken as dead, a gone parent takes its children as their `on_parent_dead` says: one that
