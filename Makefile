@@ -96,16 +96,15 @@ demo: zk-up
 demo-rails: zk-up packages
 	@examples/ruby/demo/demo.sh
 
-## test: fmt, one build, then (scripts/test.sh) every test (unit, then each topic's target on a
-## real ZooKeeper, the language packages as `packages` installed them) through cargo-nextest
-## (each test its own process, all targets in one pool: .config/nextest.toml) and the
-## benchmark's smoke run, while clippy checks the workspace and the core built without default
-## features beside them. One build serves the tests and the binaries they run: `--all-targets`
-## builds the binaries with the tests' features (a plain `build --bins` leaves out the
-## dev-dependencies' and compiles the core twice)
+## test: fmt, then (scripts/test.sh) one build that clippy lints on the way (-D warnings:
+## clippy's driver compiles the workspace's crates), every test (unit, then each topic's target
+## on a real ZooKeeper, the language packages as `packages` installed them) through
+## cargo-nextest (each test its own process, all targets in one pool: .config/nextest.toml),
+## the benchmark's smoke run, and the core built without default features. One build serves
+## the tests and the binaries they run: `--all-targets` builds the binaries with the tests'
+## features (a plain `build --bins` leaves out the dev-dependencies' and compiles the core twice)
 test: zk-up moto-up tools packages
 	$(CARGO) fmt --all -- --check
-	$(CARGO) build --workspace --all-targets
 	@CARGO="$(CARGO)" scripts/test.sh
 
 ## test-TOPIC: one test target alone (queue, functions, sinks, interop, deploy, dashboard),
