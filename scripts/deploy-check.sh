@@ -85,7 +85,12 @@ step_tools() {
 
 step_panic() {
   say "panic: a panicking handler built the way sam build builds is reported as an error"
-  cargo test --workspace --test deploy -- --ignored ||
+  # Under make test's lint settings, so that this reuses make test's build (cargo
+  # fingerprints them); the probe's own release build drops them (tests/deploy/panic.rs).
+  (
+    . scripts/lint-env.sh
+    cargo test --workspace --test deploy -- --ignored
+  ) ||
     fail "the panic tests (tests/deploy/panic.rs) failed: see above"
 }
 

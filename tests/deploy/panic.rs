@@ -165,6 +165,9 @@ async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
         .current_dir(&dir)
         .env("CARGO_TARGET_DIR", &target_dir)
         .env_remove("CARGO_MANIFEST_DIR")
+        // Built as `sam build` builds: not through make test's lint wrapper (scripts/lint-env.sh).
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CLIPPY_ARGS")
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(Duration::from_secs(1200), build)
