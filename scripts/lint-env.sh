@@ -1,4 +1,4 @@
-# Sourced by scripts/test.sh and .ci/run: cargo compiles the workspace's own crates through
+# Sourced by scripts/test.sh and the deploy check's panic step: cargo compiles the workspace's own crates through
 # clippy's driver, which lints them with -D warnings and then compiles them as rustc does.
 # Every cargo command of one run must see the same two values, or cargo rebuilds the
 # workspace's crates (it fingerprints the wrapper and clippy's arguments).

@@ -7,8 +7,8 @@
 # CLIPPY_ARGS) and then compiles them as rustc does; dependencies go to plain rustc. That is
 # what `cargo clippy --workspace --all-targets -- -D warnings` checks, without a second pass
 # over 370 dependencies in a target directory of its own. The tests, the benchmark's smoke
-# run and `.ci/run`'s deploy check reuse that build only under the same two variables (cargo
-# fingerprints the wrapper): scripts/lint-env.sh sets them, and `.ci/run` sources it too.
+# run and the deploy check's panic step reuse that build only under the same two variables (cargo
+# fingerprints the wrapper): scripts/lint-env.sh sets them for both.
 # A lint is a build error here, so it stops `make test` before the tests.
 # Exit status: 1 when the build, the tests or the lint of the core alone failed.
 set -uo pipefail
