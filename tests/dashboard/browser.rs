@@ -10,6 +10,7 @@ use std::time::Duration;
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use harness::{TestQueue, workspace_root};
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 
 use crate::scene;
@@ -51,9 +52,7 @@ impl Driver {
                          "--disable-dev-shm-usage", "--window-size=1280,1100"]
             }),
         );
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        ClientBuilder::rustls()
-            .expect("rustls")
+        ClientBuilder::new(HttpConnector::new())
             .capabilities(capabilities)
             .connect(&format!("http://127.0.0.1:{}", self.port))
             .await
