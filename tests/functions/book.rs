@@ -158,6 +158,41 @@ async fn the_getting_started_page_runs_as_written() {
     );
 }
 
+/// Every other page with a runnable session, each on a chroot of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_pages_run_as_written() {
+    let src = workspace_root().join("docs/book/src");
+    let mut pages = Vec::new();
+    markdown_files(&src, &src, &mut pages);
+    pages.retain(|page| page != "getting-started.md");
+    let mut ran = 0;
+    for page in &pages {
+        let markdown = std::fs::read_to_string(src.join(page)).unwrap();
+        if !runnable_blocks(&markdown).is_empty() {
+            ran += run_page(page).await;
+        }
+    }
+    assert!(ran > 0, "no other page has a runnable session");
+}
+
+/// The Markdown files under `dir`, as paths relative to `src`.
+fn markdown_files(src: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            markdown_files(src, &path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(
+                path.strip_prefix(src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    out.sort();
+}
+
 #[test]
 fn sessions_are_read_and_matched_as_documented() {
     let page = "Text\n\n```console,runs\n$ cat > f <<'EOF'\n> a\n> EOF\n$ echo x\nx …\n…\nz\n```\n\n```sh\n$ not run\n```\n";
