@@ -9,8 +9,10 @@ export ZOOKEEPER_CONNECTION_STRING ?= 127.0.0.1:$(ZK_PORT)
 export AWS_EC2_METADATA_DISABLED := true
 CARGO ?= cargo
 PIP ?= python3 -m pip
+# The book's builder, without its `serve` and `watch` (a web server and a file watcher).
+MDBOOK_VERSION := 0.5.4
 
-.PHONY: demo demo-rails packages test test-queue test-functions test-sinks test-interop test-deploy test-dashboard screenshot bench chaos soak zk-up zk-down moto-up moto-down tools lambda-build deploy-check clean
+.PHONY: demo demo-rails packages docs test test-queue test-functions test-sinks test-interop test-deploy test-dashboard screenshot bench chaos soak zk-up zk-down moto-up moto-down tools tools-book lambda-build deploy-check clean
 
 ## zk-up: start a standalone ZooKeeper on 127.0.0.1:$(ZK_PORT) (installs Debian's package if missing)
 zk-up:
@@ -29,14 +31,15 @@ moto-down:
 	@scripts/moto.sh down
 
 ## tools: what the tests use besides Rust: cargo-nextest (the test runner; crates.io, when
-## missing), cargo-lambda and cfn-lint (PyPI), build and hatchling (they build the Python
+## missing), the book's tools (tools-book), cargo-lambda and cfn-lint (PyPI), build and
+## hatchling (they build the Python
 ## package), prometheus-client (its text parser reads /metrics), the Standard Webhooks verifier
 ## (PyPI `standardwebhooks`, which checks the HTTP sink's standard signatures; npm's comes with
 ## the npm package), openapi-spec-validator (docs/openapi.yaml and the functions' replies
 ## against it), opentelemetry-proto (the traces test's OTLP receiver decodes with it), Debian's
 ## chromium and chromium-driver for the dashboard's browser tests, Debian's ruby with
 ## ActiveJob, Rack and WEBrick for the gem and the Rails flow
-tools:
+tools: tools-book
 	@command -v chromedriver >/dev/null && [ -x /usr/bin/chromium ] || { \
 	  echo "make tools: installing Debian's chromium and chromium-driver" >&2; \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
@@ -65,6 +68,15 @@ tools:
 	  $(PIP) install -q --disable-pip-version-check 'opentelemetry-proto>=1.30'
 	@command -v moto_server >/dev/null || \
 	  $(PIP) install -q --disable-pip-version-check 'moto[server,sqs]'
+
+## tools-book: what make docs needs: mdbook (crates.io, pinned, when missing: about two
+## minutes, once) and PyYAML (PyPI; scripts/book/openapi.py reads docs/openapi.yaml with it)
+tools-book:
+	@command -v mdbook >/dev/null || { \
+	  echo "make tools: installing mdbook $(MDBOOK_VERSION) (crates.io; about two minutes, once)" >&2; \
+	  $(CARGO) install --locked mdbook --version $(MDBOOK_VERSION) --no-default-features --features search; }
+	@python3 -c 'import yaml' 2>/dev/null || \
+	  $(PIP) install -q --disable-pip-version-check 'pyyaml>=6'
 
 ## packages: event-bridge's Ruby gem, Python package and npm package (packages/), each built
 ## (gem build, python -m build, npm pack) into target/packages/dist and installed from that
@@ -96,13 +108,21 @@ demo: zk-up
 demo-rails: zk-up packages
 	@examples/ruby/demo/demo.sh
 
+## docs: the book (docs/book) into target/book, its reference pages generated from the built
+## command's --help and from docs/openapi.yaml, every internal link and anchor checked, its
+## Rust snippets tested (scripts/book/build.sh); open target/book/index.html
+docs: tools-book
+	$(CARGO) build -p event-bridge --bin event-bridge
+	@scripts/book/build.sh
+
 ## test: fmt, then (scripts/test.sh) one build that clippy lints on the way (-D warnings:
-## clippy's driver compiles the workspace's crates), every test (unit, then each topic's target
-## on a real ZooKeeper, the language packages as `packages` installed them) through
-## cargo-nextest (each test its own process, all targets in one pool: .config/nextest.toml),
-## the benchmark's smoke run, and the core built without default features. One build serves
-## the tests and the binaries they run: `--all-targets` builds the binaries with the tests'
-## features (a plain `build --bins` leaves out the dev-dependencies' and compiles the core twice)
+## clippy's driver compiles the workspace's crates), the book (as make docs builds it, seconds),
+## every test (unit, then each topic's target on a real ZooKeeper, the language packages as
+## `packages` installed them) through cargo-nextest (each test its own process, all targets in
+## one pool: .config/nextest.toml), the benchmark's smoke run, and the core built without
+## default features. One build serves the tests and the binaries they run: `--all-targets`
+## builds the binaries with the tests' features (a plain `build --bins` leaves out the
+## dev-dependencies' and compiles the core twice)
 test: zk-up moto-up tools packages
 	$(CARGO) fmt --all -- --check
 	@CARGO="$(CARGO)" scripts/test.sh
@@ -141,7 +161,7 @@ bench: moto-up
 	  ZK_TEST_ADDRESS=127.0.0.1:2182 $(CARGO) bench -p event-bridge-tests --bench bench; \
 	  status=$$?; $(BENCH_ZK) scripts/zk.sh down; rm -rf $(CURDIR)/.zk-bench/data; exit $$status
 
-## screenshot: docs/dashboard.png, the README's picture of `event-bridge serve`: a queue
+## screenshot: docs/dashboard.png, the README's and the book's picture of `event-bridge serve`: a queue
 ## with a minute of traffic, drawn by headless Chromium (about a minute)
 screenshot: zk-up tools
 	$(CARGO) build -p event-bridge --bin event-bridge

@@ -21,6 +21,11 @@ cargo=${CARGO:-cargo}
   echo "test.sh: the build (and its lints: clippy -D warnings) failed (above)" >&2
   exit 1
 }
+# The book: its reference pages from the binary just built, links and anchors checked.
+scripts/book/build.sh || {
+  echo "test.sh: the book (make docs) failed (above)" >&2
+  exit 1
+}
 
 "$cargo" nextest run --workspace --no-tests=fail
 tests=$?

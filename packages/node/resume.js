@@ -5,7 +5,7 @@
  * A webhook whose work outlasts one delivery answers `202` with a JSON body, and event-bridge
  * releases the task without counting an attempt, then delivers it again with `resume`
  * (`checkpoint`, the last one answered, and `done`, the sleeps and waits so far) in its
- * envelope (README, "Resumable tasks"):
+ * envelope (the book's "Resumable tasks", docs/book/src/guides/resumable.md):
  *
  *   checkpoint({ row: 500 })                                  // again at once, in another run
  *   resumeIn('30s', { checkpoint: { row: 500 } })             // again in 30 s, holding no lease

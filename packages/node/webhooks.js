@@ -58,7 +58,7 @@ function numberOf(text) {
   return Number(text);
 }
 
-/** One attempt of one task, as the HTTP sink sent it (README, "The HTTP sink"). */
+/** One attempt of one task, as the HTTP sink sent it (the book's "Webhooks: the HTTP sink", docs/book/src/integrations/webhooks.md). */
 class Delivery {
   constructor(envelope, headers = {}) {
     const h = plainHeaders(headers);

@@ -33,19 +33,57 @@ pub const BACKDROP: usize = 600;
 /// What the backdrop's keys start with.
 pub const BACKDROP_PREFIX: &str = "backdrop-";
 
+/// Keys published with the backdrop, due in an hour too, for probes to cancel half-way
+/// through the run. The mixed traffic's keys are probed right after their publish, and on a
+/// slow machine every one may have fired by then; these are pending whatever the machine's
+/// speed, so a run always probes a pending key by status (a backdrop key) and by cancel.
+pub const HELD: usize = 2;
+
+/// What the held keys start with.
+pub const HELD_PREFIX: &str = "held-";
+
 /// The backdrop's envelopes.
 pub fn backdrop() -> Vec<event_bridge::Envelope> {
-    (0..BACKDROP)
+    waiting_an_hour(BACKDROP_PREFIX, BACKDROP)
+}
+
+/// The held keys' envelopes.
+pub fn held() -> Vec<event_bridge::Envelope> {
+    waiting_an_hour(HELD_PREFIX, HELD)
+}
+
+fn waiting_an_hour(prefix: &str, count: usize) -> Vec<event_bridge::Envelope> {
+    (0..count)
         .map(|i| {
             let mut envelope =
                 event_bridge::Envelope::new("chaos.backdrop", serde_json::json!({ "i": i }));
             envelope.debounce = Some(event_bridge::task::Debounce {
-                key: format!("{BACKDROP_PREFIX}{i}"),
+                key: format!("{prefix}{i}"),
                 period_ms: 3_600_000,
                 max_ms: None,
             });
             envelope
         })
+        .collect()
+}
+
+/// Probes of keys sure to be pending: `status` of the first [`HELD`] backdrop keys (they stay),
+/// and a cancel of each held key (it must withdraw it: never run, no dead letter).
+pub fn sure_orders(
+    backdrop: &[event_bridge::Envelope],
+    held: &[event_bridge::Envelope],
+) -> Vec<ProbeOrder> {
+    let order = |envelope: &event_bridge::Envelope, cancel: bool| {
+        let key = envelope.debounce.as_ref().expect("a debounced envelope").key.clone();
+        ProbeOrder {
+            key,
+            last: envelope.id.clone(),
+            first: envelope.id.clone(),
+            cancel,
+        }
+    };
+    (backdrop.iter().take(HELD).map(|e| order(e, false)))
+        .chain(held.iter().map(|e| order(e, true)))
         .collect()
 }
 

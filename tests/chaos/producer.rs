@@ -277,8 +277,12 @@ pub async fn publish(
 ) -> Published {
     let mut producer = Producer::connect(config).await;
     crate::batches::open(&producer.queue).await;
-    // Keys that wait the whole run, beside the debounced traffic (see `debounce`).
-    producer.publish(&crate::debounce::backdrop()).await;
+    // Keys that wait the whole run, beside the debounced traffic, and keys held for the
+    // probes to cancel half-way (see `debounce`).
+    let (backdrop, held) = (crate::debounce::backdrop(), crate::debounce::held());
+    producer.publish(&backdrop).await;
+    producer.publish(&held).await;
+    let mut sure_probes = Some(crate::debounce::sure_orders(&backdrop, &held));
     let (cancel_tx, cancel_rx) = mpsc::unbounded_channel();
     let canceller = tokio::spawn(cancel_loop(config.clone(), cancel_rx));
     let (probe_tx, probe_rx) = mpsc::unbounded_channel();
@@ -296,6 +300,13 @@ pub async fn publish(
         )
         .await;
         let due = ((start.elapsed().as_secs_f64() * rate) as usize).clamp(sent_count, total);
+        if sent_count >= total / 2
+            && let Some(orders) = sure_probes.take()
+        {
+            for order in orders {
+                let _ = probe_tx.send(order);
+            }
+        }
         let now_ms = producer.zk_now();
         let mut batch = Vec::new();
         for n in sent_count..due {

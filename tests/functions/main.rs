@@ -4,6 +4,7 @@
 //! Needs: ZooKeeper (`make zk-up`), the binaries (`cargo build --workspace --bins`).
 
 mod batches;
+mod book;
 mod debounced;
 mod dependencies;
 mod emf;

@@ -4,6 +4,7 @@
 
 mod audit;
 mod batches;
+mod book_handlers;
 mod cancel;
 mod cli;
 mod connect;

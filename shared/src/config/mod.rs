@@ -1,6 +1,6 @@
 //! Configuration, read from environment variables in one place.
 //!
-//! Every variable, its default and its meaning is listed in the README's configuration table;
+//! Every variable, its default and its meaning is listed in the book's configuration table;
 //! keep the two in step. A malformed value is an error that names the variable, raised at cold
 //! start so a bad deploy fails at once rather than on the first task. How each kind of value
 //! is read and checked (durations, numbers, flags, the route table, …) is in `parse`.
@@ -446,8 +446,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_table_lists_every_variable_read_here() {
-        let readme = include_str!("../../../README.md");
+    fn the_configuration_table_lists_every_variable_read_here() {
+        let readme = include_str!("../../../docs/book/src/reference/configuration.md");
         let source = [include_str!("mod.rs"), include_str!("parse.rs")].concat();
         // Every upper-case string literal of four or more characters names a variable.
         let quotes: Vec<usize> = source.match_indices('"').map(|(i, _)| i).collect();
@@ -466,7 +466,7 @@ mod tests {
         for variable in variables {
             assert!(
                 readme.contains(&format!("| `{variable}` |")),
-                "{variable} is missing from the README table"
+                "{variable} is missing from the book's configuration table (docs/book/src/reference/configuration.md)"
             );
             checked += 1;
         }

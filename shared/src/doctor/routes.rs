@@ -73,7 +73,7 @@ pub(super) fn check(config: &Config, lookup: &(dyn Fn(&str) -> Option<String> + 
                 e.to_string()
                     .replace(&format!("; {}", route::ROUTE_FIX), ""),
                 format!(
-                    "correct the table in {} (the README's \"Where tasks go\" lists every field)",
+                    "correct the table in {} (the book's \"Routes, sinks and limits\" lists every field)",
                     source.variable
                 ),
             ),

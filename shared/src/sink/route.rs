@@ -106,7 +106,8 @@ pub enum NoRoute {
 }
 
 /// What a route table's error says to do.
-pub const ROUTE_FIX: &str = "correct the table (the README's \"Where tasks go\" lists every field)";
+pub const ROUTE_FIX: &str =
+    "correct the table (the book's \"Routes, sinks and limits\" lists every field)";
 
 /// The default HTTP timeout.
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);

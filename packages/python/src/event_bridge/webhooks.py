@@ -63,7 +63,7 @@ def _number(text: Optional[str]) -> Optional[int]:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One attempt of one task, as the HTTP sink sent it (README, "The HTTP sink")."""
+    """One attempt of one task, as the HTTP sink sent it (the book's "Webhooks: the HTTP sink", docs/book/src/integrations/webhooks.md)."""
 
     #: The task's envelope: ``format``, ``id``, ``type``, ``time``, ``payload``, and ``resume``
     #: once the task was suspended by a 202.

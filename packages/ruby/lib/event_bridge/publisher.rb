@@ -17,7 +17,7 @@ module EventBridge
     end
   end
 
-  # Publishes tasks over HTTP to `process_events` (README, "Publishing over HTTP"): one POST
+  # Publishes tasks over HTTP to `process_events` (the book's "Publishing over HTTP", docs/book/src/integrations/http.md): one POST
   # of JSON lines, all or nothing, answered 202 with one item per task.
   #
   #   publisher = EventBridge::Publisher.new(url: ENV.fetch("EVENT_BRIDGE_PUBLISH_URL"),

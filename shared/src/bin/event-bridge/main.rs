@@ -1,7 +1,7 @@
 //! `event-bridge`: publish tasks, look into the queue, repair it, and run the functions' work
 //! (or a long-running worker) from a terminal.
 //!
-//! Settings come from the same environment variables as the functions (see the README).
+//! Settings come from the same environment variables as the functions (see the book's configuration page).
 //! Output a script would read is JSON on stdout (`--json` where there is also a text form).
 //! Exit codes: 0 done, 1 failed (one line on stderr), 2 bad usage, 3 `status` or `cancel`
 //! found nothing.
@@ -44,7 +44,7 @@ type Failure = Box<dyn std::error::Error>;
 )]
 #[command(
     after_help = "Settings come from environment variables: ZOOKEEPER_CONNECTION_STRING, EVENT_BRIDGE_ROOT, \
-                  ZOOKEEPER_AUTH, LEASE_TIMEOUT_MS, MAX_ATTEMPTS, … (see the README's configuration table)."
+                  ZOOKEEPER_AUTH, LEASE_TIMEOUT_MS, MAX_ATTEMPTS, … (see the book's configuration page, docs/book/src/reference/configuration.md)."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -1,0 +1,230 @@
+//! The book's runnable sessions: every fenced block marked `console,runs` in a page of
+//! docs/book is run as it stands against the built `event-bridge`, in a chroot of its own, and
+//! what each command prints must match what the page shows. So the Getting started page (and
+//! any guide with such a block) cannot go stale: a changed flag, output or exit code fails here.
+//!
+//! A block is a shell session: `$ command` lines, `> ` lines continuing the command before
+//! (a here-document), and the lines it prints. Each command runs with `bash -c` in a scratch
+//! directory the page's commands share, with `target/<profile>` first on `PATH` and
+//! `ZOOKEEPER_CONNECTION_STRING` naming the test's chroot; it must exit 0. Its standard output
+//! must match the lines shown: `…` inside a line stands for any text, a line that is only `…`
+//! for any number of lines; a command shown without output is not compared.
+
+use std::process::Command;
+
+use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
+
+use harness::{TestQueue, binary, workspace_root};
+
+/// One command of a session and the output the page shows for it.
+#[derive(Debug, PartialEq)]
+struct Step {
+    command: String,
+    shown: Vec<String>,
+}
+
+/// The text of every fenced block of `markdown` whose info string is `console,runs`.
+fn runnable_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for event in Parser::new(markdown) {
+        match event {
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info)))
+                if &*info == "console,runs" =>
+            {
+                current = Some(String::new());
+            }
+            Event::Text(text) => {
+                if let Some(block) = current.as_mut() {
+                    block.push_str(&text);
+                }
+            }
+            Event::End(TagEnd::CodeBlock) => blocks.extend(current.take()),
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// The commands of a session block, each with the output shown after it.
+fn steps(block: &str) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::new();
+    for line in block.lines() {
+        if let Some(command) = line.strip_prefix("$ ") {
+            steps.push(Step {
+                command: command.to_string(),
+                shown: Vec::new(),
+            });
+        } else if let Some(step) = steps.last_mut() {
+            match line.strip_prefix("> ").or((line == ">").then_some("")) {
+                Some(more) if step.shown.is_empty() => {
+                    step.command.push('\n');
+                    step.command.push_str(more);
+                }
+                _ => step.shown.push(line.to_string()),
+            }
+        } else {
+            panic!("a runnable block must start with a `$ ` line, not {line:?}");
+        }
+    }
+    steps
+}
+
+/// Whether `line` matches `pattern`, where each `…` of the pattern stands for any text.
+fn line_matches(pattern: &str, line: &str) -> bool {
+    let mut parts = pattern.split('…');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = line.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            return rest.ends_with(part);
+        }
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// Whether the printed lines match the shown ones, a shown line that is only `…` standing for
+/// any number of lines.
+fn output_matches(shown: &[String], printed: &[&str]) -> bool {
+    match shown.split_first() {
+        None => printed.is_empty(),
+        Some((first, rest)) if first == "…" => {
+            (0..=printed.len()).any(|skip| output_matches(rest, &printed[skip..]))
+        }
+        Some((first, rest)) => printed
+            .split_first()
+            .is_some_and(|(line, more)| line_matches(first, line) && output_matches(rest, more)),
+    }
+}
+
+/// Runs every runnable block of the page at `page` (relative to docs/book/src), in order, in
+/// one scratch directory, against a fresh chroot. Returns how many commands ran.
+async fn run_page(page: &str) -> usize {
+    let path = workspace_root().join("docs/book/src").join(page);
+    let markdown = std::fs::read_to_string(&path).expect("read the page");
+    let t = TestQueue::new().await;
+    let scratch = std::env::temp_dir().join(format!("eb-book-{}", harness::uuid_like()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let bin_dir = binary("event-bridge").parent().unwrap().to_path_buf();
+    let path_var = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = 0;
+    for step in runnable_blocks(&markdown).iter().flat_map(|b| steps(b)) {
+        let output = Command::new("bash")
+            .arg("-c")
+            .arg(&step.command)
+            .current_dir(&scratch)
+            .env("PATH", &path_var)
+            .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+            .env_remove("EVENT_BRIDGE_ROOT")
+            .output()
+            .expect("run bash");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let printed: Vec<&str> = stdout.lines().collect();
+        let context = format!(
+            "{page}: `{}`\nexit: {}\nstdout:\n{stdout}\nstderr:\n{}",
+            step.command,
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output.status.success(), "the command failed\n{context}");
+        assert!(
+            step.shown.is_empty() || output_matches(&step.shown, &printed),
+            "the output is not what the page shows:\n{}\n{context}",
+            step.shown.join("\n")
+        );
+        ran += 1;
+    }
+    std::fs::remove_dir_all(&scratch).ok();
+    ran
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_getting_started_page_runs_as_written() {
+    let ran = run_page("getting-started.md").await;
+    assert!(
+        ran >= 6,
+        "only {ran} commands found on the Getting started page"
+    );
+}
+
+/// Every other page with a runnable session, each on a chroot of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_pages_run_as_written() {
+    let src = workspace_root().join("docs/book/src");
+    let mut pages = Vec::new();
+    markdown_files(&src, &src, &mut pages);
+    pages.retain(|page| page != "getting-started.md");
+    let mut ran = 0;
+    for page in &pages {
+        let markdown = std::fs::read_to_string(src.join(page)).unwrap();
+        if !runnable_blocks(&markdown).is_empty() {
+            ran += run_page(page).await;
+        }
+    }
+    assert!(ran > 0, "no other page has a runnable session");
+}
+
+/// The Markdown files under `dir`, as paths relative to `src`.
+fn markdown_files(src: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            markdown_files(src, &path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(
+                path.strip_prefix(src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    out.sort();
+}
+
+#[test]
+fn sessions_are_read_and_matched_as_documented() {
+    let page = "Text\n\n```console,runs\n$ cat > f <<'EOF'\n> a\n> EOF\n$ echo x\nx …\n…\nz\n```\n\n```sh\n$ not run\n```\n";
+    let steps: Vec<Step> = runnable_blocks(page)
+        .iter()
+        .flat_map(|b| steps(b))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            Step {
+                command: "cat > f <<'EOF'\na\nEOF".into(),
+                shown: vec![]
+            },
+            Step {
+                command: "echo x".into(),
+                shown: vec!["x …".into(), "…".into(), "z".into()]
+            },
+        ]
+    );
+    let shown = &steps[1].shown;
+    assert!(output_matches(shown, &["x 1", "z"]));
+    assert!(output_matches(shown, &["x 1", "y", "y", "z"]));
+    assert!(!output_matches(shown, &["x 1", "y"]));
+    assert!(!output_matches(shown, &["w 1", "z"]));
+    assert!(line_matches(
+        "{\"id\":\"…\",\"task\":\"t-0\"}",
+        "{\"id\":\"ab\",\"task\":\"t-0\"}"
+    ));
+    assert!(!line_matches(
+        "{\"id\":\"…\",\"task\":\"t-0\"}",
+        "{\"id\":\"ab\",\"task\":\"t-1\"}"
+    ));
+    assert!(!line_matches("a", "ab"));
+}
