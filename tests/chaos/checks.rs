@@ -77,6 +77,8 @@ pub struct Window {
 #[derive(Default)]
 pub struct Figures {
     pub resumable: crate::resumable::ResumableFigures,
+    pub reclaims: crate::reclaims::ReclaimFigures,
+    pub waits: crate::redrives::WaitFigures,
     pub answers: BTreeMap<&'static str, usize>,
     pub requests: usize,
     // lost and stuck
@@ -221,6 +223,11 @@ pub struct Inputs<'a> {
     /// still kept at the end.
     pub resumable: &'a crate::resumable::ResumablePublished,
     pub kept_signals: &'a [String],
+    /// Tasks released to resume in another run, cut at a run's deadline, and claimed before
+    /// their sleep or wait ended (suspended again), as the consumers logged.
+    pub released: &'a [crate::logs::Released],
+    pub cuts: &'a [crate::logs::Cut],
+    pub back_early: usize,
 }
 
 fn secs(d: Duration) -> f64 {
@@ -424,6 +431,9 @@ pub fn judge(input: &Inputs) -> Figures {
     f.allowed_duplicates = held + published.resent;
 
     f.resumable = crate::resumable::judge(input, &by_id, input.kept_signals);
+    f.reclaims = crate::reclaims::judge(input.released, input.claims);
+    let resumable = (ledger.deliveries.iter()).filter(|d| d.resume.is_some());
+    f.waits = crate::redrives::judge(resumable, &input.resumable.redrives, input.back_early);
     retries(&mut f, input, &by_id);
     // A task buried as cancelled is not expected back after a fault, whoever buried it: a
     // victim may have held one whose cancel came late, which another consumer buried once
@@ -988,6 +998,8 @@ mod tests {
             token: 7,
             by: "worker-1".into(),
             consumer: "worker-q3".into(),
+            run: "r".into(),
+            at: crate::logs::At::default(),
         }
     }
 

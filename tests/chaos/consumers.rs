@@ -10,7 +10,11 @@
 //! `event_bridge::process::task`, which names the consumer id (that is how a fault knows which
 //! leases its victim holds), and `handler ended` (when a request stopped counting against its
 //! route's limit), and the DEBUG line `admitted through a rate` of
-//! `event_bridge::queue::claim`, with the gate's moment of each admission (the rate check).
+//! `event_bridge::queue::claim`, with the gate's moment of each admission (the rate check),
+//! and the INFO lines of `event_bridge::process::suspend` (a few per resumable task: a task
+//! released to resume in another run, one claimed back before its sleep or wait ended), which
+//! `reclaims` and `redrives` judge; `task_steps`'s INFO line `cut at the run's deadline` comes
+//! with its DEBUG ones.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -131,7 +135,8 @@ impl Launcher {
             ("KEEP_DONE", crate::results::KEEP_DONE.to_string()),
             (
                 "RUST_LOG",
-                "warn,event_bridge::process::task=debug,event_bridge::queue::claim=debug"
+                "warn,event_bridge::process::task=debug,event_bridge::queue::claim=debug,\
+                 event_bridge::process::suspend=info"
                     .to_string(),
             ),
         ];

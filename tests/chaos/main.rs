@@ -46,6 +46,8 @@ mod monitor;
 mod producer;
 mod publish_cut;
 mod receiver;
+mod reclaims;
+mod redrives;
 mod results;
 mod resumable;
 mod scratch;
@@ -188,6 +190,9 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
             batch: batch.as_ref(),
             resumable: &resumable,
             kept_signals: &kept_signals,
+            released: &logs.released,
+            cuts: &logs.cuts,
+            back_early: logs.back_early,
         };
         checks::dump(scratch.path(), &inputs);
         checks::judge(&inputs)

@@ -404,6 +404,28 @@ impl Outcome {
             ),
             flag(r.failed() || r.reran > f.allowed_duplicates)
         );
+        let c = &f.reclaims;
+        println!(
+            "re-claims   {:>6}  of {} tasks released to resume in another run claimed again by the run that released them ({} taken again by a worker's run after its {:?}, allowed){}{}",
+            c.violations.len(),
+            c.released,
+            c.taken_again_late,
+            crate::reclaims::TAKE_AGAIN_AFTER,
+            some(&c.violations),
+            flag(!c.violations.is_empty() || c.released == 0)
+        );
+        let w = &f.waits;
+        println!(
+            "waits       {:>6}  deliveries before their sleep or wait ended (of {} after a sleep, {} after a wait's timeout); {} redriven in their wait ({} while it went on; {} claims suspended again before it ended){}{}",
+            w.early.len(),
+            w.after_sleep,
+            w.after_timeout,
+            w.redriven,
+            w.in_time,
+            w.back_early,
+            some(&[&w.early[..], &w.trouble].concat()),
+            flag(w.failed())
+        );
         let (bound, grouped_bound) = (retry_bound(f, UNGROUPED), retry_bound(f, GROUPED));
         println!(
             "retries     {:>6}  came more than {:?} before their backoff was over (earliest {:.3} s before; design: never, asserted: not by more than {:?}){}{}",
@@ -767,6 +789,22 @@ impl Outcome {
         fail(
             r.failed() || r.reran > f.allowed_duplicates,
             format!("resumable tasks broke their contract: {r:?}"),
+        );
+        fail(
+            !f.reclaims.violations.is_empty() || f.reclaims.released == 0,
+            format!(
+                "tasks released to resume in another run were claimed again by the same run (or \
+                 none was released): {:?}",
+                f.reclaims
+            ),
+        );
+        fail(
+            f.waits.failed(),
+            format!(
+                "deliveries came before their sleep or wait ended (or no redrive landed in a \
+                 wait): {:?}",
+                f.waits
+            ),
         );
         fail(
             f.duplicates > f.allowed_duplicates,
