@@ -79,6 +79,7 @@ pub struct Figures {
     pub resumable: crate::resumable::ResumableFigures,
     pub reclaims: crate::reclaims::ReclaimFigures,
     pub waits: crate::redrives::WaitFigures,
+    pub spans: crate::spans::SpanFigures,
     pub answers: BTreeMap<&'static str, usize>,
     pub requests: usize,
     // lost and stuck
@@ -228,6 +229,8 @@ pub struct Inputs<'a> {
     pub released: &'a [crate::logs::Released],
     pub cuts: &'a [crate::logs::Cut],
     pub back_early: usize,
+    /// Every span the consumers exported (see `spans`).
+    pub spans: &'a [serde_json::Value],
 }
 
 fn secs(d: Duration) -> f64 {
@@ -434,6 +437,7 @@ pub fn judge(input: &Inputs) -> Figures {
     f.reclaims = crate::reclaims::judge(input.released, input.claims);
     let resumable = (ledger.deliveries.iter()).filter(|d| d.resume.is_some());
     f.waits = crate::redrives::judge(resumable, &input.resumable.redrives, input.back_early);
+    f.spans = crate::spans::judge(input.spans, &ledger.deliveries);
     retries(&mut f, input, &by_id);
     // A task buried as cancelled is not expected back after a fault, whoever buried it: a
     // victim may have held one whose cancel came late, which another consumer buried once

@@ -100,8 +100,9 @@ pub struct LoopReport {
 }
 
 impl Launcher {
-    /// Consumers of the queue at `connection` (hosts and chroot) delivering to `url`.
-    pub fn new(connection: &str, url: &str, scratch: &Scratch) -> Self {
+    /// Consumers of the queue at `connection` (hosts and chroot) delivering to `url`, their
+    /// spans exported to the OTLP receiver at `otlp` (see `spans`).
+    pub fn new(connection: &str, (url, otlp): (&str, &str), scratch: &Scratch) -> Self {
         let timeout = HTTP_TIMEOUT.as_millis() as u64;
         let routes = serde_json::json!({
             "routes": {
@@ -131,6 +132,8 @@ impl Launcher {
             ("MAX_ATTEMPTS", MAX_ATTEMPTS.to_string()),
             ("MAX_TASKS_PER_RUN", MAX_TASKS_PER_RUN.to_string()),
             ("DRAIN_CONCURRENCY", DRAIN_CONCURRENCY.to_string()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.to_string()),
+            ("OTEL_SERVICE_NAME", "chaos".to_string()),
             // Completion records, with the receiver's answers as results (`results`).
             ("KEEP_DONE", crate::results::KEEP_DONE.to_string()),
             (

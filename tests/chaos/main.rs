@@ -51,6 +51,7 @@ mod redrives;
 mod results;
 mod resumable;
 mod scratch;
+mod spans;
 mod summary;
 mod tree;
 
@@ -113,9 +114,10 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
         })
         .await,
     );
+    let otlp = harness::otlp::Otlp::start().await;
     let launcher = Arc::new(Launcher::new(
         &tree.config.zookeeper,
-        &receiver.url(),
+        (&receiver.url(), &otlp.endpoint()),
         &scratch,
     ));
     let mut schedule = control::add_schedule(&launcher).await;
@@ -166,6 +168,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let drains = [drains[0].stop().await, drains[1].stop().await];
     let scheduled = scheduled.stop().await;
     let reaps = reaper.stop().await;
+    let spans = otlp.all().await;
     let minutes = monitor.stop().await;
     let left = tree.left().await;
     let batch = batches::read(&tree.config).await;
@@ -193,6 +196,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
             released: &logs.released,
             cuts: &logs.cuts,
             back_early: logs.back_early,
+            spans: &spans,
         };
         checks::dump(scratch.path(), &inputs);
         checks::judge(&inputs)

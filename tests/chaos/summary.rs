@@ -426,6 +426,17 @@ impl Outcome {
             some(&[&w.early[..], &w.trouble].concat()),
             flag(w.failed())
         );
+        let s = &f.spans;
+        println!(
+            "spans       {:>6}  against the conventions of {} attempts and {} requests exported ({} attempts and {} requests failed: status ERROR and an error.type asked of each){}{}",
+            s.violations.len(),
+            s.attempts,
+            s.requests,
+            s.failed_attempts,
+            s.failed_requests,
+            some(&s.violations),
+            flag(s.failed())
+        );
         let (bound, grouped_bound) = (retry_bound(f, UNGROUPED), retry_bound(f, GROUPED));
         println!(
             "retries     {:>6}  came more than {:?} before their backoff was over (earliest {:.3} s before; design: never, asserted: not by more than {:?}){}{}",
@@ -796,6 +807,14 @@ impl Outcome {
                 "tasks released to resume in another run were claimed again by the same run (or \
                  none was released): {:?}",
                 f.reclaims
+            ),
+        );
+        fail(
+            f.spans.failed(),
+            format!(
+                "failed attempts' spans without error status (or no failed attempt's spans \
+                 arrived): {:?}",
+                f.spans
             ),
         );
         fail(

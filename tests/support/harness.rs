@@ -12,6 +12,7 @@
 //! the client's connection timeout, and it drops the connection under the test.
 
 pub mod lambda_api;
+pub mod otlp;
 pub mod prometheus;
 pub mod vercel;
 pub mod wait;

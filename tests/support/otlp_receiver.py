@@ -4,6 +4,9 @@ service, name, kind, ids, links, attributes and status (`{"code": "UNSET" | "OK"
 "message"}`).
 
 Usage: python3 otlp_receiver.py  (prints "listening <port>" first, then one line per span)
+
+A GET of /mark prints the line {"mark": true} before it answers: every span of an export
+answered before it was printed before it.
 """
 
 import gzip
@@ -68,6 +71,16 @@ class Receiver(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
+
+    def do_GET(self):
+        if self.path != "/mark":
+            self.send_response(404)
+            self.end_headers()
+            return
+        print(json.dumps({"mark": True}), flush=True)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def log_message(self, *args):
         pass
