@@ -12,6 +12,7 @@ answered before it was printed before it.
 import gzip
 import json
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -21,6 +22,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 STATUS_CODES = {0: "UNSET", 1: "OK", 2: "ERROR"}
+
+# Exports are served on threads of their own: one writes its lines at a time, whole.
+PRINTING = threading.Lock()
+
+
+def write_lines(lines):
+    with PRINTING:
+        sys.stdout.write("".join(json.dumps(line) + "\n" for line in lines))
+        sys.stdout.flush()
 
 
 def value(any_value):
@@ -43,6 +53,7 @@ class Receiver(BaseHTTPRequestHandler):
             return
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
+        lines = []
         for resource_spans in request.resource_spans:
             resource = attributes(resource_spans.resource.attributes)
             for scope_spans in resource_spans.scope_spans:
@@ -64,7 +75,8 @@ class Receiver(BaseHTTPRequestHandler):
                             "message": span.status.message,
                         },
                     }
-                    print(json.dumps(line), flush=True)
+                    lines.append(line)
+        write_lines(lines)
         answer = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
@@ -77,7 +89,7 @@ class Receiver(BaseHTTPRequestHandler):
             self.send_response(404)
             self.end_headers()
             return
-        print(json.dumps({"mark": True}), flush=True)
+        write_lines([{"mark": True}])
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
