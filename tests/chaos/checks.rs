@@ -80,6 +80,7 @@ pub struct Figures {
     pub reclaims: crate::reclaims::ReclaimFigures,
     pub waits: crate::redrives::WaitFigures,
     pub spans: crate::spans::SpanFigures,
+    pub steps: crate::steps::StepFigures,
     pub answers: BTreeMap<&'static str, usize>,
     pub requests: usize,
     // lost and stuck
@@ -231,15 +232,19 @@ pub struct Inputs<'a> {
     pub back_early: usize,
     /// Every span the consumers exported (see `spans`).
     pub spans: &'a [serde_json::Value],
+    /// The stepper's steps as it logged them, and its tasks: published, completed (`steps`).
+    pub steps_ran: &'a [crate::logs::StepRan],
+    pub stepped: (usize, usize),
 }
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// Writes the receiver's ledger and the producer's record into `dir` as JSON lines
-/// (`deliveries.jsonl`, `published.jsonl`; times in wall-clock ms and in seconds from the
-/// start of publishing), for reading beside the consumers' logs when a check fails.
+/// Writes the receiver's ledger, the producer's record and the consumers' spans into `dir` as
+/// JSON lines (`deliveries.jsonl`, `published.jsonl`, `spans.jsonl`; times in wall-clock ms
+/// and in seconds from the start of publishing), for reading beside the consumers' logs when
+/// a check fails.
 pub fn dump(dir: &std::path::Path, input: &Inputs) {
     use std::io::Write;
     let since = |at: Instant| at.saturating_duration_since(input.start).as_secs_f64();
@@ -275,6 +280,12 @@ pub fn dump(dir: &std::path::Path, input: &Inputs) {
             "uncertain": input.published.uncertain.contains(&s.id),
         });
         writeln!(out, "{line}").expect("write published.jsonl");
+    }
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(dir.join("spans.jsonl")).expect("create spans.jsonl"),
+    );
+    for span in input.spans {
+        writeln!(out, "{span}").expect("write spans.jsonl");
     }
 }
 
@@ -438,6 +449,19 @@ pub fn judge(input: &Inputs) -> Figures {
     let resumable = (ledger.deliveries.iter()).filter(|d| d.resume.is_some());
     f.waits = crate::redrives::judge(resumable, &input.resumable.redrives, input.back_early);
     f.spans = crate::spans::judge(input.spans, &ledger.deliveries);
+    let stepper = |at: &crate::logs::At| at.log == crate::steps::LOG;
+    let released: Vec<_> = (input.released.iter())
+        .filter(|r| stepper(&r.at))
+        .cloned()
+        .collect();
+    let cuts: Vec<_> = input
+        .cuts
+        .iter()
+        .filter(|c| stepper(&c.at))
+        .cloned()
+        .collect();
+    f.steps = crate::steps::judge(input.steps_ran, &released, &cuts);
+    (f.steps.tasks, f.steps.completed) = input.stepped;
     retries(&mut f, input, &by_id);
     // A task buried as cancelled is not expected back after a fault, whoever buried it: a
     // victim may have held one whose cancel came late, which another consumer buried once

@@ -32,6 +32,8 @@ pub struct LogScan {
     /// Tasks claimed before the sleep or wait their record is in ended, suspended in it again
     /// (`back before its sleep or wait ended`).
     pub back_early: usize,
+    /// Steps of stepped tasks that started (`step ran`, the stepper's).
+    pub steps_ran: Vec<StepRan>,
 }
 
 /// Where a line is: its log (`worker-0`, …) and its number there (one process writes a log at
@@ -42,13 +44,23 @@ pub struct At {
     pub line: usize,
 }
 
-/// A task given back in place to resume at once, for another run than `run`.
+/// A task given back in place to resume at once, for another run than `run`, with the steps
+/// its record holds.
 #[derive(Clone, Debug)]
 pub struct Released {
     pub at: At,
     pub at_ms: i64,
     pub task: String,
     pub run: String,
+    pub steps_done: u64,
+}
+
+/// A step of a stepped task that started to run (`chaos-stepper`'s `step ran`): its number.
+#[derive(Clone, Debug)]
+pub struct StepRan {
+    pub at: At,
+    pub task: String,
+    pub step: u64,
 }
 
 /// A task whose handler a run's deadline stopped: whether that run made progress with it, the
@@ -155,8 +167,14 @@ impl LogScan {
 
 impl LogScan {
     /// The lines of resumable tasks given back: released to another run, cut at a deadline,
-    /// suspended again.
+    /// suspended again; and the stepper's steps.
     fn read_resumes(&mut self, at: &At, at_ms: Option<i64>, event: &serde_json::Value) {
+        if event["message"] == "step ran"
+            && let (Some(task), Some(step)) = (event["task"].as_str(), event["step"].as_u64())
+        {
+            let (at, task) = (at.clone(), task.to_string());
+            self.steps_ran.push(StepRan { at, task, step });
+        }
         let (task, run) = (event["task"].as_str(), event["run"].as_str());
         let (Some(task), Some(run)) = (task, run) else {
             return;
@@ -168,6 +186,7 @@ impl LogScan {
                 at_ms: at_ms.unwrap_or_default(),
                 task,
                 run,
+                steps_done: event["steps_done"].as_u64().unwrap_or(0),
             }),
             Some("cut at the run's deadline") => self.cuts.push(Cut {
                 at: at.clone(),

@@ -52,6 +52,7 @@ mod results;
 mod resumable;
 mod scratch;
 mod spans;
+mod steps;
 mod summary;
 mod tree;
 
@@ -131,6 +132,8 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     ];
     let mut scheduled = Loop::scheduled(launcher.clone());
     let mut reaper = Loop::reap(launcher.clone());
+    let stepped = steps::config(&tree.config);
+    let mut stepper = steps::start(launcher.clone(), &stepped);
 
     let start = Instant::now();
     let start_ms = receiver::wall_ms();
@@ -146,9 +149,10 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     };
     let fault_schedule = faults::schedule(length, soak_minutes.is_some());
     let pause_windows = pause_windows(length, soak_minutes.is_some());
-    let (published, resumable, faults, pauses) = tokio::join!(
+    let (published, resumable, stepped_ids, faults, pauses) = tokio::join!(
         producer::publish(&tree.config, tasks, rate, start, times),
         resumable::publish(tree.config.clone(), start),
+        steps::publish(stepped.clone(), start),
         faults::run(&stage, start, &fault_schedule),
         control::pause_type(&launcher, start, &pause_windows),
     );
@@ -158,6 +162,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     deliverable.extend(resumable.tasks.iter().map(|(id, _)| id.clone()));
     let settled = settle(&receiver, &tree, &deliverable).await;
     let settling = settle_start.elapsed();
+    let stepped_completed = steps::finished(&stepped, &stepped_ids).await;
     let publishing = published.took;
 
     let (watching, watch_back) = watchers(&ensemble, &tree, workers.len()).await;
@@ -168,6 +173,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let drains = [drains[0].stop().await, drains[1].stop().await];
     let scheduled = scheduled.stop().await;
     let reaps = reaper.stop().await;
+    stepper.stop().await;
     let spans = otlp.all().await;
     let minutes = monitor.stop().await;
     let left = tree.left().await;
@@ -197,6 +203,8 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
             cuts: &logs.cuts,
             back_early: logs.back_early,
             spans: &spans,
+            steps_ran: &logs.steps_ran,
+            stepped: (stepped_ids.len(), stepped_completed),
         };
         checks::dump(scratch.path(), &inputs);
         checks::judge(&inputs)

@@ -100,6 +100,7 @@ mod tests {
             at_ms,
             task: "t".into(),
             run: run.into(),
+            steps_done: 0,
         }
     }
 

@@ -5,7 +5,8 @@
 //!
 //! - a webhook request (CLIENT span) answered 4xx or 5xx has status ERROR and an `error.type`;
 //! - a request the receiver answered 500 or 503: its attempt (the CONSUMER span with its
-//!   fencing token) and its request have status ERROR and an `error.type`;
+//!   envelope id and fencing token: the tasks of one claim batch share a token) and its
+//!   request have status ERROR and an `error.type`;
 //! - an attempt whose request failed (a CLIENT span with status ERROR: an error answer, or none
 //!   within the route's timeout) failed too: status ERROR and an `error.type`;
 //! - an attempt that dead-lettered its task (`dead_lettered`) says so likewise;
@@ -66,9 +67,10 @@ fn show(span: &Value) -> String {
 
 pub fn judge(spans: &[Value], deliveries: &[Delivery]) -> SpanFigures {
     let mut f = SpanFigures::default();
-    let refused: HashSet<i64> = (deliveries.iter())
+    // By id and token: the tasks of one claim batch share its token.
+    let refused: HashSet<(&str, i64)> = (deliveries.iter())
         .filter(|d| matches!(d.answer, Answer::Error | Answer::Busy))
-        .map(|d| d.token)
+        .map(|d| (d.id.as_str(), d.token))
         .collect();
     let mut children: HashMap<&str, Vec<&Value>> = HashMap::new();
     for span in spans.iter().filter(|s| kind(s) == "CLIENT") {
@@ -95,10 +97,12 @@ pub fn judge(spans: &[Value], deliveries: &[Delivery]) -> SpanFigures {
             }
             "CONSUMER" => {
                 attempts += 1;
-                let token = span["attributes"]["event_bridge.fencing_token"].as_i64();
+                let a = &span["attributes"];
+                let token = a["event_bridge.fencing_token"].as_i64();
+                let id = a["messaging.message.id"].as_str().unwrap_or_default();
                 let own = span["span_id"].as_str().unwrap_or_default();
                 let requests = children.get(own).map_or(&[][..], Vec::as_slice);
-                let refused = token.is_some_and(|t| refused.contains(&t));
+                let refused = token.is_some_and(|t| refused.contains(&(id, t)));
                 let request_failed = requests.iter().any(|r| r["status"]["code"] == "ERROR");
                 let dead = span["attributes"]["error.type"] == "dead_lettered";
                 if refused || request_failed || dead {
@@ -212,6 +216,22 @@ mod tests {
         let mut bare = attempt("c", 7, true);
         bare["attributes"]["error.type"] = Value::Null;
         assert_eq!(judge(&[bare], &[]).violations.len(), 1);
+    }
+
+    /// The tasks of one claim batch share its fencing token: the refused one's attempt must
+    /// fail, the others' not.
+    #[test]
+    fn a_claim_batchs_other_tasks_are_not_taken_for_the_refused_one() {
+        let mut other = attempt("b", 1, false);
+        other["attributes"]["messaging.message.id"] = json!("n");
+        let spans = [
+            attempt("a", 1, true),
+            request("a", Some(500), Some("500")),
+            other,
+            request("b", Some(200), None),
+        ];
+        let f = judge(&spans, &[delivery(1, Answer::Error)]);
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
     }
 
     /// A run whose spans hold no failed attempt did not test the guarantee.

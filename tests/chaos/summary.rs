@@ -426,6 +426,19 @@ impl Outcome {
             some(&[&w.early[..], &w.trouble].concat()),
             flag(w.failed())
         );
+        let t = &f.steps;
+        println!(
+            "steps       {:>6}  recorded steps run again, and {} cuts after progress counted as interruptions ({} of {} stepped tasks completed; {} steps ran; {} runs cut at their deadline, {} of them after progress){}{}",
+            t.ran_again.len(),
+            t.progress_lost.len(),
+            t.completed,
+            t.tasks,
+            t.steps_ran,
+            t.cuts,
+            t.progressed,
+            some(&[&t.ran_again[..], &t.progress_lost].concat()),
+            flag(t.failed())
+        );
         let s = &f.spans;
         println!(
             "spans       {:>6}  against the conventions of {} attempts and {} requests exported ({} attempts and {} requests failed: status ERROR and an error.type asked of each){}{}",
@@ -807,6 +820,13 @@ impl Outcome {
                 "tasks released to resume in another run were claimed again by the same run (or \
                  none was released): {:?}",
                 f.reclaims
+            ),
+        );
+        fail(
+            f.steps.failed(),
+            format!(
+                "stepped tasks lost progress (or no run was cut after progress): {:?}",
+                f.steps
             ),
         );
         fail(
