@@ -8,7 +8,10 @@
 //! ones (three publishes a key, beside 600 keys that wait the whole run); grouped ones among
 //! them wait for a parent or are debounced, keeping their turn in their group; an
 //! every-minute schedule makes its own; the pausable type is paused and resumed by the CLI
-//! mid-run. Meanwhile consumers are SIGKILLed, workers frozen past their lease (and their
+//! mid-run. Resumable tasks run their steps through the webhook (`resumable`), some cancelled
+//! in their wait and redriven (`redrives`); stepped tasks run in a Rust handler's short runs on
+//! a root of their own (`steps`); every consumer exports its spans to an OTLP receiver
+//! (`spans`). Meanwhile consumers are SIGKILLed, workers frozen past their lease (and their
 //! session), and the ZooKeeper leader is killed.
 //!
 //! Afterwards (`checks`): nothing lost, nothing stuck, no bulk publish failed (one cut by a
@@ -19,8 +22,11 @@
 //! debounced publish found under its key, a withdrawn one never delivered,
 //! one task per schedule slot, cancelled tasks never delivered and dead, no stale fencing
 //! token, each sampled task's completion record keeping the receiver's answer to the claim
-//! that completed it as its result (`results`), duplicates no more than the faults explain, retries neither early nor (generously)
-//! late, a victim's tasks back; every figure printed.
+//! that completed it as its result (`results`), duplicates no more than the faults explain,
+//! no task claimed again by the run that released it to another (`reclaims`), no recorded step
+//! run again and no progress counted as an interruption (`steps`), no delivery before its
+//! sleep or wait ended (`redrives`), failed attempts' spans with error status (`spans`),
+//! retries neither early nor (generously) late, a victim's tasks back; every figure printed.
 //!
 //! Beside it, `publish_cut`: a publish (the command, the HTTP publish, the library) cut by a
 //! leader kill at a set point of its flight (through a `link` that holds the rest back).
