@@ -232,9 +232,10 @@ pub struct Inputs<'a> {
     pub back_early: usize,
     /// Every span the consumers exported (see `spans`).
     pub spans: &'a [serde_json::Value],
-    /// The stepper's steps as it logged them, and its tasks: published, completed (`steps`).
+    /// The stepper's steps as it logged them, and its tasks: published, completed and dead
+    /// (`steps`).
     pub steps_ran: &'a [crate::logs::StepRan],
-    pub stepped: (usize, usize),
+    pub stepped: (usize, (usize, usize)),
 }
 
 fn secs(d: Duration) -> f64 {
@@ -461,7 +462,7 @@ pub fn judge(input: &Inputs) -> Figures {
         .cloned()
         .collect();
     f.steps = crate::steps::judge(input.steps_ran, &released, &cuts);
-    (f.steps.tasks, f.steps.completed) = input.stepped;
+    (f.steps.tasks, (f.steps.completed, f.steps.dead)) = input.stepped;
     retries(&mut f, input, &by_id);
     // A task buried as cancelled is not expected back after a fault, whoever buried it: a
     // victim may have held one whose cancel came late, which another consumer buried once

@@ -125,11 +125,12 @@ async fn connect(config: &Config) -> Queue {
 }
 
 /// Waits until every one of `ids` completed or is dead (a hang guard of [`FINISH_GUARD`]);
-/// how many completed.
-pub async fn finished(config: &Config, ids: &[String]) -> usize {
+/// how many completed, and how many are dead (a task whose runs made no progress
+/// [`MAX_INTERRUPTIONS`] times in a row, as a leader kill can make them).
+pub async fn finished(config: &Config, ids: &[String]) -> (usize, usize) {
     let queue = connect(config).await;
     let mut tries = harness::Tries::within(FINISH_GUARD);
-    let mut completed = 0;
+    let (mut completed, mut dead) = (0, 0);
     while tries.again().await {
         let Ok(now) = queue.server_time().await else {
             continue;
@@ -142,18 +143,19 @@ pub async fn finished(config: &Config, ids: &[String]) -> usize {
                 _ => {}
             }
         }
-        completed = done;
+        (completed, dead) = (done, over - done);
         if over == ids.len() {
             break;
         }
     }
-    completed
+    (completed, dead)
 }
 
 #[derive(Debug, Default)]
 pub struct StepFigures {
     pub tasks: usize,
     pub completed: usize,
+    pub dead: usize,
     pub steps_ran: usize,
     /// Cuts at a run's deadline, and those whose run made progress.
     pub cuts: usize,
@@ -164,11 +166,12 @@ pub struct StepFigures {
 }
 
 impl StepFigures {
-    /// Whether the run broke the guarantee, or never put it to the test (no run cut with
-    /// progress, no task finished).
+    /// Whether the run broke the guarantee, left a task neither completed nor dead, or never
+    /// put it to the test (no run cut with progress, no task completed).
     pub fn failed(&self) -> bool {
         !self.ran_again.is_empty()
             || !self.progress_lost.is_empty()
+            || self.completed + self.dead < self.tasks
             || self.progressed == 0
             || self.completed == 0
     }

@@ -428,11 +428,12 @@ impl Outcome {
         );
         let t = &f.steps;
         println!(
-            "steps       {:>6}  recorded steps run again, and {} cuts after progress counted as interruptions ({} of {} stepped tasks completed; {} steps ran; {} runs cut at their deadline, {} of them after progress){}{}",
+            "steps       {:>6}  recorded steps run again, and {} cuts after progress counted as interruptions ({} of {} stepped tasks completed, {} dead of runs without progress; {} steps ran; {} runs cut at their deadline, {} of them after progress){}{}",
             t.ran_again.len(),
             t.progress_lost.len(),
             t.completed,
             t.tasks,
+            t.dead,
             t.steps_ran,
             t.cuts,
             t.progressed,
@@ -825,7 +826,8 @@ impl Outcome {
         fail(
             f.steps.failed(),
             format!(
-                "stepped tasks lost progress (or no run was cut after progress): {:?}",
+                "stepped tasks lost progress, or one was left unfinished (or no run was cut after \
+                 progress): {:?}",
                 f.steps
             ),
         );
