@@ -229,7 +229,7 @@ mod tests {
             redriven_ms: Some(1_200),
             trouble: None,
         };
-        assert!(judge(&on_time, &[late.clone()], 0).failed());
+        assert!(judge(&on_time, std::slice::from_ref(&late), 0).failed());
         let in_time = Redrive {
             redriven_ms: Some(400),
             ..late
