@@ -36,8 +36,9 @@ moto-down:
 ## package), prometheus-client (its text parser reads /metrics), the Standard Webhooks verifier
 ## (PyPI `standardwebhooks`, which checks the HTTP sink's standard signatures; npm's comes with
 ## the npm package), openapi-spec-validator (docs/openapi.yaml and the functions' replies
-## against it), opentelemetry-proto (the traces test's OTLP receiver decodes with it), Debian's
-## chromium and chromium-driver for the dashboard's browser tests, Debian's ruby with
+## against it), opentelemetry-proto (the OTLP receiver of the traces test and the contract
+## checker decodes with it), Debian's chromium and chromium-driver for the dashboard's browser
+## tests, Debian's ruby with
 ## ActiveJob, Rack and WEBrick for the gem and the Rails flow
 tools: tools-book
 	@command -v chromedriver >/dev/null && [ -x /usr/bin/chromium ] || { \

@@ -77,6 +77,10 @@ pub struct Window {
 #[derive(Default)]
 pub struct Figures {
     pub resumable: crate::resumable::ResumableFigures,
+    pub reclaims: crate::reclaims::ReclaimFigures,
+    pub waits: crate::redrives::WaitFigures,
+    pub spans: crate::spans::SpanFigures,
+    pub steps: crate::steps::StepFigures,
     pub answers: BTreeMap<&'static str, usize>,
     pub requests: usize,
     // lost and stuck
@@ -221,15 +225,27 @@ pub struct Inputs<'a> {
     /// still kept at the end.
     pub resumable: &'a crate::resumable::ResumablePublished,
     pub kept_signals: &'a [String],
+    /// Tasks released to resume in another run, cut at a run's deadline, and claimed before
+    /// their sleep or wait ended (suspended again), as the consumers logged.
+    pub released: &'a [crate::logs::Released],
+    pub cuts: &'a [crate::logs::Cut],
+    pub back_early: usize,
+    /// Every span the consumers exported (see `spans`).
+    pub spans: &'a [serde_json::Value],
+    /// The stepper's steps as it logged them, and its tasks: published, completed and dead
+    /// (`steps`).
+    pub steps_ran: &'a [crate::logs::StepRan],
+    pub stepped: (usize, (usize, usize)),
 }
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// Writes the receiver's ledger and the producer's record into `dir` as JSON lines
-/// (`deliveries.jsonl`, `published.jsonl`; times in wall-clock ms and in seconds from the
-/// start of publishing), for reading beside the consumers' logs when a check fails.
+/// Writes the receiver's ledger, the producer's record and the consumers' spans into `dir` as
+/// JSON lines (`deliveries.jsonl`, `published.jsonl`, `spans.jsonl`; times in wall-clock ms
+/// and in seconds from the start of publishing), for reading beside the consumers' logs when
+/// a check fails.
 pub fn dump(dir: &std::path::Path, input: &Inputs) {
     use std::io::Write;
     let since = |at: Instant| at.saturating_duration_since(input.start).as_secs_f64();
@@ -265,6 +281,12 @@ pub fn dump(dir: &std::path::Path, input: &Inputs) {
             "uncertain": input.published.uncertain.contains(&s.id),
         });
         writeln!(out, "{line}").expect("write published.jsonl");
+    }
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(dir.join("spans.jsonl")).expect("create spans.jsonl"),
+    );
+    for span in input.spans {
+        writeln!(out, "{span}").expect("write spans.jsonl");
     }
 }
 
@@ -424,6 +446,23 @@ pub fn judge(input: &Inputs) -> Figures {
     f.allowed_duplicates = held + published.resent;
 
     f.resumable = crate::resumable::judge(input, &by_id, input.kept_signals);
+    f.reclaims = crate::reclaims::judge(input.released, input.claims);
+    let resumable = (ledger.deliveries.iter()).filter(|d| d.resume.is_some());
+    f.waits = crate::redrives::judge(resumable, &input.resumable.redrives, input.back_early);
+    f.spans = crate::spans::judge(input.spans, &ledger.deliveries);
+    let stepper = |at: &crate::logs::At| at.log == crate::steps::LOG;
+    let released: Vec<_> = (input.released.iter())
+        .filter(|r| stepper(&r.at))
+        .cloned()
+        .collect();
+    let cuts: Vec<_> = input
+        .cuts
+        .iter()
+        .filter(|c| stepper(&c.at))
+        .cloned()
+        .collect();
+    f.steps = crate::steps::judge(input.steps_ran, &released, &cuts);
+    (f.steps.tasks, (f.steps.completed, f.steps.dead)) = input.stepped;
     retries(&mut f, input, &by_id);
     // A task buried as cancelled is not expected back after a fault, whoever buried it: a
     // victim may have held one whose cancel came late, which another consumer buried once
@@ -988,6 +1027,8 @@ mod tests {
             token: 7,
             by: "worker-1".into(),
             consumer: "worker-q3".into(),
+            run: "r".into(),
+            at: crate::logs::At::default(),
         }
     }
 

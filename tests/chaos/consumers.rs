@@ -10,7 +10,11 @@
 //! `event_bridge::process::task`, which names the consumer id (that is how a fault knows which
 //! leases its victim holds), and `handler ended` (when a request stopped counting against its
 //! route's limit), and the DEBUG line `admitted through a rate` of
-//! `event_bridge::queue::claim`, with the gate's moment of each admission (the rate check).
+//! `event_bridge::queue::claim`, with the gate's moment of each admission (the rate check),
+//! and the INFO lines of `event_bridge::process::suspend` (a few per resumable task: a task
+//! released to resume in another run, one claimed back before its sleep or wait ended), which
+//! `reclaims` and `redrives` judge; `task_steps`'s INFO line `cut at the run's deadline` comes
+//! with its DEBUG ones.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -41,6 +45,9 @@ pub const LIMITED_MAX_IN_FLIGHT: usize = 2;
 pub const LIMITED_RATE_PER_S: f64 = 20.0;
 /// The tenants' route: at most this many tasks of one concurrency key at once.
 pub const TENANT_MAX_PER_KEY: usize = 1;
+/// What the consumers log (see the module's documentation).
+pub const RUST_LOG: &str = "warn,event_bridge::process::task=debug,\
+    event_bridge::queue::claim=debug,event_bridge::process::suspend=info";
 /// Pause between two runs of a drain loop.
 const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 /// Pause between two scheduled runs.
@@ -55,6 +62,15 @@ pub struct Launcher {
     binary: PathBuf,
     env: Vec<(&'static str, String)>,
     dir: PathBuf,
+}
+
+/// What a loop runs: a binary, its arguments, and variables that add to (or override) the
+/// run's environment.
+#[derive(Clone)]
+pub struct Program {
+    pub binary: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(&'static str, String)>,
 }
 
 /// A consumer process that runs now: enough to signal it and find its consumer id.
@@ -96,8 +112,9 @@ pub struct LoopReport {
 }
 
 impl Launcher {
-    /// Consumers of the queue at `connection` (hosts and chroot) delivering to `url`.
-    pub fn new(connection: &str, url: &str, scratch: &Scratch) -> Self {
+    /// Consumers of the queue at `connection` (hosts and chroot) delivering to `url`, their
+    /// spans exported to the OTLP receiver at `otlp` (see `spans`).
+    pub fn new(connection: &str, (url, otlp): (&str, &str), scratch: &Scratch) -> Self {
         let timeout = HTTP_TIMEOUT.as_millis() as u64;
         let routes = serde_json::json!({
             "routes": {
@@ -127,13 +144,11 @@ impl Launcher {
             ("MAX_ATTEMPTS", MAX_ATTEMPTS.to_string()),
             ("MAX_TASKS_PER_RUN", MAX_TASKS_PER_RUN.to_string()),
             ("DRAIN_CONCURRENCY", DRAIN_CONCURRENCY.to_string()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.to_string()),
+            ("OTEL_SERVICE_NAME", "chaos".to_string()),
             // Completion records, with the receiver's answers as results (`results`).
             ("KEEP_DONE", crate::results::KEEP_DONE.to_string()),
-            (
-                "RUST_LOG",
-                "warn,event_bridge::process::task=debug,event_bridge::queue::claim=debug"
-                    .to_string(),
-            ),
+            ("RUST_LOG", RUST_LOG.to_string()),
         ];
         Launcher {
             binary: harness::binary("event-bridge"),
@@ -142,15 +157,30 @@ impl Launcher {
         }
     }
 
-    /// Starts `event-bridge <args>`, its stderr appended to `<name>.log`, stdout to
-    /// `<name>.out`; the environment is the run's only (nothing inherited but `PATH`).
+    /// `event-bridge <args>`.
+    pub fn event_bridge(&self, args: &[&str]) -> Program {
+        Program {
+            binary: self.binary.clone(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: Vec::new(),
+        }
+    }
+
+    /// Starts `event-bridge <args>`, as [`Launcher::spawn_program`] does.
     fn spawn(&self, name: &str, args: &[&str]) -> (Child, Victim) {
+        self.spawn_program(name, &self.event_bridge(args))
+    }
+
+    /// Starts `program`, its stderr appended to `<name>.log`, stdout to `<name>.out`; the
+    /// environment is the run's only (nothing inherited but `PATH`), with the program's own.
+    fn spawn_program(&self, name: &str, program: &Program) -> (Child, Victim) {
         let log = self.dir.join(format!("{name}.log"));
         let offset = std::fs::metadata(&log).map_or(0, |m| m.len());
-        let child = Command::new(&self.binary)
-            .args(args)
+        let child = Command::new(&program.binary)
+            .args(&program.args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(program.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(append(&self.dir.join(format!("{name}.out"))))
             .stderr(append(&log))
@@ -253,34 +283,36 @@ impl WorkerSlot {
 impl Loop {
     /// A drain loop: `process --drain --max-tasks 200`, again and again.
     pub fn drain(launcher: Arc<Launcher>, index: usize) -> Self {
-        let args = vec!["process", "--drain", "--max-tasks", DRAIN_MAX_TASKS];
-        Self::start(launcher, format!("drain-{index}"), args, DRAIN_PAUSE)
+        let program =
+            launcher.event_bridge(&["process", "--drain", "--max-tasks", DRAIN_MAX_TASKS]);
+        Self::start(launcher, format!("drain-{index}"), program, DRAIN_PAUSE)
     }
 
     /// The scheduled-run loop: `process` (no `--drain`) every second.
     pub fn scheduled(launcher: Arc<Launcher>) -> Self {
-        let args = vec!["process"];
-        Self::start(launcher, "scheduled".into(), args, SCHEDULED_PAUSE)
+        let program = launcher.event_bridge(&["process"]);
+        Self::start(launcher, "scheduled".into(), program, SCHEDULED_PAUSE)
     }
 
     /// The reap loop: `reap` every second.
     pub fn reap(launcher: Arc<Launcher>) -> Self {
-        Self::start(launcher, "reap".into(), vec!["reap"], REAP_PAUSE)
+        let program = launcher.event_bridge(&["reap"]);
+        Self::start(launcher, "reap".into(), program, REAP_PAUSE)
     }
 
-    fn start(
-        launcher: Arc<Launcher>,
-        name: String,
-        args: Vec<&'static str>,
-        pause: Duration,
-    ) -> Self {
+    /// A loop running `program` as `name` again and again, `pause` apart.
+    pub fn program(launcher: Arc<Launcher>, name: &str, program: Program, pause: Duration) -> Self {
+        Self::start(launcher, name.to_string(), program, pause)
+    }
+
+    fn start(launcher: Arc<Launcher>, name: String, program: Program, pause: Duration) -> Self {
         let current: Arc<Mutex<Option<Victim>>> = Arc::default();
         let (stop, stopped) = watch::channel(false);
         let shared = Arc::clone(&current);
         let task = tokio::spawn(async move {
             let mut report = LoopReport::default();
             while !*stopped.borrow() {
-                let (mut child, victim) = launcher.spawn(&name, &args);
+                let (mut child, victim) = launcher.spawn_program(&name, &program);
                 *shared.lock().expect("loop lock") = Some(victim);
                 let status = child.wait().await;
                 *shared.lock().expect("loop lock") = None;

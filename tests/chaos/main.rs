@@ -8,7 +8,10 @@
 //! ones (three publishes a key, beside 600 keys that wait the whole run); grouped ones among
 //! them wait for a parent or are debounced, keeping their turn in their group; an
 //! every-minute schedule makes its own; the pausable type is paused and resumed by the CLI
-//! mid-run. Meanwhile consumers are SIGKILLed, workers frozen past their lease (and their
+//! mid-run. Resumable tasks run their steps through the webhook (`resumable`), some cancelled
+//! in their wait and redriven (`redrives`); stepped tasks run in a Rust handler's short runs on
+//! a root of their own (`steps`); every consumer exports its spans to an OTLP receiver
+//! (`spans`). Meanwhile consumers are SIGKILLed, workers frozen past their lease (and their
 //! session), and the ZooKeeper leader is killed.
 //!
 //! Afterwards (`checks`): nothing lost, nothing stuck, no bulk publish failed (one cut by a
@@ -19,8 +22,11 @@
 //! debounced publish found under its key, a withdrawn one never delivered,
 //! one task per schedule slot, cancelled tasks never delivered and dead, no stale fencing
 //! token, each sampled task's completion record keeping the receiver's answer to the claim
-//! that completed it as its result (`results`), duplicates no more than the faults explain, retries neither early nor (generously)
-//! late, a victim's tasks back; every figure printed.
+//! that completed it as its result (`results`), duplicates no more than the faults explain,
+//! no task claimed again by the run that released it to another (`reclaims`), no recorded step
+//! run again and no progress counted as an interruption (`steps`), no delivery before its
+//! sleep or wait ended (`redrives`), failed attempts' spans with error status (`spans`),
+//! retries neither early nor (generously) late, a victim's tasks back; every figure printed.
 //!
 //! Beside it, `publish_cut`: a publish (the command, the HTTP publish, the library) cut by a
 //! leader kill at a set point of its flight (through a `link` that holds the rest back).
@@ -46,9 +52,13 @@ mod monitor;
 mod producer;
 mod publish_cut;
 mod receiver;
+mod reclaims;
+mod redrives;
 mod results;
 mod resumable;
 mod scratch;
+mod spans;
+mod steps;
 mod summary;
 mod tree;
 
@@ -111,9 +121,10 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
         })
         .await,
     );
+    let otlp = harness::otlp::Otlp::start().await;
     let launcher = Arc::new(Launcher::new(
         &tree.config.zookeeper,
-        &receiver.url(),
+        (&receiver.url(), &otlp.endpoint()),
         &scratch,
     ));
     let mut schedule = control::add_schedule(&launcher).await;
@@ -127,6 +138,8 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     ];
     let mut scheduled = Loop::scheduled(launcher.clone());
     let mut reaper = Loop::reap(launcher.clone());
+    let stepped = steps::config(&tree.config);
+    let mut stepper = steps::start(launcher.clone(), &stepped);
 
     let start = Instant::now();
     let start_ms = receiver::wall_ms();
@@ -142,9 +155,10 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     };
     let fault_schedule = faults::schedule(length, soak_minutes.is_some());
     let pause_windows = pause_windows(length, soak_minutes.is_some());
-    let (published, resumable, faults, pauses) = tokio::join!(
+    let (published, resumable, stepped_ids, faults, pauses) = tokio::join!(
         producer::publish(&tree.config, tasks, rate, start, times),
         resumable::publish(tree.config.clone(), start),
+        steps::publish(stepped.clone(), start),
         faults::run(&stage, start, &fault_schedule),
         control::pause_type(&launcher, start, &pause_windows),
     );
@@ -154,6 +168,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     deliverable.extend(resumable.tasks.iter().map(|(id, _)| id.clone()));
     let settled = settle(&receiver, &tree, &deliverable).await;
     let settling = settle_start.elapsed();
+    let stepped_completed = steps::finished(&stepped, &stepped_ids).await;
     let publishing = published.took;
 
     let (watching, watch_back) = watchers(&ensemble, &tree, workers.len()).await;
@@ -164,6 +179,8 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let drains = [drains[0].stop().await, drains[1].stop().await];
     let scheduled = scheduled.stop().await;
     let reaps = reaper.stop().await;
+    stepper.stop().await;
+    let spans = otlp.all().await;
     let minutes = monitor.stop().await;
     let left = tree.left().await;
     let batch = batches::read(&tree.config).await;
@@ -188,6 +205,12 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
             batch: batch.as_ref(),
             resumable: &resumable,
             kept_signals: &kept_signals,
+            released: &logs.released,
+            cuts: &logs.cuts,
+            back_early: logs.back_early,
+            spans: &spans,
+            steps_ran: &logs.steps_ran,
+            stepped: (stepped_ids.len(), stepped_completed),
         };
         checks::dump(scratch.path(), &inputs);
         checks::judge(&inputs)

@@ -39,12 +39,42 @@ pub const WAIT_TIMEOUT: &str = "6s";
 const LAST_STEP: u64 = 3;
 
 /// What a resumable task's delivery carried: the step it runs (from its checkpoint, 0 on the
-/// first), the token of the delivery that answered that checkpoint, and how its wait ended.
+/// first), the token of the delivery that answered that checkpoint, how its wait ended, and
+/// the sleep or wait its record ends in.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resumed {
     pub step: u64,
     pub from_token: Option<i64>,
     pub outcome: Option<Value>,
+    pub ended: Option<Ended>,
+}
+
+/// The sleep or wait a delivery's record ends in, and how it ended (see `redrives`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ended {
+    /// A sleep until `until_ms` (ZooKeeper ms).
+    Sleep { until_ms: i64 },
+    /// A wait whose timeout, at `until_ms`, ended it.
+    Timeout { until_ms: i64 },
+    /// A wait a signal ended.
+    Signal,
+}
+
+impl Ended {
+    /// The last entry of a record's `done`, when it is a sleep or a wait that ended.
+    fn of(entry: &Value) -> Option<Ended> {
+        let until_ms = entry["until_ms"].as_i64();
+        match (entry["kind"].as_str()?, entry.pointer("/outcome/by")) {
+            ("sleep", _) => Some(Ended::Sleep {
+                until_ms: until_ms?,
+            }),
+            ("wait", Some(by)) if by == "timeout" => Some(Ended::Timeout {
+                until_ms: until_ms?,
+            }),
+            ("wait", Some(_)) => Some(Ended::Signal),
+            _ => None,
+        }
+    }
 }
 
 impl Resumed {
@@ -62,6 +92,7 @@ impl Resumed {
                 .and_then(|d| d.last())
                 .and_then(|w| w.get("outcome"))
                 .cloned(),
+            ended: done.and_then(|d| d.last()).and_then(Ended::of),
         })
     }
 }
@@ -107,11 +138,13 @@ pub struct SignalSent {
     pub landed: Option<bool>,
 }
 
-/// What was published: each task's id and key, and the signals.
+/// What was published: each task's id and key, the signals, and the tasks cancelled in their
+/// wait and redriven (`redrives`).
 #[derive(Clone, Debug, Default)]
 pub struct ResumablePublished {
     pub tasks: Vec<(String, String)>,
     pub signals: Vec<SignalSent>,
+    pub redrives: Vec<crate::redrives::Redrive>,
 }
 
 impl ResumablePublished {
@@ -124,6 +157,7 @@ impl ResumablePublished {
 pub async fn publish(config: Config, start: Instant) -> ResumablePublished {
     let mut published = ResumablePublished::default();
     let mut signals = Vec::new();
+    let mut redrives = Vec::new();
     let mut queue = crate::producer::new_queue(&config, "resumable").await.ok();
     // The signals share one session, made again when it ends.
     let signaller = std::sync::Arc::new(tokio::sync::Mutex::new(None));
@@ -138,8 +172,12 @@ pub async fn publish(config: Config, start: Instant) -> ResumablePublished {
             })
             .collect();
         publish_pair(&config, &mut queue, &envelopes).await;
-        for e in &envelopes {
+        for (i, e) in envelopes.iter().enumerate() {
             published.tasks.push((e.id.clone(), key.clone()));
+            if crate::redrives::redriven(pair, i) {
+                let redrive = crate::redrives::cancel_and_redrive(config.clone(), e.id.clone());
+                redrives.push(tokio::spawn(redrive));
+            }
         }
         for n in 0..pair % 3 {
             let after = Duration::from_millis(fastrand::u64(0..=4_000) + 2_000 * n as u64);
@@ -154,6 +192,11 @@ pub async fn publish(config: Config, start: Instant) -> ResumablePublished {
         published
             .signals
             .push(signal.await.expect("a signal's task"));
+    }
+    for redrive in redrives {
+        published
+            .redrives
+            .push(redrive.await.expect("a redrive's task"));
     }
     published
 }

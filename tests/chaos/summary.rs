@@ -404,6 +404,53 @@ impl Outcome {
             ),
             flag(r.failed() || r.reran > f.allowed_duplicates)
         );
+        let c = &f.reclaims;
+        println!(
+            "re-claims   {:>6}  of {} tasks released to resume in another run claimed again by the run that released them ({} taken again by a worker's run after its {:?}, allowed){}{}",
+            c.violations.len(),
+            c.released,
+            c.taken_again_late,
+            crate::reclaims::TAKE_AGAIN_AFTER,
+            some(&c.violations),
+            flag(!c.violations.is_empty() || c.released == 0)
+        );
+        let w = &f.waits;
+        println!(
+            "waits       {:>6}  deliveries before their sleep or wait ended (of {} after a sleep, {} after a wait's timeout); {} redriven in their wait ({} while it went on; {} claims suspended again before it ended){}{}",
+            w.early.len(),
+            w.after_sleep,
+            w.after_timeout,
+            w.redriven,
+            w.in_time,
+            w.back_early,
+            some(&[&w.early[..], &w.trouble].concat()),
+            flag(w.failed())
+        );
+        let t = &f.steps;
+        println!(
+            "steps       {:>6}  recorded steps run again, and {} cuts after progress counted as interruptions ({} of {} stepped tasks completed, {} dead of runs without progress; {} steps ran; {} runs cut at their deadline, {} of them after progress){}{}",
+            t.ran_again.len(),
+            t.progress_lost.len(),
+            t.completed,
+            t.tasks,
+            t.dead,
+            t.steps_ran,
+            t.cuts,
+            t.progressed,
+            some(&[&t.ran_again[..], &t.progress_lost].concat()),
+            flag(t.failed())
+        );
+        let s = &f.spans;
+        println!(
+            "spans       {:>6}  against the conventions of {} attempts and {} requests exported ({} attempts and {} requests failed: status ERROR and an error.type asked of each){}{}",
+            s.violations.len(),
+            s.attempts,
+            s.requests,
+            s.failed_attempts,
+            s.failed_requests,
+            some(&s.violations),
+            flag(s.failed())
+        );
         let (bound, grouped_bound) = (retry_bound(f, UNGROUPED), retry_bound(f, GROUPED));
         println!(
             "retries     {:>6}  came more than {:?} before their backoff was over (earliest {:.3} s before; design: never, asserted: not by more than {:?}){}{}",
@@ -767,6 +814,38 @@ impl Outcome {
         fail(
             r.failed() || r.reran > f.allowed_duplicates,
             format!("resumable tasks broke their contract: {r:?}"),
+        );
+        fail(
+            !f.reclaims.violations.is_empty() || f.reclaims.released == 0,
+            format!(
+                "tasks released to resume in another run were claimed again by the same run (or \
+                 none was released): {:?}",
+                f.reclaims
+            ),
+        );
+        fail(
+            f.steps.failed(),
+            format!(
+                "stepped tasks lost progress, or one was left unfinished (or no run was cut after \
+                 progress): {:?}",
+                f.steps
+            ),
+        );
+        fail(
+            f.spans.failed(),
+            format!(
+                "failed attempts' spans without error status (or no failed attempt's spans \
+                 arrived): {:?}",
+                f.spans
+            ),
+        );
+        fail(
+            f.waits.failed(),
+            format!(
+                "deliveries came before their sleep or wait ended (or no redrive landed in a \
+                 wait): {:?}",
+                f.waits
+            ),
         );
         fail(
             f.duplicates > f.allowed_duplicates,

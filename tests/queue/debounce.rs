@@ -13,7 +13,7 @@ use event_bridge::{Envelope, process};
 use serde_json::{Value, json};
 
 use crate::cli::eb;
-use harness::{Recorder, TestQueue};
+use harness::{Proxy, Recorder, TestQueue};
 
 fn debounced(key: &str, n: usize, period_ms: u64, max_ms: Option<u64>) -> Envelope {
     let mut envelope = Envelope::new("search.reindex", json!({ "n": n }));
@@ -90,6 +90,48 @@ async fn publishes_within_the_period_make_one_task_with_the_last_payload() {
         Published::Debounced { replaced: None, .. } => {}
         other => panic!("{other:?}"),
     }
+}
+
+/// A run fires a key, and before it drops the key's entry from the due index (its delete held
+/// on a slow link) a publish starts the key again, reading that entry as there: once the
+/// entry is dropped, the new envelope must still fire when it is due (it waited under
+/// `debounce/` with no entry, never to fire: a debounced publish lost).
+#[tokio::test]
+async fn a_key_started_again_while_a_run_drops_its_entry_still_fires() {
+    let t = TestQueue::new().await;
+    let proxy = Proxy::start().await;
+    let run = event_bridge::Session::open(proxy.config_for(&t), "run", None)
+        .await
+        .unwrap()
+        .queue();
+    t.queue
+        .publish(&debounced("k", 0, 1_000, None))
+        .await
+        .unwrap();
+    let (_, mtime) = times(&t, "k").await;
+    proxy.hold_delete_of("/debounce-due/0000000000000/k");
+    let firing = tokio::spawn(async move { run.debounce().fire_debounced(mtime + 1_000).await });
+    proxy.holding().await;
+    assert!(t.children("debounce").await.is_empty(), "fired first");
+
+    let again = t.queue.publish_all(&[debounced("k", 1, 1_000, None)]).await;
+    let again = again.unwrap().remove(0);
+    assert!(
+        matches!(again, Published::Debounced { replaced: None, .. }),
+        "{again:?}"
+    );
+    proxy.release();
+    assert_eq!(firing.await.unwrap().unwrap(), 1);
+
+    let (_, mtime) = times(&t, "k").await;
+    let fired = t
+        .queue
+        .debounce()
+        .fire_debounced(mtime + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(fired, 1, "the key started again fires when due");
+    assert!(t.children("debounce").await.is_empty());
 }
 
 /// With a maximum wait, a key published again and again still fires that long after its first

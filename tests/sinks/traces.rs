@@ -7,71 +7,14 @@
 //! status ERROR and an `error.type`.
 
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 use crate::sink_http::{Receiver, Reply};
 use harness::TestQueue;
-
-/// The receiver, and the spans it decoded so far.
-struct Otlp {
-    _child: Child,
-    port: u16,
-    spans: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Otlp {
-    async fn start() -> Self {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/support/otlp_receiver.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("python3 with opentelemetry-proto (`make tools`)");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("the receiver's port");
-        let port = first.trim_start_matches("listening ").parse().unwrap();
-        let spans: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let kept = spans.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                kept.lock()
-                    .unwrap()
-                    .push(serde_json::from_str(&line).unwrap());
-            }
-        });
-        Otlp {
-            _child: child,
-            port,
-            spans,
-        }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// The spans, once `n` arrived (the receiver prints each before it answers the export,
-    /// so they are on their way once the exporting process exited).
-    async fn spans(&self, n: usize) -> Vec<Value> {
-        let mut tries = harness::Tries::within(Duration::from_secs(10));
-        loop {
-            let spans = self.spans.lock().unwrap().clone();
-            if spans.len() >= n || !tries.again().await {
-                return spans;
-            }
-        }
-    }
-}
+use harness::otlp::Otlp;
 
 /// Runs `event-bridge args…` against `t`'s queue, exporting to `otlp` as `service`.
 async fn event_bridge(

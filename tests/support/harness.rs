@@ -12,6 +12,7 @@
 //! the client's connection timeout, and it drops the connection under the test.
 
 pub mod lambda_api;
+pub mod otlp;
 pub mod prometheus;
 pub mod vercel;
 pub mod wait;
@@ -272,7 +273,9 @@ pub fn binary(bin: &str) -> std::path::PathBuf {
 /// - [`Proxy::lose_next_reply`]: the next reply the server sends is never delivered: the
 ///   connection drops instead (the request was applied, its answer lost);
 /// - [`Proxy::lose_next_request`]: the next request the client sends never reaches the
-///   server: the connection drops instead (nothing applied, the client told the link died).
+///   server: the connection drops instead (nothing applied, the client told the link died);
+/// - [`Proxy::hold_delete_of`]: the client's delete of a path (and what it sends after it) is
+///   held back until [`Proxy::release`] (a request late on a slow link, at a set point).
 pub struct Proxy {
     pub address: String,
     state: Arc<ProxyState>,
@@ -287,6 +290,17 @@ struct ProxyState {
     lost: std::sync::atomic::AtomicUsize,
     /// Connections refused while the link was cut.
     refused: std::sync::atomic::AtomicUsize,
+    /// A path whose delete request is held back, and whether one is held now.
+    hold: tokio::sync::watch::Sender<Hold>,
+}
+
+/// The request [`Proxy::hold_delete_of`] waits for.
+#[derive(Clone, Default)]
+struct Hold {
+    /// The path whose plain delete (opcode 2) is held (wire form: after the chroot).
+    path: Option<String>,
+    /// A matching request arrived and waits.
+    holding: bool,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -306,6 +320,7 @@ impl Proxy {
             lose_next_request: Default::default(),
             lost: Default::default(),
             refused: Default::default(),
+            hold: tokio::sync::watch::Sender::new(Hold::default()),
         });
         let shared = state.clone();
         tokio::spawn(async move {
@@ -318,6 +333,14 @@ impl Proxy {
             }
         });
         Proxy { address, state }
+    }
+
+    /// `t`'s config (its chroot), connecting through this proxy.
+    pub fn config_for(&self, t: &TestQueue) -> Config {
+        let chroot = t.config.zookeeper.split_once('/').map(|(_, c)| c);
+        let mut config = t.config.clone();
+        config.zookeeper = format!("{}/{}", self.address, chroot.expect("a chroot"));
+        config
     }
 
     /// Cuts or restores the link.
@@ -344,6 +367,28 @@ impl Proxy {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Holds back the client's next plain delete of a path ending in `path` (and everything
+    /// the client sends after it on that connection) until [`Proxy::release`].
+    pub fn hold_delete_of(&self, path: &str) {
+        self.state.hold.send_replace(Hold {
+            path: Some(path.to_string()),
+            holding: false,
+        });
+    }
+
+    /// Waits until the delete [`Proxy::hold_delete_of`] names arrived and is held.
+    pub async fn holding(&self) {
+        let mut hold = self.state.hold.subscribe();
+        hold.wait_for(|h| h.holding)
+            .await
+            .expect("the proxy's state");
+    }
+
+    /// Lets the held request (and what came after it) through.
+    pub fn release(&self) {
+        self.state.hold.send_replace(Hold::default());
+    }
+
     /// How many replies (and requests) were lost so far.
     pub fn replies_lost(&self) -> usize {
         self.state.lost.load(std::sync::atomic::Ordering::SeqCst)
@@ -367,13 +412,20 @@ async fn relay(inbound: tokio::net::TcpStream, state: Arc<ProxyState>) {
     let (mut server_read, mut server_write) = outbound.into_split();
     let requests = async {
         let mut buf = vec![0; 64 * 1024];
+        let mut frames = Frames::default();
         while let Ok(n) = client_read.read(&mut buf).await {
             if n > 0 && state.lose_next_request.swap(false, Ordering::SeqCst) {
                 state.lost.fetch_add(1, Ordering::SeqCst);
                 break;
             }
-            if n == 0 || server_write.write_all(&buf[..n]).await.is_err() {
+            if n == 0 {
                 break;
+            }
+            for frame in frames.push(&buf[..n]) {
+                hold_if_asked(&state, &frame).await;
+                if server_write.write_all(&frame).await.is_err() {
+                    return;
+                }
             }
         }
     };
@@ -400,6 +452,52 @@ async fn relay(inbound: tokio::net::TcpStream, state: Arc<ProxyState>) {
     let mut link = state.link.subscribe();
     let cut = link.wait_for(|l| l.cut);
     tokio::select! { _ = requests => {}, _ = replies => {}, _ = cut => {} }
+}
+
+/// Waits while `frame` is the delete [`Proxy::hold_delete_of`] asked to hold, until released.
+async fn hold_if_asked(state: &ProxyState, frame: &[u8]) {
+    let path = state.hold.borrow().path.clone();
+    if !path.is_some_and(|p| is_delete_of(frame, &p)) {
+        return;
+    }
+    state.hold.send_modify(|h| h.holding = true);
+    let mut hold = state.hold.subscribe();
+    let _ = hold.wait_for(|h| h.path.is_none()).await;
+}
+
+/// Whether `frame` (length prefix included) is a plain delete request (header: xid, opcode 2)
+/// of a path ending in `path`.
+fn is_delete_of(frame: &[u8], path: &str) -> bool {
+    let Some(body) = frame.get(4..) else {
+        return false;
+    };
+    let (Some(opcode), Some(len)) = (body.get(4..8), body.get(8..12)) else {
+        return false;
+    };
+    let len = u32::from_be_bytes(len.try_into().expect("four bytes")) as usize;
+    opcode == [0, 0, 0, 2] && (body.get(12..12 + len)).is_some_and(|p| p.ends_with(path.as_bytes()))
+}
+
+/// The client's byte stream cut into its frames (a 4-byte length, then that many bytes).
+#[derive(Default)]
+struct Frames {
+    pending: Vec<u8>,
+}
+
+impl Frames {
+    /// Takes `bytes` in; returns the frames now whole.
+    fn push(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        self.pending.extend_from_slice(bytes);
+        let mut whole = Vec::new();
+        while let Some(len) = self.pending.get(..4) {
+            let len = 4 + u32::from_be_bytes(len.try_into().expect("four bytes")) as usize;
+            if self.pending.len() < len {
+                break;
+            }
+            whole.push(self.pending.drain(..len).collect());
+        }
+        whole
+    }
 }
 
 /// Restraints whose default route limits each concurrency key with `per_key` (and the route

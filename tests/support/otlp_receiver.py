@@ -4,11 +4,15 @@ service, name, kind, ids, links, attributes and status (`{"code": "UNSET" | "OK"
 "message"}`).
 
 Usage: python3 otlp_receiver.py  (prints "listening <port>" first, then one line per span)
+
+A GET of /mark prints the line {"mark": true} before it answers: every span of an export
+answered before it was printed before it.
 """
 
 import gzip
 import json
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -18,6 +22,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 STATUS_CODES = {0: "UNSET", 1: "OK", 2: "ERROR"}
+
+# Exports are served on threads of their own: one writes its lines at a time, whole.
+PRINTING = threading.Lock()
+
+
+def write_lines(lines):
+    with PRINTING:
+        sys.stdout.write("".join(json.dumps(line) + "\n" for line in lines))
+        sys.stdout.flush()
 
 
 def value(any_value):
@@ -40,6 +53,7 @@ class Receiver(BaseHTTPRequestHandler):
             return
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
+        lines = []
         for resource_spans in request.resource_spans:
             resource = attributes(resource_spans.resource.attributes)
             for scope_spans in resource_spans.scope_spans:
@@ -61,13 +75,24 @@ class Receiver(BaseHTTPRequestHandler):
                             "message": span.status.message,
                         },
                     }
-                    print(json.dumps(line), flush=True)
+                    lines.append(line)
+        write_lines(lines)
         answer = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
+
+    def do_GET(self):
+        if self.path != "/mark":
+            self.send_response(404)
+            self.end_headers()
+            return
+        write_lines([{"mark": True}])
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def log_message(self, *args):
         pass

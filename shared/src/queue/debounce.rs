@@ -50,8 +50,11 @@ pub(super) struct DebounceWrite {
     body: Vec<u8>,
     /// The pending node's version and envelope id, when one was there.
     pub(super) pending: Option<(i32, String)>,
-    /// The key's unfiled entry, to create (none there yet).
-    entry: Option<String>,
+    /// The key's unfiled entry: to create (none there yet), or, for a publish that starts the
+    /// key while its entry is still there (a run that fired or dropped the key has yet to
+    /// delete it), to re-date at the version read, so that the run's delete, at the version
+    /// it read, fails and the entry stays for the key now pending (see `debounce_due`).
+    entry: Option<(String, Option<i32>)>,
     /// For a grouped publish that starts its key, its place in its lane (see `place`).
     place: Option<PlaceWrite>,
 }
@@ -70,7 +73,10 @@ impl DebounceWrite {
             ),
             None => multi.push(tag(Part::Waiting), Op::Create(&self.path, &self.body)),
         };
-        let entry = self.entry.as_deref().map(|e| Op::Create(e, b""));
+        let entry = (self.entry.as_ref()).map(|(path, version)| match version {
+            Some(version) => Op::Set(path, b"", *version),
+            None => Op::Create(path, b""),
+        });
         multi.push_some(tag(Part::DueEntry), entry);
         if let Some(place) = &self.place {
             place.push(multi, tag(Part::Place));
@@ -146,15 +152,18 @@ impl DebounceKeys<'_> {
             Some(_) => Some(envelope.id.clone()),
             None => read.and_then(|pending| pending.placed),
         };
-        let sooner = pending
-            .as_ref()
-            .is_none_or(|(data, _)| falls_due_sooner(debounce, data));
+        let entry = match (&pending, filed) {
+            (None, Some((_, stat))) => Some((entry, Some(stat.version))),
+            (None, None) => Some((entry, None)),
+            (Some((data, _)), None) if falls_due_sooner(debounce, data) => Some((entry, None)),
+            (Some(_), _) => None,
+        };
         Ok(DebounceWrite {
             path,
             key: debounce.key.clone(),
             body: task.to_bytes()?,
             pending: pending.map(|(data, stat)| (stat.version, pending_id(&data))),
-            entry: (sooner && filed.is_none()).then_some(entry),
+            entry,
             place,
         })
     }
@@ -276,10 +285,13 @@ impl Write for PublishDebounced<'_> {
 
     async fn failed(&mut self, queue: &Queue, failed: Failed<Part>) -> Result<Next<Debounced>> {
         let pending = self.write.as_ref().is_some_and(|w| w.pending.is_some());
+        let redating = (self.write.as_ref()).is_some_and(|w| matches!(w.entry, Some((_, Some(_)))));
         match failed.error {
             // Another publish or a firing got in first, or filed the key: look again.
             zk::Error::BadVersion | zk::Error::NodeExists => {}
             zk::Error::NoNode if failed.tag == Part::Waiting && pending => {}
+            // The entry it re-dated was dropped or filed meanwhile: look again.
+            zk::Error::NoNode if failed.tag == Part::DueEntry && redating => {}
             // A queue made before `debounce/` or the due index: made.
             zk::Error::NoNode => queue.ensure_paths().await?,
             _ => return Err(failed.unexpected(Self::WHAT)),

@@ -13,9 +13,14 @@
 //! the due time later, and the entry stays a lower bound.
 //!
 //! A run lists the index's buckets (one name per 10 s that holds keys), and looks only at the
-//! buckets whose time has come (the unfiled one always has): for each entry it reads the key,
-//! fires it when it is due, files it in its due time's bucket when it is not, and drops the
-//! entry of a key that is gone. A due key that keeps a place in its group (`place`) is not
+//! buckets whose time has come (the unfiled one always has): for each entry it reads the
+//! entry's version, then the key, fires the key when it is due, files it in its due time's
+//! bucket when it is not, and drops the entry of a key that is gone. The entry is moved or
+//! dropped only at the version read: a publish that starts the key again in between (after
+//! the firing, or after the key was withdrawn) finds the entry there, so it makes none, and
+//! re-dates it instead (sets it at its version); the run's delete then fails and the entry
+//! stays for the key now pending, for the next run to look at. Deleted at any version, it
+//! would leave that key pending with no entry, never to fire. A due key that keeps a place in its group (`place`) is not
 //! fired here: its place takes it when the group's turn comes, and the run wakes the workers
 //! of its lane instead. A key never falls
 //! due before the bucket it is filed in, so a run's cost grows with the keys due and the keys
@@ -122,12 +127,23 @@ impl DebounceKeys<'_> {
         room: usize,
     ) -> Result<usize> {
         let root = self.layout().debounce();
-        let paths: Vec<String> = entries.iter().map(|e| format!("{root}/{e}")).collect();
-        let reads = self.read_paths(&paths).await?;
+        let dir = self.layout().debounce_due_bucket(bucket);
+        let mut paths: Vec<String> = entries.iter().map(|e| format!("{dir}/{e}")).collect();
+        paths.extend(entries.iter().map(|e| format!("{root}/{e}")));
+        // Each entry read before its key (one multi-read, answered in order).
+        let mut reads = self.read_paths(&paths).await?;
+        let keys = reads.split_off(entries.len());
+        let versions = reads.into_iter().map(|read| Some(read?.1.version));
+        let path_of = |e: &str| format!("{root}/{e}");
         let (mut fired, mut moves, mut drops) = (0, Vec::new(), Vec::new());
         let mut woken: Vec<Lane> = Vec::new();
-        for ((entry, path), read) in entries.iter().zip(paths).zip(reads) {
-            match look(bucket, path, read, now_ms) {
+        for ((entry, version), read) in entries.iter().zip(versions).zip(keys) {
+            // Moved or dropped by another run since it was listed.
+            let Some(version) = version else {
+                continue;
+            };
+            let entry = (entry.as_str(), version);
+            match look(bucket, path_of(entry.0), read, now_ms) {
                 Look::Fire(..) if fired >= room => {}
                 // Fired: its entry goes. Not fired (a publish rewrote it, or another run fired
                 // it): the entry stays, and the next run looks again.
@@ -143,7 +159,7 @@ impl DebounceKeys<'_> {
                     if let Some(task) = moved.await? {
                         tracing::debug!(%task, debounced = %path, "debounced task due");
                         fired += 1;
-                        drops.push(entry.as_str());
+                        drops.push(entry);
                     }
                 }
                 // Its place takes it when its group's turn comes; the lane's workers are told
@@ -153,11 +169,11 @@ impl DebounceKeys<'_> {
                         self.groups().wake_lane(&lane).await?;
                         woken.push(lane);
                     }
-                    drops.push(entry.as_str());
+                    drops.push(entry);
                 }
-                Look::File(to) => moves.push((entry.as_str(), to)),
+                Look::File(to) => moves.push((entry, to)),
                 Look::Stay => {}
-                Look::Drop => drops.push(entry.as_str()),
+                Look::Drop => drops.push(entry),
             }
         }
         self.file_entries(bucket, &moves).await?;
@@ -165,19 +181,19 @@ impl DebounceKeys<'_> {
         Ok(fired)
     }
 
-    /// Moves `moves` (entries of `bucket`, each with the bucket it belongs in) in multi-ops of
-    /// [`PAGE`]; one by one when one of them fails (an entry there already, or moved by
-    /// another run).
-    async fn file_entries(self, bucket: i64, moves: &[(&str, i64)]) -> Result<()> {
+    /// Moves `moves` (entries of `bucket` at the version read, each with the bucket it
+    /// belongs in) in multi-ops of [`PAGE`]; one by one when one of them fails (an entry there
+    /// already, moved by another run, or re-dated by a publish).
+    async fn file_entries(self, bucket: i64, moves: &[((&str, i32), i64)]) -> Result<()> {
         if moves.is_empty() {
             return Ok(());
         }
-        let paths: Vec<(String, String)> = (moves.iter())
-            .map(|(entry, to)| {
+        let paths: Vec<(String, i32, String)> = (moves.iter())
+            .map(|((entry, version), to)| {
                 let key = decode_segment(entry);
                 let layout = self.layout();
                 let from = layout.debounce_due_entry(bucket, &key);
-                (from, layout.debounce_due_entry(*to, &key))
+                (from, *version, layout.debounce_due_entry(*to, &key))
             })
             .collect();
         let mut targets: Vec<i64> = moves.iter().map(|(_, to)| *to).collect();
@@ -187,32 +203,33 @@ impl DebounceKeys<'_> {
             self.ensure_due_bucket(target).await?;
         }
         let mut multi = Multi::new();
-        for (from, to) in &paths {
+        for (from, version, to) in &paths {
             multi
-                .push(Entry::From, Op::Delete(from, -1))
+                .push(Entry::From, Op::Delete(from, *version))
                 .push(Entry::To, Op::Create(to, b""));
         }
         if self.commit("file debounced keys", &multi).await?.is_ok() {
             return Ok(());
         }
-        for (from, to) in &paths {
-            self.file_entry(from, to).await?;
+        for (from, version, to) in &paths {
+            self.file_entry(from, *version, to).await?;
         }
         Ok(())
     }
 
-    /// Moves one entry from `from` to `to`: only deleted when the key is filed at `to`
-    /// already; left when another run moved it.
-    async fn file_entry(self, from: &str, to: &str) -> Result<()> {
+    /// Moves one entry from `from` (at `version`) to `to`: only deleted when the key is filed
+    /// at `to` already; left when another run moved it, or a publish re-dated it (its key
+    /// started again: the next run looks at it).
+    async fn file_entry(self, from: &str, version: i32, to: &str) -> Result<()> {
         let mut multi = Multi::new();
         multi
-            .push(Entry::From, Op::Delete(from, -1))
+            .push(Entry::From, Op::Delete(from, version))
             .push(Entry::To, Op::Create(to, b""));
         match self.commit("file debounced key", &multi).await? {
             Ok(_) => Ok(()),
             Err(failed) => match (failed.tag, &failed.error) {
-                (Entry::From, zk::Error::NoNode) => Ok(()),
-                (Entry::To, zk::Error::NodeExists) => self.delete_entry_at(from).await,
+                (Entry::From, zk::Error::NoNode | zk::Error::BadVersion) => Ok(()),
+                (Entry::To, zk::Error::NodeExists) => self.delete_entry_at(from, version).await,
                 // Its bucket removed by another run between its creation and this: it waits
                 // where it is for the next run.
                 (Entry::To, zk::Error::NoNode) => Ok(()),
@@ -221,17 +238,21 @@ impl DebounceKeys<'_> {
         }
     }
 
-    /// Deletes the entries `entries` of `bucket`, pipelined.
-    async fn drop_entries(self, bucket: i64, entries: &[&str]) -> Result<()> {
+    /// Deletes the entries `entries` of `bucket`, each at the version read, pipelined.
+    async fn drop_entries(self, bucket: i64, entries: &[(&str, i32)]) -> Result<()> {
         let dir = self.layout().debounce_due_bucket(bucket);
-        let paths: Vec<String> = entries.iter().map(|e| format!("{dir}/{e}")).collect();
-        let deletes = paths.iter().map(|p| self.delete_entry_at(p));
+        let paths: Vec<(String, i32)> = (entries.iter())
+            .map(|(e, version)| (format!("{dir}/{e}"), *version))
+            .collect();
+        let deletes = paths.iter().map(|(p, v)| self.delete_entry_at(p, *v));
         futures::future::try_join_all(deletes).await.map(drop)
     }
 
-    async fn delete_entry_at(self, path: &str) -> Result<()> {
-        match self.client().delete(path, None).await {
-            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+    /// Deletes the entry at `path` if it still has `version`: one a publish re-dated (its key
+    /// started again) stays.
+    async fn delete_entry_at(self, path: &str, version: i32) -> Result<()> {
+        match self.client().delete(path, Some(version)).await {
+            Ok(()) | Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(()),
             Err(e) => Err(Error::zk("delete", path, e)),
         }
     }
