@@ -17,13 +17,13 @@
 //! - [`history`], [`chart`], [`shell`], [`form`]: the samples, the SVG chart, what pages
 //!   share, posted forms.
 
-pub mod access;
+mod access;
 mod attempts;
-pub mod chart;
+mod chart;
 mod dead_pages;
 mod form;
 mod guard;
-pub mod history;
+mod history;
 mod overview;
 mod sampler;
 mod shell;
@@ -54,6 +54,7 @@ use history::History;
 /// How `serve` runs.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The address to serve on.
     pub listen: SocketAddr,
     /// Redrive and purge from the page (behind `DASHBOARD_TOKEN`).
     pub admin: bool,
