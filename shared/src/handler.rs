@@ -20,7 +20,12 @@ pub enum HandlerError {
     /// Worth another try, and the other side said when (HTTP `Retry-After`): the task is
     /// released for the longer of `after` and the backoff, at most `BACKOFF_MAX_MS`.
     #[error("retryable after {after:?}: {error}")]
-    RetryAfter { error: String, after: Duration },
+    RetryAfter {
+        /// What went wrong.
+        error: String,
+        /// How long the other side asked to wait.
+        after: Duration,
+    },
     /// Will never succeed (a 400, a missing record): the task goes to the dead letters now.
     #[error("permanent: {0}")]
     Permanent(String),
@@ -67,6 +72,9 @@ impl Delivered {
 
 /// Runs one claimed task. The lease is extended while the returned future runs.
 pub trait Handler: Send + Sync {
+    /// Runs `task`. `Ok` completes it; an error says whether it is tried again later
+    /// ([`HandlerError::Retryable`], [`HandlerError::RetryAfter`]), goes to the dead letters now
+    /// ([`HandlerError::Permanent`]) or waits for its next step ([`HandlerError::Suspended`]).
     fn handle(&self, task: &Task) -> impl Future<Output = Result<(), HandlerError>> + Send;
 
     /// As [`Handler::handle`], and what the delivery came to, its result included (kept in
