@@ -29,16 +29,31 @@ pub enum Outcome {
     /// publish's envelope (`by`, that publish's id), written since it was sent: it landed and
     /// that later publish replaced it, or that one got in first. It is not sent again, which
     /// would overwrite a newer publish. `published` is its answer as a debounced publish.
-    Replaced { published: Published, by: String },
+    Replaced {
+        /// Its answer as a debounced publish.
+        published: Published,
+        /// The id of the publish its key holds now.
+        by: String,
+    },
     /// Published, its answer lost with the connection (its idempotency key names it, or its
     /// all-or-nothing batch was found), but its task left its lane before it could be found,
     /// under a name nothing tells: why. It is not sent again; `status` by its id may find it.
-    Unnamed { id: String, reason: String },
+    Unnamed {
+        /// The envelope id.
+        id: String,
+        /// Why its name is not known.
+        reason: String,
+    },
     /// Sent, its answer lost with the connection, and whether it landed cannot be told (its
     /// lane lost tasks meanwhile that nothing explains, one of which may have been it, run
     /// already; or no session answered again in time). Sending it again may make a twin:
     /// `status` by its id may find it.
-    Unknown { id: String, reason: String },
+    Unknown {
+        /// The envelope id.
+        id: String,
+        /// Why whether it landed cannot be told.
+        reason: String,
+    },
 }
 
 impl Outcome {
