@@ -127,6 +127,7 @@ pub enum OnDead {
 pub struct OnDeadPolicy {
     /// For types not listed.
     pub default: OnDead,
+    /// What each listed event type does.
     pub types: std::collections::BTreeMap<String, OnDead>,
 }
 
