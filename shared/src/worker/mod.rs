@@ -51,11 +51,17 @@ struct Wakes {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct WorkerReport {
+    /// The consumer id its leases carry, kept across sessions.
     pub consumer_id: String,
+    /// Drains run (each a [`process::run_refilling`] call).
     pub drains: u64,
+    /// Tasks whose handler succeeded and that were completed.
     pub completed: u64,
+    /// Tasks released for another try.
     pub retried: u64,
+    /// Tasks that went to the dead letters.
     pub dead_lettered: u64,
+    /// Expired leases its upkeep freed.
     pub reaped: u64,
     /// Sessions opened: one, plus one per expiry survived.
     pub sessions: u64,
@@ -73,6 +79,8 @@ pub struct Worker<H> {
 }
 
 impl<H: Handler> Worker<H> {
+    /// A worker that runs `handler` on up to `concurrency` tasks at once (at least one), on
+    /// sessions opened from `config`. Nothing connects until [`Worker::run`].
     pub fn new(config: Config, handler: H, concurrency: usize) -> Self {
         Worker {
             config,
