@@ -71,6 +71,39 @@ impl Delivered {
 }
 
 /// Runs one claimed task. The lease is extended while the returned future runs.
+///
+/// A handler is a plain value, so a test can call it on a [`Task`] of its own making, with
+/// no queue:
+///
+/// ```
+/// use event_bridge::{Envelope, Handler, HandlerError, Task};
+/// use serde_json::json;
+///
+/// /// Makes a thumbnail of the width the task asks for.
+/// struct Thumbnail;
+///
+/// impl Handler for Thumbnail {
+///     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
+///         match task.envelope.payload["width"].as_u64() {
+///             Some(width) if width > 0 => Ok(()),
+///             // Never runs: to the dead letters now, not after every attempt failed.
+///             _ => Err(HandlerError::Permanent("\"width\" must be a positive number".into())),
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let task = Task {
+///     name: "task-0000000007".into(),
+///     envelope: Envelope::new("image.thumbnail", json!({"width": 0})),
+///     fencing_token: 1,
+///     progress: Default::default(),
+///     steps: Default::default(),
+/// };
+/// assert!(matches!(Thumbnail.handle(&task).await, Err(HandlerError::Permanent(_))));
+/// # }
+/// ```
 pub trait Handler: Send + Sync {
     /// Runs `task`. `Ok` completes it; an error says whether it is tried again later
     /// ([`HandlerError::Retryable`], [`HandlerError::RetryAfter`]), goes to the dead letters now
