@@ -99,7 +99,7 @@ struct Along {
 
 impl Queue {
     /// Moves a task to the dead letters with `reason` (see the module documentation), as an
-    /// [`Ending`] (see `end`). [`Settled::Done`] when it went; [`Settled::Gone`] when the
+    /// `Ending` (see `end`). [`Settled::Done`] when it went; [`Settled::Gone`] when the
     /// task was gone already; [`Settled::LeaseLost`] when our lease passed on;
     /// [`Settled::Moved`] when a task we did not hold was taken or changed since it was read.
     pub async fn bury(
