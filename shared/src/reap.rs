@@ -216,7 +216,7 @@ impl ReapReport {
     }
 }
 
-/// The expired leases, as [`read_leases`] reads them.
+/// The expired leases, as `read_leases` reads them.
 pub async fn expired_leases(queue: &Queue, now: &ZkTime) -> Result<Vec<ExpiredLease>> {
     let reads = read_leases(queue, now).await?;
     Ok(reads
