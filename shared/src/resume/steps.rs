@@ -228,7 +228,7 @@ impl Steps {
         Err(self.suspend(Suspend::Sleep { until_ms }))
     }
 
-    /// Waits until any one of `keys` is signalled ([`crate::Queue::signal`]), or `timeout`
+    /// Waits until any one of `keys` is signalled ([`crate::queue::Signals::signal`]), or `timeout`
     /// passes, holding no lease. A signal sent before the wait is kept and consumed by it.
     ///
     /// # Errors
