@@ -60,7 +60,7 @@
 //! # Resumable tasks: `202` with a checkpoint
 //!
 //! A webhook whose work outlasts one delivery answers `202` with a JSON object that has one of
-//! `checkpoint`, `resume_in` or `wait_for` (see [`super::resume_answer`]):
+//! `checkpoint`, `resume_in` or `wait_for` (see `resume_answer`):
 //!
 //! | Answer | The task |
 //! |---|---|
