@@ -20,8 +20,13 @@ use crate::queue::{Queue, batch_error, unknown_batch};
 /// What opening a batch asks for.
 #[derive(Clone, Debug, Default)]
 pub struct Open {
+    /// The event type of the callback task published once the batch is sealed and every member
+    /// is settled; must not be empty.
     pub on_complete: String,
+    /// The event type of a second callback published then only when no member went to the dead
+    /// letters.
     pub on_success: Option<String>,
+    /// The payload both callbacks carry, besides the batch's counters.
     pub payload: serde_json::Value,
 }
 

@@ -19,26 +19,32 @@ use crate::task::StandsFor;
 pub enum Cancelled {
     /// It was pending or waiting: it is a dead letter now, with the reason `cancelled`.
     Cancelled {
+        /// The task's name.
         name: String,
     },
     /// A consumer holds it: marked, so it is buried instead of run again unless the running
     /// attempt succeeds.
     Marked {
+        /// The task's name.
         name: String,
     },
     /// It finished while being cancelled.
     Finished {
+        /// The task's name.
         name: String,
     },
     /// It was a dead letter already.
     Dead {
+        /// The dead letter's name.
         name: String,
     },
     /// It was a debounced publish pending under `key`, not a task yet: its node is deleted,
     /// so it never runs (no dead letter: there was no task to bury).
     Withdrawn {
+        /// The debounce key it waited under.
         key: String,
     },
+    /// Nothing pending, held, waiting or dead goes by that name or id.
     NotFound,
 }
 

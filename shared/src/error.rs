@@ -23,16 +23,22 @@ pub enum Error {
          and that ZOOKEEPER_CONNECTION_STRING names it (`event-bridge doctor` checks each server)"
     )]
     Unreachable {
+        /// The connection string that was tried (servers and chroot).
         address: String,
+        /// How long the connect waited, in milliseconds.
         timeout_ms: u64,
+        /// What the client reported, or that the time ran out.
         reason: String,
     },
 
     /// A ZooKeeper request failed for a reason the caller cannot treat as a race.
     #[error("zookeeper {op} {path}: {source}; {}", zk_fix(source))]
     Zk {
+        /// The request that failed (`get`, `list`, `create`, `delete`, …).
         op: &'static str,
+        /// The znode it was about.
         path: String,
+        /// The client's error.
         #[source]
         source: zk::Error,
     },
@@ -43,8 +49,11 @@ pub enum Error {
          answers (`event-bridge doctor` checks each server)"
     )]
     Timeout {
+        /// The request that got no answer.
         op: &'static str,
+        /// The znode it was about.
         path: String,
+        /// How long it waited, in milliseconds.
         timeout_ms: u64,
     },
 
@@ -53,14 +62,24 @@ pub enum Error {
         "task is {size} bytes, over the {limit}-byte znode limit: keep large data elsewhere and \
          publish a reference to it"
     )]
-    TooLarge { size: usize, limit: usize },
+    TooLarge {
+        /// The task's encoded size in bytes.
+        size: usize,
+        /// The most a task znode may hold, in bytes.
+        limit: usize,
+    },
 
     /// A publish refused before anything was written: task `item` of it (from 1) is one ZooKeeper
     /// would refuse, or one `status` and `cancel` could not tell from another.
     #[error(
         "task {item} of the publish: {problem}; correct it and publish again (nothing was written)"
     )]
-    Unpublishable { item: usize, problem: String },
+    Unpublishable {
+        /// Which task of the publish, counted from 1.
+        item: usize,
+        /// What is wrong with it.
+        problem: String,
+    },
 
     /// A publish cut by a lost connection that could not tell what became of its task `item`
     /// (counted from 1), with envelope id `id`: its answer was lost, and it may exist (or have
@@ -73,9 +92,13 @@ pub enum Error {
         cut_text(.cut)
     )]
     InDoubt {
+        /// Which task of the publish, counted from 1.
         item: usize,
+        /// The task's envelope id: what `event-bridge status` finds it by.
         id: String,
+        /// Whether the answer was lost or the request never went out.
         problem: String,
+        /// For a publish that stopped at this task: what became of the tasks after it.
         cut: Option<CutShort>,
     },
 
@@ -88,16 +111,31 @@ pub enum Error {
         "{path} holds what event-bridge cannot read: {problem}; correct or delete it \
          (docs/WIRE-FORMAT.md gives its format)"
     )]
-    Unreadable { path: String, problem: String },
+    Unreadable {
+        /// The znode.
+        path: String,
+        /// Why its content cannot be read.
+        problem: String,
+    },
 
     /// A schedule that cannot be added or fired as asked.
     #[error("schedule {name}: {problem}")]
-    Schedule { name: String, problem: String },
+    Schedule {
+        /// The schedule's name.
+        name: String,
+        /// What cannot be done, and why.
+        problem: String,
+    },
 
     /// A batch that cannot be opened, joined or sealed as asked (unknown, sealed, opened
     /// twice, a bad name); nothing was written.
     #[error("batch {name}: {problem}")]
-    Batch { name: String, problem: String },
+    Batch {
+        /// The batch's name.
+        name: String,
+        /// What cannot be done, and why.
+        problem: String,
+    },
 
     /// A task published to run after `parent` cannot wait for it (unknown, a debounced
     /// publish, a body that can never run); nothing was written.
@@ -105,24 +143,44 @@ pub enum Error {
         "parent {}: {problem}; correct the task's `after` (nothing was written)",
         crate::quoted::clipped(parent)
     )]
-    Parent { parent: String, problem: String },
+    Parent {
+        /// The parent as the task named it (name or envelope id).
+        parent: String,
+        /// Why the task cannot wait for it.
+        problem: String,
+    },
 
     /// A dead-letter record cannot be sent back to the queue: it keeps no body to send.
     #[error(
         "dead letter {name} cannot be redriven: {problem}; publish its task again, then purge it"
     )]
-    NotRedrivable { name: String, problem: String },
+    NotRedrivable {
+        /// The dead letter's name.
+        name: String,
+        /// Why it cannot be sent back.
+        problem: String,
+    },
 
     /// A handler's result over the limit a completion record keeps; nothing was built.
     #[error(
         "result is {bytes} bytes of JSON, over the {limit}-byte limit: return a smaller result, \
          or keep it elsewhere and return a reference"
     )]
-    ResultTooLarge { bytes: usize, limit: usize },
+    ResultTooLarge {
+        /// The result's size as JSON, in bytes.
+        bytes: usize,
+        /// The most a completion record keeps, in bytes.
+        limit: usize,
+    },
 
     /// A signal that cannot be sent as asked (its key, its payload); nothing was sent.
     #[error("signal {}: {problem}", crate::quoted::clipped(key))]
-    Signal { key: String, problem: String },
+    Signal {
+        /// The signal's key, as given.
+        key: String,
+        /// What is wrong with the key or the payload.
+        problem: String,
+    },
 
     /// A handler's progress report breaks a rule (see [`crate::progress`]); nothing was kept.
     #[error("progress not reported: {0}")]
@@ -130,14 +188,21 @@ pub enum Error {
 
     /// The dashboard cannot start as asked (its address, its mode, its metrics).
     #[error("dashboard on {listen}: {problem}")]
-    Dashboard { listen: String, problem: String },
+    Dashboard {
+        /// The address it was asked to listen on.
+        listen: String,
+        /// What stops it.
+        problem: String,
+    },
 }
 
 /// What a publish that stopped without a session ([`Error::InDoubt`]) left without an answer:
 /// tasks sent whose answers were lost (they may exist), and tasks never sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CutShort {
+    /// Tasks sent whose answers were lost: each may exist or not.
     pub unknown: usize,
+    /// Tasks never sent: none of them exists.
     pub unsent: usize,
 }
 
@@ -183,4 +248,5 @@ fn zk_fix(error: &zk::Error) -> &'static str {
     }
 }
 
+/// A result whose error is the crate's [`Error`] unless another is named.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

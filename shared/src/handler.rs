@@ -20,7 +20,12 @@ pub enum HandlerError {
     /// Worth another try, and the other side said when (HTTP `Retry-After`): the task is
     /// released for the longer of `after` and the backoff, at most `BACKOFF_MAX_MS`.
     #[error("retryable after {after:?}: {error}")]
-    RetryAfter { error: String, after: Duration },
+    RetryAfter {
+        /// What went wrong.
+        error: String,
+        /// How long the other side asked to wait.
+        after: Duration,
+    },
     /// Will never succeed (a 400, a missing record): the task goes to the dead letters now.
     #[error("permanent: {0}")]
     Permanent(String),
@@ -66,7 +71,43 @@ impl Delivered {
 }
 
 /// Runs one claimed task. The lease is extended while the returned future runs.
+///
+/// A handler is a plain value, so a test can call it on a [`Task`] of its own making, with
+/// no queue:
+///
+/// ```
+/// use event_bridge::{Envelope, Handler, HandlerError, Task};
+/// use serde_json::json;
+///
+/// /// Makes a thumbnail of the width the task asks for.
+/// struct Thumbnail;
+///
+/// impl Handler for Thumbnail {
+///     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
+///         match task.envelope.payload["width"].as_u64() {
+///             Some(width) if width > 0 => Ok(()),
+///             // Never runs: to the dead letters now, not after every attempt failed.
+///             _ => Err(HandlerError::Permanent("\"width\" must be a positive number".into())),
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let task = Task {
+///     name: "task-0000000007".into(),
+///     envelope: Envelope::new("image.thumbnail", json!({"width": 0})),
+///     fencing_token: 1,
+///     progress: Default::default(),
+///     steps: Default::default(),
+/// };
+/// assert!(matches!(Thumbnail.handle(&task).await, Err(HandlerError::Permanent(_))));
+/// # }
+/// ```
 pub trait Handler: Send + Sync {
+    /// Runs `task`. `Ok` completes it; an error says whether it is tried again later
+    /// ([`HandlerError::Retryable`], [`HandlerError::RetryAfter`]), goes to the dead letters now
+    /// ([`HandlerError::Permanent`]) or waits for its next step ([`HandlerError::Suspended`]).
     fn handle(&self, task: &Task) -> impl Future<Output = Result<(), HandlerError>> + Send;
 
     /// As [`Handler::handle`], and what the delivery came to, its result included (kept in

@@ -21,9 +21,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
+    /// Taken first.
     High,
+    /// The default: the 000 design's `tasks/`.
     #[default]
     Normal,
+    /// Taken last.
     Low,
 }
 
@@ -52,6 +55,7 @@ impl Priority {
         }
     }
 
+    /// Whether this is [`Priority::Normal`].
     pub fn is_normal(&self) -> bool {
         *self == Priority::Normal
     }
@@ -97,6 +101,7 @@ impl Priority {
 /// group) its key's.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Lane {
+    /// A priority's lane.
     Priority(Priority),
     /// A key's lane; the key as one znode name (encoded).
     Key(String),

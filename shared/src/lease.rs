@@ -52,6 +52,7 @@ impl LeaseData {
         LeaseData { progress, ..self }
     }
 
+    /// The lease znode's data: JSON.
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("lease data serializes")
     }

@@ -25,6 +25,67 @@
 //! lease it created: it grows with every claim of the task. Lease expiry and retry backoff are judged by
 //! ZooKeeper's clock ([`clock`]), never by comparing two machines' clocks.
 //!
+//! # A first queue
+//!
+//! Open a [`Session`] (it connects, creates the queue's znodes under the root and keeps the
+//! consumer's id across new sessions), publish an [`Envelope`] with [`Queue::publish`], and
+//! run what is pending with a [`Handler`] of your own through [`process::run_on`], the call
+//! the `process_events` function makes. A long-running consumer uses [`worker::Worker`]
+//! instead.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use event_bridge::{Config, Envelope, Handler, HandlerError, RunOptions, Session, Task};
+//! use serde_json::json;
+//!
+//! /// Sends the invoice of the task's order.
+//! struct SendInvoice;
+//!
+//! impl Handler for SendInvoice {
+//!     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
+//!         let Some(order) = task.envelope.payload["order"].as_str() else {
+//!             // Another try cannot help: the task goes to the dead letters now.
+//!             return Err(HandlerError::Permanent("the payload names no order".into()));
+//!         };
+//!         println!("invoice of {order}, attempt {}", task.attempt());
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> event_bridge::Result<()> {
+//! // ZOOKEEPER_CONNECTION_STRING, EVENT_BRIDGE_ROOT, LEASE_TIMEOUT_MS, … (README lists them).
+//! let config = Config::from_env()?;
+//! # // The example runs against the ZooKeeper at ZK_TEST_ADDRESS (make test starts one), in
+//! # // a fresh chroot of its own.
+//! # let mut config = config;
+//! # let address = std::env::var("ZK_TEST_ADDRESS").unwrap_or_else(|_| "127.0.0.1:2181".into());
+//! # let chroot = format!("/eb-doctests/{}", uuid::Uuid::new_v4());
+//! # let zk = zookeeper_client::Client::connect(&address).await.expect("a ZooKeeper at ZK_TEST_ADDRESS");
+//! # let open = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+//! # zk.mkdir(&chroot, &open).await.expect("the example's chroot");
+//! # config.zookeeper = format!("{address}{chroot}");
+//! let session = Session::open(config, "example", None).await?;
+//!
+//! let queue = session.queue();
+//! let task = Envelope::new("invoice.send", json!({"order": "A-1042"}));
+//! let name = queue.publish(&task).await?;
+//! assert!(name.starts_with("task-"));
+//!
+//! // Claim and run up to 10 tasks, 4 at a time, and stop claiming 2 s before the deadline.
+//! let options = RunOptions {
+//!     max_tasks: 10,
+//!     concurrency: 4,
+//!     deadline: tokio::time::Instant::now() + Duration::from_secs(30),
+//!     margin: Duration::from_secs(2),
+//! };
+//! let report = event_bridge::process::run_on(&session, &SendInvoice, &options).await?;
+//! assert_eq!((report.claimed, report.completed), (1, 1));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Layout
 //!
 //! The queue core (no cargo feature needed):
@@ -78,6 +139,11 @@
 //!
 //! Tests only: `proptests` (what reads bytes written by others never panics, and reads back
 //! what we write); `fixes` (every user-facing error names its fix: the one list).
+
+#![warn(missing_docs)]
+// docs.rs builds with `--cfg docsrs` (shared/Cargo.toml): each item behind a cargo feature
+// is shown with the features it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod batch;
 pub mod cancel;

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 /// The limits of one route.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Limit {
+    /// At most this many of the route's tasks held at once.
     pub max_in_flight: Option<u32>,
     /// Tasks per millisecond.
     pub rate_per_ms: Option<f64>,
@@ -29,6 +30,7 @@ pub struct Limit {
 /// The limits of one value of `concurrency_key` within a route: the same two as a route's.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct KeyLimit {
+    /// At most this many tasks of one key held at once.
     pub max_in_flight: Option<u32>,
     /// Tasks per millisecond.
     pub rate_per_ms: Option<f64>,
@@ -82,7 +84,9 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
 /// limited or not), and for the default route.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RouteLimits {
+    /// Each event type with a route of its own, and its limit.
     pub types: BTreeMap<String, Limit>,
+    /// The default route's limit.
     pub default: Limit,
 }
 
@@ -102,6 +106,7 @@ impl RouteLimits {
         }
     }
 
+    /// Whether no route (nor the default) is limited.
     pub fn is_empty(&self) -> bool {
         self.types.values().all(|l| !l.is_some()) && !self.default.is_some()
     }
@@ -124,7 +129,9 @@ impl RouteLimits {
 /// A gate's data: the token bucket, as of a moment of ZooKeeper's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
+    /// Tokens in the bucket at `at_ms` (a fraction counts toward the next).
     pub tokens: f64,
+    /// The moment of ZooKeeper's clock the count is as of, in ms.
     pub at_ms: i64,
 }
 
@@ -133,8 +140,10 @@ pub struct Bucket {
 /// Empty data reads as neither.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GateData {
+    /// The token bucket, for a gate with a rate.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<Bucket>,
+    /// The cap on tasks in flight it was last admitted under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<u32>,
     /// When the bucket is full again (ZooKeeper ms), if nothing more is admitted: a key's gate
@@ -179,6 +188,7 @@ impl GateData {
 /// How many of `wanted` tasks may start now, and what the gate holds afterwards.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Admission {
+    /// How many of the tasks asked for may start now.
     pub admitted: usize,
     /// The bucket to write (with a rate), as of now, or of its stored moment when that is
     /// later (a reading behind another consumer's).

@@ -21,7 +21,9 @@ pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 200;
 /// One report: `percent` from 0 to 100 and a message (may be empty).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgressReport {
+    /// How far the handler is, from 0 to 100.
     pub percent: u8,
+    /// What it is doing, in a few words (empty: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
 }

@@ -77,21 +77,31 @@ pub struct ReapReport {
     pub signals_delivered: u32,
     /// What the audit that nothing is stuck found in its sample (see `inspect::audit`).
     pub audit: Audit,
+    /// The queue's counts after the sweep.
     #[serde(flatten)]
     pub stats: Stats,
+    /// How long the sweep took, by the reaper's clock.
     pub duration_ms: u64,
 }
 
 /// What the reaper read of one lease and its task, at one moment.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub enum LeaseRead {
+pub(crate) enum LeaseRead {
     /// The lease has expired: the versions it and its task had, and the task's body.
     Expired(ExpiredLease),
     /// The lease's task is gone.
-    Orphan { name: String, lease_version: i32 },
+    Orphan {
+        /// The task's name.
+        name: String,
+        /// The lease's version when read.
+        lease_version: i32,
+    },
     /// The lease's task exists but we may not read it.
-    Unreadable { name: String },
+    Unreadable {
+        /// The task's name.
+        name: String,
+    },
     /// Alive, or gone since it was listed.
     Live,
 }
@@ -99,9 +109,13 @@ pub enum LeaseRead {
 /// An expired lease as the reaper read it.
 #[derive(Clone, Debug)]
 pub struct ExpiredLease {
+    /// The task's name (the lease's too).
     pub name: String,
+    /// The lease's version when read: freeing it checks it.
     pub lease_version: i32,
+    /// The task's version when read: freeing it checks it.
     pub task_version: i32,
+    /// The task's body, as read.
     pub body: Vec<u8>,
     /// Time since the lease was last written, by ZooKeeper's clock.
     pub age_ms: i64,
@@ -202,7 +216,7 @@ impl ReapReport {
     }
 }
 
-/// The expired leases, as [`read_leases`] reads them.
+/// The expired leases, as `read_leases` reads them.
 pub async fn expired_leases(queue: &Queue, now: &ZkTime) -> Result<Vec<ExpiredLease>> {
     let reads = read_leases(queue, now).await?;
     Ok(reads
@@ -216,7 +230,7 @@ pub async fn expired_leases(queue: &Queue, now: &ZkTime) -> Result<Vec<ExpiredLe
 
 /// Lists `leases/` (as many as tasks in flight, not as many as queued) and reads each lease
 /// with its task, [`READ_BATCH`] pairs to a request.
-pub async fn read_leases(queue: &Queue, now: &ZkTime) -> Result<Vec<LeaseRead>> {
+pub(crate) async fn read_leases(queue: &Queue, now: &ZkTime) -> Result<Vec<LeaseRead>> {
     let path = queue.layout().leases();
     let names = queue
         .client()

@@ -31,6 +31,7 @@ pub const MISFIRE_GRACE_MS: i64 = 120_000;
 /// A schedule as stored in `schedules/<name>`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
+    /// The schedule's name: its znode's, and what `{name}` gives a key template.
     pub name: String,
     /// Five fields: minute, hour, day of month, month, day of week.
     pub cron: String,
@@ -41,18 +42,23 @@ pub struct Schedule {
     /// The tasks' event type and payload.
     #[serde(rename = "type")]
     pub event_type: String,
+    /// The payload each task carries.
     #[serde(default)]
     pub payload: Value,
+    /// The ordered group each task joins, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// What each task asks its group to do when it goes to the dead letters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_dead: Option<OnDead>,
     /// An idempotency key per task, from `{name}`, `{slot}` (RFC 3339 in the zone),
     /// `{slot_ms}` and `{date}` (the slot's date in the zone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key_template: Option<String>,
+    /// What a slot found late makes.
     #[serde(default)]
     pub misfire: Misfire,
+    /// A paused schedule takes no slot; resuming sets its latest slot to the latest passed one.
     #[serde(default)]
     pub paused: bool,
     /// The latest slot taken (fired or skipped), ms since the epoch: no slot at or before it

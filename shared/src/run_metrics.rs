@@ -16,6 +16,7 @@ pub const DELIVERY_SECONDS: &str = "event_bridge_delivery_seconds";
 /// Gauge: stuck states the latest audit found (see `inspect::audit`); counter: those it
 /// repaired.
 pub const STUCK_TASKS: &str = "event_bridge_stuck_tasks";
+/// Counter: stuck states the audits repaired.
 pub const STUCK_REPAIRED: &str = "event_bridge_stuck_repaired_total";
 
 /// Records what an audit found: `stuck` states, of which it `repaired` some.
@@ -28,15 +29,25 @@ pub fn audited(stuck: usize, repaired: usize) {
 /// of its oldest task, pending tasks by `type` (of the oldest [`crate::inspect::SAMPLE`]),
 /// and counters of the tasks ever created under and removed from `tasks/`.
 pub mod queue {
+    /// Gauge: tasks pending in the lanes, held ones included.
     pub const DEPTH: &str = "event_bridge_queue_depth";
+    /// Gauge: leases held.
     pub const LEASED: &str = "event_bridge_queue_leased";
+    /// Gauge: tasks waiting out a backoff or a delay under `delayed/`.
     pub const DELAYED: &str = "event_bridge_queue_delayed";
+    /// Gauge: dead letters.
     pub const DEAD: &str = "event_bridge_queue_dead";
+    /// Gauge: children waiting under `after/` for their parents.
     pub const BLOCKED: &str = "event_bridge_queue_blocked";
+    /// Gauge: the oldest pending task's age, in seconds (0 with none).
     pub const OLDEST_AGE: &str = "event_bridge_oldest_task_age_seconds";
+    /// Gauge: pending tasks by `type`, of the oldest sampled; a type gone from the sample reads 0.
     pub const PENDING_BY_TYPE: &str = "event_bridge_pending_tasks";
+    /// Gauge: 1 while the whole queue is paused, else 0.
     pub const PAUSED: &str = "event_bridge_queue_paused";
+    /// Counter: tasks ever created in the lanes.
     pub const CREATED: &str = "event_bridge_tasks_created_total";
+    /// Counter: tasks ever removed from the lanes.
     pub const REMOVED: &str = "event_bridge_tasks_removed_total";
 }
 

@@ -41,7 +41,9 @@ pub struct FireReport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct FireFailure {
+    /// The schedule's name.
     pub schedule: String,
+    /// Why its slot did not fire.
     pub error: String,
 }
 

@@ -5,6 +5,7 @@
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps `value`; only [`Secret::expose`] shows it again.
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }

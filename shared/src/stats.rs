@@ -82,9 +82,11 @@ pub struct AuditRecord {
 /// A slot the audit saw no lease hold, since `since_ms` (ZooKeeper's clock).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Suspect {
+    /// The slot znode's path.
     pub path: String,
     /// The slot's `czxid`: a slot made again under the same name is another slot.
     pub czxid: i64,
+    /// When the audit first saw it unheld (ZooKeeper ms).
     pub since_ms: i64,
 }
 
@@ -218,9 +220,11 @@ fn children(stat: &Option<zk::Stat>) -> usize {
 /// Tasks pending in each lane.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LaneDepths {
+    /// Tasks in the high lane.
     pub high: usize,
     /// `tasks/` and the key lanes.
     pub normal: usize,
+    /// Tasks in the low lane.
     pub low: usize,
     /// Of normal's, those in key lanes.
     pub keyed: usize,
@@ -244,9 +248,13 @@ impl LaneDepths {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
+    /// Tasks in the lanes, held ones included.
     pub depth: usize,
+    /// The same, lane by lane.
     pub lanes: LaneDepths,
+    /// Leases held.
     pub leased: usize,
+    /// Dead letters.
     pub dead: usize,
     /// Tasks created in the lanes since they were made: published, redriven, back from a wait.
     pub tasks_created: u64,

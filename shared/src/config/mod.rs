@@ -25,8 +25,11 @@ pub const MIN_LEASE_TIMEOUT_MS: u64 = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{variable}: {problem} (got {value:?})")]
 pub struct ConfigError {
+    /// The environment variable, by name.
     pub variable: &'static str,
+    /// What it held (empty when unset).
     pub value: String,
+    /// What is wrong with it, and what it takes.
     pub problem: String,
 }
 

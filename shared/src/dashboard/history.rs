@@ -50,10 +50,6 @@ impl History {
         self.samples.iter()
     }
 
-    pub fn latest(&self) -> Option<&Sample> {
-        self.samples.back()
-    }
-
     /// Tasks leaving `tasks/` per minute between each sample and the one before it, placed at
     /// the later one. A count that went down (the root was made anew) gives no point.
     pub fn throughput(&self) -> Vec<(i64, f64)> {

@@ -5,25 +5,25 @@
 //! asked for, at the cost of the CLI's cheap looks ([`crate::inspect`], [`crate::stats`]);
 //! a sampler records the figures every `sample_every` for the chart and for `/metrics`.
 //!
-//! - [`access`]: read-only, or admin behind a token, a session cookie and CSRF tokens.
-//! - [`guard`]: around every route: the `Host` a request names must be ours (421 otherwise),
+//! - `access`: read-only, or admin behind a token, a session cookie and CSRF tokens.
+//! - `guard`: around every route: the `Host` a request names must be ours (421 otherwise),
 //!   and no answer may be framed.
-//! - [`overview`]: `/`: figures, chart, leases, types, pauses, groups and schedules.
-//! - [`dead_pages`]: `/dead`: dead letters by type and reason; show, redrive, purge.
-//! - [`task_page`]: `/task?key=`: one task's state, why it is there (`explain`), its status.
-//! - [`sampler`]: the figures over time, and the Prometheus gauges.
-//! - [`signin`]: signing in with `DASHBOARD_TOKEN`, and out; [`attempts`]: the limit on wrong
+//! - `overview`: `/`: figures, chart, leases, types, pauses, groups and schedules.
+//! - `dead_pages`: `/dead`: dead letters by type and reason; show, redrive, purge.
+//! - `task_page`: `/task?key=`: one task's state, why it is there (`explain`), its status.
+//! - `sampler`: the figures over time, and the Prometheus gauges.
+//! - `signin`: signing in with `DASHBOARD_TOKEN`, and out; `attempts`: the limit on wrong
 //!   tokens, across connections.
-//! - [`history`], [`chart`], [`shell`], [`form`]: the samples, the SVG chart, what pages
+//! - `history`, `chart`, `shell`, `form`: the samples, the SVG chart, what pages
 //!   share, posted forms.
 
-pub mod access;
+mod access;
 mod attempts;
-pub mod chart;
+mod chart;
 mod dead_pages;
 mod form;
 mod guard;
-pub mod history;
+mod history;
 mod overview;
 mod sampler;
 mod shell;
@@ -54,6 +54,7 @@ use history::History;
 /// How `serve` runs.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The address to serve on.
     pub listen: SocketAddr,
     /// Redrive and purge from the page (behind `DASHBOARD_TOKEN`).
     pub admin: bool,

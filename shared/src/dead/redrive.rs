@@ -18,6 +18,7 @@ use crate::task::{self, Body};
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct Redriven {
+    /// The dead letter's name (its record is gone now).
     pub dead: String,
     /// The new task's name; the envelope keeps its id.
     pub task: String,
@@ -30,7 +31,9 @@ pub struct Redriven {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct Skipped {
+    /// The dead letter's name.
     pub dead: String,
+    /// Why it was left.
     pub reason: String,
 }
 
@@ -38,7 +41,9 @@ pub struct Skipped {
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct RedriveReport {
+    /// The dead letters sent back, in the order done.
     pub redriven: Vec<Redriven>,
+    /// The dead letters left where they are.
     pub skipped: Vec<Skipped>,
 }
 

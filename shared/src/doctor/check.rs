@@ -36,6 +36,7 @@ pub struct Check {
     /// What it looked at, when the check runs once per thing: a server, a route, a variable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// Passed, warned, failed or skipped.
     pub status: Status,
     /// What it found.
     pub detail: String,
@@ -45,18 +46,22 @@ pub struct Check {
 }
 
 impl Check {
+    /// A passed check that found `detail`.
     pub fn pass(check: &'static str, detail: impl Into<String>) -> Self {
         Check::new(check, Status::Pass, detail.into(), None)
     }
 
+    /// A warning: `detail` is worth a look, and `fix` says what to do.
     pub fn warn(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
         Check::new(check, Status::Warn, detail.into(), Some(fix.into()))
     }
 
+    /// A failure: `detail` is wrong, and `fix` says what to do.
     pub fn fail(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
         Check::new(check, Status::Fail, detail.into(), Some(fix.into()))
     }
 
+    /// A check that did not run, `detail` saying why.
     pub fn skip(check: &'static str, detail: impl Into<String>) -> Self {
         Check::new(check, Status::Skip, detail.into(), None)
     }
@@ -99,10 +104,12 @@ impl Check {
 pub struct Report {
     /// No check failed (warnings and skips do not count).
     pub ok: bool,
+    /// Every check's outcome, in the order they ran.
     pub checks: Vec<Check>,
 }
 
 impl Report {
+    /// The report of `checks`: `ok` unless one of them failed.
     pub fn of(checks: Vec<Check>) -> Self {
         Report {
             ok: !checks.iter().any(|c| c.status == Status::Fail),

@@ -4,15 +4,15 @@
 //! The checks, in the order they are reported (a file each):
 //!
 //! - `config`: the environment reads as a [`Config`] (here, in [`run`]).
-//! - [`hosts`]: every server of `ZOOKEEPER_CONNECTION_STRING` opens a session alone.
-//! - [`root`]: the chroot and `EVENT_BRIDGE_ROOT` exist, and the root holds a queue.
-//! - [`acl`]: the root and its base paths grant these credentials what the bridge needs.
-//! - [`clock`]: this machine's clock against ZooKeeper's.
-//! - [`reaper`]: the reaper ran recently (the age of its audit record, `ROOT/audit`).
-//! - [`leases`]: the versions of the consumers holding leases now.
+//! - `hosts`: every server of `ZOOKEEPER_CONNECTION_STRING` opens a session alone.
+//! - `root`: the chroot and `EVENT_BRIDGE_ROOT` exist, and the root holds a queue.
+//! - `acl`: the root and its base paths grant these credentials what the bridge needs.
+//! - `clock`: this machine's clock against ZooKeeper's.
+//! - `reaper`: the reaper ran recently (the age of its audit record, `ROOT/audit`).
+//! - `leases`: the versions of the consumers holding leases now.
 //! - `routes`: the route table parses (with the sinks' own parser); `sinks`: each sink
 //!   answers (features `http`, `sqs`).
-//! - [`secrets`]: the secrets this configuration needs are set.
+//! - `secrets`: the secrets this configuration needs are set.
 //!
 //! The ZooKeeper checks read, and write one znode only: `ROOT/clock`, which every consumer
 //! touches to read ZooKeeper's time. Every wait is bounded: a server by the connect timeout, a

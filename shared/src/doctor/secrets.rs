@@ -14,7 +14,9 @@ use crate::config::Config;
 /// Where a deployment runs, which decides the HTTP triggers' secrets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Platform {
+    /// The functions on AWS Lambda.
     Lambda,
+    /// The functions on Vercel.
     Vercel,
     /// A long-running `event-bridge worker`.
     Worker,

@@ -101,23 +101,40 @@ impl Audit {
 #[non_exhaustive]
 pub enum Stuck {
     /// Child `child` (an envelope id) waits for `parent`, under whose marker it has no entry.
-    Orphan { child: String, parent: String },
+    Orphan {
+        /// The child's envelope id.
+        child: String,
+        /// The parent it names.
+        parent: String,
+    },
     /// Group `group`'s lock names `task` (id `id`), which is not where the lock says.
     HeadGone {
+        /// The group.
         group: String,
+        /// The task name the lock names.
         task: String,
+        /// That task's envelope id.
         id: String,
+        /// Whether the lock was deleted (at the version read), letting the group go on.
         repaired: bool,
     },
     /// Slot `slot` of gate `gate` counts tasks of a claim none of whose leases stands.
-    SlotHeld { gate: String, slot: String },
+    SlotHeld {
+        /// The gate.
+        gate: String,
+        /// The slot's znode name.
+        slot: String,
+    },
     /// Child `child` waits for `parent`, which is gone from the queue without an end: not
     /// pending, held, waiting, waiting for parents of its own, dead, nor completed with a
     /// record, and its marker unsettled. Repaired (with `GONE_PARENTS=completed`): the parent
     /// was taken as completed, and its children went on.
     ParentGone {
+        /// The child's envelope id.
         child: String,
+        /// The parent's id, as the child names it.
         parent: String,
+        /// Whether the parent was taken as completed (`GONE_PARENTS=completed`).
         repaired: bool,
     },
 }

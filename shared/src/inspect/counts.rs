@@ -20,18 +20,21 @@ pub const SAMPLE: usize = 1_000;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct DetailedStats {
+    /// The plain counts (depth, leases, dead letters, …), flattened into the same JSON object.
     #[serde(flatten)]
     pub stats: Stats,
     /// Tasks whose type was counted: all pending tasks, or the sample at the head.
     pub counted: usize,
     /// Whether `by_type` covers every pending task (`--full`), or only the sample.
     pub full: bool,
+    /// Counted tasks by event type (a place under its task's type, poison under `(poison)`).
     pub by_type: BTreeMap<String, usize>,
     /// Counted tasks we may not read (their ACL shuts us out).
     pub unreadable: usize,
     /// Of the tasks under `delayed/` (all with `full`, else the first [`SAMPLE`]): how many
     /// are resumable tasks asleep, and how many wait for a signal.
     pub sleeping: usize,
+    /// Of those, tasks waiting for a signal.
     pub awaiting_signal: usize,
     /// How many tasks under `delayed/` were looked at for those two.
     pub delayed_counted: usize,

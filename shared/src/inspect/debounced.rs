@@ -13,7 +13,9 @@ use crate::task::Envelope;
 pub struct DebouncedInfo {
     /// Its debounce key: it waits under `debounce/<key>`.
     pub key: String,
+    /// The envelope id of this publish.
     pub id: String,
+    /// Its event type.
     pub event_type: String,
     /// When it is due (ZooKeeper ms since the epoch): a period after its publish, no later
     /// than the maximum wait after its key's first pending publish. The next run (or worker)
@@ -24,6 +26,7 @@ pub struct DebouncedInfo {
     /// When the maximum wait ends (ZooKeeper ms), if the publish set one: a later publish of
     /// its key pushes the due time back no further.
     pub max_wait_until_ms: Option<i64>,
+    /// The envelope it becomes a task with.
     pub envelope: Envelope,
 }
 

@@ -38,6 +38,7 @@ pub struct Explanation {
     pub state: Option<State>,
     /// One line per reason: what it waits for, or how it ended, and what would let it go.
     pub lines: Vec<String>,
+    /// The same reasons as data, in the same order as `lines`.
     pub reasons: Vec<Reason>,
 }
 
@@ -55,113 +56,153 @@ impl Explanation {
 pub enum Reason {
     /// A debounced publish: fires when its key's period ends (or its longest wait passes).
     Debounced {
+        /// The debounce key.
         key: String,
+        /// When it fires (ZooKeeper ms).
         due_at_ms: i64,
+        /// When its longest wait ends (ZooKeeper ms), if the publish set one.
         #[serde(skip_serializing_if = "Option::is_none")]
         max_wait_until_ms: Option<i64>,
     },
     /// A child waiting for these parents (each with its state when looked up and found).
     Parents {
+        /// The parents it still waits for.
         waiting_on: Vec<Parent>,
     },
     /// A grouped child whose parents are done: it waits for its group to reach its place.
     GroupTurn {
+        /// The group.
         group: String,
     },
     /// Its event type (or the whole queue, `event_type` absent) is paused.
     Paused {
+        /// The paused event type; absent when the whole queue is paused.
         #[serde(skip_serializing_if = "Option::is_none")]
         event_type: Option<String>,
+        /// When the pause began (ZooKeeper ms).
         since_ms: i64,
     },
     /// Not due yet: a retry's backoff, or its producer's delay.
     NotDue {
+        /// When it is due (ZooKeeper ms).
         due_at_ms: i64,
+        /// Attempts counted so far.
         attempts: u32,
+        /// The error of its last failed attempt, if any.
         #[serde(skip_serializing_if = "Option::is_none")]
         last_error: Option<String>,
     },
     /// A resumable task asleep until `until_ms`, after `steps_done` steps.
     Sleeping {
+        /// When it wakes (ZooKeeper ms).
         until_ms: i64,
+        /// Steps it has completed.
         steps_done: usize,
     },
     /// A resumable task waiting for any one of `keys` until `until_ms` (then its wait ends
     /// with a timeout), after `steps_done` steps.
     AwaitingSignal {
+        /// The signal keys it waits for.
         keys: Vec<String>,
+        /// When its wait times out (ZooKeeper ms).
         until_ms: i64,
+        /// Steps it has completed.
         steps_done: usize,
     },
     /// Its group runs another task first (`holder`, with its state when found, and what holds
     /// it back in turn: a pending task's reasons, a place's).
     GroupBehind {
+        /// The group.
         group: String,
+        /// The task the group runs first.
         holder: String,
+        /// That task's state, when found.
         #[serde(skip_serializing_if = "Option::is_none")]
         holder_state: Option<State>,
+        /// What holds that task back in turn.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         holder_why: Vec<Reason>,
     },
     /// Its lane was read for the first task of its group only so far (a flat look): `numbers`
     /// numbers of it before the task were not.
     GroupUnread {
+        /// The group.
         group: String,
+        /// How many numbers before the task were not read.
         numbers: i64,
     },
     /// Its group is paused at `task`, which died.
     GroupPaused {
+        /// The group.
         group: String,
+        /// The task it is paused at.
         task: String,
+        /// Why that task died.
         why: String,
     },
     /// A gate it goes through has as many tasks in flight as it lets.
     AtCap {
+        /// The gate and its load.
         gate: GateLoad,
     },
     /// A gate it goes through has used its rate's tokens: the next comes at
     /// `gate.next_token_at_ms`.
     RateLimited {
+        /// The gate and its load.
         gate: GateLoad,
     },
     /// Cancelled while held: buried instead of run again.
     Cancelled,
     /// Its body cannot run: it goes to the dead letters when claimed.
     Poison {
+        /// Why its body cannot run.
         problem: String,
     },
     /// Nothing holds it back: the next run claims it.
     Ready,
     /// A consumer holds it.
     Held {
+        /// The holder's consumer id, if its lease says.
         #[serde(skip_serializing_if = "Option::is_none")]
         consumer_id: Option<String>,
+        /// The claim's fencing token (the lease's `czxid`).
         fencing_token: i64,
+        /// Time until the reaper may free the lease (negative: overdue), by ZooKeeper's clock.
         expires_in_ms: i64,
     },
     /// In the dead letters.
     Dead {
+        /// The dead letter's name.
         name: String,
+        /// The reason it was buried.
         why: String,
     },
     /// Completed (its record kept).
     Completed {
+        /// The task's name when it completed.
         task: String,
+        /// When it completed (ZooKeeper ms).
         completed_at_ms: i64,
+        /// Attempts it took.
         attempts: u32,
     },
     /// A place: the turn in its group of another task, which waits elsewhere.
     Place {
+        /// The group.
         group: String,
+        /// The envelope id of the task it stands for.
         task_id: String,
+        /// Where that task waits, or that it died.
         stands_for: StandsFor,
     },
+    /// Nothing goes by that name or id.
     NotFound,
 }
 
 /// A parent a child waits for.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Parent {
+    /// The parent's envelope id (or task name), as the child names it.
     pub id: String,
     /// Its state, when looked up and found.
     #[serde(skip_serializing_if = "Option::is_none")]

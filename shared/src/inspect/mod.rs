@@ -7,7 +7,7 @@
 //! - `pending` (here): the oldest pending tasks, each with its lease.
 //! - [`status`]: where one task is, by name or by id (`debounced`: a debounced publish
 //!   pending under its key, shown as [`DebouncedInfo`]).
-//! - [`counts`]: counts by type, from a sample of the head or from the whole queue.
+//! - `counts`: counts by type, from a sample of the head or from the whole queue.
 //! - [`leased`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
 //! - [`explain`]: why a task is where it is, and what would let it go.
 
@@ -44,15 +44,19 @@ use crate::task::{self, Body, Envelope, Place, StandsFor};
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct TaskInfo {
+    /// The task znode's name.
     pub name: String,
     /// The envelope's id (the task name for a plain body, absent for poison).
     pub id: Option<String>,
+    /// The envelope's event type (absent for poison and for a task we may not read).
     pub event_type: Option<String>,
+    /// Attempts counted so far (the envelope's `attempts`).
     pub attempts: u32,
     /// Time since the task was created, by ZooKeeper's clock.
     pub age_ms: i64,
     /// Time left of its retry backoff or delay, if any.
     pub backoff_left_ms: Option<i64>,
+    /// The error of its last failed attempt, if any.
     pub last_error: Option<String>,
     /// Who holds it, if anyone.
     pub lease: Option<LeaseInfo>,
@@ -77,6 +81,7 @@ pub struct TaskInfo {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct PlaceInfo {
+    /// The group whose order it keeps.
     pub group: String,
     /// What its task waits for: its parents (under `after/`), its debounce (under
     /// `debounce/<key>`), or nothing more: it died, and the group pauses at its turn.
@@ -87,6 +92,7 @@ pub struct PlaceInfo {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct LeaseInfo {
+    /// The holder's consumer id, as its lease records it (absent when the lease is unreadable).
     pub consumer_id: Option<String>,
     /// The claim's fencing token: the lease znode's `czxid`.
     pub fencing_token: i64,

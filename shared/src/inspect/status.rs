@@ -29,45 +29,59 @@ use crate::state::State;
 pub enum Status {
     /// Published debounced, pending under its key until its period ends: not a task yet.
     Debounced(Box<DebouncedInfo>),
+    /// In its lane, waiting for a consumer.
     Pending {
+        /// The task as listed.
         task: Box<TaskInfo>,
     },
+    /// Claimed: a consumer holds its lease.
     Leased {
+        /// The task as listed, its lease included.
         task: Box<TaskInfo>,
     },
     /// Waiting out a retry's backoff or a producer's delay under `delayed/`.
     Waiting {
+        /// The task as listed.
         task: Box<TaskInfo>,
     },
     /// A resumable task asleep under `delayed/` (its record's last entry says until when).
     Sleeping {
+        /// The task as listed.
         task: Box<TaskInfo>,
     },
     /// A resumable task waiting under `delayed/` for a signal (its record's last entry says
     /// for which keys, and until when).
     AwaitingSignal {
+        /// The task as listed.
         task: Box<TaskInfo>,
     },
     /// Waiting for its parents under `after/` (its envelope's `waiting_on` names those it
     /// still waits for): not in a lane yet. (A grouped one that waits for nothing more waits
     /// for its group to reach its place.)
     Blocked {
+        /// The task as listed.
         task: Box<TaskInfo>,
     },
     /// A place in a lane (asked for by its name): the turn in its group of the task it stands
     /// for (`task.place`; `task.id` is that task's, or its debounced publish's), which waits
     /// elsewhere. Never run itself.
     Place {
+        /// The place as listed.
         task: Box<TaskInfo>,
     },
+    /// In the dead letters.
     Dead {
+        /// The dead letter's name.
         name: String,
+        /// Its record as stored (JSON).
         record: Value,
     },
     /// Completed, with its completion record (kept for `KEEP_DONE`).
     Completed {
+        /// The completion record.
         record: Box<DoneRecord>,
     },
+    /// Nothing goes by that name or id.
     NotFound,
 }
 

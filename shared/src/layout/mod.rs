@@ -63,6 +63,7 @@ impl Layout {
         }
     }
 
+    /// The root path (`/` for an empty root).
     pub fn root(&self) -> &str {
         if self.root.is_empty() {
             "/"
@@ -71,22 +72,27 @@ impl Layout {
         }
     }
 
+    /// The normal lane: the 000 design's parent of task znodes.
     pub fn tasks(&self) -> String {
         format!("{}/tasks", self.root)
     }
 
+    /// The parent of lease znodes, one per held task, named after it.
     pub fn leases(&self) -> String {
         format!("{}/leases", self.root)
     }
 
+    /// The parent of dead-letter records.
     pub fn dead(&self) -> String {
         format!("{}/dead", self.root)
     }
 
+    /// The znode written to read ZooKeeper's time from its `mtime` (see [`crate::clock`]).
     pub fn clock(&self) -> String {
         format!("{}/clock", self.root)
     }
 
+    /// The normal lane's head: the lowest sequence number a task may still have.
     pub fn head(&self) -> String {
         format!("{}/head", self.root)
     }
@@ -254,6 +260,7 @@ impl Layout {
         format!("{}/paused", self.root)
     }
 
+    /// Tasks waiting out a retry's backoff, a producer's delay, a sleep or a wait for a signal.
     pub fn delayed(&self) -> String {
         format!("{}/delayed", self.root)
     }
@@ -348,10 +355,12 @@ impl Layout {
         format!("{}/{name}", self.lane_tasks(&Lane::of_name(name)))
     }
 
+    /// The lease of task `name`.
     pub fn lease(&self, name: &str) -> String {
         format!("{}/leases/{name}", self.root)
     }
 
+    /// The dead-letter record of task `name`.
     pub fn dead_letter(&self, name: &str) -> String {
         format!("{}/dead/{name}", self.root)
     }

@@ -8,10 +8,15 @@ use crate::queue::{Settled, TaskOutcome};
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct ProcessReport {
+    /// The consumer id the run's leases carried.
     pub consumer_id: String,
+    /// Tasks the run claimed.
     pub claimed: u32,
+    /// Tasks whose handler succeeded and that were completed.
     pub completed: u32,
+    /// Tasks released for another try (a retryable failure).
     pub retried: u32,
+    /// Tasks that went to the dead letters.
     pub dead_lettered: u32,
     /// Claims lost to another consumer.
     pub lease_conflicts: u32,
@@ -61,6 +66,7 @@ pub struct ProcessReport {
     /// could not get past): its report still counts what it ran, and it is not run again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_early: Option<String>,
+    /// How long the run took, by the consumer's clock.
     pub duration_ms: u64,
 }
 

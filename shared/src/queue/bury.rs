@@ -28,22 +28,37 @@ use crate::task::{self, Body, OnDead, Place, StandsFor};
 #[non_exhaustive]
 pub enum Burial<'a> {
     /// Held under `lease`; `on_dead` says what its group does.
-    Held { lease: Lease, on_dead: OnDead },
+    Held {
+        /// The holder's lease: its versions fence the burial.
+        lease: Lease,
+        /// What the task's group does now.
+        on_dead: OnDead,
+    },
     /// Under `tasks/` and held by nobody, read at `version`. `marked`: it carries a cancel
     /// mark, which goes with it.
     Unclaimed {
+        /// The task's name under `tasks/`.
         name: &'a str,
+        /// Its body, as read: the dead-letter record keeps it.
         body: &'a [u8],
+        /// The task znode's version when read.
         version: i32,
+        /// Attempts the task had, for the record.
         attempts: u32,
+        /// What the task's group does now.
         on_dead: OnDead,
+        /// Whether it carries a cancel mark.
         marked: bool,
     },
     /// Waiting at `path` under `delayed/`, read at `version`.
     Waiting {
+        /// Its path under `delayed/`.
         path: &'a str,
+        /// The task's name.
         name: &'a str,
+        /// Its body, as read: the dead-letter record keeps it.
         body: &'a [u8],
+        /// The waiting znode's version when read.
         version: i32,
     },
 }
@@ -84,7 +99,7 @@ struct Along {
 
 impl Queue {
     /// Moves a task to the dead letters with `reason` (see the module documentation), as an
-    /// [`Ending`] (see `end`). [`Settled::Done`] when it went; [`Settled::Gone`] when the
+    /// `Ending` (see `end`). [`Settled::Done`] when it went; [`Settled::Gone`] when the
     /// task was gone already; [`Settled::LeaseLost`] when our lease passed on;
     /// [`Settled::Moved`] when a task we did not hold was taken or changed since it was read.
     pub async fn bury(

@@ -123,6 +123,7 @@ const PAUSE_REREADS: u32 = 3;
 /// marks of cancelled tasks.
 #[derive(Clone, Debug, Default)]
 pub struct Restraints {
+    /// Paused event types, or the whole queue: nothing of them is claimed.
     pub paused: Paused,
     /// The version of the `paused` znode `paused` was read at (`None`: no znode, or not
     /// read): a claim's multi-op checks it, so no claim decided on it lands after a change.

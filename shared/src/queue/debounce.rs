@@ -38,7 +38,10 @@ pub enum Debounced {
     /// Nothing was pending for the key: this envelope waits now.
     Started,
     /// It replaced the pending envelope with this id.
-    Replaced { previous: String },
+    Replaced {
+        /// The id of the envelope it replaced.
+        previous: String,
+    },
 }
 
 /// What a debounced publish writes: its envelope at `debounce/<key>` (created, or rewritten

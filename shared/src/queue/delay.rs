@@ -53,9 +53,11 @@ pub fn parse_waiting(node: &str) -> Option<(i64, &str)> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Deferred {
+    /// It waits under `delayed/` now.
     Moved,
     /// Someone holds it, or it changed since it was read.
     Taken,
+    /// It was no longer in its lane: completed, removed, or moved there by another consumer.
     Gone,
 }
 

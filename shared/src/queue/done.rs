@@ -33,7 +33,9 @@ recipe!(
 pub struct DoneRecord {
     /// Its name when it completed.
     pub task: String,
+    /// Its envelope id.
     pub id: String,
+    /// Its event type.
     #[serde(rename = "type")]
     pub event_type: String,
     /// When the event happened, by the producer.
@@ -42,7 +44,9 @@ pub struct DoneRecord {
     pub completed_at_ms: i64,
     /// The record is kept until then (ms since the epoch).
     pub kept_until_ms: i64,
+    /// Attempts it took, the successful one included.
     pub attempts: u32,
+    /// The fencing token of the claim that completed it.
     pub fencing_token: i64,
     /// What the sink answered, when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -59,7 +59,9 @@ impl GroupLock {
 /// A group's lock as read, with its version.
 #[derive(Clone, Debug)]
 pub struct LockRead {
+    /// The lock's data.
     pub lock: GroupLock,
+    /// The lock znode's version when read: a write back checks it.
     pub version: i32,
 }
 
@@ -160,7 +162,9 @@ pub(super) enum LockDecision {
 /// A held group lock: its path and version, for the holder's last write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeldLock {
+    /// The lock znode's path.
     pub path: String,
+    /// Its version as the holder left it: the holder's last write checks it.
     pub version: i32,
 }
 

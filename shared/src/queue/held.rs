@@ -11,6 +11,7 @@ use crate::task::Task;
 /// second write finds the versions moved on and reports [`super::Settled::LeaseLost`].
 #[derive(Clone, Debug)]
 pub struct Lease {
+    /// The task as its handler sees it.
     pub task: Task,
     pub(super) task_version: i32,
     pub(super) lease_version: i32,
@@ -48,6 +49,7 @@ impl Lease {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Settled {
+    /// It took effect.
     Done,
     /// The lease is no longer ours (expired and reaped, perhaps claimed again): nothing changed.
     LeaseLost,

@@ -18,7 +18,9 @@ use crate::limit::GateData;
 pub struct KeyInFlight {
     /// The route: its event type, or `@default`.
     pub route: String,
+    /// The concurrency key.
     pub key: String,
+    /// Tasks of the key held now.
     pub in_flight: usize,
     /// The cap it was last admitted under (absent for a key limited by rate only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,6 +49,7 @@ pub struct GateLoad {
     /// The concurrency key, for a key's gate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Tasks held in it now.
     pub in_flight: usize,
     /// The cap it was last admitted under (absent for a gate limited by rate only).
     #[serde(skip_serializing_if = "Option::is_none")]

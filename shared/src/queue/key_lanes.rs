@@ -38,6 +38,7 @@ pub const TAILS_PER_PROBE: usize = 128;
 /// The key lanes that exist, as one listing and its multi-reads found them.
 #[derive(Clone, Debug, Default)]
 pub struct KeyLaneList {
+    /// Each key lane's start, as read.
     pub starts: Vec<LaneStart>,
     /// `cversion` of `lanes/keys` with the listing: a probe that reads another knows that a
     /// lane was made since.

@@ -72,11 +72,14 @@ impl KeyData {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum KeyState {
+    /// In its lane, waiting for a consumer.
     Pending,
+    /// Held by a consumer.
     Leased,
     /// It left `tasks/` neither completed nor dead: it waits out a backoff, or came back under
     /// a new name.
     Waiting,
+    /// Completed; its key is kept until it expires.
     Completed,
 }
 
@@ -113,29 +116,48 @@ pub(crate) enum Requeued {
 #[non_exhaustive]
 pub enum Published {
     /// A new task.
-    Created { id: String, task: String },
+    Created {
+        /// The envelope id.
+        id: String,
+        /// The task znode's name.
+        task: String,
+    },
     /// Its idempotency key was taken: nothing was created. The task that has the key (its
     /// name is unknown only if its publisher died between its two writes).
     Existing {
+        /// The envelope id of the task that has the key.
         id: String,
+        /// That task's name.
         task: Option<String>,
+        /// Where that task is.
         state: KeyState,
     },
     /// Published debounced: it waits under its debounce key (its task is made when the
     /// period ends), having replaced the pending envelope `replaced` when one was there.
     Debounced {
+        /// The envelope id.
         id: String,
+        /// The debounce key it waits under.
         key: String,
+        /// The id of the envelope it replaced, if any.
         replaced: Option<String>,
     },
     /// Published with `after`: it waits under `after/<id>` for the parents (ids) in
     /// `waiting_on`, and goes to its lane when they are settled.
-    Blocked { id: String, waiting_on: Vec<String> },
+    Blocked {
+        /// The envelope id.
+        id: String,
+        /// The parents' ids it still waits for.
+        waiting_on: Vec<String>,
+    },
     /// Published with `after`, a parent already dead and the task failing with it: it went
     /// straight to the dead letters as `dead_letter`.
     Buried {
+        /// The envelope id.
         id: String,
+        /// The dead letter's name.
         dead_letter: String,
+        /// Why: the dead parent.
         reason: String,
     },
 }

@@ -129,6 +129,7 @@ impl LaneWalk {
         }
     }
 
+    /// The lane this walk goes through.
     pub fn lane(&self) -> &Lane {
         &self.lane
     }

@@ -219,10 +219,12 @@ impl Queue {
         &self.client
     }
 
+    /// The znode paths under this queue's root.
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
+    /// The id this queue's consumer writes into the leases it creates.
     pub fn consumer_id(&self) -> &str {
         &self.consumer_id
     }

@@ -19,7 +19,10 @@ pub enum TaskOutcome {
     Gone,
     /// The task waits out a retry backoff until this ZooKeeper time (a run moves it to wait
     /// under `delayed/`).
-    Backoff { until_ms: i64 },
+    Backoff {
+        /// When the backoff ends (ZooKeeper ms).
+        until_ms: i64,
+    },
     /// Not ready, in its group's turn: a place whose task waits for parents or a debounce, or
     /// a grouped task not due yet. It stays where it is and holds back its group (see
     /// `place`): moving it would let the rest of its group pass it.
@@ -30,13 +33,22 @@ pub enum TaskOutcome {
     /// the dead letters.
     Cancelled,
     /// Another task of its group holds the group (its id), or the group is paused (`None`).
-    GroupBusy { owner: Option<String> },
+    GroupBusy {
+        /// The id of the task that holds the group; `None` when the group is paused.
+        owner: Option<String>,
+    },
     /// Its route is at its limit (`max_in_flight` or `rate`): left as it is, no attempt
     /// counted; worth another try in `retry_in_ms`.
-    Limited { retry_in_ms: i64 },
+    Limited {
+        /// How long until the route may admit it, in ms.
+        retry_in_ms: i64,
+    },
     /// The task went to the dead letters: it could never run (a poison body, its attempts
     /// used up) or its handler gave up on it.
-    DeadLettered { reason: String },
+    DeadLettered {
+        /// Why, as the dead-letter record says.
+        reason: String,
+    },
     /// Its handler succeeded and the task was completed.
     Completed,
     /// Released to wait out its backoff under `delayed/`.

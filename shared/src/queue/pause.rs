@@ -36,13 +36,16 @@ pub struct Paused {
 /// When a pause began (the pausing client's clock, ms since the epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PausedSince {
+    /// When the pause began (ms since the epoch, the pausing client's clock).
     pub since: i64,
 }
 
 /// What to pause or resume.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PauseTarget {
+    /// The whole queue.
     Queue,
+    /// One event type.
     Type(String),
 }
 
@@ -63,6 +66,7 @@ impl Paused {
         self.queue.is_some() || self.types.contains_key(event_type)
     }
 
+    /// Whether nothing is paused.
     pub fn is_empty(&self) -> bool {
         self.queue.is_none() && self.types.is_empty()
     }

@@ -36,7 +36,9 @@ recipe!(
 /// What a probe saw of one sequence number whose task exists.
 #[derive(Clone, Debug)]
 pub struct Probed {
+    /// The task's sequence number in its lane.
     pub number: i64,
+    /// The task znode's name.
     pub name: String,
     /// The body and stat, or why they could not be read.
     pub read: TaskRead,
@@ -47,6 +49,7 @@ pub struct Probed {
 /// A lease a probe saw.
 #[derive(Clone, Debug)]
 pub struct LeaseSeen {
+    /// The holder's consumer id; `None` when the lease could not be read or names none.
     pub consumer_id: Option<String>,
     /// The claim's fencing token: the lease znode's `czxid`.
     pub fencing_token: i64,
@@ -96,6 +99,7 @@ pub struct Probe {
 /// Where a lane starts, as [`Probes::read_lanes`] read it.
 #[derive(Clone, Debug)]
 pub struct LaneStart {
+    /// The lane.
     pub lane: Lane,
     /// `None` when no consumer of this version wrote one yet.
     pub head: Option<Head>,
@@ -134,9 +138,11 @@ pub struct HeadData {
 /// The head of a lane as read, with the version to write it back at.
 #[derive(Clone, Debug)]
 pub struct Head {
+    /// What the head znode holds.
     pub data: HeadData,
     /// `None` when the znode does not exist yet.
     version: Option<i32>,
+    /// The lane whose head it is.
     pub lane: Lane,
 }
 
@@ -160,6 +166,7 @@ impl Head {
         }
     }
 
+    /// Whether the lane has no head znode yet.
     pub fn is_missing(&self) -> bool {
         self.version.is_none()
     }
@@ -292,6 +299,7 @@ impl Probes<'_> {
 /// Where the lanes start: the priority lanes', then the key lanes' (see `key_lanes`).
 #[derive(Clone, Debug, Default)]
 pub struct Lanes {
+    /// Each lane's start: priority lanes first, then key lanes.
     pub starts: Vec<LaneStart>,
     /// `cversion` of `lanes/keys` when the key lanes were listed.
     pub key_version: Option<i32>,

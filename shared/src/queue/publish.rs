@@ -29,16 +29,31 @@ pub enum Outcome {
     /// publish's envelope (`by`, that publish's id), written since it was sent: it landed and
     /// that later publish replaced it, or that one got in first. It is not sent again, which
     /// would overwrite a newer publish. `published` is its answer as a debounced publish.
-    Replaced { published: Published, by: String },
+    Replaced {
+        /// Its answer as a debounced publish.
+        published: Published,
+        /// The id of the publish its key holds now.
+        by: String,
+    },
     /// Published, its answer lost with the connection (its idempotency key names it, or its
     /// all-or-nothing batch was found), but its task left its lane before it could be found,
     /// under a name nothing tells: why. It is not sent again; `status` by its id may find it.
-    Unnamed { id: String, reason: String },
+    Unnamed {
+        /// The envelope id.
+        id: String,
+        /// Why its name is not known.
+        reason: String,
+    },
     /// Sent, its answer lost with the connection, and whether it landed cannot be told (its
     /// lane lost tasks meanwhile that nothing explains, one of which may have been it, run
     /// already; or no session answered again in time). Sending it again may make a twin:
     /// `status` by its id may find it.
-    Unknown { id: String, reason: String },
+    Unknown {
+        /// The envelope id.
+        id: String,
+        /// Why whether it landed cannot be told.
+        reason: String,
+    },
 }
 
 impl Outcome {
@@ -239,6 +254,37 @@ impl Queue {
     /// Publishes one envelope; returns the task's name. With an idempotency key that is
     /// taken, nothing is created and the name is that of the task that has the key
     /// ([`Queue::publish_all`] says which happened).
+    ///
+    /// ```
+    /// use event_bridge::{Config, Envelope, Session};
+    /// use serde_json::json;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> event_bridge::Result<()> {
+    /// let config = Config::from_env()?;
+    /// # // The example runs against the ZooKeeper at ZK_TEST_ADDRESS (make test starts one), in
+    /// # // a fresh chroot of its own.
+    /// # let mut config = config;
+    /// # let address = std::env::var("ZK_TEST_ADDRESS").unwrap_or_else(|_| "127.0.0.1:2181".into());
+    /// # let chroot = format!("/eb-doctests/{}", uuid::Uuid::new_v4());
+    /// # let zk = zookeeper_client::Client::connect(&address).await.expect("a ZooKeeper at ZK_TEST_ADDRESS");
+    /// # let open = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    /// # zk.mkdir(&chroot, &open).await.expect("the example's chroot");
+    /// # config.zookeeper = format!("{address}{chroot}");
+    /// let queue = Session::open(config, "producer", None).await?.queue();
+    ///
+    /// let mut signup = Envelope::new("user.signup", json!({"user": 42}));
+    /// signup.idempotency_key = Some("signup-42".into());
+    /// let name = queue.publish(&signup).await?;
+    ///
+    /// // A second publish with the same key (a producer's retry) creates nothing: the answer
+    /// // names the task that has the key.
+    /// let mut retry = Envelope::new("user.signup", json!({"user": 42}));
+    /// retry.idempotency_key = Some("signup-42".into());
+    /// assert_eq!(queue.publish(&retry).await?, name);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn publish(&self, envelope: &Envelope) -> Result<String> {
         let mut names = self.publish_many(std::slice::from_ref(envelope)).await?;
         Ok(names.remove(0))

@@ -12,8 +12,11 @@ pub(super) type WithChildren = Option<(Vec<u8>, zk::Stat, Vec<String>)>;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum TaskRead {
+    /// Read: its body and stat.
     Found {
+        /// The task's body.
         body: Vec<u8>,
+        /// The task znode's stat.
         stat: zk::Stat,
     },
     /// Completed or removed since it was listed.

@@ -37,7 +37,9 @@ const REQUEST_OVERHEAD: usize = 64;
 /// A schedule as read, with the version its next write must match.
 #[derive(Clone, Debug)]
 pub struct StoredSchedule {
+    /// The schedule.
     pub schedule: Schedule,
+    /// The schedule znode's version when read.
     pub version: i32,
 }
 
@@ -46,10 +48,16 @@ pub struct StoredSchedule {
 #[non_exhaustive]
 pub enum SlotTaken {
     /// The slot made this task.
-    Fired { task: String },
+    Fired {
+        /// The new task's name.
+        task: String,
+    },
     /// The slot's idempotency key was taken by an earlier task (this one, if known): the slot
     /// is taken without a new task.
-    Existing { task: Option<String> },
+    Existing {
+        /// The name of the task that has the key, if known.
+        task: Option<String>,
+    },
     /// The slot was passed over (misfire policy `skip`).
     Skipped,
     /// Another firer took a slot first, or the schedule changed meanwhile: nothing written.

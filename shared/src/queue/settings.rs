@@ -36,6 +36,7 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The settings `config` gives a queue.
     pub fn of(config: &Config) -> Self {
         Settings {
             lease_timeout: config.lease_timeout,

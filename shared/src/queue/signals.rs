@@ -116,7 +116,10 @@ pub(crate) fn waiter_name(since_ms: i64, name: &str) -> String {
 #[non_exhaustive]
 pub enum Signalled {
     /// A waiting task took its payload: back in its lane under this name.
-    Delivered { task: String },
+    Delivered {
+        /// The task's name in its lane.
+        task: String,
+    },
     /// No task waiting had its turn for it: kept for the first wait, for `SIGNAL_KEEP_MS`.
     Kept,
 }

@@ -53,7 +53,7 @@ impl Gates<'_> {
 
     /// Frees the places `shares` held in slots while their handlers ran: each slot renamed to
     /// the tasks it has left, or deleted with its last. A write lost with the link (a leader
-    /// change, a dropped connection) is sent again in the background every [`SLOT_RETRY`]
+    /// change, a dropped connection) is sent again in the background every `SLOT_RETRY`
     /// until it lands or the session ends (which deletes the slot anyway): a place left held
     /// would shrink its gate for as long as the session lives, which for a worker is as long
     /// as it runs.

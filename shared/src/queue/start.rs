@@ -17,11 +17,13 @@ use crate::error::{Error, Result};
 /// What [`Queue::read_start`] found.
 #[derive(Clone, Debug)]
 pub struct Start {
+    /// Paused event types, or the whole queue.
     pub paused: Paused,
     /// The version of the `paused` znode read (`None`: no znode), which a claim checks.
     pub paused_version: Option<i32>,
     /// The names under `cancelled/`.
     pub cancelled: BTreeSet<String>,
+    /// Where each lane starts.
     pub lanes: Lanes,
     /// Whether `delayed/`, `debounce/` or `schedules/` has children.
     pub waiting: bool,

@@ -25,18 +25,32 @@ pub struct Record {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Entry {
     /// A step that ran, and its result.
-    Step { name: String, result: Value },
+    Step {
+        /// The step's name.
+        name: String,
+        /// What the step returned, as JSON: a resume answers it instead of running the step.
+        result: Value,
+    },
     /// A durable sleep until this ZooKeeper time (ms since the epoch).
-    Sleep { until_ms: i64 },
+    Sleep {
+        /// When the sleep ends.
+        until_ms: i64,
+    },
     /// A wait for any one of `keys` until `until_ms`; `outcome` once it ended.
     Wait {
+        /// The signal keys, any one of which ends the wait.
         keys: Vec<String>,
+        /// When the wait times out (ZooKeeper ms).
         until_ms: i64,
+        /// How it ended; absent while it waits.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         outcome: Option<WaitOutcome>,
     },
     /// The handler took the new path of change `id` ([`super::Steps::patched`]).
-    Patch { id: String },
+    Patch {
+        /// The change's id.
+        id: String,
+    },
 }
 
 /// How a wait ended.
@@ -44,7 +58,12 @@ pub enum Entry {
 #[serde(tag = "by", rename_all = "snake_case")]
 pub enum WaitOutcome {
     /// Signal `key` came, with its payload.
-    Signal { key: String, payload: Value },
+    Signal {
+        /// The key signalled.
+        key: String,
+        /// The signal's payload.
+        payload: Value,
+    },
     /// Its timeout passed first.
     Timeout,
 }
@@ -52,9 +71,13 @@ pub enum WaitOutcome {
 /// What the handler asks for at a position.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ask<'a> {
+    /// A step of this name.
     Step(&'a str),
+    /// A durable sleep.
     Sleep,
+    /// A wait for any one of these keys.
     Wait(&'a [String]),
+    /// The new path of the change with this id.
     Patch(&'a str),
 }
 
@@ -76,7 +99,9 @@ pub enum Replayed<'r> {
 pub struct Mismatch {
     /// From 1.
     pub position: usize,
+    /// What the record has there.
     pub expected: String,
+    /// What the handler asked for.
     pub got: String,
 }
 

@@ -108,7 +108,9 @@ pub enum Then {
     In(Duration),
     /// When any one of `keys` is signalled, or `timeout` passed.
     WaitFor {
+        /// The signal keys, any one of which resumes it.
         keys: Vec<String>,
+        /// How long to wait before resuming without a signal.
         timeout: Duration,
     },
 }
@@ -119,9 +121,17 @@ pub enum Suspend {
     /// Stopping: to resume at once, in another run.
     Now,
     /// Asleep until this ZooKeeper time.
-    Sleep { until_ms: i64 },
+    Sleep {
+        /// When it wakes.
+        until_ms: i64,
+    },
     /// Waiting for any one of `keys` until this ZooKeeper time.
-    Wait { keys: Vec<String>, until_ms: i64 },
+    Wait {
+        /// The keys, any one of which ends the wait.
+        keys: Vec<String>,
+        /// When the wait times out.
+        until_ms: i64,
+    },
 }
 
 impl Suspend {
@@ -218,7 +228,7 @@ impl Steps {
         Err(self.suspend(Suspend::Sleep { until_ms }))
     }
 
-    /// Waits until any one of `keys` is signalled ([`crate::Queue::signal`]), or `timeout`
+    /// Waits until any one of `keys` is signalled ([`crate::queue::Signals::signal`]), or `timeout`
     /// passes, holding no lease. A signal sent before the wait is kept and consumed by it.
     ///
     /// # Errors

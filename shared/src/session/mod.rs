@@ -76,10 +76,12 @@ impl Session {
         })
     }
 
+    /// The configuration the session was opened with.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    /// The consumer id, kept across the sessions it opens.
     pub fn consumer_id(&self) -> &str {
         &self.consumer_id
     }

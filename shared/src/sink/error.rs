@@ -13,7 +13,12 @@ pub enum SinkError {
     Retryable(String),
     /// Worth another try, and the other side said when (HTTP `Retry-After`).
     #[error("{error}")]
-    RetryAfter { error: String, after: Duration },
+    RetryAfter {
+        /// What went wrong.
+        error: String,
+        /// How long the other side asked to wait.
+        after: Duration,
+    },
     /// Will never succeed (a 400, a missing queue, access denied).
     #[error("{0}")]
     Permanent(String),

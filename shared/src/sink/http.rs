@@ -60,7 +60,7 @@
 //! # Resumable tasks: `202` with a checkpoint
 //!
 //! A webhook whose work outlasts one delivery answers `202` with a JSON object that has one of
-//! `checkpoint`, `resume_in` or `wait_for` (see [`super::resume_answer`]):
+//! `checkpoint`, `resume_in` or `wait_for` (see `resume_answer`):
 //!
 //! | Answer | The task |
 //! |---|---|
@@ -107,13 +107,19 @@ use tracing::{Instrument, Span};
 
 /// The names of the headers the sink sends, lowercase (HTTP ignores the case of names).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The task's name.
 pub const TASK: &str = "x-event-bridge-task";
+/// The claim's fencing token.
 pub const FENCING_TOKEN: &str = "x-event-bridge-fencing-token";
+/// Which attempt this is, from 1.
 pub const ATTEMPT: &str = "x-event-bridge-attempt";
+/// The task's ordered group, when it has one.
 pub const GROUP: &str = "x-event-bridge-group";
 /// W3C Trace Context, when the task carries one.
 pub const TRACEPARENT: &str = "traceparent";
+/// When this attempt was sent: whole seconds since the Unix epoch, by the sender's clock.
 pub const TIMESTAMP: &str = "x-event-bridge-timestamp";
+/// `sha256=<hex>` of the HMAC (scheme `hmac`).
 pub const SIGNATURE: &str = "x-event-bridge-signature";
 /// When the webhook should have answered by: ms since the Unix epoch, by the sender's clock.
 pub const DEADLINE: &str = "x-event-bridge-deadline";
@@ -125,6 +131,7 @@ const RESULT_READ_BYTES: usize = MAX_RESULT_BYTES + 1;
 /// A webhook's successful answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpAnswer {
+    /// The HTTP status (2xx).
     pub status: u16,
     /// Its body, as the completion record keeps it; none when it was empty.
     pub result: Option<TaskResult>,
@@ -137,6 +144,7 @@ pub struct HttpSpec {
     pub url: String,
     /// Signs every request when set (see the module docs), by `signature`.
     pub secret: Option<Secret>,
+    /// How requests are signed, when there is a secret.
     pub signature: SignatureScheme,
     /// Bounds one attempt: connecting, sending and reading the response.
     pub timeout: Duration,

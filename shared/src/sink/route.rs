@@ -54,8 +54,11 @@ use crate::task::OnDeadPolicy;
 /// A validated route table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RouteTable {
+    /// Each event type with a route of its own, and where it delivers.
     pub routes: BTreeMap<String, SinkSpec>,
+    /// Where types without a route of their own deliver, if anywhere.
     pub default: Option<SinkSpec>,
+    /// What happens to a type with no route when there is no default.
     pub no_route: NoRoute,
     /// What groups do when a task goes to the dead letters, from the routes' `on_dead`.
     pub on_dead: OnDeadPolicy,
@@ -70,16 +73,23 @@ pub enum SinkSpec {
     Log,
     /// POST the envelope to `url`, signed with `secret` when there is one, by `signature`.
     Http {
+        /// The webhook's URL.
         url: String,
+        /// The signing secret, read from the route's `secret_env` variable.
         secret: Option<Secret>,
+        /// How requests are signed.
         signature: SignatureScheme,
+        /// Bounds one attempt.
         timeout: Duration,
     },
     /// Send the payload to an SQS queue; `group` is the FIFO group when the task has none;
     /// `batch` lets concurrent deliveries share `SendMessageBatch` requests.
     Sqs {
+        /// The queue's URL.
         queue_url: String,
+        /// The FIFO message group for tasks without a group.
         group: Option<String>,
+        /// Whether deliveries may share batch requests.
         batch: bool,
     },
 }
@@ -100,8 +110,10 @@ pub enum SignatureScheme {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoRoute {
+    /// It fails for good: the task goes to the dead letters (the default).
     #[default]
     DeadLetter,
+    /// It is logged and counts as delivered.
     Skip,
 }
 

@@ -14,9 +14,12 @@ use crate::task::{OnDeadPolicy, Task};
 
 /// One built sink.
 pub enum Sink {
+    /// Logs the task and succeeds.
     Log,
+    /// POSTs to a webhook.
     #[cfg(feature = "http")]
     Http(super::http::HttpSink),
+    /// Sends to an SQS queue.
     #[cfg(feature = "sqs")]
     Sqs(super::sqs::SqsSink),
 }
@@ -207,7 +210,9 @@ impl Handler for Router {
 /// What the shipped functions run: routed delivery when `ROUTES` is set, else the built-in
 /// handler of `EVENT_BRIDGE_HANDLER`.
 pub enum Delivery {
+    /// The built-in handler `EVENT_BRIDGE_HANDLER` names.
     Builtin(Builtin),
+    /// Each task to its event type's route.
     Routed(Box<Router>),
 }
 

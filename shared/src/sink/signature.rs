@@ -18,7 +18,9 @@ use crate::secret::Secret;
 
 /// The headers of Standard Webhooks.
 pub const WEBHOOK_ID: &str = "webhook-id";
+/// When this attempt was sent: whole seconds since the Unix epoch.
 pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
+/// `v1,<base64>` of the HMAC over `<id>.<timestamp>.<body>`.
 pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
 
 /// How one sink signs: the scheme and the key as that scheme takes it.
@@ -39,6 +41,7 @@ impl Signer {
         Ok(Signer { scheme, key })
     }
 
+    /// The scheme it signs by.
     pub fn scheme(&self) -> SignatureScheme {
         self.scheme
     }

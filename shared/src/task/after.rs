@@ -39,8 +39,18 @@ impl OnParentDead {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "settled", rename_all = "snake_case")]
 pub enum ParentEnd {
-    Completed { task: String },
-    Dead { task: String, reason: String },
+    /// The parent completed: its children may run.
+    Completed {
+        /// The parent's task name.
+        task: String,
+    },
+    /// The parent went to the dead letters: each child fails or runs as its `on_parent_dead` says.
+    Dead {
+        /// The parent's task name.
+        task: String,
+        /// Why it went to the dead letters.
+        reason: String,
+    },
 }
 
 impl ParentEnd {

@@ -20,19 +20,28 @@ const MAX_BATCH_NAME_BYTES: usize = 512;
 /// `batches/<name>`'s JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BatchState {
+    /// The batch's name: its znode's.
     pub name: String,
+    /// The event type of the callback published once it is sealed and settled.
     pub on_complete: String,
+    /// The event type of the callback published besides, when no member is dead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_success: Option<String>,
+    /// What the opener asked the callbacks to carry.
     #[serde(default)]
     pub payload: Value,
+    /// When it was opened (ZooKeeper ms).
     pub opened_at_ms: i64,
+    /// No member joins any more; the callback is due once nothing is pending.
     #[serde(default)]
     pub sealed: bool,
+    /// Members that joined, counted in the multi-op of each member's publish.
     #[serde(default)]
     pub total: u64,
+    /// Members that completed, counted in the multi-op that removed each.
     #[serde(default)]
     pub completed: u64,
+    /// Members that went to the dead letters, counted in the multi-op that buried each.
     #[serde(default)]
     pub dead: u64,
     /// The first [`MAX_DEAD_NAMES`] dead members' task names.
@@ -54,18 +63,29 @@ pub struct BatchState {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct BatchStatus {
+    /// The batch's name.
     pub name: String,
+    /// Members that joined.
     pub total: u64,
+    /// Members not yet completed or dead: `total - completed - dead`.
     pub pending: u64,
+    /// Members that completed.
     pub completed: u64,
+    /// Members that went to the dead letters.
     pub dead: u64,
+    /// Whether it is sealed (no member joins any more).
     pub sealed: bool,
     /// The callback task's name (its id until the name is written), or null.
     pub callback: Option<String>,
+    /// The `on_complete` callback's envelope id, once published.
     pub callback_id: Option<String>,
+    /// The `on_success` callback's envelope id, once published.
     pub success_callback_id: Option<String>,
+    /// The first dead members' task names (at most [`MAX_DEAD_NAMES`]).
     pub dead_members: Vec<String>,
+    /// The event type of the callback published once it is sealed and settled.
     pub on_complete: String,
+    /// The event type of the callback published besides when no member is dead, if asked.
     pub on_success: Option<String>,
 }
 
@@ -142,6 +162,7 @@ impl BatchState {
         self.sealed && self.pending() == 0 && !self.over()
     }
 
+    /// What `batch status` shows of this state; `pending` is derived from the counters.
     pub fn status(&self) -> BatchStatus {
         BatchStatus {
             name: self.name.clone(),

@@ -9,6 +9,7 @@ use super::place::Place;
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Body {
+    /// A task in our envelope format.
     Envelope(Envelope),
     /// A place that keeps a grouped task's turn in its lane while the task waits elsewhere
     /// (see [`Place`]): never run itself.

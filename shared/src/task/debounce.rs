@@ -87,6 +87,7 @@ pub fn parse_span(field: &str, text: &str) -> Result<u64, String> {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct PendingDebounced {
+    /// The publish's envelope, as the task it becomes would carry it.
     pub envelope: Envelope,
     /// What it asked for: its key, period and maximum wait.
     pub debounce: Debounce,

@@ -39,6 +39,7 @@ pub use size::{MAX_BODY_BYTES, check_envelope_size, check_size};
 pub struct Task {
     /// The task znode's name, such as `task-0000000042`.
     pub name: String,
+    /// What the producer published: type, payload, id and the options it asked for.
     pub envelope: Envelope,
     /// The zxid of the claim (the lease znode's `czxid`): it grows with every claim of this
     /// task, across the whole ensemble and across redrives. Downstream systems that remember

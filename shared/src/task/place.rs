@@ -34,10 +34,18 @@ pub enum StandsFor {
     Parents,
     /// A debounced publish pending under `debounce/<key>`, whose first publish had the
     /// place's id.
-    Debounce { key: String },
+    Debounce {
+        /// The debounce key.
+        key: String,
+    },
     /// A task that went to the dead letters (as `letter`, for `reason`) before its turn: its
     /// group pauses when the turn comes.
-    Dead { letter: String, reason: String },
+    Dead {
+        /// The dead letter's name.
+        letter: String,
+        /// Why it went there.
+        reason: String,
+    },
 }
 
 /// A place, as read from its body.
@@ -46,12 +54,15 @@ pub struct Place {
     /// The id it stands under: the task's, or (debounced) the id of the publish that started
     /// its key.
     pub id: String,
+    /// The event type of the task it stands for.
     pub event_type: String,
+    /// The group whose order it keeps.
     pub group: String,
     /// What the task asked its group to do when it goes to the dead letters.
     pub on_dead: Option<OnDead>,
     /// When the task it stands for was published (its envelope's time).
     pub time: DateTime<Utc>,
+    /// Why the place exists: where the task waits, or that it is dead.
     pub stands_for: StandsFor,
 }
 

@@ -51,17 +51,69 @@ struct Wakes {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct WorkerReport {
+    /// The consumer id its leases carry, kept across sessions.
     pub consumer_id: String,
+    /// Drains run (each a [`process::run_refilling`] call).
     pub drains: u64,
+    /// Tasks whose handler succeeded and that were completed.
     pub completed: u64,
+    /// Tasks released for another try.
     pub retried: u64,
+    /// Tasks that went to the dead letters.
     pub dead_lettered: u64,
+    /// Expired leases its upkeep freed.
     pub reaped: u64,
     /// Sessions opened: one, plus one per expiry survived.
     pub sessions: u64,
 }
 
 /// A long-running consumer.
+///
+/// ```
+/// use event_bridge::worker::Worker;
+/// use event_bridge::{Config, Envelope, Handler, HandlerError, Session, Task};
+/// use serde_json::json;
+/// use tokio::sync::{mpsc, watch};
+///
+/// /// Hands each task's id on to whoever listens.
+/// struct Forward(mpsc::UnboundedSender<String>);
+///
+/// impl Handler for Forward {
+///     async fn handle(&self, task: &Task) -> Result<(), HandlerError> {
+///         let id = task.envelope.id.clone();
+///         self.0.send(id).map_err(|_| HandlerError::Retryable("nobody listens".into()))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> event_bridge::Result<()> {
+/// let config = Config::from_env()?;
+/// # // The example runs against the ZooKeeper at ZK_TEST_ADDRESS (make test starts one), in
+/// # // a fresh chroot of its own.
+/// # let mut config = config;
+/// # let address = std::env::var("ZK_TEST_ADDRESS").unwrap_or_else(|_| "127.0.0.1:2181".into());
+/// # let chroot = format!("/eb-doctests/{}", uuid::Uuid::new_v4());
+/// # let zk = zookeeper_client::Client::connect(&address).await.expect("a ZooKeeper at ZK_TEST_ADDRESS");
+/// # let open = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+/// # zk.mkdir(&chroot, &open).await.expect("the example's chroot");
+/// # config.zookeeper = format!("{address}{chroot}");
+/// let (forward, mut handled) = mpsc::unbounded_channel();
+/// let worker = Worker::new(config.clone(), Forward(forward), 8);
+/// let (stop, stopped) = watch::channel(false);
+/// let producer = Session::open(config, "producer", None).await?.queue();
+///
+/// let (report, published) = tokio::join!(worker.run(stopped), async {
+///     let task = Envelope::new("report.build", json!({"month": "2026-11"}));
+///     producer.publish(&task).await?;
+///     assert_eq!(handled.recv().await, Some(task.id));
+///     stop.send(true).expect("the worker listens until it stops");
+///     Ok::<(), event_bridge::Error>(())
+/// });
+/// published?;
+/// assert_eq!(report?.completed, 1);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Worker<H> {
     config: Config,
     handler: H,
@@ -73,6 +125,8 @@ pub struct Worker<H> {
 }
 
 impl<H: Handler> Worker<H> {
+    /// A worker that runs `handler` on up to `concurrency` tasks at once (at least one), on
+    /// sessions opened from `config`. Nothing connects until [`Worker::run`].
     pub fn new(config: Config, handler: H, concurrency: usize) -> Self {
         Worker {
             config,

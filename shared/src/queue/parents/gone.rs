@@ -41,7 +41,10 @@ pub enum ParentLook {
     /// It is somewhere: where (a path below the root, or how it ended, with its record).
     Found(String),
     /// Gone: its marker, unsettled, at this version.
-    Gone { marker_version: i32 },
+    Gone {
+        /// The marker's version when read.
+        marker_version: i32,
+    },
 }
 
 /// How an operator takes a gone parent.
@@ -94,7 +97,10 @@ pub enum GoneEnd {
     /// It is not gone: where it is. Nothing was written.
     NotGone(String),
     /// Its marker says how it ended (now, or already): this many children were seen to.
-    Ended { children: usize },
+    Ended {
+        /// How many children were seen to.
+        children: usize,
+    },
 }
 
 /// How many times [`Dependencies::end_gone_parent`] looks again when the marker changed

@@ -134,10 +134,15 @@ use message::Outgoing;
 
 /// The message attribute names this module writes.
 pub const EVENT_NAME: &str = "EventName";
+/// Always `event-bridge`: who sent it.
 pub const SOURCE: &str = "Source";
+/// The task's envelope id.
 pub const TASK_ID: &str = "TaskId";
+/// Which attempt this is, from 1 (deliveries only).
 pub const ATTEMPT: &str = "Attempt";
+/// Why the task died (dead letters only).
 pub const REASON: &str = "Reason";
+/// Attempts the task had (dead letters only).
 pub const ATTEMPTS: &str = "Attempts";
 /// W3C Trace Context of the task, when it carries one (the attribute is left out otherwise).
 pub const TRACEPARENT: &str = "traceparent";
