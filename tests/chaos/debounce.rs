@@ -74,7 +74,12 @@ pub fn sure_orders(
     held: &[event_bridge::Envelope],
 ) -> Vec<ProbeOrder> {
     let order = |envelope: &event_bridge::Envelope, cancel: bool| {
-        let key = envelope.debounce.as_ref().expect("a debounced envelope").key.clone();
+        let key = envelope
+            .debounce
+            .as_ref()
+            .expect("a debounced envelope")
+            .key
+            .clone();
         ProbeOrder {
             key,
             last: envelope.id.clone(),
