@@ -88,6 +88,7 @@ mod publish;
 mod ranges;
 mod reads;
 pub(crate) mod record;
+mod recovery;
 #[cfg(feature = "schedule")]
 mod schedule_store;
 mod settings;
@@ -146,6 +147,7 @@ pub use probe::{Head, HeadData, LaneStart, Lanes, LeaseSeen, Probe, Probed};
 pub use publish::Outcome;
 pub use reads::TaskRead;
 pub use record::CANCELLED;
+pub use recovery::{Recovery, recovery};
 #[cfg(feature = "schedule")]
 pub use schedule_store::{Schedules, SlotTaken, StoredSchedule};
 pub use settings::Settings;
