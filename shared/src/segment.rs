@@ -1,4 +1,5 @@
-//! How a text becomes one znode name and back (a leaf: `lane` and `layout` take it from here).
+//! How a text becomes one znode name and back, and whether it fits as one (a leaf: `lane`,
+//! `layout`, `task` and `resume` take it from here).
 
 /// `text` as one znode name: bytes other than ASCII letters, digits, `-` and `_` become `%XX`
 /// (so `/`, `.` and `..` never appear), and the empty text is `%`.
@@ -24,6 +25,23 @@ pub fn encoded_len(text: &str) -> usize {
         0 => 1,
         _ => text.bytes().map(|b| if plain(&b) { 1 } else { 3 }).sum(),
     }
+}
+
+/// How a znode name is measured, as messages say it.
+pub(crate) const MEASURE: &str = "a byte other than ASCII letters, digits, - and _ takes three";
+
+/// Refuses `value` (the value of field `field`: an envelope's, a signal's key) when its znode
+/// name is over `most` bytes, saying how long it is both ways, and quoting none of it.
+pub(crate) fn fits_as_name(field: &str, value: &str, most: usize) -> Result<(), String> {
+    let name = encoded_len(value);
+    if name > most {
+        return Err(format!(
+            "\"{field}\" is {} bytes, {name} as a znode name ({MEASURE}), over the {most} it \
+             may take",
+            value.len()
+        ));
+    }
+    Ok(())
 }
 
 /// The text [`encode_segment`] made `name` of (a malformed escape stays as it is).

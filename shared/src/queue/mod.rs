@@ -106,6 +106,7 @@ use std::sync::Arc;
 
 use zookeeper_client as zk;
 
+pub use crate::resume::{MAX_SIGNAL_KEY_NAME_BYTES, check_signal_key};
 pub use crate::task::PendingDebounced;
 pub use all_or_nothing::AllOrNothing;
 pub use bury::Burial;
@@ -152,10 +153,7 @@ pub use recovery::{Recovery, recovery};
 pub use schedule_store::{Schedules, SlotTaken, StoredSchedule};
 pub use settings::Settings;
 pub(crate) use signals::{Look, Waiter, taken_note, waiter_name};
-pub use signals::{
-    MAX_SIGNAL_KEY_NAME_BYTES, SIGNALLER_GRACE_MS, Signalled, Signals,
-    check_key as check_signal_key,
-};
+pub use signals::{SIGNALLER_GRACE_MS, Signalled, Signals};
 pub use slots::{SlotShare, claim_token, tasks_in as slot_tasks};
 pub use start::Start;
 pub use walk::{WIDEST, WINDOW, Walk, names_task};

@@ -33,7 +33,7 @@ impl Debounce {
         if self.key.is_empty() {
             return Err("\"debounce_key\" is empty: give one of at least one character".into());
         }
-        super::names::fits_as_name("debounce_key", &self.key, MAX_DEBOUNCE_KEY_NAME_BYTES)?;
+        crate::segment::fits_as_name("debounce_key", &self.key, MAX_DEBOUNCE_KEY_NAME_BYTES)?;
         if !(1..=MAX_DEBOUNCE_MS).contains(&self.period_ms) {
             return Err(format!(
                 "\"debounce\" must be at least 1 ms and at most {MAX_DEBOUNCE_MS} ms"

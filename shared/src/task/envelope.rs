@@ -8,9 +8,10 @@ use serde_json::{Map, Value};
 use super::Debounce;
 use super::after::{OnParentDead, check_after};
 use super::field::{check_named, check_text};
-use super::names::{MAX_CONCURRENCY_KEY_NAME_BYTES, MAX_KEY_NAME_BYTES, check_names, fits_as_name};
+use super::names::{MAX_CONCURRENCY_KEY_NAME_BYTES, MAX_KEY_NAME_BYTES, check_names};
 use super::size::check_size;
 use crate::lane::Priority;
+use crate::segment::fits_as_name;
 
 /// The value of an envelope's `format` field, which tells it from a plain body.
 pub const FORMAT: &str = "event-bridge/1";

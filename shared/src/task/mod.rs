@@ -26,7 +26,6 @@ pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, PendingDebounced, pars
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use field::check_text;
 pub use line::{envelope_from_value, parse_delay};
-pub(crate) use names::fits_as_name;
 pub use names::{
     MAX_CONCURRENCY_KEY_NAME_BYTES, MAX_GROUP_NAME_BYTES, MAX_ID_NAME_BYTES, MAX_KEY_NAME_BYTES,
     MAX_RUNNABLE_NAME_BYTES, MAX_TYPE_NAME_BYTES,

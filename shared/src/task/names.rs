@@ -25,7 +25,7 @@
 use super::Envelope;
 use super::field::check_text;
 use crate::quoted::shown;
-use crate::segment::encoded_len;
+use crate::segment::{MEASURE, encoded_len, fits_as_name};
 
 /// The longest an id may be as a znode name (and each parent `after` names).
 pub const MAX_ID_NAME_BYTES: usize = 256;
@@ -50,23 +50,6 @@ pub const MAX_CONCURRENCY_KEY_NAME_BYTES: usize = 1_024;
 /// it: the largest a publish takes (an idempotency key's). Past it, a claim's or a completion's
 /// multi-op of the task could be larger than ZooKeeper takes.
 pub const MAX_RUNNABLE_NAME_BYTES: usize = MAX_KEY_NAME_BYTES;
-
-/// How a znode name is measured, as messages say it.
-const MEASURE: &str = "a byte other than ASCII letters, digits, - and _ takes three";
-
-/// Refuses `value` (the value of envelope field `field`) when its znode name is over `most`
-/// bytes, saying how long it is both ways, and quoting none of it.
-pub(crate) fn fits_as_name(field: &str, value: &str, most: usize) -> Result<(), String> {
-    let name = encoded_len(value);
-    if name > most {
-        return Err(format!(
-            "\"{field}\" is {} bytes, {name} as a znode name ({MEASURE}), over the {most} it \
-             may take",
-            value.len()
-        ));
-    }
-    Ok(())
-}
 
 /// What a publish refuses of `envelope`'s id, type, group and parents: one over its limit (the
 /// keys and the batch are checked with their own rules).
