@@ -69,3 +69,21 @@ pub fn decode_segment(name: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_measured_as_its_znode_name() {
+        for text in ["", "order-42_a", "a/b", "é", "customer 9 / ü", "100%"] {
+            assert_eq!(encoded_len(text), encode_segment(text).len(), "{text:?}");
+        }
+        assert_eq!(fits_as_name("group", &"g".repeat(256), 256), Ok(()));
+        let over = fits_as_name("group", &"é".repeat(43), 256).unwrap_err();
+        assert!(
+            over.starts_with("\"group\" is 86 bytes, 258 as a znode name"),
+            "{over}"
+        );
+    }
+}
