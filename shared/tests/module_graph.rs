@@ -15,7 +15,8 @@
 //! name a `use` brought in (`use super::end;` then `end::Kind`), or through a child's name
 //! written plainly (`claim::run` in `queue/mod.rs`). Paths are read where the compiler reads
 //! them (items, types, expressions, patterns, `use`s, also inside functions), inside macro
-//! calls (`matches!(x, crate::state::State::Done)`), and in attributes' strings
+//! calls (`matches!(x, crate::state::State::Done)`), and in attributes, as tokens
+//! (`#[error("{}", crate::quoted::clipped(key))]`) or in strings
 //! (`deserialize_with = "crate::progress::lenient"`); doc comments are not read.
 //!
 //! A `use` is an edge of the module it is written in, whether it is `pub` or not: a re-export
@@ -324,6 +325,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
         let syn::Meta::List(list) = &attr.meta else {
             return;
         };
+        self.tokens(list.tokens.clone());
         for token in list.tokens.clone().into_iter().flat_map(flatten) {
             let TokenTree::Literal(literal) = token else {
                 continue;
@@ -562,6 +564,84 @@ fn the_library_has_no_cycle() {
 #[test]
 fn the_command_has_no_cycle() {
     check("bin/event-bridge/main.rs");
+}
+
+/// ARCHITECTURE's module table of the crate: each top-level module's row, with the modules its
+/// "May import" column names (`None` for "everything public below").
+fn architecture_rows() -> BTreeMap<String, Option<BTreeSet<String>>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/ARCHITECTURE.md");
+    let text = std::fs::read_to_string(path).expect("docs/ARCHITECTURE.md");
+    let start = text
+        .find("### `shared/`")
+        .expect("the crate's module table");
+    let rows = (text[start..].lines())
+        .skip_while(|l| !l.starts_with('|'))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'));
+    rows.map(|row| {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        let module = cells[0].trim().split('`').nth(1).unwrap_or_default();
+        let module = module.trim_end_matches('/').trim_end_matches(".rs");
+        let column = cells.get(2).map_or("", |c| c.trim());
+        let named = (!column.starts_with("everything")).then(|| {
+            top_level_items(column)
+                .map(|item| {
+                    item.split([' ', '('])
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .filter(|m| !m.is_empty() && m != "nothing")
+                .collect()
+        });
+        (module.to_string(), named)
+    })
+    .collect()
+}
+
+/// The items of a list `a, b (c, d), e`: its commas outside parentheses split it.
+fn top_level_items(list: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0_i32;
+    list.split(move |c: char| {
+        depth += match c {
+            '(' => 1,
+            ')' => -1,
+            _ => 0,
+        };
+        c == ',' && depth == 0
+    })
+    .map(str::trim)
+}
+
+/// ARCHITECTURE's "May import" column says of each top-level module exactly what the graph has
+/// it name (its tests included): nothing it does not import, and all it does. With the graph
+/// acyclic, so is the table.
+#[test]
+fn the_architecture_table_says_what_each_module_imports() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = load(&Disk(src), "lib.rs").edges();
+    let mut named: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for (from, to) in edges.get(&Vec::new()).into_iter().flat_map(|e| e.keys()) {
+        named.entry(from).or_default().insert(to.clone());
+    }
+    let mut wrong = Vec::new();
+    for (module, column) in architecture_rows() {
+        let Some(column) = column else {
+            continue;
+        };
+        let code = named.get(module.as_str()).cloned().unwrap_or_default();
+        for extra in column.difference(&code) {
+            wrong.push(format!(
+                "`{module}`'s row names {extra}, which it does not import"
+            ));
+        }
+        for missing in code.difference(&column) {
+            wrong.push(format!(
+                "`{module}` imports {missing}, which its row does not name"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "ARCHITECTURE's module table: {wrong:#?}");
 }
 
 /// The report of a made-up crate.
