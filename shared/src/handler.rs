@@ -4,37 +4,12 @@
 //! functions we ship use a [`Builtin`] chosen by `EVENT_BRIDGE_HANDLER`.
 
 use std::future::Future;
-use std::time::Duration;
 
 use crate::task::{OnDeadPolicy, Task};
 use crate::task_result::TaskResult;
 
 pub use crate::config::HandlerKind;
-
-/// Why a handler did not finish a task.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HandlerError {
-    /// Worth another try later (a timeout, a 503): the task is released with a backoff.
-    #[error("retryable: {0}")]
-    Retryable(String),
-    /// Worth another try, and the other side said when (HTTP `Retry-After`): the task is
-    /// released for the longer of `after` and the backoff, at most `BACKOFF_MAX_MS`.
-    #[error("retryable after {after:?}: {error}")]
-    RetryAfter {
-        /// What went wrong.
-        error: String,
-        /// How long the other side asked to wait.
-        after: Duration,
-    },
-    /// Will never succeed (a 400, a missing record): the task goes to the dead letters now.
-    #[error("permanent: {0}")]
-    Permanent(String),
-    /// A resumable handler stopped between steps: to sleep, to wait for a signal, or because
-    /// the run is stopping (see [`crate::resume::Steps`]). The task is released with its
-    /// record, no attempt counted.
-    #[error("suspended")]
-    Suspended,
-}
+pub use crate::handler_error::HandlerError;
 
 /// What a finished delivery came to, for the completion record (`KEEP_DONE`): the sink that
 /// took the task and what it answered, where it says. A handler of one's own returns its

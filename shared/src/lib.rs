@@ -104,7 +104,8 @@
 //!   (`queue.groups()`, `queue.keys()`, `queue.batches()`, `queue.dependencies()`, …).
 //! - [`batch`]: what a batch is (its counters, its callback); [`cancel`]: cancelling one task
 //!   by name, id or key.
-//! - [`handler`]: the [`Handler`] trait and the built-in handlers.
+//! - [`handler`]: the [`Handler`] trait and the built-in handlers; `handler_error`: why a
+//!   handler did not finish a task ([`HandlerError`], re-exported by `handler`).
 //! - [`task_result`]: what a handler answered, kept in the completion record (`KEEP_DONE`).
 //! - [`progress`]: a running handler's progress, carried by its lease's extensions.
 //! - [`resume`]: resumable tasks: steps that run once, durable sleeps, waits for signals
@@ -155,6 +156,7 @@ pub mod dead;
 pub mod doctor;
 pub mod error;
 pub mod handler;
+mod handler_error;
 pub mod inspect;
 pub mod lane;
 pub mod layout;

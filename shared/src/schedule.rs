@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::queue::{Published, Queue, SlotTaken, StoredSchedule};
+use crate::queue::{Recovery, recovery};
 use crate::recurrence::{MISFIRE_GRACE_MS, Misfire, Schedule, Timing};
-use crate::session::{Recovery, recovery};
 
 /// What one look at the schedules did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

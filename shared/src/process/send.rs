@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::Run;
 use crate::error::Result;
 use crate::queue::Queue;
-use crate::session::{Recovery, recovery};
+use crate::queue::{Recovery, recovery};
 
 /// How long to wait before sending a settling write again after a dropped link.
 const RESEND_PAUSE: Duration = Duration::from_millis(500);

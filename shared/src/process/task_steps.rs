@@ -23,7 +23,7 @@ use crate::handler::{Handler, HandlerError};
 use crate::queue::{
     Burial, CANCELLED, Deferred, GiveBack, Lease, Queue, Settled, TaskOutcome, TaskRead,
 };
-use crate::session::{Recovery, recovery};
+use crate::queue::{Recovery, recovery};
 
 /// How a task's claim and run ended.
 pub(super) enum Ran {

@@ -22,9 +22,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::key_gates::KEY_GATE_IDLE_MS;
 use super::turns::{Held, Turn, Turns};
 use crate::limit::Bucket;
+
+/// How long a key's gate stays after its last admission with nothing in it, at least: a key
+/// whose tasks come steadily keeps its gate instead of making it again and again. The sweep
+/// (`key_gates`) deletes none younger; what this process knows of a gate rests on that.
+pub const KEY_GATE_IDLE_MS: i64 = 60_000;
 
 /// A gate as this process last knew it.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -3,10 +3,11 @@
 //! first claim of a task with that key; without the sweep, every key ever used would leave
 //! one behind. Also the load of the gates one task goes through, as `explain` shows it.
 
-use crate::queue::Gates;
 use serde::Serialize;
 use zookeeper_client as zk;
 
+use super::Gates;
+use super::gate_cache::KEY_GATE_IDLE_MS;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::{decode_segment, encode_segment};
@@ -81,10 +82,6 @@ struct KeyGate {
 
 /// Gates read per multi-read.
 const READ_BATCH: usize = 128;
-
-/// How long a key's gate stays after its last admission with nothing in it, at least: a key
-/// whose tasks come steadily keeps its gate instead of making it again and again.
-pub const KEY_GATE_IDLE_MS: i64 = 60_000;
 
 impl Gates<'_> {
     /// The concurrency keys with tasks in flight, by route and key, at most `limit` gates

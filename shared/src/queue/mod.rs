@@ -88,6 +88,7 @@ mod publish;
 mod ranges;
 mod reads;
 pub(crate) mod record;
+mod recovery;
 #[cfg(feature = "schedule")]
 mod schedule_store;
 mod settings;
@@ -105,6 +106,7 @@ use std::sync::Arc;
 
 use zookeeper_client as zk;
 
+pub use crate::resume::{MAX_SIGNAL_KEY_NAME_BYTES, check_signal_key};
 pub use crate::task::PendingDebounced;
 pub use all_or_nothing::AllOrNothing;
 pub use bury::Burial;
@@ -120,12 +122,13 @@ pub use done::Done;
 pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};
 pub use gate::Gates;
+pub use gate_cache::KEY_GATE_IDLE_MS;
 pub use group_lock::Groups;
 pub use group_lock::{GroupLock, HeldLock, LockRead};
 pub use held::{Lease, Settled};
 pub(crate) use holder::Extra;
 pub use holder::GiveBack;
-pub use key_gates::{GateLoad, KEY_GATE_IDLE_MS, KeyInFlight};
+pub use key_gates::{GateLoad, KeyInFlight};
 pub use key_lanes::{KeyLaneList, KeyLanes};
 pub use keys::Keys;
 pub(crate) use keys::Requeued;
@@ -146,14 +149,12 @@ pub use probe::{Head, HeadData, LaneStart, Lanes, LeaseSeen, Probe, Probed};
 pub use publish::Outcome;
 pub use reads::TaskRead;
 pub use record::CANCELLED;
+pub use recovery::{Recovery, recovery};
 #[cfg(feature = "schedule")]
 pub use schedule_store::{Schedules, SlotTaken, StoredSchedule};
 pub use settings::Settings;
 pub(crate) use signals::{Look, Waiter, taken_note, waiter_name};
-pub use signals::{
-    MAX_SIGNAL_KEY_NAME_BYTES, SIGNALLER_GRACE_MS, Signalled, Signals,
-    check_key as check_signal_key,
-};
+pub use signals::{SIGNALLER_GRACE_MS, Signalled, Signals};
 pub use slots::{SlotShare, claim_token, tasks_in as slot_tasks};
 pub use start::Start;
 pub use walk::{WIDEST, WINDOW, Walk, names_task};

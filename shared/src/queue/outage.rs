@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::Queue;
+use super::recovery::{Recovery, recovery};
 use crate::error::{Error, Result};
-use crate::session::{Recovery, recovery};
 
 /// How long a bulk publish waits for ZooKeeper to answer again after it lost its connection,
 /// by default: longer than a session lives unanswered (10 s by default, which the client

@@ -37,7 +37,7 @@ use super::ops::{Multi, Op, Part};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::decode_segment;
-use crate::resume::{Entry, WaitOutcome};
+use crate::resume::{Entry, WaitOutcome, check_signal_key};
 use crate::task::{self, Body};
 
 recipe!(
@@ -45,9 +45,6 @@ recipe!(
     Signals,
     signals
 );
-
-/// The longest key a signal may have, as a znode name.
-pub const MAX_SIGNAL_KEY_NAME_BYTES: usize = 200;
 
 const SIGNAL_PREFIX: &str = "s-";
 const WAITER_PREFIX: &str = "w-";
@@ -60,21 +57,6 @@ pub const SIGNALLER_GRACE_MS: i64 = 60_000;
 
 /// How many signals one delivery hands out, at most, before it returns.
 const DELIVER_PER_CALL: usize = 64;
-
-/// Refuses a key no signal can have: empty, with a control character, or too long a name.
-pub fn check_key(key: &str) -> std::result::Result<(), String> {
-    if key.is_empty() {
-        return Err("a signal's key is empty".into());
-    }
-    if let Some((at, c)) = key.char_indices().find(|(_, c)| c.is_control()) {
-        return Err(format!(
-            "a signal's key has a control character (U+{:04X}) at byte {at}: a key is \
-             printable text",
-            c as u32
-        ));
-    }
-    crate::task::fits_as_name("key", key, MAX_SIGNAL_KEY_NAME_BYTES)
-}
 
 /// The note a wait that takes the signal at `signal` leaves for its signaller: its path and
 /// data, naming task `task`.
@@ -174,7 +156,7 @@ impl Signals<'_> {
             key: key.to_string(),
             problem,
         };
-        check_key(key).map_err(refuse)?;
+        check_signal_key(key).map_err(refuse)?;
         let kept = serde_json::to_vec(&Kept {
             payload: payload.clone(),
         })?;
@@ -534,16 +516,5 @@ mod tests {
         assert_eq!(path, "/q/signals/order-7/d-0000000042");
         let note: Note = serde_json::from_slice(&data).unwrap();
         assert_eq!(note.task, "task-0000000003");
-    }
-
-    #[test]
-    fn a_key_with_a_control_character_names_it_and_where() {
-        let problem = check_key("order\n7").unwrap_err();
-        assert_eq!(
-            problem,
-            "a signal's key has a control character (U+000A) at byte 5: a key is printable text"
-        );
-        assert!(check_key("order/7 ü").is_ok());
-        assert!(check_key("").is_err());
     }
 }

@@ -4,6 +4,7 @@
 //! - [`record`]: what a task has done so far, kept in its envelope (`resume`), and its replay.
 //! - [`steps`]: [`Steps`], the handle a handler asks for its work through.
 //! - `order`: new work recorded in the order it was asked for (steps awaited together).
+//! - `signal_key`: what a signal's key may be ([`check_signal_key`]).
 //!
 //! The holder's side is in the core: an extension writes the record
 //! ([`crate::Queue::extend`]), a release carries it ([`crate::Queue::release`]), and a
@@ -12,7 +13,9 @@
 
 mod order;
 pub mod record;
+mod signal_key;
 pub mod steps;
 
 pub use record::{Entry, Mismatch, Record, WaitOutcome};
+pub use signal_key::{MAX_SIGNAL_KEY_NAME_BYTES, check_signal_key};
 pub use steps::{Binding, MAX_WAIT_KEYS, Steps, Suspend, Then};

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use super::order::{Fate, Order};
 use super::record::{Ask, Entry, Record, Replayed, WaitOutcome};
 use crate::clock::ZkTime;
-use crate::handler::HandlerError;
+use crate::handler_error::HandlerError;
 
 /// The most keys one wait may name.
 pub const MAX_WAIT_KEYS: usize = 16;
@@ -773,7 +773,7 @@ fn check_keys(keys: &[String]) -> Result<(), String> {
         ));
     }
     for key in keys {
-        crate::queue::check_signal_key(key)?;
+        super::check_signal_key(key)?;
     }
     Ok(())
 }

@@ -20,15 +20,14 @@
 //! reaper.
 
 mod connect;
-mod policy;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use crate::queue::{Recovery, recovery};
 pub use connect::connect;
 pub(crate) use connect::{chroot, host, open};
-pub use policy::{Recovery, recovery};
 
 use crate::config::Config;
 use crate::error::Result;

@@ -190,7 +190,7 @@ pub fn check_batch_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("\"batch\" is empty: give a name of at least one character, or none".into());
     }
-    super::fits_as_name("batch", name, MAX_BATCH_NAME_BYTES)
+    crate::segment::fits_as_name("batch", name, MAX_BATCH_NAME_BYTES)
 }
 
 /// The callback envelopes of `state` (which is due): one of `on_complete`, and one of

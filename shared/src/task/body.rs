@@ -38,7 +38,7 @@ pub fn parse(bytes: &[u8]) -> Body {
         Err(e) => return Body::Poison(format!("malformed {FORMAT} envelope: {e}")),
     };
     // A name no claim could carry (another producer's): run, it would fail every claim.
-    if let Err(problem) = super::names::check_runnable(&envelope) {
+    if let Err(problem) = super::publishable::check_runnable(&envelope) {
         return Body::Poison(format!("malformed {FORMAT} envelope: {problem}"));
     }
     match Place::from_envelope(&envelope) {
@@ -65,6 +65,7 @@ pub fn group_of(body: &[u8]) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::task::{OnDead, OnParentDead, PLACE_DUE_MS, StandsFor};
     use serde_json::json;
 
     #[test]
@@ -104,6 +105,99 @@ mod tests {
                 Body::Poison(reason) => assert!(reason.contains(why), "{reason}"),
                 other => panic!("{bytes:?} parsed as {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn an_envelope_round_trips() {
+        let mut e = Envelope::new("user.signup", json!({"user_id": 7}));
+        e.extra.insert("trace".into(), json!("abc"));
+        assert_eq!(parse(&e.to_bytes().unwrap()), Body::Envelope(e));
+    }
+
+    #[test]
+    fn the_published_json_schema_matches_the_envelope() {
+        let schema: Value =
+            serde_json::from_str(include_str!("../../../docs/envelope.schema.json")).unwrap();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(required, ["format", "id", "type", "time", "payload"]);
+        let mut full = Envelope::new("a.b", json!({}));
+        full.group = Some("g".into());
+        full.idempotency_key = Some("k".into());
+        full.concurrency_key = Some("c".into());
+        full.batch = Some("b".into());
+        full.after = vec!["p".into()];
+        full.on_parent_dead = Some(OnParentDead::Run);
+        full.waiting_on = vec!["p".into()];
+        full.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        full.last_error = Some("e".into());
+        full.retry_at = Some(1);
+        full.interruptions = 2;
+        full.moved_from = vec!["task-0000000001".into()];
+        let written = serde_json::to_value(&full).unwrap();
+        for key in written.as_object().unwrap().keys() {
+            assert!(
+                schema["properties"].get(key).is_some(),
+                "{key} is not in the schema"
+            );
+        }
+        for key in required {
+            let mut missing = written.clone();
+            missing.as_object_mut().unwrap().remove(key);
+            let parsed = parse(&serde_json::to_vec(&missing).unwrap());
+            let expect_poison = key != "format"; // without `format` it is a plain body
+            assert_eq!(
+                matches!(parsed, Body::Poison(_)),
+                expect_poison,
+                "without {key}: {parsed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_place_reads_back_as_a_place_and_an_old_reader_sees_a_grouped_task_not_due() {
+        let mut task = Envelope::new("report.mail", serde_json::json!({"n": 1}));
+        task.group = Some("customer-9".into());
+        task.on_dead = Some(OnDead::Pause);
+        let place = Place::of(&task, "customer-9", &task.id, StandsFor::Parents);
+        let bytes = place.to_bytes();
+        assert_eq!(parse(&bytes), Body::Place(place.clone()));
+
+        // What a reader that knows no places takes it for.
+        let old: Envelope = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(old.group.as_deref(), Some("customer-9"));
+        assert_eq!(old.retry_at, Some(PLACE_DUE_MS));
+        assert_eq!(old.payload, Value::Null);
+
+        let debounce = StandsFor::Debounce {
+            key: "doc-7".into(),
+        };
+        let place = Place::of(&task, "customer-9", "first", debounce);
+        assert_eq!(parse(&place.to_bytes()), Body::Place(place));
+    }
+
+    #[test]
+    fn a_place_this_version_cannot_read_is_poison() {
+        let mut body: Value = serde_json::from_slice(
+            &Place::of(
+                &Envelope::new("a", Value::Null),
+                "g",
+                "i",
+                StandsFor::Parents,
+            )
+            .to_bytes(),
+        )
+        .unwrap();
+        body["place"] = serde_json::json!({"signal": "k"});
+        let bytes = serde_json::to_vec(&body).unwrap();
+        match parse(&bytes) {
+            Body::Poison(reason) => assert!(reason.contains("place"), "{reason}"),
+            other => panic!("{other:?}"),
         }
     }
 }

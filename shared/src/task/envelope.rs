@@ -6,9 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::Debounce;
-use super::after::{OnParentDead, check_after};
-use super::field::{check_named, check_text};
-use super::names::{MAX_CONCURRENCY_KEY_NAME_BYTES, MAX_KEY_NAME_BYTES, check_names, fits_as_name};
+use super::after::OnParentDead;
 use super::size::check_size;
 use crate::lane::Priority;
 
@@ -224,95 +222,6 @@ impl Envelope {
         }
     }
 
-    /// What a publish refuses before writing anything: an empty id (the schema asks for one
-    /// character at least; `status` and `cancel` by id could not name the task), an empty
-    /// type, group or idempotency key, a control character in any of the fields a delivery
-    /// sends as a header or the queue names a znode after (id, type, group, keys, parents),
-    /// and any of those over its limit as a znode name (see `task::names`). The problem
-    /// names the field and the limit.
-    pub fn check_publishable(&self) -> Result<(), String> {
-        if self.id.is_empty() {
-            return Err(
-                "\"id\" is empty: give one of at least one character, or none for a fresh one"
-                    .into(),
-            );
-        }
-        check_text("id", &self.id)?;
-        check_named("type", &self.event_type)?;
-        if let Some(group) = &self.group {
-            check_named("group", group)?;
-        }
-        if let Some(key) = &self.idempotency_key {
-            check_named("idempotency_key", key)?;
-        }
-        if let Some(debounce) = &self.debounce {
-            check_text("debounce_key", &debounce.key)?;
-        }
-        check_names(self)?;
-        self.check_concurrency_key()?;
-        if let Some(debounce) = &self.debounce {
-            debounce.check()?;
-            if self.idempotency_key.is_some() {
-                return Err(
-                    "\"debounce_key\" and \"idempotency_key\" do not go together: a \
-                     debounced publish replaces the pending one, a keyed one refuses a second"
-                        .into(),
-                );
-            }
-        }
-        if let Some(batch) = &self.batch {
-            super::batch::check_batch_name(batch)?;
-            if self.debounce.is_some() || self.idempotency_key.is_some() {
-                return Err(
-                    "\"batch\" does not go with \"debounce_key\" or \"idempotency_key\" \
-                     (not supported yet: a member is counted when it is published)"
-                        .into(),
-                );
-            }
-        }
-        self.check_after()?;
-        match &self.idempotency_key {
-            Some(key) => fits_as_name("idempotency_key", key, MAX_KEY_NAME_BYTES),
-            None => Ok(()),
-        }
-    }
-
-    /// Dependencies: parents named well, and not with what counts a task when it is published
-    /// (a batch, a key, a debounce).
-    fn check_after(&self) -> Result<(), String> {
-        if self.after.is_empty() {
-            if self.on_parent_dead.is_some() {
-                return Err("\"on_parent_dead\" needs \"after\"".into());
-            }
-            return Ok(());
-        }
-        check_after(&self.id, &self.after)?;
-        if self.batch.is_some() || self.debounce.is_some() || self.idempotency_key.is_some() {
-            return Err(
-                "\"after\" does not go with \"batch\", \"debounce_key\" or \"idempotency_key\" \
-                 (not supported yet: each counts a task when it is published)"
-                    .into(),
-            );
-        }
-        Ok(())
-    }
-
-    /// A concurrency key must name its gate: at least one character, and at most
-    /// [`MAX_CONCURRENCY_KEY_NAME_BYTES`] as a znode name. (Consumers bury a task whose key
-    /// breaks this, with the problem as the reason.)
-    pub fn check_concurrency_key(&self) -> Result<(), String> {
-        let Some(key) = &self.concurrency_key else {
-            return Ok(());
-        };
-        if key.is_empty() {
-            return Err(
-                "\"concurrency_key\" is empty: give one of at least one character, or none".into(),
-            );
-        }
-        check_text("concurrency_key", key)?;
-        fits_as_name("concurrency_key", key, MAX_CONCURRENCY_KEY_NAME_BYTES)
-    }
-
     /// Serializes the envelope, refusing one too large for a znode.
     pub fn to_bytes(&self) -> crate::error::Result<Vec<u8>> {
         let bytes = serde_json::to_vec(self)?;
@@ -341,16 +250,9 @@ mod tests {
             assert!(!is_traceparent(bad), "{bad}");
         }
     }
-    use crate::task::body::{Body, parse};
+
     use crate::task::size::MAX_BODY_BYTES;
     use serde_json::json;
-
-    #[test]
-    fn an_envelope_round_trips() {
-        let mut e = Envelope::new("user.signup", json!({"user_id": 7}));
-        e.extra.insert("trace".into(), json!("abc"));
-        assert_eq!(parse(&e.to_bytes().unwrap()), Body::Envelope(e));
-    }
 
     #[test]
     fn a_plain_body_is_wrapped_with_its_type_and_creation_time() {
@@ -367,87 +269,6 @@ mod tests {
         assert_eq!(e.payload, json!({"event": "x.y"}));
         let untyped = Envelope::from_plain("task-0000000004", json!([1, 2]), 0);
         assert_eq!(untyped.event_type, "event");
-    }
-
-    #[test]
-    fn the_published_json_schema_matches_the_envelope() {
-        let schema: Value =
-            serde_json::from_str(include_str!("../../../docs/envelope.schema.json")).unwrap();
-        let required: Vec<&str> = schema["required"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
-        assert_eq!(required, ["format", "id", "type", "time", "payload"]);
-        let mut full = Envelope::new("a.b", json!({}));
-        full.group = Some("g".into());
-        full.idempotency_key = Some("k".into());
-        full.concurrency_key = Some("c".into());
-        full.batch = Some("b".into());
-        full.after = vec!["p".into()];
-        full.on_parent_dead = Some(OnParentDead::Run);
-        full.waiting_on = vec!["p".into()];
-        full.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
-        full.last_error = Some("e".into());
-        full.retry_at = Some(1);
-        full.interruptions = 2;
-        full.moved_from = vec!["task-0000000001".into()];
-        let written = serde_json::to_value(&full).unwrap();
-        for key in written.as_object().unwrap().keys() {
-            assert!(
-                schema["properties"].get(key).is_some(),
-                "{key} is not in the schema"
-            );
-        }
-        for key in required {
-            let mut missing = written.clone();
-            missing.as_object_mut().unwrap().remove(key);
-            let parsed = parse(&serde_json::to_vec(&missing).unwrap());
-            let expect_poison = key != "format"; // without `format` it is a plain body
-            assert_eq!(
-                matches!(parsed, Body::Poison(_)),
-                expect_poison,
-                "without {key}: {parsed:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_empty_id_or_a_key_too_long_as_a_znode_name_is_not_publishable() {
-        let mut e = Envelope::new("a", json!({}));
-        assert_eq!(e.check_publishable(), Ok(()));
-        e.idempotency_key = Some("k".repeat(MAX_KEY_NAME_BYTES));
-        assert_eq!(e.check_publishable(), Ok(()));
-        // Two bytes of UTF-8, six as a znode name.
-        e.idempotency_key = Some("é".repeat(MAX_KEY_NAME_BYTES / 6 + 1));
-        let problem = e.check_publishable().unwrap_err();
-        assert!(
-            problem.contains("\"idempotency_key\" is 1366 bytes, 4098"),
-            "{problem}"
-        );
-        e.idempotency_key = None;
-        e.concurrency_key = Some(String::new());
-        assert!(
-            e.check_publishable()
-                .unwrap_err()
-                .contains("\"concurrency_key\" is empty")
-        );
-        e.concurrency_key = Some("/".repeat(MAX_CONCURRENCY_KEY_NAME_BYTES / 3 + 1));
-        let problem = e.check_publishable().unwrap_err();
-        assert!(
-            problem.contains("\"concurrency_key\" is 342 bytes, 1026"),
-            "{problem}"
-        );
-        e.concurrency_key = Some("tenant-7".into());
-        assert_eq!(e.check_publishable(), Ok(()));
-        e.concurrency_key = None;
-        e.id = String::new();
-        assert!(
-            e.check_publishable()
-                .unwrap_err()
-                .contains("\"id\" is empty")
-        );
     }
 
     #[test]

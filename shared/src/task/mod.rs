@@ -14,7 +14,9 @@ mod field;
 pub mod json;
 mod line;
 mod names;
+mod pending_debounced;
 mod place;
+mod publishable;
 mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
@@ -22,17 +24,18 @@ use crate::progress::Progress;
 pub use crate::quoted::{SHOWN_BYTES, clipped, one_line, shown};
 pub use after::OnParentDead;
 pub use body::{Body, group_of, parse};
-pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, PendingDebounced, parse_span};
+pub use debounce::{Debounce, MAX_DEBOUNCE_KEY_NAME_BYTES, parse_span};
 pub use envelope::{Envelope, FORMAT, OnDead, OnDeadPolicy, is_traceparent};
 pub use field::check_text;
 pub use line::{envelope_from_value, parse_delay};
-pub(crate) use names::fits_as_name;
 pub use names::{
     MAX_CONCURRENCY_KEY_NAME_BYTES, MAX_GROUP_NAME_BYTES, MAX_ID_NAME_BYTES, MAX_KEY_NAME_BYTES,
     MAX_RUNNABLE_NAME_BYTES, MAX_TYPE_NAME_BYTES,
 };
+pub use pending_debounced::PendingDebounced;
 pub use place::{PLACE_DUE_MS, Place, StandsFor};
-pub use size::{MAX_BODY_BYTES, check_envelope_size, check_size};
+pub use publishable::check_envelope_size;
+pub use size::{MAX_BODY_BYTES, check_size};
 
 /// A claimed task, as a handler sees it.
 #[derive(Clone, Debug, PartialEq)]

@@ -33,7 +33,8 @@ use crate::handler::Handler;
 use crate::process::{self, RunOptions};
 use crate::queue::DeadLetterSink;
 use crate::queue::Queue;
-use crate::session::{Recovery, Session, recovery};
+use crate::queue::{Recovery, recovery};
+use crate::session::Session;
 
 /// How often an idle worker looks for tasks whose backoff ended.
 pub const WORKER_IDLE_CHECK: Duration = Duration::from_secs(5);

@@ -1,6 +1,6 @@
 //! The one retry policy: after a failed ZooKeeper request, whether to send it again on the same
-//! session, open a new session first, or give up. The functions, the worker and the CLI all
-//! decide through [`recovery`].
+//! session, open a new session first, or give up. The functions, the worker, the CLI and a
+//! publish riding out a lost connection (`outage.rs`) all decide through [`recovery`].
 
 use zookeeper_client as zk;
 
