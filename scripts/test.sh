@@ -17,16 +17,24 @@ cd "$(dirname "$0")/.."
 cargo=${CARGO:-cargo}
 # shellcheck source=scripts/lint-env.sh
 . scripts/lint-env.sh
+# Each phase's time, for the breakdown CI prints.
+phase_started=$SECONDS
+phase() {
+  echo "test.sh: $1 took $((SECONDS - phase_started))s"
+  phase_started=$SECONDS
+}
 
 "$cargo" build --workspace --all-targets || {
   echo "test.sh: the build (and its lints: clippy -D warnings) failed (above)" >&2
   exit 1
 }
+phase "the build"
 # The book: its reference pages from the binary just built, links and anchors checked.
 scripts/book/build.sh || {
   echo "test.sh: the book (make docs) failed (above)" >&2
   exit 1
 }
+phase "the book"
 
 "$cargo" nextest run --workspace --no-tests=fail
 tests=$?
@@ -36,6 +44,7 @@ if [ "$tests" = 0 ]; then
   "$cargo" test --workspace --benches
   tests=$?
 fi
+phase "the tests (nextest, then the benchmark's smoke run)"
 
 # The crate's doc-tests: nextest runs no doc-tests. The examples of the crate's docs run
 # against the ZooKeeper at ZK_TEST_ADDRESS, each in a chroot of its own. `testing` is the
@@ -43,6 +52,7 @@ fi
 "$cargo" test --doc -p event-bridge --features testing
 doc=$?
 [ "$doc" = 0 ] || echo "test.sh: the crate's doc-tests failed (above)" >&2
+phase "the doc-tests"
 
 # The crate as crates.io would take it: packaged (the file list, the manifest's fields) and
 # built from the package (`cargo package` verifies by building its lib and binary). The packaged
@@ -54,11 +64,13 @@ doc=$?
   --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false'
 package=$?
 [ "$package" = 0 ] || echo "test.sh: cargo package -p event-bridge failed (above)" >&2
+phase "cargo package"
 
 # The core alone, as a library user without default features builds it: its own lints
 # (dead code, imports only a feature uses).
 "$cargo" build -p event-bridge --no-default-features --lib
 lint=$?
 [ "$lint" = 0 ] || echo "test.sh: the core without default features does not build clean (above)" >&2
+phase "the core without default features"
 [ "$tests" = 0 ] || echo "test.sh: tests failed (above)" >&2
 [ "$tests" = 0 ] && [ "$doc" = 0 ] && [ "$package" = 0 ] && [ "$lint" = 0 ]
