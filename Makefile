@@ -120,9 +120,9 @@ docs: tools-book
 ## clippy's driver compiles the workspace's crates), the book (as make docs builds it, seconds),
 ## every test (unit, then each topic's target on a real ZooKeeper, the language packages as
 ## `packages` installed them) through cargo-nextest (each test its own process, all targets in
-## one pool: .config/nextest.toml), the benchmark's smoke run, the crate's doc-tests, `cargo
-## package -p event-bridge` (built from the package), and the core built without default
-## features. One build serves the tests and the binaries they run: `--all-targets` builds the
+## one pool: .config/nextest.toml) and, beside them at nice 10, the benchmark's smoke run, the
+## crate's doc-tests, `cargo package -p event-bridge` (built from the package), and the core
+## built without default features (their log: target/test-checks.log). One build serves the tests and the binaries they run: `--all-targets` builds the
 ## binaries with the tests' features (a plain `build --bins` leaves out the dev-dependencies'
 ## and compiles the core twice)
 test: zk-up moto-up tools packages

@@ -16,7 +16,10 @@
 #           an executable built from api/, and the static output is exactly public/.
 #
 # Nothing here deploys, logs in or needs AWS or Vercel credentials; `vercel dev` needs a login
-# and is not run. Settings: DEPLOY_VENV, PYTHON (python3), AWS_DEFAULT_REGION (us-east-1).
+# and is not run. Settings: DEPLOY_VENV, PYTHON (python3), AWS_DEFAULT_REGION (us-east-1),
+# DEPLOY_TARGET_DIR (the target directory of sam's and vercel's release builds; cargo's
+# default, target/, when unset: .ci/run gives them one of their own, so that they can build
+# while make test holds target/).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -34,6 +37,15 @@ export SAM_CLI_TELEMETRY=0
 export VERCEL_TELEMETRY_DISABLED=1
 export AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-us-east-1}
 export AWS_EC2_METADATA_DISABLED=true
+
+# Runs a command with CARGO_TARGET_DIR=$DEPLOY_TARGET_DIR when that is set.
+in_target_dir() {
+  if [ -n "${DEPLOY_TARGET_DIR:-}" ]; then
+    CARGO_TARGET_DIR=$DEPLOY_TARGET_DIR "$@"
+  else
+    "$@"
+  fi
+}
 
 say() { printf '\n== deploy-check: %s\n' "$*"; }
 fail() {
@@ -100,7 +112,7 @@ step_sam() {
 
   say "sam build --beta-features (cargo-lambda, release, arm64)"
   rm -rf .aws-sam
-  sam build --beta-features || fail "sam build failed"
+  in_target_dir sam build --beta-features || fail "sam build failed"
 
   say "what sam build produced"
   find .aws-sam -type f -printf '%10s  %p\n' | sort -k2
@@ -146,7 +158,7 @@ step_vercel() {
   printf '%s\n' '{"projectId":"prj_deploy_check_local","orgId":"team_deploy_check_local","settings":{"framework":null}}' \
     >.vercel/project.json
   rm -rf .vercel/output
-  "$vercel" build --yes || fail "vercel build failed"
+  in_target_dir "$vercel" build --yes || fail "vercel build failed"
 
   say "what vercel build produced"
   find .vercel/output -type f -printf '%10s  %p\n' | sort -k2
