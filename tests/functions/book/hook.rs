@@ -5,8 +5,10 @@
 //! - `POST /ok/…`: `200`;
 //! - `POST /down/…`: `503` (the HTTP sink retries it with backoff);
 //! - `POST /gone/…`: `410` (the HTTP sink sends the task to the dead letters);
+//! - `POST /hold/…`: `200`, once `GET /release` was asked (until then the task stays held);
 //! - `POST /wait/KEY`: a `202` that suspends the task until the signal `KEY` comes, with the
 //!   checkpoint `{"step": "asked"}`; a delivery that carries `resume` gets `200`;
+//! - `GET /release`: lets every held request (and each later one) be answered;
 //! - `GET /received`: a line per POST received so far, in order: its path, the envelope's
 //!   `type` and `payload`, `X-Event-Bridge-Attempt`, and `resume` when the envelope has one.
 
@@ -16,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
 /// The running server; dropped, it stops accepting.
 pub struct Hook {
@@ -29,10 +32,13 @@ impl Hook {
             .await
             .expect("bind the hook");
         let address = listener.local_addr().expect("its address").to_string();
-        let received: Arc<Mutex<Vec<String>>> = Arc::default();
+        let state = Arc::new(State {
+            received: Mutex::default(),
+            released: watch::channel(false).0,
+        });
         let accept = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, Arc::clone(&received)));
+                tokio::spawn(serve(stream, Arc::clone(&state)));
             }
         });
         Hook { address, accept }
@@ -50,6 +56,12 @@ impl Drop for Hook {
     }
 }
 
+/// What the hook keeps: the POSTs received, and whether held requests may be answered.
+struct State {
+    received: Mutex<Vec<String>>,
+    released: watch::Sender<bool>,
+}
+
 /// One request: its method, path, headers (names lowercased) and body.
 struct Request {
     method: String,
@@ -59,11 +71,17 @@ struct Request {
 }
 
 /// Answers the requests of one connection until the client closes it.
-async fn serve(stream: TcpStream, received: Arc<Mutex<Vec<String>>>) {
+async fn serve(stream: TcpStream, state: Arc<State>) {
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::new(read);
     while let Some(request) = read_request(&mut read).await {
-        let (status, body) = answer(&request, &received);
+        if request.method == "POST" && request.path.starts_with("/hold/") {
+            let mut released = state.released.subscribe();
+            if released.wait_for(|released| *released).await.is_err() {
+                return;
+            }
+        }
+        let (status, body) = answer(&request, &state);
         let response = format!(
             "HTTP/1.1 {status} Book\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
@@ -74,12 +92,16 @@ async fn serve(stream: TcpStream, received: Arc<Mutex<Vec<String>>>) {
     }
 }
 
-/// The status and body for `request`, recording a POST in `received`.
-fn answer(request: &Request, received: &Mutex<Vec<String>>) -> (u16, String) {
+/// The status and body for `request`, recording a POST.
+fn answer(request: &Request, state: &State) -> (u16, String) {
     if request.method == "GET" && request.path == "/received" {
-        let mut lines = received.lock().unwrap().join("\n");
+        let mut lines = state.received.lock().unwrap().join("\n");
         lines.push('\n');
         return (200, lines);
+    }
+    if request.method == "GET" && request.path == "/release" {
+        state.released.send_replace(true);
+        return (200, String::new());
     }
     let envelope: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
     let attempt = request
@@ -93,10 +115,10 @@ fn answer(request: &Request, received: &Mutex<Vec<String>>) -> (u16, String) {
     if let Some(resume) = envelope.get("resume") {
         line.push_str(&format!(" resume={resume}"));
     }
-    received.lock().unwrap().push(line);
+    state.received.lock().unwrap().push(line);
     let path = request.path.as_str();
     match path.split('/').nth(1) {
-        Some("ok") => (200, "{}".into()),
+        Some("ok" | "hold") => (200, "{}".into()),
         Some("down") => (503, "{}".into()),
         Some("gone") => (410, "{}".into()),
         Some("wait") if envelope.get("resume").is_some() => (200, "{}".into()),
