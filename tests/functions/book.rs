@@ -13,7 +13,10 @@
 //! of its own, which is killed when the page ends, passed or failed.
 //!
 //! `HOOK` names a webhook the test starts on loopback for the pages that deliver over HTTP
-//! (book/hook.rs says what it answers).
+//! (book/hook.rs says what it answers). A page whose sessions name `$VERCEL` gets the
+//! `process_events_vercel` binary serving on loopback as `cargo run --bin process_events_vercel`
+//! would, on the page's chroot, its address in `VERCEL` and its secrets in `PUBLISH_SECRET` and
+//! `CRON_SECRET`.
 
 mod hook;
 
@@ -22,6 +25,7 @@ use std::process::Command;
 
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 
+use harness::vercel::VercelBinary;
 use harness::{TestQueue, binary, workspace_root};
 
 /// One command of a session and the output the page shows for it.
@@ -109,6 +113,18 @@ async fn run_page(page: &str) -> usize {
         std::env::var("PATH").unwrap_or_default()
     );
     let hook = hook::Hook::start().await;
+    let secrets = [
+        ("PUBLISH_SECRET", "book-publish"),
+        ("CRON_SECRET", "book-cron"),
+    ];
+    let vercel = match markdown.contains("$VERCEL") {
+        true => Some(VercelBinary::start("process_events_vercel", &t.config, &secrets).await),
+        false => None,
+    };
+    let vercel_url = vercel
+        .as_ref()
+        .map(|v| format!("http://127.0.0.1:{}", v.port))
+        .unwrap_or_default();
     let mut groups = Groups(Vec::new());
     let mut ran = 0;
     for step in runnable_blocks(&markdown).iter().flat_map(|b| steps(b)) {
@@ -119,6 +135,8 @@ async fn run_page(page: &str) -> usize {
             .env("PATH", &path_var)
             .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
             .env("HOOK", hook.url())
+            .env("VERCEL", &vercel_url)
+            .envs(secrets)
             .env_remove("EVENT_BRIDGE_ROOT")
             .env_remove("ROUTES")
             .env_remove("ROUTES_FILE")
