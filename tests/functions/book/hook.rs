@@ -75,6 +75,9 @@ async fn serve(stream: TcpStream, state: Arc<State>) {
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::new(read);
     while let Some(request) = read_request(&mut read).await {
+        if request.method == "POST" {
+            state.received.lock().unwrap().push(line_of(&request));
+        }
         if request.method == "POST" && request.path.starts_with("/hold/") {
             let mut released = state.released.subscribe();
             if released.wait_for(|released| *released).await.is_err() {
@@ -92,17 +95,8 @@ async fn serve(stream: TcpStream, state: Arc<State>) {
     }
 }
 
-/// The status and body for `request`, recording a POST.
-fn answer(request: &Request, state: &State) -> (u16, String) {
-    if request.method == "GET" && request.path == "/received" {
-        let mut lines = state.received.lock().unwrap().join("\n");
-        lines.push('\n');
-        return (200, lines);
-    }
-    if request.method == "GET" && request.path == "/release" {
-        state.released.send_replace(true);
-        return (200, String::new());
-    }
+/// What `GET /received` lists of a POST.
+fn line_of(request: &Request) -> String {
     let envelope: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
     let attempt = request
         .headers
@@ -115,7 +109,21 @@ fn answer(request: &Request, state: &State) -> (u16, String) {
     if let Some(resume) = envelope.get("resume") {
         line.push_str(&format!(" resume={resume}"));
     }
-    state.received.lock().unwrap().push(line);
+    line
+}
+
+/// The status and body for `request`.
+fn answer(request: &Request, state: &State) -> (u16, String) {
+    if request.method == "GET" && request.path == "/received" {
+        let mut lines = state.received.lock().unwrap().join("\n");
+        lines.push('\n');
+        return (200, lines);
+    }
+    if request.method == "GET" && request.path == "/release" {
+        state.released.send_replace(true);
+        return (200, String::new());
+    }
+    let envelope: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
     let path = request.path.as_str();
     match path.split('/').nth(1) {
         Some("ok" | "hold") => (200, "{}".into()),
