@@ -354,3 +354,33 @@ fn deploy_commands_are_read_from_the_sh_blocks() {
                 A=1 tools/v/.bin/vercel build --yes\n```\n\n```console\nsam validate\n```\n";
     assert_eq!(deploy_commands(page), ["sam build", "vercel build --yes"]);
 }
+
+/// Pages of Guides and Operating that show no runnable session, and why.
+const WITHOUT_SESSION: &[(&str, &str)] = &[(
+    "operating/traces.md",
+    "its spans go to an OTLP receiver, which a shell session cannot read back \
+     (tests/sinks/traces.rs checks them)",
+)];
+
+/// Every guide and every operating page has a session that runs (but those
+/// [`WITHOUT_SESSION`] names), so that none of them shows commands no test runs.
+#[test]
+fn every_guide_and_operating_page_has_a_runnable_session() {
+    let src = workspace_root().join("docs/book/src");
+    let mut pages = Vec::new();
+    markdown_files(&src, &src.join("guides"), &mut pages);
+    markdown_files(&src, &src.join("operating"), &mut pages);
+    assert!(pages.len() >= 20, "guides and operating pages: {pages:?}");
+    let missing: Vec<&String> = pages
+        .iter()
+        .filter(|page| !WITHOUT_SESSION.iter().any(|(p, _)| p == page))
+        .filter(|page| {
+            let markdown = std::fs::read_to_string(src.join(page)).unwrap();
+            runnable_blocks(&markdown).is_empty()
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no `console,runs` session on {missing:?}"
+    );
+}
