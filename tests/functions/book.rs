@@ -16,7 +16,8 @@
 //! (book/hook.rs says what it answers). A page whose sessions name `$VERCEL` gets the
 //! `process_events_vercel` binary serving on loopback as `cargo run --bin process_events_vercel`
 //! would, on the page's chroot, its address in `VERCEL` and its secrets in `PUBLISH_SECRET` and
-//! `CRON_SECRET`.
+//! `CRON_SECRET`. Beside the workspace's binaries, the sessions use bash, coreutils, grep and
+//! curl only.
 
 mod hook;
 
