@@ -1,7 +1,8 @@
 //! The book's runnable sessions: every fenced block marked `console,runs` in a page of
 //! docs/book is run as it stands against the built `event-bridge`, in a chroot of its own, and
-//! what each command prints must match what the page shows. So the Getting started page (and
-//! any guide with such a block) cannot go stale: a changed flag, output or exit code fails here.
+//! what each command prints must match what the page shows. So the Getting started page, the
+//! guides and the other pages with such a block cannot go stale: a changed flag, output or exit
+//! code fails here.
 //!
 //! A block is a shell session: `$ command` lines, `> ` lines continuing the command before
 //! (a here-document), and the lines it prints. Each command runs with `bash -c` in a scratch
@@ -107,45 +108,20 @@ async fn run_page(page: &str) -> usize {
     let t = TestQueue::new().await;
     let scratch = std::env::temp_dir().join(format!("eb-book-{}", harness::uuid_like()));
     std::fs::create_dir_all(&scratch).unwrap();
-    let bin_dir = binary("event-bridge").parent().unwrap().to_path_buf();
-    let path_var = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let hook = hook::Hook::start().await;
-    let secrets = [
-        ("PUBLISH_SECRET", "book-publish"),
-        ("CRON_SECRET", "book-cron"),
-    ];
     let vercel = match markdown.contains("$VERCEL") {
-        true => Some(VercelBinary::start("process_events_vercel", &t.config, &secrets).await),
+        true => Some(VercelBinary::start("process_events_vercel", &t.config, &SECRETS).await),
         false => None,
     };
     let vercel_url = vercel
         .as_ref()
         .map(|v| format!("http://127.0.0.1:{}", v.port))
         .unwrap_or_default();
+    let env = session_env(&t.config.zookeeper, &hook.url(), &vercel_url);
     let mut groups = Groups(Vec::new());
     let mut ran = 0;
     for step in runnable_blocks(&markdown).iter().flat_map(|b| steps(b)) {
-        let child = Command::new("bash")
-            .arg("-c")
-            .arg(&step.command)
-            .current_dir(&scratch)
-            .env("PATH", &path_var)
-            .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
-            .env("HOOK", hook.url())
-            .env("VERCEL", &vercel_url)
-            .envs(secrets)
-            .env_remove("EVENT_BRIDGE_ROOT")
-            .env_remove("ROUTES")
-            .env_remove("ROUTES_FILE")
-            .process_group(0)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("run bash");
+        let child = bash(&step.command, &scratch, &env);
         if step.command.contains('&') {
             groups.0.push(child.id());
         }
@@ -175,8 +151,55 @@ async fn run_page(page: &str) -> usize {
     ran
 }
 
-/// The process groups of a page's commands that may start one in the background (`&`): what one left running in the background is killed
-/// with its group when the page ends, also when it fails.
+/// The secrets of the Vercel binary, given to the sessions too.
+const SECRETS: [(&str, &str); 2] = [
+    ("PUBLISH_SECRET", "book-publish"),
+    ("CRON_SECRET", "book-cron"),
+];
+
+/// The environment of a page's commands: the built binaries first on `PATH`, the page's chroot,
+/// the webhook's and the Vercel binary's addresses, the secrets.
+fn session_env(zookeeper: &str, hook: &str, vercel: &str) -> Vec<(&'static str, String)> {
+    let bin_dir = binary("event-bridge").parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut env = vec![
+        ("PATH", path),
+        ("ZOOKEEPER_CONNECTION_STRING", zookeeper.to_string()),
+        ("HOOK", hook.to_string()),
+        ("VERCEL", vercel.to_string()),
+    ];
+    env.extend(
+        SECRETS
+            .iter()
+            .map(|(name, value)| (*name, value.to_string())),
+    );
+    env
+}
+
+/// `command` started with `bash -c` in `scratch`, in a process group of its own, with `env`
+/// and without the settings of the test's own environment a page does not show.
+fn bash(command: &str, scratch: &std::path::Path, env: &[(&str, String)]) -> std::process::Child {
+    Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(scratch)
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .env_remove("EVENT_BRIDGE_ROOT")
+        .env_remove("ROUTES")
+        .env_remove("ROUTES_FILE")
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run bash")
+}
+
+/// The process groups of a page's commands that may leave one running in the background
+/// (`&`): killed when the page ends, also when it fails.
 struct Groups(Vec<u32>);
 
 impl Drop for Groups {
