@@ -75,7 +75,9 @@ pub struct ReapReport {
     /// Tasks woken by signals a signaller that stopped half-way left undelivered (see
     /// `queue::Signals::sweep`).
     pub signals_delivered: u32,
-    /// What the audit that nothing is stuck found in its sample (see `inspect::audit`).
+    /// What the audit that nothing is stuck found in its sample (see `inspect::audit`). Named
+    /// `audited` in JSON: the queue's counts beside it carry the kept record as `audit`.
+    #[serde(rename = "audited")]
     pub audit: Audit,
     /// The queue's counts after the sweep.
     #[serde(flatten)]
@@ -371,4 +373,47 @@ fn annotated(body: &[u8], age_ms: i64) -> Option<Vec<u8>> {
         "lease expired after {age_ms} ms without an extension"
     ));
     envelope.to_bytes().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::AuditRecord;
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+
+    /// The keys of a JSON object's text at its top level, in order: a duplicate shows twice
+    /// (a `serde_json::Value` would keep only the last).
+    fn top_level_keys(text: &str) -> Vec<String> {
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = Vec<String>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut keys = Vec::new();
+                while let Some((key, IgnoredAny)) = map.next_entry::<String, IgnoredAny>()? {
+                    keys.push(key);
+                }
+                Ok(keys)
+            }
+        }
+        let mut json = serde_json::Deserializer::from_str(text);
+        json.deserialize_map(Keys).expect("a JSON object")
+    }
+
+    #[test]
+    fn a_run_report_names_each_field_once_when_the_queue_keeps_an_audit_record() {
+        let mut report = ReapReport::default();
+        report.stats.audit = Some(AuditRecord {
+            stuck_tasks: 1,
+            ..AuditRecord::default()
+        });
+        let text = serde_json::to_string(&report).unwrap();
+        let keys = top_level_keys(&text);
+        let mut unique = keys.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(keys.len(), unique.len(), "a key twice in {text}");
+    }
 }
