@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 
 use event_bridge::queue::{Outcome, PublishOptions, Published};
-use event_bridge::task::{envelope_from_value, shown};
+use event_bridge::task::shown;
 use event_bridge::{CutShort, Envelope, Error, Queue, Session};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -82,7 +82,7 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
         _ => Some(check(queue, &path, &args.event_type, &stamp)?),
     };
     let keyed = args.idempotency_key.is_some();
-    let lines = envelopes(&path, &args.event_type)?;
+    let lines = envelopes(&path, &args.event_type, queue.features())?;
     let window = (session, &options, &mut unknown);
     let published = publish_lines(window, lines, total, keyed, &stamp).await?;
     if implicit && published == 0 {
@@ -397,8 +397,8 @@ fn check(
         let value: Value =
             serde_json::from_str(&line).map_err(|e| format!("{at}: not JSON: {e}"))?;
         let id = Envelope::id_given_in(&value).map(str::to_string);
-        let envelope =
-            envelope_from_value(value, Some(event_type)).map_err(|e| format!("{at}: {e}"))?;
+        let envelope = (queue.features().envelope_from_item(value, Some(event_type)))
+            .map_err(|e| format!("{at}: {e}"))?;
         if let Some(id) = id
             && let Some(first) = given.insert(id, i + 1)
         {
