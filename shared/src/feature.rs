@@ -123,6 +123,8 @@ impl Features {
             Some(_) => (self.0.iter())
                 .flat_map(|f| f.item_fields().iter())
                 .filter_map(|field| Some((*field, item.get(*field)?.clone())))
+                // A field given as `null` is absent, as the item's other fields are.
+                .filter(|(_, value)| !value.is_null())
                 .collect(),
         };
         let mut envelope = envelope_from_value(item, default_type)?;
@@ -215,6 +217,9 @@ mod tests {
             None,
             "a field nobody reads is dropped"
         );
+        let null = json!({"type": "t", "payload": {}, "colour": null});
+        let envelope = features.envelope_from_item(null, None).unwrap();
+        assert!(envelope.extra.is_empty(), "null is absent");
         let bad = json!({"type": "t", "payload": {}, "colour": 7});
         let problem = features.envelope_from_item(bad, None).unwrap_err();
         assert_eq!(problem, "\"colour\" must be a string");
