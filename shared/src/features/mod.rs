@@ -5,12 +5,14 @@
 //! core. What a feature keeps with a task is its section of the envelope
 //! ([`crate::task::Section`]).
 
+pub mod expiry;
+
 use std::sync::Arc;
 
 use crate::feature::{Feature, Features};
 
 /// Every feature, in the order the core asks them: what a [`crate::Queue`] is built with.
 pub fn registered() -> Features {
-    let list: Vec<Arc<dyn Feature>> = vec![];
+    let list: Vec<Arc<dyn Feature>> = vec![Arc::new(expiry::Expiry)];
     Features::new(list)
 }
