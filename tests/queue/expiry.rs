@@ -14,6 +14,7 @@ use event_bridge::state::State;
 use event_bridge::{Envelope, Handler, HandlerError, ProcessReport, Task, process};
 use serde_json::{Value, json};
 
+use crate::cli::eb;
 use harness::{Recorder, TestQueue, options};
 
 /// An envelope of type `t` that expires at ZooKeeper's `ms`.
@@ -176,6 +177,64 @@ async fn a_child_or_a_grouped_task_that_expires_while_it_waits_never_runs() {
     let mut expected = vec![("expired".to_string(), child.id), ("expired".into(), g2.id)];
     expected.sort();
     assert_eq!(dead, expected);
+}
+
+/// `publish --expires-in 10m` sets `expires_at` ten minutes past ZooKeeper's time at the
+/// publish; a JSON line's own `expires_at` is kept; one that is no time is refused, naming
+/// the field, and publishes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_sets_an_expiry_with_expires_in_or_a_line_s_expires_at() {
+    let t = TestQueue::new().await;
+    let before = t.now().await.now_ms();
+    let args = [
+        "publish",
+        "--type",
+        "t",
+        "--payload",
+        "{}",
+        "--expires-in",
+        "10m",
+    ];
+    let out = eb(&t, &args, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = t.now().await.now_ms();
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let task = t
+        .read_json(&format!("tasks/{}", printed["task"].as_str().unwrap()))
+        .await;
+    let at: ExpiresAt = serde_json::from_value(task["expires_at"].clone()).unwrap();
+    assert!(
+        (before + 600_000..=after + 600_000).contains(&at.ms()),
+        "{} not 10 min past the publish",
+        task["expires_at"]
+    );
+
+    let line = r#"{"type": "t", "payload": {}, "expires_at": "2030-01-01T12:00:00+02:00"}"#;
+    let out = eb(&t, &["publish", "-f", "-"], line);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let task = t
+        .read_json(&format!("tasks/{}", printed["task"].as_str().unwrap()))
+        .await;
+    assert_eq!(task["expires_at"], "2030-01-01T12:00:00+02:00");
+
+    let bad = r#"{"type": "t", "payload": {}, "expires_at": "in an hour"}"#;
+    let out = eb(&t, &["publish", "-f", "-"], bad);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"expires_at\" is malformed") && stderr.contains("RFC 3339"),
+        "{stderr}"
+    );
+    assert_eq!(t.children("tasks").await.len(), 2);
 }
 
 /// The library refuses an `expires_at` that is no time before anything is written.

@@ -4,7 +4,8 @@
 //! # How it works
 //!
 //! A task's expiry is its section `expires_at` (an RFC 3339 time, [`ExpiresAt`]), set by the
-//! library ([`ExpiresAt::set`]), or by an `expires_at` field of a JSON line or an HTTP
+//! library ([`ExpiresAt::set`]), by `event-bridge publish --expires-in 10m` (counted from
+//! ZooKeeper's time at the publish), or by an `expires_at` field of a JSON line or an HTTP
 //! publish item. It joins the core through three hooks ([`Expiry`]):
 //!
 //! - at publish, an `expires_at` that is no RFC 3339 time is refused, naming the field;
