@@ -24,7 +24,9 @@
 //!   it would; it is buried as expired when its turn comes and a claim meets it, never run.
 //!   Its children then see a dead parent, and its group goes on (or pauses, with `on_dead`).
 //!
-//! A publish with an `expires_at` already past is published: its first claim buries it.
+//! A publish with an `expires_at` already past is published: its first claim buries it. A task
+//! of a paused type is buried all the same when a claim meets it expired (a pause holds back
+//! runs, and this is none); one cancelled first goes to the dead letters as cancelled.
 //! Versions that know no expiry carry the field unread, and run such a task.
 
 mod hooks;
