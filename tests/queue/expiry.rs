@@ -249,3 +249,29 @@ async fn the_library_refuses_an_expiry_that_is_no_time() {
     assert!(batch.is_err());
     assert!(t.children("tasks").await.is_empty());
 }
+
+/// A claim that meets an expired task of a paused type buries it all the same (a pause holds
+/// back runs, and this is none); the type's task that has not expired waits for the resume.
+#[tokio::test]
+async fn an_expired_task_of_a_paused_type_is_buried_all_the_same() {
+    let t = TestQueue::new().await;
+    let paused = event_bridge::queue::PauseTarget::Type("report.send".into());
+    assert!(t.queue.pauses().pause(&paused).await.unwrap());
+    let now = t.now().await.now_ms();
+    let expired = expiring("report.send", now + 1_000);
+    let later = expiring("report.send", now + 600_000);
+    t.queue
+        .publish_many(&[expired.clone(), later])
+        .await
+        .unwrap();
+    let handler = Recorder::default();
+    let report = run_at(&t, &handler, now + 60_000).await;
+    assert_eq!((report.dead_lettered, handler.count()), (1, 0));
+    let dead = dead_letters(&t).await;
+    assert_eq!(reasons_and_ids(&dead), [("expired".into(), expired.id)]);
+    assert_eq!(
+        t.children("tasks").await.len(),
+        1,
+        "the other waits for the resume"
+    );
+}
