@@ -108,6 +108,10 @@
 //!   handler did not finish a task ([`HandlerError`], re-exported by `handler`).
 //! - [`task_result`]: what a handler answered, kept in the completion record (`KEEP_DONE`).
 //! - [`progress`]: a running handler's progress, carried by its lease's extensions.
+//! - [`feature`]: the hook interface: what a feature is to the core (its hooks at publish,
+//!   claim and in `explain`), and the registry of features the core iterates.
+//! - [`features`]: the features that join through those hooks, a folder each, and the one
+//!   list of them ([`features::registered`]).
 //! - [`resume`]: resumable tasks: steps that run once, durable sleeps, waits for signals
 //!   (the signals themselves are the `queue.signals()` recipe).
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
@@ -155,6 +159,8 @@ pub mod dashboard;
 pub mod dead;
 pub mod doctor;
 pub mod error;
+pub mod feature;
+pub mod features;
 pub mod handler;
 mod handler_error;
 pub mod inspect;

@@ -566,6 +566,49 @@ fn the_command_has_no_cycle() {
     check("bin/event-bridge/main.rs");
 }
 
+/// The top-level modules `from` names, directly or through the modules it names, in a crate
+/// whose root is `lib.rs` read from `files`.
+fn reached(files: &impl Files, from: &str) -> BTreeSet<String> {
+    let edges = load(files, "lib.rs").edges();
+    let top = edges.get(&Vec::new()).cloned().unwrap_or_default();
+    let mut reached = BTreeSet::new();
+    let mut next = vec![from.to_string()];
+    while let Some(module) = next.pop() {
+        for (_, to) in top.keys().filter(|(a, _)| *a == module) {
+            if reached.insert(to.clone()) {
+                next.push(to.clone());
+            }
+        }
+    }
+    reached
+}
+
+/// The hook interface (`feature.rs`) names nothing of the features (`features/`), not even
+/// through another module: the core's side of the wall never depends on a feature.
+#[test]
+fn the_hook_interface_reaches_nothing_of_the_features() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let reached = reached(&Disk(src), "feature");
+    assert!(
+        !reached.contains("features"),
+        "feature.rs reaches features/ through {reached:?}"
+    );
+}
+
+#[test]
+fn an_interface_that_reaches_a_feature_through_another_module_is_seen() {
+    let files: BTreeMap<&str, &str> = [
+        ("lib.rs", "mod feature;\nmod features;\nmod task;\n"),
+        ("feature.rs", "use crate::task::Envelope;\n"),
+        ("task.rs", "pub struct Envelope(crate::features::Expiry);\n"),
+        ("features.rs", "pub struct Expiry;\n"),
+    ]
+    .into_iter()
+    .collect();
+    assert!(reached(&files, "feature").contains("features"));
+    assert!(!reached(&files, "features").contains("feature"));
+}
+
 /// ARCHITECTURE's module table of the crate: each top-level module's row, with the modules its
 /// "May import" column names (`None` for "everything public below").
 fn architecture_rows() -> BTreeMap<String, Option<BTreeSet<String>>> {

@@ -181,6 +181,7 @@ pub struct Figures {
     pub latency_by_kind: Vec<(&'static str, Spread)>,
     // lanes
     pub lanes: crate::lanes::LaneFigures,
+    pub expiry: crate::expiry::ExpiryFigures,
     // fairness across keys
     pub fairness: crate::fairness::FairFigures,
     // debounce
@@ -402,9 +403,15 @@ pub fn judge(input: &Inputs) -> Figures {
         .collect();
     let any_cancel = |id: &str| cancelled.contains(id) || late.contains(id) || probed.contains(id);
     let died_with_parent = crate::after::AfterFigures::expected_dead(input);
+    // Judged by `expiry`: published expired, dead as expired.
+    let expired: HashSet<&str> = (published.sent.iter())
+        .filter(|s| s.kind == Kind::Expired)
+        .map(|s| s.id.as_str())
+        .collect();
     f.other_dead = (input.left.dead.iter())
         .filter(|d| !(any_cancel(d.id.as_str()) && d.reason == "cancelled"))
         .filter(|d| !died_with_parent.contains(&d.id))
+        .filter(|d| !(expired.contains(d.id.as_str()) && d.reason == "expired"))
         .map(|d| format!("{} ({}, id {}): {}", d.name, d.event_type, d.id, d.reason))
         .collect();
 
@@ -413,6 +420,7 @@ pub fn judge(input: &Inputs) -> Figures {
     keys(&mut f, input);
     limit(&mut f, input);
     f.lanes = crate::lanes::judge(input, &by_id);
+    f.expiry = crate::expiry::judge(input, &by_id);
     f.fairness = crate::fairness::judge(input, &by_id);
     f.debounce = crate::debounce::judge(input, &by_id);
     f.after = crate::after::judge(input, &by_id);
@@ -509,7 +517,7 @@ pub fn judge(input: &Inputs) -> Figures {
         .collect();
     f.plain_latency = Spread::of(plain);
     for kind in Kind::ALL {
-        if matches!(kind, Kind::Cancelled | Kind::Delayed) {
+        if matches!(kind, Kind::Cancelled | Kind::Delayed | Kind::Expired) {
             continue;
         }
         let values: Vec<f64> = (published.sent.iter())

@@ -20,7 +20,8 @@
 //! no tenant over its per-key cap, no high task left behind the low lane, no replaced
 //! debounced envelope delivered (and the last of each key delivered), the status of a pending
 //! debounced publish found under its key, a withdrawn one never delivered,
-//! one task per schedule slot, cancelled tasks never delivered and dead, no stale fencing
+//! one task per schedule slot, cancelled tasks never delivered and dead, no expired task run
+//! and each dead as expired (`expiry`), no stale fencing
 //! token, each sampled task's completion record keeping the receiver's answer to the claim
 //! that completed it as its result (`results`), duplicates no more than the faults explain,
 //! no task claimed again by the run that released it to another (`reclaims`), no recorded step
@@ -43,6 +44,7 @@ mod consumers;
 mod control;
 mod debounce;
 mod ensemble;
+mod expiry;
 mod fairness;
 mod faults;
 mod lanes;

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
+use event_bridge::features::expiry::ExpiresAt;
 use event_bridge::queue::{KeyState, Outcome, PublishOptions, Published as Answer};
 use event_bridge::task::{Debounce, Priority};
 use event_bridge::{Config, Envelope, Queue};
@@ -65,10 +66,13 @@ pub enum Kind {
     /// another key while it drains: fairness across keys (see `fairness`).
     Flood,
     Trickle,
+    /// Published with an `expires_at` already past: never run, dead as expired (see
+    /// `expiry`).
+    Expired,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Plain,
         Kind::Delayed,
         Kind::Keyed,
@@ -82,6 +86,7 @@ impl Kind {
         Kind::Debounced,
         Kind::Flood,
         Kind::Trickle,
+        Kind::Expired,
     ];
 
     pub fn event_type(self) -> &'static str {
@@ -99,6 +104,7 @@ impl Kind {
             Kind::Debounced => "chaos.debounced",
             Kind::Flood => FLOOD_TYPE,
             Kind::Trickle => TRICKLE_TYPE,
+            Kind::Expired => "chaos.expired",
         }
     }
 
@@ -117,6 +123,7 @@ impl Kind {
             Kind::Debounced => "debounced",
             Kind::Flood => "flood",
             Kind::Trickle => "trickle",
+            Kind::Expired => "expired",
         }
     }
 
@@ -253,7 +260,8 @@ impl Published {
             .map(|p| p.order.last.as_str())
             .collect();
         (self.sent.iter())
-            .filter(|s| s.kind != Kind::Cancelled && !self.replaced.contains(&s.id))
+            .filter(|s| !matches!(s.kind, Kind::Cancelled | Kind::Expired))
+            .filter(|s| !self.replaced.contains(&s.id))
             .filter(|s| !self.untold.contains(&s.id))
             .filter(|s| !s.dies_with_parent)
             .filter(|s| !probed.contains(s.id.as_str()))
@@ -292,6 +300,8 @@ pub async fn publish(
     let mut last_burst = Instant::now();
     // Ticks left that publish a trickle task; `None` before the flood.
     let mut trickle: Option<usize> = None;
+    // The tasks published already expired go out on the first tick.
+    let mut expired_sent = false;
     let end_estimate = Duration::from_secs_f64(total as f64 / rate);
     while sent_count < total || !plan.held.is_empty() {
         harness::real_time(
@@ -309,6 +319,10 @@ pub async fn publish(
         }
         let now_ms = producer.zk_now();
         let mut batch = Vec::new();
+        if !expired_sent {
+            batch.extend((0..crate::expiry::EXPIRED).map(|i| expired(i, now_ms)));
+            expired_sent = true;
+        }
         for n in sent_count..due {
             let (kind, mut envelope) = plan.task(n, now_ms);
             if kind == Kind::Keyed && fastrand::u32(..3) == 0 {
@@ -526,6 +540,14 @@ fn fair(kind: Kind, i: usize) -> (Kind, Envelope) {
     (kind, envelope)
 }
 
+/// The `i`th task published already expired at ZooKeeper time `now_ms`.
+fn expired(i: usize, now_ms: i64) -> (Kind, Envelope) {
+    let mut envelope = Envelope::new(Kind::Expired.event_type(), json!({ "expired": i }));
+    let past = ExpiresAt::at_ms(now_ms - 1).expect("in range");
+    past.set(&mut envelope);
+    (Kind::Expired, envelope)
+}
+
 /// The debounce of task number `n`'s three publishes.
 fn debounce(n: usize) -> Debounce {
     let (period, max) = match crate::debounce::probed(n) {
@@ -612,7 +634,12 @@ impl Plan {
                 envelope.after = parents.iter().map(|p| self.ids[p].clone()).collect();
                 envelope.on_parent_dead = on_parent_dead;
             }
-            Kind::Plain | Kind::Limited | Kind::Pausable | Kind::Flood | Kind::Trickle => {}
+            Kind::Plain
+            | Kind::Limited
+            | Kind::Pausable
+            | Kind::Flood
+            | Kind::Trickle
+            | Kind::Expired => {}
         }
         self.ids.insert(n, envelope.id.clone());
         (kind, envelope)

@@ -272,6 +272,15 @@ impl Outcome {
             flag(!f.lanes.violations.is_empty())
         );
         println!(
+            "expired     {:>6}  published already expired: never delivered, dead as expired ({} published, {} dead as expired, {} in doubt){}{}",
+            f.expiry.violations.len(),
+            f.expiry.published,
+            f.expiry.dead_expired,
+            f.expiry.unjudged,
+            some(&f.expiry.violations),
+            flag(!f.expiry.violations.is_empty())
+        );
+        println!(
             "fairness    {:>6}  most flood tasks first delivered between a trickle task's publish and its delivery ({} flood published, {} trickle delivered, {} judged; bound {}){}{}",
             f.fairness.worst,
             f.fairness.flood,
@@ -705,6 +714,13 @@ impl Outcome {
                 "requests of one tenant open at once beyond its per_key max_in_flight {}{}",
                 crate::consumers::TENANT_MAX_PER_KEY,
                 some(&f.over_key_limit_unexplained)
+            ),
+        );
+        fail(
+            !f.expiry.violations.is_empty(),
+            format!(
+                "expired tasks ran, or are not dead as expired{}",
+                some(&f.expiry.violations)
             ),
         );
         fail(

@@ -8,6 +8,7 @@ mod book;
 mod debounced;
 mod dependencies;
 mod emf;
+mod expiry;
 mod functions;
 mod methods;
 mod openapi;

@@ -15,6 +15,7 @@ mod dependencies;
 mod doctor;
 mod done;
 mod doors;
+mod expiry;
 mod explain;
 mod fairness;
 mod gone_parent;

@@ -23,7 +23,7 @@ fn message(reply: HttpReply) -> String {
 }
 
 fn refused(body: &[u8]) -> String {
-    match intake::read_batch(body, 1_000) {
+    match intake::read_batch(body, 1_000, &Default::default()) {
         Err(Refused::Bad(problem)) => message(HttpReply::bad_request(&problem)),
         Err(Refused::TooLarge(problem)) => message(HttpReply::too_large(&problem)),
         Ok(_) => panic!("{} was read", String::from_utf8_lossy(body)),

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use event_bridge::Envelope;
-use event_bridge::task::{MAX_BODY_BYTES, envelope_from_value, shown};
+use event_bridge::feature::Features;
+use event_bridge::task::{MAX_BODY_BYTES, shown};
 use serde_json::Value;
 
 use crate::HttpReply;
@@ -135,7 +136,7 @@ pub struct Batch {
 /// `on_dead`). Any bad item refuses the whole body, naming its line: one that is not a task,
 /// an empty id, an id an earlier line has, a key too long for a znode name, a task over
 /// ZooKeeper's znode limit.
-pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
+pub fn read_batch(body: &[u8], limit: usize, features: &Features) -> Result<Batch, Refused> {
     if body.len() > limit {
         return Err(Refused::TooLarge(format!(
             "the body is {} bytes, over PUBLISH_MAX_BYTES ({limit}): split it into smaller \
@@ -174,7 +175,7 @@ pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
     let mut first_with: HashMap<String, usize> = HashMap::new();
     let mut debounced: HashMap<String, usize> = HashMap::new();
     for (line, value) in items {
-        let envelope = item(line, value)?;
+        let envelope = item(line, value, features)?;
         if let Some(first) = first_with.insert(envelope.id.clone(), line) {
             return Err(Refused::Bad(format!(
                 "line {line}: id {} is also line {first}'s: ids must be unique within a \
@@ -197,9 +198,10 @@ pub fn read_batch(body: &[u8], limit: usize) -> Result<Batch, Refused> {
     Ok(batch)
 }
 
-/// The envelope on line `line`, refused when it is not one or is over the znode limit.
-fn item(line: usize, value: Value) -> Result<Envelope, Refused> {
-    let envelope = envelope_from_value(value, None)
+/// The envelope on line `line` (with the fields `features` read), refused when it is not one
+/// or is over the znode limit.
+fn item(line: usize, value: Value, features: &Features) -> Result<Envelope, Refused> {
+    let envelope = (features.envelope_from_item(value, None))
         .map_err(|problem| Refused::Bad(format!("line {line}: {problem}")))?;
     let size = envelope.to_bytes().map(|b| b.len()).unwrap_or(usize::MAX);
     if size > MAX_BODY_BYTES {
@@ -279,20 +281,36 @@ mod tests {
 
     #[test]
     fn a_body_is_one_object_or_json_lines_and_any_bad_line_refuses_it() {
-        let one = read_batch(br#"{"type": "a", "payload": {"n": 1}}"#, 1000).unwrap();
+        let one = read_batch(
+            br#"{"type": "a", "payload": {"n": 1}}"#,
+            1000,
+            &Features::default(),
+        )
+        .unwrap();
         assert_eq!((one.envelopes.len(), one.lines), (1, vec![1]));
         let many = b"{\"type\": \"a\", \"payload\": 1}\n\n{\"type\": \"b\", \"payload\": 2}\n";
-        assert_eq!(read_batch(many, 1000).unwrap().lines, [1, 3]);
+        assert_eq!(
+            read_batch(many, 1000, &Features::default()).unwrap().lines,
+            [1, 3]
+        );
         let bad = b"{\"type\": \"a\", \"payload\": 1}\nnot json\n";
         assert!(
-            matches!(read_batch(bad, 1000), Err(Refused::Bad(m)) if m.starts_with("line 2: not JSON"))
+            matches!(read_batch(bad, 1000, &Features::default()), Err(Refused::Bad(m)) if m.starts_with("line 2: not JSON"))
         );
         let untyped = br#"{"payload": 1}"#;
-        assert!(matches!(read_batch(untyped, 1000), Err(Refused::Bad(m)) if m.contains("type")));
-        assert!(matches!(read_batch(b"[1, 2]", 1000), Err(Refused::Bad(_))));
-        assert!(matches!(read_batch(b"  ", 1000), Err(Refused::Bad(_))));
+        assert!(
+            matches!(read_batch(untyped, 1000, &Features::default()), Err(Refused::Bad(m)) if m.contains("type"))
+        );
         assert!(matches!(
-            read_batch(&[b'x'; 2000], 1000),
+            read_batch(b"[1, 2]", 1000, &Features::default()),
+            Err(Refused::Bad(_))
+        ));
+        assert!(matches!(
+            read_batch(b"  ", 1000, &Features::default()),
+            Err(Refused::Bad(_))
+        ));
+        assert!(matches!(
+            read_batch(&[b'x'; 2000], 1000, &Features::default()),
             Err(Refused::TooLarge(_))
         ));
     }
@@ -300,13 +318,13 @@ mod tests {
     #[test]
     fn an_empty_or_repeated_id_refuses_the_body_naming_the_line() {
         let empty = b"{\"type\": \"a\", \"payload\": 1, \"id\": \"\"}";
-        let refused = read_batch(empty, 1000);
+        let refused = read_batch(empty, 1000, &Features::default());
         assert!(
             matches!(&refused, Err(Refused::Bad(m)) if m.starts_with("line 1: \"id\" is empty")),
             "{refused:?}"
         );
         let twice = b"{\"type\": \"a\", \"payload\": 1, \"id\": \"x\"}\n{\"type\": \"a\", \"payload\": 2, \"id\": \"x\"}";
-        let refused = read_batch(twice, 1000);
+        let refused = read_batch(twice, 1000, &Features::default());
         assert!(
             matches!(&refused, Err(Refused::Bad(m)) if m.starts_with("line 2: id \"x\" is also line 1's")),
             "{refused:?}"

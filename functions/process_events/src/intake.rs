@@ -28,7 +28,8 @@ pub async fn publish(app: &App, body: &[u8], path: &str, time_left: Duration) ->
     }
     let deadline = Instant::now() + time_left.saturating_sub(app.session.config().deadline_margin);
     let limit = app.session.config().publish_max_bytes;
-    let Batch { envelopes, lines } = match read_batch(body, limit) {
+    let features = app.session.queue().features().clone();
+    let Batch { envelopes, lines } = match read_batch(body, limit, &features) {
         Ok(batch) => batch,
         Err(Refused::TooLarge(problem)) => return HttpReply::too_large(&problem),
         Err(Refused::Bad(problem)) => return HttpReply::bad_request(&problem),

@@ -3,7 +3,8 @@
 //! with no catch-all, so a state added to the core does not build without one.
 //!
 //! It starts from [`status`], then asks each feature that can hold a pending task back
-//! whether it does: the pause, the task's due time, what goes first in its group (see `ahead`:
+//! whether it does: the pause, each registered feature's hook (its line, for a task in any
+//! state short of its end: [`crate::feature::Feature::explain`]), the task's due time, what goes first in its group (see `ahead`:
 //! its lock, else the first task of its group in its lane, with what holds that one back), the
 //! gates of its route and concurrency key, its cancel mark. A waiting child's parents:
 //! [`explain`] (the command) looks each up by id (the first [`PARENTS_LOOKED_UP`]; a look by id
@@ -195,6 +196,13 @@ pub enum Reason {
         /// Where that task waits, or that it died.
         stands_for: StandsFor,
     },
+    /// What a feature says of the task (see [`crate::feature::Feature::explain`]).
+    Feature {
+        /// The feature's name.
+        feature: String,
+        /// Its line.
+        says: String,
+    },
     /// Nothing goes by that name or id.
     NotFound,
 }
@@ -288,20 +296,34 @@ async fn of_state(
 ) -> Result<Vec<Reason>> {
     Ok(match (state, found) {
         (State::Debounced, Status::Debounced(info)) => vec![debounced(info)],
-        (State::Blocked, Status::Blocked { task }) => blocked(queue, now, task, depth).await?,
+        (State::Blocked, Status::Blocked { task }) => {
+            let mut reasons = blocked(queue, now, task, depth).await?;
+            reasons.extend(features_say(queue, now, task));
+            reasons
+        }
         (State::Pending, Status::Pending { task }) => {
             let mut reasons = held_back(queue, now, task, Some(depth)).await?;
-            if reasons.is_empty() {
-                reasons.push(Reason::Ready);
+            // A feature's line is said beside the others: it holds nothing back itself.
+            if (reasons.iter()).all(|r| matches!(r, Reason::Feature { .. })) {
+                reasons.insert(0, Reason::Ready);
             }
             reasons
         }
-        (State::Leased, Status::Leased { task }) => leased(queue, task).await?,
-        (State::Waiting, Status::Waiting { task }) => waiting(queue, task).await?,
+        (State::Leased, Status::Leased { task }) => {
+            let mut reasons = leased(queue, task).await?;
+            reasons.extend(features_say(queue, now, task));
+            reasons
+        }
+        (State::Waiting, Status::Waiting { task }) => {
+            let mut reasons = waiting(queue, task).await?;
+            reasons.extend(features_say(queue, now, task));
+            reasons
+        }
         (State::Sleeping, Status::Sleeping { task })
         | (State::AwaitingSignal, Status::AwaitingSignal { task }) => {
             let mut reasons = suspended(task).into_iter().collect::<Vec<_>>();
             reasons.extend(paused(queue, task).await?);
+            reasons.extend(features_say(queue, now, task));
             reasons
         }
         (State::Dead, Status::Dead { name, record }) => vec![dead(name, record)],
@@ -433,6 +455,7 @@ async fn held_back(
         });
     }
     reasons.extend(paused(queue, task).await?);
+    reasons.extend(features_say(queue, now, task));
     if let Some(envelope) = &task.envelope {
         if let Some(due_at_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
             reasons.push(Reason::NotDue {
@@ -462,6 +485,19 @@ async fn held_back(
         }
     }
     Ok(reasons)
+}
+
+/// What each feature says of a task not ended yet (nothing of a body that is no envelope).
+fn features_say(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Vec<Reason> {
+    let Some(envelope) = &task.envelope else {
+        return Vec::new();
+    };
+    (queue.features().explain(envelope, now.now_ms()).into_iter())
+        .map(|(feature, says)| Reason::Feature {
+            feature: feature.to_string(),
+            says,
+        })
+        .collect()
 }
 
 /// The pause that covers the task, if one does.
@@ -667,6 +703,7 @@ fn line(reason: &Reason, now_ms: i64) -> String {
             format!("cannot run ({problem}): it goes to the dead letters when claimed")
         }
         Reason::Ready => "ready: nothing holds it back; the next run claims it".to_string(),
+        Reason::Feature { says, .. } => says.clone(),
         other => ended_line(other, now_ms),
     }
 }

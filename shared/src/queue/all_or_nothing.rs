@@ -158,7 +158,8 @@ impl AllOrNothing<'_> {
     }
 
     /// Refuses `envelopes` before anything is written ([`Error::Unpublishable`], naming the
-    /// task) when one is not publishable ([`Envelope::check_publishable`]), two share an id,
+    /// task) when one is not publishable ([`Envelope::check_publishable`], or a feature's check of
+    /// its fields: [`crate::feature::Features::check_publish`]), two share an id,
     /// or their multi-op would be more than one request carries (1 MiB − 1, ZooKeeper's default
     /// `jute.maxbuffer`; a key's path counts, and a child's writes for its parents). An item
     /// repeating an earlier one's key writes nothing; one whose key turns out taken is counted
@@ -173,7 +174,9 @@ impl AllOrNothing<'_> {
         let mut debounced = HashSet::new();
         let mut total = MULTI_FRAMING;
         for (i, envelope) in envelopes.iter().enumerate() {
-            envelope.check_publishable().map_err(|p| refuse(i, p))?;
+            (envelope.check_publishable())
+                .and_then(|()| self.features().check_publish(envelope))
+                .map_err(|p| refuse(i, p))?;
             if let Some(first) = ids.insert(&envelope.id, i + 1) {
                 let id = &envelope.id;
                 let id = crate::task::shown(id);

@@ -162,6 +162,7 @@ pub use walk::{WIDEST, WINDOW, Walk, names_task};
 use crate::clock::ZkTime;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::feature::Features;
 use crate::layout::Layout;
 
 /// One queue on one ZooKeeper session.
@@ -176,6 +177,8 @@ pub struct Queue {
     acls: zk::Acls<'static>,
     /// Where dead letters also go, if anywhere.
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
+    /// The features its hooks call (see [`crate::feature`]).
+    features: Features,
 }
 
 impl std::fmt::Debug for Queue {
@@ -199,7 +202,20 @@ impl Queue {
             memory: Arc::default(),
             acls: acls(config),
             dead_letters: None,
+            features: crate::features::registered(),
         }
+    }
+
+    /// Calls `features`' hooks instead of the registered ones ([`crate::features::registered`],
+    /// what [`Queue::new`] gives).
+    pub fn with_features(mut self, features: Features) -> Self {
+        self.features = features;
+        self
+    }
+
+    /// The features whose hooks it calls.
+    pub fn features(&self) -> &Features {
+        &self.features
     }
 
     /// Sends every dead letter to `sink` too, after it is committed under `dead/`.

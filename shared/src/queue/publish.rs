@@ -12,6 +12,7 @@ use super::keys::Published;
 use super::landed::{Fate, Floors};
 use super::outage::{Outage, PublishOptions, in_doubt, refused, retriable};
 use crate::error::{Error, Result};
+use crate::feature::Features;
 use crate::lane::Lane;
 use crate::task::{self, Envelope};
 use crate::traces;
@@ -159,7 +160,7 @@ impl Queue {
         let envelopes = traces::stamped(envelopes, &span);
         let envelopes: &[Envelope] = &envelopes;
         async {
-            refuse_unpublishable(envelopes)?;
+            refuse_unpublishable(envelopes, self.features())?;
             let mut queue = self.clone();
             let mut outage = Outage::new(options);
             // Due times and checks are reads: made again once a session answers.
@@ -576,11 +577,13 @@ enum Settle<'l> {
 
 /// Refuses a publish of `envelopes` before anything is written when one can never be
 /// published (its fields, or its size: sent, the others around it would land and it not), or
-/// when two share an id (what is in doubt after a lost connection is found by id).
-fn refuse_unpublishable(envelopes: &[Envelope]) -> Result<()> {
+/// when two share an id (what is in doubt after a lost connection is found by id). Each
+/// feature checks its own fields ([`Features::check_publish`]).
+fn refuse_unpublishable(envelopes: &[Envelope], features: &Features) -> Result<()> {
     let mut ids: HashMap<&str, usize> = HashMap::new();
     for (i, envelope) in envelopes.iter().enumerate() {
         (envelope.check_publishable())
+            .and_then(|()| features.check_publish(envelope))
             .and_then(|()| task::check_envelope_size(envelope))
             .map_err(|problem| Error::Unpublishable {
                 item: i + 1,

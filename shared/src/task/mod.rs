@@ -17,6 +17,7 @@ mod names;
 mod pending_debounced;
 mod place;
 mod publishable;
+mod section;
 mod size;
 
 pub use crate::lane::{LaneWeights, Priority};
@@ -35,6 +36,7 @@ pub use names::{
 pub use pending_debounced::PendingDebounced;
 pub use place::{PLACE_DUE_MS, Place, StandsFor};
 pub use publishable::check_envelope_size;
+pub use section::Section;
 pub use size::{MAX_BODY_BYTES, check_size};
 
 /// A claimed task, as a handler sees it.

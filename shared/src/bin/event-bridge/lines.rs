@@ -4,13 +4,15 @@ use std::io::BufRead;
 use std::time::Duration;
 
 use event_bridge::Envelope;
+use event_bridge::feature::Features;
 
-/// The envelopes of a JSON-lines input (a file, or `-` for stdin), one at a time, each with
-/// its line's number (from 1); a bad line is an error naming its number. Blank lines are
+/// The envelopes of a JSON-lines input (a file, or `-` for stdin), with the fields `features`
+/// read, one at a time, each with its line's number (from 1); a bad line is an error naming its number. Blank lines are
 /// skipped.
 pub(crate) fn envelopes(
     path: &str,
     default_type: &str,
+    features: &Features,
 ) -> Result<impl Iterator<Item = Result<(usize, Envelope), String>>, String> {
     let reader: Box<dyn BufRead> = if path == "-" {
         Box::new(std::io::stdin().lock())
@@ -19,6 +21,7 @@ pub(crate) fn envelopes(
         Box::new(std::io::BufReader::new(file))
     };
     let (path, default_type) = (path.to_string(), default_type.to_string());
+    let features = features.clone();
     Ok(reader.lines().enumerate().filter_map(move |(i, line)| {
         let line = match line {
             Ok(line) if line.trim().is_empty() => return None,
@@ -29,7 +32,7 @@ pub(crate) fn envelopes(
             serde_json::from_str(&line)
                 .map_err(|e| format!("{path}:{}: not JSON: {e}", i + 1))
                 .and_then(|value| {
-                    event_bridge::task::envelope_from_value(value, Some(&default_type))
+                    (features.envelope_from_item(value, Some(&default_type)))
                         .map(|envelope| (i + 1, envelope))
                         .map_err(|e| format!("{path}:{}: {e}", i + 1))
                 }),

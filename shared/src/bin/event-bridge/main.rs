@@ -281,6 +281,11 @@ pub(crate) struct Publish {
     /// (as a JSON line's "delay"), at most a year.
     #[arg(long, value_parser = lines::parse_delay)]
     pub(crate) delay: Option<Duration>,
+    /// Not run if no run has started it within this long, by ZooKeeper's clock: it goes to the
+    /// dead letters as expired (1500ms, 30s, 10m, 2h, 1d). A JSON line may say its own
+    /// "expires_at" (RFC 3339).
+    #[arg(long, value_name = "DURATION", value_parser = lines::parse_delay)]
+    pub(crate) expires_in: Option<Duration>,
     /// How long a connection lost under the publish (a leader election) may stay lost: once
     /// ZooKeeper answers again within it, the tasks whose answers were lost are looked for
     /// (found ones printed) and the others sent again; past it, the publish stops, naming the
@@ -289,7 +294,7 @@ pub(crate) struct Publish {
     pub(crate) retry_for: Duration,
     /// Write --payload as the task body verbatim, without an envelope, as a producer that
     /// knows nothing of event-bridge would (it need not even be JSON).
-    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "group", "idempotency_key", "concurrency_key", "batch", "after", "priority", "debounce_key", "on_dead", "traceparent"])]
+    #[arg(long, requires = "payload", conflicts_with_all = ["delay", "expires_in", "group", "idempotency_key", "concurrency_key", "batch", "after", "priority", "debounce_key", "on_dead", "traceparent"])]
     pub(crate) raw: bool,
 }
 

@@ -18,8 +18,10 @@
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 
+use event_bridge::features::expiry::ExpiresAt;
 use event_bridge::queue::{Outcome, PublishOptions, Published};
-use event_bridge::task::{envelope_from_value, shown};
+use event_bridge::task::Section;
+use event_bridge::task::shown;
 use event_bridge::{CutShort, Envelope, Error, Queue, Session};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -82,7 +84,7 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
         _ => Some(check(queue, &path, &args.event_type, &stamp)?),
     };
     let keyed = args.idempotency_key.is_some();
-    let lines = envelopes(&path, &args.event_type)?;
+    let lines = envelopes(&path, &args.event_type, queue.features())?;
     let window = (session, &options, &mut unknown);
     let published = publish_lines(window, lines, total, keyed, &stamp).await?;
     if implicit && published == 0 {
@@ -158,6 +160,7 @@ struct Defaults {
     traceparent: Option<String>,
     on_dead: Option<event_bridge::task::OnDead>,
     retry_at: Option<i64>,
+    expires_at: Option<ExpiresAt>,
 }
 
 impl Defaults {
@@ -165,6 +168,14 @@ impl Defaults {
     async fn of(args: &Publish, queue: &Queue) -> Result<Self, Failure> {
         let retry_at = match args.delay {
             Some(delay) => Some(queue.server_time().await?.now_ms() + delay.as_millis() as i64),
+            None => None,
+        };
+        let expires_at = match args.expires_in {
+            Some(span) => {
+                let ms = queue.server_time().await?.now_ms() + span.as_millis() as i64;
+                let at = ExpiresAt::at_ms(ms).ok_or("--expires-in is too far ahead")?;
+                Some(at)
+            }
             None => None,
         };
         let on_dead = match args.on_dead.as_deref() {
@@ -204,6 +215,7 @@ impl Defaults {
             traceparent: args.traceparent.clone(),
             on_dead,
             retry_at,
+            expires_at,
         })
     }
 
@@ -226,6 +238,11 @@ impl Defaults {
         envelope.traceparent = (envelope.traceparent.take()).or_else(|| self.traceparent.clone());
         envelope.on_dead = envelope.on_dead.or(self.on_dead);
         envelope.retry_at = self.retry_at;
+        if let Some(at) = self.expires_at
+            && !envelope.extra.contains_key(ExpiresAt::KEY)
+        {
+            at.set(&mut envelope);
+        }
         envelope
     }
 }
@@ -397,8 +414,8 @@ fn check(
         let value: Value =
             serde_json::from_str(&line).map_err(|e| format!("{at}: not JSON: {e}"))?;
         let id = Envelope::id_given_in(&value).map(str::to_string);
-        let envelope =
-            envelope_from_value(value, Some(event_type)).map_err(|e| format!("{at}: {e}"))?;
+        let envelope = (queue.features().envelope_from_item(value, Some(event_type)))
+            .map_err(|e| format!("{at}: {e}"))?;
         if let Some(id) = id
             && let Some(first) = given.insert(id, i + 1)
         {

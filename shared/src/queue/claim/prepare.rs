@@ -1,6 +1,6 @@
 //! What a claim of a task just read comes to, short of taking it: a task that can never run
-//! (poison, out of attempts, a concurrency key no gate can be named after) or was cancelled
-//! is buried here; one in backoff or paused is answered, as is one whose group is busy when
+//! (poison, out of attempts, a concurrency key no gate can be named after, one a feature's
+//! claim hook refuses) or was cancelled is buried here; one in backoff or paused is answered, as is one whose group is busy when
 //! its lock is read first; the rest is rewritten with this attempt counted, ready for the
 //! claim's multi-op (which finds out whether a grouped task's group is busy otherwise).
 
@@ -9,6 +9,7 @@ use zookeeper_client as zk;
 use super::{Restraints, Take};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::feature::AtClaim;
 use crate::queue::Queue;
 use crate::queue::TaskOutcome;
 use crate::queue::bury::Burial;
@@ -147,6 +148,15 @@ impl Queue {
             let (attempts, last) = (envelope.attempts, envelope.last_error);
             let how = (attempts, OnDead::Continue, true);
             return self.bury_read(read, how, CANCELLED.into(), last).await;
+        }
+        // A feature that says the task never runs (see `crate::feature`): buried with its
+        // reason, whatever else holds the task back.
+        if let AtClaim::Bury { reason } = self.features().at_claim(&envelope, now.now_ms()) {
+            let on_dead = restraints.on_dead.for_task(&envelope);
+            let (attempts, last) = (envelope.attempts, envelope.last_error);
+            return self
+                .bury_read(read, (attempts, on_dead, false), reason, last)
+                .await;
         }
         if restraints.paused.covers(&envelope.event_type) {
             return Ok(Prepared::Decided(TaskOutcome::Paused));

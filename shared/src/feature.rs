@@ -1,0 +1,232 @@
+//! The hook interface: what a feature is to the core, and the registry the core iterates.
+//!
+//! A feature (a folder under `features/`) joins through the named hooks of [`Feature`]; the
+//! core calls each registered feature's hook at its point of a task's life and never names a
+//! feature itself. What a feature keeps with a task is its own section of the envelope
+//! ([`crate::task::Section`]), which the core carries without reading.
+//!
+//! The hooks and where the core calls them:
+//!
+//! - at the door (`event-bridge publish -f`'s JSON lines, an HTTP publish's items): the item
+//!   fields it reads ([`Feature::item_fields`]), carried into the envelope by
+//!   [`Features::envelope_from_item`];
+//! - at publish: [`Feature::check_publish`], before anything is written
+//!   (`Queue::publish_each`, `AllOrNothing::check_batch`);
+//! - at claim: [`Feature::at_claim`], whether the task may be taken now, in the claim's
+//!   preparation (`queue/claim/prepare.rs`): a task a feature refuses is buried there with
+//!   the feature's reason and never reaches a handler;
+//! - in `explain`: [`Feature::explain`], its line about the task (`inspect/explain.rs`).
+//!
+//! This module imports nothing of `features/` (`shared/tests/module_graph.rs` checks it):
+//! the registry's list is made there, and given to a [`crate::Queue`] when it is built.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::task::{Envelope, envelope_from_value};
+
+/// A feature, as the core calls it. Every hook has a default that does nothing, so a feature
+/// writes only the hooks it needs.
+pub trait Feature: Send + Sync + 'static {
+    /// Its name (its folder's under `features/`), in explanations and logs.
+    fn name(&self) -> &'static str;
+
+    /// The top-level fields of a JSON line or an HTTP publish item that it reads: each is
+    /// carried into the envelope as it is, as the section of that name.
+    fn item_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// At publish, before anything is written: what it refuses of `envelope` (its section
+    /// malformed), as a problem naming the field and its fix.
+    fn check_publish(&self, _envelope: &Envelope) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// At claim, at ZooKeeper's time `now_ms`: whether the task may be taken now.
+    fn at_claim(&self, _envelope: &Envelope, _now_ms: i64) -> AtClaim {
+        AtClaim::Take
+    }
+
+    /// In `explain`, at ZooKeeper's time `now_ms`: its line about a task that is not ended
+    /// yet, if it has one.
+    fn explain(&self, _envelope: &Envelope, _now_ms: i64) -> Option<String> {
+        None
+    }
+}
+
+/// What a feature says of a claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AtClaim {
+    /// The claim may go on.
+    Take,
+    /// The task never runs: it goes to the dead letters with `reason`.
+    Bury {
+        /// The dead letter's reason.
+        reason: String,
+    },
+}
+
+/// The registered features, in the order the core asks them. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Features(Arc<[Arc<dyn Feature>]>);
+
+impl std::fmt::Debug for Features {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl Features {
+    /// The features of `list`, asked in its order.
+    pub fn new(list: Vec<Arc<dyn Feature>>) -> Self {
+        Features(list.into())
+    }
+
+    /// Their names, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.0.iter().map(|f| f.name()).collect()
+    }
+
+    /// The first refusal of `envelope` at publish, naming the feature's field.
+    pub fn check_publish(&self, envelope: &Envelope) -> Result<(), String> {
+        self.0.iter().try_for_each(|f| f.check_publish(envelope))
+    }
+
+    /// Whether a claim at `now_ms` may take the task: the first feature that refuses says why.
+    pub fn at_claim(&self, envelope: &Envelope, now_ms: i64) -> AtClaim {
+        (self.0.iter())
+            .map(|f| f.at_claim(envelope, now_ms))
+            .find(|answer| *answer != AtClaim::Take)
+            .unwrap_or(AtClaim::Take)
+    }
+
+    /// Each feature's line about the task, with the feature's name.
+    pub fn explain(&self, envelope: &Envelope, now_ms: i64) -> Vec<(&'static str, String)> {
+        (self.0.iter())
+            .filter_map(|f| Some((f.name(), f.explain(envelope, now_ms)?)))
+            .collect()
+    }
+
+    /// The envelope a JSON line or an HTTP publish item asks for
+    /// ([`envelope_from_value`]), with the fields the features read carried into it, and
+    /// checked by them ([`Features::check_publish`]).
+    pub fn envelope_from_item(
+        &self,
+        item: Value,
+        default_type: Option<&str>,
+    ) -> Result<Envelope, String> {
+        // Without a payload the whole item is the payload: its fields are data.
+        let carried: Vec<(&str, Value)> = match item.get("payload") {
+            None => Vec::new(),
+            Some(_) => (self.0.iter())
+                .flat_map(|f| f.item_fields().iter())
+                .filter_map(|field| Some((*field, item.get(*field)?.clone())))
+                // A field given as `null` is absent, as the item's other fields are.
+                .filter(|(_, value)| !value.is_null())
+                .collect(),
+        };
+        let mut envelope = envelope_from_value(item, default_type)?;
+        for (field, value) in carried {
+            envelope.extra.insert(field.to_string(), value);
+        }
+        self.check_publish(&envelope)?;
+        Ok(envelope)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Refuses a claim of tasks whose `colour` is `red`, and a publish of one that is not a
+    /// string.
+    struct Colour;
+
+    impl Feature for Colour {
+        fn name(&self) -> &'static str {
+            "colour"
+        }
+        fn item_fields(&self) -> &'static [&'static str] {
+            &["colour"]
+        }
+        fn check_publish(&self, envelope: &Envelope) -> Result<(), String> {
+            match envelope.extra.get("colour") {
+                None | Some(Value::String(_)) => Ok(()),
+                Some(_) => Err("\"colour\" must be a string".into()),
+            }
+        }
+        fn at_claim(&self, envelope: &Envelope, _now_ms: i64) -> AtClaim {
+            match envelope.extra.get("colour") {
+                Some(c) if c == "red" => AtClaim::Bury {
+                    reason: "red".into(),
+                },
+                _ => AtClaim::Take,
+            }
+        }
+        fn explain(&self, envelope: &Envelope, now_ms: i64) -> Option<String> {
+            let colour = envelope.extra.get("colour")?;
+            Some(format!("{colour} at {now_ms}"))
+        }
+    }
+
+    /// Has no hooks of its own.
+    struct Quiet;
+
+    impl Feature for Quiet {
+        fn name(&self) -> &'static str {
+            "quiet"
+        }
+    }
+
+    fn both() -> Features {
+        Features::new(vec![Arc::new(Quiet), Arc::new(Colour)])
+    }
+
+    #[test]
+    fn each_hook_asks_every_feature_and_a_quiet_one_says_nothing() {
+        let features = both();
+        assert_eq!(features.names(), ["quiet", "colour"]);
+        let mut red = Envelope::new("t", json!({}));
+        red.extra.insert("colour".into(), json!("red"));
+        let refused = AtClaim::Bury {
+            reason: "red".into(),
+        };
+        assert_eq!(features.at_claim(&red, 5), refused);
+        assert_eq!(
+            features.explain(&red, 5),
+            [("colour", "\"red\" at 5".into())]
+        );
+        let plain = Envelope::new("t", json!({}));
+        assert_eq!(features.at_claim(&plain, 5), AtClaim::Take);
+        assert!(features.explain(&plain, 5).is_empty());
+        assert_eq!(Features::default().at_claim(&red, 5), AtClaim::Take);
+    }
+
+    #[test]
+    fn an_item_carries_the_fields_features_read_and_they_check_them() {
+        let features = both();
+        let item = json!({"type": "t", "payload": {}, "colour": "blue", "other": 1});
+        let envelope = features.envelope_from_item(item, None).unwrap();
+        assert_eq!(envelope.extra.get("colour"), Some(&json!("blue")));
+        assert_eq!(
+            envelope.extra.get("other"),
+            None,
+            "a field nobody reads is dropped"
+        );
+        let null = json!({"type": "t", "payload": {}, "colour": null});
+        let envelope = features.envelope_from_item(null, None).unwrap();
+        assert!(envelope.extra.is_empty(), "null is absent");
+        let bad = json!({"type": "t", "payload": {}, "colour": 7});
+        let problem = features.envelope_from_item(bad, None).unwrap_err();
+        assert_eq!(problem, "\"colour\" must be a string");
+        // Without a payload the item is the payload: its fields are data.
+        let bare = json!({"colour": "blue"});
+        let envelope = features.envelope_from_item(bare, Some("t")).unwrap();
+        assert!(envelope.extra.is_empty());
+        assert_eq!(envelope.payload, json!({"colour": "blue"}));
+    }
+}
