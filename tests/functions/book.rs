@@ -344,7 +344,8 @@ fn fenced_blocks(markdown: &str, info: &str) -> Vec<String> {
 
 /// The Deploying page shows the build commands `make deploy-check` runs, as it runs them: each
 /// `sam validate`, `sam build` and `vercel build` of the page is a command of
-/// scripts/deploy-check.sh (which calls the Vercel CLI as `"$vercel"`).
+/// scripts/deploy-check.sh (which calls the Vercel CLI as `"$vercel"`, and both builds through
+/// `in_target_dir`).
 #[test]
 fn the_deploying_page_shows_the_commands_deploy_check_runs() {
     let root = workspace_root();
@@ -354,7 +355,9 @@ fn the_deploying_page_shows_the_commands_deploy_check_runs() {
         .replace("\"$vercel\"", "vercel");
     let script_commands: Vec<String> = script
         .lines()
-        .map(|line| line.split("||").next().unwrap_or("").trim().to_string())
+        .map(|line| line.split("||").next().unwrap_or("").trim())
+        // A build runs through `in_target_dir`, which only sets its target directory.
+        .map(|command| command.trim_start_matches("in_target_dir ").to_string())
         .collect();
     let shown = deploy_commands(&page);
     for needed in ["sam validate", "sam build", "vercel build"] {
