@@ -189,8 +189,9 @@ impl Steps {
     /// - what `work` returned (nothing is recorded);
     /// - [`HandlerError::Suspended`] when stopping;
     /// - [`HandlerError::Permanent`] for a non-deterministic resume (another step where a
-    ///   recorded one should come), a recorded result that no longer reads as `T`, or a record
-    ///   over `CHECKPOINT_MAX_BYTES`: the task goes to the dead letters with that reason.
+    ///   recorded one should come), a recorded result that no longer reads as `T`, or a result
+    ///   that takes the envelope's part of the record over `CHECKPOINT_MAX_BYTES`: the task
+    ///   goes to the dead letters with that reason.
     pub async fn step<T, F>(&self, name: &str, work: F) -> Result<T, HandlerError>
     where
         T: Serialize + DeserializeOwned,
@@ -394,8 +395,8 @@ impl Steps {
         Some(bound.stop_at.saturating_duration_since(Instant::now()))
     }
 
-    /// The largest record the handler may keep (`CHECKPOINT_MAX_BYTES`); none when no run
-    /// holds the task.
+    /// The largest part of the record the envelope may keep (`CHECKPOINT_MAX_BYTES`: a
+    /// checkpoint, a step's result); none when no run holds the task.
     pub fn max_bytes(&self) -> Option<usize> {
         self.lock().bound.as_ref().map(|b| b.max_bytes)
     }
