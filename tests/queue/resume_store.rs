@@ -2,7 +2,8 @@
 //! of its own (`steps/<id>/<position>`) and rewrites the envelope with the record's tail only,
 //! so a step costs the same bytes at its 10th step and at its 300th; the record's cap no
 //! longer limits the number of steps; a record the previous version wrote (every entry in the
-//! envelope) resumes; and no step znode outlives its task, however it ends. Sizes are read from
+//! envelope) resumes, and one whose step znodes are gone is buried unrun; and no step znode
+//! outlives its task (completed, or its dead letter purged). Sizes are read from
 //! what ZooKeeper holds (each znode's `dataLength`), never timed.
 
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
@@ -267,4 +268,39 @@ async fn a_redriven_task_resumes_from_its_step_znodes_and_drops_them_when_it_com
     assert_eq!(report.completed, 1, "{report:?}");
     assert_eq!(ran.load(SeqCst), 1, "the charge ran once");
     assert_eq!(step_znodes(&t, &id).await, None);
+}
+
+/// A record whose step znodes are gone (deleted by hand) cannot resume: its handler would run
+/// its steps again, so the task goes to the dead letters saying so, without being run.
+#[tokio::test]
+async fn a_record_whose_step_znodes_are_gone_goes_to_the_dead_letters_unrun() {
+    let t = TestQueue::new().await;
+    let (id, name) = publish(&t, Envelope::new("export", json!({}))).await;
+    let calls = Arc::new(AtomicU32::new(0));
+    let handler = FnHandler(|task: Task| {
+        let calls = calls.clone();
+        async move {
+            calls.fetch_add(1, SeqCst);
+            task.steps.step("count", async { Ok(1) }).await?;
+            Err(task.steps.stop())
+        }
+    });
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    let chunk = t.queue.layout().step_chunk(&id, 0);
+    t.raw.delete(&chunk, None).await.unwrap();
+    let report = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.dead_lettered, 1, "{report:?}");
+    assert_eq!(calls.load(SeqCst), 1, "not run again");
+    let reason = t.read_json(&format!("dead/{name}")).await["reason"].clone();
+    assert_eq!(
+        reason,
+        json!(
+            "the record's step znodes do not read back: the record's stored entries stop at \
+             position 0, 1 were stored"
+        )
+    );
 }
