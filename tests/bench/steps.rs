@@ -4,10 +4,11 @@
 //! rewrote, the step znode it created, the lease it extended. Its time is the `step` call's
 //! (the step's work is nothing, so it is the multi-op's round trip), the median of the ten
 //! steps ending at that one, and of that the median over [`REPEATS`] such tasks (a server's
-//! fsync stalls a few writes now and then, whatever their step number). Target: the last step at most 1.2 times the 10th, in bytes and in
-//! time. Beside it, what a later run pays once to resume: the claim's read-back of the stored
-//! steps (time from the run's start until the handler is called), at 10 and 10 000 steps: it
-//! is one read per stored write, so it grows with the steps.
+//! fsync stalls a few writes now and then, whatever their step number). Target: the last
+//! step at most 1.2 times the 10th, in bytes and in time. Beside it, what a later run pays
+//! once to resume: the claim's read-back of the stored steps (time from the run's start until
+//! the handler is called), at 10 and 10 000 steps: it is one read per stored write, so it
+//! grows with the steps.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -101,9 +102,10 @@ fn print(rows: &[Written], read_back: &[(usize, Duration)]) {
     }
     println!("  target: last / 10th at most 1.2 (bytes and ms)");
     for (steps, took) in read_back {
+        let ms = took.as_secs_f64() * 1_000.0;
         println!(
-            "  resume of a record of {steps} steps: {:.1} ms from the run's start to the handler (its read-back; O(steps), once per claim)",
-            took.as_secs_f64() * 1_000.0
+            "  resume of a record of {steps} steps: {ms:.1} ms from the run's start to the \
+             handler (its read-back: O(steps), once per claim)"
         );
     }
 }

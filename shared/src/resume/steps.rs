@@ -8,9 +8,9 @@
 //! lease extension, and that extension's multi-op stores the new entry in a step znode of its
 //! own and rewrites the task's body with the record's tail ([`super::store`]; checked at the
 //! lease's version, so only the holder's write lands). One write per step, and it is the
-//! extension too; its size does not grow with the steps before it. A sleep, a wait or a stop ends the handler with
-//! [`HandlerError::Suspended`]; the holder then releases the task with its record
-//! ([`crate::process`]).
+//! extension too; its size does not grow with the steps before it. A sleep, a wait or a stop
+//! ends the handler with [`HandlerError::Suspended`]; the holder then releases the task with
+//! its record ([`crate::process`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
