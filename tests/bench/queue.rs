@@ -28,7 +28,7 @@
 //! real SQS would do; batched/unbatched is the comparison that carries.
 //!
 //! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
-//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics`, `fairness`, `debounce` or `baseline` (the before/after alone, with
+//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics`, `fairness`, `debounce`, `steps` (the resumable step curve, [`steps`]) or `baseline` (the before/after alone, with
 //! `BENCH_BASELINE_BIN` set)
 //! (only that section, [`coldstart`], [`semantics`] or [`fairness`], the second at the first of
 //! `BENCH_SIZES`), `BENCH_FAIR_BIG` (100000: the backlog of the fairness section), `BENCH_SEMANTICS_ROUNDS` (5). No tracing subscriber is installed, so logging costs nothing.
@@ -41,6 +41,7 @@ mod rss;
 mod scale;
 mod semantics;
 mod server;
+mod steps;
 
 use std::time::{Duration, Instant};
 
@@ -109,6 +110,7 @@ async fn bench() -> Result<()> {
         Ok("fairness") => return fairness::section(&addr, smoke).await,
         Ok("baseline") => return baseline::section(&addr).await,
         Ok("debounce") => return debounce::section(&addr, smoke).await,
+        Ok("steps") => return steps::section(&addr, smoke).await,
         Ok("semantics") => {
             let size = *env_list("BENCH_SIZES", "2000")?
                 .first()
@@ -197,6 +199,7 @@ async fn bench() -> Result<()> {
     semantics::section(&addr, smallest.size, concurrency).await?;
     fairness::section(&addr, smoke).await?;
     debounce::section(&addr, smoke).await?;
+    steps::section(&addr, smoke).await?;
     if !smoke {
         baseline::section(&addr).await?;
     }

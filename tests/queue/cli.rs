@@ -180,6 +180,7 @@ async fn init_creates_the_base_paths() {
             "paused",
             "schedules",
             "signals",
+            "steps",
             "tasks"
         ]
     );

@@ -36,6 +36,7 @@ mod reap;
 mod results;
 mod resume;
 mod resume_runs;
+mod resume_store;
 mod schedules;
 mod security;
 mod signals;

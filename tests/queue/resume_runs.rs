@@ -12,7 +12,7 @@ use event_bridge::clock::ZkTime;
 use event_bridge::handler::{FnHandler, HandlerError};
 use event_bridge::inspect::{self, Status};
 use event_bridge::queue::Signalled;
-use event_bridge::resume::{Then, WaitOutcome};
+use event_bridge::resume::{Entry, Then, WaitOutcome};
 use event_bridge::state::State;
 use event_bridge::{Envelope, RunOptions, Task, process};
 use serde_json::json;
@@ -201,7 +201,12 @@ async fn steps_awaited_together_replay_in_the_order_they_were_called() {
         panic!("retried in place")
     };
     let record = task.envelope.unwrap().resume.expect("a record");
-    let names: Vec<String> = record.done.iter().map(|e| e.label()).collect();
+    assert_eq!(record.stored, 2, "both in step znodes: {record:?}");
+    let names: Vec<String> = stored_entries(&t, &id, record.stored)
+        .await
+        .iter()
+        .map(|e| e.label())
+        .collect();
     assert_eq!(names, ["step \"a\"", "step \"b\""], "in call order");
     let second = process::run(&t.queue, &handler, &options(1, 1))
         .await
@@ -213,6 +218,18 @@ async fn steps_awaited_together_replay_in_the_order_they_were_called() {
     );
     assert_eq!((runs_a.load(SeqCst), runs_b.load(SeqCst)), (1, 1));
     assert_eq!(*seen.lock().unwrap(), [(10, 20), (10, 20)]);
+}
+
+/// The first `stored` entries of the record of the task with id `id`, read from its step
+/// znodes.
+async fn stored_entries(t: &TestQueue, id: &str, stored: usize) -> Vec<Entry> {
+    let folder = t.queue.layout().steps_of(id);
+    let mut chunks = Vec::new();
+    for name in t.raw.list_children(&folder).await.unwrap() {
+        let (data, _) = t.raw.get_data(&format!("{folder}/{name}")).await.unwrap();
+        chunks.push((name, data));
+    }
+    event_bridge::resume::store::join(stored, chunks).unwrap()
 }
 
 /// Cancels the task with id `id` and redrives its dead letter.

@@ -582,6 +582,67 @@ async fn a_202_with_a_checkpoint_resumes_the_task_with_it_and_a_signal_it_waited
     }
 }
 
+/// A webhook that answers `202` with `resume_in` forty times keeps its task's record flat: each
+/// sleep goes to a step znode once the next delivery ends it, so every delivery carries
+/// `resume.done` of the one sleep it was in and a record of the same size, under a 1 024-byte
+/// cap that forty sleeps in the envelope would pass (the previous version buried the task
+/// after about twenty). Time is driven: each run is 10 s of ZooKeeper time after the last.
+#[tokio::test]
+async fn forty_202_sleeps_keep_the_record_flat_and_leave_no_step_znode() {
+    const SLEEPS: usize = 40;
+    let t = TestQueue::with(|c| c.checkpoint_max_bytes = 1024).await;
+    let mut replies: Vec<Reply> = (0..SLEEPS)
+        .map(|i| {
+            let body = json!({"checkpoint": {"page": 1000 + i}, "resume_in": "1s"});
+            Reply::status(202).body(&body.to_string())
+        })
+        .collect();
+    replies.push(Reply::status(200).body("{}"));
+    let receiver = Receiver::start(replies).await;
+    let envelope = Envelope::new("export", json!({}));
+    let id = envelope.id.clone();
+    t.queue.publish_many(&[envelope]).await.unwrap();
+    let hook = Webhook::new(receiver.url("/export"), Duration::from_secs(10));
+    let start = t.now().await.now_ms();
+    for i in 0..=SLEEPS {
+        let at = ZkTime::at(start + 10_000 * i as i64);
+        let options = harness::options(1, 1);
+        let report = within(event_bridge::process::run_at(
+            &t.queue, &hook, &options, &at,
+        ))
+        .await
+        .unwrap();
+        let expected = if i < SLEEPS { (1, 0) } else { (0, 1) };
+        assert_eq!(
+            (report.suspended, report.completed),
+            expected,
+            "run {i}: {report:?}"
+        );
+    }
+    let bodies: Vec<Value> = (receiver.requests().iter())
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(bodies.len(), SLEEPS + 1);
+    let size = |i: usize| bodies[i]["resume"].to_string().len();
+    for (i, body) in bodies.iter().enumerate().skip(2) {
+        let resume = &body["resume"];
+        assert_eq!(resume["stored"], json!(i - 1), "delivery {i}: {resume}");
+        assert_eq!(resume["done"].as_array().map(Vec::len), Some(1), "{resume}");
+        assert_eq!(resume["checkpoint"], json!({"page": 1000 + i - 1}));
+    }
+    assert!(
+        size(SLEEPS) * 10 <= size(10) * 12,
+        "the record as delivered: {} bytes at the 10th, {} at the last",
+        size(10),
+        size(SLEEPS)
+    );
+    let folder = t.queue.layout().steps_of(&id);
+    assert!(
+        t.raw.check_stat(&folder).await.unwrap().is_none(),
+        "its step znodes went with it"
+    );
+}
+
 #[tokio::test]
 async fn a_malformed_202_suspension_goes_to_the_dead_letters_naming_its_problem() {
     let t = TestQueue::new().await;

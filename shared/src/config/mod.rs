@@ -89,8 +89,9 @@ pub struct Config {
     /// `LANE_WEIGHTS` (`high=6,normal=3,low=1`): consumers share their walks among the
     /// priority lanes by these weights; unset, they take high before normal before low.
     pub lane_weights: Option<crate::lane::LaneWeights>,
-    /// `CHECKPOINT_MAX_BYTES`: the largest record a resumable task may keep (its steps'
-    /// results and its checkpoint, as JSON).
+    /// `CHECKPOINT_MAX_BYTES`: the largest part of a resumable task's record its envelope
+    /// may keep (its checkpoint, the sleep or wait it is in, the steps not yet in step znodes,
+    /// as JSON): one step's result at most this, any number of steps.
     pub checkpoint_max_bytes: usize,
     /// `SIGNAL_KEEP_MS`: how long a signal no task waits for is kept for
     /// the first wait of its key.

@@ -77,10 +77,15 @@ pub(crate) async fn read(queue: &Queue, name: &str) -> Result<Option<(Value, i32
     }
 }
 
-/// Deletes dead letters, [`PAGE`] in flight at a time; returns how many were deleted.
+/// Deletes dead letters, [`PAGE`] in flight at a time; returns how many were deleted. A
+/// resumable task's step znodes (`steps/<id>/`, which a redrive would have resumed from) go
+/// with its dead letter.
 pub async fn purge(queue: &Queue, names: &[String]) -> Result<usize> {
     let mut deleted = 0;
     for page in names.chunks(PAGE) {
+        let stepped: Vec<(String, String)> = (read_page(queue, page).await?.into_iter())
+            .filter_map(|(name, record)| Some((name, stepped_id(&record)?)))
+            .collect();
         let deletes: Vec<_> = page
             .iter()
             .map(|n| queue.client().delete(&queue.layout().dead_letter(n), None))
@@ -88,10 +93,20 @@ pub async fn purge(queue: &Queue, names: &[String]) -> Result<usize> {
         for (name, result) in page.iter().zip(futures::future::join_all(deletes).await) {
             match result {
                 Ok(()) => deleted += 1,
-                Err(zk::Error::NoNode) => {}
+                Err(zk::Error::NoNode) => continue,
                 Err(e) => return Err(Error::zk("delete", queue.layout().dead_letter(name), e)),
+            }
+            if let Some((_, id)) = stepped.iter().find(|(n, _)| n == name) {
+                queue.drop_steps(id).await?;
             }
         }
     }
     Ok(deleted)
+}
+
+/// The envelope id of a dead letter's task when its record keeps entries in step znodes.
+fn stepped_id(record: &Value) -> Option<String> {
+    let envelope = record.get("body")?;
+    let stored = envelope.get("resume")?.get("stored")?.as_u64()?;
+    (stored > 0).then(|| envelope.get("id")?.as_str().map(String::from))?
 }

@@ -27,6 +27,9 @@
 //! ├── after/<id>                         a task waiting for its parents (`<id>` encoded)
 //! ├── dependents/<parent id>            a parent's marker: empty, then how it was settled
 //! │   └── <child id>                    a child waiting for it (both ids encoded)
+//! ├── steps/<id>/0000000042             a resumable task's recorded entries from position 42
+//! │                                     on (JSON array; `<id>` encoded): the record's part
+//! │                                     its envelope no longer keeps
 //! ├── schedules/<name>                  a recurring schedule (JSON; `<name>` encoded)
 //! │   └── <slot>                        the latest slot that made its task (ms, 13 digits)
 //! └── clock                             persistent, written to read ZooKeeper's own time
@@ -249,6 +252,21 @@ impl Layout {
         format!("{}/cancelled/{}", self.root, encode_segment(id))
     }
 
+    /// Resumable tasks' stored record entries, a folder per task.
+    pub fn steps(&self) -> String {
+        format!("{}/steps", self.root)
+    }
+
+    /// The folder of the task whose envelope id is `id`'s stored record entries.
+    pub fn steps_of(&self, id: &str) -> String {
+        format!("{}/steps/{}", self.root, encode_segment(id))
+    }
+
+    /// The znode of `id`'s record entries from position `first` on.
+    pub fn step_chunk(&self, id: &str, first: usize) -> String {
+        format!("{}/{first:010}", self.steps_of(id))
+    }
+
     /// What the last audit found stuck (absent when it found nothing).
     pub fn audit(&self) -> String {
         format!("{}/audit", self.root)
@@ -405,6 +423,7 @@ impl Layout {
             self.after(),
             self.dependents(),
             self.signals(),
+            self.steps(),
             self.clock(),
             self.paused(),
         ]);
@@ -478,6 +497,7 @@ mod tests {
                 "/a/b/after",
                 "/a/b/dependents",
                 "/a/b/signals",
+                "/a/b/steps",
                 "/a/b/clock",
                 "/a/b/paused"
             ]

@@ -119,6 +119,14 @@ impl<H: Handler> Run<'_, H> {
         if let Some(again) = lease.task.steps.suspended_until(self.now.now_ms()) {
             return self.suspend_again(lease, again).await;
         }
+        if let Some(failed) = self.read_back(&lease).await {
+            self.queue().gates().free_slots(&lease.take_slots()).await;
+            let outcome = match failed {
+                HandlerError::Permanent(why) => self.bury(lease, &why, None).await?,
+                other => self.settle_failure(lease, other).await?,
+            };
+            return Ok(Ran::Settled(outcome, true, name));
+        }
         let started = Instant::now();
         let span = crate::traces::attempt_span(self.queue().layout().root(), &lease.task);
         let ended = (self.run_handler(&mut lease, claimed_at))
@@ -176,6 +184,31 @@ impl<H: Handler> Run<'_, H> {
         };
         super::attempt_trace::record(&span, failure, &outcome);
         Ok(Ran::Settled(outcome, true, name))
+    }
+
+    /// Reads back the record's entries stored in step znodes ([`crate::resume::store`]), once
+    /// per claim: the handler's replay needs them all, so this costs one read per stored write
+    /// (pipelined), and the steps this run records later stay in its memory. What keeps the
+    /// handler from running: the znodes not read (retried) or not whole (buried).
+    async fn read_back(&self, lease: &Lease) -> Option<HandlerError> {
+        let steps = &lease.task.steps;
+        let stored = steps.to_read_back();
+        if stored == 0 {
+            return None;
+        }
+        let id = &lease.task.envelope.id;
+        match self.queue().read_steps(id, stored).await {
+            Ok(Ok(earlier)) => {
+                steps.read_back(earlier);
+                None
+            }
+            Ok(Err(why)) => Some(HandlerError::Permanent(format!(
+                "the record's step znodes do not read back: {why}"
+            ))),
+            Err(e) => Some(HandlerError::Retryable(format!(
+                "the record's step znodes were not read: {e}"
+            ))),
+        }
     }
 
     /// Releases a task whose handler was stopped, without counting the attempt. A stop at the

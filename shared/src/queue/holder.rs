@@ -26,6 +26,7 @@ use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::delay_bucket_of;
 use crate::lease::LeaseData;
+use crate::resume::store::Unwritten;
 
 impl Queue {
     /// Refreshes a held lease (its `mtime` and `timestamp`), if it is still ours, writing the
@@ -66,11 +67,14 @@ impl Queue {
         let data = LeaseData::new(self.consumer_id())
             .with_progress(lease.task.progress.latest())
             .to_bytes();
-        let record = lease.task.steps.unwritten();
-        let body = match &record {
-            Some((_, record)) => Some(with_record(&lease.task.envelope, record)?),
+        let write = lease.task.steps.unwritten();
+        let body = match &write {
+            Some(write) => Some(with_record(&lease.task.envelope, &write.record)?),
             None => None,
         };
+        let chunk = self
+            .chunk_of(&lease.task.envelope.id, write.as_ref())
+            .await?;
         let mut multi = Multi::new();
         match &body {
             Some(body) => multi.push(Part::Task, Op::Set(&task_path, body, lease.task_version)),
@@ -80,6 +84,9 @@ impl Queue {
             Part::Lease,
             Op::Set(&lease_path, &data, lease.lease_version),
         );
+        if let Some((path, data)) = &chunk {
+            multi.push(Part::Steps, Op::Create(path, data));
+        }
         match self.commit("extend", &multi).await? {
             Ok(results) => {
                 if let Some(zk::MultiWriteResult::SetData { stat }) =
@@ -87,12 +94,12 @@ impl Queue {
                 {
                     lease.lease_version = stat.version;
                 }
-                if let (Some(zk::MultiWriteResult::SetData { stat }), Some((n, record))) =
-                    (multi.result(&results, Part::Task), record)
+                if let (Some(zk::MultiWriteResult::SetData { stat }), Some(write)) =
+                    (multi.result(&results, Part::Task), write)
                 {
                     lease.task_version = stat.version;
-                    lease.task.envelope.resume = Some(record);
-                    lease.task.steps.wrote(n);
+                    lease.task.envelope.resume = Some(write.record.clone());
+                    lease.task.steps.wrote(&write);
                 }
                 tracing::debug!(task = %name, fencing_token = lease.task.fencing_token, "lease extended");
                 Ok(Ok(()))
@@ -102,6 +109,23 @@ impl Queue {
             }
             Err(failed) => Err(failed.unexpected("extend")),
         }
+    }
+
+    /// The step znode `write` stores (its path and bytes) for the task whose envelope id is
+    /// `id`, when it stores entries; its folder is made first when it is the task's first.
+    async fn chunk_of(
+        &self,
+        id: &str,
+        write: Option<&Unwritten>,
+    ) -> Result<Option<(String, Vec<u8>)>> {
+        let Some(write) = write else { return Ok(None) };
+        let Some(data) = write.chunk_bytes()? else {
+            return Ok(None);
+        };
+        if write.first == 0 {
+            self.ensure_steps_folder(id).await?;
+        }
+        Ok(Some((self.layout().step_chunk(id, write.first), data)))
     }
 
     /// Whether the lease znode is still the one this claim created (its `czxid` is the claim's
@@ -140,15 +164,16 @@ impl Queue {
             slots: Vec::new(),
             ..lease
         };
-        let record = lease.task.steps.record();
+        let write = lease.task.steps.record();
+        let chunk = (self.chunk_of(&lease.task.envelope.id, write.as_ref())).await?;
         let envelope = &mut lease.task.envelope;
         if !back.count_attempt {
             envelope.attempts = envelope.attempts.saturating_sub(1);
         }
         envelope.last_error = back.error.map(short).or(envelope.last_error.take());
         envelope.retry_at = back.due_ms;
-        if record.is_some() {
-            envelope.resume = record;
+        if let Some(write) = write {
+            envelope.resume = Some(write.record);
         }
         let body = match envelope.to_bytes() {
             Ok(body) => body,
@@ -189,6 +214,7 @@ impl Queue {
                 lock,
                 reread: false,
                 extra: back.extra,
+                chunk,
             },
         )
         .await
@@ -272,7 +298,7 @@ async fn released(queue: &Queue, lease: &Lease) -> Result<bool> {
 /// Whether the task holds the record an extension whose reply was lost wrote; if so,
 /// `lease` takes the task's version and the record counts as written.
 async fn record_landed(queue: &Queue, lease: &mut Lease) -> Result<bool> {
-    let Some((n, record)) = lease.task.steps.unwritten() else {
+    let Some(write) = lease.task.steps.unwritten() else {
         return Ok(false);
     };
     let path = queue.layout().task(&lease.task.name);
@@ -281,12 +307,12 @@ async fn record_landed(queue: &Queue, lease: &mut Lease) -> Result<bool> {
         Err(zk::Error::NoNode) => return Ok(false),
         Err(e) => return Err(Error::zk("get", path, e)),
     };
-    if data != with_record(&lease.task.envelope, &record)? {
+    if data != with_record(&lease.task.envelope, &write.record)? {
         return Ok(false);
     }
     lease.task_version = stat.version;
-    lease.task.envelope.resume = Some(record);
-    lease.task.steps.wrote(n);
+    lease.task.envelope.resume = Some(write.record.clone());
+    lease.task.steps.wrote(&write);
     Ok(true)
 }
 
@@ -315,6 +341,8 @@ struct Release {
     reread: bool,
     /// Writes a feature added.
     extra: Vec<Extra>,
+    /// The step znode the record's write stores, if any (its path and bytes).
+    chunk: Option<(String, Vec<u8>)>,
 }
 
 impl Write for Release {
@@ -350,6 +378,9 @@ impl Write for Release {
         }
         for extra in &self.extra {
             multi.push(Part::Signal, extra.op());
+        }
+        if let Some((path, data)) = &self.chunk {
+            multi.push(Part::Steps, Op::Create(path, data));
         }
     }
 

@@ -97,6 +97,7 @@ mod slot_writes;
 mod slots;
 mod stale;
 mod start;
+mod step_store;
 mod turns;
 mod walk;
 mod write;
@@ -157,6 +158,7 @@ pub(crate) use signals::{Look, Waiter, taken_note, waiter_name};
 pub use signals::{SIGNALLER_GRACE_MS, Signalled, Signals};
 pub use slots::{SlotShare, claim_token, tasks_in as slot_tasks};
 pub use start::Start;
+pub use step_store::DROP_PER_MULTI;
 pub use walk::{WIDEST, WINDOW, Walk, names_task};
 
 use crate::clock::ZkTime;

@@ -77,6 +77,8 @@ pub(crate) enum Part {
     Blocked,
     /// A signal, a signal key, or a task's registration as a waiter of one (`signals/`).
     Signal,
+    /// A resumable task's step znode (`steps/<id>/…`), or their folder.
+    Steps,
     /// A schedule's znode, at the version its firer read.
     #[cfg(feature = "schedule")]
     Schedule,

@@ -25,7 +25,7 @@ pub struct Settings {
     pub keep_done: Option<Duration>,
     /// `LANE_WEIGHTS`: how passes share their walks among the lanes (strict when unset).
     pub lane_weights: Option<LaneWeights>,
-    /// `CHECKPOINT_MAX_BYTES`: the largest record a resumable task may keep.
+    /// `CHECKPOINT_MAX_BYTES`: the largest part of a resumable task's record its envelope keeps.
     pub checkpoint_max_bytes: usize,
     /// `SIGNAL_KEEP_MS`: how long a signal no task waits for is kept.
     pub signal_keep: Duration,

@@ -2,6 +2,8 @@
 //! longer than one invocation finishes across many.
 //!
 //! - [`record`]: what a task has done so far, kept in its envelope (`resume`), and its replay.
+//! - [`store`]: the record's entries the envelope no longer keeps, in step znodes
+//!   (`steps/<id>/`), so that a step's write does not grow with the run.
 //! - [`steps`]: [`Steps`], the handle a handler asks for its work through.
 //! - `order`: new work recorded in the order it was asked for (steps awaited together).
 //! - `signal_key`: what a signal's key may be ([`check_signal_key`]).
@@ -15,6 +17,7 @@ mod order;
 pub mod record;
 mod signal_key;
 pub mod steps;
+pub mod store;
 
 pub use record::{Entry, Mismatch, Record, WaitOutcome};
 pub use signal_key::{MAX_SIGNAL_KEY_NAME_BYTES, check_signal_key};

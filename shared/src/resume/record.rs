@@ -2,6 +2,11 @@
 //! of it: the handler asks for its steps in order, and each ask is matched against what was
 //! recorded at that position. A recorded step answers with its result; an ask past the end is
 //! new work; an ask that differs from the record is a non-deterministic resume.
+//!
+//! The envelope keeps only the record's tail: its first `stored` entries are kept in step
+//! znodes of their own (`steps/<id>/`, see [`super::store`]), so that a step's write does not
+//! grow with the steps before it. A record written before that (every entry in `done`) has
+//! `stored` 0 and reads as it did.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -12,7 +17,14 @@ pub struct Record {
     /// The handler version the task's first step ran under (`EVENT_BRIDGE_HANDLER_VERSION`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// Each step, sleep, wait and patch the handler asked for, in order.
+    /// How many of the first entries are kept in step znodes rather than in `done`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stored: usize,
+    /// How many of those `stored` entries are steps (what `status` counts without reading them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stored_steps: usize,
+    /// Each step, sleep, wait and patch the handler asked for, in order, from position `stored`
+    /// on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub done: Vec<Entry>,
     /// The handler's own checkpoint ([`super::Steps::checkpoint`], a webhook's `202` answer).
@@ -140,13 +152,27 @@ impl Ask<'_> {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 impl Record {
-    /// Answers `ask` at `position` (from 0).
+    /// Answers `ask` at `position` (from 0); `earlier` holds the `stored` entries read from
+    /// their znodes.
     ///
     /// # Errors
     /// [`Mismatch`] when the record has another entry there.
-    pub fn replay(&self, position: usize, ask: &Ask<'_>) -> Result<Replayed<'_>, Mismatch> {
-        let Some(entry) = self.done.get(position) else {
+    pub fn replay<'r>(
+        &'r self,
+        earlier: &'r [Entry],
+        position: usize,
+        ask: &Ask<'_>,
+    ) -> Result<Replayed<'r>, Mismatch> {
+        let entry = match position.checked_sub(self.stored) {
+            None => earlier.get(position),
+            Some(at) => self.done.get(at),
+        };
+        let Some(entry) = entry else {
             return Ok(Replayed::New);
         };
         if entry.answers(ask) {
@@ -174,14 +200,54 @@ impl Record {
 
     /// How many steps (of kind step) it has done.
     pub fn steps_done(&self) -> usize {
-        let step = |e: &&Entry| matches!(e, Entry::Step { .. });
-        self.done.iter().filter(step).count()
+        self.stored_steps + steps_in(&self.done)
     }
 
-    /// Its size as written, in bytes of JSON.
+    /// How many entries it has, stored ones included: the position new work takes.
+    pub fn len(&self) -> usize {
+        self.stored + self.done.len()
+    }
+
+    /// Whether it has no entry at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its size as the envelope keeps it (the entries not yet stored included), in bytes of
+    /// JSON: what `CHECKPOINT_MAX_BYTES` caps.
     pub fn size(&self) -> usize {
         serde_json::to_vec(self).map_or(usize::MAX, |b| b.len())
     }
+
+    /// How many of `done`'s first entries the next write stores in a step znode: all but a
+    /// sleep or a wait last, which `status`, a redrive and a signal read from the envelope
+    /// (and a wait's outcome is written into it later).
+    pub fn to_store(&self) -> usize {
+        match self.done.last() {
+            Some(Entry::Sleep { .. } | Entry::Wait { .. }) => self.done.len() - 1,
+            _ => self.done.len(),
+        }
+    }
+
+    /// The record as the envelope keeps it once `done`'s first `count` entries are stored.
+    pub fn after_storing(&self, count: usize) -> Record {
+        let count = count.min(self.done.len());
+        Record {
+            version: self.version.clone(),
+            stored: self.stored + count,
+            stored_steps: self.stored_steps + steps_in(&self.done[..count]),
+            done: self.done[count..].to_vec(),
+            checkpoint: self.checkpoint.clone(),
+        }
+    }
+}
+
+/// How many of `entries` are steps.
+pub(crate) fn steps_in(entries: &[Entry]) -> usize {
+    entries
+        .iter()
+        .filter(|e| matches!(e, Entry::Step { .. }))
+        .count()
 }
 
 #[cfg(test)]
@@ -201,7 +267,7 @@ mod tests {
                 Entry::Sleep { until_ms: 10 },
                 Entry::Patch { id: "fix".into() },
             ],
-            checkpoint: None,
+            ..Record::default()
         }
     }
 
@@ -209,29 +275,29 @@ mod tests {
     fn a_recorded_ask_answers_with_its_entry_and_one_past_the_end_is_new() {
         let r = record();
         assert!(matches!(
-            r.replay(0, &Ask::Step("fetch")),
+            r.replay(&[], 0, &Ask::Step("fetch")),
             Ok(Replayed::Recorded(Entry::Step { result, .. })) if *result == json!(3)
         ));
         assert!(matches!(
-            r.replay(1, &Ask::Sleep),
+            r.replay(&[], 1, &Ask::Sleep),
             Ok(Replayed::Recorded(_))
         ));
         assert!(matches!(
-            r.replay(2, &Ask::Patch("fix")),
+            r.replay(&[], 2, &Ask::Patch("fix")),
             Ok(Replayed::Recorded(_))
         ));
-        assert_eq!(r.replay(3, &Ask::Step("send")), Ok(Replayed::New));
+        assert_eq!(r.replay(&[], 3, &Ask::Step("send")), Ok(Replayed::New));
     }
 
     #[test]
     fn another_step_where_one_was_recorded_names_both() {
-        let err = record().replay(0, &Ask::Step("charge")).unwrap_err();
+        let err = record().replay(&[], 0, &Ask::Step("charge")).unwrap_err();
         assert_eq!(
             err.to_string(),
             "non-deterministic resume at step 1: expected step \"fetch\", got step \"charge\""
         );
         let keys = ["approval".to_string()];
-        let err = record().replay(1, &Ask::Wait(&keys)).unwrap_err();
+        let err = record().replay(&[], 1, &Ask::Wait(&keys)).unwrap_err();
         assert_eq!(
             err.to_string(),
             "non-deterministic resume at step 2: expected sleep, got wait for [\"approval\"]"
@@ -241,7 +307,7 @@ mod tests {
     #[test]
     fn a_patch_asked_where_the_record_has_other_work_is_not_taken() {
         assert_eq!(
-            record().replay(0, &Ask::Patch("new")),
+            record().replay(&[], 0, &Ask::Patch("new")),
             Ok(Replayed::Unpatched)
         );
     }
@@ -265,5 +331,42 @@ mod tests {
         assert_eq!(back.steps_done(), 1);
         r.done.pop();
         assert_eq!(r.suspended_in(), None, "a patch last: running");
+    }
+
+    #[test]
+    fn a_write_stores_every_entry_but_a_sleep_or_wait_last_and_replays_across_both() {
+        let r = record();
+        assert_eq!(r.to_store(), 3, "a patch last is stored too");
+        let mut waiting = r.clone();
+        waiting.done.push(Entry::Sleep { until_ms: 30 });
+        assert_eq!(
+            waiting.to_store(),
+            3,
+            "the sleep it is in stays in the envelope"
+        );
+        let kept = waiting.after_storing(3);
+        assert_eq!((kept.stored, kept.stored_steps, kept.len()), (3, 1, 4));
+        assert_eq!(kept.done, [Entry::Sleep { until_ms: 30 }]);
+        assert_eq!(kept.steps_done(), 1);
+        assert!(matches!(kept.suspended_in(), Some(Entry::Sleep { .. })));
+        let earlier = &r.done;
+        assert!(matches!(
+            kept.replay(earlier, 0, &Ask::Step("fetch")),
+            Ok(Replayed::Recorded(Entry::Step { .. }))
+        ));
+        assert!(matches!(
+            kept.replay(earlier, 3, &Ask::Sleep),
+            Ok(Replayed::Recorded(Entry::Sleep { until_ms: 30 }))
+        ));
+        assert_eq!(kept.replay(earlier, 4, &Ask::Sleep), Ok(Replayed::New));
+        let json = serde_json::to_value(&kept).unwrap();
+        assert_eq!(
+            (json["stored"].clone(), json["stored_steps"].clone()),
+            (json!(3), json!(1))
+        );
+        assert!(
+            serde_json::to_value(&r).unwrap().get("stored").is_none(),
+            "old form unchanged"
+        );
     }
 }

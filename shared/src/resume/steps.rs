@@ -5,11 +5,12 @@
 //! ([`super::record`]): what is recorded answers at once; what is new runs and is recorded.
 //!
 //! A step's result is written before `step` returns: the handle asks the holder for an early
-//! lease extension, and that extension's multi-op rewrites the task's body with the record
-//! (checked at the lease's version, so only the holder's write lands). One write per step,
-//! and it is the extension too. A sleep, a wait or a stop ends the handler with
-//! [`HandlerError::Suspended`]; the holder then releases the task with its record
-//! ([`crate::process`]).
+//! lease extension, and that extension's multi-op stores the new entry in a step znode of its
+//! own and rewrites the task's body with the record's tail ([`super::store`]; checked at the
+//! lease's version, so only the holder's write lands). One write per step, and it is the
+//! extension too; its size does not grow with the steps before it. A sleep, a wait or a stop
+//! ends the handler with [`HandlerError::Suspended`]; the holder then releases the task with
+//! its record ([`crate::process`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,7 @@ use tokio::time::Instant;
 
 use super::order::{Fate, Order};
 use super::record::{Ask, Entry, Record, Replayed, WaitOutcome};
+use super::store::Unwritten;
 use crate::clock::ZkTime;
 use crate::handler_error::HandlerError;
 
@@ -66,7 +68,10 @@ enum Written {
 
 #[derive(Debug, Default)]
 struct Inner {
+    /// The record as the envelope keeps it, with the entries recorded since the last write.
     record: Record,
+    /// Its `stored` entries, read back from their znodes at the claim or stored by this run.
+    earlier: Vec<Entry>,
     /// Whether the task had a record, or the handler asked for anything.
     used: bool,
     /// The next position to replay, or to take for new work.
@@ -93,7 +98,8 @@ pub struct Binding {
     pub now: ZkTime,
     /// From then on the handler should stop ([`Steps::stopping`]).
     pub stop_at: Instant,
-    /// The largest record it may write (`CHECKPOINT_MAX_BYTES`).
+    /// The largest record it may write (`CHECKPOINT_MAX_BYTES`): the envelope's part of it
+    /// with the entries not yet stored.
     pub max_bytes: usize,
     /// The handler's version (`EVENT_BRIDGE_HANDLER_VERSION`).
     pub version: Option<String>,
@@ -153,7 +159,9 @@ impl PartialEq for Steps {
 }
 
 impl Steps {
-    /// The handle of a task claimed with `record` (none: it never asked for anything).
+    /// The handle of a task claimed with `record` (none: it never asked for anything). A
+    /// record with stored entries needs them read back ([`Steps::read_back`]) before its
+    /// handler runs.
     pub fn resumed(record: Option<Record>) -> Self {
         let steps = Steps::default();
         if let Some(record) = record {
@@ -181,8 +189,9 @@ impl Steps {
     /// - what `work` returned (nothing is recorded);
     /// - [`HandlerError::Suspended`] when stopping;
     /// - [`HandlerError::Permanent`] for a non-deterministic resume (another step where a
-    ///   recorded one should come), a recorded result that no longer reads as `T`, or a record
-    ///   over `CHECKPOINT_MAX_BYTES`: the task goes to the dead letters with that reason.
+    ///   recorded one should come), a recorded result that no longer reads as `T`, or a result
+    ///   that takes the envelope's part of the record over `CHECKPOINT_MAX_BYTES`: the task
+    ///   goes to the dead letters with that reason.
     pub async fn step<T, F>(&self, name: &str, work: F) -> Result<T, HandlerError>
     where
         T: Serialize + DeserializeOwned,
@@ -269,7 +278,10 @@ impl Steps {
         let mut inner = self.lock();
         self.use_it(&mut inner);
         let position = inner.cursor;
-        match inner.record.replay(position, &Ask::Patch(id)) {
+        match inner
+            .record
+            .replay(&inner.earlier, position, &Ask::Patch(id))
+        {
             Ok(Replayed::Recorded(_)) => {
                 inner.cursor += 1;
                 true
@@ -383,8 +395,8 @@ impl Steps {
         Some(bound.stop_at.saturating_duration_since(Instant::now()))
     }
 
-    /// The largest record the handler may keep (`CHECKPOINT_MAX_BYTES`); none when no run
-    /// holds the task.
+    /// The largest part of the record the envelope may keep (`CHECKPOINT_MAX_BYTES`: a
+    /// checkpoint, a step's result); none when no run holds the task.
     pub fn max_bytes(&self) -> Option<usize> {
         self.lock().bound.as_ref().map(|b| b.max_bytes)
     }
@@ -436,7 +448,7 @@ impl Steps {
             )));
         }
         let position = inner.cursor;
-        match inner.record.replay(position, ask) {
+        match inner.record.replay(&inner.earlier, position, ask) {
             Ok(Replayed::Recorded(entry)) => {
                 let entry = entry.clone();
                 inner.cursor += 1;
@@ -459,7 +471,7 @@ impl Steps {
     fn reserve(&self) -> Slot<'_> {
         let mut inner = self.lock();
         let id = inner.order.reserve();
-        inner.cursor = inner.record.done.len() + inner.order.pending();
+        inner.cursor = inner.record.len() + inner.order.pending();
         Slot {
             steps: self,
             id,
@@ -487,7 +499,7 @@ impl Steps {
             return;
         };
         let lost = inner.order.give_up(id);
-        inner.cursor = inner.record.done.len() + inner.order.pending();
+        inner.cursor = inner.record.len() + inner.order.pending();
         drop(inner);
         self.0.recorded.notify_waiters();
         // A sleep or wait the handler suspended in can no longer be recorded.
@@ -542,8 +554,9 @@ impl Steps {
 
     fn timed_out(&self) -> WaitOutcome {
         let mut inner = self.lock();
-        let position = inner.cursor - 1;
-        if let Some(Entry::Wait { outcome, .. }) = inner.record.done.get_mut(position) {
+        let position = (inner.cursor - 1).checked_sub(inner.record.stored);
+        let entry = position.and_then(|at| inner.record.done.get_mut(at));
+        if let Some(Entry::Wait { outcome, .. }) = entry {
             *outcome = Some(WaitOutcome::Timeout);
         }
         inner.changes += 1;
@@ -602,7 +615,7 @@ impl Slot<'_> {
                 inner.record.done.push(entry);
                 inner.changes += 1;
             }
-            inner.cursor = inner.record.done.len() + inner.order.pending();
+            inner.cursor = inner.record.len() + inner.order.pending();
         }
         steps.0.recorded.notify_waiters();
         steps.check_size(&label).map(|()| self.id)
@@ -624,18 +637,28 @@ impl Steps {
         self.lock().bound = Some(binding);
     }
 
-    /// The record to write, and its change number, when a change is not written yet.
-    pub(crate) fn unwritten(&self) -> Option<(u64, Record)> {
+    /// The write of the record, when a change is not written yet.
+    pub(crate) fn unwritten(&self) -> Option<Unwritten> {
         let inner = self.lock();
         let written = match *self.0.written.borrow() {
             Written::Upto(n) => n,
             Written::Lost => return None,
         };
-        (inner.changes > written).then(|| (inner.changes, inner.record.clone()))
+        (inner.changes > written).then(|| Unwritten::of(inner.changes, &inner.record))
     }
 
-    /// The holder wrote the record as of change `n`.
-    pub(crate) fn wrote(&self, n: u64) {
+    /// The holder made `write`: its chunk is stored, the record written as of its change.
+    pub(crate) fn wrote(&self, write: &Unwritten) {
+        {
+            let mut inner = self.lock();
+            // Once: a write the holder learns of twice (its reply lost) moves nothing again.
+            if inner.record.stored == write.first && !write.chunk.is_empty() {
+                let count = write.chunk.len();
+                inner.record = inner.record.after_storing(count);
+                inner.earlier.extend(write.chunk.iter().cloned());
+            }
+        }
+        let n = write.change;
         self.0.written.send_modify(|w| {
             if let Written::Upto(m) = w {
                 *m = (*m).max(n);
@@ -676,11 +699,30 @@ impl Steps {
         self.0.flush.notified().await;
     }
 
-    /// The record as it stands, for the body of a release or a completion: none when the task
+    /// The write of the record as it stands, for the body of a release: none when the task
     /// never had one.
-    pub(crate) fn record(&self) -> Option<Record> {
+    pub(crate) fn record(&self) -> Option<Unwritten> {
         let inner = self.lock();
-        inner.used.then(|| inner.record.clone())
+        inner
+            .used
+            .then(|| Unwritten::of(inner.changes, &inner.record))
+    }
+
+    /// How many entries the record keeps in step znodes that this handle has not read back:
+    /// the claim's record has some, and they must be read before the handler runs.
+    pub fn to_read_back(&self) -> usize {
+        let inner = self.lock();
+        inner.record.stored.saturating_sub(inner.earlier.len())
+    }
+
+    /// How many of the record's entries are in step znodes.
+    pub(crate) fn stored(&self) -> usize {
+        self.lock().record.stored
+    }
+
+    /// The record's stored entries, read back from their znodes ([`super::store::join`]).
+    pub fn read_back(&self, earlier: Vec<Entry>) {
+        self.lock().earlier = earlier;
     }
 
     /// Sets how the wait the handler suspended in ended (none: not yet), before the release

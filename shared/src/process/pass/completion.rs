@@ -46,17 +46,54 @@ impl<H: Handler> Pass<'_, '_, H> {
             // The slots the batch holds go with its completion; one that does not happen
             // (the deadline came first, an error) frees them here.
             let slots: Vec<SlotShare> = batch.iter().flat_map(|l| l.slots().to_vec()).collect();
+            let stepped = with_step_znodes(&batch);
             self.jobs.push(Box::pin(async move {
                 let complete = |queue: Queue| {
                     let batch = batch.clone();
                     async move { queue.complete_many(batch).await }
                 };
                 let sent = run.settle(complete).await;
-                if !matches!(sent, Ok(Sent::Answered(..))) {
-                    run.queue().gates().free_slots(&slots).await;
+                match &sent {
+                    Ok(Sent::Answered(settled, resent)) => {
+                        drop_steps(run.queue(), &stepped, settled, *resent).await;
+                    }
+                    _ => run.queue().gates().free_slots(&slots).await,
                 }
                 Event::Completed(names, sent)
             }));
+        }
+    }
+}
+
+/// The tasks of `batch` whose records keep entries in step znodes: their names and ids.
+fn with_step_znodes(batch: &[Lease]) -> Vec<(String, String)> {
+    (batch.iter())
+        .filter(|l| l.task.steps.stored() > 0)
+        .map(|l| (l.task.name.clone(), l.task.envelope.id.clone()))
+        .collect()
+}
+
+/// Deletes the step znodes of each task of `stepped` whose completion took effect (or whose
+/// first try did, its reply lost: `resent`). One that is not deleted stays: a completed task's
+/// step znodes are read by nobody, and `event-bridge` names none as stuck.
+async fn drop_steps(
+    queue: Queue,
+    stepped: &[(String, String)],
+    settled: &[(String, Settled)],
+    resent: bool,
+) {
+    for (name, id) in stepped {
+        let ended = settled
+            .iter()
+            .any(|(n, s)| n == name && (*s == Settled::Done || (resent && *s == Settled::Gone)));
+        if !ended {
+            continue;
+        }
+        match queue.drop_steps(id).await {
+            Ok(deleted) => tracing::debug!(task = %name, deleted, "step znodes deleted"),
+            Err(error) => {
+                tracing::warn!(task = %name, %error, "step znodes not deleted: left behind");
+            }
         }
     }
 }
