@@ -28,8 +28,8 @@
 //! real SQS would do; batched/unbatched is the comparison that carries.
 //!
 //! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
-//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics`, `fairness`, `debounce`, `steps` (the resumable step curve, [`steps`]) or `baseline` (the before/after alone, with
-//! `BENCH_BASELINE_BIN` set)
+//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics`, `fairness`, `debounce`, `steps` (the resumable step curve, [`steps`]), `baseline` (the before/after alone, with
+//! `BENCH_BASELINE_BIN` set) or `publish` (publishing before and after packing, [`publish`])
 //! (only that section, [`coldstart`], [`semantics`] or [`fairness`], the second at the first of
 //! `BENCH_SIZES`), `BENCH_FAIR_BIG` (100000: the backlog of the fairness section), `BENCH_SEMANTICS_ROUNDS` (5). No tracing subscriber is installed, so logging costs nothing.
 
@@ -37,6 +37,7 @@ mod baseline;
 mod coldstart;
 mod debounce;
 mod fairness;
+mod publish;
 mod rss;
 mod scale;
 mod semantics;
@@ -109,6 +110,7 @@ async fn bench() -> Result<()> {
         Ok("coldstart") => return coldstart::section(&addr, smoke).await,
         Ok("fairness") => return fairness::section(&addr, smoke).await,
         Ok("baseline") => return baseline::section(&addr).await,
+        Ok("publish") => return publish::section(&addr, smoke).await,
         Ok("debounce") => return debounce::section(&addr, smoke).await,
         Ok("steps") => return steps::section(&addr, smoke).await,
         Ok("semantics") => {
@@ -203,6 +205,7 @@ async fn bench() -> Result<()> {
     if !smoke {
         baseline::section(&addr).await?;
     }
+    publish::section(&addr, smoke).await?;
     coldstart::section(&addr, smoke).await?;
     let max = env_list("BENCH_MAX", "1000000")?
         .first()

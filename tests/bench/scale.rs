@@ -303,7 +303,7 @@ fn envelope(i: usize) -> Envelope {
 }
 
 /// `n` JSON lines of typical tasks.
-fn write_lines(path: &Path, n: usize) -> Result<()> {
+pub(crate) fn write_lines(path: &Path, n: usize) -> Result<()> {
     let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
     for i in 0..n {
         writeln!(
@@ -338,7 +338,7 @@ fn run(bin: &Path, config: &Config, args: &[&str], addr: &str) -> Result<Cost> {
     })
 }
 
-fn command(bin: &Path, config: &Config, args: &[&str]) -> std::process::Command {
+pub(crate) fn command(bin: &Path, config: &Config, args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(bin);
     with_env(&mut command, config, args);
     command

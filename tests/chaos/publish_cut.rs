@@ -1094,3 +1094,35 @@ async fn an_http_publish_answers_within_the_time_left() {
         reply.body
     );
 }
+
+/// A bulk publish large enough to pack its creates into multi-ops (600 items, some keyed)
+/// whose first multi-op landed with its answer lost: once the session answers again, the
+/// run's tasks are found where they landed, the rest sent once, and every item answered with
+/// the task that has its id, in order.
+#[tokio::test]
+async fn a_packed_publish_whose_multi_op_answer_was_lost_lands_each_task_once() {
+    let c = Tapped::start().await;
+    c.tap.arm(Aim::multi(), Fault::LoseReply);
+    let envelopes: Vec<Envelope> = (0..600)
+        .map(|n| {
+            let mut envelope = Envelope::new("cut.packed", json!({ "n": n }));
+            if n % 7 == 0 {
+                envelope.idempotency_key = Some(format!("packed-{n}"));
+            }
+            envelope
+        })
+        .collect();
+    let publish = c.publish(envelopes.clone(), Duration::from_secs(20));
+    within(c.tap.fired()).await;
+    let outcomes = within(publish).await.expect("joined").expect("published");
+    let lane: HashMap<String, String> = c.lane("tasks").await.into_iter().collect();
+    assert_eq!(lane.len(), envelopes.len(), "each item once");
+    assert_eq!(outcomes.len(), envelopes.len());
+    for (n, (outcome, envelope)) in outcomes.iter().zip(&envelopes).enumerate() {
+        let Outcome::Published(Published::Created { id, task }) = outcome else {
+            panic!("item {n}: {outcome:?}");
+        };
+        assert_eq!(id, &envelope.id, "item {n}");
+        assert_eq!(lane.get(task), Some(id), "item {n} names its own task");
+    }
+}

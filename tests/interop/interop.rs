@@ -428,7 +428,9 @@ async fn our_consumer(queue: Queue, recorder: Recorder) -> Vec<ProcessReport> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_000_consumer_and_ours_share_a_queue() {
     require_node();
-    const TASKS: usize = 300;
+    // Enough for one publish to pack its creates into multi-ops (a window of 512 or more):
+    // the 000 consumer reads tasks published so.
+    const TASKS: usize = 600;
     let t = TestQueue::new().await;
     assert_eq!(
         t.config.lease_timeout,

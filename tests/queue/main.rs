@@ -27,6 +27,7 @@ mod ids;
 mod key_gates;
 mod lanes;
 mod metrics;
+mod packed_publish;
 mod pause;
 mod process;
 mod progress;

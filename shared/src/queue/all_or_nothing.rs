@@ -209,6 +209,17 @@ impl AllOrNothing<'_> {
         Ok(())
     }
 
+    /// What publishing `envelope` adds to a multi-op, as [`AllOrNothing::publish_bytes`];
+    /// more than a request carries when it cannot be told (it will not serialize).
+    pub(super) fn run_bytes(&self, envelope: &Envelope) -> usize {
+        self.publish_bytes(envelope).unwrap_or(usize::MAX)
+    }
+
+    /// Whether a multi-op whose operations add `bytes` fits in one request.
+    pub(super) fn fits(&self, bytes: usize) -> bool {
+        bytes.saturating_add(MULTI_FRAMING) <= MAX_REQUEST_BYTES
+    }
+
     /// The bytes publishing `envelope` adds to a multi-op: its task's create and, with an
     /// idempotency key, its key's, their paths as the server gets them (chroot included); for
     /// a child, the most its plan may write ([`AllOrNothing::child_bytes`]).

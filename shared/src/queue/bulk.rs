@@ -1,8 +1,17 @@
-//! Bulk publishing with idempotency keys: a run of keyed envelopes in a bulk publish goes out as
-//! one all-or-nothing batch ([`AllOrNothing::publish_batch`]: one multi-read of the keys, one multi-op
-//! for the keys and the tasks, one multi-op naming the keys) instead of two writes a task. A
-//! run the batch refuses (two ids alike, more than one request carries), or whose keys other
-//! producers kept taking through its tries, goes one by one, as every other envelope does.
+//! Bulk publishing in multi-ops: a window of a bulk publish goes out in runs, each run one
+//! multi-op where it can be. A window of at least [`PACK_FROM`] items packs each stretch of
+//! plain and keyed envelopes (no debounce, batch or parents) into runs of up to [`PACKED_RUN`]
+//! that fit one request; a smaller window keeps one create per plain envelope and packs only
+//! its runs of keyed envelopes (up to [`KEYED_RUN`]). A run of several goes out as one
+//! all-or-nothing batch ([`AllOrNothing::try_batch`]: one multi-read of its keys, when it has
+//! any; one multi-op for its tasks and keys; one multi-op naming the keys). Its multi-op fails
+//! whole when one operation fails: a key taken since it was read is read again and that item
+//! answered with the task that has it, and the others are sent again without it, so none is
+//! lost. A run the batch refuses, or whose keys other producers kept taking through its tries,
+//! goes one by one, as every other envelope does. No run is more than one request carries: a
+//! task over [`crate::task::MAX_BODY_BYTES`] is refused before anything is sent, so no
+//! operation of a run can fail for its size.
+//!
 //! Publishes of one debounce key go in order: a window is cut where a key comes again. Answers
 //! are handed on as they come; a run whose connection is lost under it is left in doubt, for
 //! the publish to settle (`landed`), tagged with the loss it failed on; a run the server
@@ -19,8 +28,18 @@ use super::outage::{in_doubt, refused, retriable};
 use crate::error::{Error, Result};
 use crate::task::Envelope;
 
-/// Keyed envelopes published together in one batch, at most.
+/// Keyed envelopes published together in one batch, at most, in a window smaller than
+/// [`PACK_FROM`].
 pub(super) const KEYED_RUN: usize = 32;
+
+/// Envelopes packed into one multi-op, at most, in a window of at least [`PACK_FROM`] items.
+/// For `make bench`'s publish row (`tests/bench/publish.rs`): ZooKeeper applies a multi-op of
+/// many creates at a fraction of their cost one by one.
+pub(super) const PACKED_RUN: usize = 32;
+
+/// Windows of this many items or more pack their plain creates into multi-ops; smaller ones
+/// send one create per plain envelope, as a publish of a few tasks gains nothing from packing.
+pub(super) const PACK_FROM: usize = 512;
 
 /// What sending a window came to (see [`Queue::send_window`]).
 #[derive(Debug, Default)]
@@ -98,7 +117,7 @@ impl Queue {
             }
             let mut start = first;
             let mut runs = FuturesOrdered::new();
-            for run in keyed_runs(segment) {
+            for run in self.runs(segment, window.len() >= PACK_FROM) {
                 let from = start;
                 start += run.len();
                 runs.push_back(async move { (from, run.len(), self.publish_run(run).await) });
@@ -216,34 +235,52 @@ fn debounce_segments(window: &[Envelope]) -> Vec<&[Envelope]> {
     segments
 }
 
-/// `window` cut into runs: consecutive keyed envelopes (not debounced), or consecutive
-/// members of one batch, up to [`KEYED_RUN`] each, and every other envelope alone.
-fn keyed_runs(window: &[Envelope]) -> Vec<&[Envelope]> {
-    let keyed = |e: &Envelope| e.idempotency_key.is_some() && e.debounce.is_none();
-    let together = |a: &Envelope, b: &Envelope| match (&a.batch, &b.batch) {
-        (Some(x), Some(y)) => x == y,
-        (None, None) => keyed(a) && keyed(b),
-        _ => false,
-    };
-    let mut runs = Vec::new();
-    let mut start = 0;
-    while start < window.len() {
-        let mut end = start + 1;
-        // A batch's members go as one run (written one chunk after another: they share the
-        // batch's znode), keyed envelopes in runs of up to KEYED_RUN.
-        let most = if window[start].batch.is_some() {
-            window.len()
-        } else {
-            KEYED_RUN
-        };
-        if window[start].batch.is_some() || keyed(&window[start]) {
-            while end < window.len() && end - start < most && together(&window[start], &window[end])
-            {
-                end += 1;
+impl Queue {
+    /// `window` cut into runs: consecutive members of one batch; when `packed`, consecutive
+    /// envelopes without debounce, batch or parents, up to [`PACKED_RUN`] and one request's
+    /// bytes; else consecutive keyed envelopes (not debounced), up to [`KEYED_RUN`]; every
+    /// other envelope alone.
+    fn runs<'w>(&self, window: &'w [Envelope], packed: bool) -> Vec<&'w [Envelope]> {
+        let all = self.all_or_nothing();
+        let mut runs = Vec::new();
+        let mut start = 0;
+        while start < window.len() {
+            let first = &window[start];
+            let mut end = start + 1;
+            if first.batch.is_some() {
+                // A batch's members go as one run (written one chunk after another: they
+                // share the batch's znode).
+                while end < window.len() && window[end].batch == first.batch {
+                    end += 1;
+                }
+            } else if packed && packable(first) {
+                let mut bytes = all.run_bytes(first);
+                while end < window.len() && end - start < PACKED_RUN && packable(&window[end]) {
+                    bytes = bytes.saturating_add(all.run_bytes(&window[end]));
+                    if !all.fits(bytes) {
+                        break;
+                    }
+                    end += 1;
+                }
+            } else if keyed(first) {
+                while end < window.len() && end - start < KEYED_RUN && keyed(&window[end]) {
+                    end += 1;
+                }
             }
+            runs.push(&window[start..end]);
+            start = end;
         }
-        runs.push(&window[start..end]);
-        start = end;
+        runs
     }
-    runs
+}
+
+/// Whether `envelope` is published with an idempotency key and nothing that waits (debounce).
+fn keyed(envelope: &Envelope) -> bool {
+    envelope.idempotency_key.is_some() && envelope.debounce.is_none()
+}
+
+/// Whether `envelope` can share a multi-op with its neighbours in a packed window: a task
+/// created in its lane (with its key, when it has one) and nothing else.
+fn packable(envelope: &Envelope) -> bool {
+    envelope.debounce.is_none() && envelope.batch.is_none() && envelope.after.is_empty()
 }

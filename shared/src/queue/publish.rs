@@ -87,7 +87,10 @@ impl Outcome {
 impl Queue {
     /// Publishes `envelopes` pipelined, in order. An envelope with an idempotency key is
     /// created together with its key in one multi-op, or not at all when the key is taken
-    /// (pending, held, or completed within `DEDUP_WINDOW_MS`).
+    /// (pending, held, or completed within `DEDUP_WINDOW_MS`). A window of 512 envelopes or
+    /// more packs their creates into multi-ops of up to 32 (see `bulk`): a key taken meanwhile
+    /// fails its run's multi-op, which is sent again without that envelope; each envelope is
+    /// still one task znode, and answered in order.
     ///
     /// A connection lost under it (a leader election) is ridden out on the same session, as
     /// [`Queue::publish_each`] does with the default [`PublishOptions`]: what landed is found,
