@@ -49,8 +49,8 @@ metadata=target/nextest-cargo-metadata.json
 }
 
 # The checks besides nextest's tests, in order, each with its status and time in the log;
-# exit status 1 when any failed. At nice 10: they take the CPU the tests leave idle (most tests
-# wait on ZooKeeper), and a tenth of it when both want it.
+# exit status 1 when any failed. At nice 10 while the tests run: they take the CPU the tests
+# leave idle (most tests wait on ZooKeeper), and a tenth of it when both want it.
 checks() {
   local failed=0
   # The benchmark's smoke run: `cargo test` runs it without --bench (nextest lists only
@@ -102,6 +102,15 @@ checks_pid=$!
   --binaries-metadata "$binaries" --cargo-metadata "$metadata"
 tests=$?
 phase "nextest's tests"
+# The tests are done: what is left of the checks goes on at the usual priority, so that other
+# work on the machine does not starve it. Lowering a nice value needs the right to (root, as in
+# CI); without it they go on at nice 10.
+renice_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do renice_tree "$child"; done
+  renice -n 0 -p "$1" >/dev/null 2>&1 || true
+}
+renice_tree "$checks_pid"
 checks_status=0
 wait "$checks_pid" || checks_status=$?
 echo "test.sh: the checks that ran beside the tests (target/test-checks.log):"
