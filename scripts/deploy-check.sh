@@ -2,15 +2,18 @@
 # Builds both deployments with the platforms' own tools, offline, and checks what they produce.
 #   scripts/deploy-check.sh [STEP...]   steps: tools panic sam vercel (default: all, in that order)
 #
-#   tools   aws-sam-cli, cargo-lambda and cargo-zigbuild from PyPI into a virtualenv of their own
+#   tools   aws-sam-cli and cargo-zigbuild (with zig) from PyPI into a virtualenv of their own
 #           ($DEPLOY_VENV, .venv/deploy: aws-sam-cli's pins would change the botocore, boto3 and
 #           cfn-lint the rest of the machine uses); the vercel CLI from npm (tools/vercel,
-#           its package-lock.json); the aarch64 Rust target the Lambda functions are built for.
+#           its package-lock.json).
 #   panic   tests/deploy/panic.rs's ignored tests: a Lambda binary built the way `sam build`
-#           builds (cargo lambda build --release) reports a panicking handler as an error and
-#           keeps running; the same one with panic = "abort" dies.
-#   sam     sam validate --lint; sam build --beta-features (rust-cargolambda is a beta build
-#           method) into .aws-sam/build; every function of the template has an arm64 bootstrap.
+#           builds (scripts/lambda-build.sh) reports a panicking handler as an error and keeps
+#           running; the same one with panic = "abort" dies.
+#   sam     sam validate --lint; sam build (template.yaml's BuildMethod makefile: the Makefile's
+#           build-<Function> targets, in the source tree as samconfig.toml says) into
+#           .aws-sam/build; every function of the template has an x86_64 bootstrap.
+#           Run before vercel, into the same target directory: its release build of the
+#           dependencies is the one Vercel's builder then finds (the same command and target).
 #   vercel  vercel build --yes with a hand-written .vercel/project.json (no login, no link) into
 #           .vercel/output; config.json has vercel.json's crons, every function of vercel.json is
 #           an executable built from api/, and the static output is exactly public/.
@@ -28,10 +31,10 @@ venv=${DEPLOY_VENV:-$root/.venv/deploy}
 python=${PYTHON:-python3}
 vercel_dir=$root/tools/vercel
 vercel=$vercel_dir/node_modules/.bin/vercel
-lambda_target=aarch64-unknown-linux-gnu
 
-# The tools see the virtualenv first (sam runs `cargo lambda`; cargo-lambda and Vercel's Rust
-# builder find zig through its python's ziglang package), and nothing reaches for real AWS.
+# The tools see the virtualenv first (sam's make targets and Vercel's Rust builder run
+# `cargo zigbuild`, which finds zig through its python's ziglang package), and nothing reaches
+# for real AWS.
 export PATH="$venv/bin:$PATH"
 export SAM_CLI_TELEMETRY=0
 export VERCEL_TELEMETRY_DISABLED=1
@@ -71,12 +74,12 @@ elf_machine() {
 
 step_tools() {
   say "tools"
-  if ! [ -x "$venv/bin/sam" ] || ! [ -x "$venv/bin/cargo-lambda" ] || ! [ -x "$venv/bin/cargo-zigbuild" ]; then
-    echo "installing aws-sam-cli, cargo-lambda and cargo-zigbuild (PyPI) into $venv"
+  if ! [ -x "$venv/bin/sam" ] || ! [ -x "$venv/bin/cargo-zigbuild" ]; then
+    echo "installing aws-sam-cli and cargo-zigbuild (PyPI) into $venv"
     "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-      'aws-sam-cli>=1.170' 'cargo-lambda>=1.8' 'cargo-zigbuild>=0.24' ||
-      fail "pip could not install the SAM and cargo-lambda tools into $venv"
+      'aws-sam-cli>=1.170' 'cargo-zigbuild>=0.24' ||
+      fail "pip could not install aws-sam-cli and cargo-zigbuild into $venv"
   fi
   if ! [ -x "$vercel" ] || [ "$vercel_dir/package-lock.json" -nt "$vercel_dir/node_modules/.package-lock.json" ]; then
     # The versions of package-lock.json; not `npm ci`, which refuses this lock: it lacks the
@@ -85,12 +88,7 @@ step_tools() {
     npm install --prefix "$vercel_dir" --no-save --no-audit --no-fund --loglevel=error ||
       fail "npm could not install tools/vercel (the vercel CLI)"
   fi
-  if ! rustup target list --installed | grep -qx "$lambda_target"; then
-    echo "adding the Rust target $lambda_target (the Lambda functions are arm64)"
-    rustup target add "$lambda_target" || fail "rustup could not add $lambda_target"
-  fi
   echo "sam:           $(sam --version)"
-  echo "cargo-lambda:  $(cargo lambda --version)"
   echo "cargo-zigbuild: $(cargo-zigbuild --version)"
   echo "vercel:        $("$vercel" --version 2>/dev/null | tail -n 1)"
 }
@@ -110,9 +108,9 @@ step_sam() {
   say "sam validate --lint"
   sam validate --lint || fail "sam validate --lint rejects template.yaml"
 
-  say "sam build --beta-features (cargo-lambda, release, arm64)"
+  say "sam build (make build-<Function>: cargo zigbuild, release, x86_64)"
   rm -rf .aws-sam
-  in_target_dir sam build --beta-features || fail "sam build failed"
+  in_target_dir sam build || fail "sam build failed"
 
   say "what sam build produced"
   find .aws-sam -type f -printf '%10s  %p\n' | sort -k2

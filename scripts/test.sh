@@ -54,8 +54,9 @@ metadata=target/nextest-cargo-metadata.json
 checks() {
   local failed=0
   # The benchmark's smoke run: `cargo test` runs it without --bench (nextest lists only
-  # libtest binaries).
-  "$cargo" test --workspace --benches || {
+  # libtest binaries). `--bench bench`, not `--benches`, which also runs every library's and
+  # binary's unit tests again (they are bench targets too), after nextest has run them.
+  "$cargo" test --workspace --bench bench || {
     failed=1
     echo "test.sh: the benchmark's smoke run failed (above)"
   }
@@ -74,8 +75,11 @@ checks() {
   # packaged manifest has no [profile] (the workspace's root keeps it), so the verify build is
   # given the workspace's dev profile (Cargo.toml, [profile.dev]): otherwise it builds all 370
   # dependencies again with full debug info (16 minutes here); with it, only the crate itself.
-  # --allow-dirty: a working tree with uncommitted changes is tested as it is.
-  "$cargo" package -p event-bridge --allow-dirty --quiet \
+  # --allow-dirty: a working tree with uncommitted changes is tested as it is. Without
+  # clippy's driver: the package's sources are the ones the build above linted, and the
+  # unpacked package is a workspace of its own, whose crate the wrapper would lint again
+  # (dependencies are not wrapped, so they are still the build's).
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS "$cargo" package -p event-bridge --allow-dirty --quiet \
     --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false' || {
     failed=1
     echo "test.sh: cargo package -p event-bridge failed (above)"

@@ -3,8 +3,8 @@
 //! builder finds it, and `cargo lambda invoke` drains through the Lambda binary, served by
 //! cargo-lambda's Runtime API emulator (`cargo lambda watch --only-lambda-apis`). The binary
 //! is the one `make test` built: letting `watch` build it would compile the workspace again
-//! with the function's own features (minutes); `make deploy-check` builds the functions with
-//! cargo-lambda itself, as `sam build` does.
+//! with the function's own features (minutes); `make deploy-check` builds the functions in
+//! release, as `sam build` does.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -35,28 +35,76 @@ fn cfn_lint_passes_on_the_sam_template() {
     );
 }
 
+/// `sam build` runs `make build-<Function>` for each function of template.yaml (BuildMethod
+/// makefile): each such target of the Makefile builds one Lambda binary with
+/// scripts/lambda-build.sh, and together they build every Lambda binary of the workspace, for
+/// the template's architecture.
 #[test]
 fn sam_template_builds_every_lambda_binary() {
-    let template =
-        std::fs::read_to_string(workspace_root().join("template.yaml")).expect("template.yaml");
-    let named: BTreeSet<String> = yaml_values(&template, "Binary").collect();
+    let root = workspace_root();
+    let template = std::fs::read_to_string(root.join("template.yaml")).expect("template.yaml");
+    let makefile = std::fs::read_to_string(root.join("Makefile")).expect("Makefile");
+    let functions = sam_functions(&template);
+    assert_eq!(
+        functions,
+        ["ProcessEventsFunction", "ReapLeasesFunction"],
+        "template.yaml's functions"
+    );
+    let methods: Vec<String> = yaml_values(&template, "BuildMethod").collect();
+    assert_eq!(
+        methods,
+        vec!["makefile"; functions.len()],
+        "one make target per function"
+    );
+
+    let built: BTreeSet<String> = (functions.iter())
+        .map(|f| {
+            make_target_lambda_bin(&makefile, &format!("build-{f}")).unwrap_or_else(|| {
+                panic!("the Makefile's build-{f} runs no scripts/lambda-build.sh")
+            })
+        })
+        .collect();
     let lambda_bins: BTreeSet<String> = bins()
         .into_iter()
         .filter(|b| !b.in_api())
         .map(|b| b.name)
         .collect();
-
     assert_eq!(
         lambda_bins,
         BTreeSet::from(["process_events".into(), "reap_leases".into()])
     );
-    assert_eq!(named, lambda_bins, "template.yaml's Binary: entries");
-    let methods: Vec<String> = yaml_values(&template, "BuildMethod").collect();
-    assert_eq!(
-        methods,
-        vec!["rust-cargolambda"; named.len()],
-        "one cargo-lambda build per function"
+    assert_eq!(built, lambda_bins, "the binaries the make targets build");
+
+    let script = std::fs::read_to_string(root.join("scripts/lambda-build.sh")).unwrap();
+    let architectures: Vec<String> = yaml_values(&template, "Architectures").collect();
+    assert_eq!(architectures, ["[x86_64]"], "template.yaml's Globals");
+    assert!(
+        script.contains("target=x86_64-unknown-linux-gnu"),
+        "scripts/lambda-build.sh builds for the template's architecture"
     );
+}
+
+/// The logical names of template.yaml's `AWS::Serverless::Function` resources, in order.
+fn sam_functions(template: &str) -> Vec<String> {
+    let lines: Vec<&str> = template.lines().collect();
+    (lines.windows(2))
+        .filter(|w| w[1].trim() == "Type: AWS::Serverless::Function")
+        .filter_map(|w| Some(w[0].trim().strip_suffix(':')?.to_string()))
+        .collect()
+}
+
+/// The binary the recipe of the Makefile's `target` builds with scripts/lambda-build.sh.
+fn make_target_lambda_bin(makefile: &str, target: &str) -> Option<String> {
+    let mut lines = makefile
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("{target}:")));
+    lines.next()?;
+    let recipe = lines
+        .take_while(|l| l.starts_with('\t'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let after = recipe.split("scripts/lambda-build.sh ").nth(1)?;
+    Some(after.split_whitespace().next()?.to_string())
 }
 
 /// Vercel's Rust builder, for an entry `api/x.rs`: runs `cargo locate-project` in `api/`,

@@ -1,17 +1,16 @@
 //! A panic in a Lambda handler must reach the Lambda Runtime API as an error of that
-//! invocation, with the runtime still running: that needs unwinding panics. cargo-lambda, which
-//! `sam build` runs for our functions (BuildMethod `rust-cargolambda`), injects
-//! `panic = "abort"` into release builds whose profile names no strategy, so the workspace's
-//! `[profile.release]` says `panic = "unwind"`.
+//! invocation, with the runtime still running: that needs unwinding panics. So the workspace's
+//! `[profile.release]` says `panic = "unwind"`: `sam build` builds with it as written
+//! (scripts/lambda-build.sh, a plain `cargo zigbuild --release`), and cargo-lambda
+//! (`cargo lambda build`, `watch`), which injects `panic = "abort"` into release builds whose
+//! profile names no strategy, keeps it too.
 //!
 //! The functions have no handler that panics, so `tests/deploy/panic_probe` is a tiny Lambda
 //! function (not a workspace member) that panics on request. It must use the workspace's
 //! release profile (checked here, cheaply, in `make test`). The slow checks build a copy of it
-//! with `cargo lambda build --release`, as SAM's build method does (but for this machine's
-//! architecture instead of `--arm64`, so it runs here; the panic strategy does not depend on
-//! the target), and run the `bootstrap` against a Lambda Runtime API served by the test on
-//! loopback. They are `#[ignore]`d and run by `make deploy-check`
-//! (`cargo test --workspace --test deploy -- --ignored`).
+//! with scripts/lambda-build.sh, as `sam build` builds the functions, and run the `bootstrap`
+//! against a Lambda Runtime API served by the test on loopback. They are `#[ignore]`d and run
+//! by `make deploy-check` (`cargo test --workspace --test deploy -- --ignored`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -30,8 +29,8 @@ fn the_panic_probe_builds_with_the_workspace_release_profile() {
     assert_eq!(
         workspace.get("panic").map(String::as_str),
         Some("\"unwind\""),
-        "the workspace's [profile.release] must say panic = \"unwind\": cargo-lambda (sam build) \
-         makes release builds abort on panic otherwise"
+        "the workspace's [profile.release] must say panic = \"unwind\": a panicking handler \
+         kills the runtime otherwise (and cargo-lambda makes release builds abort when it is unset)"
     );
     let probe = release_profile(&read(&probe_dir().join("Cargo.toml")));
     assert_eq!(
@@ -41,7 +40,7 @@ fn the_panic_probe_builds_with_the_workspace_release_profile() {
 }
 
 #[tokio::test]
-#[ignore = "release-builds a Lambda binary with cargo-lambda (a minute or two): make deploy-check runs it"]
+#[ignore = "release-builds a Lambda binary as sam build does (a minute or two): make deploy-check runs it"]
 async fn a_panicking_handler_is_reported_as_an_error_and_the_runtime_goes_on() {
     let bootstrap = build_probe("unwind", None).await;
     let run = run_probe(
@@ -88,7 +87,7 @@ async fn a_panicking_handler_is_reported_as_an_error_and_the_runtime_goes_on() {
 /// The check above can fail: the same probe with `panic = "abort"` (what cargo-lambda injects
 /// when the profile names no strategy) dies on the panic, and no error is ever posted.
 #[tokio::test]
-#[ignore = "release-builds a Lambda binary with cargo-lambda (a minute or two): make deploy-check runs it"]
+#[ignore = "release-builds a Lambda binary as sam build does (a minute or two): make deploy-check runs it"]
 async fn with_panic_abort_the_same_panic_kills_the_runtime() {
     let bootstrap = build_probe("abort", Some("abort")).await;
     let run = run_probe(
@@ -145,7 +144,8 @@ fn release_profile(manifest: &str) -> BTreeMap<String, String> {
 
 /// Copies the probe to `target/panic-probe/<variant>` with the workspace's Cargo.lock (same
 /// lambda_runtime and tokio as the functions), optionally with another panic strategy, builds
-/// it with `cargo lambda build --release` and returns its `bootstrap`.
+/// it with scripts/lambda-build.sh (as `sam build` builds the functions) and returns its
+/// `bootstrap`.
 async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
     let root = workspace_root();
     let dir = root.join("target/panic-probe").join(variant);
@@ -159,11 +159,12 @@ async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
     })
     .expect("probe copy");
 
-    let target_dir = dir.join("target");
-    let build = tokio::process::Command::new("cargo")
-        .args(["lambda", "build", "--release"])
+    let out = dir.join("lambda");
+    let build = tokio::process::Command::new(root.join("scripts/lambda-build.sh"))
+        .arg("panic_probe")
+        .arg(&out)
         .current_dir(&dir)
-        .env("CARGO_TARGET_DIR", &target_dir)
+        .env("CARGO_TARGET_DIR", dir.join("target"))
         .env_remove("CARGO_MANIFEST_DIR")
         // Built as `sam build` builds: not through make test's lint wrapper (scripts/lint-env.sh).
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
@@ -172,14 +173,14 @@ async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
         .output();
     let output = tokio::time::timeout(Duration::from_secs(1200), build)
         .await
-        .expect("cargo lambda build hung")
-        .expect("cargo-lambda is installed (make deploy-check installs it)");
+        .expect("scripts/lambda-build.sh hung")
+        .expect("scripts/lambda-build.sh runs");
     assert!(
         output.status.success(),
-        "cargo lambda build --release ({variant}):\n{}",
+        "scripts/lambda-build.sh panic_probe ({variant}):\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let bootstrap = target_dir.join("lambda/panic_probe/bootstrap");
+    let bootstrap = out.join("bootstrap");
     assert!(bootstrap.is_file(), "no {}", bootstrap.display());
     bootstrap
 }

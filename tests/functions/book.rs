@@ -370,7 +370,7 @@ fn the_deploying_page_shows_the_commands_deploy_check_runs() {
         assert!(
             script_commands.contains(command),
             "the Deploying page shows `{command}`, which scripts/deploy-check.sh does not run \
-             (its commands: sam validate --lint, sam build --beta-features, vercel build --yes)"
+             (its commands: sam validate --lint, sam build, vercel build --yes)"
         );
     }
 }
