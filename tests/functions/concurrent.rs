@@ -98,3 +98,41 @@ async fn answers(api: &mut RuntimeApi) -> (usize, Vec<Value>) {
     );
     (first_answer_after.unwrap(), reports)
 }
+
+/// Without `AWS_LAMBDA_MAX_CONCURRENCY` the binary takes one invocation at a time, as on
+/// classic Lambda: it asks for the next event only after answering the one before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_variable_invocations_run_one_at_a_time() {
+    let t = TestQueue::new().await;
+    t.publish(2).await;
+    let scheduled = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
+    let events = vec![("one-1", scheduled.clone()), ("one-2", scheduled)];
+    let mut api = RuntimeApi::start(events).await.unwrap();
+    let mut function = Command::new(harness::binary("process_events"))
+        .env_clear()
+        .env("AWS_LAMBDA_RUNTIME_API", &api.address)
+        .envs(function_env("process_events"))
+        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    let order = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut order = Vec::new();
+        while let Some(request) = api.requests.recv().await {
+            order.push(if request.is_next() { "next" } else { "answer" });
+            if order.len() == 5 {
+                return order;
+            }
+        }
+        panic!("the Runtime API closed");
+    })
+    .await
+    .expect("two invocations answered (a hang guard)");
+    let _ = function.kill().await;
+
+    assert_eq!(order, ["next", "answer", "next", "answer", "next"]);
+}
