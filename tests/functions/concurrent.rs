@@ -19,7 +19,8 @@ const TASKS: usize = CONCURRENCY * PER_RUN;
 
 /// Eight `next` calls are outstanding before any is answered (the Runtime API answers none
 /// before), all eight invocations answer, every task completes once across their summaries,
-/// and every summary carries the same consumer id: one `App` opened at cold start.
+/// every summary carries the same consumer id (one `App` opened at cold start), and the
+/// process logged one ZooKeeper session opened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_concurrent_invocations_share_one_session_and_claim_each_task_once() {
     let t = TestQueue::new().await;
@@ -31,6 +32,10 @@ async fn eight_concurrent_invocations_share_one_session_and_claim_each_task_once
         .map(|id| (id.as_str(), scheduled.clone()))
         .collect();
     let mut api = RuntimeApi::start_gated(events, CONCURRENCY).await.unwrap();
+    // Its logs, in a file (a pipe nobody reads could fill and stop it), named for the chroot.
+    let chroot = t.config.zookeeper.rsplit('/').next().unwrap();
+    let log_path = std::env::temp_dir().join(format!("process_events-{chroot}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
     let mut function = Command::new(harness::binary("process_events"))
         .env_clear()
         .env("AWS_LAMBDA_RUNTIME_API", &api.address)
@@ -39,14 +44,18 @@ async fn eight_concurrent_invocations_share_one_session_and_claim_each_task_once
         .env("MAX_TASKS_PER_RUN", PER_RUN.to_string())
         .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
         .env("EVENT_BRIDGE_ROOT", &t.config.root)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .env("RUST_LOG", "event_bridge::session=debug,warn")
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log))
         .kill_on_drop(true)
         .spawn()
         .unwrap();
 
     let (nexts_before_first_answer, reports) = answers(&mut api).await;
     let _ = function.kill().await;
+    let logs = std::fs::read_to_string(&log_path).unwrap();
+    let _ = std::fs::remove_file(&log_path);
+    let sessions = logs.matches("zookeeper session opened").count();
 
     assert!(
         nexts_before_first_answer >= CONCURRENCY,
@@ -68,6 +77,7 @@ async fn eight_concurrent_invocations_share_one_session_and_claim_each_task_once
         reports.iter().all(|r| &r["consumer_id"] == consumer),
         "more than one App: {reports:#?}"
     );
+    assert_eq!(sessions, 1, "{logs}");
 }
 
 /// The `next` calls seen before the first answer was posted, and every invocation's answer
