@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -53,6 +53,16 @@ pub struct RuntimeApi {
 impl RuntimeApi {
     /// Serves `events` (request id, payload) in order.
     pub async fn start(events: Vec<(&str, Value)>) -> std::io::Result<Self> {
+        Self::start_gated(events, 1).await
+    }
+
+    /// As [`RuntimeApi::start`], answering no `next` until `outstanding` of them have arrived
+    /// (the invocations Lambda Managed Instances hands out at once). A runtime that asks for
+    /// fewer at a time is never answered.
+    pub async fn start_gated(
+        events: Vec<(&str, Value)>,
+        outstanding: usize,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?.to_string();
         let events = events
@@ -60,7 +70,15 @@ impl RuntimeApi {
             .map(|(id, event)| (id.to_string(), event))
             .collect();
         let (seen, requests) = mpsc::unbounded_channel();
-        let server = tokio::spawn(serve(listener, Arc::new(Mutex::new(events)), seen));
+        let gate = Gate {
+            asked: watch::Sender::new(0),
+            outstanding,
+        };
+        let shared = Shared {
+            events: Arc::new(Mutex::new(events)),
+            gate: Arc::new(gate),
+        };
+        let server = tokio::spawn(serve(listener, shared, seen));
         Ok(RuntimeApi {
             address,
             requests,
@@ -100,22 +118,43 @@ pub fn copy_probe(dir: &Path, edit: impl FnOnce(String) -> String) -> std::io::R
     Ok(())
 }
 
-type Events = Arc<Mutex<VecDeque<(String, Value)>>>;
+/// The `next` calls asked so far, and how many must be asked before any is answered.
+struct Gate {
+    asked: watch::Sender<usize>,
+    outstanding: usize,
+}
 
-async fn serve(listener: TcpListener, events: Events, seen: mpsc::UnboundedSender<Request>) {
+impl Gate {
+    /// Counts one `next` and waits until `outstanding` have been asked.
+    async fn pass(&self) {
+        self.asked.send_modify(|asked| *asked += 1);
+        let mut asked = self.asked.subscribe();
+        let _ = asked.wait_for(|asked| *asked >= self.outstanding).await;
+    }
+}
+
+/// What every connection shares: the events left, and the gate.
+#[derive(Clone)]
+struct Shared {
+    events: Arc<Mutex<VecDeque<(String, Value)>>>,
+    gate: Arc<Gate>,
+}
+
+async fn serve(listener: TcpListener, shared: Shared, seen: mpsc::UnboundedSender<Request>) {
     while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(connection(stream, events.clone(), seen.clone()));
+        tokio::spawn(connection(stream, shared.clone(), seen.clone()));
     }
 }
 
 /// One keep-alive connection of the runtime's HTTP client.
-async fn connection(stream: TcpStream, events: Events, seen: mpsc::UnboundedSender<Request>) {
+async fn connection(stream: TcpStream, shared: Shared, seen: mpsc::UnboundedSender<Request>) {
     let mut stream = BufReader::new(stream);
     while let Some(request) = read_request(&mut stream).await {
         let (next, posted) = (request.is_next(), request.is_post());
         let _ = seen.send(request);
         let reply = if next {
-            let event = events.lock().unwrap().pop_front();
+            shared.gate.pass().await;
+            let event = shared.events.lock().unwrap().pop_front();
             let Some((id, event)) = event else {
                 std::future::pending::<()>().await;
                 return;

@@ -62,6 +62,7 @@ impl Session {
         let consumer_id = Queue::new_consumer_id(consumer_prefix);
         let client = connect::open(&config).await?;
         let queue = with_sink(Queue::new(client, &config, &consumer_id), &dead_letters);
+        opened(&consumer_id, &queue);
         // The chroot and the base paths in one read.
         if !queue.ensure_paths_under_root().await? {
             let chroot = connect::chroot(&config.zookeeper).unwrap_or("/");
@@ -139,10 +140,15 @@ async fn new_queue(
     dead_letters: &Option<Arc<dyn DeadLetterSink>>,
 ) -> Result<Queue> {
     let client = connect(config).await?;
-    Ok(with_sink(
-        Queue::new(client, config, consumer_id),
-        dead_letters,
-    ))
+    let queue = with_sink(Queue::new(client, config, consumer_id), dead_letters);
+    opened(consumer_id, &queue);
+    Ok(queue)
+}
+
+/// Logs a new ZooKeeper session (at debug): what tells how many sessions one process opened.
+fn opened(consumer_id: &str, queue: &Queue) {
+    let session = queue.session().id();
+    tracing::debug!(consumer = %consumer_id, %session, "zookeeper session opened");
 }
 
 fn with_sink(queue: Queue, dead_letters: &Option<Arc<dyn DeadLetterSink>>) -> Queue {
