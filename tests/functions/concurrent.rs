@@ -5,10 +5,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::Command;
 
 use harness::TestQueue;
-use harness::lambda_api::{RuntimeApi, function_env};
+use harness::lambda_api::{RuntimeApi, function_command};
 
 /// Invocations handed out at once, as `AWS_LAMBDA_MAX_CONCURRENCY` asks.
 const CONCURRENCY: usize = 8;
@@ -36,14 +35,9 @@ async fn eight_concurrent_invocations_share_one_session_and_claim_each_task_once
     let chroot = t.config.zookeeper.rsplit('/').next().unwrap();
     let log_path = std::env::temp_dir().join(format!("process_events-{chroot}.log"));
     let log = std::fs::File::create(&log_path).unwrap();
-    let mut function = Command::new(harness::binary("process_events"))
-        .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", &api.address)
-        .envs(function_env("process_events"))
+    let mut function = function_command("process_events", &api, &t.config)
         .env("AWS_LAMBDA_MAX_CONCURRENCY", CONCURRENCY.to_string())
         .env("MAX_TASKS_PER_RUN", PER_RUN.to_string())
-        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
-        .env("EVENT_BRIDGE_ROOT", &t.config.root)
         .env("RUST_LOG", "event_bridge::session=debug,warn")
         .stdout(Stdio::from(log.try_clone().unwrap()))
         .stderr(Stdio::from(log))
@@ -118,12 +112,7 @@ async fn without_the_variable_invocations_run_one_at_a_time() {
     let scheduled = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
     let events = vec![("one-1", scheduled.clone()), ("one-2", scheduled)];
     let mut api = RuntimeApi::start(events).await.unwrap();
-    let mut function = Command::new(harness::binary("process_events"))
-        .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", &api.address)
-        .envs(function_env("process_events"))
-        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
-        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+    let mut function = function_command("process_events", &api, &t.config)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)

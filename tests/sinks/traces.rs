@@ -285,7 +285,7 @@ async fn attempt_and_request_arrived(otlp: &Otlp) {
 /// request are at the receiver all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lambda_invocation_sends_its_spans_before_it_answers() {
-    use harness::lambda_api::{RuntimeApi, function_env};
+    use harness::lambda_api::{RuntimeApi, function_command};
     let Pending {
         t,
         otlp,
@@ -296,12 +296,7 @@ async fn a_lambda_invocation_sends_its_spans_before_it_answers() {
     let mut api = RuntimeApi::start(vec![("frozen-1", scheduled)])
         .await
         .unwrap();
-    let mut function = Command::new(harness::binary("process_events"))
-        .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", &api.address)
-        .envs(function_env("process_events"))
-        .env("ZOOKEEPER_CONNECTION_STRING", &t.config.zookeeper)
-        .env("EVENT_BRIDGE_ROOT", &t.config.root)
+    let mut function = function_command("process_events", &api, &t.config)
         .env("ROUTES", &routes)
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
         .env("OTEL_SERVICE_NAME", "process_events")

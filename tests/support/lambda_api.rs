@@ -104,6 +104,24 @@ pub fn function_env(name: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The built function `name` as Lambda starts it against `api`: a clean environment with the
+/// Runtime API's address, Lambda's own variables ([`function_env`]) and the ZooKeeper and root
+/// of `config`; the caller adds the rest and spawns it.
+pub fn function_command(
+    name: &str,
+    api: &RuntimeApi,
+    config: &event_bridge::Config,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(crate::binary(name));
+    command
+        .env_clear()
+        .env("AWS_LAMBDA_RUNTIME_API", &api.address)
+        .envs(function_env(name))
+        .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &config.root);
+    command
+}
+
 /// Copies the tiny Lambda function of `tests/deploy/panic_probe` (it echoes its event, or
 /// panics on request) to `dir` with the workspace's Cargo.lock, so it links the same
 /// `lambda_runtime` and tokio as the functions; `edit` may change its manifest first.
