@@ -60,6 +60,7 @@ mod results;
 mod resumable;
 mod scratch;
 mod spans;
+mod status_moves;
 mod steps;
 mod summary;
 mod tree;

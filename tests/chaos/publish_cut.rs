@@ -431,7 +431,7 @@ impl Reader {
     }
 }
 
-async fn within<T>(work: impl std::future::Future<Output = T>) -> T {
+pub(crate) async fn within<T>(work: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(GUARD, work)
         .await
         .expect("hang guard: nothing happened for two minutes")
@@ -524,20 +524,20 @@ async fn end_session(session: &zk::SessionInfo, hosts: &str) {
 
 /// A queue in a chroot of its own on the test ZooKeeper, and one on the same chroot reached
 /// through a [`Tap`].
-struct Tapped {
-    t: harness::TestQueue,
-    tap: Tap,
+pub(crate) struct Tapped {
+    pub(crate) t: harness::TestQueue,
+    pub(crate) tap: Tap,
     /// The config through the tap.
-    config: event_bridge::Config,
-    queue: Queue,
+    pub(crate) config: event_bridge::Config,
+    pub(crate) queue: Queue,
 }
 
 impl Tapped {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         Self::with(|_| {}).await
     }
 
-    async fn with(change: impl FnOnce(&mut event_bridge::Config)) -> Self {
+    pub(crate) async fn with(change: impl FnOnce(&mut event_bridge::Config)) -> Self {
         let t = harness::TestQueue::with(change).await;
         let tap = Tap::start(harness::zk_address()).await;
         let mut config = t.config.clone();
@@ -591,7 +591,7 @@ impl Tapped {
     }
 
     /// Whether the znode at `path` (below the root) exists.
-    async fn exists(&self, path: &str) -> bool {
+    pub(crate) async fn exists(&self, path: &str) -> bool {
         let full = format!("{}/{path}", self.t.config.root);
         self.t.raw.check_stat(&full).await.expect("stat").is_some()
     }

@@ -134,21 +134,15 @@ const DEAD_PAGE: usize = 32;
 
 /// One task's state, by task name or by envelope id; a pending or waiting task is marked
 /// paused when its event type is.
+///
+/// # Notable behaviors
+/// The task's places are read one after another, so a task that moves back to one already
+/// read (a waiting task falling due to its lane, a released one to its lane's tail) can be
+/// missed by one look. `NotFound` is answered only when a second look misses it too.
 pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
-    let found = match layout::sequence(key) {
-        Some(_) => by_name(queue, now, key).await?,
-        None => blocked(queue, now, key).await?,
-    };
-    let mut status = match found {
-        Some(found) => found,
-        None => scan(queue, now, key).await?,
-    };
-    if status == Status::NotFound
-        && let Some(record) = queue.done().find_done(key).await?
-    {
-        status = Status::Completed {
-            record: Box::new(record),
-        };
+    let mut status = look(queue, now, key).await?;
+    if status == Status::NotFound {
+        status = look(queue, now, key).await?;
     }
     let paused = queue.pauses().paused().await?;
     Ok(match status {
@@ -166,6 +160,28 @@ pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
         },
         other => other,
     })
+}
+
+/// One look through the places task `key` may be in, in the order a task moves through them
+/// (waiting for its parents, its debounce key, its lane, `delayed/`, the dead letters, the
+/// records of completed tasks).
+async fn look(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
+    let found = match layout::sequence(key) {
+        Some(_) => by_name(queue, now, key).await?,
+        None => blocked(queue, now, key).await?,
+    };
+    let status = match found {
+        Some(found) => found,
+        None => scan(queue, now, key).await?,
+    };
+    if status == Status::NotFound
+        && let Some(record) = queue.done().find_done(key).await?
+    {
+        return Ok(Status::Completed {
+            record: Box::new(record),
+        });
+    }
+    Ok(status)
 }
 
 /// Where task `name` is under that very name, if anywhere.
