@@ -77,7 +77,9 @@ step_tools() {
   if ! [ -x "$venv/bin/sam" ] || ! [ -x "$venv/bin/cargo-zigbuild" ]; then
     echo "installing aws-sam-cli and cargo-zigbuild (PyPI) into $venv"
     "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    # --no-compile: no bytecode for the thousands of modules installed (botocore's above
+    # all); Python compiles the few that sam imports when it first does (11 of 35 CPU-s here).
+    "$venv/bin/python" -m pip install -q --no-compile --disable-pip-version-check \
       'aws-sam-cli>=1.170' 'cargo-zigbuild>=0.24' ||
       fail "pip could not install aws-sam-cli and cargo-zigbuild into $venv"
   fi

@@ -85,7 +85,9 @@ async fn a_panicking_handler_is_reported_as_an_error_and_the_runtime_goes_on() {
 }
 
 /// The check above can fail: the same probe with `panic = "abort"` (what cargo-lambda injects
-/// when the profile names no strategy) dies on the panic, and no error is ever posted.
+/// when the profile names no strategy) dies on the panic, and no error is ever posted. Built
+/// unoptimized (`opt-level = 0`: how a panic ends does not depend on it), which halves the
+/// CPU its build of the dependencies takes.
 #[tokio::test]
 #[ignore = "release-builds a Lambda binary as sam build does (a minute or two): make deploy-check runs it"]
 async fn with_panic_abort_the_same_panic_kills_the_runtime() {
@@ -143,9 +145,9 @@ fn release_profile(manifest: &str) -> BTreeMap<String, String> {
 }
 
 /// Copies the probe to `target/panic-probe/<variant>` with the workspace's Cargo.lock (same
-/// lambda_runtime and tokio as the functions), optionally with another panic strategy, builds
-/// it with scripts/lambda-build.sh (as `sam build` builds the functions) and returns its
-/// `bootstrap`.
+/// lambda_runtime and tokio as the functions), optionally with another panic strategy (then
+/// unoptimized), builds it with scripts/lambda-build.sh (as `sam build` builds the functions)
+/// and returns its `bootstrap`.
 async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
     let root = workspace_root();
     let dir = root.join("target/panic-probe").join(variant);
@@ -154,7 +156,7 @@ async fn build_probe(variant: &str, panic_strategy: Option<&str>) -> PathBuf {
         Some(strategy) => {
             let line = "panic = \"unwind\"";
             assert!(manifest.contains(line), "the probe's manifest has {line}");
-            manifest.replace(line, &format!("panic = \"{strategy}\""))
+            manifest.replace(line, &format!("panic = \"{strategy}\"\nopt-level = 0"))
         }
     })
     .expect("probe copy");
