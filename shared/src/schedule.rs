@@ -6,6 +6,27 @@
 //!
 //! Every function takes the time as ms since the epoch by ZooKeeper's clock
 //! (`Queue::server_time`), so tests can move it; no slot is judged by a machine's own clock.
+//!
+//! A schedule is a five-field cron pattern in an IANA time zone: croner finds its slots and
+//! chrono-tz its zone's offsets, daylight saving included (a 03:00 slot in Berlin is 01:00 UTC on
+//! the spring day and 02:00 UTC the day before). A firer reads every schedule (one `getChildren`
+//! and one multi-read: two requests a run whatever the backlog, one when there are none) and, for
+//! each, takes the latest slot at or before now when it is later than the schedule's
+//! `last_slot_ms`. A firer killed before its multi-op lands leaves nothing, one killed after it
+//! left everything, so each slot makes exactly one task. A firer down for a while finds only the
+//! latest missed slot due (policy `last`, the default: it stands for the others), or passes it
+//! over when it is more than two minutes late (policy `skip`, which then writes only the
+//! schedule). A schedule too big for one request is skipped with a log naming it and reported in
+//! `failed`; one schedule's failure never stops the others, and a failure of the link or the
+//! session ends the look. The worker sleeps until the next slot of any schedule, 30 s at most, so
+//! a schedule added meanwhile is seen within that; `reap_leases` runs every five minutes, and a
+//! slot fired by `process_events` can run in the same invocation. A `schedule resume` moves
+//! `last_slot_ms` to the latest passed slot: paused slots make nothing.
+//!
+//! # Costs
+//!
+//! A slot's task costs one multi-op of three writes (five with an idempotency key) plus deleting
+//! the previous slot's mark.
 
 use serde::Serialize;
 

@@ -9,6 +9,17 @@
 //! found by reading the pending debounced publishes (`debounce/`, first: a firing moves one from
 //! there to a lane, so looking in that order cannot miss it on its way), then paging through the
 //! whole queue (a window at a time), the waiting tasks and the dead letters, in bounded memory.
+//!
+//! Records of completed tasks are read last, so that a redriven task found pending wins over the
+//! record of its first run. The places are read one after another, and a task can move back to
+//! one already read (a retried task falling due to its lane while `delayed/` is read): a look that
+//! finds nothing is taken again before `NotFound` is answered.
+//!
+//! Nothing indexes ids, so a look by id pages through the queue. An index (`ids/<id>` naming the
+//! task) would make it flat, but every publish would become a multi-op and every completion,
+//! retry and bury would carry one more operation, for a look an operator makes by hand; the
+//! status URLs an HTTP publish answers with, and `publish`'s output, name tasks, so the flat path
+//! is the one programs use.
 
 use serde::Serialize;
 use serde_json::Value;

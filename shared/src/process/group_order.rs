@@ -9,6 +9,11 @@
 //! task holding the group's lock (a retry come back at the tail, a task whose consumer died),
 //! which may still be claimed: when the walk already saw it queued behind the task whose claim
 //! met the lock, it is claimed at once, and the rest of its group waits for the next pass.
+//!
+//! A walk that jumped (after a lost race, or over a window another consumer holds whole) leaves
+//! the groups beyond the jump to a later pass. So that a stretch held at the head (slow tasks,
+//! or a dead consumer's until the reaper frees them) cannot hold back every group, the pass after
+//! one that left groups so walks through held windows instead of jumping (`Gates::gapped`).
 
 use std::collections::{HashMap, VecDeque};
 

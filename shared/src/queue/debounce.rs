@@ -11,6 +11,21 @@
 //! A pending publish is found by its envelope id by reading every pending key (ids have no
 //! index; this is `status` and `cancel` by id, never a run), and withdrawn (`cancel`) by
 //! deleting its node at the version read.
+//!
+//! Publishes of one key from one bulk call land in order (the window is cut where the key comes
+//! again, `bulk.rs`), so a file whose every line has the same key is published one line after
+//! another; publishes of one key from separate calls at once (two producers, two HTTP requests)
+//! have no order between them, and the one that lands last is the one left. An HTTP publish takes
+//! its debounced items into its all-or-nothing multi-op and refuses two items of one key. A
+//! cancel whose delete fails (a publish or a firing in between) looks again: a fired publish is
+//! buried as any pending task, a replaced one is not found, since only the last of a key runs.
+//!
+//! # Costs
+//!
+//! A debounced publish is one write, as a plain one is (a create, or a read and a `setData`),
+//! plus the due index's entry when it starts a key. Every run fires what is due before its
+//! passes (256 keys a run at most; the rest wait for the next), reading entries and keys 128 to a
+//! multi-read and filing 128 to a multi-op; so does a worker's upkeep every half second.
 
 use zookeeper_client as zk;
 

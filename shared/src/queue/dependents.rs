@@ -23,6 +23,14 @@
 //! buried when the parent died and it fails with it). A child buried so is settled too: its
 //! own children follow. A consumer that dies in between leaves the marker settled, and the
 //! reaper's sweep ([`Dependencies::sweep_dependents`]) finishes the work.
+//!
+//! # Costs
+//!
+//! For every completion multi-op, one more operation while no parent has children, and two per
+//! task while some do (a burial: one, or two); for a parent with children, a read of its marker, a
+//! second multi-op, and per child a read and a multi-op; for a child, a read per parent (more
+//! when a parent is named by an id) and one multi-op. No read is added to a completion that has
+//! no children.
 
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 

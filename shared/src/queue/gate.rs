@@ -10,6 +10,18 @@
 //! A route with `per_key` limits has a gate per concurrency key in use as well,
 //! `concurrency/<route>/<key>`, which works the same way for that key's tasks; the reaper
 //! deletes a key's gate once nothing holds a slot in it and its bucket would be full again.
+//!
+//! A claim batch groups its tasks by gate, takes each gate as it stands (the tasks its slots
+//! hold, the bucket, the version), and lets through as many as the free slots and the tokens
+//! allow (`limit::admit`, pure). Its multi-op starts with each gate rewritten at that version
+//! (the bucket as of now, by the consumer's reading of ZooKeeper's clock; a reading behind the
+//! bucket's own moment keeps that moment, or the next admission would refill the span between
+//! twice). Two consumers that saw the same count cannot both commit: the loser reads the gates
+//! afresh and tries once more in the same claim; a second loss makes its tasks wait
+//! (`TaskOutcome::Limited`), as do the tasks the admission left out; none has its attempt
+//! counted, since no claim happened. The run waits for limited tasks within its time: after a
+//! pass that claimed nothing but met a limit, it sleeps until the next token is due (or 100 ms
+//! for a slot) and looks again.
 
 use std::collections::BTreeMap;
 

@@ -10,6 +10,20 @@
 //! deletes it, or marks the group paused when the task or its route asks. Which task of a group
 //! is next is decided by the walk (see `process::pass`): only a walk that has seen every number
 //! from the head up to a grouped task may claim it, and only the first of its group it saw.
+//!
+//! A grouped task met not due yet (a producer's delay) is left where it is, holding its group
+//! back, instead of being moved to wait. A paused group stays paused until `resume --group`
+//! deletes its lock.
+//!
+//! # Costs
+//!
+//! A task without a group pays one scan of its bytes for the word `"group"` when probed, and
+//! nothing else. A grouped task costs one more operation per claim (and a `getData` of the lock
+//! when the group is busy, or when the task goes through a gate) and one more per completion. A
+//! group held back for long (a retry's backoff, a pause) keeps its later tasks in their lane,
+//! where every walk reads past them and the head cannot pass them; `stats` reads the locks (a
+//! request per 32) to list paused groups. A 000-design consumer knows nothing of groups and
+//! claims grouped tasks in any order.
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;

@@ -11,6 +11,24 @@
 //! the version read, and only when it names the task's id and is not completed ([`OwnedKey`]).
 //! A redrive takes the key again in the multi-op that queues the task, or, when another task
 //! has it, queues nothing ([`dead::redrive`]).
+//!
+//! The task's name is known only from the keyed publish's answer, so it goes into the key with a
+//! second write; a publisher that meets a key without a name waits for it (up to a second). While
+//! a task holds its key only that naming write changes it (version 0 to 1), so a settlement's
+//! write that fails on version 0 is sent again at 1; any other failure leaves the key out of the
+//! multi-op, which is sent again. A publish that meets a completed key past its window deletes
+//! it and publishes; the reaper looks at expiry buckets from their start on and deletes each key
+//! past its window (at the version read) with its entry, so a publish after the window never
+//! waits for the sweep.
+//!
+//! # Costs
+//!
+//! A completion batch with keyed tasks reads their keys once (one multi-read, sent with the
+//! completion's other preparation) and adds two operations per keyed task (`setData keys/<key>`
+//! with `completed_at`, `create keys-expiry/<bucket>/<key>`); a keyed bury reads its key and adds
+//! one delete. A task without a key costs nothing more anywhere. A 000-design consumer knows
+//! nothing of keys: a keyed task it completes leaves its key pending, which stops publishes of
+//! that key until someone deletes it.
 
 use std::time::Duration;
 

@@ -2,6 +2,25 @@
 //! (the task created with the batch's `total` raised, in one multi-op), and the tally a
 //! completion or a burial folds into its own multi-op (the batch's counters raised at the
 //! version read, its callback tasks created when that leaves it sealed and settled).
+//!
+//! Endings of one process that count in the same batch take turns from their read of it to their
+//! answer (`turns.rs`), so that completions sent together do not fail each other at its version.
+//! The callback's name is written to the batch just after its multi-op (a lost write leaves its
+//! id, which `status` accepts). A batch znode whose data is not a batch (overwritten by hand or by
+//! another tool) does not hold its members back: a completion or a burial reads it as gone
+//! (`Batches::settling_batch`, with a warning naming it), so the member settles uncounted and so
+//! do the tasks beside it in the same multi-op; the znode is left as it is, and `batch status` and
+//! a publish into it report it unreadable.
+//!
+//! # Costs
+//!
+//! Per member, no extra request on the publish or on the completion (the `setData` joins the
+//! multi-op each already sends; a bulk publish sends a run of up to 32 members of one batch as one
+//! multi-op), one read of the batch per completion multi-op that has members (one multi-read for
+//! all its batches), and a second read whenever another writer changed the batch first.
+//! Concurrent settlements of one batch contend on its version: each conflict costs a read and a
+//! retry of that multi-op, so a batch drained by many consumers at once pays more than its
+//! members would alone (not measured in `make bench` yet).
 
 use std::collections::HashMap;
 

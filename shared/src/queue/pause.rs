@@ -3,6 +3,30 @@
 //! pass's start (and again by claim batches when half a second old). A claim's multi-op
 //! checks the version it was read at, so no claim decided before a pause lands after it: once
 //! `pause` returns, no task of what it paused starts.
+//!
+//! A run reads `paused` when it starts, before every further pass, with a worker's notification of
+//! new tasks, and before a batch of claims whenever its copy is half a second old
+//! (`Run::fresh_restraints`: one `getData` and the `getChildren` of `cancelled/`, at most twice a
+//! second per consumer), so a pause stops claims within a second, also in a pass that walks a long
+//! backlog. A `resume` changes nothing under `tasks/`, so a worker keeps a persistent watch on
+//! `paused`: a change wakes it for another drain once the one under way ends. A run over a paused
+//! queue claims nothing and says so (`queue_paused`); a task of a paused type is left as it is,
+//! counted once per run (`paused`) and not tried again in that run.
+//!
+//! A claim decided before a pause or a resume fails its `check` of `paused` as a whole; it reads
+//! `paused` again, answers the tasks now paused `Paused`, and sends the rest again (three times at
+//! most, then they are left to the next batch). Its later claims take what that read found
+//! (`LatestPaused`, in the queue's memory) until the run's copy is read again. The base paths
+//! make `paused` as `{}`, so even a queue's first pause is checked; a queue no consumer of this
+//! version has started on has no znode to check, and its first pause stops claims within a second.
+//! `pause` and `resume` are a read and a version-checked write of that znode, repeated when
+//! another client wrote it in between.
+//!
+//! # Costs
+//!
+//! One `check` operation in each claim's multi-op; after a change, one failed claim and one
+//! `getData` per consumer. Paused tasks stay in their lane, so a walk still reads past them: a
+//! large paused backlog at the head costs each run a probe per 32 of them.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

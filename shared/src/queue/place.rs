@@ -17,6 +17,12 @@
 //!   (a child's last parent settling; a run finding a placed debounce key due) is followed by a
 //!   `setData` of the lane's own znode (`tasks`, `lanes/high`, `lanes/low`, whose data nobody
 //!   reads), which fires the workers' watches on the lane and takes no number from it.
+//!
+//! A publish keeps places in order with the tasks around it: a grouped debounced task, whose
+//! write needs a read first, goes alone after the ones before it, as a child does. Costs: a
+//! grouped child or debounced task costs one create more at publish, and a read (and a multi-op
+//! when it is ready) when its turn comes; a place waiting long is read past by every walk, as a
+//! grouped task not due yet is.
 
 use crate::queue::Groups;
 use serde_json::Value;
