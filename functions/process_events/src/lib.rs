@@ -12,6 +12,62 @@
 //!   `{"mode":"drain"}`, Function URL). The binary is `src/main.rs`.
 //! - `vercel` (feature `vercel`): the Vercel handler (cron with `CRON_SECRET`, `?drain=1`).
 //!   The binary is `api/process_events_vercel.rs`, where Vercel's builder looks for it.
+//!
+//! # The functions at the edge
+//!
+//! `functions/process_events` and `functions/reap_leases` are each a small library (the handlers)
+//! and thin binaries: `process_events` / `reap_leases` for Lambda, `process_events_vercel` /
+//! `reap_leases_vercel` for Vercel. `functions/platform` holds what both share at the edge:
+//!
+//! - **The session across invocations** is the library's `Session`, the same type the worker and
+//!   the CLI use. A function connects at cold start and keeps it. A sandbox frozen longer than the
+//!   session timeout thaws with an expired session; `Session::run` replaces a session the client
+//!   knows is over before the work, and when the work fails, runs it once more as the one retry
+//!   policy (`session::recovery`) says: on the same session after a dropped link, on a new session
+//!   after an expiry, not at all after any other error. Running it again is safe: every holder
+//!   write is fenced. A run fails only before it claimed anything: once it has, a pass that fails
+//!   on a dropped link or an ended session is followed by another (after a pause, or on a new
+//!   session: `Run::recover`, twice in a row at most), and a failure it cannot get past ends the
+//!   run with its report (`ended_early`), so a run never starts again from the start and claims
+//!   past its cap (`MAX_TASKS_PER_RUN`).
+//! - **Error labels** for Lambda's `errorType`: `ConfigError`, `ZooKeeperUnreachable`,
+//!   `ZooKeeperError`, `ZooKeeperTimeout`, `TaskTooLarge`, `JsonError`, `BadEvent`, and
+//!   `EventBridgeError` for any other error, given only here.
+//! - **HTTP**: Vercel requests and Function URL events get JSON replies. A run (`GET`, a `POST`
+//!   without a body or with `drain=`) needs `CRON_SECRET` on Vercel; with none set, every request
+//!   is refused unless `ALLOW_UNAUTHENTICATED` is (the cold start logs which: `access`).
+//! - **Metrics**: with `METRICS_EMF` (on by default on Lambda) each Lambda invocation prints one
+//!   CloudWatch Embedded Metric Format line on stdout, built by `platform::metrics` (pure) from
+//!   the run's report; `process_events` adds, after the run, a `clock` write and one
+//!   `stats::collect` for `Leased`, `Dead`, `Waiting` and `OldestTaskAge` (the reaper's report has
+//!   them already). That look sends its requests in turn: the counters' multi-read, the list of
+//!   `delayed/` and a stat per waiting bucket, the head and a probe, `paused`, and the list of
+//!   `groups/` with a read per 32 locks; it grows with the waiting buckets and the groups, not with
+//!   the backlog. Vercel has no CloudWatch, so nothing is printed there by default.
+//! - **Publishing over HTTP** (`platform::intake`, `process_events::intake`): a `POST` with a
+//!   body is read as one task or JSON lines (all items checked before anything is written: size,
+//!   JSON, `type` and `payload`), published with `AllOrNothing::publish_batch` (every task and its key
+//!   in one multi-op: all or nothing; keys already taken are looked up first and answered with
+//!   their task), and answered `202` with status URLs (`?status=<task>`, or `?status=<id>` for a
+//!   debounced item, answered from
+//!   `inspect::status`: pending, leased, waiting, dead, completed with `KEEP_DONE`, by id also a
+//!   debounced publish still pending, or 404).
+//!   Vercel checks `PUBLISH_SECRET`, a secret of its own so that whoever may publish may not
+//!   also trigger drains; on Lambda the Function URL's IAM authorization admits the caller. It
+//!   lives in `process_events` rather than a third function because that function already has a
+//!   warm session, a Function URL and a Vercel entry: a third would add a cold start, a session
+//!   per instance, and deploy entries, for a handler of a few dozen lines. A publish is sent once
+//!   (no retry on a dropped link: it may have landed, and a second send would duplicate it).
+//!
+//! Vercel takes function entries from `api/` only. For an entry `api/x.rs` its Rust builder runs
+//! `cargo locate-project` in `api/`, looks there for a `[[bin]]` whose path is the entry, and
+//! otherwise builds `cargo build --bin x`; from `api/` it finds our virtual root manifest, which
+//! declares no binaries, so an entry file's name is its binary's name. We chose thin entry files
+//! over the legacy `builds` key (which cannot be combined with `functions` settings such as
+//! `maxDuration`, and needs hand-written routes): `api/process_events_vercel.rs` and `api/reap_leases_vercel.rs` are declared as
+//! `[[bin]]`s of the function crates (`path = "../../api/…"`), named differently from the Lambda
+//! binaries so the two never collide in `target/`. A test resolves every cron path in
+//! `vercel.json` to such a binary.
 
 pub mod intake;
 #[cfg(feature = "lambda")]

@@ -16,6 +16,52 @@
 //!   tokens, across connections.
 //! - `history`, `chart`, `shell`, `form`: the samples, the SVG chart, what pages
 //!   share, posted forms.
+//!
+//! # How it works
+//!
+//! `event-bridge serve` draws its pages on the server (maud templates escape every value) and
+//! serves them, with the stylesheet compiled into the binary, from axum; forms and a meta refresh
+//! do what scripts would. Each page view reads ZooKeeper through the same cheap looks the CLI
+//! uses, on a `Session` (so an expired session is replaced, as in the functions): the overview is
+//! `detailed_stats` (three stats, a stat per waiting bucket, the oldest 1000 tasks for the type
+//! counts), `leased` (a listing of `leases/`, as long as the tasks in flight, and a read of each
+//! lease with its task: each held task's holder, expiry and progress, as of its last extension)
+//! the schedules, and the batches (a listing of `batches/` and one multi-read of the first 50);
+//! the dead-letter page lists `dead/` and reads records
+//! 32 to a request until 50 pass the filter. Nothing lists `tasks/`. A name that no dead letter
+//! can have (not a task's name, with or without the `~` suffix of a taken name: `%00`,
+//! `../tasks`) is not looked for: 404 for a letter's page, 400 for a form naming it.
+//!
+//! `serve` binds its address before it connects to ZooKeeper, and prints where it serves only once
+//! both have succeeded: a port in use ends it (exit 1) without that line.
+//!
+//! A sampler takes the figures every `--sample-every` (10 s; zero is a usage error): the three child counts and the
+//! creates and deletes under `tasks/` come from one multi-read of stats (`cversion` counts creates
+//! plus deletes, `numChildren` creates less deletes), so throughput (tasks leaving `tasks/` per
+//! minute: completed, dead-lettered, cancelled, or set to wait) costs nothing extra. The last
+//! hour of samples is kept in memory for the chart (lost on restart); the same figures are the
+//! gauges and counters of `/metrics`.
+//!
+//! Admin actions: the token is kept as its SHA-256 digest and compared without early exit; a
+//! sign-in makes a random session id (two version-4 UUIDs) and a random CSRF token, kept in
+//! memory for 12 hours (a restart signs everyone out). A change must be a POST with the session
+//! cookie (`HttpOnly`, `SameSite=Strict`), the session's CSRF token in the form, and an `Origin`
+//! naming the dashboard's own host (or no `Origin` and no cross-site `Sec-Fetch-Site`: a script);
+//! redrive and purge go through a confirmation page first. A wrong token waits a second before
+//! its answer, and at most 10 wrong tokens a minute are taken across every connection: a sign-in
+//! takes a place in that count before its token is compared (a right one gives it back), so a
+//! burst sent at once is not all compared; past the limit the answer is 429 with `Retry-After`
+//! and the token, right or not, is not looked at. Read-only mode registers none of these routes.
+//!
+//! Around every route (`dashboard/guard.rs`): a request must name the dashboard as its host, in
+//! `Host` and in the authority of an absolute request line: the address it is bound to,
+//! `localhost:<port>` when that is loopback (on `0.0.0.0` or `[::]`, the loopback addresses too),
+//! and each `--public-name` (`HOST` or `HOST:PORT`, case aside, as a proxy in front passes `Host`
+//! on). Anything else gets 421 Misdirected Request before a route runs, so nothing is read or
+//! changed: this is what stops DNS rebinding, where a page whose name is pointed at our address
+//! is same-origin with us for the browser, and its `Origin` matches its `Host`. Every answer,
+//! refusals and 404s included, carries `X-Frame-Options: DENY` and a `Content-Security-Policy`
+//! with `frame-ancestors 'none'`, so no other site can frame the admin forms.
 
 mod access;
 mod attempts;

@@ -11,6 +11,58 @@
 //! - A key lane's parent is made empty and keeps only its head: it is never deleted, and a
 //!   publish that finds it gone (deleted by hand) forgets what the process knew and makes it
 //!   again.
+//!
+//! # Keys take turns
+//!
+//! A normal task with a `concurrency_key`, in
+//! no ordered group, is published into its key's lane, `lanes/keys/<key>/key.<key>.N`; its
+//! parent is made by the first publish of the key (one create per key and process, `NodeExists`
+//! being success) and never deleted, so a name is never given twice. Normal's turn in the walk
+//! goes round its lanes, `tasks/` and each key lane that has tasks, one window each, in key
+//! order: a key with a backlog of 10^5 gives a window, then waits while every other key with
+//! tasks gives one. The walk finds the keys without listing a task: the run's first read of
+//! the lanes includes the stat of `lanes/keys`; when it has children, the walk lists it (one
+//! request, a name per key) and reads every key lane's parent in one multi-read (its data is
+//! the lane's head, its stat the tail and the task count). From then on the probe that starts each
+//! round of normal's turn, or that comes eight probes after the last that did (a walk busy in
+//! the high lane, or in a backlog), also reads the stats of the key lanes the walk knows (a tail
+//! that moved wakes that lane); past 128 keys the walk reads them apart instead, 128 to a
+//! multi-read, at most every K/16 windows (so a walk over 10^4 keys learns of another key's new
+//! task within about 600 windows). Every probe reads the stat of `lanes/keys`, whose
+//! `cversion` moves when a key lane is made: the walk lists again before its next window. The queue test publishes a new key's task mid-drain behind 2 000 of
+//! another key's (concurrency 8): it starts within two windows and what was in flight (the
+//! window the consumer held, and the one whose probe learnt of the new lane). Costs: a queue
+//! whose `lanes/keys` has children spends two requests more per walk (one more per 128 keys),
+//! also on a run over an idle queue (which still writes nothing), and the walk reads one stat
+//! per key lane a round; lanes stay after their key's last task, so a queue that saw 10^4 keys
+//! lists 10^4 names a walk. Deleting a key lane is not safe while anything may still name its
+//! tasks (a new parent numbers from 0 again); no sweep does it yet. Small key lanes are probed
+//! together (`probe/window.rs`, `Walk::along_of`): when the key lane whose turn it is has less
+//! than a window left, its probe also reads the windows of the key lanes whose turns come next
+//! (from where each walk is to the tail it knows), as many as fit in a window together, each
+//! with its lane's parent stat and its key's gates; the walk then gives those windows in turn
+//! without a request. A lane that needs a probe of its own first (its head not read, widening
+//! from it) stops the ride, and so does one that would overfill the window. A drain over 100
+//! keys of 20 tasks probed each key once, 100 probes where the same drain without keys needed
+//! 65, and ran at 0.72x and 0.76x of it (medians of 11 rounds); reading two keys a probe
+//! brought it to 0.96x and 1.02x (0.89x at 100 tasks a key; `BENCH_ONLY=semantics`). Issue
+//! 34 switched it off in the same build: the drain over 100 concurrency keys fell from
+//! 0.90-0.98x of plain to 0.78-0.84x, with 4% more requests (1.24x of plain against 1.17-1.19x).
+//! A window read along is given before the next probe of normal's lanes (and before a listing
+//! of the key lanes), after a higher lane's that a probe found woken: a high task published
+//! just after such a probe waits for those windows (a window of tasks at most) before the next
+//! probe sees it. A key lane that the same probe woke (its tail moved) and that comes between
+//! the probed lane and those read along waits a round for its turn. A key lane's head is written
+//! only once it has fallen a window (32 numbers) behind what the walk knows gone, or when the
+//! ranges it keeps known gone beyond its number change: the next walk's first window covers a
+//! head short of that anyway, and a lane with no child is ended from the start, wherever its
+//! head is, and a drain over 100 keys of 20 tasks wrote
+//! a head per key at its end, as many writes as its claims and completions together. A claim
+//! batch short of full after a key lane's window waits for the next window, once; until that
+//! window is in, a completion meanwhile does not send it alone (it did, and a drain over 100
+//! keys of 100 tasks sent 98 claims of the 4 tasks each lane's last window held). Grouped tasks stay in their priority's lane (a group's order is
+//! one lane's), and high and low tasks in theirs: priority comes before turns. `tasks/`
+//! takes its turn as one more key.
 
 use zookeeper_client as zk;
 

@@ -38,6 +38,54 @@
 //!   `delayed/` and among the dead letters (a letter whose body cannot be read explains
 //!   nothing); one found nowhere leaves the items of its lane that were not found
 //!   [`Fate::Unknown`]: sending them again could make a twin.
+//!
+//! The rest did not land and are sent again, each once, after what landed. A number between floor
+//! and tail with no task is one a consumer took: it is looked for in the completion records,
+//! `delayed/` and the dead letters (a letter's body as the record keeps it: nested JSON, text or
+//! base64; a letter that kept only its body's size and digest, or a body that cannot be read,
+//! explains nothing); one found nowhere may have been an item not found. Plain creates sent on one
+//! connection land in the order they were sent, so an item sent before one that was found, on the
+//! same loss, landed too (named when the missing numbers between match the items), and of those
+//! after the last one found, at most as many as there are unexplained numbers may have landed:
+//! those are *unknown* (reported so, never sent again; the CLI exits 1 naming the first), the
+//! others are sent again. Items of different losses tell nothing of each other. An item of another
+//! kind not found in a lane that lost tasks is unknown.
+//!
+//! An all-or-nothing batch (`publish_batch_with`, the HTTP publish) is one multi-op, so it is
+//! judged whole: when any item is found, every item landed (one not found is named by the
+//! consecutive numbers its batch took in its lane, counted from one found there, or from the
+//! lane's unexplained missing numbers when they are exactly as many; else as its side store says,
+//! else `Unnamed`); when none is, an item that cannot be told makes all of it unknown, and only a
+//! batch none of whose items was found, with nothing unknown, is sent again, whole. Never a part.
+//!
+//! An outage ends once nothing is pending: the next failure has a budget of its own. The HTTP
+//! publish's budget is the invocation's time left (its deadline on Lambda, `TIME_BUDGET_MS` from
+//! the request's arrival on Vercel) less `DEADLINE_MARGIN_MS`, and bounds the search as well.
+//!
+//! # Costs
+//!
+//! Cost when nothing is lost: one multi-read of the lanes' stats (and of the debounce keys' nodes)
+//! per window (a round trip of its own for a lane's first window, and for a window with debounced
+//! items). After a loss: one multi-read of the side stores, a stat and a
+//! head read per lane, a read of each number from floor to tail (64 to a request) and one request
+//! past it, and the places tasks go when numbers are missing.
+//!
+//! # Limits
+//!
+//! - **Order.** An item sent again lands after what landed of its window: a grouped item can end
+//!   up behind a later item of its group that landed (and a throttled run's items behind later
+//!   runs that were answered).
+//! - **Batch members in a bulk publish.** A run of members of one batch goes in chunks, one
+//!   multi-op after another; when the connection is lost under a later chunk, the earlier chunks'
+//!   answers are lost with it, and a member not found in a lane that lost tasks is reported
+//!   unknown, even one of a chunk that was never sent (the chunks' bounds are not known to the
+//!   search).
+//! - **An ordinary error in one run** (a parent unknown, a batch sealed) ends the window with that
+//!   error, and the items other runs of the window left in doubt are not settled: their lines get
+//!   no answer, and sending them again may make twins of those that landed.
+//! - **Tagging losses** reads the session's state as each failure is seen: a publish whose task
+//!   does not run between a loss and the client's reconnection and next loss (both before the
+//!   first failure is looked at) could take two losses for one.
 
 mod judge;
 

@@ -24,6 +24,23 @@
 //! key lane with less than a window left is probed with the windows of the key lanes whose
 //! turns come next (as many as fit in a window together), which the walk then gives in turn
 //! without a request ([`Walk::along_of`]).
+//!
+//! # Lanes in turn
+//!
+//! One walk per lane (`lane_walk.rs`). A run
+//! reads the three heads with the three lanes' stats in one multi-read; a lane whose tail is at
+//! its head has nothing and costs no probe. Every probe of a lane also reads the stats of the
+//! two other lanes' parents (two more reads in the same multi-read): a tail that moved past
+//! what the walk knew means tasks it has not seen, and that lane's walk goes on. Strict (the
+//! default), the walk's next window is always of the highest lane that has one, so a high task
+//! published while a drain is deep in the low lane is seen with the drain's next probe; the pass
+//! then probes the high window before it claims the low tasks it holds, and puts the high task
+//! at the front of its line, so it goes out with the next claim batch. The queue test publishes
+//! one behind 2 000 low tasks mid-drain (concurrency 8): 28 low tasks started before it, all
+//! probed before it was published. With `LANE_WEIGHTS` the walk shares windows among the lanes
+//! that have tasks by smooth weighted round robin (per window of 32 numbers), so a busy high
+//! lane cannot starve low; strict is the default because a priority that is only a share
+//! surprises those who ask for "high", and a team that wants shares says how much.
 
 use std::collections::{HashMap, VecDeque};
 

@@ -1,18 +1,29 @@
 //! A long-running consumer, for teams that have a server: `event-bridge worker`.
 //!
-//! It keeps one persistent watch on `tasks/` (one mechanism only: on ZooKeeper 3.8 a one-shot
-//! watch on the same path by the same client would drop the persistent one, ZOOKEEPER-4466).
-//! Every change under `tasks/` raises a notification that a change meanwhile leaves as a
-//! permit, so none is missed: between drains it wakes the worker for the next drain, and during
-//! a drain that still has slow tasks in flight it lets the drain take new tasks into its free
-//! places ([`process::run_refilling`]). A new task is picked up within milliseconds without
-//! polling. A slow timer (`WORKER_IDLE_CHECK`) also wakes it between drains. Beside the drains,
-//! on timers of their own, it moves tasks whose backoff or delay ended back to the queue and
-//! reaps expired leases every half lease timeout (`upkeep`), and fires recurring schedules at
-//! their slots (feature `schedule`; `schedule_timer`): a drain under steady traffic never ends, and
-//! none of that waits for it. When its session expires it opens a new one and carries on; on
-//! the stop signal it claims nothing more, lets tasks in flight finish within the deadline
-//! margin and releases the rest.
+//! It keeps one persistent watch on each
+//! priority lane's parent, and one recursive watch on `lanes/keys` (only these: on ZooKeeper 3.8
+//! a one-shot watch on the same path by the same client drops the persistent one,
+//! ZOOKEEPER-4466). Each change of children raises a notification (a key lane's head moving is a
+//! change of data under `lanes/keys`, and wakes nobody), kept as a permit when nobody
+//! waits, so no change between two drains is missed. The worker drains, then waits for that
+//! notification, a 5-second timer or SIGTERM/SIGINT. The same notification reaches the drain in
+//! progress: when it has run out of candidates but has free slots while slow tasks are still
+//! running, it takes a new snapshot, so a task published meanwhile does not wait for the slowest
+//! one. Under steady traffic that drain never ends, so nothing the worker needs done may wait for
+//! its end (`worker/upkeep.rs`): beside the drains, on timers of their own, it promotes due tasks
+//! from `delayed/` every 500 ms (a `getChildren` of `delayed/`; the clock is written once per 30 s
+//! and carried forward) and reaps every half lease timeout; a promoted task lands at the tail,
+//! which the watch reports. And a drain's pass that sits at the tail walks again from the head
+//! once its walk is a second old (on the notification, or on a one-second timer when none comes;
+//! the old walk's knowledge is saved to the head first): a task the reaper freed stays under its
+//! name behind the walk, an ordered group's next task was left for a later pass, a resumed type's
+//! tasks were passed over, and the new walk finds them. On session expiry it opens a new session (and a run in progress goes on on it for what it
+//! holds); on a signal it claims nothing more, gives tasks in flight `DEADLINE_MARGIN_MS` to finish
+//! and releases the rest.
+//!
+//! It also fires recurring schedules at their slots (feature `schedule`, `schedule_timer`), and
+//! between drains a slow timer (`WORKER_IDLE_CHECK`) wakes it when no notification does; a
+//! drain with free places and slow tasks in flight takes new tasks in ([`process::run_refilling`]).
 
 #[cfg(feature = "schedule")]
 mod schedule_timer;
