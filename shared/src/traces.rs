@@ -117,6 +117,41 @@ pub fn request_span(url: &str) -> Span {
     )
 }
 
+/// Marks a request's span failed as `cancelled` when dropped before [`Unanswered::answered`]:
+/// a request whose attempt gave up on it (the run's deadline, a lease lost or no longer
+/// vouched for) ends without an answer, and its span says so rather than ending unset.
+pub struct Unanswered<'a> {
+    span: &'a Span,
+    answered: bool,
+}
+
+impl<'a> Unanswered<'a> {
+    /// Watches `span` until its request has an outcome.
+    pub fn new(span: &'a Span) -> Self {
+        Unanswered {
+            span,
+            answered: false,
+        }
+    }
+
+    /// The request has its outcome (an answer, or a failure its span already says).
+    pub fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            failed(
+                self.span,
+                "cancelled",
+                "the attempt ended before the request had an answer",
+            );
+        }
+    }
+}
+
 /// The most of an error a span's status description keeps.
 const DESCRIPTION_BYTES: usize = 200;
 

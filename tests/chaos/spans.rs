@@ -9,6 +9,10 @@
 //!   request have status ERROR and an `error.type`;
 //! - an attempt whose request failed (a CLIENT span with status ERROR: an error answer, or none
 //!   within the route's timeout) failed too: status ERROR and an `error.type`;
+//! - a request its attempt gave up on (the run's deadline, a lease lost or no longer vouched
+//!   for: `error.type` `cancelled`) is failed, but says nothing of its attempt, which may have
+//!   been released at its deadline; nor is that attempt judged by the receiver's ledger, whose
+//!   answer its consumer never read;
 //! - an attempt that dead-lettered its task (`dead_lettered`) says so likewise;
 //! - a span with status ERROR names its `error.type`.
 //!
@@ -52,6 +56,11 @@ fn says_failed(span: &Value) -> bool {
             .is_some_and(|t| !t.is_empty())
 }
 
+/// Whether `span` is a request its attempt gave up on before it had an answer.
+fn cancelled(span: &Value) -> bool {
+    span["attributes"]["error.type"] == "cancelled"
+}
+
 fn show(span: &Value) -> String {
     let a = &span["attributes"];
     format!(
@@ -68,7 +77,7 @@ fn show(span: &Value) -> String {
 pub fn judge(spans: &[Value], deliveries: &[Delivery]) -> SpanFigures {
     let mut f = SpanFigures::default();
     // By id and token: the tasks of one claim batch share its token.
-    let refused: HashSet<(&str, i64)> = (deliveries.iter())
+    let refused_ids: HashSet<(&str, i64)> = (deliveries.iter())
         .filter(|d| matches!(d.answer, Answer::Error | Answer::Busy))
         .map(|d| (d.id.as_str(), d.token))
         .collect();
@@ -102,8 +111,11 @@ pub fn judge(spans: &[Value], deliveries: &[Delivery]) -> SpanFigures {
                 let id = a["messaging.message.id"].as_str().unwrap_or_default();
                 let own = span["span_id"].as_str().unwrap_or_default();
                 let requests = children.get(own).map_or(&[][..], Vec::as_slice);
-                let refused = token.is_some_and(|t| refused.contains(&(id, t)));
-                let request_failed = requests.iter().any(|r| r["status"]["code"] == "ERROR");
+                let gave_up = requests.iter().any(|r| cancelled(r));
+                let ledger_says_refused = token.is_some_and(|t| refused_ids.contains(&(id, t)));
+                let refused = !gave_up && ledger_says_refused;
+                let request_failed =
+                    (requests.iter()).any(|r| r["status"]["code"] == "ERROR" && !cancelled(r));
                 let dead = span["attributes"]["error.type"] == "dead_lettered";
                 if refused || request_failed || dead {
                     failed_attempts += 1;
@@ -111,7 +123,7 @@ pub fn judge(spans: &[Value], deliveries: &[Delivery]) -> SpanFigures {
                         wrong(span, "an attempt whose request failed, not marked failed");
                     }
                 }
-                for request in requests.iter().filter(|_| refused) {
+                for request in requests.iter().filter(|_| ledger_says_refused) {
                     if !says_failed(request) {
                         wrong(request, "a request the receiver refused, not marked failed");
                     }
@@ -232,6 +244,23 @@ mod tests {
         ];
         let f = judge(&spans, &[delivery(1, Answer::Error)]);
         assert!(f.violations.is_empty(), "{:?}", f.violations);
+    }
+
+    /// A request its attempt gave up on (cancelled) must say it failed, but leaves its
+    /// attempt, released at its deadline, unset, even when the receiver's ledger has answered
+    /// it with an error the consumer never read; left unset, the request is a violation.
+    #[test]
+    fn a_cancelled_request_fails_without_failing_its_attempt() {
+        let ledger = [delivery(1, Answer::Error)];
+        let released = [
+            attempt("a", 1, false),
+            request("a", None, Some("cancelled")),
+        ];
+        let f = judge(&released, &ledger);
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
+        assert_eq!((f.failed_attempts, f.requests), (0, 1));
+        let unset = [attempt("a", 1, false), request("a", None, None)];
+        assert_eq!(judge(&unset, &ledger).violations.len(), 2);
     }
 
     /// A run whose spans hold no failed attempt did not test the guarantee.

@@ -242,6 +242,41 @@ async fn failed_and_dead_lettered_deliveries_have_error_status_and_type() {
     }
 }
 
+/// A request its attempt gave up on is marked so: a webhook that never answers, with a
+/// timeout longer than the run, is cut short by the run's deadline. The attempt, released at
+/// its deadline, has not failed (status unset); its request, dropped unanswered, has status
+/// ERROR and `error.type` `cancelled`, rather than ending as if nothing had gone wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cut_short_by_the_deadline_is_marked_cancelled() {
+    let t = TestQueue::new().await;
+    let otlp = Otlp::start().await;
+    // Accepts connections and never answers on them.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let routes = json!({"routes": {"order.slow": {"sink": "http",
+        "url": format!("http://127.0.0.1:{port}/hook"), "timeout_ms": 600_000}}});
+    let envelope = event_bridge::Envelope::new("order.slow", json!({}));
+    t.queue.publish(&envelope).await.unwrap();
+    let env = [("TIME_BUDGET_MS", "3000"), ("DEADLINE_MARGIN_MS", "1000")];
+    let routes = routes.to_string();
+    let drain = ["process", "--drain"];
+    event_bridge_with(&t, &otlp, ("worker", &routes), &drain, &env).await;
+    held.abort();
+    let spans = otlp.spans(2).await;
+    assert_eq!(spans.len(), 2, "one attempt, one request: {spans:#?}");
+    assert_unset(of_kind(&spans, "CONSUMER")[0]);
+    let request = of_kind(&spans, "CLIENT")[0];
+    assert_failed(request, "cancelled");
+    assert_eq!(request["attributes"].get("http.response.status_code"), None);
+    assert_eq!(t.children("dead").await.len(), 0, "released, not buried");
+}
+
 /// A queue with one task for a webhook that answers 200, and a receiver of spans.
 struct Pending {
     t: TestQueue,

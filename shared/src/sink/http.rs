@@ -207,12 +207,16 @@ impl HttpSink {
     }
 
     /// POSTs the task's envelope as JSON; the status and body of a successful answer. With
-    /// traces exported, within a CLIENT span whose context the request's `traceparent` carries.
+    /// traces exported, within a CLIENT span whose context the request's `traceparent` carries;
+    /// dropped before its outcome (its attempt gave up on it), the span says `cancelled`.
     pub async fn deliver(&self, task: &Task) -> Result<HttpAnswer, SinkError> {
         let span = traces::request_span(&self.shown);
-        self.deliver_within(task, &span)
+        let unanswered = traces::Unanswered::new(&span);
+        let outcome = (self.deliver_within(task, &span))
             .instrument(span.clone())
-            .await
+            .await;
+        unanswered.answered();
+        outcome
     }
 
     /// [`HttpSink::deliver`] within `span`, which a failure marks failed (see
