@@ -163,12 +163,15 @@ pub async fn end_session(session: &zk::SessionInfo) {
     .await;
 }
 
-/// A queue for `config` on a new session.
+/// A queue for `config` on a new session (with its kicks when `config` has them on).
 pub async fn consumer(config: &Config, name: &str) -> Queue {
     let client = event_bridge::session::connect(config)
         .await
         .expect("connect");
-    Queue::new(client, config, Queue::new_consumer_id(name))
+    event_bridge::kick::attach(
+        Queue::new(client, config, Queue::new_consumer_id(name)),
+        config,
+    )
 }
 
 /// Run options with no deadline to speak of.

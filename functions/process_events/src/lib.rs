@@ -67,6 +67,12 @@ pub async fn run_with<H: Handler>(
         margin: config.deadline_margin,
     };
     let options = &options;
+    // With kicks on, a publish from now on kicks again (see `event_bridge::kick`).
+    if config.kick.is_some()
+        && let Err(error) = event_bridge::kick::clear(&session.queue()).await
+    {
+        tracing::warn!(%error, "kick node not cleared; the next publisher takes it over once stale");
+    }
     // A session found over before the run is replaced, and a run that fails on a session
     // fault runs once more; within a run, held tasks go on on a new session by themselves.
     session

@@ -1,0 +1,280 @@
+//! Kicks (`EVENT_BRIDGE_KICK=on`): a publish through the library or the CLI starts a drain
+//! through process_events' HTTP trigger, with no cron tick; kicks coalesce through the `kick`
+//! znode; a lost kick is taken over; with kicks off nothing is written or sent.
+//!
+//! The trigger is a real local HTTP server: it checks the bearer secret, counts the requests,
+//! and (when draining) runs process_events' drain in the same process.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use event_bridge::config::KickConfig;
+use event_bridge::{Config, Envelope};
+use platform::trigger::Trigger;
+use process_events::App;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use harness::{TestQueue, binary, consumer};
+
+const SECRET: &str = "kick-secret";
+
+/// The trigger: counts authorized requests, and drains with `app` when it has one.
+struct TriggerServer {
+    url: String,
+    requests: Arc<AtomicUsize>,
+    listener: Option<TcpListener>,
+}
+
+impl TriggerServer {
+    async fn bind() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        TriggerServer {
+            url: format!("http://127.0.0.1:{port}/api/process_events?drain=1"),
+            requests: Arc::default(),
+            listener: Some(listener),
+        }
+    }
+
+    /// Serves requests; each is answered after `app`'s drain ends (or at once without one).
+    fn serve(&mut self, app: Option<Arc<App>>) {
+        let listener = self.listener.take().expect("served once");
+        let requests = self.requests.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.expect("accept");
+                let (requests, app) = (requests.clone(), app.clone());
+                tokio::spawn(answer(stream, requests, app));
+            }
+        });
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+async fn answer(mut stream: TcpStream, requests: Arc<AtomicUsize>, app: Option<Arc<App>>) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await.expect("read");
+        assert!(n > 0, "request cut short");
+        head.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let authorized =
+        head.starts_with("post ") && head.contains(&format!("authorization: bearer {SECRET}"));
+    let status = match authorized {
+        false => "401 Unauthorized",
+        true => {
+            requests.fetch_add(1, Ordering::SeqCst);
+            if let Some(app) = app {
+                let drain = Trigger::Drain { max_tasks: None };
+                process_events::run(&app, drain, Duration::from_secs(30))
+                    .await
+                    .expect("drain");
+            }
+            "200 OK"
+        }
+    };
+    let reply = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    stream.write_all(reply.as_bytes()).await.expect("write");
+}
+
+/// Kicks on, to `url`, with a wait long enough that a publish returns after the drain it
+/// kicked answered (so the test reads the tree after it, with no waiting of its own).
+fn kicks_to(url: &str) -> impl FnOnce(&mut Config) {
+    let url = url.to_string();
+    move |config| {
+        config.cron_secret = Some(event_bridge::Secret::new(SECRET));
+        config.kick = Some(KickConfig {
+            url,
+            stale_after: Duration::from_secs(30),
+            wait: Duration::from_secs(60),
+        });
+    }
+}
+
+async fn kick_node(tq: &TestQueue) -> Option<serde_json::Value> {
+    match tq.raw.get_data(&tq.queue.layout().kick()).await {
+        Ok((data, _)) => Some(serde_json::from_slice(&data).expect("kick node JSON")),
+        Err(zookeeper_client::Error::NoNode) => None,
+        Err(e) => panic!("read kick node: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_library_publish_with_kicks_on_starts_a_drain() {
+    let mut server = TriggerServer::bind().await;
+    let tq = TestQueue::with(kicks_to(&server.url)).await;
+    let app = App::open(tq.config.clone(), "test").await.expect("app");
+    server.serve(Some(Arc::new(app)));
+
+    tq.queue
+        .publish(&Envelope::new("user.signup", json!({"user": 1})))
+        .await
+        .expect("publish");
+
+    assert_eq!(server.requests(), 1, "one kick");
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "the kicked drain ran the task"
+    );
+    assert_eq!(
+        kick_node(&tq).await,
+        None,
+        "the drain cleared the kick node"
+    );
+}
+
+#[tokio::test]
+async fn a_cli_publish_with_kicks_on_starts_a_drain() {
+    let mut server = TriggerServer::bind().await;
+    let tq = TestQueue::with(kicks_to(&server.url)).await;
+    let app = App::open(tq.config.clone(), "test").await.expect("app");
+    server.serve(Some(Arc::new(app)));
+
+    let published = tokio::process::Command::new(binary("event-bridge"))
+        .args([
+            "publish",
+            "--type",
+            "user.signup",
+            "--payload",
+            r#"{"user": 2}"#,
+        ])
+        .env("ZOOKEEPER_CONNECTION_STRING", &tq.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &tq.config.root)
+        .env("EVENT_BRIDGE_KICK", "on")
+        .env("EVENT_BRIDGE_KICK_URL", &server.url)
+        .env("KICK_WAIT_MS", "60000")
+        .env("CRON_SECRET", SECRET)
+        .output()
+        .await
+        .expect("run event-bridge publish");
+    let stderr = String::from_utf8_lossy(&published.stderr);
+    assert!(published.status.success(), "publish failed: {stderr}");
+
+    assert_eq!(server.requests(), 1, "one kick");
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "the kicked drain ran the task"
+    );
+}
+
+#[tokio::test]
+async fn many_publishes_from_several_publishers_kick_once_while_the_node_stands() {
+    let mut server = TriggerServer::bind().await;
+    let tq = TestQueue::with(kicks_to(&server.url)).await;
+    server.serve(None);
+
+    let mut publishers = Vec::new();
+    for p in 0..3 {
+        let queue = consumer(&tq.config, &format!("publisher-{p}")).await;
+        publishers.push(tokio::spawn(async move {
+            for i in 0..20 {
+                let envelope = Envelope::new("bulk", json!({"publisher": p, "i": i}));
+                queue.publish(&envelope).await.expect("publish");
+            }
+        }));
+    }
+    for publisher in publishers {
+        publisher.await.expect("publisher");
+    }
+    assert_eq!(server.requests(), 1, "60 publishes, one kick");
+    assert_eq!(tq.children("tasks").await.len(), 60);
+
+    // A run begins: it clears the node, and the next publish kicks again.
+    event_bridge::kick::clear(&tq.queue).await.expect("clear");
+    tq.queue
+        .publish(&Envelope::new("bulk", json!({})))
+        .await
+        .expect("publish");
+    assert_eq!(
+        server.requests(),
+        2,
+        "a publish after the run began kicks again"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_kick_is_taken_over_and_a_fresh_one_is_not() {
+    let mut server = TriggerServer::bind().await;
+    let tq = TestQueue::with(kicks_to(&server.url)).await;
+    server.serve(None);
+    let now = tq.now().await.now_ms();
+    let path = tq.queue.layout().kick();
+    let open =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+
+    // A kick sent a second ago stands: no kick.
+    let fresh = json!({"at_ms": now - 1_000}).to_string();
+    tq.raw
+        .create(&path, fresh.as_bytes(), &open)
+        .await
+        .expect("fresh node");
+    tq.queue
+        .publish(&Envelope::new("a", json!({})))
+        .await
+        .expect("publish");
+    assert_eq!(server.requests(), 0, "a fresh kick node stops the kick");
+
+    // One sent a minute ago (past KICK_STALE_MS, 30 s) was lost: taken over, kicked again.
+    let old = json!({"at_ms": now - 60_000}).to_string();
+    tq.raw
+        .set_data(&path, old.as_bytes(), None)
+        .await
+        .expect("old node");
+    tq.queue
+        .publish(&Envelope::new("b", json!({})))
+        .await
+        .expect("publish");
+    assert_eq!(server.requests(), 1, "the lost kick was taken over");
+    let at_ms = kick_node(&tq).await.expect("node")["at_ms"]
+        .as_i64()
+        .expect("at_ms");
+    assert!(at_ms >= now, "the node was stamped again ({at_ms} < {now})");
+}
+
+#[tokio::test]
+async fn with_kicks_off_no_node_is_written_and_no_request_sent() {
+    let mut server = TriggerServer::bind().await;
+    let tq = TestQueue::with(|config| {
+        config.cron_secret = Some(event_bridge::Secret::new(SECRET));
+    })
+    .await;
+    server.serve(None);
+
+    tq.queue
+        .publish(&Envelope::new("a", json!({})))
+        .await
+        .expect("publish");
+    tq.queue
+        .publish_raw(br#"{"raw": true}"#)
+        .await
+        .expect("publish raw");
+
+    assert_eq!(kick_node(&tq).await, None);
+    assert_eq!(server.requests(), 0);
+}
+
+#[tokio::test]
+async fn a_kick_that_fails_never_fails_the_publish() {
+    // Nothing listens at this trigger: the kick fails, the publish stands, the node stays for
+    // the cron tick's run or a later publisher once stale.
+    let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = closed.local_addr().expect("address").port();
+    drop(closed);
+    let tq = TestQueue::with(kicks_to(&format!("http://127.0.0.1:{port}/"))).await;
+
+    tq.queue
+        .publish(&Envelope::new("a", json!({})))
+        .await
+        .expect("publish");
+
+    assert_eq!(tq.children("tasks").await.len(), 1);
+    assert!(kick_node(&tq).await.is_some(), "the node is left standing");
+}
