@@ -1,6 +1,7 @@
-//! Kicks (`EVENT_BRIDGE_KICK=on`): a publish through the library or the CLI starts a drain
-//! through process_events' HTTP trigger, with no cron tick; kicks coalesce through the `kick`
-//! znode; a lost kick is taken over; with kicks off nothing is written or sent.
+//! Kicks (`EVENT_BRIDGE_KICK=on`): a publish through the library, the CLI or process_events'
+//! HTTP publish starts a drain through process_events' HTTP trigger, with no cron tick; kicks
+//! coalesce through the `kick` znode; a lost kick is taken over; with kicks off nothing is
+//! written or sent.
 //!
 //! The trigger is a real local HTTP server: it checks the bearer secret, counts the requests,
 //! and (when draining) runs process_events' drain in the same process.
@@ -166,6 +167,24 @@ async fn a_cli_publish_with_kicks_on_starts_a_drain() {
 }
 
 #[tokio::test]
+async fn an_http_publish_with_kicks_on_starts_a_drain() {
+    let mut server = TriggerServer::bind().await;
+    let tq = TestQueue::with(kicks_to(&server.url)).await;
+    let app = Arc::new(App::open(tq.config.clone(), "test").await.expect("app"));
+    server.serve(Some(app.clone()));
+
+    let body = br#"{"type": "user.signup", "payload": {"user": 3}}"#;
+    let reply = process_events::intake::publish(&app, body, "/", Duration::from_secs(30)).await;
+
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    assert_eq!(server.requests(), 1, "one kick");
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "the kicked drain ran the task"
+    );
+}
+
+#[tokio::test]
 async fn many_publishes_from_several_publishers_kick_once_while_the_node_stands() {
     let mut server = TriggerServer::bind().await;
     let tq = TestQueue::with(kicks_to(&server.url)).await;
@@ -277,4 +296,54 @@ async fn a_kick_that_fails_never_fails_the_publish() {
 
     assert_eq!(tq.children("tasks").await.len(), 1);
     assert!(kick_node(&tq).await.is_some(), "the node is left standing");
+}
+
+#[tokio::test]
+async fn the_vercel_build_served_locally_drains_on_kicks_from_the_library_and_its_own_publish() {
+    let port = harness::vercel::free_port();
+    let url = format!("http://127.0.0.1:{port}/api/process_events_vercel?drain=1");
+    let tq = TestQueue::with(kicks_to(&url)).await;
+    let env = [
+        ("CRON_SECRET", SECRET),
+        ("PUBLISH_SECRET", "publish-secret"),
+        ("EVENT_BRIDGE_KICK", "on"),
+        ("EVENT_BRIDGE_KICK_URL", url.as_str()),
+        ("KICK_WAIT_MS", "60000"),
+    ];
+    let server =
+        harness::vercel::VercelBinary::start_on("process_events_vercel", port, &tq.config, &env)
+            .await;
+
+    // The library's publish kicks the Vercel trigger, and returns once its drain answered.
+    tq.queue
+        .publish(&Envelope::new("a", json!({})))
+        .await
+        .expect("publish");
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "the kicked drain ran the task:\n{}",
+        server.log()
+    );
+    assert_eq!(kick_node(&tq).await, None, "the run cleared the kick node");
+
+    // The Vercel build's own HTTP publish kicks it too.
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let body = r#"{"type": "b", "payload": {}}"#;
+    let request = format!(
+        "POST /api/process_events_vercel HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer \
+         publish-secret\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: \
+         close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.expect("reply");
+    assert!(reply.starts_with("HTTP/1.1 202"), "{reply}");
+    assert!(
+        tq.children("tasks").await.is_empty(),
+        "the kicked drain ran the task:\n{}",
+        server.log()
+    );
 }
