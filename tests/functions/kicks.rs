@@ -3,11 +3,11 @@
 //! coalesce through the `kick` znode; a lost kick is taken over; with kicks off nothing is
 //! written or sent.
 //!
-//! The trigger is a real local HTTP server: it checks the bearer secret, counts the requests,
-//! and (when draining) runs process_events' drain in the same process.
+//! The trigger is a real local HTTP server (`harness::kick_trigger`): it checks the bearer
+//! secret, counts the requests, and (when draining) runs process_events' drain in the same
+//! process; the last test kicks the Vercel build served locally.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use event_bridge::config::KickConfig;
@@ -18,72 +18,23 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use harness::kick_trigger::{Drain, KickTrigger};
+
 use harness::{TestQueue, binary, consumer};
 
 const SECRET: &str = "kick-secret";
 
-/// The trigger: counts authorized requests, and drains with `app` when it has one.
-struct TriggerServer {
-    url: String,
-    requests: Arc<AtomicUsize>,
-    listener: Option<TcpListener>,
-}
-
-impl TriggerServer {
-    async fn bind() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        TriggerServer {
-            url: format!("http://127.0.0.1:{port}/api/process_events?drain=1"),
-            requests: Arc::default(),
-            listener: Some(listener),
-        }
-    }
-
-    /// Serves requests; each is answered after `app`'s drain ends (or at once without one).
-    fn serve(&mut self, app: Option<Arc<App>>) {
-        let listener = self.listener.take().expect("served once");
-        let requests = self.requests.clone();
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.expect("accept");
-                let (requests, app) = (requests.clone(), app.clone());
-                tokio::spawn(answer(stream, requests, app));
-            }
-        });
-    }
-
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-}
-
-async fn answer(mut stream: TcpStream, requests: Arc<AtomicUsize>, app: Option<Arc<App>>) {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await.expect("read");
-        assert!(n > 0, "request cut short");
-        head.extend_from_slice(&buf[..n]);
-    }
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    let authorized =
-        head.starts_with("post ") && head.contains(&format!("authorization: bearer {SECRET}"));
-    let status = match authorized {
-        false => "401 Unauthorized",
-        true => {
-            requests.fetch_add(1, Ordering::SeqCst);
-            if let Some(app) = app {
-                let drain = Trigger::Drain { max_tasks: None };
-                process_events::run(&app, drain, Duration::from_secs(30))
-                    .await
-                    .expect("drain");
-            }
-            "200 OK"
-        }
-    };
-    let reply = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-    stream.write_all(reply.as_bytes()).await.expect("write");
+/// A trigger that drains with `app`.
+fn draining(app: Arc<App>) -> Option<Drain> {
+    Some(Arc::new(move || {
+        let app = app.clone();
+        Box::pin(async move {
+            let drain = Trigger::Drain { max_tasks: None };
+            process_events::run(&app, drain, Duration::from_secs(30))
+                .await
+                .expect("drain");
+        })
+    }))
 }
 
 /// Kicks on, to `url`, with a wait long enough that a publish returns after the drain it
@@ -110,10 +61,10 @@ async fn kick_node(tq: &TestQueue) -> Option<serde_json::Value> {
 
 #[tokio::test]
 async fn a_library_publish_with_kicks_on_starts_a_drain() {
-    let mut server = TriggerServer::bind().await;
+    let mut server = KickTrigger::bind(SECRET).await;
     let tq = TestQueue::with(kicks_to(&server.url)).await;
     let app = App::open(tq.config.clone(), "test").await.expect("app");
-    server.serve(Some(Arc::new(app)));
+    server.serve(draining(Arc::new(app)));
 
     tq.queue
         .publish(&Envelope::new("user.signup", json!({"user": 1})))
@@ -134,10 +85,10 @@ async fn a_library_publish_with_kicks_on_starts_a_drain() {
 
 #[tokio::test]
 async fn a_cli_publish_with_kicks_on_starts_a_drain() {
-    let mut server = TriggerServer::bind().await;
+    let mut server = KickTrigger::bind(SECRET).await;
     let tq = TestQueue::with(kicks_to(&server.url)).await;
     let app = App::open(tq.config.clone(), "test").await.expect("app");
-    server.serve(Some(Arc::new(app)));
+    server.serve(draining(Arc::new(app)));
 
     let published = tokio::process::Command::new(binary("event-bridge"))
         .args([
@@ -168,10 +119,10 @@ async fn a_cli_publish_with_kicks_on_starts_a_drain() {
 
 #[tokio::test]
 async fn an_http_publish_with_kicks_on_starts_a_drain() {
-    let mut server = TriggerServer::bind().await;
+    let mut server = KickTrigger::bind(SECRET).await;
     let tq = TestQueue::with(kicks_to(&server.url)).await;
     let app = Arc::new(App::open(tq.config.clone(), "test").await.expect("app"));
-    server.serve(Some(app.clone()));
+    server.serve(draining(app.clone()));
 
     let body = br#"{"type": "user.signup", "payload": {"user": 3}}"#;
     let reply = process_events::intake::publish(&app, body, "/", Duration::from_secs(30)).await;
@@ -186,7 +137,7 @@ async fn an_http_publish_with_kicks_on_starts_a_drain() {
 
 #[tokio::test]
 async fn many_publishes_from_several_publishers_kick_once_while_the_node_stands() {
-    let mut server = TriggerServer::bind().await;
+    let mut server = KickTrigger::bind(SECRET).await;
     let tq = TestQueue::with(kicks_to(&server.url)).await;
     server.serve(None);
 
@@ -221,7 +172,7 @@ async fn many_publishes_from_several_publishers_kick_once_while_the_node_stands(
 
 #[tokio::test]
 async fn a_lost_kick_is_taken_over_and_a_fresh_one_is_not() {
-    let mut server = TriggerServer::bind().await;
+    let mut server = KickTrigger::bind(SECRET).await;
     let tq = TestQueue::with(kicks_to(&server.url)).await;
     server.serve(None);
     let now = tq.now().await.now_ms();
@@ -260,7 +211,7 @@ async fn a_lost_kick_is_taken_over_and_a_fresh_one_is_not() {
 
 #[tokio::test]
 async fn with_kicks_off_no_node_is_written_and_no_request_sent() {
-    let mut server = TriggerServer::bind().await;
+    let mut server = KickTrigger::bind(SECRET).await;
     let tq = TestQueue::with(|config| {
         config.cron_secret = Some(event_bridge::Secret::new(SECRET));
     })

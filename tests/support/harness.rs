@@ -11,6 +11,7 @@
 //! the session's connection task too: on a busy machine a few slow commands in a row outlast
 //! the client's connection timeout, and it drops the connection under the test.
 
+pub mod kick_trigger;
 pub mod lambda_api;
 pub mod otlp;
 pub mod prometheus;
