@@ -157,7 +157,7 @@ async fn many_publishes_from_several_publishers_kick_once_while_the_node_stands(
     assert_eq!(server.requests(), 1, "60 publishes, one kick");
     assert_eq!(tq.children("tasks").await.len(), 60);
 
-    // A run begins: it clears the node, and the next publish kicks again.
+    // A drain has drained: it clears the node, and the next publish kicks again.
     event_bridge::kick::clear(&tq.queue).await.expect("clear");
     tq.queue
         .publish(&Envelope::new("bulk", json!({})))

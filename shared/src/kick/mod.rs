@@ -7,16 +7,18 @@
 //! `Authorization: Bearer $CRON_SECRET`).
 //!
 //! Kicks are coalesced through ZooKeeper (`node`): the publisher that creates `ROOT/kick` is
-//! the one that kicks; the others find it standing and do not. process_events deletes it when
-//! a run begins, before it claims, so a publish after that kicks again. A node older than
+//! the one that kicks; the others find it standing and do not. A kicked drain of process_events
+//! deletes it once it has drained, so a publish after that kicks again, and then runs once
+//! more: a task that landed while the node stood (its publisher did not kick) is run by the
+//! same invocation. So while drains keep up, a burst of publishes causes one invocation. A node older than
 //! `KICK_STALE_MS` (its `at_ms` against ZooKeeper's clock) is a lost kick: the next publisher
 //! takes it over (a write at the version it read) and kicks again. The cron tick stays the
 //! safety net. A kick that fails is logged and never fails the publish.
 //!
 //! [`attach`] gives a queue its kicks ([`crate::session::Session`] does, for every queue it
-//! opens); process_events calls [`clear`] when a run begins.
+//! opens); a kicked drain of process_events calls [`clear`] once it has drained.
 //!
-//! - `node`: the kick node: whether a kick is due, and clearing it when a run begins.
+//! - `node`: the kick node: whether a kick is due, and clearing it once a drain has drained.
 //! - `trigger`: the HTTP request that starts a drain.
 
 mod node;

@@ -1,5 +1,5 @@
 //! The kick node, `ROOT/kick`: `{"at_ms": MS}`, when its kick was sent by ZooKeeper's clock.
-//! While it stands, publishers do not kick; a run deletes it when it begins.
+//! While it stands, publishers do not kick; a kicked drain deletes it once it has drained.
 
 use std::time::Duration;
 
@@ -70,8 +70,8 @@ fn lost(at_ms: i64, now_ms: i64, stale_after: Duration) -> bool {
     now_ms.saturating_sub(at_ms) >= stale_after.as_millis() as i64
 }
 
-/// Deletes the kick node when a run begins, before it claims: a publish after this kicks
-/// again. A node already gone is fine.
+/// Deletes the kick node, as a kicked drain does once it has drained (and then runs once
+/// more, for the tasks that landed while the node stood): a publish after this kicks again. A node already gone is fine.
 ///
 /// # Notable errors
 /// - [`Error::Zk`] when ZooKeeper does not answer.
