@@ -197,4 +197,32 @@ mod tests {
             assert_eq!(format!("{got:?}"), want, "{settled:?} resent {resent}");
         }
     }
+
+    #[test]
+    fn a_later_run_adds_its_counts_and_gives_the_depth() {
+        let mut first = ProcessReport {
+            claimed: 3,
+            completed: 2,
+            retried: 1,
+            remaining_depth: Some(4),
+            ended_early: Some("first".into()),
+            duration_ms: 10,
+            ..ProcessReport::default()
+        };
+        let later = ProcessReport {
+            claimed: 1,
+            completed: 1,
+            remaining_depth: Some(0),
+            ended_early: Some("later".into()),
+            queue_paused: true,
+            duration_ms: 5,
+            ..ProcessReport::default()
+        };
+        first.absorb(later);
+        assert_eq!((first.claimed, first.completed, first.retried), (4, 3, 1));
+        assert_eq!(first.remaining_depth, Some(0));
+        assert_eq!(first.ended_early.as_deref(), Some("first"));
+        assert!(first.queue_paused);
+        assert_eq!(first.duration_ms, 15);
+    }
 }
