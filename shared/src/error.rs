@@ -102,6 +102,19 @@ pub enum Error {
         cut: Option<CutShort>,
     },
 
+    /// A kick (see [`crate::kick`]) that did not reach the function: logged, never a
+    /// publish's error.
+    #[error(
+        "kick to {target}: {problem}; the cron tick or the next publisher's kick drains instead \
+         (check EVENT_BRIDGE_KICK_URL and CRON_SECRET)"
+    )]
+    Kick {
+        /// Where it was sent.
+        target: String,
+        /// What went wrong.
+        problem: String,
+    },
+
     /// Input that should have been JSON was not.
     #[error("invalid JSON: {0}; correct it")]
     Json(#[from] serde_json::Error),

@@ -86,7 +86,7 @@ fn rows() -> Vec<(String, &'static str)> {
             "set it to Name=value pairs",
         ),
         (
-            config_error(&[("ALLOW_UNAUTHENTICATED", "on")]),
+            config_error(&[("ALLOW_UNAUTHENTICATED", "maybe")]),
             "set it to 1, true, yes",
         ),
         (
@@ -173,6 +173,18 @@ fn rows() -> Vec<(String, &'static str)> {
         (
             Error::from(serde_json::from_str::<serde_json::Value>("{").unwrap_err()).to_string(),
             "correct it",
+        ),
+        (
+            config_error(&[("EVENT_BRIDGE_KICK", "on")]),
+            "set it to process_events' HTTP trigger",
+        ),
+        (
+            Error::Kick {
+                target: "https://shop.example/api/process_events?drain=1".into(),
+                problem: "answered 401 Unauthorized".into(),
+            }
+            .to_string(),
+            "check EVENT_BRIDGE_KICK_URL and CRON_SECRET",
         ),
         (
             Error::Unreadable {

@@ -123,6 +123,8 @@
 //!   doctor`): servers, root, ACLs, clock, reaper, leases' versions; with the sinks' features,
 //!   routes and sinks; the secrets needed.
 //! - [`inspect`]: pending tasks with their leases, one task's status, counts by type.
+//! - [`kick`]: after a publish, a drain kicked through process_events' HTTP trigger,
+//!   coalesced through the `kick` znode (`EVENT_BRIDGE_KICK=on`).
 //! - [`worker`]: a long-running consumer driven by ZooKeeper watches.
 //! - [`run_metrics`]: what runs record through the `metrics` facade (a no-op until a
 //!   program installs a recorder; feature `prometheus` serves them at `/metrics`).
@@ -164,6 +166,7 @@ pub mod features;
 pub mod handler;
 mod handler_error;
 pub mod inspect;
+pub mod kick;
 pub mod lane;
 pub mod layout;
 pub mod lease;

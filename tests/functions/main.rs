@@ -12,6 +12,7 @@ mod dependencies;
 mod emf;
 mod expiry;
 mod functions;
+mod kicks;
 mod methods;
 mod openapi;
 mod requests;

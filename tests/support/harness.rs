@@ -11,6 +11,7 @@
 //! the session's connection task too: on a busy machine a few slow commands in a row outlast
 //! the client's connection timeout, and it drops the connection under the test.
 
+pub mod kick_trigger;
 pub mod lambda_api;
 pub mod otlp;
 pub mod prometheus;
@@ -163,12 +164,15 @@ pub async fn end_session(session: &zk::SessionInfo) {
     .await;
 }
 
-/// A queue for `config` on a new session.
+/// A queue for `config` on a new session (with its kicks when `config` has them on).
 pub async fn consumer(config: &Config, name: &str) -> Queue {
     let client = event_bridge::session::connect(config)
         .await
         .expect("connect");
-    Queue::new(client, config, Queue::new_consumer_id(name))
+    event_bridge::kick::attach(
+        Queue::new(client, config, Queue::new_consumer_id(name)),
+        config,
+    )
 }
 
 /// Run options with no deadline to speak of.

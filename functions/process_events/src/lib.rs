@@ -122,9 +122,37 @@ pub async fn run_with<H: Handler>(
         deadline: Instant::now() + time_left,
         margin: config.deadline_margin,
     };
-    let options = &options;
-    // A session found over before the run is replaced, and a run that fails on a session
-    // fault runs once more; within a run, held tasks go on on a new session by themselves.
+    let mut report = run_once(session, handler, &options).await?;
+    // A kicked drain (kicks on, see `event_bridge::kick`) clears the kick node once it has
+    // drained, so the next publish kicks again, and runs once more within its cap: a task that
+    // landed while the node stood (its publisher did not kick) is run by this invocation.
+    if config.kick.is_some() && matches!(trigger, Trigger::Drain { .. }) {
+        match event_bridge::kick::clear(&session.queue()).await {
+            Ok(()) if report.claimed < options.max_tasks => {
+                let rest = RunOptions {
+                    max_tasks: options.max_tasks - report.claimed,
+                    ..options
+                };
+                report.absorb(run_once(session, handler, &rest).await?);
+            }
+            Ok(()) => {}
+            Err(error) => tracing::warn!(
+                %error,
+                "kick node not cleared; the next publisher takes it over once stale"
+            ),
+        }
+    }
+    Ok(report)
+}
+
+/// One run on `session`: a session found over before the run is replaced, and a run that
+/// fails on a session fault runs once more; within a run, held tasks go on on a new session
+/// by themselves.
+async fn run_once<H: Handler>(
+    session: &Session,
+    handler: &H,
+    options: &RunOptions,
+) -> Result<ProcessReport, Error> {
     session
         .run(|_| async move { process::run_on(session, handler, options).await })
         .await

@@ -142,6 +142,23 @@ pub struct Config {
     pub dead_letter_queue_url: Option<String>,
     /// `EVENT_BRIDGE_HANDLER`: `log` or `noop`.
     pub handler: HandlerKind,
+    /// `EVENT_BRIDGE_KICK` (`on`/`off`), with `EVENT_BRIDGE_KICK_URL`, `KICK_STALE_MS` and
+    /// `KICK_WAIT_MS`: whether publishers kick a drain (see [`crate::kick`]).
+    pub kick: Option<KickConfig>,
+}
+
+/// Kicks, when `EVENT_BRIDGE_KICK=on`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KickConfig {
+    /// `EVENT_BRIDGE_KICK_URL`: process_events' authenticated HTTP trigger, POSTed with
+    /// `Authorization: Bearer $CRON_SECRET`.
+    pub url: String,
+    /// `KICK_STALE_MS`: a kick node older than this (by ZooKeeper's clock) is taken as a lost
+    /// kick, and the next publisher kicks again.
+    pub stale_after: Duration,
+    /// `KICK_WAIT_MS`: how long a publisher waits for the trigger's answer; past it, the
+    /// request was sent and the drain goes on without it.
+    pub wait: Duration,
 }
 
 impl Default for Config {
@@ -180,6 +197,7 @@ impl Default for Config {
             routes: None,
             dead_letter_queue_url: None,
             handler: HandlerKind::Log,
+            kick: None,
         }
     }
 }
@@ -245,6 +263,7 @@ impl Config {
             routes: routes(get("ROUTES"), get("ROUTES_FILE"))?,
             dead_letter_queue_url: get("DEAD_LETTER_QUEUE_URL"),
             handler: handler(get("EVENT_BRIDGE_HANDLER"))?.unwrap_or(d.handler),
+            kick: kick(&get)?,
         };
         if config.deadline_margin >= config.time_budget {
             let value = config.deadline_margin.as_millis().to_string();
@@ -256,6 +275,33 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// `EVENT_BRIDGE_KICK` and the settings it needs when `on`.
+fn kick(get: &impl Fn(&str) -> Option<String>) -> Result<Option<KickConfig>, ConfigError> {
+    if !flag(get, "EVENT_BRIDGE_KICK")?.unwrap_or(false) {
+        return Ok(None);
+    }
+    let url = get("EVENT_BRIDGE_KICK_URL").ok_or_else(|| {
+        let fix = "set it to process_events' HTTP trigger (https://…/api/process_events?drain=1 \
+                   or its Function URL), or set EVENT_BRIDGE_KICK=off";
+        invalid(
+            "EVENT_BRIDGE_KICK_URL",
+            "",
+            format!("required with EVENT_BRIDGE_KICK=on: {fix}"),
+        )
+    })?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        let problem = "not an http:// or https:// URL: set process_events' HTTP trigger";
+        let problem: String = problem.into();
+        return Err(invalid("EVENT_BRIDGE_KICK_URL", &url, problem));
+    }
+    Ok(Some(KickConfig {
+        url,
+        stale_after: millis(get, "KICK_STALE_MS", 1_000, DAY_MS)?
+            .unwrap_or(Duration::from_secs(30)),
+        wait: millis(get, "KICK_WAIT_MS", 10, 600_000)?.unwrap_or(Duration::from_secs(1)),
+    }))
 }
 
 /// Which built-in handler runs tasks (`EVENT_BRIDGE_HANDLER`).
@@ -329,6 +375,13 @@ mod tests {
             ("MAX_TASKS_PER_RUN", "4"),
             ("CRON_SECRET", "s3cret"),
             ("EVENT_BRIDGE_HANDLER", "noop"),
+            ("EVENT_BRIDGE_KICK", "on"),
+            (
+                "EVENT_BRIDGE_KICK_URL",
+                "https://shop.example/api/process_events?drain=1",
+            ),
+            ("KICK_STALE_MS", "5000"),
+            ("KICK_WAIT_MS", "250"),
             ("DEDUP_WINDOW_MS", "3600000"),
             ("ALLOW_UNAUTHENTICATED", "True"),
             ("KEEP_DONE", "1h"),
@@ -348,6 +401,10 @@ mod tests {
         assert_eq!(c.publish_secret.as_ref().map(Secret::expose), Some("p"));
         assert_eq!(c.keep_done, Some(Duration::from_secs(3600)));
         assert!(c.allow_unauthenticated);
+        let kick = c.kick.as_ref().expect("kicks on");
+        assert_eq!(kick.url, "https://shop.example/api/process_events?drain=1");
+        assert_eq!(kick.stale_after, Duration::from_secs(5));
+        assert_eq!(kick.wait, Duration::from_millis(250));
         assert_eq!(c.dedup_window, Duration::from_secs(3600));
         assert_eq!(c.zookeeper, "zk1:2181,zk2:2181/app");
         assert_eq!(c.root, "/q/orders");
@@ -369,7 +426,8 @@ mod tests {
             ("EVENT_BRIDGE_ROOT", "/a//b"),
             ("EVENT_BRIDGE_HANDLER", "http"),
             ("DEADLINE_MARGIN_MS", "60000"),
-            ("ALLOW_UNAUTHENTICATED", "on"),
+            ("ALLOW_UNAUTHENTICATED", "maybe"),
+            ("EVENT_BRIDGE_KICK", "maybe"),
             ("KEEP_DONE", "1 hour"),
             ("KEEP_DONE", "3600"),
             ("KEEP_DONE", "10ms"),
@@ -475,6 +533,32 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 19, "only {checked} variables found");
+    }
+
+    #[test]
+    fn kicks_are_off_by_default_and_need_their_url_when_on() {
+        assert_eq!(parse(&[]).unwrap().kick, None);
+        assert_eq!(parse(&[("EVENT_BRIDGE_KICK", "off")]).unwrap().kick, None);
+        let missing = parse(&[("EVENT_BRIDGE_KICK", "on")]).unwrap_err();
+        assert_eq!(missing.variable, "EVENT_BRIDGE_KICK_URL");
+        assert!(
+            missing
+                .problem
+                .contains("required with EVENT_BRIDGE_KICK=on"),
+            "{missing}"
+        );
+        let kick = [
+            ("EVENT_BRIDGE_KICK", "on"),
+            ("EVENT_BRIDGE_KICK_URL", "ftp://x"),
+        ];
+        assert_eq!(parse(&kick).unwrap_err().variable, "EVENT_BRIDGE_KICK_URL");
+        let kick = [
+            ("EVENT_BRIDGE_KICK", "on"),
+            ("EVENT_BRIDGE_KICK_URL", "http://x/"),
+        ];
+        let defaults = parse(&kick).unwrap().kick.expect("on");
+        assert_eq!(defaults.stale_after, Duration::from_secs(30));
+        assert_eq!(defaults.wait, Duration::from_secs(1));
     }
 
     #[test]

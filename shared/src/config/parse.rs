@@ -106,7 +106,7 @@ pub(super) fn dimensions(raw: Option<String>) -> Result<Vec<(String, String)>, C
     Ok(dims)
 }
 
-/// A yes/no variable: `1`, `true`, `yes` or `0`, `false`, `no` (any case).
+/// A yes/no variable: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off` (any case).
 pub(super) fn flag(
     get: &impl Fn(&str) -> Option<String>,
     variable: &'static str,
@@ -115,12 +115,12 @@ pub(super) fn flag(
         return Ok(None);
     };
     match raw.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" => Ok(Some(true)),
-        "0" | "false" | "no" => Ok(Some(false)),
+        "1" | "true" | "yes" | "on" => Ok(Some(true)),
+        "0" | "false" | "no" | "off" => Ok(Some(false)),
         _ => Err(invalid(
             variable,
             &raw,
-            "set it to 1, true, yes, 0, false or no",
+            "set it to 1, true, yes, on, 0, false, no or off",
         )),
     }
 }

@@ -95,6 +95,12 @@ impl Layout {
         format!("{}/clock", self.root)
     }
 
+    /// The kick node: while it stands, a drain was kicked since the last one began, and
+    /// publishers do not kick again (see [`crate::kick`]).
+    pub fn kick(&self) -> String {
+        format!("{}/kick", self.root)
+    }
+
     /// The normal lane's head: the lowest sequence number a task may still have.
     pub fn head(&self) -> String {
         format!("{}/head", self.root)

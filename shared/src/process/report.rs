@@ -71,6 +71,38 @@ pub struct ProcessReport {
 }
 
 impl ProcessReport {
+    /// Adds what a later run of the same invocation did (the run after a drain cleared the
+    /// kick node, see `crate::kick`): counts summed, the later depth, the first early end.
+    pub fn absorb(&mut self, later: ProcessReport) {
+        for (mine, theirs) in [
+            (&mut self.claimed, later.claimed),
+            (&mut self.completed, later.completed),
+            (&mut self.retried, later.retried),
+            (&mut self.dead_lettered, later.dead_lettered),
+            (&mut self.lease_conflicts, later.lease_conflicts),
+            (&mut self.claims_failed, later.claims_failed),
+            (&mut self.leases_lost, later.leases_lost),
+            (&mut self.in_backoff, later.in_backoff),
+            (&mut self.released_at_deadline, later.released_at_deadline),
+            (&mut self.suspended, later.suspended),
+            (&mut self.abandoned, later.abandoned),
+            (&mut self.unsettled, later.unsettled),
+            (&mut self.unreadable, later.unreadable),
+            (&mut self.cancelled, later.cancelled),
+            (&mut self.group_busy, later.group_busy),
+            (&mut self.paused, later.paused),
+            (&mut self.limited, later.limited),
+            (&mut self.schedules_fired, later.schedules_fired),
+            (&mut self.schedules_failed, later.schedules_failed),
+        ] {
+            *mine += theirs;
+        }
+        self.queue_paused |= later.queue_paused;
+        self.remaining_depth = later.remaining_depth.or(self.remaining_depth);
+        self.ended_early = self.ended_early.take().or(later.ended_early);
+        self.duration_ms += later.duration_ms;
+    }
+
     /// Counts one task's outcome.
     pub(super) fn count(&mut self, outcome: &TaskOutcome) {
         let field = match outcome {
@@ -164,5 +196,33 @@ mod tests {
             let got = TaskOutcome::settled_as(settled, resent, TaskOutcome::Completed, "t");
             assert_eq!(format!("{got:?}"), want, "{settled:?} resent {resent}");
         }
+    }
+
+    #[test]
+    fn a_later_run_adds_its_counts_and_gives_the_depth() {
+        let mut first = ProcessReport {
+            claimed: 3,
+            completed: 2,
+            retried: 1,
+            remaining_depth: Some(4),
+            ended_early: Some("first".into()),
+            duration_ms: 10,
+            ..ProcessReport::default()
+        };
+        let later = ProcessReport {
+            claimed: 1,
+            completed: 1,
+            remaining_depth: Some(0),
+            ended_early: Some("later".into()),
+            queue_paused: true,
+            duration_ms: 5,
+            ..ProcessReport::default()
+        };
+        first.absorb(later);
+        assert_eq!((first.claimed, first.completed, first.retried), (4, 3, 1));
+        assert_eq!(first.remaining_depth, Some(0));
+        assert_eq!(first.ended_early.as_deref(), Some("first"));
+        assert!(first.queue_paused);
+        assert_eq!(first.duration_ms, 15);
     }
 }

@@ -3,7 +3,8 @@
 //! The core ([`Queue`]):
 //!
 //! - [`publish`](Queue::publish) (`publish`, `bulk`): sequential creates at a lane's tail,
-//!   pipelined; `outage`: riding out a lost connection under a publish.
+//!   pipelined; `outage`: riding out a lost connection under a publish; `after_publish`:
+//!   the hook every publish calls once its tasks landed ([`AfterPublish`]: kicks).
 //! - `start`, `walk`, `lane_walk`, `ranges`, with the [`Probes`] (`probe`): finding tasks by
 //!   number from the heads, without listing a lane.
 //! - `reads`: reading znodes, one or many to a request.
@@ -50,6 +51,7 @@
 
 #[macro_use]
 mod recipe;
+mod after_publish;
 mod all_or_nothing;
 mod bulk;
 mod bury;
@@ -109,6 +111,7 @@ use zookeeper_client as zk;
 
 pub use crate::resume::{MAX_SIGNAL_KEY_NAME_BYTES, check_signal_key};
 pub use crate::task::PendingDebounced;
+pub use after_publish::AfterPublish;
 pub use all_or_nothing::AllOrNothing;
 pub use bury::Burial;
 pub use cancel_marks::Cancels;
@@ -181,6 +184,8 @@ pub struct Queue {
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
     /// The features its hooks call (see [`crate::feature`]).
     features: Features,
+    /// Called after every publish landed (kicks, when `EVENT_BRIDGE_KICK=on`).
+    after_publish: Option<Arc<dyn AfterPublish>>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -205,6 +210,20 @@ impl Queue {
             acls: acls(config),
             dead_letters: None,
             features: crate::features::registered(),
+            after_publish: None,
+        }
+    }
+
+    /// Calls `hook` after every publish landed ([`AfterPublish`]).
+    pub fn with_after_publish(mut self, hook: Arc<dyn AfterPublish>) -> Self {
+        self.after_publish = Some(hook);
+        self
+    }
+
+    /// After a publish landed: its hook, if any. Never fails the publish.
+    pub(crate) async fn landed(&self) {
+        if let Some(hook) = &self.after_publish {
+            hook.landed(self).await;
         }
     }
 

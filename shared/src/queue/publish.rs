@@ -225,6 +225,7 @@ impl Queue {
                 }
                 start += len;
             }
+            queue.landed().await;
             Ok(answers.into_outcomes())
         }
         .instrument(span)
@@ -250,9 +251,11 @@ impl Queue {
     ) -> Result<Vec<Outcome>> {
         let span = traces::publish_span(self.layout().root(), envelopes);
         let envelopes = traces::stamped(envelopes, &span);
-        publish_batch_in(self, &envelopes, options)
+        let outcomes = publish_batch_in(self, &envelopes, options)
             .instrument(span)
-            .await
+            .await?;
+        self.landed().await;
+        Ok(outcomes)
     }
 
     /// Publishes one envelope; returns the task's name. With an idempotency key that is
@@ -297,7 +300,9 @@ impl Queue {
     /// Publishes a body as it is (any producer's JSON) in the normal lane, as a 000 producer
     /// does; returns the task's name.
     pub async fn publish_raw(&self, body: &[u8]) -> Result<String> {
-        self.publish_in(&Lane::NORMAL, body).await
+        let name = self.publish_in(&Lane::NORMAL, body).await?;
+        self.landed().await;
+        Ok(name)
     }
 
     /// Publishes a body at the tail of `lane` (made already); returns the task's name.

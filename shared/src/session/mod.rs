@@ -62,6 +62,7 @@ impl Session {
         let consumer_id = Queue::new_consumer_id(consumer_prefix);
         let client = connect::open(&config).await?;
         let queue = with_sink(Queue::new(client, &config, &consumer_id), &dead_letters);
+        let queue = crate::kick::attach(queue, &config);
         opened(&consumer_id, &queue);
         // The chroot and the base paths in one read.
         if !queue.ensure_paths_under_root().await? {
@@ -141,6 +142,7 @@ async fn new_queue(
 ) -> Result<Queue> {
     let client = connect(config).await?;
     let queue = with_sink(Queue::new(client, config, consumer_id), dead_letters);
+    let queue = crate::kick::attach(queue, config);
     opened(consumer_id, &queue);
     Ok(queue)
 }

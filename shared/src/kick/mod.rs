@@ -1,0 +1,115 @@
+//! Kicks: a task starts soon after its publish, with no server running.
+//!
+//! Off by default; `EVENT_BRIDGE_KICK=on` switches them on, for the function and for every
+//! publisher. After its tasks landed, a publish (the library's `Queue::publish*`, so the CLI's
+//! `publish` and the HTTP publish of process_events too) asks whether a kick is due, and if so
+//! POSTs process_events' authenticated HTTP trigger (`EVENT_BRIDGE_KICK_URL`, with
+//! `Authorization: Bearer $CRON_SECRET`).
+//!
+//! Kicks are coalesced through ZooKeeper (`node`): the publisher that creates `ROOT/kick` is
+//! the one that kicks; the others find it standing and do not. A kicked drain of process_events
+//! deletes it once it has drained, so a publish after that kicks again, and then runs once
+//! more: a task that landed while the node stood (its publisher did not kick) is run by the
+//! same invocation. So while drains keep up, a burst of publishes causes one invocation. A node older than
+//! `KICK_STALE_MS` (its `at_ms` against ZooKeeper's clock) is a lost kick: the next publisher
+//! takes it over (a write at the version it read) and kicks again. The cron tick stays the
+//! safety net. A kick that fails is logged and never fails the publish.
+//!
+//! [`attach`] gives a queue its kicks ([`crate::session::Session`] does, for every queue it
+//! opens); a kicked drain of process_events calls [`clear`] once it has drained.
+//!
+//! - `node`: the kick node: whether a kick is due, and clearing it once a drain has drained.
+//! - `trigger`: the HTTP request that starts a drain.
+
+mod node;
+mod trigger;
+
+use std::time::Duration;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::sync::OnceCell;
+
+use crate::clock::ZkTime;
+use crate::config::{Config, KickConfig};
+use crate::error::Result;
+use crate::queue::{AfterPublish, Queue};
+use crate::secret::Secret;
+
+pub use node::{Due, clear};
+pub use trigger::Trigger;
+
+/// `queue`, kicking after its publishes when `config` has kicks on (`EVENT_BRIDGE_KICK=on`);
+/// as it is otherwise.
+pub fn attach(queue: Queue, config: &Config) -> Queue {
+    match &config.kick {
+        Some(kick) => {
+            let kicker = Kicker::new(kick, config.cron_secret.clone());
+            queue.with_after_publish(Arc::new(kicker))
+        }
+        None => queue,
+    }
+}
+
+/// A publisher's kicks: the setting, the trigger, and ZooKeeper's time as read once.
+#[derive(Debug)]
+pub struct Kicker {
+    /// `KICK_STALE_MS`: how old a kick node is when its kick is taken as lost.
+    stale_after: Duration,
+    /// Where a due kick is sent.
+    trigger: Trigger,
+    /// ZooKeeper's time, read (by a write of `clock`) the first time a kick is asked about,
+    /// then carried forward with the local monotonic clock.
+    time: OnceCell<ZkTime>,
+}
+
+impl Kicker {
+    /// Kicks as `config` says, authenticated with `secret` (`CRON_SECRET`).
+    pub fn new(config: &KickConfig, secret: Option<Secret>) -> Self {
+        Kicker {
+            stale_after: config.stale_after,
+            trigger: Trigger::new(&config.url, secret, config.wait),
+            time: OnceCell::new(),
+        }
+    }
+
+    /// After a publish on `queue` landed: kicks when a kick is due. Never fails: what goes
+    /// wrong is logged, and the node is left to the next publisher or the cron tick.
+    pub async fn after_publish(&self, queue: &Queue) {
+        match self.due(queue).await {
+            Ok(Due::Standing) => {
+                tracing::debug!(
+                    root = queue.layout().root(),
+                    "kick standing: not kicked again"
+                );
+            }
+            Ok(due) => match self.trigger.send().await {
+                Ok(()) => tracing::info!(root = queue.layout().root(), ?due, "drain kicked"),
+                Err(error) => tracing::warn!(
+                    root = queue.layout().root(),
+                    ?due,
+                    %error,
+                    "kick failed; the publish stands"
+                ),
+            },
+            Err(error) => tracing::warn!(
+                root = queue.layout().root(),
+                %error,
+                "could not tell whether a kick is due; the publish stands"
+            ),
+        }
+    }
+
+    /// Whether this publisher kicks now (see `node`).
+    pub async fn due(&self, queue: &Queue) -> Result<Due> {
+        let now = self.time.get_or_try_init(|| queue.server_time()).await?;
+        node::due(queue, now.now_ms(), self.stale_after).await
+    }
+}
+
+impl AfterPublish for Kicker {
+    fn landed<'a>(&'a self, queue: &'a Queue) -> BoxFuture<'a, ()> {
+        Box::pin(self.after_publish(queue))
+    }
+}
