@@ -124,6 +124,7 @@ async fn kicking(
     config.cron_secret = Some(Secret::new(SECRET));
     config.kick = Some(KickConfig {
         url: trigger.url.clone(),
+        lambda_endpoint: None,
         stale_after: Duration::from_secs(30),
         wait,
     });

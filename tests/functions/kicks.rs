@@ -45,6 +45,7 @@ fn kicks_to(url: &str) -> impl FnOnce(&mut Config) {
         config.cron_secret = Some(event_bridge::Secret::new(SECRET));
         config.kick = Some(KickConfig {
             url,
+            lambda_endpoint: None,
             stale_after: Duration::from_secs(30),
             wait: Duration::from_secs(60),
         });

@@ -13,6 +13,7 @@ mod emf;
 mod expiry;
 mod functions;
 mod kicks;
+mod lambda_kicks;
 mod methods;
 mod openapi;
 mod requests;

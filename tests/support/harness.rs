@@ -13,6 +13,7 @@
 
 pub mod kick_trigger;
 pub mod lambda_api;
+pub mod lambda_invoke;
 pub mod otlp;
 pub mod prometheus;
 pub mod vercel;

@@ -151,14 +151,25 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KickConfig {
     /// `EVENT_BRIDGE_KICK_URL`: process_events' authenticated HTTP trigger, POSTed with
-    /// `Authorization: Bearer $CRON_SECRET`.
+    /// `Authorization: Bearer $CRON_SECRET`; or `lambda:<function name or ARN>`, invoked
+    /// asynchronously through Lambda's Invoke API with the standard AWS credentials.
     pub url: String,
+    /// `AWS_ENDPOINT_URL_LAMBDA`, else `AWS_ENDPOINT_URL`: where a `lambda:` kick is sent
+    /// instead of Lambda's endpoint in the function's region.
+    pub lambda_endpoint: Option<String>,
     /// `KICK_STALE_MS`: a kick node older than this (by ZooKeeper's clock) is taken as a lost
     /// kick, and the next publisher kicks again.
     pub stale_after: Duration,
     /// `KICK_WAIT_MS`: how long a publisher waits for the trigger's answer; past it, the
     /// request was sent and the drain goes on without it.
     pub wait: Duration,
+}
+
+impl KickConfig {
+    /// The function a `lambda:` kick invokes, if the kick goes through Lambda's Invoke API.
+    pub fn lambda_function(&self) -> Option<&str> {
+        self.url.strip_prefix("lambda:")
+    }
 }
 
 impl Default for Config {
@@ -291,13 +302,20 @@ fn kick(get: &impl Fn(&str) -> Option<String>) -> Result<Option<KickConfig>, Con
             format!("required with EVENT_BRIDGE_KICK=on: {fix}"),
         )
     })?;
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        let problem = "not an http:// or https:// URL: set process_events' HTTP trigger";
+    let lambda = url.strip_prefix("lambda:");
+    if lambda.is_some_and(|function| function.trim().is_empty()) {
+        let problem: String = "names no function: set lambda:<process_events' name or ARN>".into();
+        return Err(invalid("EVENT_BRIDGE_KICK_URL", &url, problem));
+    }
+    if lambda.is_none() && !(url.starts_with("http://") || url.starts_with("https://")) {
+        let problem = "not an http:// or https:// URL, nor lambda:<function>: set \
+                       process_events' HTTP trigger, or its name or ARN";
         let problem: String = problem.into();
         return Err(invalid("EVENT_BRIDGE_KICK_URL", &url, problem));
     }
     Ok(Some(KickConfig {
         url,
+        lambda_endpoint: get("AWS_ENDPOINT_URL_LAMBDA").or_else(|| get("AWS_ENDPOINT_URL")),
         stale_after: millis(get, "KICK_STALE_MS", 1_000, DAY_MS)?
             .unwrap_or(Duration::from_secs(30)),
         wait: millis(get, "KICK_WAIT_MS", 10, 600_000)?.unwrap_or(Duration::from_secs(1)),
@@ -559,6 +577,25 @@ mod tests {
         let defaults = parse(&kick).unwrap().kick.expect("on");
         assert_eq!(defaults.stale_after, Duration::from_secs(30));
         assert_eq!(defaults.wait, Duration::from_secs(1));
+        assert_eq!(defaults.lambda_function(), None);
+        let lambda = [
+            ("EVENT_BRIDGE_KICK", "on"),
+            ("EVENT_BRIDGE_KICK_URL", "lambda:process-events"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+            ("AWS_ENDPOINT_URL_LAMBDA", "http://127.0.0.1:2"),
+        ];
+        let lambda = parse(&lambda).unwrap().kick.expect("on");
+        assert_eq!(lambda.lambda_function(), Some("process-events"));
+        assert_eq!(
+            lambda.lambda_endpoint.as_deref(),
+            Some("http://127.0.0.1:2")
+        );
+        let nameless = [
+            ("EVENT_BRIDGE_KICK", "on"),
+            ("EVENT_BRIDGE_KICK_URL", "lambda:"),
+        ];
+        let nameless = parse(&nameless).unwrap_err();
+        assert!(nameless.problem.contains("names no function"), "{nameless}");
     }
 
     #[test]

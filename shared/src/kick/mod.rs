@@ -20,7 +20,11 @@
 //!
 //! - `node`: the kick node: whether a kick is due, and clearing it once a drain has drained.
 //! - `trigger`: the HTTP request that starts a drain.
+//! - `lambda`: the asynchronous Lambda invocation that starts one (`EVENT_BRIDGE_KICK_URL=
+//!   lambda:<function>`; feature `lambda-kick`).
 
+#[cfg(feature = "lambda-kick")]
+mod lambda;
 mod node;
 mod trigger;
 
@@ -52,13 +56,55 @@ pub fn attach(queue: Queue, config: &Config) -> Queue {
     }
 }
 
-/// A publisher's kicks: the setting, the trigger, and ZooKeeper's time as read once.
+/// Where a due kick goes.
+#[derive(Debug)]
+enum Target {
+    /// process_events' HTTP trigger.
+    Http(Trigger),
+    /// process_events, invoked through Lambda's Invoke API.
+    #[cfg(feature = "lambda-kick")]
+    Lambda(Box<lambda::Invoke>),
+    /// A `lambda:` target in a build without the feature `lambda-kick`: each kick fails, saying so.
+    #[cfg(not(feature = "lambda-kick"))]
+    Unbuilt(String),
+}
+
+impl Target {
+    fn new(config: &KickConfig, secret: Option<Secret>) -> Self {
+        match config.lambda_function() {
+            #[cfg(feature = "lambda-kick")]
+            Some(function) => Target::Lambda(Box::new(lambda::Invoke::new(
+                function,
+                config.lambda_endpoint.clone(),
+                config.wait,
+            ))),
+            #[cfg(not(feature = "lambda-kick"))]
+            Some(_) => Target::Unbuilt(config.url.clone()),
+            None => Target::Http(Trigger::new(&config.url, secret, config.wait)),
+        }
+    }
+
+    async fn send(&self) -> Result<()> {
+        match self {
+            Target::Http(trigger) => trigger.send().await,
+            #[cfg(feature = "lambda-kick")]
+            Target::Lambda(invoke) => invoke.send().await,
+            #[cfg(not(feature = "lambda-kick"))]
+            Target::Unbuilt(url) => Err(crate::error::Error::Kick {
+                target: url.clone(),
+                problem: "event-bridge was built without its `lambda-kick` feature".into(),
+            }),
+        }
+    }
+}
+
+/// A publisher's kicks: the setting, the target, and ZooKeeper's time as read once.
 #[derive(Debug)]
 pub struct Kicker {
     /// `KICK_STALE_MS`: how old a kick node is when its kick is taken as lost.
     stale_after: Duration,
     /// Where a due kick is sent.
-    trigger: Trigger,
+    target: Target,
     /// ZooKeeper's time, read (by a write of `clock`) the first time a kick is asked about,
     /// then carried forward with the local monotonic clock.
     time: OnceCell<ZkTime>,
@@ -69,7 +115,7 @@ impl Kicker {
     pub fn new(config: &KickConfig, secret: Option<Secret>) -> Self {
         Kicker {
             stale_after: config.stale_after,
-            trigger: Trigger::new(&config.url, secret, config.wait),
+            target: Target::new(config, secret),
             time: OnceCell::new(),
         }
     }
@@ -84,7 +130,7 @@ impl Kicker {
                     "kick standing: not kicked again"
                 );
             }
-            Ok(due) => match self.trigger.send().await {
+            Ok(due) => match self.target.send().await {
                 Ok(()) => tracing::info!(root = queue.layout().root(), ?due, "drain kicked"),
                 Err(error) => tracing::warn!(
                     root = queue.layout().root(),
