@@ -24,6 +24,10 @@ use harness::{TestQueue, binary, consumer};
 
 const SECRET: &str = "kick-secret";
 
+/// The kicked drains of these tests do not linger (`KICK_LINGER_MS=0`): a publish returns once
+/// its drain answered, with the node cleared. The test of lingering sets its own.
+const LINGER: Duration = Duration::ZERO;
+
 /// A trigger that drains with `app`.
 fn draining(app: Arc<App>) -> Option<Drain> {
     Some(Arc::new(move || {
@@ -48,6 +52,7 @@ fn kicks_to(url: &str) -> impl FnOnce(&mut Config) {
             lambda_endpoint: None,
             stale_after: Duration::from_secs(30),
             wait: Duration::from_secs(60),
+            linger: LINGER,
         });
     }
 }
@@ -298,4 +303,51 @@ async fn the_vercel_build_served_locally_drains_on_kicks_from_the_library_and_it
         "the kicked drain ran the task:\n{}",
         server.log()
     );
+}
+
+/// A kicked drain lingers (`KICK_LINGER_MS`) before it clears the kick node: a task published
+/// meanwhile kicks nothing (the node stands) and runs in the same invocation. The linger and
+/// the drain's time are ten minutes, longer than any wait here, so the drain is still lingering
+/// when the test looks, however slow the machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lingering_drain_runs_what_lands_meanwhile_without_another_kick() {
+    let ten_minutes = Duration::from_secs(600);
+    let mut server = KickTrigger::bind(SECRET).await;
+    let url = server.url.clone();
+    let tq = TestQueue::with(|config| {
+        kicks_to(&url)(config);
+        let kick = config.kick.as_mut().expect("kicks on");
+        kick.linger = ten_minutes;
+        // The publisher does not wait for the drain, which answers only when it ends.
+        kick.wait = Duration::from_millis(10);
+    })
+    .await;
+    let app = Arc::new(App::open(tq.config.clone(), "test").await.expect("app"));
+    server.serve(Some(Arc::new(move || {
+        let app = app.clone();
+        Box::pin(async move {
+            let drain = Trigger::Drain { max_tasks: None };
+            let _ = process_events::run(&app, drain, ten_minutes).await;
+        })
+    })));
+    let drained = || async { tq.children("tasks").await.is_empty() };
+
+    tq.queue
+        .publish(&Envelope::new("a", json!({})))
+        .await
+        .expect("publish");
+    harness::wait::eventually("the kicked drain ran the first task", drained).await;
+    tq.queue
+        .publish(&Envelope::new("b", json!({})))
+        .await
+        .expect("publish");
+    assert_eq!(
+        server.requests(),
+        1,
+        "the node stands while the drain lingers"
+    );
+    harness::wait::eventually("the lingering drain ran the second task", drained).await;
+
+    assert_eq!(server.requests(), 1, "one invocation ran both");
+    assert!(kick_node(&tq).await.is_some(), "the drain lingers still");
 }

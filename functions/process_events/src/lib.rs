@@ -122,25 +122,49 @@ pub async fn run_with<H: Handler>(
         deadline: Instant::now() + time_left,
         margin: config.deadline_margin,
     };
+    let started = Instant::now();
     let mut report = run_once(session, handler, &options).await?;
-    // A kicked drain (kicks on, see `event_bridge::kick`) clears the kick node once it has
-    // drained, so the next publish kicks again, and runs once more within its cap: a task that
-    // landed while the node stood (its publisher did not kick) is run by this invocation.
-    if config.kick.is_some() && matches!(trigger, Trigger::Drain { .. }) {
-        match event_bridge::kick::clear(&session.queue()).await {
-            Ok(()) if report.claimed < options.max_tasks => {
-                let rest = RunOptions {
-                    max_tasks: options.max_tasks - report.claimed,
-                    ..options
-                };
-                report.absorb(run_once(session, handler, &rest).await?);
-            }
-            Ok(()) => {}
-            Err(error) => tracing::warn!(
-                %error,
-                "kick node not cleared; the next publisher takes it over once stale"
-            ),
+    if let Some(kick) = (config.kick.as_ref()).filter(|_| matches!(trigger, Trigger::Drain { .. }))
+    {
+        report = after_kick(session, handler, &options, report, started + kick.linger).await?;
+    }
+    Ok(report)
+}
+
+/// How often a kicked drain that lingers looks for tasks again.
+const LINGER_POLL: Duration = Duration::from_millis(100);
+
+/// What a kicked drain (kicks on, see `event_bridge::kick`) does once it has drained: it
+/// lingers until `linger_until` (`KICK_LINGER_MS` after it began; within the run's time and
+/// cap), draining again every [`LINGER_POLL`], so the tasks that publishers land meanwhile
+/// (which do not kick: the kick node stands) run in this invocation; then it clears the kick
+/// node, so the next publish kicks again, and runs once more: a task that landed just before
+/// the node went is run by this invocation too.
+async fn after_kick<H: Handler>(
+    session: &Session,
+    handler: &H,
+    options: &RunOptions,
+    mut report: ProcessReport,
+    linger_until: Instant,
+) -> Result<ProcessReport, Error> {
+    let linger_until = linger_until.min(options.deadline - options.margin);
+    let rest = |report: &ProcessReport| RunOptions {
+        max_tasks: options.max_tasks.saturating_sub(report.claimed),
+        ..*options
+    };
+    while Instant::now() < linger_until && report.claimed < options.max_tasks {
+        tokio::time::sleep_until((Instant::now() + LINGER_POLL).min(linger_until)).await;
+        report.absorb(run_once(session, handler, &rest(&report)).await?);
+    }
+    match event_bridge::kick::clear(&session.queue()).await {
+        Ok(()) if report.claimed < options.max_tasks => {
+            report.absorb(run_once(session, handler, &rest(&report)).await?);
         }
+        Ok(()) => {}
+        Err(error) => tracing::warn!(
+            %error,
+            "kick node not cleared; the next publisher takes it over once stale"
+        ),
     }
     Ok(report)
 }

@@ -142,8 +142,9 @@ pub struct Config {
     pub dead_letter_queue_url: Option<String>,
     /// `EVENT_BRIDGE_HANDLER`: `log` or `noop`.
     pub handler: HandlerKind,
-    /// `EVENT_BRIDGE_KICK` (`on`/`off`), with `EVENT_BRIDGE_KICK_URL`, `KICK_STALE_MS` and
-    /// `KICK_WAIT_MS`: whether publishers kick a drain (see [`crate::kick`]).
+    /// `EVENT_BRIDGE_KICK` (`on`/`off`), with `EVENT_BRIDGE_KICK_URL`, `KICK_STALE_MS`,
+    /// `KICK_WAIT_MS` and `KICK_LINGER_MS`: whether publishers kick a drain (see
+    /// [`crate::kick`]).
     pub kick: Option<KickConfig>,
 }
 
@@ -163,6 +164,10 @@ pub struct KickConfig {
     /// `KICK_WAIT_MS`: how long a publisher waits for the trigger's answer; past it, the
     /// request was sent and the drain goes on without it.
     pub wait: Duration,
+    /// `KICK_LINGER_MS`: how long a kicked drain goes on looking for tasks (every 100 ms)
+    /// before it clears the kick node: while it lingers, publishers do not kick, and it runs
+    /// their tasks.
+    pub linger: Duration,
 }
 
 impl KickConfig {
@@ -294,8 +299,8 @@ fn kick(get: &impl Fn(&str) -> Option<String>) -> Result<Option<KickConfig>, Con
         return Ok(None);
     }
     let url = get("EVENT_BRIDGE_KICK_URL").ok_or_else(|| {
-        let fix = "set it to process_events' HTTP trigger (https://…/api/process_events?drain=1 \
-                   or its Function URL), or set EVENT_BRIDGE_KICK=off";
+        let fix = "set it to process_events' HTTP trigger (https://…/api/process_events?drain=1) \
+                   or to lambda:<its name or ARN>, or set EVENT_BRIDGE_KICK=off";
         invalid(
             "EVENT_BRIDGE_KICK_URL",
             "",
@@ -319,6 +324,7 @@ fn kick(get: &impl Fn(&str) -> Option<String>) -> Result<Option<KickConfig>, Con
         stale_after: millis(get, "KICK_STALE_MS", 1_000, DAY_MS)?
             .unwrap_or(Duration::from_secs(30)),
         wait: millis(get, "KICK_WAIT_MS", 10, 600_000)?.unwrap_or(Duration::from_secs(1)),
+        linger: millis(get, "KICK_LINGER_MS", 0, 600_000)?.unwrap_or(Duration::from_secs(1)),
     }))
 }
 
@@ -577,6 +583,7 @@ mod tests {
         let defaults = parse(&kick).unwrap().kick.expect("on");
         assert_eq!(defaults.stale_after, Duration::from_secs(30));
         assert_eq!(defaults.wait, Duration::from_secs(1));
+        assert_eq!(defaults.linger, Duration::from_secs(1));
         assert_eq!(defaults.lambda_function(), None);
         let lambda = [
             ("EVENT_BRIDGE_KICK", "on"),

@@ -8,9 +8,10 @@
 //!
 //! Kicks are coalesced through ZooKeeper (`node`): the publisher that creates `ROOT/kick` is
 //! the one that kicks; the others find it standing and do not. A kicked drain of process_events
-//! deletes it once it has drained, so a publish after that kicks again, and then runs once
-//! more: a task that landed while the node stood (its publisher did not kick) is run by the
-//! same invocation. So while drains keep up, a burst of publishes causes one invocation. A node older than
+//! lingers `KICK_LINGER_MS`, draining again every 100 ms, then deletes it, so a publish after
+//! that kicks again, and runs once more: a task that landed while the node stood (its publisher
+//! did not kick) is run by the same invocation. So a burst of publishes causes about one
+//! invocation per linger. A node older than
 //! `KICK_STALE_MS` (its `at_ms` against ZooKeeper's clock) is a lost kick: the next publisher
 //! takes it over (a write at the version it read) and kicks again. The cron tick stays the
 //! safety net. A kick that fails is logged and never fails the publish.
