@@ -64,6 +64,20 @@ fn assert_unset(span: &Value) {
     assert_eq!(span["attributes"].get("error.type"), None, "{span:#}");
 }
 
+/// A port that accepts connections and never answers on them, held open until the task is
+/// aborted.
+async fn silent_listener() -> (u16, tokio::task::JoinHandle<()>) {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    (port, held)
+}
+
 fn of_kind<'a>(spans: &'a [Value], kind: &str) -> Vec<&'a Value> {
     spans.iter().filter(|s| s["kind"] == kind).collect()
 }
@@ -190,15 +204,7 @@ async fn failed_and_dead_lettered_deliveries_have_error_status_and_type() {
         .local_addr()
         .unwrap()
         .port();
-    // Accepts connections and never answers on them.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let silent_port = silent.local_addr().unwrap().port();
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((stream, _)) = silent.accept().await {
-            open.push(stream);
-        }
-    });
+    let (silent_port, held) = silent_listener().await;
     let routes = json!({"routes": {
         "order.refused": {"sink": "http", "url": refusing.url("/hook")},
         "order.closed": {"sink": "http", "url": format!("http://127.0.0.1:{closed}/hook")},
@@ -250,15 +256,7 @@ async fn failed_and_dead_lettered_deliveries_have_error_status_and_type() {
 async fn a_request_cut_short_by_the_deadline_is_marked_cancelled() {
     let t = TestQueue::new().await;
     let otlp = Otlp::start().await;
-    // Accepts connections and never answers on them.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = silent.local_addr().unwrap().port();
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((stream, _)) = silent.accept().await {
-            open.push(stream);
-        }
-    });
+    let (port, held) = silent_listener().await;
     let routes = json!({"routes": {"order.slow": {"sink": "http",
         "url": format!("http://127.0.0.1:{port}/hook"), "timeout_ms": 600_000}}});
     let envelope = event_bridge::Envelope::new("order.slow", json!({}));
