@@ -29,6 +29,9 @@
  * Our consumers make it a task, with the last payload, a period after the key's last publish
  * (and no later than the maximum after its first) (docs/WIRE-FORMAT.md, "Debounce").
  *
+ * With `EVENT_BRIDGE_KICK=on` (and `EVENT_BRIDGE_KICK_URL`, `CRON_SECRET`), the command kicks a
+ * drain once its tasks landed, as our other doors do (kick.js).
+ *
  * --zookeeper and --root default to ZOOKEEPER_CONNECTION_STRING and EVENT_BRIDGE_ROOT, then to
  * 127.0.0.1:2181 and /event-bridge, as for the functions. When ZOOKEEPER_AUTH (`user:password`)
  * is set, the CLI authenticates with it (digest) and creates the tasks readable by that user
@@ -39,6 +42,7 @@
 const crypto = require('node:crypto');
 const { parseArgs } = require('node:util');
 const zookeeper = require('node-zookeeper-client');
+const { Kick } = require('./kick');
 
 const FORMAT = 'event-bridge/1';
 // ZooKeeper refuses requests over jute.maxbuffer (1 MiB by default); consumers need some room
@@ -702,6 +706,13 @@ async function main() {
     return fail(err.message);
   }
 
+  let kick;
+  try {
+    kick = Kick.fromEnv();
+  } catch (err) {
+    return fail(err.message);
+  }
+
   const auth = process.env.ZOOKEEPER_AUTH || undefined;
   const acls = auth ? zookeeper.ACL.CREATOR_ALL_ACL : zookeeper.ACL.OPEN_ACL_UNSAFE;
   const client = await connect(values.zookeeper, { auth });
@@ -710,6 +721,12 @@ async function main() {
       const options = { root: values.root, acls, ...fields };
       const line = await publishOne(client, values.type, payload, options);
       process.stdout.write(`${JSON.stringify(line)}\n`);
+    }
+    if (kick) {
+      const kicked = await kick.afterPublish(client, values.root, acls);
+      if (kicked.startsWith('failed')) {
+        console.error(`event-bridge-publish: kick ${kicked}; the publish stands`);
+      }
     }
   } finally {
     client.close();

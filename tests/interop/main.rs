@@ -7,4 +7,5 @@
 mod interop;
 mod packages;
 mod producer_fields;
+mod producer_kicks;
 mod rails;

@@ -2,6 +2,7 @@
 signed webhooks that may suspend with a checkpoint.
 
 - ``event_bridge.producer``: ``publish`` (and the ``event-bridge-publish`` command) over kazoo;
+- ``event_bridge.kick``: ``Kick``, a drain of process_events started once tasks landed;
 - ``event_bridge.webhooks``: ``verify`` and ``Delivery``, the Standard Webhooks check of a
   delivery and what its headers and envelope say;
 - ``event_bridge.resume``: ``checkpoint``, ``resume_in`` and ``wait_for``, the ``202`` answers
@@ -10,6 +11,7 @@ signed webhooks that may suspend with a checkpoint.
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
+from .kick import Kick
 from .producer import envelope, publish, publish_detailed
 from .resume import Answer, checkpoint, resume_in, wait_for
 from .webhooks import Delivery, WebhookVerificationError, verify
@@ -23,6 +25,7 @@ except PackageNotFoundError:  # imported from a source tree, not installed
 __all__ = [
     "Answer",
     "Delivery",
+    "Kick",
     "WebhookVerificationError",
     "checkpoint",
     "envelope",

@@ -37,6 +37,9 @@ then to 127.0.0.1:2181 and /event-bridge, as for the functions. When ZOOKEEPER_A
 (``user:password``) is set, the CLI authenticates with it (digest) and creates the tasks
 readable by that user only, as the functions do with the same variable; from code, pass
 ``auth_data=[("digest", "user:password")]`` to ``KazooClient`` and ``acl=CREATOR_ALL_ACL``.
+
+With ``EVENT_BRIDGE_KICK=on`` (and ``EVENT_BRIDGE_KICK_URL``, ``CRON_SECRET``), the command
+kicks a drain once its tasks landed, as our other doors do (:mod:`event_bridge.kick`).
 """
 
 import argparse
@@ -51,6 +54,8 @@ import uuid
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, NodeExistsError
 from kazoo.security import CREATOR_ALL_ACL
+
+from .kick import Kick
 
 FORMAT = "event-bridge/1"
 # ZooKeeper refuses requests over jute.maxbuffer (1 MiB by default); consumers need some room
@@ -629,6 +634,11 @@ def main(argv=None):
     if debounce is not None:
         fields["debounce"] = debounce
 
+    try:
+        kick = Kick.from_env()
+    except ValueError as e:
+        parser.error(str(e))
+
     auth = os.environ.get("ZOOKEEPER_AUTH")
     zk = KazooClient(
         hosts=args.zookeeper,
@@ -645,6 +655,10 @@ def main(argv=None):
         for _ in range(args.count):
             line = publish_one(zk, args.type, payload, args.root, acl, **fields)
             print(json.dumps(line), flush=True)
+        if kick is not None:
+            kicked = kick.after_publish(zk, args.root, acl)
+            if kicked.startswith("failed"):
+                print(f"event-bridge-publish: kick {kicked}; the publish stands", file=sys.stderr)
     except (KazooException, ValueError) as e:
         reason = type(e).__name__ + (f": {e}" if str(e) else "")
         print(f"event-bridge-publish: publishing under {args.root} failed: {reason}", file=sys.stderr)
