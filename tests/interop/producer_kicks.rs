@@ -57,7 +57,12 @@ async fn python_and_node_producers_kick_once_through_the_shared_kick_node() {
         let path = t.queue.layout().kick();
 
         publish(producer, &t, &trigger.url, 3).await;
-        assert_eq!(trigger.requests(), 1, "{:?}: one kick for three tasks", producer());
+        assert_eq!(
+            trigger.requests(),
+            1,
+            "{:?}: one kick for three tasks",
+            producer()
+        );
         let (data, _) = t.raw.get_data(&path).await.expect("the kick node");
         let node: serde_json::Value = serde_json::from_slice(&data).expect("JSON");
         assert!(node["at_ms"].as_i64().is_some(), "{node}");
@@ -72,9 +77,17 @@ async fn python_and_node_producers_kick_once_through_the_shared_kick_node() {
         assert_eq!(trigger.requests(), 2, "{:?}: kicked again", producer());
 
         let old = json!({"at_ms": 0}).to_string();
-        t.raw.set_data(&path, old.as_bytes(), None).await.expect("age");
+        t.raw
+            .set_data(&path, old.as_bytes(), None)
+            .await
+            .expect("age");
         publish(producer, &t, &trigger.url, 1).await;
-        assert_eq!(trigger.requests(), 3, "{:?}: a lost kick taken over", producer());
+        assert_eq!(
+            trigger.requests(),
+            3,
+            "{:?}: a lost kick taken over",
+            producer()
+        );
         assert_eq!(t.children("tasks").await.len(), 7);
     }
 }
@@ -86,7 +99,9 @@ async fn python_and_node_producers_kick_once_through_the_shared_kick_node() {
 async fn a_failed_kick_never_fails_a_packaged_producers_publish() {
     require_python();
     require_node();
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let port = closed.local_addr().expect("address").port();
     drop(closed);
     let trigger = format!("http://127.0.0.1:{port}/api/process_events?drain=1");
@@ -106,6 +121,12 @@ async fn a_failed_kick_never_fails_a_packaged_producers_publish() {
         assert!(out.status.success(), "{:?}: {stderr}", producer());
         assert!(stderr.contains("kick failed"), "{:?}: {stderr}", producer());
         assert_eq!(t.children("tasks").await.len(), 1);
-        assert!(t.raw.check_stat(&t.queue.layout().kick()).await.unwrap().is_some());
+        assert!(
+            t.raw
+                .check_stat(&t.queue.layout().kick())
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
 }

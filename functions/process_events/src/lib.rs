@@ -126,7 +126,9 @@ pub async fn run_with<H: Handler>(
     let mut report = run_once(session, handler, &options).await?;
     if let Some(kick) = (config.kick.as_ref()).filter(|_| matches!(trigger, Trigger::Drain { .. }))
     {
-        report = after_kick(session, handler, &options, report, started + kick.linger).await?;
+        // On the heap: its runs beside the first would double the future's size on the stack.
+        let linger_until = started + kick.linger;
+        report = Box::pin(after_kick(session, handler, &options, report, linger_until)).await?;
     }
     Ok(report)
 }
