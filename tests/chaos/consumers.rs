@@ -157,6 +157,19 @@ impl Launcher {
         }
     }
 
+    /// The run's environment without the variables `names`, for a program started apart.
+    pub fn env_without(&self, names: &[&str]) -> Vec<(&'static str, String)> {
+        (self.env.iter())
+            .filter(|(name, _)| !names.contains(name))
+            .cloned()
+            .collect()
+    }
+
+    /// Where the consumers' logs go.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// `event-bridge <args>`.
     pub fn event_bridge(&self, args: &[&str]) -> Program {
         Program {

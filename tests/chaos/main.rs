@@ -47,6 +47,7 @@ mod ensemble;
 mod expiry;
 mod fairness;
 mod faults;
+mod kicks;
 mod lanes;
 mod link;
 mod logs;
@@ -143,6 +144,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let mut reaper = Loop::reap(launcher.clone());
     let stepped = steps::config(&tree.config);
     let mut stepper = steps::start(launcher.clone(), &stepped);
+    let kicked = kicks::Kicked::start(launcher.clone(), &tree.config).await;
 
     let start = Instant::now();
     let start_ms = receiver::wall_ms();
@@ -158,10 +160,11 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     };
     let fault_schedule = faults::schedule(length, soak_minutes.is_some());
     let pause_windows = pause_windows(length, soak_minutes.is_some());
-    let (published, resumable, stepped_ids, faults, pauses) = tokio::join!(
+    let (published, resumable, stepped_ids, (kicked_ids, forged), faults, pauses) = tokio::join!(
         producer::publish(&tree.config, tasks, rate, start, times),
         resumable::publish(tree.config.clone(), start),
         steps::publish(stepped.clone(), start),
+        kicked.traffic(start, length),
         faults::run(&stage, start, &fault_schedule),
         control::pause_type(&launcher, start, &pause_windows),
     );
@@ -172,6 +175,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let settled = settle(&receiver, &tree, &deliverable).await;
     let settling = settle_start.elapsed();
     let stepped_completed = steps::finished(&stepped, &stepped_ids).await;
+    let (closers, kicked_empty) = kicked.close(&kicked_ids).await;
     let publishing = published.took;
 
     let (watching, watch_back) = watchers(&ensemble, &tree, workers.len()).await;
@@ -183,6 +187,20 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let scheduled = scheduled.stop().await;
     let reaps = reaper.stop().await;
     stepper.stop().await;
+    let kicks = {
+        let all: Vec<String> = kicked_ids.iter().chain(&closers).cloned().collect();
+        let answered = kicked.receiver.succeeded(&all);
+        let (invocations, kills) = kicked.stop().await;
+        kicks::Verdict {
+            published: kicked_ids.len(),
+            closers: closers.len(),
+            answered,
+            empty: kicked_empty,
+            invocations,
+            kills,
+            forged,
+        }
+    };
     let spans = otlp.all().await;
     let minutes = monitor.stop().await;
     let left = tree.left().await;
@@ -244,7 +262,10 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
         },
     };
     outcome.print();
+    let (line, broken) = kicks.judge();
+    println!("{line}");
     outcome.check();
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
 /// When the pausable type is paused, and for how long: at [`PAUSE_AT`] of each soak cycle

@@ -282,6 +282,14 @@ async fn the_vercel_build_served_locally_drains_on_kicks_from_the_library_and_it
         server.log()
     );
     assert_eq!(kick_node(&tq).await, None, "the run cleared the kick node");
+    // The invocation lingered and ran several times: one summary event all the same.
+    let summaries = server.log().matches("process_events finished").count();
+    assert_eq!(
+        summaries,
+        1,
+        "one summary a kicked invocation:\n{}",
+        server.log()
+    );
 
     // The Vercel build's own HTTP publish kicks it too.
     let mut stream = TcpStream::connect(("127.0.0.1", port))

@@ -123,13 +123,17 @@ pub async fn run_with<H: Handler>(
         margin: config.deadline_margin,
     };
     let started = Instant::now();
-    let mut report = run_once(session, handler, &options).await?;
-    if let Some(kick) = (config.kick.as_ref()).filter(|_| matches!(trigger, Trigger::Drain { .. }))
-    {
-        // On the heap: its runs beside the first would double the future's size on the stack.
-        let linger_until = started + kick.linger;
-        report = Box::pin(after_kick(session, handler, &options, report, linger_until)).await?;
-    }
+    let kick = (config.kick.as_ref()).filter(|_| matches!(trigger, Trigger::Drain { .. }));
+    let Some(kick) = kick else {
+        return run_once(session, handler, &options, Summary::Logged).await;
+    };
+    // A kicked drain runs several times: one summary event for the invocation, at its end.
+    let report = run_once(session, handler, &options, Summary::ByCaller).await?;
+    // On the heap: its runs beside the first would double the future's size on the stack.
+    let linger_until = started + kick.linger;
+    let mut report = Box::pin(after_kick(session, handler, &options, report, linger_until)).await?;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    report.log();
     Ok(report)
 }
 
@@ -156,11 +160,11 @@ async fn after_kick<H: Handler>(
     };
     while Instant::now() < linger_until && report.claimed < options.max_tasks {
         tokio::time::sleep_until((Instant::now() + LINGER_POLL).min(linger_until)).await;
-        report.absorb(run_once(session, handler, &rest(&report)).await?);
+        report.absorb(run_once(session, handler, &rest(&report), Summary::ByCaller).await?);
     }
     match event_bridge::kick::clear(&session.queue()).await {
         Ok(()) if report.claimed < options.max_tasks => {
-            report.absorb(run_once(session, handler, &rest(&report)).await?);
+            report.absorb(run_once(session, handler, &rest(&report), Summary::ByCaller).await?);
         }
         Ok(()) => {}
         Err(error) => tracing::warn!(
@@ -178,10 +182,23 @@ async fn run_once<H: Handler>(
     session: &Session,
     handler: &H,
     options: &RunOptions,
+    summary: Summary,
 ) -> Result<ProcessReport, Error> {
     session
-        .run(|_| async move { process::run_on(session, handler, options).await })
+        .run(|_| async move {
+            match summary {
+                Summary::Logged => process::run_on(session, handler, options).await,
+                Summary::ByCaller => process::run_on_unlogged(session, handler, options).await,
+            }
+        })
         .await
+}
+
+/// Whether a run logs its summary event, or leaves it to the invocation it is part of.
+#[derive(Clone, Copy)]
+enum Summary {
+    Logged,
+    ByCaller,
 }
 
 /// The run's CloudWatch Embedded Metric Format line, with the queue's state after it, when

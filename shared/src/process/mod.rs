@@ -80,7 +80,16 @@ pub async fn run<H: Handler>(
     options: &RunOptions,
 ) -> Result<ProcessReport> {
     let stop = watch::channel(false).1;
-    run_with(Source::Fixed(queue), handler, options, &stop, None, None).await
+    run_with(
+        Source::Fixed(queue),
+        handler,
+        options,
+        &stop,
+        None,
+        None,
+        Summary::Logged,
+    )
+    .await
 }
 
 /// As [`run`], judging what is due (delayed tasks, debounced publishes, schedules) and
@@ -101,6 +110,7 @@ pub async fn run_at<H: Handler>(
         &stop,
         None,
         Some(*now),
+        Summary::Logged,
     )
     .await
 }
@@ -114,7 +124,47 @@ pub async fn run_on<H: Handler>(
     options: &RunOptions,
 ) -> Result<ProcessReport> {
     let stop = watch::channel(false).1;
-    run_with(Source::Live(session), handler, options, &stop, None, None).await
+    run_with(
+        Source::Live(session),
+        handler,
+        options,
+        &stop,
+        None,
+        None,
+        Summary::Logged,
+    )
+    .await
+}
+
+/// As [`run_on`], without the run's summary event: one of the runs that make up a single
+/// invocation (a kicked drain that lingers runs again and again), whose caller logs one
+/// summary of their sum ([`ProcessReport::log`]) when the invocation ends.
+pub async fn run_on_unlogged<H: Handler>(
+    session: &Session,
+    handler: &H,
+    options: &RunOptions,
+) -> Result<ProcessReport> {
+    let stop = watch::channel(false).1;
+    let by_caller = Summary::ByCaller;
+    run_with(
+        Source::Live(session),
+        handler,
+        options,
+        &stop,
+        None,
+        None,
+        by_caller,
+    )
+    .await
+}
+
+/// Who logs a run's summary event.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Summary {
+    /// The run, as it ends: it is the invocation.
+    Logged,
+    /// Its caller, once for the invocation the run is part of.
+    ByCaller,
 }
 
 /// As [`run_on`], and stops early when `stop` turns true: no more claims, and tasks in flight
@@ -129,7 +179,16 @@ pub async fn run_refilling<H: Handler>(
     stop: &watch::Receiver<bool>,
     refill: Option<&Notify>,
 ) -> Result<ProcessReport> {
-    run_with(Source::Live(session), handler, options, stop, refill, None).await
+    run_with(
+        Source::Live(session),
+        handler,
+        options,
+        stop,
+        refill,
+        None,
+        Summary::Logged,
+    )
+    .await
 }
 
 async fn run_with<H: Handler>(
@@ -139,6 +198,7 @@ async fn run_with<H: Handler>(
     stop: &watch::Receiver<bool>,
     refill: Option<&Notify>,
     clock: Option<ZkTime>,
+    summary: Summary,
 ) -> Result<ProcessReport> {
     let started = Instant::now();
     let queue = source.queue();
@@ -167,7 +227,9 @@ async fn run_with<H: Handler>(
         report.queue_paused = restraints.paused.queue.is_some();
         report.remaining_depth = Some(0);
         report.duration_ms = started.elapsed().as_millis() as u64;
-        report.log();
+        if summary == Summary::Logged {
+            report.log();
+        }
         return Ok(report);
     }
     let now = match clock {
@@ -205,7 +267,9 @@ async fn run_with<H: Handler>(
     report.limited = run.limited.lock().expect("not poisoned").names.len() as u32;
     report.remaining_depth = run.remaining_depth().await;
     report.duration_ms = started.elapsed().as_millis() as u64;
-    report.log();
+    if summary == Summary::Logged {
+        report.log();
+    }
     Ok(report)
 }
 

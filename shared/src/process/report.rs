@@ -147,8 +147,9 @@ impl ProcessReport {
         gone
     }
 
-    /// The run's one summary event.
-    pub(super) fn log(&self) {
+    /// The run's one summary event (a run of [`super::run_on_unlogged`] leaves it to its
+    /// caller).
+    pub fn log(&self) {
         tracing::info!(
             consumer = %self.consumer_id,
             claimed = self.claimed,
