@@ -10,7 +10,8 @@
 //! every-minute schedule makes its own; the pausable type is paused and resumed by the CLI
 //! mid-run. Resumable tasks run their steps through the webhook (`resumable`), some cancelled
 //! in their wait and redriven (`redrives`); stepped tasks run in a Rust handler's short runs on
-//! a root of their own (`steps`); every consumer exports its spans to an OTLP receiver
+//! a root of their own (`steps`); on another, process_events' Vercel build is the only
+//! consumer, started by kicks (`kicks`); every consumer exports its spans to an OTLP receiver
 //! (`spans`). Meanwhile consumers are SIGKILLed, workers frozen past their lease (and their
 //! session), and the ZooKeeper leader is killed.
 //!
@@ -27,6 +28,8 @@
 //! no task claimed again by the run that released it to another (`reclaims`), no recorded step
 //! run again and no progress counted as an interruption (`steps`), no delivery before its
 //! sleep or wait ended (`redrives`), failed attempts' spans with error status (`spans`),
+//! every kicked task run by kicked invocations alone, no more of them than publishes and a
+//! forged kick refused (`kicks`),
 //! retries neither early nor (generously) late, a victim's tasks back; every figure printed.
 //!
 //! Beside it, `publish_cut`: a publish (the command, the HTTP publish, the library) cut by a
