@@ -15,16 +15,26 @@
 //! - at claim: [`Feature::at_claim`], whether the task may be taken now, in the claim's
 //!   preparation (`queue/claim/prepare.rs`): a task a feature refuses is buried there with
 //!   the feature's reason and never reaches a handler;
-//! - in `explain`: [`Feature::explain`], its line about the task (`inspect/explain.rs`).
+//! - in `explain`: [`Feature::explain`], its line about the task (`inspect/explain.rs`);
+//! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes a held
+//!   task out of the queue (`queue/end.rs`), and [`Feature::after_failure`], its answer when
+//!   one of them failed that multi-op;
+//! - in the reaper's upkeep: [`Feature::sweep`], what it tidies (`reap.rs`), through the
+//!   queue's session and paths ([`Upkeep`]).
 //!
 //! This module imports nothing of `features/` (`shared/tests/module_graph.rs` checks it):
 //! the registry's list is made there, and given to a [`crate::Queue`] when it is built.
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::Value;
+use zookeeper_client as zk;
 
-use crate::task::{Envelope, envelope_from_value};
+use crate::clock::ZkTime;
+use crate::error::Result;
+use crate::layout::Layout;
+use crate::task::{Envelope, Task, envelope_from_value};
 
 /// A feature, as the core calls it. Every hook has a default that does nothing, so a feature
 /// writes only the hooks it needs.
@@ -54,6 +64,62 @@ pub trait Feature: Send + Sync + 'static {
     fn explain(&self, _envelope: &Envelope, _now_ms: i64) -> Option<String> {
         None
     }
+
+    /// At the end of held `task` in the queue at `layout`, `how` it ends: the writes it adds
+    /// to the ending's multi-op, which land with the ending or not at all.
+    fn at_end(&self, _layout: &Layout, _task: &Task, _how: End) -> Vec<EndWrite> {
+        Vec::new()
+    }
+
+    /// When `write` (one of its [`Feature::at_end`]) failed the ending's multi-op with
+    /// `error`: whether the ending goes on without it, or fails.
+    fn after_failure(&self, _write: &EndWrite, _error: &zk::Error) -> AfterFailure {
+        AfterFailure::Unexpected
+    }
+
+    /// In the reaper's upkeep: what it tidies, and how many things it tidied.
+    fn sweep<'a>(&'a self, _upkeep: &'a Upkeep) -> BoxFuture<'a, Result<u32>> {
+        Box::pin(async { Ok(0) })
+    }
+}
+
+/// How a held task ends, as [`Feature::at_end`] is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Its handler succeeded.
+    Completed,
+}
+
+/// A write a feature adds to an ending, at any version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndWrite {
+    /// Sets the data of znode `path`.
+    Set {
+        /// The znode.
+        path: String,
+        /// Its new data.
+        data: Vec<u8>,
+    },
+}
+
+/// A feature's answer to one of its writes that failed an ending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// The ending is committed again without the write.
+    LeaveOut,
+    /// Nothing explains it: the ending fails with the error.
+    Unexpected,
+}
+
+/// What a sweep works with: the queue's session, its paths, and ZooKeeper's time as the
+/// reaper read it.
+pub struct Upkeep {
+    /// The queue's ZooKeeper session.
+    pub client: zk::Client,
+    /// The queue's paths.
+    pub layout: Layout,
+    /// ZooKeeper's time.
+    pub now: ZkTime,
 }
 
 /// What a feature says of a claim.
@@ -107,6 +173,33 @@ impl Features {
         (self.0.iter())
             .filter_map(|f| Some((f.name(), f.explain(envelope, now_ms)?)))
             .collect()
+    }
+
+    /// Each feature's writes at the end of held `task` ([`Feature::at_end`]), with the
+    /// feature's place in the list.
+    pub fn at_end(&self, layout: &Layout, task: &Task, how: End) -> Vec<(usize, EndWrite)> {
+        let mut writes = Vec::new();
+        for (at, feature) in self.0.iter().enumerate() {
+            let of_feature = feature.at_end(layout, task, how).into_iter();
+            writes.extend(of_feature.map(|w| (at, w)));
+        }
+        writes
+    }
+
+    /// The answer of the feature at place `at` to its `write` that failed with `error`.
+    pub fn after_failure(&self, at: usize, write: &EndWrite, error: &zk::Error) -> AfterFailure {
+        self.0
+            .get(at)
+            .map_or(AfterFailure::Unexpected, |f| f.after_failure(write, error))
+    }
+
+    /// Every feature's sweep, in order: how many things each tidied, by its name.
+    pub async fn sweep(&self, upkeep: &Upkeep) -> Result<Vec<(&'static str, u32)>> {
+        let mut swept = Vec::with_capacity(self.0.len());
+        for feature in self.0.iter() {
+            swept.push((feature.name(), feature.sweep(upkeep).await?));
+        }
+        Ok(swept)
     }
 
     /// The envelope a JSON line or an HTTP publish item asks for

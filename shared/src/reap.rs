@@ -18,6 +18,7 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::feature::Upkeep;
 use crate::inspect::{Audit, audit, keep_audit};
 use crate::lease;
 use crate::queue::{Multi, Op, Part, Queue};
@@ -75,6 +76,9 @@ pub struct ReapReport {
     /// Tasks woken by signals a signaller that stopped half-way left undelivered (see
     /// `queue::Signals::sweep`).
     pub signals_delivered: u32,
+    /// What each registered feature's sweep tidied, by the feature's name (see
+    /// `feature::Feature::sweep`).
+    pub swept: std::collections::BTreeMap<String, u32>,
     /// What the audit that nothing is stuck found in its sample (see `inspect::audit`). Named
     /// `audited` in JSON: the queue's counts beside it carry the kept record as `audit`.
     #[serde(rename = "audited")]
@@ -173,6 +177,14 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
     report.signals_delivered = (queue.signals())
         .sweep(&now, keep, SIGNAL_KEYS_PER_RUN)
         .await? as u32;
+    let upkeep = Upkeep {
+        client: queue.client().clone(),
+        layout: queue.layout().clone(),
+        now,
+    };
+    for (feature, swept) in queue.features().sweep(&upkeep).await? {
+        report.swept.insert(feature.to_string(), swept);
+    }
     // An audit that could not read what it looks at fails no other work of the run, and
     // leaves the last record as it was.
     match audit(queue, &now, true).await {
@@ -205,6 +217,7 @@ impl ReapReport {
             done_swept = self.done_swept,
             children_settled = self.children_settled,
             signals_delivered = self.signals_delivered,
+            swept = ?self.swept,
             stuck_tasks = self.audit.stuck.len(),
             stuck_repaired = self.audit.repaired(),
             depth = self.stats.depth,

@@ -28,13 +28,14 @@
 //! real SQS would do; batched/unbatched is the comparison that carries.
 //!
 //! Settings: `ZK_TEST_ADDRESS` (127.0.0.1:2181), `BENCH_SIZES` (2000,50000), `BENCH_CONCURRENCY`
-//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics`, `fairness`, `debounce`, `steps` (the resumable step curve, [`steps`]), `kick` (publish to done with kicks, invocations per 1 000 tasks, [`kick`]), `baseline` (the before/after alone, with
+//! (the drain concurrency default), `MOTO_TEST_ENDPOINT`, `BENCH_ONLY=coldstart`, `semantics`, `fairness`, `debounce`, `steps` (the resumable step curve, [`steps`]), `kick` (publish to done with kicks, invocations per 1 000 tasks, [`kick`]), `concurrent` (the Lambda binary's invocations eight at once against one at a time, [`concurrent`]), `baseline` (the before/after alone, with
 //! `BENCH_BASELINE_BIN` set) or `publish` (publishing before and after packing, [`publish`])
 //! (only that section, [`coldstart`], [`semantics`] or [`fairness`], the second at the first of
 //! `BENCH_SIZES`), `BENCH_FAIR_BIG` (100000: the backlog of the fairness section), `BENCH_SEMANTICS_ROUNDS` (5). No tracing subscriber is installed, so logging costs nothing.
 
 mod baseline;
 mod coldstart;
+mod concurrent;
 mod debounce;
 mod fairness;
 mod kick;
@@ -115,6 +116,7 @@ async fn bench() -> Result<()> {
         Ok("debounce") => return debounce::section(&addr, smoke).await,
         Ok("steps") => return steps::section(&addr, smoke).await,
         Ok("kick") => return kick::section(&addr, smoke).await,
+        Ok("concurrent") => return concurrent::section(&addr, smoke).await,
         Ok("semantics") => {
             let size = *env_list("BENCH_SIZES", "2000")?
                 .first()
@@ -205,6 +207,7 @@ async fn bench() -> Result<()> {
     debounce::section(&addr, smoke).await?;
     steps::section(&addr, smoke).await?;
     kick::section(&addr, smoke).await?;
+    concurrent::section(&addr, smoke).await?;
     if !smoke {
         baseline::section(&addr).await?;
     }

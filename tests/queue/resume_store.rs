@@ -304,3 +304,79 @@ async fn a_record_whose_step_znodes_are_gone_goes_to_the_dead_letters_unrun() {
         )
     );
 }
+
+/// A completed task's step folder that its run did not delete (a run stopped between the
+/// completion and the drop: here a completion through the queue alone, which never drops) is
+/// marked `ended` by the completion's own multi-op and deleted by the reaper's sweep, step
+/// znodes and all; the folder of a task that can still resume is not touched.
+#[tokio::test]
+async fn a_step_folder_its_run_left_behind_is_swept_by_the_reaper_once_its_task_completed() {
+    let t = TestQueue::new().await;
+    let handler = FnHandler(|task: Task| async move {
+        task.steps.step("first", async { Ok(1) }).await?;
+        Err::<(), _>(task.steps.stop())
+    });
+    let (left_id, _) = publish(&t, Envelope::new("left", json!({}))).await;
+    let report = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(report.suspended, 1, "{report:?}");
+    let folder = t.queue.layout().steps_of(&left_id);
+    assert!(step_znodes(&t, &left_id).await.is_some(), "stopped: kept");
+
+    let name = t.children("tasks").await.remove(0);
+    let now = t.queue.server_time().await.unwrap();
+    let lease = match t.queue.claim(&name, &now).await.unwrap() {
+        event_bridge::queue::TaskOutcome::Claimed(lease) => *lease,
+        other => panic!("claim: {other:?}"),
+    };
+    t.queue.complete(lease).await.unwrap();
+    let (data, _) = t.raw.get_data(&folder).await.unwrap();
+    assert_eq!(data, b"ended", "the completion marked its folder");
+    assert!(step_znodes(&t, &left_id).await.is_some(), "not dropped yet");
+
+    let (live_id, _) = publish(&t, Envelope::new("live", json!({}))).await;
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert!(step_znodes(&t, &live_id).await.is_some());
+
+    let report = event_bridge::reap::reap(&t.queue).await.unwrap();
+    assert_eq!(report.swept.get("steps"), Some(&1), "{report:?}");
+    assert_eq!(step_znodes(&t, &left_id).await, None, "swept");
+    assert!(
+        step_znodes(&t, &live_id).await.is_some(),
+        "a task that can resume keeps its folder"
+    );
+}
+
+/// A completion whose task's step folder is already gone (another ender dropped it) completes
+/// all the same: the mark is left out of its multi-op.
+#[tokio::test]
+async fn a_completion_whose_step_folder_is_gone_completes_without_the_mark() {
+    let t = TestQueue::new().await;
+    let handler = FnHandler(|task: Task| async move {
+        task.steps.step("first", async { Ok(1) }).await?;
+        Err::<(), _>(task.steps.stop())
+    });
+    let (id, _) = publish(&t, Envelope::new("gone", json!({}))).await;
+    process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    let name = t.children("tasks").await.remove(0);
+    let now = t.queue.server_time().await.unwrap();
+    let lease = match t.queue.claim(&name, &now).await.unwrap() {
+        event_bridge::queue::TaskOutcome::Claimed(lease) => *lease,
+        other => panic!("claim: {other:?}"),
+    };
+    assert_eq!(
+        t.queue.drop_steps(&id).await.unwrap(),
+        2,
+        "one step znode and the folder"
+    );
+
+    let settled = t.queue.complete(lease).await.unwrap();
+    assert_eq!(settled, event_bridge::queue::Settled::Done);
+    assert!(t.children("tasks").await.is_empty());
+    assert_eq!(step_znodes(&t, &id).await, None);
+}

@@ -6,6 +6,7 @@
 //! ([`crate::task::Section`]).
 
 pub mod expiry;
+pub mod steps;
 
 use std::sync::Arc;
 
@@ -13,6 +14,6 @@ use crate::feature::{Feature, Features};
 
 /// Every feature, in the order the core asks them: what a [`crate::Queue`] is built with.
 pub fn registered() -> Features {
-    let list: Vec<Arc<dyn Feature>> = vec![Arc::new(expiry::Expiry)];
+    let list: Vec<Arc<dyn Feature>> = vec![Arc::new(expiry::Expiry), Arc::new(steps::StepFolders)];
     Features::new(list)
 }

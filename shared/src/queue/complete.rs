@@ -11,6 +11,7 @@ use super::held::Lease;
 use super::held::Settled;
 use super::marker::MarkerWrite;
 use crate::error::Result;
+use crate::feature::End;
 use crate::task::Task;
 use crate::task::batch::MAX_TALLY_BYTES;
 
@@ -112,6 +113,7 @@ impl Queue {
         });
         let batch = lease.task.envelope.batch.clone();
         let slots = lease.slots.clone();
+        let writes = (self.features()).at_end(self.layout(), &lease.task, End::Completed);
         let from = Where::Held {
             task: self.layout().task(&name),
             lease_path: self.layout().lease(&name),
@@ -122,6 +124,7 @@ impl Queue {
         ending.marker = Some(marker);
         ending.batch = batch;
         ending.slots = slots;
+        ending.writes = writes;
         ending
     }
 }

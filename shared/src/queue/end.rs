@@ -14,7 +14,8 @@
 //! - what goes with it: its idempotency key (marked completed, or deleted so the key may be
 //!   published again), its group's lock (released, or turned into the group's pause), its
 //!   cancel mark, its marker for the children waiting for it (see `dependents`), the slots it
-//!   held in gates;
+//!   held in gates; the writes registered features add to a held task's completion
+//!   (`Feature::at_end`), each of which its feature answers when it fails the multi-op;
 //! - once per batch among the tasks: the batch's counters, and its callback when they leave
 //!   it settled (see `members`).
 //!
@@ -38,6 +39,7 @@ use super::record::DeadLetter;
 use super::slots::{Rename, Shrink, SlotShare, push_rename};
 use super::write::{self, Next, Read, Tries, Write};
 use crate::error::Result;
+use crate::feature::{AfterFailure, EndWrite};
 
 /// Re-reads of batches, and of markers (or of `dependents/`), one call may make when other
 /// writers keep changing them.
@@ -107,6 +109,9 @@ pub(super) struct Ending {
     pub(super) batch: Option<String>,
     /// The places it holds in gates, freed in the same multi-op.
     pub(super) slots: Vec<SlotShare>,
+    /// The writes registered features add to it (`Feature::at_end`), each with the
+    /// feature's place in the registry.
+    pub(super) writes: Vec<(usize, EndWrite)>,
     /// Whether its lease was read again once already (an extension whose answer was lost).
     reread: bool,
 }
@@ -121,6 +126,7 @@ impl Ending {
             marker: None,
             batch: None,
             slots: Vec::new(),
+            writes: Vec::new(),
             reread: false,
         }
     }
@@ -208,6 +214,10 @@ impl Ending {
                     .push_some(tag(Part::Key), key.as_ref().map(OwnedKey::delete))
                     .push_some(tag(Part::Mark), mark.as_deref().map(|m| Op::Delete(m, -1)));
             }
+        }
+        for (k, (_, write)) in self.writes.iter().enumerate() {
+            let EndWrite::Set { path, data } = write;
+            multi.push(tag(Part::Feature(k as u16)), Op::Set(path, data, -1));
         }
         multi.push_some(tag(Part::Lock), self.lock.as_ref().map(Release::op));
         if let Some(marker) = self.marker.as_ref().filter(|_| !covered) {
@@ -441,6 +451,20 @@ impl Call {
             return Ok(());
         }
         let ending = &mut self.endings[at];
+        // A feature's own write: the feature answers.
+        if let Part::Feature(k) = part {
+            let (feature, write) = &ending.writes[usize::from(k)];
+            return match queue
+                .features()
+                .after_failure(*feature, write, &failed.error)
+            {
+                AfterFailure::LeaveOut => {
+                    ending.writes.remove(usize::from(k));
+                    Ok(())
+                }
+                AfterFailure::Unexpected => Err(failed.unexpected(self.what)),
+            };
+        }
         let outcome = match answer(ending, part, &failed.error) {
             Answer::Again => return Ok(()),
             Answer::Batch => {

@@ -79,6 +79,9 @@ pub(crate) enum Part {
     Signal,
     /// A resumable task's step znode (`steps/<id>/…`), or their folder.
     Steps,
+    /// A write a registered feature added to an ending (`Feature::at_end`), by its place
+    /// among that ending's.
+    Feature(u16),
     /// A schedule's znode, at the version its firer read.
     #[cfg(feature = "schedule")]
     Schedule,

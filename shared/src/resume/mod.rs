@@ -48,7 +48,8 @@
 //!   landed (`Queue::drop_steps`, from the completing run: one multi-op of up to
 //!   `DROP_PER_MULTI` deletes, several for more); a dead letter keeps it (a redrive resumes from
 //!   it) and a purge deletes it. A run that dies between a completion and that delete leaves the
-//!   folder behind: nothing sweeps it yet.
+//!   folder behind, marked `ended` by the completion itself: the reaper sweeps it
+//!   (`features/steps/`).
 //! - **Call order** (`resume/order.rs`). New work takes its position when it is asked for, not
 //!   when it finishes: steps awaited together are asked for in call order and replayed in call
 //!   order, so they are recorded so. A step that finishes before one asked earlier holds its entry
