@@ -297,6 +297,71 @@ async fn cargo_lambda_invoke_drains_through_the_lambda_binary() {
     assert!(tq.children("tasks").await.is_empty());
 }
 
+/// Kicks on Lambda: a publish with `EVENT_BRIDGE_KICK_URL=lambda:process_events` invokes the
+/// Lambda binary through cargo lambda's emulator, whose Invoke API stands in for Lambda's
+/// (`AWS_ENDPOINT_URL_LAMBDA`): the drain runs the task with no cron tick, and clears the kick
+/// node.
+#[tokio::test]
+async fn a_kick_through_cargo_lambdas_invoke_api_drains_through_the_lambda_binary() {
+    let tq = TestQueue::new().await;
+    let port = free_port();
+    let mut watch = Watch::start(port);
+    wait_for_port(port, &mut watch).await;
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let kicks = [
+        ("EVENT_BRIDGE_KICK", "on"),
+        ("EVENT_BRIDGE_KICK_URL", "lambda:process_events"),
+        ("AWS_ENDPOINT_URL_LAMBDA", endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+        ("KICK_LINGER_MS", "0"),
+    ];
+    let mut function = Function::start_with(&tq.config, port, &kicks);
+
+    let publish = tokio::process::Command::new(harness::binary("event-bridge"))
+        .args(["publish", "--type", "user.signup", "--payload", "{}"])
+        .env("ZOOKEEPER_CONNECTION_STRING", &tq.config.zookeeper)
+        .env("EVENT_BRIDGE_ROOT", &tq.config.root)
+        .envs(kicks)
+        .env("KICK_WAIT_MS", "60000")
+        .env("RUST_LOG", "event_bridge::kick=debug,warn")
+        .kill_on_drop(true)
+        .output();
+    let published = tokio::select! {
+        output = timeout(INVOKE_TIMEOUT, publish) => output,
+        exit = function.exit() => panic!("the function exited ({exit}); its log:\n{}", function.stop()),
+    };
+    let drained = timeout(INVOKE_TIMEOUT, async {
+        let mut tries = harness::Tries::within(INVOKE_TIMEOUT);
+        while tries.again().await {
+            if tq.children("tasks").await.is_empty() {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    let function_log = function.stop();
+    let log = watch.stop();
+    let published = published
+        .expect("the publish returned (a hang guard)")
+        .expect("run event-bridge publish");
+    let stderr = String::from_utf8_lossy(&published.stderr);
+    assert!(published.status.success(), "publish failed: {stderr}");
+    assert!(
+        stderr.contains("drain kicked"),
+        "the publish kicked: {stderr}\nwatch log:\n{log}\nfunction log:\n{function_log}"
+    );
+    assert_eq!(
+        drained,
+        Ok(true),
+        "the kicked drain ran the task\nwatch log:\n{log}\nfunction log:\n{function_log}"
+    );
+    let node = tq.raw.check_stat(&tq.queue.layout().kick()).await.unwrap();
+    assert!(node.is_none(), "the drain cleared the kick node");
+}
+
 /// `cargo lambda watch --only-lambda-apis` (the Runtime API emulator, starting no function)
 /// in a process group of its own. [`Watch::stop`] ends it and everything it started; dropping
 /// it without stopping does the same.
@@ -392,6 +457,11 @@ struct Function {
 
 impl Function {
     fn start(config: &Config, port: u16) -> Self {
+        Self::start_with(config, port, &[])
+    }
+
+    /// As [`Function::start`], with `env` besides.
+    fn start_with(config: &Config, port: u16, env: &[(&str, &str)]) -> Self {
         let log = std::env::temp_dir().join(format!("process-events-{port}.log"));
         let file = std::fs::File::create(&log).expect("function log");
         let api = format!("http://127.0.0.1:{port}/.rt/process_events");
@@ -402,6 +472,7 @@ impl Function {
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
             .env("ZOOKEEPER_CONNECTION_STRING", &config.zookeeper)
             .env("EVENT_BRIDGE_ROOT", &config.root)
+            .envs(env.iter().copied())
             .stdout(file.try_clone().expect("log"))
             .stderr(file)
             .kill_on_drop(true)

@@ -61,7 +61,8 @@ impl Invoke {
     ///
     /// # Notable errors
     /// - [`Error::Kick`] without a region or credentials, when the request could not be sent,
-    ///   or when Lambda answered anything but `202` (its error type and message said).
+    ///   or when Lambda answered anything but `202` (queued) or `200` (run at once, as
+    ///   emulators answer) (its error type and message said).
     pub async fn send(&self) -> Result<()> {
         let aws = self.aws.get_or_init(load).await;
         let region = self.region(aws)?;
@@ -105,6 +106,9 @@ impl Invoke {
             .map_err(|e| self.failed(format!("{e:#}")))?;
         match answer.status().as_u16() {
             202 => Ok(()),
+            // Run at once and answered, as emulators do an `Event` invocation (cargo lambda's
+            // Invoke API): the drain ran.
+            200 => Ok(()),
             status => {
                 let kind = (answer.headers().get("x-amzn-errortype"))
                     .and_then(|v| v.to_str().ok())
