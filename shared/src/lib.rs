@@ -215,5 +215,12 @@ pub use session::Session;
 pub use task::{Envelope, Task};
 pub use task_result::TaskResult;
 
+/// The features a [`Queue`] calls unless given others ([`Queue::with_features`]): the one list
+/// in `features/`, wired in here at the crate's root, so that no module of the core names a
+/// feature (`shared/tests/module_graph.rs` checks it).
+pub(crate) fn registered_features() -> feature::Features {
+    features::registered()
+}
+
 #[cfg(test)]
 mod layout_doc;

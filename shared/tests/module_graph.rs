@@ -595,6 +595,49 @@ fn the_hook_interface_reaches_nothing_of_the_features() {
     );
 }
 
+/// No module of the library but `features/` itself names `features/`: the features are wired
+/// in at the crate's root (`lib.rs`, the one list in `features/mod.rs`), so the core builds
+/// and runs without naming any of them.
+#[test]
+fn no_module_but_the_features_names_a_feature() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let naming = modules_naming(&Disk(src), "features");
+    assert!(
+        naming.is_empty(),
+        "modules naming features/ (the core must not): {naming:?}"
+    );
+}
+
+/// The top-level modules with an edge to `to`, with the file and line of one edge each.
+fn modules_naming(files: &impl Files, to: &str) -> BTreeMap<String, String> {
+    let edges = load(files, "lib.rs").edges();
+    let top = edges.get(&Vec::new()).cloned().unwrap_or_default();
+    (top.iter())
+        .filter(|((from, target), _)| target == to && from != to)
+        .map(|((from, _), at)| (from.clone(), format!("{at:?}")))
+        .collect()
+}
+
+#[test]
+fn a_core_module_naming_a_feature_is_seen() {
+    let files: BTreeMap<&str, &str> = [
+        (
+            "lib.rs",
+            "mod queue;\nmod features;\nfn wired() { features::all(); }\n",
+        ),
+        ("queue.rs", "fn new() { crate::features::all(); }\n"),
+        ("features.rs", "pub fn all() {}\n"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        modules_naming(&files, "features")
+            .into_keys()
+            .collect::<Vec<_>>(),
+        ["queue"]
+    );
+}
+
 #[test]
 fn an_interface_that_reaches_a_feature_through_another_module_is_seen() {
     let files: BTreeMap<&str, &str> = [

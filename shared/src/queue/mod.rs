@@ -209,7 +209,7 @@ impl Queue {
             memory: Arc::default(),
             acls: acls(config),
             dead_letters: None,
-            features: crate::features::registered(),
+            features: crate::registered_features(),
             after_publish: None,
         }
     }
@@ -227,8 +227,8 @@ impl Queue {
         }
     }
 
-    /// Calls `features`' hooks instead of the registered ones ([`crate::features::registered`],
-    /// what [`Queue::new`] gives).
+    /// Calls `features`' hooks instead of the registered ones (the list in `features/`, what
+    /// [`Queue::new`] gives).
     pub fn with_features(mut self, features: Features) -> Self {
         self.features = features;
         self
