@@ -38,7 +38,7 @@ pub async fn handle(
         .map_or(true, |b| !b.iter().all(u8::is_ascii_whitespace));
     let reply = match intake::ask(&method, &query, has_body) {
         Err(refused) => refused,
-        Ok(ask) => answer(&app, ask, authorization.as_deref(), body, (&path, deadline)).await,
+        Ok(ask) => answer(&app, ask, authorization.as_deref(), body, &path, deadline).await,
     };
     platform::vercel::response(reply)
 }
@@ -50,7 +50,8 @@ async fn answer(
     ask: Ask,
     authorization: Option<&str>,
     body: Result<Vec<u8>, HttpReply>,
-    (path, deadline): (&str, Instant),
+    path: &str,
+    deadline: Instant,
 ) -> HttpReply {
     let config = app.session.config();
     let admitted = match ask {

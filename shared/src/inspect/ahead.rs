@@ -35,12 +35,20 @@ pub(super) enum Ahead {
     Unread { numbers: i64 },
 }
 
-/// What goes first in group `group` of the pending task named `name` with envelope id `id`: the
-/// lock, then (when it lets the task go) a walk of the task's lane of at most `windows` windows
-/// (`None`: as far as the task).
+/// A pending task of a group: the group, its envelope id and its name.
+#[derive(Clone, Copy)]
+pub(super) struct Grouped<'a> {
+    pub group: &'a str,
+    pub id: &'a str,
+    pub name: &'a str,
+}
+
+/// What goes first in its group of the pending task `grouped`: the lock, then (when it lets the
+/// task go) a walk of the task's lane of at most `windows` windows (`None`: as far as the
+/// task).
 pub(super) async fn ahead(
     queue: &Queue,
-    (group, id, name): (&str, &str, &str),
+    Grouped { group, id, name }: Grouped<'_>,
     windows: Option<usize>,
 ) -> Result<Ahead> {
     if let Some(read) = queue.groups().group_lock(group).await? {
@@ -59,7 +67,7 @@ pub(super) async fn ahead(
         return Ok(Ahead::Behind(lock.task));
     }
     match layout::sequence(name) {
-        Some(number) => first_in_lane(queue, group, (name, number), windows).await,
+        Some(number) => first_in_lane(queue, group, name, number, windows).await,
         None => Ok(Ahead::Nothing),
     }
 }
@@ -69,7 +77,8 @@ pub(super) async fn ahead(
 async fn first_in_lane(
     queue: &Queue,
     group: &str,
-    (name, number): (&str, i64),
+    name: &str,
+    number: i64,
     windows: Option<usize>,
 ) -> Result<Ahead> {
     let mut walk = LaneWalk::new(Lane::of_name(name));

@@ -233,7 +233,7 @@ pub async fn audit(queue: &Queue, now: &ZkTime, repair: bool) -> Result<Audit> {
     let before = last_record(queue)
         .await?
         .map_or_else(Vec::new, |r| r.suspects);
-    slots(queue, turn, (now.now_ms(), &before), &mut audit).await?;
+    slots(queue, turn, now.now_ms(), &before, &mut audit).await?;
     for stuck in &audit.stuck {
         tracing::warn!(finding = %stuck.line(), repaired = stuck.repaired(), "stuck state found");
     }
@@ -345,7 +345,7 @@ async fn children(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -
             None => {}
         }
     }
-    gone_parents(queue, (turn, repair), registered, audit).await
+    gone_parents(queue, turn, repair, registered, audit).await
 }
 
 /// Children whose parent is gone from the queue without an end. Of the parents whose marker is
@@ -355,7 +355,8 @@ async fn children(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -
 /// `repair` and `GONE_PARENTS=completed` say so.
 async fn gone_parents(
     queue: &Queue,
-    (turn, repair): (usize, bool),
+    turn: usize,
+    repair: bool,
     registered: Vec<(Waiting, Option<ChildEntry>)>,
     audit: &mut Audit,
 ) -> Result<()> {
@@ -455,7 +456,8 @@ async fn locks(queue: &Queue, turn: usize, repair: bool, audit: &mut Audit) -> R
 async fn slots(
     queue: &Queue,
     turn: usize,
-    (now_ms, before): (i64, &[Suspect]),
+    now_ms: i64,
+    before: &[Suspect],
     audit: &mut Audit,
 ) -> Result<()> {
     let gates = gates(queue, turn).await?;

@@ -20,7 +20,7 @@ mod lines;
 
 use lines::line;
 
-use super::ahead::{Ahead, ahead};
+use super::ahead::{Ahead, Grouped, ahead};
 use super::{DebouncedInfo, Status, TaskInfo, status};
 use crate::clock::ZkTime;
 use crate::error::Result;
@@ -468,7 +468,11 @@ async fn held_back(
             });
         }
         if let (Some(group), Some(depth)) = (&envelope.group, group_depth) {
-            let task = (group.as_str(), envelope.id.as_str(), task.name.as_str());
+            let task = Grouped {
+                group,
+                id: &envelope.id,
+                name: &task.name,
+            };
             reasons.extend(group_ahead(queue, now, task, depth).await?);
         }
         let key = envelope.concurrency_key.as_deref();
@@ -522,39 +526,37 @@ async fn paused(queue: &Queue, task: &TaskInfo) -> Result<Option<Reason>> {
     }))
 }
 
-/// What the task (`group`, id, name) waits behind in its group, as a run decides it (see
+/// What the grouped task `task` waits behind in its group, as a run decides it (see
 /// `ahead`): its group paused, another task first (with what holds that one back), or its
 /// lane not read as far as it.
 async fn group_ahead(
     queue: &Queue,
     now: &ZkTime,
-    (group, id, name): (&str, &str, &str),
+    task: Grouped<'_>,
     depth: Depth,
 ) -> Result<Vec<Reason>> {
-    let group_name = group.to_string();
-    Ok(
-        match ahead(queue, (group, id, name), depth.ahead_windows()).await? {
-            Ahead::Nothing => Vec::new(),
-            Ahead::Paused { task, why } => vec![Reason::GroupPaused {
+    let group_name = task.group.to_string();
+    Ok(match ahead(queue, task, depth.ahead_windows()).await? {
+        Ahead::Nothing => Vec::new(),
+        Ahead::Paused { task, why } => vec![Reason::GroupPaused {
+            group: group_name,
+            task,
+            why,
+        }],
+        Ahead::Unread { numbers } => vec![Reason::GroupUnread {
+            group: group_name,
+            numbers,
+        }],
+        Ahead::Behind(holder) => {
+            let found = status(queue, now, &holder).await?;
+            vec![Reason::GroupBehind {
                 group: group_name,
-                task,
-                why,
-            }],
-            Ahead::Unread { numbers } => vec![Reason::GroupUnread {
-                group: group_name,
-                numbers,
-            }],
-            Ahead::Behind(holder) => {
-                let found = status(queue, now, &holder).await?;
-                vec![Reason::GroupBehind {
-                    group: group_name,
-                    holder,
-                    holder_state: found.state(),
-                    holder_why: holder_why(queue, now, &found).await?,
-                }]
-            }
-        },
-    )
+                holder,
+                holder_state: found.state(),
+                holder_why: holder_why(queue, now, &found).await?,
+            }]
+        }
+    })
 }
 
 /// What holds back the task a grouped task waits behind: for a pending one, what holds any

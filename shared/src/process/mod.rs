@@ -273,6 +273,12 @@ async fn run_with<H: Handler>(
     Ok(report)
 }
 
+/// How a pass ended, and what the run had claimed before it.
+struct Passed {
+    end: PassEnd,
+    claimed_before: u32,
+}
+
 /// What a run's passes keep from one to the next.
 struct Passes {
     /// Tasks found unreadable: counted once and not tried again in this run.
@@ -298,7 +304,7 @@ impl Passes {
         &mut self,
         run: &Run<'_, H>,
         report: &mut ProcessReport,
-    ) -> Result<Option<(PassEnd, u32)>> {
+    ) -> Result<Option<Passed>> {
         loop {
             // Read again before every pass but the first (a worker's run may last for
             // hours), with the head the pass starts from.
@@ -319,7 +325,10 @@ impl Passes {
                         walk.resume_all();
                     }
                     let pass = Pass::new(run, report, &mut self.passed_over, walk, self.gapped);
-                    pass.drive().await.map(|end| (end, claimed_before))
+                    pass.drive().await.map(|end| Passed {
+                        end,
+                        claimed_before,
+                    })
                 }
                 Err(e) => Err(e),
             };
@@ -347,13 +356,16 @@ impl Passes {
         }
     }
 
-    /// Whether another pass follows the one that ended as `end` (`claimed_before`: what the
-    /// run had claimed before it); waits first for a route's limit to let tasks through.
+    /// Whether another pass follows the one that `passed`; waits first for a route's limit to
+    /// let tasks through.
     async fn goes_on<H: Handler>(
         &mut self,
         run: &Run<'_, H>,
         report: &mut ProcessReport,
-        (end, claimed_before): (PassEnd, u32),
+        Passed {
+            end,
+            claimed_before,
+        }: Passed,
     ) -> bool {
         let options = run.options;
         let idle = report.claimed == claimed_before;

@@ -402,8 +402,9 @@ impl Queue {
                 zk::MultiWriteResult::SetData { stat } => stat.version,
                 _ => 0,
             };
-            let (base, took) = (gate.base, (tasks.len(), gate.bucket));
-            (self.memory.gates).admitted(&gate.path, base, version, took, gate.at_ms);
+            let (base, took) = (gate.base, tasks.len());
+            let gates = &self.memory.gates;
+            gates.admitted(&gate.path, base, version, took, gate.bucket, gate.at_ms);
         }
     }
 

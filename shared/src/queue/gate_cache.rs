@@ -162,7 +162,8 @@ impl GateCache {
         gate: &str,
         base: Known,
         version: i32,
-        (slots, bucket): (usize, Option<Bucket>),
+        slots: usize,
+        bucket: Option<Bucket>,
         now_ms: i64,
     ) {
         let entry = self.entry(gate);
@@ -227,7 +228,7 @@ mod tests {
     fn a_free_counts_against_the_knowledge_it_was_sent_under() {
         let cache = GateCache::default();
         let base = cache.read(GATE, Some(3), 2, None, 0);
-        cache.admitted(GATE, base, 4, (3, None), 0);
+        cache.admitted(GATE, base, 4, 3, None, 0);
         assert_eq!(
             cache.known(GATE, 0).map(|k| (k.version, k.in_flight)),
             Some((Some(4), 5))
@@ -248,7 +249,7 @@ mod tests {
         cache.prefetched(GATE, None, 0, None, 0);
         assert_eq!(cache.known(GATE, 0).map(|k| k.version), Some(None));
         let base = cache.read(GATE, Some(2), 1, None, 0);
-        cache.admitted(GATE, base, 3, (1, None), 0);
+        cache.admitted(GATE, base, 3, 1, None, 0);
         cache.prefetched(GATE, Some(2), 1, None, 0);
         assert_eq!(
             cache.known(GATE, 0).map(|k| (k.version, k.in_flight)),
@@ -262,7 +263,7 @@ mod tests {
         let base = cache.read(GATE, Some(1), 4, None, 0);
         let sent = cache.freeing(&frees(2));
         cache.freed(&sent);
-        cache.admitted(GATE, base, 2, (1, None), 0);
+        cache.admitted(GATE, base, 2, 1, None, 0);
         assert_eq!(cache.known(GATE, 0).map(|k| k.in_flight), Some(3));
     }
 
@@ -290,7 +291,7 @@ mod tests {
             "the version may be another gate's"
         );
         // Its own admission at 130 s makes it known again until 160 s.
-        cache.admitted(GATE, base, 5, (1, None), 130_000);
+        cache.admitted(GATE, base, 5, 1, None, 130_000);
         assert!(cache.known(GATE, 159_999).is_some());
         assert_eq!(cache.known(GATE, 160_000), None);
         // A gate not made yet is known as such however long: a create fails if it was made.

@@ -81,7 +81,7 @@ pub struct LockRead {
 
 impl LockRead {
     /// The lock at `path` from its data and stat; unreadable data is an error naming it.
-    fn parse(path: String, (bytes, stat): (Vec<u8>, zk::Stat)) -> Result<LockRead> {
+    fn parse(path: String, bytes: Vec<u8>, stat: zk::Stat) -> Result<LockRead> {
         let lock = serde_json::from_slice(&bytes).map_err(|e| Error::Unreadable {
             path,
             problem: e.to_string(),
@@ -98,7 +98,8 @@ impl Groups<'_> {
     pub async fn group_lock(self, group: &str) -> Result<Option<LockRead>> {
         let path = self.layout().group(group);
         let read = self.read_path(&path).await?;
-        read.map(|read| LockRead::parse(path, read)).transpose()
+        read.map(|(bytes, stat)| LockRead::parse(path, bytes, stat))
+            .transpose()
     }
 
     /// Resumes a group paused after one of its tasks went to the dead letters: deletes its
@@ -290,7 +291,8 @@ impl Groups<'_> {
         held: &HeldLock,
         id: &str,
         name: &str,
-        (bucket, node): (i64, &str),
+        bucket: i64,
+        node: &str,
     ) -> Result<LockWrite> {
         let lock = GroupLock {
             waiting: Some(format!("{bucket:013}/{node}")),

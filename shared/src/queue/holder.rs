@@ -193,10 +193,7 @@ impl Queue {
         let lock = match (&node, &lease.group_lock) {
             (Some((bucket, node)), Some(held)) => {
                 let (id, name) = (&lease.task.envelope.id, &lease.task.name);
-                Some(
-                    self.groups()
-                        .waiting_lock(held, id, name, (*bucket, node))?,
-                )
+                Some(self.groups().waiting_lock(held, id, name, *bucket, node)?)
             }
             _ => None,
         };

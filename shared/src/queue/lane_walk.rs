@@ -299,10 +299,9 @@ impl LaneWalk {
             // Ranges known gone (from the head, or settled) are passed without a probe.
             self.next = self.known.reach(self.next).min(self.tail.max(self.next));
             let count = if self.found_any { WINDOW } else { self.width };
-            let window = (self.next, count);
             let mut probe = queue
                 .probes()
-                .probe_along(&self.lane, others, window, along)
+                .probe_along(&self.lane, others, self.next, count, along)
                 .await?;
             if !along.is_empty() {
                 self.along = std::mem::take(&mut probe.along);

@@ -155,7 +155,7 @@ impl Batches<'_> {
     pub(super) async fn settling_batch(self, name: &str) -> Result<Option<(BatchState, i32)>> {
         let path = self.layout().batch(name);
         let found = self.read_path(&path).await?;
-        Ok(found.and_then(|found| settleable(&path, found)))
+        Ok(found.and_then(|(data, stat)| settleable(&path, data, stat)))
     }
 
     /// The batches `names` as a settlement reads them (one multi-read; see
@@ -164,7 +164,7 @@ impl Batches<'_> {
         let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
         let read = self.read_paths(&paths).await?;
         let states = (paths.iter().zip(read))
-            .map(|(path, found)| found.and_then(|found| settleable(path, found)));
+            .map(|(path, found)| found.and_then(|(data, stat)| settleable(path, data, stat)));
         Ok(names.iter().cloned().zip(states).collect())
     }
 
@@ -390,7 +390,7 @@ impl Batches<'_> {
 
 /// A batch read for a settlement: its state and version, or `None` (with a warning) when its
 /// data is not a batch.
-fn settleable(path: &str, (data, stat): (Vec<u8>, zk::Stat)) -> Option<(BatchState, i32)> {
+fn settleable(path: &str, data: Vec<u8>, stat: zk::Stat) -> Option<(BatchState, i32)> {
     match parse(path, &data) {
         Ok(state) => Some((state, stat.version)),
         Err(e) => {

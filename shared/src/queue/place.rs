@@ -114,7 +114,7 @@ impl Groups<'_> {
                 let path = self.layout().blocked(&place.id);
                 match self.ready_child(&path, &place.id).await? {
                     Waits::Ready(child, at) => {
-                        return self.fill_place(name, version, (&path, at), &child).await;
+                        return self.fill_place(name, version, &path, at, &child).await;
                     }
                     Waits::NotYet => return Ok(PlaceTaken::NotReady),
                     Waits::Gone => self.letter_of(&Layout::blocked_name(&place.id)).await?,
@@ -124,7 +124,7 @@ impl Groups<'_> {
                 let path = self.layout().debounced(key);
                 match self.ready_debounced(&path, &place.id, now_ms).await? {
                     Waits::Ready(task, at) => {
-                        return self.fill_place(name, version, (&path, at), &task).await;
+                        return self.fill_place(name, version, &path, at, &task).await;
                     }
                     Waits::NotYet => return Ok(PlaceTaken::NotReady),
                     Waits::Gone => Ending {
@@ -178,7 +178,8 @@ impl Groups<'_> {
         self,
         name: &str,
         version: i32,
-        (target, at): (&str, i32),
+        target: &str,
+        at: i32,
         task: &Envelope,
     ) -> Result<PlaceTaken> {
         let mut task = task.clone();

@@ -207,14 +207,14 @@ impl Queue {
                 };
                 let len = step.len();
                 let renamed = plain == 0 && step[0].after != rest[0].after;
-                let at = (start, &mut answers);
-                match publish_step(&mut queue, &mut outage, &mut floors, &step, at).await {
+                let (queue, outage, floors) = (&mut queue, &mut outage, &mut floors);
+                match publish_step(queue, outage, floors, &step, start, &mut answers).await {
                     // A parent named by the task name it got in this publish was claimed, moved
                     // by a retry and completed meanwhile: a name it had finds it no more, its id
                     // does (its completion record).
                     Err(Error::Parent { .. }) if renamed => {
-                        let at = (start, &mut answers);
-                        publish_step(&mut queue, &mut outage, &mut floors, &rest[..1], at).await?
+                        let one = &rest[..1];
+                        publish_step(queue, outage, floors, one, start, &mut answers).await?
                     }
                     done => done?,
                 }
@@ -453,7 +453,11 @@ async fn publish_batch_in(
             }
             None => known.clone(),
         };
-        let doubt = (&envelopes[..], &ids[..], &floors);
+        let doubt = BatchInDoubt {
+            envelopes: &envelopes[..],
+            ids: &ids[..],
+            floors: &floors,
+        };
         let found = batch_in_doubt(&mut queue, &mut outage, lost, doubt, options).await?;
         // None of it landed: the whole batch again.
         if let Some(outcomes) = found {
@@ -512,7 +516,8 @@ async fn publish_step<F: FnMut(usize, &Outcome) + Send>(
     outage: &mut Outage<'_, '_>,
     floors: &mut Floors,
     items: &[Envelope],
-    (first, answers): (usize, &mut Answers<'_, F>),
+    first: usize,
+    answers: &mut Answers<'_, F>,
 ) -> Result<()> {
     let mut pending: Vec<usize> = (0..items.len()).collect();
     while !pending.is_empty() {
@@ -536,7 +541,7 @@ async fn publish_step<F: FnMut(usize, &Outcome) + Send>(
         };
         let doubts: Vec<&Envelope> = sent.doubts.iter().map(|&j| &window[j]).collect();
         let how = Settle::Each(&sent.losses);
-        let fates = settle(queue, outage, lost, (&doubts, how), &round, &answers.names).await;
+        let fates = settle(queue, outage, lost, &doubts, how, &round, &answers.names).await;
         let fates = match fates {
             Ok(fates) => fates,
             Err(e) => {
@@ -612,14 +617,25 @@ fn refuse_unpublishable(envelopes: &[Envelope], features: &Features) -> Result<(
     Ok(())
 }
 
-/// What became of an all-or-nothing publish of `envelopes` (with `ids`) whose answer was
-/// lost with `lost`, found from `floors` on: each item's outcome, or `None` when none of it
-/// landed (to be sent again whole).
+/// An all-or-nothing publish whose answer was lost: its envelopes, their ids, and the lanes'
+/// tails read before it was sent (what it landed after, if it did).
+struct BatchInDoubt<'a> {
+    envelopes: &'a [Envelope],
+    ids: &'a [String],
+    floors: &'a Floors,
+}
+
+/// What became of the all-or-nothing publish `doubt` whose answer was lost with `lost`: each
+/// item's outcome, or `None` when none of it landed (to be sent again whole).
 async fn batch_in_doubt(
     queue: &mut Queue,
     outage: &mut Outage<'_, '_>,
     lost: Error,
-    (envelopes, ids, floors): (&[Envelope], &[String], &Floors),
+    BatchInDoubt {
+        envelopes,
+        ids,
+        floors,
+    }: BatchInDoubt<'_>,
     options: &PublishOptions<'_>,
 ) -> Result<Option<Vec<Outcome>>> {
     let batch: Vec<&Envelope> = envelopes.iter().collect();
@@ -628,7 +644,8 @@ async fn batch_in_doubt(
         queue,
         outage,
         lost,
-        (&batch, Settle::Batch),
+        &batch,
+        Settle::Batch,
         floors,
         &answered,
     );
@@ -663,7 +680,8 @@ async fn settle(
     queue: &mut Queue,
     outage: &mut Outage<'_, '_>,
     lost: Error,
-    (doubts, how): (&[&Envelope], Settle<'_>),
+    doubts: &[&Envelope],
+    how: Settle<'_>,
     floors: &Floors,
     answered: &HashSet<String>,
 ) -> Result<Vec<Fate>> {

@@ -85,8 +85,12 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
     };
     let keyed = args.idempotency_key.is_some();
     let lines = envelopes(&path, &args.event_type, queue.features())?;
-    let window = (session, &options, &mut unknown);
-    let published = publish_lines(window, lines, total, keyed, &stamp).await?;
+    let publisher = Publisher {
+        session,
+        options: &options,
+        unknown: &mut unknown,
+    };
+    let published = publish_lines(publisher, lines, total, keyed, &stamp).await?;
     if implicit && published == 0 {
         let one = [single()?];
         publish_window(session, &options, &one, &[], &mut unknown, After::NOTHING).await?;
@@ -95,10 +99,22 @@ pub(crate) async fn publish(session: &Session, args: Publish) -> Result<(), Fail
     unknown.verdict()
 }
 
+/// What a publish of lines publishes with: the session, the options, and the items whose fate
+/// is not known yet.
+struct Publisher<'a, 'o> {
+    session: &'a Session,
+    options: &'a PublishOptions<'o>,
+    unknown: &'a mut Unknown,
+}
+
 /// Publishes `lines` (`total` of them, when known: they were checked before) a window at a
 /// time, each task stamped with the arguments' `stamp`, showing a progress bar; how many.
 async fn publish_lines(
-    (session, options, unknown): (&Session, &PublishOptions<'_>, &mut Unknown),
+    Publisher {
+        session,
+        options,
+        unknown,
+    }: Publisher<'_, '_>,
     mut lines: impl Iterator<Item = Result<(usize, Envelope), String>>,
     total: Option<u64>,
     keyed: bool,

@@ -26,13 +26,48 @@ pub(super) enum Prepared {
     Decided(TaskOutcome),
 }
 
+/// A task as a claim just read it: its name, its body, its znode's version.
+#[derive(Clone, Copy)]
+struct Read<'a> {
+    name: &'a str,
+    body: &'a [u8],
+    version: i32,
+}
+
+/// How a task a claim buries goes to the dead letters: the attempts it had, what its group
+/// does, and whether it was cancelled (its mark deleted with it).
+struct Fate {
+    attempts: u32,
+    on_dead: OnDead,
+    marked: bool,
+}
+
+impl Fate {
+    /// Buried with `attempts`, its group going on as `on_dead` says.
+    fn dead(attempts: u32, on_dead: OnDead) -> Self {
+        Fate {
+            attempts,
+            on_dead,
+            marked: false,
+        }
+    }
+}
+
 impl Queue {
     /// Buries a task just read that can never run (or was cancelled: `marked`): the claim's
     /// decision for it.
     async fn bury_read(
         &self,
-        (name, body, version): (&str, &[u8], i32),
-        (attempts, on_dead, marked): (u32, OnDead, bool),
+        Read {
+            name,
+            body,
+            version,
+        }: Read<'_>,
+        Fate {
+            attempts,
+            on_dead,
+            marked,
+        }: Fate,
         reason: String,
         last_error: Option<String>,
     ) -> Result<Prepared> {
@@ -64,7 +99,11 @@ impl Queue {
         now: &ZkTime,
         restraints: &Restraints,
     ) -> Result<Prepared> {
-        let read = (name, body, stat.version);
+        let read = Read {
+            name,
+            body,
+            version: stat.version,
+        };
         let envelope = match task::parse(body) {
             Body::Envelope(envelope) => envelope,
             Body::Place(place) => {
@@ -80,13 +119,13 @@ impl Queue {
                     json::MAX_DEPTH
                 );
                 return self
-                    .bury_read(read, (0, OnDead::Continue, false), reason, None)
+                    .bury_read(read, Fate::dead(0, OnDead::Continue), reason, None)
                     .await;
             }
             Body::Plain(value) => Envelope::from_plain(name, value, stat.ctime),
             Body::Poison(reason) => {
                 return self
-                    .bury_read(read, (0, OnDead::Continue, false), reason, None)
+                    .bury_read(read, Fate::dead(0, OnDead::Continue), reason, None)
                     .await;
             }
         };
@@ -114,7 +153,11 @@ impl Queue {
             .take_place(name, place, stat.version, now.now_ms(), on_dead);
         let outcome = match taken.await? {
             PlaceTaken::Filled(envelope, body, stat) => {
-                let read = (name, &body[..], stat.version);
+                let read = Read {
+                    name,
+                    body: &body[..],
+                    version: stat.version,
+                };
                 return self
                     .prepare_envelope(read, *envelope, now, restraints)
                     .await;
@@ -128,25 +171,28 @@ impl Queue {
         Ok(Prepared::Decided(outcome))
     }
 
-    /// [`Queue::prepare`] of the task `read` (name, body, version) whose body is `envelope`.
+    /// [`Queue::prepare`] of the task `read` whose body is `envelope`.
     async fn prepare_envelope(
         &self,
-        read: (&str, &[u8], i32),
+        read: Read<'_>,
         mut envelope: Envelope,
         now: &ZkTime,
         restraints: &Restraints,
     ) -> Result<Prepared> {
-        let name = read.0;
+        let name = read.name;
         // A key no gate can be named after (another producer's): it could never be admitted.
         if let Err(problem) = envelope.check_concurrency_key() {
             let reason = format!("malformed {} envelope: {problem}", task::FORMAT);
-            let how = (envelope.attempts, OnDead::Continue, false);
+            let how = Fate::dead(envelope.attempts, OnDead::Continue);
             return self.bury_read(read, how, reason, None).await;
         }
         // Cancelled while another consumer held it: buried now, and its mark with it.
         if super::super::Cancels::is_marked(&restraints.cancelled, &envelope.id) {
             let (attempts, last) = (envelope.attempts, envelope.last_error);
-            let how = (attempts, OnDead::Continue, true);
+            let how = Fate {
+                marked: true,
+                ..Fate::dead(attempts, OnDead::Continue)
+            };
             return self.bury_read(read, how, CANCELLED.into(), last).await;
         }
         // A feature that says the task never runs (see `crate::feature`): buried with its
@@ -155,7 +201,7 @@ impl Queue {
             let on_dead = restraints.on_dead.for_task(&envelope);
             let (attempts, last) = (envelope.attempts, envelope.last_error);
             return self
-                .bury_read(read, (attempts, on_dead, false), reason, last)
+                .bury_read(read, Fate::dead(attempts, on_dead), reason, last)
                 .await;
         }
         if restraints.paused.covers(&envelope.event_type) {
@@ -169,7 +215,7 @@ impl Queue {
             let reason = format!("gave up after {} attempts", envelope.attempts);
             let (attempts, last) = (envelope.attempts, envelope.last_error.clone());
             return self
-                .bury_read(read, (attempts, on_dead, false), reason, last)
+                .bury_read(read, Fate::dead(attempts, on_dead), reason, last)
                 .await;
         }
         let lock = match &envelope.group {
@@ -198,7 +244,7 @@ impl Queue {
                 name: name.to_string(),
                 envelope,
                 body: rewritten,
-                read_version: read.2,
+                read_version: read.version,
                 slots: Vec::new(),
                 lock,
             })),
@@ -208,7 +254,7 @@ impl Queue {
                 let reason = format!(
                     "task too large to claim: {size} bytes with its envelope, over {limit}"
                 );
-                let how = (envelope.attempts - 1, on_dead, false);
+                let how = Fate::dead(envelope.attempts - 1, on_dead);
                 self.bury_read(read, how, reason, None).await
             }
             Err(e) => Err(e),

@@ -48,7 +48,7 @@ impl Probes<'_> {
         from: i64,
         count: usize,
     ) -> Result<Probe> {
-        self.probe_along(lane, others, (from, count), &[]).await
+        self.probe_along(lane, others, from, count, &[]).await
     }
 
     /// As [`Probes::probe_in`], the windows `along` read in the same request (each with its
@@ -57,7 +57,8 @@ impl Probes<'_> {
         self,
         lane: &Lane,
         others: &[Lane],
-        (from, count): (i64, usize),
+        from: i64,
+        count: usize,
         along: &[Along],
     ) -> Result<Probe> {
         let tasks = self.layout().lane_tasks(lane);
