@@ -302,3 +302,45 @@ fn the_one_run_section_names_real_functions() {
         .expect("the section says how many files it names");
     assert_eq!(said, files.len(), "files named: {files:?}");
 }
+
+/// Each transition's performer (`Transition::performed_by`, the table ARCHITECTURE holds equal
+/// to it) is a function of the crate: `Type::function` defined in a file that implements
+/// `Type`, `module::function` in that module's file. Renaming or removing one fails here.
+#[test]
+fn every_transition_is_performed_by_a_function_the_crate_defines() {
+    let mut sources = Vec::new();
+    files(&src(), &src(), &mut sources);
+    let texts: Vec<(String, String)> = (sources.into_iter())
+        .map(|file| {
+            let text = std::fs::read_to_string(src().join(&file)).expect("a file");
+            (file, text)
+        })
+        .collect();
+    let defines = |text: &str, name: &str| {
+        text.contains(&format!("fn {name}(")) || text.contains(&format!("fn {name}<"))
+    };
+    let mut missing = Vec::new();
+    for transition in crate::state::Transition::ALL {
+        for performer in transition.performed_by().split(", ") {
+            let (owner, name) = performer.split_once("::").expect("owner::function");
+            let found = texts.iter().any(|(file, text)| {
+                let owned = match owner.starts_with(char::is_uppercase) {
+                    // `impl Type {`, `impl<…> Type<…> {`
+                    true => text.lines().any(|line| {
+                        line.starts_with("impl")
+                            && (line.contains(&format!(" {owner} "))
+                                || line.contains(&format!(" {owner}<")))
+                    }),
+                    false => {
+                        *file == format!("{owner}.rs") || file.starts_with(&format!("{owner}/"))
+                    }
+                };
+                owned && defines(text, name)
+            });
+            if !found {
+                missing.push(format!("{}: {performer}", transition.name()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "performers not found: {missing:#?}");
+}
