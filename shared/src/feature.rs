@@ -176,7 +176,7 @@ impl Features {
     }
 
     /// Each feature's writes at the end of held `task` ([`Feature::at_end`]), with the
-    /// feature's place in the list.
+    /// feature's index in the list.
     pub fn at_end(&self, layout: &Layout, task: &Task, how: End) -> Vec<(usize, EndWrite)> {
         let mut writes = Vec::new();
         for (at, feature) in self.0.iter().enumerate() {
@@ -186,7 +186,7 @@ impl Features {
         writes
     }
 
-    /// The answer of the feature at place `at` to its `write` that failed with `error`.
+    /// The answer of the feature at index `at` to its `write` that failed with `error`.
     pub fn after_failure(&self, at: usize, write: &EndWrite, error: &zk::Error) -> AfterFailure {
         self.0
             .get(at)

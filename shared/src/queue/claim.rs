@@ -2,12 +2,12 @@
 //! taking it, is in `claim/prepare.rs`; burying a task nobody can claim is in `bury`).
 
 mod multi;
-mod places;
 mod prepare;
+mod shares;
 
 use multi::{Owner, Step, claim_multi};
-use places::{SlotsInDoubt, held_slots, shares_of, slots_of};
 use prepare::Prepared;
+use shares::{SlotsInDoubt, held_slots, shares_of, slots_of};
 
 use zookeeper_client as zk;
 

@@ -107,10 +107,10 @@ pub(super) struct Ending {
     pub(super) marker: Option<MarkerWrite>,
     /// The batch it is a member of.
     pub(super) batch: Option<String>,
-    /// The places it holds in gates, freed in the same multi-op.
+    /// The shares of slots it holds in gates, freed in the same multi-op.
     pub(super) slots: Vec<SlotShare>,
     /// The writes registered features add to it (`Feature::at_end`), each with the
-    /// feature's place in the registry.
+    /// feature's index in the registry.
     pub(super) writes: Vec<(usize, EndWrite)>,
     /// Whether its lease was read again once already (an extension whose answer was lost).
     reread: bool,

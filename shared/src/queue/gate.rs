@@ -64,7 +64,7 @@ pub(super) type Wanting<'a> = (&'a str, &'a str, Option<&'a str>);
 #[derive(Default)]
 pub(super) struct Gated {
     pub(super) writes: Vec<GateWrite>,
-    /// Per task: the gates it takes a place in (its route's, its key's), when admitted through
+    /// Per task: the gates it takes a share of a slot in (its route's, its key's), when admitted through
     /// gates that cap tasks in flight.
     pub(super) slots: Vec<Vec<String>>,
     /// The tasks left out (indices in the caller's list), and when they may try again.

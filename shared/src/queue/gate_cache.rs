@@ -155,7 +155,7 @@ impl GateCache {
         known
     }
 
-    /// A claim that worked from `base` at `now_ms` took `slots` places in `gate` and left it
+    /// A claim that worked from `base` at `now_ms` took `slots` shares in `gate` and left it
     /// at `version` with `bucket`.
     pub(super) fn admitted(
         &self,

@@ -79,7 +79,7 @@ pub(crate) enum Part {
     Signal,
     /// A resumable task's step znode (`steps/<id>/…`), or their folder.
     Steps,
-    /// A write a registered feature added to an ending (`Feature::at_end`), by its place
+    /// A write a registered feature added to an ending (`Feature::at_end`), by its index
     /// among that ending's.
     Feature(u16),
     /// A schedule's znode, at the version its firer read.

@@ -1,4 +1,4 @@
-//! Writing slots (see `slots`): freeing the places of tasks whose handlers ended, finding a
+//! Writing slots (see `slots`): freeing the shares of tasks whose handlers ended, finding a
 //! slot's name after a write whose answer never came, and taking back the slots of a claim
 //! whose answer never came.
 
@@ -51,10 +51,10 @@ impl Gates<'_> {
         (renames, self.memory.gates.freeing(&frees))
     }
 
-    /// Frees the places `shares` held in slots while their handlers ran: each slot renamed to
+    /// Frees the shares `shares` held in slots while their handlers ran: each slot renamed to
     /// the tasks it has left, or deleted with its last. A write lost with the link (a leader
     /// change, a dropped connection) is sent again in the background every `SLOT_RETRY`
-    /// until it lands or the session ends (which deletes the slot anyway): a place left held
+    /// until it lands or the session ends (which deletes the slot anyway): a share left held
     /// would shrink its gate for as long as the session lives, which for a worker is as long
     /// as it runs.
     pub async fn free_slots(self, shares: &[SlotShare]) {
@@ -99,7 +99,7 @@ impl Gates<'_> {
 
     /// Takes back the slots `paths` that a claim whose answer never came may have made: had
     /// it landed, its tasks' leases are nobody's (they expire, and the tasks run again), but
-    /// the slots would hold their places for the session's life. Deleted in the background
+    /// the slots would hold their shares for the session's life. Deleted in the background
     /// (a session's requests are answered in order, so after the claim), again every
     /// [`SLOT_RETRY`] while the link is down.
     pub(super) fn unmake_slots(&self, paths: Vec<String>) {
@@ -137,7 +137,7 @@ impl Gates<'_> {
     }
 }
 
-/// The renames that free a handler's places, its slots locked throughout (see
+/// The renames that free a handler's shares, its slots locked throughout (see
 /// [`Gates::free_slots`]). A slot gone with the session that made it (one replaced while the
 /// handler ran) fails the multi-op: it is left out, and the rest is sent again.
 struct FreeSlots {

@@ -1,4 +1,4 @@
-//! Slots: the places tasks hold in a gate that caps tasks in flight (see `gate`). The tasks
+//! Slots: the shares tasks hold in a gate that caps tasks in flight (see `gate`). The tasks
 //! one claim admits through a gate hold one ephemeral znode together,
 //! `<gate>/<n>.<tag>.<lead>`: `n` is how many of them still run, `tag` eight random hex digits
 //! that keep the name unique, `lead` the name of the claim's first task (for a person reading
@@ -120,7 +120,7 @@ pub(super) fn new_tag(lead: &str) -> String {
     format!("{:08x}.{lead}", fastrand::u32(..))
 }
 
-/// One task's place in a slot.
+/// One task's share of a slot.
 #[derive(Clone)]
 pub struct SlotShare {
     slot: Arc<Slot>,
@@ -135,7 +135,7 @@ impl SlotShare {
         }
     }
 
-    /// The gate the place is in.
+    /// The gate the share is in.
     pub fn gate(&self) -> &str {
         &self.slot.gate
     }

@@ -27,7 +27,7 @@ pub(super) enum Step {
 }
 
 /// The claim's multi-op for `takes` (their task and lease paths in `paths`) through `gates`,
-/// whose slots are `slots` (see `places::slots_of`): the check of `paused` at the version
+/// whose slots are `slots` (see `shares::slots_of`): the check of `paused` at the version
 /// read (`pause`, when there is one) first, then the gates' rewrites, then the slots, then
 /// each task's operations.
 pub(super) fn claim_multi<'a>(

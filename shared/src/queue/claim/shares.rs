@@ -1,4 +1,4 @@
-//! The places a claim's tasks take in the slots of the gates they go through (see
+//! The shares a claim's tasks take in the slots of the gates they go through (see
 //! `slots`): one slot per gate for the tasks it admits, and the slots of a claim whose
 //! answer never came.
 
@@ -74,7 +74,7 @@ pub(super) fn held_slots(
         .collect()
 }
 
-/// The places `take` holds in the slots `held` of `gates`.
+/// The shares `take` holds in the slots `held` of `gates`.
 pub(super) fn shares_of(
     gates: &[GateWrite],
     held: &[Option<Arc<Slot>>],
