@@ -80,16 +80,7 @@ pub async fn run<H: Handler>(
     options: &RunOptions,
 ) -> Result<ProcessReport> {
     let stop = watch::channel(false).1;
-    run_with(
-        Source::Fixed(queue),
-        handler,
-        options,
-        &stop,
-        None,
-        None,
-        Summary::Logged,
-    )
-    .await
+    run_with(Source::Fixed(queue), handler, options, Mode::plain(&stop)).await
 }
 
 /// As [`run`], judging what is due (delayed tasks, debounced publishes, schedules) and
@@ -103,16 +94,11 @@ pub async fn run_at<H: Handler>(
     now: &ZkTime,
 ) -> Result<ProcessReport> {
     let stop = watch::channel(false).1;
-    run_with(
-        Source::Fixed(queue),
-        handler,
-        options,
-        &stop,
-        None,
-        Some(*now),
-        Summary::Logged,
-    )
-    .await
+    let mode = Mode {
+        clock: Some(*now),
+        ..Mode::plain(&stop)
+    };
+    run_with(Source::Fixed(queue), handler, options, mode).await
 }
 
 /// As [`run`], on `session`'s queue: when the session ends mid-run, extensions and settling
@@ -123,17 +109,7 @@ pub async fn run_on<H: Handler>(
     handler: &H,
     options: &RunOptions,
 ) -> Result<ProcessReport> {
-    let stop = watch::channel(false).1;
-    run_with(
-        Source::Live(session),
-        handler,
-        options,
-        &stop,
-        None,
-        None,
-        Summary::Logged,
-    )
-    .await
+    run_live(session, handler, options, Summary::Logged).await
 }
 
 /// As [`run_on`], without the run's summary event: one of the runs that make up a single
@@ -144,18 +120,23 @@ pub async fn run_on_unlogged<H: Handler>(
     handler: &H,
     options: &RunOptions,
 ) -> Result<ProcessReport> {
+    run_live(session, handler, options, Summary::ByCaller).await
+}
+
+/// A run on `session`'s queue that nothing stops early, its summary logged as `summary` says.
+async fn run_live<H: Handler>(
+    session: &Session,
+    handler: &H,
+    options: &RunOptions,
+    summary: Summary,
+) -> Result<ProcessReport> {
     let stop = watch::channel(false).1;
-    let by_caller = Summary::ByCaller;
-    run_with(
-        Source::Live(session),
-        handler,
-        options,
-        &stop,
-        None,
-        None,
-        by_caller,
-    )
-    .await
+    let source = Source::Live(session);
+    let mode = Mode {
+        summary,
+        ..Mode::plain(&stop)
+    };
+    run_with(source, handler, options, mode).await
 }
 
 /// Who logs a run's summary event.
@@ -179,26 +160,45 @@ pub async fn run_refilling<H: Handler>(
     stop: &watch::Receiver<bool>,
     refill: Option<&Notify>,
 ) -> Result<ProcessReport> {
-    run_with(
-        Source::Live(session),
-        handler,
-        options,
-        stop,
+    let mode = Mode {
         refill,
-        None,
-        Summary::Logged,
-    )
-    .await
+        ..Mode::plain(stop)
+    };
+    run_with(Source::Live(session), handler, options, mode).await
+}
+
+/// How a run goes besides its source, handler and options: what stops it early, what tells it
+/// of new tasks, the clock it judges by (ZooKeeper's, read by the run, when none), and who
+/// logs its summary.
+struct Mode<'a> {
+    stop: &'a watch::Receiver<bool>,
+    refill: Option<&'a Notify>,
+    clock: Option<ZkTime>,
+    summary: Summary,
+}
+
+impl<'a> Mode<'a> {
+    /// Stopped by `stop` only, on ZooKeeper's clock, its summary logged.
+    fn plain(stop: &'a watch::Receiver<bool>) -> Self {
+        Mode {
+            stop,
+            refill: None,
+            clock: None,
+            summary: Summary::Logged,
+        }
+    }
 }
 
 async fn run_with<H: Handler>(
     source: Source<'_>,
     handler: &H,
     options: &RunOptions,
-    stop: &watch::Receiver<bool>,
-    refill: Option<&Notify>,
-    clock: Option<ZkTime>,
-    summary: Summary,
+    Mode {
+        stop,
+        refill,
+        clock,
+        summary,
+    }: Mode<'_>,
 ) -> Result<ProcessReport> {
     let started = Instant::now();
     let queue = source.queue();
