@@ -43,7 +43,9 @@ pub trait Feature: Send + Sync + 'static {
     fn name(&self) -> &'static str;
 
     /// The top-level fields of a JSON line or an HTTP publish item that it reads: each is
-    /// carried into the envelope as it is, as the section of that name.
+    /// carried into the envelope as it is, as the section of that name. A feature that names
+    /// some is asked at publish, at claim and in `explain` only about an envelope that carries
+    /// one of them, so a task without them pays nothing for it.
     fn item_fields(&self) -> &'static [&'static str] {
         &[]
     }
@@ -136,7 +138,12 @@ pub enum AtClaim {
 
 /// The registered features, in the order the core asks them. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct Features(Arc<[Arc<dyn Feature>]>);
+pub struct Features {
+    list: Arc<[Arc<dyn Feature>]>,
+    /// Each one's [`Feature::item_fields`], read once: the claim of a task without sections
+    /// asks no feature that has some.
+    fields: Arc<[&'static [&'static str]]>,
+}
 
 impl std::fmt::Debug for Features {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -147,22 +154,27 @@ impl std::fmt::Debug for Features {
 impl Features {
     /// The features of `list`, asked in its order.
     pub fn new(list: Vec<Arc<dyn Feature>>) -> Self {
-        Features(list.into())
+        let fields = list.iter().map(|f| f.item_fields()).collect();
+        Features {
+            list: list.into(),
+            fields,
+        }
     }
 
     /// Their names, in order.
     pub fn names(&self) -> Vec<&'static str> {
-        self.0.iter().map(|f| f.name()).collect()
+        self.list.iter().map(|f| f.name()).collect()
     }
 
     /// The first refusal of `envelope` at publish, naming the feature's field.
     pub fn check_publish(&self, envelope: &Envelope) -> Result<(), String> {
-        self.0.iter().try_for_each(|f| f.check_publish(envelope))
+        self.carried_by(envelope)
+            .try_for_each(|f| f.check_publish(envelope))
     }
 
     /// Whether a claim at `now_ms` may take the task: the first feature that refuses says why.
     pub fn at_claim(&self, envelope: &Envelope, now_ms: i64) -> AtClaim {
-        (self.0.iter())
+        self.carried_by(envelope)
             .map(|f| f.at_claim(envelope, now_ms))
             .find(|answer| *answer != AtClaim::Take)
             .unwrap_or(AtClaim::Take)
@@ -170,16 +182,29 @@ impl Features {
 
     /// Each feature's line about the task, with the feature's name.
     pub fn explain(&self, envelope: &Envelope, now_ms: i64) -> Vec<(&'static str, String)> {
-        (self.0.iter())
+        self.carried_by(envelope)
             .filter_map(|f| Some((f.name(), f.explain(envelope, now_ms)?)))
             .collect()
+    }
+
+    /// The features `envelope` concerns: those that read no item field, and those whose
+    /// section it carries ([`Feature::item_fields`]). None at all for an envelope without
+    /// sections when every feature has some.
+    fn carried_by<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+    ) -> impl Iterator<Item = &'a Arc<dyn Feature>> {
+        let carries = |fields: &[&str]| fields.iter().any(|f| envelope.extra.contains_key(*f));
+        (self.list.iter().zip(self.fields.iter()))
+            .filter(move |(_, fields)| fields.is_empty() || carries(fields))
+            .map(|(feature, _)| feature)
     }
 
     /// Each feature's writes at the end of held `task` ([`Feature::at_end`]), with the
     /// feature's index in the list.
     pub fn at_end(&self, layout: &Layout, task: &Task, how: End) -> Vec<(usize, EndWrite)> {
         let mut writes = Vec::new();
-        for (at, feature) in self.0.iter().enumerate() {
+        for (at, feature) in self.list.iter().enumerate() {
             let of_feature = feature.at_end(layout, task, how).into_iter();
             writes.extend(of_feature.map(|w| (at, w)));
         }
@@ -188,15 +213,15 @@ impl Features {
 
     /// The answer of the feature at index `at` to its `write` that failed with `error`.
     pub fn after_failure(&self, at: usize, write: &EndWrite, error: &zk::Error) -> AfterFailure {
-        self.0
+        self.list
             .get(at)
             .map_or(AfterFailure::Unexpected, |f| f.after_failure(write, error))
     }
 
     /// Every feature's sweep, in order: how many things each tidied, by its name.
     pub async fn sweep(&self, upkeep: &Upkeep) -> Result<Vec<(&'static str, u32)>> {
-        let mut swept = Vec::with_capacity(self.0.len());
-        for feature in self.0.iter() {
+        let mut swept = Vec::with_capacity(self.list.len());
+        for feature in self.list.iter() {
             swept.push((feature.name(), feature.sweep(upkeep).await?));
         }
         Ok(swept)
@@ -213,7 +238,7 @@ impl Features {
         // Without a payload the whole item is the payload: its fields are data.
         let carried: Vec<(&str, Value)> = match item.get("payload") {
             None => Vec::new(),
-            Some(_) => (self.0.iter())
+            Some(_) => (self.list.iter())
                 .flat_map(|f| f.item_fields().iter())
                 .filter_map(|field| Some((*field, item.get(*field)?.clone())))
                 // A field given as `null` is absent, as the item's other fields are.
@@ -297,6 +322,36 @@ mod tests {
         assert_eq!(features.at_claim(&plain, 5), AtClaim::Take);
         assert!(features.explain(&plain, 5).is_empty());
         assert_eq!(Features::default().at_claim(&red, 5), AtClaim::Take);
+    }
+
+    /// Refuses every claim it is asked about; reads the field `strict`.
+    struct Strict;
+
+    impl Feature for Strict {
+        fn name(&self) -> &'static str {
+            "strict"
+        }
+        fn item_fields(&self) -> &'static [&'static str] {
+            &["strict"]
+        }
+        fn at_claim(&self, _envelope: &Envelope, _now_ms: i64) -> AtClaim {
+            AtClaim::Bury {
+                reason: "strict".into(),
+            }
+        }
+    }
+
+    #[test]
+    fn a_feature_with_sections_is_asked_only_about_an_envelope_that_carries_one() {
+        let features = Features::new(vec![Arc::new(Strict)]);
+        let plain = Envelope::new("t", json!({}));
+        assert_eq!(features.at_claim(&plain, 5), AtClaim::Take);
+        let mut carrying = Envelope::new("t", json!({}));
+        carrying.extra.insert("strict".into(), json!(true));
+        let refused = AtClaim::Bury {
+            reason: "strict".into(),
+        };
+        assert_eq!(features.at_claim(&carrying, 5), refused);
     }
 
     #[test]
