@@ -1,5 +1,5 @@
 //! The dead letters: tasks that will not run again without an operator. List them, show one,
-//! send them back to the queue ([`redrive`]), or delete them (purge); and the [`DeadLetterSink`]
+//! send them back to the queue ([`redrive()`]), or delete them (purge); and the [`DeadLetterSink`]
 //! that receives a copy of each; a [`page`] of them picked by type and reason.
 
 mod filter;

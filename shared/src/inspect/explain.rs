@@ -2,7 +2,7 @@
 //! and the reasons as data. Every state of [`State`] has its explanation here, in one match
 //! with no catch-all, so a state added to the core does not build without one.
 //!
-//! It starts from [`status`], then asks each feature that can hold a pending task back
+//! It starts from [`status()`], then asks each feature that can hold a pending task back
 //! whether it does: the pause, each registered feature's hook (its line, for a task in any
 //! state short of its end: [`crate::feature::Feature::explain`]), the task's due time, what goes first in its group (see `ahead`:
 //! its lock, else the first task of its group in its lane, with what holds that one back), the

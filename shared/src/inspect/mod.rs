@@ -5,11 +5,11 @@
 //! for every invocation ([`crate::stats`] is the cheap look).
 //!
 //! - `pending` (here): the oldest pending tasks, each with its lease.
-//! - [`status`]: where one task is, by name or by id (`debounced`: a debounced publish
+//! - [`status()`]: where one task is, by name or by id (`debounced`: a debounced publish
 //!   pending under its key, shown as [`DebouncedInfo`]).
 //! - `counts`: counts by type, from a sample of the head or from the whole queue.
-//! - [`leased`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
-//! - [`explain`]: why a task is where it is, and what would let it go.
+//! - [`leased()`]: the tasks held right now, with holders and expiry (no walk: `leases/`).
+//! - [`explain()`]: why a task is where it is, and what would let it go.
 
 mod ahead;
 mod audit;

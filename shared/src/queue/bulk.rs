@@ -3,7 +3,7 @@
 //! plain and keyed envelopes (no debounce, batch or parents) into runs of up to [`PACKED_RUN`]
 //! that fit one request; a smaller window keeps one create per plain envelope and packs only
 //! its runs of keyed envelopes (up to [`KEYED_RUN`]). A run of several goes out as one
-//! all-or-nothing batch ([`AllOrNothing::try_batch`]: one multi-read of its keys, when it has
+//! all-or-nothing batch (`AllOrNothing::try_batch`: one multi-read of its keys, when it has
 //! any; one multi-op for its tasks and keys; one multi-op naming the keys). Its multi-op fails
 //! whole when one operation fails: a key taken since it was read is read again and that item
 //! answered with the task that has it, and the others are sent again without it, so none is

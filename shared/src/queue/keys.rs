@@ -8,9 +8,9 @@
 //! A task's envelope names its key, but the key is the task's only while its data names the
 //! task's id: once the task died, another task may have taken the key. So every settlement
 //! reads the key first (a completion batch in one multi-read) and writes or deletes it only at
-//! the version read, and only when it names the task's id and is not completed ([`OwnedKey`]).
+//! the version read, and only when it names the task's id and is not completed (`OwnedKey`).
 //! A redrive takes the key again in the multi-op that queues the task, or, when another task
-//! has it, queues nothing ([`dead::redrive`]).
+//! has it, queues nothing ([`crate::dead::redrive()`]).
 //!
 //! The task's name is known only from the keyed publish's answer, so it goes into the key with a
 //! second write; a publisher that meets a key without a name waits for it (up to a second). While

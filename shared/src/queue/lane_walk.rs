@@ -8,7 +8,7 @@
 //! 3. It keeps track of which numbers are gone for good: a number the walk saw missing below
 //!    the tail read in the same multi-read (a number below the tail was given already, so once
 //!    gone it stays gone), and every task the walker itself completed, buried or moved away
-//!    ([`Walk::settle`]). [`Walk::save_head`] adds what it knows to what the head keeps of
+//!    (`Walk::settle`). `Walk::save_head` adds what it knows to what the head keeps of
 //!    other consumers' knowledge (ranges known gone beyond the head), and moves the head up to
 //!    the first number nobody knew gone. Every consumer does so after each pass, so the head
 //!    stays near the oldest task whatever the consumers complete, even when they jumped over

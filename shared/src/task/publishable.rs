@@ -19,7 +19,7 @@ impl Envelope {
     /// character at least; `status` and `cancel` by id could not name the task), an empty
     /// type, group or idempotency key, a control character in any of the fields a delivery
     /// sends as a header or the queue names a znode after (id, type, group, keys, parents),
-    /// and any of those over its limit as a znode name (see [`super::names`]). The problem
+    /// and any of those over its limit as a znode name (see `task::names`). The problem
     /// names the field and the limit.
     pub fn check_publishable(&self) -> Result<(), String> {
         if self.id.is_empty() {

@@ -11,7 +11,7 @@ use crate::queue::slots::{Slot, SlotShare, slot_path};
 
 /// The slots a claim's multi-op creates, while it is not answered: dropped so (the link
 /// went, or the claim's caller dropped it), they are taken back in the background
-/// ([`Gates::unmake_slots`]), since nobody would free them before the session ends.
+/// (`Gates::unmake_slots`), since nobody would free them before the session ends.
 pub(super) struct SlotsInDoubt {
     queue: Option<Queue>,
     paths: Vec<String>,

@@ -97,7 +97,7 @@ impl Steps {
         self.lock().record.stored
     }
 
-    /// The record's stored entries, read back from their znodes ([`super::store::join`]).
+    /// The record's stored entries, read back from their znodes (`resume::store::join`).
     pub fn read_back(&self, earlier: Vec<Entry>) {
         self.lock().earlier = earlier;
     }
@@ -160,7 +160,7 @@ impl Steps {
         Some(again)
     }
 
-    /// A handler that ended another way than with [`HandlerError::Suspended`] (`suspended`
+    /// A handler that ended another way than with [`crate::HandlerError::Suspended`] (`suspended`
     /// false) after a sleep or wait suspended it swallowed that error (`let _ =
     /// steps.sleep(…)`): the sleep would be skipped, so the task cannot go on
     /// ([`Steps::failed`]).

@@ -99,7 +99,7 @@
 //!
 //! # The client
 //!
-//! [`client`] reads the standard AWS environment (region, credentials, `AWS_ENDPOINT_URL_SQS`,
+//! [`client()`] reads the standard AWS environment (region, credentials, `AWS_ENDPOINT_URL_SQS`,
 //! profiles). It is built with the lean SDK feature set: one HTTP client, hyper 1 with rustls on
 //! ring, trusting the system's roots; no SSO or `credential_process` profiles. Connecting is
 //! bounded by 3.1 s, one attempt by 10 s, a whole call, retries included, by 30 s.
