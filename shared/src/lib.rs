@@ -101,7 +101,7 @@
 //!   name and back.
 //! - [`queue`]: the core on ZooKeeper (publish, claim, extend, release, end: complete or
 //!   bury), and the features beside it as recipes, each reached from the queue
-//!   (`queue.groups()`, `queue.keys()`, `queue.batches()`, `queue.dependencies()`, …).
+//!   (`queue.groups()`, `queue.idempotency_keys()`, `queue.batches()`, `queue.dependencies()`, …).
 //! - [`batch`]: what a batch is (its counters, its callback); [`cancel`]: cancelling one task
 //!   by name, id or key.
 //! - [`handler`]: the [`Handler`] trait and the built-in handlers; `handler_error`: why a

@@ -166,7 +166,10 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
     }
     report.promoted = queue.delays().promote_due(&now, PROMOTE_PER_RUN).await? as u32;
     report.marks_swept = queue.cancels().sweep_cancel_marks(SWEEP_PER_RUN).await? as u32;
-    report.keys_expired = queue.keys().sweep_keys(&now, KEYS_PER_RUN).await? as u32;
+    report.keys_expired = queue
+        .idempotency_keys()
+        .sweep_keys(&now, KEYS_PER_RUN)
+        .await? as u32;
     report.key_gates_swept = queue
         .gates()
         .sweep_key_gates(&now, KEY_GATES_PER_RUN)

@@ -95,7 +95,11 @@ async fn redrive_one(queue: &Queue, name: &str) -> Result<Option<Result<Redriven
         .filter(|e| e.keyed)
         .and_then(|e| Some((e, e.idempotency_key.as_deref()?)));
     let letter = queue.layout().dead_letter(name);
-    let Some(requeued) = queue.keys().redrive(&body, key, &letter, version).await? else {
+    let Some(requeued) = queue
+        .idempotency_keys()
+        .redrive(&body, key, &letter, version)
+        .await?
+    else {
         // Redriven or purged meanwhile by someone else.
         return Ok(None);
     };

@@ -18,7 +18,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::debounce::DebounceWrite;
-use super::keys::{KeyState, KeyedWrite, Published, created_name};
+use super::idempotency_keys::{KeyState, KeyedWrite, Published, created_name};
 use super::members::Join;
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::parents::{ChildPlan, Earlier};
@@ -233,7 +233,7 @@ impl AllOrNothing<'_> {
             }
             None => create(&prefix, &envelope.to_bytes()?),
             Some(key) => {
-                let write = self.keys().keyed_write(envelope, key)?;
+                let write = self.idempotency_keys().keyed_write(envelope, key)?;
                 create(&write.key_path, &write.unnamed) + create(&prefix, &write.body)
             }
         })
@@ -281,7 +281,7 @@ impl AllOrNothing<'_> {
                     first_with.insert(key, i);
                     match taken.remove(key) {
                         Some(existing) => Item::Existing(existing),
-                        None => Item::Keyed(self.keys().keyed_write(envelope, key)?),
+                        None => Item::Keyed(self.idempotency_keys().keyed_write(envelope, key)?),
                     }
                 }
             } else {
@@ -310,7 +310,7 @@ impl AllOrNothing<'_> {
             if read.is_none() {
                 continue;
             }
-            if let Some(existing) = self.keys().existing(path).await? {
+            if let Some(existing) = self.idempotency_keys().existing(path).await? {
                 taken.insert(key.to_string(), existing);
             }
         }

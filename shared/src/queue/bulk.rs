@@ -21,7 +21,7 @@ use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 
 use super::Queue;
-use super::keys::{KeyData, KeyedWrite, Published};
+use super::idempotency_keys::{KeyData, KeyedWrite, Published};
 use super::landed::{Floors, Losses};
 use super::ops::{Multi, Op, Part};
 use super::outage::{in_doubt, refused, retriable};
@@ -171,7 +171,7 @@ impl Queue {
         {
             return Ok(published);
         }
-        let each = run.iter().map(|e| self.keys().publish_one(e));
+        let each = run.iter().map(|e| self.idempotency_keys().publish_one(e));
         futures::future::join_all(each).await.into_iter().collect()
     }
 
@@ -179,7 +179,7 @@ impl Queue {
     /// key by key when that fails (a key may have moved on already: its task completed).
     pub(super) async fn name_keys(&self, named: &[(&KeyedWrite, &str)]) -> Result<()> {
         if let [(write, task)] = named {
-            return self.keys().name_key(write, task).await;
+            return self.idempotency_keys().name_key(write, task).await;
         }
         let datas: Vec<Vec<u8>> = named
             .iter()
@@ -193,7 +193,7 @@ impl Queue {
             return Ok(());
         }
         for (write, task) in named {
-            self.keys().name_key(write, task).await?;
+            self.idempotency_keys().name_key(write, task).await?;
         }
         Ok(())
     }

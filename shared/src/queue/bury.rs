@@ -14,7 +14,7 @@ use super::end::{Ending, To, Where};
 use super::group_lock::{HeldLock, Release};
 use super::held::Lease;
 use super::held::Settled;
-use super::key_owner::OwnedKey;
+use super::idempotency_key_owner::OwnedKey;
 use super::marker::MarkerWrite;
 use super::record::CANCELLED;
 use crate::error::Result;
@@ -200,12 +200,15 @@ impl Queue {
                     )?),
                     None => None,
                 };
-                (self.keys().owned_key(&task.envelope).await?, lock)
+                (
+                    self.idempotency_keys().owned_key(&task.envelope).await?,
+                    lock,
+                )
             }
             Burial::Unclaimed { name, on_dead, .. } => {
                 let at_turn = task.at_turn(reason);
                 futures::future::try_join(
-                    self.keys().owned_key_of_body(body),
+                    self.idempotency_keys().owned_key_of_body(body),
                     self.lock_to_release(name, body, *on_dead, reason, at_turn),
                 )
                 .await?
@@ -215,7 +218,7 @@ impl Queue {
             // (A cancel does not know the routes: the task's own `on_dead` decides.)
             Burial::Waiting { name, .. } => {
                 futures::future::try_join(
-                    self.keys().owned_key_of_body(body),
+                    self.idempotency_keys().owned_key_of_body(body),
                     self.lock_to_release(name, body, own_on_dead(body), reason, false),
                 )
                 .await?

@@ -84,7 +84,7 @@ impl Queue {
             },
             async {
                 if keyed {
-                    self.keys().completed_keys(&tasks).await
+                    self.idempotency_keys().completed_keys(&tasks).await
                 } else {
                     Ok(nones(tasks.len()))
                 }
@@ -101,7 +101,7 @@ impl Queue {
         &self,
         lease: Lease,
         done: Option<DoneWrite>,
-        key: Option<super::key_owner::CompletedKey>,
+        key: Option<super::idempotency_key_owner::CompletedKey>,
     ) -> Ending {
         let name = lease.task.name.clone();
         let settled = crate::task::after::ParentEnd::Completed { task: name.clone() };

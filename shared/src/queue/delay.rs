@@ -244,7 +244,7 @@ impl Delays<'_> {
         match self.commit(what, &multi).await? {
             Ok(results) => {
                 let created = multi.result(&results, Part::NewTask);
-                super::keys::created_name(created, &prefix).map(Some)
+                super::idempotency_keys::created_name(created, &prefix).map(Some)
             }
             Err(failed) if matches!(failed.error, zk::Error::NoNode | zk::Error::BadVersion) => {
                 if failed.tag == Part::NewTask {

@@ -31,7 +31,7 @@ use super::done::DoneWrite;
 use super::gate_cache::Freeing;
 use super::group_lock::Release;
 use super::held::{Lease, Settled};
-use super::key_owner::{CompletedKey, OwnedKey};
+use super::idempotency_key_owner::{CompletedKey, OwnedKey};
 use super::marker::{MarkerWrite, NoChildren};
 use super::members::{BatchesSeen, Tally, tally};
 use super::ops::{Failed, Landed, Multi, Op, Part};

@@ -96,7 +96,7 @@ use futures::FutureExt;
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::keys::{KeyData, Published};
+use super::idempotency_keys::{KeyData, Published};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::layout;
@@ -348,7 +348,7 @@ impl<'q> InDoubt<'q> {
                     // A key another task has: answered with that task, as the batch did.
                     (None, Side::Key(Some(key))) if key.id != envelope.id => {
                         let path = self.layout().key(keyed(envelope).unwrap_or_default());
-                        match self.keys().existing(&path).await? {
+                        match self.idempotency_keys().existing(&path).await? {
                             Some(existing) => Fate::Landed(existing),
                             None => Fate::Unnamed(batch_gone(&found)),
                         }
@@ -548,8 +548,8 @@ impl<'q> InDoubt<'q> {
             let Some(name) = keyed(envelope) else {
                 continue;
             };
-            let write = self.keys().keyed_write(envelope, name)?;
-            self.keys().name_key(&write, task).await?;
+            let write = self.idempotency_keys().keyed_write(envelope, name)?;
+            self.idempotency_keys().name_key(&write, task).await?;
         }
         Ok(())
     }

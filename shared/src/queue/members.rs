@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::keys::{Published, created_name};
+use super::idempotency_keys::{Published, created_name};
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::write::{Next, Read, Tries, Write};
 use crate::error::{Error, Result};

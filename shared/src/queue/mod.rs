@@ -21,7 +21,7 @@
 //! from it, and called by the core only for a task that carries the feature:
 //!
 //! - [`Groups`] (`group_lock`, `place`): ordered groups' locks, and grouped tasks' places.
-//! - [`Keys`] (`keys`, `key_owner`, `key_expiry`): idempotency keys.
+//! - [`IdempotencyKeys`] (`idempotency_keys`, `idempotency_key_owner`, `idempotency_key_expiry`): idempotency keys.
 //! - [`Gates`] (`gate`, `gate_cache`, `slots`, `slot_writes`, `key_gates`): limited routes'
 //!   and concurrency keys' gates, and the slots claims hold in them.
 //! - [`KeyLanes`] (`key_lanes`): lanes made as publishes need them; key lanes listed.
@@ -70,11 +70,11 @@ mod gate_cache;
 mod group_lock;
 mod held;
 mod holder;
-mod key_expiry;
+mod idempotency_key_expiry;
+mod idempotency_key_owner;
+mod idempotency_keys;
 mod key_gates;
 mod key_lanes;
-mod key_owner;
-mod keys;
 mod landed;
 mod lane_walk;
 mod marker;
@@ -132,11 +132,14 @@ pub use group_lock::{GroupLock, HeldLock, LockRead};
 pub use held::{Lease, Settled};
 pub(crate) use holder::Extra;
 pub use holder::GiveBack;
+pub use idempotency_keys::IdempotencyKeys;
 pub use key_gates::{GateLoad, KeyInFlight};
 pub use key_lanes::{KeyLaneList, KeyLanes};
-pub use keys::Keys;
-pub(crate) use keys::Requeued;
-pub use keys::{KeyState, Published};
+/// The idempotency keys' view, under its former name.
+#[deprecated(note = "renamed `IdempotencyKeys`")]
+pub type Keys<'a> = IdempotencyKeys<'a>;
+pub(crate) use idempotency_keys::Requeued;
+pub use idempotency_keys::{KeyState, Published};
 pub use landed::InDoubt;
 pub use lane_walk::LaneWalk;
 pub use members::BatchRead;

@@ -33,7 +33,7 @@ use crate::queue::Dependencies;
 use std::collections::{HashMap, HashSet};
 
 use super::delay::parse_waiting;
-use super::keys::Published;
+use super::idempotency_keys::Published;
 use super::ops::{Multi, Op, Part};
 use super::place::PlaceWrite;
 use super::record::DeadLetter;

@@ -8,7 +8,7 @@ use tracing::Instrument;
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::keys::Published;
+use super::idempotency_keys::Published;
 use super::landed::{Fate, Floors};
 use super::outage::{Outage, PublishOptions, in_doubt, refused, retriable};
 use crate::error::{Error, Result};

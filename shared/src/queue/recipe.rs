@@ -1,5 +1,5 @@
 //! Recipes: the features beside the core. A recipe is a view of the [`Queue`](super::Queue)
-//! (`queue.groups()`, `queue.keys()`, …) that holds no state of its own and writes through
+//! (`queue.groups()`, `queue.idempotency_keys()`, …) that holds no state of its own and writes through
 //! the queue's session, layout and multi-ops, which it reaches by `Deref`. Each feature's code
 //! lives on its recipe, in its own files; `Queue` keeps what every task needs (publish, claim,
 //! hold, release, end, the lanes' walk), and calls a recipe only for a task that carries its

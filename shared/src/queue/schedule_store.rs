@@ -14,7 +14,7 @@
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::keys::{KeyedWrite, created_name};
+use super::idempotency_keys::{KeyedWrite, created_name};
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::write::{self, Next, Read, Tries, Write};
 use crate::error::{Error, Result};
@@ -227,7 +227,10 @@ impl Schedules<'_> {
         envelope: &Envelope,
     ) -> Result<Firing<'a>> {
         let body = match &envelope.idempotency_key {
-            Some(key) => self.keys().keyed_write(envelope, key).map(Body::Keyed),
+            Some(key) => self
+                .idempotency_keys()
+                .keyed_write(envelope, key)
+                .map(Body::Keyed),
             None => envelope.to_bytes().map(Body::Plain),
         };
         let body = body.map_err(|e| match e {
@@ -263,7 +266,7 @@ impl Schedules<'_> {
             Ok(results) => {
                 let task = created_name(multi.result(&results, Part::NewTask), &firing.prefix)?;
                 if let Some(write) = keyed {
-                    self.keys().name_key(write, &task).await?;
+                    self.idempotency_keys().name_key(write, &task).await?;
                 }
                 return Ok(SlotTaken::Fired { task });
             }
@@ -304,7 +307,7 @@ impl Schedules<'_> {
         match self.commit("fire slot", &multi).await? {
             Ok(_) => {
                 let task = self
-                    .keys()
+                    .idempotency_keys()
                     .existing(key_path)
                     .await?
                     .and_then(|p| p.task().map(str::to_string));

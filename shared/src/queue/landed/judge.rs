@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::super::keys::Published;
+use super::super::idempotency_keys::Published;
 use super::{Fate, Look, Side, Tail};
 use crate::lane::Lane;
 use crate::layout;

@@ -3,7 +3,7 @@
 //! that has it. Consumers mark the key completed when they complete the task (and file it
 //! under `keys-expiry/` by when it expires), and delete it when the task goes to the dead
 //! letters, so a key whose task died can be published again. The reaper deletes expired keys,
-//! a bounded number per run (`key_expiry.rs`).
+//! a bounded number per run (`idempotency_key_expiry.rs`).
 //!
 //! A task's envelope names its key, but the key is the task's only while its data names the
 //! task's id: once the task died, another task may have taken the key. So every settlement
@@ -44,16 +44,16 @@ use crate::task::Envelope;
 
 recipe!(
     /// Idempotency keys: publishing with one, what settling a keyed task does to its key, and
-    /// keys past their window (`keys`, `key_owner`, `key_expiry`).
-    Keys,
-    keys
+    /// keys past their window (`idempotency_keys`, `idempotency_key_owner`, `idempotency_key_expiry`).
+    IdempotencyKeys,
+    idempotency_keys
 );
 
 /// How long a publish that met a taken key waits for the winner to write its task's name.
 const NAME_WAIT: Duration = Duration::from_millis(50);
 const NAME_TRIES: usize = 20;
 
-/// What a keyed publish writes (see [`Keys::keyed_write`]).
+/// What a keyed publish writes (see [`IdempotencyKeys::keyed_write`]).
 pub(super) struct KeyedWrite {
     pub(super) key_path: String,
     pub(super) unnamed: Vec<u8>,
@@ -193,7 +193,15 @@ impl Published {
     }
 }
 
-impl Keys<'_> {
+impl Queue {
+    /// The idempotency keys' view, under its former name.
+    #[deprecated(note = "renamed `Queue::idempotency_keys`")]
+    pub fn keys(&self) -> IdempotencyKeys<'_> {
+        self.idempotency_keys()
+    }
+}
+
+impl IdempotencyKeys<'_> {
     pub(super) async fn publish_one(self, envelope: &Envelope) -> Result<Published> {
         if !envelope.after.is_empty() {
             envelope
@@ -436,7 +444,10 @@ impl Write for PublishKeyed {
 
     async fn landed(self, queue: &Queue, landed: Landed<Part>) -> Result<Published> {
         let task = created_name(landed.result(Part::NewTask), &self.prefix)?;
-        queue.keys().name_key(&self.write, &task).await?;
+        queue
+            .idempotency_keys()
+            .name_key(&self.write, &task)
+            .await?;
         let id = self.write.id.clone();
         Ok(Published::Created { id, task })
     }
@@ -445,12 +456,16 @@ impl Write for PublishKeyed {
     /// made again.
     async fn failed(&mut self, queue: &Queue, failed: Failed<Part>) -> Result<Next<Published>> {
         match (failed.tag, &failed.error) {
-            (Part::Key, zk::Error::NodeExists) => {
-                Ok(match queue.keys().existing(&self.write.key_path).await? {
+            (Part::Key, zk::Error::NodeExists) => Ok(
+                match queue
+                    .idempotency_keys()
+                    .existing(&self.write.key_path)
+                    .await?
+                {
                     Some(existing) => Next::Stop(existing),
                     None => Next::Again,
-                })
-            }
+                },
+            ),
             (Part::Key, zk::Error::NoNode) => {
                 queue
                     .cancels()
@@ -470,7 +485,7 @@ impl Write for PublishKeyed {
     }
 }
 
-/// A dead letter's task queued again (see [`Keys::redrive`]).
+/// A dead letter's task queued again (see [`IdempotencyKeys::redrive`]).
 struct Redrive<'r> {
     /// The letter, at the version read.
     dead: &'r str,
@@ -517,7 +532,7 @@ impl Write for Redrive<'_> {
     async fn landed(self, queue: &Queue, landed: Landed<Part>) -> Result<Option<Requeued>> {
         let task = created_name(landed.result(Part::NewTask), &self.prefix)?;
         if let Some(w) = self.key {
-            queue.keys().name_key(w, &task).await?;
+            queue.idempotency_keys().name_key(w, &task).await?;
         }
         Ok(Some(Requeued::Created(task)))
     }
@@ -537,7 +552,7 @@ impl Write for Redrive<'_> {
                 self.seen = queue.batches().read_batch(batch).await?;
             }
             (Part::Key, NodeExists, Some(w)) => {
-                if let Some(existing) = queue.keys().existing(&w.key_path).await? {
+                if let Some(existing) = queue.idempotency_keys().existing(&w.key_path).await? {
                     return Ok(Next::Stop(Some(Requeued::KeyTaken(existing))));
                 }
             }

@@ -4,10 +4,10 @@
 //! the version read, so a key that changed hands since fails the multi-op instead of being
 //! overwritten. (Publishing with a key and sweeping expired keys are in `keys`.)
 
-use crate::queue::Keys;
+use crate::queue::IdempotencyKeys;
 use zookeeper_client as zk;
 
-use super::keys::KeyData;
+use super::idempotency_keys::KeyData;
 use super::ops::Op;
 use crate::error::Result;
 use crate::layout::KEY_BUCKET_MS;
@@ -40,7 +40,7 @@ impl OwnedKey {
     }
 }
 
-impl Keys<'_> {
+impl IdempotencyKeys<'_> {
     /// The key of the task in `body` (any producer's), read, if it is that task's own.
     pub(crate) async fn owned_key_of_body(self, body: &[u8]) -> Result<Option<OwnedKey>> {
         match crate::task::parse(body) {

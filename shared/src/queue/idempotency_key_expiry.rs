@@ -3,14 +3,14 @@
 //! reaper sweeps the keys filed under `keys-expiry/` by when they expire, a bounded number per
 //! run.
 
-use crate::queue::Keys;
+use crate::queue::IdempotencyKeys;
 use zookeeper_client as zk;
 
-use super::keys::KeyData;
+use super::idempotency_keys::KeyData;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 
-impl Keys<'_> {
+impl IdempotencyKeys<'_> {
     /// Whether a key whose task completed at `completed_at` (ms since the epoch) is past its
     /// window by this machine's clock.
     pub(super) fn key_expired(&self, completed_at: i64) -> bool {
