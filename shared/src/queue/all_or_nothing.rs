@@ -413,7 +413,10 @@ fn batch_multi<'a>(
             }
             Item::Keyed(write) => {
                 multi
-                    .push((i, Part::Key), Op::Create(&write.key_path, &write.unnamed))
+                    .push(
+                        (i, Part::IdempotencyKey),
+                        Op::Create(&write.key_path, &write.unnamed),
+                    )
                     .push(
                         (i, Part::NewTask),
                         Op::CreateSequential(&prefixes[i], &write.body),

@@ -187,7 +187,7 @@ impl Queue {
             .collect::<std::result::Result<_, _>>()?;
         let mut multi = Multi::new();
         for ((write, _), data) in named.iter().zip(&datas) {
-            multi.push(Part::Key, Op::Set(&write.key_path, data, 0));
+            multi.push(Part::IdempotencyKey, Op::Set(&write.key_path, data, 0));
         }
         if self.commit("name keys", &multi).await?.is_ok() {
             return Ok(());

@@ -197,10 +197,10 @@ impl Ending {
                 if let Some(key) = key {
                     multi
                         .push(
-                            tag(Part::Key),
+                            tag(Part::IdempotencyKey),
                             Op::Set(&key.key.path, &key.data, key.key.version),
                         )
-                        .push(tag(Part::Key), Op::Create(&key.entry, b""));
+                        .push(tag(Part::IdempotencyKey), Op::Create(&key.entry, b""));
                 }
                 if let Some(done) = done {
                     multi.push(tag(Part::Done), Op::Create(&done.record, &done.record_data));
@@ -211,7 +211,10 @@ impl Ending {
             To::Dead { letter, key, mark } => {
                 letter.push(multi, tag(Part::Record));
                 multi
-                    .push_some(tag(Part::Key), key.as_ref().map(OwnedKey::delete))
+                    .push_some(
+                        tag(Part::IdempotencyKey),
+                        key.as_ref().map(OwnedKey::delete),
+                    )
                     .push_some(tag(Part::Mark), mark.as_deref().map(|m| Op::Delete(m, -1)));
             }
         }
@@ -262,7 +265,7 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
         },
         // A key named meanwhile by its publisher is still ours at its new version; one gone,
         // taken by another task, or already filed: the task ends without it.
-        (Part::Key, BadVersion | NoNode | NodeExists) => {
+        (Part::IdempotencyKey, BadVersion | NoNode | NodeExists) => {
             match &mut ending.to {
                 To::Completed { key, .. } => {
                     *key = key.take().and_then(|mut k| {

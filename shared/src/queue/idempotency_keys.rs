@@ -433,7 +433,7 @@ impl Write for PublishKeyed {
     fn build<'a>(&'a self, multi: &mut Multi<'a, Part>) {
         multi
             .push(
-                Part::Key,
+                Part::IdempotencyKey,
                 Op::Create(&self.write.key_path, &self.write.unnamed),
             )
             .push(
@@ -456,7 +456,7 @@ impl Write for PublishKeyed {
     /// made again.
     async fn failed(&mut self, queue: &Queue, failed: Failed<Part>) -> Result<Next<Published>> {
         match (failed.tag, &failed.error) {
-            (Part::Key, zk::Error::NodeExists) => Ok(
+            (Part::IdempotencyKey, zk::Error::NodeExists) => Ok(
                 match queue
                     .idempotency_keys()
                     .existing(&self.write.key_path)
@@ -466,7 +466,7 @@ impl Write for PublishKeyed {
                     None => Next::Again,
                 },
             ),
-            (Part::Key, zk::Error::NoNode) => {
+            (Part::IdempotencyKey, zk::Error::NoNode) => {
                 queue
                     .cancels()
                     .ensure_parent(&queue.layout().keys())
@@ -524,7 +524,7 @@ impl Write for Redrive<'_> {
             multi.push(Part::Batch, Op::Set(path, data, *v));
         }
         if let Some(w) = self.key {
-            multi.push(Part::Key, Op::Create(&w.key_path, &w.unnamed));
+            multi.push(Part::IdempotencyKey, Op::Create(&w.key_path, &w.unnamed));
         }
         multi.push(Part::NewTask, Op::CreateSequential(&self.prefix, self.body));
     }
@@ -551,12 +551,12 @@ impl Write for Redrive<'_> {
                 let batch = self.batch.as_deref().unwrap_or_default();
                 self.seen = queue.batches().read_batch(batch).await?;
             }
-            (Part::Key, NodeExists, Some(w)) => {
+            (Part::IdempotencyKey, NodeExists, Some(w)) => {
                 if let Some(existing) = queue.idempotency_keys().existing(&w.key_path).await? {
                     return Ok(Next::Stop(Some(Requeued::KeyTaken(existing))));
                 }
             }
-            (Part::Key, NoNode, _) => {
+            (Part::IdempotencyKey, NoNode, _) => {
                 queue
                     .cancels()
                     .ensure_parent(&queue.layout().keys())

@@ -53,7 +53,7 @@ pub(crate) enum Part {
     /// Its dead-letter record (created by a bury, deleted by a redrive).
     Record,
     /// Its idempotency key, or the key's expiry entry.
-    Key,
+    IdempotencyKey,
     /// Its group's lock.
     Lock,
     /// Its cancel mark: created and deleted by a release (which then fails when the mark

@@ -278,12 +278,12 @@ impl Schedules<'_> {
                 Ok(SlotTaken::Raced)
             }
             // An earlier task has the key: the slot is taken without one.
-            (Part::Key, NodeExists, Some(write)) => {
+            (Part::IdempotencyKey, NodeExists, Some(write)) => {
                 let (path, moved, mark) = (firing.path, firing.moved, firing.mark);
                 self.take_without_task(path, moved, version, mark, &write.key_path)
                     .await
             }
-            (Part::Key, NoNode, Some(_)) => {
+            (Part::IdempotencyKey, NoNode, Some(_)) => {
                 self.cancels().ensure_parent(&self.layout().keys()).await?;
                 Ok(SlotTaken::Raced)
             }
@@ -351,7 +351,10 @@ impl Firing<'_> {
             .push(Part::Schedule, Op::Set(self.path, self.moved, version))
             .push(Part::SlotMark, Op::Create(self.mark, b""));
         if let Body::Keyed(write) = &self.body {
-            multi.push(Part::Key, Op::Create(&write.key_path, &write.unnamed));
+            multi.push(
+                Part::IdempotencyKey,
+                Op::Create(&write.key_path, &write.unnamed),
+            );
         }
         let body = match &self.body {
             Body::Plain(body) => body,
