@@ -30,6 +30,7 @@
 //! sleep or wait ended (`redrives`), failed attempts' spans with error status (`spans`),
 //! every kicked task run by kicked invocations alone, no more of them than publishes and a
 //! forged kick refused (`kicks`),
+//! no step folder of a stepped task that is not dead left after a final reap (`steps`),
 //! retries neither early nor (generously) late, a victim's tasks back; every figure printed.
 //!
 //! Beside it, `publish_cut`: a publish (the command, the HTTP publish, the library) cut by a
@@ -190,6 +191,7 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     let scheduled = scheduled.stop().await;
     let reaps = reaper.stop().await;
     stepper.stop().await;
+    let stray_folders = steps::stray_folders(&stepped, &stepped_ids).await;
     let kicks = {
         let all: Vec<String> = kicked_ids.iter().chain(&closers).cloned().collect();
         let answered = kicked.receiver.succeeded(&all);
@@ -267,8 +269,17 @@ async fn the_queue_keeps_its_contract_under_mixed_traffic_and_faults() {
     outcome.print();
     let (line, broken) = kicks.judge();
     println!("{line}");
+    println!(
+        "step folders: {} of {} stepped tasks' folders stay after a final reap, not dead",
+        stray_folders.len(),
+        stepped_ids.len()
+    );
     outcome.check();
     assert!(broken.is_empty(), "{}", broken.join("\n"));
+    assert!(
+        stray_folders.is_empty(),
+        "step folders outlived their tasks: {stray_folders:#?}"
+    );
 }
 
 /// When the pausable type is paused, and for how long: at [`PAUSE_AT`] of each soak cycle

@@ -221,6 +221,36 @@ pub fn judge(ran: &[StepRan], released: &[Released], cuts: &[Cut]) -> StepFigure
     f
 }
 
+/// After one more reap of the stepped root (the stepper stopped): the step folders left whose
+/// task is not dead (a dead letter keeps its folder for a redrive). A completed task's folder
+/// is dropped by the run that completed it, or, when that run stopped first, marked by the
+/// completion and swept by a reap; none may stay.
+pub async fn stray_folders(config: &Config, ids: &[String]) -> Vec<String> {
+    let queue = connect(config).await;
+    let mut tries = harness::Tries::every(FINISH_GUARD, Duration::from_secs(1));
+    while tries.again().await {
+        if event_bridge::reap::reap(&queue).await.is_ok() {
+            break;
+        }
+    }
+    let now = queue.server_time().await.expect("ZooKeeper's time");
+    let mut stray = Vec::new();
+    for id in ids {
+        let folder = queue.layout().steps_of(id);
+        let raw = event_bridge::session::connect(config)
+            .await
+            .expect("a session");
+        if raw.check_stat(&folder).await.expect("stat").is_none() {
+            continue;
+        }
+        match event_bridge::inspect::status(&queue, &now, id).await {
+            Ok(Status::Dead { .. }) => {}
+            other => stray.push(format!("{id}: its folder stays, the task {other:?}")),
+        }
+    }
+    stray
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
