@@ -16,11 +16,16 @@
 //!   preparation (`queue/claim/prepare.rs`): a task a feature refuses is buried there with
 //!   the feature's reason and never reaches a handler;
 //! - in `explain`: [`Feature::explain`], its line about the task (`inspect/explain.rs`);
-//! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes a held
-//!   task out of the queue (`queue/end.rs`), and [`Feature::after_failure`], its answer when
-//!   one of them failed that multi-op;
+//! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes held
+//!   tasks out of the queue (`queue/complete.rs`, `queue/end.rs`), and
+//!   [`Feature::after_failure`], its answer when one of them failed that multi-op;
 //! - in the reaper's upkeep: [`Feature::sweep`], what it tidies (`reap.rs`), through the
-//!   queue's session and paths ([`Upkeep`]).
+//!   queue's session and paths ([`Upkeep`]);
+//! - when the core looks for a task that left the queue (a publish cut by a lost connection,
+//!   `queue/landed.rs`; a parent a child names, `queue/parents/find.rs`):
+//!   [`Feature::find_ended`], what the feature kept of it.
+//!
+//! The hooks that reach ZooKeeper get the queue's session, paths and ACLs as a [`Site`].
 //!
 //! This module imports nothing of `features/` (`shared/tests/module_graph.rs` checks it):
 //! the registry's list is made there, and given to a [`crate::Queue`] when it is built.
@@ -33,6 +38,7 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::Result;
+use crate::handler::Delivered;
 use crate::layout::Layout;
 use crate::task::{Envelope, Task, envelope_from_value};
 
@@ -67,10 +73,16 @@ pub trait Feature: Send + Sync + 'static {
         None
     }
 
-    /// At the end of held `task` in the queue at `layout`, `how` it ends: the writes it adds
-    /// to the ending's multi-op, which land with the ending or not at all.
-    fn at_end(&self, _layout: &Layout, _task: &Task, _how: End) -> Vec<EndWrite> {
-        Vec::new()
+    /// At the end of the held tasks `leaving`, ended together `how`, in the queue at `site`:
+    /// the writes it adds to their ending's multi-op, each with the index in `leaving` of the
+    /// task it goes with. They land with that task's ending or not at all.
+    fn at_end<'a>(
+        &'a self,
+        _site: &'a Site<'a>,
+        _leaving: &'a [Leaving<'a>],
+        _how: End,
+    ) -> BoxFuture<'a, Result<Vec<(usize, EndWrite)>>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 
     /// When `write` (one of its [`Feature::at_end`]) failed the ending's multi-op with
@@ -83,6 +95,56 @@ pub trait Feature: Send + Sync + 'static {
     fn sweep<'a>(&'a self, _upkeep: &'a Upkeep) -> BoxFuture<'a, Result<u32>> {
         Box::pin(async { Ok(0) })
     }
+
+    /// The task `key` (a task name or an envelope id) that left the queue, as this feature
+    /// kept it, if it did.
+    fn find_ended<'a>(
+        &'a self,
+        _site: &'a Site<'a>,
+        _key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<EndedTask>>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// The queue's store as a hook reaches it: its session, its paths, its ACLs.
+pub struct Site<'a> {
+    /// The queue's ZooKeeper session.
+    pub client: &'a zk::Client,
+    /// The queue's paths.
+    pub layout: &'a Layout,
+    /// The ACLs of what it creates.
+    pub acls: zk::Acls<'static>,
+}
+
+impl Site<'_> {
+    /// Creates the persistent znode `path` (empty) unless it exists.
+    pub async fn ensure(&self, path: &str) -> Result<()> {
+        let options = zk::CreateMode::Persistent.with_acls(self.acls);
+        match self.client.create(path, b"", &options).await {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(e) => Err(crate::error::Error::zk("create", path, e)),
+        }
+    }
+}
+
+/// A held task at its end, as [`Feature::at_end`] sees it.
+pub struct Leaving<'a> {
+    /// The task.
+    pub task: &'a Task,
+    /// What its sink answered, when it says.
+    pub delivered: Option<&'a Delivered>,
+}
+
+/// A task that left the queue, as a feature kept it ([`Feature::find_ended`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndedTask {
+    /// Its name when it ended.
+    pub task: String,
+    /// Its envelope id.
+    pub id: String,
+    /// How it ended.
+    pub how: End,
 }
 
 /// How a held task ends, as [`Feature::at_end`] is told.
@@ -102,6 +164,24 @@ pub enum EndWrite {
         /// Its new data.
         data: Vec<u8>,
     },
+    /// Creates the persistent znode `path` with `data`.
+    Create {
+        /// The znode.
+        path: String,
+        /// Its data.
+        data: Vec<u8>,
+    },
+}
+
+impl EndWrite {
+    /// What it adds to a request: its path and data.
+    pub fn bytes(&self) -> usize {
+        match self {
+            EndWrite::Set { path, data } | EndWrite::Create { path, data } => {
+                path.len() + data.len()
+            }
+        }
+    }
 }
 
 /// A feature's answer to one of its writes that failed an ending.
@@ -200,15 +280,32 @@ impl Features {
             .map(|(feature, _)| feature)
     }
 
-    /// Each feature's writes at the end of held `task` ([`Feature::at_end`]), with the
-    /// feature's index in the list.
-    pub fn at_end(&self, layout: &Layout, task: &Task, how: End) -> Vec<(usize, EndWrite)> {
-        let mut writes = Vec::new();
+    /// Each feature's writes at the end of the held tasks `leaving` ([`Feature::at_end`]):
+    /// for each task, its writes with the feature's index in the list.
+    pub async fn at_end(
+        &self,
+        site: &Site<'_>,
+        leaving: &[Leaving<'_>],
+        how: End,
+    ) -> Result<Vec<Vec<(usize, EndWrite)>>> {
+        let mut writes: Vec<Vec<(usize, EndWrite)>> = leaving.iter().map(|_| Vec::new()).collect();
         for (at, feature) in self.list.iter().enumerate() {
-            let of_feature = feature.at_end(layout, task, how).into_iter();
-            writes.extend(of_feature.map(|w| (at, w)));
+            for (i, write) in feature.at_end(site, leaving, how).await? {
+                writes[i].push((at, write));
+            }
         }
-        writes
+        Ok(writes)
+    }
+
+    /// The first feature's account of the task `key` that left the queue
+    /// ([`Feature::find_ended`]).
+    pub async fn find_ended(&self, site: &Site<'_>, key: &str) -> Result<Option<EndedTask>> {
+        for feature in self.list.iter() {
+            if let Some(ended) = feature.find_ended(site, key).await? {
+                return Ok(Some(ended));
+            }
+        }
+        Ok(None)
     }
 
     /// The answer of the feature at index `at` to its `write` that failed with `error`.

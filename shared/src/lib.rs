@@ -109,7 +109,8 @@
 //! - [`task_result`]: what a handler answered, kept in the completion record (`KEEP_DONE`).
 //! - [`progress`]: a running handler's progress, carried by its lease's extensions.
 //! - [`feature`]: the hook interface: what a feature is to the core (its hooks at publish,
-//!   claim and in `explain`), and the registry of features the core iterates.
+//!   claim, the end, in `explain`, in the reaper's upkeep, and when the core looks for a task
+//!   that left the queue), and the registry of features the core iterates.
 //! - [`features`]: the features that join through those hooks, a folder each, and the one
 //!   list of them ([`features::registered`]).
 //! - [`resume`]: resumable tasks: steps that run once, durable sleeps, waits for signals
@@ -117,6 +118,8 @@
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
 //! - [`dead`]: the dead letters (list, show, redrive, purge) and the [`dead::DeadLetterSink`].
+//! - [`done_record`]: a completed task's record (`KEEP_DONE`): its format, and how one is
+//!   found by name or id; written and swept by its feature (`features/done_records/`).
 //! - [`state`]: a task's states and the transitions between them, the one list.
 //! - [`stats`]: depth, leases, dead letters, the oldest task's age.
 //! - [`doctor`]: what a deployment gets wrong, a check per line with its fix (`event-bridge
@@ -160,6 +163,7 @@ pub mod config;
 pub mod dashboard;
 pub mod dead;
 pub mod doctor;
+pub mod done_record;
 pub mod error;
 pub mod feature;
 pub mod features;
@@ -218,8 +222,8 @@ pub use task_result::TaskResult;
 /// The features a [`Queue`] calls unless given others ([`Queue::with_features`]): the one list
 /// in `features/`, wired in here at the crate's root, so that no module of the core names a
 /// feature (`shared/tests/module_graph.rs` checks it).
-pub(crate) fn registered_features() -> feature::Features {
-    features::registered()
+pub(crate) fn registered_features(config: &Config) -> feature::Features {
+    features::registered(config)
 }
 
 #[cfg(test)]

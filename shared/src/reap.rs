@@ -37,9 +37,6 @@ const KEYS_PER_RUN: usize = 1_000;
 /// Concurrency keys' gates looked at per run, at most.
 const KEY_GATES_PER_RUN: usize = 1_000;
 
-/// Completion records deleted per run, at most (pipelined deletes).
-const DONE_PER_RUN: usize = 2_000;
-
 /// Cancel marks looked at per run, at most (each costs three requests).
 const SWEEP_PER_RUN: usize = 100;
 
@@ -68,8 +65,6 @@ pub struct ReapReport {
     /// Gates of concurrency keys deleted because nothing held a slot in them and their
     /// bucket was full again.
     pub key_gates_swept: u32,
-    /// Completion records (and their id entries) deleted because `KEEP_DONE` had passed.
-    pub done_swept: u32,
     /// Children of settled parents seen to, left by a consumer that stopped between a
     /// parent's settlement and its children.
     pub children_settled: u32,
@@ -174,17 +169,12 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
         .gates()
         .sweep_key_gates(&now, KEY_GATES_PER_RUN)
         .await? as u32;
-    report.done_swept = queue.done().sweep_done(&now, DONE_PER_RUN).await? as u32;
     report.children_settled = queue.dependencies().sweep_dependents().await? as u32;
     let keep = crate::clock::millis(queue.settings().signal_keep);
     report.signals_delivered = (queue.signals())
         .sweep(&now, keep, SIGNAL_KEYS_PER_RUN)
         .await? as u32;
-    let upkeep = Upkeep {
-        client: queue.client().clone(),
-        layout: queue.layout().clone(),
-        now,
-    };
+    let upkeep = upkeep_of(queue, now);
     for (feature, swept) in queue.features().sweep(&upkeep).await? {
         report.swept.insert(feature.to_string(), swept);
     }
@@ -204,6 +194,22 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
     Ok(report)
 }
 
+/// What the features' sweeps of `queue` work with, at ZooKeeper's time `now`.
+pub(crate) fn upkeep_of(queue: &Queue, now: ZkTime) -> Upkeep {
+    Upkeep {
+        client: queue.client().clone(),
+        layout: queue.layout().clone(),
+        now,
+    }
+}
+
+/// [`upkeep_of`], for tests that run one feature's sweep (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub fn upkeep(queue: &Queue, now: ZkTime) -> Upkeep {
+    upkeep_of(queue, now)
+}
+
 impl ReapReport {
     /// The run's one summary event.
     fn log(&self) {
@@ -217,7 +223,6 @@ impl ReapReport {
             keys_expired = self.keys_expired,
             key_gates_swept = self.key_gates_swept,
             keys_at_limit = self.stats.keys_at_limit,
-            done_swept = self.done_swept,
             children_settled = self.children_settled,
             signals_delivered = self.signals_delivered,
             swept = ?self.swept,

@@ -64,7 +64,7 @@ pub async fn check(
         ..ResultFigures::default()
     };
     for id in ids {
-        match queue.done().find_done(&id).await {
+        match event_bridge::inspect::find_done(&queue, &id).await {
             Ok(Some(record)) => judge(&id, &record, &ok, &mut f),
             Ok(None) => f.missing.push(format!("{id}: no completion record")),
             Err(e) => f.missing.push(format!("{id}: {e}")),

@@ -4,7 +4,15 @@
 use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
+use event_bridge::feature::Upkeep;
+use event_bridge::features::done_records::sweep;
 use event_bridge::inspect::{self, Status};
+use event_bridge::reap;
+
+/// The records' sweep at the upkeep `upkeep`, at most `limit` znodes.
+async fn expired(upkeep: Upkeep, limit: usize) -> event_bridge::Result<usize> {
+    sweep::expired(&upkeep, limit).await
+}
 use serde_json::json;
 
 use harness::{Recorder, TestQueue, run};
@@ -67,13 +75,10 @@ async fn records_are_swept_once_their_window_has_passed() {
     let names = t.publish(2).await;
     run(&t.queue, &Recorder::default(), 10).await;
     let now = t.now().await;
-    assert_eq!(
-        t.queue.done().sweep_done(&now, 100).await.unwrap(),
-        0,
-        "not yet"
-    );
+    let sweep_at = |now: ZkTime| expired(reap::upkeep(&t.queue, now), 100);
+    assert_eq!(sweep_at(now).await.unwrap(), 0, "not yet");
     let later = ZkTime::from_mtime(now.now_ms() + 2 * 3_600_000);
-    assert_eq!(t.queue.done().sweep_done(&later, 100).await.unwrap(), 4);
+    assert_eq!(sweep_at(later).await.unwrap(), 4);
     assert!(t.children("done").await.is_empty(), "the bucket went too");
     let status = inspect::status(&t.queue, &now, &names[0]).await.unwrap();
     assert_eq!(status, Status::NotFound);
@@ -95,15 +100,15 @@ async fn a_task_completed_again_under_its_id_keeps_both_records_by_name() {
     );
     assert!(t.children("tasks").await.is_empty());
     for name in [&one, &two] {
-        let record = t
-            .queue
-            .done()
-            .find_done(name)
+        let record = inspect::find_done(&t.queue, name)
             .await
             .unwrap()
             .expect("record");
         assert_eq!(&record.task, name);
     }
-    let by_id = t.queue.done().find_done("order-7").await.unwrap().unwrap();
+    let by_id = inspect::find_done(&t.queue, "order-7")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(by_id.task, one, "the id finds the first");
 }

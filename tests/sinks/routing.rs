@@ -123,10 +123,7 @@ async fn with_keep_done_the_completion_record_keeps_what_the_webhook_answered() 
     let name = publish(&t, "user.signup").await;
     let report = run(&t.queue, &delivery, 10).await;
     assert_eq!(report.completed, 1);
-    let record = t
-        .queue
-        .done()
-        .find_done(&name)
+    let record = event_bridge::inspect::find_done(&t.queue, &name)
         .await
         .unwrap()
         .expect("a record");

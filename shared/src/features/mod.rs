@@ -5,15 +5,22 @@
 //! core. What a feature keeps with a task is its section of the envelope
 //! ([`crate::task::Section`]).
 
+pub mod done_records;
 pub mod expiry;
 pub mod steps;
 
 use std::sync::Arc;
 
+use crate::config::Config;
 use crate::feature::{Feature, Features};
 
-/// Every feature, in the order the core asks them: what a [`crate::Queue`] is built with.
-pub fn registered() -> Features {
-    let list: Vec<Arc<dyn Feature>> = vec![Arc::new(expiry::Expiry), Arc::new(steps::StepFolders)];
+/// Every feature, with what it reads of `config`, in the order the core asks them: what a
+/// [`crate::Queue`] is built with.
+pub fn registered(config: &Config) -> Features {
+    let list: Vec<Arc<dyn Feature>> = vec![
+        Arc::new(expiry::Expiry),
+        Arc::new(steps::StepFolders),
+        Arc::new(done_records::DoneRecords::new(config.keep_done)),
+    ];
     Features::new(list)
 }

@@ -29,7 +29,7 @@ pub use explain::{
     status_and_why,
 };
 pub use leased::leased;
-pub use status::{Status, status};
+pub use status::{Status, find_done, status};
 
 use serde::Serialize;
 use zookeeper_client as zk;

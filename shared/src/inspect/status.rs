@@ -186,13 +186,19 @@ async fn look(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
         None => scan(queue, now, key).await?,
     };
     if status == Status::NotFound
-        && let Some(record) = queue.done().find_done(key).await?
+        && let Some(record) = find_done(queue, key).await?
     {
         return Ok(Status::Completed {
             record: Box::new(record),
         });
     }
     Ok(status)
+}
+
+/// The completion record of the task named `key` (a task name) or with envelope id `key`,
+/// newest first, if one is kept (`KEEP_DONE`, see [`crate::done_record`]).
+pub async fn find_done(queue: &Queue, key: &str) -> Result<Option<DoneRecord>> {
+    crate::done_record::find(&queue.site(), key).await
 }
 
 /// Where task `name` is under that very name, if anywhere.

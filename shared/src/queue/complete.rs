@@ -1,17 +1,17 @@
 //! Completing held tasks: task and lease deleted together, many tasks in one multi-op, with
 //! what each completion writes besides (its key marked completed, its group's lock released,
-//! its completion record, the slots it held in gates), as [`Ending`]s (see `end`). Checked
-//! like every holder's write (see `holder`).
+//! the slots it held in gates, what registered features add: `Feature::at_end`), as
+//! [`Ending`]s (see `end`). Checked like every holder's write (see `holder`).
 
 use super::Queue;
-use super::done::{DoneWrite, within_request};
 use super::end::{Ending, To, Where};
 use super::group_lock::Release;
 use super::held::Lease;
 use super::held::Settled;
 use super::marker::MarkerWrite;
+use super::request_size::within_request;
 use crate::error::Result;
-use crate::feature::End;
+use crate::feature::{End, EndWrite, Leaving};
 use crate::task::Task;
 use crate::task::batch::MAX_TALLY_BYTES;
 
@@ -27,14 +27,15 @@ impl Queue {
 
     /// Completes several held tasks in one multi-op, each deleting task and lease together if
     /// the lease is still ours; a task published with an idempotency key also marks its key
-    /// completed and files it by when it expires; with `KEEP_DONE`, each leaves its completion
-    /// record (see `done`). If one write fails, the multi-op changes
+    /// completed and files it by when it expires; registered features add their writes
+    /// (`Feature::at_end`). If one write fails, the multi-op changes
     /// nothing and names it: that lease is read again when only its version is off (and kept
     /// when it is still ours), else its task is reported lost or gone, and the rest are
     /// committed again without it. A key that is missing is left out.
     ///
-    /// Completion records with large results are split over several multi-ops, so each
-    /// stays within ZooKeeper's request limit (see `done::within_request`).
+    /// Features' writes that are large (completion records with large results) are split over
+    /// several multi-ops, so each stays within ZooKeeper's request limit (see
+    /// `request_size`).
     pub async fn complete_many(&self, leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
         let endings = self.completions(leases).await?;
         let mut settled = Vec::with_capacity(endings.len());
@@ -47,7 +48,7 @@ impl Queue {
             })
             .collect();
         let weighed: Vec<(Ending, usize)> = endings.into_iter().zip(weights).collect();
-        for part in within_request(weighed, |(ending, tally)| ending.record_bytes() + tally) {
+        for part in within_request(weighed, |(ending, tally)| ending.write_bytes() + tally) {
             let part: Vec<Ending> = part.into_iter().map(|(ending, _)| ending).collect();
             settled.extend(self.commit_completions(part).await?);
         }
@@ -67,21 +68,20 @@ impl Queue {
     }
 
     /// What completing each of `leases` writes besides deleting task and lease: its key marked
-    /// completed, its group's lock released, its completion record, its slots, its marker.
+    /// completed, its group's lock released, its slots, its marker, the features' writes.
     async fn completions(&self, leases: Vec<Lease>) -> Result<Vec<Ending>> {
         let tasks: Vec<&Task> = leases.iter().map(|l| &l.task).collect();
-        // A feature is consulted only when a task carries it: completion records when
-        // `KEEP_DONE` is set, idempotency keys for keyed tasks.
-        let keep_done = self.settings().keep_done.is_some();
+        // Idempotency keys are consulted only for keyed tasks.
         let keyed = tasks.iter().any(|task| task.envelope.keyed);
-        let (dones, keys) = futures::future::try_join(
-            async {
-                if keep_done {
-                    self.done().done_writes(&leases).await
-                } else {
-                    Ok(nones(leases.len()))
-                }
-            },
+        let leaving: Vec<Leaving> = (leases.iter())
+            .map(|l| Leaving {
+                task: &l.task,
+                delivered: l.delivered.as_ref(),
+            })
+            .collect();
+        let site = self.site();
+        let (writes, keys) = futures::future::try_join(
+            self.features().at_end(&site, &leaving, End::Completed),
             async {
                 if keyed {
                     self.idempotency_keys().completed_keys(&tasks).await
@@ -91,16 +91,17 @@ impl Queue {
             },
         )
         .await?;
-        let each = leases.into_iter().zip(dones).zip(keys);
+        drop(leaving);
+        let each = leases.into_iter().zip(writes).zip(keys);
         Ok(each
-            .map(|((lease, done), key)| self.completion(lease, done, key))
+            .map(|((lease, writes), key)| self.completion(lease, writes, key))
             .collect())
     }
 
     fn completion(
         &self,
         lease: Lease,
-        done: Option<DoneWrite>,
+        writes: Vec<(usize, EndWrite)>,
         key: Option<super::idempotency_key_owner::CompletedKey>,
     ) -> Ending {
         let name = lease.task.name.clone();
@@ -113,13 +114,12 @@ impl Queue {
         });
         let batch = lease.task.envelope.batch.clone();
         let slots = lease.slots.clone();
-        let writes = (self.features()).at_end(self.layout(), &lease.task, End::Completed);
         let from = Where::Held {
             task: self.layout().task(&name),
             lease_path: self.layout().lease(&name),
             lease: Box::new(lease),
         };
-        let mut ending = Ending::new(name, from, To::Completed { key, done });
+        let mut ending = Ending::new(name, from, To::Completed { key });
         ending.lock = lock;
         ending.marker = Some(marker);
         ending.batch = batch;

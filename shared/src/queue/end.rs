@@ -10,24 +10,24 @@
 //! - its removal, checked where it is ([`Where`]): its holder's task and lease versions; a
 //!   guard lease created and deleted around it when nobody holds it (the multi-op fails when
 //!   someone does); its waiting node's version under `delayed/` or `after/`;
-//! - its record ([`To`]): the completion record with `KEEP_DONE`, or its dead letter;
+//! - its dead letter, when it dies ([`To`]);
 //! - what goes with it: its idempotency key (marked completed, or deleted so the key may be
 //!   published again), its group's lock (released, or turned into the group's pause), its
 //!   cancel mark, its marker for the children waiting for it (see `dependents`), the slots it
 //!   held in gates; the writes registered features add to a held task's completion
-//!   (`Feature::at_end`), each of which its feature answers when it fails the multi-op;
+//!   (`Feature::at_end`, such as its completion record), each of which its feature answers
+//!   when it fails the multi-op;
 //! - once per batch among the tasks: the batch's counters, and its callback when they leave
 //!   it settled (see `members`).
 //!
 //! A failed try changes nothing. The part that failed it is read again (a batch, a marker,
 //! a lease whose extension landed unseen), or left out when the task can end without it (a key
-//! or lock that changed hands, a record an earlier life left), or it decides that task's
+//! or lock that changed hands, a feature's write its feature leaves out), or it decides that task's
 //! [`Settled`] (gone, lease lost, moved) and the others are committed again without it.
 
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::done::DoneWrite;
 use super::gate_cache::Freeing;
 use super::group_lock::Release;
 use super::held::{Lease, Settled};
@@ -81,11 +81,8 @@ pub(super) enum Where {
 /// How a task ends.
 #[derive(Debug)]
 pub(super) enum To {
-    /// Completed: its key, when its own, marked completed; its record with `KEEP_DONE`.
-    Completed {
-        key: Option<CompletedKey>,
-        done: Option<DoneWrite>,
-    },
+    /// Completed: its key, when its own, marked completed.
+    Completed { key: Option<CompletedKey> },
     /// Dead: its dead letter; its key, when its own, deleted; its cancel mark deleted.
     Dead {
         letter: Box<DeadLetter>,
@@ -131,14 +128,9 @@ impl Ending {
         }
     }
 
-    /// What its completion record adds to a request (see `done::within_request`).
-    pub(super) fn record_bytes(&self) -> usize {
-        match &self.to {
-            To::Completed {
-                done: Some(done), ..
-            } => done.bytes(),
-            _ => 0,
-        }
+    /// What the features' writes add to a request (see `request_size`).
+    pub(super) fn write_bytes(&self) -> usize {
+        self.writes.iter().map(|(_, write)| write.bytes()).sum()
     }
 
     fn held(&self) -> bool {
@@ -193,21 +185,15 @@ impl Ending {
             }
         }
         match &self.to {
-            To::Completed { key, done } => {
-                if let Some(key) = key {
-                    multi
-                        .push(
-                            tag(Part::IdempotencyKey),
-                            Op::Set(&key.key.path, &key.data, key.key.version),
-                        )
-                        .push(tag(Part::IdempotencyKey), Op::Create(&key.entry, b""));
-                }
-                if let Some(done) = done {
-                    multi.push(tag(Part::Done), Op::Create(&done.record, &done.record_data));
-                    let id = done.id_entry.as_deref();
-                    multi.push_some(tag(Part::DoneId), id.map(|e| Op::Create(e, &done.id_data)));
-                }
+            To::Completed { key: Some(key) } => {
+                multi
+                    .push(
+                        tag(Part::IdempotencyKey),
+                        Op::Set(&key.key.path, &key.data, key.key.version),
+                    )
+                    .push(tag(Part::IdempotencyKey), Op::Create(&key.entry, b""));
             }
+            To::Completed { key: None } => {}
             To::Dead { letter, key, mark } => {
                 letter.push(multi, tag(Part::Record));
                 multi
@@ -219,8 +205,11 @@ impl Ending {
             }
         }
         for (k, (_, write)) in self.writes.iter().enumerate() {
-            let EndWrite::Set { path, data } = write;
-            multi.push(tag(Part::Feature(k as u16)), Op::Set(path, data, -1));
+            let op = match write {
+                EndWrite::Set { path, data } => Op::Set(path, data, -1),
+                EndWrite::Create { path, data } => Op::Create(path, data),
+            };
+            multi.push(tag(Part::Feature(k as u16)), op);
         }
         multi.push_some(tag(Part::Lock), self.lock.as_ref().map(Release::op));
         if let Some(marker) = self.marker.as_ref().filter(|_| !covered) {
@@ -267,7 +256,7 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
         // taken by another task, or already filed: the task ends without it.
         (Part::IdempotencyKey, BadVersion | NoNode | NodeExists) => {
             match &mut ending.to {
-                To::Completed { key, .. } => {
+                To::Completed { key } => {
                     *key = key.take().and_then(|mut k| {
                         k.key = k.key.after_failure(error)?;
                         Some(k)
@@ -285,17 +274,6 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
         (Part::Mark, NoNode) => {
             if let To::Dead { mark, .. } = &mut ending.to {
                 *mark = None;
-            }
-            Answer::Again
-        }
-        // The record cannot be written: completed without it. An earlier task with this id
-        // left its entry within the window (a redriven task): the record goes in by name.
-        (Part::Done | Part::DoneId, BadVersion | NoNode | NodeExists) => {
-            if let To::Completed { done, .. } = &mut ending.to {
-                match part {
-                    Part::Done => *done = None,
-                    _ => done.iter_mut().for_each(|d| d.id_entry = None),
-                }
             }
             Answer::Again
         }

@@ -584,17 +584,13 @@ impl<'q> InDoubt<'q> {
                 Some(Whose::Unreadable) | None => {}
             }
         };
-        // Completed, with a record kept (KEEP_DONE): the record names the task and its id.
-        let done = self.layout().done();
-        let kept = match self.client().list_children(&done).await {
-            Ok(buckets) => buckets,
-            Err(zookeeper_client::Error::NoNode) => Vec::new(),
-            Err(e) => return Err(Error::zk("list", done, e)),
-        };
-        for (_, name) in missing.iter().filter(|_| !kept.is_empty()) {
-            if let Some(record) = self.done().find_done(name).await? {
-                if open.contains(record.id.as_str()) {
-                    ours.insert(record.id, name.clone());
+        // Ended, and kept by a feature (a completion record, with KEEP_DONE): what it kept
+        // names the task and its id.
+        let site = self.site();
+        for (_, name) in missing {
+            if let Some(ended) = self.features().find_ended(&site, name).await? {
+                if open.contains(ended.id.as_str()) {
+                    ours.insert(ended.id, name.clone());
                 }
                 left.remove(name.as_str());
             }

@@ -28,7 +28,6 @@
 //! - [`Batches`] (`members`): batches' znodes, members, tallies and callbacks.
 //! - [`Dependencies`] (`parents`, `dependents`): children waiting for their parents.
 //! - [`DebounceKeys`] (`debounce`, `debounce_due`): debounced publishes and their due index.
-//! - [`Done`] (`done`): completion records (`KEEP_DONE`).
 //! - [`Cancels`] (`cancel_marks`): cancel marks, and cancelling a pending or waiting task.
 //! - [`Pauses`] (`pause`): pausing the queue or one event type.
 //! - [`Schedules`] (`schedule_store`): recurring schedules' znodes (feature `schedule`).
@@ -62,7 +61,6 @@ mod debounce;
 mod debounce_due;
 mod delay;
 mod dependents;
-mod done;
 mod end;
 mod forward;
 mod gate;
@@ -91,6 +89,7 @@ mod ranges;
 mod reads;
 pub(crate) mod record;
 mod recovery;
+mod request_size;
 #[cfg(feature = "schedule")]
 mod schedule_store;
 mod settings;
@@ -109,6 +108,7 @@ use std::sync::Arc;
 
 use zookeeper_client as zk;
 
+pub use crate::done_record::DoneRecord;
 pub use crate::resume::{MAX_SIGNAL_KEY_NAME_BYTES, check_signal_key};
 pub use crate::task::PendingDebounced;
 pub use after_publish::AfterPublish;
@@ -122,8 +122,6 @@ pub use debounce_due::{FIRE_PER_RUN, LOOK_PER_RUN};
 pub use delay::Delays;
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use dependents::Dependencies;
-pub use done::Done;
-pub use done::DoneRecord;
 pub use forward::{DeadLetterSink, SendError};
 pub use gate::Gates;
 pub use gate_cache::KEY_GATE_IDLE_MS;
@@ -170,7 +168,7 @@ pub use walk::{WIDEST, WINDOW, Walk, names_task};
 use crate::clock::ZkTime;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::feature::Features;
+use crate::feature::{Features, Site};
 use crate::layout::Layout;
 
 /// One queue on one ZooKeeper session.
@@ -212,7 +210,7 @@ impl Queue {
             memory: Arc::default(),
             acls: acls(config),
             dead_letters: None,
-            features: crate::registered_features(),
+            features: crate::registered_features(config),
             after_publish: None,
         }
     }
@@ -258,6 +256,15 @@ impl Queue {
     /// a holder goes through the fenced operations.
     pub(crate) fn client(&self) -> &zk::Client {
         &self.client
+    }
+
+    /// The queue's store as a feature's hooks reach it.
+    pub(crate) fn site(&self) -> Site<'_> {
+        Site {
+            client: &self.client,
+            layout: &self.layout,
+            acls: self.acls,
+        }
     }
 
     /// The znode paths under this queue's root.

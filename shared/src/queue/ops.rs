@@ -61,12 +61,8 @@ pub(crate) enum Part {
     Mark,
     /// A slot it holds in a gate (ephemeral: gone with its session).
     Slot,
-    /// Its completion record.
-    Done,
     /// The batch it is a member of (its counters), or a batch's callback task.
     Batch,
-    /// Its completion record's entry by envelope id.
-    DoneId,
     /// Its marker under `dependents/`: created and deleted in the write that settles it (which
     /// then fails when children wait for it), or set to how it was settled when they do.
     Dependents,

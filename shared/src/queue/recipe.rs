@@ -17,8 +17,6 @@ use super::turns::Turns;
 /// clone of the queue (it carries them in one `Arc`). The core never reads it.
 #[derive(Default)]
 pub(super) struct Memory {
-    /// `done`: the bucket of completion records this process last made sure of.
-    pub(super) done_bucket: MadeBucket,
     /// `key_owner`: the bucket of completed keys this process last made sure of.
     pub(super) key_bucket: MadeBucket,
     /// `dependents`: the data version at which `dependents/` was last seen without children.

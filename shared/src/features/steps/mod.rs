@@ -25,9 +25,8 @@ use futures::future::BoxFuture;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::feature::{AfterFailure, End, EndWrite, Feature, Upkeep};
+use crate::feature::{AfterFailure, End, EndWrite, Feature, Leaving, Site, Upkeep};
 use crate::layout::Layout;
-use crate::task::Task;
 
 /// The data of a folder whose task completed.
 const ENDED: &[u8] = b"ended";
@@ -47,14 +46,16 @@ impl Feature for StepFolders {
         "steps"
     }
 
-    fn at_end(&self, layout: &Layout, task: &Task, how: End) -> Vec<EndWrite> {
-        match how {
-            End::Completed if task.steps.stored() > 0 => vec![EndWrite::Set {
-                path: layout.steps_of(&task.envelope.id),
-                data: ENDED.to_vec(),
-            }],
-            End::Completed => Vec::new(),
-        }
+    fn at_end<'a>(
+        &'a self,
+        site: &'a Site<'a>,
+        leaving: &'a [Leaving<'a>],
+        how: End,
+    ) -> BoxFuture<'a, Result<Vec<(usize, EndWrite)>>> {
+        let writes = match how {
+            End::Completed => marks(site.layout, leaving),
+        };
+        Box::pin(async { Ok(writes) })
     }
 
     fn after_failure(&self, _write: &EndWrite, error: &zk::Error) -> AfterFailure {
@@ -67,6 +68,19 @@ impl Feature for StepFolders {
     fn sweep<'a>(&'a self, upkeep: &'a Upkeep) -> BoxFuture<'a, Result<u32>> {
         Box::pin(sweep(upkeep))
     }
+}
+
+/// The marks of the folders of `leaving`'s tasks whose records keep entries in step znodes.
+fn marks(layout: &Layout, leaving: &[Leaving]) -> Vec<(usize, EndWrite)> {
+    let stepped = leaving.iter().enumerate();
+    stepped
+        .filter(|(_, one)| one.task.steps.stored() > 0)
+        .map(|(i, one)| {
+            let path = layout.steps_of(&one.task.envelope.id);
+            let data = ENDED.to_vec();
+            (i, EndWrite::Set { path, data })
+        })
+        .collect()
 }
 
 /// Deletes the marked folders of a window of `steps/`; how many went.

@@ -7,6 +7,7 @@ use zookeeper_client as zk;
 
 use super::{DEBOUNCED, Parent, parent_error};
 use crate::error::{Error, Result};
+use crate::feature::End;
 use crate::layout;
 use crate::queue::{TaskRead, names_task, parse_waiting};
 use crate::task::after::ParentEnd;
@@ -33,13 +34,15 @@ fn id_in(key: &str, name: &str, body: &[u8]) -> Result<String> {
 }
 
 impl Dependencies<'_> {
-    /// The parent `key` names (a task name or an id), completed: found by its completion
-    /// record (kept with `KEEP_DONE`).
+    /// The parent `key` names (a task name or an id), ended: found by what a feature kept of
+    /// it (`Feature::find_ended`, such as a completion record kept with `KEEP_DONE`).
     async fn completed_parent(self, key: &str) -> Result<Option<Parent>> {
-        let record = self.done().find_done(key).await?;
-        Ok(record.map(|record| Parent::Settled {
-            id: record.id,
-            settled: ParentEnd::Completed { task: record.task },
+        let ended = self.features().find_ended(&self.site(), key).await?;
+        Ok(ended.map(|ended| Parent::Settled {
+            id: ended.id,
+            settled: match ended.how {
+                End::Completed => ParentEnd::Completed { task: ended.task },
+            },
         }))
     }
 
@@ -113,11 +116,8 @@ impl Dependencies<'_> {
         }
         // Completed already (the common case, and the cheap look), or still pending: the
         // records are looked at again last, for a task that completes while it is looked for.
-        if let Some(record) = self.done().find_done(key).await? {
-            return Ok(Some(Parent::Settled {
-                id: record.id,
-                settled: ParentEnd::Completed { task: record.task },
-            }));
+        if let Some(parent) = self.completed_parent(key).await? {
+            return Ok(Some(parent));
         }
         if let Some(probed) = self.find_in_lanes(key).await?
             && let TaskRead::Found { body, .. } = &probed.read
