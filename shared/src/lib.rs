@@ -180,12 +180,9 @@ pub mod progress;
 pub mod queue;
 pub mod quoted;
 pub mod reap;
-#[cfg(feature = "schedule")]
-pub mod recurrence;
 pub mod resume;
+pub mod run_hook;
 pub mod run_metrics;
-#[cfg(feature = "schedule")]
-pub mod schedule;
 pub mod secret;
 pub mod segment;
 pub mod session;
@@ -225,6 +222,16 @@ pub use task_result::TaskResult;
 pub(crate) fn registered_features(config: &Config) -> feature::Features {
     features::registered(config)
 }
+
+/// The hooks a run calls beside its work ([`run_hook`]): the one list in `features/`, wired in
+/// here for the same reason.
+pub(crate) fn run_hooks() -> &'static [&'static dyn run_hook::RunHook] {
+    features::RUN_HOOKS
+}
+
+/// Recurring schedules, where earlier versions had them.
+#[cfg(feature = "schedule")]
+pub use features::schedules::{fire as schedule, recurrence};
 
 #[cfg(test)]
 mod layout_doc;

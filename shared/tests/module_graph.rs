@@ -595,17 +595,67 @@ fn the_hook_interface_reaches_nothing_of_the_features() {
     );
 }
 
-/// No module of the library but `features/` itself names `features/`: the features are wired
-/// in at the crate's root (`lib.rs`, the one list in `features/mod.rs`), so the core builds
-/// and runs without naming any of them.
+/// The doors that may name a feature: the tools over the queue that show or drive one (the
+/// dashboard lists the schedules, the worker runs their timer). Nothing else may.
+const DOORS: &[&str] = &["dashboard", "worker"];
+
+/// No module of the library but `features/` itself and the [`DOORS`] reaches `features/`, not
+/// even through another module: the features are wired in at the crate's root (`lib.rs`, the
+/// lists in `features/mod.rs`), so the core and the run build and run without naming any of
+/// them, and no module of theirs leans on a door.
 #[test]
-fn no_module_but_the_features_names_a_feature() {
+fn no_module_but_the_features_and_the_doors_reaches_a_feature() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let naming = modules_naming(&Disk(src), "features");
+    let files = Disk(src);
+    let naming = modules_naming(&files, "features");
+    let outside: Vec<&String> = (naming.keys())
+        .filter(|m| !DOORS.contains(&m.as_str()))
+        .collect();
     assert!(
-        naming.is_empty(),
-        "modules naming features/ (the core must not): {naming:?}"
+        outside.is_empty(),
+        "modules naming features/ (only the doors may): {outside:?} ({naming:?})"
     );
+    let through: Vec<String> = reaching(&files, "features")
+        .into_iter()
+        .filter(|m| m != "features" && !DOORS.contains(&m.as_str()))
+        .collect();
+    assert!(
+        through.is_empty(),
+        "modules reaching features/ through a door: {through:?}"
+    );
+}
+
+/// The top-level modules from which `to` can be reached along the imports.
+fn reaching(files: &impl Files, to: &str) -> BTreeSet<String> {
+    let edges = load(files, "lib.rs").edges();
+    let top = edges.get(&Vec::new()).cloned().unwrap_or_default();
+    let mut reaching = BTreeSet::new();
+    let mut next = vec![to.to_string()];
+    while let Some(module) = next.pop() {
+        for (from, _) in top.keys().filter(|(_, b)| *b == module) {
+            if reaching.insert(from.clone()) {
+                next.push(from.clone());
+            }
+        }
+    }
+    reaching
+}
+
+#[test]
+fn a_module_that_reaches_a_feature_through_a_door_is_seen() {
+    let files: BTreeMap<&str, &str> = [
+        ("lib.rs", "mod queue;\nmod dashboard;\nmod features;\n"),
+        ("queue.rs", "fn show() { crate::dashboard::page(); }\n"),
+        (
+            "dashboard.rs",
+            "pub fn page() { crate::features::all(); }\n",
+        ),
+        ("features.rs", "pub fn all() {}\n"),
+    ]
+    .into_iter()
+    .collect();
+    let reaching = reaching(&files, "features");
+    assert!(reaching.contains("queue") && reaching.contains("dashboard"));
 }
 
 /// The top-level modules with an edge to `to`, with the file and line of one edge each.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use chrono::DateTime;
 use event_bridge::Queue;
+use event_bridge::features::schedules::Schedules;
 use event_bridge::recurrence::{Misfire, Schedule};
 use event_bridge::schedule::{self, FireReport};
 use serde_json::{Value, json};
@@ -52,8 +53,8 @@ async fn slots(t: &TestQueue) -> BTreeMap<(String, String), usize> {
 
 /// Fires from `from_ms` to `to_ms` (both included) in steps of 1 to 7 simulated seconds.
 /// Schedule `name` as stored now.
-async fn stored(queue: &Queue, name: &str) -> event_bridge::queue::StoredSchedule {
-    let stored = queue.schedules().schedule(name).await.unwrap();
+async fn stored(queue: &Queue, name: &str) -> event_bridge::features::schedules::StoredSchedule {
+    let stored = Schedules::new(queue).schedule(name).await.unwrap();
     stored.unwrap_or_else(|| panic!("schedule {name} is stored"))
 }
 
@@ -311,16 +312,14 @@ async fn bad_patterns_zones_and_names_are_refused_and_removal_takes_the_marks() 
         "the slot's mark"
     );
     assert!(
-        t.queue
-            .schedules()
+        Schedules::new(&t.queue)
             .remove_schedule("minutely")
             .await
             .unwrap()
     );
     assert!(t.children("schedules").await.is_empty());
     assert!(
-        !t.queue
-            .schedules()
+        !Schedules::new(&t.queue)
             .remove_schedule("minutely")
             .await
             .unwrap()
@@ -347,13 +346,11 @@ async fn a_firer_with_a_stale_read_of_its_schedule_writes_nothing() {
     let envelope = minutely
         .envelope(&minutely.timing().unwrap(), slot)
         .unwrap();
-    let taken = t
-        .queue
-        .schedules()
+    let taken = Schedules::new(&t.queue)
         .take_slot(&stale, slot, Some(&envelope))
         .await
         .unwrap();
-    assert_eq!(taken, event_bridge::queue::SlotTaken::Raced);
+    assert_eq!(taken, event_bridge::features::schedules::SlotTaken::Raced);
     assert_eq!(
         t.children("tasks").await.len(),
         2,

@@ -11,9 +11,10 @@ use maud::{Markup, html};
 use super::shell::{Here, duration, page as shell_page, time};
 use super::{Shared, chart, unavailable};
 use crate::error::Result;
+use crate::features::schedules::{Schedules, StoredSchedule};
 use crate::inspect::{self, DetailedStats, TaskInfo};
 use crate::progress::ProgressReport;
-use crate::queue::{BatchRead, Queue, StoredSchedule};
+use crate::queue::{BatchRead, Queue};
 use crate::stats::Stats;
 
 /// Held tasks the page lists, at most.
@@ -77,7 +78,7 @@ async fn look(queue: &Queue) -> Result<Look> {
         detailed,
         leased,
         leases_total,
-        schedules: queue.schedules().list().await?,
+        schedules: Schedules::new(queue).list().await?,
         now_ms: now.now_ms(),
     })
 }

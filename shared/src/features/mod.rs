@@ -7,12 +7,15 @@
 
 pub mod done_records;
 pub mod expiry;
+#[cfg(feature = "schedule")]
+pub mod schedules;
 pub mod steps;
 
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::feature::{Feature, Features};
+use crate::run_hook::RunHook;
 
 /// Every feature, with what it reads of `config`, in the order the core asks them: what a
 /// [`crate::Queue`] is built with.
@@ -24,3 +27,9 @@ pub fn registered(config: &Config) -> Features {
     ];
     Features::new(list)
 }
+
+/// Every hook a run calls beside its work ([`crate::run_hook`]), in order.
+pub const RUN_HOOKS: &[&dyn RunHook] = &[
+    #[cfg(feature = "schedule")]
+    &schedules::FireDue,
+];

@@ -570,9 +570,10 @@ impl<H> Run<'_, H> {
         self.source.queue()
     }
 
-    /// Before the first pass, together: moves due tasks back from `delayed/`, and fires due
-    /// schedules (a schedule that cannot be fired never stops the tasks). Returns the tasks
-    /// the schedules made, and the schedules that could not be fired.
+    /// Before the first pass, together: moves due tasks back from `delayed/`, and calls the
+    /// run's hooks (`crate::run_hook`: the schedules' slots that are due; a hook that fails
+    /// never stops the tasks). Returns the tasks moved back, the tasks the hooks made, and
+    /// the things they could not do.
     async fn before_passes(&self, debounced: bool) -> Result<(usize, u32, u32)> {
         let queue = self.queue();
         let now_ms = self.now.now_ms();
@@ -589,21 +590,13 @@ impl<H> Run<'_, H> {
                 tokio::try_join!(queue.delays().promote_due(&self.now, PROMOTE_PER_RUN), fire)?;
             Ok::<_, crate::Error>(promoted + fired)
         };
-        #[cfg(feature = "schedule")]
-        {
-            let fire = crate::schedule::fire_due(&queue, self.now.now_ms());
-            let (promoted, fired) = tokio::join!(promote, fire);
-            let promoted = promoted?;
-            match fired {
-                Ok(fired) => Ok((promoted, fired.fired, fired.failed.len() as u32)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "schedules not looked at in this run");
-                    Ok((promoted, 0, 0))
-                }
-            }
+        let hooks = crate::run_hooks();
+        if hooks.is_empty() {
+            return promote.await.map(|promoted| (promoted, 0, 0));
         }
-        #[cfg(not(feature = "schedule"))]
-        promote.await.map(|promoted| (promoted, 0, 0))
+        let hooked = crate::run_hook::at_run_start(hooks, &queue, now_ms);
+        let (promoted, made) = tokio::join!(promote, hooked);
+        Ok((promoted?, made.tasks, made.failed))
     }
 
     /// Tasks pending now, leased ones included; `None` when ZooKeeper does not answer before

@@ -54,7 +54,8 @@ pub struct ProcessReport {
     pub limited: u32,
     /// The whole queue is paused: the run claimed nothing.
     pub queue_paused: bool,
-    /// Slots of recurring schedules that made a task at the start of the run.
+    /// Tasks the run's hooks made at its start (`crate::run_hook`): the slots of recurring
+    /// schedules that were due.
     pub schedules_fired: u32,
     /// Schedules whose due slot could not be fired (each logged with its name); the others
     /// fired.

@@ -156,7 +156,7 @@ impl Cancels<'_> {
     }
 
     /// Creates `path` (a base path of ours) when a queue made by an earlier version lacks it.
-    pub(super) async fn ensure_parent(self, path: &str) -> Result<()> {
+    pub(crate) async fn ensure_parent(self, path: &str) -> Result<()> {
         match self
             .client()
             .create(path, b"", &self.created(zk::CreateMode::Persistent))

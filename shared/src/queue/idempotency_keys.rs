@@ -54,10 +54,10 @@ const NAME_WAIT: Duration = Duration::from_millis(50);
 const NAME_TRIES: usize = 20;
 
 /// What a keyed publish writes (see [`IdempotencyKeys::keyed_write`]).
-pub(super) struct KeyedWrite {
-    pub(super) key_path: String,
-    pub(super) unnamed: Vec<u8>,
-    pub(super) body: Vec<u8>,
+pub(crate) struct KeyedWrite {
+    pub(crate) key_path: String,
+    pub(crate) unnamed: Vec<u8>,
+    pub(crate) body: Vec<u8>,
     id: String,
 }
 
@@ -304,7 +304,7 @@ impl IdempotencyKeys<'_> {
 
     /// What publishing `envelope` with `key` writes: the key znode (without its task's name,
     /// which a multi-op cannot know yet) and the body, marked `keyed`.
-    pub(super) fn keyed_write(&self, envelope: &Envelope, key: &str) -> Result<KeyedWrite> {
+    pub(crate) fn keyed_write(&self, envelope: &Envelope, key: &str) -> Result<KeyedWrite> {
         let envelope = Envelope {
             keyed: true,
             ..envelope.clone()
@@ -324,7 +324,7 @@ impl IdempotencyKeys<'_> {
 
     /// Writes the name of the task a keyed publish just created into its key; whoever meets
     /// the key before this lands waits for it (see `existing`).
-    pub(super) async fn name_key(self, write: &KeyedWrite, task: &str) -> Result<()> {
+    pub(crate) async fn name_key(self, write: &KeyedWrite, task: &str) -> Result<()> {
         let named = serde_json::to_vec(&KeyData::named(write, task))?;
         if let Err(e) = self
             .client()
@@ -337,7 +337,7 @@ impl IdempotencyKeys<'_> {
     }
 
     /// The task that has the key at `key_path`; `None` when the key went meanwhile.
-    pub(super) async fn existing(self, key_path: &str) -> Result<Option<Published>> {
+    pub(crate) async fn existing(self, key_path: &str) -> Result<Option<Published>> {
         let mut key = None;
         for _ in 0..NAME_TRIES {
             let Some((bytes, _)) = self.read_path(key_path).await? else {
@@ -399,7 +399,7 @@ impl IdempotencyKeys<'_> {
 }
 
 /// The name of the task the multi-op's operation `index` created.
-pub(super) fn created_name(result: Option<&zk::MultiWriteResult>, prefix: &str) -> Result<String> {
+pub(crate) fn created_name(result: Option<&zk::MultiWriteResult>, prefix: &str) -> Result<String> {
     match result {
         Some(zk::MultiWriteResult::Create { path, .. }) => {
             let name = path.rsplit('/').next().unwrap_or(path);

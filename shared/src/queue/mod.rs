@@ -30,7 +30,6 @@
 //! - [`DebounceKeys`] (`debounce`, `debounce_due`): debounced publishes and their due index.
 //! - [`Cancels`] (`cancel_marks`): cancel marks, and cancelling a pending or waiting task.
 //! - [`Pauses`] (`pause`): pausing the queue or one event type.
-//! - [`Schedules`] (`schedule_store`): recurring schedules' znodes (feature `schedule`).
 //! - [`InDoubt`] (`landed`): what landed of a publish whose answers were lost.
 //! - [`Delays`] (`delay`): tasks that wait out a backoff or a delay under `delayed/`.
 //! - [`AllOrNothing`] (`all_or_nothing`): a publish of every item in one multi-op, or none
@@ -90,8 +89,6 @@ mod reads;
 pub(crate) mod record;
 mod recovery;
 mod request_size;
-#[cfg(feature = "schedule")]
-mod schedule_store;
 mod settings;
 mod signals;
 mod slot_writes;
@@ -101,7 +98,7 @@ mod start;
 mod step_store;
 mod turns;
 mod walk;
-mod write;
+pub(crate) mod write;
 pub(crate) use write::Tries;
 
 use std::sync::Arc;
@@ -143,6 +140,12 @@ pub use lane_walk::LaneWalk;
 pub use members::BatchRead;
 pub use members::Batches;
 pub(crate) use members::{batch_error, unknown_batch};
+// What features write through the core's write loop with tags of their own (not every build
+// has such a feature).
+#[allow(unused_imports)]
+pub(crate) use idempotency_keys::{KeyedWrite, created_name};
+#[allow(unused_imports)]
+pub(crate) use ops::{Failed, Landed};
 pub(crate) use ops::{Multi, Op, Part};
 pub use outage::{PUBLISH_RETRY_FOR, PublishOptions, Renew};
 pub use outcome::TaskOutcome;
@@ -155,8 +158,6 @@ pub use publish::Outcome;
 pub use reads::TaskRead;
 pub use record::CANCELLED;
 pub use recovery::{Recovery, recovery};
-#[cfg(feature = "schedule")]
-pub use schedule_store::{Schedules, SlotTaken, StoredSchedule};
 pub use settings::Settings;
 pub(crate) use signals::{Look, Waiter, taken_note, waiter_name};
 pub use signals::{SIGNALLER_GRACE_MS, Signalled, Signals};

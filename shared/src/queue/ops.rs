@@ -78,12 +78,6 @@ pub(crate) enum Part {
     /// A write a registered feature added to an ending (`Feature::at_end`), by its index
     /// among that ending's.
     Feature(u16),
-    /// A schedule's znode, at the version its firer read.
-    #[cfg(feature = "schedule")]
-    Schedule,
-    /// A schedule slot's mark.
-    #[cfg(feature = "schedule")]
-    SlotMark,
 }
 
 /// A multi-op being built: its operations in order, each with its tag.

@@ -21,12 +21,10 @@
 //! holds); on a signal it claims nothing more, gives tasks in flight `DEADLINE_MARGIN_MS` to finish
 //! and releases the rest.
 //!
-//! It also fires recurring schedules at their slots (feature `schedule`, `schedule_timer`), and
+//! It also fires recurring schedules at their slots (feature `schedule`, `features/schedules/timer.rs`), and
 //! between drains a slow timer (`WORKER_IDLE_CHECK`) wakes it when no notification does; a
 //! drain with free places and slow tasks in flight takes new tasks in ([`process::run_refilling`]).
 
-#[cfg(feature = "schedule")]
-mod schedule_timer;
 mod tasks_watch;
 mod upkeep;
 
@@ -188,7 +186,7 @@ impl<H: Handler> Worker<H> {
         #[cfg(feature = "schedule")]
         let (report, ()) = tokio::join!(
             consume,
-            schedule_timer::fire_until_stopped(&session, stop.clone())
+            crate::features::schedules::timer::fire_until_stopped(&session, stop.clone())
         );
         #[cfg(not(feature = "schedule"))]
         let report = consume.await;

@@ -21,7 +21,9 @@ pub(crate) async fn command(queue: &Queue, command: ScheduleCommand) -> Result<i
         }
         ScheduleCommand::List { json } => return list(queue, now, json).await,
         ScheduleCommand::Remove { name } => {
-            let removed = queue.schedules().remove_schedule(&name).await?;
+            let removed = event_bridge::features::schedules::Schedules::new(queue)
+                .remove_schedule(&name)
+                .await?;
             print_found(removed.then(|| json!({ "removed": name })))?;
             (name, removed)
         }
@@ -84,7 +86,10 @@ fn schedule(args: ScheduleAdd) -> Result<Schedule, Failure> {
 /// Every schedule as JSON lines (`--json`: one array), with its next slot.
 async fn list(queue: &Queue, now: i64, as_json: bool) -> Result<i32, Failure> {
     let mut all = Vec::new();
-    for (name, read) in queue.schedules().list().await? {
+    for (name, read) in event_bridge::features::schedules::Schedules::new(queue)
+        .list()
+        .await?
+    {
         all.push(match read {
             Ok(stored) => {
                 let mut row = describe(&stored.schedule);

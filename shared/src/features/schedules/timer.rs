@@ -19,7 +19,7 @@ const AFTER_FAILURE: Duration = Duration::from_secs(5);
 const AFTER_SLOT: Duration = Duration::from_millis(20);
 
 /// Fires due slots until `stop` turns true.
-pub(super) async fn fire_until_stopped(session: &Session, mut stop: watch::Receiver<bool>) {
+pub async fn fire_until_stopped(session: &Session, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
         let wait = match fire_once(session).await {
             Ok(wait) => wait,
@@ -39,7 +39,7 @@ pub(super) async fn fire_until_stopped(session: &Session, mut stop: watch::Recei
 async fn fire_once(session: &Session) -> Result<Duration> {
     let queue = session.queue();
     let now = queue.server_time().await?.now_ms();
-    let report = crate::schedule::fire_due(&queue, now).await?;
+    let report = super::fire_due(&queue, now).await?;
     let wait = match report.next_due_ms {
         Some(next) => Duration::from_millis(next.saturating_sub(now).max(0) as u64) + AFTER_SLOT,
         None => LOOK_EVERY,

@@ -1,6 +1,6 @@
 //! What a recurring schedule is (feature `schedule`): a cron pattern in a time zone, and the
 //! task it makes at each of its slots. Pure: when a slot falls, what the task of a slot looks
-//! like. Stored by `queue::schedules`, fired by [`crate::schedule`].
+//! like. Stored by [`super::store`], fired by [`super::fire`].
 
 use std::str::FromStr;
 

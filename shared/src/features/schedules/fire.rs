@@ -1,39 +1,13 @@
-//! Recurring schedules at work (feature `schedule`): taking the slots that are due, and the
-//! changes an operator makes to a schedule. A schedule ([`Schedule`], in [`crate::recurrence`])
-//! lives in `ROOT/schedules/<name>`; `queue::schedules` holds its znodes and why a slot makes
-//! its task once however many firers race. Every `process` run looks (so every scheduled
-//! `process_events` invocation, each minute), and the worker looks at each slot.
-//!
-//! Every function takes the time as ms since the epoch by ZooKeeper's clock
-//! (`Queue::server_time`), so tests can move it; no slot is judged by a machine's own clock.
-//!
-//! A schedule is a five-field cron pattern in an IANA time zone: croner finds its slots and
-//! chrono-tz its zone's offsets, daylight saving included (a 03:00 slot in Berlin is 01:00 UTC on
-//! the spring day and 02:00 UTC the day before). A firer reads every schedule (one `getChildren`
-//! and one multi-read: two requests a run whatever the backlog, one when there are none) and, for
-//! each, takes the latest slot at or before now when it is later than the schedule's
-//! `last_slot_ms`. A firer killed before its multi-op lands leaves nothing, one killed after it
-//! left everything, so each slot makes exactly one task. A firer down for a while finds only the
-//! latest missed slot due (policy `last`, the default: it stands for the others), or passes it
-//! over when it is more than two minutes late (policy `skip`, which then writes only the
-//! schedule). A schedule too big for one request is skipped with a log naming it and reported in
-//! `failed`; one schedule's failure never stops the others, and a failure of the link or the
-//! session ends the look. The worker sleeps until the next slot of any schedule, 30 s at most, so
-//! a schedule added meanwhile is seen within that; `reap_leases` runs every five minutes, and a
-//! slot fired by `process_events` can run in the same invocation. A `schedule resume` moves
-//! `last_slot_ms` to the latest passed slot: paused slots make nothing.
-//!
-//! # Costs
-//!
-//! A slot's task costs one multi-op of three writes (five with an idempotency key) plus deleting
-//! the previous slot's mark.
+//! Firing schedules: taking the slots that are due, and the changes an operator makes to a
+//! schedule (see the folder's documentation, [`super`]).
 
 use serde::Serialize;
 
+use super::recurrence::{MISFIRE_GRACE_MS, Misfire, Schedule, Timing};
+use super::store::{Schedules, SlotTaken, StoredSchedule};
 use crate::error::{Error, Result};
-use crate::queue::{Published, Queue, SlotTaken, StoredSchedule};
+use crate::queue::{Published, Queue};
 use crate::queue::{Recovery, recovery};
-use crate::recurrence::{MISFIRE_GRACE_MS, Misfire, Schedule, Timing};
 
 /// What one look at the schedules did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -79,7 +53,7 @@ pub struct FireFailure {
 ///   after would meet it too, so the look ends there; slots fired before stay fired.
 pub async fn fire_due(queue: &Queue, now_ms: i64) -> Result<FireReport> {
     let mut report = FireReport::default();
-    for (name, read) in queue.schedules().list().await? {
+    for (name, read) in Schedules::new(queue).list().await? {
         let stored = match read {
             Ok(stored) => stored,
             Err(problem) => {
@@ -146,8 +120,7 @@ async fn fire_one(
                 .map_err(|problem| schedule_error(&schedule.name, problem))?,
         ),
     };
-    let taken = queue
-        .schedules()
+    let taken = Schedules::new(queue)
         .take_slot(stored, slot, envelope.as_ref())
         .await?;
     tracing::info!(schedule = %schedule.name, slot_ms = slot, outcome = ?taken, "schedule slot");
@@ -170,7 +143,7 @@ pub async fn add(queue: &Queue, mut schedule: Schedule, now_ms: i64) -> Result<S
         .map_err(|problem| schedule_error(&schedule.name, problem))?;
     schedule.last_slot_ms = timing.latest_at_or_before(now_ms);
     check_fires(queue, &schedule, &timing, now_ms)?;
-    if !queue.schedules().put_schedule(&schedule, None).await? {
+    if !Schedules::new(queue).put_schedule(&schedule, None).await? {
         let problem = "a schedule of that name exists (remove it first)".to_string();
         return Err(schedule_error(&schedule.name, problem));
     }
@@ -184,7 +157,7 @@ fn check_fires(queue: &Queue, schedule: &Schedule, timing: &Timing, now_ms: i64)
     let envelope = schedule
         .envelope(timing, slot)
         .map_err(|problem| schedule_error(&schedule.name, problem))?;
-    queue.schedules().check_firing(schedule, slot, &envelope)
+    Schedules::new(queue).check_firing(schedule, slot, &envelope)
 }
 
 /// Pauses or resumes schedule `name`; `None` when there is none. A resumed schedule goes on
@@ -206,13 +179,13 @@ pub async fn set_paused(
         }
         schedule.paused = paused;
     };
-    queue.schedules().change_schedule(name, &change).await
+    Schedules::new(queue).change_schedule(name, &change).await
 }
 
 /// Publishes schedule `name`'s task now, outside its slots (its key template filled in for
 /// `now_ms`, so a key by slot time deduplicates with nothing); `None` when there is none.
 pub async fn run_now(queue: &Queue, name: &str, now_ms: i64) -> Result<Option<Published>> {
-    let Some(stored) = queue.schedules().schedule(name).await? else {
+    let Some(stored) = Schedules::new(queue).schedule(name).await? else {
         return Ok(None);
     };
     let schedule = &stored.schedule;

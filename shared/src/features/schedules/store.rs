@@ -13,19 +13,35 @@
 
 use zookeeper_client as zk;
 
-use super::Queue;
-use super::idempotency_keys::{KeyedWrite, created_name};
-use super::ops::{Failed, Landed, Multi, Op, Part};
-use super::write::{self, Next, Read, Tries, Write};
+use super::recurrence::Schedule;
 use crate::error::{Error, Result};
-use crate::recurrence::Schedule;
+use crate::queue::write::{self, Next, Read, Tries, Write};
+use crate::queue::{Failed, KeyedWrite, Landed, Multi, Op, Queue, created_name};
 use crate::task::{Envelope, MAX_BODY_BYTES};
 
-recipe!(
-    /// Recurring schedules' znodes, and taking a slot (`schedule_store`).
-    Schedules,
-    schedules
-);
+/// Recurring schedules' znodes, and taking a slot, in `queue`.
+#[derive(Clone, Copy)]
+pub struct Schedules<'q>(&'q Queue);
+
+impl<'q> Schedules<'q> {
+    /// The schedules of `queue`.
+    pub fn new(queue: &'q Queue) -> Self {
+        Schedules(queue)
+    }
+}
+
+/// What each write of a schedule's multi-op is, as its failure is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The schedule's znode, at the version its firer read.
+    Schedule,
+    /// A slot's mark.
+    SlotMark,
+    /// The slot's task's idempotency key.
+    IdempotencyKey,
+    /// The slot's task.
+    NewTask,
+}
 
 /// What one operation adds to a multi-op's request besides its path and data: its header, the
 /// lengths, a version or flags, and an ACL (generously: a digest ACL names a user and a hash).
@@ -68,15 +84,15 @@ impl Schedules<'_> {
     /// Every schedule, by name: one list and one multi-read. A schedule that cannot be read
     /// comes back as the problem, so one bad schedule does not stop the others.
     pub async fn list(self) -> Result<Vec<(String, std::result::Result<StoredSchedule, String>)>> {
-        let dir = self.layout().schedules();
-        let mut names = match self.client().list_children(&dir).await {
+        let dir = self.0.layout().schedules();
+        let mut names = match self.0.client().list_children(&dir).await {
             Ok(names) => names,
             Err(zk::Error::NoNode) => return Ok(Vec::new()),
             Err(e) => return Err(Error::zk("list", dir, e)),
         };
         names.sort();
         let paths: Vec<String> = names.iter().map(|n| format!("{dir}/{n}")).collect();
-        let reads = self.read_paths(&paths).await?;
+        let reads = self.0.read_paths(&paths).await?;
         Ok(names
             .into_iter()
             .zip(reads)
@@ -90,8 +106,8 @@ impl Schedules<'_> {
 
     /// Schedule `name`, if there is one.
     pub async fn schedule(self, name: &str) -> Result<Option<StoredSchedule>> {
-        let path = self.layout().schedule(name);
-        let Some((bytes, stat)) = self.read_path(&path).await? else {
+        let path = self.0.layout().schedule(name);
+        let Some((bytes, stat)) = self.0.read_path(&path).await? else {
             return Ok(None);
         };
         stored(&bytes, &stat)
@@ -102,19 +118,22 @@ impl Schedules<'_> {
     /// Creates `schedule` (`version` `None`) or rewrites it at `version`; `false` when the name
     /// is taken, or the schedule changed or went meanwhile.
     pub async fn put_schedule(self, schedule: &Schedule, version: Option<i32>) -> Result<bool> {
-        let path = self.layout().schedule(&schedule.name);
+        let path = self.0.layout().schedule(&schedule.name);
         let data = serde_json::to_vec(schedule)?;
         let written = match version {
             None => {
-                self.cancels()
-                    .ensure_parent(&self.layout().schedules())
+                self.0
+                    .cancels()
+                    .ensure_parent(&self.0.layout().schedules())
                     .await?;
-                self.client()
-                    .create(&path, &data, &self.created(zk::CreateMode::Persistent))
+                self.0
+                    .client()
+                    .create(&path, &data, &self.0.created(zk::CreateMode::Persistent))
                     .await
                     .map(drop)
             }
             Some(version) => self
+                .0
                 .client()
                 .set_data(&path, &data, Some(version))
                 .await
@@ -139,22 +158,22 @@ impl Schedules<'_> {
             change,
             read: None,
         };
-        write::run(&self, rewrite).await
+        write::run(self.0, rewrite).await
     }
 
     /// Deletes schedule `name` and its slot mark; `false` when there was none.
     pub async fn remove_schedule(self, name: &str) -> Result<bool> {
         let remove = RemoveSchedule {
-            path: self.layout().schedule(name),
+            path: self.0.layout().schedule(name),
             marks: Vec::new(),
         };
-        write::run(&self, remove).await
+        write::run(self.0, remove).await
     }
 
     /// Takes slot `slot_ms` of `stored`: with `task`, creates it (and its key) with the
     /// slot's mark; without, passes the slot over. The mark of the slot before goes after.
     /// Nothing is written unless the schedule is still at the version read (a firer with a
-    /// stale read gets [`SlotTaken::Raced`]). [`crate::schedule::fire_due`] is the usual
+    /// stale read gets [`SlotTaken::Raced`]). [`super::fire_due`] is the usual
     /// caller; a firer of one's own may call it directly.
     pub async fn take_slot(
         self,
@@ -163,7 +182,7 @@ impl Schedules<'_> {
         task: Option<&Envelope>,
     ) -> Result<SlotTaken> {
         let name = &stored.schedule.name;
-        let path = self.layout().schedule(name);
+        let path = self.0.layout().schedule(name);
         let previous = stored.schedule.last_slot_ms;
         let moved = serde_json::to_vec(&Schedule {
             last_slot_ms: Some(slot_ms),
@@ -172,7 +191,7 @@ impl Schedules<'_> {
         let Some(envelope) = task else {
             let mut multi = Multi::new();
             multi.push(Part::Schedule, Op::Set(&path, &moved, stored.version));
-            return match self.commit("skip slot", &multi).await? {
+            return match self.0.commit("skip slot", &multi).await? {
                 Ok(_) => Ok(SlotTaken::Skipped),
                 Err(f) if matches!(f.error, zk::Error::BadVersion | zk::Error::NoNode) => {
                     Ok(SlotTaken::Raced)
@@ -180,14 +199,14 @@ impl Schedules<'_> {
                 Err(failed) => Err(failed.unexpected("skip slot")),
             };
         };
-        let mark = self.layout().schedule_slot(name, slot_ms);
-        self.key_lanes().ensure_lanes(&[envelope.lane()]).await?;
+        let mark = self.0.layout().schedule_slot(name, slot_ms);
+        self.0.key_lanes().ensure_lanes(&[envelope.lane()]).await?;
         let firing = self.firing(name, &path, &moved, &mark, envelope)?;
         let taken = self.fire(&firing, stored.version).await?;
         let fired = matches!(taken, SlotTaken::Fired { .. } | SlotTaken::Existing { .. });
         if let Some(previous) = previous.filter(|p| fired && *p != slot_ms) {
-            let old = self.layout().schedule_slot(name, previous);
-            match self.client().delete(&old, None).await {
+            let old = self.0.layout().schedule_slot(name, previous);
+            match self.0.client().delete(&old, None).await {
                 Ok(()) | Err(zk::Error::NoNode) => {}
                 Err(e) => tracing::warn!(mark = %old, error = %e, "old slot mark left"),
             }
@@ -209,8 +228,8 @@ impl Schedules<'_> {
             ..schedule.clone()
         })?;
         let (path, mark) = (
-            self.layout().schedule(name),
-            self.layout().schedule_slot(name, slot_ms),
+            self.0.layout().schedule(name),
+            self.0.layout().schedule_slot(name, slot_ms),
         );
         self.firing(name, &path, &moved, &mark, envelope).map(drop)
     }
@@ -228,6 +247,7 @@ impl Schedules<'_> {
     ) -> Result<Firing<'a>> {
         let body = match &envelope.idempotency_key {
             Some(key) => self
+                .0
                 .idempotency_keys()
                 .keyed_write(envelope, key)
                 .map(Body::Keyed),
@@ -240,7 +260,7 @@ impl Schedules<'_> {
             ),
             other => other,
         })?;
-        let prefix = self.layout().lane_prefix(&envelope.lane());
+        let prefix = self.0.layout().lane_prefix(&envelope.lane());
         let firing = Firing {
             path,
             moved,
@@ -262,11 +282,11 @@ impl Schedules<'_> {
             Body::Keyed(write) => Some(write),
             Body::Plain(_) => None,
         };
-        let failed = match self.commit("fire slot", &multi).await? {
+        let failed = match self.0.commit("fire slot", &multi).await? {
             Ok(results) => {
                 let task = created_name(multi.result(&results, Part::NewTask), &firing.prefix)?;
                 if let Some(write) = keyed {
-                    self.idempotency_keys().name_key(write, &task).await?;
+                    self.0.idempotency_keys().name_key(write, &task).await?;
                 }
                 return Ok(SlotTaken::Fired { task });
             }
@@ -284,7 +304,10 @@ impl Schedules<'_> {
                     .await
             }
             (Part::IdempotencyKey, NoNode, Some(_)) => {
-                self.cancels().ensure_parent(&self.layout().keys()).await?;
+                self.0
+                    .cancels()
+                    .ensure_parent(&self.0.layout().keys())
+                    .await?;
                 Ok(SlotTaken::Raced)
             }
             _ => Err(failed.unexpected("fire slot")),
@@ -304,9 +327,10 @@ impl Schedules<'_> {
         multi
             .push(Part::Schedule, Op::Set(path, moved, version))
             .push(Part::SlotMark, Op::Create(mark, b""));
-        match self.commit("fire slot", &multi).await? {
+        match self.0.commit("fire slot", &multi).await? {
             Ok(_) => {
                 let task = self
+                    .0
                     .idempotency_keys()
                     .existing(key_path)
                     .await?
@@ -423,7 +447,7 @@ impl Write for ChangeSchedule<'_> {
     const TRIES: Tries = Tries::Few;
 
     async fn read(&mut self, queue: &Queue) -> Result<Read<Option<Schedule>>> {
-        let Some(stored) = queue.schedules().schedule(self.name).await? else {
+        let Some(stored) = Schedules::new(queue).schedule(self.name).await? else {
             return Ok(Read::Stop(None));
         };
         let mut schedule = stored.schedule;

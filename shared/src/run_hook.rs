@@ -1,0 +1,47 @@
+//! What a feature does beside a run: the hooks that need the whole queue (to publish, to read
+//! its own znodes), which [`crate::feature::Feature`]'s hooks, called from inside the queue,
+//! cannot have.
+//!
+//! `process` calls each registered hook at a run's start, beside its promotion of due tasks;
+//! the list is wired in at the crate's root (`run_hooks` in `lib.rs`, the one list in
+//! `features/mod.rs`), so the run names no feature.
+
+use futures::future::BoxFuture;
+
+use crate::error::Result;
+use crate::queue::Queue;
+
+/// A feature's work beside a run.
+pub trait RunHook: Send + Sync + 'static {
+    /// Its name, in logs.
+    fn name(&self) -> &'static str;
+
+    /// At a run's start, at ZooKeeper's time `now_ms`: what it did. A failure is the hook's
+    /// alone: the run logs it and goes on.
+    fn at_run_start<'a>(&'a self, queue: &'a Queue, now_ms: i64) -> BoxFuture<'a, Result<Made>>;
+}
+
+/// What a hook did at a run's start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Made {
+    /// Tasks it put in the lanes.
+    pub tasks: u32,
+    /// Things it could not do (each logged by the hook), while it did the others.
+    pub failed: u32,
+}
+
+/// Every hook's work at a run's start, one after the other: what they made together. A hook
+/// that fails is logged and counted as nothing made.
+pub async fn at_run_start(hooks: &[&dyn RunHook], queue: &Queue, now_ms: i64) -> Made {
+    let mut made = Made::default();
+    for hook in hooks {
+        match hook.at_run_start(queue, now_ms).await {
+            Ok(one) => {
+                made.tasks += one.tasks;
+                made.failed += one.failed;
+            }
+            Err(e) => tracing::warn!(hook = hook.name(), error = %e, "not done in this run"),
+        }
+    }
+    made
+}
