@@ -5,6 +5,7 @@
 //! id) is not a task yet: it is withdrawn, its node deleted at the version read. The id of a
 //! publish a later one of its key replaced is pending no more: not found.
 
+use crate::features::cancel_marks;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -189,7 +190,7 @@ async fn withdraw(queue: &Queue, key: &str, id: &str) -> Result<Option<Cancelled
 /// Marks held task `name` (envelope id `id`), then looks again: a task that went to wait
 /// meanwhile is buried, one that ended needs no mark.
 async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelled> {
-    queue.cancels().mark_cancelled(id, name).await?;
+    cancel_marks::store::mark(queue, id, name).await?;
     let now = queue.server_time().await?;
     let after = match inspect::status(queue, &now, key).await? {
         // Held still, or a debounced publish with the same id met first: the mark stays.
@@ -225,7 +226,7 @@ async fn held(queue: &Queue, key: &str, id: &str, name: &str) -> Result<Cancelle
         },
     };
     if !matches!(after, Cancelled::Marked { .. }) {
-        queue.cancels().unmark_cancelled(id).await?;
+        cancel_marks::store::unmark(queue, id).await?;
     }
     Ok(after)
 }

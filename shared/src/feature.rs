@@ -12,9 +12,14 @@
 //!   [`Features::envelope_from_item`];
 //! - at publish: [`Feature::check_publish`], before anything is written
 //!   (`Queue::publish_each`, `AllOrNothing::check_batch`);
+//! - at a run's start: [`Feature::listed_at_start`], a folder the run's one start read lists
+//!   for it (`queue/start.rs`), which its claim hooks then see ([`Listings`]);
 //! - at claim: [`Feature::at_claim`], whether the task may be taken now, in the claim's
 //!   preparation (`queue/claim/prepare.rs`): a task a feature refuses is buried there with
-//!   the feature's reason and never reaches a handler;
+//!   the feature's reason and never reaches a handler; and, while a resumable handler runs,
+//!   [`Feature::stops_running`], whether it is asked to stop (`process/hold.rs`);
+//! - at a release (a retry given back): [`Feature::at_release`], the writes it adds to the
+//!   release's multi-op (`queue/holder.rs`), answered as an ending's are;
 //! - in `explain`: [`Feature::explain`], its line about the task (`inspect/explain.rs`);
 //! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes held
 //!   tasks out of the queue (`queue/complete.rs`, `queue/end.rs`), and
@@ -30,6 +35,7 @@
 //! This module imports nothing of `features/` (`shared/tests/module_graph.rs` checks it):
 //! the registry's list is made there, and given to a [`crate::Queue`] when it is built.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -62,9 +68,29 @@ pub trait Feature: Send + Sync + 'static {
         Ok(())
     }
 
-    /// At claim, at ZooKeeper's time `now_ms`: whether the task may be taken now.
-    fn at_claim(&self, _envelope: &Envelope, _now_ms: i64) -> AtClaim {
+    /// The folder whose children the run's start read lists for it (one request for the run
+    /// whatever the features ask), which [`Feature::at_claim`] and [`Feature::stops_running`]
+    /// are given.
+    fn listed_at_start(&self, _layout: &Layout) -> Option<String> {
+        None
+    }
+
+    /// At claim, at ZooKeeper's time `now_ms`, with what the run's start read listed for it:
+    /// whether the task may be taken now.
+    fn at_claim(&self, _envelope: &Envelope, _now_ms: i64, _listed: &Listed) -> AtClaim {
         AtClaim::Take
+    }
+
+    /// While a resumable handler of the task runs, with what the run's latest start read
+    /// listed for it: whether the handler is asked to stop (it saves and returns).
+    fn stops_running(&self, _envelope: &Envelope, _listed: &Listed) -> bool {
+        false
+    }
+
+    /// At the release of held `task` for a retry: the writes it adds to the release's
+    /// multi-op, which land with it or not at all.
+    fn at_release(&self, _layout: &Layout, _task: &Task) -> Vec<EndWrite> {
+        Vec::new()
     }
 
     /// In `explain`, at ZooKeeper's time `now_ms`: its line about a task that is not ended
@@ -128,12 +154,54 @@ impl Site<'_> {
     }
 }
 
-/// A held task at its end, as [`Feature::at_end`] sees it.
+/// A task at its end, as [`Feature::at_end`] sees it.
 pub struct Leaving<'a> {
-    /// The task.
-    pub task: &'a Task,
+    /// Its name (in its lane, or where it waits).
+    pub name: &'a str,
+    /// Its envelope; none for a plain or unreadable body.
+    pub envelope: Option<&'a Envelope>,
+    /// The task as its holder has it, when it is held (a completed task always is).
+    pub held: Option<&'a Task>,
     /// What its sink answered, when it says.
     pub delivered: Option<&'a Delivered>,
+    /// Why it goes to the dead letters, when it does.
+    pub reason: Option<&'a str>,
+}
+
+impl<'a> Leaving<'a> {
+    /// A held task that completed, its sink's answer `delivered`.
+    pub fn completed(task: &'a Task, delivered: Option<&'a Delivered>) -> Self {
+        Leaving {
+            name: &task.name,
+            envelope: Some(&task.envelope),
+            held: Some(task),
+            delivered,
+            reason: None,
+        }
+    }
+}
+
+/// What the run's start read listed for one feature ([`Feature::listed_at_start`]): the
+/// names of its folder's children.
+pub type Listed = BTreeSet<String>;
+
+/// What the run's start read listed for each feature that asked, by its index in the list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listings(Vec<(usize, Listed)>);
+
+impl Listings {
+    /// The listings `read`, each with the index of the feature that asked for it.
+    pub fn new(read: Vec<(usize, Listed)>) -> Self {
+        Listings(read)
+    }
+
+    /// What was listed for the feature at index `at` (nothing when it asked for nothing).
+    pub fn of(&self, at: usize) -> &Listed {
+        static NOTHING: Listed = BTreeSet::new();
+        (self.0.iter())
+            .find(|(i, _)| *i == at)
+            .map_or(&NOTHING, |(_, listed)| listed)
+    }
 }
 
 /// A task that left the queue, as a feature kept it ([`Feature::find_ended`]).
@@ -147,16 +215,28 @@ pub struct EndedTask {
     pub how: End,
 }
 
-/// How a held task ends, as [`Feature::at_end`] is told.
+/// How tasks end, as [`Feature::at_end`] is told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
-    /// Its handler succeeded.
+    /// Their handler succeeded.
     Completed,
+    /// They go to the dead letters (each [`Leaving`] says why).
+    Dead,
 }
 
 /// A write a feature adds to an ending, at any version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndWrite {
+    /// Deletes znode `path`, at any version.
+    Delete {
+        /// The znode.
+        path: String,
+    },
+    /// Fails the multi-op when znode `path` exists (a create and a delete of it, empty).
+    Absent {
+        /// The znode.
+        path: String,
+    },
     /// Sets the data of znode `path`.
     Set {
         /// The znode.
@@ -180,15 +260,20 @@ impl EndWrite {
             EndWrite::Set { path, data } | EndWrite::Create { path, data } => {
                 path.len() + data.len()
             }
+            EndWrite::Delete { path } => path.len(),
+            EndWrite::Absent { path } => 2 * path.len(),
         }
     }
 }
 
-/// A feature's answer to one of its writes that failed an ending.
+/// A feature's answer to one of its writes that failed an ending or a release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterFailure {
-    /// The ending is committed again without the write.
+    /// The ending (or release) is committed again without the write.
     LeaveOut,
+    /// A release only: the task is not given back, as it was cancelled while held; its
+    /// holder buries it (`Settled::Cancelled`).
+    Cancelled,
     /// Nothing explains it: the ending fails with the error.
     Unexpected,
 }
@@ -249,21 +334,44 @@ impl Features {
     /// The first refusal of `envelope` at publish, naming the feature's field.
     pub fn check_publish(&self, envelope: &Envelope) -> Result<(), String> {
         self.carried_by(envelope)
-            .try_for_each(|f| f.check_publish(envelope))
+            .try_for_each(|(_, f)| f.check_publish(envelope))
     }
 
-    /// Whether a claim at `now_ms` may take the task: the first feature that refuses says why.
-    pub fn at_claim(&self, envelope: &Envelope, now_ms: i64) -> AtClaim {
+    /// Whether a claim at `now_ms` may take the task, with what the run's start read listed
+    /// (`listings`): the first feature that refuses says why.
+    pub fn at_claim(&self, envelope: &Envelope, now_ms: i64, listings: &Listings) -> AtClaim {
         self.carried_by(envelope)
-            .map(|f| f.at_claim(envelope, now_ms))
+            .map(|(at, f)| f.at_claim(envelope, now_ms, listings.of(at)))
             .find(|answer| *answer != AtClaim::Take)
             .unwrap_or(AtClaim::Take)
+    }
+
+    /// Whether a feature asks a running resumable handler of the task to stop.
+    pub fn stops_running(&self, envelope: &Envelope, listings: &Listings) -> bool {
+        self.carried_by(envelope)
+            .any(|(at, f)| f.stops_running(envelope, listings.of(at)))
+    }
+
+    /// The folders the run's start read lists, each with the index of the feature that asked.
+    pub fn listed_at_start(&self, layout: &Layout) -> Vec<(usize, String)> {
+        (self.list.iter().enumerate())
+            .filter_map(|(at, f)| Some((at, f.listed_at_start(layout)?)))
+            .collect()
+    }
+
+    /// Each feature's writes at the release of held `task`, with the feature's index.
+    pub fn at_release(&self, layout: &Layout, task: &Task) -> Vec<(usize, EndWrite)> {
+        let mut writes = Vec::new();
+        for (at, feature) in self.list.iter().enumerate() {
+            writes.extend(feature.at_release(layout, task).into_iter().map(|w| (at, w)));
+        }
+        writes
     }
 
     /// Each feature's line about the task, with the feature's name.
     pub fn explain(&self, envelope: &Envelope, now_ms: i64) -> Vec<(&'static str, String)> {
         self.carried_by(envelope)
-            .filter_map(|f| Some((f.name(), f.explain(envelope, now_ms)?)))
+            .filter_map(|(_, f)| Some((f.name(), f.explain(envelope, now_ms)?)))
             .collect()
     }
 
@@ -273,11 +381,11 @@ impl Features {
     fn carried_by<'a>(
         &'a self,
         envelope: &'a Envelope,
-    ) -> impl Iterator<Item = &'a Arc<dyn Feature>> {
+    ) -> impl Iterator<Item = (usize, &'a Arc<dyn Feature>)> {
         let carries = |fields: &[&str]| fields.iter().any(|f| envelope.extra.contains_key(*f));
-        (self.list.iter().zip(self.fields.iter()))
-            .filter(move |(_, fields)| fields.is_empty() || carries(fields))
-            .map(|(feature, _)| feature)
+        (self.list.iter().zip(self.fields.iter()).enumerate())
+            .filter(move |(_, (_, fields))| fields.is_empty() || carries(fields))
+            .map(|(at, (feature, _))| (at, feature))
     }
 
     /// Each feature's writes at the end of the held tasks `leaving` ([`Feature::at_end`]):
@@ -374,7 +482,7 @@ mod tests {
                 Some(_) => Err("\"colour\" must be a string".into()),
             }
         }
-        fn at_claim(&self, envelope: &Envelope, _now_ms: i64) -> AtClaim {
+        fn at_claim(&self, envelope: &Envelope, _now_ms: i64, _listed: &Listed) -> AtClaim {
             match envelope.extra.get("colour") {
                 Some(c) if c == "red" => AtClaim::Bury {
                     reason: "red".into(),
@@ -410,15 +518,15 @@ mod tests {
         let refused = AtClaim::Bury {
             reason: "red".into(),
         };
-        assert_eq!(features.at_claim(&red, 5), refused);
+        assert_eq!(features.at_claim(&red, 5, &Listings::default()), refused);
         assert_eq!(
             features.explain(&red, 5),
             [("colour", "\"red\" at 5".into())]
         );
         let plain = Envelope::new("t", json!({}));
-        assert_eq!(features.at_claim(&plain, 5), AtClaim::Take);
+        assert_eq!(features.at_claim(&plain, 5, &Listings::default()), AtClaim::Take);
         assert!(features.explain(&plain, 5).is_empty());
-        assert_eq!(Features::default().at_claim(&red, 5), AtClaim::Take);
+        assert_eq!(Features::default().at_claim(&red, 5, &Listings::default()), AtClaim::Take);
     }
 
     /// Refuses every claim it is asked about; reads the field `strict`.
@@ -431,7 +539,7 @@ mod tests {
         fn item_fields(&self) -> &'static [&'static str] {
             &["strict"]
         }
-        fn at_claim(&self, _envelope: &Envelope, _now_ms: i64) -> AtClaim {
+        fn at_claim(&self, _envelope: &Envelope, _now_ms: i64, _listed: &Listed) -> AtClaim {
             AtClaim::Bury {
                 reason: "strict".into(),
             }
@@ -442,13 +550,13 @@ mod tests {
     fn a_feature_with_sections_is_asked_only_about_an_envelope_that_carries_one() {
         let features = Features::new(vec![Arc::new(Strict)]);
         let plain = Envelope::new("t", json!({}));
-        assert_eq!(features.at_claim(&plain, 5), AtClaim::Take);
+        assert_eq!(features.at_claim(&plain, 5, &Listings::default()), AtClaim::Take);
         let mut carrying = Envelope::new("t", json!({}));
         carrying.extra.insert("strict".into(), json!(true));
         let refused = AtClaim::Bury {
             reason: "strict".into(),
         };
-        assert_eq!(features.at_claim(&carrying, 5), refused);
+        assert_eq!(features.at_claim(&carrying, 5, &Listings::default()), refused);
     }
 
     #[test]

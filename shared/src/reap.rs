@@ -37,8 +37,6 @@ const KEYS_PER_RUN: usize = 1_000;
 /// Concurrency keys' gates looked at per run, at most.
 const KEY_GATES_PER_RUN: usize = 1_000;
 
-/// Cancel marks looked at per run, at most (each costs three requests).
-const SWEEP_PER_RUN: usize = 100;
 
 /// Signal keys the reaper looks at per run (a sample that moves with the clock).
 const SIGNAL_KEYS_PER_RUN: usize = 256;
@@ -58,8 +56,6 @@ pub struct ReapReport {
     pub unreadable: u32,
     /// Tasks whose backoff or delay ended, moved back to the queue.
     pub promoted: u32,
-    /// Cancel marks removed because their task left `tasks/` (completed or buried).
-    pub marks_swept: u32,
     /// Idempotency keys deleted because their window after completion had passed.
     pub keys_expired: u32,
     /// Gates of concurrency keys deleted because nothing held a slot in them and their
@@ -160,7 +156,6 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
         }
     }
     report.promoted = queue.delays().promote_due(&now, PROMOTE_PER_RUN).await? as u32;
-    report.marks_swept = queue.cancels().sweep_cancel_marks(SWEEP_PER_RUN).await? as u32;
     report.keys_expired = queue
         .idempotency_keys()
         .sweep_keys(&now, KEYS_PER_RUN)
@@ -219,7 +214,6 @@ impl ReapReport {
             raced = self.raced,
             unreadable = self.unreadable,
             promoted = self.promoted,
-            marks_swept = self.marks_swept,
             keys_expired = self.keys_expired,
             key_gates_swept = self.key_gates_swept,
             keys_at_limit = self.stats.keys_at_limit,

@@ -247,7 +247,7 @@ impl Transition {
             Transition::Bury => "Queue::bury",
             Transition::CancelBlocked => "Dependencies::cancel_blocked",
             Transition::Withdraw => "DebounceKeys::withdraw_debounced",
-            Transition::Mark => "Cancels::mark_cancelled",
+            Transition::Mark => "cancel_marks::mark",
             Transition::Redrive => "dead::redrive",
         }
     }

@@ -596,8 +596,9 @@ fn the_hook_interface_reaches_nothing_of_the_features() {
 }
 
 /// The doors that may name a feature: the tools over the queue that show or drive one (the
-/// dashboard lists the schedules, the worker runs their timer). Nothing else may.
-const DOORS: &[&str] = &["dashboard", "worker"];
+/// dashboard lists the schedules, the worker runs their timer, `cancel` marks a held task).
+/// Nothing else may.
+const DOORS: &[&str] = &["cancel", "dashboard", "worker"];
 
 /// No module of the library but `features/` itself and the [`DOORS`] reaches `features/`, not
 /// even through another module: the features are wired in at the crate's root (`lib.rs`, the

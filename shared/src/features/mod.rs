@@ -5,6 +5,7 @@
 //! core. What a feature keeps with a task is its section of the envelope
 //! ([`crate::task::Section`]).
 
+pub mod cancel_marks;
 pub mod done_records;
 pub mod expiry;
 #[cfg(feature = "schedule")]
@@ -21,6 +22,8 @@ use crate::run_hook::RunHook;
 /// [`crate::Queue`] is built with.
 pub fn registered(config: &Config) -> Features {
     let list: Vec<Arc<dyn Feature>> = vec![
+        // First: a cancelled task is buried as cancelled whatever else would refuse it.
+        Arc::new(cancel_marks::CancelMarks),
         Arc::new(expiry::Expiry),
         Arc::new(steps::StepFolders),
         Arc::new(done_records::DoneRecords::new(config.keep_done)),

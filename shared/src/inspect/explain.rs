@@ -571,9 +571,10 @@ async fn holder_why(queue: &Queue, now: &ZkTime, found: &Status) -> Result<Vec<R
     })
 }
 
+/// Whether the task with envelope id `id` carries a cancel mark (`cancelled/<id>`).
 async fn cancelled(queue: &Queue, id: &str) -> Result<bool> {
-    let marks = queue.cancels().cancel_marks().await?;
-    Ok(crate::queue::Cancels::is_marked(&marks, id))
+    let mark = queue.layout().cancel_mark(id);
+    Ok(queue.read_path(&mark).await?.is_some())
 }
 
 /// A held task: by whom, until when; marked when it was cancelled meanwhile.

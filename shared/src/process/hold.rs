@@ -188,7 +188,7 @@ impl<H: Handler> Run<'_, H> {
             let restraints = self.fresh_restraints().await;
             let envelope = &task.envelope;
             if restraints.paused.covers(&envelope.event_type)
-                || crate::queue::Cancels::is_marked(&restraints.cancelled, &envelope.id)
+                || (self.queue().features()).stops_running(envelope, &restraints.listings)
             {
                 tracing::info!(task = %task.name, "cancelled or paused while running: the handler is asked to stop");
                 return;

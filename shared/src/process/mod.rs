@@ -411,14 +411,15 @@ fn restraints_from(
     let restraints = Restraints {
         paused: start.paused,
         paused_version: start.paused_version,
-        cancelled: start.cancelled,
+        listings: start.listings,
         on_dead,
         limits,
     };
     (restraints, start.lanes)
 }
 
-/// What a run must not run: what is paused, and the marks of tasks cancelled while held;
+/// What a run must not run: what is paused, and what features asked the start read to list
+/// (the marks of tasks cancelled while held);
 /// with what groups do when a task dies (`on_dead`, the handler's). Read as a pass's start
 /// is (one request), the lanes left aside.
 async fn read_restraints(

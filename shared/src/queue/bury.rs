@@ -3,7 +3,8 @@
 //! (a lease created and deleted in the same multi-op fails it if someone holds the task), or
 //! `delayed/` (a waiting task). Its idempotency key goes with it when the key is still its own
 //! (it may be published again), its group's lock is released or turned into the group's pause,
-//! and the cancel mark of a cancelled task is deleted.
+//! and registered features add their writes (`Feature::at_end`, such as the deletion of a
+//! cancelled task's cancel mark).
 //!
 //! Every caller buries through [`Queue::bury`]: a holder whose task failed for good or ran out
 //! of attempts or interruptions, a claim that meets a poison body or a cancelled task, a cancel
@@ -16,8 +17,8 @@ use super::held::Lease;
 use super::held::Settled;
 use super::idempotency_key_owner::OwnedKey;
 use super::marker::MarkerWrite;
-use super::record::CANCELLED;
 use crate::error::Result;
+use crate::feature::{End, EndWrite, Leaving};
 use crate::lease::LeaseData;
 use crate::task::{self, Body, OnDead, Place, StandsFor};
 
@@ -34,8 +35,8 @@ pub enum Burial<'a> {
         /// What the task's group does now.
         on_dead: OnDead,
     },
-    /// Under `tasks/` and held by nobody, read at `version`. `marked`: it carries a cancel
-    /// mark, which goes with it.
+    /// Under `tasks/` and held by nobody, read at `version`. `by_claim`: buried by the claim
+    /// that met it (at its group's turn), not by a cancel before.
     Unclaimed {
         /// The task's name under `tasks/`.
         name: &'a str,
@@ -47,8 +48,8 @@ pub enum Burial<'a> {
         attempts: u32,
         /// What the task's group does now.
         on_dead: OnDead,
-        /// Whether it carries a cancel mark.
-        marked: bool,
+        /// Whether the claim that met it buries it.
+        by_claim: bool,
     },
     /// Waiting at `path` under `delayed/`, read at `version`.
     Waiting {
@@ -74,9 +75,9 @@ impl From<Lease> for Burial<'_> {
 impl Burial<'_> {
     /// Whether it is buried at its group's turn (by the claim that met it), not before (a
     /// cancel of a pending task).
-    fn at_turn(&self, reason: &str) -> bool {
+    fn at_turn(&self) -> bool {
         match self {
-            Burial::Unclaimed { marked, .. } => *marked || reason != CANCELLED,
+            Burial::Unclaimed { by_claim, .. } => *by_claim,
             _ => true,
         }
     }
@@ -94,7 +95,6 @@ impl Burial<'_> {
 struct Along {
     key: Option<OwnedKey>,
     lock: Option<Release>,
-    mark: Option<String>,
 }
 
 impl Queue {
@@ -134,7 +134,8 @@ impl Queue {
         };
         let name = task.name().to_string();
         let letter = self.dead_letter_of(&name, &body, reason, attempts, last_error);
-        let Along { key, lock, mark } = self.along(&task, &body, reason).await?;
+        let Along { key, lock } = self.along(&task, &body, reason).await?;
+        let writes = self.dead_writes(&task, &body, reason).await?;
         // Children waiting for it learn in the same write that it died.
         let marker = id_of(&task, &body).map(|id| {
             let settled = crate::task::after::ParentEnd::Dead {
@@ -151,13 +152,49 @@ impl Queue {
         let to = To::Dead {
             letter: Box::new(letter),
             key,
-            mark,
         };
         let mut ending = Ending::new(name, from, to);
         ending.lock = lock;
         ending.marker = marker;
         ending.batch = batch;
+        ending.writes = writes;
         Ok(ending)
+    }
+
+    /// What registered features add to the burial of `task` (whose body is `body`) with
+    /// `reason` (`Feature::at_end`).
+    async fn dead_writes(
+        &self,
+        task: &Burial<'_>,
+        body: &[u8],
+        reason: &str,
+    ) -> Result<Vec<(usize, EndWrite)>> {
+        let parsed = match task {
+            Burial::Held { .. } => None,
+            _ => match task::parse(body) {
+                Body::Envelope(envelope) => Some(envelope),
+                _ => None,
+            },
+        };
+        let leaving = match task {
+            Burial::Held { lease, .. } => Leaving {
+                name: &lease.task.name,
+                envelope: Some(&lease.task.envelope),
+                held: Some(&lease.task),
+                delivered: None,
+                reason: Some(reason),
+            },
+            _ => Leaving {
+                name: task.name(),
+                envelope: parsed.as_ref(),
+                held: None,
+                delivered: None,
+                reason: Some(reason),
+            },
+        };
+        let site = self.site();
+        let mut writes = self.features().at_end(&site, &[leaving], End::Dead).await?;
+        Ok(writes.pop().unwrap_or_default())
     }
 
     /// Where `task` is taken from: checked against its holder's versions, or against a guard
@@ -206,7 +243,7 @@ impl Queue {
                 )
             }
             Burial::Unclaimed { name, on_dead, .. } => {
-                let at_turn = task.at_turn(reason);
+                let at_turn = task.at_turn();
                 futures::future::try_join(
                     self.idempotency_keys().owned_key_of_body(body),
                     self.lock_to_release(name, body, *on_dead, reason, at_turn),
@@ -224,23 +261,7 @@ impl Queue {
                 .await?
             }
         };
-        let marked = match task {
-            Burial::Held { .. } => reason == CANCELLED,
-            Burial::Unclaimed { marked, .. } => *marked,
-            Burial::Waiting { .. } => false,
-        };
-        let id = match task {
-            Burial::Held { lease, .. } => Some(lease.task.envelope.id.clone()),
-            _ if marked => match task::parse(body) {
-                Body::Envelope(envelope) => Some(envelope.id),
-                _ => None,
-            },
-            _ => None,
-        };
-        let mark = id
-            .filter(|_| marked)
-            .map(|id| self.layout().cancel_mark(&id));
-        Ok(Along { key, lock, mark })
+        Ok(Along { key, lock })
     }
 
     /// What burying the task in `body` (named `name`) does to its group's lock, when the
@@ -303,7 +324,7 @@ fn tombstone_of(task: &Burial<'_>, body: &[u8], reason: &str) -> Option<Vec<u8>>
     let Burial::Unclaimed { name, .. } = task else {
         return None;
     };
-    if task.at_turn(reason) {
+    if task.at_turn() {
         return None;
     }
     let Body::Envelope(envelope) = task::parse(body) else {

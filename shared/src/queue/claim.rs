@@ -128,8 +128,9 @@ pub struct Restraints {
     /// The version of the `paused` znode `paused` was read at (`None`: no znode, or not
     /// read): a claim's multi-op checks it, so no claim decided on it lands after a change.
     pub paused_version: Option<i32>,
-    /// Envelope ids of tasks cancelled while held, encoded as znode names.
-    pub cancelled: std::collections::BTreeSet<String>,
+    /// What the run's start read listed for the features that asked
+    /// (`Feature::listed_at_start`), which their claim hooks see.
+    pub listings: crate::feature::Listings,
     /// What a group does when a task of a type goes to the dead letters, when the task does
     /// not say (its route may).
     pub on_dead: OnDeadPolicy,

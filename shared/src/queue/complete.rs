@@ -74,10 +74,7 @@ impl Queue {
         // Idempotency keys are consulted only for keyed tasks.
         let keyed = tasks.iter().any(|task| task.envelope.keyed);
         let leaving: Vec<Leaving> = (leases.iter())
-            .map(|l| Leaving {
-                task: &l.task,
-                delivered: l.delivered.as_ref(),
-            })
+            .map(|l| Leaving::completed(&l.task, l.delivered.as_ref()))
             .collect();
         let site = self.site();
         let (writes, keys) = futures::future::try_join(

@@ -211,13 +211,21 @@ impl Dependencies<'_> {
             task: letter.name.clone(),
             reason: letter.reason.clone(),
         };
-        let to = To::Dead {
-            letter,
-            key: None,
-            mark: None,
+        let name = Layout::blocked_name(id);
+        let leaving = crate::feature::Leaving {
+            name: &name,
+            envelope: None,
+            held: None,
+            delivered: None,
+            reason: Some(&letter.reason),
         };
-        let mut ending = Ending::new(Layout::blocked_name(id), from, to);
+        let site = self.site();
+        let dead = crate::feature::End::Dead;
+        let writes = self.features().at_end(&site, &[leaving], dead).await?;
+        let to = To::Dead { letter, key: None };
+        let mut ending = Ending::new(name, from, to);
         ending.marker = Some(MarkerWrite::new(self.layout(), id, &own));
+        ending.writes = writes.into_iter().next().unwrap_or_default();
         let ended = self.end("settle child", vec![ending]).await?;
         let settled = ended.settled.first().map_or(Settled::Moved, |s| s.1);
         Ok((settled, ended.markers.into_iter().next()))

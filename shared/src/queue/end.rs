@@ -83,11 +83,10 @@ pub(super) enum Where {
 pub(super) enum To {
     /// Completed: its key, when its own, marked completed.
     Completed { key: Option<CompletedKey> },
-    /// Dead: its dead letter; its key, when its own, deleted; its cancel mark deleted.
+    /// Dead: its dead letter; its key, when its own, deleted.
     Dead {
         letter: Box<DeadLetter>,
         key: Option<OwnedKey>,
-        mark: Option<String>,
     },
 }
 
@@ -194,28 +193,38 @@ impl Ending {
                     .push(tag(Part::IdempotencyKey), Op::Create(&key.entry, b""));
             }
             To::Completed { key: None } => {}
-            To::Dead { letter, key, mark } => {
+            To::Dead { letter, key } => {
                 letter.push(multi, tag(Part::Record));
-                multi
-                    .push_some(
-                        tag(Part::IdempotencyKey),
-                        key.as_ref().map(OwnedKey::delete),
-                    )
-                    .push_some(tag(Part::Mark), mark.as_deref().map(|m| Op::Delete(m, -1)));
+                multi.push_some(
+                    tag(Part::IdempotencyKey),
+                    key.as_ref().map(OwnedKey::delete),
+                );
             }
         }
         for (k, (_, write)) in self.writes.iter().enumerate() {
-            let op = match write {
-                EndWrite::Set { path, data } => Op::Set(path, data, -1),
-                EndWrite::Create { path, data } => Op::Create(path, data),
-            };
-            multi.push(tag(Part::Feature(k as u16)), op);
+            push_write(multi, tag(Part::Feature(k as u16)), write);
         }
         multi.push_some(tag(Part::Lock), self.lock.as_ref().map(Release::op));
         if let Some(marker) = self.marker.as_ref().filter(|_| !covered) {
             marker.push(multi, tag(Part::Dependents));
         }
     }
+}
+
+/// Pushes a feature's `write` (see `Feature::at_end`, `Feature::at_release`) as `tag`.
+pub(super) fn push_write<'a, T: Copy + PartialEq>(
+    multi: &mut Multi<'a, T>,
+    tag: T,
+    write: &'a EndWrite,
+) {
+    match write {
+        EndWrite::Set { path, data } => multi.push(tag, Op::Set(path, data, -1)),
+        EndWrite::Create { path, data } => multi.push(tag, Op::Create(path, data)),
+        EndWrite::Delete { path } => multi.push(tag, Op::Delete(path, -1)),
+        EndWrite::Absent { path } => multi
+            .push(tag, Op::Create(path, b""))
+            .push(tag, Op::Delete(path, -1)),
+    };
 }
 
 /// What the next try does after one part of an ending failed the multi-op.
@@ -269,12 +278,6 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
         // The lock changed hands (an operator resumed the group): not ours to write.
         (Part::Lock, BadVersion | NoNode | NodeExists) => {
             ending.lock = None;
-            Answer::Again
-        }
-        (Part::Mark, NoNode) => {
-            if let To::Dead { mark, .. } = &mut ending.to {
-                *mark = None;
-            }
             Answer::Again
         }
         (Part::Lease, BadVersion) if held && !std::mem::replace(&mut ending.reread, true) => {
@@ -443,7 +446,9 @@ impl Call {
                     ending.writes.remove(usize::from(k));
                     Ok(())
                 }
-                AfterFailure::Unexpected => Err(failed.unexpected(self.what)),
+                AfterFailure::Unexpected | AfterFailure::Cancelled => {
+                    Err(failed.unexpected(self.what))
+                }
             };
         }
         let outcome = match answer(ending, part, &failed.error) {

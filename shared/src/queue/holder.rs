@@ -17,6 +17,7 @@ use zookeeper_client as zk;
 
 use super::Queue;
 use super::delay::waiting_name;
+use super::end::push_write;
 use super::group_lock::LockWrite;
 use super::held::{Lease, Settled};
 use super::ops::{Failed, Landed, Multi, Op, Part};
@@ -24,6 +25,7 @@ use super::record::short;
 use super::write::{Next, Read, Tries, Write};
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::feature::{AfterFailure, EndWrite};
 use crate::layout::delay_bucket_of;
 use crate::lease::LeaseData;
 use crate::resume::store::Unwritten;
@@ -152,8 +154,9 @@ impl Queue {
     /// name; due now, it stays where it is. With `count_attempt` false the claim is not counted (a run's deadline came before the
     /// handler finished, which says nothing about the task). One multi-op either way: the task
     /// rewritten (or moved under `delayed/`) and the lease deleted, both version-checked, with
-    /// the task's cancel mark created and deleted, which fails when the mark exists: a task
-    /// cancelled while held is not given back ([`Settled::Cancelled`]; its holder buries it).
+    /// the writes registered features add (`Feature::at_release`): a feature that answers its
+    /// write's failure with `AfterFailure::Cancelled` keeps the task from being given back
+    /// ([`Settled::Cancelled`]; its holder buries it), as cancel marks do.
     ///
     /// A resumable handler's record goes with it, and the writes a feature adds (`back.extra`:
     /// a wait's registrations, a signal consumed) in the same multi-op; when one of those fails
@@ -186,7 +189,7 @@ impl Queue {
         };
         let name = lease.task.name.clone();
         let (task_path, lease_path) = (self.layout().task(&name), self.layout().lease(&name));
-        let mark = self.layout().cancel_mark(&lease.task.envelope.id);
+        let features = self.features().at_release(self.layout(), &lease.task);
         // A backoff is waited out under `delayed/`, not at the head of `tasks/`.
         let due = lease.task.envelope.retry_at;
         let node = due.map(|due| (delay_bucket_of(due), waiting_name(due, &name)));
@@ -206,7 +209,7 @@ impl Queue {
                 body,
                 task_path,
                 lease_path,
-                mark,
+                features,
                 waiting,
                 lock,
                 reread: false,
@@ -324,13 +327,14 @@ fn with_record(
 }
 
 /// A held task given back: rewritten in place, or moved under `delayed/` (`waiting`: its due
-/// bucket and path there), its lease deleted, its cancel mark created and deleted.
+/// bucket and path there), its lease deleted, with the writes features add.
 struct Release {
     lease: Lease,
     body: Vec<u8>,
     task_path: String,
     lease_path: String,
-    mark: String,
+    /// The writes registered features add, each with the feature's index.
+    features: Vec<(usize, EndWrite)>,
     waiting: Option<(i64, String)>,
     /// The group's lock told where the task waits, when it holds one and waits.
     lock: Option<LockWrite>,
@@ -368,8 +372,10 @@ impl Write for Release {
                 Part::Lease,
                 Op::Delete(&self.lease_path, self.lease.lease_version),
             )
-            .push(Part::Mark, Op::Create(&self.mark, b""))
-            .push(Part::Mark, Op::Delete(&self.mark, -1));
+;
+        for (k, (_, write)) in self.features.iter().enumerate() {
+            push_write(multi, Part::Feature(k as u16), write);
+        }
         if let Some(lock) = &self.lock {
             multi.push(Part::Lock, Op::Set(&lock.path, &lock.data, lock.version));
         }
@@ -396,12 +402,16 @@ impl Write for Release {
         }
         let settled = match (failed.tag, &failed.error) {
             (Part::Signal, _) => Settled::Raced,
-            (Part::Mark, NodeExists) => Settled::Cancelled,
-            // A queue made by an earlier version lacks `cancelled/`.
-            (Part::Mark, NoNode) => {
-                let cancelled = queue.layout().cancelled();
-                queue.cancels().ensure_parent(&cancelled).await?;
-                return Ok(Next::Again);
+            (Part::Feature(k), _) => {
+                let (at, write) = &self.features[usize::from(k)];
+                match queue.features().after_failure(*at, write, &failed.error) {
+                    AfterFailure::Cancelled => Settled::Cancelled,
+                    AfterFailure::LeaveOut => {
+                        self.features.remove(usize::from(k));
+                        return Ok(Next::Again);
+                    }
+                    AfterFailure::Unexpected => return Err(failed.unexpected(Self::WHAT)),
+                }
             }
             // The bucket was promoted away between its creation and this: once more.
             (Part::Waiting, NoNode) => return Ok(Next::Again),

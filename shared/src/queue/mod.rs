@@ -28,7 +28,7 @@
 //! - [`Batches`] (`members`): batches' znodes, members, tallies and callbacks.
 //! - [`Dependencies`] (`parents`, `dependents`): children waiting for their parents.
 //! - [`DebounceKeys`] (`debounce`, `debounce_due`): debounced publishes and their due index.
-//! - [`Cancels`] (`cancel_marks`): cancel marks, and cancelling a pending or waiting task.
+//! - [`Cancels`] (`cancels`): cancel marks, and cancelling a pending or waiting task.
 //! - [`Pauses`] (`pause`): pausing the queue or one event type.
 //! - [`InDoubt`] (`landed`): what landed of a publish whose answers were lost.
 //! - [`Delays`] (`delay`): tasks that wait out a backoff or a delay under `delayed/`.
@@ -53,7 +53,7 @@ mod after_publish;
 mod all_or_nothing;
 mod bulk;
 mod bury;
-mod cancel_marks;
+mod cancels;
 mod claim;
 mod complete;
 mod debounce;
@@ -111,7 +111,7 @@ pub use crate::task::PendingDebounced;
 pub use after_publish::AfterPublish;
 pub use all_or_nothing::AllOrNothing;
 pub use bury::Burial;
-pub use cancel_marks::Cancels;
+pub use cancels::Cancels;
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Restraints};
 pub use debounce::DebounceKeys;
 pub use debounce::Debounced;

@@ -56,9 +56,6 @@ pub(crate) enum Part {
     IdempotencyKey,
     /// Its group's lock.
     Lock,
-    /// Its cancel mark: created and deleted by a release (which then fails when the mark
-    /// exists), deleted by the bury of a cancelled task.
-    Mark,
     /// A slot it holds in a gate (ephemeral: gone with its session).
     Slot,
     /// The batch it is a member of (its counters), or a batch's callback task.
@@ -75,8 +72,8 @@ pub(crate) enum Part {
     Signal,
     /// A resumable task's step znode (`steps/<id>/…`), or their folder.
     Steps,
-    /// A write a registered feature added to an ending (`Feature::at_end`), by its index
-    /// among that ending's.
+    /// A write a registered feature added to an ending or a release (`Feature::at_end`,
+    /// `Feature::at_release`), by its index among that ending's or release's.
     Feature(u16),
 }
 

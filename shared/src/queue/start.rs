@@ -1,5 +1,5 @@
-//! What a pass starts from, in one request: what is paused, the marks of tasks cancelled while
-//! held, where each lane starts, whether any parent has children waiting (`dependents/`, see
+//! What a pass starts from, in one request: what is paused, the folders registered features
+//! ask to have listed (`Feature::listed_at_start`), where each lane starts, whether any parent has children waiting (`dependents/`, see
 //! `dependents`), and whether anything waits to join the lanes later (tasks under `delayed/`,
 //! debounced publishes, recurring schedules). A run on an idle queue needs
 //! nothing more; before, these were five requests.
@@ -13,6 +13,7 @@ use super::pause::Paused;
 use super::probe::{Lanes, lane_starts};
 use super::reads::add_get_data;
 use crate::error::{Error, Result};
+use crate::feature::Listings;
 
 /// What [`Queue::read_start`] found.
 #[derive(Clone, Debug)]
@@ -21,8 +22,8 @@ pub struct Start {
     pub paused: Paused,
     /// The version of the `paused` znode read (`None`: no znode), which a claim checks.
     pub paused_version: Option<i32>,
-    /// The names under `cancelled/`.
-    pub cancelled: BTreeSet<String>,
+    /// What was listed for the features that asked (`Feature::listed_at_start`).
+    pub listings: Listings,
     /// Where each lane starts.
     pub lanes: Lanes,
     /// Whether `delayed/`, `debounce/` or `schedules/` has children.
@@ -48,16 +49,19 @@ impl Queue {
     /// - [`Error::Unreadable`] when the `paused` znode holds something else than its JSON.
     pub async fn read_start(&self) -> Result<Start> {
         let layout = self.layout();
-        let (paused, cancelled) = (layout.paused(), layout.cancelled());
+        let paused = layout.paused();
+        let listed = self.features().listed_at_start(layout);
         let waiting = [layout.delayed(), layout.debounce(), layout.schedules()];
         let mut reader = self.client().new_multi_reader();
         self.probes().add_lane_reads(&mut reader)?;
         reader
             .add_get_data(&paused)
             .map_err(|e| Error::zk("get", &paused, e))?;
-        reader
-            .add_get_children(&cancelled)
-            .map_err(|e| Error::zk("list", &cancelled, e))?;
+        for (_, folder) in &listed {
+            reader
+                .add_get_children(folder)
+                .map_err(|e| Error::zk("list", folder, e))?;
+        }
         let dependents = layout.dependents();
         reader
             .add_get_data(&dependents)
@@ -75,10 +79,14 @@ impl Queue {
             }
             read => nothing_there(read, &paused).map(|()| (Paused::default(), None))?,
         };
-        let cancelled = match results.next() {
-            Some(zk::MultiReadResult::Children { children }) => children.into_iter().collect(),
-            read => nothing_there(read, &cancelled).map(|()| BTreeSet::new())?,
-        };
+        let mut listings = Vec::with_capacity(listed.len());
+        for (at, folder) in &listed {
+            let names: BTreeSet<String> = match results.next() {
+                Some(zk::MultiReadResult::Children { children }) => children.into_iter().collect(),
+                read => nothing_there(read, folder).map(|()| BTreeSet::new())?,
+            };
+            listings.push((*at, names));
+        }
         self.dependencies().saw_dependents(match results.next() {
             Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
             _ => None,
@@ -94,7 +102,7 @@ impl Queue {
         Ok(Start {
             paused,
             paused_version,
-            cancelled,
+            listings: Listings::new(listings),
             lanes,
             waiting: holds.iter().any(|h| *h),
             debounced: holds.get(1).copied().unwrap_or(true),

@@ -79,7 +79,7 @@ impl Feature for DoneRecords {
         Box::pin(async move {
             match (how, self.keep) {
                 (End::Completed, Some(keep)) => write::records(self, site, leaving, keep).await,
-                _ => Ok(Vec::new()),
+                (End::Completed, None) | (End::Dead, _) => Ok(Vec::new()),
             }
         })
     }

@@ -32,7 +32,7 @@ pub(super) async fn records(
     }
     let mut writes = Vec::with_capacity(leaving.len() * 2);
     for (i, one) in leaving.iter().enumerate() {
-        let task = one.task;
+        let Some(task) = one.held else { continue };
         let (result, result_omitted) = kept_result(&task.name, one.delivered);
         let record = DoneRecord {
             task: task.name.clone(),

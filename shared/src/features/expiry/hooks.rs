@@ -4,7 +4,7 @@
 use chrono::SecondsFormat;
 
 use super::ExpiresAt;
-use crate::feature::{AtClaim, Feature};
+use crate::feature::{AtClaim, Feature, Listed};
 use crate::task::{self, Envelope};
 
 /// The dead letter's reason of a task that expired before any run started it.
@@ -27,7 +27,7 @@ impl Feature for Expiry {
         ExpiresAt::of(envelope).map(|_| ())
     }
 
-    fn at_claim(&self, envelope: &Envelope, now_ms: i64) -> AtClaim {
+    fn at_claim(&self, envelope: &Envelope, now_ms: i64, _listed: &Listed) -> AtClaim {
         match ExpiresAt::of(envelope) {
             Ok(Some(at)) if now_ms >= at.ms() => AtClaim::Bury {
                 reason: EXPIRED.to_string(),
@@ -87,14 +87,14 @@ mod tests {
     #[test]
     fn a_claim_before_the_expiry_takes_the_task_and_one_at_or_after_it_buries_it() {
         let envelope = expiring_at(10_000);
-        assert_eq!(Expiry.at_claim(&envelope, 9_999), AtClaim::Take);
+        assert_eq!(Expiry.at_claim(&envelope, 9_999, &Listed::new()), AtClaim::Take);
         let expired = AtClaim::Bury {
             reason: "expired".into(),
         };
-        assert_eq!(Expiry.at_claim(&envelope, 10_000), expired);
-        assert_eq!(Expiry.at_claim(&envelope, 99_999), expired);
+        assert_eq!(Expiry.at_claim(&envelope, 10_000, &Listed::new()), expired);
+        assert_eq!(Expiry.at_claim(&envelope, 99_999, &Listed::new()), expired);
         let plain = Envelope::new("t", json!({}));
-        assert_eq!(Expiry.at_claim(&plain, i64::MAX), AtClaim::Take);
+        assert_eq!(Expiry.at_claim(&plain, i64::MAX, &Listed::new()), AtClaim::Take);
     }
 
     #[test]
@@ -102,7 +102,7 @@ mod tests {
         let mut envelope = Envelope::new("t", json!({}));
         envelope.extra.insert("expires_at".into(), json!("soon"));
         assert!(Expiry.check_publish(&envelope).is_err());
-        let AtClaim::Bury { reason } = Expiry.at_claim(&envelope, 0) else {
+        let AtClaim::Bury { reason } = Expiry.at_claim(&envelope, 0, &Listed::new()) else {
             panic!("taken")
         };
         assert!(reason.starts_with("malformed event-bridge/1 envelope: \"expires_at\""));

@@ -54,6 +54,8 @@ impl Feature for StepFolders {
     ) -> BoxFuture<'a, Result<Vec<(usize, EndWrite)>>> {
         let writes = match how {
             End::Completed => marks(site.layout, leaving),
+            // A dead task's folder stays: a redrive may resume from it.
+            End::Dead => Vec::new(),
         };
         Box::pin(async { Ok(writes) })
     }
@@ -74,9 +76,10 @@ impl Feature for StepFolders {
 fn marks(layout: &Layout, leaving: &[Leaving]) -> Vec<(usize, EndWrite)> {
     let stepped = leaving.iter().enumerate();
     stepped
-        .filter(|(_, one)| one.task.steps.stored() > 0)
-        .map(|(i, one)| {
-            let path = layout.steps_of(&one.task.envelope.id);
+        .filter_map(|(i, one)| Some((i, one.held?)))
+        .filter(|(_, task)| task.steps.stored() > 0)
+        .map(|(i, task)| {
+            let path = layout.steps_of(&task.envelope.id);
             let data = ENDED.to_vec();
             (i, EndWrite::Set { path, data })
         })

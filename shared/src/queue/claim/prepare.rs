@@ -35,27 +35,22 @@ struct Read<'a> {
 }
 
 /// How a task a claim buries goes to the dead letters: the attempts it had, what its group
-/// does, and whether it was cancelled (its mark deleted with it).
+/// does.
 struct Fate {
     attempts: u32,
     on_dead: OnDead,
-    marked: bool,
 }
 
 impl Fate {
     /// Buried with `attempts`, its group going on as `on_dead` says.
     fn dead(attempts: u32, on_dead: OnDead) -> Self {
-        Fate {
-            attempts,
-            on_dead,
-            marked: false,
-        }
+        Fate { attempts, on_dead }
     }
 }
 
 impl Queue {
-    /// Buries a task just read that can never run (or was cancelled: `marked`): the claim's
-    /// decision for it.
+    /// Buries a task just read that can never run (or was cancelled, with the reason
+    /// [`CANCELLED`]): the claim's decision for it.
     async fn bury_read(
         &self,
         Read {
@@ -63,11 +58,7 @@ impl Queue {
             body,
             version,
         }: Read<'_>,
-        Fate {
-            attempts,
-            on_dead,
-            marked,
-        }: Fate,
+        Fate { attempts, on_dead }: Fate,
         reason: String,
         last_error: Option<String>,
     ) -> Result<Prepared> {
@@ -77,10 +68,11 @@ impl Queue {
             version,
             attempts,
             on_dead,
-            marked,
+            by_claim: true,
         };
+        let cancelled = reason == CANCELLED;
         let outcome = match self.bury(task, &reason, last_error).await? {
-            Settled::Done if marked => TaskOutcome::Cancelled,
+            Settled::Done if cancelled => TaskOutcome::Cancelled,
             Settled::Done => TaskOutcome::DeadLettered { reason },
             Settled::Gone => TaskOutcome::Gone,
             _ => TaskOutcome::Taken,
@@ -186,19 +178,16 @@ impl Queue {
             let how = Fate::dead(envelope.attempts, OnDead::Continue);
             return self.bury_read(read, how, reason, None).await;
         }
-        // Cancelled while another consumer held it: buried now, and its mark with it.
-        if super::super::Cancels::is_marked(&restraints.cancelled, &envelope.id) {
-            let (attempts, last) = (envelope.attempts, envelope.last_error);
-            let how = Fate {
-                marked: true,
-                ..Fate::dead(attempts, OnDead::Continue)
-            };
-            return self.bury_read(read, how, CANCELLED.into(), last).await;
-        }
         // A feature that says the task never runs (see `crate::feature`): buried with its
-        // reason, whatever else holds the task back.
-        if let AtClaim::Bury { reason } = self.features().at_claim(&envelope, now.now_ms()) {
-            let on_dead = restraints.on_dead.for_task(&envelope);
+        // reason, whatever else holds the task back. A cancelled task (its cancel mark seen)
+        // leaves its group going on.
+        let listings = &restraints.listings;
+        if let AtClaim::Bury { reason } = self.features().at_claim(&envelope, now.now_ms(), listings)
+        {
+            let on_dead = match reason == CANCELLED {
+                true => OnDead::Continue,
+                false => restraints.on_dead.for_task(&envelope),
+            };
             let (attempts, last) = (envelope.attempts, envelope.last_error);
             return self
                 .bury_read(read, Fate::dead(attempts, on_dead), reason, last)

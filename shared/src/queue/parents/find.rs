@@ -38,11 +38,13 @@ impl Dependencies<'_> {
     /// it (`Feature::find_ended`, such as a completion record kept with `KEEP_DONE`).
     async fn completed_parent(self, key: &str) -> Result<Option<Parent>> {
         let ended = self.features().find_ended(&self.site(), key).await?;
-        Ok(ended.map(|ended| Parent::Settled {
-            id: ended.id,
-            settled: match ended.how {
-                End::Completed => ParentEnd::Completed { task: ended.task },
-            },
+        Ok(ended.and_then(|ended| match ended.how {
+            End::Completed => Some(Parent::Settled {
+                id: ended.id,
+                settled: ParentEnd::Completed { task: ended.task },
+            }),
+            // A dead parent is found by its dead letter, with its reason.
+            End::Dead => None,
         }))
     }
 

@@ -1,0 +1,110 @@
+//! Cancel marks: a task cancelled while somebody holds it is not touched (that would break its
+//! holder's fencing) but marked, `cancelled/<id>`; its holder's completion still counts, but it
+//! is never run again. A task nobody holds is buried at once by the cancel (`queue/bury.rs`,
+//! reason `cancelled`), without a mark.
+//!
+//! # How it works
+//!
+//! Through the core's hooks ([`CancelMarks`]):
+//!
+//! - at a run's start, the run's one start read lists `cancelled/` for it;
+//! - at claim, a task whose id is among those marks is refused with the reason `cancelled`: the
+//!   claim buries it, and the run counts it cancelled;
+//! - while a resumable handler runs, a mark that appears (in the listing the run reads again
+//!   every half second) asks the handler to stop, save and return;
+//! - at a release (the holder gives the task back for a retry), the mark's path is created and
+//!   deleted in the release's multi-op, which so fails when the mark exists: the task is not
+//!   given back, and its holder buries it as cancelled. A queue made before `cancelled/` existed
+//!   has no mark to find: the check is left out;
+//! - at the end of a task buried as cancelled, its mark is deleted in the same multi-op (looked
+//!   for first, one read: a task a cancel buried while nobody held it has none);
+//! - in the reaper's upkeep ([`store::sweep`]), marks whose task left `tasks/` under the name it
+//!   was marked with are deleted, a few per run.
+//!
+//! The mark is made by `event-bridge cancel` ([`store::mark`]), which then looks again where
+//! the task is, and takes the mark back when the task turned out not to be held.
+
+pub mod store;
+
+pub use store::{mark, unmark};
+
+use futures::future::BoxFuture;
+use zookeeper_client as zk;
+
+use crate::error::Result;
+use crate::feature::{
+    AfterFailure, AtClaim, End, EndWrite, Feature, Leaving, Listed, Site, Upkeep,
+};
+use crate::layout::{Layout, encode_segment};
+use crate::queue::CANCELLED;
+use crate::task::{Envelope, Task};
+
+/// Marks the reaper looks at per run, at most (each costs up to three requests).
+pub const PER_SWEEP: usize = 100;
+
+/// The feature: marks listed at a run's start, checked at claim, at release and while a
+/// resumable handler runs; deleted with their task, and swept.
+pub struct CancelMarks;
+
+/// Whether the task whose envelope id is `id` is among the marks `listed`.
+pub fn is_marked(listed: &Listed, id: &str) -> bool {
+    !listed.is_empty() && listed.contains(&encode_segment(id))
+}
+
+impl Feature for CancelMarks {
+    fn name(&self) -> &'static str {
+        "cancel"
+    }
+
+    fn listed_at_start(&self, layout: &Layout) -> Option<String> {
+        Some(layout.cancelled())
+    }
+
+    fn at_claim(&self, envelope: &Envelope, _now_ms: i64, listed: &Listed) -> AtClaim {
+        match is_marked(listed, &envelope.id) {
+            true => AtClaim::Bury {
+                reason: CANCELLED.into(),
+            },
+            false => AtClaim::Take,
+        }
+    }
+
+    fn stops_running(&self, envelope: &Envelope, listed: &Listed) -> bool {
+        is_marked(listed, &envelope.id)
+    }
+
+    fn at_release(&self, layout: &Layout, task: &Task) -> Vec<EndWrite> {
+        let path = layout.cancel_mark(&task.envelope.id);
+        vec![EndWrite::Absent { path }]
+    }
+
+    fn at_end<'a>(
+        &'a self,
+        site: &'a Site<'a>,
+        leaving: &'a [Leaving<'a>],
+        how: End,
+    ) -> BoxFuture<'a, Result<Vec<(usize, EndWrite)>>> {
+        Box::pin(async move {
+            match how {
+                End::Dead => store::deletes(site, leaving).await,
+                End::Completed => Ok(Vec::new()),
+            }
+        })
+    }
+
+    fn after_failure(&self, write: &EndWrite, error: &zk::Error) -> AfterFailure {
+        match (write, error) {
+            // The mark exists: the task was cancelled while held.
+            (EndWrite::Absent { .. }, zk::Error::NodeExists) => AfterFailure::Cancelled,
+            // No `cancelled/` (a queue made by an earlier version): no mark to find.
+            (EndWrite::Absent { .. }, zk::Error::NoNode) => AfterFailure::LeaveOut,
+            // Swept or deleted meanwhile.
+            (EndWrite::Delete { .. }, zk::Error::NoNode) => AfterFailure::LeaveOut,
+            _ => AfterFailure::Unexpected,
+        }
+    }
+
+    fn sweep<'a>(&'a self, upkeep: &'a Upkeep) -> BoxFuture<'a, Result<u32>> {
+        Box::pin(async move { Ok(store::sweep(upkeep, PER_SWEEP).await? as u32) })
+    }
+}
