@@ -5,6 +5,27 @@
 //! deletes it in its multi-op, which fails when it exists), and a claim of a marked task
 //! buries it (a run reads the marks when it starts). The reaper sweeps marks whose task left
 //! `tasks/`.
+//!
+//! # How
+//!
+//! A task nobody holds is cancelled with the multi-op that buries poison: a guard lease created
+//! and deleted (so it fails if anyone holds the task), the dead letter created, the task deleted
+//! at the version read; a waiting one with `create dead/T` and `delete delayed/B/…` at its
+//! version. After making a mark, `cancel` looks again: a task released meanwhile is cancelled
+//! where it went. Every release (with a backoff or in place) creates and deletes the mark in its
+//! own multi-op, which fails with `NodeExists` when the mark is there: the holder then buries the
+//! task with the reason `cancelled` and deletes the mark. A run reads the marks when it starts and
+//! before each pass (one `getChildren`), and a claim of a marked task buries it, which covers a
+//! holder that died (the reaper frees its lease; the task stays under its name). A completion
+//! ignores the mark: the attempt that was running when the cancel came may still succeed. The
+//! reaper deletes marks whose task has left `tasks/` (up to 100 a run, three requests each).
+//!
+//! # Costs
+//!
+//! A release has two operations more; a claim, none. The mark is by envelope id: two live tasks
+//! with one id (a producer error) are both buried if the second is claimed or released while the
+//! first's mark lasts. Our producers refuse an id given twice in one publish, but do not look for
+//! an id a live task has: that would be a walk of the whole queue per id.
 
 use std::collections::BTreeSet;
 
