@@ -3,6 +3,19 @@
 //! Every write stamps the znode's `mtime` with the leader's clock. Reading that once and
 //! carrying it forward with the local monotonic clock gives every consumer and reaper the same
 //! time base, whatever their wall clocks say.
+//!
+//! A run that finds work writes the `clock` znode once and takes the returned `mtime` as the
+//! time at the moment the answer came: the server stamped the write somewhere before that, so the
+//! reading may run behind by a round trip (a due task claimed a little late, a lease judged
+//! expired a little late), never ahead. Taken halfway through the round trip, as it once was,
+//! slow round trips after leader changes made the contract checker see delayed tasks and retries
+//! claimed up to 0.3 s early.
+//!
+//! One skew remains: an `mtime` is the clock of the server that led when the write was proposed,
+//! so after a leader change a lease stamped by the old leader is judged against the new leader's
+//! clock, longer or shorter by their skew. That is why `LEASE_TIMEOUT_MS` is at least 10 s and a
+//! holder stops vouching a fifth of the timeout (2 s at the minimum) before its lease could
+//! expire (see `lease`).
 
 use std::time::Instant;
 

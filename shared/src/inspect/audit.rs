@@ -39,6 +39,44 @@
 //! after the reads that judged it, and counts only when it did not change in between (a
 //! settlement, a promotion or a free between the reads would otherwise look like a stuck
 //! state).
+//!
+//! # Bounds
+//!
+//! The sample's reads are bounded; its listings (`after/`, `groups/`, the gates, `leases/`) are
+//! as long as what they hold, never the lanes' backlog, and a parent with more than 20 000
+//! children is not listed (that run does not audit it, and says so in a warning). The one
+//! exception: a parent with an unsettled marker that is not where its child's entry saw it (a
+//! parent published in the same call as its child, one that a retry moved, or one a child of an
+//! earlier version names) is looked for by id, which walks the queue as `status` by id does: at
+//! most [`PARENTS_LOOKED_FOR`] such parent a run, taken in turn. With `GONE_PARENTS=completed`
+//! (only 000 consumers delete tasks, and only what succeeded) the reaper takes a gone parent as
+//! completed and sees to its children.
+//!
+//! # What the lock and the slot say
+//!
+//! So that a lock always says where its task is, the release that moves a grouped task under
+//! `delayed/` writes the waiting node's name into the lock (at the version its claim left, in the
+//! release's multi-op), and the promotion that moves it back writes `moved` (at the version read,
+//! in the promotion's multi-op: one read of the lock per grouped promotion); the next claim
+//! rewrites the lock with the task's new name. Not judged: a grouped task between its backoff's
+//! end and its next claim.
+//!
+//! A slot whose claim has no lease is first kept as a suspect, with when it was first seen so,
+//! and counts as stuck once it stayed so for [`SLOT_GRACE_MS`] (a frozen consumer whose lease was
+//! reaped loses its session, and the slot, within that); it is then kept as stuck in every run
+//! until it is gone. A first version deleted such a slot: the contract checker then saw a slot
+//! deleted 0.7 s after its free was lost with the link, which its consumer sends again every
+//! second anyway. The slots are read before the leases, so a claim since made both after them.
+//! Slots an earlier version renamed have empty data and read as a claim with no lease: reported
+//! after an upgrade, until their claims end.
+//!
+//! # Findings
+//!
+//! The run logs each finding (`stuck state found`, with its line), counts it (`stuck_tasks`,
+//! `stuck_repaired`, in the report, the EMF line and the worker's Prometheus gauge), and keeps the
+//! first [`LINES_KEPT`] lines in `ROOT/audit` ([`keep`]), which every run writes, with no line
+//! when it finds nothing, so that its `at_ms` is when the reaper last ran (`doctor` judges its
+//! age); `stats` reads it in its one multi-read.
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;

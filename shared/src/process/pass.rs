@@ -11,6 +11,22 @@
 //!    (`pass/completion.rs`).
 //!
 //! The pass ends when nothing is in flight and nothing more may start.
+//!
+//! # Oldest first, without a herd
+//!
+//! A pass claims the unheld tasks of each window in number order, as many at a time as it has
+//! free places, in one multi-op. Consumers that start at the same moment all try the oldest
+//! tasks; the losers' multi-op fails at the first task the winner holds, and each loser then
+//! skips a random distance ahead (up to `JUMP_PER_PLACE` numbers per place of its concurrency),
+//! first over the tasks it had probed, then in the walk, so they spread over the head of the
+//! queue instead of trailing each other through it window by window. Once its walk has reached
+//! the tail, a loser keeps the last task it probed, so a short queue is not given up after one
+//! lost race. A probed window whose every task another consumer holds is treated the same way:
+//! it is the middle of that consumer's stretch, so the walker jumps instead of probing the
+//! windows after it (four drains of 250 tasks each over a queue of 1 000 went from about 240 ms
+//! to 145 ms). A batch that lost races jumps once, however many of its tasks turned out held;
+//! what it learns first is `queue::stale`'s. Held tasks are passed over without a write: the
+//! probe saw their lease.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;

@@ -8,6 +8,35 @@
 //!
 //! A repeat that finds its work already done ([`Settled::Gone`]) means the first try landed and
 //! only its reply was lost: that is the outcome, not "lease lost".
+//!
+//! # Under faults
+//!
+//! What a holder does when the network, ZooKeeper or the clock does not cooperate (the tests are
+//! in `tests/queue/holding.rs`):
+//!
+//! - **One retry loop.** After a dropped link a write is sent again after a pause (half a second
+//!   when settling, a twelfth of the timeout when extending). When the session is over, a run
+//!   that has a `Session` (the functions, the worker) opens a new one and sends the write there:
+//!   leases are persistent znodes and outlive sessions, so a task whose handler succeeded is
+//!   completed, not left to wait out its lease and run again. Any other failure is the write's
+//!   error. The loop ends at its deadline: the settling deadline, or, for an extension, the end of
+//!   the time the holder can vouch for (`hold`). Fencing makes every repeat safe.
+//! - **Lost replies.** An extension that landed but whose reply was lost leaves the holder with an
+//!   old lease version; its later writes read the lease again and, when it is still theirs, send
+//!   again at its version (`queue::holder`).
+//! - **Deadlines.** A run stops claiming when less than `DEADLINE_MARGIN_MS` is left, stops
+//!   handlers when half of it is left, and gives up its settling writes (and the final count) a
+//!   quarter of it before the deadline: a task not settled by then is counted `unsettled` and left
+//!   to the reaper, and the run still returns its report in time. On Lambda the deadline comes
+//!   from the invocation; where there is none (Vercel, the CLI) or it is implausible (`cargo
+//!   lambda watch` sends one in 1970), `TIME_BUDGET_MS` applies.
+//! - **Interruptions.** A handler stopped at half the margin has its task released without
+//!   counting the attempt and without backoff: the run ran out of time, the task did nothing
+//!   wrong. Each such stop raises the envelope's `interruptions`; at `MAX_INTERRUPTIONS` (3) the
+//!   task goes to the dead letters ("did not finish within a run's time") instead of taking every
+//!   run's budget forever. A stop by the worker's shutdown signal does not count, and a run that
+//!   recorded a step of the task (or its checkpoint) made progress: it sets `interruptions` back
+//!   to 0, so only runs in a row without progress count.
 
 use std::time::Duration;
 

@@ -1,6 +1,11 @@
 //! Cancelling tasks nobody holds: a pending or waiting task goes to the dead letters at once
 //! with the reason `cancelled`. A held task gets a mark instead, which is a feature of its own
 //! (`features/cancel_marks/`).
+//!
+//! A pending task is cancelled with the multi-op that buries poison: a guard lease created and
+//! deleted (so it fails if anyone holds the task), the dead letter created, the task deleted at
+//! the version read; a waiting one with `create dead/T` and `delete delayed/B/…` at its
+//! version.
 
 use zookeeper_client as zk;
 

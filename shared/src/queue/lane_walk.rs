@@ -21,6 +21,23 @@
 //!    counts the children that are not tasks, so that the next walk need not list again.
 //!
 //! A walk costs one request per window; a scheduled run that claims one task probes one window.
+//!
+//! # The head
+//!
+//! The normal lane's head is `ROOT/head`, `{"next": n, "gone": [[a, b], …]}` (the high and low
+//! lanes' are under `heads/`, a key lane's is its parent's data): `next` is the lowest number a
+//! task may still have, and `gone` up to [`HEAD_RANGES`] ranges beyond it that consumers knew
+//! gone, which a walk passes without a probe. The save is a version-checked write through the one
+//! write loop (`write.rs`), tried up to eight times while another consumer's write got in first;
+//! giving up loses knowledge, never correctness. Consumers that jumped over each other's tasks
+//! after lost races each know only part of the queue; the head adds the parts up, so after four
+//! drains it sits at the oldest task left, not at the first jump. An empty window at the head
+//! doubles the next probe, up to [`WIDEST`] numbers.
+//!
+//! What a listing proves gone (every number below the lowest task, the gaps between tasks, under
+//! the tail read before it) stays in the walk's knowledge for its save, even when its own head
+//! write lost to another consumer's: it includes what the walk's consumer settled, which nobody
+//! else knows.
 
 use std::collections::BTreeSet;
 

@@ -2,6 +2,24 @@
 //! commits it, and answers a failed operation by what that operation was for (its tag): read
 //! again and retry, retry after a pause, or stop with an outcome. [`run`] runs that
 //! loop for every [`Write`]; its tries and pauses live here ([`Tries`], [`pause`]).
+//!
+//! The tries: a few, 8, for a write that rarely meets another; 64, with jittered
+//! pauses of 1 to 50 ms, for a batch's counters or a child's parents that many write at once;
+//! and, for the ending, as many as its answers allow (each failed try ends one of its tasks,
+//! leaves a part out, or counts a re-read of a batch or a marker against 64). Once a multi-op
+//! lands, the write takes its results (`ops::Landed`, each with its operation's tag) and says
+//! what it came to.
+//!
+//! Through it go: the ending (`Queue::end`, so completion, burial, a blocked child's death and
+//! cancel), a release, a keyed publish, a debounced publish, the all-or-nothing publish, a
+//! redrive, a deferral under `delayed/`, a place's end, sealing a batch and a member chunk's
+//! join, a child's settlement under a parent that ended (its death goes through the ending), a
+//! walk's head write, a handler's slot frees, a schedule's change (pause, resume) and removal,
+//! and the queue's pause. Not through it, as they are no optimistic writes: a write that fails
+//! only when a parent znode is missing (making a key lane, opening a batch) makes it and tries
+//! once more; a slot's free lost with the link is sent again in the background every second
+//! until its session ends; and `cancel` looks its task up again when the task moved between its
+//! status and the write for that status (each of those writes goes through the loop).
 
 use super::Queue;
 use super::ops::{Failed, Landed, Multi};
