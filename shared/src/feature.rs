@@ -363,7 +363,12 @@ impl Features {
     pub fn at_release(&self, layout: &Layout, task: &Task) -> Vec<(usize, EndWrite)> {
         let mut writes = Vec::new();
         for (at, feature) in self.list.iter().enumerate() {
-            writes.extend(feature.at_release(layout, task).into_iter().map(|w| (at, w)));
+            writes.extend(
+                feature
+                    .at_release(layout, task)
+                    .into_iter()
+                    .map(|w| (at, w)),
+            );
         }
         writes
     }
@@ -524,9 +529,15 @@ mod tests {
             [("colour", "\"red\" at 5".into())]
         );
         let plain = Envelope::new("t", json!({}));
-        assert_eq!(features.at_claim(&plain, 5, &Listings::default()), AtClaim::Take);
+        assert_eq!(
+            features.at_claim(&plain, 5, &Listings::default()),
+            AtClaim::Take
+        );
         assert!(features.explain(&plain, 5).is_empty());
-        assert_eq!(Features::default().at_claim(&red, 5, &Listings::default()), AtClaim::Take);
+        assert_eq!(
+            Features::default().at_claim(&red, 5, &Listings::default()),
+            AtClaim::Take
+        );
     }
 
     /// Refuses every claim it is asked about; reads the field `strict`.
@@ -550,13 +561,19 @@ mod tests {
     fn a_feature_with_sections_is_asked_only_about_an_envelope_that_carries_one() {
         let features = Features::new(vec![Arc::new(Strict)]);
         let plain = Envelope::new("t", json!({}));
-        assert_eq!(features.at_claim(&plain, 5, &Listings::default()), AtClaim::Take);
+        assert_eq!(
+            features.at_claim(&plain, 5, &Listings::default()),
+            AtClaim::Take
+        );
         let mut carrying = Envelope::new("t", json!({}));
         carrying.extra.insert("strict".into(), json!(true));
         let refused = AtClaim::Bury {
             reason: "strict".into(),
         };
-        assert_eq!(features.at_claim(&carrying, 5, &Listings::default()), refused);
+        assert_eq!(
+            features.at_claim(&carrying, 5, &Listings::default()),
+            refused
+        );
     }
 
     #[test]

@@ -118,6 +118,8 @@
 //! - [`process`]: `process_events`' run: claim oldest first, run, settle, within a deadline.
 //! - [`reap`]: `reap_leases`' run.
 //! - [`dead`]: the dead letters (list, show, redrive, purge) and the [`dead::DeadLetterSink`].
+//! - [`run_hook`]: what a feature does beside a run, with the whole queue at hand (the hooks
+//!   a run calls at its start: the schedules' due slots).
 //! - [`done_record`]: a completed task's record (`KEEP_DONE`): its format, and how one is
 //!   found by name or id; written and swept by its feature (`features/done_records/`).
 //! - [`state`]: a task's states and the transitions between them, the one list.
@@ -142,8 +144,9 @@
 //!   webhook or an SQS queue, and the SQS dead-letter queue.
 //! - `logs` (feature `telemetry`): JSON logs by Lambda's conventions; with feature `otel`,
 //!   also the OpenTelemetry layer that exports `traces`' spans.
-//! - `schedule`: recurring schedules, cron patterns in time zones (croner, chrono-tz):
-//!   `recurrence` (what a schedule is) and `schedule` (firing its slots).
+//! - `schedule`: recurring schedules, cron patterns in time zones (croner, chrono-tz): the
+//!   feature `features/schedules/`, re-exported as `recurrence` (what a schedule is) and
+//!   `schedule` (firing its slots), where earlier versions had them.
 //! - `dashboard`: `event-bridge serve`'s web pages and `/metrics` (axum, maud).
 //! - `cli` (default): the `event-bridge` command, with every sink and the dashboard.
 //!

@@ -37,7 +37,6 @@ const KEYS_PER_RUN: usize = 1_000;
 /// Concurrency keys' gates looked at per run, at most.
 const KEY_GATES_PER_RUN: usize = 1_000;
 
-
 /// Signal keys the reaper looks at per run (a sample that moves with the clock).
 const SIGNAL_KEYS_PER_RUN: usize = 256;
 

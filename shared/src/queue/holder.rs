@@ -367,12 +367,10 @@ impl Write for Release {
                 .push(Part::Task, Op::Delete(&self.task_path, version)),
             None => multi.push(Part::Task, Op::Set(&self.task_path, &self.body, version)),
         };
-        multi
-            .push(
-                Part::Lease,
-                Op::Delete(&self.lease_path, self.lease.lease_version),
-            )
-;
+        multi.push(
+            Part::Lease,
+            Op::Delete(&self.lease_path, self.lease.lease_version),
+        );
         for (k, (_, write)) in self.features.iter().enumerate() {
             push_write(multi, Part::Feature(k as u16), write);
         }

@@ -56,7 +56,8 @@ pub(super) async fn deletes(
             continue;
         };
         let path = site.layout.cancel_mark(&envelope.id);
-        let found = (site.client.check_stat(&path).await).map_err(|e| Error::zk("stat", &path, e))?;
+        let found =
+            (site.client.check_stat(&path).await).map_err(|e| Error::zk("stat", &path, e))?;
         if found.is_some() {
             deletes.push((i, EndWrite::Delete { path }));
         }
@@ -87,8 +88,8 @@ pub async fn sweep(upkeep: &Upkeep, limit: usize) -> Result<usize> {
             continue;
         };
         let task_path = layout.task(&task);
-        let present = (client.check_stat(&task_path).await)
-            .map_err(|e| Error::zk("stat", &task_path, e))?;
+        let present =
+            (client.check_stat(&task_path).await).map_err(|e| Error::zk("stat", &task_path, e))?;
         if present.is_some() {
             continue;
         }

@@ -6,7 +6,7 @@
 //!
 //! Through the core's hooks ([`DoneRecords`]):
 //!
-//! - at the end of completed tasks ([`write`]), each leaves `done/<bucket>/<name>` (what it
+//! - at the end of completed tasks ([`mod@write`]), each leaves `done/<bucket>/<name>` (what it
 //!   was, when it completed, after how many attempts, with which fencing token, what the sink
 //!   answered, the handler's result) and `done/<bucket>/@<id>` (its name), both created in the
 //!   completion's own multi-op: a record exists exactly when its completion landed.

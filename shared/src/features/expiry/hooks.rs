@@ -87,14 +87,20 @@ mod tests {
     #[test]
     fn a_claim_before_the_expiry_takes_the_task_and_one_at_or_after_it_buries_it() {
         let envelope = expiring_at(10_000);
-        assert_eq!(Expiry.at_claim(&envelope, 9_999, &Listed::new()), AtClaim::Take);
+        assert_eq!(
+            Expiry.at_claim(&envelope, 9_999, &Listed::new()),
+            AtClaim::Take
+        );
         let expired = AtClaim::Bury {
             reason: "expired".into(),
         };
         assert_eq!(Expiry.at_claim(&envelope, 10_000, &Listed::new()), expired);
         assert_eq!(Expiry.at_claim(&envelope, 99_999, &Listed::new()), expired);
         let plain = Envelope::new("t", json!({}));
-        assert_eq!(Expiry.at_claim(&plain, i64::MAX, &Listed::new()), AtClaim::Take);
+        assert_eq!(
+            Expiry.at_claim(&plain, i64::MAX, &Listed::new()),
+            AtClaim::Take
+        );
     }
 
     #[test]

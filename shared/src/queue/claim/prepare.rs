@@ -182,7 +182,8 @@ impl Queue {
         // reason, whatever else holds the task back. A cancelled task (its cancel mark seen)
         // leaves its group going on.
         let listings = &restraints.listings;
-        if let AtClaim::Bury { reason } = self.features().at_claim(&envelope, now.now_ms(), listings)
+        if let AtClaim::Bury { reason } =
+            self.features().at_claim(&envelope, now.now_ms(), listings)
         {
             let on_dead = match reason == CANCELLED {
                 true => OnDead::Continue,
