@@ -70,7 +70,7 @@ pub trait Feature: Send + Sync + 'static {
 
     /// The folder whose children the run's start read lists for it (one request for the run
     /// whatever the features ask), which [`Feature::at_claim`] and [`Feature::stops_running`]
-    /// are given.
+    /// are given. A feature whose folder was listed empty is not asked by them at all.
     fn listed_at_start(&self, _layout: &Layout) -> Option<String> {
         None
     }
@@ -99,7 +99,14 @@ pub trait Feature: Send + Sync + 'static {
         None
     }
 
-    /// At the end of the held tasks `leaving`, ended together `how`, in the queue at `site`:
+    /// The ends [`Feature::at_end`] is asked about, read once when the list is made: a
+    /// feature is not called at the other ends, so a task pays nothing at an end no feature
+    /// writes at. Every end unless it says.
+    fn ends(&self) -> &'static [End] {
+        &[End::Completed, End::Dead]
+    }
+
+    /// At the end of the tasks `leaving`, ended together `how`, in the queue at `site`:
     /// the writes it adds to their ending's multi-op, each with the index in `leaving` of the
     /// task it goes with. They land with that task's ending or not at all.
     fn at_end<'a>(
@@ -193,6 +200,11 @@ impl Listings {
     /// The listings `read`, each with the index of the feature that asked for it.
     pub fn new(read: Vec<(usize, Listed)>) -> Self {
         Listings(read)
+    }
+
+    /// Whether the feature at index `at` asked for a listing and it came back empty.
+    pub fn empty_for(&self, at: usize) -> bool {
+        (self.0.iter()).any(|(i, listed)| *i == at && listed.is_empty())
     }
 
     /// What was listed for the feature at index `at` (nothing when it asked for nothing).
@@ -308,6 +320,8 @@ pub struct Features {
     /// Each one's [`Feature::item_fields`], read once: the claim of a task without sections
     /// asks no feature that has some.
     fields: Arc<[&'static [&'static str]]>,
+    /// Each one's [`Feature::ends`], read once.
+    ends: Arc<[&'static [End]]>,
 }
 
 impl std::fmt::Debug for Features {
@@ -320,9 +334,11 @@ impl Features {
     /// The features of `list`, asked in its order.
     pub fn new(list: Vec<Arc<dyn Feature>>) -> Self {
         let fields = list.iter().map(|f| f.item_fields()).collect();
+        let ends = list.iter().map(|f| f.ends()).collect();
         Features {
             list: list.into(),
             fields,
+            ends,
         }
     }
 
@@ -341,6 +357,7 @@ impl Features {
     /// (`listings`): the first feature that refuses says why.
     pub fn at_claim(&self, envelope: &Envelope, now_ms: i64, listings: &Listings) -> AtClaim {
         self.carried_by(envelope)
+            .filter(|(at, _)| !listings.empty_for(*at))
             .map(|(at, f)| f.at_claim(envelope, now_ms, listings.of(at)))
             .find(|answer| *answer != AtClaim::Take)
             .unwrap_or(AtClaim::Take)
@@ -349,6 +366,7 @@ impl Features {
     /// Whether a feature asks a running resumable handler of the task to stop.
     pub fn stops_running(&self, envelope: &Envelope, listings: &Listings) -> bool {
         self.carried_by(envelope)
+            .filter(|(at, _)| !listings.empty_for(*at))
             .any(|(at, f)| f.stops_running(envelope, listings.of(at)))
     }
 
@@ -402,12 +420,19 @@ impl Features {
         how: End,
     ) -> Result<Vec<Vec<(usize, EndWrite)>>> {
         let mut writes: Vec<Vec<(usize, EndWrite)>> = leaving.iter().map(|_| Vec::new()).collect();
-        for (at, feature) in self.list.iter().enumerate() {
+        for (at, feature) in self.asked_at(how) {
             for (i, write) in feature.at_end(site, leaving, how).await? {
                 writes[i].push((at, write));
             }
         }
         Ok(writes)
+    }
+
+    /// The features asked at end `how` ([`Feature::ends`]), with their index.
+    fn asked_at(&self, how: End) -> impl Iterator<Item = (usize, &Arc<dyn Feature>)> {
+        (self.list.iter().zip(self.ends.iter()).enumerate())
+            .filter(move |(_, (_, ends))| ends.contains(&how))
+            .map(|(at, (feature, _))| (at, feature))
     }
 
     /// The first feature's account of the task `key` that left the queue
@@ -598,5 +623,54 @@ mod tests {
         let envelope = features.envelope_from_item(bare, Some("t")).unwrap();
         assert!(envelope.extra.is_empty());
         assert_eq!(envelope.payload, json!({"colour": "blue"}));
+    }
+
+    /// Refuses what its folder lists; writes only when tasks die.
+    struct Lister;
+
+    impl Feature for Lister {
+        fn name(&self) -> &'static str {
+            "lister"
+        }
+        fn listed_at_start(&self, layout: &Layout) -> Option<String> {
+            Some(format!("{}/listed", layout.root()))
+        }
+        fn at_claim(&self, envelope: &Envelope, _now_ms: i64, listed: &Listed) -> AtClaim {
+            assert!(!listed.is_empty(), "asked with an empty listing");
+            match listed.contains(&envelope.id) {
+                true => AtClaim::Bury {
+                    reason: "listed".into(),
+                },
+                false => AtClaim::Take,
+            }
+        }
+        fn ends(&self) -> &'static [End] {
+            &[End::Dead]
+        }
+    }
+
+    #[test]
+    fn a_feature_whose_listing_came_back_empty_is_not_asked_and_ends_pick_who_is_called() {
+        let features = Features::new(vec![Arc::new(Quiet), Arc::new(Lister)]);
+        let layout = Layout::new("/q");
+        assert_eq!(features.listed_at_start(&layout), [(1, "/q/listed".into())]);
+        let envelope = Envelope::new("t", json!({}));
+        let empty = Listings::new(vec![(1, Listed::new())]);
+        assert_eq!(features.at_claim(&envelope, 5, &empty), AtClaim::Take);
+        let listing = Listings::new(vec![(1, Listed::from([envelope.id.clone()]))]);
+        let refused = AtClaim::Bury {
+            reason: "listed".into(),
+        };
+        assert_eq!(features.at_claim(&envelope, 5, &listing), refused);
+        let other = Envelope::new("t", json!({}));
+        assert_eq!(features.at_claim(&other, 5, &listing), AtClaim::Take);
+        let at = |how| {
+            features
+                .asked_at(how)
+                .map(|(_, f)| f.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(at(End::Completed), ["quiet"]);
+        assert_eq!(at(End::Dead), ["quiet", "lister"]);
     }
 }

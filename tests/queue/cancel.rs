@@ -136,3 +136,22 @@ async fn a_held_task_whose_holder_died_is_buried_at_its_next_claim() {
     assert_eq!(dead_reason(&t, &name).await, "cancelled");
     assert!(t.children("cancelled").await.is_empty());
 }
+
+/// A queue made before `cancelled/` existed has no mark to find: a release leaves the mark's
+/// check out (its feature's answer to `NoNode`) and gives the task back.
+#[tokio::test]
+async fn a_release_in_a_queue_without_cancelled_gives_the_task_back() {
+    let t = TestQueue::new().await;
+    let name = t.publish(1).await.remove(0);
+    let cancelled = format!("{}/cancelled", t.config.root);
+    t.raw.delete(&cancelled, None).await.expect("no cancelled/");
+    let now = t.now().await;
+    let TaskOutcome::Claimed(lease) = t.queue.claim(&name, &now).await.unwrap() else {
+        panic!("claim");
+    };
+    let back = event_bridge::queue::GiveBack::after(None, Duration::ZERO, &now, true);
+    let settled = t.queue.release(*lease, back).await.unwrap();
+    assert_eq!(settled, event_bridge::queue::Settled::Done);
+    assert_eq!(t.children("tasks").await, [name]);
+    assert!(t.children("leases").await.is_empty());
+}

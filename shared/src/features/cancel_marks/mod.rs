@@ -89,6 +89,10 @@ impl Feature for CancelMarks {
         vec![EndWrite::Absent { path }]
     }
 
+    fn ends(&self) -> &'static [End] {
+        &[End::Dead]
+    }
+
     fn at_end<'a>(
         &'a self,
         site: &'a Site<'a>,

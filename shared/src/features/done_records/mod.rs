@@ -70,6 +70,13 @@ impl Feature for DoneRecords {
         "done"
     }
 
+    fn ends(&self) -> &'static [End] {
+        match self.keep {
+            Some(_) => &[End::Completed],
+            None => &[],
+        }
+    }
+
     fn at_end<'a>(
         &'a self,
         site: &'a Site<'a>,

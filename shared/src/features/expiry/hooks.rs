@@ -4,7 +4,7 @@
 use chrono::SecondsFormat;
 
 use super::ExpiresAt;
-use crate::feature::{AtClaim, Feature, Listed};
+use crate::feature::{AtClaim, End, Feature, Listed};
 use crate::task::{self, Envelope};
 
 /// The dead letter's reason of a task that expired before any run started it.
@@ -25,6 +25,11 @@ impl Feature for Expiry {
 
     fn check_publish(&self, envelope: &Envelope) -> Result<(), String> {
         ExpiresAt::of(envelope).map(|_| ())
+    }
+
+    /// It writes nothing at a task's end: not asked there.
+    fn ends(&self) -> &'static [End] {
+        &[]
     }
 
     fn at_claim(&self, envelope: &Envelope, now_ms: i64, _listed: &Listed) -> AtClaim {

@@ -46,6 +46,10 @@ impl Feature for StepFolders {
         "steps"
     }
 
+    fn ends(&self) -> &'static [End] {
+        &[End::Completed]
+    }
+
     fn at_end<'a>(
         &'a self,
         site: &'a Site<'a>,
