@@ -9,12 +9,20 @@
 use futures::future::BoxFuture;
 
 use crate::error::Result;
+use crate::layout::Layout;
 use crate::queue::Queue;
 
 /// A feature's work beside a run.
 pub trait RunHook: Send + Sync + 'static {
     /// Its name, in logs.
     fn name(&self) -> &'static str;
+
+    /// The folder it works on, which the run's start read looks at (in the same request):
+    /// while it has no children the hook is not called, and a run is idle. Called at every
+    /// run when `None`.
+    fn watched(&self, _layout: &Layout) -> Option<String> {
+        None
+    }
 
     /// At a run's start, at ZooKeeper's time `now_ms`: what it did. A failure is the hook's
     /// alone: the run logs it and goes on.
@@ -30,11 +38,39 @@ pub struct Made {
     pub failed: u32,
 }
 
-/// Every hook's work at a run's start, one after the other: what they made together. A hook
-/// that fails is logged and counted as nothing made.
-pub async fn at_run_start(hooks: &[&dyn RunHook], queue: &Queue, now_ms: i64) -> Made {
+/// The hooks of `hooks` and the folders they watch in `layout`: the folders for the run's
+/// start read, and for each hook the index of its folder among them.
+pub fn watched(hooks: &[&dyn RunHook], layout: &Layout) -> (Vec<String>, Vec<Option<usize>>) {
+    let mut folders = Vec::new();
+    let at = (hooks.iter())
+        .map(|hook| {
+            let folder = hook.watched(layout)?;
+            folders.push(folder);
+            Some(folders.len() - 1)
+        })
+        .collect();
+    (folders, at)
+}
+
+/// Every hook's work at a run's start, one after the other, but those whose folder the start
+/// read found empty (`has_children`, by the index [`watched`] gave): what they made together.
+/// A hook that fails is logged and counted as nothing made.
+pub async fn at_run_start(
+    hooks: &[&dyn RunHook],
+    folder_of: &[Option<usize>],
+    has_children: &[bool],
+    queue: &Queue,
+    now_ms: i64,
+) -> Made {
     let mut made = Made::default();
-    for hook in hooks {
+    let called = hooks
+        .iter()
+        .zip(folder_of)
+        .filter(|(_, folder)| match folder {
+            Some(at) => has_children.get(*at).copied().unwrap_or(true),
+            None => true,
+        });
+    for (hook, _) in called {
         match hook.at_run_start(queue, now_ms).await {
             Ok(one) => {
                 made.tasks += one.tasks;

@@ -209,7 +209,13 @@ async fn run_with<H: Handler>(
     // What is held, the lanes' heads and whether anything waits to join them, in one request.
     // A run on an idle queue ends there, having written nothing; any other run reads the
     // clock next. (A head read early is only more cautious: it never moves back.)
-    let mut start = queue.read_start().await?;
+    let hooks = crate::run_hooks();
+    let (watched, folder_of) = crate::run_hook::watched(hooks, queue.layout());
+    let mut start = queue.read_start_watching(&watched).await?;
+    let hooked = Hooked {
+        folder_of,
+        has_children: std::mem::take(&mut start.watched),
+    };
     // Key lanes exist: listed and read now (two requests, no write), so that a run over
     // empty ones is idle too; the first walk starts from what they say.
     if !start.lanes.key_lanes_listed {
@@ -249,7 +255,7 @@ async fn run_with<H: Handler>(
         id: (0..8).map(|_| fastrand::alphanumeric()).collect(),
         resume_elsewhere: std::sync::Mutex::default(),
     };
-    let (promoted, fired, failed) = run.before_passes(debounced).await?;
+    let (promoted, fired, failed) = run.before_passes(debounced, &hooked).await?;
     (report.schedules_fired, report.schedules_failed) = (fired, failed);
     let mut passes = Passes {
         passed_over: HashSet::new(),
@@ -439,6 +445,13 @@ struct Limited {
     retry_in_ms: Option<i64>,
 }
 
+/// The run's hooks' folders as its start read found them: for each hook the index of its
+/// folder (`None`: it watches none), and whether each folder has children.
+struct Hooked {
+    folder_of: Vec<Option<usize>>,
+    has_children: Vec<bool>,
+}
+
 /// Passes in a row that may claim nothing after jumping over tasks before a run ends.
 const IDLE_JUMPS: u32 = 3;
 
@@ -575,7 +588,7 @@ impl<H> Run<'_, H> {
     /// run's hooks (`crate::run_hook`: the schedules' slots that are due; a hook that fails
     /// never stops the tasks). Returns the tasks moved back, the tasks the hooks made, and
     /// the things they could not do.
-    async fn before_passes(&self, debounced: bool) -> Result<(usize, u32, u32)> {
+    async fn before_passes(&self, debounced: bool, hooked: &Hooked) -> Result<(usize, u32, u32)> {
         let queue = self.queue();
         let now_ms = self.now.now_ms();
         // Due tasks back in their lanes, and debounced tasks whose period ended into theirs
@@ -592,10 +605,13 @@ impl<H> Run<'_, H> {
             Ok::<_, crate::Error>(promoted + fired)
         };
         let hooks = crate::run_hooks();
-        if hooks.is_empty() {
+        if hooked.has_children.iter().all(|has| !has)
+            && hooked.folder_of.iter().all(Option::is_some)
+        {
             return promote.await.map(|promoted| (promoted, 0, 0));
         }
-        let hooked = crate::run_hook::at_run_start(hooks, &queue, now_ms);
+        let (folder_of, has_children) = (&hooked.folder_of, &hooked.has_children);
+        let hooked = crate::run_hook::at_run_start(hooks, folder_of, has_children, &queue, now_ms);
         let (promoted, made) = tokio::join!(promote, hooked);
         Ok((promoted?, made.tasks, made.failed))
     }

@@ -44,6 +44,7 @@ pub mod timer;
 use futures::future::BoxFuture;
 
 use crate::error::Result;
+use crate::layout::Layout;
 use crate::queue::Queue;
 use crate::run_hook::{Made, RunHook};
 
@@ -56,6 +57,10 @@ pub struct FireDue;
 impl RunHook for FireDue {
     fn name(&self) -> &'static str {
         "schedules"
+    }
+
+    fn watched(&self, layout: &Layout) -> Option<String> {
+        Some(layout.schedules())
     }
 
     fn at_run_start<'a>(&'a self, queue: &'a Queue, now_ms: i64) -> BoxFuture<'a, Result<Made>> {
