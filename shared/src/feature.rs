@@ -68,10 +68,11 @@ pub trait Feature: Send + Sync + 'static {
         Ok(())
     }
 
-    /// The folder whose children the run's start read lists for it (one request for the run
-    /// whatever the features ask), which [`Feature::at_claim`] and [`Feature::stops_running`]
-    /// are given. A feature whose folder was listed empty is not asked by them at all.
-    fn listed_at_start(&self, _layout: &Layout) -> Option<String> {
+    /// The folder under the queue's root (its name, such as `cancelled`) whose children the
+    /// run's start read lists for it (one request for the run whatever the features ask),
+    /// which [`Feature::at_claim`] and [`Feature::stops_running`] are given. Read once when
+    /// the list is made. A feature whose folder was listed empty is not asked by them at all.
+    fn listed_at_start(&self) -> Option<&'static str> {
         None
     }
 
@@ -322,6 +323,9 @@ pub struct Features {
     fields: Arc<[&'static [&'static str]]>,
     /// Each one's [`Feature::ends`], read once.
     ends: Arc<[&'static [End]]>,
+    /// The folders the features' [`Feature::listed_at_start`] name, read once, with the
+    /// index of the feature.
+    listed: Arc<[(usize, &'static str)]>,
 }
 
 impl std::fmt::Debug for Features {
@@ -335,10 +339,14 @@ impl Features {
     pub fn new(list: Vec<Arc<dyn Feature>>) -> Self {
         let fields = list.iter().map(|f| f.item_fields()).collect();
         let ends = list.iter().map(|f| f.ends()).collect();
+        let listed = (list.iter().enumerate())
+            .filter_map(|(at, f)| Some((at, f.listed_at_start()?)))
+            .collect();
         Features {
             list: list.into(),
             fields,
             ends,
+            listed,
         }
     }
 
@@ -372,8 +380,8 @@ impl Features {
 
     /// The folders the run's start read lists, each with the index of the feature that asked.
     pub fn listed_at_start(&self, layout: &Layout) -> Vec<(usize, String)> {
-        (self.list.iter().enumerate())
-            .filter_map(|(at, f)| Some((at, f.listed_at_start(layout)?)))
+        (self.listed.iter())
+            .map(|(at, folder)| (*at, format!("{}/{folder}", layout.root())))
             .collect()
     }
 
@@ -632,8 +640,8 @@ mod tests {
         fn name(&self) -> &'static str {
             "lister"
         }
-        fn listed_at_start(&self, layout: &Layout) -> Option<String> {
-            Some(format!("{}/listed", layout.root()))
+        fn listed_at_start(&self) -> Option<&'static str> {
+            Some("listed")
         }
         fn at_claim(&self, envelope: &Envelope, _now_ms: i64, listed: &Listed) -> AtClaim {
             assert!(!listed.is_empty(), "asked with an empty listing");

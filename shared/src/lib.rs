@@ -232,6 +232,12 @@ pub(crate) fn run_hooks() -> &'static [&'static dyn run_hook::RunHook] {
     features::RUN_HOOKS
 }
 
+/// The folder each of [`run_hooks`] watches (`RunHook::watched`), asked once.
+pub(crate) fn run_hooks_watch() -> &'static [Option<&'static str>] {
+    static WATCHED: std::sync::OnceLock<Vec<Option<&'static str>>> = std::sync::OnceLock::new();
+    WATCHED.get_or_init(|| run_hooks().iter().map(|hook| hook.watched()).collect())
+}
+
 /// Recurring schedules, where earlier versions had them.
 #[cfg(feature = "schedule")]
 pub use features::schedules::{fire as schedule, recurrence};

@@ -17,10 +17,10 @@ pub trait RunHook: Send + Sync + 'static {
     /// Its name, in logs.
     fn name(&self) -> &'static str;
 
-    /// The folder it works on, which the run's start read looks at (in the same request):
-    /// while it has no children the hook is not called, and a run is idle. Called at every
-    /// run when `None`.
-    fn watched(&self, _layout: &Layout) -> Option<String> {
+    /// The folder under the queue's root it works on (its name, such as `schedules`), which
+    /// the run's start read looks at (in the same request): while it has no children the hook
+    /// is not called, and a run is idle. Called at every run when `None`.
+    fn watched(&self) -> Option<&'static str> {
         None
     }
 
@@ -38,14 +38,13 @@ pub struct Made {
     pub failed: u32,
 }
 
-/// The hooks of `hooks` and the folders they watch in `layout`: the folders for the run's
-/// start read, and for each hook the index of its folder among them.
-pub fn watched(hooks: &[&dyn RunHook], layout: &Layout) -> (Vec<String>, Vec<Option<usize>>) {
+/// The folders hooks watch ([`RunHook::watched`], each hook's, in order) in `layout`: the
+/// folders for the run's start read, and for each hook the index of its folder among them.
+pub fn watched(names: &[Option<&str>], layout: &Layout) -> (Vec<String>, Vec<Option<usize>>) {
     let mut folders = Vec::new();
-    let at = (hooks.iter())
-        .map(|hook| {
-            let folder = hook.watched(layout)?;
-            folders.push(folder);
+    let at = (names.iter())
+        .map(|name| {
+            folders.push(format!("{}/{}", layout.root(), (*name)?));
             Some(folders.len() - 1)
         })
         .collect();

@@ -52,6 +52,12 @@ pub const DONE_BUCKET_MS: i64 = 600_000;
 /// The prefix ZooKeeper's sequence number is appended to in `tasks/` (the normal lane's).
 pub const TASK_PREFIX: &str = "task-";
 
+/// The folder of cancel marks under the root.
+pub const CANCELLED: &str = "cancelled";
+
+/// The folder of recurring schedules under the root.
+pub const SCHEDULES: &str = "schedules";
+
 /// Paths of one queue, derived from its root.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -193,7 +199,7 @@ impl Layout {
 
     /// Recurring schedules.
     pub fn schedules(&self) -> String {
-        format!("{}/schedules", self.root)
+        format!("{}/{SCHEDULES}", self.root)
     }
 
     /// Schedule `name` (its definition and the latest slot it took).
@@ -250,7 +256,7 @@ impl Layout {
 
     /// Marks of tasks cancelled while a consumer held them.
     pub fn cancelled(&self) -> String {
-        format!("{}/cancelled", self.root)
+        format!("{}/{CANCELLED}", self.root)
     }
 
     /// The mark of the task whose envelope id is `id`.

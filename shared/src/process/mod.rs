@@ -209,8 +209,7 @@ async fn run_with<H: Handler>(
     // What is held, the lanes' heads and whether anything waits to join them, in one request.
     // A run on an idle queue ends there, having written nothing; any other run reads the
     // clock next. (A head read early is only more cautious: it never moves back.)
-    let hooks = crate::run_hooks();
-    let (watched, folder_of) = crate::run_hook::watched(hooks, queue.layout());
+    let (watched, folder_of) = crate::run_hook::watched(crate::run_hooks_watch(), queue.layout());
     let mut start = queue.read_start_watching(&watched).await?;
     let hooked = Hooked {
         folder_of,

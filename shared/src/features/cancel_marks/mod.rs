@@ -67,8 +67,8 @@ impl Feature for CancelMarks {
         "cancel"
     }
 
-    fn listed_at_start(&self, layout: &Layout) -> Option<String> {
-        Some(layout.cancelled())
+    fn listed_at_start(&self) -> Option<&'static str> {
+        Some(crate::layout::CANCELLED)
     }
 
     fn at_claim(&self, envelope: &Envelope, _now_ms: i64, listed: &Listed) -> AtClaim {

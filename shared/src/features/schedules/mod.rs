@@ -44,7 +44,6 @@ pub mod timer;
 use futures::future::BoxFuture;
 
 use crate::error::Result;
-use crate::layout::Layout;
 use crate::queue::Queue;
 use crate::run_hook::{Made, RunHook};
 
@@ -59,8 +58,8 @@ impl RunHook for FireDue {
         "schedules"
     }
 
-    fn watched(&self, layout: &Layout) -> Option<String> {
-        Some(layout.schedules())
+    fn watched(&self) -> Option<&'static str> {
+        Some(crate::layout::SCHEDULES)
     }
 
     fn at_run_start<'a>(&'a self, queue: &'a Queue, now_ms: i64) -> BoxFuture<'a, Result<Made>> {
