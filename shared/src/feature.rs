@@ -21,16 +21,20 @@
 //! - at a release (a retry given back): [`Feature::at_release`], the writes it adds to the
 //!   release's multi-op (`queue/holder.rs`), answered as an ending's are;
 //! - in `explain`: [`Feature::explain`], its line about the task (`inspect/explain.rs`);
-//! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes held
-//!   tasks out of the queue (`queue/complete.rs`, `queue/end.rs`), and
-//!   [`Feature::after_failure`], its answer when one of them failed that multi-op;
+//! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes tasks out
+//!   of the queue, completed (`queue/complete.rs`) or dead (`queue/bury.rs`, and a blocked
+//!   child dying with its parent, `queue/dependents.rs`), asked only at the ends it names
+//!   ([`Feature::ends`]); and [`Feature::after_failure`], its answer when one of its writes
+//!   failed that multi-op (`queue/end.rs`);
 //! - in the reaper's upkeep: [`Feature::sweep`], what it tidies (`reap.rs`), through the
 //!   queue's session and paths ([`Upkeep`]);
 //! - when the core looks for a task that left the queue (a publish cut by a lost connection,
 //!   `queue/landed.rs`; a parent a child names, `queue/parents/find.rs`):
 //!   [`Feature::find_ended`], what the feature kept of it.
 //!
-//! The hooks that reach ZooKeeper get the queue's session, paths and ACLs as a [`Site`].
+//! The hooks that reach ZooKeeper get the queue's session, paths and ACLs as a [`Site`]. What
+//! a feature does beside a run, with the whole queue at hand, is a run hook
+//! ([`crate::run_hook`]).
 //!
 //! This module imports nothing of `features/` (`shared/tests/module_graph.rs` checks it):
 //! the registry's list is made there, and given to a [`crate::Queue`] when it is built.

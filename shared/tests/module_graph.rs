@@ -569,18 +569,33 @@ fn the_command_has_no_cycle() {
 /// The top-level modules `from` names, directly or through the modules it names, in a crate
 /// whose root is `lib.rs` read from `files`.
 fn reached(files: &impl Files, from: &str) -> BTreeSet<String> {
+    walk(files, from, |(a, b)| (a.as_str(), b))
+}
+
+/// The top-level modules from which `to` can be reached along the imports.
+fn reaching(files: &impl Files, to: &str) -> BTreeSet<String> {
+    walk(files, to, |(a, b)| (b.as_str(), a))
+}
+
+/// The modules met from `start` along the top-level edges, each edge read by `step` as
+/// (where it leaves, where it goes).
+fn walk(
+    files: &impl Files,
+    start: &str,
+    step: impl Fn(&(String, String)) -> (&str, &String),
+) -> BTreeSet<String> {
     let edges = load(files, "lib.rs").edges();
     let top = edges.get(&Vec::new()).cloned().unwrap_or_default();
-    let mut reached = BTreeSet::new();
-    let mut next = vec![from.to_string()];
+    let mut met = BTreeSet::new();
+    let mut next = vec![start.to_string()];
     while let Some(module) = next.pop() {
-        for (_, to) in top.keys().filter(|(a, _)| *a == module) {
-            if reached.insert(to.clone()) {
+        for (_, to) in top.keys().map(&step).filter(|(at, _)| *at == module) {
+            if met.insert(to.clone()) {
                 next.push(to.clone());
             }
         }
     }
-    reached
+    met
 }
 
 /// The hook interface (`feature.rs`) names nothing of the features (`features/`), not even
@@ -624,22 +639,6 @@ fn no_module_but_the_features_and_the_doors_reaches_a_feature() {
         through.is_empty(),
         "modules reaching features/ through a door: {through:?}"
     );
-}
-
-/// The top-level modules from which `to` can be reached along the imports.
-fn reaching(files: &impl Files, to: &str) -> BTreeSet<String> {
-    let edges = load(files, "lib.rs").edges();
-    let top = edges.get(&Vec::new()).cloned().unwrap_or_default();
-    let mut reaching = BTreeSet::new();
-    let mut next = vec![to.to_string()];
-    while let Some(module) = next.pop() {
-        for (from, _) in top.keys().filter(|(_, b)| *b == module) {
-            if reaching.insert(from.clone()) {
-                next.push(from.clone());
-            }
-        }
-    }
-    reaching
 }
 
 #[test]
