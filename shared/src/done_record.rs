@@ -57,8 +57,26 @@ pub struct DoneRecord {
 /// The completion record of the task named `key` (a task name) or with envelope id `key`,
 /// newest first, if one is kept and not expired by this machine's clock.
 pub async fn find(site: &Site<'_>, key: &str) -> Result<Option<DoneRecord>> {
+    let found = find_all(site, &[key.to_string()]).await?;
+    Ok(found.into_iter().next().flatten())
+}
+
+/// [`find`] for each of `keys`, with one listing of `done/` for them all.
+pub async fn find_all(site: &Site<'_>, keys: &[String]) -> Result<Vec<Option<DoneRecord>>> {
     let mut buckets = buckets(site.client, site.layout).await?;
+    if buckets.is_empty() {
+        return Ok(keys.iter().map(|_| None).collect());
+    }
     buckets.sort_unstable_by(|a, b| b.cmp(a));
+    let mut found = Vec::with_capacity(keys.len());
+    for key in keys {
+        found.push(find_in(site, &buckets, key).await?);
+    }
+    Ok(found)
+}
+
+/// The record of `key` in `buckets` (newest first).
+async fn find_in(site: &Site<'_>, buckets: &[i64], key: &str) -> Result<Option<DoneRecord>> {
     let by_name = layout::sequence(key).is_some();
     // Every bucket's entry read at once (pipelined on the session), then looked at newest
     // first.

@@ -134,14 +134,15 @@ pub trait Feature: Send + Sync + 'static {
         Box::pin(async { Ok(0) })
     }
 
-    /// The task `key` (a task name or an envelope id) that left the queue, as this feature
-    /// kept it, if it did.
+    /// Each of the tasks `keys` (task names or envelope ids) that left the queue, as this
+    /// feature kept it, if it did: one answer per key, in order. Asked for many keys at once,
+    /// so a feature looks at its store once for them all.
     fn find_ended<'a>(
         &'a self,
         _site: &'a Site<'a>,
-        _key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<EndedTask>>> {
-        Box::pin(async { Ok(None) })
+        keys: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Option<EndedTask>>>> {
+        Box::pin(async { Ok(keys.iter().map(|_| None).collect()) })
     }
 }
 
@@ -447,15 +448,28 @@ impl Features {
             .map(|(at, (feature, _))| (at, feature))
     }
 
-    /// The first feature's account of the task `key` that left the queue
-    /// ([`Feature::find_ended`]).
-    pub async fn find_ended(&self, site: &Site<'_>, key: &str) -> Result<Option<EndedTask>> {
+    /// For each of `keys`, the first feature's account of that task, which left the queue
+    /// ([`Feature::find_ended`]); each feature is asked once, about the keys still unfound.
+    pub async fn find_ended(
+        &self,
+        site: &Site<'_>,
+        keys: &[String],
+    ) -> Result<Vec<Option<EndedTask>>> {
+        let mut found: Vec<Option<EndedTask>> = keys.iter().map(|_| None).collect();
         for feature in self.list.iter() {
-            if let Some(ended) = feature.find_ended(site, key).await? {
-                return Ok(Some(ended));
+            let (at, unfound): (Vec<usize>, Vec<String>) = (keys.iter().enumerate())
+                .filter(|(i, _)| found[*i].is_none())
+                .map(|(i, key)| (i, key.clone()))
+                .unzip();
+            if unfound.is_empty() {
+                break;
+            }
+            let answers = feature.find_ended(site, &unfound).await?;
+            for (i, answer) in at.into_iter().zip(answers) {
+                found[i] = answer;
             }
         }
-        Ok(None)
+        Ok(found)
     }
 
     /// The answer of the feature at index `at` to its `write` that failed with `error`.

@@ -586,14 +586,14 @@ impl<'q> InDoubt<'q> {
         };
         // Ended, and kept by a feature (a completion record, with KEEP_DONE): what it kept
         // names the task and its id.
-        let site = self.site();
-        for (_, name) in missing {
-            if let Some(ended) = self.features().find_ended(&site, name).await? {
-                if open.contains(ended.id.as_str()) {
-                    ours.insert(ended.id, name.clone());
-                }
-                left.remove(name.as_str());
+        let names: Vec<String> = missing.iter().map(|(_, name)| name.clone()).collect();
+        let found = self.features().find_ended(&self.site(), &names).await?;
+        for ((_, name), ended) in missing.iter().zip(found) {
+            let Some(ended) = ended else { continue };
+            if open.contains(ended.id.as_str()) {
+                ours.insert(ended.id, name.clone());
             }
+            left.remove(name.as_str());
         }
         // Waiting out a backoff or a delay: `delayed/<bucket>/<due>~<name>`.
         if !left.is_empty() {

@@ -41,6 +41,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use zookeeper_client as zk;
 
+use crate::done_record::DoneRecord;
 use crate::error::Result;
 use crate::feature::{AfterFailure, End, EndWrite, EndedTask, Feature, Leaving, Site, Upkeep};
 
@@ -106,15 +107,16 @@ impl Feature for DoneRecords {
     fn find_ended<'a>(
         &'a self,
         site: &'a Site<'a>,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<EndedTask>>> {
+        keys: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Option<EndedTask>>>> {
         Box::pin(async move {
-            let record = crate::done_record::find(site, key).await?;
-            Ok(record.map(|record| EndedTask {
+            let records = crate::done_record::find_all(site, keys).await?;
+            let ended = |record: DoneRecord| EndedTask {
                 task: record.task,
                 id: record.id,
                 how: End::Completed,
-            }))
+            };
+            Ok(records.into_iter().map(|r| r.map(ended)).collect())
         })
     }
 }

@@ -37,7 +37,9 @@ impl Dependencies<'_> {
     /// The parent `key` names (a task name or an id), ended: found by what a feature kept of
     /// it (`Feature::find_ended`, such as a completion record kept with `KEEP_DONE`).
     async fn completed_parent(self, key: &str) -> Result<Option<Parent>> {
-        let ended = self.features().find_ended(&self.site(), key).await?;
+        let keys = [key.to_string()];
+        let ended = self.features().find_ended(&self.site(), &keys).await?;
+        let ended = ended.into_iter().next().flatten();
         Ok(ended.and_then(|ended| match ended.how {
             End::Completed => Some(Parent::Settled {
                 id: ended.id,
