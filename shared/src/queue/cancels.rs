@@ -7,13 +7,11 @@
 //! the version read; a waiting one with `create dead/T` and `delete delayed/B/…` at its
 //! version.
 
-use zookeeper_client as zk;
-
 use super::bury::{Burial, attempts_in};
 use super::held::Settled;
 use super::outcome::TaskOutcome;
 use super::record::CANCELLED;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::task::OnDead;
 
 recipe!(
@@ -68,13 +66,6 @@ impl Cancels<'_> {
 
     /// Creates `path` (a base path of ours) when a queue made by an earlier version lacks it.
     pub(crate) async fn ensure_parent(self, path: &str) -> Result<()> {
-        match self
-            .client()
-            .create(path, b"", &self.created(zk::CreateMode::Persistent))
-            .await
-        {
-            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(e) => Err(Error::zk("create", path, e)),
-        }
+        self.site().ensure(path).await
     }
 }
