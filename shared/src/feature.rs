@@ -47,7 +47,7 @@ use serde_json::Value;
 use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handler::Delivered;
 use crate::layout::Layout;
 use crate::task::{Envelope, Task, envelope_from_value};
@@ -162,8 +162,43 @@ impl Site<'_> {
         let options = zk::CreateMode::Persistent.with_acls(self.acls);
         match self.client.create(path, b"", &options).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(e) => Err(crate::error::Error::zk("create", path, e)),
+            Err(e) => Err(Error::zk("create", path, e)),
         }
+    }
+
+    /// One znode's data and stat; `None` when it is gone.
+    pub async fn read(&self, path: &str) -> Result<Option<(Vec<u8>, zk::Stat)>> {
+        match self.client.get_data(path).await {
+            Ok(read) => Ok(Some(read)),
+            Err(zk::Error::NoNode) => Ok(None),
+            Err(e) => Err(Error::zk("get", path, e)),
+        }
+    }
+
+    /// Several znodes' data and stats in one request (a multi-read); `None` for those gone.
+    /// No request for no paths.
+    pub async fn read_all(&self, paths: &[String]) -> Result<Vec<Option<(Vec<u8>, zk::Stat)>>> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut reader = self.client.new_multi_reader();
+        for path in paths {
+            (reader.add_get_data(path)).map_err(|e| Error::zk("get", path, e))?;
+        }
+        let results = (reader.commit().await).map_err(|e| Error::zk("get", &paths[0], e))?;
+        (paths.iter().zip(results))
+            .map(|(path, result)| match result {
+                zk::MultiReadResult::Data { data, stat } => Ok(Some((data, stat))),
+                zk::MultiReadResult::Error {
+                    err: zk::Error::NoNode,
+                } => Ok(None),
+                zk::MultiReadResult::Error { err } => Err(Error::zk("get", path, err)),
+                other => {
+                    let msg = format!("multi-read returned {other:?}");
+                    Err(Error::zk("get", path, zk::Error::UnexpectedError(msg)))
+                }
+            })
+            .collect()
     }
 }
 
@@ -245,22 +280,26 @@ pub enum End {
 /// A write a feature adds to an ending, at any version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndWrite {
-    /// Deletes znode `path`, at any version.
+    /// Deletes znode `path`, at `version` (any when none).
     Delete {
         /// The znode.
         path: String,
+        /// The version it must be at.
+        version: Option<i32>,
     },
     /// Fails the multi-op when znode `path` exists (a create and a delete of it, empty).
     Absent {
         /// The znode.
         path: String,
     },
-    /// Sets the data of znode `path`.
+    /// Sets the data of znode `path`, at `version` (any when none).
     Set {
         /// The znode.
         path: String,
         /// Its new data.
         data: Vec<u8>,
+        /// The version it must be at.
+        version: Option<i32>,
     },
     /// Creates the persistent znode `path` with `data`.
     Create {
@@ -275,25 +314,52 @@ impl EndWrite {
     /// What it adds to a request: its path and data.
     pub fn bytes(&self) -> usize {
         match self {
-            EndWrite::Set { path, data } | EndWrite::Create { path, data } => {
+            EndWrite::Set { path, data, .. } | EndWrite::Create { path, data } => {
                 path.len() + data.len()
             }
-            EndWrite::Delete { path } => path.len(),
+            EndWrite::Delete { path, .. } => path.len(),
             EndWrite::Absent { path } => 2 * path.len(),
         }
     }
 }
 
 /// A feature's answer to one of its writes that failed an ending or a release.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AfterFailure {
     /// The ending (or release) is committed again without the write.
     LeaveOut,
+    /// The ending (or release) is committed again without any of the feature's writes for
+    /// that task: they stand or fall together.
+    LeaveOutAll,
+    /// The ending (or release) is committed again with this write in place of the one that
+    /// failed (the same znode at the version it moved to).
+    Replace(EndWrite),
     /// A release only: the task is not given back, as it was cancelled while held; its
     /// holder buries it (`Settled::Cancelled`).
     Cancelled,
     /// Nothing explains it: the ending fails with the error.
     Unexpected,
+}
+
+impl AfterFailure {
+    /// Changes one task's feature writes `writes` (each with its feature's index) as this
+    /// answer to the failure of `writes[k]` says; whether the ending (or release) is tried
+    /// again. `false` for [`AfterFailure::Cancelled`] and [`AfterFailure::Unexpected`], which
+    /// the caller answers.
+    pub fn apply(self, writes: &mut Vec<(usize, EndWrite)>, k: usize) -> bool {
+        match self {
+            AfterFailure::LeaveOut => {
+                writes.remove(k);
+            }
+            AfterFailure::LeaveOutAll => {
+                let feature = writes[k].0;
+                writes.retain(|(at, _)| *at != feature);
+            }
+            AfterFailure::Replace(write) => writes[k].1 = write,
+            AfterFailure::Cancelled | AfterFailure::Unexpected => return false,
+        }
+        true
+    }
 }
 
 /// What a sweep works with: the queue's session, its paths, and ZooKeeper's time as the

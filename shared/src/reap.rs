@@ -31,9 +31,6 @@ const READ_BATCH: usize = 16;
 /// Due tasks a reaper run moves back from `delayed/` to the queue, at most.
 const PROMOTE_PER_RUN: usize = 1_000;
 
-/// Expired idempotency keys deleted per run, at most (one multi-op each).
-const KEYS_PER_RUN: usize = 1_000;
-
 /// Concurrency keys' gates looked at per run, at most.
 const KEY_GATES_PER_RUN: usize = 1_000;
 
@@ -55,8 +52,6 @@ pub struct ReapReport {
     pub unreadable: u32,
     /// Tasks whose backoff or delay ended, moved back to the queue.
     pub promoted: u32,
-    /// Idempotency keys deleted because their window after completion had passed.
-    pub keys_expired: u32,
     /// Gates of concurrency keys deleted because nothing held a slot in them and their
     /// bucket was full again.
     pub key_gates_swept: u32,
@@ -155,10 +150,6 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
         }
     }
     report.promoted = queue.delays().promote_due(&now, PROMOTE_PER_RUN).await? as u32;
-    report.keys_expired = queue
-        .idempotency_keys()
-        .sweep_keys(&now, KEYS_PER_RUN)
-        .await? as u32;
     report.key_gates_swept = queue
         .gates()
         .sweep_key_gates(&now, KEY_GATES_PER_RUN)
@@ -213,7 +204,6 @@ impl ReapReport {
             raced = self.raced,
             unreadable = self.unreadable,
             promoted = self.promoted,
-            keys_expired = self.keys_expired,
             key_gates_swept = self.key_gates_swept,
             keys_at_limit = self.stats.keys_at_limit,
             children_settled = self.children_settled,

@@ -90,7 +90,8 @@ async fn a_duplicate_says_where_the_task_is_and_completion_keeps_the_key_for_the
     assert_eq!(state, KeyState::Completed);
     assert!(t.children("tasks").await.is_empty(), "nothing created");
     // The reaper leaves a key whose window has not passed.
-    assert_eq!(reap::reap(&t.queue).await.unwrap().keys_expired, 0);
+    let report = reap::reap(&t.queue).await.unwrap();
+    assert_eq!(report.swept.get("idempotency_keys"), Some(&0), "{report:?}");
     assert_eq!(t.children("keys").await.len(), 1);
 }
 
@@ -152,11 +153,33 @@ async fn the_reaper_deletes_keys_past_their_window_and_only_those() {
     // Its expiry entry is filed by when it expires: due for a reaper judging as much later.
     let later = ZkTime::at(t.now().await.now_ms() + 1_100);
     let report = reap::reap_at(&t.queue, &later).await.unwrap();
-    assert_eq!(report.keys_expired, 1);
+    assert_eq!(report.swept.get("idempotency_keys"), Some(&1), "{report:?}");
     assert_eq!(t.children("keys").await, ["pending"], "a pending key stays");
     assert!(
         t.children("keys-expiry").await.is_empty(),
         "its bucket is gone"
+    );
+}
+
+/// A key published again after its window is filed for expiry in the bucket its first task's
+/// completion already filed it in (both expire within the same ten minutes): the second
+/// completion still marks it completed, so it expires as the first one did.
+#[tokio::test]
+async fn a_key_taken_again_after_its_window_is_marked_completed_by_its_second_task() {
+    let t = TestQueue::with(|c| c.dedup_window = Duration::from_millis(1_000)).await;
+    publish(&t, "k9").await;
+    let recorder = Recorder::default();
+    assert_eq!(run(&t.queue, &recorder, 10).await.completed, 1);
+    completed_earlier(&t, "k9", 1_100).await;
+    let Published::Created { task, .. } = publish(&t, "k9").await else {
+        panic!("the window passed: a new task");
+    };
+    assert_eq!(run(&t.queue, &recorder, 10).await.completed, 1);
+    let key = t.read_json("keys/k9").await;
+    assert_eq!(key["task"], json!(task));
+    assert!(
+        key["completed_at"].is_i64(),
+        "the second completion marks the key completed: {key}"
     );
 }
 

@@ -8,6 +8,7 @@
 pub mod cancel_marks;
 pub mod done_records;
 pub mod expiry;
+pub mod idempotency_keys;
 #[cfg(feature = "schedule")]
 pub mod schedules;
 pub mod steps;
@@ -26,6 +27,7 @@ pub fn registered(config: &Config) -> Features {
         Arc::new(cancel_marks::CancelMarks),
         Arc::new(expiry::Expiry),
         Arc::new(steps::StepFolders),
+        Arc::new(idempotency_keys::Keys::new(config.dedup_window)),
         Arc::new(done_records::DoneRecords::new(config.keep_done)),
     ];
     Features::new(list)

@@ -1,10 +1,10 @@
 //! Burying: a task goes to the dead letters with a reason, in one multi-op that writes its
 //! record and removes it, whoever has it: its holder (checked by the lease's version), nobody
 //! (a lease created and deleted in the same multi-op fails it if someone holds the task), or
-//! `delayed/` (a waiting task). Its idempotency key goes with it when the key is still its own
-//! (it may be published again), its group's lock is released or turned into the group's pause,
-//! and registered features add their writes (`Feature::at_end`, such as the deletion of a
-//! cancelled task's cancel mark).
+//! `delayed/` (a waiting task). Its group's lock is released or turned into the group's pause,
+//! and registered features add their writes (`Feature::at_end`: its idempotency key deleted
+//! when still its own, so the key may be published again; a cancelled task's cancel mark
+//! deleted).
 //!
 //! Every caller buries through [`Queue::bury`]: a holder whose task failed for good or ran out
 //! of attempts or interruptions, a claim that meets a poison body or a cancelled task, a cancel
@@ -15,7 +15,6 @@ use super::end::{Ending, To, Where};
 use super::group_lock::{HeldLock, Release};
 use super::held::Lease;
 use super::held::Settled;
-use super::idempotency_key_owner::OwnedKey;
 use super::marker::MarkerWrite;
 use crate::error::Result;
 use crate::feature::{End, EndWrite, Leaving};
@@ -90,13 +89,6 @@ impl Burial<'_> {
     }
 }
 
-/// What a bury writes besides the record and the task's removal, each dropped when it turns
-/// out not to be the task's any more.
-struct Along {
-    key: Option<OwnedKey>,
-    lock: Option<Release>,
-}
-
 impl Queue {
     /// Moves a task to the dead letters with `reason` (see the module documentation), as an
     /// `Ending` (see `end`). [`Settled::Done`] when it went; [`Settled::Gone`] when the
@@ -134,7 +126,7 @@ impl Queue {
         };
         let name = task.name().to_string();
         let letter = self.dead_letter_of(&name, &body, reason, attempts, last_error);
-        let Along { key, lock } = self.along(&task, &body, reason).await?;
+        let lock = self.lock_along(&task, &body, reason).await?;
         let writes = self.dead_writes(&task, &body, reason).await?;
         // Children waiting for it learn in the same write that it died.
         let marker = id_of(&task, &body).map(|id| {
@@ -151,7 +143,6 @@ impl Queue {
         let from = self.removal(task, tombstone);
         let to = To::Dead {
             letter: Box::new(letter),
-            key,
         };
         let mut ending = Ending::new(name, from, to);
         ending.lock = lock;
@@ -221,47 +212,37 @@ impl Queue {
         }
     }
 
-    /// What burying `task` (whose body is `body`) writes besides its record and removal: its
-    /// key when it is its own, its group's lock when it holds it, its cancel mark.
-    async fn along(&self, task: &Burial<'_>, body: &[u8], reason: &str) -> Result<Along> {
-        let (key, lock) = match task {
+    /// What burying `task` (whose body is `body`) does to its group's lock, when it holds
+    /// it: released, or turned into the group's pause.
+    async fn lock_along(
+        &self,
+        task: &Burial<'_>,
+        body: &[u8],
+        reason: &str,
+    ) -> Result<Option<Release>> {
+        match task {
             Burial::Held { lease, on_dead } => {
                 let task = &lease.task;
-                let lock = match lease.group_lock.clone() {
-                    Some(held) => Some(self.groups().release_lock(
-                        held,
-                        &task.envelope.id,
-                        &task.name,
-                        *on_dead,
-                        reason,
-                    )?),
-                    None => None,
+                let Some(held) = lease.group_lock.clone() else {
+                    return Ok(None);
                 };
-                (
-                    self.idempotency_keys().owned_key(&task.envelope).await?,
-                    lock,
-                )
+                let (id, name) = (&task.envelope.id, &task.name);
+                let release = self
+                    .groups()
+                    .release_lock(held, id, name, *on_dead, reason)?;
+                Ok(Some(release))
             }
             Burial::Unclaimed { name, on_dead, .. } => {
                 let at_turn = task.at_turn();
-                futures::future::try_join(
-                    self.idempotency_keys().owned_key_of_body(body),
-                    self.lock_to_release(name, body, *on_dead, reason, at_turn),
-                )
-                .await?
+                (self.lock_to_release(name, body, *on_dead, reason, at_turn)).await
             }
             // A waiting task keeps its group's lock while it waits (a retry keeps it): a
             // cancel releases it, so the group goes on.
             // (A cancel does not know the routes: the task's own `on_dead` decides.)
             Burial::Waiting { name, .. } => {
-                futures::future::try_join(
-                    self.idempotency_keys().owned_key_of_body(body),
-                    self.lock_to_release(name, body, own_on_dead(body), reason, false),
-                )
-                .await?
+                (self.lock_to_release(name, body, own_on_dead(body), reason, false)).await
             }
-        };
-        Ok(Along { key, lock })
+        }
     }
 
     /// What burying the task in `body` (named `name`) does to its group's lock, when the

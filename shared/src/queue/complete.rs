@@ -12,7 +12,6 @@ use super::marker::MarkerWrite;
 use super::request_size::within_request;
 use crate::error::Result;
 use crate::feature::{End, EndWrite, Leaving};
-use crate::task::Task;
 use crate::task::batch::MAX_TALLY_BYTES;
 
 impl Queue {
@@ -26,12 +25,11 @@ impl Queue {
     }
 
     /// Completes several held tasks in one multi-op, each deleting task and lease together if
-    /// the lease is still ours; a task published with an idempotency key also marks its key
-    /// completed and files it by when it expires; registered features add their writes
-    /// (`Feature::at_end`). If one write fails, the multi-op changes
-    /// nothing and names it: that lease is read again when only its version is off (and kept
-    /// when it is still ours), else its task is reported lost or gone, and the rest are
-    /// committed again without it. A key that is missing is left out.
+    /// the lease is still ours; registered features add their writes (`Feature::at_end`: a
+    /// keyed task's key marked completed, its completion record, …). If one write fails, the
+    /// multi-op changes nothing and names it: that lease is read again when only its version
+    /// is off (and kept when it is still ours), else its task is reported lost or gone, and the
+    /// rest are committed again without it; a feature's write its feature answers.
     ///
     /// Features' writes that are large (completion records with large results) are split over
     /// several multi-ops, so each stays within ZooKeeper's request limit (see
@@ -67,40 +65,24 @@ impl Queue {
         Ok(ended.settled)
     }
 
-    /// What completing each of `leases` writes besides deleting task and lease: its key marked
-    /// completed, its group's lock released, its slots, its marker, the features' writes.
+    /// What completing each of `leases` writes besides deleting task and lease: its group's
+    /// lock released, its slots, its marker, the features' writes.
     async fn completions(&self, leases: Vec<Lease>) -> Result<Vec<Ending>> {
-        let tasks: Vec<&Task> = leases.iter().map(|l| &l.task).collect();
-        // Idempotency keys are consulted only for keyed tasks.
-        let keyed = tasks.iter().any(|task| task.envelope.keyed);
         let leaving: Vec<Leaving> = (leases.iter())
             .map(|l| Leaving::completed(&l.task, l.delivered.as_ref()))
             .collect();
         let site = self.site();
-        let (writes, keys) = futures::future::try_join(
-            self.features().at_end(&site, &leaving, End::Completed),
-            async {
-                if keyed {
-                    self.idempotency_keys().completed_keys(&tasks).await
-                } else {
-                    Ok(nones(tasks.len()))
-                }
-            },
-        )
-        .await?;
+        let writes = (self.features())
+            .at_end(&site, &leaving, End::Completed)
+            .await?;
         drop(leaving);
-        let each = leases.into_iter().zip(writes).zip(keys);
+        let each = leases.into_iter().zip(writes);
         Ok(each
-            .map(|((lease, writes), key)| self.completion(lease, writes, key))
+            .map(|(lease, writes)| self.completion(lease, writes))
             .collect())
     }
 
-    fn completion(
-        &self,
-        lease: Lease,
-        writes: Vec<(usize, EndWrite)>,
-        key: Option<super::idempotency_key_owner::CompletedKey>,
-    ) -> Ending {
+    fn completion(&self, lease: Lease, writes: Vec<(usize, EndWrite)>) -> Ending {
         let name = lease.task.name.clone();
         let settled = crate::task::after::ParentEnd::Completed { task: name.clone() };
         let marker = MarkerWrite::new(self.layout(), &lease.task.envelope.id, &settled);
@@ -116,7 +98,7 @@ impl Queue {
             lease_path: self.layout().lease(&name),
             lease: Box::new(lease),
         };
-        let mut ending = Ending::new(name, from, To::Completed { key });
+        let mut ending = Ending::new(name, from, To::Completed);
         ending.lock = lock;
         ending.marker = Some(marker);
         ending.batch = batch;
@@ -124,9 +106,4 @@ impl Queue {
         ending.writes = writes;
         ending
     }
-}
-
-/// `n` times nothing: what a feature no task carries adds to each task.
-fn nones<T>(n: usize) -> Vec<Option<T>> {
-    std::iter::repeat_with(|| None).take(n).collect()
 }

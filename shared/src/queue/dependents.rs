@@ -222,7 +222,7 @@ impl Dependencies<'_> {
         let site = self.site();
         let dead = crate::feature::End::Dead;
         let writes = self.features().at_end(&site, &[leaving], dead).await?;
-        let to = To::Dead { letter, key: None };
+        let to = To::Dead { letter };
         let mut ending = Ending::new(name, from, to);
         ending.marker = Some(MarkerWrite::new(self.layout(), id, &own));
         ending.writes = writes.into_iter().next().unwrap_or_default();

@@ -11,18 +11,18 @@
 //!   guard lease created and deleted around it when nobody holds it (the multi-op fails when
 //!   someone does); its waiting node's version under `delayed/` or `after/`;
 //! - its dead letter, when it dies ([`To`]);
-//! - what goes with it: its idempotency key (marked completed, or deleted so the key may be
-//!   published again), its group's lock (released, or turned into the group's pause), its
-//!   cancel mark, its marker for the children waiting for it (see `dependents`), the slots it
-//!   held in gates; the writes registered features add to a held task's completion
-//!   (`Feature::at_end`, such as its completion record), each of which its feature answers
-//!   when it fails the multi-op;
+//! - what goes with it: its group's lock (released, or turned into the group's pause), its
+//!   marker for the children waiting for it (see `dependents`), the slots it held in gates;
+//!   the writes registered features add to its ending (`Feature::at_end`: its idempotency
+//!   key's, its completion record, its cancel mark's delete, …), each of which its feature
+//!   answers when it fails the multi-op (`Feature::after_failure`);
 //! - once per batch among the tasks: the batch's counters, and its callback when they leave
 //!   it settled (see `members`).
 //!
 //! A failed try changes nothing. The part that failed it is read again (a batch, a marker,
-//! a lease whose extension landed unseen), or left out when the task can end without it (a key
-//! or lock that changed hands, a feature's write its feature leaves out), or it decides that task's
+//! a lease whose extension landed unseen), or left out when the task can end without it (a lock
+//! that changed hands, a feature's write its feature leaves out), or rewritten as its feature
+//! says, or it decides that task's
 //! [`Settled`] (gone, lease lost, moved) and the others are committed again without it.
 
 use zookeeper_client as zk;
@@ -31,7 +31,6 @@ use super::Queue;
 use super::gate_cache::Freeing;
 use super::group_lock::Release;
 use super::held::{Lease, Settled};
-use super::idempotency_key_owner::{CompletedKey, OwnedKey};
 use super::marker::{MarkerWrite, NoChildren};
 use super::members::{BatchesSeen, Tally, tally};
 use super::ops::{Failed, Landed, Multi, Op, Part};
@@ -39,7 +38,7 @@ use super::record::DeadLetter;
 use super::slots::{Rename, Shrink, SlotShare, push_rename};
 use super::write::{self, Next, Read, Tries, Write};
 use crate::error::Result;
-use crate::feature::{AfterFailure, EndWrite};
+use crate::feature::EndWrite;
 
 /// Re-reads of batches, and of markers (or of `dependents/`), one call may make when other
 /// writers keep changing them.
@@ -81,13 +80,10 @@ pub(super) enum Where {
 /// How a task ends.
 #[derive(Debug)]
 pub(super) enum To {
-    /// Completed: its key, when its own, marked completed.
-    Completed { key: Option<CompletedKey> },
-    /// Dead: its dead letter; its key, when its own, deleted.
-    Dead {
-        letter: Box<DeadLetter>,
-        key: Option<OwnedKey>,
-    },
+    /// Completed.
+    Completed,
+    /// Dead: its dead letter.
+    Dead { letter: Box<DeadLetter> },
 }
 
 /// One task on its way out of the queue, and everything its ending writes.
@@ -183,23 +179,8 @@ impl Ending {
                     .push(tag(Part::Blocked), Op::Delete(path, *version));
             }
         }
-        match &self.to {
-            To::Completed { key: Some(key) } => {
-                multi
-                    .push(
-                        tag(Part::IdempotencyKey),
-                        Op::Set(&key.key.path, &key.data, key.key.version),
-                    )
-                    .push(tag(Part::IdempotencyKey), Op::Create(&key.entry, b""));
-            }
-            To::Completed { key: None } => {}
-            To::Dead { letter, key } => {
-                letter.push(multi, tag(Part::Record));
-                multi.push_some(
-                    tag(Part::IdempotencyKey),
-                    key.as_ref().map(OwnedKey::delete),
-                );
-            }
+        if let To::Dead { letter } = &self.to {
+            letter.push(multi, tag(Part::Record));
         }
         for (k, (_, write)) in self.writes.iter().enumerate() {
             push_write(multi, tag(Part::Feature(k as u16)), write);
@@ -218,9 +199,15 @@ pub(super) fn push_write<'a, T: Copy + PartialEq>(
     write: &'a EndWrite,
 ) {
     match write {
-        EndWrite::Set { path, data } => multi.push(tag, Op::Set(path, data, -1)),
+        EndWrite::Set {
+            path,
+            data,
+            version,
+        } => multi.push(tag, Op::Set(path, data, version.unwrap_or(-1))),
         EndWrite::Create { path, data } => multi.push(tag, Op::Create(path, data)),
-        EndWrite::Delete { path } => multi.push(tag, Op::Delete(path, -1)),
+        EndWrite::Delete { path, version } => {
+            multi.push(tag, Op::Delete(path, version.unwrap_or(-1)))
+        }
         EndWrite::Absent { path } => multi
             .push(tag, Op::Create(path, b""))
             .push(tag, Op::Delete(path, -1)),
@@ -255,26 +242,12 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
         // A record of an earlier queue under the same root (or sequence numbers wrapped) has
         // the name: this one gets a name of its own.
         (Part::Record, NodeExists) => match &mut ending.to {
-            To::Dead { letter, .. } => match letter.rename() {
+            To::Dead { letter } => match letter.rename() {
                 true => Answer::Again,
                 false => Answer::Unexpected,
             },
-            To::Completed { .. } => Answer::Unexpected,
+            To::Completed => Answer::Unexpected,
         },
-        // A key named meanwhile by its publisher is still ours at its new version; one gone,
-        // taken by another task, or already filed: the task ends without it.
-        (Part::IdempotencyKey, BadVersion | NoNode | NodeExists) => {
-            match &mut ending.to {
-                To::Completed { key } => {
-                    *key = key.take().and_then(|mut k| {
-                        k.key = k.key.after_failure(error)?;
-                        Some(k)
-                    })
-                }
-                To::Dead { key, .. } => *key = key.take().and_then(|k| k.after_failure(error)),
-            }
-            Answer::Again
-        }
         // The lock changed hands (an operator resumed the group): not ours to write.
         (Part::Lock, BadVersion | NoNode | NodeExists) => {
             ending.lock = None;
@@ -438,17 +411,12 @@ impl Call {
         // A feature's own write: the feature answers.
         if let Part::Feature(k) = part {
             let (feature, write) = &ending.writes[usize::from(k)];
-            return match queue
+            let answer = queue
                 .features()
-                .after_failure(*feature, write, &failed.error)
-            {
-                AfterFailure::LeaveOut => {
-                    ending.writes.remove(usize::from(k));
-                    Ok(())
-                }
-                AfterFailure::Unexpected | AfterFailure::Cancelled => {
-                    Err(failed.unexpected(self.what))
-                }
+                .after_failure(*feature, write, &failed.error);
+            return match answer.apply(&mut ending.writes, usize::from(k)) {
+                true => Ok(()),
+                false => Err(failed.unexpected(self.what)),
             };
         }
         let outcome = match answer(ending, part, &failed.error) {
@@ -541,7 +509,7 @@ impl Queue {
                 }
             };
             match ending.to {
-                To::Completed { .. } => firsts[at].2 += 1,
+                To::Completed => firsts[at].2 += 1,
                 To::Dead { .. } => firsts[at].3.push(ending.name.clone()),
             }
         }
@@ -561,7 +529,7 @@ impl Queue {
     async fn ended(&self, endings: Vec<Ending>, mut settled: Vec<(String, Settled)>) -> Ended {
         let mut markers = Vec::new();
         for ending in endings {
-            if let To::Dead { letter, .. } = &ending.to {
+            if let To::Dead { letter } = &ending.to {
                 let (task, reason) = (&ending.name, &letter.reason);
                 let consumer = self.consumer_id();
                 tracing::warn!(%task, %consumer, %reason, "task dead-lettered");
@@ -580,10 +548,10 @@ impl Queue {
         self.gates().free_slots(&shares).await;
         let task = &ending.name;
         match (&ending.to, outcome) {
-            (To::Completed { .. }, Settled::Gone) => {
+            (To::Completed, Settled::Gone) => {
                 tracing::info!(%task, "already gone: nothing to complete")
             }
-            (To::Completed { .. }, _) => {
+            (To::Completed, _) => {
                 tracing::warn!(%task, "lease lost before completing; nothing changed")
             }
             (To::Dead { .. }, _) => tracing::debug!(%task, ?outcome, "not buried"),

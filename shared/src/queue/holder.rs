@@ -404,11 +404,11 @@ impl Write for Release {
                 let (at, write) = &self.features[usize::from(k)];
                 match queue.features().after_failure(*at, write, &failed.error) {
                     AfterFailure::Cancelled => Settled::Cancelled,
-                    AfterFailure::LeaveOut => {
-                        self.features.remove(usize::from(k));
+                    AfterFailure::Unexpected => return Err(failed.unexpected(Self::WHAT)),
+                    answer => {
+                        answer.apply(&mut self.features, usize::from(k));
                         return Ok(Next::Again);
                     }
-                    AfterFailure::Unexpected => return Err(failed.unexpected(Self::WHAT)),
                 }
             }
             // The bucket was promoted away between its creation and this: once more.

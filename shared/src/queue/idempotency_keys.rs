@@ -1,34 +1,25 @@
-//! Idempotency keys: a publish with a key creates `keys/<key>` and the task in one multi-op, so
-//! of two producers racing with one key exactly one creates a task; the other gets the task
-//! that has it. Consumers mark the key completed when they complete the task (and file it
-//! under `keys-expiry/` by when it expires), and delete it when the task goes to the dead
-//! letters, so a key whose task died can be published again. The reaper deletes expired keys,
-//! a bounded number per run (`idempotency_key_expiry.rs`).
+//! Idempotency keys at publish: a publish with a key creates `keys/<key>` and the task in one
+//! multi-op, so of two producers racing with one key exactly one creates a task; the other
+//! gets the task that has it. What a keyed task's end does to its key (marked completed and
+//! filed by when it expires, or deleted so the key may be published again), and the reaper's
+//! sweep of keys past their window, are the feature's (`features/idempotency_keys/`), through
+//! the core's end and sweep hooks.
 //!
 //! A task's envelope names its key, but the key is the task's only while its data names the
-//! task's id: once the task died, another task may have taken the key. So every settlement
-//! reads the key first (a completion batch in one multi-read) and writes or deletes it only at
-//! the version read, and only when it names the task's id and is not completed (`OwnedKey`).
-//! A redrive takes the key again in the multi-op that queues the task, or, when another task
-//! has it, queues nothing ([`crate::dead::redrive()`]).
+//! task's id and it is not completed: once the task died, another task may have taken the
+//! key. A redrive takes the key again in the multi-op that queues the task, or, when another
+//! task has it, queues nothing ([`crate::dead::redrive()`]).
 //!
 //! The task's name is known only from the keyed publish's answer, so it goes into the key with a
 //! second write; a publisher that meets a key without a name waits for it (up to a second). While
-//! a task holds its key only that naming write changes it (version 0 to 1), so a settlement's
-//! write that fails on version 0 is sent again at 1; any other failure leaves the key out of the
-//! multi-op, which is sent again. A publish that meets a completed key past its window deletes
-//! it and publishes; the reaper looks at expiry buckets from their start on and deletes each key
-//! past its window (at the version read) with its entry, so a publish after the window never
-//! waits for the sweep.
+//! a task holds its key only that naming write changes it (version 0 to 1). A publish that meets
+//! a completed key past its window deletes it and publishes (`idempotency_key_expiry.rs`), so a
+//! publish after the window never waits for the sweep.
 //!
 //! # Costs
 //!
-//! A completion batch with keyed tasks reads their keys once (one multi-read, sent with the
-//! completion's other preparation) and adds two operations per keyed task (`setData keys/<key>`
-//! with `completed_at`, `create keys-expiry/<bucket>/<key>`); a keyed bury reads its key and adds
-//! one delete. A task without a key costs nothing more anywhere. A 000-design consumer knows
-//! nothing of keys: a keyed task it completes leaves its key pending, which stops publishes of
-//! that key until someone deletes it.
+//! A keyed publish adds the key's create to the task's multi-op, and the naming write after
+//! it. A task without a key costs nothing more anywhere.
 
 use std::time::Duration;
 
@@ -43,8 +34,8 @@ use crate::layout;
 use crate::task::Envelope;
 
 recipe!(
-    /// Idempotency keys: publishing with one, what settling a keyed task does to its key, and
-    /// keys past their window (`idempotency_keys`, `idempotency_key_owner`, `idempotency_key_expiry`).
+    /// Idempotency keys at publish: taking one, and a key past its window met by a publish
+    /// (`idempotency_keys`, `idempotency_key_expiry`).
     IdempotencyKeys,
     idempotency_keys
 );
@@ -63,15 +54,29 @@ pub(crate) struct KeyedWrite {
 
 /// `keys/<key>`'s data.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct KeyData {
+pub(crate) struct KeyData {
     /// The id of the task that has the key.
-    pub(super) id: String,
+    pub(crate) id: String,
     /// Its name, written right after the create (a multi-op cannot know it before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) task: Option<String>,
+    pub(crate) task: Option<String>,
     /// When the task completed (the completing consumer's clock, ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) completed_at: Option<i64>,
+    pub(crate) completed_at: Option<i64>,
+}
+
+impl KeyData {
+    /// When the key in `bytes` was completed, if it was (and is readable).
+    pub(crate) fn completed_at_in(bytes: &[u8]) -> Option<i64> {
+        serde_json::from_slice::<KeyData>(bytes).ok()?.completed_at
+    }
+
+    /// Whether a key whose task completed at `completed_at` (ms since the epoch) is past its
+    /// `window` by this machine's clock.
+    pub(crate) fn past_window(completed_at: i64, window: Duration) -> bool {
+        let window = crate::lease::millis(window);
+        completed_at.saturating_add(window) <= chrono::Utc::now().timestamp_millis()
+    }
 }
 
 impl KeyData {
@@ -387,14 +392,6 @@ impl IdempotencyKeys<'_> {
             Some(_) => KeyState::Pending,
             None => KeyState::Waiting,
         })
-    }
-
-    /// The key znode of `envelope`'s task, when its producer made one.
-    pub(crate) fn key_path(&self, envelope: &Envelope) -> Option<String> {
-        match (&envelope.idempotency_key, envelope.keyed) {
-            (Some(key), true) => Some(self.layout().key(key)),
-            _ => None,
-        }
     }
 }
 

@@ -21,7 +21,8 @@
 //! from it, and called by the core only for a task that carries the feature:
 //!
 //! - [`Groups`] (`group_lock`, `place`): ordered groups' locks, and grouped tasks' places.
-//! - [`IdempotencyKeys`] (`idempotency_keys`, `idempotency_key_owner`, `idempotency_key_expiry`): idempotency keys.
+//! - [`IdempotencyKeys`] (`idempotency_keys`, `idempotency_key_expiry`): the keyed publish
+//!   (a key's end and sweep are the feature's, `features/idempotency_keys/`).
 //! - [`Gates`] (`gate`, `gate_cache`, `slots`, `slot_writes`, `key_gates`): limited routes'
 //!   and concurrency keys' gates, and the slots claims hold in them.
 //! - [`KeyLanes`] (`key_lanes`): lanes made as publishes need them; key lanes listed.
@@ -68,7 +69,6 @@ mod group_lock;
 mod held;
 mod holder;
 mod idempotency_key_expiry;
-mod idempotency_key_owner;
 mod idempotency_keys;
 mod key_gates;
 mod key_lanes;
@@ -143,7 +143,7 @@ pub(crate) use members::{batch_error, unknown_batch};
 // What features write through the core's write loop with tags of their own (not every build
 // has such a feature).
 #[allow(unused_imports)]
-pub(crate) use idempotency_keys::{KeyedWrite, created_name};
+pub(crate) use idempotency_keys::{KeyData, KeyedWrite, created_name};
 #[allow(unused_imports)]
 pub(crate) use ops::{Failed, Landed};
 pub(crate) use ops::{Multi, Op, Part};

@@ -28,11 +28,7 @@ pub enum TaskRead {
 impl Queue {
     /// One znode's data and stat; `None` when it is gone.
     pub async fn read_path(&self, path: &str) -> Result<Option<(Vec<u8>, zk::Stat)>> {
-        match self.client().get_data(path).await {
-            Ok(read) => Ok(Some(read)),
-            Err(zk::Error::NoNode) => Ok(None),
-            Err(e) => Err(Error::zk("get", path, e)),
-        }
+        self.site().read(path).await
     }
 
     /// Several znodes' data, stats and children in one request (a multi-read); `None` for
@@ -83,30 +79,7 @@ impl Queue {
 
     /// Several znodes' data and stats in one request (a multi-read); `None` for those gone.
     pub async fn read_paths(&self, paths: &[String]) -> Result<Vec<Option<(Vec<u8>, zk::Stat)>>> {
-        if paths.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut reader = self.client().new_multi_reader();
-        add_get_data(&mut reader, paths)?;
-        let results = reader
-            .commit()
-            .await
-            .map_err(|e| Error::zk("get", &paths[0], e))?;
-        paths
-            .iter()
-            .zip(results)
-            .map(|(path, result)| match result {
-                zk::MultiReadResult::Data { data, stat } => Ok(Some((data, stat))),
-                zk::MultiReadResult::Error {
-                    err: zk::Error::NoNode,
-                } => Ok(None),
-                zk::MultiReadResult::Error { err } => Err(Error::zk("get", path, err)),
-                other => {
-                    let msg = format!("multi-read returned {other:?}");
-                    Err(Error::zk("get", path, zk::Error::UnexpectedError(msg)))
-                }
-            })
-            .collect()
+        self.site().read_all(paths).await
     }
 }
 

@@ -7,7 +7,6 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use super::dependents::EmptyAt;
 use super::gate_cache::GateCache;
@@ -17,8 +16,6 @@ use super::turns::Turns;
 /// clone of the queue (it carries them in one `Arc`). The core never reads it.
 #[derive(Default)]
 pub(super) struct Memory {
-    /// `key_owner`: the bucket of completed keys this process last made sure of.
-    pub(super) key_bucket: MadeBucket,
     /// `dependents`: the data version at which `dependents/` was last seen without children.
     pub(super) dependents_empty: EmptyAt,
     /// `key_lanes`: key lanes this process made or met with its publishes.
@@ -65,26 +62,6 @@ impl Made {
 
     pub(super) fn forget_all(&self) {
         self.names().clear();
-    }
-}
-
-/// The time bucket this process last made sure of: a create that finds its node is a logged
-/// write all the same, so a bucket is made once per process.
-pub(super) struct MadeBucket(AtomicI64);
-
-impl Default for MadeBucket {
-    fn default() -> Self {
-        MadeBucket(AtomicI64::new(i64::MIN))
-    }
-}
-
-impl MadeBucket {
-    pub(super) fn is(&self, bucket: i64) -> bool {
-        self.0.load(Relaxed) == bucket
-    }
-
-    pub(super) fn set(&self, bucket: i64) {
-        self.0.store(bucket, Relaxed);
     }
 }
 

@@ -59,7 +59,13 @@ pub(super) async fn deletes(
         let found =
             (site.client.check_stat(&path).await).map_err(|e| Error::zk("stat", &path, e))?;
         if found.is_some() {
-            deletes.push((i, EndWrite::Delete { path }));
+            deletes.push((
+                i,
+                EndWrite::Delete {
+                    path,
+                    version: None,
+                },
+            ));
         }
     }
     Ok(deletes)

@@ -85,7 +85,14 @@ fn marks(layout: &Layout, leaving: &[Leaving]) -> Vec<(usize, EndWrite)> {
         .map(|(i, task)| {
             let path = layout.steps_of(&task.envelope.id);
             let data = ENDED.to_vec();
-            (i, EndWrite::Set { path, data })
+            (
+                i,
+                EndWrite::Set {
+                    path,
+                    data,
+                    version: None,
+                },
+            )
         })
         .collect()
 }
