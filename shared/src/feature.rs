@@ -25,7 +25,10 @@
 //!   of the queue, completed (`queue/complete.rs`) or dead (`queue/bury.rs`, and a blocked
 //!   child dying with its parent, `queue/dependents.rs`), asked only at the ends it names
 //!   ([`Feature::ends`]); and [`Feature::after_failure`], its answer when one of its writes
-//!   failed that multi-op (`queue/end.rs`);
+//!   failed that multi-op (`queue/end.rs`); and [`Feature::end_part`], its part in that
+//!   multi-op ([`EndPart`]) when its writes span the tasks or rest on what it reads: asked for
+//!   them again at each try, answered when one failed, told when the multi-op landed, with
+//!   [`Feature::end_bytes`], what the part may add to a request;
 //! - in the reaper's upkeep: [`Feature::sweep`], what it tidies (`reap.rs`), through the
 //!   queue's session and paths ([`Upkeep`]);
 //! - when the core looks for a task that left the queue (a publish cut by a lost connection,
@@ -123,6 +126,26 @@ pub trait Feature: Send + Sync + 'static {
         Box::pin(async { Ok(Vec::new()) })
     }
 
+    /// At the end of the tasks `leaving`, ended together `how`: its part in that one
+    /// multi-op when its writes span the tasks, or rest on what it reads and may read again
+    /// ([`EndPart`]); none when the tasks do not concern it. Asked at the ends it names
+    /// ([`Feature::ends`]), once for each multi-op the ending is sent as.
+    fn end_part<'a>(
+        &'a self,
+        _site: &'a Site<'a>,
+        _leaving: &'a [Leaving<'a>],
+        _how: End,
+    ) -> BoxFuture<'a, Result<Option<Box<dyn EndPart>>>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// What its [`Feature::end_part`] may add to a request at most, for each of `leaving`
+    /// (charged to one task when the write spans several), so that the core splits a large
+    /// ending over several multi-ops before it sends it (`queue/request_size.rs`).
+    fn end_bytes(&self, leaving: &[Leaving<'_>]) -> Vec<usize> {
+        vec![0; leaving.len()]
+    }
+
     /// When `write` (one of its [`Feature::at_end`]) failed the ending's multi-op with
     /// `error`: whether the ending goes on without it, or fails.
     fn after_failure(&self, _write: &EndWrite, _error: &zk::Error) -> AfterFailure {
@@ -145,6 +168,40 @@ pub trait Feature: Send + Sync + 'static {
         Box::pin(async { Ok(keys.iter().map(|_| None).collect()) })
     }
 }
+
+/// A feature's part in one ending multi-op ([`Feature::end_part`]), kept from before its
+/// first try to its answer: asked for its writes at each try, answered when one of them
+/// failed the try, told when the multi-op landed. What it holds (a turn at a znode, what it
+/// read) is let go when it is dropped, after the ending.
+pub trait EndPart: Send + Sync {
+    /// Its writes for this try, given `still`: the indexes (in the `leaving` it was made
+    /// with) of the tasks still ending. A task that ended otherwise (gone, its lease lost) is
+    /// no longer among them.
+    fn writes(&mut self, still: &[usize]) -> Vec<EndWrite>;
+
+    /// Its write `k` (of this try's [`EndPart::writes`]) failed the multi-op with `error`:
+    /// whether the ending is tried again (it read again what it must), or fails with the
+    /// error (`false`). It bounds its own rereads.
+    fn failed<'a>(
+        &'a mut self,
+        site: &'a Site<'a>,
+        k: usize,
+        error: &'a zk::Error,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// The multi-op landed: `results`, one for each of its writes of that try, in order.
+    fn landed<'a>(
+        &'a mut self,
+        _site: &'a Site<'a>,
+        _results: Vec<&'a zk::MultiWriteResult>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// The features' parts in one ending multi-op, each with its feature's index.
+#[derive(Default)]
+pub struct EndParts(pub Vec<(usize, Box<dyn EndPart>)>);
 
 /// The queue's store as a hook reaches it: its session, its paths, its ACLs.
 pub struct Site<'a> {
@@ -308,15 +365,23 @@ pub enum EndWrite {
         /// Its data.
         data: Vec<u8>,
     },
+    /// Creates a persistent sequential znode `prefix<sequence>` with `data` (a task at a
+    /// lane's tail).
+    CreateSequential {
+        /// The path its sequence number is appended to.
+        prefix: String,
+        /// Its data.
+        data: Vec<u8>,
+    },
 }
 
 impl EndWrite {
     /// What it adds to a request: its path and data.
     pub fn bytes(&self) -> usize {
         match self {
-            EndWrite::Set { path, data, .. } | EndWrite::Create { path, data } => {
-                path.len() + data.len()
-            }
+            EndWrite::Set { path, data, .. }
+            | EndWrite::Create { path, data }
+            | EndWrite::CreateSequential { prefix: path, data } => path.len() + data.len(),
             EndWrite::Delete { path, .. } => path.len(),
             EndWrite::Absent { path } => 2 * path.len(),
         }
@@ -505,6 +570,35 @@ impl Features {
             }
         }
         Ok(writes)
+    }
+
+    /// Each feature's part in the one multi-op that ends `leaving` `how`
+    /// ([`Feature::end_part`]).
+    pub async fn end_parts(
+        &self,
+        site: &Site<'_>,
+        leaving: &[Leaving<'_>],
+        how: End,
+    ) -> Result<EndParts> {
+        let mut parts = Vec::new();
+        for (at, feature) in self.asked_at(how) {
+            if let Some(part) = feature.end_part(site, leaving, how).await? {
+                parts.push((at, part));
+            }
+        }
+        Ok(EndParts(parts))
+    }
+
+    /// What the features' parts may add to the request that ends `leaving` `how`, by task
+    /// ([`Feature::end_bytes`]).
+    pub fn end_bytes(&self, leaving: &[Leaving<'_>], how: End) -> Vec<usize> {
+        let mut bytes = vec![0; leaving.len()];
+        for (_, feature) in self.asked_at(how) {
+            for (total, more) in bytes.iter_mut().zip(feature.end_bytes(leaving)) {
+                *total += more;
+            }
+        }
+        bytes
     }
 
     /// The features asked at end `how` ([`Feature::ends`]), with their index.

@@ -5,6 +5,7 @@
 //! core. What a feature keeps with a task is its section of the envelope
 //! ([`crate::task::Section`]).
 
+pub mod batches;
 pub mod cancel_marks;
 pub mod done_records;
 pub mod expiry;
@@ -28,6 +29,7 @@ pub fn registered(config: &Config) -> Features {
         Arc::new(expiry::Expiry),
         Arc::new(steps::StepFolders),
         Arc::new(idempotency_keys::Keys::new(config.dedup_window)),
+        Arc::new(batches::Batches::default()),
         Arc::new(done_records::DoneRecords::new(config.keep_done)),
     ];
     Features::new(list)

@@ -17,7 +17,7 @@ use super::held::Lease;
 use super::held::Settled;
 use super::marker::MarkerWrite;
 use crate::error::Result;
-use crate::feature::{End, EndWrite, Leaving};
+use crate::feature::{End, EndParts, EndWrite, Leaving};
 use crate::lease::LeaseData;
 use crate::task::{self, Body, OnDead, Place, StandsFor};
 
@@ -100,21 +100,21 @@ impl Queue {
         reason: &str,
         last_error: Option<String>,
     ) -> Result<Settled> {
-        let ending = self.burial(task.into(), reason, last_error).await?;
-        let ended = self.end("bury", vec![ending]).await?;
+        let (ending, parts) = self.burial(task.into(), reason, last_error).await?;
+        let ended = self.end("bury", vec![ending], parts).await?;
         self.dependencies()
             .see_to_children(ended.markers.iter())
             .await;
         Ok(ended.settled.first().map_or(Settled::LeaseLost, |s| s.1))
     }
 
-    /// The ending that buries `task` with `reason`.
+    /// The ending that buries `task` with `reason`, and the features' parts in it.
     async fn burial(
         &self,
         task: Burial<'_>,
         reason: &str,
         last_error: Option<String>,
-    ) -> Result<Ending> {
+    ) -> Result<(Ending, EndParts)> {
         let (body, attempts) = match &task {
             // The record keeps a capped copy of the body, so no size check here.
             Burial::Held { lease, .. } => (
@@ -127,7 +127,7 @@ impl Queue {
         let name = task.name().to_string();
         let letter = self.dead_letter_of(&name, &body, reason, attempts, last_error);
         let lock = self.lock_along(&task, &body, reason).await?;
-        let writes = self.dead_writes(&task, &body, reason).await?;
+        let (writes, parts) = self.dead_writes(&task, &body, reason).await?;
         // Children waiting for it learn in the same write that it died.
         let marker = id_of(&task, &body).map(|id| {
             let settled = crate::task::after::ParentEnd::Dead {
@@ -136,7 +136,6 @@ impl Queue {
             };
             MarkerWrite::new(self.layout(), &id, &settled)
         });
-        let batch = batch_of(&task, &body);
         // A grouped task buried before its turn leaves a place for its death, so that its
         // group pauses there if it must (see `place`).
         let tombstone = tombstone_of(&task, &body, reason).filter(|_| lock.is_none());
@@ -147,19 +146,18 @@ impl Queue {
         let mut ending = Ending::new(name, from, to);
         ending.lock = lock;
         ending.marker = marker;
-        ending.batch = batch;
         ending.writes = writes;
-        Ok(ending)
+        Ok((ending, parts))
     }
 
     /// What registered features add to the burial of `task` (whose body is `body`) with
-    /// `reason` (`Feature::at_end`).
+    /// `reason`: their writes (`Feature::at_end`) and their parts (`Feature::end_part`).
     async fn dead_writes(
         &self,
         task: &Burial<'_>,
         body: &[u8],
         reason: &str,
-    ) -> Result<Vec<(usize, EndWrite)>> {
+    ) -> Result<(Vec<(usize, EndWrite)>, EndParts)> {
         let parsed = match task {
             Burial::Held { .. } => None,
             _ => match task::parse(body) {
@@ -183,9 +181,13 @@ impl Queue {
                 reason: Some(reason),
             },
         };
-        let site = self.site();
-        let mut writes = self.features().at_end(&site, &[leaving], End::Dead).await?;
-        Ok(writes.pop().unwrap_or_default())
+        let (site, leaving) = (self.site(), [leaving]);
+        let mut writes = self.features().at_end(&site, &leaving, End::Dead).await?;
+        let parts = self
+            .features()
+            .end_parts(&site, &leaving, End::Dead)
+            .await?;
+        Ok((writes.pop().unwrap_or_default(), parts))
     }
 
     /// Where `task` is taken from: checked against its holder's versions, or against a guard
@@ -319,18 +321,6 @@ fn tombstone_of(task: &Burial<'_>, body: &[u8], reason: &str) -> Option<Vec<u8>>
     Some(Place::of(&envelope, group, &envelope.id, stands_for).to_bytes())
 }
 
-/// The attempts an envelope in `body` counts; 0 for any other body.
-/// The batch the task being buried is a member of.
-fn batch_of(task: &Burial<'_>, body: &[u8]) -> Option<String> {
-    match task {
-        Burial::Held { lease, .. } => lease.task.envelope.batch.clone(),
-        _ => match task::parse(body) {
-            Body::Envelope(envelope) => envelope.batch,
-            _ => None,
-        },
-    }
-}
-
 /// The envelope id of the task being buried (a plain body's is its name); none for poison.
 fn id_of(task: &Burial<'_>, body: &[u8]) -> Option<String> {
     match task {
@@ -343,6 +333,7 @@ fn id_of(task: &Burial<'_>, body: &[u8]) -> Option<String> {
     }
 }
 
+/// The attempts an envelope in `body` counts; 0 for any other body.
 pub(super) fn attempts_in(body: &[u8]) -> u32 {
     match task::parse(body) {
         Body::Envelope(envelope) => envelope.attempts,

@@ -1,6 +1,6 @@
 //! Completing held tasks: task and lease deleted together, many tasks in one multi-op, with
-//! what each completion writes besides (its key marked completed, its group's lock released,
-//! the slots it held in gates, what registered features add: `Feature::at_end`), as
+//! what each completion writes besides (its group's lock released, the slots it held in
+//! gates, what registered features add: `Feature::at_end` and `Feature::end_part`), as
 //! [`Ending`]s (see `end`). Checked like every holder's write (see `holder`).
 
 use super::Queue;
@@ -12,7 +12,6 @@ use super::marker::MarkerWrite;
 use super::request_size::within_request;
 use crate::error::Result;
 use crate::feature::{End, EndWrite, Leaving};
-use crate::task::batch::MAX_TALLY_BYTES;
 
 impl Queue {
     /// Deletes task and lease together, if the lease is still ours. For tests only (feature
@@ -31,32 +30,37 @@ impl Queue {
     /// is off (and kept when it is still ours), else its task is reported lost or gone, and the
     /// rest are committed again without it; a feature's write its feature answers.
     ///
-    /// Features' writes that are large (completion records with large results) are split over
-    /// several multi-ops, so each stays within ZooKeeper's request limit (see
-    /// `request_size`).
+    /// Features' writes that are large (completion records with large results, a batch's
+    /// counters) are split over several multi-ops, so each stays within ZooKeeper's request
+    /// limit (see `request_size`).
     pub async fn complete_many(&self, leases: Vec<Lease>) -> Result<Vec<(String, Settled)>> {
+        let leaving: Vec<Leaving> = leases.iter().map(leaving).collect();
+        let parts_bytes = self.features().end_bytes(&leaving, End::Completed);
+        drop(leaving);
         let endings = self.completions(leases).await?;
         let mut settled = Vec::with_capacity(endings.len());
-        // A member whose batch is not counted yet in the part: what its tally may add.
-        let mut batches_seen = std::collections::HashSet::new();
-        let weights: Vec<usize> = (endings.iter())
-            .map(|ending| match &ending.batch {
-                Some(b) if batches_seen.insert(b.clone()) => MAX_TALLY_BYTES,
-                _ => 0,
-            })
-            .collect();
-        let weighed: Vec<(Ending, usize)> = endings.into_iter().zip(weights).collect();
-        for part in within_request(weighed, |(ending, tally)| ending.write_bytes() + tally) {
+        let weighed: Vec<(Ending, usize)> = endings.into_iter().zip(parts_bytes).collect();
+        for part in within_request(weighed, |(ending, part)| ending.write_bytes() + part) {
             let part: Vec<Ending> = part.into_iter().map(|(ending, _)| ending).collect();
             settled.extend(self.commit_completions(part).await?);
         }
         Ok(settled)
     }
 
-    /// One completion multi-op for `leases` (see `end`); the children waiting for them seen
-    /// to once it landed.
+    /// One completion multi-op for `endings` (see `end`), with the features' parts in it; the
+    /// children waiting for them seen to once it landed.
     async fn commit_completions(&self, endings: Vec<Ending>) -> Result<Vec<(String, Settled)>> {
-        let ended = self.end("complete", endings).await?;
+        let leases = endings.iter().filter_map(|ending| match &ending.from {
+            Where::Held { lease, .. } => Some(&**lease),
+            _ => None,
+        });
+        let leaving: Vec<Leaving> = leases.map(leaving).collect();
+        let site = self.site();
+        let parts = (self.features())
+            .end_parts(&site, &leaving, End::Completed)
+            .await?;
+        drop(leaving);
+        let ended = self.end("complete", endings, parts).await?;
         if ended.markers.iter().any(MarkerWrite::has_children) {
             self.dependencies()
                 .see_to_children(ended.markers.iter())
@@ -68,9 +72,7 @@ impl Queue {
     /// What completing each of `leases` writes besides deleting task and lease: its group's
     /// lock released, its slots, its marker, the features' writes.
     async fn completions(&self, leases: Vec<Lease>) -> Result<Vec<Ending>> {
-        let leaving: Vec<Leaving> = (leases.iter())
-            .map(|l| Leaving::completed(&l.task, l.delivered.as_ref()))
-            .collect();
+        let leaving: Vec<Leaving> = leases.iter().map(leaving).collect();
         let site = self.site();
         let writes = (self.features())
             .at_end(&site, &leaving, End::Completed)
@@ -91,7 +93,6 @@ impl Queue {
             path: held.path,
             version: held.version,
         });
-        let batch = lease.task.envelope.batch.clone();
         let slots = lease.slots.clone();
         let from = Where::Held {
             task: self.layout().task(&name),
@@ -101,9 +102,13 @@ impl Queue {
         let mut ending = Ending::new(name, from, To::Completed);
         ending.lock = lock;
         ending.marker = Some(marker);
-        ending.batch = batch;
         ending.slots = slots;
         ending.writes = writes;
         ending
     }
+}
+
+/// A held task at its completion, as the features see it.
+fn leaving(lease: &Lease) -> Leaving<'_> {
+    Leaving::completed(&lease.task, lease.delivered.as_ref())
 }

@@ -219,14 +219,15 @@ impl Dependencies<'_> {
             delivered: None,
             reason: Some(&letter.reason),
         };
-        let site = self.site();
+        let (site, leaving) = (self.site(), [leaving]);
         let dead = crate::feature::End::Dead;
-        let writes = self.features().at_end(&site, &[leaving], dead).await?;
+        let writes = self.features().at_end(&site, &leaving, dead).await?;
+        let parts = self.features().end_parts(&site, &leaving, dead).await?;
         let to = To::Dead { letter };
         let mut ending = Ending::new(name, from, to);
         ending.marker = Some(MarkerWrite::new(self.layout(), id, &own));
         ending.writes = writes.into_iter().next().unwrap_or_default();
-        let ended = self.end("settle child", vec![ending]).await?;
+        let ended = self.end("settle child", vec![ending], parts).await?;
         let settled = ended.settled.first().map_or(Settled::Moved, |s| s.1);
         Ok((settled, ended.markers.into_iter().next()))
     }

@@ -16,11 +16,12 @@
 //!   the writes registered features add to its ending (`Feature::at_end`: its idempotency
 //!   key's, its completion record, its cancel mark's delete, …), each of which its feature
 //!   answers when it fails the multi-op (`Feature::after_failure`);
-//! - once per batch among the tasks: the batch's counters, and its callback when they leave
-//!   it settled (see `members`).
+//! - the writes of the features' parts in the ending (`Feature::end_part`): writes that span
+//!   the tasks, or rest on what the feature read, asked again at each try (a batch's counters
+//!   and its callback, `features/batches/`).
 //!
-//! A failed try changes nothing. The part that failed it is read again (a batch, a marker,
-//! a lease whose extension landed unseen), or left out when the task can end without it (a lock
+//! A failed try changes nothing. The part that failed it is read again (a marker, a lease
+//! whose extension landed unseen, what a feature's part read), or left out when the task can end without it (a lock
 //! that changed hands, a feature's write its feature leaves out), or rewritten as its feature
 //! says, or it decides that task's
 //! [`Settled`] (gone, lease lost, moved) and the others are committed again without it.
@@ -32,17 +33,15 @@ use super::gate_cache::Freeing;
 use super::group_lock::Release;
 use super::held::{Lease, Settled};
 use super::marker::{MarkerWrite, NoChildren};
-use super::members::{BatchesSeen, Tally, tally};
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::DeadLetter;
 use super::slots::{Rename, Shrink, SlotShare, push_rename};
 use super::write::{self, Next, Read, Tries, Write};
 use crate::error::Result;
-use crate::feature::EndWrite;
+use crate::feature::{EndParts, EndWrite};
 
-/// Re-reads of batches, and of markers (or of `dependents/`), one call may make when other
-/// writers keep changing them.
-const BATCH_TRIES: usize = Tries::Contended.most();
+/// Re-reads of markers (or of `dependents/`) one call may make when other writers keep
+/// changing them.
 const MARKER_TRIES: usize = Tries::Contended.most();
 /// The tag index of the check that stands for every task's marker.
 const COVERED: usize = usize::MAX;
@@ -97,8 +96,6 @@ pub(super) struct Ending {
     pub(super) lock: Option<Release>,
     /// Its marker's write, for the children waiting for it; none for a body with no id.
     pub(super) marker: Option<MarkerWrite>,
-    /// The batch it is a member of.
-    pub(super) batch: Option<String>,
     /// The shares of slots it holds in gates, freed in the same multi-op.
     pub(super) slots: Vec<SlotShare>,
     /// The writes registered features add to it (`Feature::at_end`), each with the
@@ -106,6 +103,8 @@ pub(super) struct Ending {
     pub(super) writes: Vec<(usize, EndWrite)>,
     /// Whether its lease was read again once already (an extension whose answer was lost).
     reread: bool,
+    /// Its index among the endings the call began with (the features' parts know it so).
+    at: usize,
 }
 
 impl Ending {
@@ -116,10 +115,10 @@ impl Ending {
             to,
             lock: None,
             marker: None,
-            batch: None,
             slots: Vec::new(),
             writes: Vec::new(),
             reread: false,
+            at: 0,
         }
     }
 
@@ -205,6 +204,9 @@ pub(super) fn push_write<'a, T: Copy + PartialEq>(
             version,
         } => multi.push(tag, Op::Set(path, data, version.unwrap_or(-1))),
         EndWrite::Create { path, data } => multi.push(tag, Op::Create(path, data)),
+        EndWrite::CreateSequential { prefix, data } => {
+            multi.push(tag, Op::CreateSequential(prefix, data))
+        }
         EndWrite::Delete { path, version } => {
             multi.push(tag, Op::Delete(path, version.unwrap_or(-1)))
         }
@@ -219,8 +221,6 @@ pub(super) fn push_write<'a, T: Copy + PartialEq>(
 enum Answer {
     /// Try again: the part was left out or will be written differently.
     Again,
-    /// Read the batch again (another settlement or publish changed it).
-    Batch,
     /// Read the marker again (a child registered, or the marker went).
     Marker,
     /// Read the lease again: an extension whose answer was lost may have landed.
@@ -237,7 +237,6 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
     use zk::Error::{BadVersion, NoNode, NodeExists};
     let held = ending.held();
     match (part, error) {
-        (Part::Batch, BadVersion | NoNode) => Answer::Batch,
         (Part::Dependents, _) => Answer::Marker,
         // A record of an earlier queue under the same root (or sequence numbers wrapped) has
         // the name: this one gets a name of its own.
@@ -276,27 +275,18 @@ pub(super) struct Ended {
     pub(super) markers: Vec<MarkerWrite>,
 }
 
-/// The batches of `endings`, each once.
-fn batch_names(endings: &[Ending]) -> Vec<String> {
-    let mut names: Vec<String> = endings.iter().filter_map(|e| e.batch.clone()).collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
 /// One call of [`Queue::end`], as a [`Write`]: the endings still to commit, how the others
 /// came out, what its tries read, and what this try writes besides the endings.
 struct Call {
     what: &'static str,
     endings: Vec<Ending>,
     settled: Vec<(String, Settled)>,
-    batches: BatchesSeen,
     covered: Option<NoChildren>,
-    rereads: Rereads,
-    /// Where batches' callbacks go.
-    prefix: String,
-    /// This try's batch tallies, by the index of each batch's first member.
-    tallies: Vec<(usize, Tally)>,
+    /// Re-reads of markers made.
+    rereads: usize,
+    /// The features' parts, and their writes of this try, a list each.
+    parts: EndParts,
+    part_writes: Vec<Vec<EndWrite>>,
     /// This try's slot writes: the shrinks locked, their renames, the frees they send.
     shrinks: Vec<Shrink>,
     renames: Vec<Rename>,
@@ -313,7 +303,8 @@ impl Write for Call {
         self.what
     }
 
-    /// The batches' tallies and the slots' renames of this try; done when no ending is left.
+    /// The features' parts' writes and the slots' renames of this try; done when no ending
+    /// is left.
     async fn read(&mut self, queue: &Queue) -> Result<Read<Ended>> {
         if self.endings.is_empty() {
             let settled = std::mem::take(&mut self.settled);
@@ -322,7 +313,10 @@ impl Write for Call {
                 markers: Vec::new(),
             }));
         }
-        self.tallies = queue.end_tallies(&self.endings, &self.batches);
+        let still: Vec<usize> = self.endings.iter().map(|e| e.at).collect();
+        self.part_writes = (self.parts.0.iter_mut())
+            .map(|(_, part)| part.writes(&still))
+            .collect();
         let shares: Vec<SlotShare> = (self.endings.iter())
             .flat_map(|e| e.slots.clone())
             .collect();
@@ -334,8 +328,8 @@ impl Write for Call {
         Ok(Read::Write)
     }
 
-    /// The check standing for every marker, each ending's part, the batches' tallies, the
-    /// slots' renames.
+    /// The check standing for every marker, each ending's part, the features' parts' writes,
+    /// the slots' renames.
     fn build<'a>(&'a self, multi: &mut Multi<'a, (usize, Part)>) {
         // One check of `dependents/` stands for every task's marker (see `dependents`).
         if let Some(covered) = &self.covered {
@@ -344,24 +338,29 @@ impl Write for Call {
         for (i, ending) in self.endings.iter().enumerate() {
             ending.push(multi, i, self.covered.is_some());
         }
-        for (i, tally) in &self.tallies {
-            tally.push(multi, (*i, Part::Batch), &self.prefix);
+        for (p, writes) in self.part_writes.iter().enumerate() {
+            for (k, write) in writes.iter().enumerate() {
+                push_write(multi, (p, Part::Shared(k as u16)), write);
+            }
         }
         for (k, rename) in self.renames.iter().enumerate() {
             push_rename(multi, (k, Part::Slot), rename);
         }
     }
 
-    /// The slots freed, the batches' callbacks named, each ended task's letter logged and
+    /// The slots freed, the features' parts told, each ended task's letter logged and
     /// forwarded, its marker kept.
-    async fn landed(self, queue: &Queue, landed: Landed<(usize, Part)>) -> Result<Ended> {
+    async fn landed(mut self, queue: &Queue, landed: Landed<(usize, Part)>) -> Result<Ended> {
         if !self.freeing.is_empty() {
             queue.memory.gates.freed(&self.freeing);
         }
         self.shrinks.into_iter().for_each(Shrink::done);
-        for (i, tally) in self.tallies.iter().filter(|t| !t.1.callbacks.is_empty()) {
-            let mine = landed.results_of((*i, Part::Batch));
-            queue.batches().name_callback(tally, mine).await;
+        let site = queue.site();
+        for (p, (_, part)) in self.parts.0.iter_mut().enumerate() {
+            let results = (0..self.part_writes[p].len())
+                .filter_map(|k| landed.result((p, Part::Shared(k as u16))))
+                .collect();
+            part.landed(&site, results).await;
         }
         Ok(queue.ended(self.endings, self.settled).await)
     }
@@ -400,12 +399,21 @@ impl Call {
     async fn after_failure(&mut self, queue: &Queue, failed: Failed<(usize, Part)>) -> Result<()> {
         let (at, part) = failed.tag;
         if at == COVERED {
-            self.rereads.marker += 1;
-            if self.rereads.marker > MARKER_TRIES {
+            self.rereads += 1;
+            if self.rereads > MARKER_TRIES {
                 return Err(failed.unexpected(self.what));
             }
             self.covered = queue.dependencies().no_children_now().await?;
             return Ok(());
+        }
+        // A write of a feature's part: the part answers.
+        if let Part::Shared(k) = part {
+            let site = queue.site();
+            let part = &mut self.parts.0[at].1;
+            return match part.failed(&site, usize::from(k), &failed.error).await? {
+                true => Ok(()),
+                false => Err(failed.unexpected(self.what)),
+            };
         }
         let ending = &mut self.endings[at];
         // A feature's own write: the feature answers.
@@ -421,19 +429,10 @@ impl Call {
         }
         let outcome = match answer(ending, part, &failed.error) {
             Answer::Again => return Ok(()),
-            Answer::Batch => {
-                self.rereads.batch += 1;
-                let name = ending.batch.clone();
-                let Some(name) = name.filter(|_| self.rereads.batch <= BATCH_TRIES) else {
-                    return Err(failed.unexpected(self.what));
-                };
-                let (batches, tries) = (&mut self.batches, self.rereads.batch);
-                return queue.batches().reread_batch(batches, &name, tries).await;
-            }
             Answer::Marker => {
-                self.rereads.marker += 1;
+                self.rereads += 1;
                 let marker = ending.marker.as_mut();
-                let Some(marker) = marker.filter(|_| self.rereads.marker <= MARKER_TRIES) else {
+                let Some(marker) = marker.filter(|_| self.rereads <= MARKER_TRIES) else {
                     return Err(failed.unexpected(self.what));
                 };
                 return marker.after_failure(queue, &failed.error).await;
@@ -455,73 +454,32 @@ impl Call {
     }
 }
 
-/// The reads a call made again, counted against their bounds.
-#[derive(Default)]
-struct Rereads {
-    batch: usize,
-    marker: usize,
-}
-
 impl Queue {
-    /// Ends `endings` in one multi-op (see the module documentation), committed again without
-    /// the part or the task that failed a try, until it lands; `what` names it in errors.
-    pub(super) async fn end(&self, what: &'static str, endings: Vec<Ending>) -> Result<Ended> {
-        let names = batch_names(&endings);
-        // Batches are read only when a task is a member of one. Their counters are written at
-        // the version read: endings of this process that count in the same batch take turns,
-        // from that read to their answer.
-        let (_turns, batches) = if names.is_empty() {
-            (None, Default::default())
-        } else {
-            let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
-            let turns = self.memory.batch_turns.take(&paths).await;
-            (Some(turns), self.batches().settling_batches(&names).await?)
-        };
+    /// Ends `endings` in one multi-op (see the module documentation), with the features'
+    /// `parts` in it (made for these endings, in this order), committed again without the part
+    /// or the task that failed a try, until it lands; `what` names it in errors.
+    pub(super) async fn end(
+        &self,
+        what: &'static str,
+        mut endings: Vec<Ending>,
+        parts: EndParts,
+    ) -> Result<Ended> {
+        for (at, ending) in endings.iter_mut().enumerate() {
+            ending.at = at;
+        }
         let call = Call {
             what,
             settled: Vec::with_capacity(endings.len()),
-            batches,
             covered: self.dependencies().no_children(),
-            rereads: Rereads::default(),
+            rereads: 0,
             endings,
-            prefix: self.layout().lane_prefix(&crate::lane::Lane::NORMAL),
-            tallies: Vec::new(),
+            parts,
+            part_writes: Vec::new(),
             shrinks: Vec::new(),
             renames: Vec::new(),
             freeing: Vec::new(),
         };
         write::run(self, call).await
-    }
-
-    /// What ending `endings` writes to their batches: by the index of each batch's first
-    /// member, its tally (none for a batch gone or over).
-    fn end_tallies(&self, endings: &[Ending], seen: &BatchesSeen) -> Vec<(usize, Tally)> {
-        let mut firsts: Vec<(usize, &str, u64, Vec<String>)> = Vec::new();
-        for (i, ending) in endings.iter().enumerate() {
-            let Some(name) = ending.batch.as_deref() else {
-                continue;
-            };
-            let at = match firsts.iter().position(|f| f.1 == name) {
-                Some(at) => at,
-                None => {
-                    firsts.push((i, name, 0, Vec::new()));
-                    firsts.len() - 1
-                }
-            };
-            match ending.to {
-                To::Completed => firsts[at].2 += 1,
-                To::Dead { .. } => firsts[at].3.push(ending.name.clone()),
-            }
-        }
-        (firsts.into_iter())
-            .filter_map(|(i, name, completed, dead)| {
-                let state = seen.get(name).and_then(Option::as_ref);
-                Some((
-                    i,
-                    tally(state, self.layout().batch(name), completed, &dead)?,
-                ))
-            })
-            .collect()
     }
 
     /// After the multi-op of `endings` landed: each dead letter logged and forwarded, and the

@@ -1,26 +1,16 @@
 //! Batches in the queue (see [`crate::batch`]): opening and sealing one, a member's publish
-//! (the task created with the batch's `total` raised, in one multi-op), and the tally a
-//! completion or a burial folds into its own multi-op (the batch's counters raised at the
-//! version read, its callback tasks created when that leaves it sealed and settled).
+//! (the task created with the batch's `total` raised, in one multi-op), and naming a callback
+//! once it was published. The tally a member's completion or burial folds into its own
+//! multi-op is the feature's (`features/batches/`).
 //!
-//! Endings of one process that count in the same batch take turns from their read of it to their
-//! answer (`turns.rs`), so that completions sent together do not fail each other at its version.
 //! The callback's name is written to the batch just after its multi-op (a lost write leaves its
-//! id, which `status` accepts). A batch znode whose data is not a batch (overwritten by hand or by
-//! another tool) does not hold its members back: a completion or a burial reads it as gone
-//! (`Batches::settling_batch`, with a warning naming it), so the member settles uncounted and so
-//! do the tasks beside it in the same multi-op; the znode is left as it is, and `batch status` and
-//! a publish into it report it unreadable.
+//! id, which `status` accepts); a batch znode whose data is not a batch (overwritten by hand or
+//! by another tool) is reported unreadable by `batch status` and by a publish into it.
 //!
 //! # Costs
 //!
-//! Per member, no extra request on the publish or on the completion (the `setData` joins the
-//! multi-op each already sends; a bulk publish sends a run of up to 32 members of one batch as one
-//! multi-op), one read of the batch per completion multi-op that has members (one multi-read for
-//! all its batches), and a second read whenever another writer changed the batch first.
-//! Concurrent settlements of one batch contend on its version: each conflict costs a read and a
-//! retry of that multi-op, so a batch drained by many consumers at once pays more than its
-//! members would alone (not measured in `make bench` yet).
+//! Per member, no extra request on the publish (the `setData` joins the multi-op it sends
+//! anyway; a bulk publish sends a run of up to 32 members of one batch as one multi-op).
 
 use std::collections::HashMap;
 
@@ -49,12 +39,12 @@ const MEMBERS_PER_WRITE: usize = 256;
 /// A batch as a listing read it: its name, and its state or why it cannot be read.
 pub type BatchRead = (String, std::result::Result<BatchState, String>);
 
-/// Batches as a settlement read them: by name, the state and version, or `None` when gone.
+/// Batches as a write read them: by name, the state and version, or `None` when gone.
 pub(super) type BatchesSeen = HashMap<String, Option<(BatchState, i32)>>;
 
-/// What a settlement writes to one batch: its counters at the version read, and the bodies
-/// of the callback tasks it publishes.
-pub(super) struct Tally {
+/// What a settlement or a seal writes to one batch: its counters at the version read, and
+/// the bodies of the callback tasks it publishes.
+pub(crate) struct Tally {
     pub path: String,
     pub version: i32,
     pub data: Vec<u8>,
@@ -75,28 +65,6 @@ impl Tally {
             multi.push(tag, Op::CreateSequential(prefix, body));
         }
     }
-}
-
-/// The tally of `completed` members completed and `dead` ones buried in the batch `seen`
-/// holds; `None` when the batch is gone or over (its callback published: nothing to count).
-pub(super) fn tally(
-    seen: Option<&(BatchState, i32)>,
-    path: String,
-    completed: u64,
-    dead: &[String],
-) -> Option<Tally> {
-    let (state, version) = seen?;
-    let mut state = state.clone();
-    if !state.settle(completed, dead) {
-        return None;
-    }
-    let callbacks = callback_bodies(&mut state);
-    Some(Tally {
-        path,
-        version: *version,
-        data: state.to_bytes(),
-        callbacks,
-    })
 }
 
 /// What an all-or-nothing publish writes to a batch its items join: the batch's `total`
@@ -124,7 +92,7 @@ pub(super) fn by_batch<'a>(
 }
 
 /// The bodies of `state`'s callbacks when they are due (their ids set in `state`).
-fn callback_bodies(state: &mut BatchState) -> Vec<Vec<u8>> {
+pub(crate) fn callback_bodies(state: &mut BatchState) -> Vec<Vec<u8>> {
     if !state.due() {
         return Vec::new();
     }
@@ -134,40 +102,6 @@ fn callback_bodies(state: &mut BatchState) -> Vec<Vec<u8>> {
 }
 
 impl Batches<'_> {
-    /// `seen` with batch `name` read again (after a write to it failed), as a settlement
-    /// reads it.
-    pub(super) async fn reread_batch(
-        self,
-        seen: &mut BatchesSeen,
-        name: &str,
-        attempt: usize,
-    ) -> Result<()> {
-        super::write::pause(attempt).await;
-        let state = self.settling_batch(name).await?;
-        seen.insert(name.to_string(), state);
-        Ok(())
-    }
-
-    /// Batch `name` as a completion or a burial of one of its members reads it: a znode that
-    /// is not a batch (written by hand, or by another tool) counts as gone, with a warning
-    /// naming it, so that the member settles (and the tasks settling beside it in one
-    /// multi-op) instead of failing with it; the batch is left as it is.
-    pub(super) async fn settling_batch(self, name: &str) -> Result<Option<(BatchState, i32)>> {
-        let path = self.layout().batch(name);
-        let found = self.read_path(&path).await?;
-        Ok(found.and_then(|(data, stat)| settleable(&path, data, stat)))
-    }
-
-    /// The batches `names` as a settlement reads them (one multi-read; see
-    /// [`Batches::settling_batch`]).
-    pub(super) async fn settling_batches(self, names: &[String]) -> Result<BatchesSeen> {
-        let paths: Vec<String> = names.iter().map(|n| self.layout().batch(n)).collect();
-        let read = self.read_paths(&paths).await?;
-        let states = (paths.iter().zip(read))
-            .map(|(path, found)| found.and_then(|(data, stat)| settleable(path, data, stat)));
-        Ok(names.iter().cloned().zip(states).collect())
-    }
-
     /// The first `most` batches by name (one listing, one multi-read), and how many there are.
     /// A batch that cannot be read shows as its name and the problem.
     pub async fn list(self, most: usize) -> Result<(Vec<BatchRead>, usize)> {
@@ -360,47 +294,36 @@ impl Batches<'_> {
         }
         Ok(())
     }
-
-    /// Writes the name of the callback `tally`'s write created (`results`: that write's results
-    /// for the tally's operations) into its batch, at the version that write left, for `batch
-    /// status`. A failure leaves the callback's id there, and is logged.
-    pub(super) async fn name_callback<'r>(
-        self,
-        tally: &Tally,
-        results: impl Iterator<Item = &'r zk::MultiWriteResult>,
-    ) -> Option<BatchState> {
-        let mut state: BatchState = serde_json::from_slice(&tally.data).ok()?;
-        let created = results.into_iter().find_map(|r| match r {
-            zk::MultiWriteResult::Create { path, .. } => Some(path),
-            _ => None,
-        })?;
-        let name = created.rsplit('/').next().unwrap_or(created).to_string();
-        state.callback = Some(name.clone());
-        let version = Some(tally.version + 1);
-        if let Err(e) = (self.client())
-            .set_data(&tally.path, &state.to_bytes(), version)
-            .await
-        {
-            tracing::warn!(batch = %state.name, callback = %name, error = %e, "batch callback published; its name not written");
-        }
-        tracing::info!(batch = %state.name, callback = %name, total = state.total, completed = state.completed, dead = state.dead, "batch settled: callback published");
-        Some(state)
-    }
 }
 
-/// A batch read for a settlement: its state and version, or `None` (with a warning) when its
-/// data is not a batch.
-fn settleable(path: &str, data: Vec<u8>, stat: zk::Stat) -> Option<(BatchState, i32)> {
-    match parse(path, &data) {
-        Ok(state) => Some((state, stat.version)),
-        Err(e) => {
-            tracing::warn!(batch = path, error = %e, "member settled without being counted in its batch");
-            None
-        }
+/// Writes the name of the callback `tally`'s write created (`results`: that write's results
+/// for the tally's operations) into its batch, at the version that write left, for `batch
+/// status`. A failure leaves the callback's id there, and is logged.
+pub(crate) async fn name_callback<'r>(
+    client: &zk::Client,
+    tally: &Tally,
+    results: impl Iterator<Item = &'r zk::MultiWriteResult>,
+) -> Option<BatchState> {
+    let mut state: BatchState = serde_json::from_slice(&tally.data).ok()?;
+    let created = results.into_iter().find_map(|r| match r {
+        zk::MultiWriteResult::Create { path, .. } => Some(path),
+        _ => None,
+    })?;
+    let name = created.rsplit('/').next().unwrap_or(created).to_string();
+    state.callback = Some(name.clone());
+    let version = Some(tally.version + 1);
+    if let Err(e) = client
+        .set_data(&tally.path, &state.to_bytes(), version)
+        .await
+    {
+        tracing::warn!(batch = %state.name, callback = %name, error = %e, "batch callback published; its name not written");
     }
+    tracing::info!(batch = %state.name, callback = %name, total = state.total, completed = state.completed, dead = state.dead, "batch settled: callback published");
+    Some(state)
 }
 
-fn parse(path: &str, data: &[u8]) -> Result<BatchState> {
+/// Batch `data` at `path`, read; an error naming it when it is not a batch.
+pub(crate) fn parse(path: &str, data: &[u8]) -> Result<BatchState> {
     serde_json::from_slice(data).map_err(|e| Error::Unreadable {
         path: path.to_string(),
         problem: format!("not a batch: {e}"),
@@ -467,10 +390,7 @@ impl Write for Seal<'_> {
 
     async fn landed(self, queue: &Queue, landed: Landed<Part>) -> Result<BatchStatus> {
         let (state, tally) = self.read.as_ref().expect("a try reads before it writes");
-        let named = queue
-            .batches()
-            .name_callback(tally, landed.all().iter())
-            .await;
+        let named = name_callback(queue.client(), tally, landed.all().iter()).await;
         Ok(named.unwrap_or_else(|| state.clone()).status())
     }
 

@@ -139,7 +139,9 @@ pub use landed::InDoubt;
 pub use lane_walk::LaneWalk;
 pub use members::BatchRead;
 pub use members::Batches;
-pub(crate) use members::{batch_error, unknown_batch};
+pub(crate) use members::parse as parse_batch;
+pub(crate) use members::{Tally, batch_error, callback_bodies, name_callback, unknown_batch};
+pub(crate) use turns::{Held, Turns};
 // What features write through the core's write loop with tags of their own (not every build
 // has such a feature).
 #[allow(unused_imports)]

@@ -75,6 +75,9 @@ pub(crate) enum Part {
     /// A write a registered feature added to an ending or a release (`Feature::at_end`,
     /// `Feature::at_release`), by its index among that ending's or release's.
     Feature(u16),
+    /// A write of a feature's part in an ending (`Feature::end_part`), by its index among
+    /// that part's writes (the part's index is the tag's other half).
+    Shared(u16),
 }
 
 /// A multi-op being built: its operations in order, each with its tag.
@@ -139,13 +142,6 @@ impl<T: Copy + PartialEq> Landed<T> {
     pub(crate) fn result(&self, tag: T) -> Option<&zk::MultiWriteResult> {
         let at = self.tags.iter().position(|t| *t == tag)?;
         self.results.get(at)
-    }
-
-    /// The results of every operation tagged `tag`, in order.
-    pub(crate) fn results_of(&self, tag: T) -> impl Iterator<Item = &zk::MultiWriteResult> {
-        (self.tags.iter().zip(&self.results))
-            .filter(move |(t, _)| **t == tag)
-            .map(|(_, r)| r)
     }
 
     /// Every result, in order.

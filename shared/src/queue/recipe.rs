@@ -10,7 +10,6 @@ use std::sync::Mutex;
 
 use super::dependents::EmptyAt;
 use super::gate_cache::GateCache;
-use super::turns::Turns;
 
 /// What the recipes remember in this process, each feature its own part, shared by every
 /// clone of the queue (it carries them in one `Arc`). The core never reads it.
@@ -26,8 +25,6 @@ pub(super) struct Memory {
     /// `gate_cache`: what this process knows of the gates its claims go through, and their
     /// turns.
     pub(super) gates: GateCache,
-    /// `turns`: the turns of this process's endings at each batch they count in.
-    pub(super) batch_turns: Turns,
     /// `pause`: the newest `paused` a claim read after its run's copy went stale.
     pub(super) paused: super::pause::LatestPaused,
 }

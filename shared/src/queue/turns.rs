@@ -1,8 +1,8 @@
 //! Writers of one process that write the same znode at the version they read take turns: each
 //! holds the znode's turn from its read to its multi-op's answer. Without turns, writes sent
 //! together would read the same version, and all but one would fail at it and read again.
-//! Endings that count in the same batch take the batch's turn (see `end`); claims through a
-//! gate take the gate's, which also keeps what this process knows of the gate (`gate_cache`).
+//! Endings that count in the same batch take the batch's turn (`features/batches/`); claims
+//! through a gate take the gate's, which also keeps what this process knows of the gate (`gate_cache`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,7 @@ pub(super) struct Turn<V> {
 }
 
 /// One turn per znode (by its path), shared by a queue's clones.
-pub(super) struct Turns<V = ()>(Mutex<HashMap<String, Arc<Turn<V>>>>);
+pub(crate) struct Turns<V = ()>(Mutex<HashMap<String, Arc<Turn<V>>>>);
 
 impl<V> Default for Turns<V> {
     fn default() -> Self {
@@ -29,7 +29,7 @@ impl<V> Default for Turns<V> {
 }
 
 /// The turns one writer holds, a znode each, until it drops them.
-pub(super) struct Held(#[allow(dead_code)] Vec<OwnedMutexGuard<()>>);
+pub(crate) struct Held(#[allow(dead_code)] Vec<OwnedMutexGuard<()>>);
 
 impl<V: Default> Turns<V> {
     /// `path`'s turn and what is kept of it.
@@ -56,7 +56,7 @@ impl<V: Default> Turns<V> {
 
     /// Waits for the turn of every znode of `paths`, in name order (so that two writers of the
     /// same znodes cannot each hold one the other waits for).
-    pub(super) async fn take(&self, paths: &[String]) -> Held {
+    pub(crate) async fn take(&self, paths: &[String]) -> Held {
         let mut names: Vec<&String> = paths.iter().collect();
         names.sort();
         names.dedup();
