@@ -10,6 +10,9 @@
 //! - at the door (`event-bridge publish -f`'s JSON lines, an HTTP publish's items): the item
 //!   fields it reads ([`Feature::item_fields`]), carried into the envelope by
 //!   [`Features::envelope_from_item`];
+//! - everywhere: a feature that names the fields it reads ([`Feature::item_fields`],
+//!   [`Feature::envelope_fields`]) is asked only about tasks whose envelope carries one, so
+//!   a task without them never calls into it;
 //! - at publish: [`Feature::check_publish`], before anything is written
 //!   (`Queue::publish_each`, `AllOrNothing::check_batch`);
 //! - at a run's start: [`Feature::listed_at_start`], a folder the run's one start read lists
@@ -66,6 +69,14 @@ pub trait Feature: Send + Sync + 'static {
     /// some is asked at publish, at claim and in `explain` only about an envelope that carries
     /// one of them, so a task without them pays nothing for it.
     fn item_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The envelope's top-level fields it reads that the core types itself (such as
+    /// `idempotency_key`, see [`Envelope::carries`]): like [`Feature::item_fields`], a
+    /// feature that names some is asked (at publish, at claim, in `explain` and at the end)
+    /// only about envelopes that carry one of them, so a task without them never calls it.
+    fn envelope_fields(&self) -> &'static [&'static str] {
         &[]
     }
 
@@ -167,6 +178,11 @@ pub trait Feature: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<Option<EndedTask>>>> {
         Box::pin(async { Ok(keys.iter().map(|_| None).collect()) })
     }
+}
+
+/// Whether `envelope` carries one of `fields` ([`Envelope::carries`]).
+fn carries(envelope: &Envelope, fields: &[&str]) -> bool {
+    fields.iter().any(|field| envelope.carries(field))
 }
 
 /// A feature's part in one ending multi-op ([`Feature::end_part`]), kept from before its
@@ -454,9 +470,9 @@ pub enum AtClaim {
 #[derive(Clone, Default)]
 pub struct Features {
     list: Arc<[Arc<dyn Feature>]>,
-    /// Each one's [`Feature::item_fields`], read once: the claim of a task without sections
-    /// asks no feature that has some.
-    fields: Arc<[&'static [&'static str]]>,
+    /// Each one's [`Feature::item_fields`] and [`Feature::envelope_fields`], read once: a
+    /// task without them asks no feature that has some.
+    fields: Arc<[Vec<&'static str>]>,
     /// Each one's [`Feature::ends`], read once.
     ends: Arc<[&'static [End]]>,
     /// The folders the features' [`Feature::listed_at_start`] name, read once, with the
@@ -473,7 +489,9 @@ impl std::fmt::Debug for Features {
 impl Features {
     /// The features of `list`, asked in its order.
     pub fn new(list: Vec<Arc<dyn Feature>>) -> Self {
-        let fields = list.iter().map(|f| f.item_fields()).collect();
+        let fields = (list.iter())
+            .map(|f| [f.item_fields(), f.envelope_fields()].concat())
+            .collect();
         let ends = list.iter().map(|f| f.ends()).collect();
         let listed = (list.iter().enumerate())
             .filter_map(|(at, f)| Some((at, f.listed_at_start()?)))
@@ -542,16 +560,15 @@ impl Features {
             .collect()
     }
 
-    /// The features `envelope` concerns: those that read no item field, and those whose
-    /// section it carries ([`Feature::item_fields`]). None at all for an envelope without
-    /// sections when every feature has some.
+    /// The features `envelope` concerns: those that read no field, and those whose field it
+    /// carries ([`Feature::item_fields`], [`Feature::envelope_fields`]). None at all for an
+    /// envelope without such fields when every feature has some.
     fn carried_by<'a>(
         &'a self,
         envelope: &'a Envelope,
     ) -> impl Iterator<Item = (usize, &'a Arc<dyn Feature>)> {
-        let carries = |fields: &[&str]| fields.iter().any(|f| envelope.extra.contains_key(*f));
         (self.list.iter().zip(self.fields.iter()).enumerate())
-            .filter(move |(_, (_, fields))| fields.is_empty() || carries(fields))
+            .filter(move |(_, (_, fields))| fields.is_empty() || carries(envelope, fields))
             .map(|(at, (feature, _))| (at, feature))
     }
 
@@ -564,7 +581,7 @@ impl Features {
         how: End,
     ) -> Result<Vec<Vec<(usize, EndWrite)>>> {
         let mut writes: Vec<Vec<(usize, EndWrite)>> = leaving.iter().map(|_| Vec::new()).collect();
-        for (at, feature) in self.asked_at(how) {
+        for (at, feature) in self.asked_at(how, leaving) {
             for (i, write) in feature.at_end(site, leaving, how).await? {
                 writes[i].push((at, write));
             }
@@ -581,7 +598,7 @@ impl Features {
         how: End,
     ) -> Result<EndParts> {
         let mut parts = Vec::new();
-        for (at, feature) in self.asked_at(how) {
+        for (at, feature) in self.asked_at(how, leaving) {
             if let Some(part) = feature.end_part(site, leaving, how).await? {
                 parts.push((at, part));
             }
@@ -593,7 +610,7 @@ impl Features {
     /// ([`Feature::end_bytes`]).
     pub fn end_bytes(&self, leaving: &[Leaving<'_>], how: End) -> Vec<usize> {
         let mut bytes = vec![0; leaving.len()];
-        for (_, feature) in self.asked_at(how) {
+        for (_, feature) in self.asked_at(how, leaving) {
             for (total, more) in bytes.iter_mut().zip(feature.end_bytes(leaving)) {
                 *total += more;
             }
@@ -601,11 +618,25 @@ impl Features {
         bytes
     }
 
-    /// The features asked at end `how` ([`Feature::ends`]), with their index.
-    fn asked_at(&self, how: End) -> impl Iterator<Item = (usize, &Arc<dyn Feature>)> {
-        (self.list.iter().zip(self.ends.iter()).enumerate())
-            .filter(move |(_, (_, ends))| ends.contains(&how))
-            .map(|(at, (feature, _))| (at, feature))
+    /// The features asked at end `how` ([`Feature::ends`]) about the tasks `leaving`: those
+    /// that read no field, and those whose field one of them carries; with their index.
+    fn asked_at<'a>(
+        &'a self,
+        how: End,
+        leaving: &'a [Leaving<'a>],
+    ) -> impl Iterator<Item = (usize, &'a Arc<dyn Feature>)> {
+        let concerned = move |fields: &[&str]| {
+            fields.is_empty()
+                || (leaving.iter()).any(|l| l.envelope.is_some_and(|e| carries(e, fields)))
+        };
+        (self
+            .list
+            .iter()
+            .zip(self.ends.iter())
+            .zip(self.fields.iter()))
+        .enumerate()
+        .filter(move |(_, ((_, ends), fields))| ends.contains(&how) && concerned(fields))
+        .map(|(at, ((feature, _), _))| (at, feature))
     }
 
     /// For each of `keys`, the first feature's account of that task, which left the queue
@@ -852,11 +883,55 @@ mod tests {
         assert_eq!(features.at_claim(&other, 5, &listing), AtClaim::Take);
         let at = |how| {
             features
-                .asked_at(how)
+                .asked_at(how, &[])
                 .map(|(_, f)| f.name())
                 .collect::<Vec<_>>()
         };
         assert_eq!(at(End::Completed), ["quiet"]);
         assert_eq!(at(End::Dead), ["quiet", "lister"]);
+    }
+
+    /// Reads the envelope's own `batch` field.
+    struct Member;
+
+    impl Feature for Member {
+        fn name(&self) -> &'static str {
+            "member"
+        }
+        fn envelope_fields(&self) -> &'static [&'static str] {
+            &["batch"]
+        }
+    }
+
+    #[test]
+    fn a_feature_that_reads_a_field_is_asked_only_about_tasks_that_carry_it() {
+        let features = Features::new(vec![Arc::new(Quiet), Arc::new(Member)]);
+        let plain = Envelope::new("t", json!({}));
+        let mut member = Envelope::new("t", json!({}));
+        member.batch = Some("b".into());
+        let leaving = |envelope| Leaving {
+            name: "task-0000000001",
+            envelope: Some(envelope),
+            held: None,
+            delivered: None,
+            reason: None,
+        };
+        let asked = |leaving: &[Leaving]| {
+            (features.asked_at(End::Completed, leaving))
+                .map(|(_, f)| f.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(asked(&[leaving(&plain)]), ["quiet"]);
+        assert_eq!(
+            asked(&[leaving(&plain), leaving(&member)]),
+            ["quiet", "member"]
+        );
+        let names = |envelope| {
+            (features.carried_by(envelope))
+                .map(|(_, f)| f.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&plain), ["quiet"]);
+        assert_eq!(names(&member), ["quiet", "member"]);
     }
 }

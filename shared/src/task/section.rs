@@ -37,6 +37,19 @@ impl Envelope {
         self.extra.insert(S::KEY.to_string(), value);
     }
 
+    /// Whether it carries the top-level field `field`: a section (set, even to `null`), or,
+    /// for the few fields the envelope still types itself that a feature reads
+    /// (`idempotency_key`, `batch`), that field set. A feature's hooks are asked only about
+    /// envelopes that carry a field it names (`Feature::item_fields`,
+    /// `Feature::envelope_fields`).
+    pub fn carries(&self, field: &str) -> bool {
+        match field {
+            "idempotency_key" => self.idempotency_key.is_some(),
+            "batch" => self.batch.is_some(),
+            _ => self.extra.contains_key(field),
+        }
+    }
+
     /// Removes the section `S`, if it had one.
     pub fn remove_section<S: Section>(&mut self) {
         self.extra.remove(S::KEY);

@@ -59,6 +59,10 @@ impl Feature for Batches {
         "batches"
     }
 
+    fn envelope_fields(&self) -> &'static [&'static str] {
+        &["batch"]
+    }
+
     fn end_part<'a>(
         &'a self,
         site: &'a Site<'a>,

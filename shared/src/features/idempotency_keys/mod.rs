@@ -76,6 +76,10 @@ impl Feature for Keys {
         "idempotency_keys"
     }
 
+    fn envelope_fields(&self) -> &'static [&'static str] {
+        &["idempotency_key"]
+    }
+
     fn at_end<'a>(
         &'a self,
         site: &'a Site<'a>,
