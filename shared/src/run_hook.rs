@@ -32,8 +32,11 @@ pub trait RunHook: Send + Sync + 'static {
 /// What a hook did at a run's start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Made {
-    /// Tasks it put in the lanes.
+    /// Tasks it made and put in the lanes (new tasks, such as a schedule's).
     pub tasks: u32,
+    /// Tasks it moved into the lanes from where they waited (such as debounced publishes
+    /// fired), which a run counts as it counts due tasks moved back.
+    pub moved: u32,
     /// Things it could not do (each logged by the hook), while it did the others.
     pub failed: u32,
 }
@@ -73,6 +76,7 @@ pub async fn at_run_start(
         match hook.at_run_start(queue, now_ms).await {
             Ok(one) => {
                 made.tasks += one.tasks;
+                made.moved += one.moved;
                 made.failed += one.failed;
             }
             Err(e) => tracing::warn!(hook = hook.name(), error = %e, "not done in this run"),

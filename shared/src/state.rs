@@ -232,7 +232,7 @@ impl Transition {
     pub fn performed_by(self) -> &'static str {
         match self {
             Transition::Publish => "Queue::publish_each, AllOrNothing::publish_batch",
-            Transition::Fire => "DebounceKeys::fire_debounced",
+            Transition::Fire => "debounce::fire_due",
             Transition::Unblock | Transition::DieWithParent => "Dependencies::see_to_children_of",
             Transition::TakePlace => "Groups::take_place",
             Transition::Claim => "Queue::claim_many",

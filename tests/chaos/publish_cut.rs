@@ -636,9 +636,7 @@ async fn a_debounced_publish_that_fires_while_its_fate_is_read_is_found_once() {
     // Due a millisecond after its publish: fired as of a second later.
     let now = c.t.now().await.now_ms() + 1_000;
     assert_eq!(
-        c.t.queue
-            .debounce()
-            .fire_debounced(now)
+        event_bridge::features::debounce::fire_due(&c.t.queue, now)
             .await
             .expect("fire"),
         1

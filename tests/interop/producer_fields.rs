@@ -186,17 +186,13 @@ async fn producers_debounce_by_key_and_refuse_a_bad_period() {
         (first, last) = (first.min(mtime), last.max(mtime));
     }
     assert_eq!(
-        t.queue
-            .debounce()
-            .fire_debounced(first + 29_999)
+        event_bridge::features::debounce::fire_due(&t.queue, first + 29_999)
             .await
             .unwrap(),
         0
     );
     assert_eq!(
-        t.queue
-            .debounce()
-            .fire_debounced(last + 30_000)
+        event_bridge::features::debounce::fire_due(&t.queue, last + 30_000)
             .await
             .unwrap(),
         2

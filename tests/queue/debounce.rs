@@ -59,17 +59,13 @@ async fn publishes_within_the_period_make_one_task_with_the_last_payload() {
 
     let (_, mtime) = times(&t, "user-7").await;
     assert_eq!(
-        t.queue
-            .debounce()
-            .fire_debounced(mtime + 9_999)
+        event_bridge::features::debounce::fire_due(&t.queue, mtime + 9_999)
             .await
             .unwrap(),
         0
     );
     assert_eq!(
-        t.queue
-            .debounce()
-            .fire_debounced(mtime + 10_000)
+        event_bridge::features::debounce::fire_due(&t.queue, mtime + 10_000)
             .await
             .unwrap(),
         1
@@ -110,7 +106,9 @@ async fn a_key_started_again_while_a_run_drops_its_entry_still_fires() {
         .unwrap();
     let (_, mtime) = times(&t, "k").await;
     proxy.hold_delete_of("/debounce-due/0000000000000/k");
-    let firing = tokio::spawn(async move { run.debounce().fire_debounced(mtime + 1_000).await });
+    let firing = tokio::spawn(async move {
+        event_bridge::features::debounce::fire_due(&run, mtime + 1_000).await
+    });
     proxy.holding().await;
     assert!(t.children("debounce").await.is_empty(), "fired first");
 
@@ -124,10 +122,7 @@ async fn a_key_started_again_while_a_run_drops_its_entry_still_fires() {
     assert_eq!(firing.await.unwrap().unwrap(), 1);
 
     let (_, mtime) = times(&t, "k").await;
-    let fired = t
-        .queue
-        .debounce()
-        .fire_debounced(mtime + 1_000)
+    let fired = event_bridge::features::debounce::fire_due(&t.queue, mtime + 1_000)
         .await
         .unwrap();
     assert_eq!(fired, 1, "the key started again fires when due");
@@ -160,7 +155,9 @@ async fn the_maximum_wait_bounds_a_key_published_again_and_again() {
     let (ctime_u, _) = times(&t, "uncapped").await;
     let at = ctime.max(ctime_u) + 10_000;
     assert_eq!(
-        t.queue.debounce().fire_debounced(at).await.unwrap(),
+        event_bridge::features::debounce::fire_due(&t.queue, at)
+            .await
+            .unwrap(),
         1,
         "the capped one"
     );
@@ -310,9 +307,7 @@ async fn status_finds_a_pending_debounced_publish_by_its_id() {
 
     // doc-8 (due 20 s after its publish) fires too.
     assert_eq!(
-        t.queue
-            .debounce()
-            .fire_debounced(mtime + 30_000)
+        event_bridge::features::debounce::fire_due(&t.queue, mtime + 30_000)
             .await
             .unwrap(),
         2
@@ -354,9 +349,7 @@ async fn cancel_withdraws_a_pending_debounced_publish() {
     );
     assert!(t.children("debounce").await.is_empty());
     assert_eq!(
-        t.queue
-            .debounce()
-            .fire_debounced(i64::MAX / 2)
+        event_bridge::features::debounce::fire_due(&t.queue, i64::MAX / 2)
             .await
             .unwrap(),
         0
@@ -400,7 +393,9 @@ async fn a_due_key_fires_among_ten_thousand_pending() {
     t.queue.publish_all(&envelopes).await.unwrap();
     let (_, mtime) = times(&t, "doc-0").await;
     assert_eq!(
-        t.queue.debounce().fire_debounced(mtime + 1).await.unwrap(),
+        event_bridge::features::debounce::fire_due(&t.queue, mtime + 1)
+            .await
+            .unwrap(),
         0
     );
 
@@ -421,7 +416,9 @@ async fn a_due_key_fires_among_ten_thousand_pending() {
     let (_, mtime) = times(&t, &last).await;
 
     assert_eq!(
-        t.queue.debounce().fire_debounced(mtime + 1).await.unwrap(),
+        event_bridge::features::debounce::fire_due(&t.queue, mtime + 1)
+            .await
+            .unwrap(),
         1
     );
     let tasks = t.children("tasks").await;

@@ -7,6 +7,7 @@
 
 pub mod batches;
 pub mod cancel_marks;
+pub mod debounce;
 pub mod done_records;
 pub mod expiry;
 pub mod idempotency_keys;
@@ -39,4 +40,5 @@ pub fn registered(config: &Config) -> Features {
 pub const RUN_HOOKS: &[&dyn RunHook] = &[
     #[cfg(feature = "schedule")]
     &schedules::FireDue,
+    &debounce::FireDue,
 ];

@@ -221,7 +221,6 @@ async fn run_with<H: Handler>(
         start.lanes = queue.probes().with_key_lanes(start.lanes).await?;
     }
     let idle = start.idle();
-    let debounced = start.debounced;
     let limits = handler.limits();
     // The gates' recipe only when a route limits concurrency keys.
     if limits.limits_keys() {
@@ -254,7 +253,7 @@ async fn run_with<H: Handler>(
         id: (0..8).map(|_| fastrand::alphanumeric()).collect(),
         resume_elsewhere: std::sync::Mutex::default(),
     };
-    let (promoted, fired, failed) = run.before_passes(debounced, &hooked).await?;
+    let (promoted, fired, failed) = run.before_passes(&hooked).await?;
     (report.schedules_fired, report.schedules_failed) = (fired, failed);
     let mut passes = Passes {
         passed_over: HashSet::new(),
@@ -584,25 +583,13 @@ impl<H> Run<'_, H> {
     }
 
     /// Before the first pass, together: moves due tasks back from `delayed/`, and calls the
-    /// run's hooks (`crate::run_hook`: the schedules' slots that are due; a hook that fails
-    /// never stops the tasks). Returns the tasks moved back, the tasks the hooks made, and
-    /// the things they could not do.
-    async fn before_passes(&self, debounced: bool, hooked: &Hooked) -> Result<(usize, u32, u32)> {
+    /// run's hooks (`crate::run_hook`: the debounced publishes and the schedules' slots that
+    /// are due; a hook that fails never stops the tasks). Returns the tasks moved back (by the
+    /// hooks too), the tasks the hooks made, and the things they could not do.
+    async fn before_passes(&self, hooked: &Hooked) -> Result<(usize, u32, u32)> {
         let queue = self.queue();
         let now_ms = self.now.now_ms();
-        // Due tasks back in their lanes, and debounced tasks whose period ended into theirs
-        // (the due index looked at only when a debounced publish is pending).
-        let fire = async {
-            match debounced {
-                true => queue.debounce().fire_debounced(now_ms).await,
-                false => Ok(0),
-            }
-        };
-        let promote = async {
-            let (promoted, fired) =
-                tokio::try_join!(queue.delays().promote_due(&self.now, PROMOTE_PER_RUN), fire)?;
-            Ok::<_, crate::Error>(promoted + fired)
-        };
+        let promote = queue.delays().promote_due(&self.now, PROMOTE_PER_RUN);
         let hooks = crate::run_hooks();
         if hooked.has_children.iter().all(|has| !has)
             && hooked.folder_of.iter().all(Option::is_some)
@@ -612,7 +599,7 @@ impl<H> Run<'_, H> {
         let (folder_of, has_children) = (&hooked.folder_of, &hooked.has_children);
         let hooked = crate::run_hook::at_run_start(hooks, folder_of, has_children, &queue, now_ms);
         let (promoted, made) = tokio::join!(promote, hooked);
-        Ok((promoted?, made.tasks, made.failed))
+        Ok((promoted? + made.moved as usize, made.tasks, made.failed))
     }
 
     /// Tasks pending now, leased ones included; `None` when ZooKeeper does not answer before

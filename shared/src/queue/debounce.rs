@@ -2,8 +2,8 @@
 //! created when the key has nothing pending, else rewritten at the version read (the last
 //! publish wins, and ZooKeeper's `mtime` moves with it). The task is due a period after the
 //! last write (`mtime`) and no later than the maximum wait after the first (`ctime`), both by
-//! ZooKeeper's clock. Runs find due keys through the due index (`debounce_due`), which the
-//! publish that starts a key files it in, and fire them: one multi-op deletes the pending node
+//! ZooKeeper's clock. Runs find due keys through the due index, which the publish that starts
+//! a key files it in, and fire them (the feature `features/debounce/`): one multi-op deletes the pending node
 //! at the version read and creates the task at the tail of its lane, so a publish that lands in
 //! between (which rewrites the node) makes the firing fail, and the key goes on waiting with
 //! the new payload. Once fired, the next publish starts a new one.
@@ -39,7 +39,7 @@ use crate::task::{Debounce, Envelope, PendingDebounced, StandsFor};
 
 recipe!(
     /// Debounced publishes: pending under `debounce/<key>`, filed in the due index, fired into
-    /// their lanes when due, withdrawn (`debounce`, `debounce_due`).
+    /// their lanes when due (`features/debounce/`), withdrawn (`debounce`).
     DebounceKeys,
     debounce
 );
@@ -61,7 +61,7 @@ pub enum Debounced {
 
 /// What a debounced publish writes: its envelope at `debounce/<key>` (created, or rewritten
 /// at the version read), and its key's entry in the due index's unfiled bucket when the
-/// publish starts the key or may make it due sooner (see `debounce_due`).
+/// publish starts the key or may make it due sooner (see `features/debounce/`).
 pub(super) struct DebounceWrite {
     path: String,
     pub(super) key: String,
@@ -71,7 +71,7 @@ pub(super) struct DebounceWrite {
     /// The key's unfiled entry: to create (none there yet), or, for a publish that starts the
     /// key while its entry is still there (a run that fired or dropped the key has yet to
     /// delete it), to re-date at the version read, so that the run's delete, at the version
-    /// it read, fails and the entry stays for the key now pending (see `debounce_due`).
+    /// it read, fails and the entry stays for the key now pending (see `features/debounce/`).
     entry: Option<(String, Option<i32>)>,
     /// For a grouped publish that starts its key, its place in its lane (see `place`).
     place: Option<PlaceWrite>,
@@ -184,11 +184,6 @@ impl DebounceKeys<'_> {
             entry,
             place,
         })
-    }
-
-    /// Fires the debounced tasks due by `now_ms` (ZooKeeper time): see `debounce_due`.
-    pub async fn fire_debounced(self, now_ms: i64) -> Result<usize> {
-        self.fire_due_keys(now_ms).await
     }
 
     /// The pending debounced publish whose envelope id is `id`, if any: `debounce/` listed,

@@ -214,6 +214,21 @@ fn back_in_line(body: &[u8], name: &str) -> Vec<u8> {
 
 impl Delays<'_> {
     /// Moves a task that waits at `waiting` (read at `version`, with `body`) to the tail of
+    /// the lane its body names: [`Delays::to_lane_tail`] without a lock or other writes (a
+    /// debounced publish's firing). Its new name; `None` when the waiting node changed or went
+    /// meanwhile.
+    pub(crate) async fn waiting_to_lane_tail(
+        self,
+        what: &'static str,
+        waiting: &str,
+        version: i32,
+        body: &[u8],
+    ) -> Result<Option<String>> {
+        self.to_lane_tail(what, waiting, version, body, None, Vec::new())
+            .await
+    }
+
+    /// Moves a task that waits at `waiting` (read at `version`, with `body`) to the tail of
     /// the lane its body names, in one multi-op: the delete at that version and the sequential
     /// create, and the rewrite of its group's lock when it holds one (`lock`). Promoting a due
     /// task and firing a debounced one are both this move. Its new name; `None` when the

@@ -28,7 +28,8 @@
 //! - [`KeyLanes`] (`key_lanes`): lanes made as publishes need them; key lanes listed.
 //! - [`Batches`] (`members`): batches' znodes, members, tallies and callbacks.
 //! - [`Dependencies`] (`parents`, `dependents`): children waiting for their parents.
-//! - [`DebounceKeys`] (`debounce`, `debounce_due`): debounced publishes and their due index.
+//! - [`DebounceKeys`] (`debounce`): debounced publishes, filed in the due index (their firing
+//!   is the feature's, `features/debounce/`).
 //! - [`Cancels`] (`cancels`): cancel marks, and cancelling a pending or waiting task.
 //! - [`Pauses`] (`pause`): pausing the queue or one event type.
 //! - [`InDoubt`] (`landed`): what landed of a publish whose answers were lost.
@@ -58,7 +59,6 @@ mod cancels;
 mod claim;
 mod complete;
 mod debounce;
-mod debounce_due;
 mod delay;
 mod dependents;
 mod end;
@@ -115,7 +115,6 @@ pub use cancels::Cancels;
 pub use claim::{CLAIM_BATCH, CLAIM_BATCH_BYTES, Restraints};
 pub use debounce::DebounceKeys;
 pub use debounce::Debounced;
-pub use debounce_due::{FIRE_PER_RUN, LOOK_PER_RUN};
 pub use delay::Delays;
 pub use delay::{Deferred, parse_waiting, waiting_name};
 pub use dependents::Dependencies;

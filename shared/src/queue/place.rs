@@ -85,7 +85,7 @@ impl Groups<'_> {
 
     /// Wakes the workers watching `lane` (a priority lane: a grouped task is in no key lane):
     /// its znode's data set (empty, at any version), which its watchers see change.
-    pub(super) async fn wake_lane(self, lane: &Lane) -> Result<()> {
+    pub(crate) async fn wake_lane(self, lane: &Lane) -> Result<()> {
         // A key lane's znode holds its head.
         if matches!(lane, Lane::Key(_)) {
             return Ok(());

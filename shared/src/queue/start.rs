@@ -1,7 +1,7 @@
 //! What a pass starts from, in one request: what is paused, the folders registered features
 //! ask to have listed (`Feature::listed_at_start`), where each lane starts, whether any parent has children waiting (`dependents/`, see
 //! `dependents`), and whether anything waits to join the lanes later (tasks under `delayed/`,
-//! debounced publishes, the folders a run's hooks work on, such as recurring schedules). A run on an idle queue needs
+//! the folders a run's hooks work on, such as debounced publishes and recurring schedules). A run on an idle queue needs
 //! nothing more; before, these were five requests.
 
 use std::collections::BTreeSet;
@@ -26,11 +26,8 @@ pub struct Start {
     pub listings: Listings,
     /// Where each lane starts.
     pub lanes: Lanes,
-    /// Whether `delayed/`, `debounce/` or a watched folder has children.
+    /// Whether `delayed/` or a watched folder has children.
     pub waiting: bool,
-    /// Whether `debounce/` has children: a run that found none does not look at the due
-    /// index.
-    pub debounced: bool,
     /// Whether each folder [`Queue::read_start_watching`] was asked to watch has children (a
     /// folder that cannot be read counts as having some).
     pub watched: Vec<bool>,
@@ -61,7 +58,7 @@ impl Queue {
         let layout = self.layout();
         let paused = layout.paused();
         let listed = self.features().listed_at_start(layout);
-        let mut waiting = vec![layout.delayed(), layout.debounce()];
+        let mut waiting = vec![layout.delayed()];
         waiting.extend(watched.iter().cloned());
         let mut reader = self.client().new_multi_reader();
         self.probes().add_lane_reads(&mut reader)?;
@@ -116,8 +113,7 @@ impl Queue {
             listings: Listings::new(listings),
             lanes,
             waiting: holds.iter().any(|h| *h),
-            debounced: holds.get(1).copied().unwrap_or(true),
-            watched: holds.get(2..).unwrap_or_default().to_vec(),
+            watched: holds.get(1..).unwrap_or_default().to_vec(),
         })
     }
 }

@@ -69,7 +69,7 @@ impl Upkeep {
     async fn once(&mut self, queue: &Queue) -> Result<()> {
         let now = self.now(queue).await?;
         queue.delays().promote_due(&now, PROMOTE_PER_LOOK).await?;
-        queue.debounce().fire_debounced(now.now_ms()).await?;
+        crate::features::debounce::fire_due(queue, now.now_ms()).await?;
         if Instant::now() >= self.next_reap {
             self.reaped += crate::reap::reap_at(queue, &now).await?.reaped as u64;
             self.next_reap = Instant::now() + self.reap_every;

@@ -67,6 +67,7 @@ impl RunHook for FireDue {
             let report = fire_due(queue, now_ms).await?;
             Ok(Made {
                 tasks: report.fired,
+                moved: 0,
                 failed: report.failed.len() as u32,
             })
         })

@@ -1,38 +1,12 @@
-//! The due index of debounced keys: how a run finds the keys whose period ended without
-//! reading every key pending.
-//!
-//! ```text
-//! debounce-due/<bucket>/<key>    bucket: the start of the 10 s in which the key falls due
-//! debounce-due/0000000000000/<key>    the unfiled bucket: keys no run has filed yet
-//! ```
-//!
-//! A key's due time is known only from its node's `ctime` and `mtime`, by ZooKeeper's clock,
-//! so a publish cannot file it where it belongs: the publish that starts a key creates its
-//! entry in the unfiled bucket, in the same multi-op as the key's node. So does a rewrite that
-//! may make the key due sooner (a shorter period or maximum wait); any other rewrite only moves
-//! the due time later, and the entry stays a lower bound.
-//!
-//! A run lists the index's buckets (one name per 10 s that holds keys), and looks only at the
-//! buckets whose time has come (the unfiled one always has): for each entry it reads the
-//! entry's version, then the key, fires the key when it is due, files it in its due time's
-//! bucket when it is not, and drops the entry of a key that is gone. The entry is moved or
-//! dropped only at the version read: a publish that starts the key again in between (after
-//! the firing, or after the key was withdrawn) finds the entry there, so it makes none, and
-//! re-dates it instead (sets it at its version); the run's delete then fails and the entry
-//! stays for the key now pending, for the next run to look at. Deleted at any version, it
-//! would leave that key pending with no entry, never to fire. A due key that keeps a place in its group (`place`) is not
-//! fired here: its place takes it when the group's turn comes, and the run wakes the workers
-//! of its lane instead. A key never falls
-//! due before the bucket it is filed in, so a run's cost grows with the keys due and the keys
-//! published since the last run, never with those that wait.
+//! Firing debounced publishes whose period ended, through the due index (see the feature's
+//! module documentation).
 
-use crate::queue::DebounceKeys;
 use zookeeper_client as zk;
 
-use super::ops::{Multi, Op};
 use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::layout::{UNFILED_BUCKET, decode_segment, delay_bucket_of};
+use crate::queue::{Multi, Op, Queue};
 
 /// Debounced tasks a run fires, at most.
 pub const FIRE_PER_RUN: usize = 256;
@@ -64,7 +38,11 @@ enum Look {
     Drop,
 }
 
-impl DebounceKeys<'_> {
+/// The firing, on a queue.
+#[derive(Clone, Copy)]
+pub(super) struct Firing<'q>(pub(super) &'q Queue);
+
+impl Firing<'_> {
     /// Fires the debounced tasks due by `now_ms` (ZooKeeper time), at most [`FIRE_PER_RUN`],
     /// and files the keys it looked at that are not due yet; returns how many it fired.
     pub(super) async fn fire_due_keys(self, now_ms: i64) -> Result<usize> {
@@ -93,8 +71,8 @@ impl DebounceKeys<'_> {
     /// The index's buckets whose time has come by `now_ms`, oldest first (the unfiled one
     /// first of all).
     async fn due_buckets(self, now_ms: i64) -> Result<Vec<i64>> {
-        let path = self.layout().debounce_due();
-        let names = match self.client().list_children(&path).await {
+        let path = self.0.layout().debounce_due();
+        let names = match self.0.client().list_children(&path).await {
             Ok(names) => names,
             Err(zk::Error::NoNode) => return Ok(Vec::new()),
             Err(e) => return Err(Error::zk("list", path, e)),
@@ -109,8 +87,8 @@ impl DebounceKeys<'_> {
 
     /// The entries (encoded keys) of index bucket `bucket`.
     async fn entries_of(self, bucket: i64) -> Result<Vec<String>> {
-        let path = self.layout().debounce_due_bucket(bucket);
-        match self.client().list_children(&path).await {
+        let path = self.0.layout().debounce_due_bucket(bucket);
+        match self.0.client().list_children(&path).await {
             Ok(names) => Ok(names),
             Err(zk::Error::NoNode) => Ok(Vec::new()),
             Err(e) => Err(Error::zk("list", path, e)),
@@ -126,12 +104,12 @@ impl DebounceKeys<'_> {
         now_ms: i64,
         room: usize,
     ) -> Result<usize> {
-        let root = self.layout().debounce();
-        let dir = self.layout().debounce_due_bucket(bucket);
+        let root = self.0.layout().debounce();
+        let dir = self.0.layout().debounce_due_bucket(bucket);
         let mut paths: Vec<String> = entries.iter().map(|e| format!("{dir}/{e}")).collect();
         paths.extend(entries.iter().map(|e| format!("{root}/{e}")));
         // Each entry read before its key (one multi-read, answered in order).
-        let mut reads = self.read_paths(&paths).await?;
+        let mut reads = self.0.read_paths(&paths).await?;
         let keys = reads.split_off(entries.len());
         let versions = reads.into_iter().map(|read| Some(read?.1.version));
         let path_of = |e: &str| format!("{root}/{e}");
@@ -148,13 +126,11 @@ impl DebounceKeys<'_> {
                 // Fired: its entry goes. Not fired (a publish rewrote it, or another run fired
                 // it): the entry stays, and the next run looks again.
                 Look::Fire(path, version, body) => {
-                    let moved = self.delays().to_lane_tail(
+                    let moved = (self.0.delays()).waiting_to_lane_tail(
                         "fire debounced",
                         &path,
                         version,
                         &body,
-                        None,
-                        Vec::new(),
                     );
                     if let Some(task) = moved.await? {
                         tracing::debug!(%task, debounced = %path, "debounced task due");
@@ -166,7 +142,7 @@ impl DebounceKeys<'_> {
                 // it may, once.
                 Look::Wake(lane) => {
                     if !woken.contains(&lane) {
-                        self.groups().wake_lane(&lane).await?;
+                        self.0.groups().wake_lane(&lane).await?;
                         woken.push(lane);
                     }
                     drops.push(entry);
@@ -191,7 +167,7 @@ impl DebounceKeys<'_> {
         let paths: Vec<(String, i32, String)> = (moves.iter())
             .map(|((entry, version), to)| {
                 let key = decode_segment(entry);
-                let layout = self.layout();
+                let layout = self.0.layout();
                 let from = layout.debounce_due_entry(bucket, &key);
                 (from, *version, layout.debounce_due_entry(*to, &key))
             })
@@ -208,7 +184,7 @@ impl DebounceKeys<'_> {
                 .push(Entry::From, Op::Delete(from, *version))
                 .push(Entry::To, Op::Create(to, b""));
         }
-        if self.commit("file debounced keys", &multi).await?.is_ok() {
+        if self.0.commit("file debounced keys", &multi).await?.is_ok() {
             return Ok(());
         }
         for (from, version, to) in &paths {
@@ -225,7 +201,7 @@ impl DebounceKeys<'_> {
         multi
             .push(Entry::From, Op::Delete(from, version))
             .push(Entry::To, Op::Create(to, b""));
-        match self.commit("file debounced key", &multi).await? {
+        match self.0.commit("file debounced key", &multi).await? {
             Ok(_) => Ok(()),
             Err(failed) => match (failed.tag, &failed.error) {
                 (Entry::From, zk::Error::NoNode | zk::Error::BadVersion) => Ok(()),
@@ -240,7 +216,7 @@ impl DebounceKeys<'_> {
 
     /// Deletes the entries `entries` of `bucket`, each at the version read, pipelined.
     async fn drop_entries(self, bucket: i64, entries: &[(&str, i32)]) -> Result<()> {
-        let dir = self.layout().debounce_due_bucket(bucket);
+        let dir = self.0.layout().debounce_due_bucket(bucket);
         let paths: Vec<(String, i32)> = (entries.iter())
             .map(|(e, version)| (format!("{dir}/{e}"), *version))
             .collect();
@@ -251,29 +227,30 @@ impl DebounceKeys<'_> {
     /// Deletes the entry at `path` if it still has `version`: one a publish re-dated (its key
     /// started again) stays.
     async fn delete_entry_at(self, path: &str, version: i32) -> Result<()> {
-        match self.client().delete(path, Some(version)).await {
+        match self.0.client().delete(path, Some(version)).await {
             Ok(()) | Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(()),
             Err(e) => Err(Error::zk("delete", path, e)),
         }
     }
 
     async fn ensure_due_bucket(self, bucket: i64) -> Result<()> {
-        let path = self.layout().debounce_due_bucket(bucket);
+        let path = self.0.layout().debounce_due_bucket(bucket);
         match self
+            .0
             .client()
-            .create(&path, b"", &self.created(zk::CreateMode::Persistent))
+            .create(&path, b"", &self.0.created(zk::CreateMode::Persistent))
             .await
         {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(zk::Error::NoNode) => self.ensure_paths().await,
+            Err(zk::Error::NoNode) => self.0.ensure_paths().await,
             Err(e) => Err(Error::zk("create", path, e)),
         }
     }
 
     /// Removes a time bucket left empty (never the unfiled one, which publishes write into).
     async fn remove_due_bucket(self, bucket: i64) -> Result<()> {
-        let path = self.layout().debounce_due_bucket(bucket);
-        match self.client().delete(&path, None).await {
+        let path = self.0.layout().debounce_due_bucket(bucket);
+        match self.0.client().delete(&path, None).await {
             Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => Ok(()),
             Err(e) => Err(Error::zk("delete", path, e)),
         }
