@@ -600,7 +600,7 @@ async fn a_grouped_task_behind_a_paused_group_mate_names_the_pause() {
     let now = t.now().await;
     assert_eq!(drain_at(&t, &now).await, Vec::<String>::new(), "held back");
 
-    assert!(t.queue.pauses().resume(&billing).await.unwrap());
+    assert!(t.queue.pauses().unpause(&billing).await.unwrap());
     assert_eq!(only(&explain(&t, &first).await).0, &Reason::Ready);
     let now = t.now().await;
     assert_eq!(drain_at(&t, &now).await, vec![first, second]);

@@ -170,7 +170,7 @@ async fn a_child_that_dies_with_its_parent_pauses_its_group_when_asked() {
         "{paused:?}"
     );
 
-    assert!(t.queue.groups().resume_group("g").await.unwrap());
+    assert!(t.queue.groups().unpause_group("g").await.unwrap());
     drain(&t, &log).await;
     assert_eq!(names(&log), ["G2"]);
 }
@@ -216,7 +216,7 @@ async fn a_grouped_task_cancelled_before_its_turn_pauses_its_group_there() {
         assert_eq!(names(&log), ["P"], "{how}: G2 waits, paused");
         let paused = t.queue.groups().paused_groups(10).await.unwrap();
         assert_eq!(paused.len(), 1, "{how}: {paused:?}");
-        assert!(t.queue.groups().resume_group("g").await.unwrap(), "{how}");
+        assert!(t.queue.groups().unpause_group("g").await.unwrap(), "{how}");
         drain(&t, &log).await;
         assert_eq!(names(&log), ["P", "G2"], "{how}");
     }

@@ -211,7 +211,7 @@ async fn a_group_whose_head_died_stays_paused_when_asked_until_resumed() {
         .unwrap();
     assert_eq!(again.completed, 0, "paused");
     assert!(again.group_busy > 0);
-    assert!(t.queue.groups().resume_group("g").await.unwrap());
+    assert!(t.queue.groups().unpause_group("g").await.unwrap());
     let resumed = event_bridge::process::run(&t.queue, &handler, &options(10, 4))
         .await
         .unwrap();

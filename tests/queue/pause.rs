@@ -70,7 +70,7 @@ async fn a_paused_type_is_left_alone_by_four_consumers_and_runs_once_resumed() {
         panic!("pending");
     };
     assert!(task.paused);
-    assert!(t.queue.pauses().resume(&email()).await.unwrap());
+    assert!(t.queue.pauses().unpause(&email()).await.unwrap());
     let report = run(&t.queue, &recorder, 1_000).await;
     assert_eq!((report.completed, report.paused), (101, 0));
     assert!(t.children("tasks").await.is_empty());
@@ -90,7 +90,7 @@ async fn a_paused_queue_claims_nothing_and_the_run_says_so() {
         panic!("pending");
     };
     assert!(task.paused, "sms is held by the queue's pause");
-    t.queue.pauses().resume(&PauseTarget::Queue).await.unwrap();
+    t.queue.pauses().unpause(&PauseTarget::Queue).await.unwrap();
     assert_eq!(run(&t.queue, &recorder, 10).await.completed, 4);
 }
 
@@ -128,7 +128,7 @@ async fn a_claim_decided_before_a_pause_does_not_land_after_it() {
     let outcome = claim(t.queue.clone()).await;
     assert!(matches!(outcome, TaskOutcome::Paused), "{outcome:?}");
     assert!(t.children("leases").await.is_empty(), "nothing claimed");
-    assert!(t.queue.pauses().resume(&email()).await.unwrap());
+    assert!(t.queue.pauses().unpause(&email()).await.unwrap());
     let outcome = claim(t.consumer("never saw the pause").await).await;
     assert!(matches!(outcome, TaskOutcome::Claimed(_)), "{outcome:?}");
 }

@@ -221,7 +221,7 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
     );
     release.notify_one();
     eventually("the slow task finished", || async { done.count() == 2 }).await;
-    t.queue.pauses().resume(&email).await.unwrap();
+    t.queue.pauses().unpause(&email).await.unwrap();
     // Resuming changes nothing under tasks/: the worker's watch on `paused` wakes it.
     let next = t.publish(1).await.remove(0);
     eventually("the email task ran once resumed", || async {
@@ -262,7 +262,7 @@ async fn a_resume_wakes_an_idle_worker_that_passed_the_task_over() {
     .await;
     let why = "the worker ends its last drain and waits: nothing it exposes says when it idles";
     harness::real_time(Duration::from_secs(2), why).await;
-    t.queue.pauses().resume(&email).await.unwrap();
+    t.queue.pauses().unpause(&email).await.unwrap();
     eventually(
         "the email task ran once resumed, with nothing else published",
         || async { done.names().contains(&held) },

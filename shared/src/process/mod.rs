@@ -326,7 +326,7 @@ impl Passes {
                     let weights = run.queue().settings().lane_weights;
                     let mut walk = Walk::from_lanes(head).weighted(weights);
                     if std::mem::take(&mut self.created) {
-                        walk.resume_all();
+                        walk.reopen_all();
                     }
                     let pass = Pass::new(run, report, &mut self.passed_over, walk, self.gapped);
                     pass.drive().await.map(|end| Passed {

@@ -349,7 +349,7 @@ impl Queue {
                 Err(failed) => failed,
             };
             let (task, step) = match failed.tag {
-                // Something was paused or resumed since the restraints were read.
+                // Something was paused or unpaused since the restraints were read.
                 Owner::Pause => return Ok((outcomes, Some(Again::Paused(takes)))),
                 // Another consumer went through the gate meanwhile: its tasks wait. (A slot
                 // fails only on a name already taken, which its random tag makes as good as

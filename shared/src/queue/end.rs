@@ -247,7 +247,7 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
             },
             To::Completed => Answer::Unexpected,
         },
-        // The lock changed hands (an operator resumed the group): not ours to write.
+        // The lock changed hands (an operator unpaused the group): not ours to write.
         (Part::Lock, BadVersion | NoNode | NodeExists) => {
             ending.lock = None;
             Answer::Again

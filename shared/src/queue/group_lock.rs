@@ -102,9 +102,16 @@ impl Groups<'_> {
             .transpose()
     }
 
-    /// Resumes a group paused after one of its tasks went to the dead letters: deletes its
-    /// lock if it is a pause. Whether it was paused.
+    /// [`Groups::unpause_group`], under its former name.
+    #[deprecated(note = "renamed `Groups::unpause_group`: \"resume\" is for resumable tasks")]
     pub async fn resume_group(self, group: &str) -> Result<bool> {
+        self.unpause_group(group).await
+    }
+
+    /// Lifts the pause of a group paused after one of its tasks went to the dead letters
+    /// (`event-bridge resume --group`): deletes its lock if it is a pause. Whether it was
+    /// paused.
+    pub async fn unpause_group(self, group: &str) -> Result<bool> {
         let Some(read) = self.group_lock(group).await? else {
             return Ok(false);
         };
@@ -330,7 +337,7 @@ impl Groups<'_> {
 pub(super) enum Release {
     /// The group goes on: its next task may run.
     Delete { path: String, version: i32 },
-    /// The group stays paused until an operator resumes it.
+    /// The group stays paused until an operator unpauses it.
     Pause {
         path: String,
         version: i32,

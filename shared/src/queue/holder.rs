@@ -413,7 +413,7 @@ impl Write for Release {
             }
             // The bucket was promoted away between its creation and this: once more.
             (Part::Waiting, NoNode) => return Ok(Next::Again),
-            // The lock changed hands (an operator resumed the group): not ours to write.
+            // The lock changed hands (an operator unpaused the group): not ours to write.
             (Part::Lock, BadVersion | NoNode) => {
                 self.lock = None;
                 return Ok(Next::Again);

@@ -222,7 +222,7 @@ impl LaneWalk {
     }
 
     /// Lets an ended walk go on from where it stopped: tasks published since are past it.
-    pub fn resume(&mut self) {
+    pub fn reopen(&mut self) {
         self.ended = false;
     }
 

@@ -8,18 +8,18 @@
 //! new tasks, and before a batch of claims whenever its copy is half a second old
 //! (`Run::fresh_restraints`: one `getData` and the `getChildren` of `cancelled/`, at most twice a
 //! second per consumer), so a pause stops claims within a second, also in a pass that walks a long
-//! backlog. A `resume` changes nothing under `tasks/`, so a worker keeps a persistent watch on
+//! backlog. An unpause (`event-bridge resume`) changes nothing under `tasks/`, so a worker keeps a persistent watch on
 //! `paused`: a change wakes it for another drain once the one under way ends. A run over a paused
 //! queue claims nothing and says so (`queue_paused`); a task of a paused type is left as it is,
 //! counted once per run (`paused`) and not tried again in that run.
 //!
-//! A claim decided before a pause or a resume fails its `check` of `paused` as a whole; it reads
+//! A claim decided before a pause or an unpause fails its `check` of `paused` as a whole; it reads
 //! `paused` again, answers the tasks now paused `Paused`, and sends the rest again (three times at
 //! most, then they are left to the next batch). Its later claims take what that read found
 //! (`LatestPaused`, in the queue's memory) until the run's copy is read again. The base paths
 //! make `paused` as `{}`, so even a queue's first pause is checked; a queue no consumer of this
 //! version has started on has no znode to check, and its first pause stops claims within a second.
-//! `pause` and `resume` are a read and a version-checked write of that znode, repeated when
+//! `pause` and `unpause` are a read and a version-checked write of that znode, repeated when
 //! another client wrote it in between.
 //!
 //! # Costs
@@ -64,7 +64,7 @@ pub struct PausedSince {
     pub since: i64,
 }
 
-/// What to pause or resume.
+/// What to pause or unpause.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PauseTarget {
     /// The whole queue.
@@ -95,7 +95,7 @@ impl Paused {
         self.queue.is_none() && self.types.is_empty()
     }
 
-    /// `target` paused (`on`) or resumed; whether that changed anything.
+    /// `target` paused (`on`) or unpaused; whether that changed anything.
     fn set(&mut self, target: &PauseTarget, on: bool) -> bool {
         let since = PausedSince {
             since: chrono::Utc::now().timestamp_millis(),
@@ -124,9 +124,15 @@ impl Pauses<'_> {
         self.change_paused(target, true).await
     }
 
-    /// Resumes `target`; whether it was paused until now.
-    pub async fn resume(self, target: &PauseTarget) -> Result<bool> {
+    /// Lifts the pause of `target` (`event-bridge resume`); whether it was paused until now.
+    pub async fn unpause(self, target: &PauseTarget) -> Result<bool> {
         self.change_paused(target, false).await
+    }
+
+    /// [`Pauses::unpause`], under its former name.
+    #[deprecated(note = "renamed `Pauses::unpause`: \"resume\" is for resumable tasks")]
+    pub async fn resume(self, target: &PauseTarget) -> Result<bool> {
+        self.unpause(target).await
     }
 
     /// The state and the znode's version (`None`: no znode).

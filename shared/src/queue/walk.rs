@@ -141,13 +141,13 @@ impl Walk {
 
     /// Lets an ended walk go on: the lane it was last in probes past its old tail, and that
     /// probe's reading of the other lanes' tails wakes those that have new tasks.
-    pub fn resume(&mut self) {
-        self.lanes[self.current].resume();
+    pub fn reopen(&mut self) {
+        self.lanes[self.current].reopen();
     }
 
     /// Lets every lane's walk go on past its old tail (after the walker itself published).
-    pub fn resume_all(&mut self) {
-        self.lanes.iter_mut().for_each(LaneWalk::resume);
+    pub fn reopen_all(&mut self) {
+        self.lanes.iter_mut().for_each(LaneWalk::reopen);
         self.relist = true;
     }
 

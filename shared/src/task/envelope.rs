@@ -115,7 +115,7 @@ pub enum OnDead {
     /// The group's next task runs.
     #[default]
     Continue,
-    /// The group stays paused until an operator resumes it.
+    /// The group stays paused until an operator unpauses it (`event-bridge resume --group`).
     Pause,
 }
 

@@ -16,7 +16,7 @@
 //! which the watch reports. And a drain's pass that sits at the tail walks again from the head
 //! once its walk is a second old (on the notification, or on a one-second timer when none comes;
 //! the old walk's knowledge is saved to the head first): a task the reaper freed stays under its
-//! name behind the walk, an ordered group's next task was left for a later pass, a resumed type's
+//! name behind the walk, an ordered group's next task was left for a later pass, an unpaused type's
 //! tasks were passed over, and the new walk finds them. On session expiry it opens a new session (and a run in progress goes on on it for what it
 //! holds); on a signal it claims nothing more, gives tasks in flight `DEADLINE_MARGIN_MS` to finish
 //! and releases the rest.
@@ -256,7 +256,7 @@ impl<H: Handler> Worker<H> {
         // One watch mechanism only: the persistent watches' notifications (a change meanwhile
         // left a permit, so none is missed), the idle timer, or the stop. A pause or resume
         // during the drain left its own permit: the drain may have passed over a task of a
-        // type resumed after it read what is paused, and nothing in the lanes changes then.
+        // type unpaused after it read what is paused, and nothing in the lanes changes then.
         let mut stop = stop.clone();
         tokio::select! {
             _ = wakes.refill.notified() => {}

@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::Failure;
 use crate::show::print_json;
 
-/// Pauses (`on`) or resumes the queue, or one event type; prints what changed and the state.
+/// Pauses (`on`) or unpauses (`event-bridge resume`) the queue, or one event type; prints what changed and the state.
 pub(crate) async fn pause(
     queue: &Queue,
     event_type: Option<String>,
@@ -21,7 +21,7 @@ pub(crate) async fn pause(
     let changed = if on {
         queue.pauses().pause(&target).await?
     } else {
-        queue.pauses().resume(&target).await?
+        queue.pauses().unpause(&target).await?
     };
     let what = match &target {
         PauseTarget::Queue => json!("queue"),
@@ -89,7 +89,7 @@ pub(crate) async fn signal(queue: &Queue, key: &str, payload: &str) -> Result<()
 }
 
 /// Lets a group paused after one of its tasks went to the dead letters go on.
-pub(crate) async fn resume_group(queue: &Queue, group: &str) -> Result<(), Failure> {
-    let changed = queue.groups().resume_group(group).await?;
+pub(crate) async fn unpause_group(queue: &Queue, group: &str) -> Result<(), Failure> {
+    let changed = queue.groups().unpause_group(group).await?;
     print_json(&json!({ "resumed": { "group": group }, "changed": changed }))
 }

@@ -533,7 +533,7 @@ async fn run(command: Command) -> Result<i32, Failure> {
         Command::Pause { event_type } => control::pause(&queue, event_type, true).await?,
         Command::Resume {
             group: Some(group), ..
-        } => control::resume_group(&queue, &group).await?,
+        } => control::unpause_group(&queue, &group).await?,
         Command::Resume { event_type, .. } => control::pause(&queue, event_type, false).await?,
         Command::Schedule(command) => return schedules::command(&queue, command).await,
         Command::Batch(command) => return batches::command(&queue, command).await,

@@ -160,7 +160,7 @@ fn check_fires(queue: &Queue, schedule: &Schedule, timing: &Timing, now_ms: i64)
     Schedules::new(queue).check_firing(schedule, slot, &envelope)
 }
 
-/// Pauses or resumes schedule `name`; `None` when there is none. A resumed schedule goes on
+/// Pauses or unpauses schedule `name`; `None` when there is none. An unpaused schedule goes on
 /// from its next slot: the slots that passed while it was paused make nothing.
 pub async fn set_paused(
     queue: &Queue,

@@ -58,11 +58,11 @@ pub struct Schedule {
     /// What a slot found late makes.
     #[serde(default)]
     pub misfire: Misfire,
-    /// A paused schedule takes no slot; resuming sets its latest slot to the latest passed one.
+    /// A paused schedule takes no slot; unpausing sets its latest slot to the latest passed one.
     #[serde(default)]
     pub paused: bool,
     /// The latest slot taken (fired or skipped), ms since the epoch: no slot at or before it
-    /// makes a task. Set to the latest passed slot when the schedule is added or resumed.
+    /// makes a task. Set to the latest passed slot when the schedule is added or unpaused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_slot_ms: Option<i64>,
 }

@@ -1,7 +1,7 @@
 //! A pass at the tail. A worker's waits for the refill notification (new tasks) to go on past
 //! the old tail, and once its walk is [`WALK_AGAIN_AFTER`] old it walks again from the head, so
 //! that what it passed over meanwhile (a task the reaper freed, a group whose turn came, a type
-//! resumed) is looked at while tasks are still in flight. Any pass that met tasks over a limit
+//! unpaused) is looked at while tasks are still in flight. Any pass that met tasks over a limit
 //! (a route's, a concurrency key's) while others still run walks again from the head once they
 //! may be tried: a key at its cap must not hold back, until its handlers end, the tasks of
 //! other keys a claim batch left out.
@@ -14,7 +14,7 @@ use crate::queue::Walk;
 
 /// A worker's pass that has reached the tail walks again from the head once its walk is this
 /// old, so that what the walk passed over meanwhile (a task the reaper freed, a group whose
-/// turn came, a type resumed) is looked at again while tasks are still in flight.
+/// turn came, a type unpaused) is looked at again while tasks are still in flight.
 pub(super) const WALK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<H: Handler> Pass<'_, '_, H> {
@@ -47,7 +47,7 @@ impl<H: Handler> Pass<'_, '_, H> {
             return;
         };
         if !old || !self.ready.is_empty() {
-            walk.resume();
+            walk.reopen();
             self.walk = Some(walk);
             return;
         }
