@@ -228,14 +228,14 @@ pub(crate) fn registered_features(config: &Config) -> feature::Features {
 
 /// The hooks a run calls beside its work ([`run_hook`]): the one list in `features/`, wired in
 /// here for the same reason.
-pub(crate) fn run_hooks() -> &'static [&'static dyn run_hook::RunHook] {
+pub(crate) fn run_hooks() -> &'static [run_hook::Registered] {
     features::RUN_HOOKS
 }
 
-/// The folder each of [`run_hooks`] watches (`RunHook::watched`), asked once.
+/// The folder each of [`run_hooks`] watches (`Registered::watched`), read once.
 pub(crate) fn run_hooks_watch() -> &'static [Option<&'static str>] {
     static WATCHED: std::sync::OnceLock<Vec<Option<&'static str>>> = std::sync::OnceLock::new();
-    WATCHED.get_or_init(|| run_hooks().iter().map(|hook| hook.watched()).collect())
+    WATCHED.get_or_init(|| run_hooks().iter().map(|hook| hook.watched).collect())
 }
 
 /// Recurring schedules, where earlier versions had them.

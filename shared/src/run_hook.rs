@@ -17,16 +17,21 @@ pub trait RunHook: Send + Sync + 'static {
     /// Its name, in logs.
     fn name(&self) -> &'static str;
 
-    /// The folder under the queue's root it works on (its name, such as `schedules`), which
-    /// the run's start read looks at (in the same request): while it has no children the hook
-    /// is not called, and a run is idle. Called at every run when `None`.
-    fn watched(&self) -> Option<&'static str> {
-        None
-    }
-
     /// At a run's start, at ZooKeeper's time `now_ms`: what it did. A failure is the hook's
     /// alone: the run logs it and goes on.
     fn at_run_start<'a>(&'a self, queue: &'a Queue, now_ms: i64) -> BoxFuture<'a, Result<Made>>;
+}
+
+/// A hook as registered ([`crate::features::RUN_HOOKS`]): the hook, and the folder under the
+/// queue's root it works on (its name, such as `schedules`), which the run's start read looks
+/// at in the same request: while that folder has no children the hook is not called, and a
+/// run is idle. Called at every run when `None`. The folder is data, not a call, so that a
+/// run on a queue without its work never enters the feature's code.
+pub struct Registered {
+    /// The hook.
+    pub hook: &'static dyn RunHook,
+    /// The folder it works on.
+    pub watched: Option<&'static str>,
 }
 
 /// What a hook did at a run's start.
@@ -41,7 +46,7 @@ pub struct Made {
     pub failed: u32,
 }
 
-/// The folders hooks watch ([`RunHook::watched`], each hook's, in order) in `layout`: the
+/// The folders hooks watch ([`Registered::watched`], each hook's, in order) in `layout`: the
 /// folders for the run's start read, and for each hook the index of its folder among them.
 pub fn watched(names: &[Option<&str>], layout: &Layout) -> (Vec<String>, Vec<Option<usize>>) {
     let mut folders = Vec::new();
@@ -58,7 +63,7 @@ pub fn watched(names: &[Option<&str>], layout: &Layout) -> (Vec<String>, Vec<Opt
 /// read found empty (`has_children`, by the index [`watched`] gave): what they made together.
 /// A hook that fails is logged and counted as nothing made.
 pub async fn at_run_start(
-    hooks: &[&dyn RunHook],
+    hooks: &[Registered],
     folder_of: &[Option<usize>],
     has_children: &[bool],
     queue: &Queue,
@@ -72,7 +77,7 @@ pub async fn at_run_start(
             Some(at) => has_children.get(*at).copied().unwrap_or(true),
             None => true,
         });
-    for (hook, _) in called {
+    for (Registered { hook, .. }, _) in called {
         match hook.at_run_start(queue, now_ms).await {
             Ok(one) => {
                 made.tasks += one.tasks;

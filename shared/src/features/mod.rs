@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::feature::{Feature, Features};
-use crate::run_hook::RunHook;
+use crate::run_hook::Registered;
 
 /// Every feature, with what it reads of `config`, in the order the core asks them: what a
 /// [`crate::Queue`] is built with.
@@ -37,8 +37,14 @@ pub fn registered(config: &Config) -> Features {
 }
 
 /// Every hook a run calls beside its work ([`crate::run_hook`]), in order.
-pub const RUN_HOOKS: &[&dyn RunHook] = &[
+pub const RUN_HOOKS: &[Registered] = &[
     #[cfg(feature = "schedule")]
-    &schedules::FireDue,
-    &debounce::FireDue,
+    Registered {
+        hook: &schedules::FireDue,
+        watched: Some(schedules::WATCHED),
+    },
+    Registered {
+        hook: &debounce::FireDue,
+        watched: Some(debounce::WATCHED),
+    },
 ];

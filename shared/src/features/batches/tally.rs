@@ -228,3 +228,96 @@ fn settleable(path: &str, data: &[u8], stat: zk::Stat) -> Option<(BatchState, i3
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn batch(name: &str, total: u64, sealed: bool) -> (BatchState, i32) {
+        let mut state = BatchState::open(name, "done".into(), None, json!({}), 0);
+        (state.total, state.sealed) = (total, sealed);
+        (state, 4)
+    }
+
+    fn member(at: usize, batch: &str, dead: Option<&str>) -> Member {
+        let (batch, dead) = (batch.to_string(), dead.map(str::to_string));
+        Member { at, batch, dead }
+    }
+
+    async fn tallies(members: Vec<Member>, seen: Vec<(&str, Seen)>) -> Tallies {
+        let paths = (seen.iter())
+            .map(|(n, _)| (n.to_string(), format!("/q/batches/{n}")))
+            .collect();
+        Tallies {
+            members,
+            seen: seen.into_iter().map(|(n, s)| (n.to_string(), s)).collect(),
+            paths,
+            prefix: "/q/tasks/task-".into(),
+            tallies: Vec::new(),
+            rereads: 0,
+            _turns: Turns::<()>::default().take(&[]).await,
+        }
+    }
+
+    fn counters(write: &EndWrite) -> (String, BatchState, Option<i32>) {
+        let EndWrite::Set {
+            path,
+            data,
+            version,
+        } = write
+        else {
+            panic!("a batch's counters first: {write:?}")
+        };
+        (
+            path.clone(),
+            serde_json::from_slice(data).unwrap(),
+            *version,
+        )
+    }
+
+    #[tokio::test]
+    async fn each_batch_counts_its_members_still_ending_once_at_the_version_read() {
+        let members = vec![
+            member(0, "a", None),
+            member(1, "b", Some("task-0000000002")),
+            member(2, "a", Some("task-0000000003")),
+        ];
+        let seen = vec![
+            ("a", Some(batch("a", 9, false))),
+            ("b", Some(batch("b", 9, false))),
+        ];
+        let mut part = tallies(members, seen).await;
+        let writes = part.writes(&[0, 1, 2]);
+        assert_eq!(writes.len(), 2, "one write per batch: {writes:?}");
+        let (path, a, version) = counters(&writes[0]);
+        assert_eq!((path.as_str(), a.completed, a.dead), ("/q/batches/a", 1, 1));
+        assert_eq!(version, Some(4));
+        let (_, b, _) = counters(&writes[1]);
+        assert_eq!(b.dead_members, ["task-0000000002"]);
+        // The first task's lease was lost: the next try counts only the others.
+        let writes = part.writes(&[1, 2]);
+        let (_, a, _) = counters(&writes[0]);
+        assert_eq!((a.name.as_str(), a.completed, a.dead), ("b", 0, 1));
+        let (_, a, _) = counters(&writes[1]);
+        assert_eq!((a.name.as_str(), a.completed, a.dead), ("a", 0, 1));
+    }
+
+    #[tokio::test]
+    async fn the_last_member_of_a_sealed_batch_publishes_its_callback_with_the_counters() {
+        let seen = vec![("a", Some(batch("a", 1, true))), ("gone", None)];
+        let members = vec![member(0, "gone", None), member(1, "a", None)];
+        let mut part = tallies(members, seen).await;
+        let writes = part.writes(&[0, 1]);
+        assert_eq!(writes.len(), 2, "a batch gone counts nothing: {writes:?}");
+        let (_, a, _) = counters(&writes[0]);
+        assert!(a.callback_id.is_some(), "the callback's id is set with it");
+        let EndWrite::CreateSequential { prefix, .. } = &writes[1] else {
+            panic!("the callback at the lane's tail: {writes:?}")
+        };
+        assert_eq!(prefix, "/q/tasks/task-");
+        assert_eq!(part.batch_of_write(1).as_deref(), Some("a"));
+        assert_eq!(part.batch_of_write(2), None);
+    }
+}

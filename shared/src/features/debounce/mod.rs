@@ -28,7 +28,7 @@
 //! instead. No key falls due before its bucket, so a firing costs what is due and what was
 //! published since the last one, never what still waits.
 //!
-//! It joins the core as a run hook ([`FireDue`], which watches `debounce/`: a run's start read
+//! It joins the core as a run hook ([`FireDue`], which watches `debounce/`, [`WATCHED`]: a run's start read
 //! looks whether a debounced publish is pending, and a run that found none never calls it), and
 //! the worker's upkeep fires through [`fire_due`] on its own timer. At most [`FIRE_PER_RUN`]
 //! tasks a firing, and [`LOOK_PER_RUN`] entries looked at.
@@ -58,13 +58,12 @@ pub async fn fire_due(queue: &Queue, now_ms: i64) -> Result<usize> {
 /// The run hook: due debounced tasks fired at a run's start, while `debounce/` has children.
 pub struct FireDue;
 
+/// The folder [`FireDue`] works on, which a run's start read looks at: the pending keys.
+pub const WATCHED: &str = "debounce";
+
 impl RunHook for FireDue {
     fn name(&self) -> &'static str {
         "debounce"
-    }
-
-    fn watched(&self) -> Option<&'static str> {
-        Some("debounce")
     }
 
     fn at_run_start<'a>(&'a self, queue: &'a Queue, now_ms: i64) -> BoxFuture<'a, Result<Made>> {

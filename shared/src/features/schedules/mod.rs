@@ -50,16 +50,16 @@ use crate::run_hook::{Made, RunHook};
 pub use fire::{FireFailure, FireReport, fire_due};
 pub use store::{Schedules, SlotTaken, StoredSchedule};
 
-/// The run's hook: the slots due at a run's start, fired beside its promotion of due tasks.
+/// The run's hook: the slots due at a run's start, fired beside its promotion of due tasks,
+/// while `schedules/` has children.
 pub struct FireDue;
+
+/// The folder [`FireDue`] works on, which a run's start read looks at.
+pub const WATCHED: &str = crate::layout::SCHEDULES;
 
 impl RunHook for FireDue {
     fn name(&self) -> &'static str {
         "schedules"
-    }
-
-    fn watched(&self) -> Option<&'static str> {
-        Some(crate::layout::SCHEDULES)
     }
 
     fn at_run_start<'a>(&'a self, queue: &'a Queue, now_ms: i64) -> BoxFuture<'a, Result<Made>> {
