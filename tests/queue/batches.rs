@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use event_bridge::batch::{self, Open};
 use event_bridge::error::Error;
 use event_bridge::handler::FnHandler;
-use event_bridge::queue::TaskOutcome;
+use event_bridge::queue::{Settled, TaskOutcome};
 use event_bridge::{Envelope, HandlerError, Task, process, reap};
 use serde_json::{Value, json};
 
-use harness::{Recorder, TestQueue};
+use harness::{Proxy, Recorder, TestQueue};
 
 fn open_args() -> Open {
     Open {
@@ -402,4 +402,41 @@ async fn members_of_an_unreadable_batch_still_settle_with_the_tasks_beside_them(
     // The batch is left as it was found, for its owner to look at.
     let (data, _) = t.raw.get_data(&path).await.unwrap();
     assert_eq!(data, b"not a batch");
+}
+
+/// Two consumers complete the last two members of a sealed batch. One read the batch, and its
+/// multi-op reaches the server only after the other's completion changed it: that multi-op
+/// fails at the batch's version, the batch is read again, and the member is counted. Neither
+/// count is lost, and the callback comes once.
+#[tokio::test]
+async fn a_member_whose_batch_moved_under_its_completion_reads_it_again_and_counts() {
+    let t = TestQueue::new().await;
+    batch::open(&t.queue, "b", open_args()).await.unwrap();
+    let names = (t.queue.publish_many(&[member("b", 1), member("b", 2)]))
+        .await
+        .unwrap();
+    batch::seal(&t.queue, "b").await.unwrap();
+    let proxy = Proxy::start().await;
+    let late = event_bridge::Session::open(proxy.config_for(&t), "late", None)
+        .await
+        .unwrap()
+        .queue();
+    let now = t.now().await;
+    let TaskOutcome::Claimed(first) = late.claim(&names[0], &now).await.unwrap() else {
+        panic!("claimed");
+    };
+    let TaskOutcome::Claimed(second) = t.queue.claim(&names[1], &now).await.unwrap() else {
+        panic!("claimed");
+    };
+    proxy.hold_next_multi();
+    let completing = tokio::spawn(async move { late.complete(*first).await });
+    // Its batch read before the other completion, its multi-op held on the way.
+    proxy.holding().await;
+    assert_eq!(t.queue.complete(*second).await.unwrap(), Settled::Done);
+    proxy.release();
+    assert_eq!(completing.await.unwrap().unwrap(), Settled::Done);
+    let status = batch::status(&t.queue, "b").await.unwrap();
+    assert_eq!((status.completed, status.pending), (2, 0), "{status:?}");
+    let callbacks = tasks_of(&t, "import.done").await;
+    assert_eq!(callbacks.len(), 1, "one callback: {callbacks:?}");
 }

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use event_bridge::clock::ZkTime;
 use event_bridge::handler::FnHandler;
-use event_bridge::queue::{KeyState, Published};
+use event_bridge::queue::{KeyState, Published, Settled, TaskOutcome};
 use event_bridge::{Envelope, HandlerError, Task, reap};
 use serde_json::json;
 
-use harness::{Recorder, TestQueue, run};
+use harness::{Proxy, Recorder, TestQueue, run};
 
 fn keyed(key: &str) -> Envelope {
     let mut envelope = Envelope::new("order.paid", json!({ "key": key }));
@@ -372,5 +372,47 @@ async fn settling_a_task_whose_key_is_another_tasks_leaves_the_key_alone() {
     );
     assert!(
         matches!(publish(&t, "K").await, Published::Existing { task: Some(task), state: KeyState::Waiting, .. } if task == owner)
+    );
+}
+
+/// A consumer completes a keyed task whose publisher has not yet written the task's name into
+/// the key: the completion reads the key at version 0, the naming write lands, and the
+/// completion's multi-op fails at the key's version. The key is still the task's (only the
+/// naming write changes a key its task holds), so it is written again at version 1 and ends
+/// completed, naming the task.
+#[tokio::test]
+async fn a_completion_that_read_the_key_before_its_task_was_named_still_marks_it() {
+    let t = TestQueue::new().await;
+    let (publishing, consuming) = (Proxy::start().await, Proxy::start().await);
+    let open = |proxy: &Proxy, name: &'static str| {
+        event_bridge::Session::open(proxy.config_for(&t), name, None)
+    };
+    let producer = open(&publishing, "producer").await.unwrap().queue();
+    let consumer = open(&consuming, "consumer").await.unwrap().queue();
+    publishing.hold_set_data_of("/keys/k10");
+    let publish = tokio::spawn(async move { producer.publish_all(&[keyed("k10")]).await });
+    publishing.holding().await;
+    let name = t.children("tasks").await.remove(0);
+    let now = t.now().await;
+    let TaskOutcome::Claimed(lease) = consumer.claim(&name, &now).await.unwrap() else {
+        panic!("claimed");
+    };
+    consuming.hold_next_multi();
+    let completing = tokio::spawn(async move { consumer.complete(*lease).await });
+    // The key read at version 0, the completion's multi-op held on the way.
+    consuming.holding().await;
+    publishing.release();
+    let published = publish.await.unwrap().unwrap().remove(0);
+    assert!(
+        matches!(published, Published::Created { .. }),
+        "{published:?}"
+    );
+    consuming.release();
+    assert_eq!(completing.await.unwrap().unwrap(), Settled::Done);
+    let key = t.read_json("keys/k10").await;
+    assert_eq!(key["task"], json!(name));
+    assert!(
+        key["completed_at"].is_i64(),
+        "marked completed at version 1: {key}"
     );
 }

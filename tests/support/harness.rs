@@ -280,7 +280,9 @@ pub fn binary(bin: &str) -> std::path::PathBuf {
 /// - [`Proxy::lose_next_request`]: the next request the client sends never reaches the
 ///   server: the connection drops instead (nothing applied, the client told the link died);
 /// - [`Proxy::hold_delete_of`]: the client's delete of a path (and what it sends after it) is
-///   held back until [`Proxy::release`] (a request late on a slow link, at a set point).
+///   held back until [`Proxy::release`] (a request late on a slow link, at a set point);
+/// - [`Proxy::hold_next_multi`]: the same for the client's next multi-op (a write decided on
+///   what it read, sent late).
 pub struct Proxy {
     pub address: String,
     state: Arc<ProxyState>,
@@ -299,13 +301,24 @@ struct ProxyState {
     hold: tokio::sync::watch::Sender<Hold>,
 }
 
-/// The request [`Proxy::hold_delete_of`] waits for.
+/// The request [`Proxy::hold_delete_of`] or [`Proxy::hold_next_multi`] waits for.
 #[derive(Clone, Default)]
 struct Hold {
-    /// The path whose plain delete (opcode 2) is held (wire form: after the chroot).
+    /// The path whose request of `opcode` is held (wire form: after the chroot).
     path: Option<String>,
+    /// The opcode held at `path`: a plain delete (2) or a `setData` (5).
+    opcode: [u8; 4],
+    /// Whether the next multi-op (opcode 14) is held.
+    multi: bool,
     /// A matching request arrived and waits.
     holding: bool,
+}
+
+impl Hold {
+    /// Whether a request is to be held, or is held.
+    fn armed(&self) -> bool {
+        self.path.is_some() || self.multi
+    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -377,11 +390,32 @@ impl Proxy {
     pub fn hold_delete_of(&self, path: &str) {
         self.state.hold.send_replace(Hold {
             path: Some(path.to_string()),
-            holding: false,
+            opcode: [0, 0, 0, 2],
+            ..Hold::default()
         });
     }
 
-    /// Waits until the delete [`Proxy::hold_delete_of`] names arrived and is held.
+    /// Holds back the client's next `setData` of a path ending in `path` (and everything the
+    /// client sends after it on that connection) until [`Proxy::release`].
+    pub fn hold_set_data_of(&self, path: &str) {
+        self.state.hold.send_replace(Hold {
+            path: Some(path.to_string()),
+            opcode: [0, 0, 0, 5],
+            ..Hold::default()
+        });
+    }
+
+    /// Holds back the client's next multi-op (and everything the client sends after it on
+    /// that connection) until [`Proxy::release`].
+    pub fn hold_next_multi(&self) {
+        self.state.hold.send_replace(Hold {
+            multi: true,
+            ..Hold::default()
+        });
+    }
+
+    /// Waits until the request [`Proxy::hold_delete_of`] or [`Proxy::hold_next_multi`] names
+    /// arrived and is held.
     pub async fn holding(&self) {
         let mut hold = self.state.hold.subscribe();
         hold.wait_for(|h| h.holding)
@@ -459,20 +493,30 @@ async fn relay(inbound: tokio::net::TcpStream, state: Arc<ProxyState>) {
     tokio::select! { _ = requests => {}, _ = replies => {}, _ = cut => {} }
 }
 
-/// Waits while `frame` is the delete [`Proxy::hold_delete_of`] asked to hold, until released.
+/// Waits while `frame` is the request [`Proxy::hold_delete_of`] or [`Proxy::hold_next_multi`]
+/// asked to hold, until released.
 async fn hold_if_asked(state: &ProxyState, frame: &[u8]) {
-    let path = state.hold.borrow().path.clone();
-    if !path.is_some_and(|p| is_delete_of(frame, &p)) {
+    let hold = state.hold.borrow().clone();
+    let asked = hold
+        .path
+        .is_some_and(|p| is_request_of(frame, hold.opcode, &p))
+        || (hold.multi && !hold.holding && opcode_of(frame) == Some([0, 0, 0, 14]));
+    if !asked {
         return;
     }
     state.hold.send_modify(|h| h.holding = true);
     let mut hold = state.hold.subscribe();
-    let _ = hold.wait_for(|h| h.path.is_none()).await;
+    let _ = hold.wait_for(|h| !h.armed()).await;
 }
 
-/// Whether `frame` (length prefix included) is a plain delete request (header: xid, opcode 2)
-/// of a path ending in `path`.
-fn is_delete_of(frame: &[u8], path: &str) -> bool {
+/// The opcode of request `frame` (length prefix included; header: xid, opcode).
+fn opcode_of(frame: &[u8]) -> Option<[u8; 4]> {
+    frame.get(8..12)?.try_into().ok()
+}
+
+/// Whether `frame` (length prefix included) is a request of `opcode` (header: xid, opcode;
+/// then the path) on a path ending in `path`.
+fn is_request_of(frame: &[u8], opcode_wanted: [u8; 4], path: &str) -> bool {
     let Some(body) = frame.get(4..) else {
         return false;
     };
@@ -480,7 +524,8 @@ fn is_delete_of(frame: &[u8], path: &str) -> bool {
         return false;
     };
     let len = u32::from_be_bytes(len.try_into().expect("four bytes")) as usize;
-    opcode == [0, 0, 0, 2] && (body.get(12..12 + len)).is_some_and(|p| p.ends_with(path.as_bytes()))
+    opcode == opcode_wanted
+        && (body.get(12..12 + len)).is_some_and(|p| p.ends_with(path.as_bytes()))
 }
 
 /// The client's byte stream cut into its frames (a 4-byte length, then that many bytes).
