@@ -52,13 +52,15 @@ pub(crate) enum Part {
     Place,
     /// Its dead-letter record (created by a bury, deleted by a redrive).
     Record,
-    /// Its idempotency key, or the key's expiry entry.
+    /// Its idempotency key, as a keyed publish or a redrive takes it (what a task's end writes
+    /// to its key is the feature's, `Feature`).
     IdempotencyKey,
     /// Its group's lock.
     Lock,
     /// A slot it holds in a gate (ephemeral: gone with its session).
     Slot,
-    /// The batch it is a member of (its counters), or a batch's callback task.
+    /// A batch's counters as a member's publish or a seal writes them, or a seal's callback
+    /// task (what a member's end writes is the feature's part, `Shared`).
     Batch,
     /// Its marker under `dependents/`: created and deleted in the write that settles it (which
     /// then fails when children wait for it), or set to how it was settled when they do.
