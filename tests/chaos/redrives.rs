@@ -23,8 +23,11 @@ use crate::resumable::Ended;
 
 /// How long a redrive waits for its task to be found waiting for its signal (a hang guard).
 const WAITING_GUARD: Duration = Duration::from_secs(60);
-/// Between two looks at a task's status.
+/// Between two looks at a task's status, and two tries of a cancel or a redrive.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// How long a cancel or a redrive is sent again while the link or the session fails under it
+/// (a hang guard: a leader kill's election takes seconds).
+const RUN_AGAIN_GUARD: Duration = Duration::from_secs(60);
 
 /// Whether resumable task `i` of pair `pair` is cancelled in its wait and redriven: the first
 /// of each pair that gets no signal (see `resumable::publish`).
@@ -67,25 +70,74 @@ pub async fn cancel_and_redrive(config: Config, id: String) -> Redrive {
 }
 
 async fn steps(config: &Config, redrive: &mut Redrive) -> Result<(), String> {
-    let queue = crate::producer::new_queue(config, "redriver")
+    let mut queue = crate::producer::new_queue(config, "redriver")
         .await
         .map_err(|e| e.to_string())?;
     redrive.until_ms = Some(waiting(&queue, &redrive.id).await?);
-    let cancelled = event_bridge::cancel::cancel(&queue, &redrive.id).await;
-    let name = match cancelled.map_err(|e| e.to_string())? {
-        Cancelled::Cancelled { name } => name,
-        other => return Err(format!("the cancel answered {other:?}")),
-    };
+    let name = cancel_again(config, &mut queue, &redrive.id).await?;
     let now = queue.server_time().await.map_err(|e| e.to_string())?;
     redrive.redriven_ms = Some(now.now_ms());
-    let report = event_bridge::dead::redrive(&queue, &[name]).await;
-    match report.map_err(|e| e.to_string())? {
-        report if report.redriven.len() == 1 => Ok(()),
-        report => {
-            redrive.redriven_ms = None;
-            Err(format!("not redriven: {report:?}"))
+    if let Err(trouble) = redrive_again(config, &mut queue, &name).await {
+        redrive.redriven_ms = None;
+        return Err(trouble);
+    }
+    Ok(())
+}
+
+/// Whether `error` is one an operator answers by running the command again (a link dropped
+/// or a session lost under the request, as a leader kill does): its request may have landed.
+/// A session that is over is replaced first, as the command's next run opens its own.
+async fn run_again(config: &Config, queue: &mut Queue, error: &event_bridge::Error) -> bool {
+    use event_bridge::queue::{Recovery, recovery};
+    match recovery(error, queue.session_over()) {
+        Recovery::SameSession => true,
+        Recovery::NewSession => {
+            if let Ok(fresh) = crate::producer::new_queue(config, "redriver").await {
+                *queue = fresh;
+            }
+            true
+        }
+        Recovery::GiveUp => false,
+    }
+}
+
+/// Cancels task `id` (waiting, so nobody holds it): the name of its dead letter. Sent again
+/// while the link or the session fails under it, as an operator would; an attempt whose
+/// answer was lost may have landed, and the next then finds the dead letter.
+async fn cancel_again(config: &Config, queue: &mut Queue, id: &str) -> Result<String, String> {
+    let mut tries = harness::Tries::every(RUN_AGAIN_GUARD, LOOK_EVERY);
+    let mut lost = false;
+    while tries.again().await {
+        match event_bridge::cancel::cancel(queue, id).await {
+            Ok(Cancelled::Cancelled { name }) => return Ok(name),
+            Ok(Cancelled::Dead { name }) if lost => return Ok(name),
+            Ok(other) => return Err(format!("the cancel answered {other:?}")),
+            Err(e) if run_again(config, queue, &e).await => lost = true,
+            Err(e) => return Err(e.to_string()),
         }
     }
+    Err(format!("the cancel kept failing for {RUN_AGAIN_GUARD:?}"))
+}
+
+/// Redrives dead letter `name`, sent again while the link or the session fails under it; an
+/// attempt whose answer was lost may have landed, and the next then finds no dead letter of
+/// that name (nothing redriven, nothing skipped).
+async fn redrive_again(config: &Config, queue: &mut Queue, name: &str) -> Result<(), String> {
+    let names = [name.to_string()];
+    let mut tries = harness::Tries::every(RUN_AGAIN_GUARD, LOOK_EVERY);
+    let mut lost = false;
+    while tries.again().await {
+        match event_bridge::dead::redrive(queue, &names).await {
+            Ok(report) if report.redriven.len() == 1 => return Ok(()),
+            Ok(report) if lost && report.redriven.is_empty() && report.skipped.is_empty() => {
+                return Ok(());
+            }
+            Ok(report) => return Err(format!("not redriven: {report:?}")),
+            Err(e) if run_again(config, queue, &e).await => lost = true,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!("the redrive kept failing for {RUN_AGAIN_GUARD:?}"))
 }
 
 /// The end of task `id`'s wait for a signal, once it is found waiting for one.
