@@ -239,6 +239,25 @@ impl Site<'_> {
         }
     }
 
+    /// Makes sure of a time bucket's znode `path` and of its `parent` (each made unless it
+    /// exists), unless `made` already says `bucket`: a create that finds its node is a logged
+    /// write all the same, so a process makes each bucket once.
+    pub async fn ensure_bucket(
+        &self,
+        made: &std::sync::atomic::AtomicI64,
+        bucket: i64,
+        parent: &str,
+        path: &str,
+    ) -> Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if made.load(Relaxed) != bucket {
+            self.ensure(parent).await?;
+            self.ensure(path).await?;
+            made.store(bucket, Relaxed);
+        }
+        Ok(())
+    }
+
     /// One znode's data and stat; `None` when it is gone.
     pub async fn read(&self, path: &str) -> Result<Option<(Vec<u8>, zk::Stat)>> {
         match self.client.get_data(path).await {

@@ -3,7 +3,6 @@
 
 use chrono::Utc;
 use serde_json::Value;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::DoneRecords;
@@ -25,11 +24,8 @@ pub(super) async fn records(
     let now = Utc::now().timestamp_millis();
     let until = now.saturating_add(crate::lease::millis(keep));
     let bucket = until - until.rem_euclid(DONE_BUCKET_MS);
-    if feature.made.load(Relaxed) != bucket {
-        site.ensure(&site.layout.done()).await?;
-        site.ensure(&site.layout.done_bucket(bucket)).await?;
-        feature.made.store(bucket, Relaxed);
-    }
+    let (parent, path) = (site.layout.done(), site.layout.done_bucket(bucket));
+    (site.ensure_bucket(&feature.made, bucket, &parent, &path)).await?;
     let mut writes = Vec::with_capacity(leaving.len() * 2);
     for (i, one) in leaving.iter().enumerate() {
         let Some(task) = one.held else { continue };

@@ -1,8 +1,6 @@
 //! What a keyed task's end writes to its key: marked completed and filed by when it expires,
 //! or deleted; only when the key is the task's own, at the version read.
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use chrono::Utc;
 use zookeeper_client as zk;
 
@@ -28,11 +26,11 @@ pub(super) async fn completed(
     let now = Utc::now().timestamp_millis();
     let expires = now.saturating_add(crate::lease::millis(feature.window));
     let bucket = expires - expires.rem_euclid(KEY_BUCKET_MS);
-    if feature.made.load(Relaxed) != bucket {
-        site.ensure(&site.layout.key_expiry()).await?;
-        site.ensure(&site.layout.key_expiry_bucket(bucket)).await?;
-        feature.made.store(bucket, Relaxed);
-    }
+    let (parent, path) = (
+        site.layout.key_expiry(),
+        site.layout.key_expiry_bucket(bucket),
+    );
+    (site.ensure_bucket(&feature.made, bucket, &parent, &path)).await?;
     let mut writes = Vec::with_capacity(owned.len() * 2);
     for own in owned {
         let data = KeyData {
