@@ -16,7 +16,9 @@
 //! - at publish: [`Feature::check_publish`], before anything is written
 //!   (`Queue::publish_each`, `AllOrNothing::check_batch`);
 //! - at a run's start: [`Feature::listed_at_start`], a folder the run's one start read lists
-//!   for it (`queue/start.rs`), which its claim hooks then see ([`Listings`]);
+//!   for it (`queue/start.rs`), which its claim hooks then see ([`Listings`]); and
+//!   [`Feature::read_at_start`], a znode whose stat the same read reads for it, told to
+//!   [`Feature::saw_at_start`];
 //! - at claim: [`Feature::at_claim`], whether the task may be taken now, in the claim's
 //!   preparation (`queue/claim/prepare.rs`): a task a feature refuses is buried there with
 //!   the feature's reason and never reaches a handler; and, while a resumable handler runs,
@@ -30,7 +32,8 @@
 //!   ([`Feature::ends`]); and [`Feature::after_failure`], its answer when one of its writes
 //!   failed that multi-op (`queue/end.rs`); and [`Feature::end_part`], its part in that
 //!   multi-op ([`EndPart`]) when its writes span the tasks or rest on what it reads: asked for
-//!   them again at each try, answered when one failed, told when the multi-op landed, with
+//!   them again at each try, answered when one failed, told when the multi-op landed and when
+//!   the ending is over (what follows from it, through the queue, [`Site::queue`]), with
 //!   [`Feature::end_bytes`], what the part may add to a request;
 //! - in the reaper's upkeep: [`Feature::sweep`], what it tidies (`reap.rs`), through the
 //!   queue's session and paths ([`Upkeep`]);
@@ -45,6 +48,7 @@
 //! This module imports nothing of `features/` (`shared/tests/module_graph.rs` checks it):
 //! the registry's list is made there, and given to a [`crate::Queue`] when it is built.
 
+use std::any::Any;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -93,6 +97,17 @@ pub trait Feature: Send + Sync + 'static {
     fn listed_at_start(&self) -> Option<&'static str> {
         None
     }
+
+    /// A znode under the queue's root (its name, such as `dependents`) whose stat the run's
+    /// start read reads for it, in the same one request; it is told what was found
+    /// ([`Feature::saw_at_start`]). Read once when the list is made.
+    fn read_at_start(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// What the run's start read found at its [`Feature::read_at_start`] znode: its stat, or
+    /// none when it is not there or could not be read.
+    fn saw_at_start(&self, _stat: Option<&zk::Stat>) {}
 
     /// At claim, at ZooKeeper's time `now_ms`, with what the run's start read listed for it:
     /// whether the task may be taken now.
@@ -213,13 +228,21 @@ pub trait EndPart: Send + Sync {
     ) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
+
+    /// The ending is over (it landed, and its dead letters went out): what follows from it,
+    /// such as other tasks that waited for the ended ones. A failure here changes nothing of
+    /// the ending; the part logs it.
+    fn after<'a>(&'a mut self, _site: &'a Site<'a>) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// The features' parts in one ending multi-op, each with its feature's index.
 #[derive(Default)]
 pub struct EndParts(pub Vec<(usize, Box<dyn EndPart>)>);
 
-/// The queue's store as a hook reaches it: its session, its paths, its ACLs.
+/// The queue's store as a hook reaches it: its session, its paths, its ACLs; and the queue
+/// itself, for a feature whose work after an ending goes through the core's own writes.
 pub struct Site<'a> {
     /// The queue's ZooKeeper session.
     pub client: &'a zk::Client,
@@ -227,9 +250,18 @@ pub struct Site<'a> {
     pub layout: &'a Layout,
     /// The ACLs of what it creates.
     pub acls: zk::Acls<'static>,
+    /// The queue (a [`crate::Queue`]) as this module may hold it without naming it: the
+    /// core's modules name this one, so this one names none of theirs (see [`Site::queue`]).
+    pub queue: &'a (dyn Any + Send + Sync),
 }
 
 impl Site<'_> {
+    /// The queue the hook runs in, as the type `Q` a feature names (`crate::Queue`); `None`
+    /// for any other type.
+    pub fn queue<Q: Any>(&self) -> Option<&Q> {
+        self.queue.downcast_ref::<Q>()
+    }
+
     /// Creates the persistent znode `path` (empty) unless it exists.
     pub async fn ensure(&self, path: &str) -> Result<()> {
         let options = zk::CreateMode::Persistent.with_acls(self.acls);
@@ -298,6 +330,9 @@ impl Site<'_> {
 pub struct Leaving<'a> {
     /// Its name (in its lane, or where it waits).
     pub name: &'a str,
+    /// What other tasks name it by: its envelope's id, or a plain body's task name; none for
+    /// a body that is neither.
+    pub id: Option<&'a str>,
     /// Its envelope; none for a plain or unreadable body.
     pub envelope: Option<&'a Envelope>,
     /// The task as its holder has it, when it is held (a completed task always is).
@@ -313,6 +348,7 @@ impl<'a> Leaving<'a> {
     pub fn completed(task: &'a Task, delivered: Option<&'a Delivered>) -> Self {
         Leaving {
             name: &task.name,
+            id: Some(&task.envelope.id),
             envelope: Some(&task.envelope),
             held: Some(task),
             delivered,
@@ -379,6 +415,13 @@ pub enum EndWrite {
         /// The version it must be at.
         version: Option<i32>,
     },
+    /// Fails the multi-op unless znode `path` is at data version `version`.
+    Check {
+        /// The znode.
+        path: String,
+        /// The version it must be at.
+        version: i32,
+    },
     /// Fails the multi-op when znode `path` exists (a create and a delete of it, empty).
     Absent {
         /// The znode.
@@ -417,7 +460,7 @@ impl EndWrite {
             EndWrite::Set { path, data, .. }
             | EndWrite::Create { path, data }
             | EndWrite::CreateSequential { prefix: path, data } => path.len() + data.len(),
-            EndWrite::Delete { path, .. } => path.len(),
+            EndWrite::Delete { path, .. } | EndWrite::Check { path, .. } => path.len(),
             EndWrite::Absent { path } => 2 * path.len(),
         }
     }
@@ -497,6 +540,8 @@ pub struct Features {
     /// The folders the features' [`Feature::listed_at_start`] name, read once, with the
     /// index of the feature.
     listed: Arc<[(usize, &'static str)]>,
+    /// The znodes the features' [`Feature::read_at_start`] name, likewise.
+    read: Arc<[(usize, &'static str)]>,
 }
 
 impl std::fmt::Debug for Features {
@@ -515,11 +560,15 @@ impl Features {
         let listed = (list.iter().enumerate())
             .filter_map(|(at, f)| Some((at, f.listed_at_start()?)))
             .collect();
+        let read = (list.iter().enumerate())
+            .filter_map(|(at, f)| Some((at, f.read_at_start()?)))
+            .collect();
         Features {
             list: list.into(),
             fields,
             ends,
             listed,
+            read,
         }
     }
 
@@ -556,6 +605,21 @@ impl Features {
         (self.listed.iter())
             .map(|(at, folder)| (*at, format!("{}/{folder}", layout.root())))
             .collect()
+    }
+
+    /// The znodes whose stats the run's start read reads, each with the index of the feature
+    /// that asked.
+    pub fn read_at_start(&self, layout: &Layout) -> Vec<(usize, String)> {
+        (self.read.iter())
+            .map(|(at, name)| (*at, format!("{}/{name}", layout.root())))
+            .collect()
+    }
+
+    /// Tells the feature at index `at` what the run's start read found at its znode.
+    pub fn saw_at_start(&self, at: usize, stat: Option<&zk::Stat>) {
+        if let Some(feature) = self.list.get(at) {
+            feature.saw_at_start(stat);
+        }
     }
 
     /// Each feature's writes at the release of held `task`, with the feature's index.
@@ -930,6 +994,7 @@ mod tests {
         member.batch = Some("b".into());
         let leaving = |envelope| Leaving {
             name: "task-0000000001",
+            id: None,
             envelope: Some(envelope),
             held: None,
             delivered: None,

@@ -8,6 +8,7 @@
 pub mod batches;
 pub mod cancel_marks;
 pub mod debounce;
+pub mod dependencies;
 pub mod done_records;
 pub mod expiry;
 pub mod idempotency_keys;
@@ -31,6 +32,7 @@ pub fn registered(config: &Config) -> Features {
         Arc::new(steps::StepFolders),
         Arc::new(idempotency_keys::Keys::new(config.dedup_window)),
         Arc::new(batches::Batches::default()),
+        Arc::new(dependencies::Dependencies::default()),
         Arc::new(done_records::DoneRecords::new(config.keep_done)),
     ];
     Features::new(list)

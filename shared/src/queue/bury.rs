@@ -15,7 +15,6 @@ use super::end::{Ending, To, Where};
 use super::group_lock::{HeldLock, Release};
 use super::held::Lease;
 use super::held::Settled;
-use super::marker::MarkerWrite;
 use crate::error::Result;
 use crate::feature::{End, EndParts, EndWrite, Leaving};
 use crate::lease::LeaseData;
@@ -102,9 +101,6 @@ impl Queue {
     ) -> Result<Settled> {
         let (ending, parts) = self.burial(task.into(), reason, last_error).await?;
         let ended = self.end("bury", vec![ending], parts).await?;
-        self.dependencies()
-            .see_to_children(ended.markers.iter())
-            .await;
         Ok(ended.settled.first().map_or(Settled::LeaseLost, |s| s.1))
     }
 
@@ -128,14 +124,6 @@ impl Queue {
         let letter = self.dead_letter_of(&name, &body, reason, attempts, last_error);
         let lock = self.lock_along(&task, &body, reason).await?;
         let (writes, parts) = self.dead_writes(&task, &body, reason).await?;
-        // Children waiting for it learn in the same write that it died.
-        let marker = id_of(&task, &body).map(|id| {
-            let settled = crate::task::after::ParentEnd::Dead {
-                task: name.clone(),
-                reason: reason.to_string(),
-            };
-            MarkerWrite::new(self.layout(), &id, &settled)
-        });
         // A grouped task buried before its turn leaves a place for its death, so that its
         // group pauses there if it must (see `place`).
         let tombstone = tombstone_of(&task, &body, reason).filter(|_| lock.is_none());
@@ -145,7 +133,6 @@ impl Queue {
         };
         let mut ending = Ending::new(name, from, to);
         ending.lock = lock;
-        ending.marker = marker;
         ending.writes = writes;
         Ok((ending, parts))
     }
@@ -165,9 +152,11 @@ impl Queue {
                 _ => None,
             },
         };
+        let id = id_of(task, body);
         let leaving = match task {
             Burial::Held { lease, .. } => Leaving {
                 name: &lease.task.name,
+                id: id.as_deref(),
                 envelope: Some(&lease.task.envelope),
                 held: Some(&lease.task),
                 delivered: None,
@@ -175,6 +164,7 @@ impl Queue {
             },
             _ => Leaving {
                 name: task.name(),
+                id: id.as_deref(),
                 envelope: parsed.as_ref(),
                 held: None,
                 delivered: None,

@@ -8,7 +8,6 @@ use super::end::{Ending, To, Where};
 use super::group_lock::Release;
 use super::held::Lease;
 use super::held::Settled;
-use super::marker::MarkerWrite;
 use super::request_size::within_request;
 use crate::error::Result;
 use crate::feature::{End, EndWrite, Leaving};
@@ -47,8 +46,7 @@ impl Queue {
         Ok(settled)
     }
 
-    /// One completion multi-op for `endings` (see `end`), with the features' parts in it; the
-    /// children waiting for them seen to once it landed.
+    /// One completion multi-op for `endings` (see `end`), with the features' parts in it.
     async fn commit_completions(&self, endings: Vec<Ending>) -> Result<Vec<(String, Settled)>> {
         let leases = endings.iter().filter_map(|ending| match &ending.from {
             Where::Held { lease, .. } => Some(&**lease),
@@ -61,16 +59,11 @@ impl Queue {
             .await?;
         drop(leaving);
         let ended = self.end("complete", endings, parts).await?;
-        if ended.markers.iter().any(MarkerWrite::has_children) {
-            self.dependencies()
-                .see_to_children(ended.markers.iter())
-                .await;
-        }
         Ok(ended.settled)
     }
 
     /// What completing each of `leases` writes besides deleting task and lease: its group's
-    /// lock released, its slots, its marker, the features' writes.
+    /// lock released, its slots, the features' writes.
     async fn completions(&self, leases: Vec<Lease>) -> Result<Vec<Ending>> {
         let leaving: Vec<Leaving> = leases.iter().map(leaving).collect();
         let site = self.site();
@@ -86,8 +79,6 @@ impl Queue {
 
     fn completion(&self, lease: Lease, writes: Vec<(usize, EndWrite)>) -> Ending {
         let name = lease.task.name.clone();
-        let settled = crate::task::after::ParentEnd::Completed { task: name.clone() };
-        let marker = MarkerWrite::new(self.layout(), &lease.task.envelope.id, &settled);
         // A grouped task's lock goes with it: the group's next task may run.
         let lock = (lease.group_lock.clone()).map(|held| Release::Delete {
             path: held.path,
@@ -101,7 +92,6 @@ impl Queue {
         };
         let mut ending = Ending::new(name, from, To::Completed);
         ending.lock = lock;
-        ending.marker = Some(marker);
         ending.slots = slots;
         ending.writes = writes;
         ending

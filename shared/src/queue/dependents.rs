@@ -1,17 +1,9 @@
 //! Settling the children of a settled parent (see `parents` for how a child waits).
 //!
-//! Every write that settles a task (a completion, a bury) carries its marker's write, in the
-//! same multi-op, tagged [`Part::Dependents`]:
-//!
-//! - When `dependents/` was last seen without children (at the start of a pass: one more read
-//!   in its multi-read), a `check` of `dependents/` at that data version stands for every task
-//!   of the multi-op: a child's publish sets `dependents/` (any version) in its own multi-op, so
-//!   no marker can have appeared since. One operation per multi-op.
-//! - Otherwise, when no marker was seen: `dependents/<id>` created and deleted. It costs no
-//!   request and no read, and it fails the multi-op when a child registered meanwhile (the
-//!   marker exists).
-//! - Then, or when the marker was seen: the marker set, at the version read, to how the task
-//!   was settled ([`ParentEnd`]).
+//! Every write that ends a task (a completion, a bury) carries the write of its marker, in the
+//! same multi-op: the dependencies feature's part in the ending (`features/dependencies/`), a
+//! check of `dependents/` while it has no children, else the marker created and deleted (which
+//! fails when a child registered), or set to how the task was settled ([`ParentEnd`]).
 //!
 //! A child's publish checks the parent where it is and creates (or checks) the marker in one
 //! multi-op, so a parent is settled either before a child registers (and the child sees it
@@ -32,14 +24,11 @@
 //! when a parent is named by an id) and one multi-op. No read is added to a completion that has
 //! no children.
 
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
-
 use zookeeper_client as zk;
 
 use super::Queue;
 use super::end::{Ending, To, Where};
 use super::held::Settled;
-use super::marker::{MarkerWrite, NoChildren};
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::DeadLetter;
 use super::write::{self, Next, Read, Tries, Write};
@@ -55,48 +44,6 @@ recipe!(
     Dependencies,
     dependencies
 );
-
-/// The data version at which this process last saw `dependents/` without children, or -1
-/// when it did not: while that version stands, no child waits for anything, and one check of
-/// it stands for every marker of a settlement.
-pub(super) struct EmptyAt(AtomicI64);
-
-impl Default for EmptyAt {
-    fn default() -> Self {
-        EmptyAt(AtomicI64::new(-1))
-    }
-}
-
-impl Dependencies<'_> {
-    /// Remembers what a read of `dependents/` found (`None`: nothing readable).
-    pub(crate) fn saw_dependents(&self, stat: Option<zk::Stat>) {
-        let seen = match stat {
-            Some(stat) if stat.num_children == 0 => i64::from(stat.version),
-            _ => -1,
-        };
-        self.memory.dependents_empty.0.store(seen, Relaxed);
-    }
-
-    /// The check that stands for every marker of a settlement, when `dependents/` was last
-    /// seen without children; `None` when each task needs its own marker write.
-    pub(crate) fn no_children(&self) -> Option<NoChildren> {
-        let seen = self.memory.dependents_empty.0.load(Relaxed);
-        (seen >= 0).then(|| NoChildren {
-            path: self.layout().dependents(),
-            version: seen as i32,
-        })
-    }
-
-    /// Reads `dependents/` again after its check failed a settlement (a child registered);
-    /// the check to send now, if it still has no children.
-    pub(crate) async fn no_children_now(self) -> Result<Option<NoChildren>> {
-        let path = self.layout().dependents();
-        let stat =
-            (self.client().check_stat(&path).await).map_err(|e| Error::zk("stat", path, e))?;
-        self.saw_dependents(stat);
-        Ok(self.no_children())
-    }
-}
 
 /// What a parent's settlement does to one child.
 enum ChildStep {
@@ -146,16 +93,6 @@ impl Dependencies<'_> {
         Ok(moved)
     }
 
-    /// Sees to the children of the settled tasks whose `markers` say children wait, one
-    /// after another; a failure is logged (the reaper's sweep finishes the work).
-    pub(crate) async fn see_to_children(self, markers: impl Iterator<Item = &MarkerWrite>) {
-        for marker in markers.filter(|m| m.has_children()) {
-            if let Err(error) = self.see_to_children_of(&marker.id).await {
-                tracing::warn!(parent = %marker.id, %error, "children left for the reaper's sweep");
-            }
-        }
-    }
-
     /// Settles the children of every settled marker (the reaper's sweep after a consumer that
     /// died between a settlement and its children); how many it moved.
     pub async fn sweep_dependents(self) -> Result<usize> {
@@ -181,7 +118,7 @@ impl Dependencies<'_> {
     }
 
     /// One child's entry (`child`, an encoded id) under the settled parent `parent`: the
-    /// child's id when it was buried and has a marker of its own (its children are next).
+    /// child's id when it was buried (its own children, if it has any, are next).
     async fn see_to_child(
         self,
         parent: &str,
@@ -199,21 +136,14 @@ impl Dependencies<'_> {
     }
 
     /// The blocked child with envelope id `id` dies (`letter`), taken `from` where it waits,
-    /// with its own children told in the same multi-op (see `end`): how that came out, and its
-    /// marker when children wait for it (they are next).
-    async fn blocked_dies(
-        self,
-        id: &str,
-        letter: Box<DeadLetter>,
-        from: Where,
-    ) -> Result<(Settled, Option<MarkerWrite>)> {
-        let own = ParentEnd::Dead {
-            task: letter.name.clone(),
-            reason: letter.reason.clone(),
-        };
+    /// with its own children told in the same multi-op (see `end`, and the markers' part in it,
+    /// `features/dependencies/`): how that came out. Its children, if it has any, are next:
+    /// the caller sees to them.
+    async fn blocked_dies(self, id: &str, letter: Box<DeadLetter>, from: Where) -> Result<Settled> {
         let name = Layout::blocked_name(id);
         let leaving = crate::feature::Leaving {
             name: &name,
+            id: Some(id),
             envelope: None,
             held: None,
             delivered: None,
@@ -225,11 +155,9 @@ impl Dependencies<'_> {
         let parts = self.features().end_parts(&site, &leaving, dead).await?;
         let to = To::Dead { letter };
         let mut ending = Ending::new(name, from, to);
-        ending.marker = Some(MarkerWrite::new(self.layout(), id, &own));
         ending.writes = writes.into_iter().next().unwrap_or_default();
         let ended = self.end("settle child", vec![ending], parts).await?;
-        let settled = ended.settled.first().map_or(Settled::Moved, |s| s.1);
-        Ok((settled, ended.markers.into_iter().next()))
+        Ok(ended.settled.first().map_or(Settled::Moved, |s| s.1))
     }
 
     /// What `parent`'s settlement does to the child `envelope`.
@@ -286,8 +214,12 @@ impl Dependencies<'_> {
             version,
             entry: None,
         };
-        let (settled, own) = self.blocked_dies(id, letter, from).await?;
-        self.see_to_children(own.iter()).await;
+        let settled = self.blocked_dies(id, letter, from).await?;
+        if settled == Settled::Done
+            && let Err(error) = self.see_to_children_of(id).await
+        {
+            tracing::warn!(parent = %id, %error, "children left for the reaper's sweep");
+        }
         Ok(settled == Settled::Done)
     }
 
@@ -342,12 +274,14 @@ impl Write for SeeToChild<'_> {
                 entry: Some(self.entry.clone()),
             };
             return Ok(match deps.blocked_dies(&envelope.id, letter, from).await? {
-                (Settled::Moved, _) => Read::Again,
-                (Settled::Gone, _) => {
+                Settled::Moved => Read::Again,
+                Settled::Gone => {
                     deps.delete_entry(&self.entry).await?;
                     Read::Stop(None)
                 }
-                (_, own) => Read::Stop(own.map(|m| m.id)),
+                // Its children, if it has any, are next.
+                Settled::Done => Read::Stop(Some(envelope.id.clone())),
+                _ => Read::Stop(None),
             });
         }
         let lane = queue.key_lanes().lane_for(&envelope).await?;

@@ -11,17 +11,17 @@
 //!   guard lease created and deleted around it when nobody holds it (the multi-op fails when
 //!   someone does); its waiting node's version under `delayed/` or `after/`;
 //! - its dead letter, when it dies ([`To`]);
-//! - what goes with it: its group's lock (released, or turned into the group's pause), its
-//!   marker for the children waiting for it (see `dependents`), the slots it held in gates;
-//!   the writes registered features add to its ending (`Feature::at_end`: its idempotency
+//! - what goes with it: its group's lock (released, or turned into the group's pause), the
+//!   slots it held in gates; the writes registered features add to its ending (`Feature::at_end`: its idempotency
 //!   key's, its completion record, its cancel mark's delete, …), each of which its feature
 //!   answers when it fails the multi-op (`Feature::after_failure`);
 //! - the writes of the features' parts in the ending (`Feature::end_part`): writes that span
 //!   the tasks, or rest on what the feature read, asked again at each try (a batch's counters
-//!   and its callback, `features/batches/`).
+//!   and its callback, `features/batches/`; the markers for the children that wait for the
+//!   tasks, `features/dependencies/`), and told when the ending is over.
 //!
-//! A failed try changes nothing. The part that failed it is read again (a marker, a lease
-//! whose extension landed unseen, what a feature's part read), or left out when the task can end without it (a lock
+//! A failed try changes nothing. The part that failed it is read again (a lease whose
+//! extension landed unseen, what a feature's part read), or left out when the task can end without it (a lock
 //! that changed hands, a feature's write its feature leaves out), or rewritten as its feature
 //! says, or it decides that task's
 //! [`Settled`] (gone, lease lost, moved) and the others are committed again without it.
@@ -32,19 +32,12 @@ use super::Queue;
 use super::gate_cache::Freeing;
 use super::group_lock::Release;
 use super::held::{Lease, Settled};
-use super::marker::{MarkerWrite, NoChildren};
 use super::ops::{Failed, Landed, Multi, Op, Part};
 use super::record::DeadLetter;
 use super::slots::{Rename, Shrink, SlotShare, push_rename};
 use super::write::{self, Next, Read, Tries, Write};
 use crate::error::Result;
 use crate::feature::{EndParts, EndWrite};
-
-/// Re-reads of markers (or of `dependents/`) one call may make when other writers keep
-/// changing them.
-const MARKER_TRIES: usize = Tries::Contended.most();
-/// The tag index of the check that stands for every task's marker.
-const COVERED: usize = usize::MAX;
 
 /// Where a task is when it ends: what its removal is checked against.
 #[derive(Debug)]
@@ -94,8 +87,6 @@ pub(super) struct Ending {
     pub(super) to: To,
     /// Its group's lock, when it holds it.
     pub(super) lock: Option<Release>,
-    /// Its marker's write, for the children waiting for it; none for a body with no id.
-    pub(super) marker: Option<MarkerWrite>,
     /// The shares of slots it holds in gates, freed in the same multi-op.
     pub(super) slots: Vec<SlotShare>,
     /// The writes registered features add to it (`Feature::at_end`), each with the
@@ -114,7 +105,6 @@ impl Ending {
             from,
             to,
             lock: None,
-            marker: None,
             slots: Vec::new(),
             writes: Vec::new(),
             reread: false,
@@ -131,9 +121,8 @@ impl Ending {
         matches!(self.from, Where::Held { .. })
     }
 
-    /// Its operations, tagged with its index `i`; its marker's only when `covered` does not
-    /// stand for it.
-    fn push<'a>(&'a self, multi: &mut Multi<'a, (usize, Part)>, i: usize, covered: bool) {
+    /// Its operations, tagged with its index `i`.
+    fn push<'a>(&'a self, multi: &mut Multi<'a, (usize, Part)>, i: usize) {
         let tag = |part| (i, part);
         match &self.from {
             Where::Held {
@@ -185,9 +174,6 @@ impl Ending {
             push_write(multi, tag(Part::Feature(k as u16)), write);
         }
         multi.push_some(tag(Part::Lock), self.lock.as_ref().map(Release::op));
-        if let Some(marker) = self.marker.as_ref().filter(|_| !covered) {
-            marker.push(multi, tag(Part::Dependents));
-        }
     }
 }
 
@@ -210,6 +196,7 @@ pub(super) fn push_write<'a, T: Copy + PartialEq>(
         EndWrite::Delete { path, version } => {
             multi.push(tag, Op::Delete(path, version.unwrap_or(-1)))
         }
+        EndWrite::Check { path, version } => multi.push(tag, Op::Check(path, *version)),
         EndWrite::Absent { path } => multi
             .push(tag, Op::Create(path, b""))
             .push(tag, Op::Delete(path, -1)),
@@ -221,8 +208,6 @@ pub(super) fn push_write<'a, T: Copy + PartialEq>(
 enum Answer {
     /// Try again: the part was left out or will be written differently.
     Again,
-    /// Read the marker again (a child registered, or the marker went).
-    Marker,
     /// Read the lease again: an extension whose answer was lost may have landed.
     Lease,
     /// The task ends so, and the others go on without it.
@@ -237,7 +222,6 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
     use zk::Error::{BadVersion, NoNode, NodeExists};
     let held = ending.held();
     match (part, error) {
-        (Part::Dependents, _) => Answer::Marker,
         // A record of an earlier queue under the same root (or sequence numbers wrapped) has
         // the name: this one gets a name of its own.
         (Part::Record, NodeExists) => match &mut ending.to {
@@ -268,11 +252,9 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
     }
 }
 
-/// How each ending came out, and the markers of the ended tasks whose children wait for them
-/// (to be seen to: `Dependencies::see_to_children`).
+/// How each ending came out.
 pub(super) struct Ended {
     pub(super) settled: Vec<(String, Settled)>,
-    pub(super) markers: Vec<MarkerWrite>,
 }
 
 /// One call of [`Queue::end`], as a [`Write`]: the endings still to commit, how the others
@@ -281,9 +263,6 @@ struct Call {
     what: &'static str,
     endings: Vec<Ending>,
     settled: Vec<(String, Settled)>,
-    covered: Option<NoChildren>,
-    /// Re-reads of markers made.
-    rereads: usize,
     /// The features' parts, and their writes of this try, a list each.
     parts: EndParts,
     part_writes: Vec<Vec<EndWrite>>,
@@ -308,10 +287,7 @@ impl Write for Call {
     async fn read(&mut self, queue: &Queue) -> Result<Read<Ended>> {
         if self.endings.is_empty() {
             let settled = std::mem::take(&mut self.settled);
-            return Ok(Read::Stop(Ended {
-                settled,
-                markers: Vec::new(),
-            }));
+            return Ok(Read::Stop(Ended { settled }));
         }
         let still: Vec<usize> = self.endings.iter().map(|e| e.at).collect();
         self.part_writes = (self.parts.0.iter_mut())
@@ -328,15 +304,10 @@ impl Write for Call {
         Ok(Read::Write)
     }
 
-    /// The check standing for every marker, each ending's part, the features' parts' writes,
-    /// the slots' renames.
+    /// Each ending's part, the features' parts' writes, the slots' renames.
     fn build<'a>(&'a self, multi: &mut Multi<'a, (usize, Part)>) {
-        // One check of `dependents/` stands for every task's marker (see `dependents`).
-        if let Some(covered) = &self.covered {
-            covered.push(multi, (COVERED, Part::Dependents));
-        }
         for (i, ending) in self.endings.iter().enumerate() {
-            ending.push(multi, i, self.covered.is_some());
+            ending.push(multi, i);
         }
         for (p, writes) in self.part_writes.iter().enumerate() {
             for (k, write) in writes.iter().enumerate() {
@@ -349,7 +320,7 @@ impl Write for Call {
     }
 
     /// The slots freed, the features' parts told, each ended task's letter logged and
-    /// forwarded, its marker kept.
+    /// forwarded; then the parts told that the ending is over.
     async fn landed(mut self, queue: &Queue, landed: Landed<(usize, Part)>) -> Result<Ended> {
         if !self.freeing.is_empty() {
             queue.memory.gates.freed(&self.freeing);
@@ -362,7 +333,11 @@ impl Write for Call {
                 .collect();
             part.landed(&site, results).await;
         }
-        Ok(queue.ended(self.endings, self.settled).await)
+        let ended = queue.ended(self.endings, self.settled).await;
+        for (_, part) in self.parts.0.iter_mut() {
+            part.after(&site).await;
+        }
+        Ok(ended)
     }
 
     /// A slot gone with the session that made it (one replaced while the handler ran): its
@@ -398,14 +373,6 @@ impl Call {
     /// Catches up after `failed` failed its multi-op (see [`answer`]).
     async fn after_failure(&mut self, queue: &Queue, failed: Failed<(usize, Part)>) -> Result<()> {
         let (at, part) = failed.tag;
-        if at == COVERED {
-            self.rereads += 1;
-            if self.rereads > MARKER_TRIES {
-                return Err(failed.unexpected(self.what));
-            }
-            self.covered = queue.dependencies().no_children_now().await?;
-            return Ok(());
-        }
         // A write of a feature's part: the part answers.
         if let Part::Shared(k) = part {
             let site = queue.site();
@@ -429,14 +396,6 @@ impl Call {
         }
         let outcome = match answer(ending, part, &failed.error) {
             Answer::Again => return Ok(()),
-            Answer::Marker => {
-                self.rereads += 1;
-                let marker = ending.marker.as_mut();
-                let Some(marker) = marker.filter(|_| self.rereads <= MARKER_TRIES) else {
-                    return Err(failed.unexpected(self.what));
-                };
-                return marker.after_failure(queue, &failed.error).await;
-            }
             Answer::Lease => {
                 if let Where::Held { lease, .. } = &mut ending.from
                     && queue.still_ours(lease).await?
@@ -470,8 +429,6 @@ impl Queue {
         let call = Call {
             what,
             settled: Vec::with_capacity(endings.len()),
-            covered: self.dependencies().no_children(),
-            rereads: 0,
             endings,
             parts,
             part_writes: Vec::new(),
@@ -482,10 +439,8 @@ impl Queue {
         write::run(self, call).await
     }
 
-    /// After the multi-op of `endings` landed: each dead letter logged and forwarded, and the
-    /// markers of those with children waiting.
+    /// After the multi-op of `endings` landed: each dead letter logged and forwarded.
     async fn ended(&self, endings: Vec<Ending>, mut settled: Vec<(String, Settled)>) -> Ended {
-        let mut markers = Vec::new();
         for ending in endings {
             if let To::Dead { letter } = &ending.to {
                 let (task, reason) = (&ending.name, &letter.reason);
@@ -493,10 +448,9 @@ impl Queue {
                 tracing::warn!(%task, %consumer, %reason, "task dead-lettered");
                 letter.landed(self).await;
             }
-            markers.extend(ending.marker.filter(MarkerWrite::has_children));
             settled.push((ending.name, Settled::Done));
         }
-        Ended { settled, markers }
+        Ended { settled }
     }
 
     /// A task left out of the multi-op: `outcome` decided it. The slots it held are freed, as

@@ -74,7 +74,6 @@ mod key_gates;
 mod key_lanes;
 mod landed;
 mod lane_walk;
-mod marker;
 mod members;
 mod ops;
 mod outage;
@@ -266,6 +265,7 @@ impl Queue {
             client: &self.client,
             layout: &self.layout,
             acls: self.acls,
+            queue: self,
         }
     }
 

@@ -62,9 +62,6 @@ pub(crate) enum Part {
     /// A batch's counters as a member's publish or a seal writes them, or a seal's callback
     /// task (what a member's end writes is the feature's part, `Shared`).
     Batch,
-    /// Its marker under `dependents/`: created and deleted in the write that settles it (which
-    /// then fails when children wait for it), or set to how it was settled when they do.
-    Dependents,
     /// A parent a child's publish waits for: checked where it is, its marker created or
     /// checked, the child's entry under it created.
     Parent,

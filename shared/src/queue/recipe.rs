@@ -8,15 +8,12 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use super::dependents::EmptyAt;
 use super::gate_cache::GateCache;
 
 /// What the recipes remember in this process, each feature its own part, shared by every
 /// clone of the queue (it carries them in one `Arc`). The core never reads it.
 #[derive(Default)]
 pub(super) struct Memory {
-    /// `dependents`: the data version at which `dependents/` was last seen without children.
-    pub(super) dependents_empty: EmptyAt,
     /// `key_lanes`: key lanes this process made or met with its publishes.
     pub(super) key_lanes: Made,
     /// `gate`: parents of gates this process made or met (`limits/`, `concurrency/<route>`):

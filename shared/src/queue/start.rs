@@ -1,7 +1,8 @@
 //! What a pass starts from, in one request: what is paused, the folders registered features
-//! ask to have listed (`Feature::listed_at_start`), where each lane starts, whether any parent has children waiting (`dependents/`, see
-//! `dependents`), and whether anything waits to join the lanes later (tasks under `delayed/`,
-//! the folders a run's hooks work on, such as debounced publishes and recurring schedules). A run on an idle queue needs
+//! ask to have listed (`Feature::listed_at_start`) and the znodes they ask to have read
+//! (`Feature::read_at_start`, such as `dependents/`), where each lane starts, and whether
+//! anything waits to join the lanes later (tasks under `delayed/`, the folders a run's hooks
+//! work on, such as debounced publishes and recurring schedules). A run on an idle queue needs
 //! nothing more; before, these were five requests.
 
 use std::collections::BTreeSet;
@@ -58,6 +59,7 @@ impl Queue {
         let layout = self.layout();
         let paused = layout.paused();
         let listed = self.features().listed_at_start(layout);
+        let read = self.features().read_at_start(layout);
         let mut waiting = vec![layout.delayed()];
         waiting.extend(watched.iter().cloned());
         let mut reader = self.client().new_multi_reader();
@@ -70,10 +72,11 @@ impl Queue {
                 .add_get_children(folder)
                 .map_err(|e| Error::zk("list", folder, e))?;
         }
-        let dependents = layout.dependents();
-        reader
-            .add_get_data(&dependents)
-            .map_err(|e| Error::zk("get", &dependents, e))?;
+        for (_, path) in &read {
+            reader
+                .add_get_data(path)
+                .map_err(|e| Error::zk("get", path, e))?;
+        }
         add_get_data(&mut reader, &waiting)?;
         let results = reader
             .commit()
@@ -95,10 +98,13 @@ impl Queue {
             };
             listings.push((*at, names));
         }
-        self.dependencies().saw_dependents(match results.next() {
-            Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
-            _ => None,
-        });
+        for (at, _) in &read {
+            let stat = match results.next() {
+                Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
+                _ => None,
+            };
+            self.features().saw_at_start(*at, stat.as_ref());
+        }
         // A parent we may not read is taken as holding something: the run looks.
         let holds: Vec<bool> = (results)
             .map(|read| match read {

@@ -1,0 +1,75 @@
+//! Dependencies at their parents' ends: the marker each ending writes for the children that
+//! may wait for the task (`dependents/<id>`), and the children seen to once it landed.
+//! (Publishing a child, settling one child, and the reaper's sweep of settled markers are still
+//! the core's `queue/parents/` and `queue/dependents.rs`; the marker's format is
+//! `task/after.rs`.)
+//!
+//! # How it works
+//!
+//! Every task may be a parent (a child names it by its envelope's id, or a plain body by its
+//! task's name), so every ending multi-op carries this feature's part (`markers.rs`):
+//!
+//! - When `dependents/` was last seen without children (by the run's start read, through
+//!   [`Feature::read_at_start`], or by this part), one `check` of `dependents/` at that data
+//!   version stands for every task of the multi-op: a child's publish sets `dependents/` in
+//!   its own multi-op, so no marker can have appeared since.
+//! - Otherwise each task's marker is created and deleted in the multi-op, which fails it when
+//!   a child registered (the marker exists); the marker is then read, and set at the version
+//!   read to how the task ended ([`crate::task::after::ParentEnd`]).
+//! - A failed check reads `dependents/` again; a failed marker write reads the marker again
+//!   (or makes `dependents/`, in a queue made before it): 64 rereads in one ending at most.
+//! - Once the ending is over, the children of each task whose marker was set are seen to,
+//!   one after another (`Dependencies::see_to_children_of`): released to their lanes,
+//!   rewritten, or buried with their parent. A child that dies so ends through the same
+//!   ending, whose part leaves its own children to the walk that buried it. A failure is
+//!   logged; the reaper's sweep of settled markers finishes the work.
+//!
+//! # Costs
+//!
+//! One `check` per ending multi-op while no parent has children; otherwise two operations per
+//! task, and for a parent with children a read of its marker and the work of its children.
+
+mod markers;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use zookeeper_client as zk;
+
+use crate::error::Result;
+use crate::feature::{End, EndPart, Feature, Leaving, Site};
+
+use markers::{EmptyAt, Markers};
+
+/// The feature: markers written at the ends of tasks, and their children seen to.
+#[derive(Default)]
+pub struct Dependencies {
+    /// The data version at which `dependents/` was last seen without children.
+    empty: Arc<EmptyAt>,
+}
+
+impl Feature for Dependencies {
+    fn name(&self) -> &'static str {
+        "dependencies"
+    }
+
+    fn read_at_start(&self) -> Option<&'static str> {
+        Some("dependents")
+    }
+
+    fn saw_at_start(&self, stat: Option<&zk::Stat>) {
+        self.empty.saw(stat);
+    }
+
+    fn end_part<'a>(
+        &'a self,
+        site: &'a Site<'a>,
+        leaving: &'a [Leaving<'a>],
+        how: End,
+    ) -> BoxFuture<'a, Result<Option<Box<dyn EndPart>>>> {
+        Box::pin(async move {
+            let part = Markers::new(site.layout, &self.empty, leaving, how);
+            Ok(part.map(|part| Box::new(part) as Box<dyn EndPart>))
+        })
+    }
+}
