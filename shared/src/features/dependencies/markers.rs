@@ -129,6 +129,17 @@ impl Markers {
     }
 }
 
+impl Markers {
+    /// The multi-op landed: the ids whose markers it set, children waiting, unless a walk
+    /// that buried them sees to them.
+    fn note_landed(&mut self) {
+        let set = (self.sent.iter().flatten())
+            .filter_map(|at| self.each[*at].as_ref())
+            .filter(|marker| marker.version.is_some() && marker.follow);
+        self.waited_for = set.map(|marker| marker.id.clone()).collect();
+    }
+}
+
 /// What ending `leaving` `how` writes to its marker.
 fn marker(layout: &Layout, leaving: &Leaving<'_>, how: End) -> Option<Marker> {
     let id = leaving.id?;
@@ -197,10 +208,7 @@ impl EndPart for Markers {
         _site: &'a Site<'a>,
         _results: Vec<&'a zk::MultiWriteResult>,
     ) -> BoxFuture<'a, ()> {
-        let set = (self.sent.iter().flatten())
-            .filter_map(|at| self.each[*at].as_ref())
-            .filter(|marker| marker.version.is_some() && marker.follow);
-        self.waited_for = set.map(|marker| marker.id.clone()).collect();
+        self.note_landed();
         Box::pin(async {})
     }
 
@@ -216,5 +224,105 @@ impl EndPart for Markers {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaving<'a>(name: &'a str, id: Option<&'a str>) -> Leaving<'a> {
+        Leaving {
+            name,
+            id,
+            envelope: None,
+            held: None,
+            delivered: None,
+            reason: Some("boom"),
+        }
+    }
+
+    fn part(empty_at: Option<&zk::Stat>, leaving: &[Leaving<'_>]) -> Markers {
+        let empty = Arc::new(EmptyAt::default());
+        empty.saw(empty_at);
+        let layout = Layout::new("/q");
+        Markers::new(&layout, &empty, leaving, End::Dead).expect("a task to name")
+    }
+
+    fn stat(version: i32, num_children: i32) -> zk::Stat {
+        zk::Stat {
+            czxid: 1,
+            mzxid: 1,
+            pzxid: 1,
+            ctime: 0,
+            mtime: 0,
+            version,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: 0,
+            data_length: 0,
+            num_children,
+        }
+    }
+
+    #[test]
+    fn one_check_stands_for_every_task_while_dependents_has_no_children() {
+        let tasks = [leaving("task-1", Some("a")), leaving("task-2", Some("b"))];
+        let mut markers = part(Some(&stat(7, 0)), &tasks);
+        let check = EndWrite::Check {
+            path: "/q/dependents".into(),
+            version: 7,
+        };
+        assert_eq!(markers.writes(&[0, 1]), vec![check]);
+    }
+
+    #[test]
+    fn with_children_each_task_still_ending_writes_its_marker() {
+        let tasks = [
+            leaving("task-1", Some("a")),
+            leaving("task-2", None),
+            leaving("task-3", Some("c")),
+        ];
+        let mut markers = part(Some(&stat(7, 2)), &tasks);
+        let absent = |id: &str| EndWrite::Absent {
+            path: format!("/q/dependents/{id}"),
+        };
+        assert_eq!(markers.writes(&[0, 1, 2]), vec![absent("a"), absent("c")]);
+        // The first task ended otherwise: only the third is left.
+        assert_eq!(markers.writes(&[2]), vec![absent("c")]);
+        assert_eq!(markers.sent, vec![Some(2)]);
+    }
+
+    #[test]
+    fn a_marker_read_with_children_is_set_to_how_its_task_died_and_they_are_seen_to() {
+        let tasks = [leaving("task-1", Some("a")), leaving("after-b", Some("b"))];
+        let mut markers = part(None, &tasks);
+        for marker in markers.each.iter_mut().flatten() {
+            marker.version = Some(3);
+        }
+        let writes = markers.writes(&[0, 1]);
+        let EndWrite::Set { data, version, .. } = &writes[0] else {
+            panic!("a set, not {writes:?}");
+        };
+        assert_eq!(*version, Some(3));
+        let settled = ParentEnd::parse(data).expect("how it ended");
+        assert_eq!(
+            settled,
+            ParentEnd::Dead {
+                task: "task-1".into(),
+                reason: "boom".into()
+            }
+        );
+        markers.note_landed();
+        // A waiting child that died: its children are the walk's that buried it.
+        assert_eq!(markers.waited_for, vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn no_part_when_no_task_can_be_named() {
+        let empty = Arc::new(EmptyAt::default());
+        let layout = Layout::new("/q");
+        let tasks = [leaving("task-1", None)];
+        assert!(Markers::new(&layout, &empty, &tasks, End::Completed).is_none());
     }
 }
