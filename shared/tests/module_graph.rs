@@ -598,7 +598,7 @@ fn walk(
     met
 }
 
-/// The hook interface (`feature.rs`) names nothing of the features (`features/`), not even
+/// The hook interface (`feature/`) names nothing of the features (`features/`), not even
 /// through another module: the core's side of the wall never depends on a feature.
 #[test]
 fn the_hook_interface_reaches_nothing_of_the_features() {
@@ -606,7 +606,7 @@ fn the_hook_interface_reaches_nothing_of_the_features() {
     let reached = reached(&Disk(src), "feature");
     assert!(
         !reached.contains("features"),
-        "feature.rs reaches features/ through {reached:?}"
+        "feature/ reaches features/ through {reached:?}"
     );
 }
 

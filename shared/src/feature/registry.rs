@@ -1,0 +1,509 @@
+//! The registry: the registered features in the order the core asks them, and each hook
+//! asked of them all ([`Features`]): only the features a task concerns, at the ends they
+//! name, with what the run's start read for them.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use zookeeper_client as zk;
+
+use super::{
+    AfterFailure, AtClaim, End, EndParts, EndWrite, EndedTask, Feature, Leaving, Listings, Site,
+    Upkeep, carries,
+};
+use crate::error::Result;
+use crate::layout::Layout;
+use crate::task::{Envelope, Task, envelope_from_value};
+
+/// The registered features, in the order the core asks them. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Features {
+    list: Arc<[Arc<dyn Feature>]>,
+    /// Each one's [`Feature::item_fields`] and [`Feature::envelope_fields`], read once: a
+    /// task without them asks no feature that has some.
+    fields: Arc<[Vec<&'static str>]>,
+    /// Each one's [`Feature::ends`], read once.
+    ends: Arc<[&'static [End]]>,
+    /// The folders the features' [`Feature::listed_at_start`] name, read once, with the
+    /// index of the feature.
+    listed: Arc<[(usize, &'static str)]>,
+    /// The znodes the features' [`Feature::read_at_start`] name, likewise.
+    read: Arc<[(usize, &'static str)]>,
+}
+
+impl std::fmt::Debug for Features {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl Features {
+    /// The features of `list`, asked in its order.
+    pub fn new(list: Vec<Arc<dyn Feature>>) -> Self {
+        let fields = (list.iter())
+            .map(|f| [f.item_fields(), f.envelope_fields()].concat())
+            .collect();
+        let ends = list.iter().map(|f| f.ends()).collect();
+        let listed = (list.iter().enumerate())
+            .filter_map(|(at, f)| Some((at, f.listed_at_start()?)))
+            .collect();
+        let read = (list.iter().enumerate())
+            .filter_map(|(at, f)| Some((at, f.read_at_start()?)))
+            .collect();
+        Features {
+            list: list.into(),
+            fields,
+            ends,
+            listed,
+            read,
+        }
+    }
+
+    /// Their names, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.list.iter().map(|f| f.name()).collect()
+    }
+
+    /// The first refusal of `envelope` at publish, naming the feature's field.
+    pub fn check_publish(&self, envelope: &Envelope) -> Result<(), String> {
+        self.carried_by(envelope)
+            .try_for_each(|(_, f)| f.check_publish(envelope))
+    }
+
+    /// Whether a claim at `now_ms` may take the task, with what the run's start read listed
+    /// (`listings`): the first feature that refuses says why.
+    pub fn at_claim(&self, envelope: &Envelope, now_ms: i64, listings: &Listings) -> AtClaim {
+        self.carried_by(envelope)
+            .filter(|(at, _)| !listings.empty_for(*at))
+            .map(|(at, f)| f.at_claim(envelope, now_ms, listings.of(at)))
+            .find(|answer| *answer != AtClaim::Take)
+            .unwrap_or(AtClaim::Take)
+    }
+
+    /// Whether a feature asks a running resumable handler of the task to stop.
+    pub fn stops_running(&self, envelope: &Envelope, listings: &Listings) -> bool {
+        self.carried_by(envelope)
+            .filter(|(at, _)| !listings.empty_for(*at))
+            .any(|(at, f)| f.stops_running(envelope, listings.of(at)))
+    }
+
+    /// The folders the run's start read lists, each with the index of the feature that asked.
+    pub fn listed_at_start(&self, layout: &Layout) -> Vec<(usize, String)> {
+        (self.listed.iter())
+            .map(|(at, folder)| (*at, format!("{}/{folder}", layout.root())))
+            .collect()
+    }
+
+    /// The znodes whose stats the run's start read reads, each with the index of the feature
+    /// that asked.
+    pub fn read_at_start(&self, layout: &Layout) -> Vec<(usize, String)> {
+        (self.read.iter())
+            .map(|(at, name)| (*at, format!("{}/{name}", layout.root())))
+            .collect()
+    }
+
+    /// Tells the feature at index `at` what the run's start read found at its znode.
+    pub fn saw_at_start(&self, at: usize, stat: Option<&zk::Stat>) {
+        if let Some(feature) = self.list.get(at) {
+            feature.saw_at_start(stat);
+        }
+    }
+
+    /// Each feature's writes at the release of held `task`, with the feature's index.
+    pub fn at_release(&self, layout: &Layout, task: &Task) -> Vec<(usize, EndWrite)> {
+        let mut writes = Vec::new();
+        for (at, feature) in self.list.iter().enumerate() {
+            writes.extend(
+                feature
+                    .at_release(layout, task)
+                    .into_iter()
+                    .map(|w| (at, w)),
+            );
+        }
+        writes
+    }
+
+    /// Each feature's line about the task, with the feature's name.
+    pub fn explain(&self, envelope: &Envelope, now_ms: i64) -> Vec<(&'static str, String)> {
+        self.carried_by(envelope)
+            .filter_map(|(_, f)| Some((f.name(), f.explain(envelope, now_ms)?)))
+            .collect()
+    }
+
+    /// The features `envelope` concerns: those that read no field, and those whose field it
+    /// carries ([`Feature::item_fields`], [`Feature::envelope_fields`]). None at all for an
+    /// envelope without such fields when every feature has some.
+    fn carried_by<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+    ) -> impl Iterator<Item = (usize, &'a Arc<dyn Feature>)> {
+        (self.list.iter().zip(self.fields.iter()).enumerate())
+            .filter(move |(_, (_, fields))| fields.is_empty() || carries(envelope, fields))
+            .map(|(at, (feature, _))| (at, feature))
+    }
+
+    /// Each feature's writes at the end of the held tasks `leaving` ([`Feature::at_end`]):
+    /// for each task, its writes with the feature's index in the list.
+    pub async fn at_end(
+        &self,
+        site: &Site<'_>,
+        leaving: &[Leaving<'_>],
+        how: End,
+    ) -> Result<Vec<Vec<(usize, EndWrite)>>> {
+        let mut writes: Vec<Vec<(usize, EndWrite)>> = leaving.iter().map(|_| Vec::new()).collect();
+        for (at, feature) in self.asked_at(how, leaving) {
+            for (i, write) in feature.at_end(site, leaving, how).await? {
+                writes[i].push((at, write));
+            }
+        }
+        Ok(writes)
+    }
+
+    /// Each feature's part in the one multi-op that ends `leaving` `how`
+    /// ([`Feature::end_part`]).
+    pub async fn end_parts(
+        &self,
+        site: &Site<'_>,
+        leaving: &[Leaving<'_>],
+        how: End,
+    ) -> Result<EndParts> {
+        let mut parts = Vec::new();
+        for (at, feature) in self.asked_at(how, leaving) {
+            if let Some(part) = feature.end_part(site, leaving, how).await? {
+                parts.push((at, part));
+            }
+        }
+        Ok(EndParts(parts))
+    }
+
+    /// What the features' parts may add to the request that ends `leaving` `how`, by task
+    /// ([`Feature::end_bytes`]).
+    pub fn end_bytes(&self, leaving: &[Leaving<'_>], how: End) -> Vec<usize> {
+        let mut bytes = vec![0; leaving.len()];
+        for (_, feature) in self.asked_at(how, leaving) {
+            for (total, more) in bytes.iter_mut().zip(feature.end_bytes(leaving)) {
+                *total += more;
+            }
+        }
+        bytes
+    }
+
+    /// The features asked at end `how` ([`Feature::ends`]) about the tasks `leaving`: those
+    /// that read no field, and those whose field one of them carries; with their index.
+    fn asked_at<'a>(
+        &'a self,
+        how: End,
+        leaving: &'a [Leaving<'a>],
+    ) -> impl Iterator<Item = (usize, &'a Arc<dyn Feature>)> {
+        let concerned = move |fields: &[&str]| {
+            fields.is_empty()
+                || (leaving.iter()).any(|l| l.envelope.is_some_and(|e| carries(e, fields)))
+        };
+        (self
+            .list
+            .iter()
+            .zip(self.ends.iter())
+            .zip(self.fields.iter()))
+        .enumerate()
+        .filter(move |(_, ((_, ends), fields))| ends.contains(&how) && concerned(fields))
+        .map(|(at, ((feature, _), _))| (at, feature))
+    }
+
+    /// For each of `keys`, the first feature's account of that task, which left the queue
+    /// ([`Feature::find_ended`]); each feature is asked once, about the keys still unfound.
+    pub async fn find_ended(
+        &self,
+        site: &Site<'_>,
+        keys: &[String],
+    ) -> Result<Vec<Option<EndedTask>>> {
+        let mut found: Vec<Option<EndedTask>> = keys.iter().map(|_| None).collect();
+        for feature in self.list.iter() {
+            let (at, unfound): (Vec<usize>, Vec<String>) = (keys.iter().enumerate())
+                .filter(|(i, _)| found[*i].is_none())
+                .map(|(i, key)| (i, key.clone()))
+                .unzip();
+            if unfound.is_empty() {
+                break;
+            }
+            let answers = feature.find_ended(site, &unfound).await?;
+            for (i, answer) in at.into_iter().zip(answers) {
+                found[i] = answer;
+            }
+        }
+        Ok(found)
+    }
+
+    /// The answer of the feature at index `at` to its `write` that failed with `error`.
+    pub fn after_failure(&self, at: usize, write: &EndWrite, error: &zk::Error) -> AfterFailure {
+        self.list
+            .get(at)
+            .map_or(AfterFailure::Unexpected, |f| f.after_failure(write, error))
+    }
+
+    /// Every feature's sweep, in order: how many things each tidied, by its name.
+    pub async fn sweep(&self, upkeep: &Upkeep) -> Result<Vec<(&'static str, u32)>> {
+        let mut swept = Vec::with_capacity(self.list.len());
+        for feature in self.list.iter() {
+            swept.push((feature.name(), feature.sweep(upkeep).await?));
+        }
+        Ok(swept)
+    }
+
+    /// The envelope a JSON line or an HTTP publish item asks for
+    /// ([`envelope_from_value`]), with the fields the features read carried into it, and
+    /// checked by them ([`Features::check_publish`]).
+    pub fn envelope_from_item(
+        &self,
+        item: Value,
+        default_type: Option<&str>,
+    ) -> Result<Envelope, String> {
+        // Without a payload the whole item is the payload: its fields are data.
+        let carried: Vec<(&str, Value)> = match item.get("payload") {
+            None => Vec::new(),
+            Some(_) => (self.list.iter())
+                .flat_map(|f| f.item_fields().iter())
+                .filter_map(|field| Some((*field, item.get(*field)?.clone())))
+                // A field given as `null` is absent, as the item's other fields are.
+                .filter(|(_, value)| !value.is_null())
+                .collect(),
+        };
+        let mut envelope = envelope_from_value(item, default_type)?;
+        for (field, value) in carried {
+            envelope.extra.insert(field.to_string(), value);
+        }
+        self.check_publish(&envelope)?;
+        Ok(envelope)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::feature::*;
+    use serde_json::json;
+
+    use super::*;
+
+    /// Refuses a claim of tasks whose `colour` is `red`, and a publish of one that is not a
+    /// string.
+    struct Colour;
+
+    impl Feature for Colour {
+        fn name(&self) -> &'static str {
+            "colour"
+        }
+        fn item_fields(&self) -> &'static [&'static str] {
+            &["colour"]
+        }
+        fn check_publish(&self, envelope: &Envelope) -> Result<(), String> {
+            match envelope.extra.get("colour") {
+                None | Some(Value::String(_)) => Ok(()),
+                Some(_) => Err("\"colour\" must be a string".into()),
+            }
+        }
+        fn at_claim(&self, envelope: &Envelope, _now_ms: i64, _listed: &Listed) -> AtClaim {
+            match envelope.extra.get("colour") {
+                Some(c) if c == "red" => AtClaim::Bury {
+                    reason: "red".into(),
+                },
+                _ => AtClaim::Take,
+            }
+        }
+        fn explain(&self, envelope: &Envelope, now_ms: i64) -> Option<String> {
+            let colour = envelope.extra.get("colour")?;
+            Some(format!("{colour} at {now_ms}"))
+        }
+    }
+
+    /// Has no hooks of its own.
+    struct Quiet;
+
+    impl Feature for Quiet {
+        fn name(&self) -> &'static str {
+            "quiet"
+        }
+    }
+
+    fn both() -> Features {
+        Features::new(vec![Arc::new(Quiet), Arc::new(Colour)])
+    }
+
+    #[test]
+    fn each_hook_asks_every_feature_and_a_quiet_one_says_nothing() {
+        let features = both();
+        assert_eq!(features.names(), ["quiet", "colour"]);
+        let mut red = Envelope::new("t", json!({}));
+        red.extra.insert("colour".into(), json!("red"));
+        let refused = AtClaim::Bury {
+            reason: "red".into(),
+        };
+        assert_eq!(features.at_claim(&red, 5, &Listings::default()), refused);
+        assert_eq!(
+            features.explain(&red, 5),
+            [("colour", "\"red\" at 5".into())]
+        );
+        let plain = Envelope::new("t", json!({}));
+        assert_eq!(
+            features.at_claim(&plain, 5, &Listings::default()),
+            AtClaim::Take
+        );
+        assert!(features.explain(&plain, 5).is_empty());
+        assert_eq!(
+            Features::default().at_claim(&red, 5, &Listings::default()),
+            AtClaim::Take
+        );
+    }
+
+    /// Refuses every claim it is asked about; reads the field `strict`.
+    struct Strict;
+
+    impl Feature for Strict {
+        fn name(&self) -> &'static str {
+            "strict"
+        }
+        fn item_fields(&self) -> &'static [&'static str] {
+            &["strict"]
+        }
+        fn at_claim(&self, _envelope: &Envelope, _now_ms: i64, _listed: &Listed) -> AtClaim {
+            AtClaim::Bury {
+                reason: "strict".into(),
+            }
+        }
+    }
+
+    #[test]
+    fn a_feature_with_sections_is_asked_only_about_an_envelope_that_carries_one() {
+        let features = Features::new(vec![Arc::new(Strict)]);
+        let plain = Envelope::new("t", json!({}));
+        assert_eq!(
+            features.at_claim(&plain, 5, &Listings::default()),
+            AtClaim::Take
+        );
+        let mut carrying = Envelope::new("t", json!({}));
+        carrying.extra.insert("strict".into(), json!(true));
+        let refused = AtClaim::Bury {
+            reason: "strict".into(),
+        };
+        assert_eq!(
+            features.at_claim(&carrying, 5, &Listings::default()),
+            refused
+        );
+    }
+
+    #[test]
+    fn an_item_carries_the_fields_features_read_and_they_check_them() {
+        let features = both();
+        let item = json!({"type": "t", "payload": {}, "colour": "blue", "other": 1});
+        let envelope = features.envelope_from_item(item, None).unwrap();
+        assert_eq!(envelope.extra.get("colour"), Some(&json!("blue")));
+        assert_eq!(
+            envelope.extra.get("other"),
+            None,
+            "a field nobody reads is dropped"
+        );
+        let null = json!({"type": "t", "payload": {}, "colour": null});
+        let envelope = features.envelope_from_item(null, None).unwrap();
+        assert!(envelope.extra.is_empty(), "null is absent");
+        let bad = json!({"type": "t", "payload": {}, "colour": 7});
+        let problem = features.envelope_from_item(bad, None).unwrap_err();
+        assert_eq!(problem, "\"colour\" must be a string");
+        // Without a payload the item is the payload: its fields are data.
+        let bare = json!({"colour": "blue"});
+        let envelope = features.envelope_from_item(bare, Some("t")).unwrap();
+        assert!(envelope.extra.is_empty());
+        assert_eq!(envelope.payload, json!({"colour": "blue"}));
+    }
+
+    /// Refuses what its folder lists; writes only when tasks die.
+    struct Lister;
+
+    impl Feature for Lister {
+        fn name(&self) -> &'static str {
+            "lister"
+        }
+        fn listed_at_start(&self) -> Option<&'static str> {
+            Some("listed")
+        }
+        fn at_claim(&self, envelope: &Envelope, _now_ms: i64, listed: &Listed) -> AtClaim {
+            assert!(!listed.is_empty(), "asked with an empty listing");
+            match listed.contains(&envelope.id) {
+                true => AtClaim::Bury {
+                    reason: "listed".into(),
+                },
+                false => AtClaim::Take,
+            }
+        }
+        fn ends(&self) -> &'static [End] {
+            &[End::Dead]
+        }
+    }
+
+    #[test]
+    fn a_feature_whose_listing_came_back_empty_is_not_asked_and_ends_pick_who_is_called() {
+        let features = Features::new(vec![Arc::new(Quiet), Arc::new(Lister)]);
+        let layout = Layout::new("/q");
+        assert_eq!(features.listed_at_start(&layout), [(1, "/q/listed".into())]);
+        let envelope = Envelope::new("t", json!({}));
+        let empty = Listings::new(vec![(1, Listed::new())]);
+        assert_eq!(features.at_claim(&envelope, 5, &empty), AtClaim::Take);
+        let listing = Listings::new(vec![(1, Listed::from([envelope.id.clone()]))]);
+        let refused = AtClaim::Bury {
+            reason: "listed".into(),
+        };
+        assert_eq!(features.at_claim(&envelope, 5, &listing), refused);
+        let other = Envelope::new("t", json!({}));
+        assert_eq!(features.at_claim(&other, 5, &listing), AtClaim::Take);
+        let at = |how| {
+            features
+                .asked_at(how, &[])
+                .map(|(_, f)| f.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(at(End::Completed), ["quiet"]);
+        assert_eq!(at(End::Dead), ["quiet", "lister"]);
+    }
+
+    /// Reads the envelope's own `batch` field.
+    struct Member;
+
+    impl Feature for Member {
+        fn name(&self) -> &'static str {
+            "member"
+        }
+        fn envelope_fields(&self) -> &'static [&'static str] {
+            &["batch"]
+        }
+    }
+
+    #[test]
+    fn a_feature_that_reads_a_field_is_asked_only_about_tasks_that_carry_it() {
+        let features = Features::new(vec![Arc::new(Quiet), Arc::new(Member)]);
+        let plain = Envelope::new("t", json!({}));
+        let mut member = Envelope::new("t", json!({}));
+        member.batch = Some("b".into());
+        let leaving = |envelope| Leaving {
+            name: "task-0000000001",
+            id: None,
+            envelope: Some(envelope),
+            held: None,
+            delivered: None,
+            reason: None,
+        };
+        let asked = |leaving: &[Leaving]| {
+            (features.asked_at(End::Completed, leaving))
+                .map(|(_, f)| f.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(asked(&[leaving(&plain)]), ["quiet"]);
+        assert_eq!(
+            asked(&[leaving(&plain), leaving(&member)]),
+            ["quiet", "member"]
+        );
+        let names = |envelope| {
+            (features.carried_by(envelope))
+                .map(|(_, f)| f.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&plain), ["quiet"]);
+        assert_eq!(names(&member), ["quiet", "member"]);
+    }
+}
