@@ -31,12 +31,6 @@ const READ_BATCH: usize = 16;
 /// Due tasks a reaper run moves back from `delayed/` to the queue, at most.
 const PROMOTE_PER_RUN: usize = 1_000;
 
-/// Concurrency keys' gates looked at per run, at most.
-const KEY_GATES_PER_RUN: usize = 1_000;
-
-/// Signal keys the reaper looks at per run (a sample that moves with the clock).
-const SIGNAL_KEYS_PER_RUN: usize = 256;
-
 /// What a reaper run did and saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -52,17 +46,10 @@ pub struct ReapReport {
     pub unreadable: u32,
     /// Tasks whose backoff or delay ended, moved back to the queue.
     pub promoted: u32,
-    /// Gates of concurrency keys deleted because nothing held a slot in them and their
-    /// bucket was full again.
-    pub key_gates_swept: u32,
-    /// Children of settled parents seen to, left by a consumer that stopped between a
-    /// parent's settlement and its children.
-    pub children_settled: u32,
-    /// Tasks woken by signals a signaller that stopped half-way left undelivered (see
-    /// `queue::Signals::sweep`).
-    pub signals_delivered: u32,
     /// What each registered feature's sweep tidied, by the feature's name (see
-    /// `feature::Feature::sweep`).
+    /// `feature::Feature::sweep`): `concurrency_keys`, idle gates of concurrency keys deleted;
+    /// `dependencies`, children of settled parents seen to; `signals`, tasks woken by signals
+    /// left undelivered; and each other feature's own.
     pub swept: std::collections::BTreeMap<String, u32>,
     /// What the audit that nothing is stuck found in its sample (see `inspect::audit`). Named
     /// `audited` in JSON: the queue's counts beside it carry the kept record as `audit`.
@@ -150,15 +137,6 @@ pub async fn reap_at(queue: &Queue, now: &ZkTime) -> Result<ReapReport> {
         }
     }
     report.promoted = queue.delays().promote_due(&now, PROMOTE_PER_RUN).await? as u32;
-    report.key_gates_swept = queue
-        .gates()
-        .sweep_key_gates(&now, KEY_GATES_PER_RUN)
-        .await? as u32;
-    report.children_settled = queue.dependencies().sweep_dependents().await? as u32;
-    let keep = crate::clock::millis(queue.settings().signal_keep);
-    report.signals_delivered = (queue.signals())
-        .sweep(&now, keep, SIGNAL_KEYS_PER_RUN)
-        .await? as u32;
     let upkeep = upkeep_of(queue, now);
     for (feature, swept) in queue.features().sweep(&upkeep).await? {
         report.swept.insert(feature.to_string(), swept);
@@ -185,6 +163,7 @@ pub(crate) fn upkeep_of(queue: &Queue, now: ZkTime) -> Upkeep {
         client: queue.client().clone(),
         layout: queue.layout().clone(),
         now,
+        queue: std::sync::Arc::new(queue.clone()),
     }
 }
 
@@ -204,10 +183,7 @@ impl ReapReport {
             raced = self.raced,
             unreadable = self.unreadable,
             promoted = self.promoted,
-            key_gates_swept = self.key_gates_swept,
             keys_at_limit = self.stats.keys_at_limit,
-            children_settled = self.children_settled,
-            signals_delivered = self.signals_delivered,
             swept = ?self.swept,
             stuck_tasks = self.audit.stuck.len(),
             stuck_repaired = self.audit.repaired(),

@@ -151,7 +151,14 @@ async fn the_reaper_sweeps_a_keys_gate_only_once_it_is_idle_and_its_bucket_full(
     let now = t.queue.server_time().await.unwrap().now_ms();
     let later = |ms: i64| ZkTime::at(now + ms);
     let queue = &t.queue;
-    let swept = |at| async move { reap::reap_at(queue, &at).await.unwrap().key_gates_swept };
+    let swept = |at| async move {
+        let report = reap::reap_at(queue, &at).await.unwrap();
+        report
+            .swept
+            .get("concurrency_keys")
+            .copied()
+            .expect("its sweep ran")
+    };
     assert_eq!(
         swept(later(2 * KEY_GATE_IDLE_MS)).await,
         0,

@@ -74,7 +74,7 @@ async fn a_signal_answer_names_the_task_that_got_its_payload() {
 
     let later = ZkTime::at(t.now().await.now_ms() + 61_000);
     let reaped = reap::reap_at(&t.queue, &later).await.unwrap();
-    assert_eq!(reaped.signals_delivered, 1);
+    assert_eq!(reaped.swept.get("signals"), Some(&1), "{reaped:?}");
     let tasks = t.children("tasks").await;
     assert_eq!(tasks.len(), 2, "{tasks:?}");
     let other = tasks.iter().find(|n| **n != task).unwrap();

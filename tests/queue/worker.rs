@@ -426,7 +426,8 @@ async fn a_worker_runs_a_grouped_child_the_sweep_readies() {
         0,
         "the child waits for its parent's settlement"
     );
-    assert_eq!(t.queue.dependencies().sweep_dependents().await.unwrap(), 1);
+    let swept = event_bridge::features::dependencies::settled_markers(&t.queue);
+    assert_eq!(swept.await.unwrap(), 1);
     eventually("the child and the next", || async { recorder.count() == 2 }).await;
     assert_eq!(types(&recorder), ["child", "next"]);
     stop.send(true).unwrap();

@@ -50,6 +50,7 @@
 
 use std::any::Any;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use zookeeper_client as zk;
@@ -508,7 +509,8 @@ impl AfterFailure {
 }
 
 /// What a sweep works with: the queue's session, its paths, and ZooKeeper's time as the
-/// reaper read it.
+/// reaper read it; and the queue itself, for a sweep whose work goes through the core's own
+/// writes.
 pub struct Upkeep {
     /// The queue's ZooKeeper session.
     pub client: zk::Client,
@@ -516,6 +518,17 @@ pub struct Upkeep {
     pub layout: Layout,
     /// ZooKeeper's time.
     pub now: ZkTime,
+    /// The queue (a clone of the [`crate::Queue`]) as this module may hold it without naming
+    /// it (see [`Upkeep::queue`]).
+    pub queue: Arc<dyn Any + Send + Sync>,
+}
+
+impl Upkeep {
+    /// The queue being swept, as the type `Q` a feature names (`crate::Queue`); `None` for
+    /// any other type.
+    pub fn queue<Q: Any>(&self) -> Option<&Q> {
+        self.queue.downcast_ref::<Q>()
+    }
 }
 
 /// What a feature says of a claim.

@@ -7,6 +7,7 @@
 
 pub mod batches;
 pub mod cancel_marks;
+pub mod concurrency_keys;
 pub mod debounce;
 pub mod dependencies;
 pub mod done_records;
@@ -14,6 +15,7 @@ pub mod expiry;
 pub mod idempotency_keys;
 #[cfg(feature = "schedule")]
 pub mod schedules;
+pub mod signals;
 pub mod steps;
 
 use std::sync::Arc;
@@ -33,6 +35,8 @@ pub fn registered(config: &Config) -> Features {
         Arc::new(idempotency_keys::Keys::new(config.dedup_window)),
         Arc::new(batches::Batches::default()),
         Arc::new(dependencies::Dependencies::default()),
+        Arc::new(concurrency_keys::ConcurrencyKeys),
+        Arc::new(signals::Signals::new(config.signal_keep)),
         Arc::new(done_records::DoneRecords::new(config.keep_done)),
     ];
     Features::new(list)

@@ -14,7 +14,8 @@
 //! it (released to its lane when it waits for nothing more, rewritten with one parent less, or
 //! buried when the parent died and it fails with it). A child buried so is settled too: its
 //! own children follow. A consumer that dies in between leaves the marker settled, and the
-//! reaper's sweep ([`Dependencies::sweep_dependents`]) finishes the work.
+//! reaper's sweep (the dependencies feature's, `features/dependencies/sweep.rs`) finishes the
+//! work.
 //!
 //! # Costs
 //!
@@ -88,30 +89,6 @@ impl Dependencies<'_> {
             match self.client().delete(&marker, None).await {
                 Ok(()) | Err(zk::Error::NoNode | zk::Error::NotEmpty) => {}
                 Err(e) => return Err(Error::zk("delete", marker, e)),
-            }
-        }
-        Ok(moved)
-    }
-
-    /// Settles the children of every settled marker (the reaper's sweep after a consumer that
-    /// died between a settlement and its children); how many it moved.
-    pub async fn sweep_dependents(self) -> Result<usize> {
-        let root = self.layout().dependents();
-        let names = match self.client().list_children(&root).await {
-            Ok(names) => names,
-            Err(zk::Error::NoNode) => return Ok(0),
-            Err(e) => return Err(Error::zk("list", root, e)),
-        };
-        let paths: Vec<String> = names.iter().map(|n| format!("{root}/{n}")).collect();
-        let mut moved = 0;
-        for (chunk, reads) in paths.chunks(64).zip(names.chunks(64)) {
-            let found = self.read_paths(chunk).await?;
-            for (read, name) in found.into_iter().zip(reads) {
-                let settled = read.is_some_and(|(data, _)| ParentEnd::parse(&data).is_some());
-                if settled {
-                    let id = crate::layout::decode_segment(name);
-                    moved += self.see_to_children_of(&id).await?;
-                }
             }
         }
         Ok(moved)

@@ -1,5 +1,6 @@
 //! The gates of concurrency keys (`concurrency/<route>/<key>`, see `gate`): what `stats` shows
-//! of them, and the reaper's sweep of gates nobody needs any more. A key's gate is made by the
+//! of them, and how they are read for the reaper's sweep of gates nobody needs any more (the
+//! concurrency keys' feature's, `features/concurrency_keys/`). A key's gate is made by the
 //! first claim of a task with that key; without the sweep, every key ever used would leave
 //! one behind. Also the load of the gates one task goes through, as `explain` shows it.
 //!
@@ -38,8 +39,6 @@ use serde::Serialize;
 use zookeeper_client as zk;
 
 use super::Gates;
-use super::gate_cache::KEY_GATE_IDLE_MS;
-use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::layout::{decode_segment, encode_segment};
 use crate::limit::GateData;
@@ -101,14 +100,14 @@ impl GateLoad {
 }
 
 /// A key's gate as read.
-struct KeyGate {
-    route: String,
-    name: String,
-    path: String,
-    data: GateData,
-    stat: zk::Stat,
+pub(crate) struct KeyGate {
+    pub(crate) route: String,
+    pub(crate) name: String,
+    pub(crate) path: String,
+    pub(crate) data: GateData,
+    pub(crate) stat: zk::Stat,
     /// The tasks its slots stand for.
-    in_flight: usize,
+    pub(crate) in_flight: usize,
 }
 
 /// Gates read per multi-read.
@@ -131,32 +130,6 @@ impl Gates<'_> {
             .collect();
         keys.sort_by(|a, b| (&a.route, &a.key).cmp(&(&b.route, &b.key)));
         Ok(keys)
-    }
-
-    /// Deletes keys' gates with no slot held, untouched for [`KEY_GATE_IDLE_MS`], and whose
-    /// bucket is full again by `now`, at most `limit` looked at; returns how many went. Each
-    /// is deleted at the version read: a claim through it since (which rewrites it) keeps it.
-    pub async fn sweep_key_gates(self, now: &ZkTime, limit: usize) -> Result<usize> {
-        let now_ms = now.now_ms();
-        let mut swept = 0;
-        for gate in self.read_key_gates(limit).await? {
-            let idle = gate.stat.num_children == 0
-                && gate.stat.mtime + KEY_GATE_IDLE_MS <= now_ms
-                && gate.data.full_at_ms.is_none_or(|at| at <= now_ms);
-            if !idle {
-                continue;
-            }
-            match self
-                .client()
-                .delete(&gate.path, Some(gate.stat.version))
-                .await
-            {
-                Ok(()) => swept += 1,
-                Err(zk::Error::NoNode | zk::Error::BadVersion | zk::Error::NotEmpty) => {}
-                Err(e) => return Err(Error::zk("delete", gate.path, e)),
-            }
-        }
-        Ok(swept)
     }
 
     /// The gates a task of `event_type` with concurrency key `key` goes through, those that
@@ -198,7 +171,7 @@ impl Gates<'_> {
     }
 
     /// Every key's gate of every route, at most `limit`.
-    async fn read_key_gates(self, limit: usize) -> Result<Vec<KeyGate>> {
+    pub(crate) async fn read_key_gates(self, limit: usize) -> Result<Vec<KeyGate>> {
         let mut gates = Vec::new();
         for route in self.children_or_none(&self.layout().concurrency()).await? {
             let route_path = self.layout().key_gates(&route);

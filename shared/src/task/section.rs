@@ -46,6 +46,8 @@ impl Envelope {
         match field {
             "idempotency_key" => self.idempotency_key.is_some(),
             "batch" => self.batch.is_some(),
+            "concurrency_key" => self.concurrency_key.is_some(),
+            "resume" => self.resume.is_some(),
             _ => self.extra.contains_key(field),
         }
     }

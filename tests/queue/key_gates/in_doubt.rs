@@ -26,7 +26,7 @@ async fn a_gate_swept_and_made_again_is_read_before_a_claim_goes_through_it() {
     let now = t.queue.server_time().await.unwrap().now_ms();
     let later = ZkTime::at(now + 2 * KEY_GATE_IDLE_MS);
     let swept = reap::reap_at(&t.queue, &later).await.unwrap();
-    assert_eq!(swept.key_gates_swept, 1);
+    assert_eq!(swept.swept.get("concurrency_keys"), Some(&1), "{swept:?}");
     let second = publish(&t, "tenant-a").await;
     claimed(claim_at(&t, &other, &second, &restraints, &later).await);
     let (_, stat) = t

@@ -1,8 +1,8 @@
-//! Dependencies at their parents' ends: the marker each ending writes for the children that
-//! may wait for the task (`dependents/<id>`), and the children seen to once it landed.
-//! (Publishing a child, settling one child, and the reaper's sweep of settled markers are still
-//! the core's `queue/parents/` and `queue/dependents.rs`; the marker's format is
-//! `task/after.rs`.)
+//! Dependencies at their parents' ends and in the reaper's upkeep: the marker each ending
+//! writes for the children that may wait for the task (`dependents/<id>`), the children seen
+//! to once it landed, and the reaper's sweep of settled markers. (Publishing a child and
+//! settling one child are still the core's `queue/parents/` and `queue/dependents.rs`; the
+//! marker's format is `task/after.rs`.)
 //!
 //! # How it works
 //!
@@ -22,14 +22,18 @@
 //!   one after another (`Dependencies::see_to_children_of`): released to their lanes,
 //!   rewritten, or buried with their parent. A child that dies so ends through the same
 //!   ending, whose part leaves its own children to the walk that buried it. A failure is
-//!   logged; the reaper's sweep of settled markers finishes the work.
+//!   logged, and so is a consumer that stops in between: the reaper's sweep (`sweep.rs`)
+//!   sees to the children of every settled marker it finds, counted in the reap report under
+//!   `swept.dependencies`.
 //!
 //! # Costs
 //!
 //! One `check` per ending multi-op while no parent has children; otherwise two operations per
-//! task, and for a parent with children a read of its marker and the work of its children.
+//! task, and for a parent with children a read of its marker and the work of its children. In
+//! the reaper: a listing of `dependents/` and a multi-read per 64 markers.
 
 mod markers;
+mod sweep;
 
 use std::sync::Arc;
 
@@ -37,9 +41,11 @@ use futures::future::BoxFuture;
 use zookeeper_client as zk;
 
 use crate::error::Result;
-use crate::feature::{End, EndPart, Feature, Leaving, Site};
+use crate::feature::{End, EndPart, Feature, Leaving, Site, Upkeep};
+use crate::queue::Queue;
 
 use markers::{EmptyAt, Markers};
+pub use sweep::settled_markers;
 
 /// The feature: markers written at the ends of tasks, and their children seen to.
 #[derive(Default)]
@@ -59,6 +65,15 @@ impl Feature for Dependencies {
 
     fn saw_at_start(&self, stat: Option<&zk::Stat>) {
         self.empty.saw(stat);
+    }
+
+    fn sweep<'a>(&'a self, upkeep: &'a Upkeep) -> BoxFuture<'a, Result<u32>> {
+        Box::pin(async move {
+            let Some(queue) = upkeep.queue::<Queue>() else {
+                return Ok(0);
+            };
+            Ok(settled_markers(queue).await? as u32)
+        })
     }
 
     fn end_part<'a>(
