@@ -3,6 +3,7 @@
 //! callback, published with the last settlement; bad input refused with nothing written.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use event_bridge::batch::{self, Open};
 use event_bridge::error::Error;
@@ -439,4 +440,63 @@ async fn a_member_whose_batch_moved_under_its_completion_reads_it_again_and_coun
     assert_eq!((status.completed, status.pending), (2, 0), "{status:?}");
     let callbacks = tasks_of(&t, "import.done").await;
     assert_eq!(callbacks.len(), 1, "one callback: {callbacks:?}");
+}
+
+/// A member that is also a parent: its children are seen to once its ending let go of its
+/// turn at the batch, so the process's other members of that batch end meanwhile.
+#[tokio::test]
+async fn a_members_children_are_seen_to_after_its_turn_at_the_batch_is_let_go() {
+    let t = TestQueue::new().await;
+    batch::open(&t.queue, "b", open_args()).await.unwrap();
+    let mut parent = member("b", 1);
+    parent.id = "p".into();
+    let names = (t.queue.publish_many(&[parent, member("b", 2)]))
+        .await
+        .unwrap();
+    let mut child = Envelope::new("child", json!({}));
+    child.after = vec!["p".into()];
+    t.queue.publish_all(&[child]).await.unwrap();
+    batch::seal(&t.queue, "b").await.unwrap();
+    let proxy = Proxy::start().await;
+    // A long session: its connection outlives the hold below by far.
+    let mut config = proxy.config_for(&t);
+    config.session_timeout = Duration::from_secs(40);
+    let late = event_bridge::Session::open(config, "late", None)
+        .await
+        .unwrap()
+        .queue();
+    // A second session of the same process: the same features, so the same turns.
+    let beside = event_bridge::Session::open(t.config.clone(), "beside", None)
+        .await
+        .unwrap()
+        .queue()
+        .with_features(late.features().clone());
+    let now = t.now().await;
+    let TaskOutcome::Claimed(first) = late.claim(&names[0], &now).await.unwrap() else {
+        panic!("claimed");
+    };
+    let TaskOutcome::Claimed(second) = beside.claim(&names[1], &now).await.unwrap() else {
+        panic!("claimed");
+    };
+    // The parent's ending landed and its child is released; the marker's delete, the last
+    // step of seeing to its children, is held.
+    proxy.hold_delete_of("dependents/p");
+    let completing = tokio::spawn(async move { late.complete(*first).await });
+    proxy.holding().await;
+    let other = tokio::time::timeout(Duration::from_secs(60), beside.complete(*second)).await;
+    let other = other.expect("the other member's ending waits for no parent's children");
+    assert_eq!(other.unwrap(), Settled::Done);
+    assert!(
+        !completing.is_finished(),
+        "the other member ended while the parent's children were still being seen to"
+    );
+    proxy.release();
+    assert_eq!(completing.await.unwrap().unwrap(), Settled::Done);
+    let status = batch::status(&t.queue, "b").await.unwrap();
+    assert_eq!((status.completed, status.pending), (2, 0), "{status:?}");
+    assert_eq!(
+        tasks_of(&t, "child").await.len(),
+        1,
+        "the child is in its lane"
+    );
 }

@@ -32,8 +32,9 @@
 //!   ([`Feature::ends`]); and [`Feature::after_failure`], its answer when one of its writes
 //!   failed that multi-op (`queue/end.rs`); and [`Feature::end_part`], its part in that
 //!   multi-op ([`EndPart`]) when its writes span the tasks or rest on what it reads: asked for
-//!   them again at each try, answered when one failed, told when the multi-op landed and when
-//!   the ending is over (what follows from it, through the queue, [`Site::queue`]), with
+//!   them again at each try, answered when one failed, told when the multi-op landed, and
+//!   asked what follows from the ending ([`AfterEnd`], run through the queue, [`Site::queue`],
+//!   once every part let go of what it held), with
 //!   [`Feature::end_bytes`], what the part may add to a request;
 //! - in the reaper's upkeep: [`Feature::sweep`], what it tidies (`reap.rs`), through the
 //!   queue's session and paths ([`Upkeep`]);
@@ -232,12 +233,19 @@ pub trait EndPart: Send + Sync {
         Box::pin(async {})
     }
 
-    /// The ending is over (it landed, and its dead letters went out): what follows from it,
-    /// such as other tasks that waited for the ended ones. A failure here changes nothing of
-    /// the ending; the part logs it.
-    fn after<'a>(&'a mut self, _site: &'a Site<'a>) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
+    /// The multi-op landed (after [`EndPart::landed`]): what follows from the ending, such as
+    /// other tasks that waited for the ended ones, run once the ending is over and every part
+    /// let go of what it held.
+    fn after(&mut self) -> Option<Box<dyn AfterEnd>> {
+        None
     }
+}
+
+/// What follows from an ending ([`EndPart::after`]), run once it is over. A failure here
+/// changes nothing of the ending: it logs it.
+pub trait AfterEnd: Send {
+    /// Runs it, in the queue at `site`.
+    fn run<'a>(self: Box<Self>, site: &'a Site<'a>) -> BoxFuture<'a, ()>;
 }
 
 /// The features' parts in one ending multi-op, each with its feature's index.
@@ -344,6 +352,9 @@ pub struct Leaving<'a> {
     pub delivered: Option<&'a Delivered>,
     /// Why it goes to the dead letters, when it does.
     pub reason: Option<&'a str>,
+    /// Whether it ends within another task's end (a waiting child dying with its parent):
+    /// what follows from its own end is left to the walk that ends it.
+    pub within_another: bool,
 }
 
 impl<'a> Leaving<'a> {
@@ -356,6 +367,7 @@ impl<'a> Leaving<'a> {
             held: Some(task),
             delivered,
             reason: None,
+            within_another: false,
         }
     }
 }

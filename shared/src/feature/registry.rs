@@ -487,6 +487,7 @@ mod tests {
             held: None,
             delivered: None,
             reason: None,
+            within_another: false,
         };
         let asked = |leaving: &[Leaving]| {
             (features.asked_at(End::Completed, leaving))

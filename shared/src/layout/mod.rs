@@ -229,11 +229,6 @@ impl Layout {
         format!("{BLOCKED_PREFIX}{}", encode_segment(id))
     }
 
-    /// Whether `name` is a waiting child's name ([`Layout::blocked_name`]).
-    pub fn is_blocked_name(name: &str) -> bool {
-        name.starts_with(BLOCKED_PREFIX)
-    }
-
     /// The markers of parents that have children waiting.
     pub fn dependents(&self) -> String {
         format!("{}/dependents", self.root)

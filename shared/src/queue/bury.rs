@@ -161,6 +161,7 @@ impl Queue {
                 held: Some(&lease.task),
                 delivered: None,
                 reason: Some(reason),
+                within_another: false,
             },
             _ => Leaving {
                 name: task.name(),
@@ -169,6 +170,7 @@ impl Queue {
                 held: None,
                 delivered: None,
                 reason: Some(reason),
+                within_another: false,
             },
         };
         let (site, leaving) = (self.site(), [leaving]);

@@ -22,8 +22,9 @@
 //! For every completion multi-op, one more operation while no parent has children, and two per
 //! task while some do (a burial: one, or two); for a parent with children, a read of its marker, a
 //! second multi-op, and per child a read and a multi-op; for a child, a read per parent (more
-//! when a parent is named by an id) and one multi-op. No read is added to a completion that has
-//! no children.
+//! when a parent is named by an id) and one multi-op; for a child that dies with its parent,
+//! one more read (of its own marker, for its children). No read is added to a completion that
+//! has no children.
 
 use zookeeper_client as zk;
 
@@ -125,6 +126,7 @@ impl Dependencies<'_> {
             held: None,
             delivered: None,
             reason: Some(&letter.reason),
+            within_another: true,
         };
         let (site, leaving) = (self.site(), [leaving]);
         let dead = crate::feature::End::Dead;
@@ -250,7 +252,9 @@ impl Write for SeeToChild<'_> {
                 version,
                 entry: Some(self.entry.clone()),
             };
-            return Ok(match deps.blocked_dies(&envelope.id, letter, from).await? {
+            // Boxed: the walk ends tasks through `end`, whose parts may walk again.
+            let dies = Box::pin(deps.blocked_dies(&envelope.id, letter, from));
+            return Ok(match dies.await? {
                 Settled::Moved => Read::Again,
                 Settled::Gone => {
                     deps.delete_entry(&self.entry).await?;

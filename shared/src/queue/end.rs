@@ -37,7 +37,7 @@ use super::record::DeadLetter;
 use super::slots::{Rename, Shrink, SlotShare, push_rename};
 use super::write::{self, Next, Read, Tries, Write};
 use crate::error::Result;
-use crate::feature::{EndParts, EndWrite};
+use crate::feature::{AfterEnd, EndParts, EndWrite};
 
 /// Where a task is when it ends: what its removal is checked against.
 #[derive(Debug)]
@@ -252,9 +252,11 @@ fn answer(ending: &mut Ending, part: Part, error: &zk::Error) -> Answer {
     }
 }
 
-/// How each ending came out.
+/// How each ending came out, and what follows from it (the parts' [`AfterEnd`]s, run by
+/// [`Queue::end`] once the parts let go of what they held).
 pub(super) struct Ended {
     pub(super) settled: Vec<(String, Settled)>,
+    after: Vec<Box<dyn AfterEnd>>,
 }
 
 /// One call of [`Queue::end`], as a [`Write`]: the endings still to commit, how the others
@@ -287,7 +289,8 @@ impl Write for Call {
     async fn read(&mut self, queue: &Queue) -> Result<Read<Ended>> {
         if self.endings.is_empty() {
             let settled = std::mem::take(&mut self.settled);
-            return Ok(Read::Stop(Ended { settled }));
+            let after = Vec::new();
+            return Ok(Read::Stop(Ended { settled, after }));
         }
         let still: Vec<usize> = self.endings.iter().map(|e| e.at).collect();
         self.part_writes = (self.parts.0.iter_mut())
@@ -320,7 +323,8 @@ impl Write for Call {
     }
 
     /// The slots freed, the features' parts told, each ended task's letter logged and
-    /// forwarded; then the parts told that the ending is over.
+    /// forwarded, and what follows from the ending taken from the parts (which let go of
+    /// what they held when this returns).
     async fn landed(mut self, queue: &Queue, landed: Landed<(usize, Part)>) -> Result<Ended> {
         if !self.freeing.is_empty() {
             queue.memory.gates.freed(&self.freeing);
@@ -333,10 +337,10 @@ impl Write for Call {
                 .collect();
             part.landed(&site, results).await;
         }
-        let ended = queue.ended(self.endings, self.settled).await;
-        for (_, part) in self.parts.0.iter_mut() {
-            part.after(&site).await;
-        }
+        let mut ended = queue.ended(self.endings, self.settled).await;
+        ended.after = (self.parts.0.iter_mut())
+            .filter_map(|(_, part)| part.after())
+            .collect();
         Ok(ended)
     }
 
@@ -436,7 +440,12 @@ impl Queue {
             renames: Vec::new(),
             freeing: Vec::new(),
         };
-        write::run(self, call).await
+        let mut ended = write::run(self, call).await?;
+        let site = self.site();
+        for after in std::mem::take(&mut ended.after) {
+            after.run(&site).await;
+        }
+        Ok(ended)
     }
 
     /// After the multi-op of `endings` landed: each dead letter logged and forwarded.
@@ -450,7 +459,10 @@ impl Queue {
             }
             settled.push((ending.name, Settled::Done));
         }
-        Ended { settled }
+        Ended {
+            settled,
+            after: Vec::new(),
+        }
     }
 
     /// A task left out of the multi-op: `outcome` decided it. The slots it held are freed, as

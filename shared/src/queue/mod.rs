@@ -230,7 +230,10 @@ impl Queue {
     }
 
     /// Calls `features`' hooks instead of the registered ones (the list in `features/`, what
-    /// [`Queue::new`] gives).
+    /// [`Queue::new`] gives). A list without a feature turns it off, as far as it joins through
+    /// the hooks: without `features::dependencies::Dependencies`, for one, no ending writes
+    /// the markers its children wait on, and children published with `after` wait until a
+    /// reaper with that feature sees to them.
     pub fn with_features(mut self, features: Features) -> Self {
         self.features = features;
         self

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::feature::{End, EndPart, EndWrite, Leaving, Site};
+use crate::feature::{AfterEnd, End, EndPart, EndWrite, Leaving, Site};
 use crate::layout::Layout;
 use crate::queue::Queue;
 use crate::task::after::ParentEnd;
@@ -61,8 +61,9 @@ struct Marker {
     data: Vec<u8>,
     /// The marker's version when it was read (children wait); `None`: created and deleted.
     version: Option<i32>,
-    /// Whether its children are seen to after the ending: not for a waiting child that dies
-    /// with its parent, whose children the walk that buried it sees to next.
+    /// Whether its children are seen to after the ending: not for a task that ends within
+    /// another's (a waiting child dying with its parent), whose children the walk that buried
+    /// it sees to next.
     follow: bool,
 }
 
@@ -156,7 +157,7 @@ fn marker(layout: &Layout, leaving: &Leaving<'_>, how: End) -> Option<Marker> {
         path: layout.dependents_of(id),
         data: settled.to_bytes(),
         version: None,
-        follow: !Layout::is_blocked_name(leaving.name),
+        follow: !leaving.within_another,
     })
 }
 
@@ -212,12 +213,23 @@ impl EndPart for Markers {
         Box::pin(async {})
     }
 
-    fn after<'a>(&'a mut self, site: &'a Site<'a>) -> BoxFuture<'a, ()> {
+    fn after(&mut self) -> Option<Box<dyn AfterEnd>> {
+        let parents = std::mem::take(&mut self.waited_for);
+        (!parents.is_empty()).then(|| Box::new(SeeToChildren(parents)) as Box<dyn AfterEnd>)
+    }
+}
+
+/// The children of the parents (ids) whose markers an ending set, seen to one parent after
+/// another once it is over.
+struct SeeToChildren(Vec<String>);
+
+impl AfterEnd for SeeToChildren {
+    fn run<'a>(self: Box<Self>, site: &'a Site<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let Some(queue) = site.queue::<Queue>() else {
                 return;
             };
-            for parent in &self.waited_for {
+            for parent in &self.0 {
                 let seen = queue.dependencies().see_to_children_of(parent).await;
                 if let Err(error) = seen {
                     tracing::warn!(%parent, %error, "children left for the reaper's sweep");
@@ -239,6 +251,7 @@ mod tests {
             held: None,
             delivered: None,
             reason: Some("boom"),
+            within_another: name.starts_with("after-"),
         }
     }
 
@@ -316,6 +329,8 @@ mod tests {
         markers.note_landed();
         // A waiting child that died: its children are the walk's that buried it.
         assert_eq!(markers.waited_for, vec!["a".to_string()]);
+        assert!(markers.after().is_some(), "the children of `a` follow");
+        assert!(markers.after().is_none(), "once");
     }
 
     #[test]
