@@ -18,7 +18,8 @@
 //! - the writes of the features' parts in the ending (`Feature::end_part`): writes that span
 //!   the tasks, or rest on what the feature read, asked again at each try (a batch's counters
 //!   and its callback, `features/batches/`; the markers for the children that wait for the
-//!   tasks, `features/dependencies/`), and told when the ending is over.
+//!   tasks, `features/dependencies/`), and asked what follows from the ending (run once it is
+//!   over and the parts let go of what they held).
 //!
 //! A failed try changes nothing. The part that failed it is read again (a lease whose
 //! extension landed unseen, what a feature's part read), or left out when the task can end without it (a lock
