@@ -226,9 +226,7 @@ struct SeeToChildren(Vec<String>);
 impl AfterEnd for SeeToChildren {
     fn run<'a>(self: Box<Self>, site: &'a Site<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let Some(queue) = site.queue::<Queue>() else {
-                return;
-            };
+            let queue = (site.queue::<Queue>()).expect("the core makes its sites from its Queue");
             for parent in &self.0 {
                 let seen = queue.dependencies().see_to_children_of(parent).await;
                 if let Err(error) = seen {

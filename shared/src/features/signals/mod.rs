@@ -50,9 +50,8 @@ impl Feature for Signals {
 
     fn sweep<'a>(&'a self, upkeep: &'a Upkeep) -> BoxFuture<'a, Result<u32>> {
         Box::pin(async move {
-            let Some(queue) = upkeep.queue::<Queue>() else {
-                return Ok(0);
-            };
+            let queue =
+                (upkeep.queue::<Queue>()).expect("the core makes its upkeep from its Queue");
             let keep = crate::clock::millis(self.keep);
             let woken = (queue.signals())
                 .sweep(&upkeep.now, keep, PER_SWEEP)
