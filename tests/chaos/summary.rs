@@ -133,6 +133,9 @@ impl Outcome {
             l.cancel_marks,
             flag(stuck > 0)
         );
+        for key in &l.debounced_keys {
+            println!("            debounce/ still holds {key}");
+        }
         let (explained, wrong) = l
             .explained
             .clone()

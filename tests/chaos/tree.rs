@@ -45,6 +45,9 @@ pub struct Left {
     pub limit_slots: usize,
     /// Debounced publishes never fired (`debounce/`), the backdrop's keys apart.
     pub debounced: usize,
+    /// Each of those keys described: its node's times, its envelope's id and where its entry in
+    /// the due index is (or that it has none), so that a red run names what stayed.
+    pub debounced_keys: Vec<String>,
     /// The backdrop's keys still pending: all of them, none due during the run (see
     /// `debounce::backdrop`).
     pub backdrop: usize,
@@ -201,6 +204,7 @@ impl Tree {
             debounced: (debounce.iter())
                 .filter(|k| !k.starts_with(crate::debounce::BACKDROP_PREFIX))
                 .count(),
+            debounced_keys: self.describe_debounced(&debounce).await,
             backdrop: (debounce.iter())
                 .filter(|k| k.starts_with(crate::debounce::BACKDROP_PREFIX))
                 .count(),
@@ -216,6 +220,54 @@ impl Tree {
             dead,
             audit: audit(&self.config).await,
         }
+    }
+
+    /// The pending debounced keys of `keys` (the backdrop's apart), each with its node's
+    /// `ctime` and `mtime`, its envelope's id and the bucket of `debounce-due/` that holds its
+    /// entry ("no entry" when none does).
+    async fn describe_debounced(&self, keys: &[String]) -> Vec<String> {
+        let keys: Vec<&String> = (keys.iter())
+            .filter(|k| !k.starts_with(crate::debounce::BACKDROP_PREFIX))
+            .collect();
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let due = self.path("debounce-due");
+        let mut entries: Vec<(String, String)> = Vec::new();
+        for bucket in self.children_if_any(&due).await {
+            for key in self.children_if_any(&format!("{due}/{bucket}")).await {
+                entries.push((key, bucket.clone()));
+            }
+        }
+        let client = self.client().await;
+        let mut described = Vec::new();
+        for key in keys {
+            let path = format!("{}/{key}", self.path("debounce"));
+            let node = match client.get_data(&path).await {
+                Ok((data, stat)) => {
+                    let envelope: serde_json::Value =
+                        serde_json::from_slice(&data).unwrap_or_default();
+                    let id = envelope["id"].as_str().unwrap_or("?").to_string();
+                    let (debounce, group) = (&envelope["debounce"], &envelope["group"]);
+                    let placed = &envelope["placed"];
+                    format!(
+                        "id {id}, debounce {debounce}, group {group}, placed {placed}, ctime {}, mtime {}",
+                        stat.ctime, stat.mtime
+                    )
+                }
+                Err(e) => format!("unread: {e}"),
+            };
+            let buckets: Vec<&str> = (entries.iter())
+                .filter(|(k, _)| k == key)
+                .map(|(_, b)| b.as_str())
+                .collect();
+            let entry = match buckets.as_slice() {
+                [] => "no entry in debounce-due/".to_string(),
+                found => format!("entry in debounce-due/{}", found.join(", ")),
+            };
+            described.push(format!("{key} ({node}; {entry})"));
+        }
+        described
     }
 
     /// Debounced publishes pending, the backdrop's keys apart.
