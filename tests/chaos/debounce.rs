@@ -269,6 +269,9 @@ pub struct DebounceFigures {
     pub cancel_states: HashMap<String, usize>,
     /// Probe answers that break the contract.
     pub probe_violations: Vec<String>,
+    /// What each key probed was answered (the envelope's id, cancel or status, the answer),
+    /// by key: what a key left stuck at the end was told.
+    pub answers: HashMap<String, String>,
 }
 
 pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> DebounceFigures {
@@ -310,6 +313,19 @@ pub fn judge(input: &Inputs, by_id: &HashMap<&str, Vec<&Delivery>>) -> DebounceF
         f.cancels += usize::from(probe.order.cancel);
         f.statuses += usize::from(!probe.order.cancel);
         f.withdrawn += usize::from(probe.order.cancel && probe.last.state == "withdrawn");
+        let asked = if probe.order.cancel {
+            "cancel"
+        } else {
+            "status"
+        };
+        let since = probe.answered.saturating_duration_since(input.start);
+        let answer = format!(
+            "{asked} of {} answered {} at +{:.1}s",
+            probe.order.last,
+            probe.last.state,
+            since.as_secs_f64()
+        );
+        f.answers.insert(probe.order.key.clone(), answer);
     }
     f
 }

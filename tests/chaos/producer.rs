@@ -310,13 +310,6 @@ pub async fn publish(
         )
         .await;
         let due = ((start.elapsed().as_secs_f64() * rate) as usize).clamp(sent_count, total);
-        if sent_count >= total / 2
-            && let Some(orders) = sure_probes.take()
-        {
-            for order in orders {
-                let _ = probe_tx.send(order);
-            }
-        }
         let now_ms = producer.zk_now();
         let mut batch = Vec::new();
         if !expired_sent {
@@ -361,6 +354,17 @@ pub async fn publish(
             batch.extend(follower.map(|f| (Kind::Grouped, f)));
         }
         sent_count = due;
+        // Half-way: checked once this tick's count is known, so that a tick that jumps from
+        // under half to the end (the loop stalled on a slow publish, as on a loaded machine)
+        // still sends them; before, the check came first, that tick was the last, the held
+        // keys were never cancelled, and the checker found them stuck.
+        if sent_count >= total / 2
+            && let Some(orders) = sure_probes.take()
+        {
+            for order in orders {
+                let _ = probe_tx.send(order);
+            }
+        }
         if trickle.is_none() && sent_count * 7 >= total * 2 {
             batch.extend((0..FLOOD).map(|i| fair(Kind::Flood, i)));
             trickle = Some(TRICKLE_TICKS);

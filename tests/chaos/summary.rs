@@ -134,7 +134,9 @@ impl Outcome {
             flag(stuck > 0)
         );
         for key in &l.debounced_keys {
-            println!("            debounce/ still holds {key}");
+            let name = key.split(' ').next().unwrap_or_default();
+            let probed = (f.debounce.answers.get(name)).map_or("not probed", String::as_str);
+            println!("            debounce/ still holds {key}; {probed}");
         }
         let (explained, wrong) = l
             .explained
