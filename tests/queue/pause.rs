@@ -110,11 +110,16 @@ async fn a_claim_decided_before_a_pause_does_not_land_after_it() {
         .unwrap();
     let start = t.queue.read_start().await.unwrap();
     let before = Restraints {
-        paused: start.paused,
-        paused_version: start.paused_version,
+        found: start.found,
         ..Restraints::default()
     };
-    assert!(!before.paused.covers("email"), "nothing paused yet");
+    let features = t.queue.features();
+    let email_task = Envelope::new("email", json!({}));
+    assert_eq!(
+        features.at_claim(&email_task, 0, &before.found),
+        event_bridge::feature::AtClaim::Take,
+        "nothing paused yet"
+    );
     assert!(t.queue.pauses().pause(&email()).await.unwrap());
     let (t, name, before) = (&t, &name, &before);
     let claim = |queue: event_bridge::Queue| async move {
@@ -131,6 +136,36 @@ async fn a_claim_decided_before_a_pause_does_not_land_after_it() {
     assert!(t.queue.pauses().unpause(&email()).await.unwrap());
     let outcome = claim(t.consumer("never saw the pause").await).await;
     assert!(matches!(outcome, TaskOutcome::Claimed(_)), "{outcome:?}");
+}
+
+/// A claim decides on the very read of `paused` its multi-op checks: what a run read while
+/// `email` was paused leaves an email task, on a consumer whose queue never read `paused`
+/// itself (its session renewed under the run, say), though the check at that version passes.
+/// (A first version answered from what the consumer's own features had read: nothing, so
+/// the task was claimed while paused.)
+#[tokio::test]
+async fn a_claim_decides_on_the_read_it_checks_on_any_consumer() {
+    use event_bridge::queue::{Restraints, TaskOutcome};
+    let t = TestQueue::new().await;
+    let name = (t.queue)
+        .publish(&Envelope::new("email", json!({})))
+        .await
+        .unwrap();
+    assert!(t.queue.pauses().pause(&email()).await.unwrap());
+    let start = t.queue.read_start().await.unwrap();
+    let paused = Restraints {
+        found: start.found,
+        ..Restraints::default()
+    };
+    let fresh = t.consumer("never read paused").await;
+    let path = format!("{}/tasks/{name}", t.config.root);
+    let (body, stat) = t.raw.get_data(&path).await.unwrap();
+    let now = t.now().await;
+    let outcome = (fresh.claim_read(&name, &body, &stat, &now, &paused))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, TaskOutcome::Paused), "{outcome:?}");
+    assert!(t.children("leases").await.is_empty(), "nothing claimed");
 }
 
 #[tokio::test]

@@ -16,13 +16,18 @@
 //! - at publish: [`Feature::check_publish`], before anything is written
 //!   (`Queue::publish_each`, `AllOrNothing::check_batch`);
 //! - at a run's start: [`Feature::listed_at_start`], a folder the run's one start read lists
-//!   for it (`queue/start.rs`), which its claim hooks then see ([`Listings`]); and
-//!   [`Feature::read_at_start`], a znode whose stat the same read reads for it, told to
-//!   [`Feature::saw_at_start`];
+//!   for it (`queue/start.rs`), which its claim hooks then see ([`Found`]); and
+//!   [`Feature::read_at_start`], a znode the same read reads for it, told to
+//!   [`Feature::saw_at_start`], whose answer ([`AtStart`]) says whether the run asks it at
+//!   claim, whether the run may claim at all, and what every claim's multi-op checks;
 //! - at claim: [`Feature::at_claim`], whether the task may be taken now, in the claim's
 //!   preparation (`queue/claim/prepare.rs`): a task a feature refuses is buried there with
-//!   the feature's reason and never reaches a handler; and, while a resumable handler runs,
-//!   [`Feature::stops_running`], whether it is asked to stop (`process/hold.rs`);
+//!   the feature's reason and never reaches a handler, one it leaves stays in its lane
+//!   untouched; the claim's multi-op checks the znodes the feature's start read named
+//!   ([`AtStart::checks`]), and when one moved, reads it again, tells the feature, and asks
+//!   it again about the tasks it was sending (`queue/claim.rs`); and, while a resumable
+//!   handler runs, [`Feature::stops_running`], whether it is asked to stop
+//!   (`process/hold.rs`);
 //! - at a release (a retry given back): [`Feature::at_release`], the writes it adds to the
 //!   release's multi-op (`queue/holder.rs`), answered as an ending's are;
 //! - in `explain`: [`Feature::explain`], its line about the task (`inspect/explain.rs`);
@@ -98,30 +103,38 @@ pub trait Feature: Send + Sync + 'static {
     /// run's start read lists for it (one request for the run whatever the features ask),
     /// which [`Feature::at_claim`] and [`Feature::stops_running`] are given. Read once when
     /// the list is made. A feature whose folder was listed empty is not asked by them at all.
+    /// A feature asks for a listing or a read ([`Feature::read_at_start`]), not both.
     fn listed_at_start(&self) -> Option<&'static str> {
         None
     }
 
-    /// A znode under the queue's root (its name, such as `dependents`) whose stat the run's
-    /// start read reads for it, in the same one request; it is told what was found
-    /// ([`Feature::saw_at_start`]). Read once when the list is made.
+    /// A znode under the queue's root (its name, such as `dependents` or `paused`) that the
+    /// run's start read reads for it, in the same one request; it is told what was found
+    /// ([`Feature::saw_at_start`]), and so is it when a claim read the znode again because
+    /// it moved under the claim ([`AtStart::checks`]). Read once when the list is made.
     fn read_at_start(&self) -> Option<&'static str> {
         None
     }
 
-    /// What the run's start read found at its [`Feature::read_at_start`] znode: its stat, or
-    /// none when it is not there or could not be read.
-    fn saw_at_start(&self, _stat: Option<&zk::Stat>) {}
+    /// What a read of its [`Feature::read_at_start`] znode found: its data and stat, or none
+    /// when it is not there. The answer says what the run does with the feature until its
+    /// next start read; an error (the znode holds what the feature cannot read) fails the
+    /// run's start read, naming the znode.
+    fn saw_at_start(&self, _read: &StartRead<'_>) -> Result<AtStart> {
+        Ok(AtStart::default())
+    }
 
-    /// At claim, at ZooKeeper's time `now_ms`, with what the run's start read listed for it:
-    /// whether the task may be taken now.
-    fn at_claim(&self, _envelope: &Envelope, _now_ms: i64, _listed: &Listed) -> AtClaim {
+    /// At claim, at ZooKeeper's time `now_ms`, with what the run's start read found for it
+    /// (what it listed, what the feature made of its read): whether the task may be taken now.
+    /// Asked of a feature that reads a znode at the start only while its last read said so
+    /// ([`AtStart::asks_at_claim`]).
+    fn at_claim(&self, _envelope: &Envelope, _now_ms: i64, _started: &Started<'_>) -> AtClaim {
         AtClaim::Take
     }
 
     /// While a resumable handler of the task runs, with what the run's latest start read
-    /// listed for it: whether the handler is asked to stop (it saves and returns).
-    fn stops_running(&self, _envelope: &Envelope, _listed: &Listed) -> bool {
+    /// found for it: whether the handler is asked to stop (it saves and returns).
+    fn stops_running(&self, _envelope: &Envelope, _started: &Started<'_>) -> bool {
         false
     }
 
@@ -301,6 +314,11 @@ impl Site<'_> {
         Ok(())
     }
 
+    /// The children of `path`; none when it is gone.
+    pub async fn children(&self, path: &str) -> Result<Vec<String>> {
+        children_of(self.client, path).await
+    }
+
     /// One znode's data and stat; `None` when it is gone.
     pub async fn read(&self, path: &str) -> Result<Option<(Vec<u8>, zk::Stat)>> {
         match self.client.get_data(path).await {
@@ -376,27 +394,144 @@ impl<'a> Leaving<'a> {
 /// names of its folder's children.
 pub type Listed = BTreeSet<String>;
 
-/// What the run's start read listed for each feature that asked, by its index in the list.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Listings(Vec<(usize, Listed)>);
+/// What a read of a feature's [`Feature::read_at_start`] znode found.
+#[derive(Clone, Copy, Debug)]
+pub struct StartRead<'a> {
+    /// The znode's path.
+    pub path: &'a str,
+    /// Its data and stat; `None` when it is not there.
+    pub found: Option<(&'a [u8], &'a zk::Stat)>,
+}
 
-impl Listings {
-    /// The listings `read`, each with the index of the feature that asked for it.
-    pub fn new(read: Vec<(usize, Listed)>) -> Self {
-        Listings(read)
+/// What a feature's start read means for the run ([`Feature::saw_at_start`]), until the
+/// next one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AtStart {
+    /// Whether the run asks it at claim ([`Feature::at_claim`], [`Feature::stops_running`]):
+    /// a feature with nothing to say (nothing paused) costs the run's claims nothing.
+    pub asks_at_claim: bool,
+    /// Whether the run claims nothing at all (the whole queue paused): it says so in its
+    /// report (`queue_paused`).
+    pub holds_all: bool,
+    /// The znodes, each at the version read, that every claim's multi-op checks, so that no
+    /// claim decided on this read lands after they changed (a pause): when one moved, the
+    /// claim reads it again, tells the feature, and asks it again about its tasks.
+    pub checks: Vec<ClaimCheck>,
+    /// What the feature made of the read (what is paused), which its claim hooks are given
+    /// with this answer ([`Started::kept`]): a claim decides on the very read its multi-op
+    /// checks, whichever queue's features made it.
+    pub kept: Option<Kept>,
+}
+
+/// What a feature made of its start read, carried with its answer and handed back to its
+/// claim hooks; opaque to the core.
+#[derive(Clone)]
+pub struct Kept(pub Arc<dyn Any + Send + Sync>);
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Kept(..)")
+    }
+}
+
+impl PartialEq for Kept {
+    /// The same when it is the same value (one read's).
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// A znode at the version a feature's answers rest on, which a claim's multi-op checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimCheck {
+    /// Its path.
+    pub path: String,
+    /// The version read.
+    pub version: i32,
+    /// Its `mzxid` when read: which of two reads is the newer (a version starts again when
+    /// the znode is made again).
+    pub mzxid: i64,
+}
+
+/// What the run's start read found for one feature, as its claim hooks are given it.
+#[derive(Clone, Copy, Debug)]
+pub struct Started<'a> {
+    /// What it listed for it ([`Feature::listed_at_start`]); empty when it asked for none.
+    pub listed: &'a Listed,
+    /// What the feature made of its read ([`AtStart::kept`]), if anything.
+    kept: Option<&'a Kept>,
+}
+
+impl<'a> Started<'a> {
+    /// What the feature made of its read, as the type `T` it made.
+    pub fn kept<T: Any>(&self) -> Option<&'a T> {
+        self.kept.and_then(|kept| kept.0.downcast_ref::<T>())
+    }
+}
+
+/// What the run's start read found for the features, by their index in the list: what it
+/// listed for each that asked ([`Feature::listed_at_start`]), and what the others' reads
+/// ([`Feature::read_at_start`]) told the run. Good for the queue whose features read it: the
+/// indices are those of its list.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Found {
+    listed: Vec<(usize, Listed)>,
+    read: Vec<(usize, AtStart)>,
+}
+
+impl Found {
+    /// The listings `listed`, and what each read told (`read`), each with the index of the
+    /// feature that asked for it.
+    pub fn new(listed: Vec<(usize, Listed)>, read: Vec<(usize, AtStart)>) -> Self {
+        let mut found = Found {
+            listed,
+            read: Vec::new(),
+        };
+        for (at, answer) in read {
+            found.learn(at, answer);
+        }
+        found
     }
 
-    /// Whether the feature at index `at` asked for a listing and it came back empty.
+    /// Takes what the feature at index `at` answered to a read of its znode, in place of
+    /// what it answered before.
+    pub fn learn(&mut self, at: usize, answer: AtStart) {
+        self.read.retain(|(i, _)| *i != at);
+        self.read.push((at, answer));
+    }
+
+    /// What the feature at index `at` answered to its read, if it asked for one.
+    pub fn answer(&self, at: usize) -> Option<&AtStart> {
+        (self.read.iter()).find(|(i, _)| *i == at).map(|(_, a)| a)
+    }
+
+    /// Whether the feature at index `at` is not asked at claim in this run: its listing came
+    /// back empty, or its read says it has nothing to say.
     pub fn empty_for(&self, at: usize) -> bool {
-        (self.0.iter()).any(|(i, listed)| *i == at && listed.is_empty())
+        self.answer(at).is_some_and(|a| !a.asks_at_claim)
+            || (self.listed.iter()).any(|(i, l)| *i == at && l.is_empty())
     }
 
-    /// What was listed for the feature at index `at` (nothing when it asked for nothing).
-    pub fn of(&self, at: usize) -> &Listed {
+    /// What was found for the feature at index `at`, as its claim hooks are given it.
+    pub fn of(&self, at: usize) -> Started<'_> {
         static NOTHING: Listed = BTreeSet::new();
-        (self.0.iter())
+        let listed = (self.listed.iter())
             .find(|(i, _)| *i == at)
-            .map_or(&NOTHING, |(_, listed)| listed)
+            .map_or(&NOTHING, |(_, listed)| listed);
+        let kept = self.answer(at).and_then(|a| a.kept.as_ref());
+        Started { listed, kept }
+    }
+
+    /// Whether a feature's read says the run claims nothing (the whole queue paused).
+    pub fn holds_all(&self) -> bool {
+        self.read.iter().any(|(_, a)| a.holds_all)
+    }
+
+    /// What every claim's multi-op checks, each with the index of the feature it is for.
+    pub fn checks(&self) -> Vec<(usize, ClaimCheck)> {
+        (self.read.iter())
+            .flat_map(|(at, a)| a.checks.iter().map(move |c| (*at, c.clone())))
+            .collect()
     }
 }
 
@@ -541,6 +676,20 @@ impl Upkeep {
     pub fn queue<Q: Any>(&self) -> Option<&Q> {
         self.queue.downcast_ref::<Q>()
     }
+
+    /// The children of `path`; none when it is gone.
+    pub async fn children(&self, path: &str) -> Result<Vec<String>> {
+        children_of(&self.client, path).await
+    }
+}
+
+/// The children of `path` on `client`'s session; none when it is gone.
+async fn children_of(client: &zk::Client, path: &str) -> Result<Vec<String>> {
+    match client.list_children(path).await {
+        Ok(names) => Ok(names),
+        Err(zk::Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(Error::zk("list", path, e)),
+    }
 }
 
 /// What a feature says of a claim.
@@ -548,9 +697,71 @@ impl Upkeep {
 pub enum AtClaim {
     /// The claim may go on.
     Take,
-    /// The task never runs: it goes to the dead letters with `reason`.
+    /// Not now: the task stays where it is, untouched, and the claim answers
+    /// [`crate::queue::TaskOutcome::Paused`] (counted once per run, and not tried again in
+    /// it).
+    Leave,
+    /// The task never runs: it goes to the dead letters with `reason`, and its group does
+    /// what the task or its route says (`on_dead`).
     Bury {
         /// The dead letter's reason.
         reason: String,
     },
+    /// The task was cancelled: it goes to the dead letters with the reason `cancelled`, its
+    /// group going on, and the claim answers [`crate::queue::TaskOutcome::Cancelled`].
+    Cancel,
+    /// The feature's part of the envelope is malformed (another producer's): the task goes to
+    /// the dead letters as a malformed envelope, naming `problem`, its group going on, as a
+    /// body that cannot be read does.
+    Malformed {
+        /// What is wrong, naming the field.
+        problem: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(asks_at_claim: bool, holds_all: bool, version: i32) -> AtStart {
+        let path = "/q/paused".to_string();
+        let mzxid = i64::from(version) * 10;
+        AtStart {
+            asks_at_claim,
+            holds_all,
+            checks: vec![ClaimCheck {
+                path,
+                version,
+                mzxid,
+            }],
+            kept: Some(Kept(Arc::new(version))),
+        }
+    }
+
+    #[test]
+    fn a_read_answered_again_replaces_what_the_feature_said_before() {
+        let mut found = Found::new(vec![(0, Listed::new())], vec![(1, answer(true, true, 3))]);
+        assert!(found.empty_for(0), "its listing came back empty");
+        assert!(!found.empty_for(1) && found.holds_all());
+        assert_eq!(
+            found.checks(),
+            [(1, answer(true, true, 3).checks[0].clone())]
+        );
+        found.learn(1, answer(false, false, 4));
+        assert!(found.empty_for(1), "nothing to say now");
+        assert!(!found.holds_all(), "the run may claim again");
+        assert_eq!(found.checks().len(), 1, "its check replaced, not added");
+        assert_eq!(found.checks()[0].1.version, 4);
+        assert_eq!(
+            found.of(1).kept::<i32>(),
+            Some(&4),
+            "what it made of the new read"
+        );
+        assert_eq!(found.of(1).kept::<String>(), None, "as the type it made");
+        found.learn(1, AtStart::default());
+        assert!(
+            found.checks().is_empty(),
+            "its znode is gone: nothing to check"
+        );
+    }
 }

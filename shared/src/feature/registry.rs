@@ -8,8 +8,8 @@ use serde_json::Value;
 use zookeeper_client as zk;
 
 use super::{
-    AfterFailure, AtClaim, End, EndParts, EndWrite, EndedTask, Feature, Leaving, Listings, Site,
-    Upkeep, carries,
+    AfterFailure, AtClaim, AtStart, End, EndParts, EndWrite, EndedTask, Feature, Found, Leaving,
+    Site, StartRead, Upkeep, carries,
 };
 use crate::error::Result;
 use crate::layout::Layout;
@@ -70,21 +70,39 @@ impl Features {
             .try_for_each(|(_, f)| f.check_publish(envelope))
     }
 
-    /// Whether a claim at `now_ms` may take the task, with what the run's start read listed
-    /// (`listings`): the first feature that refuses says why.
-    pub fn at_claim(&self, envelope: &Envelope, now_ms: i64, listings: &Listings) -> AtClaim {
+    /// Whether a claim at `now_ms` may take the task, with what the run's start read found
+    /// (`found`): the first feature that does not take it says why.
+    pub fn at_claim(&self, envelope: &Envelope, now_ms: i64, found: &Found) -> AtClaim {
         self.carried_by(envelope)
-            .filter(|(at, _)| !listings.empty_for(*at))
-            .map(|(at, f)| f.at_claim(envelope, now_ms, listings.of(at)))
+            .filter(|(at, _)| !found.empty_for(*at))
+            .map(|(at, f)| f.at_claim(envelope, now_ms, &found.of(at)))
             .find(|answer| *answer != AtClaim::Take)
             .unwrap_or(AtClaim::Take)
     }
 
-    /// Whether a feature asks a running resumable handler of the task to stop.
-    pub fn stops_running(&self, envelope: &Envelope, listings: &Listings) -> bool {
+    /// Whether the feature at index `at` alone leaves the task where it is now
+    /// ([`AtClaim::Leave`]): what a claim asks again once that feature's checked znode
+    /// moved and was read again.
+    pub fn leaves(&self, at: usize, envelope: &Envelope, now_ms: i64, found: &Found) -> bool {
         self.carried_by(envelope)
-            .filter(|(at, _)| !listings.empty_for(*at))
-            .any(|(at, f)| f.stops_running(envelope, listings.of(at)))
+            .filter(|(i, _)| *i == at && !found.empty_for(at))
+            .any(|(_, f)| f.at_claim(envelope, now_ms, &found.of(at)) == AtClaim::Leave)
+    }
+
+    /// Whether any feature leaves the task where it is now ([`AtClaim::Leave`]), whatever
+    /// the others say: what a claim asks of a place, about the task as far as the place
+    /// tells it (a task that would be buried is buried once it is in its place).
+    pub fn any_leaves(&self, envelope: &Envelope, now_ms: i64, found: &Found) -> bool {
+        self.carried_by(envelope)
+            .filter(|(at, _)| !found.empty_for(*at))
+            .any(|(at, f)| f.at_claim(envelope, now_ms, &found.of(at)) == AtClaim::Leave)
+    }
+
+    /// Whether a feature asks a running resumable handler of the task to stop.
+    pub fn stops_running(&self, envelope: &Envelope, found: &Found) -> bool {
+        self.carried_by(envelope)
+            .filter(|(at, _)| !found.empty_for(*at))
+            .any(|(at, f)| f.stops_running(envelope, &found.of(at)))
     }
 
     /// The folders the run's start read lists, each with the index of the feature that asked.
@@ -94,18 +112,19 @@ impl Features {
             .collect()
     }
 
-    /// The znodes whose stats the run's start read reads, each with the index of the feature
-    /// that asked.
+    /// The znodes the run's start read reads, each with the index of the feature that
+    /// asked.
     pub fn read_at_start(&self, layout: &Layout) -> Vec<(usize, String)> {
         (self.read.iter())
             .map(|(at, name)| (*at, format!("{}/{name}", layout.root())))
             .collect()
     }
 
-    /// Tells the feature at index `at` what the run's start read found at its znode.
-    pub fn saw_at_start(&self, at: usize, stat: Option<&zk::Stat>) {
-        if let Some(feature) = self.list.get(at) {
-            feature.saw_at_start(stat);
+    /// Tells the feature at index `at` what a read of its znode found; its answer.
+    pub fn saw_at_start(&self, at: usize, read: &StartRead<'_>) -> Result<AtStart> {
+        match self.list.get(at) {
+            Some(feature) => feature.saw_at_start(read),
+            None => Ok(AtStart::default()),
         }
     }
 
@@ -300,7 +319,7 @@ mod tests {
                 Some(_) => Err("\"colour\" must be a string".into()),
             }
         }
-        fn at_claim(&self, envelope: &Envelope, _now_ms: i64, _listed: &Listed) -> AtClaim {
+        fn at_claim(&self, envelope: &Envelope, _now_ms: i64, _started: &Started<'_>) -> AtClaim {
             match envelope.extra.get("colour") {
                 Some(c) if c == "red" => AtClaim::Bury {
                     reason: "red".into(),
@@ -336,19 +355,19 @@ mod tests {
         let refused = AtClaim::Bury {
             reason: "red".into(),
         };
-        assert_eq!(features.at_claim(&red, 5, &Listings::default()), refused);
+        assert_eq!(features.at_claim(&red, 5, &Found::default()), refused);
         assert_eq!(
             features.explain(&red, 5),
             [("colour", "\"red\" at 5".into())]
         );
         let plain = Envelope::new("t", json!({}));
         assert_eq!(
-            features.at_claim(&plain, 5, &Listings::default()),
+            features.at_claim(&plain, 5, &Found::default()),
             AtClaim::Take
         );
         assert!(features.explain(&plain, 5).is_empty());
         assert_eq!(
-            Features::default().at_claim(&red, 5, &Listings::default()),
+            Features::default().at_claim(&red, 5, &Found::default()),
             AtClaim::Take
         );
     }
@@ -363,7 +382,7 @@ mod tests {
         fn item_fields(&self) -> &'static [&'static str] {
             &["strict"]
         }
-        fn at_claim(&self, _envelope: &Envelope, _now_ms: i64, _listed: &Listed) -> AtClaim {
+        fn at_claim(&self, _envelope: &Envelope, _now_ms: i64, _started: &Started<'_>) -> AtClaim {
             AtClaim::Bury {
                 reason: "strict".into(),
             }
@@ -375,7 +394,7 @@ mod tests {
         let features = Features::new(vec![Arc::new(Strict)]);
         let plain = Envelope::new("t", json!({}));
         assert_eq!(
-            features.at_claim(&plain, 5, &Listings::default()),
+            features.at_claim(&plain, 5, &Found::default()),
             AtClaim::Take
         );
         let mut carrying = Envelope::new("t", json!({}));
@@ -383,10 +402,7 @@ mod tests {
         let refused = AtClaim::Bury {
             reason: "strict".into(),
         };
-        assert_eq!(
-            features.at_claim(&carrying, 5, &Listings::default()),
-            refused
-        );
+        assert_eq!(features.at_claim(&carrying, 5, &Found::default()), refused);
     }
 
     #[test]
@@ -423,9 +439,9 @@ mod tests {
         fn listed_at_start(&self) -> Option<&'static str> {
             Some("listed")
         }
-        fn at_claim(&self, envelope: &Envelope, _now_ms: i64, listed: &Listed) -> AtClaim {
-            assert!(!listed.is_empty(), "asked with an empty listing");
-            match listed.contains(&envelope.id) {
+        fn at_claim(&self, envelope: &Envelope, _now_ms: i64, started: &Started<'_>) -> AtClaim {
+            assert!(!started.listed.is_empty(), "asked with an empty listing");
+            match started.listed.contains(&envelope.id) {
                 true => AtClaim::Bury {
                     reason: "listed".into(),
                 },
@@ -443,9 +459,9 @@ mod tests {
         let layout = Layout::new("/q");
         assert_eq!(features.listed_at_start(&layout), [(1, "/q/listed".into())]);
         let envelope = Envelope::new("t", json!({}));
-        let empty = Listings::new(vec![(1, Listed::new())]);
+        let empty = Found::new(vec![(1, Listed::new())], Vec::new());
         assert_eq!(features.at_claim(&envelope, 5, &empty), AtClaim::Take);
-        let listing = Listings::new(vec![(1, Listed::from([envelope.id.clone()]))]);
+        let listing = Found::new(vec![(1, Listed::from([envelope.id.clone()]))], Vec::new());
         let refused = AtClaim::Bury {
             reason: "listed".into(),
         };

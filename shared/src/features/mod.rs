@@ -13,6 +13,7 @@ pub mod dependencies;
 pub mod done_records;
 pub mod expiry;
 pub mod idempotency_keys;
+pub mod pause;
 #[cfg(feature = "schedule")]
 pub mod schedules;
 pub mod signals;
@@ -28,14 +29,17 @@ use crate::run_hook::Registered;
 /// [`crate::Queue`] is built with.
 pub fn registered(config: &Config) -> Features {
     let list: Vec<Arc<dyn Feature>> = vec![
-        // First: a cancelled task is buried as cancelled whatever else would refuse it.
+        // First: a task whose concurrency key no gate can be named after is buried as
+        // malformed, and then a cancelled one as cancelled, whatever else would refuse it.
+        Arc::new(concurrency_keys::ConcurrencyKeys),
         Arc::new(cancel_marks::CancelMarks),
         Arc::new(expiry::Expiry),
+        // After those that bury: a paused task that is cancelled or expired is buried.
+        Arc::new(pause::Pause),
         Arc::new(steps::StepFolders),
         Arc::new(idempotency_keys::Keys::new(config.dedup_window)),
         Arc::new(batches::Batches::default()),
         Arc::new(dependencies::Dependencies::default()),
-        Arc::new(concurrency_keys::ConcurrencyKeys),
         Arc::new(signals::Signals::new(config.signal_keep)),
         Arc::new(done_records::DoneRecords::new(config.keep_done)),
     ];

@@ -187,9 +187,7 @@ impl<H: Handler> Run<'_, H> {
             tokio::time::sleep(super::RESTRAINTS_FRESH_FOR).await;
             let restraints = self.fresh_restraints().await;
             let envelope = &task.envelope;
-            if restraints.paused.covers(&envelope.event_type)
-                || (self.queue().features()).stops_running(envelope, &restraints.listings)
-            {
+            if (self.queue().features()).stops_running(envelope, &restraints.found) {
                 tracing::info!(task = %task.name, "cancelled or paused while running: the handler is asked to stop");
                 return;
             }

@@ -228,7 +228,7 @@ async fn run_with<H: Handler>(
     }
     let (restraints, head) = restraints_from(start, handler.on_dead_policy(), limits);
     if idle {
-        report.queue_paused = restraints.paused.queue.is_some();
+        report.queue_paused = restraints.found.holds_all();
         report.remaining_depth = Some(0);
         report.duration_ms = started.elapsed().as_millis() as u64;
         if summary == Summary::Logged {
@@ -413,9 +413,7 @@ fn restraints_from(
     limits: RouteLimits,
 ) -> (Restraints, Lanes) {
     let restraints = Restraints {
-        paused: start.paused,
-        paused_version: start.paused_version,
-        listings: start.listings,
+        found: start.found,
         on_dead,
         limits,
     };
@@ -530,15 +528,11 @@ impl<H> Run<'_, H> {
         *self.restraints.write().expect("not poisoned") = (restraints, Instant::now());
     }
 
-    /// Whether the whole queue is paused, as last read.
+    /// Whether the run claims nothing, as last read: a feature's read holds everything (the
+    /// whole queue paused).
     fn queue_paused(&self) -> bool {
-        self.restraints
-            .read()
-            .expect("not poisoned")
-            .0
-            .paused
-            .queue
-            .is_some()
+        let restraints = self.restraints.read().expect("not poisoned");
+        restraints.0.found.holds_all()
     }
 
     /// What is held now: read again first when the copy is older than [`RESTRAINTS_FRESH_FOR`]

@@ -1,10 +1,12 @@
 //! Taking a task: the claim's multi-op (what a claim of a task just read comes to, short of
 //! taking it, is in `claim/prepare.rs`; burying a task nobody can claim is in `bury`).
 
+mod checks;
 mod multi;
 mod prepare;
 mod shares;
 
+pub(super) use checks::LatestChecks;
 use multi::{Owner, Step, claim_multi};
 use prepare::Prepared;
 use shares::{SlotsInDoubt, held_slots, shares_of, slots_of};
@@ -16,12 +18,11 @@ use super::gate::{GateWrite, Wanting};
 use super::group_lock::{HeldLock, LockDecision, LockOp};
 use super::held::Lease;
 use super::outcome::TaskOutcome;
-use super::turns::Held;
-
-use super::pause::Paused;
 use super::slots::SlotShare;
+use super::turns::Held;
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::feature::{ClaimCheck, Found, StartRead};
 use crate::lease::LeaseData;
 use crate::limit::RouteLimits;
 use crate::task::{Envelope, OnDeadPolicy, Task};
@@ -111,26 +112,23 @@ type Taken = (Vec<(usize, TaskOutcome)>, Option<Again>);
 enum Again {
     /// A gate had moved since this process knew it: through the gates again, read afresh.
     Gates(Vec<(usize, Take)>),
-    /// `paused` had moved since the restraints were read: what is paused is read again.
-    Paused(Vec<(usize, Take)>),
+    /// A znode a feature's answers rest on (the check at this index of the claim's checks)
+    /// had moved since it was read: read again, and the feature asked again.
+    Checked(usize, Vec<(usize, Take)>),
 }
 
-/// How many times one claim reads `paused` again after it moved under the claim; the tasks
-/// still untried after that are left to the caller.
-const PAUSE_REREADS: u32 = 3;
+/// How many times one claim reads a checked znode again after it moved under the claim; the
+/// tasks still untried after that are left to the caller.
+const CHECK_REREADS: u32 = 3;
 
-/// What a run must not run, as it read it: paused event types (or the whole queue), and the
-/// marks of cancelled tasks.
+/// What a run must not run, as it read it: what the features' start reads found (a pause,
+/// the marks of cancelled tasks), what a group does when its task dies, the routes' limits.
 #[derive(Clone, Debug, Default)]
 pub struct Restraints {
-    /// Paused event types, or the whole queue: nothing of them is claimed.
-    pub paused: Paused,
-    /// The version of the `paused` znode `paused` was read at (`None`: no znode, or not
-    /// read): a claim's multi-op checks it, so no claim decided on it lands after a change.
-    pub paused_version: Option<i32>,
-    /// What the run's start read listed for the features that asked
-    /// (`Feature::listed_at_start`), which their claim hooks see.
-    pub listings: crate::feature::Listings,
+    /// What the run's start read found for the features (`Feature::listed_at_start`,
+    /// `Feature::read_at_start`), which their claim hooks see, and the znodes every claim
+    /// checks.
+    pub found: Found,
     /// What a group does when a task of a type goes to the dead letters, when the task does
     /// not say (its route may).
     pub on_dead: OnDeadPolicy,
@@ -177,10 +175,11 @@ impl Queue {
     /// `reads`; `None` is a task not tried, because the claim of one before it lost a race,
     /// and that still looked free in the one read that followed the race (whoever won may be
     /// working through the same tasks: the caller decides whether to try again), or because
-    /// `paused` changed under the claim more times than it reads it again. Tasks of paused
-    /// types are left as they are, as `restraints` say and as the multi-op's check of
-    /// `paused` at their version confirms (see [`Restraints::paused_version`]); cancelled
-    /// ones are buried. A
+    /// a znode the features' answers rest on (`paused`) changed under the claim more times
+    /// than it reads it again. Tasks a feature leaves (paused) are left as they are, as the
+    /// read in `restraints` (or a newer one this process made) says and as the multi-op's
+    /// check of that znode at the version read confirms ([`Found::checks`]); cancelled ones
+    /// are buried. A
     /// batch is bounded by the caller: [`CLAIM_BATCH`] tasks and
     /// [`CLAIM_BATCH_BYTES`] of bodies at most, keeping the request far under ZooKeeper's
     /// 1 MB.
@@ -190,12 +189,12 @@ impl Queue {
         now: &ZkTime,
         restraints: &Restraints,
     ) -> Result<Vec<Option<TaskOutcome>>> {
-        // What is paused as a claim of this process last read it, when newer than the copy.
-        let newer = self.memory.paused.newer_than(restraints.paused_version);
+        // What the features' checked znodes said when this process last read them, when
+        // newer than the run's copy.
+        let newer = self.memory.checks.newer_than(&restraints.found);
         let restraints = &match newer {
-            Some((paused, version)) => std::borrow::Cow::Owned(Restraints {
-                paused,
-                paused_version: Some(version),
+            Some(found) => std::borrow::Cow::Owned(Restraints {
+                found,
                 ..restraints.clone()
             }),
             None => std::borrow::Cow::Borrowed(restraints),
@@ -212,34 +211,34 @@ impl Queue {
             }
         }
         // Through the gates as this process knows them; once more, read afresh, when one of
-        // them moved since (another consumer's admission). What is paused is checked at the
-        // version read: when it moved, it is read again and the tasks it now covers left.
+        // them moved since (another consumer's admission). The znodes the features' answers
+        // rest on are checked at the version read: when one moved, it is read again, its
+        // feature told, and the tasks it now leaves (paused) left.
         let mut tried: Option<Vec<usize>> = None;
         let (mut fresh, mut rereads) = (false, 0);
-        let mut pause = restraints.paused_version;
+        let mut found = std::borrow::Cow::Borrowed(&restraints.found);
         loop {
             let gates = (self.gate(&mut takes, &mut outcomes, now, restraints, fresh)).await?;
             tried.get_or_insert_with(|| takes.iter().map(|(i, _)| *i).collect());
-            let paused = self.layout().paused();
-            let check = pause.map(|version| (paused.as_str(), version));
-            let (done, again) = self.take_many(takes, gates, !fresh, check).await?;
+            let checks = found.checks().to_vec();
+            let (done, again) = self.take_many(takes, gates, !fresh, &checks).await?;
             for (index, outcome) in done {
                 outcomes[index] = Some(outcome);
             }
             match again {
                 Some(Again::Gates(rest)) if !rest.is_empty() => (takes, fresh) = (rest, true),
-                Some(Again::Paused(rest)) if rereads < PAUSE_REREADS => {
+                Some(Again::Checked(c, rest)) if rereads < CHECK_REREADS => {
                     rereads += 1;
-                    let (now_paused, version) = self.pauses().read_paused().await?;
-                    self.memory.paused.saw(&now_paused, version);
-                    pause = version;
+                    let (at, check) = &checks[c];
+                    self.read_checked_again(*at, check, found.to_mut()).await?;
                     takes = rest;
                     takes.retain(|(index, take)| {
-                        let held = now_paused.covers(&take.envelope.event_type);
-                        if held {
+                        let left =
+                            (self.features()).leaves(*at, &take.envelope, now.now_ms(), &found);
+                        if left {
                             outcomes[*index] = Some(TaskOutcome::Paused);
                         }
-                        !held
+                        !left
                     });
                     if takes.is_empty() {
                         break;
@@ -314,7 +313,7 @@ impl Queue {
         mut takes: Vec<(usize, Take)>,
         pass: GatePass,
         may_regate: bool,
-        pause: Option<(&str, i32)>,
+        checks: &[(usize, ClaimCheck)],
     ) -> Result<Taken> {
         // The turns are held until the multi-op is answered.
         let GatePass {
@@ -329,7 +328,7 @@ impl Queue {
                 .map(|(_, t)| (self.layout().task(&t.name), self.layout().lease(&t.name)))
                 .collect();
             let slots = slots_of(&gates, &takes);
-            let multi = claim_multi(pause, &gates, &slots, &takes, &paths, &lease_data);
+            let multi = claim_multi(checks, &gates, &slots, &takes, &paths, &lease_data);
             // Until the multi-op is answered, its slots are in doubt (see `SlotsInDoubt`).
             let doubt = SlotsInDoubt::new(self, &slots);
             let committed = self.commit("claim", &multi).await;
@@ -342,15 +341,16 @@ impl Queue {
             let failed = match committed? {
                 Ok(results) => {
                     let takes = std::mem::take(&mut takes);
-                    let results = &results[usize::from(pause.is_some())..];
+                    let results = &results[checks.len()..];
                     outcomes.extend(claimed(self, &gates, slots, results, takes, &paths)?);
                     break;
                 }
                 Err(failed) => failed,
             };
             let (task, step) = match failed.tag {
-                // Something was paused or unpaused since the restraints were read.
-                Owner::Pause => return Ok((outcomes, Some(Again::Paused(takes)))),
+                // What a feature's answers rest on moved since it was read (something was
+                // paused or unpaused).
+                Owner::Check(c) => return Ok((outcomes, Some(Again::Checked(c, takes)))),
                 // Another consumer went through the gate meanwhile: its tasks wait. (A slot
                 // fails only on a name already taken, which its random tag makes as good as
                 // impossible: it counts as a gate that moved.)
@@ -388,6 +388,24 @@ impl Queue {
             takes.truncate(task);
         }
         Ok((outcomes, None))
+    }
+
+    /// Reads `check`'s znode again (it moved under a claim), tells the feature at index `at`,
+    /// and takes its answer into `found`, and into what this process's next claims start
+    /// from.
+    async fn read_checked_again(
+        &self,
+        at: usize,
+        check: &ClaimCheck,
+        into: &mut Found,
+    ) -> Result<()> {
+        let read = self.read_path(&check.path).await?;
+        let found = read.as_ref().map(|(data, stat)| (&data[..], stat));
+        let path = &check.path;
+        let answer = (self.features()).saw_at_start(at, &StartRead { path, found })?;
+        self.memory.checks.saw(at, &answer);
+        into.learn(at, answer);
+        Ok(())
     }
 
     /// What this process knows of `gates` after a claim's multi-op through them landed with

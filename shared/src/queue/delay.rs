@@ -111,11 +111,7 @@ impl Delays<'_> {
     /// The buckets under `delayed/`, oldest first.
     pub async fn buckets(self) -> Result<Vec<i64>> {
         let path = self.layout().delayed();
-        let names = match self.client().list_children(&path).await {
-            Ok(names) => names,
-            Err(zk::Error::NoNode) => return Ok(Vec::new()),
-            Err(e) => return Err(Error::zk("list", path, e)),
-        };
+        let names = self.children_of(&path).await?;
         let mut buckets: Vec<i64> = names.iter().filter_map(|n| n.parse().ok()).collect();
         buckets.sort_unstable();
         Ok(buckets)

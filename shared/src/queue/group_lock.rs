@@ -129,11 +129,7 @@ impl Groups<'_> {
     /// The paused groups (their encoded names) and why, a bounded number.
     pub async fn paused_groups(self, limit: usize) -> Result<Vec<(String, String)>> {
         let root = self.layout().groups();
-        let names = match self.client().list_children(&root).await {
-            Ok(names) => names,
-            Err(zk::Error::NoNode) => return Ok(Vec::new()),
-            Err(e) => return Err(Error::zk("list", root, e)),
-        };
+        let names = self.children_of(&root).await?;
         let paths: Vec<String> = names.iter().map(|n| format!("{root}/{n}")).collect();
         let mut paused = Vec::new();
         for (chunk, names) in paths.chunks(32).zip(names.chunks(32)) {

@@ -39,7 +39,7 @@ use serde::Serialize;
 use zookeeper_client as zk;
 
 use super::Gates;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layout::{decode_segment, encode_segment};
 use crate::limit::GateData;
 
@@ -173,9 +173,9 @@ impl Gates<'_> {
     /// Every key's gate of every route, at most `limit`.
     pub(crate) async fn read_key_gates(self, limit: usize) -> Result<Vec<KeyGate>> {
         let mut gates = Vec::new();
-        for route in self.children_or_none(&self.layout().concurrency()).await? {
+        for route in self.children_of(&self.layout().concurrency()).await? {
             let route_path = self.layout().key_gates(&route);
-            let mut names = self.children_or_none(&route_path).await?;
+            let mut names = self.children_of(&route_path).await?;
             names.truncate(limit.saturating_sub(gates.len()));
             for chunk in names.chunks(READ_BATCH) {
                 let paths: Vec<String> =
@@ -200,15 +200,6 @@ impl Gates<'_> {
             }
         }
         Ok(gates)
-    }
-
-    /// The children of `path`, none when it does not exist.
-    async fn children_or_none(self, path: &str) -> Result<Vec<String>> {
-        match self.client().list_children(path).await {
-            Ok(names) => Ok(names),
-            Err(zk::Error::NoNode) => Ok(Vec::new()),
-            Err(e) => Err(Error::zk("list", path, e)),
-        }
     }
 }
 

@@ -1,35 +1,18 @@
 //! Pausing: the whole queue, or one event type. Paused tasks are not claimed; tasks in flight
-//! finish; producers keep publishing. The state is one znode, `ROOT/paused`, read with each
-//! pass's start (and again by claim batches when half a second old). A claim's multi-op
-//! checks the version it was read at, so no claim decided before a pause lands after it: once
-//! `pause` returns, no task of what it paused starts.
+//! finish; producers keep publishing. The state is one znode, `ROOT/paused`, whose form this
+//! file holds ([`Paused`]), with `pause` and `unpause`: a read and a version-checked write of
+//! it, repeated when another client wrote it in between. The base paths make `paused` as `{}`,
+//! so even a queue's first pause is checked; a queue no consumer of this version has started
+//! on has no znode to check, and its first pause stops claims within a second.
 //!
-//! A run reads `paused` when it starts, before every further pass, with a worker's notification of
-//! new tasks, and before a batch of claims whenever its copy is half a second old
-//! (`Run::fresh_restraints`: one `getData` and the `getChildren` of `cancelled/`, at most twice a
-//! second per consumer), so a pause stops claims within a second, also in a pass that walks a long
-//! backlog. An unpause (`event-bridge resume`) changes nothing under `tasks/`, so a worker keeps a persistent watch on
-//! `paused`: a change wakes it for another drain once the one under way ends. A run over a paused
-//! queue claims nothing and says so (`queue_paused`); a task of a paused type is left as it is,
-//! counted once per run (`paused`) and not tried again in that run.
-//!
-//! A claim decided before a pause or an unpause fails its `check` of `paused` as a whole; it reads
-//! `paused` again, answers the tasks now paused `Paused`, and sends the rest again (three times at
-//! most, then they are left to the next batch). Its later claims take what that read found
-//! (`LatestPaused`, in the queue's memory) until the run's copy is read again. The base paths
-//! make `paused` as `{}`, so even a queue's first pause is checked; a queue no consumer of this
-//! version has started on has no znode to check, and its first pause stops claims within a second.
-//! `pause` and `unpause` are a read and a version-checked write of that znode, repeated when
-//! another client wrote it in between.
-//!
-//! # Costs
-//!
-//! One `check` operation in each claim's multi-op; after a change, one failed claim and one
-//! `getData` per consumer. Paused tasks stay in their lane, so a walk still reads past them: a
-//! large paused backlog at the head costs each run a probe per 32 of them.
+//! What a claim does with it is the pause feature's (`features/pause/`): `paused` read with
+//! each run's start read and again when the run's copy is half a second old, its version
+//! checked by every claim's multi-op, so that once `pause` returns no task of what it paused
+//! starts, and a task of a paused type left in its lane. An unpause (`event-bridge resume`)
+//! changes nothing under `tasks/`, so a worker keeps a persistent watch on `paused`: a change
+//! wakes it for another drain once the one under way ends.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
@@ -157,30 +140,6 @@ impl Pauses<'_> {
     }
 }
 
-/// The newest `paused` a claim of this process read when its run's copy had gone stale (a
-/// run reads its copy again only when half a second old): later claims take it instead of the
-/// copy, rather than each failing its check once more.
-#[derive(Default)]
-pub(super) struct LatestPaused(Mutex<Option<(Paused, i32)>>);
-
-impl LatestPaused {
-    /// What is paused as kept here, when newer than a copy read at `version`.
-    pub(super) fn newer_than(&self, version: Option<i32>) -> Option<(Paused, i32)> {
-        let kept = self.0.lock().expect("not poisoned");
-        let newer = |(_, kept): &&(Paused, i32)| version.is_none_or(|copy| *kept > copy);
-        kept.as_ref().filter(newer).cloned()
-    }
-
-    /// Keeps `paused`, read at `version`, when newer than what is kept.
-    pub(super) fn saw(&self, paused: &Paused, version: Option<i32>) {
-        let Some(version) = version else { return };
-        let mut kept = self.0.lock().expect("not poisoned");
-        if kept.as_ref().is_none_or(|(_, v)| version > *v) {
-            *kept = Some((paused.clone(), version));
-        }
-    }
-}
-
 /// `ROOT/paused` changed (see [`Pauses::change_paused`]).
 struct ChangePaused<'t> {
     path: String,
@@ -254,24 +213,6 @@ mod tests {
         assert!(paused.set(&PauseTarget::Queue, false));
         assert!(paused.set(&PauseTarget::Type("email".into()), false));
         assert!(paused.is_empty());
-    }
-
-    #[test]
-    fn a_claim_takes_the_newer_of_its_runs_copy_and_what_a_claim_read_since() {
-        let latest = LatestPaused::default();
-        assert_eq!(latest.newer_than(Some(3)), None, "nothing read since");
-        let mut paused = Paused::default();
-        paused.set(&PauseTarget::Queue, true);
-        latest.saw(&paused, Some(4));
-        assert_eq!(latest.newer_than(Some(3)), Some((paused.clone(), 4)));
-        assert_eq!(latest.newer_than(None), Some((paused.clone(), 4)));
-        assert_eq!(latest.newer_than(Some(4)), None, "the copy is as new");
-        latest.saw(&Paused::default(), Some(2));
-        assert_eq!(
-            latest.newer_than(Some(3)),
-            Some((paused, 4)),
-            "an older read is not kept"
-        );
     }
 
     #[test]

@@ -31,6 +31,11 @@ impl Queue {
         self.site().read(path).await
     }
 
+    /// The children of `path`; none when it is gone.
+    pub async fn children_of(&self, path: &str) -> Result<Vec<String>> {
+        self.site().children(path).await
+    }
+
     /// Several znodes' data, stats and children in one request (a multi-read); `None` for
     /// those gone.
     pub(super) async fn read_with_children(&self, paths: &[String]) -> Result<Vec<WithChildren>> {

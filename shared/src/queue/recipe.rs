@@ -10,8 +10,8 @@ use std::sync::Mutex;
 
 use super::gate_cache::GateCache;
 
-/// What the recipes remember in this process, each feature its own part, shared by every
-/// clone of the queue (it carries them in one `Arc`). The core never reads it.
+/// What the queue remembers in this process, shared by every clone of it (it carries this in
+/// one `Arc`): each recipe its own part, and the claim's.
 #[derive(Default)]
 pub(super) struct Memory {
     /// `key_lanes`: key lanes this process made or met with its publishes.
@@ -22,8 +22,8 @@ pub(super) struct Memory {
     /// `gate_cache`: what this process knows of the gates its claims go through, and their
     /// turns.
     pub(super) gates: GateCache,
-    /// `pause`: the newest `paused` a claim read after its run's copy went stale.
-    pub(super) paused: super::pause::LatestPaused,
+    /// The claim's: the newest answers of the features whose znodes every claim checks.
+    pub(super) checks: super::claim::LatestChecks,
 }
 
 /// Names of znodes this process made or met: it makes one only when it is not among them.

@@ -410,11 +410,7 @@ impl Signals<'_> {
     /// `keep_ms` deleted. How many tasks it woke.
     pub async fn sweep(self, now: &ZkTime, keep_ms: i64, limit: usize) -> Result<usize> {
         let parent = self.layout().signals();
-        let keys = match self.client().list_children(&parent).await {
-            Ok(keys) => keys,
-            Err(zk::Error::NoNode) => return Ok(0),
-            Err(e) => return Err(Error::zk("list", parent, e)),
-        };
+        let keys = self.children_of(&parent).await?;
         let start = usize::try_from(now.now_ms() / 1000).unwrap_or(0) % keys.len().max(1);
         let mut woken = 0;
         for name in keys.iter().cycle().skip(start).take(limit.min(keys.len())) {

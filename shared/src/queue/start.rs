@@ -1,30 +1,26 @@
-//! What a pass starts from, in one request: what is paused, the folders registered features
-//! ask to have listed (`Feature::listed_at_start`) and the znodes they ask to have read
-//! (`Feature::read_at_start`, such as `dependents/`), where each lane starts, and whether
-//! anything waits to join the lanes later (tasks under `delayed/`, the folders a run's hooks
-//! work on, such as debounced publishes and recurring schedules). A run on an idle queue needs
-//! nothing more; before, these were five requests.
+//! What a pass starts from, in one request: the folders registered features ask to have
+//! listed (`Feature::listed_at_start`) and the znodes they ask to have read
+//! (`Feature::read_at_start`, such as `dependents/` and `paused`), where each lane starts, and
+//! whether anything waits to join the lanes later (tasks under `delayed/`, the folders a run's
+//! hooks work on, such as debounced publishes and recurring schedules). A run on an idle queue
+//! needs nothing more; before, these were five requests.
 
 use std::collections::BTreeSet;
 
 use zookeeper_client as zk;
 
 use super::Queue;
-use super::pause::Paused;
 use super::probe::{Lanes, lane_starts};
 use super::reads::add_get_data;
 use crate::error::{Error, Result};
-use crate::feature::Listings;
+use crate::feature::{Found, StartRead};
 
 /// What [`Queue::read_start`] found.
 #[derive(Clone, Debug)]
 pub struct Start {
-    /// Paused event types, or the whole queue.
-    pub paused: Paused,
-    /// The version of the `paused` znode read (`None`: no znode), which a claim checks.
-    pub paused_version: Option<i32>,
-    /// What was listed for the features that asked (`Feature::listed_at_start`).
-    pub listings: Listings,
+    /// What was listed for the features that asked (`Feature::listed_at_start`), and what
+    /// the reads of the others' znodes told the run (`Feature::read_at_start`).
+    pub found: Found,
     /// Where each lane starts.
     pub lanes: Lanes,
     /// Whether `delayed/` or a watched folder has children.
@@ -47,7 +43,8 @@ impl Queue {
     /// the key lanes too ([`super::Probes::with_key_lanes`]).
     ///
     /// # Notable errors
-    /// - [`Error::Unreadable`] when the `paused` znode holds something else than its JSON.
+    /// - [`Error::Unreadable`] when a znode a feature reads holds what it cannot read (the
+    ///   `paused` znode something else than its JSON).
     pub async fn read_start(&self) -> Result<Start> {
         self.read_start_watching(&[]).await
     }
@@ -57,16 +54,12 @@ impl Queue {
     /// idle while one has.
     pub async fn read_start_watching(&self, watched: &[String]) -> Result<Start> {
         let layout = self.layout();
-        let paused = layout.paused();
         let listed = self.features().listed_at_start(layout);
         let read = self.features().read_at_start(layout);
         let mut waiting = vec![layout.delayed()];
         waiting.extend(watched.iter().cloned());
         let mut reader = self.client().new_multi_reader();
         self.probes().add_lane_reads(&mut reader)?;
-        reader
-            .add_get_data(&paused)
-            .map_err(|e| Error::zk("get", &paused, e))?;
         for (_, folder) in &listed {
             reader
                 .add_get_children(folder)
@@ -84,12 +77,6 @@ impl Queue {
             .map_err(|e| Error::zk("get", layout.root(), e))?;
         let mut results = results.into_iter();
         let lanes = lane_starts(&mut results);
-        let (paused, paused_version) = match results.next() {
-            Some(zk::MultiReadResult::Data { data, stat }) => {
-                (Paused::parse(&paused, &data)?, Some(stat.version))
-            }
-            read => nothing_there(read, &paused).map(|()| (Paused::default(), None))?,
-        };
         let mut listings = Vec::with_capacity(listed.len());
         for (at, folder) in &listed {
             let names: BTreeSet<String> = match results.next() {
@@ -98,12 +85,20 @@ impl Queue {
             };
             listings.push((*at, names));
         }
-        for (at, _) in &read {
-            let stat = match results.next() {
-                Some(zk::MultiReadResult::Data { stat, .. }) => Some(stat),
-                _ => None,
+        let mut answers = Vec::with_capacity(read.len());
+        for (at, path) in &read {
+            let answer = match results.next() {
+                Some(zk::MultiReadResult::Data { data, stat }) => {
+                    let found = Some((&data[..], &stat));
+                    (self.features()).saw_at_start(*at, &StartRead { path, found })?
+                }
+                other => {
+                    nothing_there(other, path)?;
+                    (self.features()).saw_at_start(*at, &StartRead { path, found: None })?
+                }
             };
-            self.features().saw_at_start(*at, stat.as_ref());
+            self.memory.checks.saw(*at, &answer);
+            answers.push((*at, answer));
         }
         // A parent we may not read is taken as holding something: the run looks.
         let holds: Vec<bool> = (results)
@@ -114,9 +109,7 @@ impl Queue {
             })
             .collect();
         Ok(Start {
-            paused,
-            paused_version,
-            listings: Listings::new(listings),
+            found: Found::new(listings, answers),
             lanes,
             waiting: holds.iter().any(|h| *h),
             watched: holds.get(1..).unwrap_or_default().to_vec(),

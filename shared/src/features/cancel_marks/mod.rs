@@ -44,10 +44,9 @@ use zookeeper_client as zk;
 
 use crate::error::Result;
 use crate::feature::{
-    AfterFailure, AtClaim, End, EndWrite, Feature, Leaving, Listed, Site, Upkeep,
+    AfterFailure, AtClaim, End, EndWrite, Feature, Leaving, Listed, Site, Started, Upkeep,
 };
 use crate::layout::{Layout, encode_segment};
-use crate::queue::CANCELLED;
 use crate::task::{Envelope, Task};
 
 /// Marks the reaper looks at per run, at most (each costs up to three requests).
@@ -71,17 +70,15 @@ impl Feature for CancelMarks {
         Some(crate::layout::CANCELLED)
     }
 
-    fn at_claim(&self, envelope: &Envelope, _now_ms: i64, listed: &Listed) -> AtClaim {
-        match is_marked(listed, &envelope.id) {
-            true => AtClaim::Bury {
-                reason: CANCELLED.into(),
-            },
+    fn at_claim(&self, envelope: &Envelope, _now_ms: i64, started: &Started<'_>) -> AtClaim {
+        match is_marked(started.listed, &envelope.id) {
+            true => AtClaim::Cancel,
             false => AtClaim::Take,
         }
     }
 
-    fn stops_running(&self, envelope: &Envelope, listed: &Listed) -> bool {
-        is_marked(listed, &envelope.id)
+    fn stops_running(&self, envelope: &Envelope, started: &Started<'_>) -> bool {
+        is_marked(started.listed, &envelope.id)
     }
 
     fn at_release(&self, layout: &Layout, task: &Task) -> Vec<EndWrite> {

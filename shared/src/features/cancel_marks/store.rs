@@ -77,11 +77,7 @@ pub(super) async fn deletes(
 pub async fn sweep(upkeep: &Upkeep, limit: usize) -> Result<usize> {
     let (client, layout) = (&upkeep.client, &upkeep.layout);
     let dir = layout.cancelled();
-    let marks = match client.list_children(&dir).await {
-        Ok(marks) => marks,
-        Err(zk::Error::NoNode) => return Ok(0),
-        Err(e) => return Err(Error::zk("list", dir, e)),
-    };
+    let marks = upkeep.children(&dir).await?;
     let mut swept = 0;
     for mark in marks.into_iter().take(limit) {
         let path = format!("{dir}/{mark}");

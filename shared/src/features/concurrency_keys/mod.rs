@@ -1,5 +1,6 @@
-//! Concurrency keys in the reaper's upkeep: the sweep of keys' gates nobody needs any more.
-//! (A key's gate and its slots, taken at claim and given back at the end, are still the core's
+//! Concurrency keys at claim and in the reaper's upkeep: a task whose key no gate can be named
+//! after buried as malformed, and the sweep of keys' gates nobody needs any more. (A key's
+//! gate and its slots, taken at claim and given back at the end, are still the core's
 //! `queue/gate.rs`, `queue/slots.rs` and `queue/key_gates.rs`.)
 //!
 //! # How it works
@@ -21,8 +22,9 @@ use futures::future::BoxFuture;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::feature::{Feature, Upkeep};
+use crate::feature::{AtClaim, Feature, Started, Upkeep};
 use crate::queue::{KEY_GATE_IDLE_MS, Queue};
+use crate::task::Envelope;
 
 /// Keys' gates the reaper looks at per run, at most.
 pub const PER_SWEEP: usize = 1_000;
@@ -37,6 +39,15 @@ impl Feature for ConcurrencyKeys {
 
     fn envelope_fields(&self) -> &'static [&'static str] {
         &["concurrency_key"]
+    }
+
+    /// A key no gate can be named after (another producer's: ours refuse it at publish) could
+    /// never be admitted: the task is buried as malformed.
+    fn at_claim(&self, envelope: &Envelope, _now_ms: i64, _started: &Started<'_>) -> AtClaim {
+        match envelope.check_concurrency_key() {
+            Ok(()) => AtClaim::Take,
+            Err(problem) => AtClaim::Malformed { problem },
+        }
     }
 
     fn sweep<'a>(&'a self, upkeep: &'a Upkeep) -> BoxFuture<'a, Result<u32>> {

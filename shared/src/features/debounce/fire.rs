@@ -72,11 +72,7 @@ impl Firing<'_> {
     /// first of all).
     async fn due_buckets(self, now_ms: i64) -> Result<Vec<i64>> {
         let path = self.0.layout().debounce_due();
-        let names = match self.0.client().list_children(&path).await {
-            Ok(names) => names,
-            Err(zk::Error::NoNode) => return Ok(Vec::new()),
-            Err(e) => return Err(Error::zk("list", path, e)),
-        };
+        let names = self.0.children_of(&path).await?;
         let mut buckets: Vec<i64> = (names.iter())
             .filter_map(|n| n.parse().ok())
             .filter(|b| *b <= now_ms)
@@ -88,11 +84,7 @@ impl Firing<'_> {
     /// The entries (encoded keys) of index bucket `bucket`.
     async fn entries_of(self, bucket: i64) -> Result<Vec<String>> {
         let path = self.0.layout().debounce_due_bucket(bucket);
-        match self.0.client().list_children(&path).await {
-            Ok(names) => Ok(names),
-            Err(zk::Error::NoNode) => Ok(Vec::new()),
-            Err(e) => Err(Error::zk("list", path, e)),
-        }
+        self.0.children_of(&path).await
     }
 
     /// Looks at the keys of `entries` (of `bucket`): fires those due (at most `room`), files

@@ -38,10 +38,9 @@ mod sweep;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use zookeeper_client as zk;
 
 use crate::error::Result;
-use crate::feature::{End, EndPart, Feature, Leaving, Site, Upkeep};
+use crate::feature::{AtStart, End, EndPart, Feature, Leaving, Site, StartRead, Upkeep};
 use crate::queue::Queue;
 
 use markers::{EmptyAt, Markers};
@@ -63,8 +62,9 @@ impl Feature for Dependencies {
         Some("dependents")
     }
 
-    fn saw_at_start(&self, stat: Option<&zk::Stat>) {
-        self.empty.saw(stat);
+    fn saw_at_start(&self, read: &StartRead<'_>) -> Result<AtStart> {
+        self.empty.saw(read.found.map(|(_, stat)| stat));
+        Ok(AtStart::default())
     }
 
     fn sweep<'a>(&'a self, upkeep: &'a Upkeep) -> BoxFuture<'a, Result<u32>> {

@@ -1,7 +1,7 @@
 //! The reaper's sweep of settled markers: the children a consumer that stopped between a
 //! parent's end and its children left waiting.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::queue::Queue;
 use crate::task::after::ParentEnd;
 
@@ -11,11 +11,7 @@ const READ_BATCH: usize = 64;
 /// Sees to the children of every settled marker; how many it moved.
 pub async fn settled_markers(queue: &Queue) -> Result<usize> {
     let root = queue.layout().dependents();
-    let names = match queue.client().list_children(&root).await {
-        Ok(names) => names,
-        Err(zookeeper_client::Error::NoNode) => return Ok(0),
-        Err(e) => return Err(Error::zk("list", root, e)),
-    };
+    let names = queue.children_of(&root).await?;
     let paths: Vec<String> = names.iter().map(|n| format!("{root}/{n}")).collect();
     let mut moved = 0;
     for (chunk, read_names) in paths.chunks(READ_BATCH).zip(names.chunks(READ_BATCH)) {

@@ -4,7 +4,7 @@
 use chrono::SecondsFormat;
 
 use super::ExpiresAt;
-use crate::feature::{AtClaim, End, Feature, Listed};
+use crate::feature::{AtClaim, End, Feature, Started};
 use crate::task::{self, Envelope};
 
 /// The dead letter's reason of a task that expired before any run started it.
@@ -32,7 +32,7 @@ impl Feature for Expiry {
         &[]
     }
 
-    fn at_claim(&self, envelope: &Envelope, now_ms: i64, _listed: &Listed) -> AtClaim {
+    fn at_claim(&self, envelope: &Envelope, now_ms: i64, _started: &Started<'_>) -> AtClaim {
         match ExpiresAt::of(envelope) {
             Ok(Some(at)) if now_ms >= at.ms() => AtClaim::Bury {
                 reason: EXPIRED.to_string(),
@@ -81,6 +81,8 @@ fn span(ms: i64) -> String {
 mod tests {
     use serde_json::json;
 
+    use crate::feature::Found;
+
     use super::*;
 
     fn expiring_at(ms: i64) -> Envelope {
@@ -93,17 +95,23 @@ mod tests {
     fn a_claim_before_the_expiry_takes_the_task_and_one_at_or_after_it_buries_it() {
         let envelope = expiring_at(10_000);
         assert_eq!(
-            Expiry.at_claim(&envelope, 9_999, &Listed::new()),
+            Expiry.at_claim(&envelope, 9_999, &Found::default().of(0)),
             AtClaim::Take
         );
         let expired = AtClaim::Bury {
             reason: "expired".into(),
         };
-        assert_eq!(Expiry.at_claim(&envelope, 10_000, &Listed::new()), expired);
-        assert_eq!(Expiry.at_claim(&envelope, 99_999, &Listed::new()), expired);
+        assert_eq!(
+            Expiry.at_claim(&envelope, 10_000, &Found::default().of(0)),
+            expired
+        );
+        assert_eq!(
+            Expiry.at_claim(&envelope, 99_999, &Found::default().of(0)),
+            expired
+        );
         let plain = Envelope::new("t", json!({}));
         assert_eq!(
-            Expiry.at_claim(&plain, i64::MAX, &Listed::new()),
+            Expiry.at_claim(&plain, i64::MAX, &Found::default().of(0)),
             AtClaim::Take
         );
     }
@@ -113,7 +121,8 @@ mod tests {
         let mut envelope = Envelope::new("t", json!({}));
         envelope.extra.insert("expires_at".into(), json!("soon"));
         assert!(Expiry.check_publish(&envelope).is_err());
-        let AtClaim::Bury { reason } = Expiry.at_claim(&envelope, 0, &Listed::new()) else {
+        let AtClaim::Bury { reason } = Expiry.at_claim(&envelope, 0, &Found::default().of(0))
+        else {
             panic!("taken")
         };
         assert!(reason.starts_with("malformed event-bridge/1 envelope: \"expires_at\""));

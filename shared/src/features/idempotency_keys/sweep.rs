@@ -17,11 +17,7 @@ pub const PER_SWEEP: usize = 1_000;
 /// start on; an entry not due yet stays, and a bucket left empty goes.
 pub async fn expired(upkeep: &Upkeep, window: Duration, limit: usize) -> Result<usize> {
     let root = upkeep.layout.key_expiry();
-    let buckets = match upkeep.client.list_children(&root).await {
-        Ok(names) => names,
-        Err(zk::Error::NoNode) => return Ok(0),
-        Err(e) => return Err(Error::zk("list", root, e)),
-    };
+    let buckets = upkeep.children(&root).await?;
     let mut due: Vec<i64> = buckets.iter().filter_map(|b| b.parse().ok()).collect();
     due.retain(|b| *b <= upkeep.now.now_ms());
     due.sort_unstable();

@@ -85,11 +85,7 @@ impl Schedules<'_> {
     /// comes back as the problem, so one bad schedule does not stop the others.
     pub async fn list(self) -> Result<Vec<(String, std::result::Result<StoredSchedule, String>)>> {
         let dir = self.0.layout().schedules();
-        let mut names = match self.0.client().list_children(&dir).await {
-            Ok(names) => names,
-            Err(zk::Error::NoNode) => return Ok(Vec::new()),
-            Err(e) => return Err(Error::zk("list", dir, e)),
-        };
+        let mut names = self.0.children_of(&dir).await?;
         names.sort();
         let paths: Vec<String> = names.iter().map(|n| format!("{dir}/{n}")).collect();
         let reads = self.0.read_paths(&paths).await?;

@@ -101,11 +101,7 @@ fn marks(layout: &Layout, leaving: &[Leaving]) -> Vec<(usize, EndWrite)> {
 async fn sweep(upkeep: &Upkeep) -> Result<u32> {
     let client = &upkeep.client;
     let parent = upkeep.layout.steps();
-    let mut ids = match client.list_children(&parent).await {
-        Ok(ids) => ids,
-        Err(zk::Error::NoNode) => return Ok(0),
-        Err(e) => return Err(Error::zk("list", parent, e)),
-    };
+    let mut ids = upkeep.children(&parent).await?;
     if ids.is_empty() {
         return Ok(0);
     }

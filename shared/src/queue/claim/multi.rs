@@ -1,6 +1,7 @@
 //! The claim's multi-op: what it sends, each operation tagged with what it belongs to.
 
 use super::Take;
+use crate::feature::ClaimCheck;
 use crate::queue::gate::GateWrite;
 use crate::queue::group_lock::LockOp;
 use crate::queue::ops::{Multi, Op};
@@ -8,8 +9,9 @@ use crate::queue::ops::{Multi, Op};
 /// What an operation of a claim's multi-op belongs to.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Owner {
-    /// The check of `paused` at the version the claim's restraints were read at.
-    Pause,
+    /// The check of a znode a feature's answers rest on (`paused`), at the version read (its
+    /// index in the claim's checks).
+    Check(usize),
     /// A gate's rewrite (its index).
     Gate(usize),
     /// The slot the tasks admitted through a gate hold (the gate's index).
@@ -27,11 +29,11 @@ pub(super) enum Step {
 }
 
 /// The claim's multi-op for `takes` (their task and lease paths in `paths`) through `gates`,
-/// whose slots are `slots` (see `shares::slots_of`): the check of `paused` at the version
-/// read (`pause`, when there is one) first, then the gates' rewrites, then the slots, then
-/// each task's operations.
+/// whose slots are `slots` (see `shares::slots_of`): the checks of the znodes the features'
+/// answers rest on (`checks`, such as `paused`, each at the version read) first, then the
+/// gates' rewrites, then the slots, then each task's operations.
 pub(super) fn claim_multi<'a>(
-    pause: Option<(&'a str, i32)>,
+    checks: &'a [(usize, ClaimCheck)],
     gates: &'a [GateWrite],
     slots: &'a [(String, Vec<String>)],
     takes: &'a [(usize, Take)],
@@ -39,8 +41,8 @@ pub(super) fn claim_multi<'a>(
     lease_data: &'a [u8],
 ) -> Multi<'a, Owner> {
     let mut multi = Multi::new();
-    if let Some((path, version)) = pause {
-        multi.push(Owner::Pause, Op::Check(path, version));
+    for (c, (_, check)) in checks.iter().enumerate() {
+        multi.push(Owner::Check(c), Op::Check(&check.path, check.version));
     }
     for (g, gate) in gates.iter().enumerate() {
         let op = match gate.version {

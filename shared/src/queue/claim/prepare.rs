@@ -1,6 +1,6 @@
 //! What a claim of a task just read comes to, short of taking it: a task that can never run
 //! (poison, out of attempts, a concurrency key no gate can be named after, one a feature's
-//! claim hook refuses) or was cancelled is buried here; one in backoff or paused is answered, as is one whose group is busy when
+//! claim hook refuses) or was cancelled is buried here; one in backoff or that a feature leaves (paused) is answered, as is one whose group is busy when
 //! its lock is read first; the rest is rewritten with this attempt counted, ready for the
 //! claim's multi-op (which finds out whether a grouped task's group is busy otherwise).
 
@@ -35,21 +35,37 @@ struct Read<'a> {
 }
 
 /// How a task a claim buries goes to the dead letters: the attempts it had, what its group
-/// does.
+/// does, and whether it was cancelled (the claim answers so).
 struct Fate {
     attempts: u32,
     on_dead: OnDead,
+    cancelled: bool,
 }
 
 impl Fate {
     /// Buried with `attempts`, its group going on as `on_dead` says.
     fn dead(attempts: u32, on_dead: OnDead) -> Self {
-        Fate { attempts, on_dead }
+        let cancelled = false;
+        Fate {
+            attempts,
+            on_dead,
+            cancelled,
+        }
+    }
+
+    /// Cancelled, with `attempts`: its group goes on.
+    fn cancelled(attempts: u32) -> Self {
+        let (on_dead, cancelled) = (OnDead::Continue, true);
+        Fate {
+            attempts,
+            on_dead,
+            cancelled,
+        }
     }
 }
 
 impl Queue {
-    /// Buries a task just read that can never run (or was cancelled, with the reason
+    /// Buries a task just read that can never run (or was cancelled: the reason is
     /// [`CANCELLED`]): the claim's decision for it.
     async fn bury_read(
         &self,
@@ -58,7 +74,11 @@ impl Queue {
             body,
             version,
         }: Read<'_>,
-        Fate { attempts, on_dead }: Fate,
+        Fate {
+            attempts,
+            on_dead,
+            cancelled,
+        }: Fate,
         reason: String,
         last_error: Option<String>,
     ) -> Result<Prepared> {
@@ -70,7 +90,6 @@ impl Queue {
             on_dead,
             by_claim: true,
         };
-        let cancelled = reason == CANCELLED;
         let outcome = match self.bury(task, &reason, last_error).await? {
             Settled::Done if cancelled => TaskOutcome::Cancelled,
             Settled::Done => TaskOutcome::DeadLettered { reason },
@@ -134,7 +153,13 @@ impl Queue {
         now: &ZkTime,
         restraints: &Restraints,
     ) -> Result<Prepared> {
-        if restraints.paused.covers(&place.event_type) {
+        // A feature that leaves tasks of its type where they are (a pause) leaves the place:
+        // asked about the task as far as the place tells it (its id and type). What would
+        // bury the task is asked once the task is in its place.
+        let mut stand_in = Envelope::new(&place.event_type, serde_json::Value::Null);
+        stand_in.id.clone_from(&place.id);
+        let found = &restraints.found;
+        if (self.features()).any_leaves(&stand_in, now.now_ms(), found) {
             return Ok(Prepared::Decided(TaskOutcome::Paused));
         }
         let on_dead = restraints
@@ -172,30 +197,16 @@ impl Queue {
         restraints: &Restraints,
     ) -> Result<Prepared> {
         let name = read.name;
-        // A key no gate can be named after (another producer's): it could never be admitted.
-        if let Err(problem) = envelope.check_concurrency_key() {
-            let reason = format!("malformed {} envelope: {problem}", task::FORMAT);
-            let how = Fate::dead(envelope.attempts, OnDead::Continue);
-            return self.bury_read(read, how, reason, None).await;
-        }
-        // A feature that says the task never runs (see `crate::feature`): buried with its
-        // reason, whatever else holds the task back. A cancelled task (its cancel mark seen)
-        // leaves its group going on.
-        let listings = &restraints.listings;
-        if let AtClaim::Bury { reason } =
-            self.features().at_claim(&envelope, now.now_ms(), listings)
-        {
-            let on_dead = match reason == CANCELLED {
-                true => OnDead::Continue,
-                false => restraints.on_dead.for_task(&envelope),
-            };
-            let (attempts, last) = (envelope.attempts, envelope.last_error);
-            return self
-                .bury_read(read, Fate::dead(attempts, on_dead), reason, last)
-                .await;
-        }
-        if restraints.paused.covers(&envelope.event_type) {
+        // A feature that says the task never runs (see `crate::feature`): buried, whatever
+        // else holds the task back (the list asks those first): malformed (a concurrency key
+        // no gate can be named after), cancelled (its cancel mark seen), or with its reason.
+        // One that says not now (a pause) leaves it where it is.
+        let answer = (self.features()).at_claim(&envelope, now.now_ms(), &restraints.found);
+        if answer == AtClaim::Leave {
             return Ok(Prepared::Decided(TaskOutcome::Paused));
+        }
+        if let Some((fate, reason, last)) = burial(answer, &envelope, restraints) {
+            return self.bury_read(read, fate, reason, last).await;
         }
         if let Some(until_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
             return Ok(Prepared::Decided(TaskOutcome::Backoff { until_ms }));
@@ -250,4 +261,26 @@ impl Queue {
             Err(e) => Err(e),
         }
     }
+}
+
+/// How a task a feature refuses at claim (`answer`) goes to the dead letters: its fate, the
+/// reason and its last error; `None` when the feature takes it.
+fn burial(
+    answer: AtClaim,
+    envelope: &Envelope,
+    restraints: &Restraints,
+) -> Option<(Fate, String, Option<String>)> {
+    let (attempts, last) = (envelope.attempts, envelope.last_error.clone());
+    Some(match answer {
+        AtClaim::Take | AtClaim::Leave => return None,
+        AtClaim::Malformed { problem } => {
+            let reason = format!("malformed {} envelope: {problem}", task::FORMAT);
+            (Fate::dead(attempts, OnDead::Continue), reason, None)
+        }
+        AtClaim::Cancel => (Fate::cancelled(attempts), CANCELLED.into(), last),
+        AtClaim::Bury { reason } => {
+            let on_dead = restraints.on_dead.for_task(envelope);
+            (Fate::dead(attempts, on_dead), reason, last)
+        }
+    })
 }
