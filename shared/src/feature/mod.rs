@@ -24,8 +24,9 @@
 //!   preparation (`queue/claim/prepare.rs`): a task a feature refuses is buried there with
 //!   the feature's reason and never reaches a handler, one it leaves stays in its lane
 //!   untouched; the claim's multi-op checks the znodes the feature's start read named
-//!   ([`AtStart::checks`]), and when one moved, reads it again, tells the feature, and asks
-//!   it again about the tasks it was sending (`queue/claim.rs`); and, while a resumable
+//!   ([`AtStart::checks`]), and when one moved, reads it again, tells the feature, and leaves
+//!   the tasks it was sending that the feature now leaves (its other answers wait for the
+//!   next claim of those tasks: `queue/claim.rs`); and, while a resumable
 //!   handler runs, [`Feature::stops_running`], whether it is asked to stop
 //!   (`process/hold.rs`);
 //! - at a release (a retry given back): [`Feature::at_release`], the writes it adds to the
@@ -415,7 +416,8 @@ pub struct AtStart {
     pub holds_all: bool,
     /// The znodes, each at the version read, that every claim's multi-op checks, so that no
     /// claim decided on this read lands after they changed (a pause): when one moved, the
-    /// claim reads it again, tells the feature, and asks it again about its tasks.
+    /// claim reads it again, tells the feature, and leaves the tasks the feature now leaves
+    /// ([`AtClaim::Leave`]; a feature's other answers are not asked again in that claim).
     pub checks: Vec<ClaimCheck>,
     /// What the feature made of the read (what is paused), which its claim hooks are given
     /// with this answer ([`Started::kept`]): a claim decides on the very read its multi-op

@@ -64,6 +64,16 @@ impl Features {
         self.list.iter().map(|f| f.name()).collect()
     }
 
+    /// The index in the list of the feature named `name`, if it is there.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.list.iter().position(|f| f.name() == name)
+    }
+
+    /// The name of the feature at index `at`.
+    pub fn name_at(&self, at: usize) -> Option<&'static str> {
+        self.list.get(at).map(|f| f.name())
+    }
+
     /// The first refusal of `envelope` at publish, naming the feature's field.
     pub fn check_publish(&self, envelope: &Envelope) -> Result<(), String> {
         self.carried_by(envelope)

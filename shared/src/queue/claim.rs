@@ -191,7 +191,7 @@ impl Queue {
     ) -> Result<Vec<Option<TaskOutcome>>> {
         // What the features' checked znodes said when this process last read them, when
         // newer than the run's copy.
-        let newer = self.memory.checks.newer_than(&restraints.found);
+        let newer = (self.memory.checks).newer_than(&restraints.found, self.features());
         let restraints = &match newer {
             Some(found) => std::borrow::Cow::Owned(Restraints {
                 found,
@@ -403,7 +403,7 @@ impl Queue {
         let found = read.as_ref().map(|(data, stat)| (&data[..], stat));
         let path = &check.path;
         let answer = (self.features()).saw_at_start(at, &StartRead { path, found })?;
-        self.memory.checks.saw(at, &answer);
+        self.memory.checks.saw(at, self.features(), &answer);
         into.learn(at, answer);
         Ok(())
     }

@@ -233,7 +233,9 @@ impl Queue {
     /// [`Queue::new`] gives). A list without a feature turns it off, as far as it joins through
     /// the hooks: without `features::dependencies::Dependencies`, for one, no ending writes
     /// the markers its children wait on, and children published with `after` wait until a
-    /// reaper with that feature sees to them.
+    /// reaper with that feature sees to them; without `features::pause::Pause` nothing is
+    /// paused; without `features::concurrency_keys::ConcurrencyKeys`, a task whose concurrency
+    /// key no gate can be named after is not buried at claim, and its claim fails.
     pub fn with_features(mut self, features: Features) -> Self {
         self.features = features;
         self

@@ -97,7 +97,7 @@ impl Queue {
                     (self.features()).saw_at_start(*at, &StartRead { path, found: None })?
                 }
             };
-            self.memory.checks.saw(*at, &answer);
+            self.memory.checks.saw(*at, self.features(), &answer);
             answers.push((*at, answer));
         }
         // A parent we may not read is taken as holding something: the run looks.

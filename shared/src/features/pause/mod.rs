@@ -30,8 +30,10 @@
 //!
 //! # Costs
 //!
-//! One `check` in each claim's multi-op; after a change, one failed claim and one `getData`
-//! per consumer. Paused tasks stay in their lane, so a walk still reads past them.
+//! One `check` in each claim's multi-op; after a change, a failed claim and a `getData` per
+//! consumer (its later claims start from that read), and for up to half a second one per
+//! batch whose run's copy is older when `paused` went away. Paused tasks stay in their lane,
+//! so a walk still reads past them.
 
 use std::sync::Arc;
 
