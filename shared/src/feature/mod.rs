@@ -721,6 +721,25 @@ pub enum AtClaim {
     },
 }
 
+/// A znode's stat with the given version, `mzxid` and number of children, the rest zero or
+/// one: what the features' unit tests hand their hooks.
+#[cfg(test)]
+pub(crate) fn stat_for_tests(version: i32, mzxid: i64, num_children: i32) -> zk::Stat {
+    zk::Stat {
+        czxid: 1,
+        mzxid,
+        pzxid: 1,
+        ctime: 0,
+        mtime: 0,
+        version,
+        cversion: 0,
+        aversion: 0,
+        ephemeral_owner: 0,
+        data_length: 0,
+        num_children,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -261,19 +261,7 @@ mod tests {
     }
 
     fn stat(version: i32, num_children: i32) -> zk::Stat {
-        zk::Stat {
-            czxid: 1,
-            mzxid: 1,
-            pzxid: 1,
-            ctime: 0,
-            mtime: 0,
-            version,
-            cversion: 0,
-            aversion: 0,
-            ephemeral_owner: 0,
-            data_length: 0,
-            num_children,
-        }
+        crate::feature::stat_for_tests(version, 1, num_children)
     }
 
     #[test]

@@ -105,19 +105,7 @@ mod tests {
     use crate::feature::Found;
 
     fn stat(version: i32, mzxid: i64) -> zk::Stat {
-        zk::Stat {
-            czxid: 1,
-            mzxid,
-            pzxid: 1,
-            ctime: 0,
-            mtime: 0,
-            version,
-            cversion: 0,
-            aversion: 0,
-            ephemeral_owner: 0,
-            data_length: 0,
-            num_children: 0,
-        }
+        crate::feature::stat_for_tests(version, mzxid, 0)
     }
 
     fn read<'a>(data: &'a [u8], stat: &'a zk::Stat) -> StartRead<'a> {
