@@ -424,6 +424,13 @@ pub async fn publish(
                 continue;
             }
             let task = match answer {
+                // A debounced publish answered with its task: its answer was lost with the
+                // connection, and what landed was found after its key fired (`task`), which
+                // cannot say what it replaced: the envelope before it is not judged.
+                Answer::Created { task, .. } if envelope.debounce.is_some() => {
+                    replaced_nothing.insert(envelope.id.clone());
+                    Some(task)
+                }
                 Answer::Created { task, .. } => Some(task),
                 Answer::Debounced { id, replaced, .. } => {
                     // Replacing itself: the batch was sent again after its first try landed.
@@ -486,9 +493,10 @@ pub async fn publish(
         }
         for ids in debounced.values() {
             // A publish answered as replacing nothing: the key had fired, so the envelope
-            // before it ran; or a fault cut the call and the answer came from what landed,
-            // which cannot say what an envelope replaced. Which of the two, the answers do not
-            // tell: the envelope before it is not judged.
+            // before it ran; or a fault cut the call and the answer came from what landed
+            // (pending under its key, or a task once its key fired), which cannot say what an
+            // envelope replaced. Which of the two, the answers do not tell: the envelope
+            // before it is not judged.
             for pair in ids.windows(2) {
                 if replaced_nothing.contains(&pair[1]) && !producer.replaced.contains(&pair[0]) {
                     producer.untold.insert(pair[0].clone());
