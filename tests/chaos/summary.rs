@@ -133,6 +133,9 @@ impl Outcome {
             l.cancel_marks,
             flag(stuck > 0)
         );
+        for task in &l.lane_tasks {
+            println!("            a lane still holds {task}");
+        }
         for key in &l.debounced_keys {
             let name = key.split(' ').next().unwrap_or_default();
             let probed = (f.debounce.answers.get(name)).map_or("not probed", String::as_str);

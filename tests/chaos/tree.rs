@@ -35,6 +35,9 @@ pub struct DeadLetter {
 #[derive(Debug, Default)]
 pub struct Left {
     pub tasks: usize,
+    /// The tasks left in the lanes (at most [`EXPLAINED`]), each with what `explain` says of
+    /// it, so that a red run names what stayed.
+    pub lane_tasks: Vec<String>,
     pub leases: usize,
     /// Tasks waiting under `delayed/`'s buckets.
     pub delayed: usize,
@@ -196,6 +199,7 @@ impl Tree {
             .collect();
         Left {
             tasks: self.tasks().await,
+            lane_tasks: self.explain_lane_tasks().await,
             leases: self.count("leases").await,
             delayed: self.delayed().await,
             groups: groups.len(),
@@ -220,6 +224,40 @@ impl Tree {
             dead,
             audit: audit(&self.config).await,
         }
+    }
+
+    /// The tasks in the lanes, at most [`EXPLAINED`], each with its lane and what `explain`
+    /// says of it (or why it could not).
+    async fn explain_lane_tasks(&self) -> Vec<String> {
+        let mut lanes = vec!["tasks".to_string(), "lanes/high".into(), "lanes/low".into()];
+        let keys = self.path("lanes/keys");
+        for key in self.children_if_any(&keys).await {
+            lanes.push(format!("lanes/keys/{key}"));
+        }
+        let mut left = Vec::new();
+        for lane in lanes {
+            for name in self.children_if_any(&self.path(&lane)).await {
+                left.push((lane.clone(), name));
+            }
+        }
+        if left.is_empty() {
+            return Vec::new();
+        }
+        let Ok(queue) = crate::producer::new_queue(&self.config, "chaos-explainer").await else {
+            return vec!["could not connect to explain them".into()];
+        };
+        let Ok(now) = queue.server_time().await else {
+            return vec!["could not read the time to explain them".into()];
+        };
+        let mut said = Vec::new();
+        for (lane, name) in left.into_iter().take(EXPLAINED) {
+            let why = match event_bridge::inspect::explain(&queue, &now, &name).await {
+                Ok(why) => format!("{:?}: {}", why.state, why.lines.join(" / ")),
+                Err(e) => format!("explain failed: {e}"),
+            };
+            said.push(format!("{lane}/{name}: {why}"));
+        }
+        said
     }
 
     /// The pending debounced keys of `keys` (the backdrop's apart), each with its node's
