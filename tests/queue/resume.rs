@@ -373,6 +373,61 @@ async fn a_webhook_wait_taken_back_takes_its_checkpoint_back_too() {
     );
 }
 
+/// A webhook's task back before its wait ended (cancelled and redriven), whose key cannot be
+/// read when the run suspends it in its wait again, keeps that wait: its handler did not ask
+/// for it in this run, so it cannot ask again, and the checkpoint the wait came with stays.
+/// (The contract checker met this under a leader kill: the run dropped the record's wait, the
+/// next delivery carried the checkpoint after it and no wait, and the webhook went on past a
+/// wait that never ended.)
+#[tokio::test]
+async fn a_wait_back_before_its_end_keeps_it_when_its_keys_cannot_be_read() {
+    use event_bridge::resume::Then;
+    use zookeeper_client as zk;
+    let t = TestQueue::new().await;
+    let (stranger, key) = locked_key(&t).await;
+    stranger
+        .set_acl(&key, &zk::Acls::anyone_all(), None)
+        .await
+        .unwrap();
+    let id = publish_one(&t, "webhook").await;
+    let ran = Arc::new(AtomicU32::new(0));
+    let handler = FnHandler(|task: Task| {
+        let ran = ran.clone();
+        async move {
+            ran.fetch_add(1, SeqCst);
+            let step = task.steps.checkpointed::<u64>().unwrap_or(0);
+            let wait = Then::WaitFor {
+                keys: vec!["locked".into()],
+                timeout: HOUR,
+            };
+            Err::<(), _>(task.steps.suspend_with(Some(json!(step + 1)), wait))
+        }
+    });
+    let first = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.suspended, 1, "{first:?}");
+    assert_eq!(state_of(&t, &id).await.0, Some(State::AwaitingSignal));
+    event_bridge::cancel::cancel(&t.queue, &id).await.unwrap();
+    let dead = t.children("dead").await;
+    let redriven = event_bridge::dead::redrive(&t.queue, &dead).await.unwrap();
+    assert_eq!(redriven.redriven.len(), 1, "{redriven:?}");
+    let private = zk::Acls::creator_all();
+    stranger.set_acl(&key, &private, None).await.unwrap();
+    let second = process::run(&t.queue, &handler, &options(1, 1))
+        .await
+        .unwrap();
+    assert_eq!((second.suspended, second.retried), (1, 0), "{second:?}");
+    assert_eq!(ran.load(SeqCst), 1, "its handler not run again");
+    let (state, status) = state_of(&t, &id).await;
+    let Status::Pending { task } = status else {
+        panic!("back in place: {state:?} {status:?}");
+    };
+    let record = task.envelope.unwrap().resume.expect("its record");
+    assert!(record.suspended_in().is_some(), "its wait kept: {record:?}");
+    assert_eq!(record.checkpoint, Some(json!(1)), "and its checkpoint");
+}
+
 #[tokio::test]
 async fn a_key_two_tasks_wait_for_wakes_the_first_and_its_next_signal_the_other() {
     let t = TestQueue::new().await;

@@ -82,7 +82,9 @@
 //!   or during a wait is never lost to it. When the keys cannot be read (a dropped link), or
 //!   signals keep racing the registration, the wait is taken back (`Steps::retract_wait`) with
 //!   the checkpoint a webhook's `202` gave with it, and the task goes back in place: its next run
-//!   asks for the wait again.
+//!   asks for the wait again. A wait the task's record was in already (the task back before it
+//!   ended, suspended in it again without its handler) is not taken back: the task goes back in
+//!   place with it, and its next run suspends it in it again.
 //! - **Wake** (`queue/signals.rs`, transition `wake`). A signal (`Signals::signal`: a create and
 //!   the key's `setData` in one multi-op) is delivered oldest signal to oldest registration: one
 //!   multi-op deletes the waiting node at the version read, creates the task at its lane's tail

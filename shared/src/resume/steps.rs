@@ -87,6 +87,9 @@ struct Inner {
     /// The checkpoint a wait asked for with [`Steps::suspend_with`] replaced: what the record
     /// goes back to when the wait is taken back.
     before_wait: Option<Option<Value>>,
+    /// Whether this run suspended the task again in the sleep or wait its record was in,
+    /// without running its handler: that wait is never taken back.
+    again: bool,
     fatal: Option<String>,
     stopping: bool,
     bound: Option<Binding>,

@@ -113,9 +113,15 @@ impl Steps {
 
     /// Takes back the wait the handler suspended in, with the checkpoint it came with (a
     /// webhook's checkpoint says which step comes next, and that step is the wait): it asks
-    /// for the wait again on its next run.
+    /// for the wait again on its next run. A wait the record was in already, which this run
+    /// suspended the task in again without running its handler ([`Self::suspended_until`]),
+    /// stays: no handler asked for it in this run, so none would ask again, and the next run
+    /// suspends the task in it again.
     pub(crate) fn retract_wait(&self) {
         let mut inner = self.lock();
+        if inner.again {
+            return;
+        }
         if matches!(inner.record.done.last(), Some(Entry::Wait { .. })) {
             inner.record.done.pop();
             if let Some(before) = inner.before_wait.take() {
@@ -157,6 +163,7 @@ impl Steps {
             _ => return None,
         };
         inner.suspend = Some(again.clone());
+        inner.again = true;
         Some(again)
     }
 
