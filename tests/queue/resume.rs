@@ -336,6 +336,18 @@ async fn a_wait_whose_keys_cannot_be_read_is_asked_for_again_by_the_next_run() {
     assert_eq!(*ended.lock().unwrap(), [(id, want)]);
 }
 
+/// As the HTTP sink answers a webhook's `202` that waits for the key `locked`: the checkpoint
+/// names the step after the one the task is at.
+fn webhook_waits_on_locked(task: &Task) -> Result<(), HandlerError> {
+    use event_bridge::resume::Then;
+    let step = task.steps.checkpointed::<u64>().unwrap_or(0);
+    let wait = Then::WaitFor {
+        keys: vec!["locked".into()],
+        timeout: HOUR,
+    };
+    Err(task.steps.suspend_with(Some(json!(step + 1)), wait))
+}
+
 /// A webhook's wait (a `202` with a checkpoint and `wait_for`) whose keys cannot be read is
 /// taken back with the checkpoint it came with: the next delivery carries the checkpoint from
 /// before, so the webhook asks for the wait again rather than go on as if it had ended. (The
@@ -343,19 +355,10 @@ async fn a_wait_whose_keys_cannot_be_read_is_asked_for_again_by_the_next_run() {
 /// checkpoint and no wait, and the webhook went on past a wait that never was.)
 #[tokio::test]
 async fn a_webhook_wait_taken_back_takes_its_checkpoint_back_too() {
-    use event_bridge::resume::Then;
     let t = TestQueue::new().await;
     let _locked = locked_key(&t).await;
     let id = publish_one(&t, "webhook").await;
-    // As the HTTP sink answers a webhook's 202: the step after the one its checkpoint names.
-    let handler = FnHandler(move |task: Task| async move {
-        let step = task.steps.checkpointed::<u64>().unwrap_or(0);
-        let wait = Then::WaitFor {
-            keys: vec!["locked".into()],
-            timeout: HOUR,
-        };
-        Err::<(), _>(task.steps.suspend_with(Some(json!(step + 1)), wait))
-    });
+    let handler = FnHandler(move |task: Task| async move { webhook_waits_on_locked(&task) });
     let first = process::run(&t.queue, &handler, &options(1, 1))
         .await
         .unwrap();
@@ -381,7 +384,6 @@ async fn a_webhook_wait_taken_back_takes_its_checkpoint_back_too() {
 /// wait that never ended.)
 #[tokio::test]
 async fn a_wait_back_before_its_end_keeps_it_when_its_keys_cannot_be_read() {
-    use event_bridge::resume::Then;
     use zookeeper_client as zk;
     let t = TestQueue::new().await;
     let (stranger, key) = locked_key(&t).await;
@@ -395,12 +397,7 @@ async fn a_wait_back_before_its_end_keeps_it_when_its_keys_cannot_be_read() {
         let ran = ran.clone();
         async move {
             ran.fetch_add(1, SeqCst);
-            let step = task.steps.checkpointed::<u64>().unwrap_or(0);
-            let wait = Then::WaitFor {
-                keys: vec!["locked".into()],
-                timeout: HOUR,
-            };
-            Err::<(), _>(task.steps.suspend_with(Some(json!(step + 1)), wait))
+            webhook_waits_on_locked(&task)
         }
     });
     let first = process::run(&t.queue, &handler, &options(1, 1))
