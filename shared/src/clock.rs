@@ -11,6 +11,10 @@
 //! slow round trips after leader changes made the contract checker see delayed tasks and retries
 //! claimed up to 0.3 s early.
 //!
+//! What must not happen late (a claim of a task past its expiry) is judged by the other bound
+//! ([`ZkTime::latest_ms`]): the reading carried forward from when its request was sent, which
+//! may run ahead by the round trip, never behind.
+//!
 //! One skew remains: an `mtime` is the clock of the server that led when the write was proposed,
 //! so after a leader change a lease stamped by the old leader is judged against the new leader's
 //! clock, longer or shorter by their skew. That is why `LEASE_TIMEOUT_MS` is at least 10 s and a
@@ -23,16 +27,21 @@ use std::time::Instant;
 #[derive(Clone, Copy, Debug)]
 pub struct ZkTime {
     server_ms: i64,
-    /// When it was read; `None` for a time that stands still ([`ZkTime::at`]).
+    /// When it was read (its answer came); `None` for a time that stands still
+    /// ([`ZkTime::at`]).
     read_at: Option<Instant>,
+    /// When the request that read it was sent (the server stamped it after that), if known.
+    sent_at: Option<Instant>,
 }
 
 impl ZkTime {
     /// The time of a write whose `mtime` was just returned.
     pub fn from_mtime(mtime: i64) -> Self {
+        let now = Instant::now();
         ZkTime {
             server_ms: mtime,
-            read_at: Some(Instant::now()),
+            read_at: Some(now),
+            sent_at: Some(now),
         }
     }
 
@@ -42,6 +51,7 @@ impl ZkTime {
         ZkTime {
             server_ms: ms,
             read_at: None,
+            sent_at: None,
         }
     }
 
@@ -54,9 +64,28 @@ impl ZkTime {
         ZkTime::from_mtime(mtime)
     }
 
-    /// ZooKeeper's time now, ms since the epoch.
+    /// As [`ZkTime::from_answer`], for a request sent at `sent_at`: its [`ZkTime::latest_ms`]
+    /// is then the latest the time may be, the server having stamped the write no earlier.
+    pub fn from_request(mtime: i64, sent_at: Instant) -> Self {
+        ZkTime {
+            sent_at: Some(sent_at),
+            ..ZkTime::from_mtime(mtime)
+        }
+    }
+
+    /// ZooKeeper's time now, ms since the epoch: the earliest it may be (a round trip behind
+    /// at most), so what is due by it is due.
     pub fn now_ms(&self) -> i64 {
         let elapsed = self.read_at.map_or(0, |read| millis(read.elapsed()));
+        self.server_ms.saturating_add(elapsed)
+    }
+
+    /// The latest ZooKeeper's time may be now, ms since the epoch: [`ZkTime::now_ms`] and the
+    /// round trip of the reading's request, so what has passed by [`ZkTime::now_ms`] has
+    /// passed, and what may have passed by this has to be taken as passed where running late
+    /// would break a promise (an expiry).
+    pub fn latest_ms(&self) -> i64 {
+        let elapsed = self.sent_at.map_or(0, |sent| millis(sent.elapsed()));
         self.server_ms.saturating_add(elapsed)
     }
 }
@@ -78,6 +107,14 @@ pub fn span_ms(text: &str) -> Option<u64> {
         _ => return None,
     };
     number.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+/// A time in ms since the epoch as `explain`'s lines say it: `2026-11-29 17:59:50 UTC`.
+pub fn shown(ms: i64) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
 }
 
 /// `duration` in milliseconds, saturating at `i64::MAX` instead of wrapping.

@@ -1,9 +1,10 @@
 //! A look at the queue's state, cheap enough for every invocation and flat whatever the
-//! backlog: one multi-read of the stats of the lanes, `leases/`, `dead/`, the parents of what
-//! waits or is held aside and of `paused` gives the counts, what is paused and whether there is
-//! more to read; then, only where there is something: one stat per bucket of `delayed/`, the
-//! gates of the concurrency keys in flight (`concurrency/`), the locks of paused groups, and the
-//! oldest task's age from one probe at the head of each lane that has tasks.
+//! backlog: one multi-read of the stats of the lanes, `leases/`, `dead/` and the parents of
+//! what waits or is held aside gives the counts and whether there is more to read, and the
+//! features' start read beside it what they show (what is paused); then, only where there is
+//! something: one stat per bucket of `delayed/`, the gates of the concurrency keys in flight
+//! (`concurrency/`), the locks of paused groups, and the oldest task's age from one probe at
+//! the head of each lane that has tasks.
 
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zk;
@@ -13,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::lane::Priority;
 use std::future::Future;
 
-use crate::queue::{KeyInFlight, LaneStart, LaneWalk, Paused, Queue, TaskRead};
+use crate::queue::{KeyInFlight, LaneStart, LaneWalk, Queue, TaskRead};
 
 /// Counts and the age of the oldest task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -40,9 +41,10 @@ pub struct Stats {
     /// What it found, when it found something: when, and the first findings' lines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditRecord>,
-    /// What is paused (absent when nothing is).
-    #[serde(skip_serializing_if = "Paused::is_empty")]
-    pub paused: Paused,
+    /// The fields the registered features add, by name, when they have something to show
+    /// (`paused`: what is paused, see [`crate::feature::Feature::in_stats`]).
+    #[serde(flatten)]
+    pub features: std::collections::BTreeMap<String, serde_json::Value>,
     /// Groups paused after one of their tasks went to the dead letters, and why (the first
     /// 100; absent when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -114,12 +116,15 @@ pub async fn collect(queue: &Queue, now: &ZkTime) -> Result<Stats> {
 
 /// As [`collect`]; without `now`, ZooKeeper's clock is read only when there is a task to age
 /// (a look at an empty queue writes nothing). One multi-read of twelve znodes (the lanes,
-/// `leases/`, `dead/`, `delayed/`, `debounce/`, `concurrency/`, `groups/`, `paused`, `after/`
-/// and the last audit's record) answers
+/// `leases/`, `dead/`, `delayed/`, `debounce/`, `concurrency/`, `groups/`, `after/` and the
+/// last audit's record), with the features' start read beside it (what is paused), answers
 /// an idle queue; the delay buckets, the key gates and the group locks are read only when
 /// their parent has children, and the oldest task's age only when there is one.
 pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
-    let glance = glance(queue).await?;
+    let (glance, seen) = tokio::try_join!(glance(queue), queue.read_features())?;
+    let features = (queue.features().in_stats(&seen).into_iter())
+        .map(|(field, value)| (field.to_string(), value))
+        .collect();
     let (keys_in_flight, delayed, paused_groups) = tokio::try_join!(
         when(glance.gates, queue.gates().keys_in_flight(KEY_GATES)),
         when(glance.buckets, queue.delays().count_delayed()),
@@ -147,7 +152,7 @@ pub async fn collect_with(queue: &Queue, now: Option<ZkTime>) -> Result<Stats> {
         stuck_tasks: glance.audit.as_ref().map_or(0, |a| a.stuck_tasks),
         audit: glance.audit,
         oldest_task_age_ms,
-        paused: glance.paused,
+        features,
         paused_groups,
         counters,
     })
@@ -172,7 +177,6 @@ struct Glance {
     groups: bool,
     debounced: usize,
     blocked: usize,
-    paused: Paused,
     audit: Option<AuditRecord>,
 }
 
@@ -184,19 +188,14 @@ async fn glance(queue: &Queue) -> Result<Glance> {
         layout.concurrency(),
         layout.groups(),
         layout.debounce(),
-        layout.paused(),
         layout.after(),
         layout.audit(),
     ]);
     let reads = queue.read_paths(&paths).await?;
     let stats: Vec<Option<zk::Stat>> = reads.iter().map(|r| r.as_ref().map(|r| r.1)).collect();
     let has = |i: usize| children(&stats[i]) > 0;
-    let paused = match &reads[10] {
-        Some((data, _)) => Paused::parse(&paths[10], data)?,
-        None => Paused::default(),
-    };
-    let audit = match &reads[12] {
-        Some((data, _)) => Some(AuditRecord::parse(&paths[12], data)?),
+    let audit = match &reads[11] {
+        Some((data, _)) => Some(AuditRecord::parse(&paths[11], data)?),
         None => None,
     };
     let (counters, key_lanes) = with_key_lanes(queue, &stats[..6]).await?;
@@ -207,8 +206,7 @@ async fn glance(queue: &Queue) -> Result<Glance> {
         gates: has(7),
         groups: has(8),
         debounced: children(&stats[9]),
-        blocked: children(&stats[11]),
-        paused,
+        blocked: children(&stats[10]),
         audit,
     })
 }

@@ -222,7 +222,7 @@ async fn the_task_page_says_why_a_task_waits() {
     let t = TestQueue::new().await;
     let envelope = event_bridge::Envelope::new("email.send", json!({}));
     let name = t.queue.publish_many(&[envelope]).await.unwrap().remove(0);
-    let email = event_bridge::queue::PauseTarget::Type("email.send".into());
+    let email = event_bridge::features::pause::PauseTarget::Type("email.send".into());
     t.queue.pauses().pause(&email).await.unwrap();
     let nap = event_bridge::Envelope::new("nap", json!({}));
     let nap_id = nap.id.clone();

@@ -48,6 +48,30 @@ fn reasons_and_ids(records: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A run judges an expiry by the latest ZooKeeper's time may be: its reading was stamped 10 s
+/// before the task expires, but its request was sent 20 s before its answer came, so the
+/// server's time may be 10 s past the expiry already. The task is buried as expired, never run.
+/// (Judged by the earliest the time may be, as due times are, it ran: a consumer whose
+/// reading took a long round trip ran a task published already expired.)
+#[tokio::test]
+async fn a_run_buries_a_task_whose_expiry_may_have_passed_by_its_reading_of_the_time() {
+    let t = TestQueue::new().await;
+    let now = t.now().await.now_ms();
+    let task = expiring("report.send", now + 60_000);
+    t.queue.publish(&task).await.unwrap();
+    let sent = (std::time::Instant::now())
+        .checked_sub(Duration::from_secs(20))
+        .expect("the machine has been up 20 s");
+    let at = ZkTime::from_request(now + 50_000, sent);
+    assert!(at.now_ms() < now + 60_000 && at.latest_ms() >= now + 60_000);
+    let handler = Recorder::default();
+    let report = (process::run_at(&t.queue, &handler, &options(100, 4), &at).await).expect("run");
+    assert_eq!((report.completed, report.dead_lettered), (0, 1));
+    assert_eq!(handler.count(), 0, "the task may have expired: never run");
+    let dead = dead_letters(&t).await;
+    assert_eq!(reasons_and_ids(&dead), [("expired".into(), task.id)]);
+}
+
 /// Published with an expiry a minute ahead: a run before it runs the task; a run after it
 /// buries the other one as expired and never calls the handler with it.
 #[tokio::test]
@@ -255,7 +279,7 @@ async fn the_library_refuses_an_expiry_that_is_no_time() {
 #[tokio::test]
 async fn an_expired_task_of_a_paused_type_is_buried_all_the_same() {
     let t = TestQueue::new().await;
-    let paused = event_bridge::queue::PauseTarget::Type("report.send".into());
+    let paused = event_bridge::features::pause::PauseTarget::Type("report.send".into());
     assert!(t.queue.pauses().pause(&paused).await.unwrap());
     let now = t.now().await.now_ms();
     let expired = expiring("report.send", now + 1_000);

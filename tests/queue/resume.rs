@@ -704,7 +704,7 @@ async fn a_running_resumable_task_stops_between_steps_when_cancelled_or_paused()
             match event_type {
                 "a" => drop(event_bridge::cancel::cancel(&t.queue, id).await.unwrap()),
                 _ => {
-                    let target = event_bridge::queue::PauseTarget::Type("b".into());
+                    let target = event_bridge::features::pause::PauseTarget::Type("b".into());
                     t.queue.pauses().pause(&target).await.unwrap();
                 }
             }

@@ -174,7 +174,7 @@ async fn a_task_published_while_a_slow_one_runs_does_not_wait_for_it() {
 #[tokio::test]
 async fn a_worker_honours_a_pause_given_while_it_runs() {
     use event_bridge::Envelope;
-    use event_bridge::queue::PauseTarget;
+    use event_bridge::features::pause::PauseTarget;
     use serde_json::json;
     let t = TestQueue::new().await;
     let release = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -238,7 +238,7 @@ async fn a_worker_honours_a_pause_given_while_it_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_wakes_an_idle_worker_that_passed_the_task_over() {
     use event_bridge::Envelope;
-    use event_bridge::queue::PauseTarget;
+    use event_bridge::features::pause::PauseTarget;
     use serde_json::json;
     let t = TestQueue::new().await;
     let done = Recorder::default();

@@ -11,6 +11,7 @@ use maud::{Markup, html};
 use super::shell::{Here, duration, page as shell_page, time};
 use super::{Shared, chart, unavailable};
 use crate::error::Result;
+use crate::features::pause::Paused;
 use crate::features::schedules::{Schedules, StoredSchedule};
 use crate::inspect::{self, DetailedStats, TaskInfo};
 use crate::progress::ProgressReport;
@@ -121,11 +122,12 @@ fn card(name: &str, figure: &str, value: &str, bad: bool) -> Markup {
 }
 
 fn paused(stats: &Stats) -> Markup {
+    let paused = Paused::in_stats(stats);
     html! {
-        @if let Some(since) = stats.paused.queue {
+        @if let Some(since) = paused.queue {
             p.notice data-paused="queue" { "The whole queue is paused since " (time(since.since)) "." }
         }
-        @for (event_type, since) in &stats.paused.types {
+        @for (event_type, since) in &paused.types {
             p.notice data-paused=(event_type) {
                 "Type " code { (event_type) } " is paused since " (time(since.since)) "."
             }
@@ -213,6 +215,7 @@ fn progress(report: Option<&ProgressReport>) -> Markup {
 }
 
 fn by_type(detailed: &DetailedStats) -> Markup {
+    let paused = Paused::in_stats(&detailed.stats);
     html! {
         h2 { "Pending by type" }
         @if detailed.by_type.is_empty() {
@@ -224,7 +227,7 @@ fn by_type(detailed: &DetailedStats) -> Markup {
                     tr {
                         td { code { (event_type) } }
                         td.num data-type=(event_type) { (count) }
-                        td { @if detailed.stats.paused.covers(event_type) { "paused" } }
+                        td { @if paused.covers(event_type) { "paused" } }
                     }
                 }
             }

@@ -74,11 +74,8 @@ fn record(sample: &Sample, detailed: &DetailedStats, types: &mut BTreeSet<String
     gauge!(crate::run_metrics::STUCK_TASKS).set(stats.stuck_tasks as f64);
     let age = stats.oldest_task_age_ms.unwrap_or(0).max(0) as f64 / 1000.0;
     gauge!(names::OLDEST_AGE).set(age);
-    gauge!(names::PAUSED).set(if stats.paused.queue.is_some() {
-        1.0
-    } else {
-        0.0
-    });
+    let paused = crate::features::pause::Paused::in_stats(stats);
+    gauge!(names::PAUSED).set(if paused.queue.is_some() { 1.0 } else { 0.0 });
     for gone in types.iter().filter(|t| !detailed.by_type.contains_key(*t)) {
         gauge!(names::PENDING_BY_TYPE, "type" => gone.clone()).set(0.0);
     }

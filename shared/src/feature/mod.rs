@@ -31,7 +31,13 @@
 //!   (`process/hold.rs`);
 //! - at a release (a retry given back): [`Feature::at_release`], the writes it adds to the
 //!   release's multi-op (`queue/holder.rs`), answered as an ending's are;
-//! - in `explain`: [`Feature::explain`], its line about the task (`inspect/explain.rs`);
+//! - in `explain` and `status`: [`Feature::explain`], what it says of the task, a line or a
+//!   reason that holds the task back (`inspect/explain.rs`), with what a start read of the
+//!   features found (`Queue::read_features`); the same read marks a task that a feature leaves
+//!   where it is (`inspect`'s `paused`); and in `stats`, [`Feature::in_stats`], a field of its
+//!   own (`stats.rs`);
+//! - when the queue's base paths are made: [`Feature::made_with`], the data its start-read
+//!   znode is made with (`queue/mod.rs`);
 //! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes tasks out
 //!   of the queue, completed (`queue/complete.rs`) or dead (`queue/bury.rs`, and a blocked
 //!   child dying with its parent, `queue/dependents.rs`), asked only at the ends it names
@@ -127,6 +133,9 @@ pub trait Feature: Send + Sync + 'static {
 
     /// At claim, at ZooKeeper's time `now_ms`, with what the run's start read found for it
     /// (what it listed, what the feature made of its read): whether the task may be taken now.
+    /// `now_ms` is the latest ZooKeeper's time may be ([`ZkTime::latest_ms`]): a feature that
+    /// refuses a task from a moment on (an expiry) refuses it once that moment may have come,
+    /// never after it.
     /// Asked of a feature that reads a znode at the start only while its last read said so
     /// ([`AtStart::asks_at_claim`]).
     fn at_claim(&self, _envelope: &Envelope, _now_ms: i64, _started: &Started<'_>) -> AtClaim {
@@ -145,9 +154,23 @@ pub trait Feature: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// In `explain`, at ZooKeeper's time `now_ms`: its line about a task that is not ended
-    /// yet, if it has one.
-    fn explain(&self, _envelope: &Envelope, _now_ms: i64) -> Option<String> {
+    /// In `explain` and `status`, at ZooKeeper's time `now_ms`, with what a start read found
+    /// for it (as a claim would see it): what it says of a task that is not ended yet, if
+    /// anything ([`Said`]). Asked as [`Feature::at_claim`] is: not while its read said it has
+    /// nothing to say.
+    fn explain(&self, _envelope: &Envelope, _now_ms: i64, _started: &Started<'_>) -> Option<Said> {
+        None
+    }
+
+    /// In `stats`, with what a start read found for it: a top-level field of the stats and
+    /// its value, when it has something to show (what is paused).
+    fn in_stats(&self, _started: &Started<'_>) -> Option<(&'static str, serde_json::Value)> {
+        None
+    }
+
+    /// The data its [`Feature::read_at_start`] znode is made with, with the queue's base
+    /// paths (`None`: not made; a feature that reads it must then take "not there").
+    fn made_with(&self) -> Option<&'static [u8]> {
         None
     }
 
@@ -535,6 +558,17 @@ impl Found {
             .flat_map(|(at, a)| a.checks.iter().map(move |c| (*at, c.clone())))
             .collect()
     }
+}
+
+/// What a feature says of a task in `explain` ([`Feature::explain`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Said {
+    /// Its line, as `explain` prints it.
+    pub line: String,
+    /// When the feature holds the task back (a pause): its reason as data, a JSON object whose
+    /// `reason` field names it, which `explain`'s reasons carry as they are. `None`: a line
+    /// said beside the others (when a task expires), which holds nothing back.
+    pub holds: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// A task that left the queue, as a feature kept it ([`Feature::find_ended`]).

@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 
 use super::{
     AfterFailure, AtClaim, AtStart, End, EndParts, EndWrite, EndedTask, Feature, Found, Leaving,
-    Site, StartRead, Upkeep, carries,
+    Said, Site, StartRead, Upkeep, carries,
 };
 use crate::error::Result;
 use crate::layout::Layout;
@@ -152,10 +152,35 @@ impl Features {
         writes
     }
 
-    /// Each feature's line about the task, with the feature's name.
-    pub fn explain(&self, envelope: &Envelope, now_ms: i64) -> Vec<(&'static str, String)> {
+    /// What each feature says of the task, with what a start read found (`found`), with the
+    /// feature's name; in the list's order.
+    pub fn explain(
+        &self,
+        envelope: &Envelope,
+        now_ms: i64,
+        found: &Found,
+    ) -> Vec<(&'static str, Said)> {
         self.carried_by(envelope)
-            .filter_map(|(_, f)| Some((f.name(), f.explain(envelope, now_ms)?)))
+            .filter(|(at, _)| !found.empty_for(*at))
+            .filter_map(|(at, f)| Some((f.name(), f.explain(envelope, now_ms, &found.of(at))?)))
+            .collect()
+    }
+
+    /// The fields the features add to `stats`, with what a start read found (`found`).
+    pub fn in_stats(&self, found: &Found) -> Vec<(&'static str, Value)> {
+        (self.list.iter().enumerate())
+            .filter_map(|(at, f)| f.in_stats(&found.of(at)))
+            .collect()
+    }
+
+    /// The features' start-read znodes made with the base paths ([`Feature::made_with`]),
+    /// each with its data.
+    pub fn made_with(&self, layout: &Layout) -> Vec<(String, &'static [u8])> {
+        (self.read.iter())
+            .filter_map(|(at, name)| {
+                let data = self.list[*at].made_with()?;
+                Some((format!("{}/{name}", layout.root()), data))
+            })
             .collect()
     }
 
@@ -337,9 +362,10 @@ mod tests {
                 _ => AtClaim::Take,
             }
         }
-        fn explain(&self, envelope: &Envelope, now_ms: i64) -> Option<String> {
+        fn explain(&self, envelope: &Envelope, now_ms: i64, _: &Started<'_>) -> Option<Said> {
             let colour = envelope.extra.get("colour")?;
-            Some(format!("{colour} at {now_ms}"))
+            let line = format!("{colour} at {now_ms}");
+            Some(Said { line, holds: None })
         }
     }
 
@@ -366,16 +392,18 @@ mod tests {
             reason: "red".into(),
         };
         assert_eq!(features.at_claim(&red, 5, &Found::default()), refused);
-        assert_eq!(
-            features.explain(&red, 5),
-            [("colour", "\"red\" at 5".into())]
-        );
+        let said = |e| -> Vec<(&str, String)> {
+            let found = Found::default();
+            let said = features.explain(e, 5, &found).into_iter();
+            said.map(|(f, said)| (f, said.line)).collect()
+        };
+        assert_eq!(said(&red), [("colour", "\"red\" at 5".into())]);
         let plain = Envelope::new("t", json!({}));
         assert_eq!(
             features.at_claim(&plain, 5, &Found::default()),
             AtClaim::Take
         );
-        assert!(features.explain(&plain, 5).is_empty());
+        assert!(said(&plain).is_empty());
         assert_eq!(
             Features::default().at_claim(&red, 5, &Found::default()),
             AtClaim::Take

@@ -3,8 +3,9 @@
 //! with no catch-all, so a state added to the core does not build without one.
 //!
 //! It starts from [`status()`], then asks each feature that can hold a pending task back
-//! whether it does: the pause, each registered feature's hook (its line, for a task in any
-//! state short of its end: [`crate::feature::Feature::explain`]), the task's due time, what goes first in its group (see `ahead`:
+//! whether it does: each registered feature's hook, with what the features' start read finds
+//! (a reason that holds it back, such as a pause, or a line beside the others, for a task in
+//! any state short of its end: [`crate::feature::Feature::explain`]), the task's due time, what goes first in its group (see `ahead`:
 //! its lock, else the first task of its group in its lane, with what holds that one back), the
 //! gates of its route and concurrency key, its cancel mark. A waiting child's parents:
 //! [`explain`] (the command) looks each up by id (the first [`PARENTS_LOOKED_UP`]; a look by id
@@ -14,7 +15,7 @@
 //! windows of a grouped task's lane.
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 mod lines;
 
@@ -24,6 +25,7 @@ use super::ahead::{Ahead, Grouped, ahead};
 use super::{DebouncedInfo, Status, TaskInfo, status};
 use crate::clock::ZkTime;
 use crate::error::Result;
+use crate::feature::Found;
 use crate::queue::{DoneRecord, GateLoad, ParentLook, Queue};
 use crate::resume::Entry;
 use crate::state::State;
@@ -77,14 +79,6 @@ pub enum Reason {
     GroupTurn {
         /// The group.
         group: String,
-    },
-    /// Its event type (or the whole queue, `event_type` absent) is paused.
-    Paused {
-        /// The paused event type; absent when the whole queue is paused.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        event_type: Option<String>,
-        /// When the pause began (ZooKeeper ms).
-        since_ms: i64,
     },
     /// Not due yet: a retry's backoff, or its producer's delay.
     NotDue {
@@ -208,6 +202,32 @@ pub enum Reason {
     },
     /// Nothing goes by that name or id.
     NotFound,
+    /// A feature holds it back (a pause: `{"reason": "paused", "event_type": …, "since_ms":
+    /// …}`): its reason as the feature gives it, whose `reason` field names it (see
+    /// [`crate::feature::Feature::explain`]).
+    #[serde(untagged)]
+    HeldBy(FeatureReason),
+}
+
+/// A reason a feature gives for holding a task back.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FeatureReason {
+    /// The feature's name.
+    #[serde(skip)]
+    pub feature: String,
+    /// Its line.
+    #[serde(skip)]
+    pub line: String,
+    /// The reason as data: a JSON object whose `reason` field names it.
+    #[serde(flatten)]
+    pub data: Map<String, Value>,
+}
+
+impl Reason {
+    /// This reason as JSON, as `explain --json` writes it.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a reason is JSON")
+    }
 }
 
 /// A parent a child waits for.
@@ -276,8 +296,13 @@ async fn explained(
     depth: Depth,
 ) -> Result<Explanation> {
     let state = found.state();
+    // What the features' start read finds, as a claim would: what holds a task back.
+    let seen = match state {
+        Some(_) => queue.read_features().await?,
+        None => Found::default(),
+    };
     let reasons = match (state, found) {
-        (Some(state), _) => of_state(queue, now, state, found, depth).await?,
+        (Some(state), _) => of_state(queue, now, &seen, state, found, depth).await?,
         (None, Status::Place { task }) => vec![place(task)],
         (None, _) => vec![Reason::NotFound],
     };
@@ -293,6 +318,7 @@ async fn explained(
 async fn of_state(
     queue: &Queue,
     now: &ZkTime,
+    seen: &Found,
     state: State,
     found: &Status,
     depth: Depth,
@@ -301,11 +327,11 @@ async fn of_state(
         (State::Debounced, Status::Debounced(info)) => vec![debounced(info)],
         (State::Blocked, Status::Blocked { task }) => {
             let mut reasons = blocked(queue, now, task, depth).await?;
-            reasons.extend(features_say(queue, now, task));
+            reasons.extend(features_say(queue, now, seen, task));
             reasons
         }
         (State::Pending, Status::Pending { task }) => {
-            let mut reasons = held_back(queue, now, task, Some(depth)).await?;
+            let mut reasons = held_back(queue, now, seen, task, Some(depth)).await?;
             // A feature's line is said beside the others: it holds nothing back itself.
             if (reasons.iter()).all(|r| matches!(r, Reason::Feature { .. })) {
                 reasons.insert(0, Reason::Ready);
@@ -314,19 +340,18 @@ async fn of_state(
         }
         (State::Leased, Status::Leased { task }) => {
             let mut reasons = leased(queue, task).await?;
-            reasons.extend(features_say(queue, now, task));
+            reasons.extend(features_say(queue, now, seen, task));
             reasons
         }
         (State::Waiting, Status::Waiting { task }) => {
-            let mut reasons = waiting(queue, task).await?;
-            reasons.extend(features_say(queue, now, task));
+            let mut reasons = waiting(task);
+            reasons.extend(features_say(queue, now, seen, task));
             reasons
         }
         (State::Sleeping, Status::Sleeping { task })
         | (State::AwaitingSignal, Status::AwaitingSignal { task }) => {
             let mut reasons = suspended(task).into_iter().collect::<Vec<_>>();
-            reasons.extend(paused(queue, task).await?);
-            reasons.extend(features_say(queue, now, task));
+            reasons.extend(features_say(queue, now, seen, task));
             reasons
         }
         (State::Dead, Status::Dead { name, record }) => vec![dead(name, record)],
@@ -448,6 +473,7 @@ async fn marked(queue: &Queue, ids: &[String]) -> Result<Vec<Option<State>>> {
 async fn held_back(
     queue: &Queue,
     now: &ZkTime,
+    seen: &Found,
     task: &TaskInfo,
     group_depth: Option<Depth>,
 ) -> Result<Vec<Reason>> {
@@ -457,8 +483,7 @@ async fn held_back(
             problem: problem.clone(),
         });
     }
-    reasons.extend(paused(queue, task).await?);
-    reasons.extend(features_say(queue, now, task));
+    reasons.extend(features_say(queue, now, seen, task));
     if let Some(envelope) = &task.envelope {
         if let Some(due_at_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
             reasons.push(Reason::NotDue {
@@ -473,7 +498,7 @@ async fn held_back(
                 id: &envelope.id,
                 name: &task.name,
             };
-            reasons.extend(group_ahead(queue, now, task, depth).await?);
+            reasons.extend(group_ahead(queue, now, seen, task, depth).await?);
         }
         let key = envelope.concurrency_key.as_deref();
         let gates = queue.gates();
@@ -494,36 +519,29 @@ async fn held_back(
     Ok(reasons)
 }
 
-/// What each feature says of a task not ended yet (nothing of a body that is no envelope).
-fn features_say(queue: &Queue, now: &ZkTime, task: &TaskInfo) -> Vec<Reason> {
+/// What each feature says of a task not ended yet (nothing of a body that is no envelope),
+/// with what their start read found (`seen`): a line beside the others, or a reason that
+/// holds the task back (a pause).
+fn features_say(queue: &Queue, now: &ZkTime, seen: &Found, task: &TaskInfo) -> Vec<Reason> {
     let Some(envelope) = &task.envelope else {
         return Vec::new();
     };
-    (queue.features().explain(envelope, now.now_ms()).into_iter())
-        .map(|(feature, says)| Reason::Feature {
+    (queue
+        .features()
+        .explain(envelope, now.now_ms(), seen)
+        .into_iter())
+    .map(|(feature, said)| match said.holds {
+        Some(data) => Reason::HeldBy(FeatureReason {
             feature: feature.to_string(),
-            says,
-        })
-        .collect()
-}
-
-/// The pause that covers the task, if one does.
-async fn paused(queue: &Queue, task: &TaskInfo) -> Result<Option<Reason>> {
-    if !task.paused {
-        return Ok(None);
-    }
-    let paused = queue.pauses().paused().await?;
-    if let Some(since) = paused.queue {
-        return Ok(Some(Reason::Paused {
-            event_type: None,
-            since_ms: since.since,
-        }));
-    }
-    let event_type = task.event_type.clone().unwrap_or_default();
-    Ok((paused.types.get(&event_type)).map(|since| Reason::Paused {
-        since_ms: since.since,
-        event_type: Some(event_type),
-    }))
+            line: said.line,
+            data,
+        }),
+        None => Reason::Feature {
+            feature: feature.to_string(),
+            says: said.line,
+        },
+    })
+    .collect()
 }
 
 /// What the grouped task `task` waits behind in its group, as a run decides it (see
@@ -532,6 +550,7 @@ async fn paused(queue: &Queue, task: &TaskInfo) -> Result<Option<Reason>> {
 async fn group_ahead(
     queue: &Queue,
     now: &ZkTime,
+    seen: &Found,
     task: Grouped<'_>,
     depth: Depth,
 ) -> Result<Vec<Reason>> {
@@ -553,7 +572,7 @@ async fn group_ahead(
                 group: group_name,
                 holder,
                 holder_state: found.state(),
-                holder_why: holder_why(queue, now, &found).await?,
+                holder_why: holder_why(queue, now, seen, &found).await?,
             }]
         }
     })
@@ -562,10 +581,15 @@ async fn group_ahead(
 /// What holds back the task a grouped task waits behind: for a pending one, what holds any
 /// pending task back but its group (its group is the one already looked at); for a place,
 /// what its task waits for; nothing for a task held or gone.
-async fn holder_why(queue: &Queue, now: &ZkTime, found: &Status) -> Result<Vec<Reason>> {
+async fn holder_why(
+    queue: &Queue,
+    now: &ZkTime,
+    seen: &Found,
+    found: &Status,
+) -> Result<Vec<Reason>> {
     Ok(match found {
         // Boxed: `held_back` called this, and without a group it calls nothing here again.
-        Status::Pending { task } => Box::pin(held_back(queue, now, task, None)).await?,
+        Status::Pending { task } => Box::pin(held_back(queue, now, seen, task, None)).await?,
         Status::Place { task } => vec![place(task)],
         _ => Vec::new(),
     })
@@ -593,16 +617,15 @@ async fn leased(queue: &Queue, task: &TaskInfo) -> Result<Vec<Reason>> {
     Ok(reasons)
 }
 
-/// A waiting task: when it is due, and the pause that will hold it then.
-async fn waiting(queue: &Queue, task: &TaskInfo) -> Result<Vec<Reason>> {
+/// A waiting task: when it is due (what the features say, such as the pause that will hold
+/// it then, follows).
+fn waiting(task: &TaskInfo) -> Vec<Reason> {
     let envelope = task.envelope.as_ref();
-    let mut reasons = vec![Reason::NotDue {
+    vec![Reason::NotDue {
         due_at_ms: envelope.and_then(|e| e.retry_at).unwrap_or_default(),
         attempts: task.attempts,
         last_error: task.last_error.clone(),
-    }];
-    reasons.extend(paused(queue, task).await?);
-    Ok(reasons)
+    }]
 }
 
 /// A resumable task asleep or waiting for a signal: what its record says.

@@ -36,8 +36,9 @@ use zookeeper_client as zk;
 
 use crate::clock::ZkTime;
 use crate::error::{Error, Result};
+use crate::feature::{Features, Found};
 use crate::progress::ProgressReport;
-use crate::queue::{LeaseSeen, Paused, Probed, Queue, TaskRead, Walk};
+use crate::queue::{LeaseSeen, Probed, Queue, TaskRead, Walk};
 use crate::task::{self, Body, Envelope, Place, StandsFor};
 
 /// A task as `list` and `status` show it.
@@ -65,7 +66,8 @@ pub struct TaskInfo {
     /// Set when our credentials may not read it (its creator shut others out).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unreadable: bool,
-    /// Set when its event type (or the whole queue) is paused: no consumer claims it.
+    /// Set when a feature leaves it where it is (its event type, or the whole queue, is
+    /// paused): no consumer claims it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
     /// Set for a place (see [`crate::task::Place`]): not a task, but the turn in its group
@@ -107,7 +109,7 @@ pub struct LeaseInfo {
 /// the key lanes, a window each in turn; each lane oldest first), at most `limit`, each with
 /// its lease: a window of the walk at a time.
 pub async fn pending(queue: &Queue, now: &ZkTime, limit: usize) -> Result<Vec<TaskInfo>> {
-    let paused = queue.pauses().paused().await?;
+    let seen = queue.read_features().await?;
     let mut walk = Walk::new();
     let mut infos = Vec::new();
     while infos.len() < limit {
@@ -115,7 +117,8 @@ pub async fn pending(queue: &Queue, now: &ZkTime, limit: usize) -> Result<Vec<Ta
             break;
         };
         for probed in window.into_iter().take(limit - infos.len()) {
-            infos.push(info(queue, &probed, now).await?.marked(&paused));
+            let info = info(queue, &probed, now).await?;
+            infos.push(info.marked(queue.features(), &seen, now.now_ms()));
         }
     }
     Ok(infos)
@@ -186,10 +189,20 @@ fn place_info(name: &str, place: Place, stat: &zk::Stat, now: &ZkTime) -> TaskIn
 }
 
 impl TaskInfo {
-    /// Marked paused when `paused` holds its event type.
-    pub(crate) fn marked(mut self, paused: &Paused) -> Self {
-        let event_type = self.event_type.as_deref().unwrap_or_default();
-        self.paused = self.event_type.is_some() && paused.covers(event_type);
+    /// Marked `paused` when a feature leaves it where it is at `now_ms` (its type paused), as
+    /// a claim would with what the features' start read found (`seen`). A task known only by
+    /// its type is asked about as a task of that type.
+    pub(crate) fn marked(mut self, features: &Features, seen: &Found, now_ms: i64) -> Self {
+        let stand_in;
+        let envelope = match (&self.envelope, &self.event_type) {
+            (Some(envelope), _) => envelope,
+            (None, Some(event_type)) => {
+                stand_in = Envelope::new(event_type.clone(), serde_json::Value::Null);
+                &stand_in
+            }
+            (None, None) => return self,
+        };
+        self.paused = features.any_leaves(envelope, now_ms, seen);
         self
     }
 }

@@ -155,20 +155,23 @@ pub async fn status(queue: &Queue, now: &ZkTime, key: &str) -> Result<Status> {
     if status == Status::NotFound {
         status = look(queue, now, key).await?;
     }
-    let paused = queue.pauses().paused().await?;
+    let waits = matches!(
+        status,
+        Status::Pending { .. }
+            | Status::Waiting { .. }
+            | Status::Sleeping { .. }
+            | Status::AwaitingSignal { .. }
+    );
+    if !waits {
+        return Ok(status);
+    }
+    let seen = queue.read_features().await?;
+    let marked = |task: Box<TaskInfo>| Box::new(task.marked(queue.features(), &seen, now.now_ms()));
     Ok(match status {
-        Status::Pending { task } => Status::Pending {
-            task: Box::new(task.marked(&paused)),
-        },
-        Status::Waiting { task } => Status::Waiting {
-            task: Box::new(task.marked(&paused)),
-        },
-        Status::Sleeping { task } => Status::Sleeping {
-            task: Box::new(task.marked(&paused)),
-        },
-        Status::AwaitingSignal { task } => Status::AwaitingSignal {
-            task: Box::new(task.marked(&paused)),
-        },
+        Status::Pending { task } => Status::Pending { task: marked(task) },
+        Status::Waiting { task } => Status::Waiting { task: marked(task) },
+        Status::Sleeping { task } => Status::Sleeping { task: marked(task) },
+        Status::AwaitingSignal { task } => Status::AwaitingSignal { task: marked(task) },
         other => other,
     })
 }

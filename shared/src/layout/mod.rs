@@ -16,7 +16,8 @@
 //! │                                     a delay, in the bucket of the 10 s in which it is due
 //! ├── dead/task-0000000042              persistent, a dead-letter record (JSON)
 //! ├── head                              the lowest sequence number a task may still have
-//! ├── paused                            what is paused: the queue, event types (JSON)
+//! ├── paused                            what is paused: the queue, event types (JSON; the
+//! │                                     pause feature's, made with the base paths)
 //! ├── cancelled/<id>                    a task cancelled while held (`<id>` encoded)
 //! ├── groups/<group>                    an ordered group's lock (`<group>` encoded)
 //! ├── keys/<key>                        an idempotency key and its task (`<key>` encoded)
@@ -284,12 +285,6 @@ impl Layout {
         format!("{}/audit", self.root)
     }
 
-    /// What is paused: the whole queue, event types (made with the base paths as `{}`; absent
-    /// in a queue no consumer of this version has started on yet).
-    pub fn paused(&self) -> String {
-        format!("{}/paused", self.root)
-    }
-
     /// Tasks waiting out a retry's backoff, a producer's delay, a sleep or a wait for a signal.
     pub fn delayed(&self) -> String {
         format!("{}/delayed", self.root)
@@ -437,7 +432,6 @@ impl Layout {
             self.signals(),
             self.steps(),
             self.clock(),
-            self.paused(),
         ]);
         paths
     }
@@ -510,8 +504,7 @@ mod tests {
                 "/a/b/dependents",
                 "/a/b/signals",
                 "/a/b/steps",
-                "/a/b/clock",
-                "/a/b/paused"
+                "/a/b/clock"
             ]
         );
     }

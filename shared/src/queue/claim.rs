@@ -234,7 +234,7 @@ impl Queue {
                     takes = rest;
                     takes.retain(|(index, take)| {
                         let left =
-                            (self.features()).leaves(*at, &take.envelope, now.now_ms(), &found);
+                            (self.features()).leaves(*at, &take.envelope, now.latest_ms(), &found);
                         if left {
                             outcomes[*index] = Some(TaskOutcome::Paused);
                         }

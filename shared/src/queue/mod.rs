@@ -31,7 +31,6 @@
 //! - [`DebounceKeys`] (`debounce`): debounced publishes, filed in the due index (their firing
 //!   is the feature's, `features/debounce/`).
 //! - [`Cancels`] (`cancels`): cancel marks, and cancelling a pending or waiting task.
-//! - [`Pauses`] (`pause`): pausing the queue or one event type.
 //! - [`InDoubt`] (`landed`): what landed of a publish whose answers were lost.
 //! - [`Delays`] (`delay`): tasks that wait out a backoff or a delay under `delayed/`.
 //! - [`AllOrNothing`] (`all_or_nothing`): a publish of every item in one multi-op, or none
@@ -79,7 +78,6 @@ mod ops;
 mod outage;
 mod outcome;
 mod parents;
-mod pause;
 mod place;
 mod probe;
 mod publish;
@@ -150,8 +148,6 @@ pub(crate) use ops::{Multi, Op, Part};
 pub use outage::{PUBLISH_RETRY_FOR, PublishOptions, Renew};
 pub use outcome::TaskOutcome;
 pub use parents::{GoneEnd, ParentLook, TAKEN_AS_DEAD, TakenAs};
-pub use pause::Pauses;
-pub use pause::{PauseTarget, Paused, PausedSince};
 pub use probe::Probes;
 pub use probe::{Head, HeadData, LaneStart, Lanes, LeaseSeen, Probe, Probed};
 pub use publish::Outcome;
@@ -313,7 +309,7 @@ impl Queue {
     /// One multi-read finds which are: a create that finds its node is a write all the same
     /// (ZooKeeper logs the failed transaction), and every cold start and command calls this.
     pub async fn ensure_paths(&self) -> Result<()> {
-        let all = self.layout.base_paths();
+        let all = self.base_paths();
         // A node we may not read (another user's ACL) is tried as a create, as before.
         let found = match self.read_paths(&all).await {
             Ok(found) => found,
@@ -327,7 +323,7 @@ impl Queue {
     /// is missing. (A cold start so saves the round trip of a separate look at the chroot.)
     pub(crate) async fn ensure_paths_under_root(&self) -> Result<bool> {
         let mut all = vec!["/".to_string()];
-        all.extend(self.layout.base_paths());
+        all.extend(self.base_paths());
         let Ok(mut found) = self.read_paths(&all).await else {
             // Something we may not read: the chroot looked at alone, then as before.
             return match self.client.check_stat("/").await {
@@ -343,16 +339,27 @@ impl Queue {
         create_missing(self, all, found).await.map(|()| true)
     }
 
+    /// The layout's base paths, and the znodes the features' start reads read that they have
+    /// made with them ([`crate::feature::Feature::made_with`]).
+    fn base_paths(&self) -> Vec<String> {
+        let mut all = self.layout.base_paths();
+        let made = self.features().made_with(&self.layout);
+        all.extend(made.into_iter().map(|(path, _)| path));
+        all
+    }
+
     /// Reads ZooKeeper's time by touching the `clock` znode: as of the answer, so the reading
-    /// is never ahead of the server ([`ZkTime::from_answer`]).
+    /// is never ahead of the server ([`ZkTime::now_ms`]), and as of the request for the latest
+    /// it may be ([`ZkTime::latest_ms`]).
     pub async fn server_time(&self) -> Result<ZkTime> {
         let path = self.layout.clock();
+        let sent_at = std::time::Instant::now();
         let stat = self
             .client
             .set_data(&path, b"", None)
             .await
             .map_err(|e| Error::zk("set", path, e))?;
-        Ok(ZkTime::from_answer(stat.mtime))
+        Ok(ZkTime::from_request(stat.mtime, sent_at))
     }
 
     /// Number of children of `path`, from its stat.
@@ -377,9 +384,12 @@ async fn create_missing(
         .zip(found)
         .filter_map(|(path, read)| read.is_none().then_some(path))
         .collect();
-    // `paused` holds JSON from the start: a consumer of an earlier version parses it.
-    let paused = queue.layout.paused();
-    let data = |p: &String| -> &'static [u8] { if *p == paused { b"{}" } else { b"" } };
+    // A feature's znode holds what it is made with from the start (`paused`: JSON, which a
+    // consumer of an earlier version parses).
+    let made = queue.features().made_with(&queue.layout);
+    let data = |p: &String| -> &'static [u8] {
+        (made.iter().find(|(path, _)| path == p)).map_or(b"", |(_, data)| data)
+    };
     let creates: Vec<_> = paths
         .iter()
         .map(|p| {

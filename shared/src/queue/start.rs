@@ -54,22 +54,12 @@ impl Queue {
     /// idle while one has.
     pub async fn read_start_watching(&self, watched: &[String]) -> Result<Start> {
         let layout = self.layout();
-        let listed = self.features().listed_at_start(layout);
-        let read = self.features().read_at_start(layout);
+        let asked = FeatureReads::of(self);
         let mut waiting = vec![layout.delayed()];
         waiting.extend(watched.iter().cloned());
         let mut reader = self.client().new_multi_reader();
         self.probes().add_lane_reads(&mut reader)?;
-        for (_, folder) in &listed {
-            reader
-                .add_get_children(folder)
-                .map_err(|e| Error::zk("list", folder, e))?;
-        }
-        for (_, path) in &read {
-            reader
-                .add_get_data(path)
-                .map_err(|e| Error::zk("get", path, e))?;
-        }
+        asked.add(&mut reader)?;
         add_get_data(&mut reader, &waiting)?;
         let results = reader
             .commit()
@@ -77,29 +67,7 @@ impl Queue {
             .map_err(|e| Error::zk("get", layout.root(), e))?;
         let mut results = results.into_iter();
         let lanes = lane_starts(&mut results);
-        let mut listings = Vec::with_capacity(listed.len());
-        for (at, folder) in &listed {
-            let names: BTreeSet<String> = match results.next() {
-                Some(zk::MultiReadResult::Children { children }) => children.into_iter().collect(),
-                read => nothing_there(read, folder).map(|()| BTreeSet::new())?,
-            };
-            listings.push((*at, names));
-        }
-        let mut answers = Vec::with_capacity(read.len());
-        for (at, path) in &read {
-            let answer = match results.next() {
-                Some(zk::MultiReadResult::Data { data, stat }) => {
-                    let found = Some((&data[..], &stat));
-                    (self.features()).saw_at_start(*at, &StartRead { path, found })?
-                }
-                other => {
-                    nothing_there(other, path)?;
-                    (self.features()).saw_at_start(*at, &StartRead { path, found: None })?
-                }
-            };
-            self.memory.checks.saw(*at, self.features(), &answer);
-            answers.push((*at, answer));
-        }
+        let found = asked.found(self, &mut results)?;
         // A parent we may not read is taken as holding something: the run looks.
         let holds: Vec<bool> = (results)
             .map(|read| match read {
@@ -109,11 +77,93 @@ impl Queue {
             })
             .collect();
         Ok(Start {
-            found: Found::new(listings, answers),
+            found,
             lanes,
             waiting: holds.iter().any(|h| *h),
             watched: holds.get(1..).unwrap_or_default().to_vec(),
         })
+    }
+
+    /// The features' part of a start read alone, in one multi-read: what `status`,
+    /// `explain` and `stats` show of what holds tasks back (what is paused).
+    ///
+    /// # Notable errors
+    /// - [`Error::Unreadable`] as [`Queue::read_start`] says.
+    pub async fn read_features(&self) -> Result<Found> {
+        let asked = FeatureReads::of(self);
+        let mut reader = self.client().new_multi_reader();
+        asked.add(&mut reader)?;
+        let results = reader
+            .commit()
+            .await
+            .map_err(|e| Error::zk("get", self.layout().root(), e))?;
+        asked.found(self, &mut results.into_iter())
+    }
+}
+
+/// What the registered features ask a start read for: the folders it lists
+/// (`Feature::listed_at_start`) and the znodes it reads (`Feature::read_at_start`), each
+/// with the index of the feature that asked.
+struct FeatureReads {
+    listed: Vec<(usize, String)>,
+    read: Vec<(usize, String)>,
+}
+
+impl FeatureReads {
+    fn of(queue: &Queue) -> Self {
+        FeatureReads {
+            listed: queue.features().listed_at_start(queue.layout()),
+            read: queue.features().read_at_start(queue.layout()),
+        }
+    }
+
+    /// Adds the listings, then the reads, to `reader`.
+    fn add(&self, reader: &mut zk::MultiReader<'_>) -> Result<()> {
+        for (_, folder) in &self.listed {
+            reader
+                .add_get_children(folder)
+                .map_err(|e| Error::zk("list", folder, e))?;
+        }
+        for (_, path) in &self.read {
+            reader
+                .add_get_data(path)
+                .map_err(|e| Error::zk("get", path, e))?;
+        }
+        Ok(())
+    }
+
+    /// What the features make of their part of `results` (next in it, in the order
+    /// [`FeatureReads::add`] added them); each read's answer is also what the queue's later
+    /// claims start from when it is newer than theirs.
+    fn found(
+        &self,
+        queue: &Queue,
+        results: &mut impl Iterator<Item = zk::MultiReadResult>,
+    ) -> Result<Found> {
+        let mut listings = Vec::with_capacity(self.listed.len());
+        for (at, folder) in &self.listed {
+            let names: BTreeSet<String> = match results.next() {
+                Some(zk::MultiReadResult::Children { children }) => children.into_iter().collect(),
+                read => nothing_there(read, folder).map(|()| BTreeSet::new())?,
+            };
+            listings.push((*at, names));
+        }
+        let mut answers = Vec::with_capacity(self.read.len());
+        for (at, path) in &self.read {
+            let answer = match results.next() {
+                Some(zk::MultiReadResult::Data { data, stat }) => {
+                    let found = Some((&data[..], &stat));
+                    (queue.features()).saw_at_start(*at, &StartRead { path, found })?
+                }
+                other => {
+                    nothing_there(other, path)?;
+                    (queue.features()).saw_at_start(*at, &StartRead { path, found: None })?
+                }
+            };
+            queue.memory.checks.saw(*at, queue.features(), &answer);
+            answers.push((*at, answer));
+        }
+        Ok(Found::new(listings, answers))
     }
 }
 

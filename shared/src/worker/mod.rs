@@ -292,7 +292,7 @@ impl<H: Handler> Worker<H> {
             &wakes.refill,
         );
         let paused = (
-            queue.layout().paused(),
+            crate::features::pause::path(queue.layout()),
             zk::AddWatchMode::Persistent,
             &wakes.paused,
         );

@@ -1,7 +1,8 @@
 //! Steering the queue: `cancel`, `end-parent`, `pause` and `resume`.
 
 use event_bridge::cancel::Cancelled;
-use event_bridge::queue::{GoneEnd, PauseTarget, TakenAs};
+use event_bridge::features::pause::PauseTarget;
+use event_bridge::queue::{GoneEnd, TakenAs};
 use event_bridge::{Config, Queue};
 use serde_json::json;
 

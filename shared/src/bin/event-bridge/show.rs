@@ -95,7 +95,7 @@ pub(crate) fn print_stats(config: &Config, s: &DetailedStats) -> Result<(), Fail
         );
     }
     out!("oldest task  {age}");
-    let paused = &s.stats.paused;
+    let paused = &event_bridge::features::pause::Paused::in_stats(&s.stats);
     if paused.queue.is_some() {
         out!("paused       the whole queue");
     }

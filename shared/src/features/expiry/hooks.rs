@@ -4,7 +4,7 @@
 use chrono::SecondsFormat;
 
 use super::ExpiresAt;
-use crate::feature::{AtClaim, End, Feature, Started};
+use crate::feature::{AtClaim, End, Feature, Said, Started};
 use crate::task::{self, Envelope};
 
 /// The dead letter's reason of a task that expired before any run started it.
@@ -45,10 +45,11 @@ impl Feature for Expiry {
         }
     }
 
-    fn explain(&self, envelope: &Envelope, now_ms: i64) -> Option<String> {
+    /// A line beside the others: an expiry holds nothing back.
+    fn explain(&self, envelope: &Envelope, now_ms: i64, _started: &Started<'_>) -> Option<Said> {
         let at = ExpiresAt::of(envelope).ok()??;
         let when = at.0.to_rfc3339_opts(SecondsFormat::Millis, true);
-        Some(match now_ms < at.ms() {
+        let line = match now_ms < at.ms() {
             true => format!(
                 "expires at {when} (in {}): a claim after that sends it to the dead letters \
                  as expired instead of running it",
@@ -59,7 +60,8 @@ impl Feature for Expiry {
                  expired instead of running it",
                 span(now_ms - at.ms())
             ),
-        })
+        };
+        Some(Said { line, holds: None })
     }
 }
 
@@ -84,6 +86,14 @@ mod tests {
     use crate::feature::Found;
 
     use super::*;
+
+    /// Its line in `explain` about `envelope` at `now_ms`.
+    fn said(envelope: &Envelope, now_ms: i64) -> Option<String> {
+        let found = Found::default();
+        Expiry
+            .explain(envelope, now_ms, &found.of(0))
+            .map(|s| s.line)
+    }
 
     fn expiring_at(ms: i64) -> Envelope {
         let mut envelope = Envelope::new("t", json!({}));
@@ -126,26 +136,22 @@ mod tests {
             panic!("taken")
         };
         assert!(reason.starts_with("malformed event-bridge/1 envelope: \"expires_at\""));
-        assert_eq!(Expiry.explain(&envelope, 0), None);
+        assert_eq!(said(&envelope, 0), None);
     }
 
     #[test]
     fn explain_says_when_it_expires_or_that_it_has() {
         let envelope = expiring_at(1_800_000_000_000);
-        let before = Expiry
-            .explain(&envelope, 1_800_000_000_000 - 90_000)
-            .unwrap();
+        let before = said(&envelope, 1_800_000_000_000 - 90_000).unwrap();
         assert!(
             before.starts_with("expires at 2027-01-15T08:00:00.000Z (in 2 min)"),
             "{before}"
         );
-        let after = Expiry
-            .explain(&envelope, 1_800_000_000_000 + 1_500)
-            .unwrap();
+        let after = said(&envelope, 1_800_000_000_000 + 1_500).unwrap();
         assert!(
             after.starts_with("expired at 2027-01-15T08:00:00.000Z (1.5 s ago)"),
             "{after}"
         );
-        assert_eq!(Expiry.explain(&Envelope::new("t", json!({})), 0), None);
+        assert_eq!(said(&Envelope::new("t", json!({})), 0), None);
     }
 }

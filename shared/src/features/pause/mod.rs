@@ -1,6 +1,7 @@
-//! Pausing at claim: no task of a paused event type (or of a paused queue) is claimed, and a
-//! running resumable handler of one is asked to stop. (The `paused` znode's form, and
-//! `pause`/`unpause`, which read and write it, are still the core's `queue/pause.rs`.)
+//! Pausing: the whole queue, or one event type. No task of what is paused is claimed; tasks in
+//! flight finish (a running resumable handler is asked to stop); producers keep publishing.
+//! The state is one znode, `ROOT/paused` (its form: `state.rs`), changed by `pause` and
+//! `unpause` (`change.rs`).
 //!
 //! # How it works
 //!
@@ -25,8 +26,18 @@
 //!   ([`Feature::stops_running`]): it saves its steps and returns.
 //!
 //! While its read found nothing paused, a run's claims do not ask it about their tasks
-//! ([`crate::feature::AtStart::asks_at_claim`]). No znode (a queue no consumer of this version
-//! has started on) pauses nothing and is not checked.
+//! ([`crate::feature::AtStart::asks_at_claim`]). The base paths make `paused` as `{}`
+//! ([`Feature::made_with`]), so even a queue's first pause is checked; no znode (a queue no
+//! consumer of this version has started on) pauses nothing and is not checked, and that
+//! queue's first pause stops claims within a second.
+//!
+//! The same read tells the doors what is paused: `status` marks a task of a paused type
+//! (`paused`, as for any task a feature leaves where it is), `explain` gives the pause as its
+//! reason (`{"reason": "paused", "event_type": …, "since_ms": …}`, [`Feature::explain`]),
+//! and `stats` shows what is paused (`paused`, [`Feature::in_stats`]). An unpause
+//! (`event-bridge resume`) changes nothing under `tasks/`, so a worker keeps a persistent
+//! watch on `paused` ([`path`]): a change wakes it for another drain once the one under way
+//! ends.
 //!
 //! # Costs
 //!
@@ -35,12 +46,31 @@
 //! batch whose run's copy is older when `paused` went away. Paused tasks stay in their lane,
 //! so a walk still reads past them.
 
+mod change;
+mod state;
+
 use std::sync::Arc;
 
+use serde_json::{Value, json};
+
 use crate::error::Result;
-use crate::feature::{AtClaim, AtStart, ClaimCheck, Feature, Kept, StartRead, Started};
-use crate::queue::Paused;
+use crate::feature::{AtClaim, AtStart, ClaimCheck, Feature, Kept, Said, StartRead, Started};
+use crate::layout::Layout;
 use crate::task::Envelope;
+
+pub use change::Pauses;
+pub use state::{PauseTarget, Paused, PausedSince};
+
+/// The znode's name under the queue's root.
+const ZNODE: &str = "paused";
+
+/// The field of the stats that says what is paused.
+const FIELD: &str = "paused";
+
+/// Where what is paused is kept: `ROOT/paused`.
+pub fn path(layout: &Layout) -> String {
+    format!("{}/{ZNODE}", layout.root())
+}
 
 /// The feature: tasks of what a read of `paused` pauses are left where they are.
 pub struct Pause;
@@ -77,7 +107,12 @@ impl Feature for Pause {
     }
 
     fn read_at_start(&self) -> Option<&'static str> {
-        Some("paused")
+        Some(ZNODE)
+    }
+
+    /// `{}`: a consumer of an earlier version parses it.
+    fn made_with(&self) -> Option<&'static [u8]> {
+        Some(b"{}")
     }
 
     fn saw_at_start(&self, read: &StartRead<'_>) -> Result<AtStart> {
@@ -93,6 +128,39 @@ impl Feature for Pause {
 
     fn stops_running(&self, envelope: &Envelope, started: &Started<'_>) -> bool {
         Pause::covers(started, &envelope.event_type)
+    }
+
+    /// The pause that covers the task, as a reason that holds it back.
+    fn explain(&self, envelope: &Envelope, _now_ms: i64, started: &Started<'_>) -> Option<Said> {
+        let event_type = &envelope.event_type;
+        let (since_ms, whole) = started.kept::<Paused>()?.since(event_type)?;
+        let since = crate::clock::shown(since_ms);
+        let (line, reason) = match whole {
+            true => (
+                format!("paused: the whole queue, since {since}; `resume` lets it go"),
+                json!({"reason": "paused", "since_ms": since_ms}),
+            ),
+            false => (
+                format!(
+                    "paused: type {event_type}, since {since}; `resume --type {event_type}` \
+                     lets it go"
+                ),
+                json!({"reason": "paused", "event_type": event_type, "since_ms": since_ms}),
+            ),
+        };
+        let Value::Object(holds) = reason else {
+            unreachable!("a JSON object")
+        };
+        Some(Said {
+            line,
+            holds: Some(holds),
+        })
+    }
+
+    /// What is paused, when something is.
+    fn in_stats(&self, started: &Started<'_>) -> Option<(&'static str, Value)> {
+        let paused = started.kept::<Paused>().filter(|p| !p.is_empty())?;
+        Some((FIELD, serde_json::to_value(paused).expect("JSON")))
     }
 }
 

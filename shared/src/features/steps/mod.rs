@@ -46,6 +46,14 @@ impl Feature for StepFolders {
         "steps"
     }
 
+    /// Only a task that carries a record can have step znodes: a record's entries are moved
+    /// into step znodes only by a write of the task that stores the record in its body (an
+    /// extension, or the one found landed after a lost reply), so a task whose record keeps
+    /// entries there carries `resume`. A plain task never asks this feature at its end.
+    fn envelope_fields(&self) -> &'static [&'static str] {
+        &["resume"]
+    }
+
     fn ends(&self) -> &'static [End] {
         &[End::Completed]
     }

@@ -1,8 +1,6 @@
 //! How `explain` words each reason: one line a reason, times by ZooKeeper's clock; pure, so
 //! each wording has a unit test here.
 
-use chrono::{DateTime, Utc};
-
 use super::{Parent, Reason};
 use crate::queue::GateLoad;
 use crate::state::State;
@@ -20,10 +18,6 @@ pub(super) fn line(reason: &Reason, now_ms: i64) -> String {
         Reason::GroupTurn { group } => format!(
             "its parents are done; it waits for group {group} to reach its place in the lane"
         ),
-        Reason::Paused {
-            event_type,
-            since_ms,
-        } => paused_line(event_type.as_deref(), *since_ms),
         Reason::NotDue {
             due_at_ms,
             attempts,
@@ -70,6 +64,7 @@ pub(super) fn line(reason: &Reason, now_ms: i64) -> String {
         }
         Reason::Ready => "ready: nothing holds it back; the next run claims it".to_string(),
         Reason::Feature { says, .. } => says.clone(),
+        Reason::HeldBy(held) => held.line.clone(),
         other => ended_line(other, now_ms),
     }
 }
@@ -151,14 +146,6 @@ fn debounced_line(key: &str, due_at_ms: i64, max_wait_until_ms: Option<i64>) -> 
          replaces it; `cancel` withdraws it",
         at_time(due_at_ms)
     )
-}
-
-fn paused_line(event_type: Option<&str>, since_ms: i64) -> String {
-    let since = at_time(since_ms);
-    match event_type {
-        None => format!("paused: the whole queue, since {since}; `resume` lets it go"),
-        Some(t) => format!("paused: type {t}, since {since}; `resume --type {t}` lets it go"),
-    }
 }
 
 fn parent(parent: &Parent) -> String {
@@ -261,10 +248,7 @@ fn held(consumer: Option<&str>, token: i64, expires_in_ms: i64, now_ms: i64) -> 
 
 /// `ms` since the epoch as a UTC time to the second.
 fn at_time(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
-        || ms.to_string(),
-        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-    )
+    crate::clock::shown(ms)
 }
 
 /// A span of ms, to the second.

@@ -159,7 +159,7 @@ impl Queue {
         let mut stand_in = Envelope::new(&place.event_type, serde_json::Value::Null);
         stand_in.id.clone_from(&place.id);
         let found = &restraints.found;
-        if (self.features()).any_leaves(&stand_in, now.now_ms(), found) {
+        if (self.features()).any_leaves(&stand_in, now.latest_ms(), found) {
             return Ok(Prepared::Decided(TaskOutcome::Paused));
         }
         let on_dead = restraints
@@ -201,7 +201,9 @@ impl Queue {
         // else holds the task back (the list asks those first): malformed (a concurrency key
         // no gate can be named after), cancelled (its cancel mark seen), or with its reason.
         // One that says not now (a pause) leaves it where it is.
-        let answer = (self.features()).at_claim(&envelope, now.now_ms(), &restraints.found);
+        // At the latest the time may be: what a feature refuses from a moment on (an expiry)
+        // is refused once that moment may have come, never after.
+        let answer = (self.features()).at_claim(&envelope, now.latest_ms(), &restraints.found);
         if answer == AtClaim::Leave {
             return Ok(Prepared::Decided(TaskOutcome::Paused));
         }
