@@ -313,6 +313,33 @@ async fn the_vercel_build_served_locally_drains_on_kicks_from_the_library_and_it
     );
 }
 
+/// A kick is sent even when its connection outlasts the publisher's wait (`KICK_WAIT_MS`): the
+/// publisher stops waiting, not the request. The trigger's accept queue is full when the
+/// publish kicks, so the kick cannot connect before the publish has returned, however fast the
+/// machine; once the trigger serves, the kick connects, and its drain runs the task.
+#[tokio::test]
+async fn a_kick_whose_connect_outlasts_the_wait_still_starts_a_drain() {
+    let mut server = KickTrigger::bind_backed_up(SECRET).await;
+    let url = server.url.clone();
+    let tq = TestQueue::with(|config| {
+        kicks_to(&url)(config);
+        config.kick.as_mut().expect("kicks on").wait = Duration::from_millis(10);
+    })
+    .await;
+    let app = App::open(tq.config.clone(), "test").await.expect("app");
+
+    tq.queue
+        .publish(&Envelope::new("a", json!({})))
+        .await
+        .expect("publish");
+    assert_eq!(server.requests(), 0, "the kick is not through yet");
+    server.serve(draining(Arc::new(app)));
+
+    let drained = || async { tq.children("tasks").await.is_empty() };
+    harness::wait::eventually("the kicked drain ran the task", drained).await;
+    assert_eq!(server.requests(), 1, "one kick");
+}
+
 /// A kicked drain lingers (`KICK_LINGER_MS`) before it clears the kick node: a task published
 /// meanwhile kicks nothing (the node stands) and runs in the same invocation. The linger and
 /// the drain's time are ten minutes, longer than any wait here, so the drain is still lingering

@@ -162,7 +162,8 @@ pub struct KickConfig {
     /// kick, and the next publisher kicks again.
     pub stale_after: Duration,
     /// `KICK_WAIT_MS`: how long a publisher waits for the trigger's answer; past it, the
-    /// request was sent and the drain goes on without it.
+    /// publish returns and the request goes on without it (connecting and sending, for up to
+    /// `KICK_STALE_MS`), as does the drain it starts.
     pub wait: Duration,
     /// `KICK_LINGER_MS`: how long a kicked drain goes on looking for tasks (every 100 ms)
     /// before it clears the kick node: while it lingers, publishers do not kick, and it runs

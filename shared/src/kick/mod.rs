@@ -81,7 +81,12 @@ impl Target {
             ))),
             #[cfg(not(feature = "lambda-kick"))]
             Some(_) => Target::Unbuilt(config.url.clone()),
-            None => Target::Http(Trigger::new(&config.url, secret, config.wait)),
+            None => Target::Http(Trigger::new(
+                &config.url,
+                secret,
+                config.wait,
+                config.stale_after,
+            )),
         }
     }
 
