@@ -37,7 +37,8 @@
 //!   where it is (`inspect`'s `paused`); and in `stats`, [`Feature::in_stats`], a field of its
 //!   own (`stats.rs`);
 //! - when the queue's base paths are made: [`Feature::made_with`], the data its start-read
-//!   znode is made with (`queue/mod.rs`);
+//!   znode is made with (`queue/mod.rs`), which is also its idle state: a start read that
+//!   finds just that answers for the feature without calling it ([`AtStart::unchanged`]);
 //! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes tasks out
 //!   of the queue, completed (`queue/complete.rs`) or dead (`queue/bury.rs`, and a blocked
 //!   child dying with its parent, `queue/dependents.rs`), asked only at the ends it names
@@ -169,7 +170,10 @@ pub trait Feature: Send + Sync + 'static {
     }
 
     /// The data its [`Feature::read_at_start`] znode is made with, with the queue's base
-    /// paths (`None`: not made; a feature that reads it must then take "not there").
+    /// paths (`None`: not made; a feature that reads it must then take "not there"). It is the
+    /// feature's idle state: a start read that finds the znode holding just this is answered
+    /// by the core without asking the feature ([`AtStart::unchanged`]), so an idle feature
+    /// costs a run nothing but the check.
     fn made_with(&self) -> Option<&'static [u8]> {
         None
     }
@@ -446,6 +450,22 @@ pub struct AtStart {
     /// with this answer ([`Started::kept`]): a claim decides on the very read its multi-op
     /// checks, whichever queue's features made it.
     pub kept: Option<Kept>,
+}
+
+impl AtStart {
+    /// The answer to a read of a feature's znode at `path` that holds what it was made with
+    /// ([`Feature::made_with`]): nothing to ask at claim, nothing kept, and the version read
+    /// checked by every claim, so that a claim decided on it does not land after it changed.
+    pub fn unchanged(path: &str, stat: &zk::Stat) -> Self {
+        AtStart {
+            checks: vec![ClaimCheck {
+                path: path.to_string(),
+                version: stat.version,
+                mzxid: stat.mzxid,
+            }],
+            ..AtStart::default()
+        }
+    }
 }
 
 /// What a feature made of its start read, carried with its answer and handed back to its

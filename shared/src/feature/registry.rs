@@ -19,6 +19,8 @@ use crate::task::{Envelope, Task, envelope_from_value};
 #[derive(Clone, Default)]
 pub struct Features {
     list: Arc<[Arc<dyn Feature>]>,
+    /// Each one's [`Feature::name`], read once.
+    names: Arc<[&'static str]>,
     /// Each one's [`Feature::item_fields`] and [`Feature::envelope_fields`], read once: a
     /// task without them asks no feature that has some.
     fields: Arc<[Vec<&'static str>]>,
@@ -44,6 +46,7 @@ impl Features {
             .map(|f| [f.item_fields(), f.envelope_fields()].concat())
             .collect();
         let ends = list.iter().map(|f| f.ends()).collect();
+        let names = list.iter().map(|f| f.name()).collect();
         let listed = (list.iter().enumerate())
             .filter_map(|(at, f)| Some((at, f.listed_at_start()?)))
             .collect();
@@ -52,6 +55,7 @@ impl Features {
             .collect();
         Features {
             list: list.into(),
+            names,
             fields,
             ends,
             listed,
@@ -61,17 +65,17 @@ impl Features {
 
     /// Their names, in order.
     pub fn names(&self) -> Vec<&'static str> {
-        self.list.iter().map(|f| f.name()).collect()
+        self.names.to_vec()
     }
 
     /// The index in the list of the feature named `name`, if it is there.
     pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.list.iter().position(|f| f.name() == name)
+        self.names.iter().position(|n| *n == name)
     }
 
     /// The name of the feature at index `at`.
     pub fn name_at(&self, at: usize) -> Option<&'static str> {
-        self.list.get(at).map(|f| f.name())
+        self.names.get(at).copied()
     }
 
     /// The first refusal of `envelope` at publish, naming the feature's field.
@@ -130,11 +134,19 @@ impl Features {
             .collect()
     }
 
-    /// Tells the feature at index `at` what a read of its znode found; its answer.
+    /// Tells the feature at index `at` what a read of its znode found; its answer. A znode
+    /// that holds what it was made with ([`Feature::made_with`]) is answered without asking
+    /// the feature: nothing to say, its version checked by every claim
+    /// ([`AtStart::unchanged`]).
     pub fn saw_at_start(&self, at: usize, read: &StartRead<'_>) -> Result<AtStart> {
-        match self.list.get(at) {
-            Some(feature) => feature.saw_at_start(read),
-            None => Ok(AtStart::default()),
+        let Some(feature) = self.list.get(at) else {
+            return Ok(AtStart::default());
+        };
+        match read.found {
+            Some((data, stat)) if feature.made_with() == Some(data) => {
+                Ok(AtStart::unchanged(read.path, stat))
+            }
+            _ => feature.saw_at_start(read),
         }
     }
 
@@ -560,5 +572,55 @@ mod tests {
         };
         assert_eq!(names(&plain), ["quiet"]);
         assert_eq!(names(&member), ["quiet", "member"]);
+    }
+
+    /// Reads a znode made with `{}`, and counts the reads it was told about.
+    #[derive(Default)]
+    struct Idle(std::sync::atomic::AtomicUsize);
+
+    impl Feature for Idle {
+        fn name(&self) -> &'static str {
+            "idle"
+        }
+        fn read_at_start(&self) -> Option<&'static str> {
+            Some("idle")
+        }
+        fn made_with(&self) -> Option<&'static [u8]> {
+            Some(b"{}")
+        }
+        fn saw_at_start(&self, _read: &StartRead<'_>) -> Result<AtStart> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(AtStart {
+                asks_at_claim: true,
+                ..AtStart::default()
+            })
+        }
+    }
+
+    /// A znode holding what it was made with is answered by the core: the feature is not
+    /// asked, and every claim still checks the version read; anything else asks it.
+    #[test]
+    fn a_znode_as_it_was_made_is_answered_without_asking_its_feature() {
+        let idle = Arc::new(Idle::default());
+        let features = Features::new(vec![Arc::new(Quiet), idle.clone()]);
+        let stat = crate::feature::stat_for_tests(7, 70, 0);
+        let read = |data: &'static [u8]| StartRead {
+            path: "/q/idle",
+            found: Some((data, &stat)),
+        };
+        let answer = features.saw_at_start(1, &read(b"{}")).unwrap();
+        assert_eq!(answer, AtStart::unchanged("/q/idle", &stat));
+        assert!(!answer.asks_at_claim && answer.kept.is_none());
+        assert_eq!((answer.checks[0].version, answer.checks[0].mzxid), (7, 70));
+        assert_eq!(idle.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let answer = features.saw_at_start(1, &read(b"{\"x\":1}")).unwrap();
+        assert!(answer.asks_at_claim, "the feature's own answer");
+        assert_eq!(idle.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let gone = StartRead {
+            path: "/q/idle",
+            found: None,
+        };
+        features.saw_at_start(1, &gone).unwrap();
+        assert_eq!(idle.0.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }

@@ -27,7 +27,10 @@
 //!
 //! While its read found nothing paused, a run's claims do not ask it about their tasks
 //! ([`crate::feature::AtStart::asks_at_claim`]). The base paths make `paused` as `{}`
-//! ([`Feature::made_with`]), so even a queue's first pause is checked; no znode (a queue no
+//! ([`Feature::made_with`]), so even a queue's first pause is checked; a read that finds `{}`
+//! (nothing was ever paused, or everything was unpaused) is answered by the core, which checks
+//! its version without calling this feature, so a queue that pauses nothing pays a run nothing
+//! here; no znode (a queue no
 //! consumer of this version has started on) pauses nothing and is not checked, and that
 //! queue's first pause stops claims within a second.
 //!
