@@ -29,8 +29,19 @@ pub struct Features {
     /// The folders the features' [`Feature::listed_at_start`] name, read once, with the
     /// index of the feature.
     listed: Arc<[(usize, &'static str)]>,
-    /// The znodes the features' [`Feature::read_at_start`] name, likewise.
-    read: Arc<[(usize, &'static str)]>,
+    /// The znodes the features' [`Feature::read_at_start`] name, likewise, each with what
+    /// the feature makes it with ([`Feature::made_with`]).
+    read: Arc<[ReadAtStart]>,
+}
+
+/// A znode a feature's start read reads ([`Feature::read_at_start`]).
+struct ReadAtStart {
+    /// The feature's index.
+    at: usize,
+    /// The znode's name under the root.
+    name: &'static str,
+    /// What the feature makes it with ([`Feature::made_with`]).
+    made_with: Option<&'static [u8]>,
 }
 
 impl std::fmt::Debug for Features {
@@ -51,7 +62,13 @@ impl Features {
             .filter_map(|(at, f)| Some((at, f.listed_at_start()?)))
             .collect();
         let read = (list.iter().enumerate())
-            .filter_map(|(at, f)| Some((at, f.read_at_start()?)))
+            .filter_map(|(at, f)| {
+                Some(ReadAtStart {
+                    at,
+                    name: f.read_at_start()?,
+                    made_with: f.made_with(),
+                })
+            })
             .collect();
         Features {
             list: list.into(),
@@ -130,7 +147,7 @@ impl Features {
     /// asked.
     pub fn read_at_start(&self, layout: &Layout) -> Vec<(usize, String)> {
         (self.read.iter())
-            .map(|(at, name)| (*at, format!("{}/{name}", layout.root())))
+            .map(|read| (read.at, format!("{}/{}", layout.root(), read.name)))
             .collect()
     }
 
@@ -142,8 +159,11 @@ impl Features {
         let Some(feature) = self.list.get(at) else {
             return Ok(AtStart::default());
         };
+        let made_with = (self.read.iter())
+            .find(|r| r.at == at)
+            .and_then(|r| r.made_with);
         match read.found {
-            Some((data, stat)) if feature.made_with() == Some(data) => {
+            Some((data, stat)) if made_with == Some(data) => {
                 Ok(AtStart::unchanged(read.path, stat))
             }
             _ => feature.saw_at_start(read),
@@ -189,10 +209,7 @@ impl Features {
     /// each with its data.
     pub fn made_with(&self, layout: &Layout) -> Vec<(String, &'static [u8])> {
         (self.read.iter())
-            .filter_map(|(at, name)| {
-                let data = self.list[*at].made_with()?;
-                Some((format!("{}/{name}", layout.root()), data))
-            })
+            .filter_map(|read| Some((format!("{}/{}", layout.root(), read.name), read.made_with?)))
             .collect()
     }
 
