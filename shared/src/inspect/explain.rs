@@ -4,10 +4,11 @@
 //!
 //! It starts from [`status()`], then asks each feature that can hold a pending task back
 //! whether it does: each registered feature's hook, with what the features' start read finds
-//! (a reason that holds it back, such as a pause, or a line beside the others, for a task in
-//! any state short of its end: [`crate::feature::Feature::explain`]), the task's due time, what goes first in its group (see `ahead`:
-//! its lock, else the first task of its group in its lane, with what holds that one back), the
-//! gates of its route and concurrency key, its cancel mark. A waiting child's parents:
+//! (a reason that holds it back, such as a pause or a cancel mark, or a line beside the others,
+//! for a task in any state short of its end: [`crate::feature::Feature::explain`]), the
+//! task's due time, what goes first in its group (see `ahead`: its lock, else the first task
+//! of its group in its lane, with what holds that one back), the gates of its route and
+//! concurrency key. A waiting child's parents:
 //! [`explain`] (the command) looks each up by id (the first [`PARENTS_LOOKED_UP`]; a look by id
 //! may page through the queue); [`status_and_why`] (the HTTP status answer, the dashboard)
 //! reads only what costs the same at any depth: each parent's marker (completed or dead, once
@@ -149,8 +150,6 @@ pub enum Reason {
         /// The gate and its load.
         gate: GateLoad,
     },
-    /// Cancelled while held: buried instead of run again.
-    Cancelled,
     /// Its body cannot run: it goes to the dead letters when claimed.
     Poison {
         /// Why its body cannot run.
@@ -339,7 +338,7 @@ async fn of_state(
             reasons
         }
         (State::Leased, Status::Leased { task }) => {
-            let mut reasons = leased(queue, task).await?;
+            let mut reasons = leased(task);
             reasons.extend(features_say(queue, now, seen, task));
             reasons
         }
@@ -512,9 +511,6 @@ async fn held_back(
                 (false, None) => {}
             }
         }
-        if cancelled(queue, &envelope.id).await? {
-            reasons.push(Reason::Cancelled);
-        }
     }
     Ok(reasons)
 }
@@ -595,26 +591,15 @@ async fn holder_why(
     })
 }
 
-/// Whether the task with envelope id `id` carries a cancel mark (`cancelled/<id>`).
-async fn cancelled(queue: &Queue, id: &str) -> Result<bool> {
-    let mark = queue.layout().cancel_mark(id);
-    Ok(queue.read_path(&mark).await?.is_some())
-}
-
-/// A held task: by whom, until when; marked when it was cancelled meanwhile.
-async fn leased(queue: &Queue, task: &TaskInfo) -> Result<Vec<Reason>> {
+/// A held task: by whom, until when (what the features say, such as a cancel mark made
+/// meanwhile, follows).
+fn leased(task: &TaskInfo) -> Vec<Reason> {
     let lease = task.lease.as_ref();
-    let mut reasons = vec![Reason::Held {
+    vec![Reason::Held {
         consumer_id: lease.and_then(|l| l.consumer_id.clone()),
         fencing_token: lease.map_or(0, |l| l.fencing_token),
         expires_in_ms: lease.map_or(0, |l| l.expires_in_ms),
-    }];
-    if let Some(id) = &task.id
-        && cancelled(queue, id).await?
-    {
-        reasons.push(Reason::Cancelled);
-    }
-    Ok(reasons)
+    }]
 }
 
 /// A waiting task: when it is due (what the features say, such as the pause that will hold

@@ -19,7 +19,9 @@
 //! - at the end of a task buried as cancelled, its mark is deleted in the same multi-op (looked
 //!   for first, one read: a task a cancel buried while nobody held it has none);
 //! - in the reaper's upkeep ([`store::sweep`]), marks whose task left `tasks/` under the name it
-//!   was marked with are deleted, a few per run.
+//!   was marked with are deleted, a few per run;
+//! - in `explain`, a marked task (pending, held or waiting) says it is cancelled
+//!   (`{"reason": "cancelled"}`), from the listing of the features' start read.
 //!
 //! The mark is made by `event-bridge cancel` ([`store::mark`]), which then looks again where
 //! the task is: a task released meanwhile is cancelled where it went, and the mark is taken
@@ -44,7 +46,7 @@ use zookeeper_client as zk;
 
 use crate::error::Result;
 use crate::feature::{
-    AfterFailure, AtClaim, End, EndWrite, Feature, Leaving, Listed, Site, Started, Upkeep,
+    AfterFailure, AtClaim, End, EndWrite, Feature, Leaving, Listed, Said, Site, Started, Upkeep,
 };
 use crate::layout::{Layout, encode_segment};
 use crate::task::{Envelope, Task};
@@ -79,6 +81,19 @@ impl Feature for CancelMarks {
 
     fn stops_running(&self, envelope: &Envelope, started: &Started<'_>) -> bool {
         is_marked(started.listed, &envelope.id)
+    }
+
+    /// A marked task: `{"reason": "cancelled"}`, which holds it back for good.
+    fn explain(&self, envelope: &Envelope, _now_ms: i64, started: &Started<'_>) -> Option<Said> {
+        if !is_marked(started.listed, &envelope.id) {
+            return None;
+        }
+        let mut holds = serde_json::Map::new();
+        holds.insert("reason".into(), "cancelled".into());
+        Some(Said {
+            line: "cancelled: it goes to the dead letters instead of running again".into(),
+            holds: Some(holds),
+        })
     }
 
     fn at_release(&self, layout: &Layout, task: &Task) -> Vec<EndWrite> {

@@ -56,9 +56,6 @@ pub(super) fn line(reason: &Reason, now_ms: i64) -> String {
         }
         Reason::AtCap { gate } => at_cap(gate),
         Reason::RateLimited { gate } => rate_limited(gate, now_ms),
-        Reason::Cancelled => {
-            "cancelled: it goes to the dead letters instead of running again".to_string()
-        }
         Reason::Poison { problem } => {
             format!("cannot run ({problem}): it goes to the dead letters when claimed")
         }
