@@ -30,9 +30,8 @@
 //! ([`Feature::made_with`]), so even a queue's first pause is checked; a read that finds `{}`
 //! (nothing was ever paused, or everything was unpaused) is answered by the core, which checks
 //! its version without calling this feature, so a queue that pauses nothing pays a run nothing
-//! here; no znode (a queue no
-//! consumer of this version has started on) pauses nothing and is not checked, and that
-//! queue's first pause stops claims within a second.
+//! here. No znode (a queue no consumer of this version has started on) pauses nothing and is
+//! not checked, and that queue's first pause stops claims within a second.
 //!
 //! The same read tells the doors what is paused: `status` marks a task of a paused type
 //! (`paused`, as for any task a feature leaves where it is), `explain` gives the pause as its
