@@ -409,3 +409,42 @@ async fn a_child_registered_after_a_consumer_saw_no_children_still_follows_its_p
     );
     assert!(t.children("dependents").await.is_empty());
 }
+
+/// A child registered while its parent runs, after the run's start read found no parent with
+/// children: the parent's completion, whose check of `dependents/` at that read's version
+/// stands for the markers, fails that check, asks the dependencies feature for its marker after
+/// all, and releases the child, which runs after it.
+#[tokio::test]
+async fn a_child_registered_while_its_parent_runs_is_released_by_its_completion() {
+    let t = TestQueue::new().await;
+    let parent = task("parent", 1);
+    publish_one(&t, &parent).await;
+    let child = child_of(&[&parent.id], 2);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let handler = {
+        let (producer, seen, child) = (t.queue.clone(), seen.clone(), child.clone());
+        FnHandler(move |task: Task| {
+            let (producer, seen, child) = (producer.clone(), seen.clone(), child.clone());
+            async move {
+                let n = task.envelope.payload["n"].as_u64().unwrap();
+                seen.lock().unwrap().push(n);
+                if n == 1 {
+                    producer.publish_all(&[child]).await.unwrap();
+                }
+                Ok::<(), HandlerError>(())
+            }
+        })
+    };
+    let first = process::run(&t.queue, &handler, &harness::options(10, 1))
+        .await
+        .unwrap();
+    assert_eq!(first.completed as usize, seen.lock().unwrap().len());
+    assert!(
+        !matches!(status(&t, &child.id).await, Status::Blocked { .. }),
+        "released by its parent's completion"
+    );
+    process::run(&t.queue, &handler, &harness::options(10, 1))
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [1, 2]);
+}

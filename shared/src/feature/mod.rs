@@ -37,8 +37,11 @@
 //!   where it is (`inspect`'s `paused`); and in `stats`, [`Feature::in_stats`], a field of its
 //!   own (`stats.rs`);
 //! - when the queue's base paths are made: [`Feature::made_with`], the data its start-read
-//!   znode is made with (`queue/mod.rs`), which is also its idle state: a start read that
-//!   finds just that answers for the feature without calling it ([`AtStart::unchanged`]);
+//!   znode is made with (`queue/mod.rs`);
+//! - at a start read that finds a feature's znode idle ([`Feature::idle`]): nothing; the core
+//!   answers for it ([`AtStart::idle`]) and checks the znode's version at every claim, or at
+//!   every ending in place of the feature's part (`covered.rs`), so an idle feature is never
+//!   called by a plain task's run;
 //! - at the end: [`Feature::at_end`], the writes it adds to the multi-op that takes tasks out
 //!   of the queue, completed (`queue/complete.rs`) or dead (`queue/bury.rs`, and a blocked
 //!   child dying with its parent, `queue/dependents.rs`), asked only at the ends it names
@@ -75,8 +78,10 @@ use crate::handler::Delivered;
 use crate::layout::Layout;
 use crate::task::{Envelope, Task};
 
+mod covered;
 mod registry;
 
+pub use covered::LatestCovers;
 pub use registry::Features;
 
 /// A feature, as the core calls it. Every hook has a default that does nothing, so a feature
@@ -170,11 +175,16 @@ pub trait Feature: Send + Sync + 'static {
     }
 
     /// The data its [`Feature::read_at_start`] znode is made with, with the queue's base
-    /// paths (`None`: not made; a feature that reads it must then take "not there"). It is the
-    /// feature's idle state: a start read that finds the znode holding just this is answered
-    /// by the core without asking the feature ([`AtStart::unchanged`]), so an idle feature
-    /// costs a run nothing but the check.
+    /// paths (`None`: not made; a feature that reads it must then take "not there").
     fn made_with(&self) -> Option<&'static [u8]> {
+        None
+    }
+
+    /// What its [`Feature::read_at_start`] znode is while the feature has nothing to do, and
+    /// what the core checks for it then ([`Idle`]): a start read that finds it so is answered
+    /// by the core without asking the feature ([`AtStart::idle`]), so an idle feature costs a
+    /// run nothing but that check. Read once when the list is made.
+    fn idle(&self) -> Option<Idle> {
         None
     }
 
@@ -450,22 +460,53 @@ pub struct AtStart {
     /// with this answer ([`Started::kept`]): a claim decides on the very read its multi-op
     /// checks, whichever queue's features made it.
     pub kept: Option<Kept>,
+    /// The znode, at the version read, whose check stands for the feature's part in every
+    /// ending while it stays so ([`IdleCheck::Ends`]; see `feature/covered.rs`).
+    pub covers_ends: Option<ClaimCheck>,
 }
 
 impl AtStart {
-    /// The answer to a read of a feature's znode at `path` that holds what it was made with
-    /// ([`Feature::made_with`]): nothing to ask at claim, nothing kept, and the version read
-    /// checked by every claim, so that a claim decided on it does not land after it changed.
-    pub fn unchanged(path: &str, stat: &zk::Stat) -> Self {
-        AtStart {
-            checks: vec![ClaimCheck {
-                path: path.to_string(),
-                version: stat.version,
-                mzxid: stat.mzxid,
-            }],
-            ..AtStart::default()
+    /// The answer to a read of a feature's znode at `path` that found it idle
+    /// ([`Feature::idle`]): nothing to ask at claim, nothing kept, and the version read checked
+    /// as `check` says: by every claim, or by every ending in place of the feature's part.
+    pub fn idle(path: &str, stat: &zk::Stat, check: IdleCheck) -> Self {
+        let read = ClaimCheck {
+            path: path.to_string(),
+            version: stat.version,
+            mzxid: stat.mzxid,
+        };
+        match check {
+            IdleCheck::Claims => AtStart {
+                checks: vec![read],
+                ..AtStart::default()
+            },
+            IdleCheck::Ends => AtStart {
+                covers_ends: Some(read),
+                ..AtStart::default()
+            },
         }
     }
+}
+
+/// What a feature's start-read znode is while the feature has nothing to do
+/// ([`Feature::idle`]): it holds `data` and has no children.
+#[derive(Clone, Copy, Debug)]
+pub struct Idle {
+    /// Its data while idle.
+    pub data: &'static [u8],
+    /// What the core checks for the feature while it is idle.
+    pub check: IdleCheck,
+}
+
+/// What the core checks, at the version read, while a feature is idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleCheck {
+    /// Every claim's multi-op ([`AtStart::checks`]): what a change to it says (a pause) must
+    /// hold for every claim decided after it.
+    Claims,
+    /// Every ending multi-op, in place of the feature's part ([`AtStart::covers_ends`]): while
+    /// it is idle the feature writes nothing at an end (no parent has children).
+    Ends,
 }
 
 /// What a feature made of its start read, carried with its answer and handed back to its
@@ -810,6 +851,7 @@ mod tests {
                 mzxid,
             }],
             kept: Some(Kept(Arc::new(version))),
+            covers_ends: None,
         }
     }
 

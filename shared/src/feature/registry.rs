@@ -7,9 +7,10 @@ use std::sync::Arc;
 use serde_json::Value;
 use zookeeper_client as zk;
 
+use super::covered::Covered;
 use super::{
-    AfterFailure, AtClaim, AtStart, End, EndParts, EndWrite, EndedTask, Feature, Found, Leaving,
-    Said, Site, StartRead, Upkeep, carries,
+    AfterFailure, AtClaim, AtStart, End, EndPart, EndParts, EndWrite, EndedTask, Feature, Found,
+    Idle, IdleCheck, LatestCovers, Leaving, Said, Site, StartRead, Upkeep, carries,
 };
 use crate::error::Result;
 use crate::layout::Layout;
@@ -42,6 +43,8 @@ struct ReadAtStart {
     name: &'static str,
     /// What the feature makes it with ([`Feature::made_with`]).
     made_with: Option<&'static [u8]>,
+    /// What it is while the feature is idle ([`Feature::idle`]).
+    idle: Option<Idle>,
 }
 
 impl std::fmt::Debug for Features {
@@ -67,6 +70,7 @@ impl Features {
                     at,
                     name: f.read_at_start()?,
                     made_with: f.made_with(),
+                    idle: f.idle(),
                 })
             })
             .collect();
@@ -152,21 +156,42 @@ impl Features {
     }
 
     /// Tells the feature at index `at` what a read of its znode found; its answer. A znode
-    /// that holds what it was made with ([`Feature::made_with`]) is answered without asking
-    /// the feature: nothing to say, its version checked by every claim
-    /// ([`AtStart::unchanged`]).
+    /// found idle ([`Feature::idle`]) is answered without asking the feature
+    /// ([`AtStart::idle`]).
     pub fn saw_at_start(&self, at: usize, read: &StartRead<'_>) -> Result<AtStart> {
         let Some(feature) = self.list.get(at) else {
             return Ok(AtStart::default());
         };
-        let made_with = (self.read.iter())
-            .find(|r| r.at == at)
-            .and_then(|r| r.made_with);
-        match read.found {
-            Some((data, stat)) if made_with == Some(data) => {
-                Ok(AtStart::unchanged(read.path, stat))
+        match (self.idle_of(at), read.found) {
+            (Some(idle), Some((data, stat))) if data == idle.data && stat.num_children == 0 => {
+                Ok(AtStart::idle(read.path, stat, idle.check))
             }
             _ => feature.saw_at_start(read),
+        }
+    }
+
+    /// What the znode of the feature at index `at` is while it is idle, if it says.
+    fn idle_of(&self, at: usize) -> Option<Idle> {
+        (self.read.iter()).find(|r| r.at == at).and_then(|r| r.idle)
+    }
+
+    /// Whether the feature at index `at` has its ends covered while idle ([`IdleCheck::Ends`]).
+    fn covers_ends(&self, at: usize) -> bool {
+        self.idle_of(at)
+            .is_some_and(|idle| idle.check == IdleCheck::Ends)
+    }
+
+    /// Tells `covers` what the feature at index `at` answered to a read of its znode that
+    /// found it with `stat` (`None`: not there).
+    pub fn tell_covers(
+        &self,
+        covers: &LatestCovers,
+        at: usize,
+        answer: &AtStart,
+        stat: Option<&zk::Stat>,
+    ) {
+        if let Some(name) = self.name_at(at) {
+            covers.saw(name, self.covers_ends(at), answer, stat);
         }
     }
 
@@ -243,16 +268,26 @@ impl Features {
     }
 
     /// Each feature's part in the one multi-op that ends `leaving` `how`
-    /// ([`Feature::end_part`]).
+    /// ([`Feature::end_part`]); for a feature whose ends `covers` says are covered, the check
+    /// of its idle znode instead, which asks it for its part only if that check fails on a
+    /// znode no longer idle (see `covered.rs`).
     pub async fn end_parts(
         &self,
         site: &Site<'_>,
         leaving: &[Leaving<'_>],
         how: End,
+        covers: &LatestCovers,
     ) -> Result<EndParts> {
         let mut parts = Vec::new();
         for (at, feature) in self.asked_at(how, leaving) {
-            if let Some(part) = feature.end_part(site, leaving, how).await? {
+            let covered = (self.idle_of(at))
+                .filter(|idle| idle.check == IdleCheck::Ends)
+                .zip(covers.of(self.names[at]));
+            if let Some((idle, cover)) = covered {
+                let feature = Arc::clone(feature);
+                let part = Covered::new(feature, idle.data, cover, leaving, how);
+                parts.push((at, Box::new(part) as Box<dyn EndPart>));
+            } else if let Some(part) = feature.end_part(site, leaving, how).await? {
                 parts.push((at, part));
             }
         }
@@ -591,19 +626,22 @@ mod tests {
         assert_eq!(names(&member), ["quiet", "member"]);
     }
 
-    /// Reads a znode made with `{}`, and counts the reads it was told about.
+    /// Reads a znode idle as `{}`, and counts the reads it was told about.
     #[derive(Default)]
-    struct Idle(std::sync::atomic::AtomicUsize);
+    struct Sleepy(std::sync::atomic::AtomicUsize);
 
-    impl Feature for Idle {
+    impl Feature for Sleepy {
         fn name(&self) -> &'static str {
             "idle"
         }
         fn read_at_start(&self) -> Option<&'static str> {
             Some("idle")
         }
-        fn made_with(&self) -> Option<&'static [u8]> {
-            Some(b"{}")
+        fn idle(&self) -> Option<Idle> {
+            Some(Idle {
+                data: b"{}",
+                check: IdleCheck::Claims,
+            })
         }
         fn saw_at_start(&self, _read: &StartRead<'_>) -> Result<AtStart> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -614,11 +652,11 @@ mod tests {
         }
     }
 
-    /// A znode holding what it was made with is answered by the core: the feature is not
-    /// asked, and every claim still checks the version read; anything else asks it.
+    /// A znode found idle is answered by the core: the feature is not asked, and every claim
+    /// still checks the version read; anything else asks it (other data, children, none).
     #[test]
-    fn a_znode_as_it_was_made_is_answered_without_asking_its_feature() {
-        let idle = Arc::new(Idle::default());
+    fn an_idle_znode_is_answered_without_asking_its_feature() {
+        let idle = Arc::new(Sleepy::default());
         let features = Features::new(vec![Arc::new(Quiet), idle.clone()]);
         let stat = crate::feature::stat_for_tests(7, 70, 0);
         let read = |data: &'static [u8]| StartRead {
@@ -626,7 +664,8 @@ mod tests {
             found: Some((data, &stat)),
         };
         let answer = features.saw_at_start(1, &read(b"{}")).unwrap();
-        assert_eq!(answer, AtStart::unchanged("/q/idle", &stat));
+        assert_eq!(answer, AtStart::idle("/q/idle", &stat, IdleCheck::Claims));
+        assert!(answer.covers_ends.is_none(), "it covers claims");
         assert!(!answer.asks_at_claim && answer.kept.is_none());
         assert_eq!((answer.checks[0].version, answer.checks[0].mzxid), (7, 70));
         assert_eq!(idle.0.load(std::sync::atomic::Ordering::SeqCst), 0);
@@ -639,5 +678,12 @@ mod tests {
         };
         features.saw_at_start(1, &gone).unwrap();
         assert_eq!(idle.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let parent = crate::feature::stat_for_tests(7, 70, 1);
+        let with_children = StartRead {
+            path: "/q/idle",
+            found: Some((b"{}", &parent)),
+        };
+        features.saw_at_start(1, &with_children).unwrap();
+        assert_eq!(idle.0.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 }

@@ -177,7 +177,7 @@ impl Queue {
         let mut writes = self.features().at_end(&site, &leaving, End::Dead).await?;
         let parts = self
             .features()
-            .end_parts(&site, &leaving, End::Dead)
+            .end_parts(&site, &leaving, End::Dead, &self.memory.covers)
             .await?;
         Ok((writes.pop().unwrap_or_default(), parts))
     }

@@ -55,7 +55,7 @@ impl Queue {
         let leaving: Vec<Leaving> = leases.map(leaving).collect();
         let site = self.site();
         let parts = (self.features())
-            .end_parts(&site, &leaving, End::Completed)
+            .end_parts(&site, &leaving, End::Completed, &self.memory.covers)
             .await?;
         drop(leaving);
         let ended = self.end("complete", endings, parts).await?;

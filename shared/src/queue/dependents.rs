@@ -131,7 +131,10 @@ impl Dependencies<'_> {
         let (site, leaving) = (self.site(), [leaving]);
         let dead = crate::feature::End::Dead;
         let writes = self.features().at_end(&site, &leaving, dead).await?;
-        let parts = self.features().end_parts(&site, &leaving, dead).await?;
+        let covers = &self.memory.covers;
+        let parts = (self.features())
+            .end_parts(&site, &leaving, dead, covers)
+            .await?;
         let to = To::Dead { letter };
         let mut ending = Ending::new(name, from, to);
         ending.writes = writes.into_iter().next().unwrap_or_default();

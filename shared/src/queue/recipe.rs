@@ -24,6 +24,9 @@ pub(super) struct Memory {
     pub(super) gates: GateCache,
     /// The claim's: the newest answers of the features whose znodes every claim checks.
     pub(super) checks: super::claim::LatestChecks,
+    /// The ending's: the features whose ends a check of their idle znode covers, and at which
+    /// version (`feature/covered.rs`).
+    pub(super) covers: crate::feature::LatestCovers,
 }
 
 /// Names of znodes this process made or met: it makes one only when it is not among them.

@@ -150,17 +150,22 @@ impl FeatureReads {
         }
         let mut answers = Vec::with_capacity(self.read.len());
         for (at, path) in &self.read {
-            let answer = match results.next() {
+            let (answer, stat) = match results.next() {
                 Some(zk::MultiReadResult::Data { data, stat }) => {
                     let found = Some((&data[..], &stat));
-                    (queue.features()).saw_at_start(*at, &StartRead { path, found })?
+                    let answer =
+                        (queue.features()).saw_at_start(*at, &StartRead { path, found })?;
+                    (answer, Some(stat))
                 }
                 other => {
                     nothing_there(other, path)?;
-                    (queue.features()).saw_at_start(*at, &StartRead { path, found: None })?
+                    let read = StartRead { path, found: None };
+                    ((queue.features()).saw_at_start(*at, &read)?, None)
                 }
             };
             queue.memory.checks.saw(*at, queue.features(), &answer);
+            let covers = &queue.memory.covers;
+            (queue.features()).tell_covers(covers, *at, &answer, stat.as_ref());
             answers.push((*at, answer));
         }
         Ok(Found::new(listings, answers))

@@ -9,10 +9,14 @@
 //! Every task may be a parent (a child names it by its envelope's id, or a plain body by its
 //! task's name), so every ending multi-op carries this feature's part (`markers.rs`):
 //!
-//! - When `dependents/` was last seen without children (by the run's start read, through
-//!   [`Feature::read_at_start`], or by this part), one `check` of `dependents/` at that data
-//!   version stands for every task of the multi-op: a child's publish sets `dependents/` in
-//!   its own multi-op, so no marker can have appeared since.
+//! - When `dependents/` was last seen without children, one `check` of `dependents/` at that
+//!   data version stands for every task of the multi-op: a child's publish sets `dependents/`
+//!   in its own multi-op, so no marker can have appeared since. A start read that finds it so
+//!   is answered by the core ([`Feature::idle`]), which then adds that check to every ending
+//!   itself, without calling this feature (`feature/covered.rs`), and asks for this part only
+//!   once the check failed on a `dependents/` with children: a plain task's run never enters
+//!   this feature. Without such a read (a process that made none), this part makes the same
+//!   check from what it last saw (by its own reads, or a start read that found children).
 //! - Otherwise each task's marker is created and deleted in the multi-op, which fails it when
 //!   a child registered (the marker exists); the marker is then read, and set at the version
 //!   read to how the task ended ([`crate::task::after::ParentEnd`]).
@@ -40,7 +44,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::error::Result;
-use crate::feature::{AtStart, End, EndPart, Feature, Leaving, Site, StartRead, Upkeep};
+use crate::feature::{
+    AtStart, End, EndPart, Feature, Idle, IdleCheck, Leaving, Site, StartRead, Upkeep,
+};
 use crate::queue::Queue;
 
 use markers::{EmptyAt, Markers};
@@ -60,6 +66,17 @@ impl Feature for Dependencies {
 
     fn read_at_start(&self) -> Option<&'static str> {
         Some("dependents")
+    }
+
+    /// No marker under `dependents/` (no parent has children): no ending writes one, so the
+    /// core checks `dependents/` at the version read in every ending multi-op in place of
+    /// this feature's part (a child's publish sets it, so the check fails once one
+    /// registered), and asks for the part only then.
+    fn idle(&self) -> Option<Idle> {
+        Some(Idle {
+            data: b"",
+            check: IdleCheck::Ends,
+        })
     }
 
     fn saw_at_start(&self, read: &StartRead<'_>) -> Result<AtStart> {

@@ -56,7 +56,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::feature::{AtClaim, AtStart, ClaimCheck, Feature, Kept, Said, StartRead, Started};
+use crate::feature::{
+    AtClaim, AtStart, ClaimCheck, Feature, Idle, IdleCheck, Kept, Said, StartRead, Started,
+};
 use crate::layout::Layout;
 use crate::task::Envelope;
 
@@ -94,6 +96,7 @@ impl Pause {
                 mzxid: stat.mzxid,
             }],
             kept: Some(Kept(Arc::new(paused))),
+            covers_ends: None,
         })
     }
 
@@ -115,6 +118,15 @@ impl Feature for Pause {
     /// `{}`: a consumer of an earlier version parses it.
     fn made_with(&self) -> Option<&'static [u8]> {
         Some(b"{}")
+    }
+
+    /// `{}`, nothing paused: every claim checks its version, so no claim decided before a
+    /// pause lands after it.
+    fn idle(&self) -> Option<Idle> {
+        Some(Idle {
+            data: b"{}",
+            check: IdleCheck::Claims,
+        })
     }
 
     fn saw_at_start(&self, read: &StartRead<'_>) -> Result<AtStart> {

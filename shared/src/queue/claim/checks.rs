@@ -87,6 +87,7 @@ mod tests {
                 mzxid: i64::from(version) * 100,
             }],
             kept: None,
+            covers_ends: None,
         }
     }
 
