@@ -360,6 +360,30 @@ async fn a_held_task_names_its_consumer_and_a_cancel_of_it_says_it_will_not_run_
     );
 }
 
+/// What the features say of a held task comes where the core said it: its cancel mark right
+/// after its holder, then a line (when it expires); a pause of its type holds back no task
+/// already held, so it says nothing.
+#[tokio::test]
+async fn a_held_task_s_cancel_mark_comes_before_its_expiry_and_its_types_pause_is_not_said() {
+    let t = TestQueue::new().await;
+    let now = t.now().await.now_ms();
+    let mut envelope = plain("report.send");
+    event_bridge::features::expiry::ExpiresAt::at_ms(now + 3_600_000)
+        .unwrap()
+        .set(&mut envelope);
+    let name = publish(&t, envelope).await;
+    let _lease = claim(&t, &name, &Restraints::default()).await;
+    let report = PauseTarget::Type("report.send".into());
+    assert!(t.queue.pauses().pause(&report).await.unwrap());
+    event_bridge::cancel::cancel(&t.queue, &name).await.unwrap();
+    let explained = explain(&t, &name).await;
+    let kinds: Vec<String> = (explained.reasons.iter())
+        .map(|r| r.to_json()["reason"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(kinds, ["held", "cancelled", "feature"], "{explained:?}");
+    assert!(explained.lines[2].starts_with("expires at "), "{explained:?}");
+}
+
 #[tokio::test]
 async fn a_body_that_cannot_run_says_it_goes_to_the_dead_letters() {
     let t = TestQueue::new().await;

@@ -86,7 +86,7 @@ fn paths(queue: &Queue) -> Vec<String> {
     let root = queue.layout().root();
     let below = format!("{}/", root.trim_end_matches('/'));
     let mut paths = vec![root.to_string()];
-    paths.extend((queue.layout().base_paths().into_iter()).filter(|p| p.starts_with(&below)));
+    paths.extend((queue.base_paths().into_iter()).filter(|p| p.starts_with(&below)));
     paths
 }
 

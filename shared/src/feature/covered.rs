@@ -81,11 +81,13 @@ impl LatestCovers {
         }
     }
 
-    /// The cover of the feature named `name`, when its ends are covered now.
-    pub(super) fn of(&self, name: &str) -> Option<Arc<Cover>> {
+    /// The cover of the feature named `name` and the check it stands for now, when its ends
+    /// are covered: the check as of this one look, which a part then keeps (a later read that
+    /// uncovers them changes what the next ending sees, not this one's check).
+    pub(super) fn of(&self, name: &str) -> Option<(Arc<Cover>, ClaimCheck)> {
         let kept = self.0.lock().expect("not poisoned");
         let (_, cover) = kept.iter().find(|(n, _)| *n == name)?;
-        cover.get().is_some().then(|| Arc::clone(cover))
+        Some((Arc::clone(cover), cover.get()?))
     }
 }
 
@@ -136,16 +138,16 @@ pub(super) struct Covered {
 
 impl Covered {
     /// The part of `feature` (idle when its znode holds `idle_data`) in the ending of
-    /// `leaving` `how`, its ends covered by `cover`.
+    /// `leaving` `how`, its ends covered by `cover` with `check`.
     pub(super) fn new(
         feature: Arc<dyn Feature>,
         idle_data: &'static [u8],
-        cover: Arc<Cover>,
+        (cover, check): (Arc<Cover>, ClaimCheck),
         leaving: &[Leaving<'_>],
         how: End,
     ) -> Self {
         Covered {
-            check: cover.get(),
+            check: Some(check),
             feature,
             idle_data,
             cover,
@@ -256,8 +258,8 @@ mod tests {
             latest.saw("dependents", true, answer, stat);
         };
         saw(&covering(3, 30), Some(&stat(30)));
-        let cover = latest.of("dependents").expect("covered");
-        assert_eq!(cover.get().map(|c| c.version), Some(3));
+        let (cover, check) = latest.of("dependents").expect("covered");
+        assert_eq!(check.version, 3);
         saw(&covering(2, 20), Some(&stat(20)));
         assert_eq!(cover.get().map(|c| c.version), Some(3), "an older read");
         saw(&AtStart::default(), Some(&stat(40)));

@@ -76,6 +76,7 @@ use crate::clock::ZkTime;
 use crate::error::{Error, Result};
 use crate::handler::Delivered;
 use crate::layout::Layout;
+use crate::state::State;
 use crate::task::{Envelope, Task};
 
 mod covered;
@@ -160,11 +161,16 @@ pub trait Feature: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// In `explain` and `status`, at ZooKeeper's time `now_ms`, with what a start read found
-    /// for it (as a claim would see it): what it says of a task that is not ended yet, if
+    /// In `explain`, of a task in `state` (not ended yet), at ZooKeeper's time `now_ms`, with
+    /// what a start read found for it (as a claim would see it): what it says of the task, if
     /// anything ([`Said`]). Asked as [`Feature::at_claim`] is: not while its read said it has
     /// nothing to say.
-    fn explain(&self, _envelope: &Envelope, _now_ms: i64, _started: &Started<'_>) -> Option<Said> {
+    fn explain(
+        &self,
+        _envelope: &Envelope,
+        _asked: &Asked,
+        _started: &Started<'_>,
+    ) -> Option<Said> {
         None
     }
 
@@ -621,6 +627,16 @@ impl Found {
     }
 }
 
+/// What `explain` asks a feature about ([`Feature::explain`]): a task in `state`, at
+/// ZooKeeper's time `now_ms`.
+#[derive(Clone, Copy, Debug)]
+pub struct Asked {
+    /// The task's state.
+    pub state: State,
+    /// ZooKeeper's time.
+    pub now_ms: i64,
+}
+
 /// What a feature says of a task in `explain` ([`Feature::explain`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Said {
@@ -630,6 +646,11 @@ pub struct Said {
     /// `reason` field names it, which `explain`'s reasons carry as they are. `None`: a line
     /// said beside the others (when a task expires), which holds nothing back.
     pub holds: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Said after the core's own reasons (what holds the task back now: its due time, its
+    /// group, its gates), for what becomes of it at its next claim whatever holds it (a
+    /// cancel mark). A reason that holds the task back comes before a line, unless it is
+    /// last.
+    pub last: bool,
 }
 
 /// A task that left the queue, as a feature kept it ([`Feature::find_ended`]).

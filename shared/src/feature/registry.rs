@@ -9,8 +9,8 @@ use zookeeper_client as zk;
 
 use super::covered::Covered;
 use super::{
-    AfterFailure, AtClaim, AtStart, End, EndPart, EndParts, EndWrite, EndedTask, Feature, Found,
-    Idle, IdleCheck, LatestCovers, Leaving, Said, Site, StartRead, Upkeep, carries,
+    AfterFailure, Asked, AtClaim, AtStart, End, EndPart, EndParts, EndWrite, EndedTask, Feature,
+    Found, Idle, IdleCheck, LatestCovers, Leaving, Said, Site, StartRead, Upkeep, carries,
 };
 use crate::error::Result;
 use crate::layout::Layout;
@@ -214,12 +214,12 @@ impl Features {
     pub fn explain(
         &self,
         envelope: &Envelope,
-        now_ms: i64,
+        asked: &Asked,
         found: &Found,
     ) -> Vec<(&'static str, Said)> {
         self.carried_by(envelope)
             .filter(|(at, _)| !found.empty_for(*at))
-            .filter_map(|(at, f)| Some((f.name(), f.explain(envelope, now_ms, &found.of(at))?)))
+            .filter_map(|(at, f)| Some((f.name(), f.explain(envelope, asked, &found.of(at))?)))
             .collect()
     }
 
@@ -426,10 +426,14 @@ mod tests {
                 _ => AtClaim::Take,
             }
         }
-        fn explain(&self, envelope: &Envelope, now_ms: i64, _: &Started<'_>) -> Option<Said> {
+        fn explain(&self, envelope: &Envelope, asked: &Asked, _: &Started<'_>) -> Option<Said> {
             let colour = envelope.extra.get("colour")?;
-            let line = format!("{colour} at {now_ms}");
-            Some(Said { line, holds: None })
+            let line = format!("{colour} at {}", asked.now_ms);
+            Some(Said {
+                line,
+                holds: None,
+                last: false,
+            })
         }
     }
 
@@ -458,7 +462,11 @@ mod tests {
         assert_eq!(features.at_claim(&red, 5, &Found::default()), refused);
         let said = |e| -> Vec<(&str, String)> {
             let found = Found::default();
-            let said = features.explain(e, 5, &found).into_iter();
+            let asked = Asked {
+                state: crate::state::State::Pending,
+                now_ms: 5,
+            };
+            let said = features.explain(e, &asked, &found).into_iter();
             said.map(|(f, said)| (f, said.line)).collect()
         };
         assert_eq!(said(&red), [("colour", "\"red\" at 5".into())]);

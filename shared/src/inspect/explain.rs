@@ -26,7 +26,7 @@ use super::ahead::{Ahead, Grouped, ahead};
 use super::{DebouncedInfo, Status, TaskInfo, status};
 use crate::clock::ZkTime;
 use crate::error::Result;
-use crate::feature::Found;
+use crate::feature::{Asked, Found};
 use crate::queue::{DoneRecord, GateLoad, ParentLook, Queue};
 use crate::resume::Entry;
 use crate::state::State;
@@ -325,9 +325,8 @@ async fn of_state(
     Ok(match (state, found) {
         (State::Debounced, Status::Debounced(info)) => vec![debounced(info)],
         (State::Blocked, Status::Blocked { task }) => {
-            let mut reasons = blocked(queue, now, task, depth).await?;
-            reasons.extend(features_say(queue, now, seen, task));
-            reasons
+            let reasons = blocked(queue, now, task, depth).await?;
+            features_say(queue, now, seen, task, state).after(reasons)
         }
         (State::Pending, Status::Pending { task }) => {
             let mut reasons = held_back(queue, now, seen, task, Some(depth)).await?;
@@ -338,20 +337,19 @@ async fn of_state(
             reasons
         }
         (State::Leased, Status::Leased { task }) => {
+            let says = features_say(queue, now, seen, task, state);
+            // Its cancel mark right after its holder, as a held task's fate.
             let mut reasons = leased(task);
-            reasons.extend(features_say(queue, now, seen, task));
+            reasons.extend(says.holds.into_iter().chain(says.last).chain(says.lines));
             reasons
         }
         (State::Waiting, Status::Waiting { task }) => {
-            let mut reasons = waiting(task);
-            reasons.extend(features_say(queue, now, seen, task));
-            reasons
+            features_say(queue, now, seen, task, state).after(waiting(task))
         }
         (State::Sleeping, Status::Sleeping { task })
         | (State::AwaitingSignal, Status::AwaitingSignal { task }) => {
-            let mut reasons = suspended(task).into_iter().collect::<Vec<_>>();
-            reasons.extend(features_say(queue, now, seen, task));
-            reasons
+            let reasons = suspended(task).into_iter().collect::<Vec<_>>();
+            features_say(queue, now, seen, task, state).after(reasons)
         }
         (State::Dead, Status::Dead { name, record }) => vec![dead(name, record)],
         (State::Completed, Status::Completed { record }) => vec![completed(record)],
@@ -482,7 +480,8 @@ async fn held_back(
             problem: problem.clone(),
         });
     }
-    reasons.extend(features_say(queue, now, seen, task));
+    let says = features_say(queue, now, seen, task, State::Pending);
+    reasons.extend(says.holds.into_iter().chain(says.lines));
     if let Some(envelope) = &task.envelope {
         if let Some(due_at_ms) = envelope.retry_at.filter(|at| *at > now.now_ms()) {
             reasons.push(Reason::NotDue {
@@ -512,32 +511,62 @@ async fn held_back(
             }
         }
     }
+    reasons.extend(says.last);
     Ok(reasons)
 }
 
-/// What each feature says of a task not ended yet (nothing of a body that is no envelope),
-/// with what their start read found (`seen`): a line beside the others, or a reason that
-/// holds the task back (a pause).
-fn features_say(queue: &Queue, now: &ZkTime, seen: &Found, task: &TaskInfo) -> Vec<Reason> {
+/// What the features say of a task, by where it goes among the reasons.
+#[derive(Default)]
+struct Says {
+    /// Reasons that hold the task back (a pause), said first.
+    holds: Vec<Reason>,
+    /// Lines said beside the others (when it expires).
+    lines: Vec<Reason>,
+    /// Reasons said last (a cancel mark: what becomes of it at its next claim).
+    last: Vec<Reason>,
+}
+
+impl Says {
+    /// `reasons`, then what the features say, in that order.
+    fn after(self, mut reasons: Vec<Reason>) -> Vec<Reason> {
+        reasons.extend(self.holds.into_iter().chain(self.lines).chain(self.last));
+        reasons
+    }
+}
+
+/// What each feature says of a task in `state`, not ended yet (nothing of a body that is no
+/// envelope), with what their start read found (`seen`): a line beside the others, or a
+/// reason that holds the task back (a pause, a cancel mark).
+fn features_say(queue: &Queue, now: &ZkTime, seen: &Found, task: &TaskInfo, state: State) -> Says {
+    let mut says = Says::default();
     let Some(envelope) = &task.envelope else {
-        return Vec::new();
+        return says;
     };
-    (queue
-        .features()
-        .explain(envelope, now.now_ms(), seen)
-        .into_iter())
-    .map(|(feature, said)| match said.holds {
-        Some(data) => Reason::HeldBy(FeatureReason {
-            feature: feature.to_string(),
-            line: said.line,
-            data,
-        }),
-        None => Reason::Feature {
-            feature: feature.to_string(),
-            says: said.line,
-        },
-    })
-    .collect()
+    let asked = Asked {
+        state,
+        now_ms: now.now_ms(),
+    };
+    for (feature, said) in queue.features().explain(envelope, &asked, seen) {
+        let feature = feature.to_string();
+        match said.holds {
+            Some(data) => {
+                let reason = Reason::HeldBy(FeatureReason {
+                    feature,
+                    line: said.line,
+                    data,
+                });
+                match said.last {
+                    true => says.last.push(reason),
+                    false => says.holds.push(reason),
+                }
+            }
+            None => says.lines.push(Reason::Feature {
+                feature,
+                says: said.line,
+            }),
+        }
+    }
+    says
 }
 
 /// What the grouped task `task` waits behind in its group, as a run decides it (see

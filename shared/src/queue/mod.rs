@@ -339,9 +339,10 @@ impl Queue {
         create_missing(self, all, found).await.map(|()| true)
     }
 
-    /// The layout's base paths, and the znodes the features' start reads read that they have
-    /// made with them ([`crate::feature::Feature::made_with`]).
-    fn base_paths(&self) -> Vec<String> {
+    /// Every persistent node the queue needs, parents first: the layout's base paths, and the
+    /// znodes the features' start reads read that they have made with them
+    /// ([`crate::feature::Feature::made_with`], such as `paused`).
+    pub fn base_paths(&self) -> Vec<String> {
         let mut all = self.layout.base_paths();
         let made = self.features().made_with(&self.layout);
         all.extend(made.into_iter().map(|(path, _)| path));

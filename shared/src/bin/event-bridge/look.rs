@@ -16,7 +16,7 @@ pub(crate) fn init(config: &Config, queue: &Queue) -> Result<(), Failure> {
     } else {
         "open"
     };
-    print_json(&json!({ "root": config.root, "paths": queue.layout().base_paths(), "acl": acl }))
+    print_json(&json!({ "root": config.root, "paths": queue.base_paths(), "acl": acl }))
 }
 
 pub(crate) async fn list(queue: &Queue, limit: usize, json: bool) -> Result<(), Failure> {

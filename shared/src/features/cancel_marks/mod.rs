@@ -46,9 +46,11 @@ use zookeeper_client as zk;
 
 use crate::error::Result;
 use crate::feature::{
-    AfterFailure, AtClaim, End, EndWrite, Feature, Leaving, Listed, Said, Site, Started, Upkeep,
+    AfterFailure, Asked, AtClaim, End, EndWrite, Feature, Leaving, Listed, Said, Site, Started,
+    Upkeep,
 };
 use crate::layout::{Layout, encode_segment};
+use crate::state::State;
 use crate::task::{Envelope, Task};
 
 /// Marks the reaper looks at per run, at most (each costs up to three requests).
@@ -83,9 +85,11 @@ impl Feature for CancelMarks {
         is_marked(started.listed, &envelope.id)
     }
 
-    /// A marked task: `{"reason": "cancelled"}`, which holds it back for good.
-    fn explain(&self, envelope: &Envelope, _now_ms: i64, started: &Started<'_>) -> Option<Said> {
-        if !is_marked(started.listed, &envelope.id) {
+    /// A marked task, pending or held: `{"reason": "cancelled"}`, said last of a pending
+    /// task (what becomes of it at its next claim, whatever holds it now).
+    fn explain(&self, envelope: &Envelope, asked: &Asked, started: &Started<'_>) -> Option<Said> {
+        let concerned = matches!(asked.state, State::Pending | State::Leased);
+        if !concerned || !is_marked(started.listed, &envelope.id) {
             return None;
         }
         let mut holds = serde_json::Map::new();
@@ -93,6 +97,7 @@ impl Feature for CancelMarks {
         Some(Said {
             line: "cancelled: it goes to the dead letters instead of running again".into(),
             holds: Some(holds),
+            last: true,
         })
     }
 

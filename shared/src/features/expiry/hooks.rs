@@ -4,7 +4,7 @@
 use chrono::SecondsFormat;
 
 use super::ExpiresAt;
-use crate::feature::{AtClaim, End, Feature, Said, Started};
+use crate::feature::{Asked, AtClaim, End, Feature, Said, Started};
 use crate::task::{self, Envelope};
 
 /// The dead letter's reason of a task that expired before any run started it.
@@ -46,7 +46,8 @@ impl Feature for Expiry {
     }
 
     /// A line beside the others: an expiry holds nothing back.
-    fn explain(&self, envelope: &Envelope, now_ms: i64, _started: &Started<'_>) -> Option<Said> {
+    fn explain(&self, envelope: &Envelope, asked: &Asked, _started: &Started<'_>) -> Option<Said> {
+        let now_ms = asked.now_ms;
         let at = ExpiresAt::of(envelope).ok()??;
         let when = at.0.to_rfc3339_opts(SecondsFormat::Millis, true);
         let line = match now_ms < at.ms() {
@@ -61,7 +62,11 @@ impl Feature for Expiry {
                 span(now_ms - at.ms())
             ),
         };
-        Some(Said { line, holds: None })
+        Some(Said {
+            line,
+            holds: None,
+            last: false,
+        })
     }
 }
 
@@ -90,8 +95,12 @@ mod tests {
     /// Its line in `explain` about `envelope` at `now_ms`.
     fn said(envelope: &Envelope, now_ms: i64) -> Option<String> {
         let found = Found::default();
+        let asked = Asked {
+            state: crate::state::State::Pending,
+            now_ms,
+        };
         Expiry
-            .explain(envelope, now_ms, &found.of(0))
+            .explain(envelope, &asked, &found.of(0))
             .map(|s| s.line)
     }
 

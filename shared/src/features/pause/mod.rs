@@ -57,9 +57,10 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::feature::{
-    AtClaim, AtStart, ClaimCheck, Feature, Idle, IdleCheck, Kept, Said, StartRead, Started,
+    Asked, AtClaim, AtStart, ClaimCheck, Feature, Idle, IdleCheck, Kept, Said, StartRead, Started,
 };
 use crate::layout::Layout;
+use crate::state::State;
 use crate::task::Envelope;
 
 pub use change::Pauses;
@@ -144,8 +145,17 @@ impl Feature for Pause {
         Pause::covers(started, &envelope.event_type)
     }
 
-    /// The pause that covers the task, as a reason that holds it back.
-    fn explain(&self, envelope: &Envelope, _now_ms: i64, started: &Started<'_>) -> Option<Said> {
+    /// The pause that covers the task, as a reason that holds it back: of a task that waits to
+    /// be claimed (pending, waiting, asleep or waiting for a signal), not of one held or
+    /// blocked.
+    fn explain(&self, envelope: &Envelope, asked: &Asked, started: &Started<'_>) -> Option<Said> {
+        let waits = matches!(
+            asked.state,
+            State::Pending | State::Waiting | State::Sleeping | State::AwaitingSignal
+        );
+        if !waits {
+            return None;
+        }
         let event_type = &envelope.event_type;
         let (since_ms, whole) = started.kept::<Paused>()?.since(event_type)?;
         let since = crate::clock::shown(since_ms);
@@ -168,6 +178,7 @@ impl Feature for Pause {
         Some(Said {
             line,
             holds: Some(holds),
+            last: false,
         })
     }
 
