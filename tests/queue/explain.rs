@@ -378,10 +378,18 @@ async fn a_held_task_s_cancel_mark_comes_before_its_expiry_and_its_types_pause_i
     event_bridge::cancel::cancel(&t.queue, &name).await.unwrap();
     let explained = explain(&t, &name).await;
     let kinds: Vec<String> = (explained.reasons.iter())
-        .map(|r| r.to_json()["reason"].as_str().unwrap_or_default().to_string())
+        .map(|r| {
+            r.to_json()["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect();
     assert_eq!(kinds, ["held", "cancelled", "feature"], "{explained:?}");
-    assert!(explained.lines[2].starts_with("expires at "), "{explained:?}");
+    assert!(
+        explained.lines[2].starts_with("expires at "),
+        "{explained:?}"
+    );
 }
 
 #[tokio::test]
