@@ -189,7 +189,9 @@ pub trait Feature: Send + Sync + 'static {
     /// What its [`Feature::read_at_start`] znode is while the feature has nothing to do, and
     /// what the core checks for it then ([`Idle`]): a start read that finds it so is answered
     /// by the core without asking the feature ([`AtStart::idle`]), so an idle feature costs a
-    /// run nothing but that check. Read once when the list is made.
+    /// run nothing but that check. Read once when the list is made. A feature whose idle znode
+    /// covers its ends ([`IdleCheck::Ends`]) is asked for its part, once the check failed, with
+    /// what names each leaving task (name, id, reason), not its envelope or held task.
     fn idle(&self) -> Option<Idle> {
         None
     }
